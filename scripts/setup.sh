@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs the Debian packages stringc needs. Idempotent: when everything is
+# present it only checks (a second or two) and installs nothing.
+set -euo pipefail
+
+packages=(
+  cmake ninja-build g++ pkg-config
+  libmlir-19-dev mlir-19-tools llvm-19-dev llvm-19-tools
+  libfmt-dev libgtest-dev zlib1g-dev libzstd-dev
+  python3-torch libopenblas-dev libopenblas0-pthread
+  dataset-fashion-mnist
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+echo "setup: installing ${missing[*]}"
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,17 @@
+import os
+import lit.formats
+from lit.llvm import llvm_config
+
+config.name = "stringc"
+config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+config.suffixes = [".mlir", ".pe"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(os.path.dirname(config.stringc_tools_dir), "tests", "lit")
+config.excludes = ["lit.cfg.py", "lit.site.cfg.py", "Inputs"]
+
+config.substitutions.append(("%examples", os.path.join(config.stringc_src_root, "examples")))
+llvm_config.with_system_environment(["HOME", "TMP", "TEMP"])
+llvm_config.use_default_substitutions()
+llvm_config.add_tool_substitutions(
+    ["stringc", "string-opt"], [config.stringc_tools_dir])
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
