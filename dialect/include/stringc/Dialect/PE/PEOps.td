@@ -1,0 +1,39 @@
+//===- PEOps.td - ops of the pe dialect --------------------*- tablegen -*-===//
+//
+// Type constraints shared by every op, then the op families, one file each:
+// module-level declarations, network layers, positional encodings.
+//
+// Assembly conventions of the compute ops: operands, then each op attribute
+// as `name(value)` (attributes with a default are omitted when they hold it),
+// then `:` the operand types `->` the result type. Ops without operands write
+// `: result-type`. Enum attributes go through custom<EnumKeyword> (PEOps.cpp)
+// so that they print as `mask(causal)`, not `mask(<causal>)`.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef STRINGC_DIALECT_PE_PEOPS_TD
+#define STRINGC_DIALECT_PE_PEOPS_TD
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+include "stringc/Dialect/PE/PEDialect.td"
+include "stringc/Dialect/PE/PEEnums.td"
+
+// Element types are checked here; ranks and shapes by the C++ verifiers,
+// which name the operand in their messages.
+def PE_FloatTensor : RankedTensorOf<[F32]>;
+def PE_IntTensor : RankedTensorOf<[I32]>;
+def PE_ScalarTensor : 0DTensorOf<[F32]>;
+
+// A compute op: pure, with a C++ verifier.
+class PE_ComputeOp<string mnemonic, list<Trait> traits = []>
+    : PE_Op<mnemonic, !listconcat([Pure], traits)> {
+  let hasVerifier = 1;
+}
+
+include "stringc/Dialect/PE/PEModuleOps.td"
+include "stringc/Dialect/PE/PELayerOps.td"
+include "stringc/Dialect/PE/PEPositionOps.td"
+
+#endif // STRINGC_DIALECT_PE_PEOPS_TD

@@ -1,0 +1,339 @@
+//===- PEPositionOps.td - positional encodings -------------*- tablegen -*-===//
+//
+// Positions, frequency tables and the structured position-dependent
+// transforms (RoPE, Householder reflections, Cayley transforms of skew
+// matrices, exponentials of commuting generators, SPD gates, sinusoidal
+// tables). Included by PEOps.td.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef STRINGC_DIALECT_PE_PEPOSITIONOPS_TD
+#define STRINGC_DIALECT_PE_PEPOSITIONOPS_TD
+
+def PE_SeqPositionsOp : PE_ComputeOp<"seq_positions"> {
+  let summary = "positions of a sequence";
+  let description = [{
+    `pos[t, 0] = 0` for the `special` leading tokens (`t < special`), then
+    `pos[special + n, 0] = n` for `n` in `[0, length)`. Result
+    `[special + length, 1]`. `length > 0`, `special >= 0` (default 0).
+
+    ```mlir
+    %pos = pe.seq_positions length(64) : tensor<64x1xf32>
+    ```
+  }];
+  let arguments = (ins I64Attr:$length,
+                       DefaultValuedAttr<I64Attr, "0">:$special);
+  let results = (outs PE_FloatTensor:$result);
+  let assemblyFormat = [{
+    `length` `(` $length `)` (`special` `(` $special^ `)`)? attr-dict `:`
+    type($result)
+  }];
+}
+
+def PE_GridPositionsOp : PE_ComputeOp<"grid_positions"> {
+  let summary = "positions of the patches of an image grid";
+  let description = [{
+    `pos[t] = (0, 0)` for the `special` leading tokens, then patch `n` of the
+    `rows x cols` grid (row-major) at `pos[special + n] = (n % cols,
+    n / cols)`: axis 0 is the column `x`, axis 1 the row `y`. Result
+    `[special + rows*cols, 2]`. `rows, cols > 0`, `special >= 0` (default 0).
+    Special tokens (CLS) thus get the identity rotation, as in RoPE-ViT.
+
+    ```mlir
+    %pos = pe.grid_positions rows(7) cols(7) special(1) : tensor<50x2xf32>
+    ```
+  }];
+  let arguments = (ins I64Attr:$rows, I64Attr:$cols,
+                       DefaultValuedAttr<I64Attr, "0">:$special);
+  let results = (outs PE_FloatTensor:$result);
+  let assemblyFormat = [{
+    `rows` `(` $rows `)` `cols` `(` $cols `)` (`special` `(` $special^ `)`)?
+    attr-dict `:` type($result)
+  }];
+}
+
+def PE_RopeFreqsOp : PE_ComputeOp<"rope_freqs"> {
+  let summary = "standard rotary frequency table";
+  let description = [{
+    Frequencies for the `dim / 2` interleaved pairs of a `dim`-wide vector
+    split into `heads` heads of `Dh = dim / heads` columns. Pair `j` belongs
+    to head `j / (Dh/2)` and is pair `i = j % (Dh/2)` of its head.
+
+    - `kind(seq)`: result `[dim/2, 1]`, `freqs[j, 0] = base^(-2i/Dh)`
+      (`Dh` even).
+    - `kind(axial)`: result `[dim/2, 2]`. With `n = Dh/4` (`Dh` divisible by
+      4), the first `n` pairs of each head turn with `x`, the last `n` with
+      `y`: `freqs[j] = (base^(-4i/Dh), 0)` for `i < n`, `(0,
+      base^(-4(i-n)/Dh))` otherwise (RoPE-ViT's axial frequencies).
+
+    `dim > 0`, `heads > 0` dividing `dim`, `base > 0`.
+
+    ```mlir
+    %f = pe.rope_freqs kind(axial) dim(64) heads(4) base(1.000000e+02) : tensor<32x2xf32>
+    ```
+  }];
+  let arguments = (ins PE_FreqsKindAttr:$kind, I64Attr:$dim, I64Attr:$heads,
+                       F64Attr:$base);
+  let results = (outs PE_FloatTensor:$result);
+  let assemblyFormat = [{
+    `kind` `(` custom<EnumKeyword>($kind) `)` `dim` `(` $dim `)`
+    `heads` `(` $heads `)` `base` `(` $base `)` attr-dict `:` type($result)
+  }];
+}
+
+def PE_RopeOp : PE_ComputeOp<"rope"> {
+  let summary = "rotary position embedding";
+  let description = [{
+    Rotates interleaved pair `j` (columns `2j`, `2j+1`) of token `t` by
+    `theta_j(t) = sum_a pos[t, a] * freqs[j, a]`:
+
+    ```
+    y[b, t, 2j]   = x[b, t, 2j] cos(theta_j(t)) - x[b, t, 2j+1] sin(theta_j(t))
+    y[b, t, 2j+1] = x[b, t, 2j] sin(theta_j(t)) + x[b, t, 2j+1] cos(theta_j(t))
+    ```
+
+    Shapes: `x` `[B, T, D]` (`D` even), `pos` `[T, A]`, `freqs` `[D/2, A]`;
+    the result has the type of `x`. `mode` records where the frequencies come
+    from and fixes `A`: `seq` (1D RoPE, `A = 1`), `axial` (2D, `A = 2`,
+    `pe.rope_freqs kind(axial)`: each pair turns with one axis), `mixed` (2D,
+    `A = 2`, learned frequencies mixing both axes). The math is the same for
+    all three.
+
+    ```mlir
+    %y = pe.rope %x, %pos, %freqs mode(axial) : tensor<?x50x64xf32>, tensor<50x2xf32>, tensor<32x2xf32> -> tensor<?x50x64xf32>
+    ```
+  }];
+  let arguments = (ins PE_FloatTensor:$x, PE_FloatTensor:$pos,
+                       PE_FloatTensor:$freqs, PE_RopeModeAttr:$mode);
+  let results = (outs PE_FloatTensor:$result);
+  let assemblyFormat = [{
+    $x `,` $pos `,` $freqs `mode` `(` custom<EnumKeyword>($mode) `)` attr-dict
+    `:` type($x) `,` type($pos) `,` type($freqs) `->` type($result)
+  }];
+}
+
+def PE_HouseholderOp : PE_ComputeOp<"householder"> {
+  let summary = "reflection RoPE: two 2D Householder reflections per pair";
+  let description = [{
+    For token `t` and pair `j`, `a1 = sum_a pos[t, a] * f1[j, a]`,
+    `a2 = sum_a pos[t, a] * f2[j, a]`, `H(a) = I - 2 v v^T` with
+    `v = (cos a, sin a)`, and
+
+    ```
+    (y[b, t, 2j], y[b, t, 2j+1])^T = H(a2) H(a1) (x[b, t, 2j], x[b, t, 2j+1])^T
+    ```
+
+    `H(a2) H(a1)` is the rotation by `2 (a2 - a1)`. Shapes: `x` `[B, T, D]`
+    (`D` even), `pos` `[T, A]` (`A` in {1, 2}), `f1`, `f2` `[D/2, A]`; the
+    result has the type of `x`.
+
+    ```mlir
+    %y = pe.householder %x, %pos, %f1, %f2 : tensor<?x50x64xf32>, tensor<50x2xf32>, tensor<32x2xf32>, tensor<32x2xf32> -> tensor<?x50x64xf32>
+    ```
+  }];
+  let arguments = (ins PE_FloatTensor:$x, PE_FloatTensor:$pos,
+                       PE_FloatTensor:$f1, PE_FloatTensor:$f2);
+  let results = (outs PE_FloatTensor:$result);
+  let assemblyFormat = [{
+    $x `,` $pos `,` $f1 `,` $f2 attr-dict `:` type($x) `,` type($pos) `,`
+    type($f1) `,` type($f2) `->` type($result)
+  }];
+}
+
+def PE_SkewOp : PE_ComputeOp<"skew"> {
+  let summary = "skew-symmetric matrices from their upper triangles";
+  let description = [{
+    Parameter `k` of the last dimension is the upper-triangle pair `(i, j)`,
+    `i < j`, in row-major order (`(0,1), (0,2), ..., (0,d-1), (1,2), ...`,
+    the order of `torch.triu_indices(d, d, 1)`; `k = i*d - i(i+1)/2 +
+    j - i - 1`):
+
+    ```
+    S[..., i, j] = params[..., k]
+    S[..., j, i] = -params[..., k]
+    S[..., i, i] = 0
+    ```
+
+    Shapes (static): `params` `[..., d(d-1)/2]` with `d = dim >= 2`; result
+    `[..., d, d]`.
+
+    ```mlir
+    %s = pe.skew %p dim(64) : tensor<2016xf32> -> tensor<64x64xf32>
+    %l = pe.skew %g dim(16) : tensor<2x120xf32> -> tensor<2x16x16xf32>
+    ```
+  }];
+  let arguments = (ins PE_FloatTensor:$params, I64Attr:$dim);
+  let results = (outs PE_FloatTensor:$result);
+  let assemblyFormat = [{
+    $params `dim` `(` $dim `)` attr-dict `:` type($params) `->` type($result)
+  }];
+}
+
+def PE_SparseSkewOp : PE_ComputeOp<"sparse_skew"> {
+  let summary = "skew-symmetric matrix with a fixed sparse support";
+  let description = [{
+    As `pe.skew`, but only on the `K` upper-triangle positions listed in
+    `support` (flat indices `k` in the order of `pe.skew`, strictly
+    increasing, each in `[0, dim(dim-1)/2)`): with `(i_m, j_m)` the pair of
+    `support[m]`,
+
+    ```
+    S[i_m, j_m] = params[m],  S[j_m, i_m] = -params[m],  0 elsewhere
+    ```
+
+    Shapes (static): `params` `[K]`, `K` = the length of `support`; result
+    `[dim, dim]`, `dim >= 2`. `fraction` (in `(0, 1]`) and `seed` record
+    how the frontend drew the support; the math depends on `support` only.
+
+    ```mlir
+    %s = pe.sparse_skew %p dim(4) fraction(5.000000e-01) seed(7) support([0, 2, 5]) : tensor<3xf32> -> tensor<4x4xf32>
+    ```
+  }];
+  let arguments = (ins PE_FloatTensor:$params, I64Attr:$dim, F64Attr:$fraction,
+                       I64Attr:$seed, DenseI64ArrayAttr:$support);
+  let results = (outs PE_FloatTensor:$result);
+  let assemblyFormat = [{
+    $params `dim` `(` $dim `)` `fraction` `(` $fraction `)` `seed` `(` $seed `)`
+    `support` `(` $support `)` attr-dict `:` type($params) `->` type($result)
+  }];
+}
+
+def PE_CayleyOp : PE_ComputeOp<"cayley"> {
+  let summary = "applies the Cayley transform of a skew matrix";
+  let description = [{
+    `y[..., :] = U x[..., :]` with `U = (I - S)(I + S)^-1`, computed as a
+    solve: `(I + S) z = x`, then `y = (I - S) z`. For skew-symmetric `S`,
+    `I + S` is invertible and `U` orthogonal.
+
+    Shapes: `x` `[..., D]`, `s` `[D, D]` (static); the result has the type
+    of `x`.
+
+    ```mlir
+    %y = pe.cayley %x, %s : tensor<?x50x64xf32>, tensor<64x64xf32> -> tensor<?x50x64xf32>
+    ```
+  }];
+  let arguments = (ins PE_FloatTensor:$x, PE_FloatTensor:$s);
+  let results = (outs PE_FloatTensor:$result);
+  let assemblyFormat = [{
+    $x `,` $s attr-dict `:` type($x) `,` type($s) `->` type($result)
+  }];
+}
+
+def PE_RelativePositionsOp : PE_ComputeOp<"relative_positions"> {
+  let summary = "pairwise position differences";
+  let description = [{
+    `r[i, j, :] = pos[j, :] - pos[i, :]`. Shapes: `pos` `[T, A]`; result
+    `[T, T, A]`.
+
+    ```mlir
+    %r = pe.relative_positions %pos : tensor<50x2xf32> -> tensor<50x50x2xf32>
+    ```
+  }];
+  let arguments = (ins PE_FloatTensor:$pos);
+  let results = (outs PE_FloatTensor:$result);
+  let assemblyFormat = "$pos attr-dict `:` type($pos) `->` type($result)";
+}
+
+def PE_GeneratorExpOp : PE_ComputeOp<"generator_exp"> {
+  let summary = "matrix exponential of a combination of generators";
+  let description = [{
+    `R[...] = exp(sum_k r[..., k] * generators[k])`, the matrix exponential.
+    With skew-symmetric generators `R` is a rotation; when they commute,
+    `R(r_i)^T R(r_j) = R(r_j - r_i)`.
+
+    Shapes (static): `r` `[..., K]`, `generators` `[K, d, d]`; result
+    `[..., d, d]`.
+
+    ```mlir
+    %R = pe.generator_exp %r, %L : tensor<50x50x2xf32>, tensor<2x16x16xf32> -> tensor<50x50x16x16xf32>
+    ```
+  }];
+  let arguments = (ins PE_FloatTensor:$r, PE_FloatTensor:$generators);
+  let results = (outs PE_FloatTensor:$result);
+  let assemblyFormat = [{
+    $r `,` $generators attr-dict `:` type($r) `,` type($generators) `->`
+    type($result)
+  }];
+}
+
+def PE_ApplyRotationOp : PE_ComputeOp<"apply_rotation"> {
+  let summary = "per-token rotation of every head";
+  let description = [{
+    Head slice `h` of token `t` (columns `h*Dh .. (h+1)*Dh - 1`, `Dh = D /
+    heads`) is multiplied by `rotations[t]`:
+    `y[b, t, h*Dh + m] = sum_n rotations[t, m, n] * x[b, t, h*Dh + n]`.
+
+    Shapes: `x` `[B, T, D]`, `rotations` `[T, Dh, Dh]` (static); the result
+    has the type of `x`.
+
+    ```mlir
+    %y = pe.apply_rotation %x, %R heads(4) : tensor<?x50x64xf32>, tensor<50x16x16xf32> -> tensor<?x50x64xf32>
+    ```
+  }];
+  let arguments = (ins PE_FloatTensor:$x, PE_FloatTensor:$rotations,
+                       I64Attr:$heads);
+  let results = (outs PE_FloatTensor:$result);
+  let assemblyFormat = [{
+    $x `,` $rotations `heads` `(` $heads `)` attr-dict `:` type($x) `,`
+    type($rotations) `->` type($result)
+  }];
+}
+
+def PE_CommutatorNormOp : PE_ComputeOp<"commutator_norm"> {
+  let summary = "largest commutator of a set of generators";
+  let description = [{
+    `y = max_{a < b} || L_a L_b - L_b L_a ||_F` over the generators
+    `L_k = generators[k]`, a regulariser that drives them to commute.
+
+    Shapes: `generators` `[K, d, d]` (static, `K >= 2`); result
+    `tensor<f32>`.
+
+    ```mlir
+    %c = pe.commutator_norm %L : tensor<2x16x16xf32> -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins PE_FloatTensor:$generators);
+  let results = (outs PE_ScalarTensor:$result);
+  let assemblyFormat = [{
+    $generators attr-dict `:` type($generators) `->` type($result)
+  }];
+}
+
+def PE_SpdGateOp : PE_ComputeOp<"spd_gate"> {
+  let summary = "diagonal positive gate (the SPD factor of polar RoPE)";
+  let description = [{
+    `y[b, t, d] = x[b, t, d] * exp(gamma[d])` for `gamma` `[D]`, or
+    `x[b, t, d] * exp(gamma[t, d])` for a per-position `gamma` `[T, D]`.
+    Shapes: `x` `[B, T, D]`; the result has the type of `x`.
+
+    ```mlir
+    %y = pe.spd_gate %x, %gamma : tensor<?x64x32xf32>, tensor<32xf32> -> tensor<?x64x32xf32>
+    ```
+  }];
+  let arguments = (ins PE_FloatTensor:$x, PE_FloatTensor:$gamma);
+  let results = (outs PE_FloatTensor:$result);
+  let assemblyFormat = [{
+    $x `,` $gamma attr-dict `:` type($x) `,` type($gamma) `->` type($result)
+  }];
+}
+
+def PE_SinusoidalOp : PE_ComputeOp<"sinusoidal"> {
+  let summary = "sinusoidal position table";
+  let description = [{
+    `PE[p, 2i] = sin(p / base^(2i/dim))`, `PE[p, 2i+1] = cos(p /
+    base^(2i/dim))`. Result `[length, dim]`; `length > 0`, `dim > 0` even,
+    `base > 0`.
+
+    ```mlir
+    %pe = pe.sinusoidal length(64) dim(128) base(1.000000e+04) : tensor<64x128xf32>
+    ```
+  }];
+  let arguments = (ins I64Attr:$length, I64Attr:$dim, F64Attr:$base);
+  let results = (outs PE_FloatTensor:$result);
+  let assemblyFormat = [{
+    `length` `(` $length `)` `dim` `(` $dim `)` `base` `(` $base `)` attr-dict
+    `:` type($result)
+  }];
+}
+
+#endif // STRINGC_DIALECT_PE_PEPOSITIONOPS_TD
