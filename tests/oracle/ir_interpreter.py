@@ -1,0 +1,325 @@
+"""Reference evaluator of a `pe` module printed in MLIR's generic form.
+
+`string-opt --mlir-print-op-generic model.mlir` gives text this module reads;
+each `pe` op of `func.func @forward` is evaluated with its pe_torch
+function, given the parameter tensors (by symbol name, e.g.
+"encoder.0.wq") and the model inputs (by their `pe.input` names). Every
+result is checked against the type the IR declares for it. The outputs come
+back in the function's result order, named by `pe.output` (the loss first).
+
+Command line (all files safetensors):
+  ir_interpreter.py MODEL.mlir --params P --inputs I --out O [--grads] [--float64]
+writes the outputs, and with --grads the gradient of the loss with respect
+to every trainable parameter as "grad.NAME".
+"""
+
+import argparse
+import os
+import sys
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import pe_torch as pt                                       # noqa: E402
+from mlir_generic import TensorType, parse, walk            # noqa: E402
+from safetensors_io import params_from_safetensors, save_safetensors  # noqa: E402
+
+
+class InterpreterError(Exception):
+    """The module cannot be evaluated (unknown op, bad shapes, missing values)."""
+
+
+@dataclass
+class Parameter:
+    """A `pe.parameter` declaration: its type, initializer and companions."""
+    name: str
+    type: TensorType
+    init: str
+    attributes: dict
+    frozen: bool
+
+
+class Module:
+    """A parsed pe module: its parameters and its functions."""
+
+    def __init__(self, ops):
+        self.ops = ops
+        self.parameters = OrderedDict()
+        self.functions = {}
+        self.optimizer = None
+        self.dataset = None
+        for op in walk(ops):
+            a = op.attributes
+            if op.name == "pe.parameter":
+                self.parameters[a["sym_name"]] = Parameter(
+                    a["sym_name"], a["type"], a.get("init", ""), a,
+                    bool(a.get("frozen", False)))
+            elif op.name == "func.func":
+                self.functions[a["sym_name"]] = op
+            elif op.name == "pe.optimizer":
+                self.optimizer = dict(a)
+            elif op.name == "pe.dataset":
+                self.dataset = dict(a)
+
+    def function(self, name="forward"):
+        if name in self.functions:
+            return self.functions[name]
+        if len(self.functions) == 1 and name == "forward":
+            return next(iter(self.functions.values()))
+        raise InterpreterError(f"no function @{name}")
+
+    def inputs(self, function="forward"):
+        """[(input name, TensorType)] of the function's arguments."""
+        f = self.function(function)
+        types = f.attributes["function_type"].inputs
+        names = _names(f.attributes.get("arg_attrs"), "pe.input", "arg", len(types))
+        return list(zip(names, types))
+
+    def outputs(self, function="forward"):
+        """[(output name, TensorType)] of the function's results."""
+        f = self.function(function)
+        types = f.attributes["function_type"].results
+        names = _names(f.attributes.get("res_attrs"), "pe.output", "result", len(types))
+        return list(zip(names, types))
+
+
+def _names(attr_list, key, prefix, n):
+    attr_list = attr_list or [{}] * n
+    return [(a or {}).get(key, f"{prefix}{k}") for k, a in enumerate(attr_list)]
+
+
+def load_module(source):
+    """A Module from generic-form text or from the path of a file holding it."""
+    if "\n" not in source and os.path.exists(source):
+        with open(source) as f:
+            source = f.read()
+    return Module(parse(source))
+
+
+# ---------------------------------------------------------------- ops --
+
+def _req(attrs, name, op):
+    if name not in attrs:
+        raise InterpreterError(f"{op}: missing attribute {name}")
+    return attrs[name]
+
+
+def _rope(args, a):
+    x, pos, freqs = args
+    mode = _req(a, "mode", "pe.rope")
+    axes = {"seq": 1, "axial": 2, "mixed": 2}.get(mode)
+    if axes is None or pos.shape[-1] != axes or freqs.shape[-1] != axes:
+        raise InterpreterError(f"pe.rope mode {mode} with positions {tuple(pos.shape)}"
+                               f" and frequencies {tuple(freqs.shape)}")
+    return pt.rope(x, pos, freqs)
+
+
+def _attention(args, a):
+    q, k, v = args[:3]
+    rel = args[3] if len(args) > 3 else None
+    mask = _req(a, "mask", "pe.attention")
+    if mask == "skip" and "skip_base" not in a:
+        raise InterpreterError("pe.attention: mask skip without skip_base")
+    return pt.attention(q, k, v, heads=_req(a, "heads", "pe.attention"),
+                        scale=_req(a, "scale", "pe.attention"), mask=mask,
+                        skip_base=a.get("skip_base", 0), rel=rel)
+
+
+# Each entry: (operand counts allowed, fn(args, attrs, dtype) -> tensor).
+OPS = {
+    "pe.linear": ((2, 3), lambda x, a, d: pt.linear(*x)),
+    "pe.layer_norm": ((3,), lambda x, a, d: pt.layer_norm(*x, eps=a.get("epsilon", 1e-5))),
+    "pe.gelu": ((1,), lambda x, a, d: pt.gelu(x[0], approximate=a.get("approximate", False))),
+    "pe.relu": ((1,), lambda x, a, d: pt.relu(x[0])),
+    "pe.add": ((2,), lambda x, a, d: pt.add(*x)),
+    "pe.sub": ((2,), lambda x, a, d: pt.sub(*x)),
+    "pe.mul": ((2,), lambda x, a, d: pt.mul(*x)),
+    "pe.scale": ((1,), lambda x, a, d: pt.scale(x[0], _req(a, "factor", "pe.scale"),
+                                                 a.get("bias", 0.0))),
+    "pe.mean": ((1,), lambda x, a, d: pt.mean(x[0], a.get("axis"))),
+    "pe.patch_embed": ((3,), lambda x, a, d: pt.patch_embed(
+        *x, patch=_req(a, "patch", "pe.patch_embed"))),
+    "pe.token_embed": ((2,), lambda x, a, d: pt.token_embed(*x)),
+    "pe.class_token": ((2,), lambda x, a, d: pt.class_token(*x)),
+    "pe.select_token": ((1,), lambda x, a, d: pt.select_token(
+        x[0], _req(a, "index", "pe.select_token"))),
+    "pe.attention": ((3, 4), lambda x, a, d: _attention(x, a)),
+    "pe.cross_entropy": ((2,), lambda x, a, d: pt.cross_entropy(*x)),
+    "pe.seq_positions": ((0,), lambda x, a, d: pt.seq_positions(
+        _req(a, "length", "pe.seq_positions"), a.get("special", 0), dtype=d)),
+    "pe.grid_positions": ((0,), lambda x, a, d: pt.grid_positions(
+        _req(a, "rows", "pe.grid_positions"), _req(a, "cols", "pe.grid_positions"),
+        a.get("special", 0), dtype=d)),
+    "pe.rope_freqs": ((0,), lambda x, a, d: pt.rope_freqs(
+        _req(a, "kind", "pe.rope_freqs"), _req(a, "dim", "pe.rope_freqs"),
+        _req(a, "heads", "pe.rope_freqs"), _req(a, "base", "pe.rope_freqs"), dtype=d)),
+    "pe.rope": ((3,), lambda x, a, d: _rope(x, a)),
+    "pe.householder": ((4,), lambda x, a, d: pt.householder(*x)),
+    "pe.skew": ((1,), lambda x, a, d: pt.skew(x[0], _req(a, "dim", "pe.skew"))),
+    "pe.sparse_skew": ((1,), lambda x, a, d: pt.sparse_skew(
+        x[0], _req(a, "dim", "pe.sparse_skew"), _req(a, "support", "pe.sparse_skew"))),
+    "pe.cayley": ((2,), lambda x, a, d: pt.cayley(*x)),
+    "pe.relative_positions": ((1,), lambda x, a, d: pt.relative_positions(x[0])),
+    "pe.generator_exp": ((2,), lambda x, a, d: pt.generator_exp(*x)),
+    "pe.apply_rotation": ((2,), lambda x, a, d: pt.apply_rotation(
+        *x, heads=_req(a, "heads", "pe.apply_rotation"))),
+    "pe.commutator_norm": ((1,), lambda x, a, d: pt.commutator_norm(x[0])),
+    "pe.spd_gate": ((2,), lambda x, a, d: pt.spd_gate(*x)),
+    "pe.sinusoidal": ((0,), lambda x, a, d: pt.sinusoidal(
+        _req(a, "length", "pe.sinusoidal"), _req(a, "dim", "pe.sinusoidal"),
+        _req(a, "base", "pe.sinusoidal"), dtype=d)),
+}
+
+
+# ---------------------------------------------------------- evaluation --
+
+def _matches(t, ty):
+    if not isinstance(ty, TensorType):
+        return True
+    if t.dim() != len(ty.shape):
+        return False
+    if any(d is not None and d != s for d, s in zip(ty.shape, t.shape)):
+        return False
+    return t.is_floating_point() == ty.element.startswith(("f", "bf"))
+
+
+def _convert(t, ty, dtype, what):
+    t = torch.as_tensor(t)
+    if isinstance(ty, TensorType) and ty.element.startswith(("f", "bf")):
+        t = t.to(dtype)
+    if not _matches(t, ty):
+        raise InterpreterError(f"{what}: got {t.dtype} {tuple(t.shape)}, expected {ty}")
+    return t
+
+
+def evaluate(module, params, inputs, dtype=torch.float32, function="forward"):
+    """Run `function` of `module` (a Module or generic-form text) on the
+    parameter and input tensors; return OrderedDict {output name: tensor}.
+    Float parameters and inputs are converted to `dtype`; gradients flow to
+    the caller's tensors when they require grad and already have `dtype`."""
+    if not isinstance(module, Module):
+        module = load_module(module)
+    f = module.function(function)
+    blocks = f.regions[0] if f.regions else []
+    if len(blocks) != 1:
+        raise InterpreterError(f"@{function} must have exactly one block")
+    block = blocks[0]
+    env = {}
+    for (ssa, ty), (name, _) in zip(block.args, module.inputs(function)):
+        if name not in inputs:
+            raise InterpreterError(f"missing input {name!r}")
+        env[ssa] = _convert(inputs[name], ty, dtype, f"input {name}")
+    for op in block.ops:
+        where = f"line {op.line}: {op.name}"
+        if op.name == "func.return":
+            values = [env[o] for o in op.operands]
+            names = [n for n, _ in module.outputs(function)]
+            return OrderedDict(zip(names, values))
+        try:
+            args = [env[o] for o in op.operands]
+        except KeyError as e:
+            raise InterpreterError(f"{where}: undefined value {e}") from None
+        if op.name == "pe.get_param":
+            name = op.attributes["param"]
+            if name not in params:
+                raise InterpreterError(f"{where}: missing parameter {name!r}")
+            result = _convert(params[name], op.result_types[0], dtype, f"{where} @{name}")
+        elif op.name in OPS:
+            counts, fn = OPS[op.name]
+            if len(args) not in counts:
+                raise InterpreterError(f"{where}: {len(args)} operands")
+            try:
+                result = fn(args, op.attributes, dtype)
+            except (ValueError, RuntimeError, IndexError) as e:
+                raise InterpreterError(f"{where}: {e}") from e
+        else:
+            raise InterpreterError(f"{where}: unsupported op")
+        if len(op.results) != 1:
+            raise InterpreterError(f"{where}: expected one result")
+        if not _matches(result, op.result_types[0]):
+            raise InterpreterError(f"{where}: computed {result.dtype} {tuple(result.shape)},"
+                                   f" IR declares {op.result_types[0]}")
+        env[op.results[0]] = result
+    raise InterpreterError(f"@{function} has no func.return")
+
+
+def loss_and_grads(module, params, inputs, dtype=torch.float32, function="forward"):
+    """(outputs, {name: d loss / d param}) for every trainable parameter; the
+    loss is the first output."""
+    if not isinstance(module, Module):
+        module = load_module(module)
+    leaves = {n: torch.as_tensor(t).detach().to(dtype).requires_grad_(
+                  not module.parameters[n].frozen if n in module.parameters else False)
+              for n, t in params.items()}
+    outputs = evaluate(module, leaves, inputs, dtype, function)
+    loss = next(iter(outputs.values()))
+    if loss.dim() != 0:
+        raise InterpreterError(f"the first output has shape {tuple(loss.shape)}, not a scalar loss")
+    names = [n for n, t in leaves.items() if t.requires_grad]
+    grads = [None] * len(names)
+    if loss.requires_grad:
+        grads = torch.autograd.grad(loss, [leaves[n] for n in names], allow_unused=True)
+    return outputs, {n: torch.zeros_like(leaves[n]) if g is None else g
+                     for n, g in zip(names, grads)}
+
+
+def init_params(module, base_dir=".", dtype=torch.float32):
+    """Parameters from their declared initializers. zeros, ones, constant and
+    load are exact; normal and uniform draw from torch's generator seeded with
+    `seed`, so they are distributed as declared but are not the values the
+    compiled runtime draws."""
+    if not isinstance(module, Module):
+        module = load_module(module)
+    out = {}
+    for name, p in module.parameters.items():
+        shape, a = p.type.shape, p.attributes
+        if p.init == "zeros":
+            t = torch.zeros(shape, dtype=torch.float64)
+        elif p.init == "ones":
+            t = torch.ones(shape, dtype=torch.float64)
+        elif p.init == "constant":
+            t = torch.full(shape, float(a["value"]), dtype=torch.float64)
+        elif p.init in ("normal", "uniform"):
+            g = torch.Generator().manual_seed(int(a.get("seed", 0)) & (2**63 - 1))
+            t = torch.empty(shape, dtype=torch.float64)
+            if p.init == "normal":
+                t.normal_(float(a.get("mean", 0.0)), float(a.get("std", 1.0)), generator=g)
+            else:
+                t.uniform_(float(a.get("low", -1.0)), float(a.get("high", 1.0)), generator=g)
+        elif p.init == "load":
+            path = os.path.join(base_dir, a["file"])
+            t = params_from_safetensors(path)[a["tensor"]]
+        else:
+            raise InterpreterError(f"parameter {name}: unknown init {p.init!r}")
+        out[name] = _convert(t, p.type, dtype, f"parameter {name}")
+    return out
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("model", help="pe module in MLIR generic form")
+    ap.add_argument("--params", required=True, help="safetensors of the parameters")
+    ap.add_argument("--inputs", required=True, help="safetensors of the model inputs")
+    ap.add_argument("--out", required=True, help="safetensors to write")
+    ap.add_argument("--grads", action="store_true", help="also write grad.NAME")
+    ap.add_argument("--float64", action="store_true", help="evaluate in float64")
+    args = ap.parse_args(argv)
+    dtype = torch.float64 if args.float64 else torch.float32
+    module = load_module(args.model)
+    params = params_from_safetensors(args.params)
+    inputs = params_from_safetensors(args.inputs)
+    if args.grads:
+        outputs, grads = loss_and_grads(module, params, inputs, dtype)
+        outputs.update({f"grad.{n}": g for n, g in grads.items()})
+    else:
+        with torch.no_grad():
+            outputs = evaluate(module, params, inputs, dtype)
+    save_safetensors(args.out, {n: t.detach() for n, t in outputs.items()})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
