@@ -4,7 +4,7 @@ from lit.llvm import llvm_config
 
 config.name = "stringc"
 config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
-config.suffixes = [".mlir", ".pe"]
+config.suffixes = [".mlir", ".pe", ".test"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(os.path.dirname(config.stringc_tools_dir), "tests", "lit")
 config.excludes = ["lit.cfg.py", "lit.site.cfg.py", "Inputs"]
