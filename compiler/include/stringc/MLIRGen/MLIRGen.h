@@ -14,9 +14,21 @@
 namespace stringc {
 struct ModelGraph;
 
-/// Builds the `pe` module for `graph`, verifies it, and prints it to `out`.
-/// On failure writes the diagnostics to `err` and returns non-zero.
-int printModelAsMLIR(const ModelGraph &graph, std::ostream &out, std::ostream &err);
+/// How far printModelAsMLIR takes the module before printing it.
+enum class EmitStage {
+  /// The model as built: parameters, optimizer, dataset and @forward.
+  Forward,
+  /// After the pe-autodiff pass: @forward plus @gradients, the loss and the
+  /// gradient of every trainable parameter (docs/autodiff.md).
+  Train,
+};
+
+/// Builds the `pe` module for `graph`, verifies it, runs the passes of
+/// `stage`, and prints it to `out`. Diagnostics (errors, and warnings such as
+/// a parameter that does not affect the loss) go to `err`; returns non-zero
+/// on failure.
+int printModelAsMLIR(const ModelGraph &graph, std::ostream &out, std::ostream &err,
+                     EmitStage stage = EmitStage::Forward);
 
 } // namespace stringc
 
