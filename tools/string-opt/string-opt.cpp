@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "stringc/Dialect/PE/PEDialect.h"
+#include "stringc/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -17,6 +18,8 @@
 int main(int argc, char **argv) {
   // Canonicalize, CSE, inlining, symbol DCE, ...
   mlir::registerTransformsPasses();
+  // pe-autodiff, ...
+  stringc::registerPasses();
 
   mlir::DialectRegistry registry;
   registry.insert<mlir::pe::PEDialect, mlir::func::FuncDialect,

@@ -18,8 +18,8 @@ func.func @f(%x: tensor<?x4xf32> {pe.input = "x"}, %y: tensor<?xi32> {pe.input =
 
 // -----
 
-// Function results carry only pe.output.
-// expected-error @+1 {{'func.func' op has unknown result attribute 'pe.input' on result #0 (expected 'pe.output')}}
+// Function results carry only pe.output (or pe.grad).
+// expected-error @+1 {{'func.func' op has unknown result attribute 'pe.input' on result #0 (expected 'pe.output' or 'pe.grad')}}
 func.func @f(%x: tensor<f32>) -> (tensor<f32> {pe.input = "loss"}) {
   return %x : tensor<f32>
 }

@@ -34,14 +34,16 @@ def PE_Dialect : Dialect {
       column `x`, axis 1 the row `y`).
 
     Function argument attribute `pe.input = "name"` names a model input and
-    result attribute `pe.output = "name"` a model output; both must be
-    non-empty strings.
+    result attribute `pe.output = "name"` a model output; result attribute
+    `pe.grad = "name"` (on `@gradients`, added by pe-autodiff) names the
+    parameter whose gradient the result is. All must be non-empty strings.
   }];
 
   // Enum attributes (mask, rope mode, rope_freqs kind) use the generated
   // attribute parser and printer.
   let useDefaultAttributePrinterParser = 1;
-  // `pe.input` / `pe.output` on func arguments and results are checked.
+  // `pe.input` / `pe.output` / `pe.grad` on func arguments and results are
+  // checked.
   let hasRegionArgAttrVerify = 1;
   let hasRegionResultAttrVerify = 1;
 }

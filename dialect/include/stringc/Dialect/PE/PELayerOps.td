@@ -9,7 +9,7 @@
 #ifndef STRINGC_DIALECT_PE_PELAYEROPS_TD
 #define STRINGC_DIALECT_PE_PELAYEROPS_TD
 
-def PE_LinearOp : PE_ComputeOp<"linear"> {
+def PE_LinearOp : PE_ComputeOp<"linear", [PE_Differentiable]> {
   let summary = "affine map of the last dimension";
   let description = [{
     `y[..., o] = sum_i x[..., i] * w[i, o] + b[o]` (no `+ b` without `b`).
@@ -32,7 +32,7 @@ def PE_LinearOp : PE_ComputeOp<"linear"> {
   }];
 }
 
-def PE_LayerNormOp : PE_ComputeOp<"layer_norm"> {
+def PE_LayerNormOp : PE_ComputeOp<"layer_norm", [PE_Differentiable]> {
   let summary = "layer normalisation over the last dimension";
   let description = [{
     With `mu = mean_d x[..., d]` and `var = mean_d (x[..., d] - mu)^2` (the
@@ -56,7 +56,7 @@ def PE_LayerNormOp : PE_ComputeOp<"layer_norm"> {
   }];
 }
 
-def PE_GeluOp : PE_ComputeOp<"gelu"> {
+def PE_GeluOp : PE_ComputeOp<"gelu", [PE_Differentiable]> {
   let summary = "Gaussian error linear unit, elementwise";
   let description = [{
     `y = x * (1 + erf(x / sqrt(2))) / 2`; with `approximate(true)` the tanh
@@ -76,7 +76,7 @@ def PE_GeluOp : PE_ComputeOp<"gelu"> {
   }];
 }
 
-def PE_ReluOp : PE_ComputeOp<"relu"> {
+def PE_ReluOp : PE_ComputeOp<"relu", [PE_Differentiable]> {
   let summary = "rectified linear unit, elementwise";
   let description = [{
     `y = max(x, 0)`. The result has the type of `x`.
@@ -91,7 +91,8 @@ def PE_ReluOp : PE_ComputeOp<"relu"> {
 }
 
 // Elementwise binary ops with trailing-suffix broadcasting.
-class PE_BinaryOp<string mnemonic, string expr> : PE_ComputeOp<mnemonic> {
+class PE_BinaryOp<string mnemonic, string expr>
+    : PE_ComputeOp<mnemonic, [PE_Differentiable]> {
   let summary = "elementwise `" # expr # "` with trailing-suffix broadcast";
   let description = [{
     `y = }] # expr # [{`, elementwise. Either the two shapes are equal, or the
@@ -115,7 +116,7 @@ def PE_AddOp : PE_BinaryOp<"add", "lhs + rhs">;
 def PE_SubOp : PE_BinaryOp<"sub", "lhs - rhs">;
 def PE_MulOp : PE_BinaryOp<"mul", "lhs * rhs">;
 
-def PE_ScaleOp : PE_ComputeOp<"scale"> {
+def PE_ScaleOp : PE_ComputeOp<"scale", [PE_Differentiable]> {
   let summary = "affine map by constants, elementwise";
   let description = [{
     `y = factor * x + bias` (`bias` defaults to 0). The result has the type
@@ -134,7 +135,7 @@ def PE_ScaleOp : PE_ComputeOp<"scale"> {
   }];
 }
 
-def PE_MeanOp : PE_ComputeOp<"mean"> {
+def PE_MeanOp : PE_ComputeOp<"mean", [PE_Differentiable]> {
   let summary = "arithmetic mean over one axis or over everything";
   let description = [{
     With `axis(a)`: `y` is `x` averaged over dimension `a` (`0 <= a < rank`),
@@ -153,7 +154,7 @@ def PE_MeanOp : PE_ComputeOp<"mean"> {
   }];
 }
 
-def PE_PatchEmbedOp : PE_ComputeOp<"patch_embed"> {
+def PE_PatchEmbedOp : PE_ComputeOp<"patch_embed", [PE_Differentiable]> {
   let summary = "non-overlapping patches of an image, linearly embedded";
   let description = [{
     The image `[B, C, H, W]` is cut into `p x p` patches (`p` = `patch`, which
@@ -179,7 +180,7 @@ def PE_PatchEmbedOp : PE_ComputeOp<"patch_embed"> {
   }];
 }
 
-def PE_TokenEmbedOp : PE_ComputeOp<"token_embed"> {
+def PE_TokenEmbedOp : PE_ComputeOp<"token_embed", [PE_Differentiable]> {
   let summary = "table lookup of token ids";
   let description = [{
     `y[b, t, :] = table[ids[b, t], :]`. Shapes: `ids` `[B, T]` (`i32`, each
@@ -197,7 +198,7 @@ def PE_TokenEmbedOp : PE_ComputeOp<"token_embed"> {
   }];
 }
 
-def PE_ClassTokenOp : PE_ComputeOp<"class_token"> {
+def PE_ClassTokenOp : PE_ComputeOp<"class_token", [PE_Differentiable]> {
   let summary = "prepends a learned token to every sequence";
   let description = [{
     `y[b, 0, :] = cls`, `y[b, n + 1, :] = x[b, n, :]`. Shapes: `x`
@@ -214,7 +215,7 @@ def PE_ClassTokenOp : PE_ComputeOp<"class_token"> {
   }];
 }
 
-def PE_SelectTokenOp : PE_ComputeOp<"select_token"> {
+def PE_SelectTokenOp : PE_ComputeOp<"select_token", [PE_Differentiable]> {
   let summary = "one token of every sequence";
   let description = [{
     `y[b, :] = x[b, index, :]`, `0 <= index < T`. Shapes: `x` `[B, T, D]`;
@@ -231,7 +232,7 @@ def PE_SelectTokenOp : PE_ComputeOp<"select_token"> {
   }];
 }
 
-def PE_AttentionOp : PE_ComputeOp<"attention"> {
+def PE_AttentionOp : PE_ComputeOp<"attention", [PE_Differentiable]> {
   let summary = "multi-head scaled dot-product attention";
   let description = [{
     `q`, `k`, `v` are `[B, T, D]`; head `h` (of `heads`, which divides `D`)
@@ -276,7 +277,7 @@ def PE_AttentionOp : PE_ComputeOp<"attention"> {
   }];
 }
 
-def PE_CrossEntropyOp : PE_ComputeOp<"cross_entropy"> {
+def PE_CrossEntropyOp : PE_ComputeOp<"cross_entropy", [PE_Differentiable]> {
   let summary = "mean softmax cross-entropy";
   let description = [{
     Over every position `n` of `labels` (`N` of them):

@@ -11,6 +11,7 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
 #include "stringc/Dialect/PE/PEDialect.h"
+#include "stringc/Dialect/PE/PEInterfaces.h"
 
 #define GET_OP_CLASSES
 #include "stringc/Dialect/PE/PEOps.h.inc"

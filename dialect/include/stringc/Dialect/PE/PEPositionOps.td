@@ -17,6 +17,8 @@ def PE_SeqPositionsOp : PE_ComputeOp<"seq_positions"> {
     `pos[special + n, 0] = n` for `n` in `[0, length)`. Result
     `[special + length, 1]`. `length > 0`, `special >= 0` (default 0).
 
+    A constant for autodiff: it has no operands and gets no gradient.
+
     ```mlir
     %pos = pe.seq_positions length(64) : tensor<64x1xf32>
     ```
@@ -38,6 +40,8 @@ def PE_GridPositionsOp : PE_ComputeOp<"grid_positions"> {
     n / cols)`: axis 0 is the column `x`, axis 1 the row `y`. Result
     `[special + rows*cols, 2]`. `rows, cols > 0`, `special >= 0` (default 0).
     Special tokens (CLS) thus get the identity rotation, as in RoPE-ViT.
+
+    A constant for autodiff: it has no operands and gets no gradient.
 
     ```mlir
     %pos = pe.grid_positions rows(7) cols(7) special(1) : tensor<50x2xf32>
@@ -68,6 +72,9 @@ def PE_RopeFreqsOp : PE_ComputeOp<"rope_freqs"> {
 
     `dim > 0`, `heads > 0` dividing `dim`, `base > 0`.
 
+    A constant for autodiff: it has no operands and gets no gradient (learned
+    frequencies are parameters, differentiated through `pe.rope`).
+
     ```mlir
     %f = pe.rope_freqs kind(axial) dim(64) heads(4) base(1.000000e+02) : tensor<32x2xf32>
     ```
@@ -81,7 +88,7 @@ def PE_RopeFreqsOp : PE_ComputeOp<"rope_freqs"> {
   }];
 }
 
-def PE_RopeOp : PE_ComputeOp<"rope"> {
+def PE_RopeOp : PE_ComputeOp<"rope", [PE_Differentiable]> {
   let summary = "rotary position embedding";
   let description = [{
     Rotates interleaved pair `j` (columns `2j`, `2j+1`) of token `t` by
@@ -112,7 +119,7 @@ def PE_RopeOp : PE_ComputeOp<"rope"> {
   }];
 }
 
-def PE_HouseholderOp : PE_ComputeOp<"householder"> {
+def PE_HouseholderOp : PE_ComputeOp<"householder", [PE_Differentiable]> {
   let summary = "reflection RoPE: two 2D Householder reflections per pair";
   let description = [{
     For token `t` and pair `j`, `a1 = sum_a pos[t, a] * f1[j, a]`,
@@ -140,7 +147,7 @@ def PE_HouseholderOp : PE_ComputeOp<"householder"> {
   }];
 }
 
-def PE_SkewOp : PE_ComputeOp<"skew"> {
+def PE_SkewOp : PE_ComputeOp<"skew", [PE_Differentiable]> {
   let summary = "skew-symmetric matrices from their upper triangles";
   let description = [{
     Parameter `k` of the last dimension is the upper-triangle pair `(i, j)`,
@@ -169,7 +176,7 @@ def PE_SkewOp : PE_ComputeOp<"skew"> {
   }];
 }
 
-def PE_SparseSkewOp : PE_ComputeOp<"sparse_skew"> {
+def PE_SparseSkewOp : PE_ComputeOp<"sparse_skew", [PE_Differentiable]> {
   let summary = "skew-symmetric matrix with a fixed sparse support";
   let description = [{
     As `pe.skew`, but only on the `K` upper-triangle positions listed in
@@ -198,7 +205,7 @@ def PE_SparseSkewOp : PE_ComputeOp<"sparse_skew"> {
   }];
 }
 
-def PE_CayleyOp : PE_ComputeOp<"cayley"> {
+def PE_CayleyOp : PE_ComputeOp<"cayley", [PE_Differentiable]> {
   let summary = "applies the Cayley transform of a skew matrix";
   let description = [{
     `y[..., :] = U x[..., :]` with `U = (I - S)(I + S)^-1`, computed as a
@@ -225,6 +232,10 @@ def PE_RelativePositionsOp : PE_ComputeOp<"relative_positions"> {
     `r[i, j, :] = pos[j, :] - pos[i, :]`. Shapes: `pos` `[T, A]`; result
     `[T, T, A]`.
 
+    A constant for autodiff: positions are constants, so no gradient flows
+    through it (it does not implement `DifferentiableOpInterface`;
+    pe-autodiff rejects a model where it depends on a trainable parameter).
+
     ```mlir
     %r = pe.relative_positions %pos : tensor<50x2xf32> -> tensor<50x50x2xf32>
     ```
@@ -234,7 +245,7 @@ def PE_RelativePositionsOp : PE_ComputeOp<"relative_positions"> {
   let assemblyFormat = "$pos attr-dict `:` type($pos) `->` type($result)";
 }
 
-def PE_GeneratorExpOp : PE_ComputeOp<"generator_exp"> {
+def PE_GeneratorExpOp : PE_ComputeOp<"generator_exp", [PE_Differentiable]> {
   let summary = "matrix exponential of a combination of generators";
   let description = [{
     `R[...] = exp(sum_k r[..., k] * generators[k])`, the matrix exponential.
@@ -256,7 +267,7 @@ def PE_GeneratorExpOp : PE_ComputeOp<"generator_exp"> {
   }];
 }
 
-def PE_ApplyRotationOp : PE_ComputeOp<"apply_rotation"> {
+def PE_ApplyRotationOp : PE_ComputeOp<"apply_rotation", [PE_Differentiable]> {
   let summary = "per-token rotation of every head";
   let description = [{
     Head slice `h` of token `t` (columns `h*Dh .. (h+1)*Dh - 1`, `Dh = D /
@@ -279,7 +290,7 @@ def PE_ApplyRotationOp : PE_ComputeOp<"apply_rotation"> {
   }];
 }
 
-def PE_CommutatorNormOp : PE_ComputeOp<"commutator_norm"> {
+def PE_CommutatorNormOp : PE_ComputeOp<"commutator_norm", [PE_Differentiable]> {
   let summary = "largest commutator of a set of generators";
   let description = [{
     `y = max_{a < b} || L_a L_b - L_b L_a ||_F` over the generators
@@ -299,7 +310,7 @@ def PE_CommutatorNormOp : PE_ComputeOp<"commutator_norm"> {
   }];
 }
 
-def PE_SpdGateOp : PE_ComputeOp<"spd_gate"> {
+def PE_SpdGateOp : PE_ComputeOp<"spd_gate", [PE_Differentiable]> {
   let summary = "diagonal positive gate (the SPD factor of polar RoPE)";
   let description = [{
     `y[b, t, d] = x[b, t, d] * exp(gamma[d])` for `gamma` `[D]`, or
@@ -323,6 +334,8 @@ def PE_SinusoidalOp : PE_ComputeOp<"sinusoidal"> {
     `PE[p, 2i] = sin(p / base^(2i/dim))`, `PE[p, 2i+1] = cos(p /
     base^(2i/dim))`. Result `[length, dim]`; `length > 0`, `dim > 0` even,
     `base > 0`.
+
+    A constant for autodiff: it has no operands and gets no gradient.
 
     ```mlir
     %pe = pe.sinusoidal length(64) dim(128) base(1.000000e+04) : tensor<64x128xf32>
