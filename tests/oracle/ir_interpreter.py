@@ -1,16 +1,21 @@
 """Reference evaluator of a `pe` module printed in MLIR's generic form.
 
 `string-opt --mlir-print-op-generic model.mlir` gives text this module reads;
-each `pe` op of `func.func @forward` is evaluated with its pe_torch
-function, given the parameter tensors (by symbol name, e.g.
-"encoder.0.wq") and the model inputs (by their `pe.input` names). Every
-result is checked against the type the IR declares for it. The outputs come
-back in the function's result order, named by `pe.output` (the loss first).
+each op of a function (`func.func @forward` unless told otherwise, e.g.
+`@gradients` from `string-opt --pe-autodiff`) is evaluated with its pe_torch
+function (forward ops), its pe_torch_grad function (the backward ops of
+docs/autodiff.md) or torch (`arith.constant`), given the parameter tensors
+(by symbol name, e.g. "encoder.0.wq") and the model inputs (by their
+`pe.input` names). Every result is checked against the type the IR declares
+for it. The outputs come back in the function's result order, named by
+`pe.output` (the loss first) or, for the results of `@gradients`, by
+`pe.grad` (the parameter's name).
 
 Command line (all files safetensors):
-  ir_interpreter.py MODEL.mlir --params P --inputs I --out O [--grads] [--float64]
-writes the outputs, and with --grads the gradient of the loss with respect
-to every trainable parameter as "grad.NAME".
+  ir_interpreter.py MODEL.mlir --params P --inputs I --out O [--function F]
+                    [--grads] [--float64]
+writes the outputs of @F (default forward), and with --grads the gradient
+of its loss with respect to every trainable parameter as "grad.NAME".
 """
 
 import argparse
@@ -24,6 +29,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import pe_torch as pt                                       # noqa: E402
+import pe_torch_grad as pg                                  # noqa: E402
 from mlir_generic import TensorType, parse, walk            # noqa: E402
 from safetensors_io import params_from_safetensors, save_safetensors  # noqa: E402
 
@@ -75,20 +81,35 @@ class Module:
         """[(input name, TensorType)] of the function's arguments."""
         f = self.function(function)
         types = f.attributes["function_type"].inputs
-        names = _names(f.attributes.get("arg_attrs"), "pe.input", "arg", len(types))
+        names = _names(f.attributes.get("arg_attrs"), ("pe.input",), "arg", len(types))
         return list(zip(names, types))
 
     def outputs(self, function="forward"):
-        """[(output name, TensorType)] of the function's results."""
+        """[(result name, TensorType)] of the function's results: the
+        `pe.output` name, else the `pe.grad` name (a parameter's)."""
         f = self.function(function)
         types = f.attributes["function_type"].results
-        names = _names(f.attributes.get("res_attrs"), "pe.output", "result", len(types))
+        names = _names(f.attributes.get("res_attrs"), ("pe.output", "pe.grad"), "result",
+                       len(types))
+        if len(set(names)) != len(names):
+            raise InterpreterError(f"@{function} has two results of the same name: {names}")
         return list(zip(names, types))
 
+    def gradients(self, function="gradients"):
+        """[(parameter name, TensorType)] of the results marked `pe.grad`."""
+        f = self.function(function)
+        types = f.attributes["function_type"].results
+        attrs = f.attributes.get("res_attrs") or [{}] * len(types)
+        return [(a["pe.grad"], t) for a, t in zip(attrs, types) if a and "pe.grad" in a]
 
-def _names(attr_list, key, prefix, n):
+
+def _names(attr_list, keys, prefix, n):
     attr_list = attr_list or [{}] * n
-    return [(a or {}).get(key, f"{prefix}{k}") for k, a in enumerate(attr_list)]
+    names = []
+    for k, a in enumerate(attr_list):
+        found = [(a or {})[key] for key in keys if key in (a or {})]
+        names.append(found[0] if found else f"{prefix}{k}")
+    return names
 
 
 def load_module(source):
@@ -174,6 +195,122 @@ OPS = {
 }
 
 
+# ------------------------------------------------------- backward ops --
+
+def _static(ty, dim, op):
+    if not isinstance(ty, TensorType) or len(ty.shape) <= dim or ty.shape[dim] is None:
+        raise InterpreterError(f"{op}: the result type {ty} needs a static dimension {dim}")
+    return ty.shape[dim]
+
+
+def _sum_to(args, a, types):
+    x, (ty,) = args[0], types
+    return (pg.sum_to(x, x.shape[x.dim() - len(ty.shape):]),)
+
+
+def _broadcast_to(args, a, types):
+    """The target is the result type; a dynamic dimension 0 takes its size
+    from `like` (operand 1), or from x when x has that dimension."""
+    x, shape = args[0], list(types[0].shape)
+    if shape and shape[0] is None:
+        if len(args) > 1:
+            shape[0] = args[1].shape[0]
+        elif x.dim() == len(shape):
+            shape[0] = x.shape[0]
+        else:
+            raise InterpreterError("pe.broadcast_to: a new dynamic dimension 0 needs 'like'")
+    if len(args) > 1 and tuple(args[1].shape) != tuple(shape):
+        raise InterpreterError(f"pe.broadcast_to: 'like' has shape {tuple(args[1].shape)},"
+                               f" the result {tuple(shape)}")
+    return (pg.broadcast_to(x, shape),)
+
+
+def _attention_grad(args, a, types):
+    q, k, v, dy = args[:4]
+    rel = args[4] if len(args) > 4 else None
+    if len(types) != (4 if rel is not None else 3):
+        raise InterpreterError(f"pe.attention_grad: {len(types)} results for "
+                               f"{len(args)} operands (drel exactly when rel is given)")
+    mask = _req(a, "mask", "pe.attention_grad")
+    if (mask == "skip") != ("skip_base" in a):
+        raise InterpreterError("pe.attention_grad: skip_base goes with mask skip, and only with it")
+    return pg.attention_grad(q, k, v, dy, heads=_req(a, "heads", "pe.attention_grad"),
+                             scale=_req(a, "scale", "pe.attention_grad"), mask=mask,
+                             skip_base=a.get("skip_base", 0), rel=rel)
+
+
+def _one(fn):
+    """Wraps a single-result function as a tuple-returning one."""
+    return lambda x, a, t: (fn(x, a, t),)
+
+
+# Each entry: (operand counts allowed, result counts allowed,
+#              fn(args, attrs, result types) -> tuple of tensors).
+GRAD_OPS = {
+    "pe.sum_to": ((1,), (1,), _sum_to),
+    "pe.broadcast_to": ((1, 2), (1,), _broadcast_to),
+    "pe.expand_axis": ((1,), (1,), _one(lambda x, a, t: pg.expand_axis(
+        x[0], _req(a, "axis", "pe.expand_axis"), _req(a, "size", "pe.expand_axis")))),
+    "pe.linear_grad_input": ((2,), (1,), _one(lambda x, a, t: pg.linear_grad_input(*x))),
+    "pe.linear_grad_weight": ((2,), (1,), _one(lambda x, a, t: pg.linear_grad_weight(*x))),
+    "pe.layer_norm_grad": ((3,), (3,), lambda x, a, t: pg.layer_norm_grad(
+        *x, eps=a.get("epsilon", 1e-5))),
+    "pe.gelu_grad": ((2,), (1,), _one(lambda x, a, t: pg.gelu_grad(
+        *x, approximate=a.get("approximate", False)))),
+    "pe.relu_grad": ((2,), (1,), _one(lambda x, a, t: pg.relu_grad(*x))),
+    "pe.patch_embed_grad": ((2,), (2,), lambda x, a, t: pg.patch_embed_grad(
+        *x, patch=_req(a, "patch", "pe.patch_embed_grad"))),
+    "pe.token_embed_grad": ((2,), (1,), _one(lambda x, a, t: pg.token_embed_grad(
+        *x, vocab=_static(t[0], 0, "pe.token_embed_grad")))),
+    "pe.class_token_grad": ((1,), (2,), lambda x, a, t: pg.class_token_grad(x[0])),
+    "pe.select_token_grad": ((1,), (1,), _one(lambda x, a, t: pg.select_token_grad(
+        x[0], _req(a, "index", "pe.select_token_grad"),
+        _static(t[0], 1, "pe.select_token_grad")))),
+    "pe.attention_grad": ((4, 5), (3, 4), _attention_grad),
+    "pe.cross_entropy_grad": ((3,), (1,), _one(lambda x, a, t: pg.cross_entropy_grad(*x))),
+    "pe.rope_grad_freqs": ((4,), (1,), _one(lambda x, a, t: pg.rope_grad_freqs(*x))),
+    "pe.householder_grad_freqs": ((5,), (2,), lambda x, a, t: pg.householder_grad_freqs(*x)),
+    "pe.skew_grad": ((1,), (1,), _one(lambda x, a, t: pg.skew_grad(
+        x[0], _req(a, "dim", "pe.skew_grad")))),
+    "pe.sparse_skew_grad": ((1,), (1,), _one(lambda x, a, t: pg.sparse_skew_grad(
+        x[0], _req(a, "dim", "pe.sparse_skew_grad"),
+        _req(a, "support", "pe.sparse_skew_grad")))),
+    "pe.cayley_grad": ((3,), (2,), lambda x, a, t: pg.cayley_grad(*x)),
+    "pe.generator_exp_grad": ((3,), (1,), _one(lambda x, a, t: pg.generator_exp_grad(*x))),
+    "pe.apply_rotation_grad": ((3,), (2,), lambda x, a, t: pg.apply_rotation_grad(
+        *x, heads=_req(a, "heads", "pe.apply_rotation_grad"))),
+    "pe.commutator_norm_grad": ((2,), (1,), _one(lambda x, a, t: pg.commutator_norm_grad(*x))),
+    "pe.spd_gate_grad": ((3,), (2,), lambda x, a, t: pg.spd_gate_grad(*x)),
+}
+
+
+def _constant(op, dtype):
+    """arith.constant with a dense tensor value (the autodiff seed, zeros)."""
+    value = op.attributes.get("value")
+    if not isinstance(value, torch.Tensor):
+        raise InterpreterError(f"line {op.line}: arith.constant: unsupported value {value!r}")
+    return value.to(dtype) if value.is_floating_point() else value
+
+
+def _run(op, args, dtype):
+    """The results of one op, as a list."""
+    if op.name == "arith.constant":
+        return [_constant(op, dtype)]
+    if op.name in OPS:
+        counts, fn = OPS[op.name]
+        if len(args) not in counts:
+            raise InterpreterError(f"line {op.line}: {op.name}: {len(args)} operands")
+        return [fn(args, op.attributes, dtype)]
+    if op.name in GRAD_OPS:
+        counts, nresults, fn = GRAD_OPS[op.name]
+        if len(args) not in counts:
+            raise InterpreterError(f"line {op.line}: {op.name}: {len(args)} operands")
+        if len(op.results) not in nresults:
+            raise InterpreterError(f"line {op.line}: {op.name}: {len(op.results)} results")
+        return list(fn(args, op.attributes, op.result_types))
+    raise InterpreterError(f"line {op.line}: {op.name}: unsupported op")
+
+
 # ---------------------------------------------------------- evaluation --
 
 def _matches(t, ty):
@@ -226,23 +363,20 @@ def evaluate(module, params, inputs, dtype=torch.float32, function="forward"):
             name = op.attributes["param"]
             if name not in params:
                 raise InterpreterError(f"{where}: missing parameter {name!r}")
-            result = _convert(params[name], op.result_types[0], dtype, f"{where} @{name}")
-        elif op.name in OPS:
-            counts, fn = OPS[op.name]
-            if len(args) not in counts:
-                raise InterpreterError(f"{where}: {len(args)} operands")
+            results = [_convert(params[name], op.result_types[0], dtype, f"{where} @{name}")]
+        else:
             try:
-                result = fn(args, op.attributes, dtype)
+                results = _run(op, args, dtype)
             except (ValueError, RuntimeError, IndexError) as e:
                 raise InterpreterError(f"{where}: {e}") from e
-        else:
-            raise InterpreterError(f"{where}: unsupported op")
-        if len(op.results) != 1:
-            raise InterpreterError(f"{where}: expected one result")
-        if not _matches(result, op.result_types[0]):
-            raise InterpreterError(f"{where}: computed {result.dtype} {tuple(result.shape)},"
-                                   f" IR declares {op.result_types[0]}")
-        env[op.results[0]] = result
+        if len(results) != len(op.results):
+            raise InterpreterError(f"{where}: computed {len(results)} results,"
+                                   f" IR declares {len(op.results)}")
+        for k, (result, ty) in enumerate(zip(results, op.result_types)):
+            if not _matches(result, ty):
+                raise InterpreterError(f"{where}: computed {result.dtype} {tuple(result.shape)}"
+                                       f" for result {k}, IR declares {ty}")
+        env.update(zip(op.results, results))
     raise InterpreterError(f"@{function} has no func.return")
 
 
@@ -304,7 +438,10 @@ def main(argv=None):
     ap.add_argument("--params", required=True, help="safetensors of the parameters")
     ap.add_argument("--inputs", required=True, help="safetensors of the model inputs")
     ap.add_argument("--out", required=True, help="safetensors to write")
-    ap.add_argument("--grads", action="store_true", help="also write grad.NAME")
+    ap.add_argument("--function", default="forward",
+                    help="the function to evaluate (default forward; e.g. gradients)")
+    ap.add_argument("--grads", action="store_true",
+                    help="also write grad.NAME, by autograd of the function's loss")
     ap.add_argument("--float64", action="store_true", help="evaluate in float64")
     args = ap.parse_args(argv)
     dtype = torch.float64 if args.float64 else torch.float32
@@ -312,11 +449,11 @@ def main(argv=None):
     params = params_from_safetensors(args.params)
     inputs = params_from_safetensors(args.inputs)
     if args.grads:
-        outputs, grads = loss_and_grads(module, params, inputs, dtype)
+        outputs, grads = loss_and_grads(module, params, inputs, dtype, args.function)
         outputs.update({f"grad.{n}": g for n, g in grads.items()})
     else:
         with torch.no_grad():
-            outputs = evaluate(module, params, inputs, dtype)
+            outputs = evaluate(module, params, inputs, dtype, args.function)
     save_safetensors(args.out, {n: t.detach() for n, t in outputs.items()})
     return 0
 
