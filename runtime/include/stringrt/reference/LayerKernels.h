@@ -1,0 +1,198 @@
+// Reference CPU kernels of the `pe` layer ops and their backward ops
+// (docs/dialect.md, docs/autodiff.md, PELayerOps.td, PEGradOps.td; the same
+// math as tests/oracle/pe_torch.py and pe_torch_grad.py).
+//
+// Conventions:
+// - Plain loops, no BLAS: these are the oracle that compiled CPU code and
+//   CUDA kernels are checked against, so clarity comes first.
+// - T is float or double (explicitly instantiated for both). Every sum
+//   accumulates in double and each result is rounded once to T.
+// - Inputs are TensorRef<const T> (ids and labels TensorRef<const int32_t>),
+//   outputs TensorRef<T> out-parameters whose shape the caller sets and the
+//   kernel checks; every output is fully overwritten. Outputs must not alias
+//   inputs. Attributes are plain arguments.
+// - Activations are [B, T, D]; the batch size is simply shape[0]. Multi-head
+//   ops split D into `heads` contiguous slices of Dh = D / heads.
+// - Any shape or attribute violation, and any id or label out of range,
+//   throws stringrt::Error naming the kernel and the operand.
+#pragma once
+
+#include "stringrt/reference/Tensor.h"
+
+#include <cstdint>
+#include <optional>
+
+namespace stringrt::ref {
+
+namespace detail {
+template <typename T> struct NonDeduced { using type = T; };
+} // namespace detail
+
+// An optional operand / result; T is not deduced from it, so std::nullopt can
+// be passed directly.
+template <typename T>
+using OptionalInput = std::optional<TensorRef<const typename detail::NonDeduced<T>::type>>;
+template <typename T>
+using OptionalOutput = std::optional<TensorRef<typename detail::NonDeduced<T>::type>>;
+
+//===----------------------------------------------------------------------===//
+// Dense layers, normalisation, activations (LayerKernels.cpp)
+//===----------------------------------------------------------------------===//
+
+// y[..., o] = sum_i x[..., i] w[i, o] + b[o]   x [..., I], w [I, O], b? [O] -> y [..., O]
+template <typename T>
+void linear(TensorRef<const T> x, TensorRef<const T> w, OptionalInput<T> b, TensorRef<T> y);
+
+// dx[..., i] = sum_o dy[..., o] w[i, o]   (dx = dy W^T)   dy [..., O], w [I, O] -> dx [..., I]
+template <typename T>
+void linearGradInput(TensorRef<const T> dy, TensorRef<const T> w, TensorRef<T> dx);
+
+// dw[i, o] = sum_l x[l, i] dy[l, o] over every leading index l   x [..., I], dy [..., O] -> dw [I, O]
+template <typename T>
+void linearGradWeight(TensorRef<const T> x, TensorRef<const T> dy, TensorRef<T> dw);
+
+// y = (x - mu) / sqrt(var + epsilon) * gamma + beta over the last dim (biased var).
+// x [..., D], gamma [D], beta [D] -> y [..., D]
+template <typename T>
+void layerNorm(TensorRef<const T> x, TensorRef<const T> gamma, TensorRef<const T> beta,
+               double epsilon, TensorRef<T> y);
+
+// xhat = (x - mu) rstd, g = dy gamma (per row, means over the last dim):
+//   dx = rstd (g - mean(g) - xhat mean(g xhat)),
+//   dgamma = sum_lead dy xhat,  dbeta = sum_lead dy.
+template <typename T>
+void layerNormGrad(TensorRef<const T> x, TensorRef<const T> gamma, TensorRef<const T> dy,
+                   double epsilon, TensorRef<T> dx, TensorRef<T> dgamma, TensorRef<T> dbeta);
+
+// y = x (1 + erf(x / sqrt 2)) / 2; approximate: x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) / 2
+template <typename T> void gelu(TensorRef<const T> x, bool approximate, TensorRef<T> y);
+
+// dx = dy gelu'(x); erf: Phi(x) + x phi(x); tanh (u = k (x + c x^3)):
+//   (1 + tanh u) / 2 + x / 2 (1 - tanh^2 u) k (1 + 3 c x^2)
+template <typename T>
+void geluGrad(TensorRef<const T> x, TensorRef<const T> dy, bool approximate, TensorRef<T> dx);
+
+// y = max(x, 0)   (NaN propagates)
+template <typename T> void relu(TensorRef<const T> x, TensorRef<T> y);
+
+// dx = dy where x > 0, 0 elsewhere (x = 0 included)
+template <typename T>
+void reluGrad(TensorRef<const T> x, TensorRef<const T> dy, TensorRef<T> dx);
+
+//===----------------------------------------------------------------------===//
+// Elementwise arithmetic, broadcasting, reductions (ElementwiseKernels.cpp)
+//===----------------------------------------------------------------------===//
+
+// y = lhs (+|-|*) rhs. The shapes are equal or the lower-rank one is a
+// trailing suffix of the other, repeated over the leading dims; y has the
+// shape of the higher-rank operand.
+template <typename T> void add(TensorRef<const T> lhs, TensorRef<const T> rhs, TensorRef<T> y);
+template <typename T> void sub(TensorRef<const T> lhs, TensorRef<const T> rhs, TensorRef<T> y);
+template <typename T> void mul(TensorRef<const T> lhs, TensorRef<const T> rhs, TensorRef<T> y);
+
+// y = factor x + bias
+template <typename T>
+void scale(TensorRef<const T> x, double factor, double bias, TensorRef<T> y);
+
+// y[s] = sum_l x[l, s]: x [L..., S...] -> y [S...] (S a trailing suffix, possibly [])
+template <typename T> void sumTo(TensorRef<const T> x, TensorRef<T> y);
+
+// y[l, s] = x[s]: x [S...] -> y [L..., S...] (x's shape a trailing suffix of y's)
+template <typename T> void broadcastTo(TensorRef<const T> x, TensorRef<T> y);
+
+// y = x with a new dim of `size` at `axis` (0 <= axis <= rank), every slice equal to x
+template <typename T>
+void expandAxis(TensorRef<const T> x, int64_t axis, int64_t size, TensorRef<T> y);
+
+// With axis: y = mean of x over dim `axis` (removed from the shape).
+// Without (nullopt): y (shape []) = mean of all elements.
+template <typename T>
+void mean(TensorRef<const T> x, std::optional<int64_t> axis, TensorRef<T> y);
+
+//===----------------------------------------------------------------------===//
+// Embeddings and token plumbing (EmbeddingKernels.cpp)
+//===----------------------------------------------------------------------===//
+
+// p x p patches in row-major patch order, flattened (c, py, px):
+//   v(b, n)[(c p + py) p + px] = image[b, c, row p + py, col p + px],
+//   y[b, n, :] = v(b, n) w + bias      (row = n / (W/p), col = n % (W/p))
+// image [B, C, H, W], w [C p p, D], bias [D] -> y [B, (H/p)(W/p), D]
+template <typename T>
+void patchEmbed(TensorRef<const T> image, TensorRef<const T> w, TensorRef<const T> bias,
+                int64_t patch, TensorRef<T> y);
+
+// dw[k, d] = sum_{b,n} v(b, n)[k] dy[b, n, d],  db[d] = sum_{b,n} dy[b, n, d]
+template <typename T>
+void patchEmbedGrad(TensorRef<const T> image, TensorRef<const T> dy, int64_t patch,
+                    TensorRef<T> dw, TensorRef<T> db);
+
+// y[b, t, :] = table[ids[b, t], :]   ids [B, T] in [0, V), table [V, D] -> y [B, T, D]
+template <typename T>
+void tokenEmbed(TensorRef<const int32_t> ids, TensorRef<const T> table, TensorRef<T> y);
+
+// dtable[v, :] = sum over (b, t) with ids[b, t] = v of dy[b, t, :]   (V = dtable.dim(0))
+template <typename T>
+void tokenEmbedGrad(TensorRef<const int32_t> ids, TensorRef<const T> dy, TensorRef<T> dtable);
+
+// y[b, 0, :] = cls, y[b, n + 1, :] = x[b, n, :]   x [B, N, D], cls [D] -> y [B, N+1, D]
+template <typename T>
+void classToken(TensorRef<const T> x, TensorRef<const T> cls, TensorRef<T> y);
+
+// dx[b, n, :] = dy[b, n + 1, :],  dcls = sum_b dy[b, 0, :]
+template <typename T>
+void classTokenGrad(TensorRef<const T> dy, TensorRef<T> dx, TensorRef<T> dcls);
+
+// y[b, :] = x[b, index, :]   x [B, T, D] -> y [B, D], 0 <= index < T
+template <typename T>
+void selectToken(TensorRef<const T> x, int64_t index, TensorRef<T> y);
+
+// dx[b, index, :] = dy[b, :], 0 at every other token   dy [B, D] -> dx [B, T, D]
+template <typename T>
+void selectTokenGrad(TensorRef<const T> dy, int64_t index, TensorRef<T> dx);
+
+//===----------------------------------------------------------------------===//
+// Attention (AttentionKernels.cpp)
+//===----------------------------------------------------------------------===//
+
+// Which keys j query i of head h sees: None: all; Causal: j <= i;
+// Skip: only j = i - (skipBase + h) (none when that is negative).
+enum class AttentionMask { None, Causal, Skip };
+
+// Per batch b and head h, with q_i, k_j, v_j the head slices (Dh columns) and
+// R_ij = rel[i, j] (the identity without rel):
+//   s_ij = scale q_i^T R_ij k_j,  P_i = softmax over the visible j,
+//   y_i = sum_j P_ij v_j;  a query with no visible key gets exact zeros.
+// q, k, v [B, T, D], rel? [T, T, Dh, Dh] -> y [B, T, D]. skipBase >= 0 is
+// required with Skip and ignored otherwise.
+template <typename T>
+void attention(TensorRef<const T> q, TensorRef<const T> k, TensorRef<const T> v,
+               OptionalInput<T> rel, int64_t heads, double scale, AttentionMask mask,
+               int64_t skipBase, TensorRef<T> y);
+
+// Recomputes P (no stored scores), then
+//   dv_j = sum_i P_ij dy_i,  dP_ij = dy_i . v_j,  dS_ij = P_ij (dP_ij - sum_l P_il dP_il),
+//   dq_i = scale sum_j dS_ij R_ij k_j,  dk_j = scale sum_i dS_ij R_ij^T q_i,
+//   drel[i, j] = scale sum_{b,h} dS_ij q_i k_j^T.
+// Rows without a visible key contribute exact zeros. drel must be given
+// exactly when rel is.
+template <typename T>
+void attentionGrad(TensorRef<const T> q, TensorRef<const T> k, TensorRef<const T> v,
+                   TensorRef<const T> dy, OptionalInput<T> rel, int64_t heads, double scale,
+                   AttentionMask mask, int64_t skipBase, TensorRef<T> dq, TensorRef<T> dk,
+                   TensorRef<T> dv, OptionalOutput<T> drel);
+
+//===----------------------------------------------------------------------===//
+// Loss (CrossEntropyKernels.cpp)
+//===----------------------------------------------------------------------===//
+
+// loss (shape []) = (1/N) sum_n (logsumexp_c logits[n, c] - logits[n, labels[n]])
+// logits [..., C], labels [...] in [0, C) (N = labels.numel() > 0)
+template <typename T>
+void crossEntropy(TensorRef<const T> logits, TensorRef<const int32_t> labels, TensorRef<T> loss);
+
+// dlogits[n, c] = dy (softmax(logits[n])[c] - (c == labels[n])) / N   (dy shape [])
+template <typename T>
+void crossEntropyGrad(TensorRef<const T> logits, TensorRef<const int32_t> labels,
+                      TensorRef<const T> dy, TensorRef<T> dlogits);
+
+} // namespace stringrt::ref

@@ -1,0 +1,94 @@
+// Reference kernels: mean softmax cross-entropy and its gradient.
+#include "stringrt/reference/LayerKernels.h"
+
+#include "LayerKernelUtil.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+namespace stringrt::ref {
+
+using layer::Acc;
+
+namespace {
+
+// Checks logits [..., C] against labels [...] (each in [0, C), at least one
+// position); returns C.
+template <typename T>
+int64_t checkCrossEntropy(const char *kernel, const TensorRef<const T> &logits,
+                          const TensorRef<const int32_t> &labels) {
+  const std::string name(kernel);
+  layer::checkHasLastDim((name + ": logits").c_str(), logits);
+  const int64_t C = logits.dim(-1);
+  checkShape((name + ": labels").c_str(), labels,
+             std::vector<int64_t>(logits.shape.begin(), logits.shape.end() - 1));
+  const int64_t N = labels.numel();
+  check(N > 0, kernel, "no positions to average over (labels " +
+                           shapeToString(labels.shape) + ")");
+  for (int64_t n = 0; n < N; ++n)
+    check(labels.data[n] >= 0 && labels.data[n] < C, kernel,
+          "label " + std::to_string(labels.data[n]) + " at flat index " + std::to_string(n) +
+              " is out of range [0, " + std::to_string(C) + ")");
+  return C;
+}
+
+// max_c row[c] and sum_c exp(row[c] - max), for a stable logsumexp / softmax.
+template <typename T> void softmaxStats(const T *row, int64_t C, Acc &maxLogit, Acc &sumExp) {
+  maxLogit = row[0];
+  for (int64_t c = 1; c < C; ++c)
+    maxLogit = std::max(maxLogit, Acc(row[c]));
+  sumExp = 0;
+  for (int64_t c = 0; c < C; ++c)
+    sumExp += std::exp(Acc(row[c]) - maxLogit);
+}
+
+} // namespace
+
+// loss = (1/N) sum_n (max_n + log sum_c exp(logits[n, c] - max_n) - logits[n, labels[n]])
+template <typename T>
+void crossEntropy(TensorRef<const T> logits, TensorRef<const int32_t> labels, TensorRef<T> loss) {
+  const int64_t C = checkCrossEntropy("cross_entropy", logits, labels);
+  checkShape("cross_entropy: result", loss, {});
+  const int64_t N = labels.numel();
+  Acc total = 0;
+  for (int64_t n = 0; n < N; ++n) {
+    const T *row = logits.data + n * C;
+    Acc maxLogit, sumExp;
+    softmaxStats(row, C, maxLogit, sumExp);
+    total += maxLogit + std::log(sumExp) - Acc(row[labels.data[n]]);
+  }
+  loss.data[0] = static_cast<T>(total / Acc(N));
+}
+
+// dlogits[n, c] = dy (softmax(logits[n])[c] - (c == labels[n])) / N
+template <typename T>
+void crossEntropyGrad(TensorRef<const T> logits, TensorRef<const int32_t> labels,
+                      TensorRef<const T> dy, TensorRef<T> dlogits) {
+  const int64_t C = checkCrossEntropy("cross_entropy_grad", logits, labels);
+  checkShape("cross_entropy_grad: dy", dy, {});
+  checkShape("cross_entropy_grad: dlogits", dlogits, logits.shape);
+  const int64_t N = labels.numel();
+  const Acc factor = Acc(dy.data[0]) / Acc(N);
+  for (int64_t n = 0; n < N; ++n) {
+    const T *row = logits.data + n * C;
+    Acc maxLogit, sumExp;
+    softmaxStats(row, C, maxLogit, sumExp);
+    for (int64_t c = 0; c < C; ++c) {
+      const Acc p = std::exp(Acc(row[c]) - maxLogit) / sumExp;
+      const Acc onehot = c == labels.data[n] ? 1.0 : 0.0;
+      dlogits.data[n * C + c] = static_cast<T>(factor * (p - onehot));
+    }
+  }
+}
+
+#define STRINGRT_INSTANTIATE(T)                                                              \
+  template void crossEntropy<T>(TensorRef<const T>, TensorRef<const int32_t>, TensorRef<T>); \
+  template void crossEntropyGrad<T>(TensorRef<const T>, TensorRef<const int32_t>,            \
+                                    TensorRef<const T>, TensorRef<T>);
+
+STRINGRT_INSTANTIATE(float)
+STRINGRT_INSTANTIATE(double)
+#undef STRINGRT_INSTANTIATE
+
+} // namespace stringrt::ref

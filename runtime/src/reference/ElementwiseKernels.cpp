@@ -1,0 +1,156 @@
+// Reference kernels: add/sub/mul with trailing-suffix broadcast, scale,
+// sum_to, broadcast_to, expand_axis and mean.
+//
+// Trailing-suffix broadcasting in row-major order is a modulo: element i of
+// a [L..., S...] tensor meets element i % numel(S) of the [S...] one.
+#include "stringrt/reference/LayerKernels.h"
+
+#include "LayerKernelUtil.h"
+
+#include <vector>
+
+namespace stringrt::ref {
+
+using layer::Acc;
+using layer::isTrailingSuffix;
+
+namespace {
+
+// y[i] = op(lhs[i % |lhs|], rhs[i % |rhs|]) after checking the broadcast rule.
+template <typename T, typename Op>
+void binary(const char *kernel, TensorRef<const T> lhs, TensorRef<const T> rhs, TensorRef<T> y,
+            Op op) {
+  const bool lhsBig = lhs.rank() >= rhs.rank();
+  const std::vector<int64_t> &big = lhsBig ? lhs.shape : rhs.shape;
+  const std::vector<int64_t> &small = lhsBig ? rhs.shape : lhs.shape;
+  check(isTrailingSuffix(small, big), kernel,
+        "shapes " + shapeToString(lhs.shape) + " and " + shapeToString(rhs.shape) +
+            ": neither is a trailing suffix of the other");
+  checkShape((std::string(kernel) + ": result").c_str(), y, big);
+  const int64_t n = y.numel(), nl = lhs.numel(), nr = rhs.numel();
+  for (int64_t i = 0; i < n; ++i)
+    y.data[i] = static_cast<T>(op(Acc(lhs.data[i % nl]), Acc(rhs.data[i % nr])));
+}
+
+// Product of shape[begin, end).
+int64_t extent(const std::vector<int64_t> &shape, size_t begin, size_t end) {
+  int64_t n = 1;
+  for (size_t i = begin; i < end; ++i)
+    n *= shape[i];
+  return n;
+}
+
+} // namespace
+
+// y = lhs + rhs
+template <typename T> void add(TensorRef<const T> lhs, TensorRef<const T> rhs, TensorRef<T> y) {
+  binary("add", lhs, rhs, y, [](Acc a, Acc b) { return a + b; });
+}
+
+// y = lhs - rhs
+template <typename T> void sub(TensorRef<const T> lhs, TensorRef<const T> rhs, TensorRef<T> y) {
+  binary("sub", lhs, rhs, y, [](Acc a, Acc b) { return a - b; });
+}
+
+// y = lhs * rhs
+template <typename T> void mul(TensorRef<const T> lhs, TensorRef<const T> rhs, TensorRef<T> y) {
+  binary("mul", lhs, rhs, y, [](Acc a, Acc b) { return a * b; });
+}
+
+// y = factor x + bias
+template <typename T>
+void scale(TensorRef<const T> x, double factor, double bias, TensorRef<T> y) {
+  checkShape("scale: result", y, x.shape);
+  const int64_t n = x.numel();
+  for (int64_t i = 0; i < n; ++i)
+    y.data[i] = static_cast<T>(factor * Acc(x.data[i]) + bias);
+}
+
+// y[s] = sum_l x[l, s]
+template <typename T> void sumTo(TensorRef<const T> x, TensorRef<T> y) {
+  check(isTrailingSuffix(y.shape, x.shape), "sum_to",
+        "result shape " + shapeToString(y.shape) + " is not a trailing suffix of " +
+            shapeToString(x.shape));
+  const int64_t n = x.numel(), ny = y.numel();
+  std::vector<Acc> acc(static_cast<size_t>(ny), Acc(0));
+  for (int64_t i = 0; i < n; ++i)
+    acc[i % ny] += x.data[i];
+  for (int64_t j = 0; j < ny; ++j)
+    y.data[j] = static_cast<T>(acc[j]);
+}
+
+// y[l, s] = x[s]
+template <typename T> void broadcastTo(TensorRef<const T> x, TensorRef<T> y) {
+  check(isTrailingSuffix(x.shape, y.shape), "broadcast_to",
+        "shape " + shapeToString(x.shape) + " is not a trailing suffix of the result shape " +
+            shapeToString(y.shape));
+  const int64_t n = y.numel(), nx = x.numel();
+  for (int64_t i = 0; i < n; ++i)
+    y.data[i] = x.data[i % nx];
+}
+
+// y[o, s, r] = x[o, r] with o the dims before `axis`, r those from `axis` on.
+template <typename T>
+void expandAxis(TensorRef<const T> x, int64_t axis, int64_t size, TensorRef<T> y) {
+  check(axis >= 0 && axis <= x.rank(), "expand_axis",
+        "axis " + std::to_string(axis) + " out of range for shape " + shapeToString(x.shape));
+  check(size > 0, "expand_axis", "size must be > 0, got " + std::to_string(size));
+  std::vector<int64_t> expected = x.shape;
+  expected.insert(expected.begin() + axis, size);
+  checkShape("expand_axis: result", y, expected);
+  const int64_t outer = extent(x.shape, 0, static_cast<size_t>(axis));
+  const int64_t inner = extent(x.shape, static_cast<size_t>(axis), x.shape.size());
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t s = 0; s < size; ++s)
+      for (int64_t r = 0; r < inner; ++r)
+        y.data[(o * size + s) * inner + r] = x.data[o * inner + r];
+}
+
+// axis: y[o, r] = (1/n) sum_s x[o, s, r]; all: y = (1/numel) sum x.
+template <typename T>
+void mean(TensorRef<const T> x, std::optional<int64_t> axis, TensorRef<T> y) {
+  if (!axis) {
+    checkShape("mean: result", y, {});
+    Acc sum = 0;
+    const int64_t n = x.numel();
+    for (int64_t i = 0; i < n; ++i)
+      sum += x.data[i];
+    y.data[0] = static_cast<T>(sum / Acc(n));
+    return;
+  }
+  const int64_t a = *axis;
+  check(a >= 0 && a < x.rank(), "mean",
+        "axis " + std::to_string(a) + " out of range for shape " + shapeToString(x.shape));
+  std::vector<int64_t> expected = x.shape;
+  expected.erase(expected.begin() + a);
+  checkShape("mean: result", y, expected);
+  const int64_t outer = extent(x.shape, 0, static_cast<size_t>(a));
+  const int64_t n = x.shape[static_cast<size_t>(a)];
+  const int64_t inner = extent(x.shape, static_cast<size_t>(a) + 1, x.shape.size());
+  std::vector<Acc> acc(static_cast<size_t>(inner));
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t r = 0; r < inner; ++r)
+      acc[r] = 0;
+    for (int64_t s = 0; s < n; ++s)
+      for (int64_t r = 0; r < inner; ++r)
+        acc[r] += x.data[(o * n + s) * inner + r];
+    for (int64_t r = 0; r < inner; ++r)
+      y.data[o * inner + r] = static_cast<T>(acc[r] / Acc(n));
+  }
+}
+
+#define STRINGRT_INSTANTIATE(T)                                                         \
+  template void add<T>(TensorRef<const T>, TensorRef<const T>, TensorRef<T>);           \
+  template void sub<T>(TensorRef<const T>, TensorRef<const T>, TensorRef<T>);           \
+  template void mul<T>(TensorRef<const T>, TensorRef<const T>, TensorRef<T>);           \
+  template void scale<T>(TensorRef<const T>, double, double, TensorRef<T>);             \
+  template void sumTo<T>(TensorRef<const T>, TensorRef<T>);                             \
+  template void broadcastTo<T>(TensorRef<const T>, TensorRef<T>);                       \
+  template void expandAxis<T>(TensorRef<const T>, int64_t, int64_t, TensorRef<T>);      \
+  template void mean<T>(TensorRef<const T>, std::optional<int64_t>, TensorRef<T>);
+
+STRINGRT_INSTANTIATE(float)
+STRINGRT_INSTANTIATE(double)
+#undef STRINGRT_INSTANTIATE
+
+} // namespace stringrt::ref

@@ -1,0 +1,220 @@
+// Reference kernels: patch_embed, token_embed, class_token, select_token and
+// their backward ops.
+#include "stringrt/reference/LayerKernels.h"
+
+#include "LayerKernelUtil.h"
+
+#include <vector>
+
+namespace stringrt::ref {
+
+using layer::Acc;
+
+namespace {
+
+// The patch geometry of an image [B, C, H, W] cut into p x p patches.
+struct PatchGrid {
+  int64_t B, C, H, W, p, cols, patches, K; // K = C p p, the flattened patch length
+};
+
+template <typename T>
+PatchGrid patchGrid(const char *kernel, const TensorRef<const T> &image, int64_t patch) {
+  checkRank((std::string(kernel) + ": image").c_str(), image, 4);
+  check(patch > 0, kernel, "patch must be > 0, got " + std::to_string(patch));
+  PatchGrid g{image.dim(0), image.dim(1), image.dim(2), image.dim(3), patch, 0, 0, 0};
+  check(g.H % patch == 0 && g.W % patch == 0, kernel,
+        "patch " + std::to_string(patch) + " does not divide the image size " +
+            std::to_string(g.H) + "x" + std::to_string(g.W));
+  g.cols = g.W / patch;
+  g.patches = (g.H / patch) * g.cols;
+  g.K = g.C * patch * patch;
+  return g;
+}
+
+// v[(c p + py) p + px] = image[b, c, row p + py, col p + px] for patch n.
+template <typename T>
+void extractPatch(const TensorRef<const T> &image, const PatchGrid &g, int64_t b, int64_t n,
+                  std::vector<Acc> &v) {
+  const int64_t row = n / g.cols, col = n % g.cols;
+  for (int64_t c = 0; c < g.C; ++c)
+    for (int64_t py = 0; py < g.p; ++py)
+      for (int64_t px = 0; px < g.p; ++px)
+        v[(c * g.p + py) * g.p + px] =
+            image.data[((b * g.C + c) * g.H + row * g.p + py) * g.W + col * g.p + px];
+}
+
+// Throws unless every id is in [0, V).
+void checkIds(const char *kernel, const TensorRef<const int32_t> &ids, int64_t V) {
+  const int64_t n = ids.numel();
+  for (int64_t i = 0; i < n; ++i)
+    check(ids.data[i] >= 0 && ids.data[i] < V, kernel,
+          "id " + std::to_string(ids.data[i]) + " at flat index " + std::to_string(i) +
+              " is out of range [0, " + std::to_string(V) + ")");
+}
+
+} // namespace
+
+// y[b, n, d] = bias[d] + sum_k v(b, n)[k] w[k, d]
+template <typename T>
+void patchEmbed(TensorRef<const T> image, TensorRef<const T> w, TensorRef<const T> bias,
+                int64_t patch, TensorRef<T> y) {
+  const PatchGrid g = patchGrid("patch_embed", image, patch);
+  checkRank("patch_embed: w", w, 2);
+  checkShape("patch_embed: w", w, {g.K, w.dim(1)});
+  const int64_t D = w.dim(1);
+  checkShape("patch_embed: b", bias, {D});
+  checkShape("patch_embed: result", y, {g.B, g.patches, D});
+  std::vector<Acc> v(static_cast<size_t>(g.K)), acc(static_cast<size_t>(D));
+  for (int64_t b = 0; b < g.B; ++b)
+    for (int64_t n = 0; n < g.patches; ++n) {
+      extractPatch(image, g, b, n, v);
+      for (int64_t d = 0; d < D; ++d)
+        acc[d] = bias.data[d];
+      for (int64_t k = 0; k < g.K; ++k)
+        for (int64_t d = 0; d < D; ++d)
+          acc[d] += v[k] * Acc(w.data[k * D + d]);
+      for (int64_t d = 0; d < D; ++d)
+        y.data[(b * g.patches + n) * D + d] = static_cast<T>(acc[d]);
+    }
+}
+
+// dw[k, d] = sum_{b,n} v(b, n)[k] dy[b, n, d],  db[d] = sum_{b,n} dy[b, n, d]
+template <typename T>
+void patchEmbedGrad(TensorRef<const T> image, TensorRef<const T> dy, int64_t patch,
+                    TensorRef<T> dw, TensorRef<T> db) {
+  const PatchGrid g = patchGrid("patch_embed_grad", image, patch);
+  checkRank("patch_embed_grad: dy", dy, 3);
+  const int64_t D = dy.dim(2);
+  checkShape("patch_embed_grad: dy", dy, {g.B, g.patches, D});
+  checkShape("patch_embed_grad: dw", dw, {g.K, D});
+  checkShape("patch_embed_grad: db", db, {D});
+  std::vector<Acc> v(static_cast<size_t>(g.K));
+  std::vector<Acc> dwAcc(static_cast<size_t>(g.K * D), 0), dbAcc(static_cast<size_t>(D), 0);
+  for (int64_t b = 0; b < g.B; ++b)
+    for (int64_t n = 0; n < g.patches; ++n) {
+      extractPatch(image, g, b, n, v);
+      const T *dyRow = dy.data + (b * g.patches + n) * D;
+      for (int64_t k = 0; k < g.K; ++k)
+        for (int64_t d = 0; d < D; ++d)
+          dwAcc[k * D + d] += v[k] * Acc(dyRow[d]);
+      for (int64_t d = 0; d < D; ++d)
+        dbAcc[d] += dyRow[d];
+    }
+  for (int64_t j = 0; j < g.K * D; ++j)
+    dw.data[j] = static_cast<T>(dwAcc[j]);
+  for (int64_t d = 0; d < D; ++d)
+    db.data[d] = static_cast<T>(dbAcc[d]);
+}
+
+// y[b, t, :] = table[ids[b, t], :]
+template <typename T>
+void tokenEmbed(TensorRef<const int32_t> ids, TensorRef<const T> table, TensorRef<T> y) {
+  checkRank("token_embed: ids", ids, 2);
+  checkRank("token_embed: table", table, 2);
+  const int64_t V = table.dim(0), D = table.dim(1);
+  checkShape("token_embed: result", y, {ids.dim(0), ids.dim(1), D});
+  checkIds("token_embed", ids, V);
+  const int64_t n = ids.numel();
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t d = 0; d < D; ++d)
+      y.data[i * D + d] = table.data[ids.data[i] * D + d];
+}
+
+// dtable[v, :] = sum of the dy rows whose id is v
+template <typename T>
+void tokenEmbedGrad(TensorRef<const int32_t> ids, TensorRef<const T> dy, TensorRef<T> dtable) {
+  checkRank("token_embed_grad: ids", ids, 2);
+  checkRank("token_embed_grad: dtable", dtable, 2);
+  const int64_t V = dtable.dim(0), D = dtable.dim(1);
+  checkShape("token_embed_grad: dy", dy, {ids.dim(0), ids.dim(1), D});
+  checkIds("token_embed_grad", ids, V);
+  std::vector<Acc> acc(static_cast<size_t>(V * D), 0);
+  const int64_t n = ids.numel();
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t d = 0; d < D; ++d)
+      acc[ids.data[i] * D + d] += dy.data[i * D + d];
+  for (int64_t j = 0; j < V * D; ++j)
+    dtable.data[j] = static_cast<T>(acc[j]);
+}
+
+// y[b, 0, :] = cls, y[b, n + 1, :] = x[b, n, :]
+template <typename T>
+void classToken(TensorRef<const T> x, TensorRef<const T> cls, TensorRef<T> y) {
+  checkRank("class_token: x", x, 3);
+  const int64_t B = x.dim(0), N = x.dim(1), D = x.dim(2);
+  checkShape("class_token: cls", cls, {D});
+  checkShape("class_token: result", y, {B, N + 1, D});
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t d = 0; d < D; ++d)
+      y.data[(b * (N + 1)) * D + d] = cls.data[d];
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t d = 0; d < D; ++d)
+        y.data[(b * (N + 1) + n + 1) * D + d] = x.data[(b * N + n) * D + d];
+  }
+}
+
+// dx[b, n, :] = dy[b, n + 1, :],  dcls = sum_b dy[b, 0, :]
+template <typename T>
+void classTokenGrad(TensorRef<const T> dy, TensorRef<T> dx, TensorRef<T> dcls) {
+  checkRank("class_token_grad: dy", dy, 3);
+  const int64_t B = dy.dim(0), N = dy.dim(1) - 1, D = dy.dim(2);
+  check(N >= 0, "class_token_grad", "dy has no class token (dimension 1 is 0)");
+  checkShape("class_token_grad: dx", dx, {B, N, D});
+  checkShape("class_token_grad: dcls", dcls, {D});
+  std::vector<Acc> acc(static_cast<size_t>(D), 0);
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t d = 0; d < D; ++d)
+      acc[d] += dy.data[(b * (N + 1)) * D + d];
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t d = 0; d < D; ++d)
+        dx.data[(b * N + n) * D + d] = dy.data[(b * (N + 1) + n + 1) * D + d];
+  }
+  for (int64_t d = 0; d < D; ++d)
+    dcls.data[d] = static_cast<T>(acc[d]);
+}
+
+// y[b, :] = x[b, index, :]
+template <typename T>
+void selectToken(TensorRef<const T> x, int64_t index, TensorRef<T> y) {
+  checkRank("select_token: x", x, 3);
+  const int64_t B = x.dim(0), Tn = x.dim(1), D = x.dim(2);
+  check(index >= 0 && index < Tn, "select_token",
+        "index " + std::to_string(index) + " out of range [0, " + std::to_string(Tn) + ")");
+  checkShape("select_token: result", y, {B, D});
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t d = 0; d < D; ++d)
+      y.data[b * D + d] = x.data[(b * Tn + index) * D + d];
+}
+
+// dx[b, t, :] = dy[b, :] if t == index else 0
+template <typename T>
+void selectTokenGrad(TensorRef<const T> dy, int64_t index, TensorRef<T> dx) {
+  checkRank("select_token_grad: dx", dx, 3);
+  const int64_t B = dx.dim(0), Tn = dx.dim(1), D = dx.dim(2);
+  check(index >= 0 && index < Tn, "select_token_grad",
+        "index " + std::to_string(index) + " out of range [0, " + std::to_string(Tn) + ")");
+  checkShape("select_token_grad: dy", dy, {B, D});
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < Tn; ++t)
+      for (int64_t d = 0; d < D; ++d)
+        dx.data[(b * Tn + t) * D + d] = t == index ? dy.data[b * D + d] : T(0);
+}
+
+#define STRINGRT_INSTANTIATE(T)                                                              \
+  template void patchEmbed<T>(TensorRef<const T>, TensorRef<const T>, TensorRef<const T>,    \
+                              int64_t, TensorRef<T>);                                        \
+  template void patchEmbedGrad<T>(TensorRef<const T>, TensorRef<const T>, int64_t,          \
+                                  TensorRef<T>, TensorRef<T>);                               \
+  template void tokenEmbed<T>(TensorRef<const int32_t>, TensorRef<const T>, TensorRef<T>);   \
+  template void tokenEmbedGrad<T>(TensorRef<const int32_t>, TensorRef<const T>,              \
+                                  TensorRef<T>);                                             \
+  template void classToken<T>(TensorRef<const T>, TensorRef<const T>, TensorRef<T>);         \
+  template void classTokenGrad<T>(TensorRef<const T>, TensorRef<T>, TensorRef<T>);           \
+  template void selectToken<T>(TensorRef<const T>, int64_t, TensorRef<T>);                   \
+  template void selectTokenGrad<T>(TensorRef<const T>, int64_t, TensorRef<T>);
+
+STRINGRT_INSTANTIATE(float)
+STRINGRT_INSTANTIATE(double)
+#undef STRINGRT_INSTANTIATE
+
+} // namespace stringrt::ref

@@ -1,0 +1,237 @@
+// Reference kernels: linear, layer_norm, gelu, relu and their backward ops.
+#include "stringrt/reference/LayerKernels.h"
+
+#include "LayerKernelUtil.h"
+
+#include <cmath>
+#include <vector>
+
+namespace stringrt::ref {
+
+using layer::Acc;
+using layer::rowCount;
+using layer::withLast;
+
+// y[n, o] = b[o] + sum_i x[n, i] w[i, o] over the rows n of x.
+template <typename T>
+void linear(TensorRef<const T> x, TensorRef<const T> w, OptionalInput<T> b, TensorRef<T> y) {
+  layer::checkHasLastDim("linear: x", x);
+  checkRank("linear: w", w, 2);
+  const int64_t I = w.dim(0), O = w.dim(1);
+  checkShape("linear: x", x, withLast(x.shape, I));
+  if (b)
+    checkShape("linear: b", *b, {O});
+  checkShape("linear: result", y, withLast(x.shape, O));
+  const int64_t N = rowCount(x.shape);
+  std::vector<Acc> acc(static_cast<size_t>(O));
+  for (int64_t n = 0; n < N; ++n) {
+    for (int64_t o = 0; o < O; ++o)
+      acc[o] = b ? Acc(b->data[o]) : Acc(0);
+    for (int64_t i = 0; i < I; ++i) {
+      const Acc xi = x.data[n * I + i];
+      for (int64_t o = 0; o < O; ++o)
+        acc[o] += xi * Acc(w.data[i * O + o]);
+    }
+    for (int64_t o = 0; o < O; ++o)
+      y.data[n * O + o] = static_cast<T>(acc[o]);
+  }
+}
+
+// dx[n, i] = sum_o dy[n, o] w[i, o].
+template <typename T>
+void linearGradInput(TensorRef<const T> dy, TensorRef<const T> w, TensorRef<T> dx) {
+  layer::checkHasLastDim("linear_grad_input: dy", dy);
+  checkRank("linear_grad_input: w", w, 2);
+  const int64_t I = w.dim(0), O = w.dim(1);
+  checkShape("linear_grad_input: dy", dy, withLast(dy.shape, O));
+  checkShape("linear_grad_input: dx", dx, withLast(dy.shape, I));
+  const int64_t N = rowCount(dy.shape);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t i = 0; i < I; ++i) {
+      Acc acc = 0;
+      for (int64_t o = 0; o < O; ++o)
+        acc += Acc(dy.data[n * O + o]) * Acc(w.data[i * O + o]);
+      dx.data[n * I + i] = static_cast<T>(acc);
+    }
+}
+
+// dw[i, o] = sum_n x[n, i] dy[n, o] over the rows n (all leading indices).
+template <typename T>
+void linearGradWeight(TensorRef<const T> x, TensorRef<const T> dy, TensorRef<T> dw) {
+  layer::checkHasLastDim("linear_grad_weight: x", x);
+  checkRank("linear_grad_weight: dw", dw, 2);
+  const int64_t I = dw.dim(0), O = dw.dim(1);
+  checkShape("linear_grad_weight: x", x, withLast(x.shape, I));
+  checkShape("linear_grad_weight: dy", dy, withLast(x.shape, O));
+  const int64_t N = rowCount(x.shape);
+  std::vector<Acc> acc(static_cast<size_t>(I * O), Acc(0));
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t i = 0; i < I; ++i) {
+      const Acc xi = x.data[n * I + i];
+      for (int64_t o = 0; o < O; ++o)
+        acc[i * O + o] += xi * Acc(dy.data[n * O + o]);
+    }
+  for (int64_t j = 0; j < I * O; ++j)
+    dw.data[j] = static_cast<T>(acc[j]);
+}
+
+namespace {
+
+// Mean and 1/sqrt(biased variance + epsilon) of one row of D values.
+template <typename T> void rowStatistics(const T *row, int64_t D, double epsilon, Acc &mu, Acc &rstd) {
+  Acc sum = 0;
+  for (int64_t d = 0; d < D; ++d)
+    sum += row[d];
+  mu = sum / Acc(D);
+  Acc sq = 0;
+  for (int64_t d = 0; d < D; ++d)
+    sq += (Acc(row[d]) - mu) * (Acc(row[d]) - mu);
+  rstd = 1.0 / std::sqrt(sq / Acc(D) + epsilon);
+}
+
+template <typename T>
+int64_t checkLayerNormShapes(const char *kernel, const TensorRef<const T> &x,
+                             const TensorRef<const T> &gamma, double epsilon) {
+  layer::checkHasLastDim((std::string(kernel) + ": x").c_str(), x);
+  const int64_t D = x.dim(-1);
+  checkShape((std::string(kernel) + ": gamma").c_str(), gamma, {D});
+  check(epsilon > 0, kernel, "epsilon must be > 0, got " + std::to_string(epsilon));
+  return D;
+}
+
+} // namespace
+
+// y = (x - mu) rstd gamma + beta, row by row.
+template <typename T>
+void layerNorm(TensorRef<const T> x, TensorRef<const T> gamma, TensorRef<const T> beta,
+               double epsilon, TensorRef<T> y) {
+  const int64_t D = checkLayerNormShapes("layer_norm", x, gamma, epsilon);
+  checkShape("layer_norm: beta", beta, {D});
+  checkShape("layer_norm: result", y, x.shape);
+  const int64_t N = rowCount(x.shape);
+  for (int64_t n = 0; n < N; ++n) {
+    const T *row = x.data + n * D;
+    Acc mu, rstd;
+    rowStatistics(row, D, epsilon, mu, rstd);
+    for (int64_t d = 0; d < D; ++d)
+      y.data[n * D + d] =
+          static_cast<T>((Acc(row[d]) - mu) * rstd * Acc(gamma.data[d]) + Acc(beta.data[d]));
+  }
+}
+
+// dx = rstd (g - mean(g) - xhat mean(g xhat)), g = dy gamma;
+// dgamma += dy xhat, dbeta += dy over the rows.
+template <typename T>
+void layerNormGrad(TensorRef<const T> x, TensorRef<const T> gamma, TensorRef<const T> dy,
+                   double epsilon, TensorRef<T> dx, TensorRef<T> dgamma, TensorRef<T> dbeta) {
+  const int64_t D = checkLayerNormShapes("layer_norm_grad", x, gamma, epsilon);
+  checkShape("layer_norm_grad: dy", dy, x.shape);
+  checkShape("layer_norm_grad: dx", dx, x.shape);
+  checkShape("layer_norm_grad: dgamma", dgamma, {D});
+  checkShape("layer_norm_grad: dbeta", dbeta, {D});
+  const int64_t N = rowCount(x.shape);
+  std::vector<Acc> dgammaAcc(static_cast<size_t>(D), 0), dbetaAcc(static_cast<size_t>(D), 0);
+  std::vector<Acc> xhat(static_cast<size_t>(D)), g(static_cast<size_t>(D));
+  for (int64_t n = 0; n < N; ++n) {
+    const T *row = x.data + n * D;
+    const T *dyRow = dy.data + n * D;
+    Acc mu, rstd;
+    rowStatistics(row, D, epsilon, mu, rstd);
+    Acc meanG = 0, meanGXhat = 0;
+    for (int64_t d = 0; d < D; ++d) {
+      xhat[d] = (Acc(row[d]) - mu) * rstd;
+      g[d] = Acc(dyRow[d]) * Acc(gamma.data[d]);
+      meanG += g[d];
+      meanGXhat += g[d] * xhat[d];
+      dgammaAcc[d] += Acc(dyRow[d]) * xhat[d];
+      dbetaAcc[d] += Acc(dyRow[d]);
+    }
+    meanG /= Acc(D);
+    meanGXhat /= Acc(D);
+    for (int64_t d = 0; d < D; ++d)
+      dx.data[n * D + d] = static_cast<T>(rstd * (g[d] - meanG - xhat[d] * meanGXhat));
+  }
+  for (int64_t d = 0; d < D; ++d) {
+    dgamma.data[d] = static_cast<T>(dgammaAcc[d]);
+    dbeta.data[d] = static_cast<T>(dbetaAcc[d]);
+  }
+}
+
+namespace {
+
+constexpr double kSqrt2 = 1.41421356237309504880;
+constexpr double kSqrt2OverPi = 0.79788456080286535588; // sqrt(2 / pi)
+constexpr double kInvSqrt2Pi = 0.39894228040143267794;  // 1 / sqrt(2 pi)
+constexpr double kGeluC = 0.044715;
+
+double geluValue(double x, bool approximate) {
+  if (approximate)
+    return 0.5 * x * (1.0 + std::tanh(kSqrt2OverPi * (x + kGeluC * x * x * x)));
+  return 0.5 * x * (1.0 + std::erf(x / kSqrt2));
+}
+
+double geluDerivative(double x, bool approximate) {
+  if (approximate) {
+    const double t = std::tanh(kSqrt2OverPi * (x + kGeluC * x * x * x));
+    return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * kSqrt2OverPi * (1.0 + 3.0 * kGeluC * x * x);
+  }
+  const double cdf = 0.5 * (1.0 + std::erf(x / kSqrt2));
+  const double pdf = std::exp(-0.5 * x * x) * kInvSqrt2Pi;
+  return cdf + x * pdf;
+}
+
+} // namespace
+
+template <typename T> void gelu(TensorRef<const T> x, bool approximate, TensorRef<T> y) {
+  checkShape("gelu: result", y, x.shape);
+  const int64_t n = x.numel();
+  for (int64_t i = 0; i < n; ++i)
+    y.data[i] = static_cast<T>(geluValue(x.data[i], approximate));
+}
+
+template <typename T>
+void geluGrad(TensorRef<const T> x, TensorRef<const T> dy, bool approximate, TensorRef<T> dx) {
+  checkShape("gelu_grad: dy", dy, x.shape);
+  checkShape("gelu_grad: dx", dx, x.shape);
+  const int64_t n = x.numel();
+  for (int64_t i = 0; i < n; ++i)
+    dx.data[i] = static_cast<T>(Acc(dy.data[i]) * geluDerivative(x.data[i], approximate));
+}
+
+template <typename T> void relu(TensorRef<const T> x, TensorRef<T> y) {
+  checkShape("relu: result", y, x.shape);
+  const int64_t n = x.numel();
+  for (int64_t i = 0; i < n; ++i) {
+    const T v = x.data[i];
+    y.data[i] = (v > T(0) || std::isnan(v)) ? v : T(0);
+  }
+}
+
+template <typename T>
+void reluGrad(TensorRef<const T> x, TensorRef<const T> dy, TensorRef<T> dx) {
+  checkShape("relu_grad: dy", dy, x.shape);
+  checkShape("relu_grad: dx", dx, x.shape);
+  const int64_t n = x.numel();
+  for (int64_t i = 0; i < n; ++i)
+    dx.data[i] = x.data[i] > T(0) ? dy.data[i] : T(0);
+}
+
+#define STRINGRT_INSTANTIATE(T)                                                              \
+  template void linear<T>(TensorRef<const T>, TensorRef<const T>, OptionalInput<T>,          \
+                          TensorRef<T>);                                                     \
+  template void linearGradInput<T>(TensorRef<const T>, TensorRef<const T>, TensorRef<T>);    \
+  template void linearGradWeight<T>(TensorRef<const T>, TensorRef<const T>, TensorRef<T>);   \
+  template void layerNorm<T>(TensorRef<const T>, TensorRef<const T>, TensorRef<const T>,     \
+                             double, TensorRef<T>);                                          \
+  template void layerNormGrad<T>(TensorRef<const T>, TensorRef<const T>, TensorRef<const T>, \
+                                 double, TensorRef<T>, TensorRef<T>, TensorRef<T>);          \
+  template void gelu<T>(TensorRef<const T>, bool, TensorRef<T>);                             \
+  template void geluGrad<T>(TensorRef<const T>, TensorRef<const T>, bool, TensorRef<T>);     \
+  template void relu<T>(TensorRef<const T>, TensorRef<T>);                                   \
+  template void reluGrad<T>(TensorRef<const T>, TensorRef<const T>, TensorRef<T>);
+
+STRINGRT_INSTANTIATE(float)
+STRINGRT_INSTANTIATE(double)
+#undef STRINGRT_INSTANTIATE
+
+} // namespace stringrt::ref
