@@ -1,0 +1,191 @@
+// Reference CPU kernels of the `pe` positional-encoding ops and their
+// backward ops (docs/dialect.md, docs/autodiff.md, PEPositionOps.td,
+// PEGradOps.td; the same math as tests/oracle/pe_torch.py and
+// pe_torch_grad.py).
+//
+// Conventions (those of LayerKernels.h):
+// - Plain loops, no BLAS: these are the oracle that compiled CPU code and
+//   CUDA kernels are checked against, so clarity comes first.
+// - T is float or double (explicitly instantiated for both). Everything is
+//   computed in double (angles, sums, solves, matrix exponentials) and each
+//   result is rounded once to T.
+// - Inputs are TensorRef<const T>, outputs TensorRef<T> out-parameters whose
+//   shape the caller sets and the kernel checks; every output is fully
+//   overwritten. Outputs must not alias inputs. Attributes are plain
+//   arguments.
+// - Rotary pairs are interleaved: pair j is columns (2j, 2j+1), rotated by
+//   R(theta) = [[cos, -sin], [sin, cos]]. Vectors are columns (y = M x).
+// - Positions are [T, A]; the rotary kernels take x as [..., T, D] (the
+//   dialect's [B, T, D]), every leading index sharing the positions.
+// - Skew parameter k is the upper-triangle pair (i, j), i < j, in row-major
+//   order (the order of torch.triu_indices(d, d, 1)).
+// - Any shape or attribute violation throws stringrt::Error naming the
+//   kernel and the operand; so does a singular I + S in the Cayley kernels.
+#pragma once
+
+#include "stringrt/reference/Tensor.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace stringrt::ref {
+
+//===----------------------------------------------------------------------===//
+// Constant tables (PositionTables.cpp): exact functions of their attributes,
+// evaluated in double and rounded once to T.
+//===----------------------------------------------------------------------===//
+
+// pos[t, 0] = 0 for t < special, pos[special + n, 0] = n for n in [0, length).
+// length > 0, special >= 0 -> pos [special + length, 1]
+template <typename T> void seqPositions(int64_t length, int64_t special, TensorRef<T> pos);
+
+// pos[t] = (0, 0) for t < special; patch n of the row-major rows x cols grid at
+// pos[special + n] = (n % cols, n / cols) (axis 0 = column x, axis 1 = row y).
+// rows, cols > 0, special >= 0 -> pos [special + rows*cols, 2]
+template <typename T>
+void gridPositions(int64_t rows, int64_t cols, int64_t special, TensorRef<T> pos);
+
+enum class FreqsKind { Seq, Axial };
+
+// Pair j of a dim-wide vector split into `heads` heads of Dh = dim/heads
+// columns is pair i = j % (Dh/2) of its head.
+//   Seq:   freqs [dim/2, 1], freqs[j, 0] = base^(-2i/Dh)              (Dh even)
+//   Axial: freqs [dim/2, 2], with n = Dh/4 (Dh % 4 == 0):
+//          freqs[j] = (base^(-4i/Dh), 0) for i < n, (0, base^(-4(i-n)/Dh)) otherwise
+// dim > 0, heads > 0 dividing dim, base > 0.
+template <typename T>
+void ropeFreqs(FreqsKind kind, int64_t dim, int64_t heads, double base, TensorRef<T> freqs);
+
+// PE[p, 2i] = sin(p / base^(2i/dim)), PE[p, 2i+1] = cos(p / base^(2i/dim)).
+// length > 0, dim > 0 even, base > 0 -> pe [length, dim]
+template <typename T> void sinusoidal(int64_t length, int64_t dim, double base, TensorRef<T> pe);
+
+// r[i, j, a] = pos[j, a] - pos[i, a]   pos [T, A] -> r [T, T, A]
+template <typename T> void relativePositions(TensorRef<const T> pos, TensorRef<T> r);
+
+//===----------------------------------------------------------------------===//
+// Rotary embeddings (PositionRotary.cpp)
+//===----------------------------------------------------------------------===//
+
+// theta_j(t) = sum_a pos[t, a] freqs[j, a];
+//   y[.., t, 2j]   = x0 cos theta - x1 sin theta
+//   y[.., t, 2j+1] = x0 sin theta + x1 cos theta    (x0, x1 = x[.., t, 2j], x[.., t, 2j+1])
+// x [..., T, D] (D even), pos [T, A], freqs [D/2, A] -> y (shape of x). Any A
+// (seq: A = 1; axial and mixed: A = 2; the math is the same).
+// Its gradient in x is rope(dy, pos, -freqs).
+template <typename T>
+void rope(TensorRef<const T> x, TensorRef<const T> pos, TensorRef<const T> freqs, TensorRef<T> y);
+
+// With y = rope(x, pos, freqs):
+//   dtheta_j(t)  = sum_lead (dy1 y0 - dy0 y1)
+//   dfreqs[j, a] = sum_t pos[t, a] dtheta_j(t)
+// x, dy [..., T, D], pos [T, A], freqs [D/2, A] -> dfreqs [D/2, A]
+template <typename T>
+void ropeGradFreqs(TensorRef<const T> x, TensorRef<const T> pos, TensorRef<const T> freqs,
+                   TensorRef<const T> dy, TensorRef<T> dfreqs);
+
+// a1 = pos[t] . f1[j], a2 = pos[t] . f2[j], H(a) = I - 2 v v^T with v = (cos a, sin a):
+//   (y[.., t, 2j], y[.., t, 2j+1])^T = H(a2) H(a1) (x[.., t, 2j], x[.., t, 2j+1])^T
+// H(a2) H(a1) = R(2 (a2 - a1)). x [..., T, D], pos [T, A], f1, f2 [D/2, A] -> y.
+// Its gradient in x is householder(dy, pos, f2, f1) ((H(a2) H(a1))^T = H(a1) H(a2)).
+template <typename T>
+void householder(TensorRef<const T> x, TensorRef<const T> pos, TensorRef<const T> f1,
+                 TensorRef<const T> f2, TensorRef<T> y);
+
+// householder is rope with F = 2 (f2 - f1); with G = ropeGradFreqs(x, pos, F, dy):
+//   df1 = -2 G,  df2 = 2 G
+template <typename T>
+void householderGradFreqs(TensorRef<const T> x, TensorRef<const T> pos, TensorRef<const T> f1,
+                          TensorRef<const T> f2, TensorRef<const T> dy, TensorRef<T> df1,
+                          TensorRef<T> df2);
+
+//===----------------------------------------------------------------------===//
+// Skew-symmetric matrices and the Cayley transform (PositionSkew.cpp)
+//===----------------------------------------------------------------------===//
+
+// S[.., i, j] = params[.., k], S[.., j, i] = -params[.., k], S[.., i, i] = 0
+// for the k-th upper-triangle pair (i, j). dim >= 2:
+// params [..., dim(dim-1)/2] -> S [..., dim, dim]
+template <typename T> void skew(TensorRef<const T> params, int64_t dim, TensorRef<T> s);
+
+// dparams[.., k] = dy[.., i, j] - dy[.., j, i]   dy [..., dim, dim] -> [..., dim(dim-1)/2]
+template <typename T> void skewGrad(TensorRef<const T> dy, int64_t dim, TensorRef<T> dparams);
+
+// As skew, with parameter m on upper-triangle index support[m] (support
+// non-empty, strictly increasing, in [0, dim(dim-1)/2)); 0 elsewhere.
+// params [K] (K = support.size()) -> S [dim, dim]
+template <typename T>
+void sparseSkew(TensorRef<const T> params, int64_t dim, const std::vector<int64_t> &support,
+                TensorRef<T> s);
+
+// dparams[m] = dy[i_m, j_m] - dy[j_m, i_m], (i_m, j_m) the pair of support[m].
+// dy [dim, dim] -> dparams [K]
+template <typename T>
+void sparseSkewGrad(TensorRef<const T> dy, int64_t dim, const std::vector<int64_t> &support,
+                    TensorRef<T> dparams);
+
+// y = U x for every token vector x = x[.., :], U = (I - S)(I + S)^-1, as a
+// solve: one LU factorisation (partial pivoting) of I + S, then per token
+// (I + S) z = x, y = (I - S) z. x [..., D], s [D, D] -> y (shape of x).
+template <typename T> void cayley(TensorRef<const T> x, TensorRef<const T> s, TensorRef<T> y);
+
+// Per token, z = (I + S)^-1 x and dx = U^T dy, i.e. the solve
+// (I + S)^T dx = (I - S)^T dy; ds = -sum_tokens (dy + dx) z^T. Valid for any
+// S (not only skew). x, dy [..., D], s [D, D] -> dx (shape of x), ds [D, D]
+template <typename T>
+void cayleyGrad(TensorRef<const T> x, TensorRef<const T> s, TensorRef<const T> dy,
+                TensorRef<T> dx, TensorRef<T> ds);
+
+//===----------------------------------------------------------------------===//
+// Generators, rotations, gates (PositionGenerators.cpp, PositionRotation.cpp)
+//===----------------------------------------------------------------------===//
+
+// R[p] = exp(A), A = sum_k r[p, k] L_k (L_k = generators[k]), for every
+// leading index p of r; the matrix exponential by scaling and squaring with
+// a degree-13 Pade approximant. r [..., K], generators [K, d, d] -> R [..., d, d]
+template <typename T>
+void generatorExp(TensorRef<const T> r, TensorRef<const T> generators, TensorRef<T> rotations);
+
+// Per leading index p, with A = sum_k r[p, k] L_k and dR = dy[p]: the adjoint
+// Frechet derivative of exp at A, exactly by the block-triangular method,
+//   dA(p) = top-right d x d block of exp([[A^T, dR], [0, A^T]]),
+//   dgenerators[k] = sum_p r[p, k] dA(p).
+// r [..., K], generators [K, d, d], dy [..., d, d] -> dgenerators [K, d, d]
+template <typename T>
+void generatorExpGrad(TensorRef<const T> r, TensorRef<const T> generators,
+                      TensorRef<const T> dy, TensorRef<T> dgenerators);
+
+// y = max_{a<b} ||L_a L_b - L_b L_a||_F   generators [K, d, d], K >= 2 -> y []
+template <typename T> void commutatorNorm(TensorRef<const T> generators, TensorRef<T> y);
+
+// Through the first maximising pair (a, b), a < b, in row-major pair order
+// (ties go to the earlier pair): C = L_a L_b - L_b L_a, G = dy C / ||C||_F,
+//   dL_a = G L_b^T - L_b^T G,  dL_b = L_a^T G - G L_a^T,  every other dL_k = 0;
+// all zero when C = 0. generators [K, d, d], dy [] -> dgenerators [K, d, d]
+template <typename T>
+void commutatorNormGrad(TensorRef<const T> generators, TensorRef<const T> dy,
+                        TensorRef<T> dgenerators);
+
+// y[b, t, h*Dh + m] = sum_n R[t, m, n] x[b, t, h*Dh + n], Dh = D / heads.
+// x [B, T, D], rotations [T, Dh, Dh] -> y [B, T, D]
+template <typename T>
+void applyRotation(TensorRef<const T> x, TensorRef<const T> rotations, int64_t heads,
+                   TensorRef<T> y);
+
+// dx_h(b, t) = R[t]^T dy_h(b, t);  drotations[t, m, n] = sum_{b,h} dy[b, t, h*Dh + m] x[b, t, h*Dh + n]
+template <typename T>
+void applyRotationGrad(TensorRef<const T> x, TensorRef<const T> rotations,
+                       TensorRef<const T> dy, int64_t heads, TensorRef<T> dx,
+                       TensorRef<T> drotations);
+
+// y = x exp(gamma), gamma's shape a trailing suffix of x's ([D] or [T, D] for
+// x [B, T, D]), repeated over the leading dims.
+template <typename T>
+void spdGate(TensorRef<const T> x, TensorRef<const T> gamma, TensorRef<T> y);
+
+// dx = dy exp(gamma);  dgamma = sum over the leading dims of dy x exp(gamma)
+template <typename T>
+void spdGateGrad(TensorRef<const T> x, TensorRef<const T> gamma, TensorRef<const T> dy,
+                 TensorRef<T> dx, TensorRef<T> dgamma);
+
+} // namespace stringrt::ref

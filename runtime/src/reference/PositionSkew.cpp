@@ -1,0 +1,190 @@
+// Reference kernels of the skew builders and the Cayley transform: skew,
+// skew_grad, sparse_skew, sparse_skew_grad, cayley, cayley_grad.
+#include "stringrt/reference/PositionKernels.h"
+
+#include "PositionLinalg.h"
+#include "PositionUtil.h"
+
+#include <string>
+#include <vector>
+
+namespace stringrt::ref {
+namespace {
+
+using position::concat;
+using position::leadingCount;
+using position::leadingShape;
+using position::upperPairs;
+
+void checkDim(const char *what, int64_t dim) {
+  check(dim >= 2, what, "'dim' must be >= 2, got " + std::to_string(dim));
+}
+
+// I + sign * S in double, S = s [d, d].
+template <typename T>
+linalg::Matrix identityPlus(double sign, TensorRef<const T> s, int64_t d) {
+  linalg::Matrix m = linalg::identity(d);
+  for (int64_t i = 0; i < d * d; ++i)
+    m[i] += sign * static_cast<double>(s[i]);
+  return m;
+}
+
+// y = M v for a d x d matrix M.
+std::vector<double> apply(const linalg::Matrix &m, const std::vector<double> &v, int64_t d) {
+  std::vector<double> y(static_cast<size_t>(d), 0.0);
+  for (int64_t i = 0; i < d; ++i)
+    for (int64_t j = 0; j < d; ++j)
+      y[i] += m[i * d + j] * v[j];
+  return y;
+}
+
+template <typename T> void checkCayley(const char *what, TensorRef<const T> x, TensorRef<const T> s) {
+  check(x.rank() >= 1, what, "'x' must be [..., D], got a scalar");
+  const int64_t d = x.dim(-1);
+  checkShape((std::string(what) + ": 's'").c_str(), s, {d, d});
+}
+
+} // namespace
+
+// S[.., i, j] = params[.., k], S[.., j, i] = -params[.., k] for pair k = (i, j).
+template <typename T> void skew(TensorRef<const T> params, int64_t dim, TensorRef<T> s) {
+  checkDim("skew", dim);
+  const int64_t count = dim * (dim - 1) / 2;
+  check(params.rank() >= 1 && params.dim(-1) == count, "skew",
+        "'params' must be [..., " + std::to_string(count) + "] for dim " + std::to_string(dim) +
+            ", got " + shapeToString(params.shape));
+  checkShape("skew: result", s, concat(leadingShape(params.shape, 1), {dim, dim}));
+  const auto pairs = upperPairs(dim);
+  const int64_t lead = leadingCount(params.shape, 1);
+  for (int64_t l = 0; l < lead; ++l) {
+    T *m = s.data + l * dim * dim;
+    for (int64_t i = 0; i < dim * dim; ++i)
+      m[i] = T(0);
+    for (int64_t k = 0; k < count; ++k) {
+      const auto [i, j] = pairs[k];
+      m[i * dim + j] = params[l * count + k];
+      m[j * dim + i] = -params[l * count + k];
+    }
+  }
+}
+
+// dparams[.., k] = dy[.., i, j] - dy[.., j, i].
+template <typename T> void skewGrad(TensorRef<const T> dy, int64_t dim, TensorRef<T> dparams) {
+  checkDim("skew_grad", dim);
+  const int64_t count = dim * (dim - 1) / 2;
+  check(dy.rank() >= 2 && dy.dim(-1) == dim && dy.dim(-2) == dim, "skew_grad",
+        "'dy' must be [..., " + std::to_string(dim) + ", " + std::to_string(dim) + "], got " +
+            shapeToString(dy.shape));
+  checkShape("skew_grad: result 'dparams'", dparams, concat(leadingShape(dy.shape, 2), {count}));
+  const auto pairs = upperPairs(dim);
+  const int64_t lead = leadingCount(dy.shape, 2);
+  for (int64_t l = 0; l < lead; ++l) {
+    const T *g = dy.data + l * dim * dim;
+    for (int64_t k = 0; k < count; ++k) {
+      const auto [i, j] = pairs[k];
+      dparams[l * count + k] =
+          static_cast<T>(static_cast<double>(g[i * dim + j]) - static_cast<double>(g[j * dim + i]));
+    }
+  }
+}
+
+// S[i_m, j_m] = params[m], S[j_m, i_m] = -params[m], 0 elsewhere.
+template <typename T>
+void sparseSkew(TensorRef<const T> params, int64_t dim, const std::vector<int64_t> &support,
+                TensorRef<T> s) {
+  checkDim("sparse_skew", dim);
+  position::checkSupport("sparse_skew", dim, support);
+  const int64_t count = static_cast<int64_t>(support.size());
+  checkShape("sparse_skew: 'params'", params, {count});
+  checkShape("sparse_skew: result", s, {dim, dim});
+  const auto pairs = upperPairs(dim);
+  for (int64_t i = 0; i < dim * dim; ++i)
+    s[i] = T(0);
+  for (int64_t m = 0; m < count; ++m) {
+    const auto [i, j] = pairs[support[m]];
+    s[i * dim + j] = params[m];
+    s[j * dim + i] = -params[m];
+  }
+}
+
+// dparams[m] = dy[i_m, j_m] - dy[j_m, i_m].
+template <typename T>
+void sparseSkewGrad(TensorRef<const T> dy, int64_t dim, const std::vector<int64_t> &support,
+                    TensorRef<T> dparams) {
+  checkDim("sparse_skew_grad", dim);
+  position::checkSupport("sparse_skew_grad", dim, support);
+  const int64_t count = static_cast<int64_t>(support.size());
+  checkShape("sparse_skew_grad: 'dy'", dy, {dim, dim});
+  checkShape("sparse_skew_grad: result 'dparams'", dparams, {count});
+  const auto pairs = upperPairs(dim);
+  for (int64_t m = 0; m < count; ++m) {
+    const auto [i, j] = pairs[support[m]];
+    dparams[m] =
+        static_cast<T>(static_cast<double>(dy[i * dim + j]) - static_cast<double>(dy[j * dim + i]));
+  }
+}
+
+// (I + S) z = x (one LU of I + S), y = (I - S) z, per token.
+template <typename T> void cayley(TensorRef<const T> x, TensorRef<const T> s, TensorRef<T> y) {
+  checkCayley<T>("cayley", x, s);
+  checkShape("cayley: result", y, x.shape);
+  const int64_t d = x.dim(-1), tokens = leadingCount(x.shape, 1);
+  const linalg::LU plus = linalg::luFactor(identityPlus<T>(1.0, s, d), d, "cayley: I + S");
+  const linalg::Matrix minus = identityPlus<T>(-1.0, s, d);
+  std::vector<double> z(static_cast<size_t>(d));
+  for (int64_t n = 0; n < tokens; ++n) {
+    for (int64_t i = 0; i < d; ++i)
+      z[i] = x[n * d + i];
+    linalg::luSolve(plus, z.data());
+    const std::vector<double> out = apply(minus, z, d);
+    for (int64_t i = 0; i < d; ++i)
+      y[n * d + i] = static_cast<T>(out[i]);
+  }
+}
+
+// z = (I + S)^-1 x; (I + S)^T dx = (I - S)^T dy; ds = -sum_tokens (dy + dx) z^T.
+template <typename T>
+void cayleyGrad(TensorRef<const T> x, TensorRef<const T> s, TensorRef<const T> dy,
+                TensorRef<T> dx, TensorRef<T> ds) {
+  checkCayley<T>("cayley_grad", x, s);
+  checkShape("cayley_grad: 'dy'", dy, x.shape);
+  checkShape("cayley_grad: result 'dx'", dx, x.shape);
+  checkShape("cayley_grad: result 'ds'", ds, s.shape);
+  const int64_t d = x.dim(-1), tokens = leadingCount(x.shape, 1);
+  const linalg::LU plus = linalg::luFactor(identityPlus<T>(1.0, s, d), d, "cayley_grad: I + S");
+  const linalg::Matrix minusT = linalg::transpose(identityPlus<T>(-1.0, s, d), d);
+  linalg::Matrix dsum(static_cast<size_t>(d * d), 0.0);
+  std::vector<double> z(static_cast<size_t>(d)), g(static_cast<size_t>(d));
+  for (int64_t n = 0; n < tokens; ++n) {
+    for (int64_t i = 0; i < d; ++i) {
+      z[i] = x[n * d + i];
+      g[i] = dy[n * d + i];
+    }
+    linalg::luSolve(plus, z.data());
+    std::vector<double> gx = apply(minusT, g, d);
+    linalg::luSolveTransposed(plus, gx.data());
+    for (int64_t i = 0; i < d; ++i) {
+      dx[n * d + i] = static_cast<T>(gx[i]);
+      for (int64_t j = 0; j < d; ++j)
+        dsum[i * d + j] -= (g[i] + gx[i]) * z[j];
+    }
+  }
+  for (int64_t i = 0; i < d * d; ++i)
+    ds[i] = static_cast<T>(dsum[i]);
+}
+
+#define STRINGRT_INSTANTIATE(T)                                                                    \
+  template void skew<T>(TensorRef<const T>, int64_t, TensorRef<T>);                                \
+  template void skewGrad<T>(TensorRef<const T>, int64_t, TensorRef<T>);                            \
+  template void sparseSkew<T>(TensorRef<const T>, int64_t, const std::vector<int64_t> &,           \
+                              TensorRef<T>);                                                       \
+  template void sparseSkewGrad<T>(TensorRef<const T>, int64_t, const std::vector<int64_t> &,       \
+                                  TensorRef<T>);                                                   \
+  template void cayley<T>(TensorRef<const T>, TensorRef<const T>, TensorRef<T>);                   \
+  template void cayleyGrad<T>(TensorRef<const T>, TensorRef<const T>, TensorRef<const T>,          \
+                              TensorRef<T>, TensorRef<T>);
+STRINGRT_INSTANTIATE(float)
+STRINGRT_INSTANTIATE(double)
+#undef STRINGRT_INSTANTIATE
+
+} // namespace stringrt::ref
