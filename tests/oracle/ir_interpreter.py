@@ -251,6 +251,7 @@ GRAD_OPS = {
     "pe.broadcast_to": ((1, 2), (1,), _broadcast_to),
     "pe.expand_axis": ((1,), (1,), _one(lambda x, a, t: pg.expand_axis(
         x[0], _req(a, "axis", "pe.expand_axis"), _req(a, "size", "pe.expand_axis")))),
+    "pe.mean_grad": ((2,), (1,), _one(lambda x, a, t: pg.mean_grad(x[0], x[1], a.get("axis")))),
     "pe.linear_grad_input": ((2,), (1,), _one(lambda x, a, t: pg.linear_grad_input(*x))),
     "pe.linear_grad_weight": ((2,), (1,), _one(lambda x, a, t: pg.linear_grad_weight(*x))),
     "pe.layer_norm_grad": ((3,), (3,), lambda x, a, t: pg.layer_norm_grad(

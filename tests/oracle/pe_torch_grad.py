@@ -16,7 +16,7 @@ import torch
 import pe_torch as pt
 
 __all__ = [
-    "sum_to", "broadcast_to", "expand_axis", "linear_grad_input",
+    "sum_to", "broadcast_to", "expand_axis", "mean_grad", "linear_grad_input",
     "linear_grad_weight", "layer_norm_grad", "gelu_grad", "relu_grad",
     "patch_embed_grad", "token_embed_grad", "class_token_grad",
     "select_token_grad", "rope_grad_freqs", "householder_grad_freqs",
@@ -62,6 +62,23 @@ def expand_axis(x, axis, size):
     shape = list(x.shape)
     shape.insert(axis, size)
     return x.unsqueeze(axis).expand(shape).clone()
+
+
+def mean_grad(x, dy, axis=None):
+    """dx = dy repeated over the averaged elements of x, divided by their
+    count N: with `axis`, dy has x's shape without it and N = x.shape[axis];
+    without, dy is a scalar and N = x.numel(). Only x's shape is read, as
+    the kernel reads the batch size from it at run time."""
+    if axis is None:
+        if dy.dim():
+            raise ValueError(f"dy must be a scalar for a mean over everything, got {tuple(dy.shape)}")
+        return broadcast_to(dy, x.shape) / x.numel()
+    if not 0 <= axis < x.dim():
+        raise ValueError(f"axis {axis} out of range for rank {x.dim()}")
+    want = x.shape[:axis] + x.shape[axis + 1:]
+    if tuple(dy.shape) != tuple(want):
+        raise ValueError(f"dy has shape {tuple(dy.shape)}, expected {tuple(want)}")
+    return expand_axis(dy, axis, x.shape[axis]) / x.shape[axis]
 
 
 # ---------------------------------------------------------------- layers --

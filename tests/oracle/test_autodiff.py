@@ -4,10 +4,11 @@ TestBackwardOpsInterpreted: the interpreter evaluates every backward op of
 GradInputs/backward_ops.mlir like pe_torch_grad called directly, and a
 hand-written @gradients like autograd of its @forward.
 
-TestAutodiffPass: for every examples/*.pe, `stringc --emit=mlir | string-opt
---pe-autodiff` adds @gradients; interpreted in float64 it must give the loss
-of @forward and, for every trainable parameter (and no frozen one), the
-gradient that torch.autograd computes through the interpreted @forward
+TestAutodiffPass: for every examples/*.pe (and GradInputs/batch_mean.pe, with
+means over the batch, at several batch sizes), `stringc --emit=mlir |
+string-opt --pe-autodiff` adds @gradients; interpreted in float64 it must give
+the loss of @forward and, for every trainable parameter (and no frozen one),
+the gradient that torch.autograd computes through the interpreted @forward
 (relative tolerance 1e-8). The tools come from $STRINGC_BIN_DIR, else the
 build*/bin directories of the repository; the class skips itself while they
 or the pass are not built yet, or while the pass still meets ops without a
@@ -37,6 +38,7 @@ from test_ir_interpreter import random_inputs  # noqa: E402
 torch.set_num_threads(1)
 D64 = torch.float64
 BACKWARD_OPS = os.path.join(HERE, "GradInputs", "backward_ops.mlir")
+BATCH_MEAN = os.path.join(HERE, "GradInputs", "batch_mean.pe")
 EXAMPLES = os.path.join(REPO, "examples")
 REL_TOL = 1e-8
 
@@ -88,6 +90,8 @@ def backward_ops_direct(i):
         "broadcast": pg.broadcast_to(i["g"], (3, 4)),
         "broadcast_like": pg.broadcast_to(i["s"], x.shape),
         "expand": pg.expand_axis(dy, 2, 2),
+        "mean_batch": pg.mean_grad(x, i["gamma"], 0), "mean_axis": pg.mean_grad(x, i["dyb"], 1),
+        "mean_all": pg.mean_grad(x, i["s"]),
         "lin_dx": lin_dx, "lin_dw": pg.linear_grad_weight(x, i["dy5"]),
         "ln_dx": ln[0], "ln_dg": ln[1], "ln_db": ln[2],
         "gelu": pg.gelu_grad(x, dy, True), "gelu_erf": pg.gelu_grad(x, dy, False),
@@ -171,8 +175,8 @@ class TestBackwardOpsInterpreted(Case):
 
     def test_errors(self):
         inputs = backward_ops_inputs(self.module)
-        three = self.edit_backward_ops('"pe.attention_grad"(%arg0, %6, %arg1, %arg1, %arg10)',
-                                       '"pe.attention_grad"(%arg0, %6, %arg1, %arg1)')
+        three = self.edit_backward_ops('"pe.attention_grad"(%arg0, %9, %arg1, %arg1, %arg10)',
+                                       '"pe.attention_grad"(%arg0, %9, %arg1, %arg1)')
         with self.assertRaisesRegex(ii.InterpreterError, "pe.attention_grad: 4 results"):
             ii.evaluate(three, {}, inputs, D64, "backward_ops")
         unlike = self.edit_backward_ops(
@@ -265,6 +269,14 @@ class TestAutodiffPass(Case):
             name = os.path.basename(example)
             with self.subTest(example=name):
                 self.check_example(example, batch=1 if name == "vit_generators.pe" else 2)
+
+    def test_mean_over_the_batch(self):
+        """pe.mean_grad divides by the batch size read at run time: the
+        gradients of GradInputs/batch_mean.pe match autograd for several B."""
+        self.need_tools()
+        for batch in (1, 3, 5):
+            with self.subTest(batch=batch):
+                self.check_example(BATCH_MEAN, batch=batch)
 
     def check_example(self, example, batch):
         name = os.path.basename(example)

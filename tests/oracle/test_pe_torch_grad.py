@@ -87,6 +87,26 @@ class TestBroadcasting(Case):
                 (want,) = vjp(lambda t: pt.mean(t, axis), [x], dy)
                 self.close(pg.expand_axis(dy, axis, x.shape[axis]) / x.shape[axis], want)
 
+    def test_mean_grad(self):
+        # every axis, and everything, of shapes whose dim 0 plays the batch
+        # (the count comes from x: batch 1, 3 and 5 give 1/1, 1/3, 1/5)
+        for shape in [(3, 4), (5, 2, 3), (1, 4), (6,)]:
+            x = randn(*shape, seed=len(shape))
+            for axis in [None, *range(len(shape))]:
+                with self.subTest(shape=shape, axis=axis):
+                    out = () if axis is None else shape[:axis] + shape[axis + 1:]
+                    dy = randn(*out, seed=11 if axis is None else 12 + axis)
+                    (want,) = vjp(lambda t: pt.mean(t, axis), [x], dy)
+                    got = pg.mean_grad(x, dy, axis)
+                    self.close(got, want)
+                    self.nonzero(got)
+        with self.assertRaises(ValueError):
+            pg.mean_grad(randn(2, 3, seed=1), randn(2, seed=2))          # dy not a scalar
+        with self.assertRaises(ValueError):
+            pg.mean_grad(randn(2, 3, seed=1), randn(3, seed=2), axis=1)  # shape without axis 1: [2]
+        with self.assertRaises(ValueError):
+            pg.mean_grad(randn(2, 3, seed=1), randn(2, seed=2), axis=2)
+
 
 # ---------------------------------------------------------------- layers --
 

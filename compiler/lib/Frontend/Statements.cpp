@@ -17,6 +17,13 @@ bool isBatchName(const Expr &expr) {
   const auto *name = expr.as<NameExpr>();
   return name && name->name == "B";
 }
+
+/// The symbols the compiler defines in the module besides the parameters:
+/// @forward (MLIRGen), @gradients (pe-autodiff) and @train_step (kept for
+/// the compiled training step).
+bool isReservedSymbol(const std::string &name) {
+  return name == "forward" || name == "gradients" || name == "train_step";
+}
 } // namespace
 
 std::optional<ModelGraph> Analyzer::run(const Module &module) {
@@ -183,6 +190,13 @@ void Analyzer::execParam(const ParamStmt &stmt) {
   param.frozen = stmt.frozen;
   param.loc = sources_.location(stmt.name.range.begin);
   bool ok = true;
+  // A parameter becomes the symbol @NAME of the module, next to the
+  // functions the compiler adds.
+  if (isReservedSymbol(param.name)) {
+    diags_.error(stmt.name.range, fmt::format("parameter name '{}' is reserved (the compiler defines @{})",
+                                              param.name, param.name));
+    ok = false;
+  }
   int64_t elements = 1;
   for (const ExprPtr &dimExpr : stmt.dims) {
     std::optional<int64_t> dim = evalDim(*dimExpr, /*isParam=*/true);

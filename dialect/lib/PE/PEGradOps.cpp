@@ -136,6 +136,27 @@ LogicalResult ExpandAxisOp::verify() {
   return checkResult(*this, 0, "result", expected, what);
 }
 
+LogicalResult MeanGradOp::verify() {
+  Operation *op = getOperation();
+  if (failed(checkActivation(op, getX(), "x", kAnyRank)))
+    return failure();
+  ArrayRef<int64_t> x = shapeOf(getX());
+  if (!getAxisAttr()) {
+    if (failed(checkDy(op, getDy(), {}, "a scalar: the mean of every element")))
+      return failure();
+  } else {
+    int64_t axis = getAxisAttr().getInt();
+    if (axis < 0 || axis >= static_cast<int64_t>(x.size()))
+      return emitOpError() << "axis " << axis << " is out of range for operand "
+                           << "'x' of rank " << x.size();
+    if (failed(
+            checkDy(op, getDy(), dropDim(x, axis),
+                    "the shape of 'x' without axis " + std::to_string(axis))))
+      return failure();
+  }
+  return checkResult(op, 0, "dx", x, "the shape of 'x'");
+}
+
 //===----------------------------------------------------------------------===//
 // Network layers
 //===----------------------------------------------------------------------===//

@@ -100,32 +100,13 @@ LogicalResult ScaleOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
   return success();
 }
 
-/// dx = dy repeated over the averaged dimensions, times 1/count. The count
-/// must be static: a mean over the batch dimension would need a scaling by
-/// 1/B, known only at run time, which no backward op provides.
+/// dx = dy repeated over the averaged elements, divided by their count.
+/// pe.mean_grad reads the count from the shape of x at run time, so one form
+/// serves every mean, the dynamic batch dimension included.
 LogicalResult MeanOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
                                SmallVectorImpl<Value> &operandGrads) {
-  Location loc = getLoc();
-  auto xType = cast<RankedTensorType>(getX().getType());
-  Value dy = resultGrads[0];
-  Value repeated;
-  int64_t count;
-  if (IntegerAttr axisAttr = getAxisAttr()) {
-    int64_t axis = axisAttr.getInt();
-    count = xType.getDimSize(axis);
-    if (!ShapedType::isDynamic(count))
-      repeated = builder.create<ExpandAxisOp>(loc, xType, dy, axis, count);
-  } else if (xType.hasStaticShape()) {
-    count = xType.getNumElements();
-    repeated = builder.create<BroadcastToOp>(loc, xType, dy, Value());
-  }
-  if (!repeated)
-    return emitOpError()
-           << "cannot differentiate a mean over the dynamic batch dimension: "
-              "its gradient is scaled by 1/B, which is known only at run time";
-  operandGrads.push_back(builder.create<ScaleOp>(
-      loc, xType, repeated, APFloat(1.0 / static_cast<double>(count)),
-      APFloat(0.0)));
+  operandGrads.push_back(builder.create<MeanGradOp>(
+      getLoc(), getX().getType(), getX(), resultGrads[0], getAxisAttr()));
   return success();
 }
 

@@ -127,6 +127,68 @@ func.func @f(%x: tensor<?x64xf32>) {
 
 // -----
 
+// mean_grad: only the batch of x may be dynamic.
+func.func @f(%x: tensor<4x?xf32>, %dy: tensor<f32>) {
+  // expected-error @+1 {{'pe.mean_grad' op operand 'x' may be dynamic only in dimension 0 (the batch), got 'tensor<4x?xf32>'}}
+  %0 = pe.mean_grad %x, %dy : tensor<4x?xf32>, tensor<f32> -> tensor<4x?xf32>
+  return
+}
+
+// -----
+
+// mean_grad: without axis, dy is a scalar.
+func.func @f(%x: tensor<?x64xf32>, %dy: tensor<64xf32>) {
+  // expected-error @+1 {{'pe.mean_grad' op operand 'dy' must have shape [] (a scalar: the mean of every element), got 'tensor<64xf32>'}}
+  %0 = pe.mean_grad %x, %dy : tensor<?x64xf32>, tensor<64xf32> -> tensor<?x64xf32>
+  return
+}
+
+// -----
+
+// mean_grad: axis is in [0, rank).
+func.func @f(%x: tensor<?x64xf32>, %dy: tensor<?x64xf32>) {
+  // expected-error @+1 {{'pe.mean_grad' op axis 2 is out of range for operand 'x' of rank 2}}
+  %0 = pe.mean_grad %x, %dy axis(2) : tensor<?x64xf32>, tensor<?x64xf32> -> tensor<?x64xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<?x64xf32>, %dy: tensor<?x64xf32>) {
+  // expected-error @+1 {{'pe.mean_grad' op axis -1 is out of range for operand 'x' of rank 2}}
+  %0 = pe.mean_grad %x, %dy axis(-1) : tensor<?x64xf32>, tensor<?x64xf32> -> tensor<?x64xf32>
+  return
+}
+
+// -----
+
+// mean_grad: dy has the shape of x without axis.
+func.func @f(%x: tensor<?x50x64xf32>, %dy: tensor<?x50xf32>) {
+  // expected-error @+1 {{'pe.mean_grad' op operand 'dy' must have shape [?, 64] (the shape of 'x' without axis 1), got 'tensor<?x50xf32>'}}
+  %0 = pe.mean_grad %x, %dy axis(1) : tensor<?x50x64xf32>, tensor<?x50xf32> -> tensor<?x50x64xf32>
+  return
+}
+
+// -----
+
+// mean_grad: over the batch, dy has no batch dimension.
+func.func @f(%x: tensor<?x64xf32>, %dy: tensor<?x64xf32>) {
+  // expected-error @+1 {{'pe.mean_grad' op operand 'dy' must have shape [64] (the shape of 'x' without axis 0), got 'tensor<?x64xf32>'}}
+  %0 = pe.mean_grad %x, %dy axis(0) : tensor<?x64xf32>, tensor<?x64xf32> -> tensor<?x64xf32>
+  return
+}
+
+// -----
+
+// mean_grad: dx has the shape of x.
+func.func @f(%x: tensor<?x64xf32>, %dy: tensor<f32>) {
+  // expected-error @+1 {{'pe.mean_grad' op result 'dx' must have shape [?, 64] (the shape of 'x'), got 'tensor<64xf32>'}}
+  %0 = pe.mean_grad %x, %dy : tensor<?x64xf32>, tensor<f32> -> tensor<64xf32>
+  return
+}
+
+// -----
+
 // linear_grad_input: dy must have a rank.
 func.func @f(%dy: tensor<f32>, %w: tensor<4x4xf32>) {
   // expected-error @+1 {{'pe.linear_grad_input' op operand 'dy' must have rank at least 1, got 'tensor<f32>'}}

@@ -4,7 +4,8 @@
 // RUN: string-opt %s -mlir-print-op-generic | string-opt | FileCheck %s
 
 // Broadcasting and reductions: a suffix (down to a scalar, or the whole shape),
-// a broadcast with and without `like`, new axes anywhere.
+// a broadcast with and without `like`, new axes anywhere, the gradient of a
+// mean over an axis (the batch too) and over everything.
 // CHECK-LABEL: func.func @broadcast(
 func.func @broadcast(%x: tensor<?x50x64xf32>, %v: tensor<64xf32>, %s: tensor<f32>, %l: tensor<?x50xf32>, %m: tensor<?x64xf32>) {
   // CHECK: %{{.*}} = pe.sum_to %{{.*}} : tensor<?x50x64xf32> -> tensor<50x64xf32>
@@ -25,6 +26,14 @@ func.func @broadcast(%x: tensor<?x50x64xf32>, %v: tensor<64xf32>, %s: tensor<f32
   %7 = pe.expand_axis %v axis(0) size(3) : tensor<64xf32> -> tensor<3x64xf32>
   // CHECK: %{{.*}} = pe.expand_axis %{{.*}} axis(2) size(1) : tensor<?x64xf32> -> tensor<?x64x1xf32>
   %8 = pe.expand_axis %m axis(2) size(1) : tensor<?x64xf32> -> tensor<?x64x1xf32>
+  // CHECK: %{{.*}} = pe.mean_grad %{{.*}}, %{{.*}} axis(1) : tensor<?x50x64xf32>, tensor<?x64xf32> -> tensor<?x50x64xf32>
+  %9 = pe.mean_grad %x, %m axis(1) : tensor<?x50x64xf32>, tensor<?x64xf32> -> tensor<?x50x64xf32>
+  // CHECK: %{{.*}} = pe.mean_grad %{{.*}}, %{{.*}} axis(0) : tensor<?x64xf32>, tensor<64xf32> -> tensor<?x64xf32>
+  %10 = pe.mean_grad %m, %v axis(0) : tensor<?x64xf32>, tensor<64xf32> -> tensor<?x64xf32>
+  // CHECK: %{{.*}} = pe.mean_grad %{{.*}}, %{{.*}} : tensor<?x50xf32>, tensor<f32> -> tensor<?x50xf32>
+  %11 = pe.mean_grad %l, %s : tensor<?x50xf32>, tensor<f32> -> tensor<?x50xf32>
+  // CHECK: %{{.*}} = pe.mean_grad %{{.*}}, %{{.*}} : tensor<f32>, tensor<f32> -> tensor<f32>
+  %12 = pe.mean_grad %s, %s : tensor<f32>, tensor<f32> -> tensor<f32>
   return
 }
 

@@ -117,19 +117,20 @@ module {
 
 // -----
 
-// Means with a static count: expand_axis (one axis) or broadcast_to (all),
-// then a scale by 1/count. A loss that is a sum: both terms get the seed.
+// Means over one axis or over everything: mean_grad of the forward operand
+// (whose shape gives the count) and dy, with the same axis. A loss that is a
+// sum: both terms get the seed.
 // CHECK-LABEL: func.func @gradients(
 // CHECK-SAME:    -> (tensor<f32> {pe.output = "loss"}, tensor<4x3xf32> {pe.grad = "w"}, tensor<2x5x3xf32> {pe.grad = "m"})
-// CHECK:         %[[P:.*]] = pe.mean %{{.*}} axis(1) : tensor<?x5x3xf32> -> tensor<?x3xf32>
+// CHECK:         %[[H:.*]] = pe.linear
+// CHECK:         %[[P:.*]] = pe.mean %[[H]] axis(1) : tensor<?x5x3xf32> -> tensor<?x3xf32>
+// CHECK:         %[[M:.*]] = pe.get_param @m
+// CHECK:         %[[M0:.*]] = pe.mean %[[M]] axis(0)
 // CHECK:         %[[SEED:.*]] = arith.constant dense<1.000000e+00> : tensor<f32>
-// CHECK:         %[[B:.*]] = pe.broadcast_to %[[SEED]] : tensor<f32> -> tensor<5x3xf32>
-// CHECK:         %[[DM0:.*]] = pe.scale %[[B]] factor(0.066666666666666666) : tensor<5x3xf32> -> tensor<5x3xf32>
-// CHECK:         %[[E:.*]] = pe.expand_axis %[[DM0]] axis(0) size(2) : tensor<5x3xf32> -> tensor<2x5x3xf32>
-// CHECK:         %[[DM:.*]] = pe.scale %[[E]] factor(5.000000e-01) : tensor<2x5x3xf32> -> tensor<2x5x3xf32>
+// CHECK:         %[[DM0:.*]] = pe.mean_grad %[[M0]], %[[SEED]] : tensor<5x3xf32>, tensor<f32> -> tensor<5x3xf32>
+// CHECK:         %[[DM:.*]] = pe.mean_grad %[[M]], %[[DM0]] axis(0) : tensor<2x5x3xf32>, tensor<5x3xf32> -> tensor<2x5x3xf32>
 // CHECK:         %[[DP:.*]] = pe.cross_entropy_grad %[[P]], %{{.*}}, %[[SEED]]
-// CHECK:         %[[EH:.*]] = pe.expand_axis %[[DP]] axis(1) size(5) : tensor<?x3xf32> -> tensor<?x5x3xf32>
-// CHECK:         %[[DH:.*]] = pe.scale %[[EH]] factor(2.000000e-01) : tensor<?x5x3xf32> -> tensor<?x5x3xf32>
+// CHECK:         %[[DH:.*]] = pe.mean_grad %[[H]], %[[DP]] axis(1) : tensor<?x5x3xf32>, tensor<?x3xf32> -> tensor<?x5x3xf32>
 // CHECK:         %[[DW:.*]] = pe.linear_grad_weight %{{.*}}, %[[DH]]
 // CHECK:         return %{{.*}}, %[[DW]], %[[DM]]
 module {
@@ -146,6 +147,33 @@ module {
     %l = pe.add %ce, %reg : tensor<f32>, tensor<f32> -> tensor<f32>
     return %l : tensor<f32>
   }
+}
+
+// -----
+
+// Means over the dynamic batch dimension, of every element and over axis 0:
+// the same mean_grad, which divides by B at run time. The two gradients of
+// %y are summed.
+// CHECK-LABEL: func.func @gradients(
+// CHECK-SAME:    -> (tensor<f32> {pe.output = "loss"}, tensor<4x3xf32> {pe.grad = "w"})
+// CHECK:         %[[Y:.*]] = pe.linear
+// CHECK:         %[[MB:.*]] = pe.mean %[[Y]] axis(0) : tensor<?x3xf32> -> tensor<3xf32>
+// CHECK:         %[[SEED:.*]] = arith.constant dense<1.000000e+00> : tensor<f32>
+// CHECK:         %[[DMB:.*]] = pe.mean_grad %[[MB]], %[[SEED]] : tensor<3xf32>, tensor<f32> -> tensor<3xf32>
+// CHECK:         %[[DY0:.*]] = pe.mean_grad %[[Y]], %[[DMB]] axis(0) : tensor<?x3xf32>, tensor<3xf32> -> tensor<?x3xf32>
+// CHECK:         %[[DY1:.*]] = pe.mean_grad %[[Y]], %[[SEED]] : tensor<?x3xf32>, tensor<f32> -> tensor<?x3xf32>
+// CHECK:         %[[DY:.*]] = pe.add %[[DY0]], %[[DY1]] : tensor<?x3xf32>, tensor<?x3xf32> -> tensor<?x3xf32>
+// CHECK:         %[[DW:.*]] = pe.linear_grad_weight %{{.*}}, %[[DY]]
+// CHECK:         return %{{.*}}, %[[DW]]
+pe.parameter @w : tensor<4x3xf32> {init = "zeros"}
+func.func @forward(%x: tensor<?x4xf32> {pe.input = "x"}) -> (tensor<f32> {pe.output = "loss"}) {
+  %w = pe.get_param @w : tensor<4x3xf32>
+  %y = pe.linear %x, %w : tensor<?x4xf32>, tensor<4x3xf32> -> tensor<?x3xf32>
+  %a = pe.mean %y : tensor<?x3xf32> -> tensor<f32>
+  %m = pe.mean %y axis(0) : tensor<?x3xf32> -> tensor<3xf32>
+  %b = pe.mean %m : tensor<3xf32> -> tensor<f32>
+  %l = pe.add %a, %b : tensor<f32>, tensor<f32> -> tensor<f32>
+  return %l : tensor<f32>
 }
 
 // -----
@@ -435,30 +463,6 @@ func.func @forward(%x: tensor<?x5x8xf32> {pe.input = "x"}, %label: tensor<?x5xi3
   %R = pe.generator_exp %r, %L : tensor<5x2xf32>, tensor<2x4x4xf32> -> tensor<5x4x4xf32>
   %y = pe.apply_rotation %x, %R heads(2) : tensor<?x5x8xf32>, tensor<5x4x4xf32> -> tensor<?x5x8xf32>
   %l = pe.cross_entropy %y, %label : tensor<?x5x8xf32>, tensor<?x5xi32> -> tensor<f32>
-  return %l : tensor<f32>
-}
-
-// -----
-
-// A mean over the batch: its gradient needs 1/B, a run-time value.
-pe.parameter @w : tensor<4x3xf32> {init = "zeros"}
-func.func @forward(%x: tensor<?x4xf32> {pe.input = "x"}) -> (tensor<f32> {pe.output = "loss"}) {
-  %w = pe.get_param @w : tensor<4x3xf32>
-  %y = pe.linear %x, %w : tensor<?x4xf32>, tensor<4x3xf32> -> tensor<?x3xf32>
-  // expected-error @+1 {{'pe.mean' op cannot differentiate a mean over the dynamic batch dimension: its gradient is scaled by 1/B, which is known only at run time}}
-  %l = pe.mean %y : tensor<?x3xf32> -> tensor<f32>
-  return %l : tensor<f32>
-}
-
-// -----
-
-pe.parameter @w : tensor<4x3xf32> {init = "zeros"}
-func.func @forward(%x: tensor<?x4xf32> {pe.input = "x"}) -> (tensor<f32> {pe.output = "loss"}) {
-  %w = pe.get_param @w : tensor<4x3xf32>
-  %y = pe.linear %x, %w : tensor<?x4xf32>, tensor<4x3xf32> -> tensor<?x3xf32>
-  // expected-error @+1 {{'pe.mean' op cannot differentiate a mean over the dynamic batch dimension: its gradient is scaled by 1/B, which is known only at run time}}
-  %m = pe.mean %y axis(0) : tensor<?x3xf32> -> tensor<3xf32>
-  %l = pe.mean %m : tensor<3xf32> -> tensor<f32>
   return %l : tensor<f32>
 }
 

@@ -114,6 +114,35 @@ TEST(Errors, Initializers) {
             (std::vector<std::string>{"8:16: expected an initializer (normal, uniform, zeros, ones, constant or load)"}));
 }
 
+TEST(Errors, ReservedParameterNames) {
+  // A parameter is the module symbol @NAME, beside the compiler's functions.
+  EXPECT_EQ(errorsOf("param forward: [2] = zeros"),
+            (std::vector<std::string>{"8:7: parameter name 'forward' is reserved (the compiler defines @forward)"}));
+  EXPECT_EQ(errorsOf("param gradients: [2, 2] = ones frozen"),
+            (std::vector<std::string>{
+                "8:7: parameter name 'gradients' is reserved (the compiler defines @gradients)"}));
+  EXPECT_EQ(errorsOf("param train_step: [2] = zeros"),
+            (std::vector<std::string>{
+                "8:7: parameter name 'train_step' is reserved (the compiler defines @train_step)"}));
+  // The name stays defined (as poison): its uses report nothing more, and
+  // errors in the rest of the declaration are still reported.
+  EXPECT_EQ(errorsOf("param forward: [64] = zeros\noutput o = x * forward"),
+            (std::vector<std::string>{"8:7: parameter name 'forward' is reserved (the compiler defines @forward)"}));
+  EXPECT_EQ(errorsOf("param forward: [2] = normal(std = 0)"),
+            (std::vector<std::string>{"8:7: parameter name 'forward' is reserved (the compiler defines @forward)",
+                                      "8:29: normal: std must be positive, found 0"}));
+  // Only the exact full names are reserved: inside a block the name gets the
+  // instance prefix (blk.0.forward), and other spellings are free.
+  Compiled c = compileBody("block blk(h) {\n  param forward: [64] = ones\n  return h * forward\n}\n"
+                           "param Forward: [2] = zeros\nparam forward_w: [2] = zeros\nparam gradients2: [2] = zeros\n"
+                           "output o = blk(x)");
+  ASSERT_TRUE(c.graph) << c.printed();
+  std::vector<std::string> names;
+  for (const GraphParam &param : c.graph->params)
+    names.push_back(param.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"Forward", "forward_w", "gradients2", "blk.0.forward"}));
+}
+
 TEST(Errors, ForRanges) {
   EXPECT_EQ(errorsOf("for i in 3..1 { }"),
             (std::vector<std::string>{"8:10: for: the range 3..1 is reversed (the start must not exceed the end)"}));

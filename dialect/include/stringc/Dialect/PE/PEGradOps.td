@@ -44,8 +44,8 @@ def PE_BroadcastToOp : PE_ComputeOp<"broadcast_to"> {
     The result type is the target: the shape of `x` is a trailing suffix of
     the result shape `[L..., S...]` (a scalar `x`, `[]`, broadcasts to any
     shape), and `y[l, s] = x[s]` for every leading index `l`. This is the
-    gradient of `pe.sum_to` and of `pe.mean` without `axis` (before scaling
-    by `1/N`).
+    adjoint of `pe.sum_to`. (The gradient of `pe.mean` is `pe.mean_grad`,
+    which also divides by the count.)
 
     The result may be dynamic only in dimension 0. When that dimension is a
     new one (not a dimension of `x`), its size is only known at run time:
@@ -73,8 +73,9 @@ def PE_ExpandAxisOp : PE_ComputeOp<"expand_axis"> {
     Inserts a dimension of `size` at `axis` (`0 <= axis <= rank(x)`,
     `size > 0`) and repeats `x` along it:
     `y[i_0, ..., i_{axis-1}, n, i_axis, ...] = x[i_0, ..., i_{axis-1},
-    i_axis, ...]` for `n` in `[0, size)`. This is the gradient of
-    `pe.mean axis(axis)` before scaling by `1/size`. The dynamic batch stays
+    i_axis, ...]` for `n` in `[0, size)`: the adjoint of a sum over `axis`
+    (the gradient of `pe.mean` is `pe.mean_grad`, which also divides by the
+    count, known at run time). The dynamic batch stays
     in dimension 0, so `axis = 0` needs a static `x` (a new dynamic batch is
     `pe.broadcast_to` with `like`).
 
@@ -87,6 +88,38 @@ def PE_ExpandAxisOp : PE_ComputeOp<"expand_axis"> {
   let assemblyFormat = [{
     $x `axis` `(` $axis `)` `size` `(` $size `)` attr-dict `:` type($x) `->`
     type($result)
+  }];
+}
+
+def PE_MeanGradOp : PE_ComputeOp<"mean_grad"> {
+  let summary = "gradient of pe.mean";
+  let description = [{
+    With `axis(a)`: `dy` has the shape of `x` without dimension `a`, and
+    `dx[i_0, ..., i_{a-1}, n, i_{a+1}, ...] = dy[i_0, ..., i_{a-1}, i_{a+1},
+    ...] / N` for every `n`, with `N = size(x, a)`. Without `axis`: `dy` is a
+    `tensor<f32>` and every `dx[i] = dy / N`, with `N` the number of elements
+    of `x`. So `dx` is `dy` repeated over the averaged elements and divided by
+    their count.
+
+    `N` is read from the shape of `x` at run time, so the count may include
+    the dynamic batch dimension (`axis(0)`, or no `axis` with a `[B, ...]`
+    `x`): `x` is the forward operand, of which only the shape is read.
+
+    Shapes: `x` any rank (only dimension 0 dynamic), `0 <= axis < rank(x)`;
+    `dy` the shape of the forward result (`x`'s without `axis`, or `[]`);
+    result `dx` with the shape of `x`.
+
+    ```mlir
+    %dx = pe.mean_grad %x, %dy axis(1) : tensor<?x50x64xf32>, tensor<?x64xf32> -> tensor<?x50x64xf32>
+    %dx = pe.mean_grad %x, %dy : tensor<?x10xf32>, tensor<f32> -> tensor<?x10xf32>
+    ```
+  }];
+  let arguments = (ins PE_FloatTensor:$x, PE_FloatTensor:$dy,
+                       OptionalAttr<I64Attr>:$axis);
+  let results = (outs PE_FloatTensor:$dx);
+  let assemblyFormat = [{
+    $x `,` $dy (`axis` `(` $axis^ `)`)? attr-dict `:` type($x) `,` type($dy)
+    `->` type($dx)
   }];
 }
 
