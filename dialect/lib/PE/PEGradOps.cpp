@@ -52,30 +52,6 @@ static LogicalResult checkResultRank(Operation *op, unsigned index,
                            << ", got " << type;
 }
 
-/// The number of strictly upper-triangular entries of a `dim x dim` matrix.
-static int64_t pairCount(int64_t dim) { return dim * (dim - 1) / 2; }
-
-/// `heads` is positive and divides the model width `d`.
-static LogicalResult checkHeads(Operation *op, int64_t heads, int64_t d) {
-  if (heads > 0 && d % heads == 0)
-    return success();
-  return op->emitOpError() << "heads (" << heads
-                           << ") must be positive and divide the model width "
-                           << d;
-}
-
-/// `generators` is `[K, d, d]`: K square blocks.
-static LogicalResult checkGenerators(Operation *op, Value generators) {
-  if (failed(checkStatic(op, generators, "generators", 3)))
-    return failure();
-  ArrayRef<int64_t> g = shapeOf(generators);
-  if (g[1] != g[2])
-    return op->emitOpError() << "operand 'generators' must hold square "
-                                "matrices [K, d, d], got "
-                             << generators.getType();
-  return success();
-}
-
 //===----------------------------------------------------------------------===//
 // Broadcasting and reductions
 //===----------------------------------------------------------------------===//
@@ -146,10 +122,8 @@ LogicalResult MeanGradOp::verify() {
       return failure();
   } else {
     int64_t axis = getAxisAttr().getInt();
-    if (axis < 0 || axis >= static_cast<int64_t>(x.size()))
-      return emitOpError() << "axis " << axis << " is out of range for operand "
-                           << "'x' of rank " << x.size();
-    if (failed(
+    if (failed(checkMeanAxis(op, axis, x.size())) ||
+        failed(
             checkDy(op, getDy(), dropDim(x, axis),
                     "the shape of 'x' without axis " + std::to_string(axis))))
       return failure();
@@ -163,14 +137,9 @@ LogicalResult MeanGradOp::verify() {
 
 LogicalResult LinearGradInputOp::verify() {
   Operation *op = getOperation();
-  if (failed(checkActivation(op, getDy(), "dy", kAnyRank, 1)) ||
-      failed(checkStatic(op, getW(), "w", 2)))
+  if (failed(checkLinearWeight(op, getDy(), "dy", getW(), 1)))
     return failure();
   ArrayRef<int64_t> dy = shapeOf(getDy()), w = shapeOf(getW());
-  if (w[1] != dy.back())
-    return emitOpError() << "operand 'w' must have " << dy.back()
-                         << " columns (the last dimension of 'dy'), got "
-                         << getW().getType();
   return checkResult(op, 0, "dx", replaceLast(dy, {w[0]}), "[..., I]");
 }
 
@@ -195,15 +164,11 @@ LogicalResult LinearGradWeightOp::verify() {
 
 LogicalResult LayerNormGradOp::verify() {
   Operation *op = getOperation();
-  if (failed(checkActivation(op, getX(), "x", kAnyRank, 1)))
+  if (failed(checkLayerNorm(op, getX(), {{getGamma(), "gamma"}},
+                            getEpsilon().convertToDouble())))
     return failure();
   ArrayRef<int64_t> x = shapeOf(getX());
   int64_t d = x.back();
-  if (failed(checkStatic(op, getGamma(), "gamma", 1)) ||
-      failed(checkShape(op, getGamma(), "gamma", {d}, "[D]")))
-    return failure();
-  if (double eps = getEpsilon().convertToDouble(); !(eps > 0))
-    return emitOpError() << "epsilon must be positive, got " << numStr(eps);
   if (failed(checkDy(op, getDy(), x, "the shape of 'x'")) ||
       failed(checkResult(op, 0, "dx", x, "the shape of 'x'")) ||
       failed(checkResult(op, 1, "dgamma", {d}, "[D]")) ||
@@ -234,13 +199,10 @@ LogicalResult PatchEmbedGradOp::verify() {
       failed(checkActivation(op, getDy(), "dy", 3)))
     return failure();
   int64_t p = getPatchAttr().getInt();
-  if (p <= 0)
-    return emitOpError() << "patch must be positive, got " << p;
+  if (failed(checkPatch(op, getImage(), p)))
+    return failure();
   ArrayRef<int64_t> img = shapeOf(getImage()), dy = shapeOf(getDy());
   int64_t c = img[1], h = img[2], wd = img[3];
-  if (h % p != 0 || wd % p != 0)
-    return emitOpError() << "patch " << p << " must divide the image height "
-                         << h << " and width " << wd;
   if (failed(checkDy(op, getDy(), {img[0], (h / p) * (wd / p), dy[2]},
                      "[B, (H/p)*(W/p), D]")) ||
       failed(checkResult(op, 0, "dw", {c * p * p, dy[2]}, "[C*p*p, D]")) ||
@@ -288,42 +250,19 @@ LogicalResult SelectTokenGradOp::verify() {
     return failure();
   ArrayRef<int64_t> dy = shapeOf(getDy());
   int64_t tokens = getDx().getType().getDimSize(1);
-  int64_t index = getIndexAttr().getInt();
-  if (index < 0 || index >= tokens)
-    return emitOpError() << "index " << index << " is out of range for "
-                         << tokens << " tokens";
+  if (failed(checkTokenIndex(op, getIndexAttr().getInt(), tokens)))
+    return failure();
   return checkResult(op, 0, "dx", {dy[0], tokens, dy[1]}, "[B, T, D]");
 }
 
 LogicalResult AttentionGradOp::verify() {
   Operation *op = getOperation();
-  if (failed(checkActivation(op, getQ(), "q", 3)))
+  if (failed(checkAttention(op, getQ(), getK(), getV(), getRel(),
+                            getHeadsAttr().getInt(),
+                            getScaleAttr().getValueAsDouble(),
+                            getMask() == MaskKind::Skip, getSkipBaseAttr())))
     return failure();
-  if (getK().getType() != getQ().getType() ||
-      getV().getType() != getQ().getType())
-    return emitOpError() << "operands 'q', 'k' and 'v' must have the same "
-                            "type, got "
-                         << getQ().getType() << ", " << getK().getType() << ", "
-                         << getV().getType();
   ArrayRef<int64_t> q = shapeOf(getQ());
-  int64_t heads = getHeadsAttr().getInt();
-  if (failed(checkHeads(op, heads, q[2])))
-    return failure();
-  int64_t dh = q[2] / heads;
-  if (getRel() && (failed(checkStatic(op, getRel(), "rel", 4)) ||
-                   failed(checkShape(op, getRel(), "rel", {q[1], q[1], dh, dh},
-                                     "[T, T, Dh, Dh]"))))
-    return failure();
-  if (double scale = getScaleAttr().getValueAsDouble(); !(scale > 0))
-    return emitOpError() << "scale must be positive, got " << numStr(scale);
-  bool skip = getMask() == MaskKind::Skip;
-  if (skip && !getSkipBaseAttr())
-    return emitOpError() << "mask 'skip' requires skip_base";
-  if (!skip && getSkipBaseAttr())
-    return emitOpError() << "skip_base applies only to mask 'skip'";
-  if (skip && getSkipBaseAttr().getInt() < 0)
-    return emitOpError() << "skip_base must be non-negative, got "
-                         << getSkipBaseAttr().getInt();
   if (failed(checkDy(op, getDy(), q, "the shape of 'q'")))
     return failure();
   if (getRel() && !getDrel())
@@ -341,22 +280,10 @@ LogicalResult AttentionGradOp::verify() {
 
 LogicalResult CrossEntropyGradOp::verify() {
   Operation *op = getOperation();
-  if (failed(checkActivation(op, getLogits(), "logits", kAnyRank, 1)) ||
-      failed(checkActivation(op, getLabels(), "labels", kAnyRank)))
+  if (failed(checkCrossEntropy(op, getLogits(), getLabels())))
     return failure();
-  ArrayRef<int64_t> logits = shapeOf(getLogits());
-  // Rank-1 logits have no batch dimension, so their one dimension is C.
-  if (ShapedType::isDynamic(logits.back()))
-    return emitOpError() << "the class dimension of 'logits' must be static, "
-                            "got "
-                         << getLogits().getType();
-  if (shapeOf(getLabels()) != logits.drop_back())
-    return emitOpError() << "operand 'labels' must have shape "
-                         << shapeStr(logits.drop_back())
-                         << " (the shape of 'logits' without its last "
-                            "dimension), got "
-                         << getLabels().getType();
-  return checkResult(op, 0, "dlogits", logits, "the shape of 'logits'");
+  return checkResult(op, 0, "dlogits", shapeOf(getLogits()),
+                     "the shape of 'logits'");
 }
 
 //===----------------------------------------------------------------------===//
@@ -364,33 +291,15 @@ LogicalResult CrossEntropyGradOp::verify() {
 //===----------------------------------------------------------------------===//
 
 /// Shared by rope_grad_freqs and householder_grad_freqs: the rules of
-/// pe.rope / pe.householder (`x` `[B, T, D]` with `D` even, `pos` `[T, A]`
-/// with `A` in {1, 2}, each of `tables` `[D/2, A]`), `dy` of the shape of
-/// `x`, and result `i` (`d<table>`) of the shape of table `i`.
+/// pe.rope / pe.householder (checkPairRotation), `dy` of the shape of `x`,
+/// and result `i` (`d<table>`) of the shape of table `i`.
 static LogicalResult
 verifyPairRotationGrad(Operation *op, Value x, Value pos,
                        ArrayRef<std::pair<Value, StringRef>> tables, Value dy) {
-  if (failed(checkActivation(op, x, "x", 3)) ||
-      failed(checkStatic(op, pos, "pos", 2)))
+  if (failed(checkPairRotation(op, x, pos, tables)))
     return failure();
-  ArrayRef<int64_t> xs = shapeOf(x), ps = shapeOf(pos);
-  if (xs[2] % 2 != 0)
-    return op->emitOpError()
-           << "the last dimension of 'x' must be even (interleaved pairs), "
-              "got "
-           << xs[2];
-  if (ps[0] != xs[1])
-    return op->emitOpError()
-           << "operand 'pos' must have " << xs[1]
-           << " rows (the tokens of 'x'), got " << pos.getType();
-  if (ps[1] != 1 && ps[1] != 2)
-    return op->emitOpError()
-           << "operand 'pos' must have 1 or 2 axes, got " << ps[1];
-  SmallVector<int64_t, 2> tableShape = {xs[2] / 2, ps[1]};
-  for (auto [table, name] : tables)
-    if (failed(checkStatic(op, table, name, 2)) ||
-        failed(checkShape(op, table, name, tableShape, "[D/2, A]")))
-      return failure();
+  ArrayRef<int64_t> xs = shapeOf(x);
+  SmallVector<int64_t, 2> tableShape = {xs[2] / 2, shapeOf(pos)[1]};
   if (failed(checkDy(op, dy, xs, "the shape of 'x'")))
     return failure();
   for (auto [index, table] : llvm::enumerate(tables)) {
@@ -416,8 +325,8 @@ LogicalResult SkewGradOp::verify() {
   if (failed(checkStatic(*this, getDy(), "dy", kAnyRank, 2)))
     return failure();
   int64_t dim = getDimAttr().getInt();
-  if (dim < 2)
-    return emitOpError() << "dim must be at least 2, got " << dim;
+  if (failed(checkSkewDim(*this, dim)))
+    return failure();
   ArrayRef<int64_t> dy = shapeOf(getDy());
   ArrayRef<int64_t> lead = dy.drop_back(2);
   SmallVector<int64_t> matrices(lead.begin(), lead.end());
@@ -433,20 +342,10 @@ LogicalResult SparseSkewGradOp::verify() {
   if (failed(checkStatic(*this, getDy(), "dy", 2)))
     return failure();
   int64_t dim = getDimAttr().getInt();
-  if (dim < 2)
-    return emitOpError() << "dim must be at least 2, got " << dim;
   ArrayRef<int64_t> support = getSupport();
-  if (support.empty())
-    return emitOpError() << "support must not be empty";
-  for (size_t m = 0; m < support.size(); ++m) {
-    if (support[m] < 0 || support[m] >= pairCount(dim))
-      return emitOpError() << "support index " << support[m]
-                           << " is out of range [0, " << pairCount(dim) << ")";
-    if (m > 0 && support[m] <= support[m - 1])
-      return emitOpError() << "support must be strictly increasing, got "
-                           << support[m - 1] << " before " << support[m];
-  }
-  if (failed(checkDy(*this, getDy(), {dim, dim}, "[dim, dim]")))
+  if (failed(checkSkewDim(*this, dim)) ||
+      failed(checkSupport(*this, support, dim)) ||
+      failed(checkDy(*this, getDy(), {dim, dim}, "[dim, dim]")))
     return failure();
   auto k = static_cast<int64_t>(support.size());
   return checkResult(*this, 0, "dparams", {k}, "[K], one per support index");
@@ -454,13 +353,11 @@ LogicalResult SparseSkewGradOp::verify() {
 
 LogicalResult CayleyGradOp::verify() {
   Operation *op = getOperation();
-  if (failed(checkActivation(op, getX(), "x", kAnyRank, 1)) ||
-      failed(checkStatic(op, getS(), "s", 2)))
+  if (failed(checkCayley(op, getX(), getS())))
     return failure();
   ArrayRef<int64_t> x = shapeOf(getX());
   int64_t d = x.back();
-  if (failed(checkShape(op, getS(), "s", {d, d}, "[D, D]")) ||
-      failed(checkDy(op, getDy(), x, "the shape of 'x'")) ||
+  if (failed(checkDy(op, getDy(), x, "the shape of 'x'")) ||
       failed(checkResult(op, 0, "dx", x, "the shape of 'x'")) ||
       failed(checkResult(op, 1, "ds", {d, d}, "the shape of 's'")))
     return failure();
@@ -469,14 +366,9 @@ LogicalResult CayleyGradOp::verify() {
 
 LogicalResult GeneratorExpGradOp::verify() {
   Operation *op = getOperation();
-  if (failed(checkStatic(op, getR(), "r", kAnyRank, 1)) ||
-      failed(checkGenerators(op, getGenerators())))
+  if (failed(checkGeneratorExp(op, getR(), getGenerators())))
     return failure();
   ArrayRef<int64_t> r = shapeOf(getR()), g = shapeOf(getGenerators());
-  if (r.back() != g[0])
-    return emitOpError() << "the last dimension of 'r' (" << r.back()
-                         << ") must equal the number of generators (" << g[0]
-                         << ")";
   if (failed(checkDy(op, getDy(), replaceLast(r, {g[1], g[2]}),
                      "[..., d, d], the shape of the forward result")))
     return failure();
@@ -485,18 +377,13 @@ LogicalResult GeneratorExpGradOp::verify() {
 
 LogicalResult ApplyRotationGradOp::verify() {
   Operation *op = getOperation();
-  if (failed(checkActivation(op, getX(), "x", 3)) ||
-      failed(checkStatic(op, getRotations(), "rotations", 3)))
+  int64_t heads = getHeadsAttr().getInt();
+  if (failed(checkApplyRotation(op, getX(), getRotations(), heads)))
     return failure();
   ArrayRef<int64_t> x = shapeOf(getX());
-  int64_t heads = getHeadsAttr().getInt();
-  if (failed(checkHeads(op, heads, x[2])))
-    return failure();
   int64_t dh = x[2] / heads;
   SmallVector<int64_t, 3> rotations = {x[1], dh, dh};
-  if (failed(checkShape(op, getRotations(), "rotations", rotations,
-                        "[T, Dh, Dh]")) ||
-      failed(checkDy(op, getDy(), x, "the shape of 'x'")) ||
+  if (failed(checkDy(op, getDy(), x, "the shape of 'x'")) ||
       failed(checkResult(op, 0, "dx", x, "the shape of 'x'")) ||
       failed(checkResult(op, 1, "drotations", rotations,
                          "the shape of 'rotations'")))
@@ -505,25 +392,17 @@ LogicalResult ApplyRotationGradOp::verify() {
 }
 
 LogicalResult CommutatorNormGradOp::verify() {
-  if (failed(checkGenerators(*this, getGenerators())))
+  if (failed(checkCommutatorNorm(*this, getGenerators())))
     return failure();
   ArrayRef<int64_t> g = shapeOf(getGenerators());
-  if (g[0] < 2)
-    return emitOpError() << "needs at least 2 generators, got " << g[0];
   return checkResult(*this, 0, "dgenerators", g, "the shape of 'generators'");
 }
 
 LogicalResult SpdGateGradOp::verify() {
   Operation *op = getOperation();
-  if (failed(checkActivation(op, getX(), "x", 3)) ||
-      failed(checkStatic(op, getGamma(), "gamma", kAnyRank, 1)))
+  if (failed(checkSpdGate(op, getX(), getGamma())))
     return failure();
   ArrayRef<int64_t> x = shapeOf(getX()), g = shapeOf(getGamma());
-  if (g != x.take_back(1) && g != x.take_back(2))
-    return emitOpError() << "operand 'gamma' must have shape "
-                         << shapeStr(x.take_back(1)) << " or "
-                         << shapeStr(x.take_back(2)) << " ([D] or [T, D]), "
-                         << "got " << getGamma().getType();
   if (failed(checkDy(op, getDy(), x, "the shape of 'x'")) ||
       failed(checkResult(op, 0, "dx", x, "the shape of 'x'")) ||
       failed(checkResult(op, 1, "dgamma", g, "the shape of 'gamma'")))

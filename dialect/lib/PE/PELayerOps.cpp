@@ -20,14 +20,9 @@ static LogicalResult checkSameAsInput(Operation *op, Value x) {
 
 LogicalResult LinearOp::verify() {
   Operation *op = getOperation();
-  if (failed(checkActivation(op, getX(), "x", kAnyRank, 1)) ||
-      failed(checkStatic(op, getW(), "w", 2)))
+  if (failed(checkLinearWeight(op, getX(), "x", getW(), 0)))
     return failure();
   ArrayRef<int64_t> x = shapeOf(getX()), w = shapeOf(getW());
-  if (w[0] != x.back())
-    return emitOpError() << "operand 'w' must have " << x.back()
-                         << " rows (the last dimension of 'x'), got "
-                         << getW().getType();
   if (getB() && (failed(checkStatic(op, getB(), "b", 1)) ||
                  failed(checkShape(op, getB(), "b", {w[1]}, "[O]"))))
     return failure();
@@ -36,16 +31,10 @@ LogicalResult LinearOp::verify() {
 
 LogicalResult LayerNormOp::verify() {
   Operation *op = getOperation();
-  if (failed(checkActivation(op, getX(), "x", kAnyRank, 1)))
+  if (failed(checkLayerNorm(op, getX(),
+                            {{getGamma(), "gamma"}, {getBeta(), "beta"}},
+                            getEpsilon().convertToDouble())))
     return failure();
-  int64_t d = shapeOf(getX()).back();
-  if (failed(checkStatic(op, getGamma(), "gamma", 1)) ||
-      failed(checkStatic(op, getBeta(), "beta", 1)) ||
-      failed(checkShape(op, getGamma(), "gamma", {d}, "[D]")) ||
-      failed(checkShape(op, getBeta(), "beta", {d}, "[D]")))
-    return failure();
-  if (double eps = getEpsilon().convertToDouble(); !(eps > 0))
-    return emitOpError() << "epsilon must be positive, got " << numStr(eps);
   return checkSameAsInput(op, getX());
 }
 
@@ -102,9 +91,8 @@ LogicalResult MeanOp::verify() {
   if (!getAxisAttr())
     return checkResultShape(op, {});
   int64_t axis = getAxisAttr().getInt();
-  if (axis < 0 || axis >= static_cast<int64_t>(x.size()))
-    return emitOpError() << "axis " << axis << " is out of range for operand "
-                         << "'x' of rank " << x.size();
+  if (failed(checkMeanAxis(op, axis, x.size())))
+    return failure();
   return checkResultShape(op, dropDim(x, axis));
 }
 
@@ -115,13 +103,10 @@ LogicalResult PatchEmbedOp::verify() {
       failed(checkStatic(op, getB(), "b", 1)))
     return failure();
   int64_t p = getPatchAttr().getInt();
-  if (p <= 0)
-    return emitOpError() << "patch must be positive, got " << p;
+  if (failed(checkPatch(op, getImage(), p)))
+    return failure();
   ArrayRef<int64_t> img = shapeOf(getImage()), w = shapeOf(getW());
   int64_t c = img[1], h = img[2], wd = img[3];
-  if (h % p != 0 || wd % p != 0)
-    return emitOpError() << "patch " << p << " must divide the image height "
-                         << h << " and width " << wd;
   if (w[0] != c * p * p)
     return emitOpError() << "operand 'w' must have C*p*p = " << c * p * p
                          << " rows, got " << getW().getType();
@@ -155,63 +140,21 @@ LogicalResult SelectTokenOp::verify() {
   if (failed(checkActivation(op, getX(), "x", 3)))
     return failure();
   ArrayRef<int64_t> x = shapeOf(getX());
-  int64_t index = getIndexAttr().getInt();
-  if (index < 0 || index >= x[1])
-    return emitOpError() << "index " << index << " is out of range for "
-                         << x[1] << " tokens";
+  if (failed(checkTokenIndex(op, getIndexAttr().getInt(), x[1])))
+    return failure();
   return checkResultShape(op, {x[0], x[2]});
 }
 
 LogicalResult AttentionOp::verify() {
   Operation *op = getOperation();
-  if (failed(checkActivation(op, getQ(), "q", 3)))
+  if (failed(checkAttention(op, getQ(), getK(), getV(), getRel(),
+                            getHeadsAttr().getInt(),
+                            getScaleAttr().getValueAsDouble(),
+                            getMask() == MaskKind::Skip, getSkipBaseAttr())))
     return failure();
-  if (getK().getType() != getQ().getType() ||
-      getV().getType() != getQ().getType())
-    return emitOpError() << "operands 'q', 'k' and 'v' must have the same "
-                            "type, got "
-                         << getQ().getType() << ", " << getK().getType()
-                         << ", " << getV().getType();
-  ArrayRef<int64_t> q = shapeOf(getQ());
-  int64_t heads = getHeadsAttr().getInt();
-  if (heads <= 0 || q[2] % heads != 0)
-    return emitOpError() << "heads (" << heads
-                         << ") must be positive and divide the model width "
-                         << q[2];
-  int64_t dh = q[2] / heads;
-  if (getRel() && (failed(checkStatic(op, getRel(), "rel", 4)) ||
-                   failed(checkShape(op, getRel(), "rel", {q[1], q[1], dh, dh},
-                                     "[T, T, Dh, Dh]"))))
-    return failure();
-  if (double scale = getScaleAttr().getValueAsDouble(); !(scale > 0))
-    return emitOpError() << "scale must be positive, got " << numStr(scale);
-  bool skip = getMask() == MaskKind::Skip;
-  if (skip && !getSkipBaseAttr())
-    return emitOpError() << "mask 'skip' requires skip_base";
-  if (!skip && getSkipBaseAttr())
-    return emitOpError() << "skip_base applies only to mask 'skip'";
-  if (skip && getSkipBaseAttr().getInt() < 0)
-    return emitOpError() << "skip_base must be non-negative, got "
-                         << getSkipBaseAttr().getInt();
   return checkSameAsInput(op, getQ());
 }
 
 LogicalResult CrossEntropyOp::verify() {
-  Operation *op = getOperation();
-  if (failed(checkActivation(op, getLogits(), "logits", kAnyRank, 1)) ||
-      failed(checkActivation(op, getLabels(), "labels", kAnyRank)))
-    return failure();
-  ArrayRef<int64_t> logits = shapeOf(getLogits());
-  // Rank-1 logits have no batch dimension, so their one dimension is C.
-  if (ShapedType::isDynamic(logits.back()))
-    return emitOpError() << "the class dimension of 'logits' must be static, "
-                            "got "
-                         << getLogits().getType();
-  if (shapeOf(getLabels()) != logits.drop_back())
-    return emitOpError() << "operand 'labels' must have shape "
-                         << shapeStr(logits.drop_back())
-                         << " (the shape of 'logits' without its last "
-                            "dimension), got "
-                         << getLabels().getType();
-  return success();
+  return checkCrossEntropy(*this, getLogits(), getLabels());
 }
