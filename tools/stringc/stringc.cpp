@@ -1,6 +1,7 @@
 //===- stringc.cpp - the stringc driver -----------------------------------===//
 //
 //   stringc model.pe [--emit=graph|mlir|pe-train] [-o FILE]
+//   stringc model.pe --target=cpu -o model.pkg     (also --emit=package)
 //
 // Exit status: 0 on success, 1 when the model has errors (or output fails),
 // 2 on a usage error (bad flag, unreadable input file).
@@ -34,18 +35,23 @@ options:
                  loss and the gradient of every trainable parameter (the
                  pe-autodiff pass, docs/autodiff.md)
   --emit=graph   print the checked model graph (a readable dump)
+  --target=cpu   compile to a model package (docs/package.md) for the CPU
+                 runtime; needs -o (packages are binary)
+  --emit=package the same as --target=cpu
   -o FILE        write the output to FILE instead of standard output
                  (written only on success, atomically)
   --help         show this help
   --version      show the version
 )";
 
-enum class Emit { Mlir, Graph, PeTrain };
+enum class Emit { Mlir, Graph, PeTrain, Package };
 
 struct Options {
   std::string input;
   std::optional<std::string> output;
   Emit emit = Emit::Mlir;
+  bool emitGiven = false;
+  std::optional<std::string> target; // --target=NAME as given
 };
 
 int usageError(const std::string &message) {
@@ -68,12 +74,23 @@ std::optional<int> parseOptions(int argc, char **argv, Options &options) {
     }
     if (arg == "--emit=mlir") {
       options.emit = Emit::Mlir;
+      options.emitGiven = true;
     } else if (arg == "--emit=graph") {
       options.emit = Emit::Graph;
+      options.emitGiven = true;
     } else if (arg == "--emit=pe-train") {
       options.emit = Emit::PeTrain;
+      options.emitGiven = true;
+    } else if (arg == "--emit=package") {
+      options.emit = Emit::Package;
+      options.emitGiven = true;
     } else if (arg.rfind("--emit=", 0) == 0) {
-      return usageError("unknown --emit kind '" + arg.substr(7) + "' (expected graph, mlir or pe-train)");
+      return usageError("unknown --emit kind '" + arg.substr(7) +
+                        "' (expected graph, mlir, pe-train or package)");
+    } else if (arg.rfind("--target=", 0) == 0) {
+      options.target = arg.substr(9);
+      if (*options.target != "cpu")
+        return usageError("unknown target '" + *options.target + "' (expected cpu)");
     } else if (arg == "-o") {
       if (i + 1 >= argc)
         return usageError("-o needs a file name");
@@ -89,6 +106,14 @@ std::optional<int> parseOptions(int argc, char **argv, Options &options) {
   }
   if (!haveInput)
     return usageError("no input file (see stringc --help)");
+  if (options.target) {
+    if (options.emitGiven && options.emit != Emit::Package)
+      return usageError("--target=" + *options.target +
+                        " writes a package; it cannot be combined with another --emit kind");
+    options.emit = Emit::Package;
+  }
+  if (options.emit == Emit::Package && (!options.output || *options.output == "-"))
+    return usageError("a package is a binary file: give it a name with -o FILE");
   return std::nullopt;
 }
 
@@ -132,6 +157,19 @@ int emitMlir(const stringc::ModelGraph &graph, std::ostream &out, Emit emit) {
 #endif
 }
 
+/// Compiles to a model package (docs/package.md) at `path`.
+int emitPackage(const stringc::ModelGraph &graph, const std::string &path) {
+#ifdef STRINGC_HAVE_MLIRGEN
+  // The CPU runtime runs packages of the reference target.
+  return stringc::writeModelPackage(graph, path, "cpu-reference", std::cerr) == 0 ? 0 : 1;
+#else
+  (void)graph;
+  (void)path;
+  std::cerr << "stringc: error: --target=cpu is not available: the MLIR generator was not built\n";
+  return 1;
+#endif
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -152,6 +190,9 @@ int main(int argc, char **argv) {
     diags.printSummary(std::cerr);
     return 1;
   }
+
+  if (options.emit == Emit::Package)
+    return emitPackage(*graph, *options.output);
 
   std::ostringstream text;
   if (options.emit == Emit::Graph) {

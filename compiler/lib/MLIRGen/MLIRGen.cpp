@@ -11,6 +11,7 @@
 #include "stringc/Dialect/PE/PEDialect.h"
 #include "stringc/Dialect/PE/PEOps.h"
 #include "stringc/Frontend/Graph.h"
+#include "stringc/Target/PackageWriter.h"
 #include "stringc/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -240,6 +241,22 @@ int printModelAsMLIR(const ModelGraph &graph, std::ostream &out, std::ostream &e
   llvm::raw_os_ostream outStream(out);
   (*module)->print(outStream);
   outStream << "\n";
+  return 0;
+}
+
+int writeModelPackage(const ModelGraph &graph, const std::string &path,
+                      const std::string &target, std::ostream &err) {
+  MLIRContext context;
+  context.loadDialect<pe::PEDialect, func::FuncDialect, arith::ArithDialect>();
+  llvm::raw_os_ostream errStream(err);
+  llvm::SourceMgr sourceMgr;
+  SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context, errStream);
+
+  FailureOr<OwningOpRef<ModuleOp>> module = ModuleBuilder(context, graph).build();
+  if (failed(module) || failed(verify(**module)) ||
+      failed(runStage(**module, EmitStage::Train)) ||
+      failed(writePackage(**module, path, target)))
+    return 1;
   return 0;
 }
 

@@ -10,6 +10,7 @@
 #define STRINGC_MLIRGEN_MLIRGEN_H
 
 #include <ostream>
+#include <string>
 
 namespace stringc {
 struct ModelGraph;
@@ -29,6 +30,13 @@ enum class EmitStage {
 /// on failure.
 int printModelAsMLIR(const ModelGraph &graph, std::ostream &out, std::ostream &err,
                      EmitStage stage = EmitStage::Forward);
+
+/// Builds the `pe` module for `graph`, verifies it, runs pe-autodiff and
+/// writes the model package (docs/package.md) for `target` to `path`
+/// (atomically; nothing is written on failure). Diagnostics go to `err`;
+/// returns non-zero on failure.
+int writeModelPackage(const ModelGraph &graph, const std::string &path,
+                      const std::string &target, std::ostream &err);
 
 } // namespace stringc
 

@@ -1,0 +1,625 @@
+//===- PackageWriter.cpp - pe module -> model package ----------------------===//
+//
+// Walks @forward and @gradients, numbers every value (arguments first, then
+// op results in order), and writes each op with its operand and result ids
+// and its attributes as JSON (docs/package.md). Default-valued attributes are
+// always written, so the runtime never needs the dialect's defaults.
+//
+//===----------------------------------------------------------------------===//
+#include "stringc/Target/PackageWriter.h"
+
+#include "stringc/Dialect/PE/PEDialect.h"
+#include "stringc/Dialect/PE/PEOps.h"
+
+#include "stringrt/Error.h"
+#include "stringrt/Safetensors.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "llvm/ADT/DenseMap.h"
+
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <map>
+#include <vector>
+
+using namespace mlir;
+
+namespace stringc {
+namespace {
+
+//===----------------------------------------------------------------------===//
+// A minimal JSON writer: commas and escaping; the structure is the caller's.
+//===----------------------------------------------------------------------===//
+
+bool isValidUtf8(llvm::StringRef text) {
+  const auto *s = reinterpret_cast<const unsigned char *>(text.data());
+  size_t n = text.size(), i = 0;
+  while (i < n) {
+    unsigned char c = s[i];
+    size_t len;
+    uint32_t cp;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if ((c & 0xE0) == 0xC0) {
+      len = 2;
+      cp = c & 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+      len = 3;
+      cp = c & 0x0F;
+    } else if ((c & 0xF8) == 0xF0) {
+      len = 4;
+      cp = c & 0x07;
+    } else {
+      return false;
+    }
+    if (i + len > n)
+      return false;
+    for (size_t k = 1; k < len; ++k) {
+      if ((s[i + k] & 0xC0) != 0x80)
+        return false;
+      cp = (cp << 6) | (s[i + k] & 0x3F);
+    }
+    // Overlong forms, surrogates and code points past U+10FFFF.
+    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) ||
+        (len == 4 && cp < 0x10000) || cp > 0x10FFFF ||
+        (cp >= 0xD800 && cp <= 0xDFFF))
+      return false;
+    i += len;
+  }
+  return true;
+}
+
+class JsonWriter {
+public:
+  const std::string &str() const { return out; }
+
+  void beginObject() {
+    separate();
+    out += '{';
+    first.push_back(true);
+  }
+  void endObject() {
+    first.pop_back();
+    out += '}';
+  }
+  void beginArray() {
+    separate();
+    out += '[';
+    first.push_back(true);
+  }
+  void endArray() {
+    first.pop_back();
+    out += ']';
+  }
+  // The next value is this member's.
+  void key(llvm::StringRef name) {
+    separate();
+    appendString(name);
+    out += ':';
+    afterKey = true;
+  }
+
+  void value(llvm::StringRef text) {
+    separate();
+    appendString(text);
+  }
+  void value(const char *text) { value(llvm::StringRef(text)); }
+  void value(bool flag) {
+    separate();
+    out += flag ? "true" : "false";
+  }
+  void value(int64_t number) {
+    separate();
+    out += std::to_string(number);
+  }
+  void value(uint64_t number) {
+    separate();
+    out += std::to_string(number);
+  }
+  // `number` must be finite. The shortest text that reads back as exactly
+  // `number`; always with a fraction or exponent, so it reads as a float.
+  void value(double number) {
+    separate();
+    char buffer[64];
+    auto result = std::to_chars(buffer, buffer + sizeof buffer, number);
+    std::string text(buffer, result.ptr);
+    if (text.find_first_of(".e") == std::string::npos)
+      text += ".0";
+    out += text;
+  }
+  void value(llvm::ArrayRef<int64_t> numbers) {
+    beginArray();
+    for (int64_t n : numbers)
+      value(n);
+    endArray();
+  }
+
+private:
+  void separate() {
+    if (afterKey) {
+      afterKey = false;
+      return;
+    }
+    if (!first.empty()) {
+      if (!first.back())
+        out += ',';
+      first.back() = false;
+    }
+  }
+
+  // `text` must be valid UTF-8 (checked by the caller).
+  void appendString(llvm::StringRef text) {
+    out += '"';
+    for (char ch : text) {
+      unsigned char c = static_cast<unsigned char>(ch);
+      switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
+      default:
+        if (c < 0x20) {
+          static const char *hex = "0123456789abcdef";
+          out += "\\u00";
+          out += hex[c >> 4];
+          out += hex[c & 15];
+        } else {
+          out += ch;
+        }
+      }
+    }
+    out += '"';
+  }
+
+  std::string out;
+  std::vector<bool> first;
+  bool afterKey = false;
+};
+
+//===----------------------------------------------------------------------===//
+// The manifest.
+//===----------------------------------------------------------------------===//
+
+/// Attributes with a default that may be absent from an op: they are written
+/// anyway, so that the package does not depend on the dialect's defaults.
+struct DefaultAttr {
+  llvm::StringRef op, name;
+  enum { Float, Bool, Int } kind;
+  double number;
+};
+const DefaultAttr kDefaults[] = {
+    {"pe.layer_norm", "epsilon", DefaultAttr::Float, 1e-5},
+    {"pe.layer_norm_grad", "epsilon", DefaultAttr::Float, 1e-5},
+    {"pe.gelu", "approximate", DefaultAttr::Bool, 0},
+    {"pe.gelu_grad", "approximate", DefaultAttr::Bool, 0},
+    {"pe.scale", "bias", DefaultAttr::Float, 0.0},
+    {"pe.seq_positions", "special", DefaultAttr::Int, 0},
+    {"pe.grid_positions", "special", DefaultAttr::Int, 0},
+};
+
+class ManifestBuilder {
+public:
+  explicit ManifestBuilder(ModuleOp module) : module(module) {}
+
+  FailureOr<std::string> build() {
+    auto forward = module.lookupSymbol<func::FuncOp>("forward");
+    auto gradients = module.lookupSymbol<func::FuncOp>("gradients");
+    if (!forward || !gradients)
+      return module.emitError()
+             << "a package needs @forward and @gradients (run pe-autodiff "
+                "first)";
+
+    json.beginObject();
+    json.key("model");
+    if (failed(string(module, module.getSymName().value_or("model"))))
+      return failure();
+    if (failed(writeInputs(forward)) || failed(writeParams()) ||
+        failed(writeOptimizer()) || failed(writeDataset()))
+      return failure();
+    json.key("programs");
+    json.beginObject();
+    json.key("forward");
+    if (failed(writeProgram(forward, forward)))
+      return failure();
+    json.key("gradients");
+    if (failed(writeProgram(gradients, forward)))
+      return failure();
+    json.endObject();
+    json.endObject();
+    return json.str();
+  }
+
+private:
+  LogicalResult string(Operation *op, llvm::StringRef text) {
+    if (!isValidUtf8(text))
+      return op->emitError() << "string is not valid UTF-8; a package "
+                                "cannot hold it";
+    json.value(text);
+    return success();
+  }
+  LogicalResult number(Operation *op, double value, llvm::StringRef what) {
+    if (!std::isfinite(value))
+      return op->emitError() << what << " is not finite; a package cannot "
+                                        "hold it";
+    json.value(value);
+    return success();
+  }
+
+  /// "f32" / "i32" and the shape with -1 for dynamic (batch) dimensions.
+  LogicalResult type(Operation *op, Type type) {
+    auto tensor = dyn_cast<RankedTensorType>(type);
+    if (!tensor)
+      return op->emitError() << "a package needs ranked tensor values, got "
+                             << type;
+    Type element = tensor.getElementType();
+    const char *dtype = element.isF32()                  ? "f32"
+                        : element.isSignlessInteger(32) ? "i32"
+                                                          : nullptr;
+    if (!dtype)
+      return op->emitError() << "a package holds f32 and i32 tensors, got "
+                             << type;
+    json.key("dtype");
+    json.value(dtype);
+    json.key("shape");
+    std::vector<int64_t> shape;
+    for (int64_t dim : tensor.getShape())
+      shape.push_back(ShapedType::isDynamic(dim) ? int64_t(-1) : dim);
+    json.value(llvm::ArrayRef<int64_t>(shape));
+    return success();
+  }
+
+  LogicalResult writeInputs(func::FuncOp forward) {
+    json.key("inputs");
+    json.beginArray();
+    for (unsigned i = 0; i < forward.getNumArguments(); ++i) {
+      auto name = forward.getArgAttrOfType<StringAttr>(i, "pe.input");
+      if (!name)
+        return forward.emitError() << "argument " << i
+                                   << " of @forward has no pe.input name";
+      json.beginObject();
+      json.key("name");
+      if (failed(string(forward, name.getValue())) ||
+          failed(type(forward, forward.getArgument(i).getType())))
+        return failure();
+      json.endObject();
+    }
+    json.endArray();
+    return success();
+  }
+
+  LogicalResult writeParams() {
+    json.key("params");
+    json.beginArray();
+    for (auto param : module.getOps<pe::ParameterOp>()) {
+      json.beginObject();
+      json.key("name");
+      if (failed(string(param, param.getSymName())))
+        return failure();
+      json.key("shape");
+      json.value(param.getTensorType().getShape());
+      json.key("frozen");
+      json.value(bool(param.getFrozen()));
+      json.key("init");
+      if (failed(string(param, param.getInit())))
+        return failure();
+      // The companions present (the verifier checked they fit `init`).
+      auto floatAttr = [&](const char *name, std::optional<APFloat> value) {
+        if (!value)
+          return success();
+        json.key(name);
+        return number(param, value->convertToDouble(), name);
+      };
+      if (failed(floatAttr("mean", param.getMean())) ||
+          failed(floatAttr("std", param.getStd())) ||
+          failed(floatAttr("low", param.getLow())) ||
+          failed(floatAttr("high", param.getHigh())) ||
+          failed(floatAttr("value", param.getValue())))
+        return failure();
+      if (IntegerAttr seed = param.getSeedAttr()) {
+        json.key("seed");
+        json.value(uint64_t(seed.getValue().getZExtValue()));
+      }
+      if (StringAttr file = param.getFileAttr()) {
+        json.key("file");
+        if (failed(string(param, file.getValue())))
+          return failure();
+      }
+      if (StringAttr tensor = param.getTensorAttr()) {
+        json.key("tensor");
+        if (failed(string(param, tensor.getValue())))
+          return failure();
+      }
+      json.endObject();
+    }
+    json.endArray();
+    return success();
+  }
+
+  LogicalResult writeOptimizer() {
+    auto ops = module.getOps<pe::OptimizerOp>();
+    if (ops.empty())
+      return module.emitError() << "a package needs a pe.optimizer";
+    pe::OptimizerOp opt = *ops.begin();
+    json.key("optimizer");
+    json.beginObject();
+    json.key("kind");
+    if (failed(string(opt, opt.getKind())))
+      return failure();
+    std::pair<const char *, APFloat> numbers[] = {
+        {"lr", opt.getLr()},
+        {"beta1", opt.getBeta1()},
+        {"beta2", opt.getBeta2()},
+        {"eps", opt.getEps()},
+        {"weight_decay", opt.getWeightDecay()},
+        {"momentum", opt.getMomentum()},
+        {"clip_norm", opt.getClipNorm()},
+        {"min_lr", opt.getMinLr()},
+    };
+    for (auto &[name, value] : numbers) {
+      json.key(name);
+      if (failed(number(opt, value.convertToDouble(), name)))
+        return failure();
+    }
+    json.key("schedule");
+    if (failed(string(opt, opt.getSchedule())))
+      return failure();
+    json.key("warmup_steps");
+    json.value(int64_t(opt.getWarmupSteps()));
+    json.endObject();
+    return success();
+  }
+
+  LogicalResult writeDataset() {
+    auto ops = module.getOps<pe::DatasetOp>();
+    if (ops.empty())
+      return success();
+    pe::DatasetOp dataset = *ops.begin();
+    json.key("dataset");
+    json.beginObject();
+    json.key("kind");
+    if (failed(string(dataset, dataset.getKind())))
+      return failure();
+    json.key("path");
+    if (failed(string(dataset, dataset.getPath())))
+      return failure();
+    json.key("context_length");
+    json.value(int64_t(dataset.getContextLength().value_or(0)));
+    json.endObject();
+    return success();
+  }
+
+  /// One function: the value table, inputs, ops and outputs. The program's
+  /// inputs are the manifest's (those of @forward), so `func` must take
+  /// exactly @forward's argument types.
+  LogicalResult writeProgram(func::FuncOp func, func::FuncOp forward) {
+    if (func.getFunctionType().getInputs() !=
+        forward.getFunctionType().getInputs())
+      return func.emitError()
+             << "@" << func.getSymName()
+             << " must take the arguments of @forward, in order";
+    if (!llvm::hasSingleElement(func.getBody()))
+      return func.emitError() << "a package program is a single block";
+    Block &block = func.getBody().front();
+
+    // Number the values: arguments, then every op result in order.
+    llvm::DenseMap<Value, int64_t> ids;
+    std::vector<std::pair<Operation *, Type>> types;
+    for (BlockArgument arg : block.getArguments()) {
+      ids[arg] = int64_t(types.size());
+      types.push_back({func, arg.getType()});
+    }
+    for (Operation &op : block.without_terminator())
+      for (Value result : op.getResults()) {
+        ids[result] = int64_t(types.size());
+        types.push_back({&op, result.getType()});
+      }
+
+    json.beginObject();
+    json.key("values");
+    json.beginArray();
+    for (auto &[owner, valueType] : types) {
+      json.beginObject();
+      if (failed(type(owner, valueType)))
+        return failure();
+      json.endObject();
+    }
+    json.endArray();
+
+    json.key("inputs");
+    json.beginArray();
+    for (BlockArgument arg : block.getArguments())
+      json.value(ids[arg]);
+    json.endArray();
+
+    json.key("ops");
+    json.beginArray();
+    for (Operation &op : block.without_terminator())
+      if (failed(writeOp(op, ids)))
+        return failure();
+    json.endArray();
+
+    auto ret = dyn_cast<func::ReturnOp>(block.getTerminator());
+    if (!ret)
+      return block.getTerminator()->emitError()
+             << "a package program ends in func.return";
+    json.key("outputs");
+    json.beginArray();
+    for (unsigned i = 0; i < ret.getNumOperands(); ++i) {
+      auto it = ids.find(ret.getOperand(i));
+      if (it == ids.end())
+        return ret.emitError() << "result " << i << " is not a value of @"
+                               << func.getSymName();
+      json.beginObject();
+      if (auto name = func.getResultAttrOfType<StringAttr>(i, "pe.output")) {
+        json.key("name");
+        if (failed(string(func, name.getValue())))
+          return failure();
+      } else if (auto grad =
+                     func.getResultAttrOfType<StringAttr>(i, "pe.grad")) {
+        json.key("grad");
+        if (failed(string(func, grad.getValue())))
+          return failure();
+      } else {
+        return func.emitError() << "result " << i << " of @"
+                                << func.getSymName()
+                                << " has neither pe.output nor pe.grad";
+      }
+      json.key("value");
+      json.value(it->second);
+      json.endObject();
+    }
+    json.endArray();
+    json.endObject();
+    return success();
+  }
+
+  LogicalResult writeOp(Operation &op,
+                        const llvm::DenseMap<Value, int64_t> &ids) {
+    llvm::StringRef name = op.getName().getStringRef();
+    bool isConstant = isa<arith::ConstantOp>(op);
+    if (!isConstant && op.getDialect() &&
+        !isa<pe::PEDialect>(op.getDialect()))
+      return op.emitError() << "op '" << name
+                            << "' is not supported in a package";
+    if (!isConstant && !op.getDialect())
+      return op.emitError() << "op '" << name
+                            << "' is not supported in a package";
+    if (op.getNumRegions() != 0)
+      return op.emitError() << "ops with regions are not supported in a "
+                               "package";
+
+    json.beginObject();
+    json.key("op");
+    json.value(name);
+    json.key("results");
+    json.beginArray();
+    for (Value result : op.getResults())
+      json.value(ids.lookup(result));
+    json.endArray();
+    json.key("operands");
+    json.beginArray();
+    for (Value operand : op.getOperands()) {
+      auto it = ids.find(operand);
+      if (it == ids.end())
+        return op.emitError() << "operand is not a value of this function";
+      json.value(it->second);
+    }
+    json.endArray();
+
+    json.key("attrs");
+    json.beginObject();
+    if (isConstant) {
+      auto dense = dyn_cast<DenseElementsAttr>(
+          cast<arith::ConstantOp>(op).getValue());
+      if (!dense || !dense.isSplat() ||
+          !dense.getElementType().isF32())
+        return op.emitError() << "a package holds only f32 splat constants";
+      json.key("value");
+      if (failed(number(&op, dense.getSplatValue<APFloat>().convertToDouble(),
+                        "constant")))
+        return failure();
+    } else {
+      std::map<std::string, bool> written;
+      for (NamedAttribute attr : op.getAttrs()) {
+        json.key(attr.getName().getValue());
+        if (failed(attribute(op, attr)))
+          return failure();
+        written[attr.getName().str()] = true;
+      }
+      for (const DefaultAttr &def : kDefaults) {
+        if (def.op != name || written.count(def.name.str()))
+          continue;
+        json.key(def.name);
+        if (def.kind == DefaultAttr::Float)
+          json.value(def.number);
+        else if (def.kind == DefaultAttr::Bool)
+          json.value(def.number != 0);
+        else
+          json.value(int64_t(def.number));
+      }
+    }
+    json.endObject();
+    json.endObject();
+    return success();
+  }
+
+  LogicalResult attribute(Operation &op, NamedAttribute named) {
+    Attribute attr = named.getValue();
+    if (auto flag = dyn_cast<BoolAttr>(attr)) {
+      json.value(flag.getValue());
+    } else if (auto integer = dyn_cast<IntegerAttr>(attr)) {
+      json.value(int64_t(integer.getValue().getSExtValue()));
+    } else if (auto real = dyn_cast<FloatAttr>(attr)) {
+      return number(&op, real.getValueAsDouble(), named.getName().getValue());
+    } else if (auto text = dyn_cast<StringAttr>(attr)) {
+      return string(&op, text.getValue());
+    } else if (auto symbol = dyn_cast<FlatSymbolRefAttr>(attr)) {
+      return string(&op, symbol.getValue());
+    } else if (auto array = dyn_cast<DenseI64ArrayAttr>(attr)) {
+      json.value(array.asArrayRef());
+    } else if (auto mask = dyn_cast<pe::MaskKindAttr>(attr)) {
+      json.value(pe::stringifyEnum(mask.getValue()));
+    } else if (auto mode = dyn_cast<pe::RopeModeAttr>(attr)) {
+      json.value(pe::stringifyEnum(mode.getValue()));
+    } else if (auto kind = dyn_cast<pe::FreqsKindAttr>(attr)) {
+      json.value(pe::stringifyEnum(kind.getValue()));
+    } else {
+      return op.emitError() << "attribute '" << named.getName().getValue()
+                            << "' (" << attr
+                            << ") is of a kind a package cannot hold";
+    }
+    return success();
+  }
+
+  ModuleOp module;
+  JsonWriter json;
+};
+
+} // namespace
+
+FailureOr<std::string> buildPackageManifest(ModuleOp module) {
+  return ManifestBuilder(module).build();
+}
+
+LogicalResult writePackage(ModuleOp module, const std::string &path,
+                           const std::string &target) {
+  FailureOr<std::string> manifest = buildPackageManifest(module);
+  if (failed(manifest))
+    return failure();
+  std::map<std::string, std::string> metadata = {
+      {"format", "stringc-package"},
+      {"version", std::to_string(kPackageVersion)},
+      {"target", target},
+      {"manifest", *manifest},
+  };
+  try {
+    stringrt::writeSafetensors(path, {}, metadata);
+  } catch (const stringrt::Error &error) {
+    return module.emitError() << "cannot write the package: " << error.what();
+  }
+  return success();
+}
+
+} // namespace stringc

@@ -1,0 +1,149 @@
+// The manifest of a model package (docs/package.md): the model's inputs,
+// parameters and their initialisers, optimizer, dataset and the straight-line
+// programs (`forward`, `gradients`) over the pe ops. Plain data; parseManifest
+// builds it and validates everything the executor relies on, so a Manifest
+// that exists is well formed: value ids in range and defined before use, op
+// names known, operand/result counts and attribute types right, shapes
+// consistent, gradient outputs matching the trainable parameters.
+#pragma once
+
+#include "stringrt/DType.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+namespace stringrt {
+
+// The batch dimension in shapes.
+constexpr int64_t kBatchDim = -1;
+
+// Index into Program::values.
+using ValueId = std::size_t;
+
+struct ManifestInput {
+  std::string name;
+  DType dtype = DType::F32; // F32 or I32.
+  std::vector<int64_t> shape; // -1 for the batch dimension.
+};
+
+enum class ParamInit { Normal, Uniform, Zeros, Ones, Constant, Load };
+
+// "normal", "uniform", "zeros", "ones", "constant", "load".
+const char *paramInitName(ParamInit init);
+
+struct ManifestParam {
+  std::string name;
+  std::vector<int64_t> shape; // Static, every dimension >= 1 (scalar: empty).
+  bool frozen = false;
+  ParamInit init = ParamInit::Zeros;
+  // Companions: only those of `init` are meaningful (the rest are 0 / empty).
+  double mean = 0.0, std = 0.0;   // normal (std > 0)
+  double low = 0.0, high = 0.0;   // uniform (low < high)
+  double value = 0.0;             // constant
+  uint64_t seed = 0;              // normal, uniform
+  std::string file, tensor;       // load
+
+  int64_t numel() const; // Product of the shape.
+};
+
+enum class OptimizerKind { AdamW, Sgd };
+enum class LrSchedule { Constant, WarmupCosine };
+
+struct ManifestOptimizer {
+  OptimizerKind kind = OptimizerKind::AdamW;
+  double lr = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weightDecay = 0.0;
+  double momentum = 0.0;
+  double clipNorm = 0.0; // 0: no clipping.
+  LrSchedule schedule = LrSchedule::Constant;
+  int64_t warmupSteps = 0;
+  double minLr = 0.0;
+};
+
+enum class DatasetKind { Idx, Text };
+
+struct ManifestDataset {
+  DatasetKind kind = DatasetKind::Idx;
+  std::string path;
+  int64_t contextLength = 0; // > 0 for text, 0 for idx.
+};
+
+struct ProgramValue {
+  DType dtype = DType::F32; // F32 or I32.
+  std::vector<int64_t> shape; // -1 for the batch dimension; empty: scalar.
+};
+
+// An op attribute. The loader stores each attribute the reference target
+// knows with the type its op needs (float attributes always as double, even
+// when the JSON wrote an integer such as `1`).
+using AttrValue =
+    std::variant<int64_t, double, bool, std::string, std::vector<int64_t>>;
+
+struct ProgramOp {
+  std::string op; // "pe.attention", "arith.constant", ...
+  std::vector<ValueId> operands;
+  std::vector<ValueId> results;
+  std::map<std::string, AttrValue> attrs;
+
+  bool has(std::string_view name) const;
+  // Typed accessors; throw stringrt::Error when absent or of another type
+  // (never after validation for the attributes the op's schema lists).
+  int64_t getInt(std::string_view name) const;
+  double getFloat(std::string_view name) const;
+  bool getBool(std::string_view name) const;
+  const std::string &getString(std::string_view name) const;
+  const std::vector<int64_t> &getInts(std::string_view name) const;
+  // An optional integer attribute (`axis`, `skip_base`): nullopt when absent.
+  std::optional<int64_t> getOptionalInt(std::string_view name) const;
+};
+
+struct ProgramOutput {
+  std::string name; // "loss", "logits", ...; empty for a gradient.
+  std::string grad; // The parameter of a gradient output; empty otherwise.
+  ValueId value = 0;
+
+  bool isGrad() const { return !grad.empty(); }
+  // `name`, or "grad:<param>" for a gradient.
+  std::string key() const { return isGrad() ? "grad:" + grad : name; }
+};
+
+struct Program {
+  std::vector<ProgramValue> values;
+  std::vector<ValueId> inputs; // One per manifest input, in that order.
+  std::vector<ProgramOp> ops;  // Execution order.
+  std::vector<ProgramOutput> outputs; // outputs[0] is the loss.
+};
+
+struct Manifest {
+  std::string model;
+  std::vector<ManifestInput> inputs;
+  std::vector<ManifestParam> params;
+  ManifestOptimizer optimizer;
+  std::optional<ManifestDataset> dataset;
+  Program forward;   // programs.forward
+  Program gradients; // programs.gradients: loss, then grad per trainable param
+
+  // nullptr when there is none.
+  const ManifestParam *findParam(std::string_view name) const;
+  // "forward" or "gradients"; throws stringrt::Error for any other name.
+  const Program &program(std::string_view name) const;
+};
+
+// Parses and validates a manifest (the JSON text of the package's `manifest`
+// metadata). Every problem throws stringrt::Error(path, what).
+Manifest parseManifest(std::string_view json, const std::string &path);
+
+// Whether the reference target runs `op` (every pe forward and backward
+// compute op, pe.get_param and arith.constant).
+bool isKnownOp(std::string_view op);
+
+} // namespace stringrt

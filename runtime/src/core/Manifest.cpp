@@ -1,0 +1,911 @@
+// Parsing and validating a package manifest (docs/package.md). The manifest
+// is untrusted input: every JSON type, every value id, every op's operand and
+// result counts and attributes are checked here, so the executor can index
+// its value table without further checks.
+#include "stringrt/Manifest.h"
+
+#include "Json.h"
+#include "stringrt/Error.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <charconv>
+#include <cmath>
+#include <limits>
+#include <set>
+
+namespace stringrt {
+
+using detail::JsonMember;
+using detail::JsonValue;
+using detail::quoteForMessage;
+
+// ---------------------------------------------------------------------------
+// Small helpers of the data types.
+
+const char *paramInitName(ParamInit init) {
+  switch (init) {
+  case ParamInit::Normal:
+    return "normal";
+  case ParamInit::Uniform:
+    return "uniform";
+  case ParamInit::Zeros:
+    return "zeros";
+  case ParamInit::Ones:
+    return "ones";
+  case ParamInit::Constant:
+    return "constant";
+  case ParamInit::Load:
+    return "load";
+  }
+  return "?";
+}
+
+int64_t ManifestParam::numel() const {
+  int64_t count = 1;
+  for (int64_t dim : shape)
+    count *= dim;
+  return count;
+}
+
+namespace {
+
+template <typename T> const char *attrTypeName();
+template <> const char *attrTypeName<int64_t>() { return "integer"; }
+template <> const char *attrTypeName<double>() { return "number"; }
+template <> const char *attrTypeName<bool>() { return "boolean"; }
+template <> const char *attrTypeName<std::string>() { return "string"; }
+template <> const char *attrTypeName<std::vector<int64_t>>() {
+  return "integer array";
+}
+
+template <typename T>
+const T &getAttr(const ProgramOp &op, std::string_view name) {
+  auto it = op.attrs.find(std::string(name));
+  if (it == op.attrs.end())
+    throw Error(fmt::format("{}: no attribute '{}'", op.op, name));
+  const T *value = std::get_if<T>(&it->second);
+  if (!value)
+    throw Error(fmt::format("{}: attribute '{}' is not a {}", op.op, name,
+                            attrTypeName<T>()));
+  return *value;
+}
+
+} // namespace
+
+bool ProgramOp::has(std::string_view name) const {
+  return attrs.find(std::string(name)) != attrs.end();
+}
+int64_t ProgramOp::getInt(std::string_view name) const {
+  return getAttr<int64_t>(*this, name);
+}
+double ProgramOp::getFloat(std::string_view name) const {
+  return getAttr<double>(*this, name);
+}
+bool ProgramOp::getBool(std::string_view name) const {
+  return getAttr<bool>(*this, name);
+}
+const std::string &ProgramOp::getString(std::string_view name) const {
+  return getAttr<std::string>(*this, name);
+}
+const std::vector<int64_t> &ProgramOp::getInts(std::string_view name) const {
+  return getAttr<std::vector<int64_t>>(*this, name);
+}
+std::optional<int64_t> ProgramOp::getOptionalInt(std::string_view name) const {
+  if (!has(name))
+    return std::nullopt;
+  return getInt(name);
+}
+
+const ManifestParam *Manifest::findParam(std::string_view name) const {
+  for (const ManifestParam &param : params)
+    if (param.name == name)
+      return &param;
+  return nullptr;
+}
+
+const Program &Manifest::program(std::string_view name) const {
+  if (name == "forward")
+    return forward;
+  if (name == "gradients")
+    return gradients;
+  throw Error(fmt::format("no program {} (expected forward or gradients)",
+                          quoteForMessage(name)));
+}
+
+// ---------------------------------------------------------------------------
+// The ops of the reference target.
+
+namespace {
+
+enum class AttrKind { Int, Float, Bool, String, Ints, Enum };
+
+struct AttrSpec {
+  const char *name;
+  AttrKind kind;
+  bool required;
+  std::vector<const char *> keywords; // Enum only.
+};
+
+// Operand element types: 'f' f32, 'i' i32. Results are all f32.
+struct OpSchemaEntry {
+  const char *name;
+  int minOperands, maxOperands;
+  // Results: `results` fixed, or when `resultsFollowOperands` is set,
+  // operands - 1 (pe.attention_grad: 4 -> 3, 5 -> 4).
+  int results;
+  bool resultsFollowOperands;
+  const char *operandTypes; // One letter per operand position (max count).
+  std::vector<AttrSpec> attrs;
+};
+
+const std::vector<const char *> kMaskKeywords = {"none", "causal", "skip"};
+const std::vector<const char *> kRopeModeKeywords = {"seq", "axial", "mixed"};
+const std::vector<const char *> kFreqsKindKeywords = {"seq", "axial"};
+
+AttrSpec req(const char *name, AttrKind kind) { return {name, kind, true, {}}; }
+AttrSpec opt(const char *name, AttrKind kind) {
+  return {name, kind, false, {}};
+}
+AttrSpec enumAttr(const char *name, const std::vector<const char *> &words) {
+  return {name, AttrKind::Enum, true, words};
+}
+
+const std::vector<OpSchemaEntry> &opSchemas() {
+  using K = AttrKind;
+  static const std::vector<OpSchemaEntry> schemas = {
+      // Reading parameters, constants.
+      {"pe.get_param", 0, 0, 1, false, "", {req("param", K::String)}},
+      {"arith.constant", 0, 0, 1, false, "", {req("value", K::Float)}},
+      // Layers.
+      {"pe.linear", 2, 3, 1, false, "fff", {}},
+      {"pe.layer_norm", 3, 3, 1, false, "fff", {req("epsilon", K::Float)}},
+      {"pe.gelu", 1, 1, 1, false, "f", {req("approximate", K::Bool)}},
+      {"pe.relu", 1, 1, 1, false, "f", {}},
+      {"pe.add", 2, 2, 1, false, "ff", {}},
+      {"pe.sub", 2, 2, 1, false, "ff", {}},
+      {"pe.mul", 2, 2, 1, false, "ff", {}},
+      {"pe.scale", 1, 1, 1, false, "f",
+       {req("factor", K::Float), req("bias", K::Float)}},
+      {"pe.mean", 1, 1, 1, false, "f", {opt("axis", K::Int)}},
+      {"pe.patch_embed", 3, 3, 1, false, "fff", {req("patch", K::Int)}},
+      {"pe.token_embed", 2, 2, 1, false, "if", {}},
+      {"pe.class_token", 2, 2, 1, false, "ff", {}},
+      {"pe.select_token", 1, 1, 1, false, "f", {req("index", K::Int)}},
+      {"pe.attention", 3, 4, 1, false, "ffff",
+       {req("heads", K::Int), req("scale", K::Float),
+        enumAttr("mask", kMaskKeywords), opt("skip_base", K::Int)}},
+      {"pe.cross_entropy", 2, 2, 1, false, "fi", {}},
+      // Positional encodings.
+      {"pe.seq_positions", 0, 0, 1, false, "",
+       {req("length", K::Int), req("special", K::Int)}},
+      {"pe.grid_positions", 0, 0, 1, false, "",
+       {req("rows", K::Int), req("cols", K::Int), req("special", K::Int)}},
+      {"pe.rope_freqs", 0, 0, 1, false, "",
+       {enumAttr("kind", kFreqsKindKeywords), req("dim", K::Int),
+        req("heads", K::Int), req("base", K::Float)}},
+      {"pe.rope", 3, 3, 1, false, "fff",
+       {enumAttr("mode", kRopeModeKeywords)}},
+      {"pe.householder", 4, 4, 1, false, "ffff", {}},
+      {"pe.skew", 1, 1, 1, false, "f", {req("dim", K::Int)}},
+      {"pe.sparse_skew", 1, 1, 1, false, "f",
+       {req("dim", K::Int), req("fraction", K::Float), req("seed", K::Int),
+        req("support", K::Ints)}},
+      {"pe.cayley", 2, 2, 1, false, "ff", {}},
+      {"pe.relative_positions", 1, 1, 1, false, "f", {}},
+      {"pe.generator_exp", 2, 2, 1, false, "ff", {}},
+      {"pe.apply_rotation", 2, 2, 1, false, "ff", {req("heads", K::Int)}},
+      {"pe.commutator_norm", 1, 1, 1, false, "f", {}},
+      {"pe.spd_gate", 2, 2, 1, false, "ff", {}},
+      {"pe.sinusoidal", 0, 0, 1, false, "",
+       {req("length", K::Int), req("dim", K::Int), req("base", K::Float)}},
+      // Backward ops (pe-autodiff).
+      {"pe.sum_to", 1, 1, 1, false, "f", {}},
+      {"pe.broadcast_to", 1, 2, 1, false, "ff", {}},
+      {"pe.expand_axis", 1, 1, 1, false, "f",
+       {req("axis", K::Int), req("size", K::Int)}},
+      {"pe.mean_grad", 2, 2, 1, false, "ff", {opt("axis", K::Int)}},
+      {"pe.linear_grad_input", 2, 2, 1, false, "ff", {}},
+      {"pe.linear_grad_weight", 2, 2, 1, false, "ff", {}},
+      {"pe.layer_norm_grad", 3, 3, 3, false, "fff",
+       {req("epsilon", K::Float)}},
+      {"pe.gelu_grad", 2, 2, 1, false, "ff", {req("approximate", K::Bool)}},
+      {"pe.relu_grad", 2, 2, 1, false, "ff", {}},
+      {"pe.patch_embed_grad", 2, 2, 2, false, "ff", {req("patch", K::Int)}},
+      {"pe.token_embed_grad", 2, 2, 1, false, "if", {}},
+      {"pe.class_token_grad", 1, 1, 2, false, "f", {}},
+      {"pe.select_token_grad", 1, 1, 1, false, "f", {req("index", K::Int)}},
+      {"pe.attention_grad", 4, 5, 0, true, "fffff",
+       {req("heads", K::Int), req("scale", K::Float),
+        enumAttr("mask", kMaskKeywords), opt("skip_base", K::Int)}},
+      {"pe.cross_entropy_grad", 3, 3, 1, false, "fif", {}},
+      {"pe.rope_grad_freqs", 4, 4, 1, false, "ffff", {}},
+      {"pe.householder_grad_freqs", 5, 5, 2, false, "fffff", {}},
+      {"pe.skew_grad", 1, 1, 1, false, "f", {req("dim", K::Int)}},
+      {"pe.sparse_skew_grad", 1, 1, 1, false, "f",
+       {req("dim", K::Int), req("support", K::Ints)}},
+      {"pe.cayley_grad", 3, 3, 2, false, "fff", {}},
+      {"pe.generator_exp_grad", 3, 3, 1, false, "fff", {}},
+      {"pe.apply_rotation_grad", 3, 3, 2, false, "fff",
+       {req("heads", K::Int)}},
+      {"pe.commutator_norm_grad", 2, 2, 1, false, "ff", {}},
+      {"pe.spd_gate_grad", 3, 3, 2, false, "fff", {}},
+  };
+  return schemas;
+}
+
+const OpSchemaEntry *findSchema(std::string_view op) {
+  for (const OpSchemaEntry &schema : opSchemas())
+    if (op == schema.name)
+      return &schema;
+  return nullptr;
+}
+
+// Shapes may have this many dimensions, each at most kMaxDim; with the
+// element-count bound below nothing sized from a manifest can overflow.
+constexpr size_t kMaxRank = 8;
+constexpr int64_t kMaxDim = int64_t(1) << 31;
+// Parameters (allocated from the manifest alone) are bounded in total.
+constexpr int64_t kMaxParamElements = int64_t(1) << 32;
+
+std::string shapeText(const std::vector<int64_t> &shape) {
+  return fmt::format("[{}]", fmt::join(shape, ", "));
+}
+
+const char *dtypeKeyword(DType dtype) {
+  return dtype == DType::I32 ? "i32" : "f32";
+}
+
+// Parses with a location path for messages: "params[2].shape[1]".
+class ManifestParser {
+public:
+  explicit ManifestParser(const std::string &path) : path_(path) {}
+
+  Manifest parse(std::string_view text) {
+    JsonValue root;
+    try {
+      root = detail::parseJson(text);
+    } catch (const detail::JsonParseError &error) {
+      fail(fmt::format("manifest is not valid JSON: {}", error.what()));
+    }
+    Manifest manifest;
+    const std::string where = "manifest";
+    checkKeys(root, where, {"model", "inputs", "params", "optimizer",
+                            "dataset", "programs"},
+              {"model", "inputs", "params", "optimizer", "programs"});
+    manifest.model = getString(*member(root, "model"), where + ".model");
+    parseInputs(*member(root, "inputs"), manifest);
+    parseParams(*member(root, "params"), manifest);
+    manifest.optimizer = parseOptimizer(*member(root, "optimizer"));
+    if (const JsonValue *dataset = member(root, "dataset"))
+      manifest.dataset = parseDataset(*dataset);
+
+    const JsonValue &programs = *member(root, "programs");
+    checkKeys(programs, "manifest.programs", {"forward", "gradients"},
+              {"forward", "gradients"});
+    manifest.forward = parseProgram(*member(programs, "forward"), "forward",
+                                    manifest);
+    manifest.gradients = parseProgram(*member(programs, "gradients"),
+                                      "gradients", manifest);
+    checkForwardOutputs(manifest);
+    checkGradientOutputs(manifest);
+    return manifest;
+  }
+
+private:
+  [[noreturn]] void fail(const std::string &what) const {
+    throw Error(path_, what);
+  }
+  [[noreturn]] void fail(const std::string &where,
+                         const std::string &what) const {
+    throw Error(path_, where + ": " + what);
+  }
+
+  // --- JSON access -------------------------------------------------------
+
+  void expectKind(const JsonValue &value, JsonValue::Kind kind,
+                  const std::string &where) const {
+    if (value.kind != kind)
+      fail(where, fmt::format("expected {}, got {}", detail::jsonKindName(kind),
+                              detail::jsonKindName(value.kind)));
+  }
+
+  // Checks that `object` is an object whose keys are all in `allowed`,
+  // unique, and include every key of `required`.
+  void checkKeys(const JsonValue &object, const std::string &where,
+                 std::initializer_list<const char *> allowed,
+                 std::initializer_list<const char *> required) const {
+    expectKind(object, JsonValue::Kind::Object, where);
+    std::set<std::string> seen;
+    for (const JsonMember &m : object.members) {
+      bool known = false;
+      for (const char *key : allowed)
+        known = known || m.key == key;
+      if (!known)
+        fail(where, fmt::format("unknown key {}", quoteForMessage(m.key)));
+      if (!seen.insert(m.key).second)
+        fail(where, fmt::format("duplicate key {}", quoteForMessage(m.key)));
+    }
+    for (const char *key : required)
+      if (!seen.count(key))
+        fail(where, fmt::format("missing key \"{}\"", key));
+  }
+
+  static const JsonValue *member(const JsonValue &object,
+                                 std::string_view key) {
+    for (const JsonMember &m : object.members)
+      if (m.key == key)
+        return &m.value;
+    return nullptr;
+  }
+
+  std::string getString(const JsonValue &value,
+                        const std::string &where) const {
+    expectKind(value, JsonValue::Kind::String, where);
+    return value.text;
+  }
+  bool getBool(const JsonValue &value, const std::string &where) const {
+    expectKind(value, JsonValue::Kind::Bool, where);
+    return value.boolean;
+  }
+  int64_t getInt(const JsonValue &value, const std::string &where) const {
+    expectKind(value, JsonValue::Kind::Number, where);
+    std::optional<int64_t> result = value.asInt64();
+    if (!result)
+      fail(where, fmt::format("expected a 64-bit integer, got {}",
+                              value.text));
+    return *result;
+  }
+  uint64_t getUInt(const JsonValue &value, const std::string &where) const {
+    expectKind(value, JsonValue::Kind::Number, where);
+    std::optional<uint64_t> result = value.asUInt64();
+    if (!result)
+      fail(where, fmt::format("expected an unsigned 64-bit integer, got {}",
+                              value.text));
+    return *result;
+  }
+  double getDouble(const JsonValue &value, const std::string &where) const {
+    expectKind(value, JsonValue::Kind::Number, where);
+    double result = 0.0;
+    const char *begin = value.text.data();
+    const char *end = begin + value.text.size();
+    auto [ptr, ec] = std::from_chars(begin, end, result);
+    if (ec != std::errc() || ptr != end || !std::isfinite(result))
+      fail(where, fmt::format("number {} is out of range", value.text));
+    return result;
+  }
+  ValueId getId(const JsonValue &value, size_t valueCount,
+                const std::string &where) const {
+    int64_t id = getInt(value, where);
+    if (id < 0 || uint64_t(id) >= valueCount)
+      fail(where, fmt::format("value id {} out of range (the program has {} "
+                              "values)",
+                              id, valueCount));
+    return ValueId(id);
+  }
+
+  std::vector<int64_t> getShape(const JsonValue &value,
+                                const std::string &where,
+                                bool allowBatch) const {
+    expectKind(value, JsonValue::Kind::Array, where);
+    if (value.elements.size() > kMaxRank)
+      fail(where, fmt::format("rank {} exceeds the limit {}",
+                              value.elements.size(), kMaxRank));
+    std::vector<int64_t> shape;
+    int batchDims = 0;
+    for (size_t i = 0; i < value.elements.size(); ++i) {
+      std::string at = fmt::format("{}[{}]", where, i);
+      int64_t dim = getInt(value.elements[i], at);
+      if (dim == kBatchDim && allowBatch) {
+        if (++batchDims > 1)
+          fail(where, "more than one batch dimension (-1)");
+      } else if (dim < 1 || dim > kMaxDim) {
+        fail(at, fmt::format("dimension {} out of range [1, {}]{}", dim,
+                             kMaxDim, allowBatch ? " (or -1, the batch)" : ""));
+      }
+      shape.push_back(dim);
+    }
+    return shape;
+  }
+
+  DType getDType(const JsonValue &value, const std::string &where) const {
+    std::string name = getString(value, where);
+    if (name == "f32")
+      return DType::F32;
+    if (name == "i32")
+      return DType::I32;
+    fail(where, fmt::format("unknown dtype {} (expected f32 or i32)",
+                            quoteForMessage(name)));
+  }
+
+  // --- Sections ----------------------------------------------------------
+
+  void parseInputs(const JsonValue &inputs, Manifest &manifest) const {
+    expectKind(inputs, JsonValue::Kind::Array, "manifest.inputs");
+    std::set<std::string> names;
+    for (size_t i = 0; i < inputs.elements.size(); ++i) {
+      std::string where = fmt::format("manifest.inputs[{}]", i);
+      const JsonValue &entry = inputs.elements[i];
+      checkKeys(entry, where, {"name", "dtype", "shape"},
+                {"name", "dtype", "shape"});
+      ManifestInput input;
+      input.name = getString(*member(entry, "name"), where + ".name");
+      if (input.name.empty())
+        fail(where + ".name", "empty name");
+      if (!names.insert(input.name).second)
+        fail(where + ".name",
+             fmt::format("duplicate input {}", quoteForMessage(input.name)));
+      input.dtype = getDType(*member(entry, "dtype"), where + ".dtype");
+      input.shape = getShape(*member(entry, "shape"), where + ".shape", true);
+      manifest.inputs.push_back(std::move(input));
+    }
+  }
+
+  void parseParams(const JsonValue &params, Manifest &manifest) const {
+    expectKind(params, JsonValue::Kind::Array, "manifest.params");
+    std::set<std::string> names;
+    int64_t total = 0;
+    for (size_t i = 0; i < params.elements.size(); ++i) {
+      std::string where = fmt::format("manifest.params[{}]", i);
+      const JsonValue &entry = params.elements[i];
+      expectKind(entry, JsonValue::Kind::Object, where);
+      const JsonValue *initValue = member(entry, "init");
+      if (!initValue)
+        fail(where, "missing key \"init\"");
+      std::string init = getString(*initValue, where + ".init");
+      ManifestParam param;
+      // The companions of each initializer, all required, no others.
+      if (init == "normal") {
+        param.init = ParamInit::Normal;
+        checkKeys(entry, where,
+                  {"name", "shape", "frozen", "init", "mean", "std", "seed"},
+                  {"name", "shape", "frozen", "init", "mean", "std", "seed"});
+        param.mean = getDouble(*member(entry, "mean"), where + ".mean");
+        param.std = getDouble(*member(entry, "std"), where + ".std");
+        param.seed = getUInt(*member(entry, "seed"), where + ".seed");
+        if (!(param.std > 0.0))
+          fail(where + ".std", "must be > 0");
+      } else if (init == "uniform") {
+        param.init = ParamInit::Uniform;
+        checkKeys(entry, where,
+                  {"name", "shape", "frozen", "init", "low", "high", "seed"},
+                  {"name", "shape", "frozen", "init", "low", "high", "seed"});
+        param.low = getDouble(*member(entry, "low"), where + ".low");
+        param.high = getDouble(*member(entry, "high"), where + ".high");
+        param.seed = getUInt(*member(entry, "seed"), where + ".seed");
+        if (!(param.low < param.high))
+          fail(where, "uniform needs low < high");
+      } else if (init == "zeros" || init == "ones") {
+        param.init = init == "zeros" ? ParamInit::Zeros : ParamInit::Ones;
+        checkKeys(entry, where, {"name", "shape", "frozen", "init"},
+                  {"name", "shape", "frozen", "init"});
+      } else if (init == "constant") {
+        param.init = ParamInit::Constant;
+        checkKeys(entry, where, {"name", "shape", "frozen", "init", "value"},
+                  {"name", "shape", "frozen", "init", "value"});
+        param.value = getDouble(*member(entry, "value"), where + ".value");
+      } else if (init == "load") {
+        param.init = ParamInit::Load;
+        checkKeys(entry, where,
+                  {"name", "shape", "frozen", "init", "file", "tensor"},
+                  {"name", "shape", "frozen", "init", "file", "tensor"});
+        param.file = getString(*member(entry, "file"), where + ".file");
+        param.tensor = getString(*member(entry, "tensor"), where + ".tensor");
+        if (param.file.empty())
+          fail(where + ".file", "empty file name");
+      } else {
+        fail(where + ".init",
+             fmt::format("unknown initializer {} (expected normal, uniform, "
+                         "zeros, ones, constant or load)",
+                         quoteForMessage(init)));
+      }
+      param.name = getString(*member(entry, "name"), where + ".name");
+      if (param.name.empty())
+        fail(where + ".name", "empty name");
+      if (!names.insert(param.name).second)
+        fail(where + ".name", fmt::format("duplicate parameter {}",
+                                          quoteForMessage(param.name)));
+      param.shape = getShape(*member(entry, "shape"), where + ".shape", false);
+      param.frozen = getBool(*member(entry, "frozen"), where + ".frozen");
+      int64_t numel = 1;
+      for (int64_t dim : param.shape) {
+        numel *= dim; // dims <= 2^31 and the running total is bounded below.
+        if (numel > kMaxParamElements)
+          break;
+      }
+      total += numel;
+      if (numel > kMaxParamElements || total > kMaxParamElements)
+        fail(where + ".shape",
+             fmt::format("the parameters exceed {} elements in total",
+                         kMaxParamElements));
+      manifest.params.push_back(std::move(param));
+    }
+  }
+
+  ManifestOptimizer parseOptimizer(const JsonValue &value) const {
+    const std::string where = "manifest.optimizer";
+    checkKeys(value, where,
+              {"kind", "lr", "beta1", "beta2", "eps", "weight_decay",
+               "momentum", "clip_norm", "schedule", "warmup_steps", "min_lr"},
+              {"kind", "lr", "beta1", "beta2", "eps", "weight_decay",
+               "momentum", "clip_norm", "schedule", "warmup_steps", "min_lr"});
+    ManifestOptimizer opt;
+    std::string kind = getString(*member(value, "kind"), where + ".kind");
+    if (kind == "adamw")
+      opt.kind = OptimizerKind::AdamW;
+    else if (kind == "sgd")
+      opt.kind = OptimizerKind::Sgd;
+    else
+      fail(where + ".kind",
+           fmt::format("unknown optimizer {} (expected adamw or sgd)",
+                       quoteForMessage(kind)));
+    auto number = [&](const char *key) {
+      return getDouble(*member(value, key), where + "." + key);
+    };
+    opt.lr = number("lr");
+    opt.beta1 = number("beta1");
+    opt.beta2 = number("beta2");
+    opt.eps = number("eps");
+    opt.weightDecay = number("weight_decay");
+    opt.momentum = number("momentum");
+    opt.clipNorm = number("clip_norm");
+    opt.minLr = number("min_lr");
+    opt.warmupSteps =
+        getInt(*member(value, "warmup_steps"), where + ".warmup_steps");
+    std::string schedule =
+        getString(*member(value, "schedule"), where + ".schedule");
+    if (schedule == "constant")
+      opt.schedule = LrSchedule::Constant;
+    else if (schedule == "warmup_cosine")
+      opt.schedule = LrSchedule::WarmupCosine;
+    else
+      fail(where + ".schedule",
+           fmt::format("unknown schedule {} (expected constant or "
+                       "warmup_cosine)",
+                       quoteForMessage(schedule)));
+    if (!(opt.lr > 0))
+      fail(where + ".lr", "must be > 0");
+    if (!(opt.beta1 >= 0 && opt.beta1 < 1))
+      fail(where + ".beta1", "must be in [0, 1)");
+    if (!(opt.beta2 >= 0 && opt.beta2 < 1))
+      fail(where + ".beta2", "must be in [0, 1)");
+    if (!(opt.eps > 0))
+      fail(where + ".eps", "must be > 0");
+    if (!(opt.weightDecay >= 0))
+      fail(where + ".weight_decay", "must be >= 0");
+    if (!(opt.momentum >= 0 && opt.momentum < 1))
+      fail(where + ".momentum", "must be in [0, 1)");
+    if (!(opt.clipNorm >= 0))
+      fail(where + ".clip_norm", "must be >= 0");
+    if (opt.warmupSteps < 0)
+      fail(where + ".warmup_steps", "must be >= 0");
+    if (!(opt.minLr >= 0 && opt.minLr <= opt.lr))
+      fail(where + ".min_lr", "must be in [0, lr]");
+    return opt;
+  }
+
+  ManifestDataset parseDataset(const JsonValue &value) const {
+    const std::string where = "manifest.dataset";
+    checkKeys(value, where, {"kind", "path", "context_length"},
+              {"kind", "path", "context_length"});
+    ManifestDataset dataset;
+    std::string kind = getString(*member(value, "kind"), where + ".kind");
+    if (kind == "idx")
+      dataset.kind = DatasetKind::Idx;
+    else if (kind == "text")
+      dataset.kind = DatasetKind::Text;
+    else
+      fail(where + ".kind",
+           fmt::format("unknown dataset kind {} (expected idx or text)",
+                       quoteForMessage(kind)));
+    dataset.path = getString(*member(value, "path"), where + ".path");
+    if (dataset.path.empty())
+      fail(where + ".path", "empty path");
+    dataset.contextLength =
+        getInt(*member(value, "context_length"), where + ".context_length");
+    if (dataset.kind == DatasetKind::Text &&
+        (dataset.contextLength < 1 || dataset.contextLength > kMaxDim))
+      fail(where + ".context_length",
+           fmt::format("must be in [1, {}] for a text dataset", kMaxDim));
+    if (dataset.kind == DatasetKind::Idx && dataset.contextLength != 0)
+      fail(where + ".context_length", "must be 0 for an idx dataset");
+    return dataset;
+  }
+
+  // --- Programs ----------------------------------------------------------
+
+  Program parseProgram(const JsonValue &value, const std::string &name,
+                       const Manifest &manifest) const {
+    const std::string where = "manifest.programs." + name;
+    checkKeys(value, where, {"values", "inputs", "ops", "outputs"},
+              {"values", "inputs", "ops", "outputs"});
+    Program program;
+
+    const JsonValue &values = *member(value, "values");
+    expectKind(values, JsonValue::Kind::Array, where + ".values");
+    for (size_t i = 0; i < values.elements.size(); ++i) {
+      std::string at = fmt::format("{}.values[{}]", where, i);
+      const JsonValue &entry = values.elements[i];
+      checkKeys(entry, at, {"dtype", "shape"}, {"dtype", "shape"});
+      ProgramValue v;
+      v.dtype = getDType(*member(entry, "dtype"), at + ".dtype");
+      v.shape = getShape(*member(entry, "shape"), at + ".shape", true);
+      program.values.push_back(std::move(v));
+    }
+    const size_t count = program.values.size();
+    std::vector<bool> defined(count, false);
+    auto define = [&](ValueId id, const std::string &at) {
+      if (defined[id])
+        fail(at, fmt::format("value {} is defined twice", id));
+      defined[id] = true;
+    };
+
+    const JsonValue &inputs = *member(value, "inputs");
+    expectKind(inputs, JsonValue::Kind::Array, where + ".inputs");
+    if (inputs.elements.size() != manifest.inputs.size())
+      fail(where + ".inputs",
+           fmt::format("{} inputs, but the manifest declares {}",
+                       inputs.elements.size(), manifest.inputs.size()));
+    for (size_t i = 0; i < inputs.elements.size(); ++i) {
+      std::string at = fmt::format("{}.inputs[{}]", where, i);
+      ValueId id = getId(inputs.elements[i], count, at);
+      define(id, at);
+      const ManifestInput &input = manifest.inputs[i];
+      const ProgramValue &v = program.values[id];
+      if (v.dtype != input.dtype || v.shape != input.shape)
+        fail(at, fmt::format("value {} is {} {} but input {} is {} {}", id,
+                             dtypeKeyword(v.dtype), shapeText(v.shape),
+                             quoteForMessage(input.name),
+                             dtypeKeyword(input.dtype),
+                             shapeText(input.shape)));
+      program.inputs.push_back(id);
+    }
+
+    const JsonValue &ops = *member(value, "ops");
+    expectKind(ops, JsonValue::Kind::Array, where + ".ops");
+    for (size_t i = 0; i < ops.elements.size(); ++i) {
+      std::string at = fmt::format("{}.ops[{}]", where, i);
+      program.ops.push_back(
+          parseOp(ops.elements[i], at, program, defined, manifest));
+      for (ValueId id : program.ops.back().results)
+        define(id, at);
+    }
+    for (size_t id = 0; id < count; ++id)
+      if (!defined[id])
+        fail(where + ".values",
+             fmt::format("value {} is never defined", id));
+
+    const JsonValue &outputs = *member(value, "outputs");
+    expectKind(outputs, JsonValue::Kind::Array, where + ".outputs");
+    std::set<std::string> keys;
+    for (size_t i = 0; i < outputs.elements.size(); ++i) {
+      std::string at = fmt::format("{}.outputs[{}]", where, i);
+      const JsonValue &entry = outputs.elements[i];
+      expectKind(entry, JsonValue::Kind::Object, at);
+      ProgramOutput output;
+      if (member(entry, "grad")) {
+        checkKeys(entry, at, {"grad", "value"}, {"grad", "value"});
+        output.grad = getString(*member(entry, "grad"), at + ".grad");
+        if (output.grad.empty())
+          fail(at + ".grad", "empty parameter name");
+      } else {
+        checkKeys(entry, at, {"name", "value"}, {"name", "value"});
+        output.name = getString(*member(entry, "name"), at + ".name");
+        if (output.name.empty())
+          fail(at + ".name", "empty name");
+      }
+      output.value = getId(*member(entry, "value"), count, at + ".value");
+      if (!keys.insert(output.key()).second)
+        fail(at, fmt::format("duplicate output {}",
+                             quoteForMessage(output.key())));
+      program.outputs.push_back(std::move(output));
+    }
+    if (program.outputs.empty() || program.outputs[0].name != "loss")
+      fail(where + ".outputs", "the first output must be \"loss\"");
+    const ProgramValue &loss = program.values[program.outputs[0].value];
+    if (loss.dtype != DType::F32 || !loss.shape.empty())
+      fail(where + ".outputs[0]",
+           fmt::format("the loss must be an f32 scalar, got {} {}",
+                       dtypeKeyword(loss.dtype), shapeText(loss.shape)));
+    return program;
+  }
+
+  ProgramOp parseOp(const JsonValue &entry, const std::string &at,
+                    const Program &program, const std::vector<bool> &defined,
+                    const Manifest &manifest) const {
+    checkKeys(entry, at, {"op", "results", "operands", "attrs"},
+              {"op", "results", "operands", "attrs"});
+    ProgramOp op;
+    op.op = getString(*member(entry, "op"), at + ".op");
+    const OpSchemaEntry *schema = findSchema(op.op);
+    if (!schema)
+      fail(at + ".op", fmt::format("unknown op {} for target cpu-reference",
+                                   quoteForMessage(op.op)));
+    const std::string where = at + " (" + op.op + ")";
+    const size_t count = program.values.size();
+
+    const JsonValue &operands = *member(entry, "operands");
+    expectKind(operands, JsonValue::Kind::Array, where + ".operands");
+    for (size_t i = 0; i < operands.elements.size(); ++i) {
+      std::string atOperand = fmt::format("{}.operands[{}]", where, i);
+      ValueId id = getId(operands.elements[i], count, atOperand);
+      if (!defined[id])
+        fail(atOperand, fmt::format("value {} is used before it is defined",
+                                    id));
+      op.operands.push_back(id);
+    }
+    const int numOperands = int(op.operands.size());
+    if (numOperands < schema->minOperands || numOperands > schema->maxOperands)
+      fail(where, schema->minOperands == schema->maxOperands
+                      ? fmt::format("expected {} operands, got {}",
+                                    schema->minOperands, numOperands)
+                      : fmt::format("expected {} to {} operands, got {}",
+                                    schema->minOperands, schema->maxOperands,
+                                    numOperands));
+    for (int i = 0; i < numOperands; ++i) {
+      DType want = schema->operandTypes[i] == 'i' ? DType::I32 : DType::F32;
+      const ProgramValue &v = program.values[op.operands[i]];
+      if (v.dtype != want)
+        fail(where, fmt::format("operand {} (value {}) must be {}, got {}", i,
+                                op.operands[i], dtypeKeyword(want),
+                                dtypeKeyword(v.dtype)));
+    }
+
+    const JsonValue &results = *member(entry, "results");
+    expectKind(results, JsonValue::Kind::Array, where + ".results");
+    for (size_t i = 0; i < results.elements.size(); ++i) {
+      std::string atResult = fmt::format("{}.results[{}]", where, i);
+      ValueId id = getId(results.elements[i], count, atResult);
+      if (defined[id])
+        fail(atResult, fmt::format("value {} is defined twice", id));
+      for (ValueId earlier : op.results)
+        if (earlier == id)
+          fail(atResult, fmt::format("value {} is defined twice", id));
+      if (program.values[id].dtype != DType::F32)
+        fail(atResult, fmt::format("result value {} must be f32", id));
+      op.results.push_back(id);
+    }
+    const int wantResults = schema->resultsFollowOperands ? numOperands - 1
+                                                          : schema->results;
+    if (int(op.results.size()) != wantResults)
+      fail(where, fmt::format("expected {} results, got {}", wantResults,
+                              op.results.size()));
+
+    parseAttrs(*member(entry, "attrs"), where, *schema, op);
+
+    // Ops whose result shape the manifest's own tables fix.
+    if (op.op == "pe.get_param") {
+      const std::string &name = op.getString("param");
+      const ManifestParam *param = manifest.findParam(name);
+      if (!param)
+        fail(where, fmt::format("unknown parameter {}",
+                                quoteForMessage(name)));
+      const ProgramValue &v = program.values[op.results[0]];
+      if (v.shape != param->shape)
+        fail(where, fmt::format("result value {} has shape {} but parameter "
+                                "{} has shape {}",
+                                op.results[0], shapeText(v.shape),
+                                quoteForMessage(name),
+                                shapeText(param->shape)));
+    }
+    if (op.op == "pe.cross_entropy" || op.op == "pe.commutator_norm") {
+      const ProgramValue &v = program.values[op.results[0]];
+      if (!v.shape.empty())
+        fail(where, fmt::format("result value {} must be a scalar, got {}",
+                                op.results[0], shapeText(v.shape)));
+    }
+    return op;
+  }
+
+  void parseAttrs(const JsonValue &attrs, const std::string &where,
+                  const OpSchemaEntry &schema, ProgramOp &op) const {
+    expectKind(attrs, JsonValue::Kind::Object, where + ".attrs");
+    std::set<std::string> seen;
+    for (const JsonMember &m : attrs.members) {
+      const AttrSpec *spec = nullptr;
+      for (const AttrSpec &candidate : schema.attrs)
+        if (m.key == candidate.name)
+          spec = &candidate;
+      if (!spec)
+        fail(where, fmt::format("unknown attribute {}",
+                                quoteForMessage(m.key)));
+      if (!seen.insert(m.key).second)
+        fail(where, fmt::format("duplicate attribute {}",
+                                quoteForMessage(m.key)));
+      std::string at = where + ".attrs." + m.key;
+      const JsonValue &v = m.value;
+      switch (spec->kind) {
+      case AttrKind::Int:
+        op.attrs[m.key] = getInt(v, at);
+        break;
+      case AttrKind::Float:
+        op.attrs[m.key] = getDouble(v, at);
+        break;
+      case AttrKind::Bool:
+        op.attrs[m.key] = getBool(v, at);
+        break;
+      case AttrKind::String:
+        op.attrs[m.key] = getString(v, at);
+        break;
+      case AttrKind::Ints: {
+        expectKind(v, JsonValue::Kind::Array, at);
+        std::vector<int64_t> ints;
+        for (size_t i = 0; i < v.elements.size(); ++i)
+          ints.push_back(getInt(v.elements[i], fmt::format("{}[{}]", at, i)));
+        op.attrs[m.key] = std::move(ints);
+        break;
+      }
+      case AttrKind::Enum: {
+        std::string word = getString(v, at);
+        bool known = false;
+        for (const char *keyword : spec->keywords)
+          known = known || word == keyword;
+        if (!known)
+          fail(at, fmt::format("unknown keyword {} (expected {})",
+                               quoteForMessage(word),
+                               fmt::join(spec->keywords, ", ")));
+        op.attrs[m.key] = std::move(word);
+        break;
+      }
+      }
+    }
+    for (const AttrSpec &spec : schema.attrs)
+      if (spec.required && !seen.count(spec.name))
+        fail(where, fmt::format("missing attribute \"{}\"", spec.name));
+  }
+
+  // --- Outputs across programs --------------------------------------------
+
+  void checkForwardOutputs(const Manifest &manifest) const {
+    for (size_t i = 0; i < manifest.forward.outputs.size(); ++i)
+      if (manifest.forward.outputs[i].isGrad())
+        fail(fmt::format("manifest.programs.forward.outputs[{}]", i),
+             "the forward program has no gradient outputs");
+  }
+
+  void checkGradientOutputs(const Manifest &manifest) const {
+    const std::string where = "manifest.programs.gradients.outputs";
+    const Program &program = manifest.gradients;
+    std::vector<const ManifestParam *> trainable;
+    for (const ManifestParam &param : manifest.params)
+      if (!param.frozen)
+        trainable.push_back(&param);
+    if (program.outputs.size() != trainable.size() + 1)
+      fail(where, fmt::format("expected the loss and {} gradients (one per "
+                              "trainable parameter), got {} outputs",
+                              trainable.size(), program.outputs.size()));
+    for (size_t i = 0; i < trainable.size(); ++i) {
+      const ProgramOutput &output = program.outputs[i + 1];
+      std::string at = fmt::format("{}[{}]", where, i + 1);
+      if (output.grad != trainable[i]->name)
+        fail(at, fmt::format("expected the gradient of trainable parameter "
+                             "{}, got {}",
+                             quoteForMessage(trainable[i]->name),
+                             output.isGrad()
+                                 ? "the gradient of " +
+                                       quoteForMessage(output.grad)
+                                 : "output " + quoteForMessage(output.name)));
+      const ProgramValue &v = program.values[output.value];
+      if (v.dtype != DType::F32 || v.shape != trainable[i]->shape)
+        fail(at, fmt::format("gradient value {} is {} {} but parameter {} has "
+                             "shape {}",
+                             output.value, dtypeKeyword(v.dtype),
+                             shapeText(v.shape),
+                             quoteForMessage(trainable[i]->name),
+                             shapeText(trainable[i]->shape)));
+    }
+  }
+
+  const std::string &path_;
+};
+
+} // namespace
+
+bool isKnownOp(std::string_view op) { return findSchema(op) != nullptr; }
+
+Manifest parseManifest(std::string_view json, const std::string &path) {
+  return ManifestParser(path).parse(json);
+}
+
+} // namespace stringrt
