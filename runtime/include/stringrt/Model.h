@@ -1,0 +1,74 @@
+// A model: the parameters and the programs of one package (docs/package.md,
+// "Runtime API"). The parameters live in one flat f32 buffer, in manifest
+// order; programs run on the reference kernels (target cpu-reference).
+#pragma once
+
+#include "stringrt/HostTensor.h"
+#include "stringrt/Manifest.h"
+#include "stringrt/Package.h"
+#include "stringrt/reference/Tensor.h"
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace stringrt {
+
+// Where one parameter lives in the flat buffer.
+struct ParamSlot {
+  std::string name;
+  std::vector<int64_t> shape;
+  int64_t offset = 0; // first element in the flat buffer
+  int64_t size = 0;   // number of elements
+  bool frozen = false;
+};
+
+class Model {
+public:
+  explicit Model(Package package);
+  // A model of a manifest (built by hand or by parseManifest). `path` names
+  // the source in messages (may be empty). Throws Error when a program does
+  // not fit the manifest (unknown op or parameter, bad value ids, ...).
+  explicit Model(Manifest manifest, std::string path = "");
+  ~Model();
+  Model(Model &&) noexcept;
+  Model &operator=(Model &&) noexcept;
+
+  const Manifest &manifest() const;
+
+  // Every parameter from its initialiser (normal, uniform, zeros, ones,
+  // constant, load). Throws Error if a `load` fails; the buffer is then
+  // partly written.
+  void initParameters();
+
+  // One flat buffer, parameters in manifest order (sized at construction to
+  // parameterCount(), zero-filled). Callers may write it freely but must not
+  // resize it.
+  std::vector<float> &parameters();
+  const std::vector<float> &parameters() const;
+  const std::vector<ParamSlot> &slots() const;
+  // nullptr when there is no parameter of that name.
+  const ParamSlot *findSlot(const std::string &name) const;
+  int64_t parameterCount() const;
+
+  // Runs a program ("forward" or "gradients") with the given inputs, named
+  // as in the manifest (every one, no other). The batch size is dim 0 of the
+  // inputs with a batch dimension; they must agree. Returns the program's
+  // outputs by name: "loss", "logits", ..., "grad:<param>".
+  std::map<std::string, ref::Tensor<float>> run(const std::string &program,
+                                                const std::map<std::string, HostTensor> &inputs);
+
+  // Runs the gradients program: `loss` gets the loss; `flatGrads` is resized
+  // to parameterCount() and holds each trainable parameter's gradient in its
+  // slot (frozen slots: 0).
+  void gradients(const std::map<std::string, HostTensor> &inputs, float &loss,
+                 std::vector<float> &flatGrads);
+
+private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+} // namespace stringrt

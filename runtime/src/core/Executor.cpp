@@ -1,0 +1,364 @@
+// The program executor: structure checks and last-use analysis at
+// construction, then allocation, dispatch and freeing per run (Executor.h).
+#include "Executor.h"
+
+#include "stringrt/Error.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace stringrt::detail {
+
+//===----------------------------------------------------------------------===//
+// Values and the op context
+//===----------------------------------------------------------------------===//
+
+void ExecValue::release() {
+  std::vector<float>().swap(f32);
+  std::vector<int32_t>().swap(i32);
+  view = nullptr;
+  live = false;
+}
+
+const char *valueTypeName(DType dtype) {
+  switch (dtype) {
+  case DType::F32:
+    return "f32";
+  case DType::I32:
+    return "i32";
+  default:
+    return dtypeName(dtype);
+  }
+}
+
+std::vector<int64_t> resolveShape(const std::vector<int64_t> &shape, std::optional<int64_t> batch,
+                                  const std::string &what) {
+  std::vector<int64_t> resolved = shape;
+  for (int64_t &d : resolved) {
+    if (d != kBatchDim)
+      continue;
+    if (!batch)
+      throw Error(what + " has a batch dimension " + ref::shapeToString(shape) +
+                  " but no input gives the batch size");
+    d = *batch;
+  }
+  return resolved;
+}
+
+void OpContext::fail(const std::string &message) const { throw Error(op_.op + ": " + message); }
+
+const ExecValue &OpContext::operand(size_t k) const {
+  if (k >= op_.operands.size())
+    fail("operand #" + std::to_string(k) + " is missing (" +
+         std::to_string(op_.operands.size()) + " given)");
+  return values_[op_.operands[k]];
+}
+
+ExecValue &OpContext::result(size_t k) const {
+  if (k >= op_.results.size())
+    fail("result #" + std::to_string(k) + " is missing (" + std::to_string(op_.results.size()) +
+         " declared)");
+  return values_[op_.results[k]];
+}
+
+ref::TensorRef<const float> OpContext::in(size_t k) const {
+  const ExecValue &v = operand(k);
+  if (v.dtype != DType::F32)
+    fail("operand #" + std::to_string(k) + " must be f32, got " + valueTypeName(v.dtype));
+  const float *data = v.view ? static_cast<const float *>(v.view) : v.f32.data();
+  return {data, v.shape};
+}
+
+ref::TensorRef<const int32_t> OpContext::inI32(size_t k) const {
+  const ExecValue &v = operand(k);
+  if (v.dtype != DType::I32)
+    fail("operand #" + std::to_string(k) + " must be i32, got " + valueTypeName(v.dtype));
+  const int32_t *data = v.view ? static_cast<const int32_t *>(v.view) : v.i32.data();
+  return {data, v.shape};
+}
+
+ref::OptionalInput<float> OpContext::optIn(size_t k) const {
+  if (k >= op_.operands.size())
+    return std::nullopt;
+  return in(k);
+}
+
+ref::TensorRef<float> OpContext::out(size_t k) const {
+  ExecValue &v = result(k);
+  if (v.dtype != DType::F32)
+    fail("result #" + std::to_string(k) + " must be f32, the value table says " +
+         valueTypeName(v.dtype));
+  return {v.f32.data(), v.shape};
+}
+
+ref::TensorRef<int32_t> OpContext::outI32(size_t k) const {
+  ExecValue &v = result(k);
+  if (v.dtype != DType::I32)
+    fail("result #" + std::to_string(k) + " must be i32, the value table says " +
+         valueTypeName(v.dtype));
+  return {v.i32.data(), v.shape};
+}
+
+DType OpContext::resultType(size_t k) const { return result(k).dtype; }
+
+double OpContext::floatOr(std::string_view name, double fallback) const {
+  return op_.has(name) ? op_.getFloat(name) : fallback;
+}
+
+int64_t OpContext::intOr(std::string_view name, int64_t fallback) const {
+  return op_.has(name) ? op_.getInt(name) : fallback;
+}
+
+bool OpContext::boolOr(std::string_view name, bool fallback) const {
+  return op_.has(name) ? op_.getBool(name) : fallback;
+}
+
+//===----------------------------------------------------------------------===//
+// The op table
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+// arith.constant: a splat of its scalar `value` over the result type.
+void runConstant(const OpContext &c) {
+  double value = c.op().getFloat("value");
+  if (c.resultType(0) == DType::I32) {
+    ref::TensorRef<int32_t> y = c.outI32(0);
+    std::fill(y.data, y.data + y.numel(), static_cast<int32_t>(value));
+  } else {
+    ref::TensorRef<float> y = c.out(0);
+    std::fill(y.data, y.data + y.numel(), static_cast<float>(value));
+  }
+}
+
+OpTable buildOpTable() {
+  OpTable table;
+  table["arith.constant"] = {runConstant, 0, 0, 1, 1};
+  addLayerOps(table);
+  addPositionOps(table);
+  addGradOps(table);
+  return table;
+}
+
+} // namespace
+
+const OpTable &opTable() {
+  static const OpTable table = buildOpTable();
+  return table;
+}
+
+//===----------------------------------------------------------------------===//
+// Executor
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+constexpr size_t kNoFree = static_cast<size_t>(-1);
+
+std::string countRange(size_t lo, size_t hi) {
+  return lo == hi ? std::to_string(lo) : std::to_string(lo) + " to " + std::to_string(hi);
+}
+
+} // namespace
+
+Executor::Executor(const Program &program, std::string name,
+                   const std::vector<ParamLocation> &params)
+    : program_(program), name_(std::move(name)) {
+  const size_t numValues = program.values.size();
+  auto where = [&](size_t i) {
+    return "program '" + name_ + "', op #" + std::to_string(i) + " (" + program.ops[i].op + ")";
+  };
+  for (size_t v = 0; v < numValues; ++v) {
+    DType t = program.values[v].dtype;
+    if (t != DType::F32 && t != DType::I32)
+      throw Error("program '" + name_ + "': value " + std::to_string(v) + " has type " +
+                  dtypeName(t) + " (only f32 and i32 are supported)");
+  }
+
+  // Definitions: inputs, then op results in order; uses must follow them.
+  std::vector<bool> defined(numValues, false);
+  auto define = [&](ValueId v, const std::string &what) {
+    if (v >= numValues)
+      throw Error(what + ": value id " + std::to_string(v) + " out of range (" +
+                  std::to_string(numValues) + " values)");
+    if (defined[v])
+      throw Error(what + ": value " + std::to_string(v) + " is defined twice");
+    defined[v] = true;
+  };
+  for (ValueId v : program.inputs)
+    define(v, "program '" + name_ + "' inputs");
+
+  const OpTable &table = opTable();
+  const size_t numOps = program.ops.size();
+  std::vector<size_t> lastUse(numValues, kNoFree);
+  std::vector<size_t> definedAt(numValues, kNoFree); // kNoFree for inputs
+  steps_.resize(numOps);
+  for (size_t i = 0; i < numOps; ++i) {
+    const ProgramOp &op = program.ops[i];
+    Step &step = steps_[i];
+    size_t minOps = 0, maxOps = 0, minRes = 1, maxRes = 1;
+    if (op.op == "pe.get_param") {
+      // minOps = maxOps = 0, one result.
+    } else {
+      auto it = table.find(op.op);
+      if (it == table.end())
+        throw Error(where(i) + ": the reference target has no such op");
+      step.spec = &it->second;
+      minOps = step.spec->minOperands;
+      maxOps = step.spec->maxOperands;
+      minRes = step.spec->minResults;
+      maxRes = step.spec->maxResults;
+    }
+    if (op.operands.size() < minOps || op.operands.size() > maxOps)
+      throw Error(where(i) + ": takes " + countRange(minOps, maxOps) + " operands, got " +
+                  std::to_string(op.operands.size()));
+    if (op.results.size() < minRes || op.results.size() > maxRes)
+      throw Error(where(i) + ": has " + countRange(minRes, maxRes) + " results, got " +
+                  std::to_string(op.results.size()));
+    for (ValueId v : op.operands) {
+      if (v >= numValues)
+        throw Error(where(i) + ": operand value id " + std::to_string(v) + " out of range (" +
+                    std::to_string(numValues) + " values)");
+      if (!defined[v])
+        throw Error(where(i) + ": operand value " + std::to_string(v) +
+                    " is used before it is defined");
+      lastUse[v] = i;
+    }
+    for (ValueId v : op.results) {
+      define(v, where(i));
+      definedAt[v] = i;
+    }
+    if (op.op == "pe.get_param") {
+      const std::string &param = op.getString("param");
+      auto found = std::find_if(params.begin(), params.end(),
+                                [&](const ParamLocation &p) { return p.name == param; });
+      if (found == params.end())
+        throw Error(where(i) + ": no parameter '" + param + "'");
+      const ProgramValue &type = program.values[op.results[0]];
+      if (type.dtype != DType::F32 || type.shape != found->shape)
+        throw Error(where(i) + ": parameter '" + param + "' is f32 " +
+                    ref::shapeToString(found->shape) + ", the result is " +
+                    valueTypeName(type.dtype) + " " + ref::shapeToString(type.shape));
+      step.paramOffset = found->offset;
+    }
+  }
+  std::vector<bool> isOutput(numValues, false);
+  for (const ProgramOutput &out : program.outputs) {
+    if (out.value >= numValues || !defined[out.value])
+      throw Error("program '" + name_ + "': output '" + out.key() + "' names value " +
+                  std::to_string(out.value) + ", which no input or op defines");
+    isOutput[out.value] = true;
+  }
+
+  // Free each value after its last use: its last reading op, or its defining
+  // op when nothing reads it. Outputs live to the end.
+  freeAfter_.assign(numOps, {});
+  for (ValueId v = 0; v < numValues; ++v) {
+    if (!defined[v] || isOutput[v])
+      continue;
+    size_t at = lastUse[v];
+    if (at == kNoFree)
+      at = definedAt[v]; // never read: free right after it is made (inputs: never bound long)
+    if (at != kNoFree)
+      freeAfter_[at].push_back(v);
+  }
+}
+
+std::vector<ref::Tensor<float>> Executor::run(const std::vector<HostTensor> &inputs,
+                                              std::optional<int64_t> batch, const float *params,
+                                              RunStats *stats) const {
+  const Program &program = program_;
+  if (inputs.size() != program.inputs.size())
+    throw Error("program '" + name_ + "': " + std::to_string(program.inputs.size()) +
+                " inputs expected, got " + std::to_string(inputs.size()));
+  std::vector<ExecValue> values(program.values.size());
+  int64_t live = 0, peak = 0, total = 0;
+
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    ValueId id = program.inputs[k];
+    const ProgramValue &type = program.values[id];
+    const HostTensor &in = inputs[k];
+    std::string what = "program '" + name_ + "' input #" + std::to_string(k);
+    std::vector<int64_t> shape = resolveShape(type.shape, batch, what);
+    if (in.dtype != type.dtype || in.shape != shape)
+      throw Error(what + ": expected " + valueTypeName(type.dtype) + " " +
+                  ref::shapeToString(shape) + ", got " + valueTypeName(in.dtype) + " " +
+                  ref::shapeToString(in.shape));
+    if (!in.data && in.numel() > 0)
+      throw Error(what + ": no data");
+    ExecValue &v = values[id];
+    v.dtype = type.dtype;
+    v.shape = std::move(shape);
+    v.view = in.data;
+    v.live = true;
+  }
+
+  for (size_t i = 0; i < program.ops.size(); ++i) {
+    const ProgramOp &op = program.ops[i];
+    const Step &step = steps_[i];
+    if (!step.spec) { // pe.get_param: a view of the parameter slice
+      ExecValue &v = values[op.results[0]];
+      v.dtype = DType::F32;
+      v.shape = program.values[op.results[0]].shape;
+      v.view = params + step.paramOffset;
+      v.live = true;
+    } else {
+      for (ValueId r : op.results) {
+        const ProgramValue &type = program.values[r];
+        ExecValue &v = values[r];
+        v.dtype = type.dtype;
+        v.shape = resolveShape(type.shape, batch,
+                               "program '" + name_ + "', value " + std::to_string(r));
+        size_t n = static_cast<size_t>(v.numel());
+        if (type.dtype == DType::I32)
+          v.i32.assign(n, 0);
+        else
+          v.f32.assign(n, 0.0f);
+        v.live = true;
+        live += v.ownedBytes();
+        total += v.ownedBytes();
+      }
+      peak = std::max(peak, live);
+      try {
+        step.spec->run(OpContext(op, values));
+      } catch (const Error &e) {
+        throw Error("program '" + name_ + "', op #" + std::to_string(i) + " (" + op.op +
+                    "): " + e.what());
+      }
+    }
+    for (ValueId v : freeAfter_[i]) {
+      live -= values[v].ownedBytes();
+      values[v].release();
+    }
+  }
+
+  std::vector<ref::Tensor<float>> outputs;
+  outputs.reserve(program.outputs.size());
+  for (size_t j = 0; j < program.outputs.size(); ++j) {
+    ExecValue &v = values[program.outputs[j].value];
+    ref::Tensor<float> t;
+    t.shape = v.shape;
+    bool usedLater = false;
+    for (size_t l = j + 1; l < program.outputs.size(); ++l)
+      usedLater = usedLater || program.outputs[l].value == program.outputs[j].value;
+    if (v.dtype == DType::I32) {
+      const int32_t *data = v.view ? static_cast<const int32_t *>(v.view) : v.i32.data();
+      t.values.assign(data, data + v.numel());
+    } else if (v.view) {
+      const float *data = static_cast<const float *>(v.view);
+      t.values.assign(data, data + v.numel());
+    } else if (usedLater) {
+      t.values = v.f32;
+    } else {
+      t.values = std::move(v.f32);
+    }
+    outputs.push_back(std::move(t));
+  }
+  if (stats) {
+    stats->peakBytes = peak;
+    stats->totalBytes = total;
+  }
+  return outputs;
+}
+
+} // namespace stringrt::detail

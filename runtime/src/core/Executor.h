@@ -1,0 +1,163 @@
+// The executor of one program of a package on the reference kernels
+// (docs/package.md). Private to the runtime; Model drives it.
+//
+// Construction checks the program's structure (value ids in range and each
+// defined exactly once before use, every op known with its operand and result
+// counts, parameters known with their types) and computes, once, after which
+// op each value is last used. run() then binds the inputs (views, no copy),
+// allocates every op result with its value-table shape (the batch size
+// substituted for -1), dispatches the op by name to its adapter, which reads
+// the attributes and calls the reference kernel, and frees each value right
+// after its last use, so the peak memory is the largest live set rather than
+// the whole value table.
+#pragma once
+
+#include "stringrt/DType.h"
+#include "stringrt/HostTensor.h"
+#include "stringrt/Manifest.h"
+#include "stringrt/reference/LayerKernels.h"
+#include "stringrt/reference/Tensor.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace stringrt::detail {
+
+// One value during a run: owned storage (an op result), or a borrowed view
+// (a program input, a parameter slice).
+struct ExecValue {
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  std::vector<float> f32;
+  std::vector<int32_t> i32;
+  const void *view = nullptr; // borrowed data; null for owned values
+  bool live = false;
+
+  int64_t numel() const { return ref::shapeNumel(shape); }
+  int64_t ownedBytes() const {
+    return static_cast<int64_t>(f32.size() * sizeof(float) + i32.size() * sizeof(int32_t));
+  }
+  // Drops the value and gives its memory back.
+  void release();
+};
+
+// What an adapter sees of the op it runs: the op (attributes), its operands
+// (read-only) and its results (allocated with their shapes; the adapter fills
+// them through the kernel).
+class OpContext {
+public:
+  OpContext(const ProgramOp &op, std::vector<ExecValue> &values) : op_(op), values_(values) {}
+
+  const ProgramOp &op() const { return op_; }
+  size_t numOperands() const { return op_.operands.size(); }
+  size_t numResults() const { return op_.results.size(); }
+
+  // Operand k as an f32 / i32 view; throws Error if it has the other type.
+  ref::TensorRef<const float> in(size_t k) const;
+  ref::TensorRef<const int32_t> inI32(size_t k) const;
+  // Operand k when the op has it (optional trailing operands), else nullopt.
+  ref::OptionalInput<float> optIn(size_t k) const;
+  // Result k as an f32 / i32 view.
+  ref::TensorRef<float> out(size_t k) const;
+  ref::TensorRef<int32_t> outI32(size_t k) const;
+  DType resultType(size_t k) const;
+
+  // Attributes with the defaults the dialect leaves out of the text form.
+  double floatOr(std::string_view name, double fallback) const;
+  int64_t intOr(std::string_view name, int64_t fallback) const;
+  bool boolOr(std::string_view name, bool fallback) const;
+
+  // Throws an Error about this op.
+  [[noreturn]] void fail(const std::string &message) const;
+
+private:
+  const ExecValue &operand(size_t k) const;
+  ExecValue &result(size_t k) const;
+
+  const ProgramOp &op_;
+  std::vector<ExecValue> &values_;
+};
+
+using OpAdapter = void (*)(const OpContext &);
+
+// An op the executor runs: its adapter and its operand and result counts.
+struct OpSpec {
+  OpAdapter run = nullptr;
+  size_t minOperands = 0, maxOperands = 0;
+  size_t minResults = 1, maxResults = 1;
+};
+
+using OpTable = std::unordered_map<std::string, OpSpec>;
+
+// The adapters, by family (ExecutorLayerOps.cpp, ExecutorPositionOps.cpp,
+// ExecutorGradOps.cpp).
+void addLayerOps(OpTable &table);
+void addPositionOps(OpTable &table);
+void addGradOps(OpTable &table);
+
+// pe.attention's and pe.attention_grad's `mask` and `skip_base` (required
+// with mask skip, absent otherwise); throw Error for anything else.
+ref::AttentionMask attentionMask(const OpContext &c);
+int64_t attentionSkipBase(const OpContext &c, ref::AttentionMask mask);
+
+// Every op but pe.get_param (which the executor binds to the parameters).
+const OpTable &opTable();
+
+// Where a parameter lives in the flat buffer.
+struct ParamLocation {
+  std::string name;
+  int64_t offset = 0;
+  std::vector<int64_t> shape;
+};
+
+// Memory accounting of one run (bytes of owned values; views are free).
+struct RunStats {
+  int64_t peakBytes = 0;  // the largest total of live owned values
+  int64_t totalBytes = 0; // every owned value together (what no freeing would hold)
+};
+
+class Executor {
+public:
+  // `name` is the program's name for messages. Throws Error for a malformed
+  // program (see above) or a get_param of an unknown parameter / another type.
+  Executor(const Program &program, std::string name, const std::vector<ParamLocation> &params);
+
+  // Runs the program. `inputs` are in program-input order and already checked
+  // against the value table by the caller (dtype and shape, batch
+  // substituted); `batch` is the batch size (nullopt: no input has one, and
+  // then no value may have one); `params` is the flat parameter buffer.
+  // Returns the outputs in program order (i32 outputs converted to f32).
+  std::vector<ref::Tensor<float>> run(const std::vector<HostTensor> &inputs,
+                                      std::optional<int64_t> batch, const float *params,
+                                      RunStats *stats = nullptr) const;
+
+  const Program &program() const { return program_; }
+  const std::string &name() const { return name_; }
+  // Values freed right after op i (its operands' and unused results' last use).
+  const std::vector<std::vector<ValueId>> &freeAfter() const { return freeAfter_; }
+
+private:
+  struct Step {
+    const OpSpec *spec = nullptr; // null for pe.get_param
+    int64_t paramOffset = 0;      // pe.get_param
+  };
+
+  const Program &program_;
+  std::string name_;
+  std::vector<Step> steps_;
+  std::vector<std::vector<ValueId>> freeAfter_;
+};
+
+// `shape` with every -1 replaced by the batch size; throws Error (naming
+// `what`) if it has a -1 and there is no batch.
+std::vector<int64_t> resolveShape(const std::vector<int64_t> &shape, std::optional<int64_t> batch,
+                                  const std::string &what);
+
+// "f32" / "i32" (the manifest spelling) for messages.
+const char *valueTypeName(DType dtype);
+
+} // namespace stringrt::detail

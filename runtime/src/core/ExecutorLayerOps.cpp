@@ -1,0 +1,94 @@
+// Executor adapters of the pe layer ops (dense layers, normalisation,
+// activations, elementwise arithmetic, embeddings, attention, loss): each
+// reads the op's attributes and calls its reference kernel (LayerKernels.h).
+#include "Executor.h"
+
+#include "stringrt/reference/LayerKernels.h"
+
+namespace stringrt::detail {
+
+// The `mask` attribute of pe.attention / pe.attention_grad.
+ref::AttentionMask attentionMask(const OpContext &c) {
+  const std::string &mask = c.op().getString("mask");
+  if (mask == "none")
+    return ref::AttentionMask::None;
+  if (mask == "causal")
+    return ref::AttentionMask::Causal;
+  if (mask == "skip")
+    return ref::AttentionMask::Skip;
+  c.fail("unknown mask '" + mask + "' (none, causal or skip)");
+}
+
+// `skip_base`: required with mask skip, absent otherwise.
+int64_t attentionSkipBase(const OpContext &c, ref::AttentionMask mask) {
+  std::optional<int64_t> skipBase = c.op().getOptionalInt("skip_base");
+  if ((mask == ref::AttentionMask::Skip) != skipBase.has_value())
+    c.fail("skip_base goes with mask skip, and only with it");
+  return skipBase.value_or(0);
+}
+
+namespace {
+
+using namespace stringrt::ref;
+
+void runLinear(const OpContext &c) { linear<float>(c.in(0), c.in(1), c.optIn(2), c.out(0)); }
+
+void runLayerNorm(const OpContext &c) {
+  layerNorm<float>(c.in(0), c.in(1), c.in(2), c.floatOr("epsilon", 1e-5), c.out(0));
+}
+
+void runGelu(const OpContext &c) { gelu<float>(c.in(0), c.boolOr("approximate", false), c.out(0)); }
+
+void runRelu(const OpContext &c) { relu<float>(c.in(0), c.out(0)); }
+
+void runAdd(const OpContext &c) { add<float>(c.in(0), c.in(1), c.out(0)); }
+void runSub(const OpContext &c) { sub<float>(c.in(0), c.in(1), c.out(0)); }
+void runMul(const OpContext &c) { mul<float>(c.in(0), c.in(1), c.out(0)); }
+
+void runScale(const OpContext &c) {
+  scale<float>(c.in(0), c.op().getFloat("factor"), c.floatOr("bias", 0.0), c.out(0));
+}
+
+void runMean(const OpContext &c) { mean<float>(c.in(0), c.op().getOptionalInt("axis"), c.out(0)); }
+
+void runPatchEmbed(const OpContext &c) {
+  patchEmbed<float>(c.in(0), c.in(1), c.in(2), c.op().getInt("patch"), c.out(0));
+}
+
+void runTokenEmbed(const OpContext &c) { tokenEmbed<float>(c.inI32(0), c.in(1), c.out(0)); }
+
+void runClassToken(const OpContext &c) { classToken<float>(c.in(0), c.in(1), c.out(0)); }
+
+void runSelectToken(const OpContext &c) {
+  selectToken<float>(c.in(0), c.op().getInt("index"), c.out(0));
+}
+
+void runAttention(const OpContext &c) {
+  AttentionMask mask = attentionMask(c);
+  attention<float>(c.in(0), c.in(1), c.in(2), c.optIn(3), c.op().getInt("heads"),
+                   c.op().getFloat("scale"), mask, attentionSkipBase(c, mask), c.out(0));
+}
+
+void runCrossEntropy(const OpContext &c) { crossEntropy<float>(c.in(0), c.inI32(1), c.out(0)); }
+
+} // namespace
+
+void addLayerOps(OpTable &table) {
+  table["pe.linear"] = {runLinear, 2, 3};
+  table["pe.layer_norm"] = {runLayerNorm, 3, 3};
+  table["pe.gelu"] = {runGelu, 1, 1};
+  table["pe.relu"] = {runRelu, 1, 1};
+  table["pe.add"] = {runAdd, 2, 2};
+  table["pe.sub"] = {runSub, 2, 2};
+  table["pe.mul"] = {runMul, 2, 2};
+  table["pe.scale"] = {runScale, 1, 1};
+  table["pe.mean"] = {runMean, 1, 1};
+  table["pe.patch_embed"] = {runPatchEmbed, 3, 3};
+  table["pe.token_embed"] = {runTokenEmbed, 2, 2};
+  table["pe.class_token"] = {runClassToken, 2, 2};
+  table["pe.select_token"] = {runSelectToken, 1, 1};
+  table["pe.attention"] = {runAttention, 3, 4};
+  table["pe.cross_entropy"] = {runCrossEntropy, 2, 2};
+}
+
+} // namespace stringrt::detail
