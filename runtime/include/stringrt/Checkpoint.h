@@ -1,0 +1,56 @@
+// Training checkpoints: safetensors files (written atomically) holding every
+// parameter by name (F32, its shape), the optimizer state per trainable
+// parameter ("adam.m.<name>" and "adam.v.<name>", or "sgd.u.<name>") and, in
+// `__metadata__`: format "stringc-checkpoint", version, model, step, epoch,
+// data_seed, batch, total_steps, optimizer ("adamw" / "sgd").
+#pragma once
+
+#include "stringrt/Optimizer.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace stringrt {
+
+constexpr const char *kCheckpointFormat = "stringc-checkpoint";
+constexpr int kCheckpointVersion = 1;
+
+struct CheckpointInfo {
+  std::string model;      // The package's model name.
+  int64_t step = 0;       // Optimizer steps taken.
+  int64_t epoch = 0;      // Epochs completed.
+  uint64_t dataSeed = 0;  // Seed of the data order.
+  int64_t batch = 0;      // Batch size of the run.
+  int64_t totalSteps = 0; // Steps of the whole run (the schedule's N).
+};
+
+// Writes the checkpoint atomically (a previous file at `path` survives any
+// failure). `slots` describe `params`; `optimizer` must have been built over
+// the same slots. Throws Error.
+void saveCheckpoint(const std::string &path, const CheckpointInfo &info,
+                    const std::vector<OptimizerSlot> &slots,
+                    const std::vector<float> &params,
+                    const Optimizer &optimizer);
+
+// Reads only the metadata (validating format and version).
+CheckpointInfo readCheckpointInfo(const std::string &path);
+
+// Loads a checkpoint into `params` and `optimizer` (its state and step
+// count). Everything is validated before anything is changed: the format and
+// version, the model name (== `model`), every slot present with its shape and
+// F32, the optimizer kind and its state tensors, and no tensor the model does
+// not have. On any problem an Error naming the file is thrown and `params` and
+// `optimizer` are untouched.
+CheckpointInfo loadCheckpoint(const std::string &path, const std::string &model,
+                              const std::vector<OptimizerSlot> &slots,
+                              std::vector<float> &params, Optimizer &optimizer);
+
+// Loads just the parameters from a checkpoint or any safetensors file holding
+// a tensor per slot by name (other tensors are ignored). A checkpoint of
+// another model is rejected. Validates everything before changing `params`.
+void loadParameters(const std::string &path, const std::string &model,
+                    const std::vector<OptimizerSlot> &slots,
+                    std::vector<float> &params);
+
+} // namespace stringrt

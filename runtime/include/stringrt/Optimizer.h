@@ -1,0 +1,99 @@
+// The training step's optimizer over flat parameter buffers, exactly as
+// pe.optimizer describes it (dialect/include/stringc/Dialect/PE/PEModuleOps.td):
+//
+// - global clipping (clip_norm > 0): every gradient is multiplied by
+//   min(1, clip_norm / ||g||_2), the norm over all trainable gradients;
+// - adamw: m = b1 m + (1 - b1) g, v = b2 v + (1 - b2) g^2,
+//   w -= lr_t (m / (1 - b1^t) / (sqrt(v / (1 - b2^t)) + eps) + wd w);
+// - sgd: u = momentum u + g + wd w, w -= lr_t u;
+// - frozen slots are never read or written (parameters, state).
+//
+// Arithmetic is done in double per element and stored as float; the order of
+// every reduction is fixed, so a step is deterministic (resume is bit-exact).
+#pragma once
+
+#include "stringrt/Manifest.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace stringrt {
+
+// The learning rate of step `step` (counting from 1) of a run of `totalSteps`
+// steps. `constant`: lr. `warmup_cosine`: lr * t / warmup for t <= warmup, then
+// min_lr + (lr - min_lr) (1 + cos(pi (t - warmup) / (N - warmup))) / 2, with
+// the cosine's progress clamped to [0, 1] (t > N, or N <= warmup, give min_lr).
+// Throws Error for step < 1 or totalSteps < 1.
+double learningRate(const ManifestOptimizer &opt, int64_t step, int64_t totalSteps);
+
+// sqrt(sum g^2) accumulated in double, in order.
+double globalNorm(const float *grads, size_t count);
+double globalNorm(const std::vector<float> &grads);
+
+// One parameter's elements [offset, offset + size) of the flat buffers (its
+// shape is what checkpoints record).
+struct OptimizerSlot {
+  std::string name;
+  std::vector<int64_t> shape;
+  size_t offset = 0;
+  size_t size = 0;
+  bool frozen = false;
+};
+
+// What one step did.
+struct OptimizerStepInfo {
+  int64_t step = 0;        // The step number t just taken (from 1).
+  double lr = 0;           // lr_t.
+  double gradNorm = 0;     // Global norm of the trainable gradients, before clipping.
+  double clipScale = 1;    // The factor the gradients were multiplied by.
+};
+
+class Optimizer {
+public:
+  // `slots` must lie inside [0, totalSize) and not overlap. Validates the
+  // configuration (kind, ranges of the hyperparameters) and throws Error.
+  Optimizer(const ManifestOptimizer &config, std::vector<OptimizerSlot> slots,
+            size_t totalSize);
+
+  const ManifestOptimizer &config() const { return config_; }
+  const std::vector<OptimizerSlot> &slots() const { return slots_; }
+  bool isAdamW() const { return adamw_; }
+
+  // Takes step t = stepCount() + 1 of a run of `totalSteps` steps: updates the
+  // trainable elements of `params` and the state from `grads` (which are not
+  // modified). Both must have totalSize() elements.
+  OptimizerStepInfo step(std::vector<float> &params,
+                         const std::vector<float> &grads, int64_t totalSteps);
+
+  size_t totalSize() const { return totalSize_; }
+  // Steps taken so far (restored from checkpoints).
+  int64_t stepCount() const { return step_; }
+  void setStepCount(int64_t step);
+
+  // The state buffers, each totalSize() elements (frozen slots stay 0).
+  // AdamW: "m" and "v"; SGD: "u". Checkpoints store them per slot as
+  // "<prefix><slot name>".
+  struct StateBuffer {
+    std::string prefix; // "adam.m.", "adam.v.", "sgd.u."
+    std::vector<float> *values;
+  };
+  std::vector<StateBuffer> stateBuffers();
+  struct ConstStateBuffer {
+    std::string prefix;
+    const std::vector<float> *values;
+  };
+  std::vector<ConstStateBuffer> stateBuffers() const;
+
+private:
+  ManifestOptimizer config_;
+  std::vector<OptimizerSlot> slots_;
+  size_t totalSize_ = 0;
+  bool adamw_ = true;
+  int64_t step_ = 0;
+  std::vector<float> m_, v_; // AdamW moments.
+  std::vector<float> u_;     // SGD momentum buffer.
+};
+
+} // namespace stringrt

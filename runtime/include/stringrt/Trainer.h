@@ -1,0 +1,146 @@
+// Training, evaluation and benchmarking of a Model on a DataSet
+// (docs/package.md, "Training"). `stringrun` is a thin command line over this.
+//
+// A run has totalSteps optimizer steps: --steps, or epochs * stepsPerEpoch
+// with stepsPerEpoch = floor(train examples / batch) (the remainder of an
+// epoch's order is not used). Global step s (from 0) is step s % stepsPerEpoch
+// of epoch s / stepsPerEpoch and trains on the examples
+// order[k * batch, (k + 1) * batch) of epochOrder(count, seed, epoch), so a run
+// resumed from a checkpoint at any step takes exactly the steps an unbroken
+// run takes, and gets bit-identical losses and parameters.
+#pragma once
+
+#include "stringrt/Checkpoint.h"
+#include "stringrt/Data.h"
+#include "stringrt/HostTensor.h"
+#include "stringrt/Model.h"
+#include "stringrt/Optimizer.h"
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace stringrt {
+
+constexpr int64_t kDefaultBatch = 32;
+
+// The optimizer's view of a model's parameter slots.
+std::vector<OptimizerSlot> optimizerSlots(const Model &model);
+
+// Loads the data a model trains on: `path` (a directory of IDX files or a text
+// file), or the manifest's dataset path when empty. The kind and context
+// length come from the manifest's dataset; without one, a directory is IDX
+// and a file is text with the context length from the first input's shape.
+// Checks that the data fits the model's inputs (dtype and shape).
+DataSet loadModelData(const Model &model, const std::string &path);
+
+// The model's inputs (by manifest name) viewing the batch's tensors.
+std::map<std::string, HostTensor> modelInputs(const Model &model,
+                                              const Batch &batch);
+
+struct EvalResult {
+  int64_t examples = 0;
+  double loss = 0;                 // Mean over the examples.
+  std::optional<double> accuracy;  // Classifiers: argmax(logits) == label.
+  std::optional<double> perplexity; // Text: exp(loss).
+  double seconds = 0;
+};
+
+// Runs "forward" over the whole test split in batches of `batch` (the last
+// may be smaller). With threads > 1, that many model replicas evaluate
+// disjoint batches concurrently; the result is the same as with one.
+EvalResult evaluate(Model &model, const DataSet &data, int64_t batch,
+                    int threads = 1);
+
+// The run's total steps: `steps` when > 0, else `epochs` * stepsPerEpoch when
+// > 0, else (neither given) the resumed checkpoint's total_steps, so that a
+// plain resume finishes the interrupted run, or one epoch.
+struct TrainOptions {
+  int64_t epochs = 0;
+  int64_t steps = 0;
+  int64_t batch = 0;              // 0: the checkpoint's, else kDefaultBatch.
+  int64_t stopAfter = 0;          // > 0: stop after this global step (the
+                                  // schedule still spans the whole run; a
+                                  // later --resume continues it).
+  std::optional<uint64_t> seed;   // Data order; default 0 or the checkpoint's.
+  std::string checkpointPath;     // Written after every epoch and at the end.
+  std::string resumePath;         // A checkpoint to continue from.
+  std::string logPath;            // CSV log (appended to when resuming).
+  bool evaluate = true;           // Evaluate after every epoch and at the end.
+  int threads = 1;                // Evaluation replicas.
+};
+
+// What the trainer reports while it runs.
+struct TrainPlan {
+  int64_t startStep = 0;  // Steps already taken (resumed).
+  int64_t totalSteps = 0;
+  int64_t stepsPerEpoch = 0;
+  int64_t epochs = 0;     // ceil(totalSteps / stepsPerEpoch).
+  int64_t batch = 0;
+  uint64_t seed = 0;
+  int64_t trainExamples = 0, testExamples = 0;
+  std::string unit;       // "images" / "tokens".
+};
+
+struct StepReport {
+  int64_t step = 0;        // 1-based global step just taken.
+  int64_t epoch = 0;       // 0-based.
+  int64_t stepInEpoch = 0; // 1-based.
+  double loss = 0;
+  double lr = 0;
+  double gradNorm = 0;
+  double unitsPerSecond = 0; // Over this epoch's steps of this invocation.
+  double etaSeconds = 0;     // Remaining steps at this invocation's mean rate.
+};
+
+struct EpochReport {
+  int64_t epoch = 0;   // 0-based; the epoch just ended (or cut short).
+  int64_t step = 0;    // Global steps taken.
+  double meanLoss = 0; // Over this epoch's steps of this invocation.
+  double seconds = 0;
+  bool complete = true;
+};
+
+class TrainObserver {
+public:
+  virtual ~TrainObserver() = default;
+  virtual void onStart(const TrainPlan &) {}
+  virtual void onStep(const TrainPlan &, const StepReport &) {}
+  virtual void onEpochEnd(const TrainPlan &, const EpochReport &) {}
+  virtual void onEval(const TrainPlan &, int64_t /*step*/, const EvalResult &) {}
+  virtual void onCheckpoint(const TrainPlan &, const std::string & /*path*/,
+                            int64_t /*step*/) {}
+};
+
+struct TrainResult {
+  TrainPlan plan;
+  int64_t steps = 0;     // Global steps taken at the end.
+  bool finished = false; // Reached plan.totalSteps (not stopped early).
+  double lastLoss = 0;
+  std::optional<EvalResult> lastEval;
+};
+
+// Trains the model (initialising its parameters, or loading them from the
+// resume checkpoint). Throws Error for bad options, a checkpoint that does not
+// fit, I/O failures, or a loss that is not finite.
+TrainResult train(Model &model, const DataSet &data, const TrainOptions &options,
+                  TrainObserver *observer = nullptr);
+
+struct BenchResult {
+  int64_t steps = 0;
+  int64_t batch = 0;
+  double seconds = 0;
+  double stepsPerSecond = 0;
+  double unitsPerSecond = 0;
+  std::string unit;
+};
+
+// Times `steps` training steps (gradients and the optimizer) on batches of the
+// train split, after one untimed warm-up step, from freshly initialised
+// parameters.
+BenchResult bench(Model &model, const DataSet &data, int64_t batch,
+                  int64_t steps);
+
+} // namespace stringrt

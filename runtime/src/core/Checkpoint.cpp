@@ -1,0 +1,219 @@
+#include "stringrt/Checkpoint.h"
+
+#include "stringrt/Error.h"
+#include "stringrt/Safetensors.h"
+#include "stringrt/reference/Tensor.h"
+
+#include <fmt/format.h>
+
+#include <charconv>
+#include <cstring>
+#include <map>
+#include <set>
+
+namespace stringrt {
+
+namespace {
+
+const char *kindName(const Optimizer &optimizer) {
+  return optimizer.isAdamW() ? "adamw" : "sgd";
+}
+
+void checkSlots(const std::string &path, const std::vector<OptimizerSlot> &slots,
+                size_t total) {
+  for (const OptimizerSlot &slot : slots) {
+    if (slot.offset > total || slot.size > total - slot.offset ||
+        static_cast<int64_t>(slot.size) != ref::shapeNumel(slot.shape))
+      throw Error(path, fmt::format("parameter '{}' does not fit the {} "
+                                    "parameters of the model",
+                                    slot.name, total));
+  }
+}
+
+template <typename Int>
+Int parseInt(const std::string &path,
+             const std::map<std::string, std::string> &meta, const char *key) {
+  auto it = meta.find(key);
+  if (it == meta.end())
+    throw Error(path, fmt::format("checkpoint metadata lacks '{}'", key));
+  const std::string &text = it->second;
+  Int value{};
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size() || text.empty())
+    throw Error(path, fmt::format("checkpoint metadata '{}' is not an integer: "
+                                  "\"{}\"",
+                                  key, text));
+  return value;
+}
+
+// Checks format and version; returns the metadata parsed.
+CheckpointInfo infoOf(const SafetensorsFile &file) {
+  const std::string &path = file.path();
+  const auto &meta = file.metadata();
+  auto format = meta.find("format");
+  if (format == meta.end() || format->second != kCheckpointFormat)
+    throw Error(path, fmt::format("not a stringc checkpoint (metadata format "
+                                  "is {}, expected \"{}\")",
+                                  format == meta.end()
+                                      ? std::string("absent")
+                                      : "\"" + format->second + "\"",
+                                  kCheckpointFormat));
+  int version = parseInt<int>(path, meta, "version");
+  if (version != kCheckpointVersion)
+    throw Error(path, fmt::format("checkpoint format version {} is not "
+                                  "supported (this runtime reads version {})",
+                                  version, kCheckpointVersion));
+  CheckpointInfo info;
+  auto model = meta.find("model");
+  if (model == meta.end())
+    throw Error(path, "checkpoint metadata lacks 'model'");
+  info.model = model->second;
+  info.step = parseInt<int64_t>(path, meta, "step");
+  info.epoch = parseInt<int64_t>(path, meta, "epoch");
+  info.dataSeed = parseInt<uint64_t>(path, meta, "data_seed");
+  info.batch = parseInt<int64_t>(path, meta, "batch");
+  info.totalSteps = parseInt<int64_t>(path, meta, "total_steps");
+  if (info.step < 0 || info.epoch < 0 || info.batch < 0 || info.totalSteps < 0)
+    throw Error(path, "checkpoint metadata has a negative step, epoch, batch "
+                      "or total_steps");
+  return info;
+}
+
+void checkModel(const std::string &path, const CheckpointInfo &info,
+                const std::string &model) {
+  if (info.model != model)
+    throw Error(path, fmt::format("checkpoint is of model '{}', not '{}'",
+                                  info.model, model));
+}
+
+// Reads tensor `name` (F32 of `shape`) into `out`.
+void readTensor(const SafetensorsFile &file, const std::string &name,
+                const std::vector<int64_t> &shape, std::vector<float> &out) {
+  const TensorInfo *t = file.find(name);
+  if (!t)
+    throw Error(file.path(), fmt::format("tensor '{}' is missing", name));
+  if (t->dtype != DType::F32)
+    throw Error(file.path(), fmt::format("tensor '{}' is {}, expected F32",
+                                         name, dtypeName(t->dtype)));
+  if (t->shape != shape)
+    throw Error(file.path(),
+                fmt::format("tensor '{}' has shape {}, expected {}", name,
+                            ref::shapeToString(t->shape),
+                            ref::shapeToString(shape)));
+  out = file.readF32(name);
+}
+
+// Every slot's tensor `<prefix><name>` into a copy of `base` (only the slots'
+// ranges change).
+std::vector<float> readSlots(const SafetensorsFile &file,
+                             const std::vector<OptimizerSlot> &slots,
+                             const std::string &prefix, bool trainableOnly,
+                             std::vector<float> base) {
+  std::vector<float> values;
+  for (const OptimizerSlot &slot : slots) {
+    if (trainableOnly && slot.frozen)
+      continue;
+    readTensor(file, prefix + slot.name, slot.shape, values);
+    std::memcpy(base.data() + slot.offset, values.data(),
+                slot.size * sizeof(float));
+  }
+  return base;
+}
+
+} // namespace
+
+void saveCheckpoint(const std::string &path, const CheckpointInfo &info,
+                    const std::vector<OptimizerSlot> &slots,
+                    const std::vector<float> &params,
+                    const Optimizer &optimizer) {
+  checkSlots(path, slots, params.size());
+  if (optimizer.totalSize() != params.size())
+    throw Error(path, "the optimizer was built for another parameter buffer");
+  std::vector<TensorView> views;
+  for (const OptimizerSlot &slot : slots)
+    views.push_back({slot.name, DType::F32, slot.shape,
+                     params.data() + slot.offset});
+  for (const auto &buffer : optimizer.stateBuffers())
+    for (const OptimizerSlot &slot : slots)
+      if (!slot.frozen)
+        views.push_back({buffer.prefix + slot.name, DType::F32, slot.shape,
+                         buffer.values->data() + slot.offset});
+  std::map<std::string, std::string> meta = {
+      {"format", kCheckpointFormat},
+      {"version", std::to_string(kCheckpointVersion)},
+      {"model", info.model},
+      {"step", std::to_string(info.step)},
+      {"epoch", std::to_string(info.epoch)},
+      {"data_seed", std::to_string(info.dataSeed)},
+      {"batch", std::to_string(info.batch)},
+      {"total_steps", std::to_string(info.totalSteps)},
+      {"optimizer", kindName(optimizer)},
+  };
+  writeSafetensors(path, views, meta);
+}
+
+CheckpointInfo readCheckpointInfo(const std::string &path) {
+  return infoOf(SafetensorsFile::open(path));
+}
+
+CheckpointInfo loadCheckpoint(const std::string &path, const std::string &model,
+                              const std::vector<OptimizerSlot> &slots,
+                              std::vector<float> &params,
+                              Optimizer &optimizer) {
+  SafetensorsFile file = SafetensorsFile::open(path);
+  CheckpointInfo info = infoOf(file);
+  checkModel(path, info, model);
+  checkSlots(path, slots, params.size());
+  if (optimizer.totalSize() != params.size())
+    throw Error(path, "the optimizer was built for another parameter buffer");
+  auto kind = file.metadata().find("optimizer");
+  if (kind == file.metadata().end())
+    throw Error(path, "checkpoint metadata lacks 'optimizer'");
+  if (kind->second != kindName(optimizer))
+    throw Error(path, fmt::format("checkpoint holds {} optimizer state but the "
+                                  "model trains with {}",
+                                  kind->second, kindName(optimizer)));
+
+  // Every tensor must be one the model has.
+  std::set<std::string> expected;
+  auto buffers = optimizer.stateBuffers();
+  for (const OptimizerSlot &slot : slots) {
+    expected.insert(slot.name);
+    if (!slot.frozen)
+      for (const auto &buffer : buffers)
+        expected.insert(buffer.prefix + slot.name);
+  }
+  for (const TensorInfo &t : file.tensors())
+    if (!expected.count(t.name))
+      throw Error(path, fmt::format("tensor '{}' is not a parameter or "
+                                    "optimizer state of model '{}'",
+                                    t.name, model));
+
+  // Read everything first, then commit.
+  std::vector<float> newParams = readSlots(file, slots, "", false, params);
+  std::vector<std::vector<float>> newState;
+  for (const auto &buffer : buffers)
+    newState.push_back(
+        readSlots(file, slots, buffer.prefix, true, *buffer.values));
+  optimizer.setStepCount(info.step);
+  params.swap(newParams);
+  for (size_t i = 0; i < buffers.size(); ++i)
+    buffers[i].values->swap(newState[i]);
+  return info;
+}
+
+void loadParameters(const std::string &path, const std::string &model,
+                    const std::vector<OptimizerSlot> &slots,
+                    std::vector<float> &params) {
+  SafetensorsFile file = SafetensorsFile::open(path);
+  auto format = file.metadata().find("format");
+  if (format != file.metadata().end() && format->second == kCheckpointFormat) {
+    CheckpointInfo info = infoOf(file);
+    checkModel(path, info, model);
+  }
+  checkSlots(path, slots, params.size());
+  std::vector<float> newParams = readSlots(file, slots, "", false, params);
+  params.swap(newParams);
+}
+
+} // namespace stringrt

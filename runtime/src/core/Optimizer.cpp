@@ -1,0 +1,194 @@
+#include "stringrt/Optimizer.h"
+
+#include "stringrt/Error.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace stringrt {
+
+namespace {
+
+constexpr double kPi = 3.14159265358979323846;
+
+void checkConfig(const ManifestOptimizer &c) {
+  auto bad = [](const std::string &what) {
+    throw Error("optimizer: " + what);
+  };
+  if (c.kind != OptimizerKind::AdamW && c.kind != OptimizerKind::Sgd)
+    bad("unknown kind");
+  if (c.schedule != LrSchedule::Constant &&
+      c.schedule != LrSchedule::WarmupCosine)
+    bad("unknown schedule");
+  // Written so that NaN fails too.
+  if (!(c.lr > 0) || !std::isfinite(c.lr))
+    bad(fmt::format("lr must be > 0, got {}", c.lr));
+  if (!(c.beta1 >= 0 && c.beta1 < 1))
+    bad(fmt::format("beta1 must be in [0, 1), got {}", c.beta1));
+  if (!(c.beta2 >= 0 && c.beta2 < 1))
+    bad(fmt::format("beta2 must be in [0, 1), got {}", c.beta2));
+  if (!(c.eps > 0))
+    bad(fmt::format("eps must be > 0, got {}", c.eps));
+  if (!(c.weightDecay >= 0) || !std::isfinite(c.weightDecay))
+    bad(fmt::format("weight_decay must be >= 0, got {}", c.weightDecay));
+  if (!(c.momentum >= 0 && c.momentum < 1))
+    bad(fmt::format("momentum must be in [0, 1), got {}", c.momentum));
+  if (!(c.clipNorm >= 0) || !std::isfinite(c.clipNorm))
+    bad(fmt::format("clip_norm must be >= 0, got {}", c.clipNorm));
+  if (c.warmupSteps < 0)
+    bad(fmt::format("warmup_steps must be >= 0, got {}", c.warmupSteps));
+  if (!(c.minLr >= 0 && c.minLr <= c.lr))
+    bad(fmt::format("min_lr must be in [0, lr], got {}", c.minLr));
+}
+
+} // namespace
+
+double learningRate(const ManifestOptimizer &opt, int64_t step,
+                    int64_t totalSteps) {
+  if (step < 1)
+    throw Error(fmt::format("learningRate: step must be >= 1, got {}", step));
+  if (totalSteps < 1)
+    throw Error(fmt::format("learningRate: totalSteps must be >= 1, got {}",
+                            totalSteps));
+  switch (opt.schedule) {
+  case LrSchedule::Constant:
+    return opt.lr;
+  case LrSchedule::WarmupCosine: {
+    const int64_t warmup = opt.warmupSteps;
+    if (step <= warmup)
+      return opt.lr * static_cast<double>(step) / static_cast<double>(warmup);
+    double progress = 1.0;
+    if (totalSteps > warmup)
+      progress = std::min(1.0, static_cast<double>(step - warmup) /
+                                   static_cast<double>(totalSteps - warmup));
+    return opt.minLr +
+           (opt.lr - opt.minLr) * (1.0 + std::cos(kPi * progress)) / 2.0;
+  }
+  }
+  throw Error("learningRate: unknown schedule");
+}
+
+double globalNorm(const float *grads, size_t count) {
+  double sum = 0.0;
+  for (size_t i = 0; i < count; ++i) {
+    double g = grads[i];
+    sum += g * g;
+  }
+  return std::sqrt(sum);
+}
+
+double globalNorm(const std::vector<float> &grads) {
+  return globalNorm(grads.data(), grads.size());
+}
+
+Optimizer::Optimizer(const ManifestOptimizer &config,
+                     std::vector<OptimizerSlot> slots, size_t totalSize)
+    : config_(config), slots_(std::move(slots)), totalSize_(totalSize) {
+  checkConfig(config_);
+  adamw_ = config_.kind == OptimizerKind::AdamW;
+  std::vector<std::pair<size_t, size_t>> ranges;
+  for (const OptimizerSlot &slot : slots_) {
+    if (slot.offset > totalSize_ || slot.size > totalSize_ - slot.offset)
+      throw Error(fmt::format(
+          "optimizer: slot '{}' [{}, {}) lies outside the {} parameters",
+          slot.name, slot.offset, slot.offset + slot.size, totalSize_));
+    ranges.emplace_back(slot.offset, slot.offset + slot.size);
+  }
+  std::sort(ranges.begin(), ranges.end());
+  for (size_t i = 1; i < ranges.size(); ++i)
+    if (ranges[i].first < ranges[i - 1].second)
+      throw Error("optimizer: parameter slots overlap");
+  if (adamw_) {
+    m_.assign(totalSize_, 0.0f);
+    v_.assign(totalSize_, 0.0f);
+  } else {
+    u_.assign(totalSize_, 0.0f);
+  }
+}
+
+void Optimizer::setStepCount(int64_t step) {
+  if (step < 0)
+    throw Error(fmt::format("optimizer: step count must be >= 0, got {}", step));
+  step_ = step;
+}
+
+std::vector<Optimizer::StateBuffer> Optimizer::stateBuffers() {
+  if (adamw_)
+    return {{"adam.m.", &m_}, {"adam.v.", &v_}};
+  return {{"sgd.u.", &u_}};
+}
+
+std::vector<Optimizer::ConstStateBuffer> Optimizer::stateBuffers() const {
+  if (adamw_)
+    return {{"adam.m.", &m_}, {"adam.v.", &v_}};
+  return {{"sgd.u.", &u_}};
+}
+
+OptimizerStepInfo Optimizer::step(std::vector<float> &params,
+                                  const std::vector<float> &grads,
+                                  int64_t totalSteps) {
+  if (params.size() != totalSize_ || grads.size() != totalSize_)
+    throw Error(fmt::format("optimizer: expected {} parameters and gradients, "
+                            "got {} and {}",
+                            totalSize_, params.size(), grads.size()));
+  OptimizerStepInfo info;
+  info.step = step_ + 1;
+  info.lr = learningRate(config_, info.step, totalSteps);
+
+  double sumSq = 0.0;
+  for (const OptimizerSlot &slot : slots_) {
+    if (slot.frozen)
+      continue;
+    const float *g = grads.data() + slot.offset;
+    for (size_t i = 0; i < slot.size; ++i) {
+      double x = g[i];
+      sumSq += x * x;
+    }
+  }
+  info.gradNorm = std::sqrt(sumSq);
+  if (config_.clipNorm > 0 && info.gradNorm > config_.clipNorm)
+    info.clipScale = config_.clipNorm / info.gradNorm;
+
+  const double lr = info.lr;
+  const double wd = config_.weightDecay;
+  const double scale = info.clipScale;
+  if (adamw_) {
+    const double b1 = config_.beta1, b2 = config_.beta2, eps = config_.eps;
+    const double t = static_cast<double>(info.step);
+    const double bc1 = 1.0 - std::pow(b1, t);
+    const double bc2 = 1.0 - std::pow(b2, t);
+    for (const OptimizerSlot &slot : slots_) {
+      if (slot.frozen)
+        continue;
+      for (size_t i = slot.offset, e = slot.offset + slot.size; i < e; ++i) {
+        const double g = scale * static_cast<double>(grads[i]);
+        const double w = params[i];
+        const double m = b1 * static_cast<double>(m_[i]) + (1.0 - b1) * g;
+        const double v = b2 * static_cast<double>(v_[i]) + (1.0 - b2) * g * g;
+        m_[i] = static_cast<float>(m);
+        v_[i] = static_cast<float>(v);
+        const double update = m / bc1 / (std::sqrt(v / bc2) + eps) + wd * w;
+        params[i] = static_cast<float>(w - lr * update);
+      }
+    }
+  } else {
+    const double mu = config_.momentum;
+    for (const OptimizerSlot &slot : slots_) {
+      if (slot.frozen)
+        continue;
+      for (size_t i = slot.offset, e = slot.offset + slot.size; i < e; ++i) {
+        const double g = scale * static_cast<double>(grads[i]);
+        const double w = params[i];
+        const double u = mu * static_cast<double>(u_[i]) + g + wd * w;
+        u_[i] = static_cast<float>(u);
+        params[i] = static_cast<float>(w - lr * u);
+      }
+    }
+  }
+  step_ = info.step;
+  return info;
+}
+
+} // namespace stringrt

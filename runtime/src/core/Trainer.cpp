@@ -1,0 +1,486 @@
+#include "stringrt/Trainer.h"
+
+#include "stringrt/Error.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <exception>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <thread>
+
+namespace stringrt {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double secondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+std::string describe(DType dtype, const std::vector<int64_t> &shape) {
+  return fmt::format("{} {}", dtype == DType::F32 ? "f32" : "i32",
+                     ref::shapeToString(shape));
+}
+
+// The last dimension of the forward program's "logits" output, if any.
+std::optional<int64_t> logitsClasses(const Manifest &manifest) {
+  for (const ProgramOutput &out : manifest.forward.outputs)
+    if (!out.isGrad() && out.name == "logits") {
+      const auto &shape = manifest.forward.values[out.value].shape;
+      if (!shape.empty() && shape.back() > 0)
+        return shape.back();
+    }
+  return std::nullopt;
+}
+
+// Examples [begin, end) of the test split: the summed loss (loss * n) and the
+// number of correct argmax predictions (when there are logits to compare).
+struct EvalPart {
+  double lossSum = 0;
+  int64_t correct = 0;
+  bool hasAccuracy = false;
+};
+
+EvalPart evalBatch(Model &model, const DataSet &data, int64_t begin,
+                   int64_t end) {
+  Batch batch = data.range(Split::Test, begin, end);
+  auto outputs = model.run("forward", modelInputs(model, batch));
+  auto loss = outputs.find("loss");
+  if (loss == outputs.end() || loss->second.values.size() != 1)
+    throw Error("evaluation: the forward program has no scalar \"loss\" output");
+  EvalPart part;
+  part.lossSum = static_cast<double>(loss->second.values[0]) *
+                 static_cast<double>(batch.size);
+  auto logits = outputs.find("logits");
+  if (!data.isText() && logits != outputs.end()) {
+    const ref::Tensor<float> &l = logits->second;
+    const std::vector<int32_t> &labels = batch.tensors[1].i32;
+    if (l.shape.size() == 2 && l.shape[0] == batch.size && l.shape[1] > 0) {
+      const int64_t classes = l.shape[1];
+      part.hasAccuracy = true;
+      for (int64_t i = 0; i < batch.size; ++i) {
+        const float *row = l.values.data() + i * classes;
+        int64_t best = 0;
+        for (int64_t c = 1; c < classes; ++c)
+          if (row[c] > row[best])
+            best = c;
+        if (best == labels[static_cast<size_t>(i)])
+          ++part.correct;
+      }
+    }
+  }
+  return part;
+}
+
+// The CSV log of a run.
+class CsvLog {
+public:
+  CsvLog(const std::string &path, bool append) : path_(path) {
+    if (path.empty())
+      return;
+    bool exists = std::filesystem::exists(path);
+    out_.open(path, append ? std::ios::app : std::ios::trunc);
+    if (!out_)
+      throw Error(path, "cannot open the log for writing");
+    if (!append || !exists)
+      line("kind,step,epoch,loss,lr,grad_norm,accuracy,perplexity,"
+           "units_per_s");
+  }
+  void line(const std::string &text) {
+    if (path_.empty())
+      return;
+    out_ << text << '\n';
+    out_.flush();
+    if (!out_)
+      throw Error(path_, "cannot write the log");
+  }
+
+private:
+  std::string path_;
+  std::ofstream out_;
+};
+
+std::string optional(const std::optional<double> &v) {
+  return v ? fmt::format("{:.9g}", *v) : std::string();
+}
+
+} // namespace
+
+std::vector<OptimizerSlot> optimizerSlots(const Model &model) {
+  std::vector<OptimizerSlot> slots;
+  for (const ParamSlot &s : model.slots())
+    slots.push_back({s.name, s.shape, static_cast<size_t>(s.offset),
+                     static_cast<size_t>(s.size), s.frozen});
+  return slots;
+}
+
+DataSet loadModelData(const Model &model, const std::string &path) {
+  const Manifest &manifest = model.manifest();
+  std::string where = path;
+  if (where.empty()) {
+    if (!manifest.dataset)
+      throw Error(fmt::format("model '{}' declares no dataset; give the data "
+                              "path (--data)",
+                              manifest.model));
+    where = manifest.dataset->path;
+  }
+  if (manifest.inputs.size() != 2)
+    throw Error(fmt::format("model '{}' has {} inputs; training data feeds "
+                            "two (image and label, or tokens and targets)",
+                            manifest.model, manifest.inputs.size()));
+  bool text;
+  int64_t context = 0;
+  if (manifest.dataset) {
+    text = manifest.dataset->kind == DatasetKind::Text;
+    context = manifest.dataset->contextLength;
+  } else {
+    text = !std::filesystem::is_directory(where);
+  }
+  if (text && context <= 0) {
+    const auto &shape = manifest.inputs[0].shape;
+    if (manifest.inputs[0].dtype != DType::I32 || shape.size() != 2 ||
+        shape[0] != kBatchDim || shape[1] <= 0)
+      throw Error(where,
+                  fmt::format("text data needs a first input i32 [-1, T]; "
+                              "model '{}' takes '{}' as {}",
+                              manifest.model, manifest.inputs[0].name,
+                              describe(manifest.inputs[0].dtype, shape)));
+    context = shape[1];
+  }
+  DataSet data = [&] {
+    if (text)
+      return DataSet::text(where, context);
+    int classes = 256;
+    if (auto c = logitsClasses(manifest); c && *c <= 256)
+      classes = static_cast<int>(*c);
+    return DataSet::idx(where, classes);
+  }();
+  auto shapes = data.exampleShapes();
+  auto dtypes = data.dtypes();
+  for (size_t i = 0; i < 2; ++i) {
+    const ManifestInput &input = manifest.inputs[i];
+    std::vector<int64_t> shape = {kBatchDim};
+    shape.insert(shape.end(), shapes[i].begin(), shapes[i].end());
+    if (input.dtype != dtypes[i] || input.shape != shape)
+      throw Error(where,
+                  fmt::format("the data gives {} where model '{}' takes "
+                              "input '{}' as {}",
+                              describe(dtypes[i], shape), manifest.model,
+                              input.name, describe(input.dtype, input.shape)));
+  }
+  return data;
+}
+
+std::map<std::string, HostTensor> modelInputs(const Model &model,
+                                              const Batch &batch) {
+  const auto &inputs = model.manifest().inputs;
+  if (inputs.size() != batch.tensors.size())
+    throw Error(fmt::format("a batch of {} tensors for a model of {} inputs",
+                            batch.tensors.size(), inputs.size()));
+  std::map<std::string, HostTensor> views;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const BatchTensor &t = batch.tensors[i];
+    views[inputs[i].name] = t.dtype == DType::F32
+                                ? HostTensor(t.f32.data(), t.shape)
+                                : HostTensor(t.i32.data(), t.shape);
+  }
+  return views;
+}
+
+EvalResult evaluate(Model &model, const DataSet &data, int64_t batch,
+                    int threads) {
+  if (batch < 1)
+    throw Error(fmt::format("evaluation batch must be >= 1, got {}", batch));
+  if (threads < 1)
+    throw Error(fmt::format("threads must be >= 1, got {}", threads));
+  const auto start = Clock::now();
+  const int64_t count = data.count(Split::Test);
+  if (count == 0)
+    throw Error("evaluation: the test split is empty");
+  const int64_t batches = (count + batch - 1) / batch;
+  std::vector<EvalPart> parts(static_cast<size_t>(batches));
+  auto runBatch = [&](Model &m, int64_t b) {
+    parts[static_cast<size_t>(b)] =
+        evalBatch(m, data, b * batch, std::min(count, (b + 1) * batch));
+  };
+  const int64_t workers = std::min<int64_t>(threads, batches);
+  if (workers <= 1) {
+    for (int64_t b = 0; b < batches; ++b)
+      runBatch(model, b);
+  } else {
+    // Replicas with the same parameters; each batch's result lands in its
+    // slot, and they are summed in batch order below.
+    std::vector<std::unique_ptr<Model>> replicas;
+    for (int64_t w = 1; w < workers; ++w) {
+      replicas.push_back(std::make_unique<Model>(model.manifest()));
+      replicas.back()->parameters() = model.parameters();
+    }
+    std::atomic<int64_t> next{0};
+    std::vector<std::exception_ptr> errors(static_cast<size_t>(workers));
+    auto work = [&](Model &m, size_t w) {
+      try {
+        for (int64_t b = next++; b < batches; b = next++)
+          runBatch(m, b);
+      } catch (...) {
+        errors[w] = std::current_exception();
+        next = batches;
+      }
+    };
+    std::vector<std::thread> pool;
+    for (int64_t w = 1; w < workers; ++w)
+      pool.emplace_back(work, std::ref(*replicas[static_cast<size_t>(w - 1)]),
+                        static_cast<size_t>(w));
+    work(model, 0);
+    for (std::thread &t : pool)
+      t.join();
+    for (const std::exception_ptr &e : errors)
+      if (e)
+        std::rethrow_exception(e);
+  }
+  EvalResult result;
+  result.examples = count;
+  double lossSum = 0;
+  int64_t correct = 0;
+  bool accuracy = !parts.empty();
+  for (const EvalPart &p : parts) {
+    lossSum += p.lossSum;
+    correct += p.correct;
+    accuracy = accuracy && p.hasAccuracy;
+  }
+  result.loss = lossSum / static_cast<double>(count);
+  if (accuracy)
+    result.accuracy = static_cast<double>(correct) / static_cast<double>(count);
+  if (data.isText())
+    result.perplexity = std::exp(result.loss);
+  result.seconds = secondsSince(start);
+  return result;
+}
+
+TrainResult train(Model &model, const DataSet &data, const TrainOptions &options,
+                  TrainObserver *observer) {
+  TrainObserver silent;
+  TrainObserver &obs = observer ? *observer : silent;
+  const Manifest &manifest = model.manifest();
+  if (options.steps < 0)
+    throw Error(fmt::format("steps must be >= 0, got {}", options.steps));
+  if (options.epochs < 0)
+    throw Error(fmt::format("epochs must be >= 1, got {}", options.epochs));
+  if (options.batch < 0)
+    throw Error(fmt::format("batch must be >= 1, got {}", options.batch));
+  if (options.stopAfter < 0)
+    throw Error(fmt::format("stop-after must be >= 1, got {}",
+                            options.stopAfter));
+  if (options.threads < 1)
+    throw Error(fmt::format("threads must be >= 1, got {}", options.threads));
+
+  std::vector<OptimizerSlot> slots = optimizerSlots(model);
+  Optimizer optimizer(manifest.optimizer, slots, model.parameters().size());
+
+  TrainPlan plan;
+  int64_t checkpointTotal = 0;
+  plan.batch = options.batch > 0 ? options.batch : kDefaultBatch;
+  plan.seed = options.seed.value_or(0);
+  if (!options.resumePath.empty()) {
+    CheckpointInfo info = readCheckpointInfo(options.resumePath);
+    if (options.batch > 0 && options.batch != info.batch)
+      throw Error(options.resumePath,
+                  fmt::format("the checkpoint was trained with batch {}; "
+                              "resuming with batch {} would change the data "
+                              "order",
+                              info.batch, options.batch));
+    if (options.seed && *options.seed != info.dataSeed)
+      throw Error(options.resumePath,
+                  fmt::format("the checkpoint was trained with data seed {}; "
+                              "resuming with seed {} would change the data "
+                              "order",
+                              info.dataSeed, *options.seed));
+    info = loadCheckpoint(options.resumePath, manifest.model, slots,
+                          model.parameters(), optimizer);
+    plan.batch = info.batch;
+    plan.seed = info.dataSeed;
+    plan.startStep = info.step;
+    checkpointTotal = info.totalSteps;
+  } else {
+    model.initParameters();
+  }
+  if (plan.batch < 1)
+    throw Error(fmt::format("batch must be >= 1, got {}", plan.batch));
+
+  plan.trainExamples = data.count(Split::Train);
+  plan.testExamples = data.count(Split::Test);
+  plan.unit = data.unit();
+  plan.stepsPerEpoch = plan.trainExamples / plan.batch;
+  if (plan.stepsPerEpoch == 0)
+    throw Error(fmt::format("the train split has {} examples, fewer than one "
+                            "batch of {}",
+                            plan.trainExamples, plan.batch));
+  if (options.steps > 0)
+    plan.totalSteps = options.steps;
+  else if (options.epochs > 0)
+    plan.totalSteps = options.epochs * plan.stepsPerEpoch;
+  else if (checkpointTotal > 0)
+    plan.totalSteps = checkpointTotal;
+  else
+    plan.totalSteps = plan.stepsPerEpoch;
+  plan.epochs = (plan.totalSteps + plan.stepsPerEpoch - 1) / plan.stepsPerEpoch;
+  if (plan.startStep >= plan.totalSteps)
+    throw Error(options.resumePath,
+                fmt::format("the checkpoint is at step {} and the run has {} "
+                            "steps: nothing left to train (raise --epochs or "
+                            "--steps)",
+                            plan.startStep, plan.totalSteps));
+
+  int64_t endStep = plan.totalSteps;
+  if (options.stopAfter > 0) {
+    if (options.stopAfter <= plan.startStep)
+      throw Error(fmt::format("stop-after {} is not beyond the checkpoint's "
+                              "step {}",
+                              options.stopAfter, plan.startStep));
+    endStep = std::min(endStep, options.stopAfter);
+  }
+
+  CsvLog log(options.logPath, !options.resumePath.empty());
+  obs.onStart(plan);
+
+  TrainResult result;
+  result.plan = plan;
+  std::vector<float> grads;
+  std::vector<int64_t> order;
+  int64_t orderEpoch = -1;
+  const auto runStart = Clock::now();
+  auto epochStart = runStart;
+  double epochLoss = 0;
+  int64_t epochSteps = 0;
+  const int64_t units = data.unitsPerExample() * plan.batch;
+
+  for (int64_t s = plan.startStep; s < endStep; ++s) {
+    const int64_t epoch = s / plan.stepsPerEpoch;
+    const int64_t k = s % plan.stepsPerEpoch;
+    if (epoch != orderEpoch) {
+      order = epochOrder(plan.trainExamples, plan.seed, epoch);
+      orderEpoch = epoch;
+    }
+    Batch batch = data.batch(
+        Split::Train, order.data() + k * plan.batch,
+        static_cast<size_t>(plan.batch));
+    float loss = 0;
+    model.gradients(modelInputs(model, batch), loss, grads);
+    if (!std::isfinite(loss))
+      throw Error(fmt::format("step {} (epoch {}): the loss is {}; stopping",
+                              s + 1, epoch + 1, loss));
+    OptimizerStepInfo info =
+        optimizer.step(model.parameters(), grads, plan.totalSteps);
+
+    epochLoss += loss;
+    ++epochSteps;
+    const double epochSeconds = secondsSince(epochStart);
+    StepReport report;
+    report.step = s + 1;
+    report.epoch = epoch;
+    report.stepInEpoch = k + 1;
+    report.loss = loss;
+    report.lr = info.lr;
+    report.gradNorm = info.gradNorm;
+    report.unitsPerSecond =
+        epochSeconds > 0 ? static_cast<double>(units * epochSteps) / epochSeconds
+                         : 0.0;
+    const double perStep =
+        secondsSince(runStart) / static_cast<double>(s + 1 - plan.startStep);
+    report.etaSeconds = perStep * static_cast<double>(plan.totalSteps - s - 1);
+    log.line(fmt::format("train,{},{},{:.9g},{:.9g},{:.9g},,,{:.1f}",
+                         report.step, epoch + 1, loss, info.lr, info.gradNorm,
+                         report.unitsPerSecond));
+    obs.onStep(plan, report);
+    result.steps = s + 1;
+    result.lastLoss = loss;
+
+    const bool epochDone = (s + 1) % plan.stepsPerEpoch == 0;
+    const bool last = s + 1 == endStep;
+    if (!epochDone && !last)
+      continue;
+    EpochReport er;
+    er.epoch = epoch;
+    er.step = s + 1;
+    er.meanLoss = epochLoss / static_cast<double>(epochSteps);
+    er.seconds = epochSeconds;
+    er.complete = epochDone;
+    obs.onEpochEnd(plan, er);
+    if (options.evaluate && plan.testExamples > 0) {
+      EvalResult eval = evaluate(model, data, plan.batch, options.threads);
+      log.line(fmt::format("eval,{},{},{:.9g},,,{},{},", s + 1, epoch + 1,
+                           eval.loss, optional(eval.accuracy),
+                           optional(eval.perplexity)));
+      obs.onEval(plan, s + 1, eval);
+      result.lastEval = eval;
+    }
+    if (!options.checkpointPath.empty()) {
+      CheckpointInfo ci;
+      ci.model = manifest.model;
+      ci.step = s + 1;
+      ci.epoch = (s + 1) / plan.stepsPerEpoch;
+      ci.dataSeed = plan.seed;
+      ci.batch = plan.batch;
+      ci.totalSteps = plan.totalSteps;
+      saveCheckpoint(options.checkpointPath, ci, slots, model.parameters(),
+                     optimizer);
+      obs.onCheckpoint(plan, options.checkpointPath, s + 1);
+    }
+    epochStart = Clock::now();
+    epochLoss = 0;
+    epochSteps = 0;
+  }
+  result.finished = result.steps == plan.totalSteps;
+  return result;
+}
+
+BenchResult bench(Model &model, const DataSet &data, int64_t batch,
+                  int64_t steps) {
+  if (batch < 1)
+    throw Error(fmt::format("batch must be >= 1, got {}", batch));
+  if (steps < 1)
+    throw Error(fmt::format("steps must be >= 1, got {}", steps));
+  const int64_t count = data.count(Split::Train);
+  const int64_t perEpoch = count / batch;
+  if (perEpoch == 0)
+    throw Error(fmt::format("the train split has {} examples, fewer than one "
+                            "batch of {}",
+                            count, batch));
+  model.initParameters();
+  std::vector<OptimizerSlot> slots = optimizerSlots(model);
+  Optimizer optimizer(model.manifest().optimizer, slots,
+                      model.parameters().size());
+  const int64_t total = steps + 1;
+  std::vector<float> grads;
+  std::vector<int64_t> order;
+  auto start = Clock::now();
+  for (int64_t s = 0; s < total; ++s) {
+    if (s % perEpoch == 0)
+      order = epochOrder(count, 0, s / perEpoch);
+    Batch b = data.batch(Split::Train, order.data() + (s % perEpoch) * batch,
+                         static_cast<size_t>(batch));
+    float loss = 0;
+    model.gradients(modelInputs(model, b), loss, grads);
+    optimizer.step(model.parameters(), grads, total);
+    if (s == 0)
+      start = Clock::now(); // The warm-up step is not timed.
+  }
+  BenchResult r;
+  r.steps = steps;
+  r.batch = batch;
+  r.seconds = secondsSince(start);
+  r.unit = data.unit();
+  r.stepsPerSecond = r.seconds > 0 ? static_cast<double>(steps) / r.seconds : 0;
+  r.unitsPerSecond = r.stepsPerSecond * static_cast<double>(batch) *
+                     static_cast<double>(data.unitsPerExample());
+  return r;
+}
+
+} // namespace stringrt

@@ -1,0 +1,259 @@
+// The optimizer against values computed by hand from pe.optimizer's formulas
+// (PEModuleOps.td): AdamW and SGD over three steps, global-norm clipping, the
+// learning-rate schedules, frozen parameters.
+#include "stringrt/Optimizer.h"
+
+#include "stringrt/Error.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+namespace stringrt {
+namespace {
+
+constexpr double kTol = 1e-6;
+
+// Slot "w" (2 elements, trainable) then "f" (1 element, frozen).
+std::vector<OptimizerSlot> twoSlots() {
+  return {{"w", {2}, 0, 2, false}, {"f", {1}, 2, 1, true}};
+}
+
+ManifestOptimizer adamw() {
+  ManifestOptimizer c;
+  c.kind = OptimizerKind::AdamW;
+  c.lr = 0.1;
+  c.beta1 = 0.9;
+  c.beta2 = 0.999;
+  c.eps = 1e-8;
+  c.weightDecay = 0.01;
+  return c;
+}
+
+ManifestOptimizer sgd(double momentum, double weightDecay) {
+  ManifestOptimizer c;
+  c.kind = OptimizerKind::Sgd;
+  c.lr = 0.1;
+  c.momentum = momentum;
+  c.weightDecay = weightDecay;
+  return c;
+}
+
+// Gradients of w for steps 1..3; the frozen slot always gets a large one.
+const float kGrads[3][2] = {{0.5f, -1.0f}, {0.25f, 0.5f}, {-1.0f, 2.0f}};
+
+TEST(OptimizerTest, AdamWThreeSteps) {
+  Optimizer opt(adamw(), twoSlots(), 3);
+  std::vector<float> params = {1.0f, -2.0f, 7.0f};
+  // Step 1: m = 0.1 g, v = 0.001 g^2, so m^ = g, v^ = g^2 and the update is
+  // g / (|g| + eps) + wd w: w0 = 1 - 0.1 (0.99999998 + 0.01) = 0.899.
+  // Step 2: m0 = 0.9 * 0.05 + 0.1 * 0.25 = 0.07, v0 = 0.999 * 0.00025 + 0.001 *
+  // 0.0625 = 0.00031225; m^ = 0.07 / 0.19, v^ = 0.00031225 / 0.001999;
+  // w0 = 0.899 - 0.1 (0.932183 + 0.00899) = 0.804883.
+  const float expectW[3][2] = {{0.899f, -1.898f},
+                               {0.804883003f, -1.86946833f},
+                               {0.824713826f, -1.91333199f}};
+  const float expectM[3][2] = {
+      {0.05f, -0.1f}, {0.07f, -0.04f}, {-0.037f, 0.164f}};
+  const float expectV[3][2] = {{0.00025f, 0.001f},
+                               {0.00031225f, 0.001249f},
+                               {0.00131193781f, 0.00524775125f}};
+  for (int t = 0; t < 3; ++t) {
+    std::vector<float> grads = {kGrads[t][0], kGrads[t][1], 100.0f};
+    std::vector<float> before = grads;
+    OptimizerStepInfo info = opt.step(params, grads, 10);
+    EXPECT_EQ(info.step, t + 1);
+    EXPECT_EQ(opt.stepCount(), t + 1);
+    EXPECT_DOUBLE_EQ(info.lr, 0.1);
+    EXPECT_EQ(grads, before); // Gradients are not modified.
+    auto state = opt.stateBuffers();
+    ASSERT_EQ(state.size(), 2u);
+    EXPECT_EQ(state[0].prefix, "adam.m.");
+    EXPECT_EQ(state[1].prefix, "adam.v.");
+    for (int i = 0; i < 2; ++i) {
+      EXPECT_NEAR(params[i], expectW[t][i], kTol) << "step " << t + 1;
+      EXPECT_NEAR((*state[0].values)[i], expectM[t][i],
+                  1e-6 * std::fabs(expectM[t][i]));
+      EXPECT_NEAR((*state[1].values)[i], expectV[t][i],
+                  1e-6 * std::fabs(expectV[t][i]));
+    }
+    // Frozen: parameter and state untouched.
+    EXPECT_EQ(params[2], 7.0f);
+    EXPECT_EQ((*state[0].values)[2], 0.0f);
+    EXPECT_EQ((*state[1].values)[2], 0.0f);
+  }
+}
+
+TEST(OptimizerTest, SgdMomentumWeightDecayThreeSteps) {
+  Optimizer opt(sgd(0.9, 0.1), twoSlots(), 3);
+  std::vector<float> params = {1.0f, -2.0f, 7.0f};
+  // u = 0.9 u + g + 0.1 w, w -= 0.1 u.
+  // Step 1: u0 = 0.5 + 0.1 = 0.6, w0 = 0.94; u1 = -1 - 0.2 = -1.2, w1 = -1.88.
+  // Step 2: u0 = 0.54 + 0.25 + 0.094 = 0.884, w0 = 0.8516;
+  //         u1 = -1.08 + 0.5 - 0.188 = -0.768, w1 = -1.8032.
+  // Step 3: u0 = 0.7956 - 1 + 0.08516 = -0.11924, w0 = 0.863524;
+  //         u1 = -0.6912 + 2 - 0.18032 = 1.12848, w1 = -1.916048.
+  const float expectW[3][2] = {
+      {0.94f, -1.88f}, {0.8516f, -1.8032f}, {0.863524f, -1.916048f}};
+  const float expectU[3][2] = {
+      {0.6f, -1.2f}, {0.884f, -0.768f}, {-0.11924f, 1.12848f}};
+  for (int t = 0; t < 3; ++t) {
+    std::vector<float> grads = {kGrads[t][0], kGrads[t][1], -5.0f};
+    opt.step(params, grads, 3);
+    auto state = opt.stateBuffers();
+    ASSERT_EQ(state.size(), 1u);
+    EXPECT_EQ(state[0].prefix, "sgd.u.");
+    for (int i = 0; i < 2; ++i) {
+      EXPECT_NEAR(params[i], expectW[t][i], kTol) << "step " << t + 1;
+      EXPECT_NEAR((*state[0].values)[i], expectU[t][i], kTol);
+    }
+    EXPECT_EQ(params[2], 7.0f);
+    EXPECT_EQ((*state[0].values)[2], 0.0f);
+  }
+}
+
+TEST(OptimizerTest, PlainSgdIsGradientDescent) {
+  Optimizer opt(sgd(0.0, 0.0), {{"w", {2}, 0, 2, false}}, 2);
+  std::vector<float> params = {1.0f, 2.0f};
+  opt.step(params, {0.5f, -0.5f}, 1);
+  EXPECT_FLOAT_EQ(params[0], 0.95f);
+  EXPECT_FLOAT_EQ(params[1], 2.05f);
+}
+
+TEST(OptimizerTest, GlobalNormClipping) {
+  ManifestOptimizer c = sgd(0.0, 0.0);
+  c.lr = 1.0;
+  c.clipNorm = 1.0;
+  // Two trainable slots (norm over both: sqrt(3^2 + 4^2) = 5) and a frozen
+  // one whose gradient does not count.
+  std::vector<OptimizerSlot> slots = {{"a", {1}, 0, 1, false},
+                                      {"b", {1}, 1, 1, false},
+                                      {"f", {1}, 2, 1, true}};
+  Optimizer opt(c, slots, 3);
+  std::vector<float> params = {0.0f, 0.0f, 1.0f};
+  OptimizerStepInfo info = opt.step(params, {3.0f, 4.0f, 1000.0f}, 10);
+  EXPECT_DOUBLE_EQ(info.gradNorm, 5.0);
+  EXPECT_DOUBLE_EQ(info.clipScale, 0.2);
+  EXPECT_FLOAT_EQ(params[0], -0.6f);
+  EXPECT_FLOAT_EQ(params[1], -0.8f);
+  EXPECT_EQ(params[2], 1.0f);
+
+  // A norm below the threshold is left alone.
+  info = opt.step(params, {0.3f, 0.4f, 1000.0f}, 10);
+  EXPECT_NEAR(info.gradNorm, 0.5, 1e-7);
+  EXPECT_DOUBLE_EQ(info.clipScale, 1.0);
+  EXPECT_NEAR(params[0], -0.9f, kTol);
+  EXPECT_NEAR(params[1], -1.2f, kTol);
+}
+
+TEST(OptimizerTest, ClippingAppliesBeforeAdamMoments) {
+  ManifestOptimizer c = adamw();
+  c.weightDecay = 0.0;
+  c.clipNorm = 0.5;
+  Optimizer opt(c, {{"w", {2}, 0, 2, false}}, 2);
+  std::vector<float> params = {0.0f, 0.0f};
+  opt.step(params, {3.0f, 4.0f}, 10);
+  // g is scaled by 0.1 to (0.3, 0.4); m = 0.1 g.
+  auto state = opt.stateBuffers();
+  EXPECT_NEAR((*state[0].values)[0], 0.03f, 1e-8);
+  EXPECT_NEAR((*state[0].values)[1], 0.04f, 1e-8);
+  EXPECT_NEAR((*state[1].values)[1], 0.001 * 0.16, 1e-10);
+}
+
+TEST(OptimizerTest, GlobalNorm) {
+  EXPECT_DOUBLE_EQ(globalNorm(std::vector<float>{3.0f, 4.0f}), 5.0);
+  EXPECT_DOUBLE_EQ(globalNorm(std::vector<float>{}), 0.0);
+  EXPECT_DOUBLE_EQ(globalNorm(std::vector<float>{-2.0f, 0.0f, 0.0f}), 2.0);
+}
+
+TEST(OptimizerTest, ConstantSchedule) {
+  ManifestOptimizer c;
+  c.lr = 0.25;
+  EXPECT_DOUBLE_EQ(learningRate(c, 1, 100), 0.25);
+  EXPECT_DOUBLE_EQ(learningRate(c, 100, 100), 0.25);
+  EXPECT_DOUBLE_EQ(learningRate(c, 500, 100), 0.25);
+}
+
+TEST(OptimizerTest, WarmupCosineSchedule) {
+  ManifestOptimizer c;
+  c.lr = 1.0;
+  c.minLr = 0.1;
+  c.schedule = LrSchedule::WarmupCosine;
+  c.warmupSteps = 10;
+  const int64_t n = 110;
+  // Warmup: lr t / warmup.
+  EXPECT_DOUBLE_EQ(learningRate(c, 1, n), 0.1);
+  EXPECT_DOUBLE_EQ(learningRate(c, 5, n), 0.5);
+  EXPECT_DOUBLE_EQ(learningRate(c, 10, n), 1.0);
+  // Middle of the cosine: min_lr + (lr - min_lr) / 2.
+  EXPECT_NEAR(learningRate(c, 60, n), 0.55, 1e-12);
+  // A quarter in: min_lr + 0.9 (1 + cos(pi / 4)) / 2.
+  EXPECT_NEAR(learningRate(c, 35, n),
+              0.1 + 0.9 * (1 + std::cos(3.14159265358979323846 / 4)) / 2, 1e-12);
+  // End of the run, and beyond it.
+  EXPECT_NEAR(learningRate(c, n, n), 0.1, 1e-12);
+  EXPECT_NEAR(learningRate(c, n + 50, n), 0.1, 1e-12);
+
+  // No warmup: step 1 of 2 is the middle.
+  c.warmupSteps = 0;
+  EXPECT_NEAR(learningRate(c, 1, 2), 0.55, 1e-12);
+  EXPECT_NEAR(learningRate(c, 2, 2), 0.1, 1e-12);
+  // A run shorter than its warmup ends in warmup.
+  c.warmupSteps = 100;
+  EXPECT_DOUBLE_EQ(learningRate(c, 20, 20), 0.2);
+
+  EXPECT_THROW(learningRate(c, 0, 20), Error);
+  EXPECT_THROW(learningRate(c, 1, 0), Error);
+}
+
+TEST(OptimizerTest, ScheduleDrivesSteps) {
+  ManifestOptimizer c = sgd(0.0, 0.0);
+  c.lr = 1.0;
+  c.schedule = LrSchedule::WarmupCosine;
+  c.warmupSteps = 2;
+  Optimizer opt(c, {{"w", {1}, 0, 1, false}}, 1);
+  std::vector<float> params = {0.0f};
+  EXPECT_DOUBLE_EQ(opt.step(params, {1.0f}, 4).lr, 0.5);
+  EXPECT_FLOAT_EQ(params[0], -0.5f);
+  EXPECT_DOUBLE_EQ(opt.step(params, {1.0f}, 4).lr, 1.0);
+  EXPECT_NEAR(opt.step(params, {1.0f}, 4).lr, 0.5, 1e-12);
+  EXPECT_NEAR(opt.step(params, {1.0f}, 4).lr, 0.0, 1e-12);
+  // Resuming sets the step count the schedule continues from.
+  opt.setStepCount(1);
+  EXPECT_DOUBLE_EQ(opt.step(params, {0.0f}, 4).lr, 1.0);
+  EXPECT_THROW(opt.setStepCount(-1), Error);
+}
+
+TEST(OptimizerTest, FrozenOnlyModelNeverChanges) {
+  Optimizer opt(adamw(), {{"f", {2}, 0, 2, true}}, 2);
+  std::vector<float> params = {1.0f, 2.0f};
+  OptimizerStepInfo info = opt.step(params, {5.0f, 5.0f}, 1);
+  EXPECT_EQ(params, (std::vector<float>{1.0f, 2.0f}));
+  EXPECT_DOUBLE_EQ(info.gradNorm, 0.0);
+}
+
+TEST(OptimizerTest, RejectsBadConfigurationAndBuffers) {
+  ManifestOptimizer c = adamw();
+  c.lr = 0.0;
+  EXPECT_THROW(Optimizer(c, {}, 0), Error);
+  c = adamw();
+  c.beta1 = 1.0;
+  EXPECT_THROW(Optimizer(c, {}, 0), Error);
+  c = adamw();
+  c.minLr = 1.0;
+  EXPECT_THROW(Optimizer(c, {}, 0), Error);
+  c = sgd(1.0, 0.0);
+  EXPECT_THROW(Optimizer(c, {}, 0), Error);
+  // Slots outside the buffer, or overlapping.
+  EXPECT_THROW(Optimizer(adamw(), {{"w", {4}, 0, 4, false}}, 3), Error);
+  EXPECT_THROW(Optimizer(adamw(),
+                         {{"a", {2}, 0, 2, false}, {"b", {2}, 1, 2, false}}, 3),
+               Error);
+  Optimizer opt(adamw(), {{"w", {2}, 0, 2, false}}, 2);
+  std::vector<float> params = {0.0f, 0.0f};
+  EXPECT_THROW(opt.step(params, {1.0f}, 1), Error);
+  EXPECT_EQ(opt.stepCount(), 0);
+}
+
+} // namespace
+} // namespace stringrt

@@ -1,0 +1,521 @@
+// The training loop on small hand-built models: an image classifier on a tiny
+// IDX set and a byte-level bigram model on text. Loss goes down, evaluation
+// reports accuracy / perplexity, checkpoints are written, and a run resumed
+// from a checkpoint (at an epoch boundary or mid-epoch) takes exactly the
+// steps of an unbroken run: bit-identical losses and parameters.
+#include "stringrt/Trainer.h"
+
+#include "TestFiles.h"
+#include "stringrt/Error.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+namespace stringrt {
+namespace {
+
+using test::failsWith;
+using test::readFile;
+using test::TempDir;
+using test::writeFile;
+
+ProgramValue f32(std::vector<int64_t> shape) {
+  return {DType::F32, std::move(shape)};
+}
+ProgramValue i32(std::vector<int64_t> shape) {
+  return {DType::I32, std::move(shape)};
+}
+
+struct Builder {
+  Program p;
+  ValueId value(ProgramValue t) {
+    p.values.push_back(std::move(t));
+    return p.values.size() - 1;
+  }
+  ValueId input(ProgramValue t) {
+    ValueId id = value(std::move(t));
+    p.inputs.push_back(id);
+    return id;
+  }
+  std::vector<ValueId> op(const std::string &name, std::vector<ValueId> operands,
+                          std::vector<ProgramValue> results,
+                          std::map<std::string, AttrValue> attrs = {}) {
+    ProgramOp o;
+    o.op = name;
+    o.operands = std::move(operands);
+    for (ProgramValue &r : results)
+      o.results.push_back(value(std::move(r)));
+    o.attrs = std::move(attrs);
+    p.ops.push_back(o);
+    return o.results;
+  }
+  ValueId op1(const std::string &name, std::vector<ValueId> operands,
+              ProgramValue result, std::map<std::string, AttrValue> attrs = {}) {
+    return op(name, std::move(operands), {std::move(result)},
+              std::move(attrs))[0];
+  }
+  ValueId param(const std::string &name, std::vector<int64_t> shape) {
+    return op1("pe.get_param", {}, f32(std::move(shape)),
+               {{"param", std::string(name)}});
+  }
+  void output(const std::string &name, ValueId id) {
+    ProgramOutput o;
+    o.name = name;
+    o.value = id;
+    p.outputs.push_back(o);
+  }
+  void grad(const std::string &param, ValueId id) {
+    ProgramOutput o;
+    o.grad = param;
+    o.value = id;
+    p.outputs.push_back(o);
+  }
+};
+
+ManifestParam normal(const std::string &name, std::vector<int64_t> shape,
+                     uint64_t seed) {
+  ManifestParam p;
+  p.name = name;
+  p.shape = std::move(shape);
+  p.init = ParamInit::Normal;
+  p.std = 0.3;
+  p.seed = seed;
+  return p;
+}
+
+ManifestOptimizer adamw(LrSchedule schedule) {
+  ManifestOptimizer o;
+  o.kind = OptimizerKind::AdamW;
+  o.lr = 0.05;
+  o.weightDecay = 0.01;
+  o.clipNorm = 1.0;
+  o.schedule = schedule;
+  o.warmupSteps = 2;
+  o.minLr = 0.001;
+  return o;
+}
+
+// image [B, 1, 2, 2] -> patch_embed (patch 2) -> [B, 1, 3] -> token 0 ->
+// logits [B, 3]; the bias is frozen.
+Manifest imageManifest() {
+  Manifest m;
+  m.model = "tiny_image";
+  m.inputs = {{"image", DType::F32, {-1, 1, 2, 2}}, {"label", DType::I32, {-1}}};
+  ManifestParam b;
+  b.name = "b";
+  b.shape = {3};
+  b.init = ParamInit::Constant;
+  b.value = 0.1;
+  b.frozen = true;
+  m.params = {normal("w", {4, 3}, 5), b};
+  m.optimizer = adamw(LrSchedule::WarmupCosine);
+  for (bool grads : {false, true}) {
+    Builder g;
+    ValueId image = g.input(f32({-1, 1, 2, 2}));
+    ValueId label = g.input(i32({-1}));
+    ValueId w = g.param("w", {4, 3});
+    ValueId bv = g.param("b", {3});
+    ValueId x = g.op1("pe.patch_embed", {image, w, bv}, f32({-1, 1, 3}),
+                      {{"patch", int64_t(2)}});
+    ValueId logits = g.op1("pe.select_token", {x}, f32({-1, 3}),
+                           {{"index", int64_t(0)}});
+    ValueId loss = g.op1("pe.cross_entropy", {logits, label}, f32({}));
+    g.output("loss", loss);
+    if (!grads) {
+      g.output("logits", logits);
+      m.forward = g.p;
+      continue;
+    }
+    ValueId one = g.op1("arith.constant", {}, f32({}), {{"value", 1.0}});
+    ValueId dlogits = g.op1("pe.cross_entropy_grad", {logits, label, one},
+                            f32({-1, 3}));
+    ValueId dx = g.op1("pe.select_token_grad", {dlogits}, f32({-1, 1, 3}),
+                       {{"index", int64_t(0)}});
+    auto dwb = g.op("pe.patch_embed_grad", {image, dx}, {f32({4, 3}), f32({3})},
+                    {{"patch", int64_t(2)}});
+    g.grad("w", dwb[0]);
+    m.gradients = g.p;
+  }
+  return m;
+}
+
+// tokens [B, 4] -> embed [256, 2] -> linear [2, 256] -> logits [B, 4, 256].
+Manifest textManifest() {
+  Manifest m;
+  m.model = "tiny_bigram";
+  m.inputs = {{"tokens", DType::I32, {-1, 4}}, {"targets", DType::I32, {-1, 4}}};
+  m.params = {normal("emb", {256, 2}, 7), normal("out", {2, 256}, 8)};
+  m.optimizer.kind = OptimizerKind::Sgd;
+  m.optimizer.lr = 0.5;
+  m.optimizer.momentum = 0.9;
+  m.dataset = ManifestDataset{DatasetKind::Text, "", 4};
+  for (bool grads : {false, true}) {
+    Builder g;
+    ValueId tokens = g.input(i32({-1, 4}));
+    ValueId targets = g.input(i32({-1, 4}));
+    ValueId emb = g.param("emb", {256, 2});
+    ValueId out = g.param("out", {2, 256});
+    ValueId e = g.op1("pe.token_embed", {tokens, emb}, f32({-1, 4, 2}));
+    ValueId logits = g.op1("pe.linear", {e, out}, f32({-1, 4, 256}));
+    ValueId loss = g.op1("pe.cross_entropy", {logits, targets}, f32({}));
+    g.output("loss", loss);
+    if (!grads) {
+      g.output("logits", logits);
+      m.forward = g.p;
+      continue;
+    }
+    ValueId one = g.op1("arith.constant", {}, f32({}), {{"value", 1.0}});
+    ValueId dlogits = g.op1("pe.cross_entropy_grad", {logits, targets, one},
+                            f32({-1, 4, 256}));
+    ValueId dout = g.op1("pe.linear_grad_weight", {e, dlogits}, f32({2, 256}));
+    ValueId de = g.op1("pe.linear_grad_input", {dlogits, out}, f32({-1, 4, 2}));
+    ValueId demb = g.op1("pe.token_embed_grad", {tokens, de}, f32({256, 2}));
+    g.grad("emb", demb);
+    g.grad("out", dout);
+    m.gradients = g.p;
+  }
+  return m;
+}
+
+std::string bigEndian(uint32_t v) {
+  std::string s(4, '\0');
+  for (int i = 0; i < 4; ++i)
+    s[i] = static_cast<char>((v >> (24 - 8 * i)) & 0xFF);
+  return s;
+}
+
+// 2x2 images of 3 classes: class c has pixel c bright.
+void writeImages(const std::string &dir, const std::string &prefix,
+                 uint32_t count) {
+  std::string images = std::string("\0\0\x08\x03", 4) + bigEndian(count) +
+                       bigEndian(2) + bigEndian(2);
+  std::string labels = std::string("\0\0\x08\x01", 4) + bigEndian(count);
+  for (uint32_t i = 0; i < count; ++i) {
+    uint32_t c = i % 3;
+    for (uint32_t p = 0; p < 4; ++p)
+      images += static_cast<char>(p == c ? 220 + i % 30 : (i * 7 + p * 13) % 50);
+    labels += static_cast<char>(c);
+  }
+  writeFile(dir + "/" + prefix + "-images-idx3-ubyte", images);
+  writeFile(dir + "/" + prefix + "-labels-idx1-ubyte", labels);
+}
+
+// Records every step's loss.
+struct Recorder : TrainObserver {
+  std::vector<float> losses;
+  std::vector<int64_t> steps;
+  std::vector<EvalResult> evals;
+  std::vector<int64_t> checkpoints;
+  TrainPlan plan;
+  void onStart(const TrainPlan &p) override { plan = p; }
+  void onStep(const TrainPlan &, const StepReport &r) override {
+    losses.push_back(static_cast<float>(r.loss));
+    steps.push_back(r.step);
+  }
+  void onEval(const TrainPlan &, int64_t, const EvalResult &e) override {
+    evals.push_back(e);
+  }
+  void onCheckpoint(const TrainPlan &, const std::string &, int64_t step) override {
+    checkpoints.push_back(step);
+  }
+};
+
+struct ImageFixture {
+  TempDir dir;
+  std::string data = dir.path().string() + "/data";
+  ImageFixture() {
+    std::filesystem::create_directory(data);
+    writeImages(data, "train", 30);
+    writeImages(data, "t10k", 9);
+  }
+};
+
+TEST(TrainerTest, TrainsAnImageClassifier) {
+  ImageFixture fx;
+  Model model(imageManifest());
+  DataSet data = loadModelData(model, fx.data);
+  TrainOptions o;
+  o.epochs = 4;
+  o.batch = 4;
+  o.seed = 3;
+  o.checkpointPath = fx.dir.file("ckpt.safetensors");
+  o.logPath = fx.dir.file("log.csv");
+  Recorder rec;
+  TrainResult r = train(model, data, o, &rec);
+  // 30 examples, batch 4: 7 steps per epoch.
+  EXPECT_EQ(rec.plan.stepsPerEpoch, 7);
+  EXPECT_EQ(rec.plan.totalSteps, 28);
+  EXPECT_EQ(r.steps, 28);
+  ASSERT_EQ(rec.losses.size(), 28u);
+  EXPECT_EQ(rec.steps.front(), 1);
+  EXPECT_EQ(rec.steps.back(), 28);
+  EXPECT_LT(rec.losses.back(), rec.losses.front());
+  EXPECT_EQ(rec.checkpoints, (std::vector<int64_t>{7, 14, 21, 28}));
+  ASSERT_EQ(rec.evals.size(), 4u);
+  EXPECT_EQ(rec.evals.back().examples, 9);
+  ASSERT_TRUE(rec.evals.back().accuracy.has_value());
+  EXPECT_FALSE(rec.evals.back().perplexity.has_value());
+  EXPECT_GE(*rec.evals.back().accuracy, 2.0 / 3.0);
+  // The frozen bias never moved.
+  EXPECT_EQ(model.parameters()[12], 0.1f);
+
+  CheckpointInfo info = readCheckpointInfo(o.checkpointPath);
+  EXPECT_EQ(info.model, "tiny_image");
+  EXPECT_EQ(info.step, 28);
+  EXPECT_EQ(info.epoch, 4);
+  EXPECT_EQ(info.dataSeed, 3u);
+  EXPECT_EQ(info.batch, 4);
+  EXPECT_EQ(info.totalSteps, 28);
+
+  // The CSV: a header, 28 train rows and 4 eval rows.
+  std::istringstream csv(readFile(o.logPath));
+  std::string line;
+  std::getline(csv, line);
+  EXPECT_EQ(line, "kind,step,epoch,loss,lr,grad_norm,accuracy,perplexity,"
+                  "units_per_s");
+  int trainRows = 0, evalRows = 0;
+  while (std::getline(csv, line))
+    (line.rfind("train,", 0) == 0 ? trainRows : evalRows)++;
+  EXPECT_EQ(trainRows, 28);
+  EXPECT_EQ(evalRows, 4);
+
+  // Evaluation with replicas gives the same result as without.
+  EvalResult one = evaluate(model, data, 2, 1);
+  EvalResult three = evaluate(model, data, 2, 3);
+  EXPECT_EQ(one.loss, three.loss);
+  EXPECT_EQ(one.accuracy, three.accuracy);
+  // The trainer evaluated in batches of 4: the same value by hand.
+  EXPECT_NEAR(evaluate(model, data, 4).loss, rec.evals.back().loss, 1e-12);
+}
+
+// Trains `epochs` epochs unbroken, and in two parts: `firstSteps` steps
+// (--steps, writing a checkpoint) then a resume in a fresh model to the end.
+// The part one run is shorter, so this needs a constant schedule. Both must
+// agree bit for bit.
+void checkResume(const Manifest &manifest, const DataSet &data, int64_t batch,
+                 int64_t epochs, int64_t firstSteps) {
+  TempDir dir;
+  TrainOptions o;
+  o.epochs = epochs;
+  o.batch = batch;
+  o.seed = 11;
+  o.evaluate = false;
+  Model whole(manifest);
+  Recorder full;
+  train(whole, data, o, &full);
+
+  Model parted(manifest);
+  TrainOptions first = o;
+  first.checkpointPath = dir.file("ckpt.safetensors");
+  first.logPath = dir.file("log.csv");
+  first.epochs = 0;
+  first.steps = firstSteps;
+  Recorder a;
+  train(parted, data, first, &a);
+
+  // Resume into a fresh model (as a new process would), with the whole run's
+  // length.
+  Model resumed(manifest);
+  TrainOptions second;
+  second.epochs = epochs;
+  second.resumePath = first.checkpointPath;
+  second.logPath = first.logPath;
+  second.evaluate = false;
+  Recorder b;
+  train(resumed, data, second, &b);
+  EXPECT_EQ(b.plan.startStep, firstSteps);
+  EXPECT_EQ(b.plan.batch, batch);
+  EXPECT_EQ(b.plan.seed, 11u);
+
+  std::vector<float> joined = a.losses;
+  joined.insert(joined.end(), b.losses.begin(), b.losses.end());
+  ASSERT_EQ(joined.size(), full.losses.size());
+  for (size_t i = 0; i < joined.size(); ++i)
+    EXPECT_EQ(joined[i], full.losses[i]) << "step " << i + 1;
+  EXPECT_EQ(resumed.parameters(), whole.parameters());
+
+  // The log has one header and every step once.
+  std::istringstream csv(readFile(first.logPath));
+  std::string line;
+  int headers = 0, rows = 0;
+  while (std::getline(csv, line))
+    (line.rfind("kind,", 0) == 0 ? headers : rows)++;
+  EXPECT_EQ(headers, 1);
+  EXPECT_EQ(rows, static_cast<int>(full.losses.size()));
+}
+
+TEST(TrainerTest, ResumeAtAnEpochBoundaryIsBitExact) {
+  ImageFixture fx;
+  Manifest m = imageManifest();
+  m.optimizer.schedule = LrSchedule::Constant; // A --steps part one.
+  Model model(m);
+  DataSet data = loadModelData(model, fx.data);
+  checkResume(m, data, 4, 3, 7);
+}
+
+TEST(TrainerTest, ResumeMidEpochIsBitExact) {
+  ImageFixture fx;
+  Manifest m = imageManifest();
+  m.optimizer.schedule = LrSchedule::Constant;
+  Model model(m);
+  DataSet data = loadModelData(model, fx.data);
+  checkResume(m, data, 4, 3, 10);
+}
+
+TEST(TrainerTest, StopAndResumeWithCosineScheduleIsBitExact) {
+  // stopAfter interrupts a run without changing its schedule; the checkpoint
+  // records the run's length, so resuming without epochs or steps finishes
+  // that run. At an epoch boundary and mid-epoch.
+  ImageFixture fx;
+  Manifest m = imageManifest();
+  Model whole(m);
+  DataSet data = loadModelData(whole, fx.data);
+  TrainOptions o;
+  o.epochs = 2;
+  o.batch = 5;
+  o.evaluate = false;
+  Recorder full;
+  train(whole, data, o, &full);
+  ASSERT_EQ(full.losses.size(), 12u);
+
+  for (int64_t stop : {6, 8}) {
+    TempDir dir;
+    Model first(m);
+    TrainOptions p = o;
+    p.stopAfter = stop;
+    p.checkpointPath = dir.file("ckpt.safetensors");
+    Recorder a;
+    TrainResult ra = train(first, data, p, &a);
+    EXPECT_FALSE(ra.finished);
+    EXPECT_EQ(ra.steps, stop);
+    EXPECT_EQ(a.checkpoints.back(), stop);
+    EXPECT_EQ(readCheckpointInfo(p.checkpointPath).totalSteps, 12);
+
+    Model resumed(m);
+    TrainOptions r;
+    r.resumePath = p.checkpointPath;
+    r.evaluate = false;
+    Recorder b;
+    TrainResult rb = train(resumed, data, r, &b);
+    EXPECT_TRUE(rb.finished);
+    EXPECT_EQ(b.plan.totalSteps, 12);
+    std::vector<float> joined = a.losses;
+    joined.insert(joined.end(), b.losses.begin(), b.losses.end());
+    EXPECT_EQ(joined, full.losses) << "stopped after " << stop;
+    EXPECT_EQ(resumed.parameters(), whole.parameters());
+
+    // Stopping at or before the checkpoint's step is an error.
+    r.stopAfter = stop;
+    EXPECT_TRUE(failsWith([&] { train(resumed, data, r); }, "",
+                          {"is not beyond the checkpoint's step"}));
+  }
+}
+
+TEST(TrainerTest, TrainsTextAndReportsPerplexity) {
+  std::string text;
+  for (int i = 0; i < 400; ++i)
+    text += "abcab"[i % 5];
+  std::vector<int32_t> tokens(text.begin(), text.end());
+  DataSet data = DataSet::textFromTokens(
+      std::vector<int32_t>(tokens.begin(), tokens.begin() + 360),
+      std::vector<int32_t>(tokens.begin() + 360, tokens.end()), 4);
+  Model model(textManifest());
+  TrainOptions o;
+  o.epochs = 3;
+  o.batch = 8;
+  Recorder rec;
+  train(model, data, o, &rec);
+  // floor(359 / 4) = 89 windows, 11 steps per epoch.
+  EXPECT_EQ(rec.plan.stepsPerEpoch, 11);
+  EXPECT_EQ(rec.plan.unit, "tokens");
+  ASSERT_EQ(rec.evals.size(), 3u);
+  const EvalResult &e = rec.evals.back();
+  EXPECT_EQ(e.examples, 9); // floor(39 / 4)
+  ASSERT_TRUE(e.perplexity.has_value());
+  EXPECT_FALSE(e.accuracy.has_value());
+  EXPECT_NEAR(*e.perplexity, std::exp(e.loss), 1e-9 * *e.perplexity);
+  // Far better than uniform over 256 bytes.
+  EXPECT_LT(*e.perplexity, 20.0);
+  EXPECT_LT(rec.losses.back(), rec.losses.front());
+
+  checkResume(textManifest(), data, 8, 2, 5);
+}
+
+TEST(TrainerTest, RejectsDataThatDoesNotFitAndBadRuns) {
+  ImageFixture fx;
+  // Text data for an image model.
+  Model model(imageManifest());
+  std::string corpus = fx.dir.file("corpus.txt");
+  writeFile(corpus, std::string(200, 'x'));
+  EXPECT_TRUE(failsWith([&] { loadModelData(model, corpus); }, corpus,
+                        {"text data needs a first input i32 [-1, T]",
+                         "model 'tiny_image' takes 'image' as f32 [-1, 1, 2, "
+                         "2]"}));
+  // No dataset and no path.
+  EXPECT_TRUE(failsWith([&] { loadModelData(model, ""); }, "",
+                        {"declares no dataset"}));
+  DataSet data = loadModelData(model, fx.data);
+  TrainOptions o;
+  o.batch = 31;
+  EXPECT_TRUE(failsWith([&] { train(model, data, o); }, "",
+                        {"fewer than one batch of 31"}));
+
+  // Resuming with another batch size or seed, or past the end.
+  o.batch = 4;
+  o.epochs = 1;
+  o.checkpointPath = fx.dir.file("ckpt.safetensors");
+  train(model, data, o);
+  TrainOptions r;
+  r.resumePath = o.checkpointPath;
+  r.batch = 5;
+  EXPECT_TRUE(failsWith([&] { train(model, data, r); }, r.resumePath,
+                        {"trained with batch 4"}));
+  r.batch = 0;
+  r.seed = 9;
+  EXPECT_TRUE(failsWith([&] { train(model, data, r); }, r.resumePath,
+                        {"trained with data seed 0"}));
+  r.seed.reset();
+  EXPECT_TRUE(failsWith([&] { train(model, data, r); }, r.resumePath,
+                        {"nothing left to train"}));
+  // Another model's checkpoint.
+  Model text(textManifest());
+  DataSet tokens = DataSet::textFromTokens(std::vector<int32_t>(50, 1),
+                                           std::vector<int32_t>(10, 1), 4);
+  r.epochs = 2;
+  EXPECT_TRUE(failsWith([&] { train(text, tokens, r); }, r.resumePath,
+                        {"checkpoint is of model 'tiny_image', not "
+                         "'tiny_bigram'"}));
+}
+
+TEST(TrainerTest, DivergingLossStops) {
+  ImageFixture fx;
+  Manifest m = imageManifest();
+  m.params[1].value = std::numeric_limits<double>::infinity(); // The bias.
+  Model model(m);
+  DataSet data = loadModelData(model, fx.data);
+  TrainOptions o;
+  o.batch = 4;
+  o.epochs = 2;
+  EXPECT_TRUE(failsWith([&] { train(model, data, o); }, "",
+                        {"the loss is", "stopping"}));
+}
+
+TEST(TrainerTest, BenchTimesSteps) {
+  ImageFixture fx;
+  Model model(imageManifest());
+  DataSet data = loadModelData(model, fx.data);
+  BenchResult r = bench(model, data, 4, 20);
+  EXPECT_EQ(r.steps, 20);
+  EXPECT_EQ(r.batch, 4);
+  EXPECT_EQ(r.unit, "images");
+  EXPECT_GT(r.stepsPerSecond, 0);
+  EXPECT_DOUBLE_EQ(r.unitsPerSecond, r.stepsPerSecond * 4);
+}
+
+} // namespace
+} // namespace stringrt

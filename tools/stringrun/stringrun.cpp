@@ -1,0 +1,392 @@
+// stringrun: trains, evaluates and benchmarks compiled model packages
+// (docs/package.md). Links only libstringrt.
+//
+//   stringrun train PKG [--data PATH] [--epochs N] [--steps N] [--batch B]
+//                       [--seed S] [--checkpoint FILE] [--resume FILE]
+//                       [--log FILE.csv] [--threads N] [--no-eval]
+//   stringrun eval PKG [--data PATH] [--batch B] [--params FILE | --resume FILE]
+//                      [--threads N]
+//   stringrun bench PKG [--data PATH] [--batch B] [--steps N]
+//
+// Exit status: 0 on success, 1 on an error (bad package, data or checkpoint,
+// failed I/O, a diverging loss), 2 on a usage error.
+
+#include "stringrt/Checkpoint.h"
+#include "stringrt/Error.h"
+#include "stringrt/Model.h"
+#include "stringrt/Package.h"
+#include "stringrt/Trainer.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cstdio>
+#include <exception>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+namespace {
+
+constexpr const char *kUsage = R"(usage: stringrun COMMAND MODEL.pkg [options]
+
+Trains, evaluates and benchmarks a model package (stringc --target=cpu).
+
+commands:
+  train   train the model, evaluating on the test split after every epoch
+  eval    evaluate the model on the test split
+  bench   time training steps
+
+options:
+  --data PATH        IDX directory or text file (default: the model's dataset)
+  --epochs N         train: epochs of the run (default 1; when resuming, the
+                     checkpoint's run: the same schedule and last step)
+  --steps N          train: total optimizer steps of the run instead of
+                     epochs (a run may end mid-epoch); bench: steps to time
+                     (default 10)
+  --batch B          batch size (default 32; when resuming, the checkpoint's)
+  --stop-after N     train: stop after global step N (the run and its
+                     schedule are unchanged; --resume continues it)
+  --seed S           train: data-order seed (default 0; when resuming, the
+                     checkpoint's)
+  --checkpoint FILE  train: write a checkpoint after every epoch and at the end
+  --resume FILE      train: continue from a checkpoint (the same losses as an
+                     unbroken run); eval: evaluate its parameters
+  --params FILE      eval: parameters from a checkpoint or safetensors file
+                     (default: freshly initialised)
+  --log FILE.csv     train: CSV log of every step and evaluation (appended to
+                     when resuming)
+  --threads N        model replicas evaluating test batches concurrently
+                     (default 1; results do not depend on it)
+  --no-eval          train: skip evaluation
+  --help             show this help
+
+exit status: 0 success, 1 error, 2 usage error
+)";
+
+struct UsageError {
+  std::string message;
+};
+
+struct Args {
+  std::string command;
+  std::string package;
+  std::map<std::string, std::string> values; // option -> value
+  bool noEval = false;
+};
+
+const std::vector<std::string> kValueOptions = {
+    "--data", "--epochs", "--steps",  "--batch",  "--seed",   "--checkpoint",
+    "--resume", "--params", "--log", "--threads", "--stop-after"};
+
+bool isValueOption(const std::string &name) {
+  for (const std::string &o : kValueOptions)
+    if (o == name)
+      return true;
+  return false;
+}
+
+Args parseArgs(int argc, char **argv) {
+  Args args;
+  std::vector<std::string> positional;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg.size() > 2 && arg.compare(0, 2, "--") == 0) {
+      std::string name = arg, value;
+      bool inlineValue = false;
+      if (auto eq = arg.find('='); eq != std::string::npos) {
+        name = arg.substr(0, eq);
+        value = arg.substr(eq + 1);
+        inlineValue = true;
+      }
+      if (name == "--no-eval" && !inlineValue) {
+        args.noEval = true;
+        continue;
+      }
+      if (!isValueOption(name))
+        throw UsageError{fmt::format("unknown option '{}'", arg)};
+      if (!inlineValue) {
+        if (i + 1 >= argc)
+          throw UsageError{fmt::format("option '{}' needs a value", name)};
+        value = argv[++i];
+      }
+      if (args.values.count(name))
+        throw UsageError{fmt::format("option '{}' given twice", name)};
+      args.values[name] = value;
+    } else if (arg.size() > 1 && arg[0] == '-') {
+      throw UsageError{fmt::format("unknown option '{}'", arg)};
+    } else {
+      positional.push_back(arg);
+    }
+  }
+  if (positional.empty())
+    throw UsageError{"no command given (train, eval or bench)"};
+  args.command = positional[0];
+  if (args.command != "train" && args.command != "eval" &&
+      args.command != "bench")
+    throw UsageError{fmt::format("unknown command '{}' (expected train, eval "
+                                 "or bench)",
+                                 args.command)};
+  if (positional.size() < 2)
+    throw UsageError{fmt::format("'{}' needs a model package", args.command)};
+  if (positional.size() > 2)
+    throw UsageError{fmt::format("unexpected argument '{}'", positional[2])};
+  args.package = positional[1];
+
+  // Which options each command takes.
+  std::map<std::string, std::vector<std::string>> allowed = {
+      {"train",
+       {"--data", "--epochs", "--steps", "--batch", "--seed", "--checkpoint",
+        "--resume", "--log", "--threads", "--stop-after"}},
+      {"eval", {"--data", "--batch", "--params", "--resume", "--threads"}},
+      {"bench", {"--data", "--batch", "--steps"}},
+  };
+  for (const auto &[name, value] : args.values) {
+    const auto &ok = allowed[args.command];
+    if (std::find(ok.begin(), ok.end(), name) == ok.end())
+      throw UsageError{
+          fmt::format("option '{}' does not apply to '{}'", name, args.command)};
+  }
+  if (args.noEval && args.command != "train")
+    throw UsageError{
+        fmt::format("option '--no-eval' does not apply to '{}'", args.command)};
+  if (args.command == "eval" && args.values.count("--params") &&
+      args.values.count("--resume"))
+    throw UsageError{"give --params or --resume, not both"};
+  return args;
+}
+
+std::optional<std::string> value(const Args &args, const std::string &name) {
+  auto it = args.values.find(name);
+  if (it == args.values.end())
+    return std::nullopt;
+  return it->second;
+}
+
+template <typename Int>
+std::optional<Int> number(const Args &args, const std::string &name, Int min) {
+  auto text = value(args, name);
+  if (!text)
+    return std::nullopt;
+  Int v{};
+  const char *end = text->data() + text->size();
+  auto [ptr, ec] = std::from_chars(text->data(), end, v);
+  if (text->empty() || ec != std::errc() || ptr != end || v < min)
+    throw UsageError{fmt::format("option '{}' needs an integer >= {}, got "
+                                 "'{}'",
+                                 name, min, *text)};
+  return v;
+}
+
+std::string duration(double seconds) {
+  if (!(seconds >= 0) || seconds > 1e8)
+    return "?";
+  auto s = static_cast<long long>(seconds + 0.5);
+  if (s >= 3600)
+    return fmt::format("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60);
+  return fmt::format("{}:{:02}", s / 60, s % 60);
+}
+
+std::string evalLine(const stringrt::EvalResult &e, const std::string &unit) {
+  std::string line = fmt::format("loss {:.6f}", e.loss);
+  if (e.accuracy)
+    line += fmt::format(", accuracy {:.2f}%", 100.0 * *e.accuracy);
+  if (e.perplexity)
+    line += fmt::format(", perplexity {:.4f}", *e.perplexity);
+  line += fmt::format(" ({} {}, {:.1f} s)", e.examples,
+                      unit == "tokens" ? "windows" : unit, e.seconds);
+  return line;
+}
+
+// Prints the progress of a training run: on a terminal, one progress line
+// rewritten in place; otherwise a plain line per step.
+class Printer : public stringrt::TrainObserver {
+public:
+  explicit Printer(std::string model)
+      : model_(std::move(model)), tty_(isatty(STDOUT_FILENO) != 0) {}
+
+  void onStart(const stringrt::TrainPlan &p) override {
+    std::string resume =
+        p.startStep > 0 ? fmt::format(", resuming at step {}", p.startStep)
+                        : std::string();
+    line(fmt::format("training '{}': {} train / {} test examples, batch {}, {} "
+                     "steps per epoch, {} steps ({} epoch{}), seed {}{}",
+                     model_, p.trainExamples, p.testExamples, p.batch,
+                     p.stepsPerEpoch, p.totalSteps, p.epochs,
+                     p.epochs == 1 ? "" : "s", p.seed, resume));
+  }
+
+  void onStep(const stringrt::TrainPlan &p,
+              const stringrt::StepReport &r) override {
+    std::string text = fmt::format(
+        "epoch {}/{} step {}/{} loss {:.6f} lr {:.3e} {:.1f} {}/s eta {}",
+        r.epoch + 1, p.epochs, r.step, p.totalSteps, r.loss, r.lr,
+        r.unitsPerSecond, p.unit, duration(r.etaSeconds));
+    if (tty_) {
+      std::fputs(("\r\033[K" + text).c_str(), stdout);
+      std::fflush(stdout);
+      pending_ = true;
+    } else {
+      line(text);
+    }
+  }
+
+  void onEpochEnd(const stringrt::TrainPlan &p,
+                  const stringrt::EpochReport &r) override {
+    line(fmt::format("epoch {}/{} {}: mean loss {:.6f} ({:.1f} s)", r.epoch + 1,
+                     p.epochs, r.complete ? "done" : "stopped", r.meanLoss,
+                     r.seconds));
+  }
+
+  void onEval(const stringrt::TrainPlan &p, int64_t step,
+              const stringrt::EvalResult &e) override {
+    line(fmt::format("eval after step {}: {}", step, evalLine(e, p.unit)));
+  }
+
+  void onCheckpoint(const stringrt::TrainPlan &, const std::string &path,
+                    int64_t step) override {
+    line(fmt::format("checkpoint {} (step {})", path, step));
+  }
+
+  // Ends an in-place progress line (before an error message, say).
+  void finish() {
+    if (pending_) {
+      std::fputs("\n", stdout);
+      std::fflush(stdout);
+      pending_ = false;
+    }
+  }
+
+private:
+  void line(const std::string &text) {
+    finish();
+    std::fputs((text + "\n").c_str(), stdout);
+    std::fflush(stdout);
+  }
+
+  std::string model_;
+  bool tty_;
+  bool pending_ = false;
+};
+
+int runTrain(const Args &args, stringrt::Model &model, Printer &printer) {
+  stringrt::TrainOptions options;
+  options.epochs = number<int64_t>(args, "--epochs", 1).value_or(0);
+  options.steps = number<int64_t>(args, "--steps", 1).value_or(0);
+  options.batch = number<int64_t>(args, "--batch", 1).value_or(0);
+  options.seed = number<uint64_t>(args, "--seed", 0);
+  options.checkpointPath = value(args, "--checkpoint").value_or("");
+  options.resumePath = value(args, "--resume").value_or("");
+  options.logPath = value(args, "--log").value_or("");
+  options.threads = number<int>(args, "--threads", 1).value_or(1);
+  options.stopAfter = number<int64_t>(args, "--stop-after", 1).value_or(0);
+  options.evaluate = !args.noEval;
+  stringrt::DataSet data =
+      stringrt::loadModelData(model, value(args, "--data").value_or(""));
+  stringrt::TrainResult result = stringrt::train(model, data, options, &printer);
+  printer.finish();
+  if (result.finished)
+    std::printf("trained %lld steps, final loss %.6f\n",
+                static_cast<long long>(result.steps), result.lastLoss);
+  else
+    std::printf("stopped after step %lld of %lld, loss %.6f\n",
+                static_cast<long long>(result.steps),
+                static_cast<long long>(result.plan.totalSteps),
+                result.lastLoss);
+  return 0;
+}
+
+int runEval(const Args &args, stringrt::Model &model) {
+  const int64_t batch =
+      number<int64_t>(args, "--batch", 1).value_or(stringrt::kDefaultBatch);
+  const int threads = number<int>(args, "--threads", 1).value_or(1);
+  stringrt::DataSet data =
+      stringrt::loadModelData(model, value(args, "--data").value_or(""));
+  model.initParameters();
+  std::string source = "initial parameters";
+  const std::string name = model.manifest().model;
+  auto slots = stringrt::optimizerSlots(model);
+  if (auto path = value(args, "--params")) {
+    stringrt::loadParameters(*path, name, slots, model.parameters());
+    source = *path;
+  } else if (auto ckpt = value(args, "--resume")) {
+    stringrt::CheckpointInfo info = stringrt::readCheckpointInfo(*ckpt);
+    stringrt::loadParameters(*ckpt, name, slots, model.parameters());
+    source = fmt::format("{} (step {})", *ckpt, info.step);
+  }
+  stringrt::EvalResult e = stringrt::evaluate(model, data, batch, threads);
+  std::printf("eval '%s' with %s: %s\n", name.c_str(), source.c_str(),
+              evalLine(e, data.unit()).c_str());
+  return 0;
+}
+
+int runBench(const Args &args, stringrt::Model &model) {
+  const int64_t batch =
+      number<int64_t>(args, "--batch", 1).value_or(stringrt::kDefaultBatch);
+  const int64_t steps = number<int64_t>(args, "--steps", 1).value_or(10);
+  stringrt::DataSet data =
+      stringrt::loadModelData(model, value(args, "--data").value_or(""));
+  stringrt::BenchResult r = stringrt::bench(model, data, batch, steps);
+  std::printf("bench '%s': %lld steps of batch %lld in %.3f s: %.3f steps/s, "
+              "%.1f %s/s (%.2f ms/step)\n",
+              model.manifest().model.c_str(), static_cast<long long>(r.steps),
+              static_cast<long long>(r.batch), r.seconds, r.stepsPerSecond,
+              r.unitsPerSecond, r.unit.c_str(),
+              r.steps > 0 ? 1000.0 * r.seconds / static_cast<double>(r.steps)
+                          : 0.0);
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  for (int i = 1; i < argc; ++i)
+    if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+  Args args;
+  try {
+    args = parseArgs(argc, argv);
+  } catch (const UsageError &e) {
+    std::fprintf(stderr, "stringrun: error: %s\n%s", e.message.c_str(),
+                 "run 'stringrun --help' for usage\n");
+    return 2;
+  }
+  try {
+    // Numbers are checked before the package is loaded.
+    number<int64_t>(args, "--epochs", 1);
+    number<int64_t>(args, "--steps", 1);
+    number<int64_t>(args, "--batch", 1);
+    number<uint64_t>(args, "--seed", 0);
+    number<int>(args, "--threads", 1);
+    number<int64_t>(args, "--stop-after", 1);
+    if (args.values.count("--epochs") && args.values.count("--steps"))
+      throw UsageError{"give --epochs or --steps, not both"};
+  } catch (const UsageError &e) {
+    std::fprintf(stderr, "stringrun: error: %s\n%s", e.message.c_str(),
+                 "run 'stringrun --help' for usage\n");
+    return 2;
+  }
+  std::optional<Printer> printer;
+  try {
+    stringrt::Model model(stringrt::Package::load(args.package));
+    if (args.command == "train") {
+      printer.emplace(model.manifest().model);
+      return runTrain(args, model, *printer);
+    }
+    if (args.command == "eval")
+      return runEval(args, model);
+    return runBench(args, model);
+  } catch (const std::exception &e) {
+    if (printer)
+      printer->finish();
+    std::fflush(stdout);
+    std::fprintf(stderr, "stringrun: error: %s\n", e.what());
+    return 1;
+  }
+}
