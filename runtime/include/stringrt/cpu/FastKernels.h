@@ -1,0 +1,133 @@
+// Fast float32 CPU kernels of the ops that dominate a ViT / GPT training
+// step: multi-threaded on the pool of ThreadPool.h, GEMMs through OpenBLAS
+// when the runtime is built with it (a blocked C++ GEMM otherwise).
+//
+// Each kernel has the signature, shape checks and semantics of the reference
+// kernel of the same name in stringrt/reference/{LayerKernels.h,
+// PositionKernels.h} (the oracle; read the math there), for float only.
+// Differences are numerical only: sums accumulate in float (GEMM, softmax,
+// normalisation statistics) and softmax exponentials use a ~2-ulp
+// polynomial, so results match the reference to ~1e-5 relative rather than
+// bit for bit. Every thread count gives the same results: no kernel splits
+// a sum across threads in a thread-dependent way (OpenBLAS, when used, may
+// differ in the last bits between thread counts).
+//
+// Conventions (those of the reference kernels): inputs TensorRef<const
+// float>, outputs TensorRef<float> whose shape the caller sets and the kernel
+// checks, every output fully overwritten, outputs never aliasing inputs; any
+// shape, attribute or id/label violation throws stringrt::Error naming the
+// kernel and operand, before any output is written.
+#pragma once
+
+#include "stringrt/reference/LayerKernels.h"
+#include "stringrt/reference/PositionKernels.h"
+
+#include <cstdint>
+
+namespace stringrt::cpu {
+
+using ref::AttentionMask;
+using ref::OptionalInput;
+using ref::OptionalOutput;
+using ref::TensorRef;
+
+//===----------------------------------------------------------------------===//
+// Dense layers, normalisation, activations (LinearKernels.cpp, NormKernels.cpp)
+//===----------------------------------------------------------------------===//
+
+// One GEMM over the flattened leading dims: [N, I] x [I, O] (+ b) -> [N, O].
+void linear(TensorRef<const float> x, TensorRef<const float> w, OptionalInput<float> b,
+            TensorRef<float> y);
+
+// dx = dy W^T: [N, O] x [O, I] -> [N, I].
+void linearGradInput(TensorRef<const float> dy, TensorRef<const float> w, TensorRef<float> dx);
+
+// dw = X^T dy: [I, N] x [N, O] -> [I, O].
+void linearGradWeight(TensorRef<const float> x, TensorRef<const float> dy, TensorRef<float> dw);
+
+// Rows in parallel.
+void layerNorm(TensorRef<const float> x, TensorRef<const float> gamma,
+               TensorRef<const float> beta, double epsilon, TensorRef<float> y);
+
+// dx rows in parallel; dgamma, dbeta summed per fixed block of rows, the
+// blocks combined in order.
+void layerNormGrad(TensorRef<const float> x, TensorRef<const float> gamma,
+                   TensorRef<const float> dy, double epsilon, TensorRef<float> dx,
+                   TensorRef<float> dgamma, TensorRef<float> dbeta);
+
+// Elementwise in parallel; erf form, or tanh form when approximate.
+void gelu(TensorRef<const float> x, bool approximate, TensorRef<float> y);
+void geluGrad(TensorRef<const float> x, TensorRef<const float> dy, bool approximate,
+              TensorRef<float> dx);
+
+//===----------------------------------------------------------------------===//
+// Attention (AttentionKernels.cpp)
+//===----------------------------------------------------------------------===//
+
+// Threaded over (batch, head). None / causal without rel: S = scale Q K^T
+// and Y = P V as per-head GEMMs, a max-subtracted softmax in between. Skip:
+// each query sees at most one key, whose softmax weight is exactly 1, so
+// y_i = v_{i - (skipBase + h)} (0 when that is negative) - a gather, rel or
+// not. None / causal with rel: the reference kernel, one batch per task.
+void attention(TensorRef<const float> q, TensorRef<const float> k, TensorRef<const float> v,
+               OptionalInput<float> rel, int64_t heads, double scale, AttentionMask mask,
+               int64_t skipBase, TensorRef<float> y);
+
+// Recomputes P per (batch, head), then dV = P^T dY, dP = dY V^T,
+// dS = P (dP - rowsum(P dP)), dQ = scale dS K, dK = scale dS^T Q as GEMMs.
+// Skip: dv_j = dy_{j + skipBase + h}, dq = dk = 0 (and drel = 0): a one-key
+// softmax has zero gradient. None / causal with rel: the reference kernel.
+void attentionGrad(TensorRef<const float> q, TensorRef<const float> k,
+                   TensorRef<const float> v, TensorRef<const float> dy,
+                   OptionalInput<float> rel, int64_t heads, double scale, AttentionMask mask,
+                   int64_t skipBase, TensorRef<float> dq, TensorRef<float> dk,
+                   TensorRef<float> dv, OptionalOutput<float> drel);
+
+//===----------------------------------------------------------------------===//
+// Rotary embedding (PositionKernels.cpp)
+//===----------------------------------------------------------------------===//
+
+// cos / sin of every (token, pair) angle computed once per call (in double,
+// as the reference does), then the pairs rotated row by row in parallel.
+void rope(TensorRef<const float> x, TensorRef<const float> pos, TensorRef<const float> freqs,
+          TensorRef<float> y);
+
+// The x-gradient of rope: dx = rope(dy, pos, -freqs), i.e. each pair turned
+// back by its angle (R(theta)^T = R(-theta)).
+void ropeGradInput(TensorRef<const float> dy, TensorRef<const float> pos,
+                   TensorRef<const float> freqs, TensorRef<float> dx);
+
+//===----------------------------------------------------------------------===//
+// Loss (LossKernels.cpp)
+//===----------------------------------------------------------------------===//
+
+// Rows in parallel; per-row losses summed in row order (in double).
+void crossEntropy(TensorRef<const float> logits, TensorRef<const int32_t> labels,
+                  TensorRef<float> loss);
+
+void crossEntropyGrad(TensorRef<const float> logits, TensorRef<const int32_t> labels,
+                      TensorRef<const float> dy, TensorRef<float> dlogits);
+
+//===----------------------------------------------------------------------===//
+// Embeddings (EmbeddingKernels.cpp)
+//===----------------------------------------------------------------------===//
+
+// Unfolds the patches into a [B (H/p)(W/p), C p p] matrix, then one GEMM
+// with w plus the bias.
+void patchEmbed(TensorRef<const float> image, TensorRef<const float> w,
+                TensorRef<const float> bias, int64_t patch, TensorRef<float> y);
+
+// dw = U^T dy over the unfolded patches U (one GEMM); db = column sums of dy.
+void patchEmbedGrad(TensorRef<const float> image, TensorRef<const float> dy, int64_t patch,
+                    TensorRef<float> dw, TensorRef<float> db);
+
+// Row gather in parallel.
+void tokenEmbed(TensorRef<const int32_t> ids, TensorRef<const float> table,
+                TensorRef<float> y);
+
+// The (b, t) positions are bucketed by id (in order), then every table row
+// sums its own bucket: parallel over ids, no atomics, a fixed order.
+void tokenEmbedGrad(TensorRef<const int32_t> ids, TensorRef<const float> dy,
+                    TensorRef<float> dtable);
+
+} // namespace stringrt::cpu

@@ -1,0 +1,218 @@
+// Fast multi-head attention and its backward op, threaded over
+// (batch, head) pairs: each pair owns its Dh-column slice of y / dq / dk / dv,
+// so the tasks never write the same memory and need no reduction.
+//
+// Head h of token t owns columns h*Dh .. (h+1)*Dh - 1, so a head's q, k, v,
+// y are [T, Dh] matrices with row stride D, fed to the GEMMs in place.
+#include "stringrt/cpu/FastKernels.h"
+#include "stringrt/cpu/ThreadPool.h"
+
+#include "Gemm.h"
+#include "KernelUtil.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+namespace stringrt::cpu {
+
+using namespace util;
+
+namespace {
+
+struct Geometry {
+  int64_t B, T, D, heads, Dh;
+  // Offset of head h of batch b's first row in a [B, T, D] tensor.
+  int64_t head(int64_t b, int64_t h) const { return b * T * D + h * Dh; }
+};
+
+Geometry checkAttention(const std::string &kernel, const TensorRef<const float> &q,
+                        const TensorRef<const float> &k, const TensorRef<const float> &v,
+                        const OptionalInput<float> &rel, int64_t heads, AttentionMask mask,
+                        int64_t skipBase) {
+  checkRank((kernel + ": q").c_str(), q, 3);
+  checkShape((kernel + ": k").c_str(), k, q.shape);
+  checkShape((kernel + ": v").c_str(), v, q.shape);
+  Geometry g{q.dim(0), q.dim(1), q.dim(2), heads, 0};
+  check(heads > 0 && g.D % heads == 0, kernel.c_str(),
+        "heads " + std::to_string(heads) + " does not divide the width " + std::to_string(g.D));
+  g.Dh = g.D / heads;
+  if (rel)
+    checkShape((kernel + ": rel").c_str(), *rel, {g.T, g.T, g.Dh, g.Dh});
+  if (mask == AttentionMask::Skip)
+    check(skipBase >= 0, kernel.c_str(),
+          "skip_base must be >= 0, got " + std::to_string(skipBase));
+  return g;
+}
+
+// A [1, T, D] view of batch b of a [B, T, D] tensor (for the reference
+// fallback, one batch per task).
+template <typename T> TensorRef<T> batchSlice(const TensorRef<T> &t, const Geometry &g, int64_t b) {
+  return TensorRef<T>{t.data + b * g.T * g.D, {1, g.T, g.D}};
+}
+
+// P = softmax(scale Q K^T) of one (batch, head), [T, T] row-major, row i
+// over the visible keys (j <= i when causal, all otherwise); hidden entries
+// are exact zeros.
+// Without rel, none and causal always leave key 0 visible: no empty rows.
+void attentionProbs(const Geometry &g, const float *qh, const float *kh, float scale,
+                    bool causal, float *p) {
+  gemmSerial(Trans::No, Trans::Yes, g.T, g.T, g.Dh, scale, qh, g.D, kh, g.D, 0.0f, p, g.T);
+  for (int64_t i = 0; i < g.T; ++i) {
+    float *row = p + i * g.T;
+    const int64_t visible = causal ? i + 1 : g.T;
+    // Max-subtracted: every exp is <= 1, no overflow for large scores.
+    float maxScore = row[0];
+    for (int64_t j = 1; j < visible; ++j)
+      maxScore = std::max(maxScore, row[j]);
+    for (int64_t j = 0; j < visible; ++j)
+      row[j] = fastExp(row[j] - maxScore);
+    const float inv = 1.0f / sumFloats(row, visible);
+    for (int64_t j = 0; j < visible; ++j)
+      row[j] *= inv;
+    std::fill(row + visible, row + g.T, 0.0f);
+  }
+}
+
+// The key query i of head h sees under the skip mask (negative: none).
+int64_t skipKey(int64_t skipBase, int64_t h, int64_t i) { return i - (skipBase + h); }
+
+// Skip forward: y_i = v_{i - (skipBase + h)}, or 0 without a key. A softmax
+// over a single score is exactly 1 whatever the score (and rel) is.
+void skipAttention(const Geometry &g, const float *v, int64_t skipBase, float *y) {
+  parallelFor(0, g.B * g.heads, 1, [&](int64_t t0, int64_t t1) {
+    for (int64_t task = t0; task < t1; ++task) {
+      const int64_t b = task / g.heads, h = task % g.heads, off = g.head(b, h);
+      for (int64_t i = 0; i < g.T; ++i) {
+        const int64_t j = skipKey(skipBase, h, i);
+        float *out = y + off + i * g.D;
+        if (j >= 0)
+          std::copy(v + off + j * g.D, v + off + j * g.D + g.Dh, out);
+        else
+          std::fill(out, out + g.Dh, 0.0f);
+      }
+    }
+  });
+}
+
+// Skip backward: dv_j = dy_{j + skipBase + h} (0 past the end); dq = dk = 0,
+// the gradient of a one-key softmax (dS = P (dP - P dP) = 0 with P = 1).
+void skipAttentionGrad(const Geometry &g, const float *dy, int64_t skipBase, float *dq,
+                       float *dk, float *dv) {
+  const int64_t n = g.B * g.T * g.D;
+  std::fill(dq, dq + n, 0.0f);
+  std::fill(dk, dk + n, 0.0f);
+  parallelFor(0, g.B * g.heads, 1, [&](int64_t t0, int64_t t1) {
+    for (int64_t task = t0; task < t1; ++task) {
+      const int64_t b = task / g.heads, h = task % g.heads, off = g.head(b, h);
+      for (int64_t j = 0; j < g.T; ++j) {
+        const int64_t i = j + skipBase + h; // the query that sees key j
+        float *out = dv + off + j * g.D;
+        if (i < g.T)
+          std::copy(dy + off + i * g.D, dy + off + i * g.D + g.Dh, out);
+        else
+          std::fill(out, out + g.Dh, 0.0f);
+      }
+    }
+  });
+}
+
+} // namespace
+
+void attention(TensorRef<const float> q, TensorRef<const float> k, TensorRef<const float> v,
+               OptionalInput<float> rel, int64_t heads, double scale, AttentionMask mask,
+               int64_t skipBase, TensorRef<float> y) {
+  const Geometry g = checkAttention("attention", q, k, v, rel, heads, mask, skipBase);
+  checkShape("attention: result", y, q.shape);
+  if (mask == AttentionMask::Skip) {
+    skipAttention(g, v.data, skipBase, y.data);
+    return;
+  }
+  if (rel) {
+    // Relative rotations R_ij make every score its own bilinear form: no
+    // GEMM shape. The reference kernel, batches in parallel (each batch's
+    // output is independent, so the result is the reference's exactly).
+    parallelFor(0, g.B, 1, [&](int64_t b0, int64_t b1) {
+      for (int64_t b = b0; b < b1; ++b)
+        ref::attention<float>(batchSlice(q, g, b), batchSlice(k, g, b), batchSlice(v, g, b), rel,
+                              heads, scale, mask, skipBase, batchSlice(y, g, b));
+    });
+    return;
+  }
+  const bool causal = mask == AttentionMask::Causal;
+  parallelFor(0, g.B * g.heads, 1, [&](int64_t t0, int64_t t1) {
+    thread_local std::vector<float> p;
+    p.resize(static_cast<size_t>(g.T * g.T));
+    for (int64_t task = t0; task < t1; ++task) {
+      const int64_t off = g.head(task / g.heads, task % g.heads);
+      attentionProbs(g, q.data + off, k.data + off, static_cast<float>(scale), causal, p.data());
+      // Y = P V  ([T, T] x [T, Dh])
+      gemmSerial(Trans::No, Trans::No, g.T, g.Dh, g.T, 1.0f, p.data(), g.T, v.data + off, g.D,
+                 0.0f, y.data + off, g.D);
+    }
+  });
+}
+
+void attentionGrad(TensorRef<const float> q, TensorRef<const float> k,
+                   TensorRef<const float> v, TensorRef<const float> dy,
+                   OptionalInput<float> rel, int64_t heads, double scale, AttentionMask mask,
+                   int64_t skipBase, TensorRef<float> dq, TensorRef<float> dk,
+                   TensorRef<float> dv, OptionalOutput<float> drel) {
+  const Geometry g = checkAttention("attention_grad", q, k, v, rel, heads, mask, skipBase);
+  checkShape("attention_grad: dy", dy, q.shape);
+  checkShape("attention_grad: dq", dq, q.shape);
+  checkShape("attention_grad: dk", dk, q.shape);
+  checkShape("attention_grad: dv", dv, q.shape);
+  check(rel.has_value() == drel.has_value(), "attention_grad",
+        "drel must be given exactly when rel is");
+  if (drel)
+    checkShape("attention_grad: drel", *drel, rel->shape);
+
+  if (mask == AttentionMask::Skip) {
+    skipAttentionGrad(g, dy.data, skipBase, dq.data, dk.data, dv.data);
+    if (drel) // drel = scale sum dS q k^T with dS = 0
+      std::fill(drel->data, drel->data + drel->numel(), 0.0f);
+    return;
+  }
+  if (rel) {
+    // drel sums over batches and heads: the reference kernel as is.
+    ref::attentionGrad<float>(q, k, v, dy, rel, heads, scale, mask, skipBase, dq, dk, dv, drel);
+    return;
+  }
+  const bool causal = mask == AttentionMask::Causal;
+  const float s = static_cast<float>(scale);
+  parallelFor(0, g.B * g.heads, 1, [&](int64_t t0, int64_t t1) {
+    thread_local std::vector<float> p, dS;
+    p.resize(static_cast<size_t>(g.T * g.T));
+    dS.resize(static_cast<size_t>(g.T * g.T));
+    for (int64_t task = t0; task < t1; ++task) {
+      const int64_t off = g.head(task / g.heads, task % g.heads);
+      const float *qh = q.data + off, *kh = k.data + off, *vh = v.data + off;
+      const float *dyh = dy.data + off;
+      attentionProbs(g, qh, kh, s, causal, p.data());
+      // dV = P^T dY  ([T, T]^T x [T, Dh])
+      gemmSerial(Trans::Yes, Trans::No, g.T, g.Dh, g.T, 1.0f, p.data(), g.T, dyh, g.D, 0.0f,
+                 dv.data + off, g.D);
+      // dP = dY V^T  ([T, Dh] x [Dh, T]), then in place
+      // dS_ij = P_ij (dP_ij - sum_l P_il dP_il)   (0 where P_ij = 0: hidden keys)
+      gemmSerial(Trans::No, Trans::Yes, g.T, g.T, g.Dh, 1.0f, dyh, g.D, vh, g.D, 0.0f, dS.data(),
+                 g.T);
+      for (int64_t i = 0; i < g.T; ++i) {
+        const float *pRow = p.data() + i * g.T;
+        float *row = dS.data() + i * g.T;
+        float pdp = 0.0f;
+        for (int64_t j = 0; j < g.T; ++j)
+          pdp += pRow[j] * row[j];
+        for (int64_t j = 0; j < g.T; ++j)
+          row[j] = pRow[j] * (row[j] - pdp);
+      }
+      // dQ = scale dS K,  dK = scale dS^T Q  ([T, T] x [T, Dh])
+      gemmSerial(Trans::No, Trans::No, g.T, g.Dh, g.T, s, dS.data(), g.T, kh, g.D, 0.0f,
+                 dq.data + off, g.D);
+      gemmSerial(Trans::Yes, Trans::No, g.T, g.Dh, g.T, s, dS.data(), g.T, qh, g.D, 0.0f,
+                 dk.data + off, g.D);
+    }
+  });
+}
+
+} // namespace stringrt::cpu

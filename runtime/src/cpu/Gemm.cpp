@@ -1,0 +1,270 @@
+// Single-precision GEMM: OpenBLAS when built with it, else a blocked,
+// packed C++ kernel (GotoBLAS layout, small enough to read) on the pool.
+#include "Gemm.h"
+
+#include "stringrt/cpu/ThreadPool.h"
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+#include <vector>
+
+#ifdef STRINGRT_HAVE_OPENBLAS
+#include <cblas.h>
+// Declared here as well: a netlib cblas.h (when that is the one found) lacks
+// it, and OpenBLAS's own declaration is the same.
+extern "C" void openblas_set_num_threads(int num_threads);
+#endif
+
+namespace stringrt::cpu {
+namespace {
+
+//===----------------------------------------------------------------------===//
+// Blocked C++ kernel
+//
+// C is cut into tiles of MC x NC. For a tile, the K sum runs in blocks of KC:
+// the KC-slices of op(A) and op(B) are packed into contiguous panels (MR rows
+// of A interleaved per k, NR columns of B per k, zero-padded at the edges, A
+// pre-scaled by alpha), and a register-sized MR x NR micro kernel walks them.
+// The packing makes every inner access unit-stride whatever the transposes,
+// and lets one micro kernel serve all four transpose combinations.
+//===----------------------------------------------------------------------===//
+
+constexpr int64_t kMR = 4;   // micro-tile rows
+constexpr int64_t kNR = 16;  // micro-tile columns (one AVX-512 register of floats)
+constexpr int64_t kKC = 256; // K block: one A panel + one B panel stay in L1/L2
+constexpr int64_t kMC = 64;  // default tile rows (multiple of kMR)
+constexpr int64_t kNC = 256; // default tile columns (multiple of kNR)
+
+struct GemmArgs {
+  Trans transA, transB;
+  int64_t M, N, K;
+  float alpha;
+  const float *A;
+  int64_t lda;
+  const float *B;
+  int64_t ldb;
+  float beta;
+  float *C;
+  int64_t ldc;
+
+};
+
+// Rows [i0, i0 + mc) x K-slice [p0, p0 + kc) of alpha op(A), as ceil(mc/MR)
+// panels; panel r holds out[(r kc + k) MR + m] = alpha op(A)[i0 + r MR + m, p0 + k],
+// zero for rows past mc. The loops follow A's memory order in either layout.
+void packA(const GemmArgs &g, int64_t i0, int64_t mc, int64_t p0, int64_t kc, float *out) {
+  for (int64_t r = 0; r * kMR < mc; ++r) {
+    float *panel = out + r * kc * kMR;
+    const int64_t rows = std::min(kMR, mc - r * kMR);
+    if (rows < kMR)
+      std::fill(panel, panel + kc * kMR, 0.0f);
+    if (g.transA == Trans::No) {
+      for (int64_t m = 0; m < rows; ++m) {
+        const float *src = g.A + (i0 + r * kMR + m) * g.lda + p0;
+        for (int64_t k = 0; k < kc; ++k)
+          panel[k * kMR + m] = g.alpha * src[k];
+      }
+    } else {
+      for (int64_t k = 0; k < kc; ++k) {
+        const float *src = g.A + (p0 + k) * g.lda + i0 + r * kMR;
+        for (int64_t m = 0; m < rows; ++m)
+          panel[k * kMR + m] = g.alpha * src[m];
+      }
+    }
+  }
+}
+
+// K-slice [p0, p0 + kc) x columns [j0, j0 + nc) of op(B), as ceil(nc/NR)
+// panels; panel c holds out[(c kc + k) NR + n] = op(B)[p0 + k, j0 + c NR + n],
+// zero for columns past nc.
+void packB(const GemmArgs &g, int64_t p0, int64_t kc, int64_t j0, int64_t nc, float *out) {
+  for (int64_t c = 0; c * kNR < nc; ++c) {
+    float *panel = out + c * kc * kNR;
+    const int64_t cols = std::min(kNR, nc - c * kNR);
+    if (cols < kNR)
+      std::fill(panel, panel + kc * kNR, 0.0f);
+    if (g.transB == Trans::No) {
+      for (int64_t k = 0; k < kc; ++k) {
+        const float *src = g.B + (p0 + k) * g.ldb + j0 + c * kNR;
+        std::copy(src, src + cols, panel + k * kNR);
+      }
+    } else {
+      for (int64_t n = 0; n < cols; ++n) {
+        const float *src = g.B + (j0 + c * kNR + n) * g.ldb + p0;
+        for (int64_t k = 0; k < kc; ++k)
+          panel[k * kNR + n] = src[k];
+      }
+    }
+  }
+}
+
+// Builds of the micro kernel for wider SIMD than the baseline x86-64 ISA
+// (SSE2), picked at load time for the running CPU (GCC / Clang function
+// multiversioning): the runtime stays portable, the hot loop still gets
+// AVX-512 or AVX + FMA where there is one. (Each target string is one
+// clone; "fma" implies AVX.)
+#if defined(__x86_64__) && defined(__GNUC__) && defined(__linux__)
+#define STRINGRT_SIMD_CLONES __attribute__((target_clones("avx512f", "fma", "default")))
+#else
+#define STRINGRT_SIMD_CLONES
+#endif
+
+// out[m NR + n] = sum_k a[k MR + m] b[k NR + n]: one MR x NR block of A B
+// over a K-slice. Each of the MR accumulator rows is one NR-float SIMD value
+// (GCC / Clang vector extensions: one zmm with AVX-512, two ymm with AVX,
+// four xmm with SSE2), updated per k by a broadcast of a[k, m] times the
+// packed B row - the register-blocked outer product every BLAS uses. Left
+// to the auto-vectoriser, the same loops came out as a slow shuffle mess.
+#if defined(__GNUC__)
+typedef float PanelRow __attribute__((vector_size(kNR * sizeof(float))));
+
+STRINGRT_SIMD_CLONES
+void microKernel(int64_t kc, const float *__restrict a, const float *__restrict b,
+                 float *__restrict out) {
+  PanelRow acc[kMR] = {};
+  for (int64_t k = 0; k < kc; ++k) {
+    PanelRow bk;
+    std::memcpy(&bk, b + k * kNR, sizeof bk); // packed rows are not 64-byte aligned
+    for (int64_t m = 0; m < kMR; ++m)
+      acc[m] += a[k * kMR + m] * bk;
+  }
+  std::memcpy(out, acc, sizeof acc);
+}
+#else
+void microKernel(int64_t kc, const float *a, const float *b, float *out) {
+  float acc[kMR][kNR] = {};
+  for (int64_t k = 0; k < kc; ++k)
+    for (int64_t m = 0; m < kMR; ++m)
+      for (int64_t n = 0; n < kNR; ++n)
+        acc[m][n] += a[k * kMR + m] * b[k * kNR + n];
+  std::memcpy(out, acc, sizeof acc);
+}
+#endif
+
+// One C tile [i0, i0 + mc) x [j0, j0 + nc): beta first, then every K block.
+void gemmTile(const GemmArgs &g, int64_t i0, int64_t mc, int64_t j0, int64_t nc) {
+  for (int64_t i = i0; i < i0 + mc; ++i) {
+    float *row = g.C + i * g.ldc + j0;
+    if (g.beta == 0.0f) // overwrite: C may hold garbage, even NaN
+      std::fill(row, row + nc, 0.0f);
+    else if (g.beta != 1.0f)
+      for (int64_t j = 0; j < nc; ++j)
+        row[j] *= g.beta;
+  }
+  // Per-thread scratch, reused across calls: no allocation in steady state.
+  thread_local std::vector<float> packedA, packedB;
+  const int64_t panelsA = (mc + kMR - 1) / kMR, panelsB = (nc + kNR - 1) / kNR;
+  packedA.resize(static_cast<size_t>(panelsA * kMR * kKC));
+  packedB.resize(static_cast<size_t>(panelsB * kNR * kKC));
+  float acc[kMR * kNR];
+  for (int64_t p0 = 0; p0 < g.K; p0 += kKC) {
+    const int64_t kc = std::min(kKC, g.K - p0);
+    packA(g, i0, mc, p0, kc, packedA.data());
+    packB(g, p0, kc, j0, nc, packedB.data());
+    for (int64_t r = 0; r < panelsA; ++r)
+      for (int64_t c = 0; c < panelsB; ++c) {
+        microKernel(kc, packedA.data() + r * kc * kMR, packedB.data() + c * kc * kNR, acc);
+        const int64_t rows = std::min(kMR, mc - r * kMR), cols = std::min(kNR, nc - c * kNR);
+        for (int64_t m = 0; m < rows; ++m) {
+          float *out = g.C + (i0 + r * kMR + m) * g.ldc + j0 + c * kNR;
+          for (int64_t n = 0; n < cols; ++n)
+            out[n] += acc[m * kNR + n];
+        }
+      }
+  }
+}
+
+// The tiles of C, in row-major tile order.
+struct Tiling {
+  int64_t mc, nc, tilesM, tilesN;
+  int64_t count() const { return tilesM * tilesN; }
+};
+
+Tiling tiling(int64_t M, int64_t N, int64_t mc, int64_t nc) {
+  return {mc, nc, (M + mc - 1) / mc, (N + nc - 1) / nc};
+}
+
+void blockedGemm(const GemmArgs &g, bool parallel) {
+  Tiling t = tiling(g.M, g.N, kMC, kNC);
+  if (parallel) {
+    // Smaller tiles until every thread has a couple of them (a long-K,
+    // small-MN product such as a weight gradient is otherwise one tile).
+    // The tile shape never changes a result: each element's K order is fixed.
+    const int64_t want = 2 * numThreads();
+    while (t.count() < want && (t.nc > kNR || t.mc > kMR)) {
+      const int64_t nc = t.nc > kNR ? t.nc / 2 : t.nc, mc = t.nc > kNR ? t.mc : t.mc / 2;
+      t = tiling(g.M, g.N, mc, nc);
+    }
+  }
+  auto runTiles = [&](int64_t begin, int64_t end) {
+    for (int64_t tile = begin; tile < end; ++tile) {
+      const int64_t i0 = (tile / t.tilesN) * t.mc, j0 = (tile % t.tilesN) * t.nc;
+      gemmTile(g, i0, std::min(t.mc, g.M - i0), j0, std::min(t.nc, g.N - j0));
+    }
+  };
+  if (parallel)
+    parallelFor(0, t.count(), 1, runTiles);
+  else
+    runTiles(0, t.count());
+}
+
+GemmArgs makeArgs(Trans transA, Trans transB, int64_t M, int64_t N, int64_t K, float alpha,
+                  const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
+                  int64_t ldc) {
+  return {transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc};
+}
+
+#ifdef STRINGRT_HAVE_OPENBLAS
+bool fitsBlasInt(int64_t v) { return v <= INT_MAX; }
+#endif
+
+} // namespace
+
+void gemmSerial(Trans transA, Trans transB, int64_t M, int64_t N, int64_t K, float alpha,
+                const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
+                int64_t ldc) {
+  if (M <= 0 || N <= 0)
+    return;
+  blockedGemm(makeArgs(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc), false);
+}
+
+void gemm(Trans transA, Trans transB, int64_t M, int64_t N, int64_t K, float alpha,
+          const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
+          int64_t ldc) {
+  if (M <= 0 || N <= 0)
+    return;
+  const GemmArgs g = makeArgs(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+#ifdef STRINGRT_HAVE_OPENBLAS
+  // K = 0 is only beta C, which the blocked path does without BLAS's
+  // leading-dimension rules; sizes past BLAS's 32-bit ints go there too.
+  if (K > 0 && fitsBlasInt(M) && fitsBlasInt(N) && fitsBlasInt(K) && fitsBlasInt(lda) &&
+      fitsBlasInt(ldb) && fitsBlasInt(ldc)) {
+    numThreads(); // starts the pool, which sets BLAS's thread count
+    cblas_sgemm(CblasRowMajor, transA == Trans::No ? CblasNoTrans : CblasTrans,
+                transB == Trans::No ? CblasNoTrans : CblasTrans, static_cast<int>(M),
+                static_cast<int>(N), static_cast<int>(K), alpha, A, static_cast<int>(lda), B,
+                static_cast<int>(ldb), beta, C, static_cast<int>(ldc));
+    return;
+  }
+#endif
+  blockedGemm(g, true);
+}
+
+bool gemmUsesBlas() {
+#ifdef STRINGRT_HAVE_OPENBLAS
+  return true;
+#else
+  return false;
+#endif
+}
+
+void setBlasThreads(int n) {
+#ifdef STRINGRT_HAVE_OPENBLAS
+  openblas_set_num_threads(n);
+#else
+  (void)n;
+#endif
+}
+
+} // namespace stringrt::cpu

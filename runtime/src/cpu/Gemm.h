@@ -1,0 +1,41 @@
+// Single-precision GEMM for the fast CPU kernels (private to src/cpu).
+//
+//   C[M, N] = alpha op(A) op(B) + beta C      (row-major; op(X) = X or X^T)
+//
+// A is M x K (K x M when transA) with row stride lda, B is K x N (N x K when
+// transB) with row stride ldb, C is M x N with row stride ldc. beta = 0
+// overwrites C without reading it (NaNs there do not leak through).
+//
+// gemm() is the big, stand-alone product: OpenBLAS's sgemm (its own threads,
+// kept at the pool size) when the runtime is built with OpenBLAS, else the
+// blocked C++ kernel below spread over the thread pool. gemmSerial() always
+// runs on the calling thread with the blocked C++ kernel: it is the one to
+// call from inside parallelFor (many small per-head products), where a
+// multi-threaded BLAS call would oversubscribe or serialise on BLAS's lock.
+//
+// Neither splits the K sum across threads: every C element is accumulated in
+// the same order for any thread count.
+#pragma once
+
+#include <cstdint>
+
+namespace stringrt::cpu {
+
+enum class Trans { No, Yes };
+
+void gemm(Trans transA, Trans transB, int64_t M, int64_t N, int64_t K, float alpha,
+          const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
+          int64_t ldc);
+
+void gemmSerial(Trans transA, Trans transB, int64_t M, int64_t N, int64_t K, float alpha,
+                const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
+                int64_t ldc);
+
+// Whether gemm() goes through OpenBLAS in this build.
+bool gemmUsesBlas();
+
+// Sets OpenBLAS's thread count (a no-op without OpenBLAS). Called by the
+// thread pool whenever its size is set.
+void setBlasThreads(int n);
+
+} // namespace stringrt::cpu

@@ -1,0 +1,204 @@
+// The fixed worker pool behind stringrt::cpu::parallelFor (ThreadPool.h).
+//
+// One job at a time: the caller publishes a Job (a task and a chunk count),
+// wakes the workers, and everyone - the caller included - claims chunk
+// indices from the job's atomic counter until none are left. The job lives
+// in a shared_ptr so that a worker waking late, after the caller has moved
+// on, only touches an exhausted counter of its own copy and never the next
+// job's state.
+#include "stringrt/cpu/ThreadPool.h"
+
+#include "Gemm.h"
+
+#include "stringrt/Error.h"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdlib>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace stringrt::cpu {
+namespace {
+
+// True on pool workers, and on a caller while it runs a job: a parallelFor
+// issued there runs serially instead of waiting on the (busy) pool.
+thread_local bool tInsideJob = false;
+
+struct Job {
+  const std::function<void(int64_t)> *task = nullptr;
+  int64_t chunks = 0;
+  std::atomic<int64_t> next{0}; // the next unclaimed chunk
+  std::atomic<int64_t> done{0}; // chunks finished
+  std::mutex mutex;             // guards error; pairs with finished
+  std::condition_variable finished;
+  std::exception_ptr error;
+
+  // Claims and runs chunks until none are left.
+  void work() {
+    for (int64_t c = next.fetch_add(1); c < chunks; c = next.fetch_add(1)) {
+      try {
+        (*task)(c);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mutex);
+        if (!error)
+          error = std::current_exception();
+      }
+      if (done.fetch_add(1) + 1 == chunks) {
+        std::lock_guard<std::mutex> lock(mutex);
+        finished.notify_all();
+      }
+    }
+  }
+};
+
+class Pool {
+public:
+  explicit Pool(int threads) { start(threads); }
+  ~Pool() { stop(); }
+  Pool(const Pool &) = delete;
+  Pool &operator=(const Pool &) = delete;
+
+  int size() const { return size_.load(); }
+
+  void resize(int threads) {
+    std::lock_guard<std::mutex> submit(submitMutex_);
+    stop();
+    start(threads);
+  }
+
+  // Calls task(c) for every c in [0, chunks), spread over the pool.
+  void run(int64_t chunks, const std::function<void(int64_t)> &task) {
+    std::lock_guard<std::mutex> submit(submitMutex_);
+    auto job = std::make_shared<Job>();
+    job->task = &task;
+    job->chunks = chunks;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      job_ = job;
+      ++generation_;
+    }
+    wake_.notify_all();
+
+    tInsideJob = true;
+    job->work();
+    tInsideJob = false;
+    {
+      std::unique_lock<std::mutex> lock(job->mutex);
+      job->finished.wait(lock, [&] { return job->done.load() == job->chunks; });
+    }
+    {
+      // Drop the pool's reference so the job dies with its last worker.
+      std::lock_guard<std::mutex> lock(mutex_);
+      job_.reset();
+    }
+    if (job->error)
+      std::rethrow_exception(job->error);
+  }
+
+private:
+  void start(int threads) {
+    size_ = threads;
+    stopping_ = false;
+    // Counts the pool's threads together with BLAS's: both get `threads`.
+    setBlasThreads(threads);
+    // A worker counts jobs from the generation current now, not from when
+    // its thread gets to run: a job published in between is not missed.
+    for (int i = 1; i < threads; ++i)
+      workers_.emplace_back([this, seen = generation_] { workerLoop(seen); });
+  }
+
+  void stop() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+    }
+    wake_.notify_all();
+    for (std::thread &t : workers_)
+      t.join();
+    workers_.clear();
+  }
+
+  void workerLoop(uint64_t seen) {
+    tInsideJob = true;
+    for (;;) {
+      std::shared_ptr<Job> job;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        wake_.wait(lock, [&] { return stopping_ || generation_ != seen; });
+        if (stopping_)
+          return;
+        seen = generation_;
+        job = job_;
+      }
+      if (job)
+        job->work();
+    }
+  }
+
+  std::mutex submitMutex_; // one job (or resize) at a time
+  std::mutex mutex_;       // guards job_, generation_, stopping_
+  std::condition_variable wake_;
+  std::shared_ptr<Job> job_;
+  uint64_t generation_ = 0;
+  bool stopping_ = false;
+  std::atomic<int> size_{1};
+  std::vector<std::thread> workers_;
+};
+
+// STRINGRT_THREADS when set, else the hardware's thread count (at least 1).
+int defaultThreadCount() {
+  if (const char *env = std::getenv("STRINGRT_THREADS")) {
+    char *end = nullptr;
+    const long n = std::strtol(env, &end, 10);
+    if (end == env || *end != '\0' || n < 1 || n > 4096)
+      throw Error(std::string("STRINGRT_THREADS must be an integer in [1, 4096], got '") + env +
+                  "'");
+    return static_cast<int>(n);
+  }
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+Pool &globalPool() {
+  static Pool pool(defaultThreadCount());
+  return pool;
+}
+
+} // namespace
+
+int numThreads() { return globalPool().size(); }
+
+void setNumThreads(int n) {
+  if (n < 1)
+    throw Error("setNumThreads: the thread count must be >= 1, got " + std::to_string(n));
+  if (tInsideJob)
+    throw Error("setNumThreads: cannot resize the pool from inside parallelFor");
+  globalPool().resize(n);
+}
+
+void parallelFor(int64_t begin, int64_t end, int64_t grain,
+                 const std::function<void(int64_t, int64_t)> &fn) {
+  if (end <= begin)
+    return;
+  const int64_t n = end - begin;
+  grain = std::max<int64_t>(grain, 1);
+  Pool &pool = globalPool();
+  const int64_t chunks = std::min<int64_t>(pool.size(), n / grain);
+  if (chunks <= 1 || tInsideJob) {
+    fn(begin, end);
+    return;
+  }
+  // Chunk c is [begin + n c / chunks, begin + n (c + 1) / chunks): sizes
+  // differ by at most one, and all are >= n / chunks >= grain.
+  const std::function<void(int64_t)> task = [&](int64_t c) {
+    fn(begin + n * c / chunks, begin + n * (c + 1) / chunks);
+  };
+  pool.run(chunks, task);
+}
+
+} // namespace stringrt::cpu
