@@ -1,5 +1,6 @@
 // stringrun: trains, evaluates and benchmarks compiled model packages
-// (docs/package.md). Links only libstringrt.
+// (docs/package.md), and writes one step's gradients for checking them.
+// Links only libstringrt.
 //
 //   stringrun train PKG [--data PATH] [--epochs N] [--steps N] [--batch B]
 //                       [--seed S] [--checkpoint FILE] [--resume FILE]
@@ -7,9 +8,13 @@
 //   stringrun eval PKG [--data PATH] [--batch B] [--params FILE | --resume FILE]
 //                      [--threads N]
 //   stringrun bench PKG [--data PATH] [--batch B] [--steps N]
+//   stringrun gradients PKG --out FILE [--data PATH] [--batch B] [--seed S]
+//                           [--params FILE]
 //
 // Exit status: 0 on success, 1 on an error (bad package, data or checkpoint,
 // failed I/O, a diverging loss), 2 on a usage error.
+
+#include "GradientDump.h"
 
 #include "stringrt/Checkpoint.h"
 #include "stringrt/Error.h"
@@ -34,12 +39,19 @@ namespace {
 
 constexpr const char *kUsage = R"(usage: stringrun COMMAND MODEL.pkg [options]
 
-Trains, evaluates and benchmarks a model package (stringc --target=cpu).
+Trains, evaluates and benchmarks a model package (stringc --target=cpu), and
+writes one step's loss and gradients.
 
 commands:
-  train   train the model, evaluating on the test split after every epoch
-  eval    evaluate the model on the test split
-  bench   time training steps
+  train      train the model, evaluating on the test split after every epoch
+  eval       evaluate the model on the test split
+  bench      time training steps
+  gradients  run the gradients program once on the first training batch
+             (the one `train --seed S` takes at step 1) and write a
+             safetensors file (--out) with the batch (input.NAME), the
+             parameters (param.NAME), the loss (loss, shape []) and every
+             trainable parameter's gradient (grad.NAME), all F32 but i32
+             inputs (I32), to check them against another implementation
 
 options:
   --data PATH        IDX directory or text file (default: the model's dataset)
@@ -51,13 +63,14 @@ options:
   --batch B          batch size (default 32; when resuming, the checkpoint's)
   --stop-after N     train: stop after global step N (the run and its
                      schedule are unchanged; --resume continues it)
-  --seed S           train: data-order seed (default 0; when resuming, the
-                     checkpoint's)
+  --seed S           train, gradients: data-order seed (default 0; when
+                     resuming, the checkpoint's)
   --checkpoint FILE  train: write a checkpoint after every epoch and at the end
   --resume FILE      train: continue from a checkpoint (the same losses as an
                      unbroken run); eval: evaluate its parameters
-  --params FILE      eval: parameters from a checkpoint or safetensors file
-                     (default: freshly initialised)
+  --params FILE      eval, gradients: parameters from a checkpoint or
+                     safetensors file (default: freshly initialised)
+  --out FILE         gradients: the safetensors file to write (required)
   --log FILE.csv     train: CSV log of every step and evaluation (appended to
                      when resuming)
   --threads N        model replicas evaluating test batches concurrently
@@ -81,7 +94,7 @@ struct Args {
 
 const std::vector<std::string> kValueOptions = {
     "--data", "--epochs", "--steps",  "--batch",  "--seed",   "--checkpoint",
-    "--resume", "--params", "--log", "--threads", "--stop-after"};
+    "--resume", "--params", "--log", "--threads", "--stop-after", "--out"};
 
 bool isValueOption(const std::string &name) {
   for (const std::string &o : kValueOptions)
@@ -124,12 +137,12 @@ Args parseArgs(int argc, char **argv) {
     }
   }
   if (positional.empty())
-    throw UsageError{"no command given (train, eval or bench)"};
+    throw UsageError{"no command given (train, eval, bench or gradients)"};
   args.command = positional[0];
   if (args.command != "train" && args.command != "eval" &&
-      args.command != "bench")
-    throw UsageError{fmt::format("unknown command '{}' (expected train, eval "
-                                 "or bench)",
+      args.command != "bench" && args.command != "gradients")
+    throw UsageError{fmt::format("unknown command '{}' (expected train, eval, "
+                                 "bench or gradients)",
                                  args.command)};
   if (positional.size() < 2)
     throw UsageError{fmt::format("'{}' needs a model package", args.command)};
@@ -144,6 +157,7 @@ Args parseArgs(int argc, char **argv) {
         "--resume", "--log", "--threads", "--stop-after"}},
       {"eval", {"--data", "--batch", "--params", "--resume", "--threads"}},
       {"bench", {"--data", "--batch", "--steps"}},
+      {"gradients", {"--data", "--batch", "--seed", "--params", "--out"}},
   };
   for (const auto &[name, value] : args.values) {
     const auto &ok = allowed[args.command];
@@ -157,6 +171,8 @@ Args parseArgs(int argc, char **argv) {
   if (args.command == "eval" && args.values.count("--params") &&
       args.values.count("--resume"))
     throw UsageError{"give --params or --resume, not both"};
+  if (args.command == "gradients" && !args.values.count("--out"))
+    throw UsageError{"'gradients' needs --out FILE"};
   return args;
 }
 
@@ -341,6 +357,26 @@ int runBench(const Args &args, stringrt::Model &model) {
   return 0;
 }
 
+int runGradients(const Args &args, stringrt::Model &model) {
+  stringrun::GradientDumpOptions options;
+  options.batch =
+      number<int64_t>(args, "--batch", 1).value_or(stringrt::kDefaultBatch);
+  options.seed = number<uint64_t>(args, "--seed", 0).value_or(0);
+  options.paramsPath = value(args, "--params").value_or("");
+  options.outPath = *value(args, "--out");
+  stringrt::DataSet data =
+      stringrt::loadModelData(model, value(args, "--data").value_or(""));
+  stringrun::GradientDumpResult r =
+      stringrun::dumpGradients(model, data, options);
+  std::printf("gradients '%s': batch %lld (seed %llu), loss %.6f, %lld "
+              "gradients written to %s\n",
+              model.manifest().model.c_str(),
+              static_cast<long long>(options.batch),
+              static_cast<unsigned long long>(options.seed), r.loss,
+              static_cast<long long>(r.gradients), options.outPath.c_str());
+  return 0;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -381,6 +417,8 @@ int main(int argc, char **argv) {
     }
     if (args.command == "eval")
       return runEval(args, model);
+    if (args.command == "gradients")
+      return runGradients(args, model);
     return runBench(args, model);
   } catch (const std::exception &e) {
     if (printer)
