@@ -1,8 +1,10 @@
 // Model and its executor: the flat parameter buffer, the initialisers,
 // running hand-built programs on the reference kernels (forward outputs
 // against the kernels called directly, gradients against the kernels'
-// composition and central finite differences of the forward loss), freeing
-// values after their last use, and the errors for bad inputs and programs.
+// composition) and on both kernel sets (gradients against central finite
+// differences of the forward loss; the fast kernels' outputs and gradients
+// against the reference kernels'), freeing values after their last use, and
+// the errors for bad inputs and programs.
 #include "stringrt/Model.h"
 
 #include "Executor.h"
@@ -217,7 +219,7 @@ TEST(ModelTest, SlotsAreTheParametersInManifestOrder) {
 }
 
 TEST(ModelTest, LinearForwardMatchesTheKernels) {
-  Model model(linearManifest(), kPath);
+  Model model(linearManifest(), kPath, KernelSet::Reference);
   model.initParameters();
   for (int64_t batch : {1, 3, 5}) {
     Batch b = linearBatch(batch, 7);
@@ -244,7 +246,7 @@ TEST(ModelTest, LinearForwardMatchesTheKernels) {
 }
 
 TEST(ModelTest, LinearGradientsMatchTheKernelComposition) {
-  Model model(linearManifest(), kPath);
+  Model model(linearManifest(), kPath, KernelSet::Reference);
   model.initParameters();
   Batch b = linearBatch(6, 3);
   float loss = 0;
@@ -357,10 +359,13 @@ void checkAgainstFiniteDifferences(Model &model, const std::map<std::string, Hos
 }
 
 TEST(ModelTest, LinearGradientsMatchFiniteDifferences) {
-  Model model(linearManifest(), kPath);
-  model.initParameters();
-  Batch b = linearBatch(5, 1);
-  checkAgainstFiniteDifferences(model, b.inputs());
+  for (KernelSet kernels : {KernelSet::Reference, KernelSet::Fast}) {
+    SCOPED_TRACE(kernelSetName(kernels));
+    Model model(linearManifest(), kPath, kernels);
+    model.initParameters();
+    Batch b = linearBatch(5, 1);
+    checkAgainstFiniteDifferences(model, b.inputs());
+  }
 }
 
 //===----------------------------------------------------------------------===//
@@ -487,7 +492,7 @@ TokenBatch tokenBatch(int64_t batch) {
 }
 
 TEST(ModelTest, AttentionForwardMatchesTheKernels) {
-  Model model(attentionManifest(), kPath);
+  Model model(attentionManifest(), kPath, KernelSet::Reference);
   model.initParameters();
   const int64_t B = 2;
   TokenBatch b = tokenBatch(B);
@@ -534,14 +539,74 @@ TEST(ModelTest, AttentionForwardMatchesTheKernels) {
 }
 
 TEST(ModelTest, AttentionGradientsMatchFiniteDifferences) {
-  Model model(attentionManifest(), kPath);
-  model.initParameters();
-  TokenBatch b = tokenBatch(3);
-  checkAgainstFiniteDifferences(model, b.inputs());
+  for (KernelSet kernels : {KernelSet::Reference, KernelSet::Fast}) {
+    SCOPED_TRACE(kernelSetName(kernels));
+    Model model(attentionManifest(), kPath, kernels);
+    model.initParameters();
+    TokenBatch b = tokenBatch(3);
+    checkAgainstFiniteDifferences(model, b.inputs());
+  }
+}
+
+// ||got - want|| / max(||want||, 1e-6) over a whole tensor, in double.
+double relError(const std::vector<float> &got, const std::vector<float> &want) {
+  EXPECT_EQ(got.size(), want.size());
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < want.size() && i < got.size(); ++i) {
+    diff += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
+    norm += double(want[i]) * want[i];
+  }
+  return std::sqrt(diff) / std::max(std::sqrt(norm), 1e-6);
+}
+
+// The same program on both kernel sets, from the same parameters: every
+// forward output, the loss and every parameter's gradient agree to 1e-4
+// (norm-wise per tensor).
+void checkKernelSetsAgree(const Manifest &manifest,
+                          const std::map<std::string, HostTensor> &inputs) {
+  Model reference(manifest, kPath, KernelSet::Reference);
+  Model fast(manifest, kPath);
+  EXPECT_EQ(reference.kernels(), KernelSet::Reference);
+  EXPECT_EQ(fast.kernels(), KernelSet::Fast); // the default
+  reference.initParameters();
+  fast.initParameters();
+  ASSERT_EQ(fast.parameters(), reference.parameters());
+  auto want = reference.run("forward", inputs);
+  auto got = fast.run("forward", inputs);
+  ASSERT_EQ(got.size(), want.size());
+  for (const auto &[name, tensor] : want) {
+    EXPECT_EQ(got.at(name).shape, tensor.shape) << name;
+    EXPECT_LE(relError(got.at(name).values, tensor.values), 1e-4) << name;
+  }
+  float wantLoss = 0, gotLoss = 0;
+  std::vector<float> wantGrads, gotGrads;
+  reference.gradients(inputs, wantLoss, wantGrads);
+  fast.gradients(inputs, gotLoss, gotGrads);
+  EXPECT_NEAR(gotLoss, wantLoss, 1e-5 * std::abs(wantLoss));
+  ASSERT_EQ(gotGrads.size(), wantGrads.size());
+  int nonzero = 0;
+  for (const ParamSlot &slot : reference.slots()) {
+    auto begin = static_cast<std::ptrdiff_t>(slot.offset);
+    auto end = begin + static_cast<std::ptrdiff_t>(slot.size);
+    std::vector<float> w(wantGrads.begin() + begin, wantGrads.begin() + end);
+    std::vector<float> g(gotGrads.begin() + begin, gotGrads.begin() + end);
+    EXPECT_LE(relError(g, w), 1e-4) << slot.name;
+    nonzero += std::any_of(w.begin(), w.end(), [](float v) { return v != 0.f; });
+  }
+  EXPECT_GT(nonzero, 0);
+}
+
+TEST(ModelTest, FastAndReferenceKernelsAgree) {
+  for (int64_t batch : {1, 3, 8}) {
+    SCOPED_TRACE("batch " + std::to_string(batch));
+    checkKernelSetsAgree(linearManifest(), linearBatch(batch, 4).inputs());
+    checkKernelSetsAgree(linearManifest(true), linearBatch(batch, 5).inputs());
+    checkKernelSetsAgree(attentionManifest(), tokenBatch(batch).inputs());
+  }
 }
 
 TEST(ModelTest, TheBatchSizeComesFromTheInputs) {
-  Model model(attentionManifest(), kPath);
+  Model model(attentionManifest(), kPath, KernelSet::Reference);
   model.initParameters();
   TokenBatch one = tokenBatch(1), three = tokenBatch(3);
   // Sample 0 of every batch is the same sequence: the same logits.

@@ -13,11 +13,14 @@ For every examples/*.pe whose dataset is on this machine:
      constant (zeros, ones: layer-norm gains and biases, ...), so that no
      factor of exactly 1 or 0 hides a wrong gradient term. The second file is
      the one compared;
+     The second run is made once per kernel set (`--kernels reference`, the
+     plain reference kernels, and `--kernels fast`, the multi-threaded fast
+     kernels where an op has one), each file compared on its own;
   3. ir_interpreter.py evaluates @gradients on the same parameters and
      inputs, read back from that file, in float32 and in float64.
 
-The runtime (float32 reference kernels, executor, package) must agree with
-the float64 oracle: |loss_rt - loss_64| <= 1e-5 |loss_64|, and for every
+The runtime (float32 kernels of either set, executor, package) must agree
+with the float64 oracle: |loss_rt - loss_64| <= 1e-5 |loss_64|, and for every
 trainable parameter ||g_rt - g_64|| / max(||g_64||, floor) <= 1e-4 (Frobenius
 norms over the whole tensor; floor = 1e-6 times the largest gradient norm of
 the model, so that a gradient that is zero in exact arithmetic compares by
@@ -26,7 +29,8 @@ next to it as the yardstick of float32 rounding.
 
 The tools come from $STRINGC_BIN_DIR, else the build*/bin directories of the
 repository; the test skips itself (saying which) when stringc, string-opt
-with --pe-autodiff or stringrun with `gradients` is not built.
+with --pe-autodiff or stringrun with `gradients` is not built. A stringrun
+without --kernels is checked once, on its only kernels.
 """
 
 import glob
@@ -56,6 +60,7 @@ NOISE = 0.1             # std of the noise on constant-initialised parameters
 # interpretation slow; one image keeps the test short.
 BATCH = {"vit_generators.pe": 1}
 DEFAULT_BATCH = 2
+KERNEL_SETS = ("reference", "fast")  # stringrun --kernels
 
 
 def _tool_dirs():
@@ -116,16 +121,18 @@ class TestRuntimeVsTorch(unittest.TestCase):
         cls.tools = find_tools()
         cls.examples = sorted(glob.glob(os.path.join(EXAMPLES, "*.pe")))
         cls.table = []
+        runner = cls.tools.get("stringrun")
+        cls.kernel_sets = KERNEL_SETS if runner and _help_has(runner, "--kernels") else (None,)
 
     @classmethod
     def tearDownClass(cls):
         if not cls.table:
             return
         print("\nruntime (float32) vs the PyTorch oracle (float64); relative errors:")
-        print(f"  {'example':<24} {'B':>2} {'loss':>9} {'max grad':>9} {'worst parameter':<28}"
-              f" {'torch f32':>9} {'seconds':>7}")
+        print(f"  {'example':<24} {'kernels':<9} {'B':>2} {'loss':>9} {'max grad':>9}"
+              f" {'worst parameter':<28} {'torch f32':>9} {'seconds':>7}")
         for row in cls.table:
-            print("  {:<24} {:>2} {:>9.2e} {:>9.2e} {:<28} {:>9.2e} {:>7.1f}".format(*row))
+            print("  {:<24} {:<9} {:>2} {:>9.2e} {:>9.2e} {:<28} {:>9.2e} {:>7.1f}".format(*row))
         sys.stdout.flush()
 
     def run_tool(self, cmd, stdin=None):
@@ -158,24 +165,31 @@ class TestRuntimeVsTorch(unittest.TestCase):
             self.skipTest(f"{name}: its dataset {data or '(none declared)'} is not on this machine")
             return 0
 
+        dumps = {}  # kernel set -> the tensors of its gradients file
         with tempfile.TemporaryDirectory() as tmp:
             pkg = os.path.join(tmp, "model.pkg")
             first = os.path.join(tmp, "initial.safetensors")
             weights = os.path.join(tmp, "params.safetensors")
-            dump = os.path.join(tmp, "gradients.safetensors")
             self.run_tool([self.tools["stringc"], example, "--target=cpu", "-o", pkg])
             gradients = [self.tools["stringrun"], "gradients", pkg, "--batch", str(batch)]
             self.run_tool(gradients + ["--out", first])
             initial, _ = read_safetensors(first)
             save_safetensors(weights, perturbed(module, initial))
-            self.run_tool(gradients + ["--params", weights, "--out", dump])
-            tensors, meta = read_safetensors(dump)
-        self.assertEqual(meta.get("format"), "stringrun-gradients", name)
-        for n, t in initial.items():     # the same batch; the weights given
-            if not n.startswith(("param.", "grad.", "loss")):
-                self.assertTrue(torch.equal(t, tensors[n]), f"{name}: {n}")
-        for n, t in perturbed(module, initial).items():
-            self.assertTrue(torch.equal(t, tensors["param." + n]), f"{name}: param {n}")
+            for kernels in self.kernel_sets:
+                dump = os.path.join(tmp, f"gradients-{kernels}.safetensors")
+                flag = ["--kernels", kernels] if kernels else []
+                self.run_tool(gradients + flag + ["--params", weights, "--out", dump])
+                tensors, meta = read_safetensors(dump)
+                self.assertEqual(meta.get("format"), "stringrun-gradients", name)
+                dumps[kernels] = tensors
+        for kernels, tensors in dumps.items():
+            for n, t in initial.items():     # the same batch; the weights given
+                if not n.startswith(("param.", "grad.", "loss")):
+                    self.assertTrue(torch.equal(t, tensors[n]), f"{name} ({kernels}): {n}")
+            for n, t in perturbed(module, initial).items():
+                self.assertTrue(torch.equal(t, tensors["param." + n]),
+                                f"{name} ({kernels}): param {n}")
+        tensors = next(iter(dumps.values()))
 
         inputs = {n[len("input."):]: t for n, t in tensors.items() if n.startswith("input.")}
         params = {n[len("param."):]: t for n, t in tensors.items() if n.startswith("param.")}
@@ -192,28 +206,33 @@ class TestRuntimeVsTorch(unittest.TestCase):
             want = ii.evaluate(module, params, inputs, dtype=torch.float64, function="gradients")
             f32 = ii.evaluate(module, params, inputs, dtype=torch.float32, function="gradients")
 
-        loss_err = abs(tensors["loss"].double().item() - want["loss"].item()) / max(
-            abs(want["loss"].item()), 1e-300)
-        self.assertLessEqual(loss_err, LOSS_REL_TOL,
-                             f"{name}: loss {tensors['loss'].item()} vs {want['loss'].item()}")
         floor = FLOOR * max(want[n].double().norm().item() for n in trainable)
-        worst, worst_name, worst_f32 = 0.0, "", 0.0
-        for n in trainable:
-            with self.subTest(example=name, param=n):
-                g = grads[n]
-                self.assertEqual(tuple(g.shape), tuple(want[n].shape))
-                self.assertTrue(torch.isfinite(g).all(), f"{name}: grad {n} not finite")
-                err = rel_error(g, want[n], floor)
-                worst_f32 = max(worst_f32, rel_error(f32[n], want[n], floor))
-                if err >= worst:
-                    worst, worst_name = err, n
-                self.assertLessEqual(
-                    err, GRAD_REL_TOL,
-                    f"{name}: grad {n}: relative error {err:.3e} (||g64|| "
-                    f"{want[n].norm().item():.3e}, float32 oracle "
-                    f"{rel_error(f32[n], want[n], floor):.3e})")
-        self.table.append((name, batch, loss_err, worst, worst_name, worst_f32,
-                           time.monotonic() - start))
+        for kernels, tensors in dumps.items():
+            label = f"{name} ({kernels or 'default'} kernels)"
+            grads = {n[len("grad."):]: t for n, t in tensors.items() if n.startswith("grad.")}
+            self.assertEqual(sorted(grads), sorted(trainable), label)
+            loss_err = abs(tensors["loss"].double().item() - want["loss"].item()) / max(
+                abs(want["loss"].item()), 1e-300)
+            self.assertLessEqual(
+                loss_err, LOSS_REL_TOL,
+                f"{label}: loss {tensors['loss'].item()} vs {want['loss'].item()}")
+            worst, worst_name, worst_f32 = 0.0, "", 0.0
+            for n in trainable:
+                with self.subTest(example=name, kernels=kernels, param=n):
+                    g = grads[n]
+                    self.assertEqual(tuple(g.shape), tuple(want[n].shape))
+                    self.assertTrue(torch.isfinite(g).all(), f"{label}: grad {n} not finite")
+                    err = rel_error(g, want[n], floor)
+                    worst_f32 = max(worst_f32, rel_error(f32[n], want[n], floor))
+                    if err >= worst:
+                        worst, worst_name = err, n
+                    self.assertLessEqual(
+                        err, GRAD_REL_TOL,
+                        f"{label}: grad {n}: relative error {err:.3e} (||g64|| "
+                        f"{want[n].norm().item():.3e}, float32 oracle "
+                        f"{rel_error(f32[n], want[n], floor):.3e})")
+            self.table.append((name, kernels or "default", batch, loss_err, worst, worst_name,
+                               worst_f32, time.monotonic() - start))
         return 1
 
 

@@ -4,12 +4,12 @@
 //
 //   stringrun train PKG [--data PATH] [--epochs N] [--steps N] [--batch B]
 //                       [--seed S] [--checkpoint FILE] [--resume FILE]
-//                       [--log FILE.csv] [--threads N] [--no-eval]
+//                       [--log FILE.csv] [--no-eval]
 //   stringrun eval PKG [--data PATH] [--batch B] [--params FILE | --resume FILE]
-//                      [--threads N]
 //   stringrun bench PKG [--data PATH] [--batch B] [--steps N]
 //   stringrun gradients PKG --out FILE [--data PATH] [--batch B] [--seed S]
 //                           [--params FILE]
+// and, for every command, [--kernels fast|reference] [--threads N].
 //
 // Exit status: 0 on success, 1 on an error (bad package, data or checkpoint,
 // failed I/O, a diverging loss), 2 on a usage error.
@@ -21,6 +21,7 @@
 #include "stringrt/Model.h"
 #include "stringrt/Package.h"
 #include "stringrt/Trainer.h"
+#include "stringrt/cpu/ThreadPool.h"
 
 #include <fmt/format.h>
 
@@ -73,8 +74,18 @@ options:
   --out FILE         gradients: the safetensors file to write (required)
   --log FILE.csv     train: CSV log of every step and evaluation (appended to
                      when resuming)
-  --threads N        model replicas evaluating test batches concurrently
-                     (default 1; results do not depend on it)
+  --kernels K        fast (default): the multi-threaded float32 kernels for
+                     the ops that have one (dense layers, layer norm, gelu,
+                     attention, rope, cross entropy, embeddings, and their
+                     gradients), the reference kernels for the rest; or
+                     reference: the plain single-threaded reference kernels
+                     for every op (the oracle; results agree to ~1e-5)
+  --threads N        worker threads. With --kernels fast, the size of the
+                     kernel thread pool, for training and evaluation alike
+                     (default: $STRINGRT_THREADS, else every core). With
+                     --kernels reference, the model replicas that evaluate
+                     test batches concurrently (default 1). Results do not
+                     depend on it (but for the last bits of OpenBLAS GEMMs)
   --no-eval          train: skip evaluation
   --help             show this help
 
@@ -94,7 +105,8 @@ struct Args {
 
 const std::vector<std::string> kValueOptions = {
     "--data", "--epochs", "--steps",  "--batch",  "--seed",   "--checkpoint",
-    "--resume", "--params", "--log", "--threads", "--stop-after", "--out"};
+    "--resume", "--params", "--log", "--threads", "--stop-after", "--out",
+    "--kernels"};
 
 bool isValueOption(const std::string &name) {
   for (const std::string &o : kValueOptions)
@@ -154,11 +166,16 @@ Args parseArgs(int argc, char **argv) {
   std::map<std::string, std::vector<std::string>> allowed = {
       {"train",
        {"--data", "--epochs", "--steps", "--batch", "--seed", "--checkpoint",
-        "--resume", "--log", "--threads", "--stop-after"}},
-      {"eval", {"--data", "--batch", "--params", "--resume", "--threads"}},
+        "--resume", "--log", "--stop-after"}},
+      {"eval", {"--data", "--batch", "--params", "--resume"}},
       {"bench", {"--data", "--batch", "--steps"}},
       {"gradients", {"--data", "--batch", "--seed", "--params", "--out"}},
   };
+  for (auto &[command, options] : allowed) {
+    (void)command;
+    options.push_back("--kernels");
+    options.push_back("--threads");
+  }
   for (const auto &[name, value] : args.values) {
     const auto &ok = allowed[args.command];
     if (std::find(ok.begin(), ok.end(), name) == ok.end())
@@ -196,6 +213,28 @@ std::optional<Int> number(const Args &args, const std::string &name, Int min) {
                                  "'{}'",
                                  name, min, *text)};
   return v;
+}
+
+// --kernels (default fast).
+stringrt::KernelSet kernelSet(const Args &args) {
+  std::string name = value(args, "--kernels").value_or("fast");
+  std::optional<stringrt::KernelSet> kernels = stringrt::parseKernelSet(name);
+  if (!kernels)
+    throw UsageError{fmt::format(
+        "option '--kernels' needs fast or reference, got '{}'", name)};
+  return *kernels;
+}
+
+// --threads: with the fast kernels, the kernel pool's size (set here; the
+// pool's default otherwise); with the reference kernels, the evaluation
+// replicas. Returns the replicas.
+int applyThreads(const Args &args, stringrt::KernelSet kernels) {
+  std::optional<int> threads = number<int>(args, "--threads", 1);
+  if (kernels == stringrt::KernelSet::Reference)
+    return threads.value_or(1);
+  if (threads)
+    stringrt::cpu::setNumThreads(*threads);
+  return 1;
 }
 
 std::string duration(double seconds) {
@@ -289,7 +328,8 @@ private:
   bool pending_ = false;
 };
 
-int runTrain(const Args &args, stringrt::Model &model, Printer &printer) {
+int runTrain(const Args &args, stringrt::Model &model, Printer &printer,
+             int replicas) {
   stringrt::TrainOptions options;
   options.epochs = number<int64_t>(args, "--epochs", 1).value_or(0);
   options.steps = number<int64_t>(args, "--steps", 1).value_or(0);
@@ -298,7 +338,7 @@ int runTrain(const Args &args, stringrt::Model &model, Printer &printer) {
   options.checkpointPath = value(args, "--checkpoint").value_or("");
   options.resumePath = value(args, "--resume").value_or("");
   options.logPath = value(args, "--log").value_or("");
-  options.threads = number<int>(args, "--threads", 1).value_or(1);
+  options.threads = replicas;
   options.stopAfter = number<int64_t>(args, "--stop-after", 1).value_or(0);
   options.evaluate = !args.noEval;
   stringrt::DataSet data =
@@ -316,10 +356,9 @@ int runTrain(const Args &args, stringrt::Model &model, Printer &printer) {
   return 0;
 }
 
-int runEval(const Args &args, stringrt::Model &model) {
+int runEval(const Args &args, stringrt::Model &model, int replicas) {
   const int64_t batch =
       number<int64_t>(args, "--batch", 1).value_or(stringrt::kDefaultBatch);
-  const int threads = number<int>(args, "--threads", 1).value_or(1);
   stringrt::DataSet data =
       stringrt::loadModelData(model, value(args, "--data").value_or(""));
   model.initParameters();
@@ -334,7 +373,7 @@ int runEval(const Args &args, stringrt::Model &model) {
     stringrt::loadParameters(*ckpt, name, slots, model.parameters());
     source = fmt::format("{} (step {})", *ckpt, info.step);
   }
-  stringrt::EvalResult e = stringrt::evaluate(model, data, batch, threads);
+  stringrt::EvalResult e = stringrt::evaluate(model, data, batch, replicas);
   std::printf("eval '%s' with %s: %s\n", name.c_str(), source.c_str(),
               evalLine(e, data.unit()).c_str());
   return 0;
@@ -347,13 +386,19 @@ int runBench(const Args &args, stringrt::Model &model) {
   stringrt::DataSet data =
       stringrt::loadModelData(model, value(args, "--data").value_or(""));
   stringrt::BenchResult r = stringrt::bench(model, data, batch, steps);
+  const std::string kernels =
+      model.kernels() == stringrt::KernelSet::Fast
+          ? fmt::format("fast kernels, {} thread{}", stringrt::cpu::numThreads(),
+                        stringrt::cpu::numThreads() == 1 ? "" : "s")
+          : std::string("reference kernels");
   std::printf("bench '%s': %lld steps of batch %lld in %.3f s: %.3f steps/s, "
-              "%.1f %s/s (%.2f ms/step)\n",
+              "%.1f %s/s (%.2f ms/step; %s)\n",
               model.manifest().model.c_str(), static_cast<long long>(r.steps),
               static_cast<long long>(r.batch), r.seconds, r.stepsPerSecond,
               r.unitsPerSecond, r.unit.c_str(),
               r.steps > 0 ? 1000.0 * r.seconds / static_cast<double>(r.steps)
-                          : 0.0);
+                          : 0.0,
+              kernels.c_str());
   return 0;
 }
 
@@ -401,6 +446,7 @@ int main(int argc, char **argv) {
     number<uint64_t>(args, "--seed", 0);
     number<int>(args, "--threads", 1);
     number<int64_t>(args, "--stop-after", 1);
+    kernelSet(args);
     if (args.values.count("--epochs") && args.values.count("--steps"))
       throw UsageError{"give --epochs or --steps, not both"};
   } catch (const UsageError &e) {
@@ -410,13 +456,15 @@ int main(int argc, char **argv) {
   }
   std::optional<Printer> printer;
   try {
-    stringrt::Model model(stringrt::Package::load(args.package));
+    const stringrt::KernelSet kernels = kernelSet(args);
+    const int replicas = applyThreads(args, kernels);
+    stringrt::Model model(stringrt::Package::load(args.package), kernels);
     if (args.command == "train") {
       printer.emplace(model.manifest().model);
-      return runTrain(args, model, *printer);
+      return runTrain(args, model, *printer, replicas);
     }
     if (args.command == "eval")
-      return runEval(args, model);
+      return runEval(args, model, replicas);
     if (args.command == "gradients")
       return runGradients(args, model);
     return runBench(args, model);

@@ -1,9 +1,12 @@
 // A model: the parameters and the programs of one package (docs/package.md,
 // "Runtime API"). The parameters live in one flat f32 buffer, in manifest
-// order; programs run on the reference kernels (target cpu-reference).
+// order; programs run on the fast CPU kernels where an op has one and on the
+// reference kernels otherwise, or on the reference kernels alone (KernelSet,
+// chosen at construction).
 #pragma once
 
 #include "stringrt/HostTensor.h"
+#include "stringrt/KernelSet.h"
 #include "stringrt/Manifest.h"
 #include "stringrt/Package.h"
 #include "stringrt/reference/Tensor.h"
@@ -27,16 +30,19 @@ struct ParamSlot {
 
 class Model {
 public:
-  explicit Model(Package package);
+  explicit Model(Package package, KernelSet kernels = KernelSet::Fast);
   // A model of a manifest (built by hand or by parseManifest). `path` names
   // the source in messages (may be empty). Throws Error when a program does
   // not fit the manifest (unknown op or parameter, bad value ids, ...).
-  explicit Model(Manifest manifest, std::string path = "");
+  explicit Model(Manifest manifest, std::string path = "",
+                 KernelSet kernels = KernelSet::Fast);
   ~Model();
   Model(Model &&) noexcept;
   Model &operator=(Model &&) noexcept;
 
   const Manifest &manifest() const;
+  // The kernels the programs run on (fixed at construction).
+  KernelSet kernels() const;
 
   // Every parameter from its initialiser (normal, uniform, zeros, ones,
   // constant, load). Throws Error if a `load` fails; the buffer is then

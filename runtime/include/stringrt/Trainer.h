@@ -49,8 +49,12 @@ struct EvalResult {
 };
 
 // Runs "forward" over the whole test split in batches of `batch` (the last
-// may be smaller). With threads > 1, that many model replicas evaluate
-// disjoint batches concurrently; the result is the same as with one.
+// may be smaller). With threads > 1, that many model replicas (on the model's
+// kernel set) evaluate disjoint batches concurrently; the result is the same
+// as with one. Replicas pay off with KernelSet::Reference (single-threaded
+// kernels); with KernelSet::Fast the kernels already spread each op over the
+// thread pool (cpu::setNumThreads), whose loops run one at a time, so
+// threads = 1 is the choice there.
 EvalResult evaluate(Model &model, const DataSet &data, int64_t batch,
                     int threads = 1);
 
@@ -69,7 +73,7 @@ struct TrainOptions {
   std::string resumePath;         // A checkpoint to continue from.
   std::string logPath;            // CSV log (appended to when resuming).
   bool evaluate = true;           // Evaluate after every epoch and at the end.
-  int threads = 1;                // Evaluation replicas.
+  int threads = 1;                // Evaluation replicas (see evaluate()).
 };
 
 // What the trainer reports while it runs.

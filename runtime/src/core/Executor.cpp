@@ -131,20 +131,23 @@ void runConstant(const OpContext &c) {
   }
 }
 
-OpTable buildOpTable() {
+OpTable buildOpTable(KernelSet kernels) {
   OpTable table;
   table["arith.constant"] = {runConstant, 0, 0, 1, 1};
   addLayerOps(table);
   addPositionOps(table);
   addGradOps(table);
+  if (kernels == KernelSet::Fast)
+    addFastOps(table);
   return table;
 }
 
 } // namespace
 
-const OpTable &opTable() {
-  static const OpTable table = buildOpTable();
-  return table;
+const OpTable &opTable(KernelSet kernels) {
+  static const OpTable reference = buildOpTable(KernelSet::Reference);
+  static const OpTable fast = buildOpTable(KernelSet::Fast);
+  return kernels == KernelSet::Fast ? fast : reference;
 }
 
 //===----------------------------------------------------------------------===//
@@ -162,8 +165,8 @@ std::string countRange(size_t lo, size_t hi) {
 } // namespace
 
 Executor::Executor(const Program &program, std::string name,
-                   const std::vector<ParamLocation> &params)
-    : program_(program), name_(std::move(name)) {
+                   const std::vector<ParamLocation> &params, KernelSet kernels)
+    : program_(program), name_(std::move(name)), kernels_(kernels) {
   const size_t numValues = program.values.size();
   auto where = [&](size_t i) {
     return "program '" + name_ + "', op #" + std::to_string(i) + " (" + program.ops[i].op + ")";
@@ -188,7 +191,7 @@ Executor::Executor(const Program &program, std::string name,
   for (ValueId v : program.inputs)
     define(v, "program '" + name_ + "' inputs");
 
-  const OpTable &table = opTable();
+  const OpTable &table = opTable(kernels);
   const size_t numOps = program.ops.size();
   std::vector<size_t> lastUse(numValues, kNoFree);
   std::vector<size_t> definedAt(numValues, kNoFree); // kNoFree for inputs
@@ -202,7 +205,7 @@ Executor::Executor(const Program &program, std::string name,
     } else {
       auto it = table.find(op.op);
       if (it == table.end())
-        throw Error(where(i) + ": the reference target has no such op");
+        throw Error(where(i) + ": the cpu target has no such op");
       step.spec = &it->second;
       minOps = step.spec->minOperands;
       maxOps = step.spec->maxOperands;
@@ -307,8 +310,14 @@ std::vector<ref::Tensor<float>> Executor::run(const std::vector<HostTensor> &inp
         const ProgramValue &type = program.values[r];
         ExecValue &v = values[r];
         v.dtype = type.dtype;
-        v.shape = resolveShape(type.shape, batch,
-                               "program '" + name_ + "', value " + std::to_string(r));
+        v.shape = type.shape; // resolveShape's, without building its message per run
+        for (int64_t &d : v.shape) {
+          if (d != kBatchDim)
+            continue;
+          if (!batch) // throws, naming the value
+            resolveShape(type.shape, batch, "program '" + name_ + "', value " + std::to_string(r));
+          d = *batch;
+        }
         size_t n = static_cast<size_t>(v.numel());
         if (type.dtype == DType::I32)
           v.i32.assign(n, 0);

@@ -1,19 +1,23 @@
-// The executor of one program of a package on the reference kernels
-// (docs/package.md). Private to the runtime; Model drives it.
+// The executor of one program of a package on one kernel set (KernelSet.h,
+// docs/package.md). Private to the runtime; Model drives it.
 //
 // Construction checks the program's structure (value ids in range and each
 // defined exactly once before use, every op known with its operand and result
 // counts, parameters known with their types) and computes, once, after which
-// op each value is last used. run() then binds the inputs (views, no copy),
-// allocates every op result with its value-table shape (the batch size
-// substituted for -1), dispatches the op by name to its adapter, which reads
-// the attributes and calls the reference kernel, and frees each value right
+// op each value is last used, and resolves each op to its adapter in the
+// kernel set's table (the reference table; for KernelSet::Fast, that table
+// with the adapters of ExecutorFastOps.cpp in place of the reference ones for
+// the ops that have a fast kernel). run() then binds the inputs and the
+// parameters (views, no copy), allocates every op result with its value-table
+// shape (the batch size substituted for -1), calls the op's adapter, which
+// reads the attributes and calls its kernel, and frees each value right
 // after its last use, so the peak memory is the largest live set rather than
 // the whole value table.
 #pragma once
 
 #include "stringrt/DType.h"
 #include "stringrt/HostTensor.h"
+#include "stringrt/KernelSet.h"
 #include "stringrt/Manifest.h"
 #include "stringrt/reference/LayerKernels.h"
 #include "stringrt/reference/Tensor.h"
@@ -93,19 +97,27 @@ struct OpSpec {
 
 using OpTable = std::unordered_map<std::string, OpSpec>;
 
-// The adapters, by family (ExecutorLayerOps.cpp, ExecutorPositionOps.cpp,
-// ExecutorGradOps.cpp).
+// The reference adapters, by family (ExecutorLayerOps.cpp,
+// ExecutorPositionOps.cpp, ExecutorGradOps.cpp).
 void addLayerOps(OpTable &table);
 void addPositionOps(OpTable &table);
 void addGradOps(OpTable &table);
+// Replaces, in a table holding the reference adapters, the adapter of every
+// op that has a fast CPU kernel (ExecutorFastOps.cpp); operand and result
+// counts stay those of the reference entry.
+void addFastOps(OpTable &table);
 
 // pe.attention's and pe.attention_grad's `mask` and `skip_base` (required
 // with mask skip, absent otherwise); throw Error for anything else.
 ref::AttentionMask attentionMask(const OpContext &c);
 int64_t attentionSkipBase(const OpContext &c, ref::AttentionMask mask);
+// pe.rope's `mode` checked against its positions (operand 1: [T, 1] for seq,
+// [T, 2] for axial and mixed); throws Error otherwise.
+void checkRopeMode(const OpContext &c);
 
-// Every op but pe.get_param (which the executor binds to the parameters).
-const OpTable &opTable();
+// Every op but pe.get_param (which the executor binds to the parameters), with
+// the adapters of the given kernel set.
+const OpTable &opTable(KernelSet kernels = KernelSet::Reference);
 
 // Where a parameter lives in the flat buffer.
 struct ParamLocation {
@@ -122,9 +134,11 @@ struct RunStats {
 
 class Executor {
 public:
-  // `name` is the program's name for messages. Throws Error for a malformed
-  // program (see above) or a get_param of an unknown parameter / another type.
-  Executor(const Program &program, std::string name, const std::vector<ParamLocation> &params);
+  // `name` is the program's name for messages; the ops run on `kernels`.
+  // Throws Error for a malformed program (see above) or a get_param of an
+  // unknown parameter / another type.
+  Executor(const Program &program, std::string name, const std::vector<ParamLocation> &params,
+           KernelSet kernels = KernelSet::Reference);
 
   // Runs the program. `inputs` are in program-input order and already checked
   // against the value table by the caller (dtype and shape, batch
@@ -137,6 +151,7 @@ public:
 
   const Program &program() const { return program_; }
   const std::string &name() const { return name_; }
+  KernelSet kernels() const { return kernels_; }
   // Values freed right after op i (its operands' and unused results' last use).
   const std::vector<std::vector<ValueId>> &freeAfter() const { return freeAfter_; }
 
@@ -148,6 +163,7 @@ private:
 
   const Program &program_;
   std::string name_;
+  KernelSet kernels_;
   std::vector<Step> steps_;
   std::vector<std::vector<ValueId>> freeAfter_;
 };

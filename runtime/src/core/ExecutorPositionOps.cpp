@@ -6,6 +6,18 @@
 #include "stringrt/reference/PositionKernels.h"
 
 namespace stringrt::detail {
+
+void checkRopeMode(const OpContext &c) {
+  const std::string &mode = c.op().getString("mode");
+  int64_t axes = mode == "seq" ? 1 : (mode == "axial" || mode == "mixed") ? 2 : 0;
+  if (axes == 0)
+    c.fail("unknown mode '" + mode + "' (seq, axial or mixed)");
+  ref::TensorRef<const float> pos = c.in(1);
+  if (pos.rank() != 2 || pos.dim(1) != axes)
+    c.fail("mode " + mode + " needs positions [T, " + std::to_string(axes) + "], got " +
+           ref::shapeToString(pos.shape));
+}
+
 namespace {
 
 using namespace stringrt::ref;
@@ -38,15 +50,8 @@ void runSinusoidal(const OpContext &c) {
 void runRelativePositions(const OpContext &c) { relativePositions<float>(c.in(0), c.out(0)); }
 
 void runRope(const OpContext &c) {
-  const std::string &mode = c.op().getString("mode");
-  int64_t axes = mode == "seq" ? 1 : (mode == "axial" || mode == "mixed") ? 2 : 0;
-  if (axes == 0)
-    c.fail("unknown mode '" + mode + "' (seq, axial or mixed)");
-  TensorRef<const float> pos = c.in(1);
-  if (pos.rank() != 2 || pos.dim(1) != axes)
-    c.fail("mode " + mode + " needs positions [T, " + std::to_string(axes) + "], got " +
-           shapeToString(pos.shape));
-  rope<float>(c.in(0), pos, c.in(2), c.out(0));
+  checkRopeMode(c);
+  rope<float>(c.in(0), c.in(1), c.in(2), c.out(0));
 }
 
 void runHouseholder(const OpContext &c) {

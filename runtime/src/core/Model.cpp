@@ -14,6 +14,7 @@ namespace stringrt {
 struct Model::Impl {
   Manifest manifest;
   std::string path;
+  KernelSet kernels = KernelSet::Fast;
   std::vector<ParamSlot> slots;
   std::vector<float> params;
   int64_t count = 0;
@@ -90,8 +91,10 @@ void Model::Impl::build() {
            "' has " + std::to_string(program->inputs.size()) + " inputs, the manifest " +
            std::to_string(manifest.inputs.size()));
   try {
-    forward = std::make_unique<detail::Executor>(manifest.forward, "forward", locations);
-    gradients = std::make_unique<detail::Executor>(manifest.gradients, "gradients", locations);
+    forward =
+        std::make_unique<detail::Executor>(manifest.forward, "forward", locations, kernels);
+    gradients =
+        std::make_unique<detail::Executor>(manifest.gradients, "gradients", locations, kernels);
   } catch (const Error &e) {
     fail(e.what());
   }
@@ -184,11 +187,14 @@ std::vector<HostTensor> Model::Impl::bindInputs(const std::map<std::string, Host
   return bound;
 }
 
-Model::Model(Package package) : Model(package.manifest(), package.path()) {}
+Model::Model(Package package, KernelSet kernels)
+    : Model(package.manifest(), package.path(), kernels) {}
 
-Model::Model(Manifest manifest, std::string path) : impl_(std::make_unique<Impl>()) {
+Model::Model(Manifest manifest, std::string path, KernelSet kernels)
+    : impl_(std::make_unique<Impl>()) {
   impl_->manifest = std::move(manifest);
   impl_->path = std::move(path);
+  impl_->kernels = kernels;
   impl_->build();
 }
 
@@ -197,6 +203,7 @@ Model::Model(Model &&) noexcept = default;
 Model &Model::operator=(Model &&) noexcept = default;
 
 const Manifest &Model::manifest() const { return impl_->manifest; }
+KernelSet Model::kernels() const { return impl_->kernels; }
 
 std::vector<float> &Model::parameters() { return impl_->params; }
 const std::vector<float> &Model::parameters() const { return impl_->params; }

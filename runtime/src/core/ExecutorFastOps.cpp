@@ -1,0 +1,125 @@
+// Executor adapters of the ops that have a fast CPU kernel
+// (stringrt/cpu/FastKernels.h), for KernelSet::Fast: each reads the op's
+// attributes exactly as its reference adapter does (ExecutorLayerOps.cpp,
+// ExecutorPositionOps.cpp, ExecutorGradOps.cpp) and calls the fast kernel of
+// the same name, which has the reference kernel's shapes and semantics.
+// Every other op keeps its reference adapter.
+//
+// pe.rope covers the rotary x-gradient too: pe-autodiff emits it as pe.rope
+// with negated frequencies (R(theta)^T = R(-theta)), so there is no separate
+// op for cpu::ropeGradInput to serve.
+#include "Executor.h"
+
+#include "stringrt/Error.h"
+#include "stringrt/cpu/FastKernels.h"
+
+namespace stringrt::detail {
+namespace {
+
+//===----------------------------------------------------------------------===//
+// Forward
+//===----------------------------------------------------------------------===//
+
+void runLinear(const OpContext &c) { cpu::linear(c.in(0), c.in(1), c.optIn(2), c.out(0)); }
+
+void runLayerNorm(const OpContext &c) {
+  cpu::layerNorm(c.in(0), c.in(1), c.in(2), c.floatOr("epsilon", 1e-5), c.out(0));
+}
+
+void runGelu(const OpContext &c) { cpu::gelu(c.in(0), c.boolOr("approximate", false), c.out(0)); }
+
+void runPatchEmbed(const OpContext &c) {
+  cpu::patchEmbed(c.in(0), c.in(1), c.in(2), c.op().getInt("patch"), c.out(0));
+}
+
+void runTokenEmbed(const OpContext &c) { cpu::tokenEmbed(c.inI32(0), c.in(1), c.out(0)); }
+
+void runAttention(const OpContext &c) {
+  ref::AttentionMask mask = attentionMask(c);
+  cpu::attention(c.in(0), c.in(1), c.in(2), c.optIn(3), c.op().getInt("heads"),
+                 c.op().getFloat("scale"), mask, attentionSkipBase(c, mask), c.out(0));
+}
+
+void runCrossEntropy(const OpContext &c) { cpu::crossEntropy(c.in(0), c.inI32(1), c.out(0)); }
+
+void runRope(const OpContext &c) {
+  checkRopeMode(c);
+  cpu::rope(c.in(0), c.in(1), c.in(2), c.out(0));
+}
+
+//===----------------------------------------------------------------------===//
+// Backward
+//===----------------------------------------------------------------------===//
+
+void runLinearGradInput(const OpContext &c) { cpu::linearGradInput(c.in(0), c.in(1), c.out(0)); }
+
+void runLinearGradWeight(const OpContext &c) {
+  cpu::linearGradWeight(c.in(0), c.in(1), c.out(0));
+}
+
+void runLayerNormGrad(const OpContext &c) {
+  cpu::layerNormGrad(c.in(0), c.in(1), c.in(2), c.floatOr("epsilon", 1e-5), c.out(0), c.out(1),
+                     c.out(2));
+}
+
+void runGeluGrad(const OpContext &c) {
+  cpu::geluGrad(c.in(0), c.in(1), c.boolOr("approximate", false), c.out(0));
+}
+
+void runPatchEmbedGrad(const OpContext &c) {
+  cpu::patchEmbedGrad(c.in(0), c.in(1), c.op().getInt("patch"), c.out(0), c.out(1));
+}
+
+void runTokenEmbedGrad(const OpContext &c) {
+  cpu::tokenEmbedGrad(c.inI32(0), c.in(1), c.out(0));
+}
+
+void runAttentionGrad(const OpContext &c) {
+  bool hasRel = c.numOperands() == 5;
+  if (c.numResults() != (hasRel ? 4u : 3u))
+    c.fail(std::to_string(c.numResults()) + " results for " + std::to_string(c.numOperands()) +
+           " operands (drel exactly when rel is given)");
+  ref::AttentionMask mask = attentionMask(c);
+  ref::OptionalOutput<float> drel;
+  if (hasRel)
+    drel = c.out(3);
+  cpu::attentionGrad(c.in(0), c.in(1), c.in(2), c.in(3), c.optIn(4), c.op().getInt("heads"),
+                     c.op().getFloat("scale"), mask, attentionSkipBase(c, mask), c.out(0),
+                     c.out(1), c.out(2), drel);
+}
+
+void runCrossEntropyGrad(const OpContext &c) {
+  cpu::crossEntropyGrad(c.in(0), c.inI32(1), c.in(2), c.out(0));
+}
+
+} // namespace
+
+void addFastOps(OpTable &table) {
+  const std::pair<const char *, OpAdapter> fast[] = {
+      {"pe.linear", runLinear},
+      {"pe.layer_norm", runLayerNorm},
+      {"pe.gelu", runGelu},
+      {"pe.patch_embed", runPatchEmbed},
+      {"pe.token_embed", runTokenEmbed},
+      {"pe.attention", runAttention},
+      {"pe.cross_entropy", runCrossEntropy},
+      {"pe.rope", runRope},
+      {"pe.linear_grad_input", runLinearGradInput},
+      {"pe.linear_grad_weight", runLinearGradWeight},
+      {"pe.layer_norm_grad", runLayerNormGrad},
+      {"pe.gelu_grad", runGeluGrad},
+      {"pe.patch_embed_grad", runPatchEmbedGrad},
+      {"pe.token_embed_grad", runTokenEmbedGrad},
+      {"pe.attention_grad", runAttentionGrad},
+      {"pe.cross_entropy_grad", runCrossEntropyGrad},
+  };
+  for (const auto &[op, run] : fast) {
+    auto it = table.find(op);
+    if (it == table.end()) // a fast adapter must override a reference one
+      throw Error(std::string("executor: fast adapter for '") + op +
+                  "', which has no reference adapter");
+    it->second.run = run;
+  }
+}
+
+} // namespace stringrt::detail
