@@ -13,5 +13,5 @@ config.substitutions.append(("%examples", os.path.join(config.stringc_src_root, 
 llvm_config.with_system_environment(["HOME", "TMP", "TEMP"])
 llvm_config.use_default_substitutions()
 llvm_config.add_tool_substitutions(
-    ["stringc", "string-opt", "stringrun"], [config.stringc_tools_dir])
+    ["stringc", "string-opt", "stringrun", "train_example", "c_example"], [config.stringc_tools_dir])
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
