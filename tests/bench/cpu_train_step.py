@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""Times the ViT training step (forward, backward, AdamW) in stringc and in
+eager PyTorch in one run: same model, batch, data and thread count. Prints
+images/s for both and the ratio stringc / PyTorch.
+
+Run with Debian's torch: /usr/bin/python3 tests/bench/cpu_train_step.py
+  [--model vit_rope|vit_cayley] [--batch 128] [--steps 20] [--threads 2]
+  [--bin build/bin]
+The peer gets its best set-up: OpenBLAS (libopenblas0-pthread behind
+libblas.so.3, installed by scripts/setup.sh) and the same threads.
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import torch_vit  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def time_stringc(bin_dir, model, batch, steps, threads):
+    pkg = os.path.join(tempfile.mkdtemp(prefix="stringc-bench-"), model + ".pkg")
+    subprocess.run([os.path.join(bin_dir, "stringc"), os.path.join(ROOT, "examples", model + ".pe"),
+                    "--target=cpu", "-o", pkg], check=True)
+    env = dict(os.environ, STRINGRT_THREADS=str(threads))
+    out = subprocess.run([os.path.join(bin_dir, "stringrun"), "bench", pkg, "--batch", str(batch),
+                          "--steps", str(steps)], check=True, capture_output=True, text=True, env=env).stdout
+    match = re.search(r"([0-9.]+) images/s", out)
+    if not match:
+        sys.exit("cannot read images/s from stringrun bench output:\n" + out)
+    return float(match.group(1))
+
+
+def time_torch(model, batch, steps, threads):
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    net = torch_vit.ViT(cayley=(model == "vit_cayley"))
+    opt = torch.optim.AdamW(net.parameters(), lr=2e-3, weight_decay=0.05)
+    images = torch.rand(batch, 1, 28, 28)
+    labels = torch.randint(0, 10, (batch,))
+
+    def step():
+        loss = F.cross_entropy(net(images), labels)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+        opt.step()
+
+    for _ in range(2):  # warm-up, as stringrun bench does
+        step()
+    start = time.perf_counter()
+    for _ in range(steps):
+        step()
+    return batch * steps / (time.perf_counter() - start)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="vit_rope", choices=["vit_rope", "vit_cayley"])
+    parser.add_argument("--batch", type=int, default=128)
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--threads", type=int, default=os.cpu_count())
+    parser.add_argument("--bin", default=os.path.join(ROOT, "build", "bin"))
+    args = parser.parse_args()
+
+    ours = time_stringc(args.bin, args.model, args.batch, args.steps, args.threads)
+    peer = time_torch(args.model, args.batch, args.steps, args.threads)
+    print(f"{args.model} train step, batch {args.batch}, {args.threads} threads, {os.cpu_count()} cores")
+    print(f"  stringc  {ours:10.1f} images/s")
+    print(f"  pytorch  {peer:10.1f} images/s   (torch {torch.__version__}, eager)")
+    print(f"  ratio stringc/pytorch = {ours / peer:.2f}x")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,101 @@
+"""The ViT examples written as idiomatic eager PyTorch: the benchmark's peer.
+
+Same architecture, sizes and math as examples/vit_rope.pe (and vit_cayley.pe):
+pre-norm encoder blocks, 2D axial RoPE on Q and K (interleaved pairs, RoPE-ViT
+axial layout, CLS unrotated), multi-head softmax attention, GELU MLP, CLS head.
+Written the way a researcher would write it (nn.Linear, F.layer_norm, ...), not
+through the oracle's op-by-op functions, so the comparison is with PyTorch as
+people use it.
+"""
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def axial_rope_tables(grid, dim, heads, base=100.0, special=1):
+    """cos/sin tables [T, D/2] for the axial layout; special tokens unrotated."""
+    dh = dim // heads
+    quarter = dh // 4
+    freqs = base ** (-4.0 * torch.arange(quarter, dtype=torch.float64) / dh)
+    t = torch.arange(grid * grid)
+    x, y = (t % grid).double(), (t // grid).double()
+    per_head = torch.cat([x[:, None] * freqs[None], y[:, None] * freqs[None]], dim=1)
+    angles = per_head.repeat(1, heads)                      # [N, D/2]
+    angles = torch.cat([torch.zeros(special, dim // 2, dtype=torch.float64), angles])
+    return torch.cos(angles).float(), torch.sin(angles).float()
+
+
+def apply_rope(x, cos, sin):
+    x1, x2 = x[..., 0::2], x[..., 1::2]
+    return torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1).flatten(-2)
+
+
+def cayley_apply(x, s_params, dim):
+    """U x with U = (I - S)(I + S)^-1, S skew from the upper-triangle params."""
+    iu = torch.triu_indices(dim, dim, 1)
+    s = torch.zeros(dim, dim, dtype=x.dtype)
+    s = s.index_put((iu[0], iu[1]), s_params).index_put((iu[1], iu[0]), -s_params)
+    eye = torch.eye(dim, dtype=x.dtype)
+    flat = x.reshape(-1, dim).T                             # [D, B*T]
+    z = torch.linalg.solve(eye + s, flat)
+    return ((eye - s) @ z).T.reshape(x.shape)
+
+
+class Block(nn.Module):
+    def __init__(self, dim, heads, mlp, cayley):
+        super().__init__()
+        self.heads = heads
+        self.ln1 = nn.LayerNorm(dim)
+        self.wq = nn.Linear(dim, dim, bias=False)
+        self.wk = nn.Linear(dim, dim, bias=False)
+        self.wv = nn.Linear(dim, dim, bias=False)
+        self.wo = nn.Linear(dim, dim)
+        self.ln2 = nn.LayerNorm(dim)
+        self.fc1 = nn.Linear(dim, mlp)
+        self.fc2 = nn.Linear(mlp, dim)
+        self.s = nn.Parameter(torch.randn(dim * (dim - 1) // 2) * 0.01) if cayley else None
+
+    def forward(self, x, cos, sin):
+        b, t, d = x.shape
+        h = self.ln1(x)
+        q = apply_rope(self.wq(h), cos, sin)
+        k = apply_rope(self.wk(h), cos, sin)
+        if self.s is not None:
+            q = cayley_apply(q, self.s, d)
+            k = cayley_apply(k, self.s, d)
+        v = self.wv(h)
+        split = lambda z: z.view(b, t, self.heads, d // self.heads).transpose(1, 2)
+        q, k, v = split(q), split(k), split(v)
+        scores = (q @ k.transpose(-2, -1)) / math.sqrt(d // self.heads)
+        a = (scores.softmax(dim=-1) @ v).transpose(1, 2).reshape(b, t, d)
+        x = x + self.wo(a)
+        return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+
+
+class ViT(nn.Module):
+    """examples/vit_rope.pe (cayley=False) and examples/vit_cayley.pe (cayley=True)."""
+
+    def __init__(self, dim=64, heads=4, depth=4, mlp=128, patch=4, classes=10, cayley=False):
+        super().__init__()
+        self.patch = patch
+        grid = 28 // patch
+        self.embed = nn.Linear(patch * patch, dim)
+        self.cls = nn.Parameter(torch.randn(dim) * 0.02)
+        self.blocks = nn.ModuleList(Block(dim, heads, mlp, cayley) for _ in range(depth))
+        self.ln = nn.LayerNorm(dim)
+        self.head = nn.Linear(dim, classes)
+        cos, sin = axial_rope_tables(grid, dim, heads)
+        self.register_buffer("cos", cos)
+        self.register_buffer("sin", sin)
+
+    def forward(self, image):
+        b = image.shape[0]
+        p = self.patch
+        patches = image.unfold(2, p, p).unfold(3, p, p)            # [B, 1, g, g, p, p]
+        patches = patches.reshape(b, -1, p * p)                    # row-major patches
+        x = torch.cat([self.cls.expand(b, 1, -1), self.embed(patches)], dim=1)
+        for block in self.blocks:
+            x = block(x, self.cos, self.sin)
+        return self.head(self.ln(x)[:, 0])
