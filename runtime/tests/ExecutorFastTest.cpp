@@ -3,7 +3,9 @@
 // and result counts; and every one of those ops, run as a one-op program on
 // each kernel set, gives the same results (norm-wise relative 1e-4) for each
 // of its forms (bias or not, every attention mask, rel or not, rope modes,
-// gelu forms).
+// gelu forms, broadcast directions, skew and general Cayley S), also when
+// its result buffers come recycled and full of NaN; and the buffer pool
+// recycles: a second run of a program allocates nothing.
 #include "Executor.h"
 
 #include "stringrt/Error.h"
@@ -11,6 +13,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <random>
@@ -34,7 +37,10 @@ const std::set<std::string> kFastOps = {
     "pe.cross_entropy",    "pe.rope",               "pe.linear_grad_input",
     "pe.linear_grad_weight", "pe.layer_norm_grad",  "pe.gelu_grad",
     "pe.patch_embed_grad", "pe.token_embed_grad",   "pe.attention_grad",
-    "pe.cross_entropy_grad"};
+    "pe.cross_entropy_grad", "pe.add",              "pe.sub",
+    "pe.mul",              "pe.scale",              "pe.sum_to",
+    "pe.cayley",           "pe.cayley_grad",        "pe.spd_gate",
+    "pe.spd_gate_grad"};
 
 TEST(ExecutorFastTest, TheFastTableOverridesExactlyTheFastOps) {
   const detail::OpTable &reference = opTable(KernelSet::Reference);
@@ -72,6 +78,8 @@ struct OpCase {
   std::vector<ProgramValue> results;
   std::map<std::string, AttrValue> attrs;
   int32_t idRange = 1;
+  // An f32 [d, d] operand to make skew (S = (A - A^T) / 2), or -1.
+  int skewOperand = -1;
 };
 
 std::ostream &operator<<(std::ostream &os, const OpCase &c) { return os << c.name; }
@@ -111,17 +119,24 @@ double relError(const std::vector<float> &got, const std::vector<float> &want) {
 
 class ExecutorFastOpTest : public ::testing::TestWithParam<OpCase> {};
 
-TEST_P(ExecutorFastOpTest, AgreesWithTheReferenceKernels) {
-  const OpCase &c = GetParam();
-  Program program = oneOpProgram(c);
-  std::mt19937 gen(17);
-  std::normal_distribution<float> normal(0.f, 1.f);
+// Random inputs of a case (normal f32, i32 ids in [0, idRange)), views of
+// which go into `inputs`.
+struct CaseInputs {
   std::vector<std::vector<float>> f32Inputs;
   std::vector<std::vector<int32_t>> i32Inputs;
   std::vector<HostTensor> inputs;
+};
+
+void makeInputs(const OpCase &c, CaseInputs &in) {
+  std::mt19937 gen(17);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  std::vector<std::vector<float>> &f32Inputs = in.f32Inputs;
+  std::vector<std::vector<int32_t>> &i32Inputs = in.i32Inputs;
+  std::vector<HostTensor> &inputs = in.inputs;
   f32Inputs.reserve(c.operands.size());
   i32Inputs.reserve(c.operands.size());
-  for (const ProgramValue &v : c.operands) {
+  for (size_t k = 0; k < c.operands.size(); ++k) {
+    const ProgramValue &v = c.operands[k];
     size_t n = static_cast<size_t>(ref::shapeNumel(v.shape));
     if (v.dtype == DType::I32) {
       i32Inputs.emplace_back(n);
@@ -132,9 +147,27 @@ TEST_P(ExecutorFastOpTest, AgreesWithTheReferenceKernels) {
       f32Inputs.emplace_back(n);
       for (float &x : f32Inputs.back())
         x = normal(gen);
+      if (static_cast<int>(k) == c.skewOperand) {
+        std::vector<float> &a = f32Inputs.back();
+        const int64_t d = v.shape.at(0);
+        for (int64_t i = 0; i < d; ++i)
+          for (int64_t j = 0; j <= i; ++j) {
+            const float half = 0.5f * (a[i * d + j] - a[j * d + i]);
+            a[i * d + j] = half;
+            a[j * d + i] = -half;
+          }
+      }
       inputs.emplace_back(f32Inputs.back().data(), v.shape);
     }
   }
+}
+
+TEST_P(ExecutorFastOpTest, AgreesWithTheReferenceKernels) {
+  const OpCase &c = GetParam();
+  Program program = oneOpProgram(c);
+  CaseInputs in;
+  makeInputs(c, in);
+  const std::vector<HostTensor> &inputs = in.inputs;
   Executor reference(program, "forward", {}, KernelSet::Reference);
   Executor fast(program, "forward", {}, KernelSet::Fast);
   EXPECT_EQ(fast.kernels(), KernelSet::Fast);
@@ -197,7 +230,27 @@ std::vector<OpCase> cases() {
        {{"mode", std::string("axial")}}},
       {"rope_mixed", "pe.rope", {act, f32({T, 2}), f32({D / 2, 2})}, {act},
        {{"mode", std::string("mixed")}}},
+      {"scale", "pe.scale", {act}, {act}, {{"factor", -0.5}, {"bias", 0.25}}},
+      {"scale_no_bias", "pe.scale", {act}, {act}, {{"factor", 3.0}}},
+      {"sum_to_row", "pe.sum_to", {act}, {f32({D})}, {}},
+      {"sum_to_matrix", "pe.sum_to", {act}, {f32({T, D})}, {}},
+      {"sum_to_scalar", "pe.sum_to", {act}, {f32({})}, {}},
+      {"sum_to_same", "pe.sum_to", {act}, {act}, {}},
+      {"cayley_skew", "pe.cayley", {act, f32({D, D})}, {act}, {}, 1, 1},
+      {"cayley_general", "pe.cayley", {act, f32({D, D})}, {act}, {}},
+      {"cayley_grad_skew", "pe.cayley_grad", {act, f32({D, D}), act}, {act, f32({D, D})}, {}, 1,
+       1},
+      {"cayley_grad_general", "pe.cayley_grad", {act, f32({D, D}), act}, {act, f32({D, D})}, {}},
+      {"spd_gate", "pe.spd_gate", {act, f32({D})}, {act}, {}},
+      {"spd_gate_grad", "pe.spd_gate_grad", {act, f32({T, D}), act}, {act, f32({T, D})}, {}},
   };
+  for (std::string op : {"add", "sub", "mul"}) {
+    cs.push_back({op, "pe." + op, {act, act}, {act}, {}});
+    cs.push_back({op + "_rhs_row", "pe." + op, {act, f32({D})}, {act}, {}});
+    cs.push_back({op + "_lhs_row", "pe." + op, {f32({D}), act}, {act}, {}});
+    cs.push_back({op + "_rhs_matrix", "pe." + op, {act, f32({T, D})}, {act}, {}});
+    cs.push_back({op + "_lhs_scalar", "pe." + op, {f32({}), act}, {act}, {}});
+  }
   for (std::string mask : {"none", "causal", "skip"}) {
     cs.push_back({"attention_" + mask, "pe.attention", {act, act, act}, {act}, attention(mask)});
     cs.push_back({"attention_rel_" + mask, "pe.attention", {act, act, act, rel}, {act},
@@ -208,6 +261,28 @@ std::vector<OpCase> cases() {
                   {act, act, act, rel}, attention(mask)});
   }
   return cs;
+}
+
+// Result buffers are not zeroed: with a pool that hands out NaN-filled
+// buffers, each kernel set gives exactly its results from a fresh run.
+TEST_P(ExecutorFastOpTest, OverwritesRecycledResultBuffers) {
+  const OpCase &c = GetParam();
+  Program program = oneOpProgram(c);
+  CaseInputs in;
+  makeInputs(c, in);
+  for (KernelSet k : {KernelSet::Reference, KernelSet::Fast}) {
+    Executor exec(program, "forward", {}, k);
+    auto want = exec.run(in.inputs, std::nullopt, nullptr);
+    detail::BufferPool pool;
+    pool.setPoison(true);
+    for (int run = 0; run < 2; ++run) { // fresh buffers, then recycled ones
+      auto got = exec.run(in.inputs, std::nullopt, nullptr, nullptr, &pool);
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t r = 0; r < want.size(); ++r)
+        EXPECT_EQ(got[r].values, want[r].values)
+            << kernelSetName(k) << " result " << r << ", run " << run;
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Ops, ExecutorFastOpTest, ::testing::ValuesIn(cases()),
@@ -239,6 +314,83 @@ TEST(ExecutorFastTest, FastAdaptersCheckAttributesLikeTheReferenceOnes) {
                 std::string::npos)
           << kernelSetName(k) << ": " << e.what();
     }
+  }
+}
+
+// x [B, T, D], b [D]: h = x + b; g = h * x; out0 = sum_to(g) [D], out1 = 2 h.
+Program chainProgram() {
+  Program p;
+  auto value = [&](ProgramValue v) {
+    p.values.push_back(std::move(v));
+    return static_cast<ValueId>(p.values.size() - 1);
+  };
+  auto op = [&](const std::string &name, std::vector<ValueId> operands, ProgramValue result,
+                std::map<std::string, AttrValue> attrs = {}) {
+    ProgramOp o;
+    o.op = name;
+    o.operands = std::move(operands);
+    o.results = {value(std::move(result))};
+    o.attrs = std::move(attrs);
+    p.ops.push_back(o);
+    return o.results[0];
+  };
+  const ProgramValue act = f32({kBatchDim, T, D});
+  ValueId x = value(act), b = value(f32({D}));
+  p.inputs = {x, b};
+  ValueId h = op("pe.add", {x, b}, act);
+  ValueId g = op("pe.mul", {h, x}, act);
+  ValueId sum = op("pe.sum_to", {g}, f32({D}));
+  ValueId twice = op("pe.scale", {h}, act, {{"factor", 2.0}});
+  for (auto [name, v] : {std::pair<const char *, ValueId>{"sum", sum}, {"twice", twice}}) {
+    ProgramOutput out;
+    out.name = name;
+    out.value = v;
+    p.outputs.push_back(out);
+  }
+  return p;
+}
+
+TEST(ExecutorBufferPool, ASecondRunAllocatesNothingAndGivesTheSameResults) {
+  Program program = chainProgram();
+  std::vector<float> x(3 * T * D), b(D);
+  std::mt19937 gen(5);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  for (float &v : x)
+    v = normal(gen);
+  for (float &v : b)
+    v = normal(gen);
+  auto inputsFor = [&](int64_t batch) {
+    return std::vector<HostTensor>{HostTensor(x.data(), {batch, T, D}), HostTensor(b.data(), {D})};
+  };
+  for (KernelSet k : {KernelSet::Reference, KernelSet::Fast}) {
+    Executor exec(program, "forward", {}, k);
+    detail::BufferPool pool;
+    detail::RunStats first, second, other, back;
+    auto want = exec.run(inputsFor(2), 2, nullptr);
+    auto got1 = exec.run(inputsFor(2), 2, nullptr, &first, &pool);
+    auto got2 = exec.run(inputsFor(2), 2, nullptr, &second, &pool);
+    EXPECT_GT(first.allocatedBytes, 0) << kernelSetName(k);
+    EXPECT_EQ(second.allocatedBytes, 0) << kernelSetName(k);
+    EXPECT_EQ(second.peakBytes, first.peakBytes);
+    EXPECT_EQ(second.totalBytes, first.totalBytes);
+    // h, g and the outputs: each [2, T, D] buffer reused within the run too.
+    EXPECT_LT(first.allocatedBytes, first.totalBytes) << kernelSetName(k);
+    EXPECT_LE(pool.heldBytes(), first.totalBytes);
+    for (size_t r = 0; r < want.size(); ++r) {
+      EXPECT_EQ(got1[r].values, want[r].values) << kernelSetName(k) << " result " << r;
+      EXPECT_EQ(got2[r].values, want[r].values) << kernelSetName(k) << " result " << r;
+    }
+    // Another batch size allocates its own buffers; the pool stays within the
+    // largest run's total, the old size's buffers aging out first.
+    auto big = exec.run(inputsFor(3), 3, nullptr, &other, &pool);
+    EXPECT_GT(other.allocatedBytes, 0);
+    EXPECT_LE(pool.heldBytes(), std::max(first.totalBytes, other.totalBytes));
+    exec.run(inputsFor(3), 3, nullptr, &back, &pool);
+    EXPECT_EQ(back.allocatedBytes, 0) << kernelSetName(k);
+    EXPECT_EQ(big[0].values, exec.run(inputsFor(3), 3, nullptr)[0].values);
+    pool.clear();
+    EXPECT_EQ(pool.heldBytes(), 0);
+    EXPECT_EQ(pool.heldBuffers(), 0u);
   }
 }
 

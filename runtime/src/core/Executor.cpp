@@ -5,6 +5,7 @@
 #include "stringrt/Error.h"
 
 #include <algorithm>
+#include <limits>
 #include <utility>
 
 namespace stringrt::detail {
@@ -18,6 +19,122 @@ void ExecValue::release() {
   std::vector<int32_t>().swap(i32);
   view = nullptr;
   live = false;
+}
+
+//===----------------------------------------------------------------------===//
+// The buffer pool
+//===----------------------------------------------------------------------===//
+
+template <typename T>
+std::vector<T> BufferPool::take(Shelf<T> &shelf, size_t n, T poisonValue) {
+  std::vector<T> buffer;
+  if (n == 0)
+    return buffer;
+  const size_t bytes = n * sizeof(T);
+  auto it = shelf.find(bytes);
+  if (it != shelf.end() && !it->second.empty()) {
+    buffer = std::move(it->second.back().buffer); // the most recently given: warmest
+    it->second.pop_back();
+    held_ -= static_cast<int64_t>(bytes);
+    --count_;
+  } else {
+    buffer.resize(n);
+    allocated_ += static_cast<int64_t>(bytes);
+  }
+  if (poison_)
+    std::fill(buffer.begin(), buffer.end(), poisonValue);
+  return buffer;
+}
+
+template <typename T> void BufferPool::put(Shelf<T> &shelf, std::vector<T> &&buffer) {
+  if (buffer.empty())
+    return;
+  const size_t bytes = buffer.size() * sizeof(T);
+  shelf[bytes].push_back({std::move(buffer), ++tick_});
+  buffer = std::vector<T>();
+  held_ += static_cast<int64_t>(bytes);
+  ++count_;
+}
+
+std::vector<float> BufferPool::takeF32(size_t n) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return take(f32_, n, std::numeric_limits<float>::quiet_NaN());
+}
+
+std::vector<int32_t> BufferPool::takeI32(size_t n) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return take(i32_, n, std::numeric_limits<int32_t>::min());
+}
+
+void BufferPool::give(std::vector<float> &&buffer) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  put(f32_, std::move(buffer));
+}
+
+void BufferPool::give(std::vector<int32_t> &&buffer) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  put(i32_, std::move(buffer));
+}
+
+bool BufferPool::dropOldest() {
+  // Each size's slots are in give order, so the oldest is some size's first.
+  enum class Kind { None, F32, I32 } kind = Kind::None;
+  size_t key = 0;
+  uint64_t oldest = 0;
+  auto scan = [&](auto &shelf, Kind k) {
+    for (auto &[bytes, slots] : shelf)
+      if (!slots.empty() && (kind == Kind::None || slots.front().tick < oldest)) {
+        kind = k;
+        key = bytes;
+        oldest = slots.front().tick;
+      }
+  };
+  scan(f32_, Kind::F32);
+  scan(i32_, Kind::I32);
+  if (kind == Kind::None)
+    return false;
+  if (kind == Kind::F32)
+    f32_[key].erase(f32_[key].begin());
+  else
+    i32_[key].erase(i32_[key].begin());
+  held_ -= static_cast<int64_t>(key);
+  --count_;
+  return true;
+}
+
+void BufferPool::endRun(int64_t runTotalBytes) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  budget_ = std::max(budget_, runTotalBytes);
+  while (held_ > budget_ && dropOldest()) {
+  }
+}
+
+int64_t BufferPool::heldBytes() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return held_;
+}
+
+size_t BufferPool::heldBuffers() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return count_;
+}
+
+int64_t BufferPool::allocatedBytes() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return allocated_;
+}
+
+void BufferPool::clear() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  f32_.clear();
+  i32_.clear();
+  held_ = 0;
+  count_ = 0;
+}
+
+void BufferPool::setPoison(bool poison) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  poison_ = poison;
 }
 
 const char *valueTypeName(DType dtype) {
@@ -269,11 +386,14 @@ Executor::Executor(const Program &program, std::string name,
 
 std::vector<ref::Tensor<float>> Executor::run(const std::vector<HostTensor> &inputs,
                                               std::optional<int64_t> batch, const float *params,
-                                              RunStats *stats) const {
+                                              RunStats *stats, BufferPool *sharedPool) const {
   const Program &program = program_;
   if (inputs.size() != program.inputs.size())
     throw Error("program '" + name_ + "': " + std::to_string(program.inputs.size()) +
                 " inputs expected, got " + std::to_string(inputs.size()));
+  BufferPool runPool;
+  BufferPool &pool = sharedPool ? *sharedPool : runPool;
+  const int64_t allocatedBefore = pool.allocatedBytes();
   std::vector<ExecValue> values(program.values.size());
   int64_t live = 0, peak = 0, total = 0;
 
@@ -318,11 +438,12 @@ std::vector<ref::Tensor<float>> Executor::run(const std::vector<HostTensor> &inp
             resolveShape(type.shape, batch, "program '" + name_ + "', value " + std::to_string(r));
           d = *batch;
         }
+        // Not zeroed: the adapter writes every element (see Executor.h).
         size_t n = static_cast<size_t>(v.numel());
         if (type.dtype == DType::I32)
-          v.i32.assign(n, 0);
+          v.i32 = pool.takeI32(n);
         else
-          v.f32.assign(n, 0.0f);
+          v.f32 = pool.takeF32(n);
         v.live = true;
         live += v.ownedBytes();
         total += v.ownedBytes();
@@ -336,8 +457,11 @@ std::vector<ref::Tensor<float>> Executor::run(const std::vector<HostTensor> &inp
       }
     }
     for (ValueId v : freeAfter_[i]) {
-      live -= values[v].ownedBytes();
-      values[v].release();
+      ExecValue &value = values[v];
+      live -= value.ownedBytes();
+      pool.give(std::move(value.f32));
+      pool.give(std::move(value.i32));
+      value.release();
     }
   }
 
@@ -356,16 +480,24 @@ std::vector<ref::Tensor<float>> Executor::run(const std::vector<HostTensor> &inp
     } else if (v.view) {
       const float *data = static_cast<const float *>(v.view);
       t.values.assign(data, data + v.numel());
-    } else if (usedLater) {
-      t.values = v.f32;
+    } else if (usedLater || sharedPool) {
+      t.values = v.f32; // a copy: the buffer goes back to the shared pool
     } else {
       t.values = std::move(v.f32);
     }
     outputs.push_back(std::move(t));
   }
+  if (sharedPool) {
+    for (ExecValue &v : values) {
+      pool.give(std::move(v.f32));
+      pool.give(std::move(v.i32));
+    }
+    pool.endRun(total);
+  }
   if (stats) {
     stats->peakBytes = peak;
     stats->totalBytes = total;
+    stats->allocatedBytes = pool.allocatedBytes() - allocatedBefore;
   }
   return outputs;
 }

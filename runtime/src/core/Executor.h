@@ -8,11 +8,21 @@
 // kernel set's table (the reference table; for KernelSet::Fast, that table
 // with the adapters of ExecutorFastOps.cpp in place of the reference ones for
 // the ops that have a fast kernel). run() then binds the inputs and the
-// parameters (views, no copy), allocates every op result with its value-table
-// shape (the batch size substituted for -1), calls the op's adapter, which
-// reads the attributes and calls its kernel, and frees each value right
-// after its last use, so the peak memory is the largest live set rather than
-// the whole value table.
+// parameters (views, no copy), gives every op result a buffer of its
+// value-table shape (the batch size substituted for -1), calls the op's
+// adapter, which reads the attributes and calls its kernel, and frees each
+// value right after its last use, so the peak memory is the largest live set
+// rather than the whole value table.
+//
+// Freed buffers go to a BufferPool (one per Model, shared by its programs and
+// kept across runs), which hands them to later results of the same byte
+// size: a training step in the steady state allocates no value storage. A
+// result buffer is NOT zeroed - recycled ones hold whatever their last value
+// left - so every adapter must write every element of every result. All the
+// kernels do (LayerKernels.h, PositionKernels.h, FastKernels.h: "every
+// output fully overwritten"; accumulating kernels sum into their own
+// zeroed scratch or zero the output themselves), and arith.constant fills
+// its result.
 #pragma once
 
 #include "stringrt/DType.h"
@@ -23,6 +33,7 @@
 #include "stringrt/reference/Tensor.h"
 
 #include <cstdint>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -45,8 +56,56 @@ struct ExecValue {
   int64_t ownedBytes() const {
     return static_cast<int64_t>(f32.size() * sizeof(float) + i32.size() * sizeof(int32_t));
   }
-  // Drops the value and gives its memory back.
+  // Drops the value and frees its memory.
   void release();
+};
+
+// Value storage recycled across ops and runs, keyed by byte size (f32 and
+// i32 buffers kept apart). take*() returns a buffer of exactly n elements: a
+// recycled one when the pool holds one of that size (its contents stale),
+// else a new one (zero-filled by std::vector; only a pool miss pays that).
+// give() takes a buffer back (empty ones are dropped). endRun() bounds the
+// memory held between runs: the budget is the largest run total (every
+// owned value of a run together) reported so far, and buffers are dropped,
+// least recently given first, until the pool holds no more than that - so
+// buffers of a batch size no longer used age out. Thread-safe.
+class BufferPool {
+public:
+  std::vector<float> takeF32(size_t n);
+  std::vector<int32_t> takeI32(size_t n);
+  void give(std::vector<float> &&buffer);
+  void give(std::vector<int32_t> &&buffer);
+  void endRun(int64_t runTotalBytes);
+
+  // What the pool holds now, and the bytes it has newly allocated so far.
+  int64_t heldBytes() const;
+  size_t heldBuffers() const;
+  int64_t allocatedBytes() const;
+  // Frees every held buffer (the budget stays).
+  void clear();
+  // For tests: every buffer handed out is first filled with NaN (f32) or
+  // INT32_MIN (i32), so that a kernel relying on zeroed results shows.
+  void setPoison(bool poison);
+
+private:
+  template <typename T> struct Slot {
+    std::vector<T> buffer;
+    uint64_t tick = 0; // when it was given back
+  };
+  template <typename T> using Shelf = std::unordered_map<size_t, std::vector<Slot<T>>>;
+
+  template <typename T> std::vector<T> take(Shelf<T> &shelf, size_t n, T poisonValue);
+  template <typename T> void put(Shelf<T> &shelf, std::vector<T> &&buffer);
+  // Drops the least recently given buffer; false when the pool is empty.
+  bool dropOldest();
+
+  mutable std::mutex mutex_;
+  Shelf<float> f32_;
+  Shelf<int32_t> i32_;
+  uint64_t tick_ = 0;
+  int64_t held_ = 0, budget_ = 0, allocated_ = 0;
+  size_t count_ = 0;
+  bool poison_ = false;
 };
 
 // What an adapter sees of the op it runs: the op (attributes), its operands
@@ -128,8 +187,9 @@ struct ParamLocation {
 
 // Memory accounting of one run (bytes of owned values; views are free).
 struct RunStats {
-  int64_t peakBytes = 0;  // the largest total of live owned values
-  int64_t totalBytes = 0; // every owned value together (what no freeing would hold)
+  int64_t peakBytes = 0;      // the largest total of live owned values
+  int64_t totalBytes = 0;     // every owned value together (what no freeing would hold)
+  int64_t allocatedBytes = 0; // what the pool newly allocated (0: all recycled)
 };
 
 class Executor {
@@ -145,9 +205,12 @@ public:
   // substituted); `batch` is the batch size (nullopt: no input has one, and
   // then no value may have one); `params` is the flat parameter buffer.
   // Returns the outputs in program order (i32 outputs converted to f32).
+  // Result buffers come from `pool` and go back to it (the outputs are
+  // copies); without one, from a pool of this run alone.
   std::vector<ref::Tensor<float>> run(const std::vector<HostTensor> &inputs,
                                       std::optional<int64_t> batch, const float *params,
-                                      RunStats *stats = nullptr) const;
+                                      RunStats *stats = nullptr,
+                                      BufferPool *pool = nullptr) const;
 
   const Program &program() const { return program_; }
   const std::string &name() const { return name_; }

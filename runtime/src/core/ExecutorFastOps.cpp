@@ -47,6 +47,18 @@ void runRope(const OpContext &c) {
   cpu::rope(c.in(0), c.in(1), c.in(2), c.out(0));
 }
 
+void runAdd(const OpContext &c) { cpu::add(c.in(0), c.in(1), c.out(0)); }
+void runSub(const OpContext &c) { cpu::sub(c.in(0), c.in(1), c.out(0)); }
+void runMul(const OpContext &c) { cpu::mul(c.in(0), c.in(1), c.out(0)); }
+
+void runScale(const OpContext &c) {
+  cpu::scale(c.in(0), c.op().getFloat("factor"), c.floatOr("bias", 0.0), c.out(0));
+}
+
+void runCayley(const OpContext &c) { cpu::cayley(c.in(0), c.in(1), c.out(0)); }
+
+void runSpdGate(const OpContext &c) { cpu::spdGate(c.in(0), c.in(1), c.out(0)); }
+
 //===----------------------------------------------------------------------===//
 // Backward
 //===----------------------------------------------------------------------===//
@@ -92,6 +104,17 @@ void runCrossEntropyGrad(const OpContext &c) {
   cpu::crossEntropyGrad(c.in(0), c.inI32(1), c.in(2), c.out(0));
 }
 
+// The target shape is the result's (batch substituted).
+void runSumTo(const OpContext &c) { cpu::sumTo(c.in(0), c.out(0)); }
+
+void runCayleyGrad(const OpContext &c) {
+  cpu::cayleyGrad(c.in(0), c.in(1), c.in(2), c.out(0), c.out(1));
+}
+
+void runSpdGateGrad(const OpContext &c) {
+  cpu::spdGateGrad(c.in(0), c.in(1), c.in(2), c.out(0), c.out(1));
+}
+
 } // namespace
 
 void addFastOps(OpTable &table) {
@@ -104,6 +127,12 @@ void addFastOps(OpTable &table) {
       {"pe.attention", runAttention},
       {"pe.cross_entropy", runCrossEntropy},
       {"pe.rope", runRope},
+      {"pe.add", runAdd},
+      {"pe.sub", runSub},
+      {"pe.mul", runMul},
+      {"pe.scale", runScale},
+      {"pe.cayley", runCayley},
+      {"pe.spd_gate", runSpdGate},
       {"pe.linear_grad_input", runLinearGradInput},
       {"pe.linear_grad_weight", runLinearGradWeight},
       {"pe.layer_norm_grad", runLayerNormGrad},
@@ -112,6 +141,9 @@ void addFastOps(OpTable &table) {
       {"pe.token_embed_grad", runTokenEmbedGrad},
       {"pe.attention_grad", runAttentionGrad},
       {"pe.cross_entropy_grad", runCrossEntropyGrad},
+      {"pe.sum_to", runSumTo},
+      {"pe.cayley_grad", runCayleyGrad},
+      {"pe.spd_gate_grad", runSpdGateGrad},
   };
   for (const auto &[op, run] : fast) {
     auto it = table.find(op);

@@ -20,6 +20,8 @@ struct Model::Impl {
   int64_t count = 0;
   std::unique_ptr<detail::Executor> forward;
   std::unique_ptr<detail::Executor> gradients;
+  // Value buffers recycled across ops, programs and runs (Executor.h).
+  mutable detail::BufferPool pool;
   // For each output of the gradients program: the slot of its parameter, or
   // -1 for the loss.
   std::vector<int64_t> gradSlots;
@@ -50,7 +52,7 @@ struct Model::Impl {
                                           const std::vector<HostTensor> &inputs,
                                           std::optional<int64_t> batch) const {
     try {
-      return executor.run(inputs, batch, params.data());
+      return executor.run(inputs, batch, params.data(), nullptr, &pool);
     } catch (const Error &e) {
       if (!e.path().empty())
         throw;

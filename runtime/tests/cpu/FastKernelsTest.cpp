@@ -1,7 +1,8 @@
 // Fast CPU kernels against the reference kernels, in float: random inputs on
 // several shapes (odd sizes, batch 1, T = 50, D = 64, 4 heads, rel), every
-// attention mask, each fast kernel run with 1 and with 4 threads (the two
-// must agree to ~1e-6, both with the reference to rel 1e-4 / abs 1e-5).
+// attention mask, every broadcast direction, skew and general Cayley S, each
+// fast kernel run with 1 and with 4 threads (the two must agree to ~1e-6,
+// both with the reference to rel 1e-4 / abs 1e-5).
 #include "stringrt/cpu/FastKernels.h"
 
 #include "CpuTestUtil.h"
@@ -10,7 +11,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -429,6 +432,171 @@ TEST(FastTokenEmbed, ForwardAndGradMatchReference) {
       return Outputs{dtable};
     });
   }
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise: add / sub / mul (broadcast both ways), scale, sum_to, spd_gate.
+// Outputs start as NaN: every kernel must overwrite all of them.
+//===----------------------------------------------------------------------===//
+
+TF nanTensor(std::vector<int64_t> shape) {
+  TF t = TF::zeros(std::move(shape));
+  std::fill(t.values.begin(), t.values.end(), std::numeric_limits<float>::quiet_NaN());
+  return t;
+}
+
+struct BroadcastCase {
+  std::vector<int64_t> big, small;
+};
+
+const std::vector<BroadcastCase> kBroadcastCases = {
+    {{2, 3, 5}, {2, 3, 5}}, {{4, 50, 64}, {64}},     {{4, 50, 64}, {50, 64}},
+    {{3, 17, 33}, {}},      {{1, 1}, {1}},           {{128, 50, 64}, {128, 50, 64}},
+    {{7, 300}, {300}},      {{2, 0, 4}, {4}},
+};
+
+TEST(FastElementwise, BinaryOpsMatchReferenceBitForBit) {
+  uint32_t seed = 1000;
+  for (const BroadcastCase &c : kBroadcastCases)
+    for (bool smallLeft : {false, true}) {
+      const TF big = randomTensor(c.big, seed++), small = randomTensor(c.small, seed++);
+      const TF &lhs = smallLeft ? small : big, &rhs = smallLeft ? big : small;
+      const std::string name = shapeName(lhs.shape) + " " + shapeName(rhs.shape);
+      for (const char *op : {"add", "sub", "mul"}) {
+        auto run = [&](bool fast) {
+          TF y = nanTensor(c.big);
+          const std::string o = op;
+          if (o == "add")
+            fast ? cpu::add(lhs.cref(), rhs.cref(), y.ref())
+                 : ref::add<float>(lhs.cref(), rhs.cref(), y.ref());
+          else if (o == "sub")
+            fast ? cpu::sub(lhs.cref(), rhs.cref(), y.ref())
+                 : ref::sub<float>(lhs.cref(), rhs.cref(), y.ref());
+          else
+            fast ? cpu::mul(lhs.cref(), rhs.cref(), y.ref())
+                 : ref::mul<float>(lhs.cref(), rhs.cref(), y.ref());
+          return Outputs{y};
+        };
+        expectFastMatchesReference(std::string(op) + " " + name, run);
+        // Exactly the reference's values (a float op is the rounded double op).
+        ScopedThreads threads(4);
+        EXPECT_EQ(run(true)[0].values, run(false)[0].values) << op << " " << name;
+      }
+    }
+}
+
+TEST(FastElementwise, ScaleSumToAndSpdGateMatchReference) {
+  uint32_t seed = 1100;
+  for (const BroadcastCase &c : kBroadcastCases) {
+    const TF x = randomTensor(c.big, seed++);
+    const std::string name = shapeName(c.big) + " -> " + shapeName(c.small);
+    expectFastMatchesReference("scale " + name, [&](bool fast) {
+      TF y = nanTensor(c.big);
+      fast ? cpu::scale(x.cref(), -0.37, 0.25, y.ref())
+           : ref::scale<float>(x.cref(), -0.37, 0.25, y.ref());
+      return Outputs{y};
+    });
+    auto sumTo = [&](bool fast) {
+      TF y = nanTensor(c.small);
+      fast ? cpu::sumTo(x.cref(), y.ref()) : ref::sumTo<float>(x.cref(), y.ref());
+      return Outputs{y};
+    };
+    expectFastMatchesReference("sum_to " + name, sumTo);
+    {
+      ScopedThreads threads(4); // the reference's summation order: bit for bit
+      EXPECT_EQ(sumTo(true)[0].values, sumTo(false)[0].values) << name;
+    }
+    if (c.small.empty())
+      continue; // spd_gate's gamma has rank >= 1
+    const TF gamma = randomTensor(c.small, seed++), dy = randomTensor(c.big, seed++);
+    expectFastMatchesReference("spd_gate " + name, [&](bool fast) {
+      TF y = nanTensor(c.big);
+      fast ? cpu::spdGate(x.cref(), gamma.cref(), y.ref())
+           : ref::spdGate<float>(x.cref(), gamma.cref(), y.ref());
+      return Outputs{y};
+    });
+    expectFastMatchesReference("spd_gate_grad " + name, [&](bool fast) {
+      TF dx = nanTensor(c.big), dgamma = nanTensor(c.small);
+      fast ? cpu::spdGateGrad(x.cref(), gamma.cref(), dy.cref(), dx.ref(), dgamma.ref())
+           : ref::spdGateGrad<float>(x.cref(), gamma.cref(), dy.cref(), dx.ref(), dgamma.ref());
+      return Outputs{dx, dgamma};
+    });
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Cayley: skew and general S, token counts across cayley_grad's blocks.
+//===----------------------------------------------------------------------===//
+
+// S = c (A - A^T) (skew) or c A (general), A uniform in [-1, 1).
+TF cayleyS(int64_t d, bool skewS, float c, uint32_t seed) {
+  TF a = randomTensor({d, d}, seed);
+  TF s = TF::zeros({d, d});
+  for (int64_t i = 0; i < d; ++i)
+    for (int64_t j = 0; j < d; ++j)
+      s.values[i * d + j] =
+          skewS ? c * (a.values[i * d + j] - a.values[j * d + i]) : c * a.values[i * d + j];
+  return s;
+}
+
+TEST(FastCayley, ForwardAndGradMatchReference) {
+  uint32_t seed = 1200;
+  const std::vector<std::vector<int64_t>> shapes = {
+      {2, 3, 5}, {1, 1}, {4, 50, 64}, {300, 17}, {2, 600, 8}, {3, 7, 128}, {0, 6}};
+  for (const auto &shape : shapes)
+    for (bool skewS : {true, false}) {
+      const int64_t d = shape.back();
+      // Entries ~0.1 / sqrt(d) (a model's scale) and ~1 / sqrt(d) (far from I).
+      for (float c : {0.1f, 1.0f}) {
+        const TF s = cayleyS(d, skewS, c / std::sqrt(float(d)), seed++);
+        const TF x = randomTensor(shape, seed++), dy = randomTensor(shape, seed++);
+        const std::string name = shapeName(shape) + (skewS ? " skew" : " general") +
+                                 " c=" + std::to_string(c);
+        expectFastMatchesReference("cayley " + name, [&](bool fast) {
+          TF y = nanTensor(shape);
+          fast ? cpu::cayley(x.cref(), s.cref(), y.ref())
+               : ref::cayley<float>(x.cref(), s.cref(), y.ref());
+          return Outputs{y};
+        });
+        expectFastMatchesReference("cayley_grad " + name, [&](bool fast) {
+          TF dx = nanTensor(shape), ds = nanTensor({d, d});
+          fast ? cpu::cayleyGrad(x.cref(), s.cref(), dy.cref(), dx.ref(), ds.ref())
+               : ref::cayleyGrad<float>(x.cref(), s.cref(), dy.cref(), dx.ref(), ds.ref());
+          return Outputs{dx, ds};
+        });
+      }
+    }
+}
+
+TEST(FastCayley, SingularAndMisshapenOperandsThrowLikeTheReference) {
+  const int64_t d = 4;
+  TF minusI = TF::zeros({d, d}); // I + S = 0
+  for (int64_t i = 0; i < d; ++i)
+    minusI.values[i * d + i] = -1.0f;
+  const TF x = randomTensor({3, d}, 1);
+  TF y = TF::zeros({3, d}), ds = TF::zeros({d, d});
+  for (bool fast : {true, false}) {
+    try {
+      fast ? cpu::cayley(x.cref(), minusI.cref(), y.ref())
+           : ref::cayley<float>(x.cref(), minusI.cref(), y.ref());
+      ADD_FAILURE() << "no error";
+    } catch (const Error &e) {
+      EXPECT_STREQ(e.what(), "cayley: I + S (4x4) is singular") << fast;
+    }
+    try {
+      fast ? cpu::cayleyGrad(x.cref(), minusI.cref(), x.cref(), y.ref(), ds.ref())
+           : ref::cayleyGrad<float>(x.cref(), minusI.cref(), x.cref(), y.ref(), ds.ref());
+      ADD_FAILURE() << "no error";
+    } catch (const Error &e) {
+      EXPECT_STREQ(e.what(), "cayley_grad: I + S (4x4) is singular") << fast;
+    }
+  }
+  const TF s5 = randomTensor({5, 5}, 2);
+  EXPECT_THROW(cpu::cayley(x.cref(), s5.cref(), y.ref()), Error);
+  EXPECT_THROW(cpu::cayleyGrad(x.cref(), s5.cref(), x.cref(), y.ref(), ds.ref()), Error);
+  EXPECT_THROW(cpu::add(x.cref(), randomTensor({3}, 3).cref(), y.ref()), Error);
+  EXPECT_THROW(cpu::sumTo(x.cref(), TF::zeros({3}).ref()), Error);
+  EXPECT_THROW(cpu::spdGate(x.cref(), randomTensor({3}, 4).cref(), y.ref()), Error);
 }
 
 //===----------------------------------------------------------------------===//

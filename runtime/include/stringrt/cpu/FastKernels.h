@@ -61,6 +61,34 @@ void geluGrad(TensorRef<const float> x, TensorRef<const float> dy, bool approxim
               TensorRef<float> dx);
 
 //===----------------------------------------------------------------------===//
+// Elementwise arithmetic and reductions (ElementwiseKernels.cpp)
+//===----------------------------------------------------------------------===//
+
+// y = lhs op rhs with trailing-suffix broadcast (the smaller operand repeated
+// over the other's leading dims), rows in parallel. Bit for bit the
+// reference's results (a float op computed in double and rounded once is the
+// float op).
+void add(TensorRef<const float> lhs, TensorRef<const float> rhs, TensorRef<float> y);
+void sub(TensorRef<const float> lhs, TensorRef<const float> rhs, TensorRef<float> y);
+void mul(TensorRef<const float> lhs, TensorRef<const float> rhs, TensorRef<float> y);
+
+// y = factor x + bias, computed in double as the reference does.
+void scale(TensorRef<const float> x, double factor, double bias, TensorRef<float> y);
+
+// y[s] = sum_l x[l, s] (y's shape a trailing suffix of x's): column blocks in
+// parallel, each column summed in row order in double (the reference's
+// order, so its results bit for bit).
+void sumTo(TensorRef<const float> x, TensorRef<float> y);
+
+// y = x exp(gamma) (gamma's shape a trailing suffix of x's), in double.
+void spdGate(TensorRef<const float> x, TensorRef<const float> gamma, TensorRef<float> y);
+
+// dx = dy exp(gamma); dgamma = sum over the leading dims of dy x exp(gamma),
+// each column in row order in double.
+void spdGateGrad(TensorRef<const float> x, TensorRef<const float> gamma,
+                 TensorRef<const float> dy, TensorRef<float> dx, TensorRef<float> dgamma);
+
+//===----------------------------------------------------------------------===//
 // Attention (AttentionKernels.cpp)
 //===----------------------------------------------------------------------===//
 
@@ -96,6 +124,24 @@ void rope(TensorRef<const float> x, TensorRef<const float> pos, TensorRef<const 
 // back by its angle (R(theta)^T = R(-theta)).
 void ropeGradInput(TensorRef<const float> dy, TensorRef<const float> pos,
                    TensorRef<const float> freqs, TensorRef<float> dx);
+
+//===----------------------------------------------------------------------===//
+// Cayley transform (CayleyKernels.cpp)
+//===----------------------------------------------------------------------===//
+
+// y = (I - S)(I + S)^-1 x per token (x [..., D], S [D, D], any S with I + S
+// invertible). Once per call, in double: the LU of I + S (the reference's,
+// same singularity error), M = (I + S)^-1, U = (I - S) M rounded to float;
+// then one GEMM over the flattened leading dims, Y = X U^T.
+void cayley(TensorRef<const float> x, TensorRef<const float> s, TensorRef<float> y);
+
+// dx = U^T dy (the solution of (I + S)^T dx = (I - S)^T dy): DX = DY U, one
+// GEMM. ds = -sum_tokens (dy + dx) z^T with z = M x, i.e.
+// -(DY^T X + DX^T X) M^T: the token sum as float GEMMs per fixed block of
+// tokens, the blocks added in order in double, then the d x d product with
+// M^T in double.
+void cayleyGrad(TensorRef<const float> x, TensorRef<const float> s, TensorRef<const float> dy,
+                TensorRef<float> dx, TensorRef<float> ds);
 
 //===----------------------------------------------------------------------===//
 // Loss (LossKernels.cpp)
