@@ -7,6 +7,7 @@
 #include "stringrt/stringrt.h"
 
 #include "TestFiles.h"
+#include "TestPackages.h"
 #include "stringrt/Checkpoint.h"
 #include "stringrt/Model.h"
 #include "stringrt/Optimizer.h"
@@ -29,44 +30,8 @@ namespace {
 
 using test::TempDir;
 
-// A linear classifier, logits = image w + b, loss = cross_entropy(logits,
-// label), with a frozen parameter no op reads.
-const char *kForward = R"({
-  "values": [{"dtype": "f32", "shape": [-1, 4]}, {"dtype": "i32", "shape": [-1]},
-             {"dtype": "f32", "shape": [4, 3]}, {"dtype": "f32", "shape": [3]},
-             {"dtype": "f32", "shape": [-1, 3]}, {"dtype": "f32", "shape": []}],
-  "inputs": [0, 1],
-  "ops": [
-    {"op": "pe.get_param", "results": [2], "operands": [], "attrs": {"param": "w"}},
-    {"op": "pe.get_param", "results": [3], "operands": [], "attrs": {"param": "b"}},
-    {"op": "pe.linear", "results": [4], "operands": [0, 2, 3], "attrs": {}},
-    {"op": "pe.cross_entropy", "results": [5], "operands": [4, 1], "attrs": {}}
-  ],
-  "outputs": [{"name": "loss", "value": 5}, {"name": "logits", "value": 4}]
-})";
-
-const char *kGradients = R"({
-  "values": [{"dtype": "f32", "shape": [-1, 4]}, {"dtype": "i32", "shape": [-1]},
-             {"dtype": "f32", "shape": [4, 3]}, {"dtype": "f32", "shape": [3]},
-             {"dtype": "f32", "shape": [-1, 3]}, {"dtype": "f32", "shape": []},
-             {"dtype": "f32", "shape": []}, {"dtype": "f32", "shape": [-1, 3]},
-             {"dtype": "f32", "shape": [4, 3]}, {"dtype": "f32", "shape": [3]}],
-  "inputs": [0, 1],
-  "ops": [
-    {"op": "pe.get_param", "results": [2], "operands": [], "attrs": {"param": "w"}},
-    {"op": "pe.get_param", "results": [3], "operands": [], "attrs": {"param": "b"}},
-    {"op": "pe.linear", "results": [4], "operands": [0, 2, 3], "attrs": {}},
-    {"op": "pe.cross_entropy", "results": [5], "operands": [4, 1], "attrs": {}},
-    {"op": "arith.constant", "results": [6], "operands": [], "attrs": {"value": 1.0}},
-    {"op": "pe.cross_entropy_grad", "results": [7], "operands": [4, 1, 6], "attrs": {}},
-    {"op": "pe.linear_grad_weight", "results": [8], "operands": [0, 7], "attrs": {}},
-    {"op": "pe.sum_to", "results": [9], "operands": [7], "attrs": {}}
-  ],
-  "outputs": [{"name": "loss", "value": 5}, {"grad": "w", "value": 8},
-              {"grad": "b", "value": 9}]
-})";
-
-// The manifest of model `name`; `frozen` is the frozen parameter's entry.
+// The manifest of model `name`: a linear classifier, logits = image w + b,
+// loss = cross_entropy(logits, label), with a frozen parameter no op reads; `frozen` is the frozen parameter's entry.
 std::string manifest(const std::string &name,
                      const std::string &frozen =
                          R"({"name": "frozen", "shape": [2], "frozen": true,
@@ -85,7 +50,8 @@ std::string manifest(const std::string &name,
                 "clip_norm": 1.0, "schedule": "warmup_cosine",
                 "warmup_steps": 1, "min_lr": 0.001},
   "programs": {"forward": )" +
-         kForward + R"(, "gradients": )" + kGradients + "}}";
+         test::linearForwardProgram(4, 3) + R"(, "gradients": )" +
+         test::linearGradientsProgram(4, 3) + "}}";
 }
 
 constexpr int64_t kBatch = 6;
@@ -123,11 +89,7 @@ class CApiTest : public ::testing::Test {
 protected:
   std::string writePackage(const std::string &json, const std::string &file = "model.pkg") {
     std::string path = dir.file(file);
-    writeSafetensors(path, {},
-                     {{"format", "stringc-package"},
-                      {"version", "1"},
-                      {"target", "cpu-reference"},
-                      {"manifest", json}});
+    test::writePackageFile(path, json);
     return path;
   }
 

@@ -10,6 +10,7 @@
 #include "Executor.h"
 #include "Initializers.h"
 #include "TestFiles.h"
+#include "TestPackages.h"
 #include "stringrt/Error.h"
 #include "stringrt/Package.h"
 #include "stringrt/Safetensors.h"
@@ -633,7 +634,9 @@ TEST(ModelTest, TheBatchSizeComesFromTheInputs) {
 // Through the package file: JSON manifest, Package::load, Model
 //===----------------------------------------------------------------------===//
 
-const char *kLinearJson = R"({
+// A linear classifier of 2 features into 2 classes with b frozen.
+std::string linearJson() {
+  return R"({
   "model": "json_linear",
   "inputs": [{"name": "x", "dtype": "f32", "shape": [-1, 2]},
              {"name": "label", "dtype": "i32", "shape": [-1]}],
@@ -642,49 +645,15 @@ const char *kLinearJson = R"({
   "optimizer": {"kind": "sgd", "lr": 0.1, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8,
                 "weight_decay": 0.0, "momentum": 0.0, "clip_norm": 0.0,
                 "schedule": "constant", "warmup_steps": 0, "min_lr": 0.0},
-  "programs": {
-    "forward": {
-      "values": [{"dtype": "f32", "shape": [-1, 2]}, {"dtype": "i32", "shape": [-1]},
-                 {"dtype": "f32", "shape": [2, 2]}, {"dtype": "f32", "shape": [2]},
-                 {"dtype": "f32", "shape": [-1, 2]}, {"dtype": "f32", "shape": []}],
-      "inputs": [0, 1],
-      "ops": [
-        {"op": "pe.get_param", "results": [2], "operands": [], "attrs": {"param": "w"}},
-        {"op": "pe.get_param", "results": [3], "operands": [], "attrs": {"param": "b"}},
-        {"op": "pe.linear", "results": [4], "operands": [0, 2, 3], "attrs": {}},
-        {"op": "pe.cross_entropy", "results": [5], "operands": [4, 1], "attrs": {}}
-      ],
-      "outputs": [{"name": "loss", "value": 5}, {"name": "logits", "value": 4}]
-    },
-    "gradients": {
-      "values": [{"dtype": "f32", "shape": [-1, 2]}, {"dtype": "i32", "shape": [-1]},
-                 {"dtype": "f32", "shape": [2, 2]}, {"dtype": "f32", "shape": [2]},
-                 {"dtype": "f32", "shape": [-1, 2]}, {"dtype": "f32", "shape": []},
-                 {"dtype": "f32", "shape": []}, {"dtype": "f32", "shape": [-1, 2]},
-                 {"dtype": "f32", "shape": [2, 2]}],
-      "inputs": [0, 1],
-      "ops": [
-        {"op": "pe.get_param", "results": [2], "operands": [], "attrs": {"param": "w"}},
-        {"op": "pe.get_param", "results": [3], "operands": [], "attrs": {"param": "b"}},
-        {"op": "pe.linear", "results": [4], "operands": [0, 2, 3], "attrs": {}},
-        {"op": "pe.cross_entropy", "results": [5], "operands": [4, 1], "attrs": {}},
-        {"op": "arith.constant", "results": [6], "operands": [], "attrs": {"value": 1.0}},
-        {"op": "pe.cross_entropy_grad", "results": [7], "operands": [4, 1, 6], "attrs": {}},
-        {"op": "pe.linear_grad_weight", "results": [8], "operands": [0, 7], "attrs": {}}
-      ],
-      "outputs": [{"name": "loss", "value": 5}, {"grad": "w", "value": 8}]
-    }
-  }
-})";
+  "programs": {"forward": )" +
+         test::linearForwardProgram(2, 2) + R"(, "gradients": )" +
+         test::linearGradientsProgram(2, 2, /*biasGrad=*/false) + "}}";
+}
 
 TEST(ModelTest, RunsAPackageFile) {
   TempDir dir;
   std::string path = dir.file("linear.pkg");
-  writeSafetensors(path, {},
-                   {{"format", "stringc-package"},
-                    {"version", "1"},
-                    {"target", "cpu-reference"},
-                    {"manifest", kLinearJson}});
+  test::writePackageFile(path, linearJson());
   Model model(Package::load(path));
   model.initParameters();
   EXPECT_EQ(model.parameters(), (std::vector<float>{0.5f, 0.5f, 0.5f, 0.5f, 0.f, 0.f}));

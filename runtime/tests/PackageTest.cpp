@@ -3,6 +3,7 @@
 #include "stringrt/Package.h"
 
 #include "TestFiles.h"
+#include "TestPackages.h"
 #include "stringrt/Error.h"
 #include "stringrt/Safetensors.h"
 
@@ -14,46 +15,15 @@ namespace stringrt {
 namespace {
 
 using test::failsWith;
+using test::linearForwardProgram;
+using test::linearGradientsProgram;
 using test::TempDir;
 using test::writeFile;
+using test::writePackageFile;
 
-// A linear classifier: logits = x w + b, loss = cross_entropy(logits, label),
-// and its gradients program. `frozen` is a frozen parameter no op reads.
-const char *kForward = R"({
-  "values": [{"dtype": "f32", "shape": [-1, 4]}, {"dtype": "i32", "shape": [-1]},
-             {"dtype": "f32", "shape": [4, 3]}, {"dtype": "f32", "shape": [3]},
-             {"dtype": "f32", "shape": [-1, 3]}, {"dtype": "f32", "shape": []}],
-  "inputs": [0, 1],
-  "ops": [
-    {"op": "pe.get_param", "results": [2], "operands": [], "attrs": {"param": "w"}},
-    {"op": "pe.get_param", "results": [3], "operands": [], "attrs": {"param": "b"}},
-    {"op": "pe.linear", "results": [4], "operands": [0, 2, 3], "attrs": {}},
-    {"op": "pe.cross_entropy", "results": [5], "operands": [4, 1], "attrs": {}}
-  ],
-  "outputs": [{"name": "loss", "value": 5}, {"name": "logits", "value": 4}]
-})";
-
-const char *kGradients = R"({
-  "values": [{"dtype": "f32", "shape": [-1, 4]}, {"dtype": "i32", "shape": [-1]},
-             {"dtype": "f32", "shape": [4, 3]}, {"dtype": "f32", "shape": [3]},
-             {"dtype": "f32", "shape": [-1, 3]}, {"dtype": "f32", "shape": []},
-             {"dtype": "f32", "shape": []}, {"dtype": "f32", "shape": [-1, 3]},
-             {"dtype": "f32", "shape": [4, 3]}, {"dtype": "f32", "shape": [3]}],
-  "inputs": [0, 1],
-  "ops": [
-    {"op": "pe.get_param", "results": [2], "operands": [], "attrs": {"param": "w"}},
-    {"op": "pe.get_param", "results": [3], "operands": [], "attrs": {"param": "b"}},
-    {"op": "pe.linear", "results": [4], "operands": [0, 2, 3], "attrs": {}},
-    {"op": "pe.cross_entropy", "results": [5], "operands": [4, 1], "attrs": {}},
-    {"op": "arith.constant", "results": [6], "operands": [], "attrs": {"value": 1}},
-    {"op": "pe.cross_entropy_grad", "results": [7], "operands": [4, 1, 6], "attrs": {}},
-    {"op": "pe.linear_grad_weight", "results": [8], "operands": [0, 7], "attrs": {}},
-    {"op": "pe.sum_to", "results": [9], "operands": [7], "attrs": {}}
-  ],
-  "outputs": [{"name": "loss", "value": 5}, {"grad": "w", "value": 8},
-              {"grad": "b", "value": 9}]
-})";
-
+// A valid manifest: a linear classifier, logits = x w + b, loss =
+// cross_entropy(logits, label), and its gradients program. `frozen` is a
+// frozen parameter no op reads.
 std::string validManifest() {
   return std::string(R"({
   "model": "tiny",
@@ -72,7 +42,8 @@ std::string validManifest() {
                 "warmup_steps": 200, "min_lr": 1e-5},
   "dataset": {"kind": "idx", "path": "/data/fashion-mnist", "context_length": 0},
   "programs": {"forward": )") +
-         kForward + R"(, "gradients": )" + kGradients + "}}";
+         linearForwardProgram(4, 3) + R"(, "gradients": )" + linearGradientsProgram(4, 3) +
+         "}}";
 }
 
 // `text` with the first occurrence of `from` replaced (which must exist).
@@ -87,21 +58,11 @@ std::string replaced(std::string text, const std::string &from,
 
 class PackageTest : public ::testing::Test {
 protected:
+  // An override with an empty value removes that metadata key.
   std::string write(const std::string &manifest,
-                    std::map<std::string, std::string> overrides = {}) {
-    std::map<std::string, std::string> metadata = {
-        {"format", "stringc-package"},
-        {"version", "1"},
-        {"target", "cpu-reference"},
-        {"manifest", manifest}};
-    for (auto &[key, value] : overrides) {
-      if (value.empty())
-        metadata.erase(key);
-      else
-        metadata[key] = value;
-    }
+                    const std::map<std::string, std::string> &overrides = {}) {
     std::string path = dir.file("model.pkg");
-    writeSafetensors(path, {}, metadata);
+    writePackageFile(path, manifest, overrides);
     return path;
   }
 

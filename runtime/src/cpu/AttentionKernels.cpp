@@ -159,14 +159,7 @@ void attentionGrad(TensorRef<const float> q, TensorRef<const float> k,
                    int64_t skipBase, TensorRef<float> dq, TensorRef<float> dk,
                    TensorRef<float> dv, OptionalOutput<float> drel) {
   const Geometry g = checkAttention("attention_grad", q, k, v, rel, heads, mask, skipBase);
-  checkShape("attention_grad: dy", dy, q.shape);
-  checkShape("attention_grad: dq", dq, q.shape);
-  checkShape("attention_grad: dk", dk, q.shape);
-  checkShape("attention_grad: dv", dv, q.shape);
-  check(rel.has_value() == drel.has_value(), "attention_grad",
-        "drel must be given exactly when rel is");
-  if (drel)
-    checkShape("attention_grad: drel", *drel, rel->shape);
+  checkAttentionGradShapes(q, dy, rel, dq, dk, dv, drel);
 
   if (mask == AttentionMask::Skip) {
     skipAttentionGrad(g, dy.data, skipBase, dq.data, dk.data, dv.data);

@@ -54,15 +54,6 @@ std::vector<float> unfoldPatches(const PatchGrid &g, const float *image) {
   return u;
 }
 
-// Throws unless every id is in [0, V).
-void checkIds(const char *kernel, const TensorRef<const int32_t> &ids, int64_t V) {
-  const int64_t n = ids.numel();
-  for (int64_t i = 0; i < n; ++i)
-    check(ids.data[i] >= 0 && ids.data[i] < V, kernel,
-          "id " + std::to_string(ids.data[i]) + " at flat index " + std::to_string(i) +
-              " is out of range [0, " + std::to_string(V) + ")");
-}
-
 } // namespace
 
 // y [B patches, D] = bias (per row), then += U w.

@@ -3,6 +3,8 @@
 
 #include "stringrt/reference/Tensor.h"
 
+#include "../reference/LayerKernelUtil.h"
+
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -15,6 +17,11 @@ using ref::check;
 using ref::checkRank;
 using ref::checkShape;
 using ref::TensorRef;
+// Shared with the reference kernels (identical checks and messages).
+using ref::layer::checkAttentionGradShapes;
+using ref::layer::checkIds;
+using ref::layer::rowCount;
+using ref::layer::withLast;
 
 // Indices per parallelFor chunk, at least: below these a chunk's work is
 // too small to pay for waking a thread (~ a few microseconds).
@@ -23,20 +30,6 @@ constexpr int64_t kRowFloats = 8192;     // row ops: rows per chunk >= this / ro
 
 // A row grain for rows of `width` floats: about kRowFloats floats per chunk.
 inline int64_t rowGrain(int64_t width) { return width > 0 ? 1 + kRowFloats / width : 1; }
-
-// Product of all dimensions but the last (the number of rows of [..., D]).
-inline int64_t rowCount(const std::vector<int64_t> &shape) {
-  int64_t n = 1;
-  for (size_t i = 0; i + 1 < shape.size(); ++i)
-    n *= shape[i];
-  return n;
-}
-
-// `shape` with its last dimension replaced by `last`.
-inline std::vector<int64_t> withLast(std::vector<int64_t> shape, int64_t last) {
-  shape.back() = last;
-  return shape;
-}
 
 // Throws unless t has at least rank 1 (a last dimension to work on).
 template <typename T> void checkHasLastDim(const std::string &what, const TensorRef<T> &t) {

@@ -143,14 +143,7 @@ void attentionGrad(TensorRef<const T> q, TensorRef<const T> k, TensorRef<const T
                    AttentionMask mask, int64_t skipBase, TensorRef<T> dq, TensorRef<T> dk,
                    TensorRef<T> dv, OptionalOutput<T> drel) {
   const Geometry g = checkAttention("attention_grad", q, k, v, rel, heads, mask, skipBase);
-  checkShape("attention_grad: dy", dy, q.shape);
-  checkShape("attention_grad: dq", dq, q.shape);
-  checkShape("attention_grad: dk", dk, q.shape);
-  checkShape("attention_grad: dv", dv, q.shape);
-  check(rel.has_value() == drel.has_value(), "attention_grad",
-        "drel must be given exactly when rel is");
-  if (drel)
-    checkShape("attention_grad: drel", *drel, rel->shape);
+  layer::checkAttentionGradShapes(q, dy, rel, dq, dk, dv, drel);
 
   const size_t n = static_cast<size_t>(q.numel());
   std::vector<Acc> dqAcc(n, 0), dkAcc(n, 0), dvAcc(n, 0);

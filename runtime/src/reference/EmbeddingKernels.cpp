@@ -9,6 +9,7 @@
 namespace stringrt::ref {
 
 using layer::Acc;
+using layer::checkIds;
 
 namespace {
 
@@ -41,15 +42,6 @@ void extractPatch(const TensorRef<const T> &image, const PatchGrid &g, int64_t b
       for (int64_t px = 0; px < g.p; ++px)
         v[(c * g.p + py) * g.p + px] =
             image.data[((b * g.C + c) * g.H + row * g.p + py) * g.W + col * g.p + px];
-}
-
-// Throws unless every id is in [0, V).
-void checkIds(const char *kernel, const TensorRef<const int32_t> &ids, int64_t V) {
-  const int64_t n = ids.numel();
-  for (int64_t i = 0; i < n; ++i)
-    check(ids.data[i] >= 0 && ids.data[i] < V, kernel,
-          "id " + std::to_string(ids.data[i]) + " at flat index " + std::to_string(i) +
-              " is out of range [0, " + std::to_string(V) + ")");
 }
 
 } // namespace

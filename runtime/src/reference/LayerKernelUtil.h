@@ -1,6 +1,9 @@
-// Private helpers shared by the layer reference kernels.
+// Private helpers shared by the layer reference kernels, and by the fast CPU
+// kernels (through cpu/KernelUtil.h) where both must check their arguments
+// the same way, with the same messages.
 #pragma once
 
+#include "stringrt/reference/LayerKernels.h"
 #include "stringrt/reference/Tensor.h"
 
 #include <cstdint>
@@ -41,6 +44,32 @@ inline bool isTrailingSuffix(const std::vector<int64_t> &small,
 // Throws unless t has at least rank 1 (a last dimension to work on).
 template <typename T> void checkHasLastDim(const char *what, const TensorRef<T> &t) {
   check(t.rank() >= 1, what, "expected rank >= 1, got a scalar");
+}
+
+// Throws unless every id is in [0, V).
+inline void checkIds(const char *kernel, const TensorRef<const int32_t> &ids, int64_t V) {
+  const int64_t n = ids.numel();
+  for (int64_t i = 0; i < n; ++i)
+    check(ids.data[i] >= 0 && ids.data[i] < V, kernel,
+          "id " + std::to_string(ids.data[i]) + " at flat index " + std::to_string(i) +
+              " is out of range [0, " + std::to_string(V) + ")");
+}
+
+// attention_grad's checks beyond the forward's: dy, dq, dk and dv of q's
+// shape, drel given exactly when rel is, of rel's shape.
+template <typename T>
+void checkAttentionGradShapes(const TensorRef<const T> &q, const TensorRef<const T> &dy,
+                              const OptionalInput<T> &rel, const TensorRef<T> &dq,
+                              const TensorRef<T> &dk, const TensorRef<T> &dv,
+                              const OptionalOutput<T> &drel) {
+  checkShape("attention_grad: dy", dy, q.shape);
+  checkShape("attention_grad: dq", dq, q.shape);
+  checkShape("attention_grad: dk", dk, q.shape);
+  checkShape("attention_grad: dv", dv, q.shape);
+  check(rel.has_value() == drel.has_value(), "attention_grad",
+        "drel must be given exactly when rel is");
+  if (drel)
+    checkShape("attention_grad: drel", *drel, rel->shape);
 }
 
 } // namespace stringrt::ref::layer

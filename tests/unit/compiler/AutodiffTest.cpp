@@ -13,6 +13,8 @@
 #include "stringc/MLIRGen/MLIRGen.h"
 #include "stringc/Transforms/Passes.h"
 
+#include "TestHelpers.h"
+
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Parser/Parser.h"
@@ -30,33 +32,14 @@ using namespace mlir;
 
 namespace {
 
-std::vector<std::string> exampleFiles() {
-  std::vector<std::string> files;
-  for (const auto &entry : std::filesystem::directory_iterator(STRINGC_EXAMPLES_DIR))
-    if (entry.path().extension() == ".pe")
-      files.push_back(entry.path().filename().string());
-  std::sort(files.begin(), files.end());
-  return files;
-}
+using stringc::test::compileExample;
+using stringc::test::exampleFiles;
 
 /// The pe module of an example as MLIRGen prints it (the forward stage).
 std::string forwardModuleText(const std::string &file) {
-  std::string path = std::string(STRINGC_EXAMPLES_DIR) + "/" + file;
-  std::string readError;
-  std::optional<stringc::SourceManager> sources = stringc::SourceManager::fromFile(path, readError);
-  if (!sources) {
-    ADD_FAILURE() << "cannot read " << path << ": " << readError;
+  std::optional<stringc::ModelGraph> graph = compileExample(file);
+  if (!graph)
     return "";
-  }
-  stringc::DiagnosticEngine diags(*sources);
-  std::optional<stringc::ModelGraph> graph =
-      stringc::compileModel(*sources, diags, stringc::modelBaseDir(path));
-  if (!graph) {
-    std::ostringstream printed;
-    diags.print(printed);
-    ADD_FAILURE() << file << " does not compile:\n" << printed.str();
-    return "";
-  }
   std::ostringstream out, err;
   EXPECT_EQ(stringc::printModelAsMLIR(*graph, out, err), 0) << err.str();
   return out.str();

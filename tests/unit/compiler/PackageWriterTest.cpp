@@ -14,6 +14,8 @@
 #include "stringc/Target/PackageWriter.h"
 #include "stringc/Transforms/Passes.h"
 
+#include "TestHelpers.h"
+
 #include "stringrt/Error.h"
 #include "stringrt/Package.h"
 
@@ -34,14 +36,8 @@ using namespace mlir;
 
 namespace {
 
-std::vector<std::string> exampleFiles() {
-  std::vector<std::string> files;
-  for (const auto &entry : std::filesystem::directory_iterator(STRINGC_EXAMPLES_DIR))
-    if (entry.path().extension() == ".pe")
-      files.push_back(entry.path().filename().string());
-  std::sort(files.begin(), files.end());
-  return files;
-}
+using stringc::test::compileExample;
+using stringc::test::exampleFiles;
 
 /// A fresh scratch directory, removed with its contents at the end.
 class ScratchDir {
@@ -63,25 +59,6 @@ private:
   static inline int counter = 0;
   std::filesystem::path path;
 };
-
-std::optional<stringc::ModelGraph> compileExample(const std::string &file) {
-  std::string path = std::string(STRINGC_EXAMPLES_DIR) + "/" + file;
-  std::string readError;
-  std::optional<stringc::SourceManager> sources = stringc::SourceManager::fromFile(path, readError);
-  if (!sources) {
-    ADD_FAILURE() << "cannot read " << path << ": " << readError;
-    return std::nullopt;
-  }
-  stringc::DiagnosticEngine diags(*sources);
-  std::optional<stringc::ModelGraph> graph =
-      stringc::compileModel(*sources, diags, stringc::modelBaseDir(path));
-  if (!graph) {
-    std::ostringstream printed;
-    diags.print(printed);
-    ADD_FAILURE() << file << " does not compile:\n" << printed.str();
-  }
-  return graph;
-}
 
 size_t opCount(func::FuncOp func) {
   return std::distance(func.getBody().front().without_terminator().begin(),
