@@ -12,6 +12,7 @@
 #include "stringc/Dialect/PE/PEOps.h"
 
 #include "stringrt/Error.h"
+#include "stringrt/JsonText.h"
 #include "stringrt/Safetensors.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -34,45 +35,6 @@ namespace {
 //===----------------------------------------------------------------------===//
 // A minimal JSON writer: commas and escaping; the structure is the caller's.
 //===----------------------------------------------------------------------===//
-
-bool isValidUtf8(llvm::StringRef text) {
-  const auto *s = reinterpret_cast<const unsigned char *>(text.data());
-  size_t n = text.size(), i = 0;
-  while (i < n) {
-    unsigned char c = s[i];
-    size_t len;
-    uint32_t cp;
-    if (c < 0x80) {
-      ++i;
-      continue;
-    } else if ((c & 0xE0) == 0xC0) {
-      len = 2;
-      cp = c & 0x1F;
-    } else if ((c & 0xF0) == 0xE0) {
-      len = 3;
-      cp = c & 0x0F;
-    } else if ((c & 0xF8) == 0xF0) {
-      len = 4;
-      cp = c & 0x07;
-    } else {
-      return false;
-    }
-    if (i + len > n)
-      return false;
-    for (size_t k = 1; k < len; ++k) {
-      if ((s[i + k] & 0xC0) != 0x80)
-        return false;
-      cp = (cp << 6) | (s[i + k] & 0x3F);
-    }
-    // Overlong forms, surrogates and code points past U+10FFFF.
-    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) ||
-        (len == 4 && cp < 0x10000) || cp > 0x10FFFF ||
-        (cp >= 0xD800 && cp <= 0xDFFF))
-      return false;
-    i += len;
-  }
-  return true;
-}
 
 class JsonWriter {
 public:
@@ -154,43 +116,7 @@ private:
 
   // `text` must be valid UTF-8 (checked by the caller).
   void appendString(llvm::StringRef text) {
-    out += '"';
-    for (char ch : text) {
-      unsigned char c = static_cast<unsigned char>(ch);
-      switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      case '\b':
-        out += "\\b";
-        break;
-      case '\f':
-        out += "\\f";
-        break;
-      default:
-        if (c < 0x20) {
-          static const char *hex = "0123456789abcdef";
-          out += "\\u00";
-          out += hex[c >> 4];
-          out += hex[c & 15];
-        } else {
-          out += ch;
-        }
-      }
-    }
-    out += '"';
+    stringrt::appendJsonString(out, std::string_view(text.data(), text.size()));
   }
 
   std::string out;
@@ -253,7 +179,7 @@ public:
 
 private:
   LogicalResult string(Operation *op, llvm::StringRef text) {
-    if (!isValidUtf8(text))
+    if (!stringrt::isValidUtf8(std::string_view(text.data(), text.size())))
       return op->emitError() << "string is not valid UTF-8; a package "
                                 "cannot hold it";
     json.value(text);

@@ -445,10 +445,14 @@ JsonValue parseJson(std::string_view text) {
   return Parser(text).parseDocument();
 }
 
+} // namespace stringrt::detail
+
+namespace stringrt {
+
 bool isValidUtf8(std::string_view text) {
   const auto *bytes = reinterpret_cast<const unsigned char *>(text.data());
   for (size_t i = 0; i < text.size();) {
-    size_t length = utf8SequenceLength(bytes + i, text.size() - i);
+    size_t length = detail::utf8SequenceLength(bytes + i, text.size() - i);
     if (length == 0)
       return false;
     i += length;
@@ -491,6 +495,10 @@ void appendJsonString(std::string &out, std::string_view text) {
   }
   out += '"';
 }
+
+} // namespace stringrt
+
+namespace stringrt::detail {
 
 std::string quoteForMessage(std::string_view text) {
   constexpr size_t kMaxShown = 80;

@@ -2,6 +2,8 @@
 // runtime reads and writes (safetensors). Private to the runtime.
 #pragma once
 
+#include "stringrt/JsonText.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -60,10 +62,8 @@ constexpr int kMaxJsonDepth = 64;
 // JsonParseError, whose message says at which byte and what is wrong.
 JsonValue parseJson(std::string_view text);
 
-bool isValidUtf8(std::string_view text);
-
-// Appends `text` (valid UTF-8) as a JSON string literal, quotes included.
-void appendJsonString(std::string &out, std::string_view text);
+using stringrt::appendJsonString;
+using stringrt::isValidUtf8;
 
 // `text` as a JSON string literal for an error message: escaped so control
 // characters cannot garble the message, and shortened if very long.
