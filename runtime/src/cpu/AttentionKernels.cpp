@@ -1,6 +1,9 @@
 // Fast multi-head attention and its backward op, threaded over
 // (batch, head) pairs: each pair owns its Dh-column slice of y / dq / dk / dv,
-// so the tasks never write the same memory and need no reduction.
+// so the tasks never write the same memory and need no reduction. With the
+// relative rotations rel (masks none / causal) the scores are per-pair
+// bilinear forms computed directly; drel, shared by every batch and head, is
+// reduced in a second pass threaded over its query rows (fixed order).
 //
 // Head h of token t owns columns h*Dh .. (h+1)*Dh - 1, so a head's q, k, v,
 // y are [T, Dh] matrices with row stride D, fed to the GEMMs in place.
@@ -45,12 +48,6 @@ Geometry checkAttention(const std::string &kernel, const TensorRef<const float> 
   return g;
 }
 
-// A [1, T, D] view of batch b of a [B, T, D] tensor (for the reference
-// fallback, one batch per task).
-template <typename T> TensorRef<T> batchSlice(const TensorRef<T> &t, const Geometry &g, int64_t b) {
-  return TensorRef<T>{t.data + b * g.T * g.D, {1, g.T, g.D}};
-}
-
 // P = softmax(scale Q K^T) of one (batch, head), [T, T] row-major, row i
 // over the visible keys (j <= i when causal, all otherwise); hidden entries
 // are exact zeros.
@@ -72,6 +69,137 @@ void attentionProbs(const Geometry &g, const float *qh, const float *kh, float s
       row[j] *= inv;
     std::fill(row + visible, row + g.T, 0.0f);
   }
+}
+
+// rel[i, j] as a row-major [Dh, Dh] matrix.
+const float *relPair(const Geometry &g, const float *rel, int64_t i, int64_t j) {
+  return rel + (i * g.T + j) * g.Dh * g.Dh;
+}
+
+// P = softmax(scale [q_i^T R_ij k_j]_ij) of one (batch, head), as
+// attentionProbs but with the relative rotations R_ij = rel[i, j]: each score
+// is its own bilinear form, q_i . (R_ij k_j), a [Dh, Dh] mat-vec per pair.
+void relAttentionProbs(const Geometry &g, const float *qh, const float *kh, const float *rel,
+                       float scale, bool causal, float *p) {
+  const int64_t Dh = g.Dh;
+  for (int64_t i = 0; i < g.T; ++i) {
+    float *row = p + i * g.T;
+    const float *qi = qh + i * g.D;
+    const int64_t visible = causal ? i + 1 : g.T;
+    for (int64_t j = 0; j < visible; ++j) {
+      const float *R = relPair(g, rel, i, j), *kj = kh + j * g.D;
+      float s = 0.0f;
+      for (int64_t d = 0; d < Dh; ++d) {
+        const float *Rd = R + d * Dh;
+        float acc = 0.0f;
+        for (int64_t e = 0; e < Dh; ++e)
+          acc += Rd[e] * kj[e];
+        s += qi[d] * acc;
+      }
+      row[j] = scale * s;
+    }
+    float maxScore = row[0];
+    for (int64_t j = 1; j < visible; ++j)
+      maxScore = std::max(maxScore, row[j]);
+    for (int64_t j = 0; j < visible; ++j)
+      row[j] = fastExp(row[j] - maxScore);
+    const float inv = 1.0f / sumFloats(row, visible);
+    for (int64_t j = 0; j < visible; ++j)
+      row[j] *= inv;
+    std::fill(row + visible, row + g.T, 0.0f);
+  }
+}
+
+// dS_ij = P_ij (dP_ij - sum_l P_il dP_il) in place over dP (row-major [T, T]).
+void softmaxBackwardRows(int64_t T, const float *p, float *dS) {
+  for (int64_t i = 0; i < T; ++i) {
+    const float *pRow = p + i * T;
+    float *row = dS + i * T;
+    float pdp = 0.0f;
+    for (int64_t j = 0; j < T; ++j)
+      pdp += pRow[j] * row[j];
+    for (int64_t j = 0; j < T; ++j)
+      row[j] = pRow[j] * (row[j] - pdp);
+  }
+}
+
+// Backward with rel, masks none / causal. Pass 1, threaded over (batch,
+// head): P, dV = P^T dY, dS, then per visible pair (c = scale dS_ij)
+//   dq_i += c R_ij k_j,  dk_j += c R_ij^T q_i
+// (each task owns its head's columns of dq / dk / dv). Pass 2, threaded over
+// query rows i: drel[i, j] = sum_{b, h} c_bhij q_i k_j^T in a fixed (b, h)
+// order, each task owning whole rows i of drel: deterministic, no atomics.
+void relAttentionGrad(const Geometry &g, const float *q, const float *k, const float *v,
+                      const float *dy, const float *rel, float s, bool causal, float *dq,
+                      float *dk, float *dv, float *drel) {
+  const int64_t T = g.T, Dh = g.Dh, tasks = g.B * g.heads;
+  // dS of every (batch, head), kept for pass 2 only when drel is wanted.
+  std::vector<float> dSAll(drel ? static_cast<size_t>(tasks * T * T) : 0);
+  parallelFor(0, tasks, 1, [&](int64_t t0, int64_t t1) {
+    thread_local std::vector<float> p, dSLocal, dqRow;
+    p.resize(static_cast<size_t>(T * T));
+    dqRow.resize(static_cast<size_t>(Dh));
+    if (!drel)
+      dSLocal.resize(static_cast<size_t>(T * T));
+    for (int64_t task = t0; task < t1; ++task) {
+      const int64_t off = g.head(task / g.heads, task % g.heads);
+      const float *qh = q + off, *kh = k + off, *vh = v + off, *dyh = dy + off;
+      float *dS = drel ? dSAll.data() + task * T * T : dSLocal.data();
+      relAttentionProbs(g, qh, kh, rel, s, causal, p.data());
+      gemmSerial(Trans::Yes, Trans::No, T, Dh, T, 1.0f, p.data(), T, dyh, g.D, 0.0f, dv + off,
+                 g.D);
+      gemmSerial(Trans::No, Trans::Yes, T, T, Dh, 1.0f, dyh, g.D, vh, g.D, 0.0f, dS, T);
+      softmaxBackwardRows(T, p.data(), dS);
+      float *dkh = dk + off;
+      for (int64_t j = 0; j < T; ++j)
+        std::fill(dkh + j * g.D, dkh + j * g.D + Dh, 0.0f);
+      for (int64_t i = 0; i < T; ++i) {
+        const float *qi = qh + i * g.D;
+        const int64_t visible = causal ? i + 1 : T;
+        std::fill(dqRow.begin(), dqRow.end(), 0.0f);
+        for (int64_t j = 0; j < visible; ++j) {
+          const float c = s * dS[i * T + j];
+          const float *R = relPair(g, rel, i, j), *kj = kh + j * g.D;
+          float *dkj = dkh + j * g.D;
+          for (int64_t d = 0; d < Dh; ++d) {
+            const float *Rd = R + d * Dh;
+            const float cq = c * qi[d];
+            float acc = 0.0f;
+            for (int64_t e = 0; e < Dh; ++e) {
+              acc += Rd[e] * kj[e];
+              dkj[e] += cq * Rd[e];
+            }
+            dqRow[d] += c * acc;
+          }
+        }
+        std::copy(dqRow.begin(), dqRow.end(), dq + off + i * g.D);
+      }
+    }
+  });
+  if (!drel)
+    return;
+  const int64_t pair = Dh * Dh;
+  parallelFor(0, T, 1, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      float *rowOut = drel + i * T * pair;
+      std::fill(rowOut, rowOut + T * pair, 0.0f);
+      const int64_t visible = causal ? i + 1 : T;
+      for (int64_t j = 0; j < visible; ++j) {
+        float *out = rowOut + j * pair;
+        for (int64_t task = 0; task < tasks; ++task) {
+          const int64_t off = g.head(task / g.heads, task % g.heads);
+          const float c = s * dSAll[static_cast<size_t>(task * T * T + i * T + j)];
+          const float *qi = q + off + i * g.D, *kj = k + off + j * g.D;
+          for (int64_t d = 0; d < Dh; ++d) {
+            const float cq = c * qi[d];
+            float *od = out + d * Dh;
+            for (int64_t e = 0; e < Dh; ++e)
+              od[e] += cq * kj[e];
+          }
+        }
+      }
+    }
+  });
 }
 
 // The key query i of head h sees under the skip mask (negative: none).
@@ -128,24 +256,18 @@ void attention(TensorRef<const float> q, TensorRef<const float> k, TensorRef<con
     skipAttention(g, v.data, skipBase, y.data);
     return;
   }
-  if (rel) {
-    // Relative rotations R_ij make every score its own bilinear form: no
-    // GEMM shape. The reference kernel, batches in parallel (each batch's
-    // output is independent, so the result is the reference's exactly).
-    parallelFor(0, g.B, 1, [&](int64_t b0, int64_t b1) {
-      for (int64_t b = b0; b < b1; ++b)
-        ref::attention<float>(batchSlice(q, g, b), batchSlice(k, g, b), batchSlice(v, g, b), rel,
-                              heads, scale, mask, skipBase, batchSlice(y, g, b));
-    });
-    return;
-  }
   const bool causal = mask == AttentionMask::Causal;
   parallelFor(0, g.B * g.heads, 1, [&](int64_t t0, int64_t t1) {
     thread_local std::vector<float> p;
     p.resize(static_cast<size_t>(g.T * g.T));
     for (int64_t task = t0; task < t1; ++task) {
       const int64_t off = g.head(task / g.heads, task % g.heads);
-      attentionProbs(g, q.data + off, k.data + off, static_cast<float>(scale), causal, p.data());
+      if (rel)
+        relAttentionProbs(g, q.data + off, k.data + off, rel->data, static_cast<float>(scale),
+                          causal, p.data());
+      else
+        attentionProbs(g, q.data + off, k.data + off, static_cast<float>(scale), causal,
+                       p.data());
       // Y = P V  ([T, T] x [T, Dh])
       gemmSerial(Trans::No, Trans::No, g.T, g.Dh, g.T, 1.0f, p.data(), g.T, v.data + off, g.D,
                  0.0f, y.data + off, g.D);
@@ -167,13 +289,13 @@ void attentionGrad(TensorRef<const float> q, TensorRef<const float> k,
       std::fill(drel->data, drel->data + drel->numel(), 0.0f);
     return;
   }
-  if (rel) {
-    // drel sums over batches and heads: the reference kernel as is.
-    ref::attentionGrad<float>(q, k, v, dy, rel, heads, scale, mask, skipBase, dq, dk, dv, drel);
-    return;
-  }
   const bool causal = mask == AttentionMask::Causal;
   const float s = static_cast<float>(scale);
+  if (rel) {
+    relAttentionGrad(g, q.data, k.data, v.data, dy.data, rel->data, s, causal, dq.data, dk.data,
+                     dv.data, drel ? drel->data : nullptr);
+    return;
+  }
   parallelFor(0, g.B * g.heads, 1, [&](int64_t t0, int64_t t1) {
     thread_local std::vector<float> p, dS;
     p.resize(static_cast<size_t>(g.T * g.T));
@@ -190,15 +312,7 @@ void attentionGrad(TensorRef<const float> q, TensorRef<const float> k,
       // dS_ij = P_ij (dP_ij - sum_l P_il dP_il)   (0 where P_ij = 0: hidden keys)
       gemmSerial(Trans::No, Trans::Yes, g.T, g.T, g.Dh, 1.0f, dyh, g.D, vh, g.D, 0.0f, dS.data(),
                  g.T);
-      for (int64_t i = 0; i < g.T; ++i) {
-        const float *pRow = p.data() + i * g.T;
-        float *row = dS.data() + i * g.T;
-        float pdp = 0.0f;
-        for (int64_t j = 0; j < g.T; ++j)
-          pdp += pRow[j] * row[j];
-        for (int64_t j = 0; j < g.T; ++j)
-          row[j] = pRow[j] * (row[j] - pdp);
-      }
+      softmaxBackwardRows(g.T, p.data(), dS.data());
       // dQ = scale dS K,  dK = scale dS^T Q  ([T, T] x [T, Dh])
       gemmSerial(Trans::No, Trans::No, g.T, g.Dh, g.T, s, dS.data(), g.T, kh, g.D, 0.0f,
                  dq.data + off, g.D);

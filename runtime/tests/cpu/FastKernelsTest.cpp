@@ -168,6 +168,7 @@ struct AttentionCase {
 const std::vector<AttentionCase> kAttentionCases = {
     {1, 50, 64, 4, false}, {3, 50, 64, 4, false}, {2, 7, 12, 3, false}, {2, 5, 6, 1, false},
     {5, 1, 8, 2, false},   {2, 7, 12, 3, true},   {1, 50, 64, 4, true},
+    {3, 9, 16, 2, true},   {2, 1, 4, 1, true},
 };
 
 struct MaskCase {
