@@ -11,28 +11,11 @@
 namespace stringrt::cpu {
 
 using namespace util;
+using ref::layer::checkPatchEmbedGradShapes;
+using ref::layer::checkPatchEmbedShapes;
+using ref::layer::PatchGrid;
 
 namespace {
-
-// An image [B, C, H, W] cut into p x p patches: `patches` per image in
-// row-major grid order, each flattened (c, py, px) to K = C p p values.
-struct PatchGrid {
-  int64_t B, C, H, W, p, cols, patches, K;
-};
-
-PatchGrid patchGrid(const std::string &kernel, const TensorRef<const float> &image,
-                    int64_t patch) {
-  checkRank((kernel + ": image").c_str(), image, 4);
-  check(patch > 0, kernel.c_str(), "patch must be > 0, got " + std::to_string(patch));
-  PatchGrid g{image.dim(0), image.dim(1), image.dim(2), image.dim(3), patch, 0, 0, 0};
-  check(g.H % patch == 0 && g.W % patch == 0, kernel.c_str(),
-        "patch " + std::to_string(patch) + " does not divide the image size " +
-            std::to_string(g.H) + "x" + std::to_string(g.W));
-  g.cols = g.W / patch;
-  g.patches = (g.H / patch) * g.cols;
-  g.K = g.C * patch * patch;
-  return g;
-}
 
 // im2col: U [B patches, K], U[b patches + n, (c p + py) p + px] =
 // image[b, c, row p + py, col p + px] (row = n / cols, col = n % cols). The
@@ -59,12 +42,8 @@ std::vector<float> unfoldPatches(const PatchGrid &g, const float *image) {
 // y [B patches, D] = bias (per row), then += U w.
 void patchEmbed(TensorRef<const float> image, TensorRef<const float> w,
                 TensorRef<const float> bias, int64_t patch, TensorRef<float> y) {
-  const PatchGrid g = patchGrid("patch_embed", image, patch);
-  checkRank("patch_embed: w", w, 2);
-  checkShape("patch_embed: w", w, {g.K, w.dim(1)});
+  const PatchGrid g = checkPatchEmbedShapes(image, w, bias, patch, y);
   const int64_t D = w.dim(1);
-  checkShape("patch_embed: b", bias, {D});
-  checkShape("patch_embed: result", y, {g.B, g.patches, D});
   const int64_t rows = g.B * g.patches;
   const std::vector<float> u = unfoldPatches(g, image.data);
   parallelFor(0, rows, rowGrain(D), [&](int64_t r0, int64_t r1) {
@@ -77,12 +56,8 @@ void patchEmbed(TensorRef<const float> image, TensorRef<const float> w,
 // dw [K, D] = U^T dy,  db = sum over the rows of dy.
 void patchEmbedGrad(TensorRef<const float> image, TensorRef<const float> dy, int64_t patch,
                     TensorRef<float> dw, TensorRef<float> db) {
-  const PatchGrid g = patchGrid("patch_embed_grad", image, patch);
-  checkRank("patch_embed_grad: dy", dy, 3);
+  const PatchGrid g = checkPatchEmbedGradShapes(image, dy, patch, dw, db);
   const int64_t D = dy.dim(2);
-  checkShape("patch_embed_grad: dy", dy, {g.B, g.patches, D});
-  checkShape("patch_embed_grad: dw", dw, {g.K, D});
-  checkShape("patch_embed_grad: db", db, {D});
   const int64_t rows = g.B * g.patches;
   const std::vector<float> u = unfoldPatches(g, image.data);
   gemm(Trans::Yes, Trans::No, g.K, D, rows, 1.0f, u.data(), g.K, dy.data, D, 0.0f, dw.data, D);

@@ -10,27 +10,11 @@ namespace stringrt::ref {
 
 using layer::Acc;
 using layer::checkIds;
+using layer::checkPatchEmbedGradShapes;
+using layer::checkPatchEmbedShapes;
+using layer::PatchGrid;
 
 namespace {
-
-// The patch geometry of an image [B, C, H, W] cut into p x p patches.
-struct PatchGrid {
-  int64_t B, C, H, W, p, cols, patches, K; // K = C p p, the flattened patch length
-};
-
-template <typename T>
-PatchGrid patchGrid(const char *kernel, const TensorRef<const T> &image, int64_t patch) {
-  checkRank((std::string(kernel) + ": image").c_str(), image, 4);
-  check(patch > 0, kernel, "patch must be > 0, got " + std::to_string(patch));
-  PatchGrid g{image.dim(0), image.dim(1), image.dim(2), image.dim(3), patch, 0, 0, 0};
-  check(g.H % patch == 0 && g.W % patch == 0, kernel,
-        "patch " + std::to_string(patch) + " does not divide the image size " +
-            std::to_string(g.H) + "x" + std::to_string(g.W));
-  g.cols = g.W / patch;
-  g.patches = (g.H / patch) * g.cols;
-  g.K = g.C * patch * patch;
-  return g;
-}
 
 // v[(c p + py) p + px] = image[b, c, row p + py, col p + px] for patch n.
 template <typename T>
@@ -50,12 +34,8 @@ void extractPatch(const TensorRef<const T> &image, const PatchGrid &g, int64_t b
 template <typename T>
 void patchEmbed(TensorRef<const T> image, TensorRef<const T> w, TensorRef<const T> bias,
                 int64_t patch, TensorRef<T> y) {
-  const PatchGrid g = patchGrid("patch_embed", image, patch);
-  checkRank("patch_embed: w", w, 2);
-  checkShape("patch_embed: w", w, {g.K, w.dim(1)});
+  const PatchGrid g = checkPatchEmbedShapes(image, w, bias, patch, y);
   const int64_t D = w.dim(1);
-  checkShape("patch_embed: b", bias, {D});
-  checkShape("patch_embed: result", y, {g.B, g.patches, D});
   std::vector<Acc> v(static_cast<size_t>(g.K)), acc(static_cast<size_t>(D));
   for (int64_t b = 0; b < g.B; ++b)
     for (int64_t n = 0; n < g.patches; ++n) {
@@ -74,12 +54,8 @@ void patchEmbed(TensorRef<const T> image, TensorRef<const T> w, TensorRef<const 
 template <typename T>
 void patchEmbedGrad(TensorRef<const T> image, TensorRef<const T> dy, int64_t patch,
                     TensorRef<T> dw, TensorRef<T> db) {
-  const PatchGrid g = patchGrid("patch_embed_grad", image, patch);
-  checkRank("patch_embed_grad: dy", dy, 3);
+  const PatchGrid g = checkPatchEmbedGradShapes(image, dy, patch, dw, db);
   const int64_t D = dy.dim(2);
-  checkShape("patch_embed_grad: dy", dy, {g.B, g.patches, D});
-  checkShape("patch_embed_grad: dw", dw, {g.K, D});
-  checkShape("patch_embed_grad: db", db, {D});
   std::vector<Acc> v(static_cast<size_t>(g.K));
   std::vector<Acc> dwAcc(static_cast<size_t>(g.K * D), 0), dbAcc(static_cast<size_t>(D), 0);
   for (int64_t b = 0; b < g.B; ++b)

@@ -72,4 +72,53 @@ void checkAttentionGradShapes(const TensorRef<const T> &q, const TensorRef<const
     checkShape("attention_grad: drel", *drel, rel->shape);
 }
 
+// An image [B, C, H, W] cut into p x p patches: `patches` per image in
+// row-major grid order, each flattened (c, py, px) to K = C p p values.
+struct PatchGrid {
+  int64_t B, C, H, W, p, cols, patches, K;
+};
+
+template <typename T>
+PatchGrid patchGrid(const char *kernel, const TensorRef<const T> &image, int64_t patch) {
+  checkRank((std::string(kernel) + ": image").c_str(), image, 4);
+  check(patch > 0, kernel, "patch must be > 0, got " + std::to_string(patch));
+  PatchGrid g{image.dim(0), image.dim(1), image.dim(2), image.dim(3), patch, 0, 0, 0};
+  check(g.H % patch == 0 && g.W % patch == 0, kernel,
+        "patch " + std::to_string(patch) + " does not divide the image size " +
+            std::to_string(g.H) + "x" + std::to_string(g.W));
+  g.cols = g.W / patch;
+  g.patches = (g.H / patch) * g.cols;
+  g.K = g.C * patch * patch;
+  return g;
+}
+
+// patch_embed's checks: the grid of `image`, w [K, D], bias [D], y [B, patches, D].
+// Returns the grid; D is w's second dimension.
+template <typename T>
+PatchGrid checkPatchEmbedShapes(const TensorRef<const T> &image, const TensorRef<const T> &w,
+                                const TensorRef<const T> &bias, int64_t patch,
+                                const TensorRef<T> &y) {
+  const PatchGrid g = patchGrid("patch_embed", image, patch);
+  checkRank("patch_embed: w", w, 2);
+  checkShape("patch_embed: w", w, {g.K, w.dim(1)});
+  const int64_t D = w.dim(1);
+  checkShape("patch_embed: b", bias, {D});
+  checkShape("patch_embed: result", y, {g.B, g.patches, D});
+  return g;
+}
+
+// patch_embed_grad's checks: dy [B, patches, D], dw [K, D], db [D].
+template <typename T>
+PatchGrid checkPatchEmbedGradShapes(const TensorRef<const T> &image, const TensorRef<const T> &dy,
+                                    int64_t patch, const TensorRef<T> &dw,
+                                    const TensorRef<T> &db) {
+  const PatchGrid g = patchGrid("patch_embed_grad", image, patch);
+  checkRank("patch_embed_grad: dy", dy, 3);
+  const int64_t D = dy.dim(2);
+  checkShape("patch_embed_grad: dy", dy, {g.B, g.patches, D});
+  checkShape("patch_embed_grad: dw", dw, {g.K, D});
+  checkShape("patch_embed_grad: db", db, {D});
+  return g;
+}
+
 } // namespace stringrt::ref::layer
