@@ -5,6 +5,7 @@
 // steps of an unbroken run: bit-identical losses and parameters.
 #include "stringrt/Trainer.h"
 
+#include "ProgramBuilder.h"
 #include "TestFiles.h"
 #include "stringrt/Error.h"
 
@@ -24,58 +25,9 @@ using test::readFile;
 using test::TempDir;
 using test::writeFile;
 
-ProgramValue f32(std::vector<int64_t> shape) {
-  return {DType::F32, std::move(shape)};
-}
-ProgramValue i32(std::vector<int64_t> shape) {
-  return {DType::I32, std::move(shape)};
-}
-
-struct Builder {
-  Program p;
-  ValueId value(ProgramValue t) {
-    p.values.push_back(std::move(t));
-    return p.values.size() - 1;
-  }
-  ValueId input(ProgramValue t) {
-    ValueId id = value(std::move(t));
-    p.inputs.push_back(id);
-    return id;
-  }
-  std::vector<ValueId> op(const std::string &name, std::vector<ValueId> operands,
-                          std::vector<ProgramValue> results,
-                          std::map<std::string, AttrValue> attrs = {}) {
-    ProgramOp o;
-    o.op = name;
-    o.operands = std::move(operands);
-    for (ProgramValue &r : results)
-      o.results.push_back(value(std::move(r)));
-    o.attrs = std::move(attrs);
-    p.ops.push_back(o);
-    return o.results;
-  }
-  ValueId op1(const std::string &name, std::vector<ValueId> operands,
-              ProgramValue result, std::map<std::string, AttrValue> attrs = {}) {
-    return op(name, std::move(operands), {std::move(result)},
-              std::move(attrs))[0];
-  }
-  ValueId param(const std::string &name, std::vector<int64_t> shape) {
-    return op1("pe.get_param", {}, f32(std::move(shape)),
-               {{"param", std::string(name)}});
-  }
-  void output(const std::string &name, ValueId id) {
-    ProgramOutput o;
-    o.name = name;
-    o.value = id;
-    p.outputs.push_back(o);
-  }
-  void grad(const std::string &param, ValueId id) {
-    ProgramOutput o;
-    o.grad = param;
-    o.value = id;
-    p.outputs.push_back(o);
-  }
-};
+using test::f32;
+using test::i32;
+using test::ProgramBuilder;
 
 ManifestParam normal(const std::string &name, std::vector<int64_t> shape,
                      uint64_t seed) {
@@ -115,7 +67,7 @@ Manifest imageManifest() {
   m.params = {normal("w", {4, 3}, 5), b};
   m.optimizer = adamw(LrSchedule::WarmupCosine);
   for (bool grads : {false, true}) {
-    Builder g;
+    ProgramBuilder g;
     ValueId image = g.input(f32({-1, 1, 2, 2}));
     ValueId label = g.input(i32({-1}));
     ValueId w = g.param("w", {4, 3});
@@ -128,7 +80,7 @@ Manifest imageManifest() {
     g.output("loss", loss);
     if (!grads) {
       g.output("logits", logits);
-      m.forward = g.p;
+      m.forward = g.program;
       continue;
     }
     ValueId one = g.op1("arith.constant", {}, f32({}), {{"value", 1.0}});
@@ -139,7 +91,7 @@ Manifest imageManifest() {
     auto dwb = g.op("pe.patch_embed_grad", {image, dx}, {f32({4, 3}), f32({3})},
                     {{"patch", int64_t(2)}});
     g.grad("w", dwb[0]);
-    m.gradients = g.p;
+    m.gradients = g.program;
   }
   return m;
 }
@@ -155,7 +107,7 @@ Manifest textManifest() {
   m.optimizer.momentum = 0.9;
   m.dataset = ManifestDataset{DatasetKind::Text, "", 4};
   for (bool grads : {false, true}) {
-    Builder g;
+    ProgramBuilder g;
     ValueId tokens = g.input(i32({-1, 4}));
     ValueId targets = g.input(i32({-1, 4}));
     ValueId emb = g.param("emb", {256, 2});
@@ -166,7 +118,7 @@ Manifest textManifest() {
     g.output("loss", loss);
     if (!grads) {
       g.output("logits", logits);
-      m.forward = g.p;
+      m.forward = g.program;
       continue;
     }
     ValueId one = g.op1("arith.constant", {}, f32({}), {{"value", 1.0}});
@@ -177,7 +129,7 @@ Manifest textManifest() {
     ValueId demb = g.op1("pe.token_embed_grad", {tokens, de}, f32({256, 2}));
     g.grad("emb", demb);
     g.grad("out", dout);
-    m.gradients = g.p;
+    m.gradients = g.program;
   }
   return m;
 }
