@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
   cmake ninja-build g++ pkg-config
-  libmlir-19-dev mlir-19-tools llvm-19-dev llvm-19-tools
+  libmlir-19-dev mlir-19-tools llvm-19-dev llvm-19-tools liblld-19-dev
   libfmt-dev libgtest-dev zlib1g-dev libzstd-dev
   python3-torch libopenblas-dev libopenblas0-pthread
   dataset-fashion-mnist

@@ -40,7 +40,10 @@ const std::set<std::string> kFastOps = {
     "pe.cross_entropy_grad", "pe.add",              "pe.sub",
     "pe.mul",              "pe.scale",              "pe.sum_to",
     "pe.cayley",           "pe.cayley_grad",        "pe.spd_gate",
-    "pe.spd_gate_grad"};
+    "pe.spd_gate_grad",
+    // The fused ops with a fast kernel (ExecutorFusedOps.cpp).
+    "pe.rope_apply",       "pe.rope_apply_grad_table", "pe.rope_attention",
+    "pe.rope_attention_grad", "pe.linear_gelu",     "pe.linear_residual"};
 
 TEST(ExecutorFastTest, TheFastTableOverridesExactlyTheFastOps) {
   const detail::OpTable &reference = opTable(KernelSet::Reference);
@@ -260,6 +263,29 @@ std::vector<OpCase> cases() {
     cs.push_back({"attention_grad_rel_" + mask, "pe.attention_grad", {act, act, act, act, rel},
                   {act, act, act, rel}, attention(mask)});
   }
+  // The fused ops (ExecutorFusedOps.cpp); rope_attention takes no skip mask.
+  const ProgramValue table = f32({T, D / 2, 2});
+  for (bool inverse : {false, true}) {
+    const std::string suffix = inverse ? "_inverse" : "";
+    cs.push_back({"rope_apply" + suffix, "pe.rope_apply", {act, table}, {act},
+                  {{"inverse", inverse}}});
+    cs.push_back({"rope_apply_grad_table" + suffix, "pe.rope_apply_grad_table", {act, act},
+                  {table}, {{"inverse", inverse}}});
+  }
+  for (std::string mask : {"none", "causal"}) {
+    cs.push_back({"rope_attention_" + mask, "pe.rope_attention", {act, act, act, table}, {act},
+                  attention(mask)});
+    cs.push_back({"rope_attention_grad_" + mask, "pe.rope_attention_grad",
+                  {act, act, act, table, act}, {act, act, act}, attention(mask)});
+  }
+  cs.push_back({"linear_gelu", "pe.linear_gelu", {act, f32({D, O}), f32({O})},
+                {f32({B, T, O}), f32({B, T, O})}, {{"approximate", false}}});
+  cs.push_back({"linear_gelu_no_bias", "pe.linear_gelu", {act, f32({D, O})},
+                {f32({B, T, O}), f32({B, T, O})}, {}});
+  cs.push_back({"linear_residual", "pe.linear_residual",
+                {f32({B, T, O}), act, f32({D, O}), f32({O})}, {f32({B, T, O})}, {}});
+  cs.push_back({"linear_residual_no_bias", "pe.linear_residual", {f32({B, T, O}), act, f32({D, O})},
+                {f32({B, T, O})}, {}});
   return cs;
 }
 

@@ -183,15 +183,24 @@ TEST_F(PackageTest, DatasetIsOptional) {
 }
 
 TEST_F(PackageTest, RejectsWrongVersion) {
-  std::string path = write(validManifest(), {{"version", "2"}});
+  // Versions 1 and 2 are read (2 only adds ops' kernels and target cpu).
+  EXPECT_NO_THROW(Package::load(write(validManifest(), {{"version", "2"}})));
+  std::string path = write(validManifest(), {{"version", "3"}});
   EXPECT_TRUE(failsWith([&] { Package::load(path); }, path,
-                        {"unsupported package version \"2\""}));
+                        {"unsupported package version \"3\" (this runtime reads versions 1 to 2"}));
+  // Target cpu needs version 2 (tests/unit/codegen has the rest of cpu).
+  std::string cpu = write(validManifest(), {{"target", "cpu"}});
+  EXPECT_TRUE(failsWith([&] { Package::load(cpu); }, cpu,
+                        {"target \"cpu\" needs package version 2"}));
 }
 
 TEST_F(PackageTest, RejectsWrongTarget) {
-  std::string path = write(validManifest(), {{"target", "cuda"}});
+  std::string path = write(validManifest(), {{"target", "tpu"}});
   EXPECT_TRUE(failsWith([&] { Package::load(path); }, path,
-                        {"unsupported target \"cuda\""}));
+                        {"unsupported target \"tpu\""}));
+  // A cuda package needs its kernel table (CudaPackageTest.cpp has the rest).
+  std::string cuda = write(validManifest(), {{"target", "cuda"}});
+  EXPECT_TRUE(failsWith([&] { Package::load(cuda); }, cuda, {"no \"cuda\" in the metadata"}));
 }
 
 TEST_F(PackageTest, RejectsWrongFormatAndMissingMetadata) {

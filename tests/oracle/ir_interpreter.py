@@ -19,6 +19,7 @@ of its loss with respect to every trainable parameter as "grad.NAME".
 """
 
 import argparse
+import math
 import os
 import sys
 from collections import OrderedDict
@@ -192,6 +193,21 @@ OPS = {
     "pe.sinusoidal": ((0,), lambda x, a, d: pt.sinusoidal(
         _req(a, "length", "pe.sinusoidal"), _req(a, "dim", "pe.sinusoidal"),
         _req(a, "base", "pe.sinusoidal"), dtype=d)),
+    # Gather rewrites (pe-skip-gather, pe-distinct-offsets).
+    "pe.skip_gather": ((1,), lambda x, a, d: pt.skip_gather(
+        x[0], _req(a, "heads", "pe.skip_gather"), _req(a, "skip_base", "pe.skip_gather"))),
+    "pe.pair_gather": ((1,), lambda x, a, d: pt.pair_gather(
+        x[0], _req(a, "index", "pe.pair_gather"),
+        math.isqrt(len(_req(a, "index", "pe.pair_gather"))))),
+    # Hoisted tables and fused ops (pe-hoist, pe-fuse-attention, pe-fuse-epilogue).
+    "pe.rope_table": ((2,), lambda x, a, d: pt.rope_table(*x)),
+    "pe.rope_apply": ((2,), lambda x, a, d: pt.rope_apply(
+        x[0], x[1], inverse=a.get("inverse", False))),
+    "pe.cayley_weight": ((1,), lambda x, a, d: pt.cayley_weight(x[0])),
+    "pe.rope_attention": ((4,), lambda x, a, d: pt.rope_attention(
+        *x, heads=_req(a, "heads", "pe.rope_attention"),
+        scale=_req(a, "scale", "pe.rope_attention"), mask=_req(a, "mask", "pe.rope_attention"))),
+    "pe.linear_residual": ((3, 4), lambda x, a, d: pt.linear_residual(*x)),
 }
 
 
@@ -282,6 +298,22 @@ GRAD_OPS = {
         *x, heads=_req(a, "heads", "pe.apply_rotation_grad"))),
     "pe.commutator_norm_grad": ((2,), (1,), _one(lambda x, a, t: pg.commutator_norm_grad(*x))),
     "pe.spd_gate_grad": ((3,), (2,), lambda x, a, t: pg.spd_gate_grad(*x)),
+    "pe.skip_gather_grad": ((1,), (1,), _one(lambda x, a, t: pg.skip_gather_grad(
+        x[0], _req(a, "heads", "pe.skip_gather_grad"),
+        _req(a, "skip_base", "pe.skip_gather_grad")))),
+    "pe.pair_gather_grad": ((1,), (1,), _one(lambda x, a, t: pg.pair_gather_grad(
+        x[0], _req(a, "index", "pe.pair_gather_grad"), _static(t[0], 0, "pe.pair_gather_grad")))),
+    # Hoisted and fused ops: pe.linear_gelu is a forward op with two results.
+    "pe.linear_gelu": ((2, 3), (2,), lambda x, a, t: pt.linear_gelu(
+        *x, approximate=a.get("approximate", False))),
+    "pe.rope_table_grad": ((3,), (1,), _one(lambda x, a, t: pg.rope_table_grad(*x))),
+    "pe.rope_apply_grad_table": ((2,), (1,), _one(lambda x, a, t: pg.rope_apply_grad_table(
+        *x, inverse=a.get("inverse", False)))),
+    "pe.cayley_weight_grad": ((2,), (1,), _one(lambda x, a, t: pg.cayley_weight_grad(*x))),
+    "pe.rope_attention_grad": ((5,), (3,), lambda x, a, t: pg.rope_attention_grad(
+        *x, heads=_req(a, "heads", "pe.rope_attention_grad"),
+        scale=_req(a, "scale", "pe.rope_attention_grad"),
+        mask=_req(a, "mask", "pe.rope_attention_grad"))),
 }
 
 
@@ -297,6 +329,10 @@ def _run(op, args, dtype):
     """The results of one op, as a list."""
     if op.name == "arith.constant":
         return [_constant(op, dtype)]
+    if op.name == "pe.offset_table":  # its shape is its result type's
+        ty = op.result_types[0]
+        return [pt.offset_table(_req(op.attributes, "offsets", op.name),
+                                _static(ty, 0, op.name), _static(ty, 1, op.name), dtype=dtype)]
     if op.name in OPS:
         counts, fn = OPS[op.name]
         if len(args) not in counts:

@@ -29,6 +29,7 @@ __all__ = [
     "skew", "sparse_skew", "cayley", "relative_positions", "generator_exp",
     "apply_rotation", "commutator_norm", "spd_gate", "sinusoidal",
     "attention", "cross_entropy", "householder_matrix", "attention_mask",
+    "skip_gather", "offset_table", "pair_gather",
 ]
 
 
@@ -293,6 +294,77 @@ def spd_gate(x, gamma):
     """x * exp(gamma), gamma [D] or [T, D] broadcast over the leading dims."""
     _check_suffix(x, gamma)
     return x * torch.exp(gamma)
+
+
+# ------------------------------------------------ gather ops (rewrites) --
+
+def skip_gather(v, heads, skip_base):
+    """Skip-n attention with its single key (pe-skip-gather): head s of token
+    i is head s of token i - (skip_base + s) of v, zeros when negative."""
+    B, T, D = v.shape
+    dh = D // heads
+    parts = []
+    for s in range(heads):
+        shift = skip_base + s
+        head = v[:, :, s * dh:(s + 1) * dh]
+        zeros = head.new_zeros(B, min(shift, T), dh)
+        parts.append(torch.cat([zeros, head[:, :max(T - shift, 0)]], dim=1))
+    return torch.cat(parts, dim=2)
+
+
+def offset_table(offsets, rows, axes, dtype=torch.float32):
+    """The [rows, axes] table of integer offsets (row-major)."""
+    return torch.tensor(list(offsets), dtype=torch.float64).reshape(rows, axes).to(dtype)
+
+
+def pair_gather(table, index, tokens):
+    """y[i, j] = table[index[i*T + j]]: table [U, ...] -> [T, T, ...]."""
+    idx = torch.as_tensor(list(index), dtype=torch.long, device=table.device)
+    return table[idx].reshape(tokens, tokens, *table.shape[1:])
+
+
+# ------------------------------------- hoisted / fused ops (pe-hoist, ...) --
+
+def rope_table(pos, freqs):
+    """table[t, j] = (cos, sin) of theta_j(t) = pos[t] . freqs[j]: [T, P, 2]."""
+    theta = pos @ freqs.transpose(0, 1)
+    return torch.stack([torch.cos(theta), torch.sin(theta)], dim=-1)
+
+
+def rope_apply(x, table, inverse=False):
+    """Pair j of token t times [[c, -s], [s, c]] (its transpose when inverse),
+    (c, s) = table[t, j]. rope(x, pos, freqs) = rope_apply(x, rope_table(pos, freqs))."""
+    c, s = table[..., 0], table[..., 1]
+    if inverse:
+        s = -s
+    xp = _pairs(x)
+    x0, x1 = xp[..., 0], xp[..., 1]
+    return torch.stack([x0 * c - x1 * s, x0 * s + x1 * c], dim=-1).reshape(x.shape)
+
+
+def cayley_weight(S):
+    """W = U^T, U = (I - S)(I + S)^-1: cayley(x, S) = x @ cayley_weight(S)."""
+    eye = torch.eye(S.shape[-1], dtype=S.dtype, device=S.device)
+    return ((eye - S) @ torch.linalg.inv(eye + S)).transpose(0, 1)
+
+
+def rope_attention(q, k, v, table, heads, scale=None, mask="none"):
+    """attention(rope_apply(q, table), rope_apply(k, table), v); mask none or causal."""
+    if mask == "skip":
+        raise ValueError("rope_attention: mask skip is not supported")
+    return attention(rope_apply(q, table), rope_apply(k, table), v, heads, scale=scale,
+                     mask=mask)
+
+
+def linear_gelu(x, w, b=None, approximate=False):
+    """(gelu(pre), pre) with pre = linear(x, w, b)."""
+    pre = linear(x, w, b)
+    return gelu(pre, approximate=approximate), pre
+
+
+def linear_residual(residual, x, w, b=None):
+    """residual + linear(x, w, b)."""
+    return residual + linear(x, w, b)
 
 
 # ------------------------------------------------------------- attention --

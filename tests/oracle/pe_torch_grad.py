@@ -22,7 +22,8 @@ __all__ = [
     "select_token_grad", "rope_grad_freqs", "householder_grad_freqs",
     "skew_grad", "sparse_skew_grad", "cayley_grad", "generator_exp_grad",
     "apply_rotation_grad", "commutator_norm_grad", "spd_gate_grad",
-    "attention_grad", "cross_entropy_grad",
+    "attention_grad", "cross_entropy_grad", "skip_gather_grad",
+    "pair_gather_grad",
 ]
 
 
@@ -246,6 +247,30 @@ def apply_rotation_grad(x, R, dy, heads):
     return dx, dR
 
 
+def skip_gather_grad(dy, heads, skip_base):
+    """The reverse shift: dv[b, j, head s] = dy[b, j + skip_base + s, head s],
+    zeros past the end."""
+    B, T, D = dy.shape
+    dh = D // heads
+    parts = []
+    for s in range(heads):
+        shift = skip_base + s
+        head = dy[:, :, s * dh:(s + 1) * dh]
+        zeros = head.new_zeros(B, min(shift, T), dh)
+        parts.append(torch.cat([head[:, min(shift, T):], zeros], dim=1))
+    return torch.cat(parts, dim=2)
+
+
+def pair_gather_grad(dy, index, rows):
+    """Scatter-add: dtable[u] = sum of dy[i, j] over the pairs with
+    index[i*T + j] = u; dy [T, T, ...] -> [rows, ...]."""
+    T = dy.shape[0]
+    flat = dy.reshape(T * T, *dy.shape[2:])
+    out = flat.new_zeros(rows, *dy.shape[2:])
+    idx = torch.as_tensor(list(index), dtype=torch.long, device=dy.device)
+    return out.index_add(0, idx, flat)
+
+
 def commutator_norm_grad(L, dy):
     """Through the first maximal pair (a, b), a < b, in row-major order: with
     C = L_a L_b - L_b L_a and G = dy C / ||C||_F,
@@ -321,3 +346,39 @@ def attention_grad(q, k, v, dy, heads, scale=None, mask="none", skip_base=0, rel
     dk = scale * torch.einsum("bhij,bhije->bhje", ds, rq)
     drel = scale * torch.einsum("bhij,bhid,bhje->ijde", ds, qh, kh)
     return merge(dq), merge(dk), merge(dv), drel
+
+
+# --------------------------------------- hoisted / fused ops (pe-hoist, ...) --
+
+def rope_table_grad(pos, freqs, dy):
+    """dtheta_j(t) = -sin theta dy[t, j, 0] + cos theta dy[t, j, 1];
+    dfreqs[j, a] = sum_t pos[t, a] dtheta_j(t)."""
+    theta = pos @ freqs.transpose(0, 1)
+    dtheta = -torch.sin(theta) * dy[..., 0] + torch.cos(theta) * dy[..., 1]
+    return dtheta.transpose(0, 1) @ pos
+
+
+def rope_apply_grad_table(x, dy, inverse=False):
+    """dtable[t, j] = sum_lead (dy0 x0 + dy1 x1, +-(dy1 x0 - dy0 x1)), minus
+    for the inverse rotation. x, dy [..., T, D] -> [T, D/2, 2]."""
+    xp, dp = pt._pairs(x), pt._pairs(dy)
+    x0, x1, d0, d1 = xp[..., 0], xp[..., 1], dp[..., 0], dp[..., 1]
+    sign = -1.0 if inverse else 1.0
+    dc = (d0 * x0 + d1 * x1).reshape(-1, *x0.shape[-2:]).sum(0)
+    ds = (sign * (d1 * x0 - d0 * x1)).reshape(-1, *x0.shape[-2:]).sum(0)
+    return torch.stack([dc, ds], dim=-1)
+
+
+def cayley_weight_grad(S, dw):
+    """W = U^T, M = (I + S)^-1, U = (I - S) M: ds = -(M dw (I + U))^T."""
+    eye = torch.eye(S.shape[-1], dtype=S.dtype, device=S.device)
+    m = torch.linalg.inv(eye + S)
+    u = (eye - S) @ m
+    return -(m @ dw @ (eye + u)).transpose(0, 1)
+
+
+def rope_attention_grad(q, k, v, table, dy, heads, scale=None, mask="none"):
+    """attention_grad on the rotated q, k; dq, dk turned back by R^T."""
+    qr, kr = pt.rope_apply(q, table), pt.rope_apply(k, table)
+    dqr, dkr, dv = attention_grad(qr, kr, v, dy, heads, scale=scale, mask=mask)
+    return pt.rope_apply(dqr, table, inverse=True), pt.rope_apply(dkr, table, inverse=True), dv

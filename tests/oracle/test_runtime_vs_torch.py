@@ -14,8 +14,10 @@ For every examples/*.pe whose dataset is on this machine:
      factor of exactly 1 or 0 hides a wrong gradient term. The second file is
      the one compared;
      The second run is made once per kernel set (`--kernels reference`, the
-     plain reference kernels, and `--kernels fast`, the multi-threaded fast
-     kernels where an op has one), each file compared on its own;
+     plain reference kernels, `--kernels fast`, the multi-threaded fast
+     kernels where an op has one, and `--kernels compiled`, the package's
+     compiler-generated kernels, docs/codegen.md, where stringrun has it),
+     each file compared on its own;
   3. ir_interpreter.py evaluates @gradients on the same parameters and
      inputs, read back from that file, in float32 and in float64.
 
@@ -60,7 +62,7 @@ NOISE = 0.1             # std of the noise on constant-initialised parameters
 # interpretation slow; one image keeps the test short.
 BATCH = {"vit_generators.pe": 1}
 DEFAULT_BATCH = 2
-KERNEL_SETS = ("reference", "fast")  # stringrun --kernels
+KERNEL_SETS = ("reference", "fast", "compiled")  # stringrun --kernels
 
 
 def _tool_dirs():
@@ -123,6 +125,8 @@ class TestRuntimeVsTorch(unittest.TestCase):
         cls.table = []
         runner = cls.tools.get("stringrun")
         cls.kernel_sets = KERNEL_SETS if runner and _help_has(runner, "--kernels") else (None,)
+        if runner and not _help_has(runner, "compiled"):  # a stringrun without generated kernels
+            cls.kernel_sets = tuple(k for k in cls.kernel_sets if k != "compiled")
 
     @classmethod
     def tearDownClass(cls):

@@ -1,7 +1,10 @@
 //===- stringc.cpp - the stringc driver -----------------------------------===//
 //
-//   stringc model.pe [--emit=graph|mlir|pe-train] [-o FILE]
+//   stringc model.pe [--emit=graph|mlir|pe|pe-opt|pe-train] [-o FILE]
 //   stringc model.pe --target=cpu -o model.pkg     (also --emit=package)
+//   stringc model.pe --emit=kernels|llvm           (the CPU kernels)
+//   stringc model.pe --target=cuda [--gpu-arch=sm_90] -o model.pkg | --emit=nvvm|ptx
+//   stringc model.pe --explain                     (what the passes do)
 //
 // Exit status: 0 on success, 1 when the model has errors (or output fails),
 // 2 on a usage error (bad flag, unreadable input file).
@@ -11,13 +14,19 @@
 #include "stringc/Frontend/Frontend.h"
 #include "stringc/Frontend/Graph.h"
 #include "stringc/MLIRGen/MLIRGen.h"
+#ifdef STRINGC_HAVE_GPU
+#include "stringc/GPU/CudaTarget.h"
+#endif
 
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iostream>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <unistd.h>
@@ -29,22 +38,61 @@ constexpr const char *kUsage = R"(usage: stringc MODEL.pe [options]
 Compiles a .pe model description.
 
 options:
-  --emit=mlir    print the model in the pe dialect (default)
+  --emit=mlir    print the model in the pe dialect as written (default;
+                 also --emit=pe)
+  --emit=pe-opt  print it after the optimisation passes (docs/passes.md)
   --emit=pe-train
-                 print the model in the pe dialect with @gradients added: the
-                 loss and the gradient of every trainable parameter (the
-                 pe-autodiff pass, docs/autodiff.md)
+                 print it after the passes with @gradients added: the loss
+                 and the gradient of every trainable parameter (the
+                 pe-autodiff pass, docs/autodiff.md); what a package runs
   --emit=graph   print the checked model graph (a readable dump)
   --target=cpu   compile to a model package (docs/package.md) for the CPU
-                 runtime; needs -o (packages are binary)
+                 runtime, with compiler-generated kernels for the
+                 elementwise ops and layer norm (docs/codegen.md) in a
+                 shared object for this machine's CPU; needs -o (packages
+                 are binary)
   --emit=package the same as --target=cpu
+  --target=cpu-reference
+                 a CPU package without generated kernels (the runtime's
+                 kernel library runs every op)
+  --emit=kernels print the CPU kernels on memrefs (scf/arith/math/memref)
+  --emit=llvm    print the CPU kernels' LLVM IR, optimised (O3) for this CPU
+  --target=cuda  compile to a package for NVIDIA GPUs (docs/cuda.md): the
+                 CPU package plus GPU kernels as PTX and cubin; needs -o
+  --gpu-arch=ARCH
+                 the GPU architecture of --target=cuda (default sm_90)
+  --gpu-all-kernels
+                 with --target=cuda, also generate the kernels no op uses
+                 (every kernel the generator has; for testing it)
+  --emit=nvvm    print the GPU kernels lowered to the NVVM dialect
+  --emit=ptx     print the GPU kernels' PTX
   -o FILE        write the output to FILE instead of standard output
                  (written only on success, atomically)
+
+pass options (docs/passes.md):
+  --explain      print each rewrite that fires (source location, what it did,
+                 forward FLOPs and bytes per example before and after), the
+                 warnings, and the training step's cost with all passes, with
+                 none and with each one switched off
+  --batch=N      the batch size of --explain's step figures (default 128)
+  --disable-pass=NAME[,NAME...]
+                 leave these optimisation passes out (repeatable)
+  --pass-pipeline=PIPELINE
+                 run this textual MLIR pipeline instead of the optimisation
+                 passes, e.g. 'pe-hoist,pe-fuse-attention' ('' for none);
+                 pe-autodiff still follows for pe-train and packages
+  --approximate  allow the opt-in approximate rewrites (commuting-generator
+                 factorisation of generators that do not commute exactly)
+  --pass-statistics
+                 print each pass's statistics (to stderr)
+  --print-ir-after-all
+                 print the module after every pass (to stderr)
+  --time-phases  print the time of each compilation phase and pass (stderr)
   --help         show this help
   --version      show the version
 )";
 
-enum class Emit { Mlir, Graph, PeTrain, Package };
+enum class Emit { Mlir, Graph, PeOpt, PeTrain, Package, Explain, Nvvm, Ptx, Kernels, Llvm };
 
 struct Options {
   std::string input;
@@ -52,7 +100,20 @@ struct Options {
   Emit emit = Emit::Mlir;
   bool emitGiven = false;
   std::optional<std::string> target; // --target=NAME as given
+  std::optional<std::string> gpuArch; // --gpu-arch=ARCH as given
+  bool gpuAllKernels = false;          // --gpu-all-kernels
+  stringc::CompileOptions compile;
+  int64_t explainBatch = 128;
 };
+
+/// Splits "a,b" into its non-empty names.
+void addPassNames(const std::string &list, std::set<std::string> &names) {
+  std::stringstream stream(list);
+  std::string name;
+  while (std::getline(stream, name, ','))
+    if (!name.empty())
+      names.insert(name);
+}
 
 int usageError(const std::string &message) {
   std::cerr << "stringc: error: " << message << "\n";
@@ -72,25 +133,63 @@ std::optional<int> parseOptions(int argc, char **argv, Options &options) {
       std::cout << "stringc " << STRINGC_VERSION << "\n";
       return 0;
     }
-    if (arg == "--emit=mlir") {
+    if (arg == "--emit=mlir" || arg == "--emit=pe") {
       options.emit = Emit::Mlir;
       options.emitGiven = true;
     } else if (arg == "--emit=graph") {
       options.emit = Emit::Graph;
       options.emitGiven = true;
+    } else if (arg == "--emit=pe-opt") {
+      options.emit = Emit::PeOpt;
+      options.emitGiven = true;
+    } else if (arg == "--explain") {
+      options.emit = Emit::Explain;
+      options.emitGiven = true;
+    } else if (arg.rfind("--batch=", 0) == 0) {
+      std::string value = arg.substr(8);
+      char *end = nullptr;
+      long long batch = std::strtoll(value.c_str(), &end, 10);
+      if (value.empty() || *end != '\0' || batch <= 0)
+        return usageError("--batch needs a positive integer, got '" + value + "'");
+      options.explainBatch = batch;
+    } else if (arg.rfind("--disable-pass=", 0) == 0) {
+      addPassNames(arg.substr(15), options.compile.disabledPasses);
+    } else if (arg.rfind("--pass-pipeline=", 0) == 0) {
+      options.compile.passPipeline = arg.substr(16);
+    } else if (arg == "--approximate") {
+      options.compile.approximate = true;
+    } else if (arg == "--pass-statistics") {
+      options.compile.passStatistics = true;
+    } else if (arg == "--print-ir-after-all") {
+      options.compile.printIRAfterAll = true;
+    } else if (arg == "--time-phases") {
+      options.compile.timePhases = true;
     } else if (arg == "--emit=pe-train") {
       options.emit = Emit::PeTrain;
+      options.emitGiven = true;
+    } else if (arg == "--emit=nvvm" || arg == "--emit=ptx") {
+      options.emit = arg == "--emit=nvvm" ? Emit::Nvvm : Emit::Ptx;
+      options.emitGiven = true;
+    } else if (arg.rfind("--gpu-arch=", 0) == 0) {
+      options.gpuArch = arg.substr(11);
+    } else if (arg == "--gpu-all-kernels") {
+      options.gpuAllKernels = true;
+    } else if (arg == "--emit=kernels" || arg == "--emit=llvm") {
+      options.emit = arg == "--emit=kernels" ? Emit::Kernels : Emit::Llvm;
       options.emitGiven = true;
     } else if (arg == "--emit=package") {
       options.emit = Emit::Package;
       options.emitGiven = true;
     } else if (arg.rfind("--emit=", 0) == 0) {
       return usageError("unknown --emit kind '" + arg.substr(7) +
-                        "' (expected graph, mlir, pe-train or package)");
+                        "' (expected graph, mlir, pe, pe-opt, pe-train, kernels, llvm, nvvm, "
+                        "ptx or package)");
     } else if (arg.rfind("--target=", 0) == 0) {
       options.target = arg.substr(9);
-      if (*options.target != "cpu")
-        return usageError("unknown target '" + *options.target + "' (expected cpu)");
+      if (*options.target != "cpu" && *options.target != "cpu-reference" &&
+          *options.target != "cuda")
+        return usageError("unknown target '" + *options.target +
+                          "' (expected cpu, cpu-reference or cuda)");
     } else if (arg == "-o") {
       if (i + 1 >= argc)
         return usageError("-o needs a file name");
@@ -106,7 +205,18 @@ std::optional<int> parseOptions(int argc, char **argv, Options &options) {
   }
   if (!haveInput)
     return usageError("no input file (see stringc --help)");
-  if (options.target) {
+  bool gpuEmit = options.emit == Emit::Nvvm || options.emit == Emit::Ptx;
+  if (gpuEmit && options.target && *options.target != "cuda")
+    return usageError("--emit=nvvm and --emit=ptx are for --target=cuda");
+  if (gpuEmit)
+    options.target = "cuda";
+  if ((options.gpuArch || options.gpuAllKernels) && (!options.target || *options.target != "cuda"))
+    return usageError(std::string(options.gpuArch ? "--gpu-arch" : "--gpu-all-kernels") +
+                      " is for --target=cuda");
+  bool cpuEmit = options.emit == Emit::Kernels || options.emit == Emit::Llvm;
+  if (cpuEmit && options.target && *options.target != "cpu")
+    return usageError("--emit=kernels and --emit=llvm are for --target=cpu");
+  if (options.target && !gpuEmit && !cpuEmit) {
     if (options.emitGiven && options.emit != Emit::Package)
       return usageError("--target=" + *options.target +
                         " writes a package; it cannot be combined with another --emit kind");
@@ -142,15 +252,22 @@ bool writeAtomically(const std::string &path, const std::string &text) {
   return true;
 }
 
-int emitMlir(const stringc::ModelGraph &graph, std::ostream &out, Emit emit) {
+int emitMlir(const stringc::ModelGraph &graph, std::ostream &out, Emit emit,
+             const Options &options) {
 #ifdef STRINGC_HAVE_MLIRGEN
-  stringc::EmitStage stage =
-      emit == Emit::PeTrain ? stringc::EmitStage::Train : stringc::EmitStage::Forward;
-  return stringc::printModelAsMLIR(graph, out, std::cerr, stage) == 0 ? 0 : 1;
+  if (emit == Emit::Explain)
+    return stringc::explainModel(graph, out, std::cerr, options.compile, options.explainBatch) == 0 ? 0 : 1;
+  stringc::EmitStage stage = emit == Emit::PeTrain   ? stringc::EmitStage::Train
+                             : emit == Emit::PeOpt   ? stringc::EmitStage::Optimized
+                             : emit == Emit::Kernels ? stringc::EmitStage::Kernels
+                             : emit == Emit::Llvm    ? stringc::EmitStage::LLVMIR
+                                                     : stringc::EmitStage::Forward;
+  return stringc::printModelAsMLIR(graph, out, std::cerr, stage, options.compile) == 0 ? 0 : 1;
 #else
   (void)graph;
   (void)out;
-  std::cerr << "stringc: error: --emit=" << (emit == Emit::PeTrain ? "pe-train" : "mlir")
+  (void)options;
+  std::cerr << "stringc: error: --emit=" << (emit == Emit::Mlir ? "mlir" : "pe-train/pe-opt/--explain")
             << " is not available: the MLIR generator was not built "
                "(use --emit=graph)\n";
   return 1;
@@ -158,14 +275,50 @@ int emitMlir(const stringc::ModelGraph &graph, std::ostream &out, Emit emit) {
 }
 
 /// Compiles to a model package (docs/package.md) at `path`.
-int emitPackage(const stringc::ModelGraph &graph, const std::string &path) {
+int emitPackage(const stringc::ModelGraph &graph, const std::string &path,
+                const Options &options) {
 #ifdef STRINGC_HAVE_MLIRGEN
-  // The CPU runtime runs packages of the reference target.
-  return stringc::writeModelPackage(graph, path, "cpu-reference", std::cerr) == 0 ? 0 : 1;
+  // "cpu" (with generated kernels) unless --target=cpu-reference.
+  const std::string target = options.target.value_or("cpu");
+  return stringc::writeModelPackage(graph, path, target, std::cerr, options.compile) == 0 ? 0 : 1;
 #else
   (void)graph;
   (void)path;
+  (void)options;
   std::cerr << "stringc: error: --target=cpu is not available: the MLIR generator was not built\n";
+  return 1;
+#endif
+}
+
+/// --target=cuda: the pe-train module compiled to GPU kernels (docs/cuda.md):
+/// a package at -o, or NVVM / PTX text for --emit=nvvm / --emit=ptx.
+int emitCuda(const stringc::ModelGraph &graph, const Options &options) {
+#if defined(STRINGC_HAVE_MLIRGEN) && defined(STRINGC_HAVE_GPU)
+  std::ostringstream train;
+  if (emitMlir(graph, train, Emit::PeTrain, options) != 0)
+    return 1;
+  stringc::CudaOptions cuda;
+  if (options.gpuArch)
+    cuda.arch = *options.gpuArch;
+  cuda.allKernels = options.gpuAllKernels;
+  stringc::CudaEmit what = options.emit == Emit::Nvvm  ? stringc::CudaEmit::NVVM
+                           : options.emit == Emit::Ptx ? stringc::CudaEmit::PTX
+                                                       : stringc::CudaEmit::Package;
+  std::ostringstream text;
+  if (stringc::compileForCuda(train.str(), cuda, what, text, options.output.value_or(""),
+                              std::cerr) != 0)
+    return 1;
+  if (what == stringc::CudaEmit::Package)
+    return 0;
+  if (options.output && *options.output != "-")
+    return writeAtomically(*options.output, text.str()) ? 0 : 1;
+  std::cout << text.str();
+  std::cout.flush();
+  return std::cout ? 0 : 1;
+#else
+  (void)graph;
+  (void)options;
+  std::cerr << "stringc: error: --target=cuda is not available: the GPU code generator was not built\n";
   return 1;
 #endif
 }
@@ -183,21 +336,30 @@ int main(int argc, char **argv) {
     return usageError("cannot open '" + options.input + "': " + readError);
 
   stringc::DiagnosticEngine diags(*sources);
+  auto frontendStart = std::chrono::steady_clock::now();
   std::optional<stringc::ModelGraph> graph =
       stringc::compileModel(*sources, diags, stringc::modelBaseDir(options.input));
+  if (options.compile.timePhases) {
+    std::chrono::duration<double, std::milli> elapsed = std::chrono::steady_clock::now() - frontendStart;
+    char text[32];
+    std::snprintf(text, sizeof text, "%.1f ms", elapsed.count());
+    std::cerr << "stringc: time: frontend (parse, check, graph): " << text << "\n";
+  }
   if (!graph) {
     diags.print(std::cerr);
     diags.printSummary(std::cerr);
     return 1;
   }
 
+  if (options.target && *options.target == "cuda")
+    return emitCuda(*graph, options);
   if (options.emit == Emit::Package)
-    return emitPackage(*graph, *options.output);
+    return emitPackage(*graph, *options.output, options);
 
   std::ostringstream text;
   if (options.emit == Emit::Graph) {
     stringc::printGraph(*graph, text);
-  } else if (int status = emitMlir(*graph, text, options.emit)) {
+  } else if (int status = emitMlir(*graph, text, options.emit, options)) {
     return status;
   }
   if (options.output && *options.output != "-")

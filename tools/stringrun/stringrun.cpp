@@ -9,7 +9,7 @@
 //   stringrun bench PKG [--data PATH] [--batch B] [--steps N]
 //   stringrun gradients PKG --out FILE [--data PATH] [--batch B] [--seed S]
 //                           [--params FILE]
-// and, for every command, [--kernels fast|reference] [--threads N].
+// and, for every command, [--kernels compiled|fast|reference] [--threads N].
 //
 // Exit status: 0 on success, 1 on an error (bad package, data or checkpoint,
 // failed I/O, a diverging loss), 2 on a usage error.
@@ -74,14 +74,20 @@ options:
   --out FILE         gradients: the safetensors file to write (required)
   --log FILE.csv     train: CSV log of every step and evaluation (appended to
                      when resuming)
-  --kernels K        fast (default): the multi-threaded float32 kernels for
-                     the ops that have one (dense layers, layer norm, gelu,
-                     attention, rope, cross entropy, embeddings, and their
-                     gradients), the reference kernels for the rest; or
-                     reference: the plain single-threaded reference kernels
-                     for every op (the oracle; results agree to ~1e-5)
-  --threads N        worker threads. With --kernels fast, the size of the
-                     kernel thread pool, for training and evaluation alike
+  --kernels K        compiled (the default for packages of target cpu): the
+                     package's compiler-generated kernels for the ops that
+                     have one (elementwise ops, layer norm, their
+                     gradients), the fast kernels for the rest; fast (the
+                     default otherwise): the multi-threaded float32 kernels
+                     for the ops that have one (dense layers, layer norm,
+                     gelu, attention, rope, cross entropy, embeddings, and
+                     their gradients), the reference kernels for the rest;
+                     or reference: the plain single-threaded reference
+                     kernels for every op (the oracle; results agree to
+                     ~1e-5)
+  --threads N        worker threads. With --kernels compiled or fast, the
+                     size of the kernel thread pool, for training and
+                     evaluation alike
                      (default: $STRINGRT_THREADS, else every core). With
                      --kernels reference, the model replicas that evaluate
                      test batches concurrently (default 1). Results do not
@@ -215,14 +221,16 @@ std::optional<Int> number(const Args &args, const std::string &name, Int min) {
   return v;
 }
 
-// --kernels (default fast).
-stringrt::KernelSet kernelSet(const Args &args) {
-  std::string name = value(args, "--kernels").value_or("fast");
-  std::optional<stringrt::KernelSet> kernels = stringrt::parseKernelSet(name);
+// --kernels; nullopt: the package's default (Model(Package)).
+std::optional<stringrt::KernelSet> kernelSet(const Args &args) {
+  std::optional<std::string> name = value(args, "--kernels");
+  if (!name)
+    return std::nullopt;
+  std::optional<stringrt::KernelSet> kernels = stringrt::parseKernelSet(*name);
   if (!kernels)
     throw UsageError{fmt::format(
-        "option '--kernels' needs fast or reference, got '{}'", name)};
-  return *kernels;
+        "option '--kernels' needs compiled, fast or reference, got '{}'", *name)};
+  return kernels;
 }
 
 // --threads: with the fast kernels, the kernel pool's size (set here; the
@@ -387,8 +395,9 @@ int runBench(const Args &args, stringrt::Model &model) {
       stringrt::loadModelData(model, value(args, "--data").value_or(""));
   stringrt::BenchResult r = stringrt::bench(model, data, batch, steps);
   const std::string kernels =
-      model.kernels() == stringrt::KernelSet::Fast
-          ? fmt::format("fast kernels, {} thread{}", stringrt::cpu::numThreads(),
+      model.kernels() != stringrt::KernelSet::Reference
+          ? fmt::format("{} kernels, {} thread{}", stringrt::kernelSetName(model.kernels()),
+                        stringrt::cpu::numThreads(),
                         stringrt::cpu::numThreads() == 1 ? "" : "s")
           : std::string("reference kernels");
   std::printf("bench '%s': %lld steps of batch %lld in %.3f s: %.3f steps/s, "
@@ -456,9 +465,11 @@ int main(int argc, char **argv) {
   }
   std::optional<Printer> printer;
   try {
-    const stringrt::KernelSet kernels = kernelSet(args);
-    const int replicas = applyThreads(args, kernels);
-    stringrt::Model model(stringrt::Package::load(args.package), kernels);
+    const std::optional<stringrt::KernelSet> kernels = kernelSet(args);
+    stringrt::Package package = stringrt::Package::load(args.package);
+    stringrt::Model model = kernels ? stringrt::Model(std::move(package), *kernels)
+                                    : stringrt::Model(std::move(package));
+    const int replicas = applyThreads(args, model.kernels());
     if (args.command == "train") {
       printer.emplace(model.manifest().model);
       return runTrain(args, model, *printer, replicas);

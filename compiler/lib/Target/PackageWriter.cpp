@@ -13,6 +13,7 @@
 
 #include "stringrt/Error.h"
 #include "stringrt/JsonText.h"
+#include "stringrt/KernelLibrary.h"
 #include "stringrt/Safetensors.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -147,7 +148,8 @@ const DefaultAttr kDefaults[] = {
 
 class ManifestBuilder {
 public:
-  explicit ManifestBuilder(ModuleOp module) : module(module) {}
+  ManifestBuilder(ModuleOp module, const PackageKernels *kernels)
+      : module(module), kernels(kernels) {}
 
   FailureOr<std::string> build() {
     auto forward = module.lookupSymbol<func::FuncOp>("forward");
@@ -487,7 +489,33 @@ private:
       }
     }
     json.endObject();
+    if (failed(writeKernels(op)))
+      return failure();
     json.endObject();
+    return success();
+  }
+
+  /// "kernels": the compiled kernels that run `op`, when it has any.
+  LogicalResult writeKernels(Operation &op) {
+    if (!kernels)
+      return success();
+    auto it = kernels->calls.find(&op);
+    if (it == kernels->calls.end() || it->second.empty())
+      return success();
+    json.key("kernels");
+    json.beginArray();
+    for (const PackageKernelCall &call : it->second) {
+      json.beginObject();
+      json.key("symbol");
+      if (failed(string(&op, call.symbol)))
+        return failure();
+      json.key("range");
+      json.value(call.range);
+      json.key("grain");
+      json.value(call.grain);
+      json.endObject();
+    }
+    json.endArray();
     return success();
   }
 
@@ -520,18 +548,25 @@ private:
   }
 
   ModuleOp module;
+  const PackageKernels *kernels;
   JsonWriter json;
 };
 
 } // namespace
 
-FailureOr<std::string> buildPackageManifest(ModuleOp module) {
-  return ManifestBuilder(module).build();
+FailureOr<std::string> buildPackageManifest(ModuleOp module,
+                                           const PackageKernels *kernels) {
+  return ManifestBuilder(module, kernels).build();
 }
 
 LogicalResult writePackage(ModuleOp module, const std::string &path,
-                           const std::string &target) {
-  FailureOr<std::string> manifest = buildPackageManifest(module);
+                           const std::string &target,
+                           const PackageKernels *kernels) {
+  if ((target == kCpuTarget) != (kernels != nullptr))
+    return module.emitError() << "target '" << target << "' "
+                              << (kernels ? "carries no kernels"
+                                          : "needs compiled kernels");
+  FailureOr<std::string> manifest = buildPackageManifest(module, kernels);
   if (failed(manifest))
     return failure();
   std::map<std::string, std::string> metadata = {
@@ -540,8 +575,22 @@ LogicalResult writePackage(ModuleOp module, const std::string &path,
       {"target", target},
       {"manifest", *manifest},
   };
+  std::vector<stringrt::TensorView> sections;
+  if (kernels) {
+    // The shared object as one u8 tensor, and what it was compiled for.
+    if (kernels->sharedObject.empty())
+      return module.emitError() << "target 'cpu' needs a shared object";
+    metadata["kernels_triple"] = kernels->triple;
+    metadata["kernels_cpu"] = kernels->cpu;
+    metadata["kernels_features"] = kernels->features;
+    metadata["kernels_checksum"] = stringrt::kernelChecksum(
+        kernels->sharedObject.data(), kernels->sharedObject.size());
+    sections.push_back({stringrt::kKernelSection, stringrt::DType::U8,
+                        {int64_t(kernels->sharedObject.size())},
+                        kernels->sharedObject.data()});
+  }
   try {
-    stringrt::writeSafetensors(path, {}, metadata);
+    stringrt::writeSafetensors(path, sections, metadata);
   } catch (const stringrt::Error &error) {
     return module.emitError() << "cannot write the package: " << error.what();
   }

@@ -110,6 +110,12 @@ private:
     SmallVector<Value> resultGrads;
     for (OpResult result : op->getResults()) {
       Value grad = grads.lookup(result);
+      // A result the loss does not depend on (pe.linear_gelu's kept `pre`
+      // in @forward) gets a null gradient; the VJP skips it.
+      if (!grad && !activity.isActive(result)) {
+        resultGrads.push_back(Value());
+        continue;
+      }
       if (!grad)
         return op->emitOpError()
                << "cannot differentiate: result #" << result.getResultNumber()

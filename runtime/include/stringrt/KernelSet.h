@@ -16,19 +16,29 @@ enum class KernelSet {
   // The plain single-threaded reference kernels (stringrt/reference/), the
   // oracle, for every op.
   Reference,
+  // The compiler-generated kernels of a "cpu" package (KernelLibrary.h) for
+  // the ops that name one (elementwise ops, layer norm and their
+  // gradients), threaded over their outer dimension with the fast kernels'
+  // pool; Fast for every other op. The default for packages that have them.
+  Compiled,
 };
 
-// "fast" / "reference".
+// "fast" / "reference" / "compiled".
 constexpr const char *kernelSetName(KernelSet kernels) {
-  return kernels == KernelSet::Fast ? "fast" : "reference";
+  return kernels == KernelSet::Fast        ? "fast"
+         : kernels == KernelSet::Reference ? "reference"
+                                           : "compiled";
 }
 
-// The KernelSet named "fast" or "reference"; nullopt for anything else.
+// The KernelSet named "fast", "reference" or "compiled"; nullopt for
+// anything else.
 inline std::optional<KernelSet> parseKernelSet(std::string_view name) {
   if (name == "fast")
     return KernelSet::Fast;
   if (name == "reference")
     return KernelSet::Reference;
+  if (name == "compiled")
+    return KernelSet::Compiled;
   return std::nullopt;
 }
 

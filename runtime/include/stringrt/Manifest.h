@@ -88,11 +88,23 @@ struct ProgramValue {
 using AttrValue =
     std::variant<int64_t, double, bool, std::string, std::vector<int64_t>>;
 
+// A compiled kernel an op runs on (target "cpu", KernelLibrary.h): its
+// exported symbol, the iterations of its parallel loop (-1: the batch size)
+// and the fewest iterations worth a thread.
+struct ProgramKernel {
+  std::string symbol;
+  int64_t range = 1;
+  int64_t grain = 1;
+};
+
 struct ProgramOp {
   std::string op; // "pe.attention", "arith.constant", ...
   std::vector<ValueId> operands;
   std::vector<ValueId> results;
   std::map<std::string, AttrValue> attrs;
+  // The op's optional "kernels": run in order, they compute its results
+  // (KernelSet::Compiled). Empty: the runtime's kernel library runs it.
+  std::vector<ProgramKernel> kernels;
 
   bool has(std::string_view name) const;
   // Typed accessors; throw stringrt::Error when absent or of another type

@@ -30,12 +30,19 @@ struct ParamSlot {
 
 class Model {
 public:
-  explicit Model(Package package, KernelSet kernels = KernelSet::Fast);
+  // The package's compiled kernels (KernelSet::Compiled) when it has them
+  // and this CPU can run them, the fast kernels otherwise.
+  explicit Model(Package package);
+  // Throws Error for KernelSet::Compiled when the package has no compiled
+  // kernels or this CPU lacks a feature they were compiled for.
+  Model(Package package, KernelSet kernels);
   // A model of a manifest (built by hand or by parseManifest). `path` names
   // the source in messages (may be empty). Throws Error when a program does
   // not fit the manifest (unknown op or parameter, bad value ids, ...).
+  // KernelSet::Compiled needs the `library` the manifest's kernels are in.
   explicit Model(Manifest manifest, std::string path = "",
-                 KernelSet kernels = KernelSet::Fast);
+                 KernelSet kernels = KernelSet::Fast,
+                 std::shared_ptr<const KernelLibrary> library = nullptr);
   ~Model();
   Model(Model &&) noexcept;
   Model &operator=(Model &&) noexcept;
@@ -43,6 +50,8 @@ public:
   const Manifest &manifest() const;
   // The kernels the programs run on (fixed at construction).
   KernelSet kernels() const;
+  // The compiled kernels' library (shared with the package); may be null.
+  const std::shared_ptr<const KernelLibrary> &kernelLibrary() const;
 
   // Every parameter from its initialiser (normal, uniform, zeros, ones,
   // constant, load). Throws Error if a `load` fails; the buffer is then

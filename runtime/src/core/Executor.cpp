@@ -254,8 +254,12 @@ OpTable buildOpTable(KernelSet kernels) {
   addLayerOps(table);
   addPositionOps(table);
   addGradOps(table);
-  if (kernels == KernelSet::Fast)
+  addGatherOps(table);
+  addFusedOps(table);
+  if (kernels != KernelSet::Reference) { // Fast, and Compiled's fallback
     addFastOps(table);
+    addFastFusedOps(table);
+  }
   return table;
 }
 
@@ -264,7 +268,7 @@ OpTable buildOpTable(KernelSet kernels) {
 const OpTable &opTable(KernelSet kernels) {
   static const OpTable reference = buildOpTable(KernelSet::Reference);
   static const OpTable fast = buildOpTable(KernelSet::Fast);
-  return kernels == KernelSet::Fast ? fast : reference;
+  return kernels == KernelSet::Reference ? reference : fast;
 }
 
 //===----------------------------------------------------------------------===//
@@ -282,8 +286,12 @@ std::string countRange(size_t lo, size_t hi) {
 } // namespace
 
 Executor::Executor(const Program &program, std::string name,
-                   const std::vector<ParamLocation> &params, KernelSet kernels)
+                   const std::vector<ParamLocation> &params, KernelSet kernels,
+                   const KernelLibrary *library)
     : program_(program), name_(std::move(name)), kernels_(kernels) {
+  if (kernels == KernelSet::Compiled && !library)
+    throw Error("program '" + name_ + "': compiled kernels need the package's kernel library "
+                "(a package of target cpu)");
   const size_t numValues = program.values.size();
   auto where = [&](size_t i) {
     return "program '" + name_ + "', op #" + std::to_string(i) + " (" + program.ops[i].op + ")";
@@ -329,6 +337,13 @@ Executor::Executor(const Program &program, std::string name,
       minRes = step.spec->minResults;
       maxRes = step.spec->maxResults;
     }
+    if (kernels == KernelSet::Compiled)
+      for (const ProgramKernel &k : op.kernels) {
+        KernelFunction function = library->find(k.symbol);
+        if (!function)
+          throw Error(where(i) + ": the kernel library has no kernel '" + k.symbol + "'");
+        step.compiled.push_back({function, k.range, k.grain});
+      }
     if (op.operands.size() < minOps || op.operands.size() > maxOps)
       throw Error(where(i) + ": takes " + countRange(minOps, maxOps) + " operands, got " +
                   std::to_string(op.operands.size()));
@@ -450,7 +465,10 @@ std::vector<ref::Tensor<float>> Executor::run(const std::vector<HostTensor> &inp
       }
       peak = std::max(peak, live);
       try {
-        step.spec->run(OpContext(op, values));
+        if (!step.compiled.empty())
+          runCompiledKernels(OpContext(op, values), step.compiled, batch);
+        else
+          step.spec->run(OpContext(op, values));
       } catch (const Error &e) {
         throw Error("program '" + name_ + "', op #" + std::to_string(i) + " (" + op.op +
                     "): " + e.what());

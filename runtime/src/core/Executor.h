@@ -27,6 +27,7 @@
 
 #include "stringrt/DType.h"
 #include "stringrt/HostTensor.h"
+#include "stringrt/KernelLibrary.h"
 #include "stringrt/KernelSet.h"
 #include "stringrt/Manifest.h"
 #include "stringrt/reference/LayerKernels.h"
@@ -161,10 +162,16 @@ using OpTable = std::unordered_map<std::string, OpSpec>;
 void addLayerOps(OpTable &table);
 void addPositionOps(OpTable &table);
 void addGradOps(OpTable &table);
+// The gather ops of the gather rewrites (ExecutorGatherOps.cpp).
+void addGatherOps(OpTable &table);
 // Replaces, in a table holding the reference adapters, the adapter of every
 // op that has a fast CPU kernel (ExecutorFastOps.cpp); operand and result
 // counts stay those of the reference entry.
 void addFastOps(OpTable &table);
+// The ops of pe-hoist and the fusion passes (ExecutorFusedOps.cpp): their
+// reference adapters, and the fast ones that replace some of them.
+void addFusedOps(OpTable &table);
+void addFastFusedOps(OpTable &table);
 
 // pe.attention's and pe.attention_grad's `mask` and `skip_base` (required
 // with mask skip, absent otherwise); throw Error for anything else.
@@ -174,8 +181,22 @@ int64_t attentionSkipBase(const OpContext &c, ref::AttentionMask mask);
 // [T, 2] for axial and mixed); throws Error otherwise.
 void checkRopeMode(const OpContext &c);
 
+// One call of a compiled kernel (KernelSet::Compiled; ProgramKernel).
+struct CompiledCall {
+  KernelFunction function = nullptr;
+  int64_t range = 1; // -1: the batch size
+  int64_t grain = 1;
+};
+
+// Runs an op on its compiled kernels (ExecutorCompiledOps.cpp): the data
+// pointers of its operands and results in one array, each kernel's range
+// split over the thread pool (parallelFor, at least `grain` iterations a
+// chunk), one kernel after the other.
+void runCompiledKernels(const OpContext &c, const std::vector<CompiledCall> &calls,
+                        std::optional<int64_t> batch);
+
 // Every op but pe.get_param (which the executor binds to the parameters), with
-// the adapters of the given kernel set.
+// the adapters of the given kernel set (Compiled: Fast's).
 const OpTable &opTable(KernelSet kernels = KernelSet::Reference);
 
 // Where a parameter lives in the flat buffer.
@@ -196,9 +217,10 @@ class Executor {
 public:
   // `name` is the program's name for messages; the ops run on `kernels`.
   // Throws Error for a malformed program (see above) or a get_param of an
-  // unknown parameter / another type.
+  // unknown parameter / another type. KernelSet::Compiled needs `library`,
+  // which must outlive the executor: ops that name kernels run on them.
   Executor(const Program &program, std::string name, const std::vector<ParamLocation> &params,
-           KernelSet kernels = KernelSet::Reference);
+           KernelSet kernels = KernelSet::Reference, const KernelLibrary *library = nullptr);
 
   // Runs the program. `inputs` are in program-input order and already checked
   // against the value table by the caller (dtype and shape, batch
@@ -222,6 +244,7 @@ private:
   struct Step {
     const OpSpec *spec = nullptr; // null for pe.get_param
     int64_t paramOffset = 0;      // pe.get_param
+    std::vector<CompiledCall> compiled; // KernelSet::Compiled: run these instead
   };
 
   const Program &program_;

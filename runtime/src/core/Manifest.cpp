@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <limits>
@@ -231,6 +232,30 @@ const std::vector<OpSchemaEntry> &opSchemas() {
        {req("heads", K::Int)}},
       {"pe.commutator_norm_grad", 2, 2, 1, false, "ff", {}},
       {"pe.spd_gate_grad", 3, 3, 2, false, "fff", {}},
+      // Hoisted tables and fused kernels (pe-hoist, pe-fuse-*).
+      {"pe.rope_table", 2, 2, 1, false, "ff", {}},
+      {"pe.rope_apply", 2, 2, 1, false, "ff", {opt("inverse", K::Bool)}},
+      {"pe.cayley_weight", 1, 1, 1, false, "f", {}},
+      {"pe.rope_attention", 4, 4, 1, false, "ffff",
+       {req("heads", K::Int), req("scale", K::Float),
+        enumAttr("mask", kMaskKeywords)}},
+      {"pe.linear_gelu", 2, 3, 2, false, "fff", {opt("approximate", K::Bool)}},
+      {"pe.linear_residual", 3, 4, 1, false, "ffff", {}},
+      {"pe.rope_table_grad", 3, 3, 1, false, "fff", {}},
+      {"pe.rope_apply_grad_table", 2, 2, 1, false, "ff",
+       {opt("inverse", K::Bool)}},
+      {"pe.cayley_weight_grad", 2, 2, 1, false, "ff", {}},
+      {"pe.rope_attention_grad", 5, 5, 3, false, "fffff",
+       {req("heads", K::Int), req("scale", K::Float),
+        enumAttr("mask", kMaskKeywords)}},
+      // Gather rewrites (pe-skip-gather, pe-distinct-offsets).
+      {"pe.skip_gather", 1, 1, 1, false, "f",
+       {req("heads", K::Int), req("skip_base", K::Int)}},
+      {"pe.skip_gather_grad", 1, 1, 1, false, "f",
+       {req("heads", K::Int), req("skip_base", K::Int)}},
+      {"pe.offset_table", 0, 0, 1, false, "", {req("offsets", K::Ints)}},
+      {"pe.pair_gather", 1, 1, 1, false, "f", {req("index", K::Ints)}},
+      {"pe.pair_gather_grad", 1, 1, 1, false, "f", {req("index", K::Ints)}},
   };
   return schemas;
 }
@@ -711,10 +736,54 @@ private:
     return program;
   }
 
+  // An op's "kernels" (target cpu): [{"symbol", "range", "grain"}, ...].
+  std::vector<ProgramKernel> parseKernels(const JsonValue &value,
+                                          const std::string &where,
+                                          const Program &program,
+                                          const ProgramOp &op) const {
+    expectKind(value, JsonValue::Kind::Array, where);
+    if (value.elements.empty())
+      fail(where, "empty (leave \"kernels\" out instead)");
+    bool batched = false; // whether the op's values have the batch dimension
+    for (const auto *ids : {&op.operands, &op.results})
+      for (ValueId id : *ids)
+        for (int64_t d : program.values[id].shape)
+          batched = batched || d == kBatchDim;
+    std::vector<ProgramKernel> kernels;
+    for (size_t i = 0; i < value.elements.size(); ++i) {
+      std::string at = fmt::format("{}[{}]", where, i);
+      const JsonValue &entry = value.elements[i];
+      checkKeys(entry, at, {"symbol", "range", "grain"},
+                {"symbol", "range", "grain"});
+      ProgramKernel k;
+      k.symbol = getString(*member(entry, "symbol"), at + ".symbol");
+      bool identifier = !k.symbol.empty() && !std::isdigit(
+                                                 static_cast<unsigned char>(k.symbol[0]));
+      for (char c : k.symbol)
+        identifier = identifier &&
+                     (std::isalnum(static_cast<unsigned char>(c)) || c == '_');
+      if (!identifier)
+        fail(at + ".symbol", fmt::format("{} is not a C identifier",
+                                         quoteForMessage(k.symbol)));
+      k.range = getInt(*member(entry, "range"), at + ".range");
+      if (k.range != kBatchDim && (k.range < 1 || k.range > kMaxDim))
+        fail(at + ".range",
+             fmt::format("must be -1 (the batch) or in [1, {}]", kMaxDim));
+      if (k.range == kBatchDim && !batched)
+        fail(at + ".range", "is the batch (-1), but no value of the op has "
+                            "a batch dimension");
+      k.grain = getInt(*member(entry, "grain"), at + ".grain");
+      if (k.grain < 1 || k.grain > kMaxDim)
+        fail(at + ".grain", fmt::format("must be in [1, {}]", kMaxDim));
+      kernels.push_back(std::move(k));
+    }
+    return kernels;
+  }
+
   ProgramOp parseOp(const JsonValue &entry, const std::string &at,
                     const Program &program, const std::vector<bool> &defined,
                     const Manifest &manifest) const {
-    checkKeys(entry, at, {"op", "results", "operands", "attrs"},
+    checkKeys(entry, at, {"op", "results", "operands", "attrs", "kernels"},
               {"op", "results", "operands", "attrs"});
     ProgramOp op;
     op.op = getString(*member(entry, "op"), at + ".op");
@@ -773,6 +842,8 @@ private:
                               op.results.size()));
 
     parseAttrs(*member(entry, "attrs"), where, *schema, op);
+    if (const JsonValue *kernels = member(entry, "kernels"))
+      op.kernels = parseKernels(*kernels, where + ".kernels", program, op);
 
     // Ops whose result shape the manifest's own tables fix.
     if (op.op == "pe.get_param") {

@@ -15,6 +15,7 @@ struct Model::Impl {
   Manifest manifest;
   std::string path;
   KernelSet kernels = KernelSet::Fast;
+  std::shared_ptr<const KernelLibrary> library; // KernelSet::Compiled
   std::vector<ParamSlot> slots;
   std::vector<float> params;
   int64_t count = 0;
@@ -93,10 +94,10 @@ void Model::Impl::build() {
            "' has " + std::to_string(program->inputs.size()) + " inputs, the manifest " +
            std::to_string(manifest.inputs.size()));
   try {
-    forward =
-        std::make_unique<detail::Executor>(manifest.forward, "forward", locations, kernels);
-    gradients =
-        std::make_unique<detail::Executor>(manifest.gradients, "gradients", locations, kernels);
+    forward = std::make_unique<detail::Executor>(manifest.forward, "forward", locations,
+                                                 kernels, library.get());
+    gradients = std::make_unique<detail::Executor>(manifest.gradients, "gradients", locations,
+                                                   kernels, library.get());
   } catch (const Error &e) {
     fail(e.what());
   }
@@ -189,14 +190,45 @@ std::vector<HostTensor> Model::Impl::bindInputs(const std::map<std::string, Host
   return bound;
 }
 
-Model::Model(Package package, KernelSet kernels)
-    : Model(package.manifest(), package.path(), kernels) {}
+namespace {
 
-Model::Model(Manifest manifest, std::string path, KernelSet kernels)
+// The package's kernel library for `kernels`; throws when Compiled cannot run.
+std::shared_ptr<const KernelLibrary> libraryFor(const Package &package, KernelSet kernels) {
+  if (kernels != KernelSet::Compiled)
+    return package.kernelLibrary();
+  if (!package.hasKernels())
+    throw Error(package.path(), "the package has no compiled kernels (target \"" +
+                                    package.target() +
+                                    "\"; compile it with --target=cpu): use the fast or "
+                                    "reference kernels");
+  if (!package.kernelsUnavailable().empty())
+    throw Error(package.path(), "the package's kernels were compiled for CPU '" +
+                                    package.kernelCpu() + "', and this CPU lacks " +
+                                    package.kernelsUnavailable() +
+                                    ": recompile the package on this machine, or use "
+                                    "the fast or reference kernels");
+  return package.kernelLibrary();
+}
+
+KernelSet defaultKernels(const Package &package) {
+  return package.hasKernels() && package.kernelsUnavailable().empty() ? KernelSet::Compiled
+                                                                      : KernelSet::Fast;
+}
+
+} // namespace
+
+Model::Model(Package package) : Model(package, defaultKernels(package)) {}
+
+Model::Model(Package package, KernelSet kernels)
+    : Model(package.manifest(), package.path(), kernels, libraryFor(package, kernels)) {}
+
+Model::Model(Manifest manifest, std::string path, KernelSet kernels,
+             std::shared_ptr<const KernelLibrary> library)
     : impl_(std::make_unique<Impl>()) {
   impl_->manifest = std::move(manifest);
   impl_->path = std::move(path);
   impl_->kernels = kernels;
+  impl_->library = std::move(library);
   impl_->build();
 }
 
@@ -206,6 +238,9 @@ Model &Model::operator=(Model &&) noexcept = default;
 
 const Manifest &Model::manifest() const { return impl_->manifest; }
 KernelSet Model::kernels() const { return impl_->kernels; }
+const std::shared_ptr<const KernelLibrary> &Model::kernelLibrary() const {
+  return impl_->library;
+}
 
 std::vector<float> &Model::parameters() { return impl_->params; }
 const std::vector<float> &Model::parameters() const { return impl_->params; }

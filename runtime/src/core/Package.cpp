@@ -3,6 +3,7 @@
 #include "stringrt/Package.h"
 
 #include "Json.h"
+#include "PackageKernels.h"
 #include "stringrt/Error.h"
 #include "stringrt/Safetensors.h"
 
@@ -29,22 +30,36 @@ Package Package::load(const std::string &path) {
                                   "(expected \"stringc-package\")",
                                   quoteForMessage(format)));
   const std::string &version = require("version");
-  if (version != std::to_string(kPackageVersion))
+  int versionNumber = 0;
+  for (int v = kOldestPackageVersion; v <= kPackageVersion; ++v)
+    if (version == std::to_string(v))
+      versionNumber = v;
+  if (!versionNumber)
     throw Error(path, fmt::format("unsupported package version {} (this "
-                                  "runtime reads version {})",
-                                  quoteForMessage(version), kPackageVersion));
+                                  "runtime reads versions {} to {}; a newer "
+                                  "stringc wrote it, or it is not a package)",
+                                  quoteForMessage(version), kOldestPackageVersion,
+                                  kPackageVersion));
   const std::string &target = require("target");
-  if (target != kReferenceTarget)
+  const bool cuda = target == kCudaTarget;
+  const bool cpu = target == kCpuTarget;
+  if (target != kReferenceTarget && !cuda && !cpu)
     throw Error(path, fmt::format("unsupported target {} (this runtime runs "
-                                  "\"{}\")",
-                                  quoteForMessage(target), kReferenceTarget));
+                                  "\"{}\", \"{}\" and \"{}\")",
+                                  quoteForMessage(target), kCpuTarget, kReferenceTarget,
+                                  kCudaTarget));
+  if (cpu && versionNumber < 2)
+    throw Error(path, fmt::format("target \"{}\" needs package version 2, this "
+                                  "package is version {}",
+                                  kCpuTarget, version));
   const std::string &manifest = require("manifest");
   for (const auto &[key, value] : metadata)
     if (key != "format" && key != "version" && key != "target" &&
-        key != "manifest")
+        key != "manifest" && !(cuda && key == "cuda") &&
+        !(cpu && detail::isKernelMetadataKey(key)))
       throw Error(path, fmt::format("unknown metadata key {}",
                                     quoteForMessage(key)));
-  if (!file.tensors().empty())
+  if (!cuda && !cpu && !file.tensors().empty())
     throw Error(path, fmt::format("target {} has no binary sections, but the "
                                   "package holds tensor {}",
                                   kReferenceTarget,
@@ -54,6 +69,20 @@ Package Package::load(const std::string &path) {
   package.path_ = path;
   package.target_ = target;
   package.manifest_ = parseManifest(manifest, path);
+  if (cpu) {
+    detail::CpuKernels kernels =
+        detail::loadCpuKernels(file, metadata, package.manifest_, path);
+    package.kernels_ = std::move(kernels.library);
+    package.kernelTriple_ = std::move(kernels.triple);
+    package.kernelCpu_ = std::move(kernels.cpu);
+    package.kernelFeatures_ = std::move(kernels.features);
+    package.kernelsUnavailable_ = std::move(kernels.unavailable);
+  } else {
+    detail::checkNoKernels(package.manifest_, target, path);
+  }
+  if (cuda)
+    package.cuda_ = std::make_shared<const CudaSection>(
+        parseCudaSection(require("cuda"), file, package.manifest_, path));
   return package;
 }
 

@@ -220,7 +220,8 @@ EvalResult evaluate(Model &model, const DataSet &data, int64_t batch,
     // slot, and they are summed in batch order below.
     std::vector<std::unique_ptr<Model>> replicas;
     for (int64_t w = 1; w < workers; ++w) {
-      replicas.push_back(std::make_unique<Model>(model.manifest(), "", model.kernels()));
+      replicas.push_back(std::make_unique<Model>(model.manifest(), "", model.kernels(),
+                                                 model.kernelLibrary()));
       replicas.back()->parameters() = model.parameters();
     }
     std::atomic<int64_t> next{0};

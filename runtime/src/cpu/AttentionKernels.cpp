@@ -12,6 +12,7 @@
 
 #include "Gemm.h"
 #include "KernelUtil.h"
+#include "Softmax.h"
 
 #include <algorithm>
 #include <cmath>
@@ -52,21 +53,6 @@ Geometry checkAttention(const std::string &kernel, const TensorRef<const float> 
 // over the visible keys (j <= i when causal, all otherwise); hidden entries
 // are exact zeros.
 // Without rel, none and causal always leave key 0 visible: no empty rows.
-// Softmax of the first `visible` scores of a row of `length`, in place; the
-// hidden rest becomes exactly 0. Max-subtracted: every exp is <= 1, no
-// overflow for large scores.
-void softmaxRow(float *row, int64_t visible, int64_t length) {
-  float maxScore = row[0];
-  for (int64_t j = 1; j < visible; ++j)
-    maxScore = std::max(maxScore, row[j]);
-  for (int64_t j = 0; j < visible; ++j)
-    row[j] = fastExp(row[j] - maxScore);
-  const float inv = 1.0f / sumFloats(row, visible);
-  for (int64_t j = 0; j < visible; ++j)
-    row[j] *= inv;
-  std::fill(row + visible, row + length, 0.0f);
-}
-
 void attentionProbs(const Geometry &g, const float *qh, const float *kh, float scale,
                     bool causal, float *p) {
   gemmSerial(Trans::No, Trans::Yes, g.T, g.T, g.Dh, scale, qh, g.D, kh, g.D, 0.0f, p, g.T);
@@ -105,19 +91,6 @@ void relAttentionProbs(const Geometry &g, const float *qh, const float *kh, cons
       row[j] = scale * s;
     }
     softmaxRow(row, visible, g.T);
-  }
-}
-
-// dS_ij = P_ij (dP_ij - sum_l P_il dP_il) in place over dP (row-major [T, T]).
-void softmaxBackwardRows(int64_t T, const float *p, float *dS) {
-  for (int64_t i = 0; i < T; ++i) {
-    const float *pRow = p + i * T;
-    float *row = dS + i * T;
-    float pdp = 0.0f;
-    for (int64_t j = 0; j < T; ++j)
-      pdp += pRow[j] * row[j];
-    for (int64_t j = 0; j < T; ++j)
-      row[j] = pRow[j] * (row[j] - pdp);
   }
 }
 

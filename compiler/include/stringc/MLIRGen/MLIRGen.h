@@ -9,7 +9,10 @@
 #ifndef STRINGC_MLIRGEN_MLIRGEN_H
 #define STRINGC_MLIRGEN_MLIRGEN_H
 
+#include <cstdint>
+#include <optional>
 #include <ostream>
+#include <set>
 #include <string>
 
 namespace stringc {
@@ -19,9 +22,25 @@ struct ModelGraph;
 enum class EmitStage {
   /// The model as built: parameters, optimizer, dataset and @forward.
   Forward,
+  /// After the optimisation passes (docs/passes.md), before pe-autodiff.
+  Optimized,
   /// After the pe-autodiff pass: @forward plus @gradients, the loss and the
   /// gradient of every trainable parameter (docs/autodiff.md).
   Train,
+  /// The CPU kernels of the Train module, on memrefs (docs/codegen.md).
+  Kernels,
+  /// The CPU kernels' LLVM IR, optimised for the host (docs/codegen.md).
+  LLVMIR,
+};
+
+/// How to run the passes (stringc's flags; Transforms/Pipeline.h).
+struct CompileOptions {
+  std::set<std::string> disabledPasses;    // --disable-pass=NAME
+  std::optional<std::string> passPipeline; // --pass-pipeline=... ("" = none)
+  bool approximate = false;     // --approximate: opt-in approximate rewrites
+  bool printIRAfterAll = false; // --print-ir-after-all (to the error stream)
+  bool passStatistics = false;  // --pass-statistics (to stderr)
+  bool timePhases = false;      // --time-phases: each phase and pass timed
 };
 
 /// Builds the `pe` module for `graph`, verifies it, runs the passes of
@@ -29,14 +48,23 @@ enum class EmitStage {
 /// a parameter that does not affect the loss) go to `err`; returns non-zero
 /// on failure.
 int printModelAsMLIR(const ModelGraph &graph, std::ostream &out, std::ostream &err,
-                     EmitStage stage = EmitStage::Forward);
+                     EmitStage stage = EmitStage::Forward,
+                     const CompileOptions &options = {});
 
-/// Builds the `pe` module for `graph`, verifies it, runs pe-autodiff and
-/// writes the model package (docs/package.md) for `target` to `path`
+/// Builds the `pe` module for `graph`, verifies it, runs the optimisation passes
+/// and pe-autodiff and writes the model package (docs/package.md) for `target` to `path`
 /// (atomically; nothing is written on failure). Diagnostics go to `err`;
 /// returns non-zero on failure.
 int writeModelPackage(const ModelGraph &graph, const std::string &path,
-                      const std::string &target, std::ostream &err);
+                      const std::string &target, std::ostream &err,
+                      const CompileOptions &options = {});
+
+/// `stringc --explain`: every rewrite that fires (where in the source, what
+/// it did, the forward cost per example before and after), the warnings, and
+/// the training step's FLOPs and bytes at `batch` with all passes, with none,
+/// and with each one switched off. Printed to `out`.
+int explainModel(const ModelGraph &graph, std::ostream &out, std::ostream &err,
+                 const CompileOptions &options, int64_t batch);
 
 } // namespace stringc
 

@@ -47,4 +47,11 @@ def Autodiff : Pass<"pe-autodiff", "::mlir::ModuleOp"> {
   ];
 }
 
+// The positional-encoding rewrites (docs/passes.md), one file per group.
+// Every rewrite pass is a ModuleOp pass with an `explain` option: when set,
+// each rewrite that fires is reported as a remark (stringc/Transforms/Explain.h).
+include "stringc/Transforms/AlgebraicPasses.td"
+include "stringc/Transforms/GatherPasses.td"
+include "stringc/Transforms/FusionPasses.td"
+
 #endif // STRINGC_TRANSFORMS_PASSES_TD

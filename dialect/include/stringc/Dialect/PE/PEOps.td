@@ -44,5 +44,7 @@ include "stringc/Dialect/PE/PEModuleOps.td"
 include "stringc/Dialect/PE/PELayerOps.td"
 include "stringc/Dialect/PE/PEPositionOps.td"
 include "stringc/Dialect/PE/PEGradOps.td"
+include "stringc/Dialect/PE/PEGatherOps.td"
+include "stringc/Dialect/PE/PEFusedOps.td"
 
 #endif // STRINGC_DIALECT_PE_PEOPS_TD

@@ -1,0 +1,87 @@
+//===- FusionPasses.td ------------------------------------------*- tablegen -*-===//
+//
+// Passes: hoisting of position/parameter-only tables and kernel fusion.
+// Included by Passes.td. docs/passes.md has one section per pass.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef STRINGC_TRANSFORMS_FUSION_PASSES_TD
+#define STRINGC_TRANSFORMS_FUSION_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def Hoist : Pass<"pe-hoist", "::mlir::ModuleOp"> {
+  let summary = "computes position- and parameter-only tables once per step";
+  let description = [{
+    In every function of the module:
+    - `pe.rope(x, pos, freqs)` becomes `pe.rope_apply(x, pe.rope_table(pos,
+      freqs))`: the cos / sin table is computed once, not per call;
+    - `pe.cayley(x, S)` becomes `pe.linear(x, pe.cayley_weight(S))`: one
+      factorisation of `I + S` per `S`, the application a GEMM;
+    - the new tables, and every other op that reads no activation (no
+      function argument flows into it: positions, frequency tables, skew
+      matrices, ...), are placed right after their operands' definitions
+      and merged when they are the same op on the same operands with the
+      same attributes, so Q and K of every layer share one table.
+    Exact: the rewritten graph computes the same values (the fast kernels
+    round the table to float once, as pe.rope's kernels already do).
+  }];
+  let options = [
+    Option<"explain", "explain", "bool", "false",
+           "report each rewrite as a remark (stringc --explain)">,
+  ];
+  let statistics = [
+    Statistic<"numRopeSplit", "rope-split", "pe.rope ops split into table + apply">,
+    Statistic<"numCayleySplit", "cayley-split", "pe.cayley ops split into weight + linear">,
+    Statistic<"numMerged", "merged", "duplicate position/parameter-only ops merged">,
+  ];
+  let dependentDialects = ["::mlir::pe::PEDialect"];
+}
+
+def FuseAttention : Pass<"pe-fuse-attention", "::mlir::ModuleOp"> {
+  let summary = "fuses RoPE on Q and K into the attention kernel";
+  let description = [{
+    `pe.attention(pe.rope_apply(q, t), pe.rope_apply(k, t), v)` (the same
+    table `t`, neither application `inverse`, each read only by this
+    attention, mask `none` or `causal`, no `rel`) becomes
+    `pe.rope_attention(q, k, v, t)`, whose kernel rotates each (batch,
+    head) tile as it loads it: the rotated Q and K are never written out.
+    Does not fire when the table depends on a trainable parameter (the
+    fused backward gives no table gradient), nor for skip masks or `rel`.
+    Exact up to float rounding order.
+  }];
+  let options = [
+    Option<"explain", "explain", "bool", "false",
+           "report each rewrite as a remark (stringc --explain)">,
+  ];
+  let statistics = [
+    Statistic<"numFused", "fused", "attentions fused with their RoPE prologue">,
+  ];
+  let dependentDialects = ["::mlir::pe::PEDialect"];
+}
+
+def FuseEpilogue : Pass<"pe-fuse-epilogue", "::mlir::ModuleOp"> {
+  let summary = "fuses GELU and residual-add epilogues into dense layers";
+  let description = [{
+    - `pe.gelu(pe.linear(x, w, b))`, the linear read only by the gelu,
+      becomes `pe.linear_gelu(x, w, b)` (the activation and the kept
+      pre-activation);
+    - `pe.add(r, pe.linear(x, w, b))` (either order), the linear read only
+      by the add, `r` of the result's type (no broadcast), becomes
+      `pe.linear_residual(r, x, w, b)`: the residual is the GEMM's
+      accumulator. The second linear of an MLP block reads a
+      `pe.linear_gelu` and fuses too.
+    Exact up to float rounding order.
+  }];
+  let options = [
+    Option<"explain", "explain", "bool", "false",
+           "report each rewrite as a remark (stringc --explain)">,
+  ];
+  let statistics = [
+    Statistic<"numGelu", "linear-gelu", "linear + gelu fused">,
+    Statistic<"numResidual", "linear-residual", "residual add + linear fused">,
+  ];
+  let dependentDialects = ["::mlir::pe::PEDialect"];
+}
+
+#endif // STRINGC_TRANSFORMS_FUSION_PASSES_TD

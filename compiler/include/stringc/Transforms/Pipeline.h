@@ -1,0 +1,48 @@
+//===- Pipeline.h - the order of stringc's passes ----------------*- C++ -*-===//
+//
+// stringc compiles a model through the optimisation passes (in
+// optimizationPassNames() order, minus the ones switched off), then
+// pe-autodiff. `--disable-pass=NAME` removes one; `--pass-pipeline=` replaces
+// the optimisation part with a textual MLIR pipeline.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef STRINGC_TRANSFORMS_PIPELINE_H
+#define STRINGC_TRANSFORMS_PIPELINE_H
+
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Support/LogicalResult.h"
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringRef.h"
+
+#include <optional>
+#include <set>
+#include <string>
+
+namespace stringc {
+
+struct PipelineOptions {
+  /// Pass flags (e.g. "pe-hoist") left out of the default pipeline.
+  std::set<std::string> disabled;
+  /// Replaces the default optimisation pipeline, e.g.
+  /// "pe-hoist,pe-fuse-attention" (the passes run on the module, in order).
+  std::optional<std::string> pipeline;
+  /// Set the `explain` option of every rewrite pass (remarks, Explain.h).
+  bool explain = false;
+  /// Opt-in approximate rewrites (pe-factor-generators{approximate=true}).
+  bool approximate = false;
+  /// Stop after the optimisation passes (no pe-autodiff).
+  bool skipAutodiff = false;
+};
+
+/// The default optimisation passes, in the order they run.
+llvm::ArrayRef<llvm::StringRef> optimizationPassNames();
+
+/// Adds the optimisation passes and then pe-autodiff to `pm`. Fails with a
+/// message in `error` for an unknown pass name or a malformed pipeline.
+mlir::LogicalResult buildPipeline(mlir::OpPassManager &pm, const PipelineOptions &options,
+                                  std::string &error);
+
+} // namespace stringc
+
+#endif // STRINGC_TRANSFORMS_PIPELINE_H

@@ -1,0 +1,101 @@
+//===- Pipeline.cpp - the order of stringc's passes -----------------------===//
+
+#include "stringc/Transforms/Pipeline.h"
+
+#include "stringc/Transforms/Passes.h"
+
+#include "mlir/Pass/PassRegistry.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <mutex>
+#include <vector>
+
+using namespace mlir;
+
+namespace stringc {
+
+ArrayRef<StringRef> optimizationPassNames() {
+  // Algebraic rewrites first (they remove or simplify transforms), then the
+  // rewrites that change how attention is computed, then hoisting and fusion
+  // of what is left. docs/passes.md explains each.
+  static const std::vector<StringRef> names = {
+      // Algebraic rewrites (AlgebraicPasses.td): cancel before fold, so a
+      // transform that cancels is removed rather than folded into W.
+      "pe-spd-gate-square",
+      "pe-cancel-orthogonal",
+      "pe-fold-transform",
+      "pe-reflection-to-rotation",
+      // Attention rewrites (GatherPasses.td); pe-factor-generators before
+      // pe-distinct-offsets, which would hide the relative positions from it.
+      "pe-skip-gather",
+      "pe-factor-generators",
+      "pe-distinct-offsets",
+      // Hoisting and fusion (FusionPasses.td): pe-hoist creates the
+      // rope_apply / table pairs that pe-fuse-attention fuses; the epilogues
+      // last, on the dense layers that remain.
+      "pe-hoist",
+      "pe-fuse-attention",
+      "pe-fuse-epilogue",
+  };
+  return names;
+}
+
+/// "pe-x{explain=true}" for the passes that take options; the rewrite
+/// passes all have `explain`, and pe-factor-generators `approximate`.
+static std::string passWithOptions(StringRef name, const PipelineOptions &options) {
+  SmallVector<std::string> settings;
+  if (options.explain)
+    settings.push_back("explain=true");
+  if (options.approximate && name == "pe-factor-generators")
+    settings.push_back("approximate=true");
+  std::string text = name.str();
+  if (!settings.empty()) {
+    text += "{";
+    for (size_t i = 0; i < settings.size(); ++i)
+      text += (i ? " " : "") + settings[i];
+    text += "}";
+  }
+  return text;
+}
+
+LogicalResult buildPipeline(OpPassManager &pm, const PipelineOptions &options,
+                            std::string &error) {
+  llvm::raw_string_ostream errors(error);
+  for (const std::string &name : options.disabled) {
+    if (name == "pe-autodiff") {
+      errors << "pe-autodiff cannot be disabled: the package needs @gradients";
+      return failure();
+    }
+    if (!llvm::is_contained(optimizationPassNames(), StringRef(name))) {
+      errors << "unknown pass '" << name << "' in --disable-pass (the passes are:";
+      for (StringRef known : optimizationPassNames())
+        errors << " " << known;
+      errors << ")";
+      return failure();
+    }
+  }
+
+  // The textual pipeline names passes through the global registry.
+  static std::once_flag registered;
+  std::call_once(registered, registerPasses);
+
+  std::string pipeline;
+  if (options.pipeline) {
+    pipeline = *options.pipeline;
+  } else {
+    for (StringRef name : optimizationPassNames()) {
+      if (options.disabled.count(name.str()))
+        continue;
+      if (!pipeline.empty())
+        pipeline += ",";
+      pipeline += passWithOptions(name, options);
+    }
+  }
+  if (!pipeline.empty() && failed(parsePassPipeline(pipeline, pm, errors)))
+    return failure();
+  if (!options.skipAutodiff)
+    pm.addPass(createAutodiff());
+  return success();
+}
+
+} // namespace stringc

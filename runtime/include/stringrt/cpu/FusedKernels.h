@@ -1,0 +1,56 @@
+// Fast float32 CPU kernels of the ops that pe-hoist, pe-fuse-attention and
+// pe-fuse-epilogue introduce. Each has the signature, shape checks and
+// semantics of the reference kernel of the same name in
+// stringrt/reference/FusedKernels.h (read the math there); the conventions
+// are those of FastKernels.h (multi-threaded on the pool, deterministic for
+// any thread count but for OpenBLAS's last bits, outputs fully overwritten).
+// The table-sized kernels (rope_table, rope_table_grad, cayley_weight,
+// cayley_weight_grad) run once per step on [T, D/2] or [D, D] data and keep
+// their reference kernels.
+#pragma once
+
+#include "stringrt/cpu/FastKernels.h"
+#include "stringrt/reference/FusedKernels.h"
+
+namespace stringrt::cpu {
+
+// Rows (batch, token) in parallel, each rotated by its token's table row.
+void ropeApply(TensorRef<const float> x, TensorRef<const float> table, bool inverse,
+               TensorRef<float> y);
+
+// Parallel over tokens: each task owns dtable[t] and sums the leading
+// (batch) index in order, in double.
+void ropeApplyGradTable(TensorRef<const float> x, TensorRef<const float> dy, bool inverse,
+                        TensorRef<float> dtable);
+
+// Threaded over (batch, head) as cpu::attention: each task rotates its
+// head's q and k tiles into thread-local [T, Dh] scratch as it loads them,
+// then S = scale Qr Kr^T, the softmax and Y = P V as per-head GEMMs. The
+// rotated tiles and P live only in that scratch (L1/L2-sized for the
+// models here), never in a model-sized buffer.
+void ropeAttention(TensorRef<const float> q, TensorRef<const float> k, TensorRef<const float> v,
+                   TensorRef<const float> table, int64_t heads, double scale, AttentionMask mask,
+                   TensorRef<float> y);
+
+// Recomputes the rotated tiles and P per (batch, head) (nothing is kept
+// from the forward), then dV = P^T dY, dS, dQr = scale dS Kr and
+// dKr = scale dS^T Qr into scratch, and writes dq, dk rotated back
+// (R^T) straight into the outputs.
+void ropeAttentionGrad(TensorRef<const float> q, TensorRef<const float> k,
+                       TensorRef<const float> v, TensorRef<const float> table,
+                       TensorRef<const float> dy, int64_t heads, double scale,
+                       AttentionMask mask, TensorRef<float> dq, TensorRef<float> dk,
+                       TensorRef<float> dv);
+
+// pre = X W + b as cpu::linear (one GEMM, the bias as its accumulator),
+// then y = cpu::gelu(pre): one op and one result buffer less in the
+// program, the same arithmetic (docs/passes.md, pe-fuse-epilogue).
+void linearGelu(TensorRef<const float> x, TensorRef<const float> w, OptionalInput<float> b,
+                bool approximate, TensorRef<float> y, TensorRef<float> pre);
+
+// y = residual (+ b) row by row in parallel, then y += X W: one GEMM with
+// beta = 1, the residual its accumulator.
+void linearResidual(TensorRef<const float> residual, TensorRef<const float> x,
+                    TensorRef<const float> w, OptionalInput<float> b, TensorRef<float> y);
+
+} // namespace stringrt::cpu

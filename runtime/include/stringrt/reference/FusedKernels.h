@@ -1,0 +1,76 @@
+// Reference CPU kernels of the ops that pe-hoist, pe-fuse-attention and
+// pe-fuse-epilogue introduce (PEFusedOps.td, docs/dialect.md,
+// docs/autodiff.md). Conventions of PositionKernels.h / LayerKernels.h: T
+// is float or double, everything computed in double and each result
+// rounded once to T (the fused attention kernels compose the reference
+// rope_apply and attention kernels, rounding between them as the unfused
+// ops do); outputs fully overwritten, never aliasing inputs; any shape
+// violation throws stringrt::Error naming the kernel and operand.
+#pragma once
+
+#include "stringrt/reference/LayerKernels.h"
+#include "stringrt/reference/Tensor.h"
+
+#include <cstdint>
+
+namespace stringrt::ref {
+
+// table[t, j] = (cos theta_j(t), sin theta_j(t)), theta_j(t) = sum_a pos[t, a] freqs[j, a].
+// pos [T, A], freqs [P, A] -> table [T, P, 2]
+template <typename T>
+void ropeTable(TensorRef<const T> pos, TensorRef<const T> freqs, TensorRef<T> table);
+
+// dtheta_j(t) = -sin theta dy[t, j, 0] + cos theta dy[t, j, 1];
+// dfreqs[j, a] = sum_t pos[t, a] dtheta_j(t).   -> dfreqs [P, A]
+template <typename T>
+void ropeTableGrad(TensorRef<const T> pos, TensorRef<const T> freqs, TensorRef<const T> dy,
+                   TensorRef<T> dfreqs);
+
+// Pair j of token t times [[c, -s], [s, c]] (its transpose when inverse),
+// (c, s) = table[t, j]. x [..., T, D], table [T, D/2, 2] -> y (shape of x).
+template <typename T>
+void ropeApply(TensorRef<const T> x, TensorRef<const T> table, bool inverse, TensorRef<T> y);
+
+// dtable[t, j, 0] = sum_lead (dy0 x0 + dy1 x1),
+// dtable[t, j, 1] = sum_lead (dy1 x0 - dy0 x1)   (negated when inverse).
+// x, dy [..., T, D] -> dtable [T, D/2, 2]
+template <typename T>
+void ropeApplyGradTable(TensorRef<const T> x, TensorRef<const T> dy, bool inverse,
+                        TensorRef<T> dtable);
+
+// w = U^T, U = (I - S)(I + S)^-1 (LU with partial pivoting; a singular
+// I + S throws). s [D, D] -> w [D, D]
+template <typename T> void cayleyWeight(TensorRef<const T> s, TensorRef<T> w);
+
+// ds = -(M dw (I + U))^T, M = (I + S)^-1.   s, dw [D, D] -> ds [D, D]
+template <typename T>
+void cayleyWeightGrad(TensorRef<const T> s, TensorRef<const T> dw, TensorRef<T> ds);
+
+// attention(rope_apply(q, table), rope_apply(k, table), v); mask None or Causal.
+template <typename T>
+void ropeAttention(TensorRef<const T> q, TensorRef<const T> k, TensorRef<const T> v,
+                   TensorRef<const T> table, int64_t heads, double scale, AttentionMask mask,
+                   TensorRef<T> y);
+
+// dqr, dkr, dv = attention_grad(rope_apply(q), rope_apply(k), v, dy);
+// dq = rope_apply(dqr, inverse), dk = rope_apply(dkr, inverse).
+template <typename T>
+void ropeAttentionGrad(TensorRef<const T> q, TensorRef<const T> k, TensorRef<const T> v,
+                       TensorRef<const T> table, TensorRef<const T> dy, int64_t heads,
+                       double scale, AttentionMask mask, TensorRef<T> dq, TensorRef<T> dk,
+                       TensorRef<T> dv);
+
+// pre = x w (+ b), y = gelu(pre) (erf form, tanh form when approximate);
+// pre rounded to T first, as pe.linear then pe.gelu give it.
+// x [..., I], w [I, O], b? [O] -> y, pre [..., O]
+template <typename T>
+void linearGelu(TensorRef<const T> x, TensorRef<const T> w, OptionalInput<T> b, bool approximate,
+                TensorRef<T> y, TensorRef<T> pre);
+
+// y = residual + x w (+ b), summed in double and rounded once.
+// residual [..., O], x [..., I], w [I, O], b? [O] -> y [..., O]
+template <typename T>
+void linearResidual(TensorRef<const T> residual, TensorRef<const T> x, TensorRef<const T> w,
+                    OptionalInput<T> b, TensorRef<T> y);
+
+} // namespace stringrt::ref

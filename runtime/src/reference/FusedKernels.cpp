@@ -1,0 +1,292 @@
+// Reference kernels of the hoisted and fused ops (FusedKernels.h): rope
+// tables and their application, the Cayley weight, RoPE-prologue attention
+// and the dense-layer epilogues.
+#include "stringrt/reference/FusedKernels.h"
+
+#include "PositionLinalg.h"
+#include "PositionUtil.h"
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+namespace stringrt::ref {
+namespace {
+
+using position::leadingCount;
+
+// pos [T, A] and freqs [P, A]: returns {T, P, A}.
+template <typename T>
+std::vector<int64_t> checkTableInputs(const char *what, const TensorRef<const T> &pos,
+                                      const TensorRef<const T> &freqs) {
+  checkRank((std::string(what) + ": 'pos'").c_str(), pos, 2);
+  checkRank((std::string(what) + ": 'freqs'").c_str(), freqs, 2);
+  check(freqs.dim(1) == pos.dim(1), what,
+        "'freqs' must be [P, " + std::to_string(pos.dim(1)) + "], got " +
+            shapeToString(freqs.shape));
+  return {pos.dim(0), freqs.dim(0), pos.dim(1)};
+}
+
+template <typename T>
+double angle(const TensorRef<const T> &pos, const TensorRef<const T> &freqs, int64_t t, int64_t j,
+             int64_t axes) {
+  double theta = 0.0;
+  for (int64_t a = 0; a < axes; ++a)
+    theta += static_cast<double>(pos[t * axes + a]) * static_cast<double>(freqs[j * axes + a]);
+  return theta;
+}
+
+// x [..., T, D] against table [T, D/2, 2]; returns the leading count.
+template <typename T>
+int64_t checkApply(const char *what, const TensorRef<const T> &x, const TensorRef<const T> &table) {
+  check(x.rank() >= 2, what, "'x' must be [..., T, D], got " + shapeToString(x.shape));
+  const int64_t tokens = x.dim(-2), width = x.dim(-1);
+  check(width % 2 == 0, what,
+        "the last dimension of 'x' must be even (interleaved pairs), got " +
+            std::to_string(width));
+  checkShape((std::string(what) + ": 'table'").c_str(), table, {tokens, width / 2, 2});
+  return leadingCount(x.shape, 2);
+}
+
+template <typename T>
+linalg::Matrix identityPlus(double sign, const TensorRef<const T> &s, int64_t d) {
+  linalg::Matrix m = linalg::identity(d);
+  for (int64_t i = 0; i < d * d; ++i)
+    m[i] += sign * static_cast<double>(s[i]);
+  return m;
+}
+
+// M = (I + S)^-1 and U = (I - S) M, in double.
+template <typename T>
+void cayleyFactors(const char *what, const TensorRef<const T> &s, linalg::Matrix &m,
+                   linalg::Matrix &u) {
+  checkRank((std::string(what) + ": 's'").c_str(), s, 2);
+  const int64_t d = s.dim(0);
+  checkShape((std::string(what) + ": 's'").c_str(), s, {d, d});
+  const linalg::LU lu =
+      linalg::luFactor(identityPlus(1.0, s, d), d, (std::string(what) + ": I + S").c_str());
+  m = linalg::identity(d);
+  std::vector<double> column(static_cast<size_t>(d));
+  for (int64_t c = 0; c < d; ++c) {
+    for (int64_t r = 0; r < d; ++r)
+      column[r] = r == c ? 1.0 : 0.0;
+    linalg::luSolve(lu, column.data());
+    for (int64_t r = 0; r < d; ++r)
+      m[r * d + c] = column[r];
+  }
+  u = linalg::matmul(identityPlus(-1.0, s, d), m, d);
+}
+
+AttentionMask checkFusedMask(const char *what, AttentionMask mask) {
+  check(mask != AttentionMask::Skip, what, "mask 'skip' is not supported (use attention)");
+  return mask;
+}
+
+// The rows of x [..., O] as the product of x [N, I] and w [I, O] in double.
+template <typename T>
+int64_t checkLinearShapes(const char *what, const TensorRef<const T> &x,
+                          const TensorRef<const T> &w, const OptionalInput<T> &b,
+                          const TensorRef<T> &y) {
+  check(x.rank() >= 1, what, "'x' must be [..., I], got a scalar");
+  checkRank((std::string(what) + ": 'w'").c_str(), w, 2);
+  const int64_t in = w.dim(0), out = w.dim(1);
+  check(x.dim(-1) == in, what,
+        "'x' must be [..., " + std::to_string(in) + "], got " + shapeToString(x.shape));
+  if (b)
+    checkShape((std::string(what) + ": 'b'").c_str(), *b, {out});
+  std::vector<int64_t> shape = x.shape;
+  shape.back() = out;
+  checkShape((std::string(what) + ": result").c_str(), y, shape);
+  return leadingCount(x.shape, 1);
+}
+
+template <typename T>
+double dot(const TensorRef<const T> &x, const TensorRef<const T> &w, const OptionalInput<T> &b,
+           int64_t n, int64_t o) {
+  const int64_t in = w.dim(0), out = w.dim(1);
+  double acc = b ? static_cast<double>((*b)[o]) : 0.0;
+  for (int64_t i = 0; i < in; ++i)
+    acc += static_cast<double>(x[n * in + i]) * static_cast<double>(w[i * out + o]);
+  return acc;
+}
+
+} // namespace
+
+template <typename T>
+void ropeTable(TensorRef<const T> pos, TensorRef<const T> freqs, TensorRef<T> table) {
+  const auto dims = checkTableInputs("rope_table", pos, freqs);
+  const int64_t tokens = dims[0], pairs = dims[1], axes = dims[2];
+  checkShape("rope_table: result", table, {tokens, pairs, 2});
+  for (int64_t t = 0; t < tokens; ++t)
+    for (int64_t j = 0; j < pairs; ++j) {
+      const double theta = angle(pos, freqs, t, j, axes);
+      table[(t * pairs + j) * 2] = static_cast<T>(std::cos(theta));
+      table[(t * pairs + j) * 2 + 1] = static_cast<T>(std::sin(theta));
+    }
+}
+
+template <typename T>
+void ropeTableGrad(TensorRef<const T> pos, TensorRef<const T> freqs, TensorRef<const T> dy,
+                   TensorRef<T> dfreqs) {
+  const auto dims = checkTableInputs("rope_table_grad", pos, freqs);
+  const int64_t tokens = dims[0], pairs = dims[1], axes = dims[2];
+  checkShape("rope_table_grad: 'dy'", dy, {tokens, pairs, 2});
+  checkShape("rope_table_grad: result", dfreqs, freqs.shape);
+  std::vector<double> acc(static_cast<size_t>(pairs * axes), 0.0);
+  for (int64_t t = 0; t < tokens; ++t)
+    for (int64_t j = 0; j < pairs; ++j) {
+      const double theta = angle(pos, freqs, t, j, axes);
+      const double dtheta = -std::sin(theta) * static_cast<double>(dy[(t * pairs + j) * 2]) +
+                            std::cos(theta) * static_cast<double>(dy[(t * pairs + j) * 2 + 1]);
+      for (int64_t a = 0; a < axes; ++a)
+        acc[j * axes + a] += static_cast<double>(pos[t * axes + a]) * dtheta;
+    }
+  for (int64_t i = 0; i < pairs * axes; ++i)
+    dfreqs[i] = static_cast<T>(acc[i]);
+}
+
+template <typename T>
+void ropeApply(TensorRef<const T> x, TensorRef<const T> table, bool inverse, TensorRef<T> y) {
+  const int64_t lead = checkApply("rope_apply", x, table);
+  checkShape("rope_apply: result", y, x.shape);
+  const int64_t tokens = x.dim(-2), width = x.dim(-1), pairs = width / 2;
+  const double sign = inverse ? -1.0 : 1.0;
+  for (int64_t l = 0; l < lead; ++l)
+    for (int64_t t = 0; t < tokens; ++t)
+      for (int64_t j = 0; j < pairs; ++j) {
+        const double c = static_cast<double>(table[(t * pairs + j) * 2]);
+        const double s = sign * static_cast<double>(table[(t * pairs + j) * 2 + 1]);
+        const int64_t at = (l * tokens + t) * width + 2 * j;
+        const double x0 = static_cast<double>(x[at]), x1 = static_cast<double>(x[at + 1]);
+        y[at] = static_cast<T>(x0 * c - x1 * s);
+        y[at + 1] = static_cast<T>(x0 * s + x1 * c);
+      }
+}
+
+template <typename T>
+void ropeApplyGradTable(TensorRef<const T> x, TensorRef<const T> dy, bool inverse,
+                        TensorRef<T> dtable) {
+  check(x.rank() >= 2, "rope_apply_grad_table",
+        "'x' must be [..., T, D], got " + shapeToString(x.shape));
+  checkShape("rope_apply_grad_table: 'dy'", dy, x.shape);
+  const int64_t tokens = x.dim(-2), width = x.dim(-1), pairs = width / 2;
+  check(width % 2 == 0, "rope_apply_grad_table",
+        "the last dimension of 'x' must be even (interleaved pairs), got " +
+            std::to_string(width));
+  checkShape("rope_apply_grad_table: result", dtable, {tokens, pairs, 2});
+  const int64_t lead = leadingCount(x.shape, 2);
+  const double sign = inverse ? -1.0 : 1.0;
+  std::vector<double> acc(static_cast<size_t>(tokens * pairs * 2), 0.0);
+  for (int64_t l = 0; l < lead; ++l)
+    for (int64_t t = 0; t < tokens; ++t)
+      for (int64_t j = 0; j < pairs; ++j) {
+        const int64_t at = (l * tokens + t) * width + 2 * j;
+        const double x0 = static_cast<double>(x[at]), x1 = static_cast<double>(x[at + 1]);
+        const double d0 = static_cast<double>(dy[at]), d1 = static_cast<double>(dy[at + 1]);
+        acc[(t * pairs + j) * 2] += d0 * x0 + d1 * x1;
+        acc[(t * pairs + j) * 2 + 1] += sign * (d1 * x0 - d0 * x1);
+      }
+  for (int64_t i = 0; i < tokens * pairs * 2; ++i)
+    dtable[i] = static_cast<T>(acc[i]);
+}
+
+template <typename T> void cayleyWeight(TensorRef<const T> s, TensorRef<T> w) {
+  linalg::Matrix m, u;
+  cayleyFactors("cayley_weight", s, m, u);
+  const int64_t d = s.dim(0);
+  checkShape("cayley_weight: result", w, {d, d});
+  for (int64_t r = 0; r < d; ++r)
+    for (int64_t c = 0; c < d; ++c)
+      w[r * d + c] = static_cast<T>(u[c * d + r]);
+}
+
+template <typename T>
+void cayleyWeightGrad(TensorRef<const T> s, TensorRef<const T> dw, TensorRef<T> ds) {
+  linalg::Matrix m, u;
+  cayleyFactors("cayley_weight_grad", s, m, u);
+  const int64_t d = s.dim(0);
+  checkShape("cayley_weight_grad: 'dw'", dw, {d, d});
+  checkShape("cayley_weight_grad: result", ds, {d, d});
+  linalg::Matrix g(static_cast<size_t>(d * d));
+  for (int64_t i = 0; i < d * d; ++i)
+    g[i] = static_cast<double>(dw[i]);
+  // ds = -(M dw (I + U))^T
+  const linalg::Matrix prod =
+      linalg::matmul(linalg::matmul(m, g, d), linalg::combine(1.0, linalg::identity(d), 1.0, u), d);
+  for (int64_t r = 0; r < d; ++r)
+    for (int64_t c = 0; c < d; ++c)
+      ds[r * d + c] = static_cast<T>(-prod[c * d + r]);
+}
+
+template <typename T>
+void ropeAttention(TensorRef<const T> q, TensorRef<const T> k, TensorRef<const T> v,
+                   TensorRef<const T> table, int64_t heads, double scale, AttentionMask mask,
+                   TensorRef<T> y) {
+  checkFusedMask("rope_attention", mask);
+  Tensor<T> qr = Tensor<T>::zeros(q.shape), kr = Tensor<T>::zeros(k.shape);
+  ropeApply(q, table, false, qr.ref());
+  ropeApply(k, table, false, kr.ref());
+  attention<T>(qr.cref(), kr.cref(), v, std::nullopt, heads, scale, mask, 0, y);
+}
+
+template <typename T>
+void ropeAttentionGrad(TensorRef<const T> q, TensorRef<const T> k, TensorRef<const T> v,
+                       TensorRef<const T> table, TensorRef<const T> dy, int64_t heads,
+                       double scale, AttentionMask mask, TensorRef<T> dq, TensorRef<T> dk,
+                       TensorRef<T> dv) {
+  checkFusedMask("rope_attention_grad", mask);
+  checkShape("rope_attention_grad: dq", dq, q.shape);
+  checkShape("rope_attention_grad: dk", dk, q.shape);
+  Tensor<T> qr = Tensor<T>::zeros(q.shape), kr = Tensor<T>::zeros(k.shape);
+  ropeApply(q, table, false, qr.ref());
+  ropeApply(k, table, false, kr.ref());
+  Tensor<T> dqr = Tensor<T>::zeros(q.shape), dkr = Tensor<T>::zeros(k.shape);
+  attentionGrad<T>(qr.cref(), kr.cref(), v, dy, std::nullopt, heads, scale, mask, 0, dqr.ref(),
+                   dkr.ref(), dv, std::nullopt);
+  ropeApply(dqr.cref(), table, true, dq);
+  ropeApply(dkr.cref(), table, true, dk);
+}
+
+template <typename T>
+void linearGelu(TensorRef<const T> x, TensorRef<const T> w, OptionalInput<T> b, bool approximate,
+                TensorRef<T> y, TensorRef<T> pre) {
+  linear<T>(x, w, b, pre);
+  checkShape("linear_gelu: result", y, pre.shape);
+  gelu<T>(pre, approximate, y);
+}
+
+template <typename T>
+void linearResidual(TensorRef<const T> residual, TensorRef<const T> x, TensorRef<const T> w,
+                    OptionalInput<T> b, TensorRef<T> y) {
+  const int64_t rows = checkLinearShapes("linear_residual", x, w, b, y);
+  checkShape("linear_residual: 'residual'", residual, y.shape);
+  const int64_t out = w.dim(1);
+  for (int64_t n = 0; n < rows; ++n)
+    for (int64_t o = 0; o < out; ++o)
+      y[n * out + o] =
+          static_cast<T>(static_cast<double>(residual[n * out + o]) + dot(x, w, b, n, o));
+}
+
+#define STRINGRT_INSTANTIATE(T)                                                                    \
+  template void ropeTable<T>(TensorRef<const T>, TensorRef<const T>, TensorRef<T>);                \
+  template void ropeTableGrad<T>(TensorRef<const T>, TensorRef<const T>, TensorRef<const T>,       \
+                                 TensorRef<T>);                                                    \
+  template void ropeApply<T>(TensorRef<const T>, TensorRef<const T>, bool, TensorRef<T>);          \
+  template void ropeApplyGradTable<T>(TensorRef<const T>, TensorRef<const T>, bool, TensorRef<T>); \
+  template void cayleyWeight<T>(TensorRef<const T>, TensorRef<T>);                                 \
+  template void cayleyWeightGrad<T>(TensorRef<const T>, TensorRef<const T>, TensorRef<T>);         \
+  template void ropeAttention<T>(TensorRef<const T>, TensorRef<const T>, TensorRef<const T>,       \
+                                 TensorRef<const T>, int64_t, double, AttentionMask,               \
+                                 TensorRef<T>);                                                    \
+  template void ropeAttentionGrad<T>(TensorRef<const T>, TensorRef<const T>, TensorRef<const T>,   \
+                                     TensorRef<const T>, TensorRef<const T>, int64_t, double,      \
+                                     AttentionMask, TensorRef<T>, TensorRef<T>, TensorRef<T>);     \
+  template void linearGelu<T>(TensorRef<const T>, TensorRef<const T>, OptionalInput<T>, bool,      \
+                              TensorRef<T>, TensorRef<T>);                                         \
+  template void linearResidual<T>(TensorRef<const T>, TensorRef<const T>, TensorRef<const T>,      \
+                                  OptionalInput<T>, TensorRef<T>);
+STRINGRT_INSTANTIATE(float)
+STRINGRT_INSTANTIATE(double)
+#undef STRINGRT_INSTANTIATE
+
+} // namespace stringrt::ref

@@ -1,0 +1,146 @@
+// Reference kernels of the gather ops (GatherKernels.h): the skip-n shift
+// and its reverse, the offset table, and the pair gather and its
+// scatter-add.
+#include "stringrt/reference/GatherKernels.h"
+
+#include <string>
+
+namespace stringrt::ref {
+namespace {
+
+struct SkipGeometry {
+  int64_t batch, tokens, width, headDim;
+};
+
+template <typename T>
+SkipGeometry checkSkip(const char *what, const TensorRef<const T> &x, int64_t heads,
+                       int64_t skipBase, const TensorRef<T> &y) {
+  checkRank(what, x, 3);
+  const int64_t d = x.dim(2);
+  check(heads > 0 && d % heads == 0, what,
+        "'heads' (" + std::to_string(heads) + ") must be > 0 and divide the width " +
+            std::to_string(d));
+  check(skipBase >= 0, what, "'skip_base' must be >= 0, got " + std::to_string(skipBase));
+  checkShape(what, y, x.shape);
+  return {x.dim(0), x.dim(1), d, d / heads};
+}
+
+// Copies head slices of `from` into `to`: token i of head s reads token
+// i + shift(s) (shift = -(skipBase + s) forward, +(skipBase + s) backward),
+// zeros where that token does not exist.
+template <typename T>
+void shiftHeads(const SkipGeometry &g, const T *from, T *to, int64_t skipBase, int sign) {
+  const int64_t heads = g.width / g.headDim;
+  for (int64_t b = 0; b < g.batch; ++b)
+    for (int64_t i = 0; i < g.tokens; ++i)
+      for (int64_t s = 0; s < heads; ++s) {
+        const int64_t src = i + sign * (skipBase + s);
+        T *out = to + (b * g.tokens + i) * g.width + s * g.headDim;
+        if (src < 0 || src >= g.tokens) {
+          for (int64_t m = 0; m < g.headDim; ++m)
+            out[m] = T(0);
+          continue;
+        }
+        const T *in = from + (b * g.tokens + src) * g.width + s * g.headDim;
+        for (int64_t m = 0; m < g.headDim; ++m)
+          out[m] = in[m];
+      }
+}
+
+// T*T entries, each in [0, rows).
+void checkIndex(const char *what, const std::vector<int64_t> &index, int64_t tokens,
+                int64_t rows) {
+  check(static_cast<int64_t>(index.size()) == tokens * tokens, what,
+        "'index' must have T*T = " + std::to_string(tokens * tokens) + " entries, got " +
+            std::to_string(index.size()));
+  for (int64_t u : index)
+    check(u >= 0 && u < rows, what,
+          "'index' entry " + std::to_string(u) + " out of range [0, " + std::to_string(rows) +
+              ")");
+}
+
+// The pair shape [T, T, S...] of a table [U, S...] (T from `pairs`), checked.
+template <typename P, typename Q>
+int64_t checkPairs(const char *what, const TensorRef<P> &table, const TensorRef<Q> &pairs) {
+  check(table.rank() >= 1, what, "the table must have rank >= 1");
+  check(pairs.rank() == table.rank() + 1 && pairs.dim(0) == pairs.dim(1), what,
+        "expected pairs [T, T, ...] for a table " + shapeToString(table.shape) + ", got " +
+            shapeToString(pairs.shape));
+  std::vector<int64_t> expected = {pairs.dim(0), pairs.dim(0)};
+  expected.insert(expected.end(), table.shape.begin() + 1, table.shape.end());
+  checkShape(what, pairs, expected);
+  return pairs.dim(0);
+}
+
+} // namespace
+
+template <typename T>
+void skipGather(TensorRef<const T> v, int64_t heads, int64_t skipBase, TensorRef<T> y) {
+  const SkipGeometry g = checkSkip("skip_gather", v, heads, skipBase, y);
+  shiftHeads(g, v.data, y.data, skipBase, -1);
+}
+
+template <typename T>
+void skipGatherGrad(TensorRef<const T> dy, int64_t heads, int64_t skipBase, TensorRef<T> dv) {
+  const SkipGeometry g = checkSkip("skip_gather_grad", dy, heads, skipBase, dv);
+  shiftHeads(g, dy.data, dv.data, skipBase, +1);
+}
+
+template <typename T> void offsetTable(const std::vector<int64_t> &offsets, TensorRef<T> table) {
+  const char *what = "offset_table";
+  checkRank(what, table, 2);
+  check(static_cast<int64_t>(offsets.size()) == table.numel(), what,
+        "'offsets' must have U*A = " + std::to_string(table.numel()) + " entries, got " +
+            std::to_string(offsets.size()));
+  constexpr int64_t kExact = int64_t(1) << 24;
+  for (size_t u = 0; u < offsets.size(); ++u) {
+    check(offsets[u] >= -kExact && offsets[u] <= kExact, what,
+          "offset " + std::to_string(offsets[u]) + " is not exact in f32");
+    table[static_cast<int64_t>(u)] = static_cast<T>(offsets[u]);
+  }
+}
+
+template <typename T>
+void pairGather(TensorRef<const T> table, const std::vector<int64_t> &index, TensorRef<T> y) {
+  const char *what = "pair_gather";
+  const int64_t tokens = checkPairs(what, table, y);
+  checkIndex(what, index, tokens, table.dim(0));
+  const int64_t row = table.numel() / table.dim(0);
+  for (int64_t p = 0; p < tokens * tokens; ++p) {
+    const T *in = table.data + index[static_cast<size_t>(p)] * row;
+    T *out = y.data + p * row;
+    for (int64_t s = 0; s < row; ++s)
+      out[s] = in[s];
+  }
+}
+
+template <typename T>
+void pairGatherGrad(TensorRef<const T> dy, const std::vector<int64_t> &index,
+                    TensorRef<T> dtable) {
+  const char *what = "pair_gather_grad";
+  const int64_t tokens = checkPairs(what, dtable, dy);
+  checkIndex(what, index, tokens, dtable.dim(0));
+  const int64_t row = dtable.numel() / dtable.dim(0);
+  std::vector<double> sum(static_cast<size_t>(dtable.numel()), 0.0);
+  for (int64_t p = 0; p < tokens * tokens; ++p) {
+    double *acc = sum.data() + index[static_cast<size_t>(p)] * row;
+    const T *in = dy.data + p * row;
+    for (int64_t s = 0; s < row; ++s)
+      acc[s] += static_cast<double>(in[s]);
+  }
+  for (int64_t e = 0; e < dtable.numel(); ++e)
+    dtable[e] = static_cast<T>(sum[static_cast<size_t>(e)]);
+}
+
+#define STRINGRT_INSTANTIATE(T)                                                              \
+  template void skipGather<T>(TensorRef<const T>, int64_t, int64_t, TensorRef<T>);           \
+  template void skipGatherGrad<T>(TensorRef<const T>, int64_t, int64_t, TensorRef<T>);       \
+  template void offsetTable<T>(const std::vector<int64_t> &, TensorRef<T>);                  \
+  template void pairGather<T>(TensorRef<const T>, const std::vector<int64_t> &, TensorRef<T>); \
+  template void pairGatherGrad<T>(TensorRef<const T>, const std::vector<int64_t> &,          \
+                                  TensorRef<T>);
+STRINGRT_INSTANTIATE(float)
+STRINGRT_INSTANTIATE(double)
+#undef STRINGRT_INSTANTIATE
+
+} // namespace stringrt::ref

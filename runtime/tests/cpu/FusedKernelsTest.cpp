@@ -1,0 +1,126 @@
+// The fast fused kernels (stringrt/cpu/FusedKernels.h) against their
+// reference kernels, with 1 and 4 threads, every mask they take.
+#include "stringrt/cpu/FusedKernels.h"
+
+#include "CpuTestUtil.h"
+#include "stringrt/Error.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+namespace stringrt::cpu::testing {
+namespace {
+
+using Outputs = std::vector<TF>;
+
+TEST(FastFusedRope, ApplyAndTableGradMatchReference) {
+  const TF x = randomTensor({3, 7, 12}, 1), dy = randomTensor({3, 7, 12}, 2),
+           table = randomTensor({7, 6, 2}, 3);
+  for (bool inverse : {false, true}) {
+    expectFastMatchesReference("rope_apply", [&](bool fast) {
+      TF y = TF::zeros(x.shape);
+      if (fast)
+        cpu::ropeApply(x.cref(), table.cref(), inverse, y.ref());
+      else
+        ref::ropeApply<float>(x.cref(), table.cref(), inverse, y.ref());
+      return Outputs{y};
+    });
+    expectFastMatchesReference("rope_apply_grad_table", [&](bool fast) {
+      TF d = TF::zeros(table.shape);
+      if (fast)
+        cpu::ropeApplyGradTable(x.cref(), dy.cref(), inverse, d.ref());
+      else
+        ref::ropeApplyGradTable<float>(x.cref(), dy.cref(), inverse, d.ref());
+      return Outputs{d};
+    });
+  }
+}
+
+TEST(FastFusedAttention, ForwardAndGradMatchReference) {
+  struct Case {
+    int64_t B, T, D, heads;
+  };
+  uint32_t seed = 10;
+  for (Case c : {Case{2, 5, 8, 2}, Case{3, 50, 64, 4}, Case{1, 9, 12, 1}})
+    for (AttentionMask mask : {AttentionMask::None, AttentionMask::Causal}) {
+      const std::vector<int64_t> shape{c.B, c.T, c.D};
+      const TF q = randomTensor(shape, seed++), k = randomTensor(shape, seed++),
+               v = randomTensor(shape, seed++), dy = randomTensor(shape, seed++);
+      // A genuine cos/sin table.
+      TF table = TF::zeros({c.T, c.D / 2, 2});
+      const TF angles = randomTensor({c.T, c.D / 2}, seed++, -6.0f, 6.0f);
+      for (int64_t i = 0; i < c.T * c.D / 2; ++i) {
+        table.values[2 * i] = std::cos(angles.values[i]);
+        table.values[2 * i + 1] = std::sin(angles.values[i]);
+      }
+      const double scale = 1.0 / std::sqrt(double(c.D / c.heads));
+      const std::string name = "T" + std::to_string(c.T) + " heads" + std::to_string(c.heads) +
+                               (mask == AttentionMask::Causal ? " causal" : " none");
+      expectFastMatchesReference("rope_attention " + name, [&](bool fast) {
+        TF y = TF::zeros(shape);
+        if (fast)
+          cpu::ropeAttention(q.cref(), k.cref(), v.cref(), table.cref(), c.heads, scale, mask,
+                             y.ref());
+        else
+          ref::ropeAttention<float>(q.cref(), k.cref(), v.cref(), table.cref(), c.heads, scale,
+                                    mask, y.ref());
+        return Outputs{y};
+      });
+      expectFastMatchesReference("rope_attention_grad " + name, [&](bool fast) {
+        TF dq = TF::zeros(shape), dk = TF::zeros(shape), dv = TF::zeros(shape);
+        if (fast)
+          cpu::ropeAttentionGrad(q.cref(), k.cref(), v.cref(), table.cref(), dy.cref(), c.heads,
+                                 scale, mask, dq.ref(), dk.ref(), dv.ref());
+        else
+          ref::ropeAttentionGrad<float>(q.cref(), k.cref(), v.cref(), table.cref(), dy.cref(),
+                                        c.heads, scale, mask, dq.ref(), dk.ref(), dv.ref());
+        return Outputs{dq, dk, dv};
+      });
+    }
+}
+
+TEST(FastFusedAttention, OddHeadWidthAndSkipAreRejected) {
+  const TF q = randomTensor({1, 3, 6}, 30), table = randomTensor({3, 3, 2}, 31);
+  TF y = TF::zeros(q.shape);
+  EXPECT_THROW(cpu::ropeAttention(q.cref(), q.cref(), q.cref(), table.cref(), 2, 1.0,
+                                  AttentionMask::None, y.ref()),
+               Error);
+  EXPECT_THROW(cpu::ropeAttention(q.cref(), q.cref(), q.cref(), table.cref(), 1, 1.0,
+                                  AttentionMask::Skip, y.ref()),
+               Error);
+}
+
+TEST(FastFusedEpilogue, LinearGeluAndResidualMatchReference) {
+  const TF x = randomTensor({4, 50, 64}, 40), w1 = randomTensor({64, 128}, 41),
+           b1 = randomTensor({128}, 42), w2 = randomTensor({128, 64}, 43),
+           b2 = randomTensor({64}, 44), h = randomTensor({4, 50, 128}, 45);
+  for (bool bias : {false, true}) {
+    for (bool approximate : {false, true})
+      expectFastMatchesReference("linear_gelu", [&](bool fast) {
+        TF y = TF::zeros({4, 50, 128}), pre = TF::zeros({4, 50, 128});
+        ref::OptionalInput<float> b;
+        if (bias)
+          b = b1.cref();
+        if (fast)
+          cpu::linearGelu(x.cref(), w1.cref(), b, approximate, y.ref(), pre.ref());
+        else
+          ref::linearGelu<float>(x.cref(), w1.cref(), b, approximate, y.ref(), pre.ref());
+        return Outputs{y, pre};
+      });
+    expectFastMatchesReference("linear_residual", [&](bool fast) {
+      TF y = TF::zeros(x.shape);
+      ref::OptionalInput<float> b;
+      if (bias)
+        b = b2.cref();
+      if (fast)
+        cpu::linearResidual(x.cref(), h.cref(), w2.cref(), b, y.ref());
+      else
+        ref::linearResidual<float>(x.cref(), h.cref(), w2.cref(), b, y.ref());
+      return Outputs{y};
+    });
+  }
+}
+
+} // namespace
+} // namespace stringrt::cpu::testing

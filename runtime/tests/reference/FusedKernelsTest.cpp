@@ -1,0 +1,204 @@
+// Reference kernels of the hoisted and fused ops (FusedKernels.h): each
+// forward against the unfused ops it replaces, each backward against central
+// finite differences of its forward, in double.
+#include "stringrt/reference/FusedKernels.h"
+#include "stringrt/reference/LayerKernels.h"
+#include "stringrt/reference/PositionKernels.h"
+
+#include "FiniteDifference.h"
+
+#include <gtest/gtest.h>
+
+namespace stringrt::ref {
+namespace {
+
+using TD = Tensor<double>;
+
+TD ropeTableOf(const TD &pos, const TD &freqs) {
+  TD table = TD::zeros({pos.shape[0], freqs.shape[0], 2});
+  ropeTable<double>(pos.cref(), freqs.cref(), table.ref());
+  return table;
+}
+
+TD ropeApplyOf(const TD &x, const TD &table, bool inverse) {
+  TD y = TD::zeros(x.shape);
+  ropeApply<double>(x.cref(), table.cref(), inverse, y.ref());
+  return y;
+}
+
+TEST(FusedRope, TableThenApplyIsRopeEveryAxisCount) {
+  for (int64_t axes : {1, 2}) {
+    const TD x = fd::random({2, 5, 8}, 1), pos = fd::random({5, axes}, 2, -3, 3),
+             freqs = fd::random({4, axes}, 3);
+    TD expected = TD::zeros(x.shape);
+    rope<double>(x.cref(), pos.cref(), freqs.cref(), expected.ref());
+    const TD table = ropeTableOf(pos, freqs);
+    EXPECT_TRUE(fd::allClose("rope_apply(rope_table)", ropeApplyOf(x, table, false), expected,
+                             1e-14));
+    // inverse: the rotation by -theta.
+    TD negFreqs = freqs;
+    for (double &f : negFreqs.values)
+      f = -f;
+    rope<double>(x.cref(), pos.cref(), negFreqs.cref(), expected.ref());
+    EXPECT_TRUE(fd::allClose("rope_apply inverse", ropeApplyOf(x, table, true), expected, 1e-14));
+  }
+}
+
+TEST(FusedRope, TableGradMatchesFiniteDifferences) {
+  const TD pos = fd::random({5, 2}, 4, -3, 3), v = fd::random({5, 4, 2}, 5);
+  TD freqs = fd::random({4, 2}, 6);
+  TD dfreqs = TD::zeros(freqs.shape);
+  ropeTableGrad<double>(pos.cref(), freqs.cref(), v.cref(), dfreqs.ref());
+  EXPECT_TRUE(fd::checkVJP(
+      "rope_table_grad", [&] { return ropeTableOf(pos, freqs); }, freqs, v, dfreqs));
+}
+
+TEST(FusedRope, ApplyGradientsMatchFiniteDifferencesBothDirections) {
+  for (bool inverse : {false, true}) {
+    TD x = fd::random({3, 4, 6}, 7), table = fd::random({4, 3, 2}, 8);
+    const TD v = fd::random(x.shape, 9);
+    // x-gradient: the opposite rotation with the same table.
+    const TD dx = ropeApplyOf(v, table, !inverse);
+    EXPECT_TRUE(fd::checkVJP(
+        "rope_apply dx", [&] { return ropeApplyOf(x, table, inverse); }, x, v, dx));
+    TD dtable = TD::zeros(table.shape);
+    ropeApplyGradTable<double>(x.cref(), v.cref(), inverse, dtable.ref());
+    EXPECT_TRUE(fd::checkVJP(
+        "rope_apply_grad_table", [&] { return ropeApplyOf(x, table, inverse); }, table, v,
+        dtable));
+  }
+}
+
+TD cayleyWeightOf(const TD &s) {
+  TD w = TD::zeros(s.shape);
+  cayleyWeight<double>(s.cref(), w.ref());
+  return w;
+}
+
+TEST(FusedCayley, LinearWithWeightIsCayley) {
+  const TD x = fd::random({2, 5, 6}, 10), s = fd::random({6, 6}, 11, -0.3, 0.3); // not skew
+  TD expected = TD::zeros(x.shape), y = TD::zeros(x.shape);
+  cayley<double>(x.cref(), s.cref(), expected.ref());
+  const TD w = cayleyWeightOf(s);
+  linear<double>(x.cref(), w.cref(), std::nullopt, y.ref());
+  EXPECT_TRUE(fd::allClose("linear(x, cayley_weight(S))", y, expected, 1e-12));
+}
+
+TEST(FusedCayley, WeightGradMatchesFiniteDifferencesAndCayleyGrad) {
+  TD s = fd::random({5, 5}, 12, -0.4, 0.4);
+  const TD v = fd::random({5, 5}, 13);
+  TD ds = TD::zeros(s.shape);
+  cayleyWeightGrad<double>(s.cref(), v.cref(), ds.ref());
+  EXPECT_TRUE(fd::checkVJP("cayley_weight_grad", [&] { return cayleyWeightOf(s); }, s, v, ds));
+
+  // Through linear: dw = X^T dY gives cayley_grad's ds.
+  const TD x = fd::random({3, 4, 5}, 14), dy = fd::random({3, 4, 5}, 15);
+  TD dw = TD::zeros({5, 5}), viaWeight = TD::zeros({5, 5});
+  linearGradWeight<double>(x.cref(), dy.cref(), dw.ref());
+  cayleyWeightGrad<double>(s.cref(), dw.cref(), viaWeight.ref());
+  TD dx = TD::zeros(x.shape), direct = TD::zeros({5, 5});
+  cayleyGrad<double>(x.cref(), s.cref(), dy.cref(), dx.ref(), direct.ref());
+  EXPECT_TRUE(fd::allClose("cayley_weight_grad vs cayley_grad", viaWeight, direct, 1e-12));
+}
+
+TEST(FusedCayley, SingularMatrixThrows) {
+  TD s = TD::zeros({2, 2});
+  s.values = {-1.0, 0.0, 0.0, 0.0}; // I + S has a zero row
+  TD w = TD::zeros({2, 2});
+  EXPECT_THROW(cayleyWeight<double>(s.cref(), w.ref()), Error);
+}
+
+TEST(FusedAttention, ForwardIsRopeThenAttentionAndGradMatchesFiniteDifferences) {
+  for (AttentionMask mask : {AttentionMask::None, AttentionMask::Causal}) {
+    const int64_t heads = 2;
+    const double scale = 0.7;
+    TD q = fd::random({2, 4, 8}, 20), k = fd::random({2, 4, 8}, 21), v = fd::random({2, 4, 8}, 22);
+    const TD table = ropeTableOf(fd::random({4, 2}, 23, -2, 2), fd::random({4, 2}, 24));
+    auto forward = [&] {
+      TD y = TD::zeros(q.shape);
+      ropeAttention<double>(q.cref(), k.cref(), v.cref(), table.cref(), heads, scale, mask,
+                            y.ref());
+      return y;
+    };
+    TD unfused = TD::zeros(q.shape);
+    const TD qr = ropeApplyOf(q, table, false), kr = ropeApplyOf(k, table, false);
+    attention<double>(qr.cref(), kr.cref(), v.cref(), std::nullopt, heads, scale, mask, 0,
+                      unfused.ref());
+    EXPECT_TRUE(fd::allClose("rope_attention", forward(), unfused, 1e-14));
+
+    const TD dy = fd::random(q.shape, 25);
+    TD dq = TD::zeros(q.shape), dk = TD::zeros(q.shape), dv = TD::zeros(q.shape);
+    ropeAttentionGrad<double>(q.cref(), k.cref(), v.cref(), table.cref(), dy.cref(), heads, scale,
+                              mask, dq.ref(), dk.ref(), dv.ref());
+    EXPECT_TRUE(fd::checkVJP("rope_attention_grad dq", forward, q, dy, dq));
+    EXPECT_TRUE(fd::checkVJP("rope_attention_grad dk", forward, k, dy, dk));
+    EXPECT_TRUE(fd::checkVJP("rope_attention_grad dv", forward, v, dy, dv));
+  }
+}
+
+TEST(FusedAttention, SkipMaskIsRejected) {
+  TD q = fd::random({1, 3, 4}, 26), y = TD::zeros({1, 3, 4});
+  const TD table = fd::random({3, 2, 2}, 27);
+  EXPECT_THROW(ropeAttention<double>(q.cref(), q.cref(), q.cref(), table.cref(), 1, 1.0,
+                                     AttentionMask::Skip, y.ref()),
+               Error);
+}
+
+TEST(FusedEpilogue, LinearGeluIsLinearThenGelu) {
+  for (bool approximate : {false, true})
+    for (bool bias : {false, true}) {
+      const TD x = fd::random({2, 3, 4}, 30), w = fd::random({4, 5}, 31), b = fd::random({5}, 32);
+      OptionalInput<double> bRef;
+      if (bias)
+        bRef = b.cref();
+      TD pre = TD::zeros({2, 3, 5}), y = TD::zeros({2, 3, 5});
+      linearGelu<double>(x.cref(), w.cref(), bRef, approximate, y.ref(), pre.ref());
+      TD l = TD::zeros({2, 3, 5}), g = TD::zeros({2, 3, 5});
+      linear<double>(x.cref(), w.cref(), bRef, l.ref());
+      gelu<double>(l.cref(), approximate, g.ref());
+      EXPECT_TRUE(fd::allClose("linear_gelu pre", pre, l, 0.0));
+      EXPECT_TRUE(fd::allClose("linear_gelu", y, g, 0.0));
+    }
+}
+
+TEST(FusedEpilogue, LinearResidualIsAddOfLinear) {
+  for (bool bias : {false, true}) {
+    const TD r = fd::random({2, 3, 5}, 33), x = fd::random({2, 3, 4}, 34),
+             w = fd::random({4, 5}, 35), b = fd::random({5}, 36);
+    OptionalInput<double> bRef;
+    if (bias)
+      bRef = b.cref();
+    TD y = TD::zeros(r.shape), l = TD::zeros(r.shape);
+    linearResidual<double>(r.cref(), x.cref(), w.cref(), bRef, y.ref());
+    linear<double>(x.cref(), w.cref(), bRef, l.ref());
+    for (size_t i = 0; i < l.values.size(); ++i)
+      l.values[i] += r.values[i];
+    EXPECT_TRUE(fd::allClose("linear_residual", y, l, 1e-15));
+  }
+  TD bad = TD::zeros({2, 3, 4}), y = TD::zeros({2, 3, 5});
+  const TD x = fd::random({2, 3, 4}, 37), w = fd::random({4, 5}, 38);
+  EXPECT_THROW(linearResidual<double>(bad.cref(), x.cref(), w.cref(), std::nullopt, y.ref()),
+               Error);
+}
+
+TEST(FusedKernels, FloatMatchesDouble) {
+  const TD x = fd::random({2, 4, 8}, 40), table = fd::random({4, 4, 2}, 41);
+  EXPECT_TRUE(fd::floatMatchesDouble("rope_apply", [&](auto zero) {
+    using T = decltype(zero);
+    auto xt = fd::cast<T>(x), tt = fd::cast<T>(table);
+    Tensor<T> y = Tensor<T>::zeros(x.shape);
+    ropeApply<T>(xt.cref(), tt.cref(), false, y.ref());
+    return y;
+  }));
+  const TD s = fd::random({6, 6}, 42, -0.3, 0.3);
+  EXPECT_TRUE(fd::floatMatchesDouble("cayley_weight", [&](auto zero) {
+    using T = decltype(zero);
+    auto st = fd::cast<T>(s);
+    Tensor<T> w = Tensor<T>::zeros(s.shape);
+    cayleyWeight<T>(st.cref(), w.ref());
+    return w;
+  }));
+}
+
+} // namespace
+} // namespace stringrt::ref
