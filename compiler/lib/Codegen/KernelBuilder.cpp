@@ -1,0 +1,106 @@
+//===- KernelBuilder.cpp - helpers for writing kernels on memrefs ---------===//
+#include "KernelBuilder.h"
+
+#include "llvm/ADT/STLExtras.h"
+
+using namespace mlir;
+
+namespace stringc::codegen::detail {
+
+KernelBuilder::KernelBuilder(func::FuncOp func)
+    : func(func), builder(func.getContext()), location(func.getLoc()) {
+  builder.setInsertionPointToStart(func.addEntryBlock());
+}
+
+Value KernelBuilder::index(int64_t v) {
+  return builder.create<arith::ConstantIndexOp>(location, v);
+}
+
+Value KernelBuilder::f32(double v) {
+  return builder.create<arith::ConstantOp>(location, builder.getF32FloatAttr(float(v)));
+}
+
+Value KernelBuilder::f64(double v) {
+  return builder.create<arith::ConstantOp>(location, builder.getF64FloatAttr(v));
+}
+
+Value KernelBuilder::dim(Value m, int64_t d) {
+  auto type = cast<MemRefType>(m.getType());
+  if (!type.isDynamicDim(d))
+    return index(type.getDimSize(d));
+  return builder.create<memref::DimOp>(location, m, d);
+}
+
+Value KernelBuilder::load(Value m, ValueRange indices) {
+  return builder.create<memref::LoadOp>(location, m, indices);
+}
+
+void KernelBuilder::store(Value v, Value m, ValueRange indices) {
+  builder.create<memref::StoreOp>(location, v, m, indices);
+}
+
+Value KernelBuilder::add(Value a, Value c, bool reassoc) {
+  auto flags = reassoc ? arith::FastMathFlags::reassoc : arith::FastMathFlags::none;
+  return builder.create<arith::AddFOp>(location, a, c, flags);
+}
+
+Value KernelBuilder::sub(Value a, Value c) { return builder.create<arith::SubFOp>(location, a, c); }
+Value KernelBuilder::mul(Value a, Value c) { return builder.create<arith::MulFOp>(location, a, c); }
+Value KernelBuilder::div(Value a, Value c) { return builder.create<arith::DivFOp>(location, a, c); }
+
+Value KernelBuilder::toF64(Value v) {
+  return builder.create<arith::ExtFOp>(location, builder.getF64Type(), v);
+}
+
+Value KernelBuilder::toF32(Value v) {
+  return builder.create<arith::TruncFOp>(location, builder.getF32Type(), v);
+}
+
+void KernelBuilder::loop(Value lb, Value ub, const std::function<void(Value)> &body) {
+  auto forOp = builder.create<scf::ForOp>(location, lb, ub, index(1));
+  OpBuilder::InsertionGuard guard(builder);
+  builder.setInsertionPointToStart(forOp.getBody());
+  body(forOp.getInductionVar());
+}
+
+Value KernelBuilder::reduce(Value lb, Value ub, Value init,
+                            const std::function<Value(Value, Value)> &body) {
+  auto forOp = builder.create<scf::ForOp>(location, lb, ub, index(1), ValueRange{init});
+  {
+    OpBuilder::InsertionGuard guard(builder);
+    builder.setInsertionPointToStart(forOp.getBody());
+    Value next = body(forOp.getInductionVar(), forOp.getRegionIterArgs()[0]);
+    builder.create<scf::YieldOp>(location, next);
+  }
+  return forOp.getResult(0);
+}
+
+void KernelBuilder::finish() { builder.create<func::ReturnOp>(location); }
+
+std::optional<Shape> kernelShape(Type type) {
+  auto tensor = dyn_cast<RankedTensorType>(type);
+  if (!tensor || !tensor.getElementType().isF32())
+    return std::nullopt;
+  Shape shape(tensor.getShape().begin(), tensor.getShape().end());
+  for (auto [i, d] : llvm::enumerate(shape))
+    if (ShapedType::isDynamic(d) ? i != 0 : d < 1)
+      return std::nullopt;
+  return shape;
+}
+
+int64_t numel(llvm::ArrayRef<int64_t> shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    if (!ShapedType::isDynamic(d))
+      n *= d;
+  return n;
+}
+
+std::string shapeKey(llvm::ArrayRef<int64_t> shape) {
+  std::string key;
+  for (int64_t d : shape)
+    key += (ShapedType::isDynamic(d) ? std::string("?") : std::to_string(d)) + "x";
+  return key;
+}
+
+} // namespace stringc::codegen::detail

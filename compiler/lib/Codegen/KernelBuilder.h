@@ -1,0 +1,112 @@
+//===- KernelBuilder.h - helpers for writing kernels on memrefs -*- C++ -*-===//
+//
+// Private to compiler/lib/Codegen. A KernelSpec describes one kernel to
+// build (its memref views and its parallel range); the builders of each op
+// family (ElementwiseKernels.cpp, NormKernels.cpp) fill a func.func body
+// through KernelBuilder's small vocabulary: constants, loads and stores,
+// loops, reductions.
+//
+//===----------------------------------------------------------------------===//
+#ifndef STRINGC_CODEGEN_KERNELBUILDER_H
+#define STRINGC_CODEGEN_KERNELBUILDER_H
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinTypes.h"
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace stringc::codegen::detail {
+
+/// Row-major shape with at most dimension 0 dynamic (ShapedType::kDynamic).
+using Shape = llvm::SmallVector<int64_t, 4>;
+
+/// One kernel function to build: its argument views (operands then results),
+/// and what the package records for its call.
+struct KernelSpec {
+  std::string kind;                 // "add", "layer_norm_grad_dx", ...: the symbol's tail
+  std::vector<Shape> views;         // one memref view per operand, then per result
+  int64_t range = 1;                // outer iterations; -1: the batch size
+  int64_t grain = 1;                // fewest outer iterations per thread
+  std::string key;                  // identical keys share one kernel
+};
+
+/// Fewest outer iterations per thread so that a chunk does at least about
+/// this many element operations (the runtime's elementwise grain).
+constexpr int64_t kChunkElements = 16384;
+inline int64_t grainFor(int64_t elementsPerIteration) {
+  return elementsPerIteration <= 0 ? 1 : 1 + (kChunkElements - 1) / elementsPerIteration;
+}
+
+/// Builds the body of one kernel func: arguments are the views, then `begin`
+/// and `end` (index).
+class KernelBuilder {
+public:
+  KernelBuilder(mlir::func::FuncOp func);
+
+  mlir::OpBuilder &b() { return builder; }
+  mlir::Location loc() const { return location; }
+  /// The memref argument for view k.
+  mlir::Value arg(unsigned k) { return func.getArgument(k); }
+  mlir::Value begin() { return func.getArgument(func.getNumArguments() - 2); }
+  mlir::Value end() { return func.getArgument(func.getNumArguments() - 1); }
+
+  mlir::Value index(int64_t v);
+  mlir::Value f32(double v);
+  mlir::Value f64(double v);
+  /// Size of dimension `dim` of memref `m` (a constant when static).
+  mlir::Value dim(mlir::Value m, int64_t dim);
+
+  mlir::Value load(mlir::Value m, mlir::ValueRange indices);
+  void store(mlir::Value v, mlir::Value m, mlir::ValueRange indices);
+
+  // Arithmetic; `reassoc` lets LLVM vectorise a reduction.
+  mlir::Value add(mlir::Value a, mlir::Value c, bool reassoc = false);
+  mlir::Value sub(mlir::Value a, mlir::Value c);
+  mlir::Value mul(mlir::Value a, mlir::Value c);
+  mlir::Value div(mlir::Value a, mlir::Value c);
+  mlir::Value toF64(mlir::Value v);
+  mlir::Value toF32(mlir::Value v);
+
+  /// for iv in [lb, ub) { body(iv) }
+  void loop(mlir::Value lb, mlir::Value ub, const std::function<void(mlir::Value)> &body);
+  /// acc = init; for iv in [lb, ub) { acc = body(iv, acc) }; returns acc.
+  mlir::Value reduce(mlir::Value lb, mlir::Value ub, mlir::Value init,
+                     const std::function<mlir::Value(mlir::Value, mlir::Value)> &body);
+
+  void finish(); // func.return
+
+private:
+  mlir::func::FuncOp func;
+  mlir::OpBuilder builder;
+  mlir::Location location;
+};
+
+/// The kernel builders of each op family: build the body of `func` for `op`
+/// with the views of `spec`.
+void buildElementwiseKernel(mlir::Operation *op, const KernelSpec &spec, KernelBuilder &kb);
+void buildNormKernel(mlir::Operation *op, const KernelSpec &spec, KernelBuilder &kb);
+void buildSumToKernel(mlir::Operation *op, const KernelSpec &spec, KernelBuilder &kb);
+
+/// The specs of the kernels for `op`, or nothing when the op is not supported
+/// with these shapes (it then runs on the runtime's kernels).
+std::vector<KernelSpec> elementwiseSpecs(mlir::Operation *op);
+std::vector<KernelSpec> normSpecs(mlir::Operation *op);
+std::vector<KernelSpec> sumToSpecs(mlir::Operation *op);
+
+/// Shape of a ranked f32 tensor whose dimensions are static but for
+/// dimension 0; nullopt otherwise.
+std::optional<Shape> kernelShape(mlir::Type type);
+int64_t numel(llvm::ArrayRef<int64_t> shape); // static dimensions only
+/// "?x50x64": a view as the dedup key spells it.
+std::string shapeKey(llvm::ArrayRef<int64_t> shape);
+
+} // namespace stringc::codegen::detail
+
+#endif // STRINGC_CODEGEN_KERNELBUILDER_H

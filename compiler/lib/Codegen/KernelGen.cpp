@@ -1,0 +1,118 @@
+//===- KernelGen.cpp - pe ops -> kernel funcs on memrefs -------------------===//
+//
+// Walks @forward and @gradients in order and asks each op family for the
+// kernels of an op (KernelBuilder.h); an op no family takes stays on the
+// runtime's kernel library. Kernels are keyed by (kind, attributes, views),
+// so the repeated blocks of a model share them; symbols are
+// `stringc_k<N>_<kind>` in order of first use.
+//
+//===----------------------------------------------------------------------===//
+#include "stringc/Codegen/KernelGen.h"
+
+#include "KernelBuilder.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Transforms/Passes.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
+
+using namespace mlir;
+
+namespace stringc::codegen {
+
+using namespace detail;
+
+bool hasKernelFor(llvm::StringRef name) {
+  static const llvm::StringSet<> names = {
+      "pe.add",       "pe.sub",       "pe.mul",        "pe.scale",
+      "pe.gelu",      "pe.relu",      "pe.gelu_grad",  "pe.relu_grad",
+      "pe.layer_norm", "pe.layer_norm_grad", "pe.sum_to"};
+  return names.contains(name);
+}
+
+namespace {
+
+class Generator {
+public:
+  explicit Generator(ModuleOp module) : module(module), ctx(module.getContext()) {}
+
+  FailureOr<KernelPlan> run() {
+    ctx->loadDialect<func::FuncDialect, scf::SCFDialect, arith::ArithDialect, math::MathDialect,
+                     memref::MemRefDialect, LLVM::LLVMDialect>();
+    plan.kernels = ModuleOp::create(module.getLoc(), "stringc_kernels");
+    for (llvm::StringRef name : {"forward", "gradients"}) {
+      auto func = module.lookupSymbol<func::FuncOp>(name);
+      if (!func || func.isDeclaration())
+        return module.emitError() << "CPU code generation needs @" << name
+                                  << " (run pe-autodiff first)";
+      for (Operation &op : func.getBody().front().without_terminator())
+        generate(op);
+    }
+    // Fold the builders' repeated constants and trivial loops.
+    PassManager pm(ctx);
+    pm.addPass(createCanonicalizerPass());
+    pm.addPass(createCSEPass());
+    if (failed(pm.run(*plan.kernels)))
+      return failure();
+    return std::move(plan);
+  }
+
+private:
+  void generate(Operation &op) {
+    ++plan.totalOps;
+    if (!hasKernelFor(op.getName().getStringRef()))
+      return;
+    std::vector<KernelSpec> specs = elementwiseSpecs(&op);
+    if (specs.empty())
+      specs = normSpecs(&op);
+    if (specs.empty())
+      specs = sumToSpecs(&op);
+    if (specs.empty())
+      return; // shapes the generator does not handle: the runtime's kernel
+    auto &calls = plan.calls[&op];
+    for (const KernelSpec &spec : specs)
+      calls.push_back({kernelFor(op, spec), spec.range, spec.grain});
+    ++plan.coveredOps;
+  }
+
+  /// The symbol of the kernel for `spec`, built on first use.
+  std::string kernelFor(Operation &op, const KernelSpec &spec) {
+    auto found = byKey.find(spec.key);
+    if (found != byKey.end())
+      return found->second;
+    std::string symbol = "stringc_k" + std::to_string(byKey.size()) + "_" + spec.kind;
+    byKey[spec.key] = symbol;
+
+    OpBuilder b(ctx);
+    SmallVector<Type> args;
+    for (const Shape &view : spec.views)
+      args.push_back(MemRefType::get(view, b.getF32Type()));
+    args.push_back(b.getIndexType()); // begin
+    args.push_back(b.getIndexType()); // end
+    // The kernel keeps the location of the first op it was built for.
+    auto func = func::FuncOp::create(op.getLoc(), symbol, b.getFunctionType(args, {}));
+    plan.kernels->push_back(func);
+    KernelBuilder kb(func);
+    if (spec.kind.rfind("layer_norm", 0) == 0)
+      buildNormKernel(&op, spec, kb);
+    else if (spec.kind == "sum_to")
+      buildSumToKernel(&op, spec, kb);
+    else
+      buildElementwiseKernel(&op, spec, kb);
+    return symbol;
+  }
+
+  ModuleOp module;
+  MLIRContext *ctx;
+  KernelPlan plan;
+  llvm::StringMap<std::string> byKey;
+};
+
+} // namespace
+
+FailureOr<KernelPlan> generateKernels(ModuleOp module) { return Generator(module).run(); }
+
+} // namespace stringc::codegen

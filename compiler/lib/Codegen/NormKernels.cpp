@@ -1,0 +1,198 @@
+//===- NormKernels.cpp - layer_norm and layer_norm_grad kernels -----------===//
+//
+// x [..., D] is seen as [d0, M, D] (M the product of the middle dimensions;
+// a rank-1 x as [1, 1, D]); the parallel loop runs over d0, each (i, q) a
+// row. Row statistics as the runtime's fast kernel computes them: the mean
+// and the centred sum of squares in float (two passes; the sums carry
+// `reassoc` so that LLVM vectorises them, which changes only the order of
+// the float additions), rstd = 1 / sqrt(sq / D + epsilon) in double.
+//
+// layer_norm_grad is two kernels:
+//   *_dx      rows in parallel: dx = rstd (g - mean(g) - xhat mean(g xhat)),
+//             g = dy gamma;
+//   *_dparams columns in parallel (range D): dgamma = sum_rows dy xhat and
+//             dbeta = sum_rows dy, each column summed in row order in
+//             double (so the result does not depend on the thread count);
+//             each column chunk recomputes the row statistics, so the
+//             grain keeps the chunks few.
+//
+//===----------------------------------------------------------------------===//
+#include "KernelBuilder.h"
+
+#include "stringc/Dialect/PE/PEOps.h"
+
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "llvm/ADT/StringExtras.h"
+
+using namespace mlir;
+
+namespace stringc::codegen::detail {
+namespace {
+
+/// [d0, M, D] (see the file comment).
+Shape rowView(const Shape &x) {
+  if (x.size() == 1)
+    return {1, 1, x[0]};
+  llvm::ArrayRef<int64_t> dims(x);
+  return {dims.front(), numel(dims.slice(1, dims.size() - 2)), dims.back()};
+}
+
+double epsilonOf(Operation *op) {
+  if (auto norm = dyn_cast<pe::LayerNormOp>(op))
+    return norm.getEpsilon().convertToDouble();
+  return cast<pe::LayerNormGradOp>(op).getEpsilon().convertToDouble();
+}
+
+struct RowStats {
+  Value mean, rstd; // f32
+};
+
+/// Mean and rstd of row (i, q) of the view `x`.
+RowStats rowStats(KernelBuilder &kb, Value x, Value i, Value q, int64_t D, double epsilon) {
+  Value zero = kb.index(0), width = kb.index(D);
+  Value sum = kb.reduce(zero, width, kb.f32(0), [&](Value d, Value acc) {
+    return kb.add(acc, kb.load(x, {i, q, d}), /*reassoc=*/true);
+  });
+  Value mean = kb.div(sum, kb.f32(double(D)));
+  Value sq = kb.reduce(zero, width, kb.f32(0), [&](Value d, Value acc) {
+    Value c = kb.sub(kb.load(x, {i, q, d}), mean);
+    return kb.add(acc, kb.mul(c, c), /*reassoc=*/true);
+  });
+  Value var = kb.add(kb.div(kb.toF64(sq), kb.f64(double(D))), kb.f64(epsilon));
+  Value root = kb.b().create<math::SqrtOp>(kb.loc(), var);
+  return {mean, kb.toF32(kb.div(kb.f64(1.0), root))};
+}
+
+void buildLayerNorm(const KernelSpec &spec, KernelBuilder &kb, double epsilon) {
+  Value x = kb.arg(0), gamma = kb.arg(1), beta = kb.arg(2), y = kb.arg(3);
+  const Shape &view = spec.views[0];
+  const int64_t D = view[2];
+  kb.loop(kb.begin(), kb.end(), [&](Value i) {
+    kb.loop(kb.index(0), kb.index(view[1]), [&](Value q) {
+      RowStats s = rowStats(kb, x, i, q, D, epsilon);
+      kb.loop(kb.index(0), kb.index(D), [&](Value d) {
+        Value xhat = kb.mul(kb.sub(kb.load(x, {i, q, d}), s.mean), s.rstd);
+        kb.store(kb.add(kb.mul(xhat, kb.load(gamma, {d})), kb.load(beta, {d})), y, {i, q, d});
+      });
+    });
+  });
+  kb.finish();
+}
+
+void buildLayerNormGradDx(const KernelSpec &spec, KernelBuilder &kb, double epsilon) {
+  Value x = kb.arg(0), gamma = kb.arg(1), dy = kb.arg(2), dx = kb.arg(3);
+  const Shape &view = spec.views[0];
+  const int64_t D = view[2];
+  kb.loop(kb.begin(), kb.end(), [&](Value i) {
+    kb.loop(kb.index(0), kb.index(view[1]), [&](Value q) {
+      RowStats s = rowStats(kb, x, i, q, D, epsilon);
+      Value zero = kb.index(0), width = kb.index(D);
+      auto g = [&](Value d) { return kb.mul(kb.load(dy, {i, q, d}), kb.load(gamma, {d})); };
+      auto xhat = [&](Value d) { return kb.mul(kb.sub(kb.load(x, {i, q, d}), s.mean), s.rstd); };
+      Value sumG = kb.reduce(zero, width, kb.f32(0), [&](Value d, Value acc) {
+        return kb.add(acc, g(d), /*reassoc=*/true);
+      });
+      Value sumGX = kb.reduce(zero, width, kb.f32(0), [&](Value d, Value acc) {
+        return kb.add(acc, kb.mul(g(d), xhat(d)), /*reassoc=*/true);
+      });
+      Value meanG = kb.div(sumG, kb.f32(double(D)));
+      Value meanGX = kb.div(sumGX, kb.f32(double(D)));
+      kb.loop(zero, width, [&](Value d) {
+        Value v = kb.sub(kb.sub(g(d), meanG), kb.mul(xhat(d), meanGX));
+        kb.store(kb.mul(s.rstd, v), dx, {i, q, d});
+      });
+    });
+  });
+  kb.finish();
+}
+
+void buildLayerNormGradParams(const KernelSpec &spec, KernelBuilder &kb, double epsilon) {
+  Value x = kb.arg(0), dy = kb.arg(2), dgamma = kb.arg(4), dbeta = kb.arg(5);
+  const Shape &view = spec.views[0];
+  const int64_t D = view[2];
+  OpBuilder &b = kb.b();
+  // Per-column accumulators in double, on the stack (D is static).
+  auto accType = MemRefType::get({D}, b.getF64Type());
+  Value accG = b.create<memref::AllocaOp>(kb.loc(), accType);
+  Value accB = b.create<memref::AllocaOp>(kb.loc(), accType);
+  kb.loop(kb.begin(), kb.end(), [&](Value d) {
+    kb.store(kb.f64(0), accG, {d});
+    kb.store(kb.f64(0), accB, {d});
+  });
+  kb.loop(kb.index(0), kb.dim(x, 0), [&](Value i) {
+    kb.loop(kb.index(0), kb.index(view[1]), [&](Value q) {
+      RowStats s = rowStats(kb, x, i, q, D, epsilon);
+      kb.loop(kb.begin(), kb.end(), [&](Value d) {
+        Value g = kb.load(dy, {i, q, d});
+        Value xhat = kb.mul(kb.sub(kb.load(x, {i, q, d}), s.mean), s.rstd);
+        kb.store(kb.add(kb.load(accG, {d}), kb.toF64(kb.mul(g, xhat))), accG, {d});
+        kb.store(kb.add(kb.load(accB, {d}), kb.toF64(g)), accB, {d});
+      });
+    });
+  });
+  kb.loop(kb.begin(), kb.end(), [&](Value d) {
+    kb.store(kb.toF32(kb.load(accG, {d})), dgamma, {d});
+    kb.store(kb.toF32(kb.load(accB, {d})), dbeta, {d});
+  });
+  kb.finish();
+}
+
+} // namespace
+
+std::vector<KernelSpec> normSpecs(Operation *op) {
+  if (!isa<pe::LayerNormOp, pe::LayerNormGradOp>(op))
+    return {};
+  std::optional<Shape> x = kernelShape(op->getOperand(0).getType());
+  if (!x || x->empty() || ShapedType::isDynamic(x->back()))
+    return {};
+  // Every other operand and result: x's shape or [D].
+  SmallVector<Type> types(op->getOperandTypes());
+  llvm::append_range(types, op->getResultTypes());
+  for (Type t : types) {
+    std::optional<Shape> s = kernelShape(t);
+    if (!s || (*s != *x && *s != Shape{x->back()}))
+      return {};
+  }
+  const Shape row = rowView(*x), column = {x->back()};
+  const int64_t D = row[2];
+  std::string attrs =
+      "eps" + llvm::utohexstr(llvm::APFloat(epsilonOf(op)).bitcastToAPInt().getZExtValue());
+
+  KernelSpec spec;
+  // layer_norm: x, gamma, beta -> y; layer_norm_grad: x, gamma, dy -> dx, dgamma, dbeta.
+  if (isa<pe::LayerNormOp>(op))
+    spec.views = {row, column, column, row};
+  else
+    spec.views = {row, column, row, row, column, column};
+  spec.range = ShapedType::isDynamic(row[0]) ? -1 : row[0];
+  spec.grain = grainFor(row[1] * D);
+  std::string views;
+  for (const Shape &v : spec.views)
+    views += "|" + shapeKey(v);
+
+  if (isa<pe::LayerNormOp>(op)) {
+    spec.kind = "layer_norm";
+    spec.key = spec.kind + "|" + attrs + views;
+    return {spec};
+  }
+  KernelSpec dx = spec, dparams = spec;
+  dx.kind = "layer_norm_grad_dx";
+  dx.key = dx.kind + "|" + attrs + views;
+  dparams.kind = "layer_norm_grad_dparams";
+  dparams.key = dparams.kind + "|" + attrs + views;
+  dparams.range = D;
+  dparams.grain = std::max<int64_t>(1, (D + 3) / 4); // at most 4 chunks
+  return {dx, dparams};
+}
+
+void buildNormKernel(Operation *op, const KernelSpec &spec, KernelBuilder &kb) {
+  double epsilon = epsilonOf(op);
+  if (spec.kind == "layer_norm")
+    buildLayerNorm(spec, kb, epsilon);
+  else if (spec.kind == "layer_norm_grad_dx")
+    buildLayerNormGradDx(spec, kb, epsilon);
+  else
+    buildLayerNormGradParams(spec, kb, epsilon);
+}
+
+} // namespace stringc::codegen::detail

@@ -1,0 +1,40 @@
+// Running an op on its compiler-generated kernels (KernelSet::Compiled,
+// KernelLibrary.h): every operand's and result's data pointer in one array,
+// then each kernel over its parallel range on the thread pool. The kernels
+// write every element of the results (the executor does not zero them), and
+// each iteration of a kernel's range writes its own part of them, so the
+// split does not change a result.
+#include "Executor.h"
+
+#include "stringrt/Error.h"
+#include "stringrt/cpu/ThreadPool.h"
+
+#include <vector>
+
+namespace stringrt::detail {
+
+void runCompiledKernels(const OpContext &c, const std::vector<CompiledCall> &calls,
+                        std::optional<int64_t> batch) {
+  std::vector<void *> buffers;
+  buffers.reserve(c.numOperands() + c.numResults());
+  for (size_t k = 0; k < c.numOperands(); ++k)
+    buffers.push_back(const_cast<float *>(c.in(k).data)); // kernels only read operands
+  for (size_t k = 0; k < c.numResults(); ++k)
+    buffers.push_back(c.out(k).data);
+  const int64_t batchSize = batch.value_or(0);
+  for (const CompiledCall &call : calls) {
+    int64_t range = call.range;
+    if (range == kBatchDim) {
+      if (!batch)
+        c.fail("its compiled kernel runs over the batch, but no input gives the batch size");
+      range = batchSize;
+    }
+    KernelFunction function = call.function;
+    void *const *args = buffers.data();
+    cpu::parallelFor(0, range, call.grain, [&](int64_t begin, int64_t end) {
+      function(args, batchSize, begin, end);
+    });
+  }
+}
+
+} // namespace stringrt::detail

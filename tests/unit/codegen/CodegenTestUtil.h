@@ -1,0 +1,126 @@
+//===- CodegenTestUtil.h - helpers of the CPU code generator's tests ------===//
+//
+// Compiling a pe module (text) or an example to a "cpu" package, random
+// inputs for a manifest, and running one program of a package on two kernel
+// sets to compare them.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "stringc/Codegen/CpuCodegen.h"
+#include "stringc/Dialect/PE/PEDialect.h"
+#include "stringc/Target/PackageWriter.h"
+
+#include "stringrt/Model.h"
+#include "stringrt/Package.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <random>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+namespace stringc::codegen::test {
+
+class ScratchDir {
+public:
+  ScratchDir() {
+    path = std::filesystem::temp_directory_path() /
+           ("stringc-codegen-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+    std::filesystem::remove_all(path);
+    std::filesystem::create_directories(path);
+  }
+  ~ScratchDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path, ignored);
+  }
+  std::string file(const std::string &name) const { return (path / name).string(); }
+
+private:
+  static inline int counter = 0;
+  std::filesystem::path path;
+};
+
+/// Parses `text` (a pe module with @forward and @gradients), compiles its
+/// kernels and writes a "cpu" package to `path`. Returns the diagnostics;
+/// empty on success.
+inline std::string writeCpuPackage(const std::string &text, const std::string &path) {
+  mlir::MLIRContext context;
+  context.loadDialect<mlir::pe::PEDialect, mlir::func::FuncDialect, mlir::arith::ArithDialect>();
+  std::string diagnostics;
+  mlir::ScopedDiagnosticHandler handler(&context, [&](mlir::Diagnostic &d) {
+    diagnostics += d.str() + "\n";
+    return mlir::success();
+  });
+  mlir::OwningOpRef<mlir::ModuleOp> module = mlir::parseSourceString<mlir::ModuleOp>(text, &context);
+  if (!module)
+    return diagnostics.empty() ? "parse error" : diagnostics;
+  mlir::FailureOr<PackageKernels> kernels = compileCpuKernels(*module);
+  if (failed(kernels) || failed(writePackage(*module, path, kCpuTarget, &*kernels)))
+    return diagnostics.empty() ? "failed without a diagnostic" : diagnostics;
+  return "";
+}
+
+/// Inputs for every manifest input, batch `batch`: f32 normal(0, scale),
+/// i32 uniform in [0, intBound).
+struct Batch {
+  std::map<std::string, std::vector<float>> f32;
+  std::map<std::string, std::vector<int32_t>> i32;
+  std::map<std::string, stringrt::HostTensor> views;
+};
+
+inline Batch randomBatch(const stringrt::Manifest &manifest, int64_t batch, uint32_t seed,
+                         float scale = 1.0f, int32_t intBound = 10) {
+  Batch b;
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, scale);
+  std::uniform_int_distribution<int32_t> ints(0, intBound - 1);
+  for (const stringrt::ManifestInput &in : manifest.inputs) {
+    std::vector<int64_t> shape = in.shape;
+    int64_t n = 1;
+    for (int64_t &d : shape) {
+      if (d == stringrt::kBatchDim)
+        d = batch;
+      n *= d;
+    }
+    if (in.dtype == stringrt::DType::I32) {
+      auto &v = b.i32[in.name];
+      for (int64_t i = 0; i < n; ++i)
+        v.push_back(ints(rng));
+      b.views[in.name] = stringrt::HostTensor(v.data(), shape);
+    } else {
+      auto &v = b.f32[in.name];
+      for (int64_t i = 0; i < n; ++i)
+        v.push_back(normal(rng));
+      b.views[in.name] = stringrt::HostTensor(v.data(), shape);
+    }
+  }
+  return b;
+}
+
+/// max |a - b| / max(max |b|, floor): the error of `got` against `want`
+/// relative to the tensor's scale.
+inline double relativeError(const std::vector<float> &got, const std::vector<float> &want,
+                            double floor = 1e-30) {
+  double scale = floor, err = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    scale = std::max(scale, std::fabs(double(want[i])));
+    double d = std::fabs(double(got[i]) - double(want[i]));
+    if (std::isnan(d))
+      return INFINITY;
+    err = std::max(err, d);
+  }
+  return err / scale;
+}
+
+} // namespace stringc::codegen::test
