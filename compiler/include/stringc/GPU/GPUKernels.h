@@ -1,0 +1,92 @@
+//===- GPUKernels.h - pe ops -> gpu.func kernels for NVIDIA GPUs -*- C++ -*-===//
+//
+// The CUDA code generator (docs/cuda.md). From the `pe` training module
+// (@forward and @gradients after pe-autodiff) it plans which GPU kernels the
+// programs need, builds each as a `gpu.func` in its own `gpu.module` carrying
+// an `#nvvm.target`, and (GPUPipeline.h) lowers them to NVVM, PTX and cubins.
+//
+// Kernels take plain device pointers (`!llvm.ptr`), `i64` sizes and `f32`
+// scalars, so the runtime launches them with a flat argument array (the
+// kernel's `params` signature in the package). Which op a kernel serves is
+// recorded so the runtime and docs can tell what runs on the GPU.
+//
+//===----------------------------------------------------------------------===//
+#ifndef STRINGC_GPU_GPUKERNELS_H
+#define STRINGC_GPU_GPUKERNELS_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "mlir/Support/LogicalResult.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace stringc::cudagen {
+
+/// A kernel parameter's kind, as the runtime passes it.
+enum class ParamKind { Ptr, I64, F32 };
+const char *paramKindName(ParamKind kind);
+
+/// How the runtime sizes the grid of a launch.
+enum class GridRule {
+  /// Grid-stride loop over `n` elements (the first i64 parameter).
+  Elements,
+  /// One warp per row: blockDim = (32, rowsPerBlock); rows = first i64.
+  Rows,
+  /// One thread per column: columns = the second i64 parameter.
+  Columns,
+  /// One warp per block, grid = min(ceil(n / 32), 1024) with n the first i64
+  /// parameter; the first pointer receives gridDim.x partial results.
+  Partials,
+};
+const char *gridRuleName(GridRule rule);
+
+/// One use of a kernel by an op of a package program.
+struct KernelUse {
+  std::string program; // "forward" or "gradients"; "optimizer" for adamw
+  int64_t op = -1;     // index in the program's op list; -1 for the optimizer
+};
+
+/// One kernel: its name (also the gpu.module's and gpu.func's), the pe op it
+/// implements, its parameter signature and launch shape.
+struct KernelSpec {
+  std::string name;
+  std::string peOp;
+  std::vector<std::pair<std::string, ParamKind>> params; // (name, kind)
+  GridRule grid = GridRule::Elements;
+  int64_t blockX = 256, blockY = 1;
+  std::vector<KernelUse> uses;
+};
+
+/// The kernels of a module and the ops no kernel covers yet.
+struct KernelPlan {
+  std::vector<KernelSpec> kernels;
+  /// Per program, the pe op names that have no GPU kernel (each name once,
+  /// in program order): today attention, linear (cuBLAS) and the rest.
+  std::vector<std::pair<std::string, std::vector<std::string>>> uncovered;
+  int64_t coveredOps = 0, totalOps = 0;
+};
+
+/// Plans the kernels of `module` (which must have @forward and @gradients).
+/// The AdamW kernel is planned when the module's pe.optimizer is adamw.
+/// With `allKernels`, every kernel the generator has is planned, those that
+/// no op uses last and without uses.
+mlir::FailureOr<KernelPlan> planKernels(mlir::ModuleOp module, bool allKernels = false);
+
+/// Builds a module (`gpu.container_module`) with one gpu.module per planned
+/// kernel, each targeted at `#nvvm.target<chip = arch>`, holding the kernel
+/// as a `gpu.func` on `!llvm.ptr` / `i64` / `f32` arguments. Kernels use
+/// arith, math, scf, gpu and llvm (pointer) ops only.
+mlir::OwningOpRef<mlir::ModuleOp> buildKernelModule(mlir::MLIRContext &context,
+                                                     const KernelPlan &plan,
+                                                     const std::string &arch);
+
+/// Registers the dialects and interfaces the kernel module and its lowering
+/// need (gpu, nvvm, llvm, arith, math, scf, cf, the NVVM target and the
+/// LLVM IR translations).
+void registerGPUCodegenDialects(mlir::DialectRegistry &registry);
+
+} // namespace stringc::cudagen
+
+#endif // STRINGC_GPU_GPUKERNELS_H

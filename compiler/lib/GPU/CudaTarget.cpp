@@ -1,0 +1,199 @@
+//===- CudaTarget.cpp - stringc --target=cuda -----------------------------===//
+//
+// The pe training module comes as text (the --emit=pe-train output, so
+// every pass the CPU path runs is run here too) and is parsed back; the kernels are planned from it, generated, lowered, serialized and
+// packaged. The package (docs/package.md, "Target cuda") is the CPU package
+// plus a `cuda` metadata entry (the kernel table, JSON) and two U8 tensors
+// per kernel: `ptx.<kernel>` and `cubin.<kernel>`.
+//
+//===----------------------------------------------------------------------===//
+#include "stringc/GPU/CudaTarget.h"
+#include "stringc/GPU/GPUKernels.h"
+#include "stringc/GPU/GPUPipeline.h"
+
+#include "stringc/Dialect/PE/PEDialect.h"
+#include "stringc/Target/PackageWriter.h"
+
+#include "stringrt/Error.h"
+#include "stringrt/JsonText.h"
+#include "stringrt/Safetensors.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/raw_os_ostream.h"
+
+#include <map>
+
+using namespace mlir;
+
+namespace stringc {
+namespace {
+
+void appendString(std::string &out, const std::string &text) {
+  stringrt::appendJsonString(out, text);
+}
+
+/// The `cuda` metadata entry: {"arch", "kernels": [{name, op, params,
+/// grid, block, ptx, cubin, uses}], "coverage": {...}}.
+std::string kernelTableJson(const cudagen::KernelPlan &plan, const std::string &arch) {
+  std::string out = "{\"arch\":";
+  appendString(out, arch);
+  out += ",\"kernels\":[";
+  for (size_t k = 0; k < plan.kernels.size(); ++k) {
+    const cudagen::KernelSpec &spec = plan.kernels[k];
+    out += k ? ",{" : "{";
+    out += "\"name\":";
+    appendString(out, spec.name);
+    out += ",\"op\":";
+    appendString(out, spec.peOp);
+    out += ",\"params\":[";
+    for (size_t p = 0; p < spec.params.size(); ++p) {
+      out += p ? "," : "";
+      appendString(out, cudagen::paramKindName(spec.params[p].second));
+    }
+    out += "],\"grid\":";
+    appendString(out, cudagen::gridRuleName(spec.grid));
+    out += ",\"block\":[" + std::to_string(spec.blockX) + "," + std::to_string(spec.blockY) + "]";
+    out += ",\"ptx\":";
+    appendString(out, "ptx." + spec.name);
+    out += ",\"cubin\":";
+    appendString(out, "cubin." + spec.name);
+    out += ",\"uses\":[";
+    for (size_t u = 0; u < spec.uses.size(); ++u) {
+      out += u ? ",{" : "{";
+      out += "\"program\":";
+      appendString(out, spec.uses[u].program);
+      out += ",\"op\":" + std::to_string(spec.uses[u].op) + "}";
+    }
+    out += "]}";
+  }
+  out += "],\"coverage\":{\"ops\":" + std::to_string(plan.totalOps) +
+         ",\"with_kernel\":" + std::to_string(plan.coveredOps) + ",\"without_kernel\":{";
+  for (size_t p = 0; p < plan.uncovered.size(); ++p) {
+    out += p ? "," : "";
+    appendString(out, plan.uncovered[p].first);
+    out += ":[";
+    for (size_t i = 0; i < plan.uncovered[p].second.size(); ++i) {
+      out += i ? "," : "";
+      appendString(out, plan.uncovered[p].second[i]);
+    }
+    out += "]";
+  }
+  out += "}}}";
+  return out;
+}
+
+class CudaCompilation {
+public:
+  CudaCompilation(std::ostream &err) : errStream(err) {
+    DialectRegistry registry;
+    registry.insert<pe::PEDialect, func::FuncDialect, arith::ArithDialect>();
+    cudagen::registerGPUCodegenDialects(registry);
+    context.appendDialectRegistry(registry);
+    context.loadAllAvailableDialects();
+  }
+
+  int run(const std::string &peTrain, const CudaOptions &options, CudaEmit emit,
+          std::ostream &out, const std::string &path) {
+    std::string message;
+    if (failed(cudagen::checkGpuArch(options.arch, message))) {
+      errStream << "stringc: error: " << message << "\n";
+      return 1;
+    }
+    llvm::raw_os_ostream diagnosticStream(errStream);
+    llvm::SourceMgr sourceMgr;
+    SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context, diagnosticStream);
+    OwningOpRef<ModuleOp> train = parseSourceString<ModuleOp>(peTrain, &context);
+    if (!train)
+      return 1;
+
+    FailureOr<cudagen::KernelPlan> plan = cudagen::planKernels(*train, options.allKernels);
+    if (failed(plan))
+      return 1;
+    OwningOpRef<ModuleOp> kernels = cudagen::buildKernelModule(context, *plan, options.arch);
+    if (failed(verify(*kernels)) || failed(cudagen::lowerKernelsToNVVM(*kernels)))
+      return 1;
+    if (emit == CudaEmit::NVVM) {
+      (*kernels)->print(llvmStream(out));
+      outStream->flush();
+      return 0;
+    }
+    std::map<std::string, std::string> ptx;
+    if (failed(cudagen::serializeKernelsToPTX(*kernels, ptx)))
+      return 1;
+    if (emit == CudaEmit::PTX) {
+      for (const cudagen::KernelSpec &spec : plan->kernels)
+        out << "// kernel: " << spec.name << "\n" << ptx[spec.name] << "\n";
+      return 0;
+    }
+
+    std::map<std::string, std::string> cubins;
+    for (const cudagen::KernelSpec &spec : plan->kernels) {
+      if (failed(cudagen::assembleCubin(spec.name, ptx[spec.name], options.arch,
+                                    cubins[spec.name], message))) {
+        errStream << "stringc: error: " << message << "\n";
+        return 1;
+      }
+    }
+    return writeCudaPackage(*train, *plan, options.arch, ptx, cubins, path);
+  }
+
+private:
+  llvm::raw_ostream &llvmStream(std::ostream &out) {
+    outStream = std::make_unique<llvm::raw_os_ostream>(out);
+    return *outStream;
+  }
+
+  int writeCudaPackage(ModuleOp train, const cudagen::KernelPlan &plan, const std::string &arch,
+                       const std::map<std::string, std::string> &ptx,
+                       const std::map<std::string, std::string> &cubins, const std::string &path) {
+    FailureOr<std::string> manifest = buildPackageManifest(train);
+    if (failed(manifest))
+      return 1;
+    std::map<std::string, std::string> metadata = {
+        {"format", "stringc-package"},
+        {"version", std::to_string(kPackageVersion)},
+        {"target", "cuda"},
+        {"manifest", *manifest},
+        {"cuda", kernelTableJson(plan, arch)},
+    };
+    std::vector<stringrt::TensorView> tensors;
+    auto add = [&](const std::string &name, const std::string &bytes) {
+      tensors.push_back({name, stringrt::DType::U8, {int64_t(bytes.size())}, bytes.data()});
+    };
+    for (const cudagen::KernelSpec &spec : plan.kernels) {
+      add("ptx." + spec.name, ptx.at(spec.name));
+      add("cubin." + spec.name, cubins.at(spec.name));
+    }
+    try {
+      stringrt::writeSafetensors(path, tensors, metadata);
+    } catch (const stringrt::Error &error) {
+      errStream << "stringc: error: cannot write the package: " << error.what() << "\n";
+      return 1;
+    }
+    return 0;
+  }
+
+  MLIRContext context;
+  std::ostream &errStream;
+  std::unique_ptr<llvm::raw_os_ostream> outStream;
+};
+
+} // namespace
+
+bool isValidGpuArch(const std::string &arch, std::string &message) {
+  return succeeded(cudagen::checkGpuArch(arch, message));
+}
+
+int compileForCuda(const std::string &peTrain, const CudaOptions &options, CudaEmit emit,
+                   std::ostream &out, const std::string &path, std::ostream &err) {
+  CudaCompilation compilation(err);
+  return compilation.run(peTrain, options, emit, out, path);
+}
+
+} // namespace stringc

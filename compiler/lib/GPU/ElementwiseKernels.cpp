@@ -1,0 +1,165 @@
+//===- ElementwiseKernels.cpp - add/sub/mul, scale, gelu, relu kernels ----===//
+//
+// One thread per element in a grid-stride loop. Binary ops broadcast a
+// trailing suffix (docs/dialect.md): in row-major order that is a modulo, so
+// the broadcast operand is read at `i % n_operand`. Three variants per op
+// avoid the modulo where no operand is broadcast: `pe_add` (same shapes),
+// `pe_add_bl` (lhs broadcast) and `pe_add_br` (rhs broadcast), all with the
+// parameters (out, lhs, rhs, n, n_lhs, n_rhs). Math matches the reference
+// kernels (runtime/src/reference/LayerKernels.cpp) evaluated in f32.
+//
+//===----------------------------------------------------------------------===//
+#include "KernelBuilder.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+
+using namespace mlir;
+
+namespace stringc::cudagen {
+namespace {
+
+constexpr double kInvSqrt2 = 0.70710678118654752440;
+constexpr double kInvSqrt2Pi = 0.39894228040143267794;
+constexpr double kSqrt2OverPi = 0.79788456080286535588;
+constexpr double kGeluC = 0.044715;
+
+KernelSpec unarySpec(std::string name, std::string peOp, std::vector<std::string> ins) {
+  KernelSpec spec;
+  spec.name = std::move(name);
+  spec.peOp = std::move(peOp);
+  spec.params.push_back({"out", ParamKind::Ptr});
+  for (std::string &in : ins)
+    spec.params.push_back({in, ParamKind::Ptr});
+  spec.params.push_back({"n", ParamKind::I64});
+  return spec;
+}
+
+enum class Broadcast { None, Lhs, Rhs };
+
+void appendBinary(std::vector<KernelDef> &defs, const char *op,
+                  const std::function<Value(KernelBuilder &, Value, Value)> &apply) {
+  const std::pair<Broadcast, const char *> variants[] = {
+      {Broadcast::None, ""}, {Broadcast::Lhs, "_bl"}, {Broadcast::Rhs, "_br"}};
+  for (auto [broadcast, suffix] : variants) {
+    KernelSpec spec;
+    spec.name = std::string("pe_") + op + suffix;
+    spec.peOp = std::string("pe.") + op;
+    spec.params = {{"out", ParamKind::Ptr},  {"lhs", ParamKind::Ptr},
+                   {"rhs", ParamKind::Ptr},  {"n", ParamKind::I64},
+                   {"n_lhs", ParamKind::I64}, {"n_rhs", ParamKind::I64}};
+    Broadcast mode = broadcast;
+    defs.push_back({spec, [mode, apply](KernelBuilder &k) {
+                      OpBuilder &b = k.builder();
+                      Location loc = k.location();
+                      k.forGridStride(k.arg(3), [&](Value i) {
+                        Value il = mode == Broadcast::Lhs
+                                       ? Value(b.create<arith::RemUIOp>(loc, i, k.arg(4)))
+                                       : i;
+                        Value ir = mode == Broadcast::Rhs
+                                       ? Value(b.create<arith::RemUIOp>(loc, i, k.arg(5)))
+                                       : i;
+                        Value y = apply(k, k.load(k.arg(1), il), k.load(k.arg(2), ir));
+                        k.store(y, k.arg(0), i);
+                      });
+                    }});
+  }
+}
+
+/// A kernel out[i] = f(in_0[i], ..., in_k[i]) over the params of unarySpec.
+void appendMap(std::vector<KernelDef> &defs, KernelSpec spec,
+               std::function<Value(KernelBuilder &, ArrayRef<Value>)> f) {
+  unsigned inputs = unsigned(spec.params.size()) - 2;
+  defs.push_back({spec, [inputs, f](KernelBuilder &k) {
+                    k.forGridStride(k.arg(inputs + 1), [&](Value i) {
+                      SmallVector<Value> xs;
+                      for (unsigned j = 0; j < inputs; ++j)
+                        xs.push_back(k.load(k.arg(1 + j), i));
+                      k.store(f(k, xs), k.arg(0), i);
+                    });
+                  }});
+}
+
+Value geluValue(KernelBuilder &k, Value x, bool approximate) {
+  OpBuilder &b = k.builder();
+  Location loc = k.location();
+  Value half = k.f32(0.5), one = k.f32(1.0);
+  Value inner;
+  if (approximate) {
+    Value x3 = k.mul(k.mul(x, x), x);
+    Value arg = k.mul(k.f32(kSqrt2OverPi), k.add(x, k.mul(k.f32(kGeluC), x3)));
+    inner = b.create<math::TanhOp>(loc, arg);
+  } else {
+    inner = b.create<math::ErfOp>(loc, k.mul(x, k.f32(kInvSqrt2)));
+  }
+  return k.mul(k.mul(half, x), k.add(one, inner));
+}
+
+Value geluDerivative(KernelBuilder &k, Value x, bool approximate) {
+  OpBuilder &b = k.builder();
+  Location loc = k.location();
+  Value half = k.f32(0.5), one = k.f32(1.0);
+  if (approximate) {
+    Value x2 = k.mul(x, x);
+    Value arg = k.mul(k.f32(kSqrt2OverPi), k.add(x, k.mul(k.f32(kGeluC), k.mul(x2, x))));
+    Value t = b.create<math::TanhOp>(loc, arg);
+    Value left = k.mul(half, k.add(one, t));
+    Value sech2 = k.sub(one, k.mul(t, t));
+    Value dArg = k.mul(k.f32(kSqrt2OverPi), k.add(one, k.mul(k.f32(3.0 * kGeluC), x2)));
+    return k.add(left, k.mul(k.mul(k.mul(half, x), sech2), dArg));
+  }
+  // Phi(x) + x phi(x)
+  Value cdf = k.mul(half, k.add(one, b.create<math::ErfOp>(loc, k.mul(x, k.f32(kInvSqrt2)))));
+  Value pdf = k.mul(k.f32(kInvSqrt2Pi),
+                    b.create<math::ExpOp>(loc, k.mul(k.f32(-0.5), k.mul(x, x))));
+  return k.add(cdf, k.mul(x, pdf));
+}
+
+} // namespace
+
+void appendElementwiseKernels(std::vector<KernelDef> &defs) {
+  appendBinary(defs, "add", [](KernelBuilder &k, Value a, Value c) { return k.add(a, c); });
+  appendBinary(defs, "sub", [](KernelBuilder &k, Value a, Value c) { return k.sub(a, c); });
+  appendBinary(defs, "mul", [](KernelBuilder &k, Value a, Value c) { return k.mul(a, c); });
+
+  // out = factor * x + bias
+  KernelSpec scale = unarySpec("pe_scale", "pe.scale", {"x"});
+  scale.params.push_back({"factor", ParamKind::F32});
+  scale.params.push_back({"bias", ParamKind::F32});
+  defs.push_back({scale, [](KernelBuilder &k) {
+                    k.forGridStride(k.arg(2), [&](Value i) {
+                      Value y = k.add(k.mul(k.arg(3), k.load(k.arg(1), i)), k.arg(4));
+                      k.store(y, k.arg(0), i);
+                    });
+                  }});
+
+  for (bool approximate : {false, true}) {
+    std::string suffix = approximate ? "_tanh" : "";
+    appendMap(defs, unarySpec("pe_gelu" + suffix, "pe.gelu", {"x"}),
+              [approximate](KernelBuilder &k, ArrayRef<Value> xs) {
+                return geluValue(k, xs[0], approximate);
+              });
+    appendMap(defs, unarySpec("pe_gelu_grad" + suffix, "pe.gelu_grad", {"x", "dy"}),
+              [approximate](KernelBuilder &k, ArrayRef<Value> xs) {
+                return k.mul(xs[1], geluDerivative(k, xs[0], approximate));
+              });
+  }
+
+  // relu keeps NaN (as the reference: v > 0 || isnan(v) ? v : 0): `ugt`.
+  appendMap(defs, unarySpec("pe_relu", "pe.relu", {"x"}),
+            [](KernelBuilder &k, ArrayRef<Value> xs) -> Value {
+              OpBuilder &b = k.builder();
+              Value keep = b.create<arith::CmpFOp>(k.location(), arith::CmpFPredicate::UGT,
+                                                   xs[0], k.f32(0.0));
+              return b.create<arith::SelectOp>(k.location(), keep, xs[0], k.f32(0.0));
+            });
+  appendMap(defs, unarySpec("pe_relu_grad", "pe.relu_grad", {"x", "dy"}),
+            [](KernelBuilder &k, ArrayRef<Value> xs) -> Value {
+              OpBuilder &b = k.builder();
+              Value pass = b.create<arith::CmpFOp>(k.location(), arith::CmpFPredicate::OGT,
+                                                   xs[0], k.f32(0.0));
+              return b.create<arith::SelectOp>(k.location(), pass, xs[1], k.f32(0.0));
+            });
+}
+
+} // namespace stringc::cudagen

@@ -1,0 +1,148 @@
+//===- KernelBuilder.cpp - helpers for writing gpu.func kernels -----------===//
+#include "KernelBuilder.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+
+using namespace mlir;
+
+namespace stringc::cudagen {
+
+Value KernelBuilder::f32(double value) {
+  return b.create<arith::ConstantOp>(loc, b.getF32FloatAttr(float(value)));
+}
+Value KernelBuilder::i64(int64_t value) {
+  return b.create<arith::ConstantOp>(loc, b.getI64IntegerAttr(value));
+}
+Value KernelBuilder::i32(int32_t value) {
+  return b.create<arith::ConstantOp>(loc, b.getI32IntegerAttr(value));
+}
+
+Value KernelBuilder::load(Value ptr, Value index) {
+  auto ptrType = LLVM::LLVMPointerType::get(b.getContext());
+  Value address = b.create<LLVM::GEPOp>(loc, ptrType, b.getF32Type(), ptr, ValueRange{index});
+  return b.create<LLVM::LoadOp>(loc, b.getF32Type(), address);
+}
+
+void KernelBuilder::store(Value value, Value ptr, Value index) {
+  auto ptrType = LLVM::LLVMPointerType::get(b.getContext());
+  Value address = b.create<LLVM::GEPOp>(loc, ptrType, b.getF32Type(), ptr, ValueRange{index});
+  b.create<LLVM::StoreOp>(loc, value, address);
+}
+
+namespace {
+Value asI64(OpBuilder &b, Location loc, Value index) {
+  return b.create<arith::IndexCastOp>(loc, b.getI64Type(), index);
+}
+} // namespace
+
+Value KernelBuilder::threadId(gpu::Dimension dim) {
+  return asI64(b, loc, b.create<gpu::ThreadIdOp>(loc, dim));
+}
+Value KernelBuilder::blockId(gpu::Dimension dim) {
+  return asI64(b, loc, b.create<gpu::BlockIdOp>(loc, dim));
+}
+Value KernelBuilder::blockDim(gpu::Dimension dim) {
+  return asI64(b, loc, b.create<gpu::BlockDimOp>(loc, dim));
+}
+Value KernelBuilder::gridDim(gpu::Dimension dim) {
+  return asI64(b, loc, b.create<gpu::GridDimOp>(loc, dim));
+}
+
+void KernelBuilder::forGridStride(Value n, const std::function<void(Value)> &body) {
+  Value bdim = blockDim(gpu::Dimension::x);
+  Value first = add(mul(blockId(gpu::Dimension::x), bdim), threadId(gpu::Dimension::x));
+  Value step = mul(gridDim(gpu::Dimension::x), bdim);
+  forLoop(first, n, step, {}, [&](Value i, ValueRange) {
+    body(i);
+    return SmallVector<Value>{};
+  });
+}
+
+ValueRange KernelBuilder::forLoop(
+    Value begin, Value end, Value step, ValueRange init,
+    const std::function<SmallVector<Value>(Value, ValueRange)> &body) {
+  auto loop = b.create<scf::ForOp>(
+      loc, begin, end, step, init,
+      [&](OpBuilder &nested, Location nestedLoc, Value iv, ValueRange carried) {
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPoint(nested.getInsertionBlock(), nested.getInsertionPoint());
+        SmallVector<Value> next = body(iv, carried);
+        b.create<scf::YieldOp>(nestedLoc, next);
+      });
+  return loop.getResults();
+}
+
+void KernelBuilder::ifThen(Value cond, const std::function<void()> &body) {
+  auto branch = b.create<scf::IfOp>(loc, cond, /*withElseRegion=*/false);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPoint(branch.thenBlock()->getTerminator());
+  body();
+}
+
+Value KernelBuilder::warpSum(Value value) {
+  Value width = i32(32);
+  for (int offset = 16; offset >= 1; offset /= 2) {
+    auto shuffle = b.create<gpu::ShuffleOp>(loc, value, i32(offset), width, gpu::ShuffleMode::XOR);
+    value = add(value, shuffle.getShuffleResult());
+  }
+  return value;
+}
+
+Value KernelBuilder::add(Value a, Value c) {
+  if (isa<FloatType>(a.getType()))
+    return b.create<arith::AddFOp>(loc, a, c);
+  return b.create<arith::AddIOp>(loc, a, c);
+}
+Value KernelBuilder::sub(Value a, Value c) {
+  if (isa<FloatType>(a.getType()))
+    return b.create<arith::SubFOp>(loc, a, c);
+  return b.create<arith::SubIOp>(loc, a, c);
+}
+Value KernelBuilder::mul(Value a, Value c) {
+  if (isa<FloatType>(a.getType()))
+    return b.create<arith::MulFOp>(loc, a, c);
+  return b.create<arith::MulIOp>(loc, a, c);
+}
+Value KernelBuilder::div(Value a, Value c) {
+  if (isa<FloatType>(a.getType()))
+    return b.create<arith::DivFOp>(loc, a, c);
+  return b.create<arith::DivSIOp>(loc, a, c);
+}
+Value KernelBuilder::toF32(Value integer) {
+  return b.create<arith::SIToFPOp>(loc, b.getF32Type(), integer);
+}
+
+Value KernelBuilder::sqrtRn(Value value) {
+  constexpr llvm::StringLiteral name = "__nv_fsqrt_rn";
+  auto module = func->getParentOfType<gpu::GPUModuleOp>();
+  auto callee = module.lookupSymbol<LLVM::LLVMFuncOp>(name);
+  if (!callee) {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(module.getBody());
+    callee = b.create<LLVM::LLVMFuncOp>(
+        loc, name, LLVM::LLVMFunctionType::get(b.getF32Type(), {b.getF32Type()}));
+  }
+  return b.create<LLVM::CallOp>(loc, callee, ValueRange{value}).getResult();
+}
+
+const std::vector<KernelDef> &allKernelDefs() {
+  static const std::vector<KernelDef> defs = [] {
+    std::vector<KernelDef> all;
+    appendElementwiseKernels(all);
+    appendNormKernels(all);
+    appendOptimizerKernels(all);
+    return all;
+  }();
+  return defs;
+}
+
+const KernelDef *findKernelDef(llvm::StringRef name) {
+  for (const KernelDef &def : allKernelDefs())
+    if (def.spec.name == name)
+      return &def;
+  return nullptr;
+}
+
+} // namespace stringc::cudagen

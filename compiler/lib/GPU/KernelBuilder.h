@@ -1,0 +1,94 @@
+//===- KernelBuilder.h - helpers for writing gpu.func kernels ---*- C++ -*-===//
+//
+// Private to compiler/lib/GPU. A KernelBuilder wraps an OpBuilder positioned
+// in a kernel's entry block: typed loads and stores through `!llvm.ptr`
+// arguments, the global thread index, grid-stride loops and warp reductions.
+// Every kernel family file (ElementwiseKernels.cpp, NormKernels.cpp,
+// OptimizerKernels.cpp) defines its kernels as KernelDefs with it.
+//
+//===----------------------------------------------------------------------===//
+#ifndef STRINGC_GPU_KERNELBUILDER_H
+#define STRINGC_GPU_KERNELBUILDER_H
+
+#include "stringc/GPU/GPUKernels.h"
+
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/IR/Builders.h"
+
+#include <functional>
+
+namespace stringc::cudagen {
+
+class KernelBuilder {
+public:
+  KernelBuilder(mlir::OpBuilder &builder, mlir::Location loc, mlir::gpu::GPUFuncOp func)
+      : b(builder), loc(loc), func(func) {}
+
+  mlir::OpBuilder &builder() { return b; }
+  mlir::Location location() const { return loc; }
+  /// Kernel argument `i` (in the order of the KernelSpec's params).
+  mlir::Value arg(unsigned i) { return func.getArgument(i); }
+
+  mlir::Value f32(double value);
+  mlir::Value i64(int64_t value);
+  mlir::Value i32(int32_t value);
+
+  /// `ptr[index]` as f32 (`index` is i64).
+  mlir::Value load(mlir::Value ptr, mlir::Value index);
+  void store(mlir::Value value, mlir::Value ptr, mlir::Value index);
+
+  /// threadIdx / blockIdx / blockDim / gridDim along `dim` as i64.
+  mlir::Value threadId(mlir::gpu::Dimension dim);
+  mlir::Value blockId(mlir::gpu::Dimension dim);
+  mlir::Value blockDim(mlir::gpu::Dimension dim);
+  mlir::Value gridDim(mlir::gpu::Dimension dim);
+
+  /// for (i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+  void forGridStride(mlir::Value n, const std::function<void(mlir::Value)> &body);
+  /// for (i = begin; i < end; i += step) with i64 bounds; `init` are loop-carried
+  /// values, `body` returns their next values; returns the final ones.
+  mlir::ValueRange forLoop(mlir::Value begin, mlir::Value end, mlir::Value step,
+                           mlir::ValueRange init,
+                           const std::function<llvm::SmallVector<mlir::Value>(
+                               mlir::Value, mlir::ValueRange)> &body);
+  /// if (cond) { body }
+  void ifThen(mlir::Value cond, const std::function<void()> &body);
+  /// The sum of `value` over the 32 lanes of the warp (xor butterfly, every
+  /// lane gets the total). All 32 lanes must be active.
+  mlir::Value warpSum(mlir::Value value);
+
+  mlir::Value add(mlir::Value a, mlir::Value c);
+  mlir::Value sub(mlir::Value a, mlir::Value c);
+  mlir::Value mul(mlir::Value a, mlir::Value c);
+  mlir::Value div(mlir::Value a, mlir::Value c);
+  /// i64 -> f32
+  mlir::Value toF32(mlir::Value integer);
+  /// The correctly rounded f32 square root (sqrt.rn.f32, libdevice's
+  /// __nv_fsqrt_rn). math.sqrt would lower to __nv_sqrtf, which is
+  /// sqrt.approx.f32 unless the module asks for precise square roots.
+  mlir::Value sqrtRn(mlir::Value value);
+
+private:
+  mlir::OpBuilder &b;
+  mlir::Location loc;
+  mlir::gpu::GPUFuncOp func;
+};
+
+/// A kernel: its spec (name, params, launch shape, the pe op) and the body.
+struct KernelDef {
+  KernelSpec spec;
+  std::function<void(KernelBuilder &)> body;
+};
+
+/// The kernels of each family (every kernel stringc can generate).
+void appendElementwiseKernels(std::vector<KernelDef> &defs);
+void appendNormKernels(std::vector<KernelDef> &defs);
+void appendOptimizerKernels(std::vector<KernelDef> &defs);
+
+/// All kernels, by family; names are unique.
+const std::vector<KernelDef> &allKernelDefs();
+const KernelDef *findKernelDef(llvm::StringRef name);
+
+} // namespace stringc::cudagen
+
+#endif // STRINGC_GPU_KERNELBUILDER_H

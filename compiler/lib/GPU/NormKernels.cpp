@@ -1,0 +1,166 @@
+//===- NormKernels.cpp - layer_norm forward and backward kernels ----------===//
+//
+// Row kernels run one warp per row (blockDim = (32, 4): four rows per
+// block); the 32 lanes stride over the row's D columns and combine their
+// partial sums with an xor-shuffle butterfly. The row test depends only on
+// threadIdx.y, so a warp is either wholly in or wholly out and the shuffles
+// always see 32 active lanes. Statistics are two-pass (mean, then the mean
+// squared deviation) like the reference kernel; rstd = 1 / sqrt(var + eps)
+// with IEEE sqrt and division (KernelBuilder::sqrtRn: sqrt.rn.f32).
+//
+// layer_norm_grad is two launches: the row kernel writes dx and each row's
+// (mean, rstd) to a scratch buffer of 2 * rows floats; the column kernel
+// (one thread per column, looping over the rows) sums dgamma = sum dy * xhat
+// and dbeta = sum dy without atomics, so results do not depend on timing.
+//
+//===----------------------------------------------------------------------===//
+#include "KernelBuilder.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+
+#include <tuple>
+
+using namespace mlir;
+
+namespace stringc::cudagen {
+namespace {
+
+constexpr int64_t kWarp = 32;
+constexpr int64_t kRowsPerBlock = 4;
+
+struct RowContext {
+  Value lane, row, base, d, dF;
+};
+
+/// Runs `body` for the row of this warp, if it exists. `rows` and `d` are i64.
+void forWarpRow(KernelBuilder &k, Value rows, Value d,
+                const std::function<void(const RowContext &)> &body) {
+  OpBuilder &b = k.builder();
+  Value lane = k.threadId(gpu::Dimension::x);
+  Value row = k.add(k.mul(k.blockId(gpu::Dimension::x), k.blockDim(gpu::Dimension::y)),
+                    k.threadId(gpu::Dimension::y));
+  Value inRange = b.create<arith::CmpIOp>(k.location(), arith::CmpIPredicate::slt, row, rows);
+  k.ifThen(inRange, [&] { body({lane, row, k.mul(row, d), d, k.toF32(d)}); });
+}
+
+/// The warp's total of f(c) over the columns c of the row.
+Value rowSum(KernelBuilder &k, const RowContext &r, const std::function<Value(Value)> &f) {
+  ValueRange partial = k.forLoop(r.lane, r.d, k.i64(kWarp), {k.f32(0.0)},
+                                 [&](Value c, ValueRange acc) {
+                                   return SmallVector<Value>{k.add(acc[0], f(c))};
+                                 });
+  return k.warpSum(partial[0]);
+}
+
+/// mean and rstd of the row of `x`.
+std::pair<Value, Value> rowStatistics(KernelBuilder &k, const RowContext &r, Value x, Value eps) {
+  Value mean = k.div(rowSum(k, r, [&](Value c) { return k.load(x, k.add(r.base, c)); }), r.dF);
+  Value sq = rowSum(k, r, [&](Value c) {
+    Value dev = k.sub(k.load(x, k.add(r.base, c)), mean);
+    return k.mul(dev, dev);
+  });
+  Value var = k.div(sq, r.dF);
+  Value rstd = k.div(k.f32(1.0), k.sqrtRn(k.add(var, eps)));
+  return {mean, rstd};
+}
+
+void forRowColumns(KernelBuilder &k, const RowContext &r, const std::function<void(Value)> &body) {
+  k.forLoop(r.lane, r.d, k.i64(kWarp), {}, [&](Value c, ValueRange) {
+    body(c);
+    return SmallVector<Value>{};
+  });
+}
+
+KernelSpec rowSpec(std::string name, std::string peOp,
+                   std::vector<std::pair<std::string, ParamKind>> params) {
+  KernelSpec spec;
+  spec.name = std::move(name);
+  spec.peOp = std::move(peOp);
+  spec.params = std::move(params);
+  spec.grid = GridRule::Rows;
+  spec.blockX = kWarp;
+  spec.blockY = kRowsPerBlock;
+  return spec;
+}
+
+} // namespace
+
+void appendNormKernels(std::vector<KernelDef> &defs) {
+  const ParamKind P = ParamKind::Ptr, I = ParamKind::I64, F = ParamKind::F32;
+
+  // y = (x - mean) rstd gamma + beta
+  defs.push_back(
+      {rowSpec("pe_layer_norm", "pe.layer_norm",
+               {{"y", P}, {"x", P}, {"gamma", P}, {"beta", P}, {"rows", I}, {"d", I}, {"epsilon", F}}),
+       [](KernelBuilder &k) {
+         Value y = k.arg(0), x = k.arg(1), gamma = k.arg(2), beta = k.arg(3);
+         forWarpRow(k, k.arg(4), k.arg(5), [&](const RowContext &r) {
+           Value mean, rstd;
+           std::tie(mean, rstd) = rowStatistics(k, r, x, k.arg(6));
+           forRowColumns(k, r, [&](Value c) {
+             Value at = k.add(r.base, c);
+             Value xhat = k.mul(k.sub(k.load(x, at), mean), rstd);
+             k.store(k.add(k.mul(xhat, k.load(gamma, c)), k.load(beta, c)), y, at);
+           });
+         });
+       }});
+
+  // dx = rstd (g - mean(g) - xhat mean(g xhat)), g = dy gamma; stats = (mean, rstd)
+  defs.push_back(
+      {rowSpec("pe_layer_norm_grad_rows", "pe.layer_norm_grad",
+               {{"dx", P}, {"stats", P}, {"x", P}, {"gamma", P}, {"dy", P},
+                {"rows", I}, {"d", I}, {"epsilon", F}}),
+       [](KernelBuilder &k) {
+         Value dx = k.arg(0), stats = k.arg(1), x = k.arg(2), gamma = k.arg(3), dy = k.arg(4);
+         forWarpRow(k, k.arg(5), k.arg(6), [&](const RowContext &r) {
+           Value mean, rstd;
+           std::tie(mean, rstd) = rowStatistics(k, r, x, k.arg(7));
+           auto g = [&](Value c) { return k.mul(k.load(dy, k.add(r.base, c)), k.load(gamma, c)); };
+           auto xhat = [&](Value c) { return k.mul(k.sub(k.load(x, k.add(r.base, c)), mean), rstd); };
+           Value meanG = k.div(rowSum(k, r, g), r.dF);
+           Value meanGX = k.div(rowSum(k, r, [&](Value c) { return k.mul(g(c), xhat(c)); }), r.dF);
+           forRowColumns(k, r, [&](Value c) {
+             Value v = k.mul(rstd, k.sub(k.sub(g(c), meanG), k.mul(xhat(c), meanGX)));
+             k.store(v, dx, k.add(r.base, c));
+           });
+           OpBuilder &b = k.builder();
+           Value lane0 = b.create<arith::CmpIOp>(k.location(), arith::CmpIPredicate::eq, r.lane,
+                                                 k.i64(0));
+           k.ifThen(lane0, [&] {
+             Value at = k.mul(r.row, k.i64(2));
+             k.store(mean, stats, at);
+             k.store(rstd, stats, k.add(at, k.i64(1)));
+           });
+         });
+       }});
+
+  // dgamma[c] = sum_r dy xhat, dbeta[c] = sum_r dy: one thread per column.
+  KernelSpec cols;
+  cols.name = "pe_layer_norm_grad_cols";
+  cols.peOp = "pe.layer_norm_grad";
+  cols.params = {{"dgamma", P}, {"dbeta", P}, {"x", P}, {"dy", P}, {"stats", P},
+                 {"rows", I},   {"d", I}};
+  cols.grid = GridRule::Columns;
+  cols.blockX = 128;
+  defs.push_back({cols, [](KernelBuilder &k) {
+                    Value dgamma = k.arg(0), dbeta = k.arg(1), x = k.arg(2), dy = k.arg(3),
+                          stats = k.arg(4), rows = k.arg(5), d = k.arg(6);
+                    k.forGridStride(d, [&](Value c) {
+                      ValueRange sums = k.forLoop(
+                          k.i64(0), rows, k.i64(1), {k.f32(0.0), k.f32(0.0)},
+                          [&](Value r, ValueRange acc) {
+                            Value at = k.add(k.mul(r, d), c);
+                            Value s = k.mul(r, k.i64(2));
+                            Value xhat = k.mul(k.sub(k.load(x, at), k.load(stats, s)),
+                                               k.load(stats, k.add(s, k.i64(1))));
+                            Value g = k.load(dy, at);
+                            return SmallVector<Value>{k.add(acc[0], k.mul(g, xhat)),
+                                                      k.add(acc[1], g)};
+                          });
+                      k.store(sums[0], dgamma, c);
+                      k.store(sums[1], dbeta, c);
+                    });
+                  }});
+}
+
+} // namespace stringc::cudagen

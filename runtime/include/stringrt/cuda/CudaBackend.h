@@ -1,0 +1,164 @@
+// The CUDA backend's building blocks (docs/cuda.md): a device context on the
+// driver API, one device arena, the kernels of a "cuda" package loaded as
+// modules (the cubin when it matches the device, else the PTX, JIT-compiled
+// by the driver), checked kernel launches, and a cuBLAS GEMM.
+//
+// The driver (libcuda.so.1) is opened with dlopen when first needed, so
+// programs linking this library start on machines without a GPU or driver;
+// there, Device::open throws an Error saying why (and tests skip). Every
+// failure is a stringrt::Error naming the step, the call and, for launches,
+// the kernel: "CUDA error in <step>: cuLaunchKernel(pe_add) failed:
+// CUDA_ERROR_... (<description>)". Allocation failures say how many bytes
+// were asked for and how many are free.
+//
+// This header does not include cuda.h: device pointers are uint64_t.
+#pragma once
+
+#include "stringrt/CudaSection.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace stringrt::cuda {
+
+// Why no CUDA device can be used here ("" when one can): the driver library
+// is missing, cuInit fails, or there is no device. Never throws.
+std::string unavailableReason();
+inline bool available() { return unavailableReason().empty(); }
+
+class Device {
+public:
+  // The primary context of device `ordinal`, made current on this thread.
+  static std::shared_ptr<Device> open(int ordinal = 0);
+  ~Device();
+  Device(const Device &) = delete;
+  Device &operator=(const Device &) = delete;
+
+  int ordinal() const { return ordinal_; }
+  const std::string &name() const { return name_; }
+  // Compute capability as major * 10 + minor (90 for an H100).
+  int computeCapability() const { return capability_; }
+  // "sm_90".
+  std::string arch() const;
+  // Bytes free / total on the device now.
+  size_t freeBytes() const;
+  size_t totalBytes() const;
+  // Waits for the device; a failure (e.g. a faulting kernel) names `step`.
+  void synchronize(const std::string &step) const;
+
+  // Raw device memory; throws "out of device memory in <step>: asked for N
+  // bytes, F bytes free of T" when the allocation fails.
+  uint64_t allocate(size_t bytes, const std::string &step);
+  void release(uint64_t pointer);
+  void upload(uint64_t dst, const void *src, size_t bytes, const std::string &step);
+  void download(void *dst, uint64_t src, size_t bytes, const std::string &step);
+
+  void *context() const { return context_; }
+
+private:
+  Device() = default;
+  int ordinal_ = 0;
+  int device_ = 0;
+  std::string name_;
+  int capability_ = 0;
+  void *context_ = nullptr;
+};
+
+// One device allocation carved by the caller's offsets (the memory plan):
+// parameters, gradients, optimizer state and activations all live in it.
+class Arena {
+public:
+  Arena(std::shared_ptr<Device> device, size_t bytes);
+  ~Arena();
+  Arena(const Arena &) = delete;
+  Arena &operator=(const Arena &) = delete;
+
+  size_t size() const { return size_; }
+  // The device address of [offset, offset + bytes); throws when the range
+  // leaves the arena.
+  uint64_t at(size_t offset, size_t bytes) const;
+  void upload(size_t offset, const void *src, size_t bytes, const std::string &step);
+  void download(size_t offset, void *dst, size_t bytes, const std::string &step) const;
+  template <typename T> void uploadVector(size_t offset, const std::vector<T> &values) {
+    upload(offset, values.data(), values.size() * sizeof(T), "upload");
+  }
+  template <typename T> std::vector<T> downloadVector(size_t offset, size_t count) const {
+    std::vector<T> values(count);
+    download(offset, values.data(), count * sizeof(T), "download");
+    return values;
+  }
+
+private:
+  std::shared_ptr<Device> device_;
+  uint64_t base_ = 0;
+  size_t size_ = 0;
+};
+
+// One kernel argument, typed as the kernel's params say.
+struct KernelArg {
+  CudaParamKind kind;
+  uint64_t ptr = 0;
+  int64_t i64 = 0;
+  float f32 = 0;
+  static KernelArg pointer(uint64_t p) { return {CudaParamKind::Ptr, p, 0, 0}; }
+  static KernelArg integer(int64_t v) { return {CudaParamKind::I64, 0, v, 0}; }
+  static KernelArg real(float v) { return {CudaParamKind::F32, 0, 0, v}; }
+};
+
+// Launch shape from a kernel's grid rule and its arguments.
+struct LaunchShape {
+  unsigned grid[3] = {1, 1, 1};
+  unsigned block[3] = {1, 1, 1};
+};
+// Pure: computes the shape a kernel needs for `args` (no device needed).
+LaunchShape launchShapeFor(const CudaKernel &kernel, const std::vector<KernelArg> &args);
+
+// The kernels of a "cuda" package, loaded on a device.
+class KernelSet {
+public:
+  // Loads every kernel: the cubin when the package's arch is the device's,
+  // else the PTX (the driver JIT-compiles it, with its log in errors).
+  KernelSet(std::shared_ptr<Device> device, const CudaSection &section);
+  ~KernelSet();
+  KernelSet(const KernelSet &) = delete;
+  KernelSet &operator=(const KernelSet &) = delete;
+
+  // "cubin" or "ptx": how the kernels were loaded.
+  const std::string &loadedFrom() const { return loadedFrom_; }
+  bool has(const std::string &kernel) const { return functions_.count(kernel) != 0; }
+
+  // Launches `kernel` with `args` (checked against its params) on the default
+  // stream. Errors name the kernel and `step`. Asynchronous: a fault shows
+  // at the next synchronize.
+  void launch(const std::string &kernel, const std::vector<KernelArg> &args,
+              const std::string &step) const;
+
+private:
+  std::shared_ptr<Device> device_;
+  std::string loadedFrom_;
+  std::vector<void *> modules_;
+  std::map<std::string, std::pair<const CudaKernel *, void *>> functions_;
+  CudaSection section_;
+};
+
+// Row-major single-precision GEMM on cuBLAS: C[M,N] = alpha op(A) op(B) + beta C,
+// op(A) is [M,K] (A stored [M,K], or [K,M] when transA), op(B) is [K,N].
+class Gemm {
+public:
+  explicit Gemm(std::shared_ptr<Device> device);
+  ~Gemm();
+  Gemm(const Gemm &) = delete;
+  Gemm &operator=(const Gemm &) = delete;
+  void run(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, uint64_t A,
+           uint64_t B, float beta, uint64_t C, const std::string &step) const;
+
+private:
+  std::shared_ptr<Device> device_;
+  void *handle_ = nullptr;
+};
+
+} // namespace stringrt::cuda

@@ -1,0 +1,113 @@
+// The CUDA driver API through dlopen (Driver.h).
+#include "Driver.h"
+
+#include "stringrt/Error.h"
+
+#include <fmt/format.h>
+
+#include <dlfcn.h>
+#include <type_traits>
+
+namespace stringrt::cuda::driver {
+namespace {
+
+struct Loaded {
+  Api api{};
+  bool ok = false;
+  std::string why;
+};
+
+Loaded load() {
+  Loaded loaded;
+  void *library = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!library) {
+    const char *error = dlerror();
+    loaded.why = fmt::format("the CUDA driver library libcuda.so.1 cannot be loaded ({})",
+                             error ? error : "unknown reason");
+    return loaded;
+  }
+  bool missing = false;
+  auto get = [&](auto &slot, const char *symbol) {
+    void *address = dlsym(library, symbol);
+    if (!address && !missing) {
+      missing = true;
+      loaded.why = fmt::format("the CUDA driver has no {} (driver too old?)", symbol);
+    }
+    slot = reinterpret_cast<std::remove_reference_t<decltype(slot)>>(address);
+  };
+  Api &a = loaded.api;
+  get(a.init, "cuInit");
+  get(a.deviceGetCount, "cuDeviceGetCount");
+  get(a.deviceGet, "cuDeviceGet");
+  get(a.deviceGetName, "cuDeviceGetName");
+  get(a.deviceGetAttribute, "cuDeviceGetAttribute");
+  get(a.primaryCtxRetain, "cuDevicePrimaryCtxRetain");
+  get(a.primaryCtxRelease, "cuDevicePrimaryCtxRelease_v2");
+  get(a.ctxSetCurrent, "cuCtxSetCurrent");
+  get(a.ctxSynchronize, "cuCtxSynchronize");
+  get(a.memAlloc, "cuMemAlloc_v2");
+  get(a.memFree, "cuMemFree_v2");
+  get(a.memGetInfo, "cuMemGetInfo_v2");
+  get(a.memcpyHtoD, "cuMemcpyHtoD_v2");
+  get(a.memcpyDtoH, "cuMemcpyDtoH_v2");
+  get(a.moduleLoadDataEx, "cuModuleLoadDataEx");
+  get(a.moduleUnload, "cuModuleUnload");
+  get(a.moduleGetFunction, "cuModuleGetFunction");
+  get(a.launchKernel, "cuLaunchKernel");
+  get(a.getErrorName, "cuGetErrorName");
+  get(a.getErrorString, "cuGetErrorString");
+  if (missing)
+    return loaded;
+  CUresult result = a.init(0);
+  if (result != CUDA_SUCCESS) {
+    const char *name = nullptr;
+    a.getErrorName(result, &name);
+    loaded.why = fmt::format("cuInit failed: {}", name ? name : std::to_string(int(result)));
+    return loaded;
+  }
+  loaded.ok = true;
+  return loaded;
+}
+
+const Loaded &loadedOnce() {
+  static const Loaded loaded = load();
+  return loaded;
+}
+
+} // namespace
+
+const Api *api(std::string *why) {
+  const Loaded &loaded = loadedOnce();
+  if (!loaded.ok) {
+    if (why)
+      *why = loaded.why;
+    return nullptr;
+  }
+  return &loaded.api;
+}
+
+const Api &require() {
+  std::string why;
+  const Api *a = api(&why);
+  if (!a)
+    throw Error("CUDA is not available: " + why);
+  return *a;
+}
+
+std::string describe(CUresult result) {
+  const Api *a = api();
+  const char *name = nullptr, *text = nullptr;
+  if (a) {
+    a->getErrorName(result, &name);
+    a->getErrorString(result, &text);
+  }
+  return fmt::format("{} ({})", name ? name : fmt::format("CUresult {}", int(result)),
+                     text ? text : "no description");
+}
+
+void check(CUresult result, const std::string &step, const std::string &call) {
+  if (result != CUDA_SUCCESS)
+    throw Error(fmt::format("CUDA error in {}: {} failed: {}", step, call, describe(result)));
+}
+
+} // namespace stringrt::cuda::driver

@@ -1,0 +1,145 @@
+// KernelSet: a package's kernels loaded as driver modules, and checked
+// launches (CudaBackend.h).
+#include "Driver.h"
+
+#include "stringrt/Error.h"
+#include "stringrt/cuda/CudaBackend.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace stringrt::cuda {
+namespace {
+
+constexpr int64_t kMaxStrideBlocks = 65536; // grid-stride kernels need no more
+constexpr int64_t kMaxPartials = 1024;
+
+int64_t nthInteger(const CudaKernel &kernel, const std::vector<KernelArg> &args, int which) {
+  int seen = 0;
+  for (size_t i = 0; i < args.size(); ++i)
+    if (kernel.params[i] == CudaParamKind::I64 && seen++ == which)
+      return args[i].i64;
+  throw Error(fmt::format("kernel {}: no i64 parameter #{}", kernel.name, which));
+}
+
+unsigned blocksFor(int64_t work, int64_t perBlock, int64_t cap) {
+  int64_t blocks = (work + perBlock - 1) / perBlock;
+  return unsigned(std::clamp<int64_t>(blocks, 1, cap));
+}
+
+void checkArgs(const CudaKernel &kernel, const std::vector<KernelArg> &args) {
+  if (args.size() != kernel.params.size())
+    throw Error(fmt::format("kernel {} takes {} arguments, got {}", kernel.name,
+                            kernel.params.size(), args.size()));
+  for (size_t i = 0; i < args.size(); ++i)
+    if (args[i].kind != kernel.params[i])
+      throw Error(fmt::format("kernel {}: argument {} must be {}, got {}", kernel.name, i,
+                              cudaParamKindName(kernel.params[i]), cudaParamKindName(args[i].kind)));
+  for (size_t i = 0; i < args.size(); ++i)
+    if (args[i].kind == CudaParamKind::I64 && args[i].i64 < 0)
+      throw Error(fmt::format("kernel {}: size argument {} is negative ({})", kernel.name, i,
+                              args[i].i64));
+}
+
+} // namespace
+
+LaunchShape launchShapeFor(const CudaKernel &kernel, const std::vector<KernelArg> &args) {
+  checkArgs(kernel, args);
+  LaunchShape shape;
+  shape.block[0] = unsigned(kernel.blockX);
+  shape.block[1] = unsigned(kernel.blockY);
+  switch (kernel.grid) {
+  case CudaGridRule::Elements:
+    shape.grid[0] = blocksFor(nthInteger(kernel, args, 0), kernel.blockX, kMaxStrideBlocks);
+    break;
+  case CudaGridRule::Rows:
+    shape.grid[0] = blocksFor(nthInteger(kernel, args, 0), kernel.blockY, int64_t(1) << 31);
+    break;
+  case CudaGridRule::Columns:
+    shape.grid[0] = blocksFor(nthInteger(kernel, args, 1), kernel.blockX, kMaxStrideBlocks);
+    break;
+  case CudaGridRule::Partials:
+    shape.grid[0] = blocksFor(nthInteger(kernel, args, 0), kernel.blockX, kMaxPartials);
+    break;
+  }
+  return shape;
+}
+
+KernelSet::KernelSet(std::shared_ptr<Device> device, const CudaSection &section)
+    : device_(std::move(device)), section_(section) {
+  const driver::Api &api = driver::require();
+  const bool useCubin = section_.arch == device_->arch();
+  loadedFrom_ = useCubin ? "cubin" : "ptx";
+  for (const CudaKernel &kernel : section_.kernels) {
+    const std::string step = fmt::format("loading kernel {} ({} for {}, device {})", kernel.name,
+                                         loadedFrom_, section_.arch, device_->arch());
+    CUmodule module = nullptr;
+    char log[8192] = {};
+    CUjit_option options[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+    void *values[] = {log, reinterpret_cast<void *>(uintptr_t(sizeof log - 1))};
+    std::string ptx; // NUL-terminated copy for the JIT
+    const void *image = kernel.cubin.data();
+    if (!useCubin) {
+      ptx = kernel.ptx;
+      image = ptx.c_str();
+    }
+    CUresult result = api.moduleLoadDataEx(&module, image, 2, options, values);
+    if (result != CUDA_SUCCESS)
+      throw Error(fmt::format("CUDA error in {}: cuModuleLoadDataEx failed: {}{}{}", step,
+                              driver::describe(result), log[0] ? "\n" : "", log));
+    modules_.push_back(module);
+    CUfunction function = nullptr;
+    driver::check(api.moduleGetFunction(&function, module, kernel.name.c_str()), step,
+                  "cuModuleGetFunction(" + kernel.name + ")");
+    functions_[kernel.name] = {&kernel, reinterpret_cast<void *>(function)};
+  }
+}
+
+KernelSet::~KernelSet() {
+  if (const driver::Api *api = driver::api())
+    for (void *module : modules_)
+      api->moduleUnload(CUmodule(module));
+}
+
+void KernelSet::launch(const std::string &name, const std::vector<KernelArg> &args,
+                       const std::string &step) const {
+  auto it = functions_.find(name);
+  if (it == functions_.end())
+    throw Error(fmt::format("{}: the package has no kernel {}", step, name));
+  const CudaKernel &kernel = *it->second.first;
+  LaunchShape shape;
+  try {
+    shape = launchShapeFor(kernel, args);
+  } catch (const Error &error) {
+    throw Error(fmt::format("{}: {}", step, error.what()));
+  }
+  // Nothing to do for empty work (a grid of 0 blocks is not a valid launch).
+  for (size_t i = 0; i < args.size(); ++i)
+    if (kernel.params[i] == CudaParamKind::I64 && args[i].i64 == 0)
+      return;
+  std::vector<CUdeviceptr> pointers(args.size());
+  std::vector<void *> params(args.size());
+  for (size_t i = 0; i < args.size(); ++i) {
+    switch (args[i].kind) {
+    case CudaParamKind::Ptr:
+      pointers[i] = CUdeviceptr(args[i].ptr);
+      params[i] = &pointers[i];
+      break;
+    case CudaParamKind::I64:
+      params[i] = const_cast<int64_t *>(&args[i].i64);
+      break;
+    case CudaParamKind::F32:
+      params[i] = const_cast<float *>(&args[i].f32);
+      break;
+    }
+  }
+  CUresult result = driver::require().launchKernel(
+      CUfunction(it->second.second), shape.grid[0], shape.grid[1], shape.grid[2], shape.block[0],
+      shape.block[1], shape.block[2], 0, nullptr, params.data(), nullptr);
+  driver::check(result, step,
+                fmt::format("cuLaunchKernel({}, grid {}x{}, block {}x{})", name, shape.grid[0],
+                            shape.grid[1], shape.block[0], shape.block[1]));
+}
+
+} // namespace stringrt::cuda

@@ -1,0 +1,285 @@
+// The kernels stringc generates (compiler/lib/GPU), run on the GPU and
+// compared with the runtime's reference kernels. The package comes from the
+// environment: STRINGRT_CUDA_TEST_PACKAGE names a package compiled with
+// `stringc tests/cuda/kernels.pe --target=cuda` (tests/cuda/CMakeLists.txt and
+// scripts/gpu_verify.sh set it). Loading and checking the kernel table needs
+// no GPU; each launch test skips without one.
+#include "stringrt/Error.h"
+#include "stringrt/Package.h"
+#include "stringrt/cuda/CudaBackend.h"
+#include "stringrt/reference/LayerKernels.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <random>
+
+namespace stringrt::cuda {
+namespace {
+
+// The package's path, or "" with `why` set when there is none to test.
+std::string packagePath(std::string *why = nullptr) {
+  const char *path = std::getenv("STRINGRT_CUDA_TEST_PACKAGE");
+  if (!path || !*path) {
+    if (why)
+      *why = "STRINGRT_CUDA_TEST_PACKAGE is not set (a package of tests/cuda/kernels.pe)";
+    return "";
+  }
+  if (!std::filesystem::exists(path)) {
+    if (why)
+      *why = std::string("STRINGRT_CUDA_TEST_PACKAGE=") + path +
+             " does not exist (the build makes it only where ptxas and libdevice are found)";
+    return "";
+  }
+  return path;
+}
+
+#define REQUIRE_PACKAGE()                                                                          \
+  do {                                                                                             \
+    std::string why;                                                                               \
+    if (packagePath(&why).empty())                                                                 \
+      GTEST_SKIP() << why;                                                                         \
+  } while (0)
+
+TEST(CompiledPackage, HasEveryKernelWithBinaries) {
+  REQUIRE_PACKAGE();
+  Package package = Package::load(packagePath());
+  ASSERT_NE(package.cuda(), nullptr);
+  const CudaSection &cuda = *package.cuda();
+  for (const char *name :
+       {"pe_add", "pe_add_br", "pe_sub", "pe_mul_bl", "pe_mul_br", "pe_scale", "pe_gelu",
+        "pe_gelu_tanh", "pe_gelu_grad", "pe_gelu_grad_tanh", "pe_relu", "pe_relu_grad",
+        "pe_layer_norm", "pe_layer_norm_grad_rows", "pe_layer_norm_grad_cols", "pe_adamw",
+        "pe_sumsq_partials"}) {
+    const CudaKernel *k = cuda.find(name);
+    ASSERT_NE(k, nullptr) << name;
+    EXPECT_FALSE(k->cubin.empty()) << name;
+    EXPECT_NE(k->ptx.find(".target " + cuda.arch), std::string::npos) << name;
+    // The tanh GELU cannot be written in a .pe file: generated, never used.
+    bool tanh = std::string(name).find("tanh") != std::string::npos;
+    EXPECT_EQ(k->uses.empty(), tanh) << name;
+  }
+  EXPECT_GT(cuda.opsWithKernel, 0);
+  EXPECT_LT(cuda.opsWithKernel, cuda.ops); // linear, cross_entropy... have none yet
+}
+
+// A device, the package's kernels on it, and an arena of float buffers.
+class GpuKernels : public ::testing::Test {
+protected:
+  void SetUp() override {
+    std::string noPackage;
+    if (packagePath(&noPackage).empty())
+      GTEST_SKIP() << noPackage;
+    std::string why = unavailableReason();
+    if (!why.empty())
+      GTEST_SKIP() << "no CUDA device: " << why;
+    package = std::make_unique<Package>(Package::load(packagePath()));
+    device = Device::open();
+    kernels = std::make_unique<KernelSet>(device, *package->cuda());
+    arena = std::make_unique<Arena>(device, size_t(64) << 20);
+  }
+
+  std::vector<float> random(size_t n, float low = -3, float high = 3) {
+    std::uniform_real_distribution<float> dist(low, high);
+    std::vector<float> v(n);
+    for (float &x : v)
+      x = dist(rng);
+    return v;
+  }
+  // Places `values` in the arena; returns its device address.
+  uint64_t put(const std::vector<float> &values) {
+    size_t offset = next;
+    next += (values.size() * 4 + 255) / 256 * 256;
+    arena->uploadVector(offset, values);
+    offsets[arena->at(offset, 0)] = offset;
+    return arena->at(offset, values.size() * 4);
+  }
+  uint64_t zeros(size_t n) { return put(std::vector<float>(n, 0.0f)); }
+  std::vector<float> get(uint64_t address, size_t n) {
+    device->synchronize("test");
+    return arena->downloadVector<float>(offsets.at(address), n);
+  }
+  static void expectClose(const std::vector<float> &got, const std::vector<float> &want,
+                          double rel, const char *what) {
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i)
+      ASSERT_LE(std::fabs(double(got[i]) - want[i]), rel * (1 + std::fabs(double(want[i]))))
+          << what << " at " << i << ": " << got[i] << " vs " << want[i];
+  }
+
+  std::unique_ptr<Package> package;
+  std::shared_ptr<Device> device;
+  std::unique_ptr<KernelSet> kernels;
+  std::unique_ptr<Arena> arena;
+  std::map<uint64_t, size_t> offsets;
+  size_t next = 0;
+  std::mt19937 rng{42};
+};
+
+using ref::TensorRef;
+using KA = KernelArg;
+
+TEST_F(GpuKernels, BinaryOpsWithBroadcasting) {
+  const int64_t B = 3, T = 5, D = 7, n = B * T * D;
+  std::vector<float> full = random(n), other = random(n), suffix = random(T * D);
+  struct Case {
+    const char *kernel;
+    const std::vector<float> *lhs, *rhs;
+    void (*reference)(TensorRef<const float>, TensorRef<const float>, TensorRef<float>);
+  };
+  auto shape = [&](const std::vector<float> *v) {
+    return v->size() == size_t(n) ? std::vector<int64_t>{B, T, D} : std::vector<int64_t>{T, D};
+  };
+  const Case cases[] = {{"pe_add", &full, &other, ref::add<float>},
+                        {"pe_add_br", &full, &suffix, ref::add<float>},
+                        {"pe_sub", &full, &other, ref::sub<float>},
+                        {"pe_mul_bl", &suffix, &full, ref::mul<float>},
+                        {"pe_mul_br", &full, &suffix, ref::mul<float>}};
+  for (const Case &c : cases) {
+    uint64_t out = zeros(n), lhs = put(*c.lhs), rhs = put(*c.rhs);
+    kernels->launch(c.kernel,
+                    {KA::pointer(out), KA::pointer(lhs), KA::pointer(rhs), KA::integer(n),
+                     KA::integer(int64_t(c.lhs->size())), KA::integer(int64_t(c.rhs->size()))},
+                    c.kernel);
+    std::vector<float> want(n);
+    c.reference({c.lhs->data(), shape(c.lhs)}, {c.rhs->data(), shape(c.rhs)},
+                {want.data(), {B, T, D}});
+    expectClose(get(out, n), want, 0, c.kernel); // exact: one f32 operation
+  }
+}
+
+TEST_F(GpuKernels, UnaryOpsAndGradients) {
+  const int64_t n = 4099; // not a multiple of the block
+  std::vector<float> x = random(n), dy = random(n);
+  x[0] = 0.0f;
+  x[1] = -0.0f;
+  x[2] = NAN;
+  uint64_t dx = put(x), ddy = put(dy);
+  auto run = [&](const char *kernel, std::vector<KA> extra, bool withDy) {
+    uint64_t out = zeros(n);
+    std::vector<KA> args = {KA::pointer(out), KA::pointer(dx)};
+    if (withDy)
+      args.push_back(KA::pointer(ddy));
+    args.push_back(KA::integer(n));
+    for (const KA &a : extra)
+      args.push_back(a);
+    kernels->launch(kernel, args, kernel);
+    return get(out, n);
+  };
+  std::vector<float> want(n);
+  TensorRef<const float> X{x.data(), {n}}, DY{dy.data(), {n}};
+  TensorRef<float> W{want.data(), {n}};
+  auto finite = [&](std::vector<float> v) { // NaN at 2 compared separately
+    EXPECT_TRUE(std::isnan(v[2]));
+    v[2] = want[2] = 0;
+    return v;
+  };
+
+  ref::relu<float>(X, W);
+  expectClose(finite(run("pe_relu", {}, false)), want, 0, "relu");
+  ref::reluGrad<float>(X, DY, W);
+  std::vector<float> reluGrad = run("pe_relu_grad", {}, true);
+  EXPECT_EQ(reluGrad[2], 0.0f); // NaN > 0 is false: no gradient
+  expectClose(reluGrad, want, 0, "relu_grad");
+  ref::scale<float>(X, 0.25, -1.5, W);
+  expectClose(finite(run("pe_scale", {KA::real(0.25f), KA::real(-1.5f)}, false)), want, 1e-7,
+              "scale");
+  for (bool approximate : {false, true}) {
+    std::string suffix = approximate ? "_tanh" : "";
+    ref::gelu<float>(X, approximate, W);
+    expectClose(finite(run(("pe_gelu" + suffix).c_str(), {}, false)), want, 2e-6, "gelu");
+    ref::geluGrad<float>(X, DY, approximate, W);
+    expectClose(finite(run(("pe_gelu_grad" + suffix).c_str(), {}, true)), want, 2e-6,
+                "gelu_grad");
+  }
+}
+
+TEST_F(GpuKernels, LayerNormForwardAndBackward) {
+  for (int64_t D : {1, 31, 64, 200}) {
+    const int64_t rows = 37, n = rows * D;
+    std::vector<float> x = random(n), gamma = random(D), beta = random(D), dy = random(n);
+    for (int64_t r = 0; r < rows; ++r) // offsets test the two-pass variance
+      for (int64_t d = 0; d < D; ++d)
+        x[r * D + d] += 100.0f;
+    uint64_t gx = put(x), gg = put(gamma), gb = put(beta), gdy = put(dy);
+    uint64_t y = zeros(n), dx = zeros(n), stats = zeros(2 * rows), dg = zeros(D), db = zeros(D);
+    const float eps = 1e-5f;
+    kernels->launch("pe_layer_norm",
+                    {KA::pointer(y), KA::pointer(gx), KA::pointer(gg), KA::pointer(gb),
+                     KA::integer(rows), KA::integer(D), KA::real(eps)},
+                    "layer_norm");
+    kernels->launch("pe_layer_norm_grad_rows",
+                    {KA::pointer(dx), KA::pointer(stats), KA::pointer(gx), KA::pointer(gg),
+                     KA::pointer(gdy), KA::integer(rows), KA::integer(D), KA::real(eps)},
+                    "layer_norm_grad rows");
+    kernels->launch("pe_layer_norm_grad_cols",
+                    {KA::pointer(dg), KA::pointer(db), KA::pointer(gx), KA::pointer(gdy),
+                     KA::pointer(stats), KA::integer(rows), KA::integer(D)},
+                    "layer_norm_grad columns");
+    std::vector<float> wy(n), wdx(n), wdg(D), wdb(D);
+    ref::layerNorm<float>({x.data(), {rows, D}}, {gamma.data(), {D}}, {beta.data(), {D}}, eps,
+                          {wy.data(), {rows, D}});
+    ref::layerNormGrad<float>({x.data(), {rows, D}}, {gamma.data(), {D}}, {dy.data(), {rows, D}},
+                              eps, {wdx.data(), {rows, D}}, {wdg.data(), {D}}, {wdb.data(), {D}});
+    expectClose(get(y, n), wy, 1e-4, "layer_norm");
+    expectClose(get(dx, n), wdx, 1e-3, "layer_norm_grad dx");
+    expectClose(get(dg, D), wdg, 1e-4, "layer_norm_grad dgamma");
+    expectClose(get(db, D), wdb, 1e-5, "layer_norm_grad dbeta");
+  }
+}
+
+TEST_F(GpuKernels, AdamWMatchesTheOptimizerFormula) {
+  const int64_t n = 10007;
+  std::vector<float> p = random(n), m = random(n, 0, 0.1f), v = random(n, 0, 0.1f), g = random(n);
+  uint64_t gp = put(p), gm = put(m), gv = put(v), gg = put(g);
+  const double lr = 1e-3, b1 = 0.9, b2 = 0.999, eps = 1e-8, wd = 0.05, t = 3, scale = 0.5;
+  const double bc1 = 1 - std::pow(b1, t), bc2 = 1 - std::pow(b2, t);
+  kernels->launch("pe_adamw",
+                  {KA::pointer(gp), KA::pointer(gm), KA::pointer(gv), KA::pointer(gg),
+                   KA::integer(n), KA::real(float(lr)), KA::real(float(b1)), KA::real(float(b2)),
+                   KA::real(float(eps)), KA::real(float(wd)), KA::real(float(bc1)),
+                   KA::real(float(bc2)), KA::real(float(scale))},
+                  "adamw");
+  std::vector<float> wp(n), wm(n), wv(n);
+  for (int64_t i = 0; i < n; ++i) { // runtime/src/core/Optimizer.cpp, in double
+    double gi = scale * g[i], w = p[i];
+    double mi = b1 * m[i] + (1 - b1) * gi, vi = b2 * v[i] + (1 - b2) * gi * gi;
+    wm[i] = float(mi);
+    wv[i] = float(vi);
+    wp[i] = float(w - lr * (mi / bc1 / (std::sqrt(vi / bc2) + eps) + wd * w));
+  }
+  expectClose(get(gm, n), wm, 1e-6, "adamw m");
+  expectClose(get(gv, n), wv, 1e-6, "adamw v");
+  expectClose(get(gp, n), wp, 1e-6, "adamw param");
+}
+
+TEST_F(GpuKernels, SquaredNormPartials) {
+  const int64_t n = 100003;
+  std::vector<float> g = random(n);
+  uint64_t gg = put(g), partials = zeros(1024);
+  kernels->launch("pe_sumsq_partials", {KA::pointer(partials), KA::pointer(gg), KA::integer(n)},
+                  "gradient norm");
+  std::vector<float> got = get(partials, 1024);
+  double sum = 0, want = 0;
+  for (float x : got)
+    sum += x;
+  for (float x : g)
+    want += double(x) * x;
+  EXPECT_NEAR(sum, want, 1e-5 * want);
+}
+
+TEST_F(GpuKernels, LaunchErrorsNameTheKernelAndStep) {
+  try {
+    kernels->launch("pe_relu", {KA::pointer(0)}, "step 7 forward op 3");
+    FAIL();
+  } catch (const Error &error) {
+    std::string what = error.what();
+    EXPECT_NE(what.find("step 7 forward op 3"), std::string::npos) << what;
+    EXPECT_NE(what.find("pe_relu"), std::string::npos) << what;
+  }
+}
+
+} // namespace
+} // namespace stringrt::cuda

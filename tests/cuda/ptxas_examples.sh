@@ -1,0 +1,41 @@
+#!/bin/sh
+# Assembles the PTX of every example (and of tests/cuda/kernels.pe with every
+# kernel the generator has) with ptxas for one architecture, so a broken
+# kernel fails CI on a machine without a GPU (docs/cuda.md).
+#
+#   ptxas_examples.sh STRINGC SOURCE_ROOT OUT_DIR [ARCH]   (ARCH: sm_90)
+#
+# Exit 0 when every kernel assembles, 1 on a failure, 77 (CTest's skip code)
+# when there is no ptxas or libdevice to use.
+set -u
+stringc=$1 root=$2 out=$3 arch=${4:-sm_90}
+cuda=${CUDA_HOME:-${CUDA_PATH:-/usr/local/cuda}}
+ptxas=$cuda/bin/ptxas
+[ -x "$ptxas" ] || ptxas=$(command -v ptxas) || { echo "SKIP: no ptxas (CUDA_HOME=$cuda)"; exit 77; }
+[ -f "$cuda/nvvm/libdevice/libdevice.10.bc" ] || { echo "SKIP: no libdevice under $cuda"; exit 77; }
+mkdir -p "$out" || exit 1
+status=0 kernels=0
+for model in "$root"/examples/*.pe "$root"/tests/cuda/kernels.pe; do
+  name=$(basename "$model" .pe)
+  extra=
+  [ "$name" = kernels ] && extra=--gpu-all-kernels
+  if ! "$stringc" "$model" --emit=ptx --gpu-arch="$arch" $extra -o "$out/$name.ptx"; then
+    echo "FAIL: $name: stringc --emit=ptx failed"; status=1; continue
+  fi
+  rm -rf "$out/$name" && mkdir "$out/$name"
+  # One file per kernel: the text after each "// kernel: NAME" line.
+  awk -v dir="$out/$name" '/^\/\/ kernel: /{f = dir "/" $3 ".ptx"; next} f {print > f}' "$out/$name.ptx"
+  count=0
+  for ptx in "$out/$name"/*.ptx; do
+    [ -f "$ptx" ] || continue
+    count=$((count + 1))
+    if ! "$ptxas" -arch="$arch" "$ptx" -o "${ptx%.ptx}.cubin"; then
+      echo "FAIL: $name: ptxas -arch=$arch rejects kernel $(basename "$ptx" .ptx)"; status=1
+    fi
+  done
+  [ "$count" -gt 0 ] || { echo "FAIL: $name: no kernels in the PTX"; status=1; }
+  kernels=$((kernels + count))
+  echo "$name: $count kernels assembled for $arch"
+done
+echo "total: $kernels kernels"
+exit $status
