@@ -9,7 +9,7 @@
 //   stringrun bench PKG [--data PATH] [--batch B] [--steps N]
 //   stringrun gradients PKG --out FILE [--data PATH] [--batch B] [--seed S]
 //                           [--params FILE]
-// and, for every command, [--kernels compiled|fast|reference] [--threads N].
+// and, for every command, [--kernels compiled|fast|reference] [--threads N] [--no-arena].
 //
 // Exit status: 0 on success, 1 on an error (bad package, data or checkpoint,
 // failed I/O, a diverging loss), 2 on a usage error.
@@ -93,6 +93,8 @@ options:
                      test batches concurrently (default 1). Results do not
                      depend on it (but for the last bits of OpenBLAS GEMMs)
   --no-eval          train: skip evaluation
+  --no-arena         place intermediate values in buffers recycled at run
+                     time instead of the package's arena plan (for comparison)
   --help             show this help
 
 exit status: 0 success, 1 error, 2 usage error
@@ -107,6 +109,7 @@ struct Args {
   std::string package;
   std::map<std::string, std::string> values; // option -> value
   bool noEval = false;
+  bool noArena = false; // --no-arena: run on the buffer pool, not the arena plan
 };
 
 const std::vector<std::string> kValueOptions = {
@@ -136,6 +139,10 @@ Args parseArgs(int argc, char **argv) {
       }
       if (name == "--no-eval" && !inlineValue) {
         args.noEval = true;
+        continue;
+      }
+      if (name == "--no-arena" && !inlineValue) {
+        args.noArena = true;
         continue;
       }
       if (!isValueOption(name))
@@ -408,6 +415,17 @@ int runBench(const Args &args, stringrt::Model &model) {
               r.steps > 0 ? 1000.0 * r.seconds / static_cast<double>(r.steps)
                           : 0.0,
               kernels.c_str());
+  const auto &fwd = model.manifest().forward.arena;
+  const auto &grad = model.manifest().gradients.arena;
+  if (model.arenaPlan() && fwd && grad)
+    std::printf("memory: arena plan; at batch %lld the arenas hold %lld bytes (forward) and "
+                "%lld bytes (gradients), %lld and %lld without reuse\n",
+                static_cast<long long>(fwd->reportBatch), static_cast<long long>(fwd->arenaBytes),
+                static_cast<long long>(grad->arenaBytes),
+                static_cast<long long>(fwd->noReuseBytes),
+                static_cast<long long>(grad->noReuseBytes));
+  else
+    std::printf("memory: buffers recycled at run time (no arena plan)\n");
   return 0;
 }
 
@@ -469,6 +487,8 @@ int main(int argc, char **argv) {
     stringrt::Package package = stringrt::Package::load(args.package);
     stringrt::Model model = kernels ? stringrt::Model(std::move(package), *kernels)
                                     : stringrt::Model(std::move(package));
+    if (args.noArena && model.arenaPlan())
+      model.setArenaPlan(false);
     const int replicas = applyThreads(args, model.kernels());
     if (args.command == "train") {
       printer.emplace(model.manifest().model);

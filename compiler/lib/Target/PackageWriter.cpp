@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "stringc/Target/PackageWriter.h"
+#include "stringc/Target/ArenaPlan.h"
 
 #include "stringc/Dialect/PE/PEDialect.h"
 #include "stringc/Dialect/PE/PEOps.h"
@@ -419,6 +420,42 @@ private:
       json.endObject();
     }
     json.endArray();
+    if (failed(writeArenaPlan(func)))
+      return failure();
+    json.endObject();
+    return success();
+  }
+
+  /// The program's arena plan (ArenaPlan.h, docs/package.md).
+  LogicalResult writeArenaPlan(func::FuncOp func) {
+    std::vector<ArenaValue> values = arenaValues(func);
+    ArenaPlan plan = planArena(values);
+    // The planner's own check (the runtime checks again on load).
+    if (std::optional<std::string> problem = verifyArenaPlan(values, plan))
+      return func.emitError() << "internal error: invalid arena plan: "
+                              << *problem;
+    json.key("arena");
+    json.beginObject();
+    json.key("slots");
+    json.beginArray();
+    for (const ArenaSlot &slot : plan.slots) {
+      json.beginArray();
+      json.value(slot.perBatch);
+      json.value(slot.fixed);
+      json.endArray();
+    }
+    json.endArray();
+    json.key("value_slot");
+    json.value(llvm::ArrayRef<int64_t>(plan.valueSlot));
+    json.key("report");
+    json.beginObject();
+    json.key("batch");
+    json.value(kArenaReportBatch);
+    json.key("arena_bytes");
+    json.value(plan.arenaBytes(kArenaReportBatch));
+    json.key("no_reuse_bytes");
+    json.value(noReuseBytes(values, kArenaReportBatch));
+    json.endObject();
     json.endObject();
     return success();
   }

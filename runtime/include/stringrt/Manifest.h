@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -128,7 +129,19 @@ struct ProgramOutput {
   std::string key() const { return isGrad() ? "grad:" + grad : name; }
 };
 
+// A program's arena plan (docs/package.md, "The arena plan"): slot k holds
+// slots[k].first * batch + slots[k].second elements (4 bytes each);
+// valueSlot[v] is value v's slot, -1 for values outside the arena (inputs,
+// parameter views). The loader checks its structure; the executor checks the
+// liveness rule and the figures (runtime/src/core/ArenaPlan.h).
+struct ProgramArena {
+  std::vector<std::pair<int64_t, int64_t>> slots;
+  std::vector<int64_t> valueSlot;
+  int64_t reportBatch = 0, arenaBytes = 0, noReuseBytes = 0;
+};
+
 struct Program {
+  std::optional<ProgramArena> arena; // absent in packages without a plan
   std::vector<ProgramValue> values;
   std::vector<ValueId> inputs; // One per manifest input, in that order.
   std::vector<ProgramOp> ops;  // Execution order.

@@ -52,6 +52,12 @@ public:
   KernelSet kernels() const;
   // The compiled kernels' library (shared with the package); may be null.
   const std::shared_ptr<const KernelLibrary> &kernelLibrary() const;
+  // Whether the programs place their intermediate values in the package's
+  // arena plan (docs/package.md, "The arena plan"; the default when both
+  // programs have one) or in buffers recycled at run time. Enabling it
+  // without a plan throws Error.
+  bool arenaPlan() const;
+  void setArenaPlan(bool enabled);
 
   // Every parameter from its initialiser (normal, uniform, zeros, ones,
   // constant, load). Throws Error if a `load` fails; the buffer is then

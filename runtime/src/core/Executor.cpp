@@ -18,6 +18,7 @@ void ExecValue::release() {
   std::vector<float>().swap(f32);
   std::vector<int32_t>().swap(i32);
   view = nullptr;
+  arena = nullptr;
   live = false;
 }
 
@@ -132,6 +133,11 @@ void BufferPool::clear() {
   count_ = 0;
 }
 
+bool BufferPool::poison() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return poison_;
+}
+
 void BufferPool::setPoison(bool poison) {
   std::lock_guard<std::mutex> lock(mutex_);
   poison_ = poison;
@@ -182,7 +188,8 @@ ref::TensorRef<const float> OpContext::in(size_t k) const {
   const ExecValue &v = operand(k);
   if (v.dtype != DType::F32)
     fail("operand #" + std::to_string(k) + " must be f32, got " + valueTypeName(v.dtype));
-  const float *data = v.view ? static_cast<const float *>(v.view) : v.f32.data();
+  const float *data = v.view ? static_cast<const float *>(v.view)
+                             : v.arena ? v.arena : v.f32.data();
   return {data, v.shape};
 }
 
@@ -205,7 +212,7 @@ ref::TensorRef<float> OpContext::out(size_t k) const {
   if (v.dtype != DType::F32)
     fail("result #" + std::to_string(k) + " must be f32, the value table says " +
          valueTypeName(v.dtype));
-  return {v.f32.data(), v.shape};
+  return {v.arena ? v.arena : v.f32.data(), v.shape};
 }
 
 ref::TensorRef<int32_t> OpContext::outI32(size_t k) const {
@@ -397,6 +404,29 @@ Executor::Executor(const Program &program, std::string name,
     if (at != kNoFree)
       freeAfter_[at].push_back(v);
   }
+
+  // The arena plan, when the package has one: checked against this liveness
+  // (an interval [defining op, last use], outputs to the end), then used.
+  if (program.arena) {
+    std::vector<int64_t> start(numValues, 0), end(numValues, 0);
+    for (ValueId v = 0; v < numValues; ++v) {
+      if (definedAt[v] == kNoFree)
+        continue;
+      start[v] = static_cast<int64_t>(definedAt[v]);
+      end[v] = isOutput[v]               ? static_cast<int64_t>(numOps)
+               : lastUse[v] != kNoFree ? static_cast<int64_t>(lastUse[v])
+                                       : start[v];
+    }
+    checkArenaPlan(program, name_, start, end);
+    inArena_ = arenaMembers(program);
+    useArena_ = true;
+  }
+}
+
+void Executor::setUseArena(bool use) {
+  if (use && !program_.arena)
+    throw Error("program '" + name_ + "' has no arena plan");
+  useArena_ = use;
 }
 
 std::vector<ref::Tensor<float>> Executor::run(const std::vector<HostTensor> &inputs,
@@ -411,6 +441,21 @@ std::vector<ref::Tensor<float>> Executor::run(const std::vector<HostTensor> &inp
   const int64_t allocatedBefore = pool.allocatedBytes();
   std::vector<ExecValue> values(program.values.size());
   int64_t live = 0, peak = 0, total = 0;
+
+  // The arena: one buffer for the planned results, slot k at offsets[k].
+  ArenaLayout layout;
+  std::vector<float> arena;
+  int64_t arenaAllocated = 0;
+  const int64_t arenaBatch = batch.value_or(0);
+  if (useArena_) {
+    layout = arenaLayout(*program.arena, arenaBatch);
+    bool allocated = false;
+    arena = arenas_.take(arenaBatch, layout.elements, allocated);
+    if (allocated)
+      arenaAllocated = layout.elements * static_cast<int64_t>(sizeof(float));
+    if (sharedPool && sharedPool->poison())
+      std::fill(arena.begin(), arena.end(), std::numeric_limits<float>::quiet_NaN());
+  }
 
   for (size_t k = 0; k < inputs.size(); ++k) {
     ValueId id = program.inputs[k];
@@ -455,7 +500,9 @@ std::vector<ref::Tensor<float>> Executor::run(const std::vector<HostTensor> &inp
         }
         // Not zeroed: the adapter writes every element (see Executor.h).
         size_t n = static_cast<size_t>(v.numel());
-        if (type.dtype == DType::I32)
+        if (useArena_ && inArena_[r])
+          v.arena = arena.data() + layout.offsets[program.arena->valueSlot[r]];
+        else if (type.dtype == DType::I32)
           v.i32 = pool.takeI32(n);
         else
           v.f32 = pool.takeF32(n);
@@ -495,8 +542,8 @@ std::vector<ref::Tensor<float>> Executor::run(const std::vector<HostTensor> &inp
     if (v.dtype == DType::I32) {
       const int32_t *data = v.view ? static_cast<const int32_t *>(v.view) : v.i32.data();
       t.values.assign(data, data + v.numel());
-    } else if (v.view) {
-      const float *data = static_cast<const float *>(v.view);
+    } else if (v.view || v.arena) {
+      const float *data = v.view ? static_cast<const float *>(v.view) : v.arena;
       t.values.assign(data, data + v.numel());
     } else if (usedLater || sharedPool) {
       t.values = v.f32; // a copy: the buffer goes back to the shared pool
@@ -512,10 +559,12 @@ std::vector<ref::Tensor<float>> Executor::run(const std::vector<HostTensor> &inp
     }
     pool.endRun(total);
   }
+  if (useArena_)
+    arenas_.give(arenaBatch, std::move(arena));
   if (stats) {
     stats->peakBytes = peak;
     stats->totalBytes = total;
-    stats->allocatedBytes = pool.allocatedBytes() - allocatedBefore;
+    stats->allocatedBytes = pool.allocatedBytes() - allocatedBefore + arenaAllocated;
   }
   return outputs;
 }

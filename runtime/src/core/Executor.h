@@ -14,6 +14,12 @@
 // value right after its last use, so the peak memory is the largest live set
 // rather than the whole value table.
 //
+// When the program has an arena plan (docs/package.md, "The arena plan";
+// ArenaPlan.h), construction checks it against this liveness analysis and
+// runs place every planned result in the program's arena for the batch size
+// (one allocation per batch size, kept across runs) at its slot's offset;
+// results outside the plan, and programs without one, use the pool below.
+//
 // Freed buffers go to a BufferPool (one per Model, shared by its programs and
 // kept across runs), which hands them to later results of the same byte
 // size: a training step in the steady state allocates no value storage. A
@@ -25,6 +31,7 @@
 // its result.
 #pragma once
 
+#include "ArenaPlan.h"
 #include "stringrt/DType.h"
 #include "stringrt/HostTensor.h"
 #include "stringrt/KernelLibrary.h"
@@ -51,10 +58,13 @@ struct ExecValue {
   std::vector<float> f32;
   std::vector<int32_t> i32;
   const void *view = nullptr; // borrowed data; null for owned values
+  float *arena = nullptr;      // storage in the run's arena (an arena-planned f32 result)
   bool live = false;
 
   int64_t numel() const { return ref::shapeNumel(shape); }
   int64_t ownedBytes() const {
+    if (arena)
+      return numel() * static_cast<int64_t>(sizeof(float));
     return static_cast<int64_t>(f32.size() * sizeof(float) + i32.size() * sizeof(int32_t));
   }
   // Drops the value and frees its memory.
@@ -87,6 +97,7 @@ public:
   // For tests: every buffer handed out is first filled with NaN (f32) or
   // INT32_MIN (i32), so that a kernel relying on zeroed results shows.
   void setPoison(bool poison);
+  bool poison() const;
 
 private:
   template <typename T> struct Slot {
@@ -239,6 +250,12 @@ public:
   KernelSet kernels() const { return kernels_; }
   // Values freed right after op i (its operands' and unused results' last use).
   const std::vector<std::vector<ValueId>> &freeAfter() const { return freeAfter_; }
+  // Whether runs place op results in the program's arena plan (checked at
+  // construction) rather than in buffers of the pool: true by default when
+  // the program has a plan; setUseArena(false) selects the pool (for
+  // comparisons); setUseArena(true) on a program without a plan throws.
+  bool usesArena() const { return useArena_; }
+  void setUseArena(bool use);
 
 private:
   struct Step {
@@ -252,6 +269,9 @@ private:
   KernelSet kernels_;
   std::vector<Step> steps_;
   std::vector<std::vector<ValueId>> freeAfter_;
+  std::vector<bool> inArena_; // per value: placed by the arena plan
+  bool useArena_ = false;
+  mutable ArenaCache arenas_;
 };
 
 // `shape` with every -1 replaced by the batch size; throws Error (naming

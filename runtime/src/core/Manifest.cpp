@@ -643,7 +643,7 @@ private:
   Program parseProgram(const JsonValue &value, const std::string &name,
                        const Manifest &manifest) const {
     const std::string where = "manifest.programs." + name;
-    checkKeys(value, where, {"values", "inputs", "ops", "outputs"},
+    checkKeys(value, where, {"values", "inputs", "ops", "outputs", "arena"},
               {"values", "inputs", "ops", "outputs"});
     Program program;
 
@@ -733,7 +733,60 @@ private:
       fail(where + ".outputs[0]",
            fmt::format("the loss must be an f32 scalar, got {} {}",
                        dtypeKeyword(loss.dtype), shapeText(loss.shape)));
+    if (const JsonValue *arena = member(value, "arena"))
+      program.arena = parseArena(*arena, where + ".arena", count);
     return program;
+  }
+
+  // A program's "arena" (structure only; the executor checks liveness).
+  ProgramArena parseArena(const JsonValue &value, const std::string &where,
+                          size_t valueCount) const {
+    checkKeys(value, where, {"slots", "value_slot", "report"},
+              {"slots", "value_slot", "report"});
+    ProgramArena arena;
+    const JsonValue &slots = *member(value, "slots");
+    expectKind(slots, JsonValue::Kind::Array, where + ".slots");
+    for (size_t i = 0; i < slots.elements.size(); ++i) {
+      std::string at = fmt::format("{}.slots[{}]", where, i);
+      const JsonValue &slot = slots.elements[i];
+      expectKind(slot, JsonValue::Kind::Array, at);
+      if (slot.elements.size() != 2)
+        fail(at, "a slot is [per_batch, fixed]");
+      int64_t perBatch = getInt(slot.elements[0], at + "[0]");
+      int64_t fixed = getInt(slot.elements[1], at + "[1]");
+      if (perBatch < 0 || fixed < 0 || perBatch > (int64_t(1) << 40) ||
+          fixed > (int64_t(1) << 40))
+        fail(at, fmt::format("slot size [{}, {}] out of range", perBatch,
+                             fixed));
+      arena.slots.push_back({perBatch, fixed});
+    }
+    const JsonValue &valueSlot = *member(value, "value_slot");
+    expectKind(valueSlot, JsonValue::Kind::Array, where + ".value_slot");
+    if (valueSlot.elements.size() != valueCount)
+      fail(where + ".value_slot",
+           fmt::format("{} entries, the program has {} values",
+                       valueSlot.elements.size(), valueCount));
+    for (size_t v = 0; v < valueCount; ++v) {
+      std::string at = fmt::format("{}.value_slot[{}]", where, v);
+      int64_t s = getInt(valueSlot.elements[v], at);
+      if (s < -1 || s >= int64_t(arena.slots.size()))
+        fail(at, fmt::format("slot {} out of range (the plan has {} slots)",
+                             s, arena.slots.size()));
+      arena.valueSlot.push_back(s);
+    }
+    const JsonValue &report = *member(value, "report");
+    checkKeys(report, where + ".report",
+              {"batch", "arena_bytes", "no_reuse_bytes"},
+              {"batch", "arena_bytes", "no_reuse_bytes"});
+    arena.reportBatch = getInt(*member(report, "batch"), where + ".report.batch");
+    arena.arenaBytes =
+        getInt(*member(report, "arena_bytes"), where + ".report.arena_bytes");
+    arena.noReuseBytes = getInt(*member(report, "no_reuse_bytes"),
+                                where + ".report.no_reuse_bytes");
+    if (arena.reportBatch < 1 || arena.reportBatch > (int64_t(1) << 20))
+      fail(where + ".report.batch",
+           fmt::format("batch {} out of range", arena.reportBatch));
+    return arena;
   }
 
   // An op's "kernels" (target cpu): [{"symbol", "range", "grain"}, ...].

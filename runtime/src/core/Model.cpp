@@ -238,6 +238,15 @@ Model &Model::operator=(Model &&) noexcept = default;
 
 const Manifest &Model::manifest() const { return impl_->manifest; }
 KernelSet Model::kernels() const { return impl_->kernels; }
+bool Model::arenaPlan() const {
+  return impl_->forward->usesArena() && impl_->gradients->usesArena();
+}
+void Model::setArenaPlan(bool enabled) {
+  if (enabled && (!impl_->manifest.forward.arena || !impl_->manifest.gradients.arena))
+    impl_->fail("the package has no arena plan");
+  impl_->forward->setUseArena(enabled);
+  impl_->gradients->setUseArena(enabled);
+}
 const std::shared_ptr<const KernelLibrary> &Model::kernelLibrary() const {
   return impl_->library;
 }

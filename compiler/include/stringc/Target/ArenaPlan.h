@@ -1,0 +1,77 @@
+//===- ArenaPlan.h - the memory plan of a package program -------*- C++ -*-===//
+//
+// The arena plan (docs/package.md, "The arena plan"): every intermediate
+// value of a program (an f32 op result other than pe.get_param's, which is a
+// view of the flat parameter buffer) gets a SLOT of one arena; two values
+// whose liveness intervals overlap never share a slot. The batch size is
+// symbolic, so a value's size is affine in it, a*B + c elements (a: the
+// product of the other dimensions of a shape with -1, c = 0; a static shape:
+// a = 0, c its element count). A slot's size is (max a, max c) over its
+// members, which bounds every member for every B >= 1, so one plan is valid
+// for every batch. The runtime lays the slots out back to back (offsets =
+// prefix sums of the slot sizes at the run's batch) in one allocation.
+//
+//===----------------------------------------------------------------------===//
+#ifndef STRINGC_TARGET_ARENAPLAN_H
+#define STRINGC_TARGET_ARENAPLAN_H
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/ArrayRef.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace stringc {
+
+/// The batch size the plan's figures (bytes) are reported at.
+constexpr int64_t kArenaReportBatch = 128;
+
+/// One value of a program as the planner sees it. `start` is the index of its
+/// defining op; `end` the index of its last reading op (its defining op when
+/// nothing reads it; the number of ops for a program output, which lives to
+/// the end). Both inclusive: an op's results never share with its operands.
+struct ArenaValue {
+  bool planned = false; // false: a program input or a parameter view
+  int64_t start = 0, end = 0;
+  int64_t perBatch = 0, fixed = 0; // size in elements: perBatch*B + fixed
+
+  int64_t elements(int64_t batch) const { return perBatch * batch + fixed; }
+};
+
+struct ArenaSlot {
+  int64_t perBatch = 0, fixed = 0;
+  int64_t elements(int64_t batch) const { return perBatch * batch + fixed; }
+};
+
+struct ArenaPlan {
+  std::vector<ArenaSlot> slots;
+  std::vector<int64_t> valueSlot; // per value id; -1 for unplanned values
+
+  /// The arena's bytes at `batch` (4-byte elements, slots back to back).
+  int64_t arenaBytes(int64_t batch) const;
+};
+
+/// Greedy interval assignment: values in order of definition; a slot is
+/// free again once its last member's interval has ended; a value takes the
+/// free slot whose size grows least at kArenaReportBatch (ties: the smaller
+/// slot), or a new slot when none is free.
+ArenaPlan planArena(llvm::ArrayRef<ArenaValue> values);
+
+/// The bytes at `batch` of every planned value together (no reuse).
+int64_t noReuseBytes(llvm::ArrayRef<ArenaValue> values, int64_t batch);
+
+/// Checks that `plan` is valid for `values`: every planned value has a slot
+/// in range whose size bounds it, unplanned ones have -1, and no two values
+/// of a slot have overlapping intervals. Returns the problem, or nullopt.
+std::optional<std::string> verifyArenaPlan(llvm::ArrayRef<ArenaValue> values,
+                                           const ArenaPlan &plan);
+
+/// The planner's view of `func`'s single block, numbered as the package
+/// writer numbers values (arguments, then op results in order).
+std::vector<ArenaValue> arenaValues(mlir::func::FuncOp func);
+
+} // namespace stringc
+
+#endif // STRINGC_TARGET_ARENAPLAN_H

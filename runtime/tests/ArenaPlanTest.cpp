@@ -1,0 +1,252 @@
+// The arena plan at run time (docs/package.md, "The arena plan"): the loader's
+// structural checks, the executor's liveness check (a corrupt plan is refused,
+// naming the program and the values), and runs in the arena giving the same
+// bits as runs on the buffer pool.
+#include "stringrt/Model.h"
+
+#include "ProgramBuilder.h"
+#include "TestFiles.h"
+#include "TestPackages.h"
+#include "stringrt/Error.h"
+#include "stringrt/Package.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+
+namespace stringrt {
+namespace {
+
+using ref::Tensor;
+using test::f32;
+using test::failsWith;
+using test::i32;
+using test::ProgramBuilder;
+
+constexpr const char *kPath = "arena.pkg";
+constexpr int64_t kIn = 4, kClasses = 3;
+
+ManifestInput input(const std::string &name, DType dtype, std::vector<int64_t> shape) {
+  ManifestInput in;
+  in.name = name;
+  in.dtype = dtype;
+  in.shape = std::move(shape);
+  return in;
+}
+
+ManifestParam normal(const std::string &name, std::vector<int64_t> shape, uint64_t seed) {
+  ManifestParam p;
+  p.name = name;
+  p.shape = std::move(shape);
+  p.init = ParamInit::Normal;
+  p.std = 0.5;
+  p.seed = seed;
+  return p;
+}
+
+// A linear classifier whose gradients program has the values
+// 0 x, 1 label, 2 w, 3 b (views), 4 logits [2,5], 5 loss [3,8] (output),
+// 6 one [4,5], 7 dlogits [5,7], 8 dw [6,8] (output), 9 db [7,8] (output)
+// (liveness intervals in op indices; outputs live to op 8, the end).
+Manifest linearManifest() {
+  Manifest m;
+  m.model = "linear";
+  m.inputs = {input("x", DType::F32, {-1, kIn}), input("label", DType::I32, {-1})};
+  m.params = {normal("w", {kIn, kClasses}, 11), normal("b", {kClasses}, 12)};
+  for (bool gradients : {false, true}) {
+    ProgramBuilder g;
+    ValueId x = g.input(f32({-1, kIn}));
+    ValueId label = g.input(i32({-1}));
+    ValueId wv = g.param("w", {kIn, kClasses});
+    ValueId bv = g.param("b", {kClasses});
+    ValueId logits = g.op1("pe.linear", {x, wv, bv}, f32({-1, kClasses}));
+    ValueId loss = g.op1("pe.cross_entropy", {logits, label}, f32({}));
+    g.output("loss", loss);
+    if (!gradients) {
+      g.output("logits", logits);
+      m.forward = g.program;
+      continue;
+    }
+    ValueId one = g.constant(1.0);
+    ValueId dlogits = g.op1("pe.cross_entropy_grad", {logits, label, one}, f32({-1, kClasses}));
+    g.grad("w", g.op1("pe.linear_grad_weight", {x, dlogits}, f32({kIn, kClasses})));
+    g.grad("b", g.op1("pe.sum_to", {dlogits}, f32({kClasses})));
+    m.gradients = g.program;
+  }
+  return m;
+}
+
+ProgramArena arena(std::vector<std::pair<int64_t, int64_t>> slots,
+                   std::vector<int64_t> valueSlot, int64_t arenaBytes, int64_t noReuseBytes) {
+  ProgramArena a;
+  a.slots = std::move(slots);
+  a.valueSlot = std::move(valueSlot);
+  a.reportBatch = 128;
+  a.arenaBytes = arenaBytes;
+  a.noReuseBytes = noReuseBytes;
+  return a;
+}
+
+// A valid plan for each program: forward 4 -> 0, 5 -> 1; gradients as
+// the greedy planner would place them (8 reuses 4's slot, 9 reuses 6's).
+Manifest plannedManifest() {
+  Manifest m = linearManifest();
+  m.forward.arena = arena({{3, 0}, {0, 1}}, {-1, -1, -1, -1, 0, 1}, (384 + 1) * 4, 385 * 4);
+  m.gradients.arena = arena({{3, 12}, {0, 1}, {0, 3}, {3, 0}},
+                            {-1, -1, -1, -1, 0, 1, 2, 3, 0, 2}, (396 + 1 + 3 + 384) * 4,
+                            (384 + 1 + 1 + 384 + 12 + 3) * 4);
+  return m;
+}
+
+std::map<std::string, HostTensor> batchInputs(int64_t batch, Tensor<float> &x,
+                                              Tensor<int32_t> &label) {
+  std::mt19937 gen(static_cast<uint32_t>(batch));
+  std::uniform_real_distribution<float> value(-1.f, 1.f);
+  x = Tensor<float>::zeros({batch, kIn});
+  for (float &v : x.values)
+    v = value(gen);
+  label = Tensor<int32_t>::zeros({batch});
+  for (int64_t i = 0; i < batch; ++i)
+    label.values[static_cast<size_t>(i)] = static_cast<int32_t>(i % kClasses);
+  return {{"x", HostTensor::of(x)}, {"label", HostTensor::of(label)}};
+}
+
+bool sameBits(const std::vector<float> &a, const std::vector<float> &b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+TEST(ArenaPlan, RunsGiveTheBitsOfThePool) {
+  for (KernelSet kernels : {KernelSet::Reference, KernelSet::Fast}) {
+    Model planned(plannedManifest(), kPath, kernels);
+    Model pooled(plannedManifest(), kPath, kernels);
+    EXPECT_TRUE(planned.arenaPlan());
+    pooled.setArenaPlan(false);
+    EXPECT_FALSE(pooled.arenaPlan());
+    planned.initParameters();
+    pooled.initParameters();
+    for (int64_t batch : {5, 1, 5, 9}) { // a batch size again: its arena is reused
+      Tensor<float> x;
+      Tensor<int32_t> label;
+      auto inputs = batchInputs(batch, x, label);
+      float lossA = 0, lossB = 0;
+      std::vector<float> gradsA, gradsB;
+      planned.gradients(inputs, lossA, gradsA);
+      pooled.gradients(inputs, lossB, gradsB);
+      EXPECT_EQ(std::memcmp(&lossA, &lossB, sizeof(float)), 0) << "batch " << batch;
+      EXPECT_TRUE(sameBits(gradsA, gradsB)) << "batch " << batch;
+      auto outA = planned.run("forward", inputs);
+      auto outB = pooled.run("forward", inputs);
+      EXPECT_TRUE(sameBits(outA.at("logits").values, outB.at("logits").values));
+      EXPECT_TRUE(sameBits(outA.at("loss").values, outB.at("loss").values));
+    }
+  }
+}
+
+TEST(ArenaPlan, WithoutAPlanThePoolIsUsed) {
+  Model model(linearManifest(), kPath);
+  EXPECT_FALSE(model.arenaPlan());
+  EXPECT_TRUE(failsWith([&] { model.setArenaPlan(true); }, kPath, {"has no arena plan"}));
+}
+
+TEST(ArenaPlan, CorruptPlansAreRefused) {
+  {
+    Manifest m = plannedManifest(); // dlogits (7) into logits' slot: both live at op 5
+    m.gradients.arena->valueSlot[7] = 0;
+    EXPECT_TRUE(failsWith([&] { Model model(m, kPath); }, kPath,
+                          {"program 'gradients': arena plan: values 4 (live at ops 2 to 5) and 7 "
+                           "(live at ops 5 to 7) overlap but share slot 0"}));
+  }
+  {
+    Manifest m = plannedManifest(); // an output reused before the end
+    m.forward.arena = arena({{3, 1}}, {-1, -1, -1, -1, 0, 0}, (384 + 1) * 4, 385 * 4);
+    EXPECT_TRUE(failsWith([&] { Model model(m, kPath); }, kPath,
+                          {"program 'forward'", "values 4", "and 5", "overlap but share slot 0"}));
+  }
+  {
+    Manifest m = plannedManifest();
+    m.gradients.arena->valueSlot[9] = -1;
+    EXPECT_TRUE(failsWith([&] { Model model(m, kPath); }, kPath,
+                          {"program 'gradients': arena plan: value 9 has no slot"}));
+  }
+  {
+    Manifest m = plannedManifest();
+    m.gradients.arena->valueSlot[2] = 1; // a parameter view
+    EXPECT_TRUE(failsWith([&] { Model model(m, kPath); }, kPath,
+                          {"value 2 is not an intermediate", "slot 1"}));
+  }
+  {
+    Manifest m = plannedManifest(); // dw [4, 3] in a slot of 3 fixed elements
+    m.gradients.arena->valueSlot[8] = 2;
+    EXPECT_TRUE(failsWith([&] { Model model(m, kPath); }, kPath,
+                          {"slot 2 ([0, 3]) is too small for value 8 ([0, 12])"}));
+  }
+  {
+    Manifest m = plannedManifest();
+    m.forward.arena->arenaBytes += 4;
+    EXPECT_TRUE(failsWith([&] { Model model(m, kPath); }, kPath,
+                          {"program 'forward'", "the report says 1544 arena"}));
+  }
+}
+
+// The JSON form: a program of TestPackages' linear classifier with an arena.
+std::string manifestJson(const std::string &forwardArena) {
+  std::string forward = test::linearForwardProgram(2, 2);
+  forward.insert(forward.rfind('}'), ", \"arena\": " + forwardArena);
+  return R"({
+  "model": "json_linear",
+  "inputs": [{"name": "x", "dtype": "f32", "shape": [-1, 2]},
+             {"name": "label", "dtype": "i32", "shape": [-1]}],
+  "params": [{"name": "w", "shape": [2, 2], "frozen": false, "init": "constant", "value": 0.5},
+             {"name": "b", "shape": [2], "frozen": true, "init": "zeros"}],
+  "optimizer": {"kind": "sgd", "lr": 0.1, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8,
+                "weight_decay": 0.0, "momentum": 0.0, "clip_norm": 0.0,
+                "schedule": "constant", "warmup_steps": 0, "min_lr": 0.0},
+  "programs": {"forward": )" +
+         forward + R"(, "gradients": )" +
+         test::linearGradientsProgram(2, 2, /*biasGrad=*/false) + "}}";
+}
+
+TEST(ArenaPlan, TheLoaderReadsAndChecksTheJson) {
+  test::TempDir dir;
+  const std::string report =
+      R"("report": {"batch": 128, "arena_bytes": 1028, "no_reuse_bytes": 1028})";
+  {
+    std::string path = dir.file("good.pkg");
+    test::writePackageFile(
+        path, manifestJson(R"({"slots": [[2, 0], [0, 1]], "value_slot": [-1, -1, -1, -1, 0, 1], )" +
+                           report + "}"));
+    Package package = Package::load(path);
+    ASSERT_TRUE(package.manifest().forward.arena);
+    EXPECT_FALSE(package.manifest().gradients.arena);
+    Model model(std::move(package));
+    EXPECT_FALSE(model.arenaPlan()); // only one program has a plan
+    model.initParameters();
+    Tensor<float> x({2, 2}, {1.f, 2.f, -1.f, 3.f});
+    Tensor<int32_t> label({2}, {0, 1});
+    auto out = model.run("forward", {{"x", HostTensor::of(x)}, {"label", HostTensor::of(label)}});
+    EXPECT_EQ(out.at("logits").values, (std::vector<float>{1.5f, 1.5f, 1.f, 1.f}));
+  }
+  struct Case {
+    std::string arena, fragment;
+  };
+  for (const Case &c : std::vector<Case>{
+           {R"({"slots": [[2, 0], [0, 1]], "value_slot": [-1, -1, -1, -1, 0], )" + report + "}",
+            "manifest.programs.forward.arena.value_slot: 5 entries, the program has 6 values"},
+           {R"({"slots": [[2, 0]], "value_slot": [-1, -1, -1, -1, 0, 1], )" + report + "}",
+            "value_slot[5]: slot 1 out of range (the plan has 1 slots)"},
+           {R"({"slots": [[2, 0, 1]], "value_slot": [-1, -1, -1, -1, 0, 0], )" + report + "}",
+            "slots[0]: a slot is [per_batch, fixed]"},
+           {R"({"slots": [[-2, 0]], "value_slot": [-1, -1, -1, -1, 0, 0], )" + report + "}",
+            "slot size [-2, 0] out of range"},
+           {R"({"slots": [], "value_slot": [-1, -1, -1, -1, -1, -1], "extra": 1, )" + report + "}",
+            "unknown key \"extra\""},
+       }) {
+    std::string path = dir.file("bad.pkg");
+    test::writePackageFile(path, manifestJson(c.arena));
+    EXPECT_TRUE(failsWith([&] { Package::load(path); }, path, {c.fragment})) << c.arena;
+  }
+}
+
+} // namespace
+} // namespace stringrt
