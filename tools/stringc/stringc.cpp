@@ -77,6 +77,8 @@ pass options (docs/passes.md):
   --batch=N      the batch size of --explain's step figures (default 128)
   --disable-pass=NAME[,NAME...]
                  leave these optimisation passes out (repeatable)
+  --enable-pass=NAME[,NAME...]
+                 also run these opt-in passes (pe-fuse-epilogue)
   --pass-pipeline=PIPELINE
                  run this textual MLIR pipeline instead of the optimisation
                  passes, e.g. 'pe-hoist,pe-fuse-attention' ('' for none);
@@ -154,6 +156,8 @@ std::optional<int> parseOptions(int argc, char **argv, Options &options) {
       options.explainBatch = batch;
     } else if (arg.rfind("--disable-pass=", 0) == 0) {
       addPassNames(arg.substr(15), options.compile.disabledPasses);
+    } else if (arg.rfind("--enable-pass=", 0) == 0) {
+      addPassNames(arg.substr(14), options.compile.enabledPasses);
     } else if (arg.rfind("--pass-pipeline=", 0) == 0) {
       options.compile.passPipeline = arg.substr(16);
     } else if (arg == "--approximate") {

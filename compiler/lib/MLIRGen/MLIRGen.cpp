@@ -224,6 +224,7 @@ namespace {
 PipelineOptions pipelineOptions(const CompileOptions &options, bool explain) {
   PipelineOptions pipeline;
   pipeline.disabled = options.disabledPasses;
+  pipeline.enabled = options.enabledPasses;
   pipeline.pipeline = options.passPipeline;
   pipeline.explain = explain;
   pipeline.approximate = options.approximate;

@@ -3,6 +3,7 @@
 #include "PassEquivalence.h"
 
 #include "stringc/Frontend/Frontend.h"
+#include "stringc/Transforms/Pipeline.h"
 #include "stringrt/Model.h"
 #include "stringrt/Package.h"
 
@@ -143,9 +144,16 @@ Comparison comparePass(const PassCase &c) {
   const double inf = std::numeric_limits<double>::infinity();
   result.lossError = result.outputError = result.gradientError = inf;
 
-  CompileOptions without = c.base;
-  without.disabledPasses.insert(c.pass);
-  result.irWith = trainIR(c, c.base);
+  // A default pass is switched off for the second compilation; an opt-in
+  // one (--enable-pass) is switched on for the first.
+  CompileOptions with = c.base, without = c.base;
+  if (llvm::is_contained(optInPassNames(), llvm::StringRef(c.pass))) {
+    with.enabledPasses.insert(c.pass);
+    without.enabledPasses.erase(c.pass);
+  } else {
+    without.disabledPasses.insert(c.pass);
+  }
+  result.irWith = trainIR(c, with);
   result.irWithout = trainIR(c, without);
   result.modulesDiffer = result.irWith != result.irWithout;
 
@@ -153,7 +161,7 @@ Comparison comparePass(const PassCase &c) {
   if (!graph)
     return result;
   Results forwardWith, gradientsWith, forwardWithout, gradientsWithout;
-  if (!runPackage(*graph, c.base, c, forwardWith, gradientsWith) ||
+  if (!runPackage(*graph, with, c, forwardWith, gradientsWith) ||
       !runPackage(*graph, without, c, forwardWithout, gradientsWithout))
     return result;
 

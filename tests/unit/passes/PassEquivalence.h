@@ -31,6 +31,7 @@ struct PassCase {
   std::string example;  // a file of examples/ (e.g. "vit_rope.pe"), or
   std::string source;   // the text of a .pe model (when example is empty)
   std::string pass;     // the pass switched off in the second compilation
+                        // (an opt-in pass: switched on in the first)
   CompileOptions base;  // options of both compilations (e.g. approximate)
   int64_t batch = 2;
   uint64_t seed = 1;    // of the random inputs

@@ -28,6 +28,12 @@ TEST(PipelineTest, EveryDefaultPassIsRegisteredAndTakesExplain) {
     EXPECT_NE(mlir::PassInfo::lookup(name), nullptr);
   }
   PipelineOptions options;
+  for (llvm::StringRef name : optInPassNames()) {
+    SCOPED_TRACE(name.str());
+    EXPECT_NE(mlir::PassInfo::lookup(name), nullptr);
+    EXPECT_FALSE(llvm::is_contained(optimizationPassNames(), name));
+    options.enabled.insert(name.str());
+  }
   options.explain = true;
   std::string error;
   EXPECT_TRUE(mlir::succeeded(build(options, error))) << error;
@@ -39,6 +45,14 @@ TEST(PipelineTest, UnknownDisabledPassIsAnError) {
   std::string error;
   EXPECT_TRUE(mlir::failed(build(options, error)));
   EXPECT_NE(error.find("unknown pass 'pe-no-such-pass'"), std::string::npos) << error;
+}
+
+TEST(PipelineTest, OnlyOptInPassesCanBeEnabled) {
+  PipelineOptions options;
+  options.enabled.insert("pe-hoist");
+  std::string error;
+  EXPECT_TRUE(mlir::failed(build(options, error)));
+  EXPECT_NE(error.find("'pe-hoist' is not an opt-in pass"), std::string::npos) << error;
 }
 
 TEST(PipelineTest, AutodiffCannotBeDisabled) {

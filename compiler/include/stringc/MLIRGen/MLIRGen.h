@@ -36,6 +36,7 @@ enum class EmitStage {
 /// How to run the passes (stringc's flags; Transforms/Pipeline.h).
 struct CompileOptions {
   std::set<std::string> disabledPasses;    // --disable-pass=NAME
+  std::set<std::string> enabledPasses;     // --enable-pass=NAME (opt-in passes)
   std::optional<std::string> passPipeline; // --pass-pipeline=... ("" = none)
   bool approximate = false;     // --approximate: opt-in approximate rewrites
   bool printIRAfterAll = false; // --print-ir-after-all (to the error stream)
