@@ -1,6 +1,6 @@
 //===- AlgebraicUtils.h - helpers shared by the algebraic rewrites -*- C++ -*-===//
 //
-// Private to compiler/lib/Transforms: the use checks and clean-up that
+// Private to compiler/lib/Transforms: the use checks that
 // pe-spd-gate-square, pe-cancel-orthogonal, pe-fold-transform and
 // pe-reflection-to-rotation have in common.
 //
@@ -13,8 +13,6 @@
 
 #include "mlir/IR/Operation.h"
 #include "mlir/IR/Value.h"
-#include "mlir/Interfaces/SideEffectInterfaces.h"
-#include "llvm/ADT/SetVector.h"
 
 namespace stringc::algebraic {
 
@@ -25,24 +23,6 @@ inline bool onlyFeedsQueryKey(mlir::Value value, mlir::pe::AttentionOp attention
     if (use.getOwner() != attention.getOperation() || use.getOperandNumber() > 1)
       return false;
   return true;
-}
-
-/// Erases `op` if it has no uses and no side effects, then does the same for
-/// the ops that defined its operands (a rewrite that leaves a chain such as
-/// get_param -> skew dead removes the whole chain).
-inline void eraseDeadChain(mlir::Operation *op) {
-  llvm::SetVector<mlir::Operation *> worklist;
-  if (op)
-    worklist.insert(op);
-  while (!worklist.empty()) {
-    mlir::Operation *current = worklist.pop_back_val();
-    if (!current->use_empty() || !mlir::isPure(current))
-      continue;
-    for (mlir::Value operand : current->getOperands())
-      if (mlir::Operation *def = operand.getDefiningOp())
-        worklist.insert(def);
-    current->erase();
-  }
 }
 
 } // namespace stringc::algebraic

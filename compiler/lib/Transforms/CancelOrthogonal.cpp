@@ -14,6 +14,7 @@
 #include "stringc/Transforms/Passes.h"
 
 #include "AlgebraicUtils.h"
+#include "DeadOps.h"
 #include "stringc/Dialect/PE/PEOps.h"
 #include "stringc/Transforms/Explain.h"
 
@@ -141,9 +142,7 @@ struct CancelOrthogonalPass : stringc::impl::CancelOrthogonalBase<CancelOrthogon
 
     attention.getQMutable().assign(match.query.getX());
     attention.getKMutable().assign(match.key.getX());
-    stringc::algebraic::eraseDeadChain(match.query);
-    if (match.key != match.query)
-      stringc::algebraic::eraseDeadChain(match.key);
+    stringc::eraseDeadOps({match.query, match.key});
     ++numCancelled;
     LLVM_DEBUG(llvm::dbgs() << "cancelled the transforms of " << attention << "\n");
   }

@@ -11,6 +11,7 @@
 
 #include "stringc/Transforms/Passes.h"
 
+#include "DeadOps.h"
 #include "GatherUtils.h"
 #include "PositionTables.h"
 #include "stringc/Dialect/PE/PEOps.h"
@@ -114,7 +115,7 @@ struct DistinctOffsetsPass : stringc::impl::DistinctOffsetsBase<DistinctOffsetsP
     }
     Value r = exp.getR();
     exp.erase();
-    stringc::gather::eraseDeadProducers({r});
+    stringc::eraseDeadProducers({r});
   }
 };
 

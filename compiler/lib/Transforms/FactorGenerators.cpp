@@ -13,6 +13,7 @@
 
 #include "stringc/Transforms/Passes.h"
 
+#include "DeadOps.h"
 #include "GatherUtils.h"
 #include "PositionTables.h"
 #include "stringc/Dialect/PE/PEOps.h"
@@ -129,7 +130,7 @@ struct FactorGeneratorsPass : stringc::impl::FactorGeneratorsBase<FactorGenerato
     for (auto &[exp, absolute] : absoluteOf) {
       (void)absolute;
       if (exp->use_empty())
-        stringc::gather::eraseDeadProducers({exp->getResult(0)});
+        stringc::eraseDeadProducers({exp->getResult(0)});
     }
     absoluteOf.clear();
     rotatedOf.clear();

@@ -1,6 +1,6 @@
 //===- GatherUtils.h - helpers shared by the gather rewrites ----*- C++ -*-===//
 //
-// Private to compiler/lib/Transforms: clean-up and cost helpers that
+// Private to compiler/lib/Transforms: the cost helper that
 // pe-skip-gather, pe-factor-generators and pe-distinct-offsets share.
 //
 //===----------------------------------------------------------------------===//
@@ -15,26 +15,6 @@
 #include "llvm/ADT/SetVector.h"
 
 namespace stringc::gather {
-
-/// Erases the defining ops of `roots` that have no uses and no side effects,
-/// then, transitively, the ops that defined their operands. One worklist for
-/// all roots, so roots that share producers (q and k of one attention, or
-/// q == k) are each erased once.
-inline void eraseDeadProducers(llvm::ArrayRef<mlir::Value> roots) {
-  llvm::SetVector<mlir::Operation *> worklist;
-  for (mlir::Value root : roots)
-    if (mlir::Operation *def = root.getDefiningOp())
-      worklist.insert(def);
-  while (!worklist.empty()) {
-    mlir::Operation *op = worklist.pop_back_val();
-    if (!op->use_empty() || !mlir::isPure(op))
-      continue;
-    for (mlir::Value operand : op->getOperands())
-      if (mlir::Operation *def = operand.getDefiningOp())
-        worklist.insert(def);
-    op->erase();
-  }
-}
 
 /// `consumer` and the pure ops that only it needs, transitively through
 /// `roots` (some of its operands): what the rewrite of `consumer` that drops

@@ -11,6 +11,7 @@
 
 #include "stringc/Transforms/Passes.h"
 
+#include "DeadOps.h"
 #include "GatherUtils.h"
 #include "stringc/Dialect/PE/PEOps.h"
 #include "stringc/Transforms/Explain.h"
@@ -66,7 +67,7 @@ struct SkipGatherPass : stringc::impl::SkipGatherBase<SkipGatherPass> {
                              "no scores (q, k and their producers are dead)",
                              before, stringc::estimateCost(gather.getOperation(), 1));
     attention.erase();
-    stringc::gather::eraseDeadProducers(scoreOperands);
+    stringc::eraseDeadProducers(scoreOperands);
   }
 };
 

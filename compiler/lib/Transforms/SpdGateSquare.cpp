@@ -11,6 +11,7 @@
 #include "stringc/Transforms/Passes.h"
 
 #include "AlgebraicUtils.h"
+#include "DeadOps.h"
 #include "stringc/Dialect/PE/PEOps.h"
 #include "stringc/Transforms/Explain.h"
 
@@ -78,9 +79,7 @@ struct SpdGateSquarePass : stringc::impl::SpdGateSquareBase<SpdGateSquarePass> {
     Value key = gates.key.getX();
     attention.getQMutable().assign(gate);
     attention.getKMutable().assign(key);
-    stringc::algebraic::eraseDeadChain(gates.query);
-    if (gates.key != gates.query)
-      stringc::algebraic::eraseDeadChain(gates.key);
+    stringc::eraseDeadOps({gates.query, gates.key});
 
     Operation *created[] = {squared, gate};
     ++numSquared;

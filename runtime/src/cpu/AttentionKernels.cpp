@@ -11,6 +11,7 @@
 #include "stringrt/cpu/ThreadPool.h"
 
 #include "Gemm.h"
+#include "AttentionGeometry.h"
 #include "KernelUtil.h"
 #include "Softmax.h"
 
@@ -24,23 +25,13 @@ using namespace util;
 
 namespace {
 
-struct Geometry {
-  int64_t B, T, D, heads, Dh;
-  // Offset of head h of batch b's first row in a [B, T, D] tensor.
-  int64_t head(int64_t b, int64_t h) const { return b * T * D + h * Dh; }
-};
+using Geometry = AttentionGeometry;
 
 Geometry checkAttention(const std::string &kernel, const TensorRef<const float> &q,
                         const TensorRef<const float> &k, const TensorRef<const float> &v,
                         const OptionalInput<float> &rel, int64_t heads, AttentionMask mask,
                         int64_t skipBase) {
-  checkRank((kernel + ": q").c_str(), q, 3);
-  checkShape((kernel + ": k").c_str(), k, q.shape);
-  checkShape((kernel + ": v").c_str(), v, q.shape);
-  Geometry g{q.dim(0), q.dim(1), q.dim(2), heads, 0};
-  check(heads > 0 && g.D % heads == 0, kernel.c_str(),
-        "heads " + std::to_string(heads) + " does not divide the width " + std::to_string(g.D));
-  g.Dh = g.D / heads;
+  Geometry g = checkAttentionInputs(kernel, q, k, v, heads);
   if (rel)
     checkShape((kernel + ": rel").c_str(), *rel, {g.T, g.T, g.Dh, g.Dh});
   if (mask == AttentionMask::Skip)
