@@ -6,7 +6,7 @@
 //                       [--seed S] [--checkpoint FILE] [--resume FILE]
 //                       [--log FILE.csv] [--no-eval]
 //   stringrun eval PKG [--data PATH] [--batch B] [--params FILE | --resume FILE]
-//   stringrun bench PKG [--data PATH] [--batch B] [--steps N]
+//   stringrun bench PKG [--data PATH] [--batch B] [--steps N] [--profile]
 //   stringrun gradients PKG --out FILE [--data PATH] [--batch B] [--seed S]
 //                           [--params FILE]
 // and, for every command, [--kernels compiled|fast|reference] [--threads N] [--no-arena].
@@ -93,6 +93,9 @@ options:
                      test batches concurrently (default 1). Results do not
                      depend on it (but for the last bits of OpenBLAS GEMMs)
   --no-eval          train: skip evaluation
+  --profile          bench: also print where the step's time goes, op kind
+                     by op kind (wall time of every op of the forward and
+                     gradients programs; "[compiled]": on generated kernels)
   --no-arena         place intermediate values in buffers recycled at run
                      time instead of the package's arena plan (for comparison)
   --help             show this help
@@ -110,6 +113,7 @@ struct Args {
   std::map<std::string, std::string> values; // option -> value
   bool noEval = false;
   bool noArena = false; // --no-arena: run on the buffer pool, not the arena plan
+  bool profile = false; // --profile (bench): time every op by kind
 };
 
 const std::vector<std::string> kValueOptions = {
@@ -143,6 +147,10 @@ Args parseArgs(int argc, char **argv) {
       }
       if (name == "--no-arena" && !inlineValue) {
         args.noArena = true;
+        continue;
+      }
+      if (name == "--profile" && !inlineValue) {
+        args.profile = true;
         continue;
       }
       if (!isValueOption(name))
@@ -195,6 +203,9 @@ Args parseArgs(int argc, char **argv) {
       throw UsageError{
           fmt::format("option '{}' does not apply to '{}'", name, args.command)};
   }
+  if (args.profile && args.command != "bench")
+    throw UsageError{
+        fmt::format("option '--profile' does not apply to '{}'", args.command)};
   if (args.noEval && args.command != "train")
     throw UsageError{
         fmt::format("option '--no-eval' does not apply to '{}'", args.command)};
@@ -394,13 +405,35 @@ int runEval(const Args &args, stringrt::Model &model, int replicas) {
   return 0;
 }
 
+// The op kinds by total time, per step and as a share of the step; the rest
+// of the step (the optimizer, batching, copies) on the last line.
+void printProfile(const stringrt::OpProfile &profile, const stringrt::BenchResult &r) {
+  if (r.steps <= 0)
+    return;
+  const double runs = static_cast<double>(r.steps);
+  const double stepMs = 1000.0 * r.seconds / static_cast<double>(r.steps);
+  std::printf("\nprofile (per step; %% of the step's %.2f ms):\n", stepMs);
+  std::printf("  %-40s %8s %10s %7s\n", "op", "calls", "ms", "%");
+  double opsMs = 0.0;
+  for (const auto &[kind, t] : profile.sorted()) {
+    const double ms = 1000.0 * t.seconds / runs;
+    opsMs += ms;
+    std::printf("  %-40s %8.0f %10.3f %6.1f%%\n", kind.c_str(),
+                static_cast<double>(t.calls) / runs, ms, 100.0 * ms / stepMs);
+  }
+  std::printf("  %-40s %8s %10.3f %6.1f%%\n", "(outside the programs: optimizer, batches)", "",
+              stepMs - opsMs, 100.0 * (stepMs - opsMs) / stepMs);
+}
+
 int runBench(const Args &args, stringrt::Model &model) {
   const int64_t batch =
       number<int64_t>(args, "--batch", 1).value_or(stringrt::kDefaultBatch);
   const int64_t steps = number<int64_t>(args, "--steps", 1).value_or(10);
   stringrt::DataSet data =
       stringrt::loadModelData(model, value(args, "--data").value_or(""));
-  stringrt::BenchResult r = stringrt::bench(model, data, batch, steps);
+  stringrt::OpProfile profile;
+  stringrt::BenchResult r =
+      stringrt::bench(model, data, batch, steps, args.profile ? &profile : nullptr);
   const std::string kernels =
       model.kernels() != stringrt::KernelSet::Reference
           ? fmt::format("{} kernels, {} thread{}", stringrt::kernelSetName(model.kernels()),
@@ -426,6 +459,8 @@ int runBench(const Args &args, stringrt::Model &model) {
                 static_cast<long long>(grad->noReuseBytes));
   else
     std::printf("memory: buffers recycled at run time (no arena plan)\n");
+  if (args.profile)
+    printProfile(profile, r);
   return 0;
 }
 

@@ -8,6 +8,7 @@
 #include "stringrt/HostTensor.h"
 #include "stringrt/KernelSet.h"
 #include "stringrt/Manifest.h"
+#include "stringrt/OpProfile.h"
 #include "stringrt/Package.h"
 #include "stringrt/reference/Tensor.h"
 
@@ -58,6 +59,9 @@ public:
   // without a plan throws Error.
   bool arenaPlan() const;
   void setArenaPlan(bool enabled);
+  // Later runs of both programs add each op's wall time to `profile`
+  // (OpProfile.h; it must outlive them); null stops timing.
+  void setProfile(OpProfile *profile);
 
   // Every parameter from its initialiser (normal, uniform, zeros, ones,
   // constant, load). Throws Error if a `load` fails; the buffer is then

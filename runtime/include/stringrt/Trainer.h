@@ -143,8 +143,10 @@ struct BenchResult {
 
 // Times `steps` training steps (gradients and the optimizer) on batches of the
 // train split, after one untimed warm-up step, from freshly initialised
-// parameters.
+// parameters. With a `profile`, the timed steps' ops add their times to it
+// (Model::setProfile; the warm-up step's do not); the model stops timing
+// when bench returns.
 BenchResult bench(Model &model, const DataSet &data, int64_t batch,
-                  int64_t steps);
+                  int64_t steps, OpProfile *profile = nullptr);
 
 } // namespace stringrt

@@ -5,6 +5,7 @@
 #include "stringrt/Error.h"
 
 #include <algorithm>
+#include <chrono>
 #include <limits>
 #include <utility>
 
@@ -512,10 +513,16 @@ std::vector<ref::Tensor<float>> Executor::run(const std::vector<HostTensor> &inp
       }
       peak = std::max(peak, live);
       try {
+        const auto started = profile_ ? std::chrono::steady_clock::now()
+                                      : std::chrono::steady_clock::time_point();
         if (!step.compiled.empty())
           runCompiledKernels(OpContext(op, values), step.compiled, batch);
         else
           step.spec->run(OpContext(op, values));
+        if (profile_)
+          profile_->add(step.compiled.empty() ? op.op : op.op + " [compiled]",
+                        std::chrono::duration<double>(std::chrono::steady_clock::now() - started)
+                            .count());
       } catch (const Error &e) {
         throw Error("program '" + name_ + "', op #" + std::to_string(i) + " (" + op.op +
                     "): " + e.what());

@@ -37,6 +37,7 @@
 #include "stringrt/KernelLibrary.h"
 #include "stringrt/KernelSet.h"
 #include "stringrt/Manifest.h"
+#include "stringrt/OpProfile.h"
 #include "stringrt/reference/LayerKernels.h"
 #include "stringrt/reference/Tensor.h"
 
@@ -256,6 +257,9 @@ public:
   // comparisons); setUseArena(true) on a program without a plan throws.
   bool usesArena() const { return useArena_; }
   void setUseArena(bool use);
+  // Every op of later runs adds its wall time to `profile` (OpProfile.h);
+  // null (the default) stops timing. The profile must outlive the runs.
+  void setProfile(OpProfile *profile) { profile_ = profile; }
 
 private:
   struct Step {
@@ -272,6 +276,7 @@ private:
   std::vector<bool> inArena_; // per value: placed by the arena plan
   bool useArena_ = false;
   mutable ArenaCache arenas_;
+  OpProfile *profile_ = nullptr;
 };
 
 // `shape` with every -1 replaced by the batch size; throws Error (naming

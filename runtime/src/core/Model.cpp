@@ -247,6 +247,10 @@ void Model::setArenaPlan(bool enabled) {
   impl_->forward->setUseArena(enabled);
   impl_->gradients->setUseArena(enabled);
 }
+void Model::setProfile(OpProfile *profile) {
+  impl_->forward->setProfile(profile);
+  impl_->gradients->setProfile(profile);
+}
 const std::shared_ptr<const KernelLibrary> &Model::kernelLibrary() const {
   return impl_->library;
 }

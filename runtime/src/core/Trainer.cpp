@@ -443,7 +443,7 @@ TrainResult train(Model &model, const DataSet &data, const TrainOptions &options
 }
 
 BenchResult bench(Model &model, const DataSet &data, int64_t batch,
-                  int64_t steps) {
+                  int64_t steps, OpProfile *profile) {
   if (batch < 1)
     throw Error(fmt::format("batch must be >= 1, got {}", batch));
   if (steps < 1)
@@ -470,9 +470,12 @@ BenchResult bench(Model &model, const DataSet &data, int64_t batch,
     float loss = 0;
     model.gradients(modelInputs(model, b), loss, grads);
     optimizer.step(model.parameters(), grads, total);
-    if (s == 0)
+    if (s == 0) {
+      model.setProfile(profile);
       start = Clock::now(); // The warm-up step is not timed.
+    }
   }
+  model.setProfile(nullptr);
   BenchResult r;
   r.steps = steps;
   r.batch = batch;
