@@ -34,19 +34,20 @@ def apply_rope(x, cos, sin):
 
 def cayley_apply(x, s_params, dim):
     """U x with U = (I - S)(I + S)^-1, S skew from the upper-triangle params."""
-    iu = torch.triu_indices(dim, dim, 1)
-    s = torch.zeros(dim, dim, dtype=x.dtype)
+    iu = torch.triu_indices(dim, dim, 1, device=x.device)
+    s = torch.zeros(dim, dim, dtype=x.dtype, device=x.device)
     s = s.index_put((iu[0], iu[1]), s_params).index_put((iu[1], iu[0]), -s_params)
-    eye = torch.eye(dim, dtype=x.dtype)
+    eye = torch.eye(dim, dtype=x.dtype, device=x.device)
     flat = x.reshape(-1, dim).T                             # [D, B*T]
     z = torch.linalg.solve(eye + s, flat)
     return ((eye - s) @ z).T.reshape(x.shape)
 
 
 class Block(nn.Module):
-    def __init__(self, dim, heads, mlp, cayley):
+    def __init__(self, dim, heads, mlp, cayley, sdpa=False):
         super().__init__()
         self.heads = heads
+        self.sdpa = sdpa
         self.ln1 = nn.LayerNorm(dim)
         self.wq = nn.Linear(dim, dim, bias=False)
         self.wk = nn.Linear(dim, dim, bias=False)
@@ -68,8 +69,12 @@ class Block(nn.Module):
         v = self.wv(h)
         split = lambda z: z.view(b, t, self.heads, d // self.heads).transpose(1, 2)
         q, k, v = split(q), split(k), split(v)
-        scores = (q @ k.transpose(-2, -1)) / math.sqrt(d // self.heads)
-        a = (scores.softmax(dim=-1) @ v).transpose(1, 2).reshape(b, t, d)
+        if self.sdpa:  # PyTorch's fused attention (flash / memory-efficient on GPUs)
+            a = F.scaled_dot_product_attention(q, k, v)
+        else:
+            scores = (q @ k.transpose(-2, -1)) / math.sqrt(d // self.heads)
+            a = scores.softmax(dim=-1) @ v
+        a = a.transpose(1, 2).reshape(b, t, d)
         x = x + self.wo(a)
         return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
 
@@ -77,13 +82,14 @@ class Block(nn.Module):
 class ViT(nn.Module):
     """examples/vit_rope.pe (cayley=False) and examples/vit_cayley.pe (cayley=True)."""
 
-    def __init__(self, dim=64, heads=4, depth=4, mlp=128, patch=4, classes=10, cayley=False):
+    def __init__(self, dim=64, heads=4, depth=4, mlp=128, patch=4, classes=10, cayley=False,
+                 sdpa=False):
         super().__init__()
         self.patch = patch
         grid = 28 // patch
         self.embed = nn.Linear(patch * patch, dim)
         self.cls = nn.Parameter(torch.randn(dim) * 0.02)
-        self.blocks = nn.ModuleList(Block(dim, heads, mlp, cayley) for _ in range(depth))
+        self.blocks = nn.ModuleList(Block(dim, heads, mlp, cayley, sdpa) for _ in range(depth))
         self.ln = nn.LayerNorm(dim)
         self.head = nn.Linear(dim, classes)
         cos, sin = axial_rope_tables(grid, dim, heads)

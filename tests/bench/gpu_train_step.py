@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+"""Times the full ViT training step (forward, backward, AdamW) on one NVIDIA
+GPU in stringc and in PyTorch (eager and torch.compile) in one run: same
+model, batch, data shape and precision. Prints images/s and the ratios
+stringc / eager and stringc / torch.compile (issue 5: the goal is 1.5x
+torch.compile).
+
+It runs on the GPU machine, which has PyTorch and the runtime but no MLIR:
+compile the packages here first (scripts/gpu_verify.sh does both sides):
+    build/bin/stringc examples/vit_rope.pe --target=cuda -o gpu/vit_rope.pkg
+then there:
+    python3 tests/bench/gpu_train_step.py --packages gpu --bin build-gpu/bin \
+        [--models vit_rope,vit_cayley] [--batches 256,1024] [--steps 50] [--tf32]
+The peer gets its best set-up: F.scaled_dot_product_attention, torch.compile
+in its default mode and in "max-autotune" (CUDA graphs; the faster is
+reported), the same float32 parameters; with --tf32 both sides may use TF32
+tensor cores for the GEMMs. A stringc failure (a package the GPU cannot run
+yet) is printed and the peer's figures are still reported.
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import torch_vit  # noqa: E402
+
+
+def time_stringc(bin_dir, package, batch, steps, tf32):
+    cmd = [os.path.join(bin_dir, "stringrun"), "bench", package, "--device", "cuda",
+           "--batch", str(batch), "--steps", str(steps)]
+    env = dict(os.environ, STRINGRT_TF32="1" if tf32 else "0")
+    run = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    match = re.search(r"([0-9.]+) images/s", run.stdout)
+    if run.returncode != 0 or not match:
+        return None, (run.stderr or run.stdout).strip().splitlines()[-1:]
+    return float(match.group(1)), []
+
+
+def make_step(model, batch, compile_mode):
+    torch.manual_seed(0)
+    net = torch_vit.ViT(cayley=(model == "vit_cayley"), sdpa=True).cuda()
+    opt = torch.optim.AdamW(net.parameters(), lr=2e-3, weight_decay=0.05, fused=True)
+    images = torch.rand(batch, 1, 28, 28, device="cuda")
+    labels = torch.randint(0, 10, (batch,), device="cuda")
+    forward = net if compile_mode is None else torch.compile(net, mode=compile_mode)
+
+    def step():
+        loss = F.cross_entropy(forward(images), labels)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+        opt.step()
+    return step
+
+
+def time_torch(model, batch, steps, compile_mode):
+    step = make_step(model, batch, compile_mode)
+    for _ in range(5):  # warm-up (and compilation)
+        step()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(steps):
+        step()
+    torch.cuda.synchronize()
+    return batch * steps / (time.perf_counter() - start)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--packages", required=True, help="directory of MODEL.pkg (target cuda)")
+    parser.add_argument("--bin", required=True, help="directory of the runtime's stringrun")
+    parser.add_argument("--models", default="vit_rope,vit_cayley")
+    parser.add_argument("--batches", default="256,1024")
+    parser.add_argument("--steps", type=int, default=50)
+    parser.add_argument("--tf32", action="store_true")
+    args = parser.parse_args()
+    if not torch.cuda.is_available():
+        sys.exit("no CUDA device visible to PyTorch")
+    torch.backends.cuda.matmul.allow_tf32 = args.tf32
+    torch.backends.cudnn.allow_tf32 = args.tf32
+    device = torch.cuda.get_device_name()
+    print(f"device: {device}; torch {torch.__version__}; "
+          f"precision: float32{' with TF32 GEMMs' if args.tf32 else ''}")
+    print(f"{'model':<11} {'batch':>5} {'stringc':>9} {'eager':>9} {'compile':>9} "
+          f"{'vs eager':>8} {'vs compile':>10}   (images/s)")
+    for model in args.models.split(","):
+        for batch in [int(b) for b in args.batches.split(",")]:
+            ours, why = time_stringc(args.bin, os.path.join(args.packages, model + ".pkg"), batch,
+                                     args.steps, args.tf32)
+            eager = time_torch(model, batch, args.steps, None)
+            compiled = max(time_torch(model, batch, args.steps, mode)
+                           for mode in ("default", "max-autotune"))
+            if ours is None:
+                print(f"{model:<11} {batch:>5} {'failed':>9} {eager:9.0f} {compiled:9.0f}"
+                      f"   stringc: {' '.join(why)}")
+            else:
+                print(f"{model:<11} {batch:>5} {ours:9.0f} {eager:9.0f} {compiled:9.0f} "
+                      f"{ours / eager:7.2f}x {ours / compiled:9.2f}x")
+            sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
