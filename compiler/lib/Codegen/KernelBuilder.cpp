@@ -77,15 +77,28 @@ Value KernelBuilder::reduce(Value lb, Value ub, Value init,
 
 void KernelBuilder::finish() { builder.create<func::ReturnOp>(location); }
 
-std::optional<Shape> kernelShape(Type type) {
-  auto tensor = dyn_cast<RankedTensorType>(type);
-  if (!tensor || !tensor.getElementType().isF32())
-    return std::nullopt;
+namespace {
+std::optional<Shape> staticButBatch(RankedTensorType tensor) {
   Shape shape(tensor.getShape().begin(), tensor.getShape().end());
   for (auto [i, d] : llvm::enumerate(shape))
     if (ShapedType::isDynamic(d) ? i != 0 : d < 1)
       return std::nullopt;
   return shape;
+}
+} // namespace
+
+std::optional<Shape> kernelShape(Type type) {
+  auto tensor = dyn_cast<RankedTensorType>(type);
+  if (!tensor || !tensor.getElementType().isF32())
+    return std::nullopt;
+  return staticButBatch(tensor);
+}
+
+std::optional<Shape> kernelShapeI32(Type type) {
+  auto tensor = dyn_cast<RankedTensorType>(type);
+  if (!tensor || !tensor.getElementType().isSignlessInteger(32))
+    return std::nullopt;
+  return staticButBatch(tensor);
 }
 
 int64_t numel(llvm::ArrayRef<int64_t> shape) {

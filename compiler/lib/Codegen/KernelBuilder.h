@@ -27,6 +27,8 @@ namespace stringc::codegen::detail {
 /// Row-major shape with at most dimension 0 dynamic (ShapedType::kDynamic).
 using Shape = llvm::SmallVector<int64_t, 4>;
 
+class KernelBuilder;
+
 /// One kernel function to build: its argument views (operands then results),
 /// and what the package records for its call.
 struct KernelSpec {
@@ -35,6 +37,10 @@ struct KernelSpec {
   int64_t range = 1;                // outer iterations; -1: the batch size
   int64_t grain = 1;                // fewest outer iterations per thread
   std::string key;                  // identical keys share one kernel
+  /// Per view: whether it holds i32 (token ids, labels); empty: all f32.
+  std::vector<bool> i32Views;
+  /// The family's body builder; null: KernelGen dispatches on `kind`.
+  void (*build)(mlir::Operation *op, const KernelSpec &spec, KernelBuilder &kb) = nullptr;
 };
 
 /// Fewest outer iterations per thread so that a chunk does at least about
@@ -93,16 +99,26 @@ private:
 void buildElementwiseKernel(mlir::Operation *op, const KernelSpec &spec, KernelBuilder &kb);
 void buildNormKernel(mlir::Operation *op, const KernelSpec &spec, KernelBuilder &kb);
 void buildSumToKernel(mlir::Operation *op, const KernelSpec &spec, KernelBuilder &kb);
+void buildAttentionKernel(mlir::Operation *op, const KernelSpec &spec, KernelBuilder &kb);
 
 /// The specs of the kernels for `op`, or nothing when the op is not supported
 /// with these shapes (it then runs on the runtime's kernels).
 std::vector<KernelSpec> elementwiseSpecs(mlir::Operation *op);
 std::vector<KernelSpec> normSpecs(mlir::Operation *op);
 std::vector<KernelSpec> sumToSpecs(mlir::Operation *op);
+std::vector<KernelSpec> attentionSpecs(mlir::Operation *op); // AttentionKernels.cpp
+// These set KernelSpec::build: RopeKernels.cpp (rope_apply,
+// rope_apply_grad_table), TokenKernels.cpp (token_embed, class_token,
+// select_token and their gradients), LossKernels.cpp (cross_entropy_grad).
+std::vector<KernelSpec> ropeSpecs(mlir::Operation *op);
+std::vector<KernelSpec> tokenSpecs(mlir::Operation *op);
+std::vector<KernelSpec> lossSpecs(mlir::Operation *op);
 
 /// Shape of a ranked f32 tensor whose dimensions are static but for
 /// dimension 0; nullopt otherwise.
 std::optional<Shape> kernelShape(mlir::Type type);
+/// The same for a ranked i32 tensor (token ids, labels).
+std::optional<Shape> kernelShapeI32(mlir::Type type);
 int64_t numel(llvm::ArrayRef<int64_t> shape); // static dimensions only
 /// "?x50x64": a view as the dedup key spells it.
 std::string shapeKey(llvm::ArrayRef<int64_t> shape);

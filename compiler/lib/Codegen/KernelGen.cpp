@@ -14,6 +14,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Transforms/Passes.h"
 #include "llvm/ADT/StringMap.h"
@@ -29,7 +30,11 @@ bool hasKernelFor(llvm::StringRef name) {
   static const llvm::StringSet<> names = {
       "pe.add",       "pe.sub",       "pe.mul",        "pe.scale",
       "pe.gelu",      "pe.relu",      "pe.gelu_grad",  "pe.relu_grad",
-      "pe.layer_norm", "pe.layer_norm_grad", "pe.sum_to"};
+      "pe.layer_norm", "pe.layer_norm_grad", "pe.sum_to",
+      "pe.attention", "pe.attention_grad", "pe.rope_attention", "pe.rope_attention_grad",
+      "pe.rope_apply", "pe.rope_apply_grad_table", "pe.token_embed", "pe.token_embed_grad",
+      "pe.class_token", "pe.class_token_grad", "pe.select_token", "pe.select_token_grad",
+      "pe.cross_entropy_grad"};
   return names.contains(name);
 }
 
@@ -41,7 +46,7 @@ public:
 
   FailureOr<KernelPlan> run() {
     ctx->loadDialect<func::FuncDialect, scf::SCFDialect, arith::ArithDialect, math::MathDialect,
-                     memref::MemRefDialect, LLVM::LLVMDialect>();
+                     memref::MemRefDialect, vector::VectorDialect, LLVM::LLVMDialect>();
     plan.kernels = ModuleOp::create(module.getLoc(), "stringc_kernels");
     for (llvm::StringRef name : {"forward", "gradients"}) {
       auto func = module.lookupSymbol<func::FuncOp>(name);
@@ -71,6 +76,14 @@ private:
     if (specs.empty())
       specs = sumToSpecs(&op);
     if (specs.empty())
+      specs = attentionSpecs(&op);
+    if (specs.empty())
+      specs = ropeSpecs(&op);
+    if (specs.empty())
+      specs = tokenSpecs(&op);
+    if (specs.empty())
+      specs = lossSpecs(&op);
+    if (specs.empty())
       return; // shapes the generator does not handle: the runtime's kernel
     auto &calls = plan.calls[&op];
     for (const KernelSpec &spec : specs)
@@ -88,18 +101,24 @@ private:
 
     OpBuilder b(ctx);
     SmallVector<Type> args;
-    for (const Shape &view : spec.views)
-      args.push_back(MemRefType::get(view, b.getF32Type()));
+    for (auto [k, view] : llvm::enumerate(spec.views)) {
+      bool i32 = k < spec.i32Views.size() && spec.i32Views[k];
+      args.push_back(MemRefType::get(view, i32 ? Type(b.getI32Type()) : b.getF32Type()));
+    }
     args.push_back(b.getIndexType()); // begin
     args.push_back(b.getIndexType()); // end
     // The kernel keeps the location of the first op it was built for.
     auto func = func::FuncOp::create(op.getLoc(), symbol, b.getFunctionType(args, {}));
     plan.kernels->push_back(func);
     KernelBuilder kb(func);
-    if (spec.kind.rfind("layer_norm", 0) == 0)
+    if (spec.build)
+      spec.build(&op, spec, kb);
+    else if (spec.kind.rfind("layer_norm", 0) == 0)
       buildNormKernel(&op, spec, kb);
     else if (spec.kind == "sum_to")
       buildSumToKernel(&op, spec, kb);
+    else if (spec.kind.find("attention") != std::string::npos)
+      buildAttentionKernel(&op, spec, kb);
     else
       buildElementwiseKernel(&op, spec, kb);
     return symbol;

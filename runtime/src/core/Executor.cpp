@@ -225,6 +225,7 @@ ref::TensorRef<int32_t> OpContext::outI32(size_t k) const {
 }
 
 DType OpContext::resultType(size_t k) const { return result(k).dtype; }
+DType OpContext::operandType(size_t k) const { return operand(k).dtype; }
 
 double OpContext::floatOr(std::string_view name, double fallback) const {
   return op_.has(name) ? op_.getFloat(name) : fallback;

@@ -141,6 +141,7 @@ public:
   ref::TensorRef<float> out(size_t k) const;
   ref::TensorRef<int32_t> outI32(size_t k) const;
   DType resultType(size_t k) const;
+  DType operandType(size_t k) const;
 
   // Attributes with the defaults the dialect leaves out of the text form.
   double floatOr(std::string_view name, double fallback) const;
@@ -204,6 +205,11 @@ struct CompiledCall {
 // pointers of its operands and results in one array, each kernel's range
 // split over the thread pool (parallelFor, at least `grain` iterations a
 // chunk), one kernel after the other.
+// Checks the i32 index operands of an op that runs on compiled kernels (token
+// ids against the table's rows, labels against the classes), which the
+// kernels use as addresses unchecked; throws Error as the reference kernels
+// do (CompiledIndexChecks.cpp).
+void checkCompiledIndices(const OpContext &c);
 void runCompiledKernels(const OpContext &c, const std::vector<CompiledCall> &calls,
                         std::optional<int64_t> batch);
 

@@ -15,12 +15,19 @@ namespace stringrt::detail {
 
 void runCompiledKernels(const OpContext &c, const std::vector<CompiledCall> &calls,
                         std::optional<int64_t> batch) {
+  // A kernel's buffers are f32 or i32 (token ids, labels): the element type
+  // of each is the value table's, as the compiler built the kernel from it.
   std::vector<void *> buffers;
   buffers.reserve(c.numOperands() + c.numResults());
-  for (size_t k = 0; k < c.numOperands(); ++k)
-    buffers.push_back(const_cast<float *>(c.in(k).data)); // kernels only read operands
+  for (size_t k = 0; k < c.numOperands(); ++k) // kernels only read operands
+    buffers.push_back(c.operandType(k) == DType::I32
+                          ? static_cast<void *>(const_cast<int32_t *>(c.inI32(k).data))
+                          : static_cast<void *>(const_cast<float *>(c.in(k).data)));
   for (size_t k = 0; k < c.numResults(); ++k)
-    buffers.push_back(c.out(k).data);
+    buffers.push_back(c.resultType(k) == DType::I32 ? static_cast<void *>(c.outI32(k).data)
+                                                    : static_cast<void *>(c.out(k).data));
+  // Kernels index memory with their i32 operands without checking them.
+  checkCompiledIndices(c);
   const int64_t batchSize = batch.value_or(0);
   for (const CompiledCall &call : calls) {
     int64_t range = call.range;

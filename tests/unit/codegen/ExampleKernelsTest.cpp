@@ -55,7 +55,10 @@ TEST_P(ExampleKernels, CompiledMatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(Examples, ExampleKernels,
                          ::testing::Values("vit_rope.pe", "gpt_rope_skip.pe", "vit_cayley.pe",
-                                           "gpt_sinusoidal_skip.pe"),
+                                           "gpt_sinusoidal_skip.pe", "vit_reflection.pe",
+                                           "gpt_rope_causal.pe", "vit_generators.pe",
+                                           "vit_polar.pe", "vit_sparse_cayley.pe",
+                                           "vit_string.pe"),
                          [](const auto &info) {
                            std::string name = info.param.substr(0, info.param.size() - 3);
                            return name;

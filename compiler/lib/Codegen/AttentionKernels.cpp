@@ -1,0 +1,541 @@
+//===- AttentionKernels.cpp - attention and fused RoPE attention kernels --===//
+//
+// pe.attention / pe.attention_grad (masks none, causal, skip; no `rel`) and
+// pe.rope_attention / pe.rope_attention_grad (none, causal). q, k, v, dy and
+// the results are [d0, T, D] (T and D static), the table [T, D/2, 2]. The
+// parallel loop runs over the batch d0 (the package's range can only be a
+// constant or the batch, not batch * heads); each iteration does all the
+// heads of its batch element, one (b, h) tile [T, Dh] at a time.
+//
+// Forward, per tile (no T x T matrix: one row of scores at a time):
+//   kT [Dh, T]  = k^T of the head (rotated by the table for rope)
+//   for each query i:  qi = scale q_i (rotated), s_j = qi . kT[:, j]
+//                      (j < n_i: all keys, or j <= i when causal),
+//                      e_j = exp(s_j - max s), y_i = (sum_j e_j v_j) / sum_j e_j
+// Backward, per tile, following the reference's attention_grad:
+//   P [T, T] = softmax rows as above (hidden keys exactly 0)
+//   dv_j = sum_i P_ij dy_i
+//   row i: dP_ij = dy_i . vT[:, j]; P_ij <- scale P_ij (dP_ij - sum_l P_il dP_il)
+//          (now scale dS, in place), dq_i = sum_j P_ij k_j
+//   dk_j = sum_i P_ij q_i
+//   rope: q, k rotated as they are loaded; dq, dk turned back by the
+//   table's transpose as they are stored.
+// Both kinds of inner loop are explicit vectors. Over keys j (scores, the
+// softmax, dP): blocks of kKeyBlock = 16 keys as vector<16xf32>, the Dh
+// products of a block summed in a register (kT / vT padded to a multiple
+// of 16 keys, the lanes past the visible keys masked: -inf before the max,
+// exactly 0 after exp); max and sum by a fixed halving tree. Over the head
+// width d (y_i, dv_j, dq_i, dk_j, the rotations): one vector<Dh x f32>
+// value per head row (vector.load / vector.fma / vector.shuffle), summed in
+// four interleaved partial sums. Written as scalar loops for LLVM's loop
+// vectoriser, the kernels were 2-2.6x slower than the runtime's: LLVM fully
+// unrolled the short Dh loop before vectorising and kept Dh scalar
+// accumulators, and left the row max as a scalar llvm.maximum chain.
+// The table is seen as [T, D]: head h's pairs of token t are the Dh floats
+// [c0 s0 c1 s1 ..] at column h * Dh, loaded as one vector.
+// The scratch tiles are allocas at the function entry (static sizes): one
+// set per kernel call, reused by every tile; kernels whose scratch would
+// exceed kMaxScratchBytes (the backward's [T, T] P: T > ~220 with Dh = 16)
+// stay on the runtime's kernels.
+//
+// Skip masks (attention / attention_grad only): one visible key per query,
+// so the softmax is exactly 1 and the kernel copies rows:
+//   y_i = v_{i - (n + h)} (0 when negative); dv_j = dy_{j + n + h} (0 past
+//   T); dq = dk = 0.
+//
+//===----------------------------------------------------------------------===//
+#include "KernelBuilder.h"
+
+#include "stringc/Dialect/PE/PEOps.h"
+
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "llvm/ADT/StringExtras.h"
+
+#include <cmath>
+
+using namespace mlir;
+
+namespace stringc::codegen::detail {
+namespace {
+
+/// Scratch per kernel call (on the stack of the runtime's worker threads).
+constexpr int64_t kMaxScratchBytes = 256 * 1024;
+
+/// What a kernel computes, from the op.
+struct AttentionOp {
+  bool grad = false, rope = false;
+  pe::MaskKind mask = pe::MaskKind::None;
+  int64_t heads = 1, skipBase = 0;
+  double scale = 1.0;
+};
+
+std::optional<AttentionOp> describe(Operation *op) {
+  AttentionOp a;
+  if (auto fwd = dyn_cast<pe::AttentionOp>(op)) {
+    if (fwd.getRel())
+      return std::nullopt;
+    a.heads = fwd.getHeads();
+    a.scale = fwd.getScale().convertToDouble();
+    a.mask = fwd.getMask();
+    a.skipBase = fwd.getSkipBase().value_or(0);
+  } else if (auto bwd = dyn_cast<pe::AttentionGradOp>(op)) {
+    if (bwd.getRel())
+      return std::nullopt;
+    a.grad = true;
+    a.heads = bwd.getHeads();
+    a.scale = bwd.getScale().convertToDouble();
+    a.mask = bwd.getMask();
+    a.skipBase = bwd.getSkipBase().value_or(0);
+  } else if (auto rope = dyn_cast<pe::RopeAttentionOp>(op)) {
+    a.rope = true;
+    a.heads = rope.getHeads();
+    a.scale = rope.getScale().convertToDouble();
+    a.mask = rope.getMask();
+  } else if (auto ropeGrad = dyn_cast<pe::RopeAttentionGradOp>(op)) {
+    a.rope = a.grad = true;
+    a.heads = ropeGrad.getHeads();
+    a.scale = ropeGrad.getScale().convertToDouble();
+    a.mask = ropeGrad.getMask();
+  } else {
+    return std::nullopt;
+  }
+  if (a.rope && a.mask == pe::MaskKind::Skip)
+    return std::nullopt; // the verifier forbids it; the library reports it
+  if (a.mask == pe::MaskKind::Skip && a.skipBase < 0)
+    return std::nullopt;
+  return a;
+}
+
+/// Keys per block: the scores, the softmax and dP run over keys W at a time
+/// as vector<W x f32> (one AVX-512 register; two AVX2 ones); T is padded to
+/// a multiple of W in the scratch tiles.
+constexpr int64_t kKeyBlock = 16;
+int64_t paddedTokens(int64_t T) { return (T + kKeyBlock - 1) / kKeyBlock * kKeyBlock; }
+
+/// Geometry and helpers shared by the kernel bodies.
+class AttentionBuilder {
+public:
+  AttentionBuilder(KernelBuilder &kb, const KernelSpec &spec, const AttentionOp &a)
+      : kb(kb), b(kb.b()), loc(kb.loc()), a(a), T(spec.views[0][1]), Tp(paddedTokens(T)),
+        D(spec.views[0][2]), Dh(D / a.heads), rowType(VectorType::get({Dh}, b.getF32Type())),
+        blockType(VectorType::get({kKeyBlock}, b.getF32Type())) {}
+
+  void build();
+
+private:
+  // Index arithmetic.
+  Value addi(Value x, Value y) { return b.create<arith::AddIOp>(loc, x, y); }
+  Value subi(Value x, Value y) { return b.create<arith::SubIOp>(loc, x, y); }
+  Value muli(Value x, int64_t c) { return b.create<arith::MulIOp>(loc, x, kb.index(c)); }
+  Value addc(Value x, int64_t c) { return c == 0 ? x : addi(x, kb.index(c)); }
+  Value divc(Value x, int64_t c) { return b.create<arith::DivUIOp>(loc, x, kb.index(c)); }
+
+  // Vectors: a head's row (Dh floats, `rowType`) or a block of keys
+  // (kKeyBlock floats, `blockType`).
+  Value vload(VectorType t, Value m, ValueRange idx) { return b.create<vector::LoadOp>(loc, t, m, idx); }
+  void vstore(Value v, Value m, ValueRange idx) { b.create<vector::StoreOp>(loc, v, m, idx); }
+  Value splat(VectorType t, Value x) { return b.create<vector::BroadcastOp>(loc, t, x); }
+  Value vfma(Value x, Value y, Value acc) { return b.create<vector::FMAOp>(loc, x, y, acc); }
+  Value vmul(Value x, Value y) { return b.create<arith::MulFOp>(loc, x, y); }
+  Value vsub(Value x, Value y) { return b.create<arith::SubFOp>(loc, x, y); }
+  Value vadd(Value x, Value y) { return b.create<arith::AddFOp>(loc, x, y); }
+  Value vconst(VectorType t, llvm::ArrayRef<float> values) {
+    return b.create<arith::ConstantOp>(loc, DenseElementsAttr::get(t, values));
+  }
+  Value vfill(VectorType t, float x) {
+    return vconst(t, std::vector<float>(size_t(t.getNumElements()), x));
+  }
+  Value shuffle(Value x, int64_t lanes, llvm::function_ref<int64_t(int64_t)> lane) {
+    SmallVector<int64_t> mask;
+    for (int64_t d = 0; d < lanes; ++d)
+      mask.push_back(lane(d));
+    return b.create<vector::ShuffleOp>(loc, x, x, mask);
+  }
+  /// The lanes of `v` combined pairwise, halves at a time (a fixed order).
+  Value horizontal(Value v, const std::function<Value(Value, Value)> &combine) {
+    for (int64_t w = kKeyBlock; w > 1; w /= 2) {
+      Value lo = shuffle(v, w / 2, [](int64_t l) { return l; });
+      Value hi = shuffle(v, w / 2, [&](int64_t l) { return l + w / 2; });
+      v = combine(lo, hi);
+    }
+    return b.create<vector::ExtractOp>(loc, v, 0);
+  }
+  /// Lanes of the key block at j0 that are visible keys (j0 + l < n).
+  Value blockMask(Value j0, Value n) {
+    std::vector<int32_t> lanes;
+    for (int32_t l = 0; l < kKeyBlock; ++l)
+      lanes.push_back(l);
+    auto laneType = VectorType::get({kKeyBlock}, b.getI32Type());
+    Value laneIds = b.create<arith::ConstantOp>(loc, DenseElementsAttr::get(laneType, llvm::ArrayRef(lanes)));
+    Value left = b.create<arith::IndexCastOp>(loc, b.getI32Type(), subi(n, j0));
+    return b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::slt, laneIds,
+                                   b.create<vector::BroadcastOp>(loc, laneType, left));
+  }
+  Value scratch(llvm::ArrayRef<int64_t> shape) {
+    return b.create<memref::AllocaOp>(loc, MemRefType::get(shape, b.getF32Type()));
+  }
+  /// Keys query i sees: T, or i + 1 when causal.
+  Value visible(Value i) { return a.mask == pe::MaskKind::Causal ? addc(i, 1) : kb.index(T); }
+  /// First query that sees key j: 0, or j when causal.
+  Value firstQuery(Value j) { return a.mask == pe::MaskKind::Causal ? j : kb.index(0); }
+  /// for each key block covering [0, n): body(j0).
+  void keyBlocks(Value n, const std::function<void(Value)> &body) {
+    kb.loop(kb.index(0), divc(addc(n, kKeyBlock - 1), kKeyBlock),
+            [&](Value jb) { body(muli(jb, kKeyBlock)); });
+  }
+  Value reduceKeyBlocks(Value n, Value init, const std::function<Value(Value, Value)> &body) {
+    return kb.reduce(kb.index(0), divc(addc(n, kKeyBlock - 1), kKeyBlock), init,
+                     [&](Value jb, Value acc) { return body(muli(jb, kKeyBlock), acc); });
+  }
+
+  /// Row t of head h of x ([d0, T, D]): rotated by table row t for rope
+  /// (the transpose when `inverse`), as is otherwise.
+  Value rotate(Value x, Value t, Value col0, bool inverse);
+  Value loadRow(Value x, Value bi, Value t, Value col0) {
+    return rotate(vload(rowType, x, {bi, t, col0}), t, col0, false);
+  }
+  void storeRow(Value row, Value out, Value bi, Value t, Value col0) {
+    vstore(rotate(row, t, col0, true), out, {bi, t, col0});
+  }
+  /// sum over r in [lb, ub) of weight(r) * row(r), a head row: four
+  /// interleaved partial sums (rows r = 0, 1, 2, 3 mod 4 from lb, then the
+  /// tail into the first), added as (s0 + s1) + (s2 + s3). One running sum
+  /// would be a chain of dependent FMAs, bound by their latency.
+  Value weightedSum(Value lb, Value ub, const std::function<Value(Value)> &weight,
+                    const std::function<Value(Value)> &row);
+  /// sum_d a(d) * tile[d, j0 .. j0 + W) over the head width: a key block.
+  Value blockProduct(const std::function<Value(Value)> &a, Value tile, Value j0) {
+    return kb.reduce(kb.index(0), kb.index(Dh), vfill(blockType, 0), [&](Value d, Value acc) {
+      return vfma(splat(blockType, a(d)), vload(blockType, tile, {d, j0}), acc);
+    });
+  }
+  /// Zeroes columns [T, Tp) of a [Dh, Tp] tile (the padding keys' lanes are
+  /// masked, but must not be NaN where they are multiplied by 0).
+  void zeroPadding(Value tile) {
+    if (Tp == T)
+      return;
+    kb.loop(kb.index(0), kb.index(Dh), [&](Value d) {
+      kb.loop(kb.index(T), kb.index(Tp), [&](Value j) { kb.store(kb.f32(0), tile, {d, j}); });
+    });
+  }
+
+  /// Query i's exponentials e_j = exp(s_j - max s) into p[i0.., j] (`at(j0)`
+  /// the indices of a key block) over the blocks covering its visible keys,
+  /// 0 for hidden ones, from qi ([Dh], scale q_i) and kT ([Dh, Tp]).
+  /// Returns 1 / sum_j e_j.
+  Value exponentials(Value qi, Value kT, Value p, Value n,
+                     const std::function<SmallVector<Value>(Value)> &at);
+
+  void buildForward();
+  void buildBackward();
+  void buildSkipForward();
+  void buildSkipBackward();
+
+  KernelBuilder &kb;
+  OpBuilder &b;
+  Location loc;
+  AttentionOp a;
+  int64_t T, Tp, D, Dh;
+  VectorType rowType, blockType;
+  Value table; // rope only: [T, D], pair p of token t at (2p, 2p + 1)
+};
+
+Value AttentionBuilder::rotate(Value x, Value t, Value col0, bool inverse) {
+  if (!a.rope)
+    return x;
+  // Pair p: (x0 c - x1 s, x0 s + x1 c); the transpose: s -> -s. As vectors:
+  // x * [c0 c0 c1 c1 ..] + [x1 x0 x3 x2 ..] * [s0 s0 s1 s1 ..] * [-1 1 -1 1 ..].
+  Value cs = vload(rowType, table, {t, col0}); // [c0 s0 c1 s1 ..] of this head's pairs
+  Value c = shuffle(cs, Dh, [](int64_t d) { return d & ~int64_t(1); });
+  Value s = shuffle(cs, Dh, [](int64_t d) { return d | 1; });
+  Value swapped = shuffle(x, Dh, [](int64_t d) { return d ^ 1; });
+  std::vector<float> sign;
+  for (int64_t d = 0; d < Dh; ++d)
+    sign.push_back((d % 2 == 0) != inverse ? -1.0f : 1.0f);
+  return vfma(x, c, vmul(swapped, vmul(s, vconst(rowType, sign))));
+}
+
+Value AttentionBuilder::weightedSum(Value lb, Value ub, const std::function<Value(Value)> &weight,
+                                    const std::function<Value(Value)> &row) {
+  constexpr int64_t kWays = 4;
+  Value zero = vfill(rowType, 0);
+  Value mainEnd = addi(lb, muli(divc(subi(ub, lb), kWays), kWays));
+  auto term = [&](Value r, Value acc) { return vfma(splat(rowType, weight(r)), row(r), acc); };
+  auto main = b.create<scf::ForOp>(loc, lb, mainEnd, kb.index(kWays),
+                                   ValueRange{zero, zero, zero, zero});
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(main.getBody());
+    SmallVector<Value> next;
+    for (int64_t w = 0; w < kWays; ++w)
+      next.push_back(term(addc(main.getInductionVar(), w), main.getRegionIterArgs()[w]));
+    b.create<scf::YieldOp>(loc, next);
+  }
+  Value first = kb.reduce(mainEnd, ub, main.getResult(0), term);
+  return vadd(vadd(first, main.getResult(1)), vadd(main.getResult(2), main.getResult(3)));
+}
+
+Value AttentionBuilder::exponentials(Value qi, Value kT, Value p, Value n,
+                                     const std::function<SmallVector<Value>(Value)> &at) {
+  Value minusInf = vfill(blockType, -INFINITY);
+  // Scores, masked to -inf past the visible keys, and their running max.
+  Value maxes = reduceKeyBlocks(n, minusInf, [&](Value j0, Value acc) {
+    Value s = blockProduct([&](Value d) { return kb.load(qi, {d}); }, kT, j0);
+    s = b.create<arith::SelectOp>(loc, blockMask(j0, n), s, minusInf);
+    vstore(s, p, at(j0));
+    return b.create<arith::MaxNumFOp>(loc, acc, s);
+  });
+  Value mx = splat(blockType, horizontal(maxes, [&](Value x, Value y) {
+                     return b.create<arith::MaxNumFOp>(loc, x, y);
+                   }));
+  Value zero = vfill(blockType, 0);
+  Value sums = reduceKeyBlocks(n, zero, [&](Value j0, Value acc) {
+    Value e = b.create<math::ExpOp>(loc, vsub(vload(blockType, p, at(j0)), mx));
+    e = b.create<arith::SelectOp>(loc, blockMask(j0, n), e, zero); // exactly 0 when hidden
+    vstore(e, p, at(j0));
+    return vadd(acc, e);
+  });
+  return kb.div(kb.f32(1), horizontal(sums, [&](Value x, Value y) { return vadd(x, y); }));
+}
+
+void AttentionBuilder::buildForward() {
+  // Operands q, k, v (, table), result y.
+  Value q = kb.arg(0), k = kb.arg(1), v = kb.arg(2);
+  if (a.rope)
+    table = kb.arg(3);
+  Value y = kb.arg(a.rope ? 4 : 3);
+  Value kr = scratch({T, Dh}), kT = scratch({Dh, Tp}), qi = scratch({Dh}), row = scratch({Tp});
+  Value zero = kb.index(0);
+  Value scale = splat(rowType, kb.f32(a.scale));
+  zeroPadding(kT);
+  kb.loop(kb.begin(), kb.end(), [&](Value bi) {
+    kb.loop(zero, kb.index(a.heads), [&](Value h) {
+      Value col0 = muli(h, Dh);
+      kb.loop(zero, kb.index(T), [&](Value t) { vstore(loadRow(k, bi, t, col0), kr, {t, zero}); });
+      kb.loop(zero, kb.index(Dh), [&](Value d) {
+        kb.loop(zero, kb.index(T), [&](Value t) { kb.store(kb.load(kr, {t, d}), kT, {d, t}); });
+      });
+      kb.loop(zero, kb.index(T), [&](Value i) {
+        vstore(vmul(scale, loadRow(q, bi, i, col0)), qi, {zero});
+        Value n = visible(i);
+        Value inv = exponentials(qi, kT, row, n, [](Value j0) { return SmallVector<Value>{j0}; });
+        // y_i = (sum_j e_j v_j) / sum_j e_j.
+        Value acc = weightedSum(
+            zero, n, [&](Value j) { return kb.load(row, {j}); },
+            [&](Value j) { return vload(rowType, v, {bi, j, col0}); });
+        vstore(vmul(acc, splat(rowType, inv)), y, {bi, i, col0});
+      });
+    });
+  });
+  kb.finish();
+}
+
+void AttentionBuilder::buildBackward() {
+  // Operands q, k, v, dy (attention_grad) or q, k, v, table, dy
+  // (rope_attention_grad); results dq, dk, dv.
+  Value q = kb.arg(0), k = kb.arg(1), v = kb.arg(2);
+  if (a.rope)
+    table = kb.arg(3);
+  unsigned next = a.rope ? 4 : 3;
+  Value dy = kb.arg(next), dq = kb.arg(next + 1), dk = kb.arg(next + 2), dv = kb.arg(next + 3);
+  Value kr = scratch({T, Dh}), kT = scratch({Dh, Tp}), vT = scratch({Dh, Tp});
+  Value p = scratch({T, Tp}), row = scratch({Tp}), qi = scratch({Dh});
+  // Rotated q rows for rope; plain attention reads q itself.
+  Value qr = a.rope ? scratch({T, Dh}) : Value();
+  Value zero = kb.index(0), tokens = kb.index(T);
+  Value scaleF = kb.f32(a.scale);
+  Value scaleRow = splat(rowType, scaleF);
+  zeroPadding(kT);
+  zeroPadding(vT);
+  kb.loop(kb.begin(), kb.end(), [&](Value bi) {
+    kb.loop(zero, kb.index(a.heads), [&](Value h) {
+      Value col0 = muli(h, Dh);
+      auto qRow = [&](Value t) {
+        return a.rope ? vload(rowType, qr, {t, zero}) : vload(rowType, q, {bi, t, col0});
+      };
+      // Token by token, K^T and V^T written lane by lane from the row
+      // vectors (the other loop order vectorises into gathers, slow on some
+      // CPUs; no measurable difference on the development machine).
+      kb.loop(zero, tokens, [&](Value t) {
+        Value kRow = loadRow(k, bi, t, col0), vRow = vload(rowType, v, {bi, t, col0});
+        vstore(kRow, kr, {t, zero});
+        if (a.rope)
+          vstore(loadRow(q, bi, t, col0), qr, {t, zero});
+        for (int64_t d = 0; d < Dh; ++d) {
+          kb.store(b.create<vector::ExtractOp>(loc, kRow, d), kT, {kb.index(d), t});
+          kb.store(b.create<vector::ExtractOp>(loc, vRow, d), vT, {kb.index(d), t});
+        }
+      });
+      // P, row by row: the blocks covering the visible keys (hidden keys
+      // exactly 0; blocks past them are never read).
+      kb.loop(zero, tokens, [&](Value i) {
+        auto at = [&](Value j0) { return SmallVector<Value>{i, j0}; };
+        vstore(vmul(scaleRow, qRow(i)), qi, {zero});
+        Value n = visible(i);
+        Value inv = splat(blockType, exponentials(qi, kT, p, n, at));
+        keyBlocks(n, [&](Value j0) { vstore(vmul(vload(blockType, p, at(j0)), inv), p, at(j0)); });
+      });
+      // dv_j = sum_i P_ij dy_i (causal: the queries i >= j that see key j).
+      kb.loop(zero, tokens, [&](Value j) {
+        Value acc = weightedSum(
+            firstQuery(j), tokens, [&](Value i) { return kb.load(p, {i, j}); },
+            [&](Value i) { return vload(rowType, dy, {bi, i, col0}); });
+        vstore(acc, dv, {bi, j, col0});
+      });
+      // Row i: dP_i = dy_i V^T and sum_j P_ij dP_ij, then scale dS_i in
+      // place of P_i, then dq_i.
+      kb.loop(zero, tokens, [&](Value i) {
+        Value n = visible(i);
+        Value dots = reduceKeyBlocks(n, vfill(blockType, 0), [&](Value j0, Value acc) {
+          Value dp = blockProduct([&](Value d) { return kb.load(dy, {bi, i, addi(col0, d)}); }, vT, j0);
+          vstore(dp, row, {j0});
+          return vfma(vload(blockType, p, {i, j0}), dp, acc);
+        });
+        Value dot = splat(blockType, horizontal(dots, [&](Value x, Value y) { return vadd(x, y); }));
+        Value scale = splat(blockType, scaleF);
+        keyBlocks(n, [&](Value j0) {
+          Value ds = vmul(vload(blockType, p, {i, j0}), vsub(vload(blockType, row, {j0}), dot));
+          vstore(vmul(scale, ds), p, {i, j0});
+        });
+        Value acc = weightedSum(
+            zero, n, [&](Value j) { return kb.load(p, {i, j}); },
+            [&](Value j) { return vload(rowType, kr, {j, zero}); });
+        storeRow(acc, dq, bi, i, col0);
+      });
+      // dk_j = sum_i (scale dS_ij) q_i.
+      kb.loop(zero, tokens, [&](Value j) {
+        Value acc = weightedSum(
+            firstQuery(j), tokens, [&](Value i) { return kb.load(p, {i, j}); }, qRow);
+        storeRow(acc, dk, bi, j, col0);
+      });
+    });
+  });
+  kb.finish();
+}
+
+void AttentionBuilder::buildSkipForward() {
+  Value v = kb.arg(2), y = kb.arg(3);
+  Value zero = kb.index(0);
+  kb.loop(kb.begin(), kb.end(), [&](Value bi) {
+    kb.loop(zero, kb.index(a.heads), [&](Value h) {
+      Value col0 = muli(h, Dh), offset = addc(h, a.skipBase);
+      kb.loop(zero, kb.index(T), [&](Value i) {
+        // Query i sees key i - (n + h); none before token n + h.
+        Value seen = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::sge, i, offset);
+        b.create<scf::IfOp>(
+            loc, seen,
+            [&](OpBuilder &, Location) {
+              Value j = b.create<arith::SubIOp>(loc, i, offset);
+              kb.loop(zero, kb.index(Dh), [&](Value d) {
+                kb.store(kb.load(v, {bi, j, addi(col0, d)}), y, {bi, i, addi(col0, d)});
+              });
+              b.create<scf::YieldOp>(loc);
+            },
+            [&](OpBuilder &, Location) {
+              kb.loop(zero, kb.index(Dh), [&](Value d) { kb.store(kb.f32(0), y, {bi, i, addi(col0, d)}); });
+              b.create<scf::YieldOp>(loc);
+            });
+      });
+    });
+  });
+  kb.finish();
+}
+
+void AttentionBuilder::buildSkipBackward() {
+  Value dy = kb.arg(3), dq = kb.arg(4), dk = kb.arg(5), dv = kb.arg(6);
+  Value zero = kb.index(0);
+  kb.loop(kb.begin(), kb.end(), [&](Value bi) {
+    kb.loop(zero, kb.index(T), [&](Value t) {
+      kb.loop(zero, kb.index(D), [&](Value c) {
+        kb.store(kb.f32(0), dq, {bi, t, c});
+        kb.store(kb.f32(0), dk, {bi, t, c});
+      });
+    });
+    kb.loop(zero, kb.index(a.heads), [&](Value h) {
+      Value col0 = muli(h, Dh), offset = addc(h, a.skipBase);
+      kb.loop(zero, kb.index(T), [&](Value j) {
+        // Key j is seen by query j + n + h, if there is one.
+        Value i = addi(j, offset);
+        Value seen = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::slt, i, kb.index(T));
+        b.create<scf::IfOp>(
+            loc, seen,
+            [&](OpBuilder &, Location) {
+              kb.loop(zero, kb.index(Dh), [&](Value d) {
+                kb.store(kb.load(dy, {bi, i, addi(col0, d)}), dv, {bi, j, addi(col0, d)});
+              });
+              b.create<scf::YieldOp>(loc);
+            },
+            [&](OpBuilder &, Location) {
+              kb.loop(zero, kb.index(Dh), [&](Value d) { kb.store(kb.f32(0), dv, {bi, j, addi(col0, d)}); });
+              b.create<scf::YieldOp>(loc);
+            });
+      });
+    });
+  });
+  kb.finish();
+}
+
+void AttentionBuilder::build() {
+  if (a.mask == pe::MaskKind::Skip)
+    return a.grad ? buildSkipBackward() : buildSkipForward();
+  return a.grad ? buildBackward() : buildForward();
+}
+
+/// Scratch floats of a kernel (see the builders).
+int64_t scratchFloats(const AttentionOp &a, int64_t T, int64_t Dh) {
+  const int64_t Tp = paddedTokens(T);
+  if (a.mask == pe::MaskKind::Skip)
+    return 0;
+  if (!a.grad) // kr, kT, qi, row
+    return T * Dh + Dh * Tp + Dh + Tp;
+  // kr, kT, vT, p, row, qi (, qr)
+  return T * Dh + 2 * Dh * Tp + T * Tp + Tp + Dh + (a.rope ? T * Dh : 0);
+}
+
+} // namespace
+
+std::vector<KernelSpec> attentionSpecs(Operation *op) {
+  std::optional<AttentionOp> a = describe(op);
+  if (!a)
+    return {};
+  std::optional<Shape> x = kernelShape(op->getOperand(0).getType());
+  if (!x || x->size() != 3 || a->heads < 1 || (*x)[2] % a->heads != 0)
+    return {};
+  const int64_t T = (*x)[1], D = (*x)[2], Dh = D / a->heads;
+  const Shape table = {T, D / 2, 2};
+  const Shape tableView = {T, D}; // pair p of token t at columns 2p, 2p + 1
+  if (a->rope && Dh % 2 != 0)
+    return {};
+  // Every operand and result is x's shape, but the table.
+  SmallVector<Type> types(op->getOperandTypes());
+  llvm::append_range(types, op->getResultTypes());
+  KernelSpec spec;
+  for (auto [n, t] : llvm::enumerate(types)) {
+    std::optional<Shape> s = kernelShape(t);
+    bool isTable = a->rope && n == 3;
+    if (!s || *s != (isTable ? table : *x))
+      return {};
+    spec.views.push_back(isTable ? tableView : *s);
+  }
+  if (scratchFloats(*a, T, Dh) * int64_t(sizeof(float)) > kMaxScratchBytes)
+    return {};
+
+  spec.kind = std::string(a->rope ? "rope_" : "") + (a->grad ? "attention_grad" : "attention");
+  spec.range = ShapedType::isDynamic((*x)[0]) ? -1 : (*x)[0];
+  // Work per batch element: about heads * T^2 * Dh multiply-adds (2-3x in
+  // the backward); the runtime's grain per element.
+  spec.grain = grainFor(a->heads * T * T * Dh);
+  spec.key = spec.kind + "|h" + std::to_string(a->heads) + "|s" +
+             llvm::utohexstr(llvm::APFloat(a->scale).bitcastToAPInt().getZExtValue()) + "|m" +
+             std::to_string(int(a->mask)) + "|n" + std::to_string(a->skipBase);
+  for (const Shape &v : spec.views)
+    spec.key += "|" + shapeKey(v);
+  return {spec};
+}
+
+void buildAttentionKernel(Operation *op, const KernelSpec &spec, KernelBuilder &kb) {
+  AttentionBuilder(kb, spec, *describe(op)).build();
+}
+
+} // namespace stringc::codegen::detail
