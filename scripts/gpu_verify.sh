@@ -1,16 +1,27 @@
 #!/bin/sh
-# Builds the runtime alone (no MLIR: cmake + ninja) on a machine with an
-# NVIDIA GPU and the CUDA toolkit, and runs the CUDA backend's tests there
-# (docs/cuda.md). The GPU kernels come in a package compiled elsewhere:
+# ONE command on a machine with an NVIDIA GPU and the CUDA toolkit (no MLIR
+# needed) that verifies the CUDA backend (docs/cuda.md, "Verifying on a GPU"):
 #
-#   on the MLIR machine:  stringc tests/cuda/kernels.pe --target=cuda --gpu-all-kernels -o gpu/kernels.pkg
-#   on the GPU machine:   bash scripts/gpu_verify.sh [gpu/kernels.pkg] [build dir]   (JOBS=N: ninja -jN)
+#   1. builds the runtime alone (cmake + ninja): stringrt_cuda_tests, stringrun;
+#   2. runs every CUDA test (the kernels against the reference kernels,
+#      GEMMs, the device executor against the CPU on vit_rope);
+#   3. for every example package, one step's loss and gradients on the GPU
+#      against the CPU (stringrun gradients --device cuda; packages with ops
+#      that have no GPU steps are listed as not covered, not failed);
+#   4. trains vit_rope on Fashion-MNIST on the GPU (goal: 92% test accuracy).
 #
-# The package argument defaults to $STRINGRT_CUDA_TEST_PACKAGE, then to
-# gpu/kernels.pkg, then to build/tests/cuda/kernels.pkg. Without any, the
-# kernel tests are skipped (and reported so) but the driver, arena, OOM and
-# cuBLAS tests still run. Exit status: that of the tests; 3 when no GPU can
-# be used here (nothing would have been tested).
+# The packages come from the MLIR machine: `bash scripts/gpu_packages.sh`
+# writes gpu/kernels.pkg, gpu/examples/*.pkg and gpu/fashion-mnist/.
+#
+#   bash scripts/gpu_verify.sh [gpu/kernels.pkg] [build dir]
+#
+# Environment: OUT (log directory; default gpu-verify-logs), JOBS (ninja -j),
+# FASHION_MNIST (the IDX directory; default gpu/fashion-mnist, else
+# /usr/share/datasets/fashion-mnist), VIT_EPOCHS (default 40), VIT_BATCH
+# (default 128), SKIP_TRAIN=1 (skip step 4).
+#
+# Exit status: 0 when everything that ran passed; 1 on a failure; 3 when no
+# GPU can be used here (nothing would have been verified).
 set -eu
 cd "$(dirname "$0")/.."
 package=${1:-${STRINGRT_CUDA_TEST_PACKAGE:-}}
@@ -21,23 +32,81 @@ if [ -z "$package" ]; then
 fi
 build=${2:-build-gpu-runtime}
 jobs=${JOBS:-$(nproc 2>/dev/null || echo 4)}
+out=${OUT:-gpu-verify-logs}
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+fashion=${FASHION_MNIST:-}
+if [ -z "$fashion" ]; then
+  for candidate in gpu/fashion-mnist /usr/share/datasets/fashion-mnist; do
+    [ -d "$candidate" ] && fashion=$candidate && break
+  done
+fi
+summary=$out/summary.txt
+: > "$summary"
+note() { echo "$*" | tee -a "$summary"; }
 
-command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi --query-gpu=name,compute_cap,memory.total,driver_version --format=csv || true
-cmake -S runtime -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release
-ninja -C "$build" -j"$jobs" stringrt_cuda_tests
+command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi --query-gpu=name,compute_cap,memory.total,driver_version --format=csv | tee "$out/nvidia-smi.txt" || true
+cmake -S runtime -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release > "$out/cmake.log" 2>&1 || { cat "$out/cmake.log"; exit 1; }
+ninja -C "$build" -j"$jobs" stringrt_cuda_tests stringrun > "$out/build.log" 2>&1 || { tail -50 "$out/build.log"; exit 1; }
+stringrun=$build/stringrun/stringrun
 
 if [ -n "$package" ]; then
   STRINGRT_CUDA_TEST_PACKAGE=$(cd "$(dirname "$package")" && pwd)/$(basename "$package")
   export STRINGRT_CUDA_TEST_PACKAGE
-  echo "kernel package: $STRINGRT_CUDA_TEST_PACKAGE"
+  note "kernel package: $STRINGRT_CUDA_TEST_PACKAGE"
 else
-  echo "no kernel package: the GPU kernel tests will be skipped"
+  note "no kernel package: the GPU kernel tests will be skipped"
 fi
+if [ -f gpu/examples/vit_rope.pkg ]; then
+  STRINGRT_CUDA_VIT_PACKAGE=$(pwd)/gpu/examples/vit_rope.pkg
+  export STRINGRT_CUDA_VIT_PACKAGE
+fi
+
 status=0
-"$build/tests/stringrt_cuda_tests" --gtest_color=no || status=$?
+# 2. Every CUDA test.
+"$build/tests/stringrt_cuda_tests" --gtest_color=no > "$out/stringrt_cuda_tests.log" 2>&1 || status=1
+grep -E '^\[  (PASSED|FAILED|SKIPPED) \]|^\[  FAILED  \]|tests ran' "$out/stringrt_cuda_tests.log" | tee -a "$summary" || true
 # Fail loudly when the device was not usable: a skipped run proves nothing.
 if "$build/tests/stringrt_cuda_tests" --gtest_filter='CudaDevice.ArenaRoundTripAndBounds' 2>&1 | grep -q '\[  SKIPPED \]'; then
-  echo "gpu_verify: no usable CUDA device here; nothing was verified" >&2
+  note "gpu_verify: no usable CUDA device here; nothing was verified"
   exit 3
 fi
+
+# 3. CPU-vs-GPU gradients of every example package.
+for pkg in gpu/examples/*.pkg; do
+  [ -f "$pkg" ] || continue
+  name=$(basename "$pkg" .pkg)
+  data=
+  case $name in vit_*) [ -n "$fashion" ] && data="--data $fashion" ;; esac
+  log=$out/gradients-$name.log
+  # shellcheck disable=SC2086
+  if "$stringrun" gradients "$pkg" --device cuda --batch 16 $data --out "$out/gradients-$name.safetensors" > "$log" 2>&1; then
+    note "gradients $name: PASS"
+  elif grep -q "have no GPU steps" "$log"; then
+    note "gradients $name: not covered ($(grep -o 'have no GPU steps: .*' "$log" | cut -c1-300))"
+  else
+    note "gradients $name: FAIL (see $log)"
+    status=1
+  fi
+done
+
+# 4. vit_rope on Fashion-MNIST on the GPU.
+if [ "${SKIP_TRAIN:-0}" != 1 ] && [ -f gpu/examples/vit_rope.pkg ]; then
+  if [ -z "$fashion" ]; then
+    note "train vit_rope: skipped (no Fashion-MNIST; set FASHION_MNIST)"
+  else
+    log=$out/train-vit_rope.log
+    epochs=${VIT_EPOCHS:-40} batch=${VIT_BATCH:-128}
+    if "$stringrun" train gpu/examples/vit_rope.pkg --device cuda --data "$fashion" --epochs "$epochs" --batch "$batch" > "$log" 2>&1; then
+      accuracy=$(grep -o 'accuracy [0-9.]*%' "$log" | tail -1)
+      note "train vit_rope ($epochs epochs, batch $batch): $accuracy (goal 92%); $(grep 'epoch 1/' "$log" | grep done | head -1)"
+    elif grep -q "have no GPU steps" "$log"; then
+      note "train vit_rope: not covered ($(grep -o 'have no GPU steps: .*' "$log" | cut -c1-300))"
+    else
+      note "train vit_rope: FAIL (see $log)"
+      status=1
+    fi
+  fi
+fi
+note "gpu_verify: exit $status (logs in $out)"
 exit $status

@@ -33,9 +33,8 @@ import torch_vit  # noqa: E402
 
 def time_stringc(bin_dir, package, batch, steps, tf32):
     cmd = [os.path.join(bin_dir, "stringrun"), "bench", package, "--device", "cuda",
-           "--batch", str(batch), "--steps", str(steps)]
-    env = dict(os.environ, STRINGRT_TF32="1" if tf32 else "0")
-    run = subprocess.run(cmd, capture_output=True, text=True, env=env)
+           "--batch", str(batch), "--steps", str(steps)] + (["--tf32"] if tf32 else [])
+    run = subprocess.run(cmd, capture_output=True, text=True)
     match = re.search(r"([0-9.]+) images/s", run.stdout)
     if run.returncode != 0 or not match:
         return None, (run.stderr or run.stdout).strip().splitlines()[-1:]

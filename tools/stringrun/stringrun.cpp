@@ -9,11 +9,14 @@
 //   stringrun bench PKG [--data PATH] [--batch B] [--steps N] [--profile]
 //   stringrun gradients PKG --out FILE [--data PATH] [--batch B] [--seed S]
 //                           [--params FILE]
-// and, for every command, [--kernels compiled|fast|reference] [--threads N] [--no-arena].
+// and, for every command, [--kernels compiled|fast|reference] [--threads N] [--no-arena];
+// train, bench and gradients also run on a GPU with --device cuda [--tf32] [--no-graphs]
+// (a package of target cuda; DeviceRun.h).
 //
 // Exit status: 0 on success, 1 on an error (bad package, data or checkpoint,
 // failed I/O, a diverging loss), 2 on a usage error.
 
+#include "DeviceRun.h"
 #include "GradientDump.h"
 
 #include "stringrt/Checkpoint.h"
@@ -98,6 +101,17 @@ options:
                      gradients programs; "[compiled]": on generated kernels)
   --no-arena         place intermediate values in buffers recycled at run
                      time instead of the package's arena plan (for comparison)
+  --device D         train, bench, gradients: cpu (the default) or cuda: run
+                     the package's step program on the GPU (a package of
+                     stringc --target=cuda whose ops all have GPU steps; the
+                     optimizer on the device, evaluation on the CPU).
+                     gradients --device cuda also runs the CPU and compares
+                     every gradient (exit 1 beyond 2e-3 of its largest
+                     magnitude). train --device cuda takes --epochs, --steps,
+                     --batch, --seed, --no-eval
+  --tf32             with --device cuda: let cuBLAS use TF32 tensor cores
+  --no-graphs        with --device cuda: do not replay training steps as
+                     CUDA graphs
   --help             show this help
 
 exit status: 0 success, 1 error, 2 usage error
@@ -114,12 +128,14 @@ struct Args {
   bool noEval = false;
   bool noArena = false; // --no-arena: run on the buffer pool, not the arena plan
   bool profile = false; // --profile (bench): time every op by kind
+  bool tf32 = false;    // --tf32 (--device cuda)
+  bool noGraphs = false; // --no-graphs (--device cuda)
 };
 
 const std::vector<std::string> kValueOptions = {
     "--data", "--epochs", "--steps",  "--batch",  "--seed",   "--checkpoint",
     "--resume", "--params", "--log", "--threads", "--stop-after", "--out",
-    "--kernels"};
+    "--kernels", "--device"};
 
 bool isValueOption(const std::string &name) {
   for (const std::string &o : kValueOptions)
@@ -151,6 +167,14 @@ Args parseArgs(int argc, char **argv) {
       }
       if (name == "--profile" && !inlineValue) {
         args.profile = true;
+        continue;
+      }
+      if (name == "--tf32" && !inlineValue) {
+        args.tf32 = true;
+        continue;
+      }
+      if (name == "--no-graphs" && !inlineValue) {
+        args.noGraphs = true;
         continue;
       }
       if (!isValueOption(name))
@@ -196,6 +220,7 @@ Args parseArgs(int argc, char **argv) {
     (void)command;
     options.push_back("--kernels");
     options.push_back("--threads");
+    options.push_back("--device");
   }
   for (const auto &[name, value] : args.values) {
     const auto &ok = allowed[args.command];
@@ -214,6 +239,24 @@ Args parseArgs(int argc, char **argv) {
     throw UsageError{"give --params or --resume, not both"};
   if (args.command == "gradients" && !args.values.count("--out"))
     throw UsageError{"'gradients' needs --out FILE"};
+  if (auto device = args.values.find("--device"); device != args.values.end()) {
+    if (device->second != "cpu" && device->second != "cuda")
+      throw UsageError{fmt::format("option '--device' needs cpu or cuda, got '{}'",
+                                   device->second)};
+    if (args.command == "eval")
+      throw UsageError{"option '--device' does not apply to 'eval'"};
+    if (device->second == "cuda")
+      for (const char *cpuOnly : {"--checkpoint", "--resume", "--log", "--stop-after", "--params"})
+        if (args.values.count(cpuOnly))
+          throw UsageError{fmt::format("option '{}' does not apply to --device cuda", cpuOnly)};
+    if (device->second == "cuda" && args.profile)
+      throw UsageError{"option '--profile' does not apply to --device cuda"};
+  }
+  auto device = args.values.find("--device");
+  if (args.tf32 && (device == args.values.end() || device->second != "cuda"))
+    throw UsageError{"option '--tf32' needs --device cuda"};
+  if (args.noGraphs && (device == args.values.end() || device->second != "cuda"))
+    throw UsageError{"option '--no-graphs' needs --device cuda"};
   return args;
 }
 
@@ -520,6 +563,37 @@ int main(int argc, char **argv) {
   try {
     const std::optional<stringrt::KernelSet> kernels = kernelSet(args);
     stringrt::Package package = stringrt::Package::load(args.package);
+    if (value(args, "--device") == std::optional<std::string>("cuda")) {
+      // Checked before any data is loaded: the reason no GPU can be used.
+      if (!stringrun::deviceBackendBuilt() || !stringrun::deviceUnavailableReason().empty())
+        throw stringrt::Error("--device cuda: " + (stringrun::deviceBackendBuilt()
+                                                       ? "no usable CUDA device: " +
+                                                             stringrun::deviceUnavailableReason()
+                                                       : stringrun::deviceUnavailableReason()));
+      std::optional<stringrt::CudaSection> cuda;
+      if (package.cuda())
+        cuda = *package.cuda();
+      stringrt::Model model = kernels ? stringrt::Model(std::move(package), *kernels)
+                                      : stringrt::Model(std::move(package));
+      applyThreads(args, model.kernels());
+      stringrun::DeviceRunOptions options;
+      options.epochs = number<int64_t>(args, "--epochs", 1).value_or(0);
+      options.steps = number<int64_t>(args, "--steps", 1).value_or(0);
+      options.batch = number<int64_t>(args, "--batch", 1).value_or(stringrt::kDefaultBatch);
+      options.seed = number<uint64_t>(args, "--seed", 0).value_or(0);
+      options.evaluate = !args.noEval;
+      options.tf32 = args.tf32;
+      options.graphs = !args.noGraphs;
+      options.outPath = value(args, "--out").value_or("");
+      const stringrt::CudaSection *section = cuda ? &*cuda : nullptr;
+      stringrt::DataSet data = stringrt::loadModelData(model, value(args, "--data").value_or(""));
+      if (args.command == "train")
+        return stringrun::deviceTrain(section, model, data, options);
+      if (args.command == "gradients")
+        return stringrun::deviceGradients(section, model, data, options);
+      return stringrun::deviceBench(section, model, data, options,
+                                    number<int64_t>(args, "--steps", 1).value_or(10));
+    }
     stringrt::Model model = kernels ? stringrt::Model(std::move(package), *kernels)
                                     : stringrt::Model(std::move(package));
     if (args.noArena && model.arenaPlan())

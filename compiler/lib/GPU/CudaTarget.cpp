@@ -27,6 +27,7 @@
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_os_ostream.h"
 
+#include <cstdio>
 #include <map>
 
 using namespace mlir;
@@ -38,8 +39,83 @@ void appendString(std::string &out, const std::string &text) {
   stringrt::appendJsonString(out, text);
 }
 
+std::string affineJson(const cudagen::BatchAffine &value) {
+  return "[" + std::to_string(value.perBatch) + "," + std::to_string(value.constant) + "]";
+}
+
+/// A float that reads back as the same f32 (9 significant digits).
+std::string realJson(float value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.9g", double(value));
+  return text;
+}
+
+std::string argJson(const cudagen::LaunchArg &arg) {
+  using Kind = cudagen::LaunchArg::Kind;
+  switch (arg.kind) {
+  case Kind::Operand:
+    return "{\"operand\":" + std::to_string(arg.index) + "}";
+  case Kind::Result:
+    return "{\"result\":" + std::to_string(arg.index) + "}";
+  case Kind::Scratch:
+    return "{\"scratch\":" + std::to_string(arg.index) + "}";
+  case Kind::I64:
+    return "{\"i64\":" + affineJson(arg.integer) + "}";
+  case Kind::F32:
+    return "{\"f32\":" + realJson(arg.real) + "}";
+  }
+  return "{}";
+}
+
+std::string launchJson(const cudagen::Launch &launch) {
+  if (launch.gemm) {
+    const cudagen::GemmCall &g = *launch.gemm;
+    return "{\"gemm\":{\"a\":" + argJson(g.a) + ",\"b\":" + argJson(g.b) + ",\"c\":" +
+           argJson(g.c) + ",\"m\":" + affineJson(g.m) + ",\"n\":" + affineJson(g.n) +
+           ",\"k\":" + affineJson(g.k) + ",\"count\":" + affineJson(g.count) +
+           ",\"stride_a\":" + affineJson(g.strideA) + ",\"stride_b\":" + affineJson(g.strideB) +
+           ",\"stride_c\":" + affineJson(g.strideC) +
+           ",\"trans_a\":" + (g.transA ? "true" : "false") +
+           ",\"trans_b\":" + (g.transB ? "true" : "false") + ",\"alpha\":" + realJson(g.alpha) +
+           ",\"beta\":" + realJson(g.beta) + "}}";
+  }
+  std::string out = "{\"kernel\":";
+  appendString(out, launch.kernel);
+  out += ",\"args\":[";
+  for (size_t a = 0; a < launch.args.size(); ++a)
+    out += (a ? "," : "") + argJson(launch.args[a]);
+  out += "]";
+  if (launch.grid)
+    out += ",\"grid\":[" + affineJson(launch.grid->x) + "," + affineJson(launch.grid->y) + "," +
+           affineJson(launch.grid->z) + "]";
+  return out + "}";
+}
+
+/// {"forward": [{"op", "scratch": [[perBatch, constant] bytes], "launches"}],
+///  "gradients": [...]} (docs/package.md, "Target cuda").
+std::string stepsJson(const cudagen::KernelPlan &plan) {
+  std::string out = "{";
+  for (size_t p = 0; p < plan.steps.size(); ++p) {
+    out += p ? "," : "";
+    appendString(out, plan.steps[p].first);
+    out += ":[";
+    const std::vector<cudagen::OpSteps> &ops = plan.steps[p].second;
+    for (size_t i = 0; i < ops.size(); ++i) {
+      out += (i ? ",{\"op\":" : "{\"op\":") + std::to_string(ops[i].op) + ",\"scratch\":[";
+      for (size_t s = 0; s < ops[i].scratchBytes.size(); ++s)
+        out += (s ? "," : "") + affineJson(ops[i].scratchBytes[s]);
+      out += "],\"launches\":[";
+      for (size_t l = 0; l < ops[i].launches.size(); ++l)
+        out += (l ? "," : "") + launchJson(ops[i].launches[l]);
+      out += "]}";
+    }
+    out += "]";
+  }
+  return out + "}";
+}
+
 /// The `cuda` metadata entry: {"arch", "kernels": [{name, op, params,
-/// grid, block, ptx, cubin, uses}], "coverage": {...}}.
+/// grid, block, ptx, cubin, uses}], "coverage": {...}, "steps": {...}}.
 std::string kernelTableJson(const cudagen::KernelPlan &plan, const std::string &arch) {
   std::string out = "{\"arch\":";
   appendString(out, arch);
@@ -84,7 +160,7 @@ std::string kernelTableJson(const cudagen::KernelPlan &plan, const std::string &
     }
     out += "]";
   }
-  out += "}}}";
+  out += "}},\"steps\":" + stepsJson(plan) + "}";
   return out;
 }
 

@@ -11,6 +11,8 @@
 //===----------------------------------------------------------------------===//
 #include "KernelBuilder.h"
 
+#include "stringc/Dialect/PE/PEOps.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 
@@ -160,6 +162,74 @@ void appendElementwiseKernels(std::vector<KernelDef> &defs) {
                                                    xs[0], k.f32(0.0));
               return b.create<arith::SelectOp>(k.location(), pass, xs[1], k.f32(0.0));
             });
+}
+
+} // namespace stringc::cudagen
+
+namespace stringc::cudagen {
+namespace {
+
+using A = LaunchArg;
+
+OpSteps single(Operation &, std::string kernel, std::vector<LaunchArg> args) {
+  OpSteps steps;
+  steps.launches.push_back(Launch::kernelCall(std::move(kernel), std::move(args)));
+  return steps;
+}
+
+/// pe.add/sub/mul: (out, lhs, rhs, n, n_lhs, n_rhs); the variant by which
+/// operand is broadcast (a trailing suffix of the result).
+OpLowering binaryLowering(const char *op) {
+  std::string base = std::string("pe_") + op;
+  return {std::string("pe.") + op, [base](Operation &o) -> std::optional<OpSteps> {
+            Type result = o.getResult(0).getType();
+            std::string kernel = base;
+            if (o.getOperand(0).getType() != result)
+              kernel += "_bl";
+            else if (o.getOperand(1).getType() != result)
+              kernel += "_br";
+            return single(o, kernel,
+                          {A::result(0), A::operand(0), A::operand(1), A::i64(elementCount(result)),
+                           A::i64(elementCount(o.getOperand(0).getType())),
+                           A::i64(elementCount(o.getOperand(1).getType()))});
+          }};
+}
+
+} // namespace
+
+void appendElementwiseLowerings(std::vector<OpLowering> &lowerings) {
+  for (const char *op : {"add", "sub", "mul"})
+    lowerings.push_back(binaryLowering(op));
+  lowerings.push_back({"pe.scale", [](Operation &o) -> std::optional<OpSteps> {
+                         auto scale = cast<pe::ScaleOp>(o);
+                         return single(o, "pe_scale",
+                                       {A::result(0), A::operand(0),
+                                        A::i64(elementCount(o.getResult(0).getType())),
+                                        A::f32(float(scale.getFactor().convertToDouble())),
+                                        A::f32(float(scale.getBias().convertToDouble()))});
+                       }});
+  lowerings.push_back({"pe.gelu", [](Operation &o) -> std::optional<OpSteps> {
+                         bool tanh = cast<pe::GeluOp>(o).getApproximate();
+                         return single(o, tanh ? "pe_gelu_tanh" : "pe_gelu",
+                                       {A::result(0), A::operand(0),
+                                        A::i64(elementCount(o.getResult(0).getType()))});
+                       }});
+  lowerings.push_back({"pe.gelu_grad", [](Operation &o) -> std::optional<OpSteps> {
+                         bool tanh = cast<pe::GeluGradOp>(o).getApproximate();
+                         return single(o, tanh ? "pe_gelu_grad_tanh" : "pe_gelu_grad",
+                                       {A::result(0), A::operand(0), A::operand(1),
+                                        A::i64(elementCount(o.getResult(0).getType()))});
+                       }});
+  lowerings.push_back({"pe.relu", [](Operation &o) -> std::optional<OpSteps> {
+                         return single(o, "pe_relu",
+                                       {A::result(0), A::operand(0),
+                                        A::i64(elementCount(o.getResult(0).getType()))});
+                       }});
+  lowerings.push_back({"pe.relu_grad", [](Operation &o) -> std::optional<OpSteps> {
+                         return single(o, "pe_relu_grad",
+                                       {A::result(0), A::operand(0), A::operand(1),
+                                        A::i64(elementCount(o.getResult(0).getType()))});
+                       }});
 }
 
 } // namespace stringc::cudagen

@@ -133,9 +133,29 @@ const std::vector<KernelDef> &allKernelDefs() {
     appendElementwiseKernels(all);
     appendNormKernels(all);
     appendOptimizerKernels(all);
+    appendLinearKernels(all);
+    appendPositionKernels(all);
+    appendTokenKernels(all);
+    appendMatrixKernels(all);
+    appendAttentionKernels(all);
     return all;
   }();
   return defs;
+}
+
+const std::vector<OpLowering> &allOpLowerings() {
+  static const std::vector<OpLowering> lowerings = [] {
+    std::vector<OpLowering> all;
+    appendElementwiseLowerings(all);
+    appendNormLowerings(all);
+    appendLinearLowerings(all);
+    appendPositionLowerings(all);
+    appendTokenLowerings(all);
+    appendMatrixLowerings(all);
+    appendAttentionLowerings(all);
+    return all;
+  }();
+  return lowerings;
 }
 
 const KernelDef *findKernelDef(llvm::StringRef name) {

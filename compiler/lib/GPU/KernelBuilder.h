@@ -11,6 +11,7 @@
 #define STRINGC_GPU_KERNELBUILDER_H
 
 #include "stringc/GPU/GPUKernels.h"
+#include "stringc/GPU/StepProgram.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/IR/Builders.h"
@@ -85,9 +86,43 @@ void appendElementwiseKernels(std::vector<KernelDef> &defs);
 void appendNormKernels(std::vector<KernelDef> &defs);
 void appendOptimizerKernels(std::vector<KernelDef> &defs);
 
+void appendLinearKernels(std::vector<KernelDef> &defs);
+/// Position, token and matrix ops (PositionKernels.cpp, TokenKernels.cpp,
+/// MatrixKernels.cpp; helpers in OpKernelUtil.h).
+void appendPositionKernels(std::vector<KernelDef> &defs);
+void appendTokenKernels(std::vector<KernelDef> &defs);
+void appendMatrixKernels(std::vector<KernelDef> &defs);
+/// FlashAttention-style attention and its gradient: plain, RoPE, relative
+/// (AttentionKernels.cpp).
+void appendAttentionKernels(std::vector<KernelDef> &defs);
+
 /// All kernels, by family; names are unique.
 const std::vector<KernelDef> &allKernelDefs();
 const KernelDef *findKernelDef(llvm::StringRef name);
+
+/// The op lowerings of each family (StepProgram.h): how an op becomes
+/// launches of the family's kernels (and cuBLAS GEMMs).
+void appendElementwiseLowerings(std::vector<OpLowering> &lowerings);
+void appendNormLowerings(std::vector<OpLowering> &lowerings);
+void appendLinearLowerings(std::vector<OpLowering> &lowerings);
+void appendPositionLowerings(std::vector<OpLowering> &lowerings);
+void appendTokenLowerings(std::vector<OpLowering> &lowerings);
+void appendMatrixLowerings(std::vector<OpLowering> &lowerings);
+void appendAttentionLowerings(std::vector<OpLowering> &lowerings);
+
+/// All op lowerings, by family. Several may name the same op: planKernels
+/// uses the first whose `lower` accepts the op.
+const std::vector<OpLowering> &allOpLowerings();
+
+/// Helpers for lowerings. `value` / `divisor` when both parts divide exactly
+/// (row counts of tensors), else none.
+std::optional<BatchAffine> divideExactly(BatchAffine value, int64_t divisor);
+/// Whether every operand and result of `op` is a ranked tensor dynamic in
+/// dimension 0 at most (the batch): planKernels lowers only such ops.
+bool hasBatchShapes(mlir::Operation &op);
+/// The static size of the last dimension of a ranked tensor type (0 for a
+/// rank-0 tensor, -1 when dynamic).
+int64_t lastDimension(mlir::Type tensorType);
 
 } // namespace stringc::cudagen
 

@@ -1,9 +1,11 @@
-//===- KernelPlan.cpp - which GPU kernels the programs need ---------------===//
+//===- KernelPlan.cpp - the step program and the GPU kernels it needs -----===//
 //
 // Walks @forward and @gradients op by op (the numbering of the package's
-// program op lists), maps each op with a GPU kernel to its kernel name(s),
-// records every use, and lists the ops no kernel covers yet. The kernels
-// themselves are built by buildKernelModule, one gpu.module each.
+// program op lists), lowers each op with the first OpLowering of its kind
+// that accepts it (StepProgram.h; the registry is allOpLowerings()), checks
+// the launches against the kernels' specs, records every kernel use, and
+// lists the ops no lowering covers. The kernels themselves are built by
+// buildKernelModule, one gpu.module each.
 //
 //===----------------------------------------------------------------------===//
 #include "KernelBuilder.h"
@@ -17,6 +19,7 @@
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 
+#include <cmath>
 #include <map>
 
 using namespace mlir;
@@ -45,51 +48,88 @@ const char *gridRuleName(GridRule rule) {
     return "columns";
   case GridRule::Partials:
     return "partials";
+  case GridRule::Explicit:
+    return "explicit";
   }
   return "?";
 }
 
 namespace {
 
-/// The kernels that implement `op`, or none.
-std::vector<std::string> kernelsFor(Operation &op) {
+/// The steps of `op` from the first lowering of its kind that accepts it.
+std::optional<OpSteps> lowerOp(Operation &op) {
+  if (!hasBatchShapes(op))
+    return std::nullopt;
   llvm::StringRef name = op.getName().getStringRef();
-  auto binary = [&](const char *base) -> std::vector<std::string> {
-    Type result = op.getResult(0).getType();
-    bool lhsFull = op.getOperand(0).getType() == result;
-    bool rhsFull = op.getOperand(1).getType() == result;
-    std::string kernel = base;
-    if (!lhsFull)
-      kernel += "_bl";
-    else if (!rhsFull)
-      kernel += "_br";
-    return {kernel};
-  };
-  if (name == "pe.add")
-    return binary("pe_add");
-  if (name == "pe.sub")
-    return binary("pe_sub");
-  if (name == "pe.mul")
-    return binary("pe_mul");
-  if (name == "pe.scale")
-    return {"pe_scale"};
-  if (name == "pe.relu")
-    return {"pe_relu"};
-  if (name == "pe.relu_grad")
-    return {"pe_relu_grad"};
-  if (auto gelu = dyn_cast<pe::GeluOp>(op))
-    return {gelu.getApproximate() ? "pe_gelu_tanh" : "pe_gelu"};
-  if (auto grad = dyn_cast<pe::GeluGradOp>(op))
-    return {grad.getApproximate() ? "pe_gelu_grad_tanh" : "pe_gelu_grad"};
-  if (name == "pe.layer_norm")
-    return {"pe_layer_norm"};
-  if (name == "pe.layer_norm_grad")
-    return {"pe_layer_norm_grad_rows", "pe_layer_norm_grad_cols"};
-  return {};
+  for (const OpLowering &lowering : allOpLowerings())
+    if (lowering.opName == name)
+      if (std::optional<OpSteps> steps = lowering.lower(op))
+        return steps;
+  return std::nullopt;
 }
 
-/// Ops that are no work on a device: parameters are arena offsets and
-/// constants are launch arguments.
+/// Checks a lowering's launches against the kernels' signatures and the op,
+/// so a wrong lowering fails at compile time rather than on a GPU.
+LogicalResult checkSteps(Operation &op, const OpSteps &steps) {
+  auto checkPointer = [&](const LaunchArg &arg, const std::string &where) -> LogicalResult {
+    int64_t limit = arg.kind == LaunchArg::Kind::Operand   ? op.getNumOperands()
+                    : arg.kind == LaunchArg::Kind::Result  ? op.getNumResults()
+                    : arg.kind == LaunchArg::Kind::Scratch ? int64_t(steps.scratchBytes.size())
+                                                           : -1;
+    if (limit < 0)
+      return op.emitError() << "internal error: " << where << " is not a pointer argument";
+    if (arg.index < 0 || arg.index >= limit)
+      return op.emitError() << "internal error: " << where << " index " << arg.index
+                            << " out of range";
+    return success();
+  };
+  for (size_t l = 0; l < steps.launches.size(); ++l) {
+    const Launch &launch = steps.launches[l];
+    std::string where = "launch " + std::to_string(l);
+    if (launch.gemm) {
+      if (!launch.kernel.empty() || !launch.args.empty() || launch.grid)
+        return op.emitError() << "internal error: " << where << " is both a GEMM and a kernel";
+      if (failed(checkPointer(launch.gemm->a, where + " gemm a")) ||
+          failed(checkPointer(launch.gemm->b, where + " gemm b")) ||
+          failed(checkPointer(launch.gemm->c, where + " gemm c")))
+        return failure();
+      continue;
+    }
+    const KernelDef *def = findKernelDef(launch.kernel);
+    if (!def)
+      return op.emitError() << "internal error: no GPU kernel named '" << launch.kernel << "'";
+    const KernelSpec &spec = def->spec;
+    if (launch.args.size() != spec.params.size())
+      return op.emitError() << "internal error: " << where << " passes " << launch.args.size()
+                            << " arguments to " << spec.name << ", which takes "
+                            << spec.params.size();
+    if ((spec.grid == GridRule::Explicit) != launch.grid.has_value())
+      return op.emitError() << "internal error: " << where << " of " << spec.name
+                            << (launch.grid ? " names a grid" : " needs an explicit grid");
+    for (size_t a = 0; a < launch.args.size(); ++a) {
+      const LaunchArg &arg = launch.args[a];
+      ParamKind kind = spec.params[a].second;
+      std::string argWhere = where + " argument " + std::to_string(a) + " (" +
+                             spec.params[a].first + ")";
+      bool pointer = arg.kind != LaunchArg::Kind::I64 && arg.kind != LaunchArg::Kind::F32;
+      bool matches = kind == ParamKind::Ptr   ? pointer
+                     : kind == ParamKind::I64 ? arg.kind == LaunchArg::Kind::I64
+                                              : arg.kind == LaunchArg::Kind::F32;
+      if (!matches)
+        return op.emitError() << "internal error: " << argWhere << " of " << spec.name
+                              << " is not a " << paramKindName(kind);
+      if (pointer && failed(checkPointer(arg, argWhere)))
+        return failure();
+      if (arg.kind == LaunchArg::Kind::F32 && !std::isfinite(arg.real))
+        return op.emitError() << "internal error: " << argWhere << " of " << spec.name
+                              << " is not finite";
+    }
+  }
+  return success();
+}
+
+/// Ops that are no work on a device: a parameter is a view of the flat
+/// parameter buffer; the runtime fills a constant's buffer at its place.
 bool isFree(Operation &op) { return isa<pe::GetParamOp, arith::ConstantOp>(op); }
 
 } // namespace
@@ -118,24 +158,34 @@ FailureOr<KernelPlan> planKernels(ModuleOp module, bool allKernels) {
     if (!llvm::hasSingleElement(func.getBody()))
       return func.emitError() << "a package program is a single block";
     std::vector<std::string> uncovered;
+    std::vector<OpSteps> programSteps;
     int64_t position = 0;
     for (Operation &op : func.getBody().front().without_terminator()) {
       int64_t opIndex = position++;
       if (isFree(op))
         continue;
       ++plan.totalOps;
-      std::vector<std::string> kernels = kernelsFor(op);
-      if (kernels.empty()) {
+      std::optional<OpSteps> steps = lowerOp(op);
+      if (!steps) {
         std::string name = op.getName().getStringRef().str();
         if (llvm::find(uncovered, name) == uncovered.end())
           uncovered.push_back(name);
         continue;
       }
+      if (failed(checkSteps(op, *steps)))
+        return failure();
       ++plan.coveredOps;
-      for (const std::string &kernel : kernels)
-        if (failed(use(kernel, {program, opIndex})))
-          return failure();
+      steps->op = opIndex;
+      std::vector<std::string> used; // each kernel's use once per op
+      for (const Launch &launch : steps->launches)
+        if (!launch.kernel.empty() && llvm::find(used, launch.kernel) == used.end()) {
+          used.push_back(launch.kernel);
+          if (failed(use(launch.kernel, {program, opIndex})))
+            return failure();
+        }
+      programSteps.push_back(std::move(*steps));
     }
+    plan.steps.push_back({program, std::move(programSteps)});
     plan.uncovered.push_back({program, std::move(uncovered)});
   }
 

@@ -16,6 +16,8 @@
 //===----------------------------------------------------------------------===//
 #include "KernelBuilder.h"
 
+#include "stringc/Dialect/PE/PEOps.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 
 #include <tuple>
@@ -161,6 +163,50 @@ void appendNormKernels(std::vector<KernelDef> &defs) {
                       k.store(sums[1], dbeta, c);
                     });
                   }});
+}
+
+} // namespace stringc::cudagen
+
+namespace stringc::cudagen {
+
+void appendNormLowerings(std::vector<OpLowering> &lowerings) {
+  using A = LaunchArg;
+  // Rows of D = the last dimension; `layer_norm_grad` keeps (mean, rstd) per
+  // row in scratch 0 between its row and column launches.
+  lowerings.push_back({"pe.layer_norm", [](Operation &o) -> std::optional<OpSteps> {
+                         auto ln = cast<pe::LayerNormOp>(o);
+                         Type x = o.getOperand(0).getType();
+                         int64_t d = lastDimension(x);
+                         std::optional<BatchAffine> rows = divideExactly(elementCount(x), d);
+                         if (!rows)
+                           return std::nullopt;
+                         OpSteps steps;
+                         steps.launches.push_back(Launch::kernelCall(
+                             "pe_layer_norm",
+                             {A::result(0), A::operand(0), A::operand(1), A::operand(2),
+                              A::i64(*rows), A::i64(d),
+                              A::f32(float(ln.getEpsilon().convertToDouble()))}));
+                         return steps;
+                       }});
+  lowerings.push_back(
+      {"pe.layer_norm_grad", [](Operation &o) -> std::optional<OpSteps> {
+         auto grad = cast<pe::LayerNormGradOp>(o);
+         Type x = o.getOperand(0).getType();
+         int64_t d = lastDimension(x);
+         std::optional<BatchAffine> rows = divideExactly(elementCount(x), d);
+         if (!rows)
+           return std::nullopt;
+         OpSteps steps;
+         steps.scratchBytes.push_back({rows->perBatch * 8, rows->constant * 8});
+         float eps = float(grad.getEpsilon().convertToDouble());
+         steps.launches.push_back(Launch::kernelCall(
+             "pe_layer_norm_grad_rows", {A::result(0), A::scratch(0), A::operand(0), A::operand(1),
+                                         A::operand(2), A::i64(*rows), A::i64(d), A::f32(eps)}));
+         steps.launches.push_back(Launch::kernelCall(
+             "pe_layer_norm_grad_cols", {A::result(1), A::result(2), A::operand(0), A::operand(2),
+                                         A::scratch(0), A::i64(*rows), A::i64(d)}));
+         return steps;
+       }});
 }
 
 } // namespace stringc::cudagen

@@ -5,7 +5,9 @@
 
 #include "stringrt/Manifest.h"
 
+#include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,7 +24,8 @@ enum class CudaParamKind { Ptr, I64, F32 };
 // Rows: one warp per row, blockDim (32, block[1]), rows = the first i64;
 // Columns: one thread per column, columns = the second i64;
 // Partials: one warp per block, grid = min(ceil(n / 32), 1024) partials.
-enum class CudaGridRule { Elements, Rows, Columns, Partials };
+// Explicit: each launch of the kernel names its grid (CudaLaunch::grid).
+enum class CudaGridRule { Elements, Rows, Columns, Partials, Explicit };
 
 struct CudaKernelUse {
   std::string program; // "forward", "gradients" or "optimizer"
@@ -40,6 +43,61 @@ struct CudaKernel {
   std::vector<CudaKernelUse> uses;
 };
 
+// The step program (docs/cuda.md, "The step program"): what each op of
+// @forward and @gradients does on the device, as ordered launches of the
+// kernels or cuBLAS GEMMs, with arguments bound to the op's operands,
+// results and scratch buffers or to integers that depend on the batch.
+
+// perBatch * batch + constant.
+struct CudaAffine {
+  int64_t perBatch = 0;
+  int64_t constant = 0;
+  int64_t at(int64_t batch) const { return perBatch * batch + constant; }
+  bool operator==(const CudaAffine &o) const {
+    return perBatch == o.perBatch && constant == o.constant;
+  }
+};
+
+enum class CudaArgKind { Operand, Result, Scratch, I64, F32 };
+
+struct CudaArg {
+  CudaArgKind kind = CudaArgKind::I64;
+  int64_t index = 0;   // Operand, Result, Scratch
+  CudaAffine integer;  // I64
+  float real = 0.0f;   // F32
+  bool isPointer() const {
+    return kind == CudaArgKind::Operand || kind == CudaArgKind::Result ||
+           kind == CudaArgKind::Scratch;
+  }
+};
+
+// Row-major strided-batched SGEMM: C_i = alpha op(A_i) op(B_i) + beta C_i
+// for i < count, op(A_i) m x k, op(B_i) k x n, strides in elements.
+struct CudaGemm {
+  CudaArg a, b, c;
+  CudaAffine m, n, k, count{0, 1}, strideA, strideB, strideC;
+  bool transA = false, transB = false;
+  float alpha = 1.0f, beta = 0.0f;
+};
+
+struct CudaLaunch {
+  int64_t kernel = -1; // index in CudaSection::kernels; -1 for a GEMM
+  std::vector<CudaArg> args;
+  std::optional<CudaGemm> gemm;
+  std::optional<std::array<CudaAffine, 3>> grid; // kernels of grid rule explicit
+};
+
+struct CudaOpSteps {
+  int64_t op = -1; // index in the program's ops
+  std::vector<CudaAffine> scratchBytes;
+  std::vector<CudaLaunch> launches;
+};
+
+struct CudaProgramSteps {
+  std::string program; // "forward" or "gradients"
+  std::vector<CudaOpSteps> ops; // in program order
+};
+
 struct CudaSection {
   std::string arch; // "sm_90": the cubins' architecture
   std::vector<CudaKernel> kernels;
@@ -48,8 +106,13 @@ struct CudaSection {
   int64_t ops = 0, opsWithKernel = 0;
   std::vector<std::pair<std::string, std::vector<std::string>>> opsWithoutKernel;
 
+  // The step program of "forward" and "gradients" (both always present).
+  std::vector<CudaProgramSteps> steps;
+
   // nullptr when there is no kernel of that name.
   const CudaKernel *find(std::string_view name) const;
+  // The steps of `program`; nullptr when the section has none for it.
+  const CudaProgramSteps *stepsOf(std::string_view program) const;
 };
 
 // Parses and validates the `cuda` metadata JSON of the package `path`

@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+#include <cstdlib>
 #include <regex>
 #include <set>
 
@@ -37,6 +39,8 @@ const char *cudaGridRuleName(CudaGridRule rule) {
     return "columns";
   case CudaGridRule::Partials:
     return "partials";
+  case CudaGridRule::Explicit:
+    return "explicit";
   }
   return "?";
 }
@@ -45,6 +49,13 @@ const CudaKernel *CudaSection::find(std::string_view name) const {
   for (const CudaKernel &kernel : kernels)
     if (kernel.name == name)
       return &kernel;
+  return nullptr;
+}
+
+const CudaProgramSteps *CudaSection::stepsOf(std::string_view program) const {
+  for (const CudaProgramSteps &p : steps)
+    if (p.program == program)
+      return &p;
   return nullptr;
 }
 
@@ -62,7 +73,7 @@ public:
     } catch (const detail::JsonParseError &error) {
       fail(fmt::format("the cuda section is not valid JSON: {}", error.what()));
     }
-    const JsonValue &top = object(root, "the cuda section", {"arch", "kernels", "coverage"});
+    const JsonValue &top = object(root, "the cuda section", {"arch", "kernels", "coverage", "steps"});
     CudaSection section;
     section.arch = string(member(top, "arch"), "cuda.arch");
     static const std::regex archPattern("sm_[0-9]{2,3}a?");
@@ -84,6 +95,8 @@ public:
         fail(fmt::format("tensor {} belongs to no kernel of the cuda section",
                          quoteForMessage(tensor.name)));
     parseCoverage(member(top, "coverage"), section);
+    parseSteps(member(top, "steps"), section);
+    checkUses(section);
     return section;
   }
 
@@ -170,7 +183,8 @@ private:
     const std::pair<const char *, CudaGridRule> rules[] = {{"elements", CudaGridRule::Elements},
                                                            {"rows", CudaGridRule::Rows},
                                                            {"columns", CudaGridRule::Columns},
-                                                           {"partials", CudaGridRule::Partials}};
+                                                           {"partials", CudaGridRule::Partials},
+                                                           {"explicit", CudaGridRule::Explicit}};
     bool knownRule = false;
     for (auto [rule, value] : rules)
       if (grid == rule) {
@@ -191,7 +205,9 @@ private:
       i64s += kind == CudaParamKind::I64;
       ptrs += kind == CudaParamKind::Ptr;
     }
-    size_t needI64 = kernel.grid == CudaGridRule::Columns ? 2 : 1;
+    size_t needI64 = kernel.grid == CudaGridRule::Columns    ? 2
+                     : kernel.grid == CudaGridRule::Explicit ? 0
+                                                             : 1;
     if (i64s < needI64 || ptrs < 1)
       fail(fmt::format("{}: grid rule {} needs {} i64 and a pointer parameter", where, grid,
                        needI64));
@@ -220,16 +236,219 @@ private:
         const Program &program = manifest.program(parsed.program);
         parsed.op = integer(member(u, "op"), where + ": a use's op", 0,
                             int64_t(program.ops.size()) - 1);
-        const std::string &actual = program.ops[size_t(parsed.op)].op;
-        if (actual != kernel.op)
-          fail(fmt::format("{} implements {} but {} op {} is {}", where, kernel.op,
-                           parsed.program, parsed.op, actual));
+        // That the op's steps launch the kernel is checked by checkUses.
       } else {
         fail(fmt::format("{}: unknown program {}", where, quoteForMessage(parsed.program)));
       }
       kernel.uses.push_back(std::move(parsed));
     }
     return kernel;
+  }
+
+  static bool isFreeOp(const std::string &op) {
+    return op == "pe.get_param" || op == "arith.constant";
+  }
+
+  CudaAffine affine(const JsonValue &value, const std::string &what, bool nonNegative) const {
+    const int64_t limit = int64_t(1) << 50;
+    if (value.kind != JsonValue::Kind::Array || value.elements.size() != 2)
+      fail(fmt::format("{} must be [per_batch, constant]", what));
+    CudaAffine a;
+    a.perBatch = integer(value.elements[0], what + "[0]", nonNegative ? 0 : -limit, limit);
+    a.constant = integer(value.elements[1], what + "[1]", nonNegative ? 0 : -limit, limit);
+    return a;
+  }
+
+  float real(const JsonValue &value, const std::string &what) const {
+    if (value.kind != JsonValue::Kind::Number)
+      fail(fmt::format("{} must be a number", what));
+    double number = std::strtod(value.text.c_str(), nullptr);
+    if (!std::isfinite(number) || std::fabs(number) > 3.4e38)
+      fail(fmt::format("{} must be a finite f32", what));
+    return float(number);
+  }
+
+  // One argument: {"operand": k} | {"result": k} | {"scratch": k} |
+  // {"i64": [per_batch, constant]} | {"f32": x}, checked against the op.
+  CudaArg arg(const JsonValue &value, const std::string &what, const ProgramOp &op,
+              size_t scratches) const {
+    if (value.kind != JsonValue::Kind::Object || value.members.size() != 1)
+      fail(fmt::format("{} must be an object with one key (operand, result, scratch, i64, f32)",
+                       what));
+    const detail::JsonMember &m = value.members[0];
+    CudaArg a;
+    auto index = [&](size_t count, const char *kind) {
+      if (count == 0)
+        fail(fmt::format("{}: the op ({}) has no {}", what, op.op, kind));
+      return integer(m.value, fmt::format("{} ({} of {})", what, kind, op.op), 0,
+                     int64_t(count) - 1);
+    };
+    if (m.key == "operand") {
+      a.kind = CudaArgKind::Operand;
+      a.index = index(op.operands.size(), "operand");
+    } else if (m.key == "result") {
+      a.kind = CudaArgKind::Result;
+      a.index = index(op.results.size(), "result");
+    } else if (m.key == "scratch") {
+      a.kind = CudaArgKind::Scratch;
+      a.index = index(scratches, "scratch buffer");
+    } else if (m.key == "i64") {
+      a.kind = CudaArgKind::I64;
+      a.integer = affine(m.value, what + ".i64", /*nonNegative=*/false);
+    } else if (m.key == "f32") {
+      a.kind = CudaArgKind::F32;
+      a.real = real(m.value, what + ".f32");
+    } else {
+      fail(fmt::format("{}: unknown argument kind {}", what, quoteForMessage(m.key)));
+    }
+    return a;
+  }
+
+  CudaArg pointerArg(const JsonValue &value, const std::string &what, const ProgramOp &op,
+                     size_t scratches) const {
+    CudaArg a = arg(value, what, op, scratches);
+    if (!a.isPointer())
+      fail(fmt::format("{} must be an operand, result or scratch buffer", what));
+    return a;
+  }
+
+  CudaGemm gemm(const JsonValue &value, const std::string &what, const ProgramOp &op,
+                size_t scratches) const {
+    const JsonValue &g = object(value, what,
+                                {"a", "b", "c", "m", "n", "k", "count", "stride_a", "stride_b",
+                                 "stride_c", "trans_a", "trans_b", "alpha", "beta"});
+    CudaGemm call;
+    call.a = pointerArg(member(g, "a"), what + ".a", op, scratches);
+    call.b = pointerArg(member(g, "b"), what + ".b", op, scratches);
+    call.c = pointerArg(member(g, "c"), what + ".c", op, scratches);
+    call.m = affine(member(g, "m"), what + ".m", true);
+    call.n = affine(member(g, "n"), what + ".n", true);
+    call.k = affine(member(g, "k"), what + ".k", true);
+    call.count = affine(member(g, "count"), what + ".count", true);
+    call.strideA = affine(member(g, "stride_a"), what + ".stride_a", true);
+    call.strideB = affine(member(g, "stride_b"), what + ".stride_b", true);
+    call.strideC = affine(member(g, "stride_c"), what + ".stride_c", true);
+    auto flag = [&](const char *key) {
+      const JsonValue &v = member(g, key);
+      if (v.kind != JsonValue::Kind::Bool)
+        fail(fmt::format("{}.{} must be true or false", what, key));
+      return v.boolean;
+    };
+    call.transA = flag("trans_a");
+    call.transB = flag("trans_b");
+    call.alpha = real(member(g, "alpha"), what + ".alpha");
+    call.beta = real(member(g, "beta"), what + ".beta");
+    return call;
+  }
+
+  CudaLaunch launch(const JsonValue &value, const std::string &what, const ProgramOp &op,
+                    size_t scratches, const CudaSection &section) const {
+    if (value.kind == JsonValue::Kind::Object && value.members.size() == 1 &&
+        value.members[0].key == "gemm") {
+      CudaLaunch l;
+      l.gemm = gemm(value.members[0].value, what + ".gemm", op, scratches);
+      return l;
+    }
+    bool explicitGrid = false;
+    if (value.kind == JsonValue::Kind::Object)
+      for (const detail::JsonMember &m : value.members)
+        explicitGrid = explicitGrid || m.key == "grid";
+    const JsonValue &k = explicitGrid ? object(value, what, {"kernel", "args", "grid"})
+                                      : object(value, what, {"kernel", "args"});
+    std::string name = string(member(k, "kernel"), what + ".kernel");
+    CudaLaunch l;
+    for (size_t i = 0; i < section.kernels.size(); ++i)
+      if (section.kernels[i].name == name)
+        l.kernel = int64_t(i);
+    if (l.kernel < 0)
+      fail(fmt::format("{}: kernel {} is not in cuda.kernels", what, quoteForMessage(name)));
+    const CudaKernel &kernel = section.kernels[size_t(l.kernel)];
+    const JsonValue &args = array(member(k, "args"), what + ".args");
+    if (args.elements.size() != kernel.params.size())
+      fail(fmt::format("{}: kernel {} takes {} arguments, got {}", what, name,
+                       kernel.params.size(), args.elements.size()));
+    for (size_t i = 0; i < args.elements.size(); ++i) {
+      std::string argWhere = fmt::format("{}.args[{}]", what, i);
+      CudaArg a = arg(args.elements[i], argWhere, op, scratches);
+      CudaParamKind want = kernel.params[i];
+      bool matches = want == CudaParamKind::Ptr   ? a.isPointer()
+                     : want == CudaParamKind::I64 ? a.kind == CudaArgKind::I64
+                                                  : a.kind == CudaArgKind::F32;
+      if (!matches)
+        fail(fmt::format("{}: kernel {} parameter {} is {}", argWhere, name, i,
+                         cudaParamKindName(want)));
+      l.args.push_back(a);
+    }
+    if (explicitGrid != (kernel.grid == CudaGridRule::Explicit))
+      fail(fmt::format("{}: kernel {} (grid rule {}) {}", what, name,
+                       cudaGridRuleName(kernel.grid),
+                       explicitGrid ? "takes no grid" : "needs a grid"));
+    if (explicitGrid) {
+      const JsonValue &grid = array(member(k, "grid"), what + ".grid");
+      if (grid.elements.size() != 3)
+        fail(fmt::format("{}.grid must be [x, y, z]", what));
+      std::array<CudaAffine, 3> dims;
+      for (size_t d = 0; d < 3; ++d)
+        dims[d] = affine(grid.elements[d], fmt::format("{}.grid[{}]", what, d), true);
+      l.grid = dims;
+    }
+    return l;
+  }
+
+  void parseSteps(const JsonValue &value, CudaSection &section) {
+    const JsonValue &s = object(value, "cuda.steps", {"forward", "gradients"});
+    for (const char *name : {"forward", "gradients"}) {
+      const Program &program = manifest.program(name);
+      CudaProgramSteps steps;
+      steps.program = name;
+      int64_t previous = -1;
+      for (const JsonValue &entry :
+           array(member(s, name), fmt::format("cuda.steps.{}", name)).elements) {
+        std::string where = fmt::format("cuda.steps.{}[{}]", name, steps.ops.size());
+        const JsonValue &o = object(entry, where, {"op", "scratch", "launches"});
+        CudaOpSteps op;
+        op.op = integer(member(o, "op"), where + ".op", 0, int64_t(program.ops.size()) - 1);
+        if (op.op <= previous)
+          fail(fmt::format("{}: op {} is not after op {} (one entry per op, in program order)",
+                           where, op.op, previous));
+        previous = op.op;
+        const ProgramOp &programOp = program.ops[size_t(op.op)];
+        where = fmt::format("cuda.steps.{} op {} ({})", name, op.op, programOp.op);
+        if (isFreeOp(programOp.op))
+          fail(fmt::format("{}: the op needs no device work and takes no steps", where));
+        const JsonValue &scratch = array(member(o, "scratch"), where + ".scratch");
+        for (size_t i = 0; i < scratch.elements.size(); ++i)
+          op.scratchBytes.push_back(
+              affine(scratch.elements[i], fmt::format("{}.scratch[{}]", where, i), true));
+        const JsonValue &launches = array(member(o, "launches"), where + ".launches");
+        if (launches.elements.empty())
+          fail(fmt::format("{}: no launches", where));
+        for (size_t i = 0; i < launches.elements.size(); ++i)
+          op.launches.push_back(launch(launches.elements[i],
+                                       fmt::format("{} launch {}", where, i), programOp,
+                                       op.scratchBytes.size(), section));
+        steps.ops.push_back(std::move(op));
+      }
+      section.steps.push_back(std::move(steps));
+    }
+  }
+
+  // Every use of a kernel by a program op is a launch in that op's steps.
+  void checkUses(const CudaSection &section) const {
+    for (size_t k = 0; k < section.kernels.size(); ++k)
+      for (const CudaKernelUse &use : section.kernels[k].uses) {
+        if (use.program == "optimizer")
+          continue;
+        const CudaProgramSteps *steps = section.stepsOf(use.program);
+        bool launched = false;
+        for (const CudaOpSteps &op : steps->ops)
+          if (op.op == use.op)
+            for (const CudaLaunch &l : op.launches)
+              launched = launched || l.kernel == int64_t(k);
+        if (!launched)
+          fail(fmt::format("kernel {} is used by {} op {}, whose steps do not launch it",
+                           quoteForMessage(section.kernels[k].name), use.program, use.op));
+      }
   }
 
   void parseCoverage(const JsonValue &value, CudaSection &section) {

@@ -54,6 +54,23 @@ Loaded load() {
   get(a.moduleUnload, "cuModuleUnload");
   get(a.moduleGetFunction, "cuModuleGetFunction");
   get(a.launchKernel, "cuLaunchKernel");
+  // The versioned symbols cuda.h maps these names to (no per-thread
+  // default stream: __CUDA_API_PTSZ is the plain name).
+  get(a.streamCreate, "cuStreamCreate");
+  get(a.streamDestroy, "cuStreamDestroy_v2");
+  get(a.streamSynchronize, "cuStreamSynchronize");
+  get(a.memcpyHtoDAsync, "cuMemcpyHtoDAsync_v2");
+  get(a.memcpyDtoHAsync, "cuMemcpyDtoHAsync_v2");
+  get(a.memcpyDtoDAsync, "cuMemcpyDtoDAsync_v2");
+  get(a.memsetD32Async, "cuMemsetD32Async");
+  get(a.memHostAlloc, "cuMemHostAlloc");
+  get(a.memFreeHost, "cuMemFreeHost");
+  get(a.streamBeginCapture, "cuStreamBeginCapture_v2");
+  get(a.streamEndCapture, "cuStreamEndCapture");
+  get(a.graphInstantiate, "cuGraphInstantiateWithFlags");
+  get(a.graphLaunch, "cuGraphLaunch");
+  get(a.graphExecDestroy, "cuGraphExecDestroy");
+  get(a.graphDestroy, "cuGraphDestroy");
   get(a.getErrorName, "cuGetErrorName");
   get(a.getErrorString, "cuGetErrorString");
   if (missing)

@@ -44,12 +44,27 @@ void checkArgs(const CudaKernel &kernel, const std::vector<KernelArg> &args) {
 
 } // namespace
 
-LaunchShape launchShapeFor(const CudaKernel &kernel, const std::vector<KernelArg> &args) {
+LaunchShape launchShapeFor(const CudaKernel &kernel, const std::vector<KernelArg> &args,
+                           const std::array<int64_t, 3> *grid) {
   checkArgs(kernel, args);
   LaunchShape shape;
   shape.block[0] = unsigned(kernel.blockX);
   shape.block[1] = unsigned(kernel.blockY);
+  if ((kernel.grid == CudaGridRule::Explicit) != (grid != nullptr))
+    throw Error(fmt::format("kernel {} (grid rule {}) {}", kernel.name,
+                            cudaGridRuleName(kernel.grid),
+                            grid ? "takes no explicit grid" : "needs an explicit grid"));
   switch (kernel.grid) {
+  case CudaGridRule::Explicit: {
+    const int64_t limits[3] = {(int64_t(1) << 31) - 1, 65535, 65535};
+    for (int d = 0; d < 3; ++d) {
+      if ((*grid)[d] < 0 || (*grid)[d] > limits[d])
+        throw Error(fmt::format("kernel {}: grid[{}] = {} is outside [0, {}]", kernel.name, d,
+                                (*grid)[d], limits[d]));
+      shape.grid[d] = unsigned((*grid)[d]);
+    }
+    break;
+  }
   case CudaGridRule::Elements:
     shape.grid[0] = blocksFor(nthInteger(kernel, args, 0), kernel.blockX, kMaxStrideBlocks);
     break;
@@ -103,20 +118,24 @@ KernelSet::~KernelSet() {
 }
 
 void KernelSet::launch(const std::string &name, const std::vector<KernelArg> &args,
-                       const std::string &step) const {
+                       const std::string &step, const std::array<int64_t, 3> *grid,
+                       void *stream) const {
   auto it = functions_.find(name);
   if (it == functions_.end())
     throw Error(fmt::format("{}: the package has no kernel {}", step, name));
   const CudaKernel &kernel = *it->second.first;
   LaunchShape shape;
   try {
-    shape = launchShapeFor(kernel, args);
+    shape = launchShapeFor(kernel, args, grid);
   } catch (const Error &error) {
     throw Error(fmt::format("{}: {}", step, error.what()));
   }
   // Nothing to do for empty work (a grid of 0 blocks is not a valid launch).
   for (size_t i = 0; i < args.size(); ++i)
     if (kernel.params[i] == CudaParamKind::I64 && args[i].i64 == 0)
+      return;
+  for (unsigned blocks : shape.grid)
+    if (blocks == 0)
       return;
   std::vector<CUdeviceptr> pointers(args.size());
   std::vector<void *> params(args.size());
@@ -136,10 +155,10 @@ void KernelSet::launch(const std::string &name, const std::vector<KernelArg> &ar
   }
   CUresult result = driver::require().launchKernel(
       CUfunction(it->second.second), shape.grid[0], shape.grid[1], shape.grid[2], shape.block[0],
-      shape.block[1], shape.block[2], 0, nullptr, params.data(), nullptr);
+      shape.block[1], shape.block[2], 0, CUstream(stream), params.data(), nullptr);
   driver::check(result, step,
-                fmt::format("cuLaunchKernel({}, grid {}x{}, block {}x{})", name, shape.grid[0],
-                            shape.grid[1], shape.block[0], shape.block[1]));
+                fmt::format("cuLaunchKernel({}, grid {}x{}x{}, block {}x{})", name, shape.grid[0],
+                            shape.grid[1], shape.grid[2], shape.block[0], shape.block[1]));
 }
 
 } // namespace stringrt::cuda

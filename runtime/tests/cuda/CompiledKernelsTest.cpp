@@ -7,6 +7,7 @@
 #include "stringrt/Error.h"
 #include "stringrt/Package.h"
 #include "stringrt/cuda/CudaBackend.h"
+#include "stringrt/cuda/StepBinding.h"
 #include "stringrt/reference/LayerKernels.h"
 
 #include <gtest/gtest.h>
@@ -61,8 +62,15 @@ TEST(CompiledPackage, HasEveryKernelWithBinaries) {
     bool tanh = std::string(name).find("tanh") != std::string::npos;
     EXPECT_EQ(k->uses.empty(), tanh) << name;
   }
+  // Every compute op of kernels.pe has GPU steps, so the device executor
+  // would take the package.
   EXPECT_GT(cuda.opsWithKernel, 0);
-  EXPECT_LT(cuda.opsWithKernel, cuda.ops); // linear, cross_entropy... have none yet
+  EXPECT_EQ(cuda.opsWithKernel, cuda.ops);
+  for (const char *program : {"forward", "gradients"}) {
+    ASSERT_NE(cuda.stepsOf(program), nullptr) << program;
+    EXPECT_TRUE(uncoveredOps(cuda, package.manifest().program(program), program).empty())
+        << program;
+  }
 }
 
 // A device, the package's kernels on it, and an arena of float buffers.

@@ -31,14 +31,31 @@ std::string manifest() {
 // A kernel "k" for pe.sum_to (gradients op 7) with its PTX entry point.
 const char *kPtx = ".version 8.0\n.target sm_90\n.visible .entry k(\n.param .u64 k_param_0\n)\n{\nret;\n}\n";
 
-std::string section(const std::string &kernelFields = "") {
+// gradients op 7 (pe.sum_to: operand value 7, result value 9) launches "k".
+const char *kSteps = R"({"forward": [], "gradients": [{"op": 7, "scratch": [],
+    "launches": [{"kernel": "k", "args": [{"result": 0}, {"operand": 0}, {"i64": [3, 0]}]}]}]})";
+
+std::string section(const std::string &kernelFields = "", const std::string &steps = kSteps) {
   std::string fields = kernelFields.empty()
                            ? R"("name": "k", "op": "pe.sum_to", "params": ["ptr", "ptr", "i64"],
          "grid": "elements", "block": [256, 1], "ptx": "ptx.k", "cubin": "cubin.k",
          "uses": [{"program": "gradients", "op": 7}])"
                            : kernelFields;
   return R"({"arch": "sm_90", "kernels": [{)" + fields + R"(}],
-    "coverage": {"ops": 5, "with_kernel": 1, "without_kernel": {"forward": ["pe.linear"]}}})";
+    "coverage": {"ops": 5, "with_kernel": 1, "without_kernel": {"forward": ["pe.linear"]}},
+    "steps": )" + steps + "}";
+}
+
+// The section with gradients op 7's entry replaced by `entry` (JSON object).
+std::string withStep(const std::string &entry) {
+  return section("", R"({"forward": [], "gradients": [)" + entry + "]}");
+}
+
+// The default kernel as a kernel of grid rule `grid` with params `params`.
+std::string kernelWith(const std::string &params, const std::string &grid) {
+  return R"("name": "k", "op": "pe.sum_to", "params": )" + params + R"(, "grid": ")" + grid +
+         R"(", "block": [128, 1], "ptx": "ptx.k", "cubin": "cubin.k",
+         "uses": [{"program": "gradients", "op": 7}])";
 }
 
 class CudaSectionTest : public ::testing::Test {
@@ -92,6 +109,58 @@ TEST_F(CudaSectionTest, LoadsKernelTable) {
   EXPECT_EQ(cuda.find("other"), nullptr);
   // The manifest is the CPU package's: its programs still load.
   EXPECT_EQ(package.manifest().gradients.ops.size(), 8u);
+  // The step program.
+  ASSERT_NE(cuda.stepsOf("forward"), nullptr);
+  EXPECT_TRUE(cuda.stepsOf("forward")->ops.empty());
+  const CudaProgramSteps *gradients = cuda.stepsOf("gradients");
+  ASSERT_NE(gradients, nullptr);
+  ASSERT_EQ(gradients->ops.size(), 1u);
+  const CudaOpSteps &op = gradients->ops[0];
+  EXPECT_EQ(op.op, 7);
+  EXPECT_TRUE(op.scratchBytes.empty());
+  ASSERT_EQ(op.launches.size(), 1u);
+  const CudaLaunch &launch = op.launches[0];
+  EXPECT_EQ(launch.kernel, 0);
+  EXPECT_FALSE(launch.gemm);
+  EXPECT_FALSE(launch.grid);
+  ASSERT_EQ(launch.args.size(), 3u);
+  EXPECT_EQ(launch.args[0].kind, CudaArgKind::Result);
+  EXPECT_EQ(launch.args[1].kind, CudaArgKind::Operand);
+  EXPECT_EQ(launch.args[2].kind, CudaArgKind::I64);
+  EXPECT_EQ(launch.args[2].integer.at(5), 15);
+}
+
+TEST_F(CudaSectionTest, LoadsGemmsExplicitGridsAndScratch) {
+  // A GEMM for pe.linear (forward op 2) and an explicit-grid kernel with a
+  // scratch buffer for pe.sum_to.
+  std::string steps = R"({"forward": [{"op": 2, "scratch": [], "launches": [{"gemm": {
+      "a": {"operand": 0}, "b": {"operand": 1}, "c": {"result": 0},
+      "m": [1, 0], "n": [0, 3], "k": [0, 4], "count": [0, 1],
+      "stride_a": [0, 0], "stride_b": [0, 0], "stride_c": [0, 0],
+      "trans_a": false, "trans_b": true, "alpha": 0.5, "beta": 1}}]}],
+    "gradients": [{"op": 7, "scratch": [[12, 256]], "launches": [
+      {"kernel": "k", "args": [{"scratch": 0}, {"operand": 0}, {"i64": [1, 0]}, {"f32": 0.25}],
+       "grid": [[0, 1], [0, 64], [0, 1]]}]}]})";
+  Package package = Package::load(
+      write(section(kernelWith(R"(["ptr", "ptr", "i64", "f32"])", "explicit"), steps)));
+  const CudaSection &cuda = *package.cuda();
+  EXPECT_EQ(cuda.kernels[0].grid, CudaGridRule::Explicit);
+  const CudaLaunch &gemm = cuda.stepsOf("forward")->ops[0].launches[0];
+  ASSERT_TRUE(gemm.gemm);
+  EXPECT_EQ(gemm.kernel, -1);
+  EXPECT_EQ(gemm.gemm->m.at(7), 7);
+  EXPECT_EQ(gemm.gemm->n.at(7), 3);
+  EXPECT_TRUE(gemm.gemm->transB);
+  EXPECT_FALSE(gemm.gemm->transA);
+  EXPECT_EQ(gemm.gemm->alpha, 0.5f);
+  EXPECT_EQ(gemm.gemm->beta, 1.0f);
+  EXPECT_EQ(gemm.gemm->c.kind, CudaArgKind::Result);
+  const CudaOpSteps &sum = cuda.stepsOf("gradients")->ops[0];
+  ASSERT_EQ(sum.scratchBytes.size(), 1u);
+  EXPECT_EQ(sum.scratchBytes[0].at(2), 280);
+  ASSERT_TRUE(sum.launches[0].grid);
+  EXPECT_EQ((*sum.launches[0].grid)[1].at(9), 64);
+  EXPECT_EQ(sum.launches[0].args[3].real, 0.25f);
 }
 
 TEST_F(CudaSectionTest, CpuPackagesHaveNoSection) {
@@ -124,11 +193,11 @@ TEST_F(CudaSectionTest, RejectsMalformedSections) {
 }
 
 TEST_F(CudaSectionTest, RejectsUsesThatDoNotMatchTheManifest) {
-  // gradients op 2 is pe.linear, not pe.sum_to.
-  expectRejected(write(section(R"("name": "k", "op": "pe.sum_to", "params": ["ptr", "i64"],
+  // gradients op 2 (pe.linear) has no steps launching k.
+  expectRejected(write(section(R"("name": "k", "op": "pe.sum_to", "params": ["ptr", "ptr", "i64"],
          "grid": "elements", "block": [256, 1], "ptx": "ptx.k", "cubin": "cubin.k",
          "uses": [{"program": "gradients", "op": 2}])")),
-                 "implements pe.sum_to but gradients op 2 is pe.linear");
+                 "kernel \"k\" is used by gradients op 2, whose steps do not launch it");
   expectRejected(write(section(R"("name": "k", "op": "pe.sum_to", "params": ["ptr", "i64"],
          "grid": "elements", "block": [256, 1], "ptx": "ptx.k", "cubin": "cubin.k",
          "uses": [{"program": "gradients", "op": 99}])")),
@@ -137,6 +206,71 @@ TEST_F(CudaSectionTest, RejectsUsesThatDoNotMatchTheManifest) {
          "grid": "elements", "block": [256, 1], "ptx": "ptx.k", "cubin": "cubin.k",
          "uses": [{"program": "eval", "op": 0}])")),
                  "unknown program \"eval\"");
+}
+
+TEST_F(CudaSectionTest, RejectsCorruptSteps) {
+  const std::string where = "cuda.steps.gradients op 7 (pe.sum_to)";
+  expectRejected(write(R"({"arch": "sm_90", "kernels": [],
+    "coverage": {"ops": 0, "with_kernel": 0, "without_kernel": {}}})"),
+                 "missing key \"steps\"");
+  expectRejected(write(section("", R"({"forward": []})")), "cuda.steps: missing key \"gradients\"");
+  auto step = [](const std::string &op, const std::string &launches,
+                 const std::string &scratch = "[]") {
+    return R"({"op": )" + op + R"(, "scratch": )" + scratch + R"(, "launches": )" + launches + "}";
+  };
+  const std::string good =
+      R"([{"kernel": "k", "args": [{"result": 0}, {"operand": 0}, {"i64": [3, 0]}]}])";
+  // Op indices: in range, not free, increasing.
+  expectRejected(write(withStep(step("99", good))), "cuda.steps.gradients[0].op must be an integer in [0, 7]");
+  expectRejected(write(withStep(step("0", good))),
+                 "cuda.steps.gradients op 0 (pe.get_param): the op needs no device work");
+  expectRejected(write(withStep(step("7", good) + "," + step("6", good))),
+                 "op 6 is not after op 7");
+  expectRejected(write(withStep(step("7", "[]"))), where + ": no launches");
+  // Kernels and their arguments.
+  expectRejected(write(withStep(step("7", R"([{"kernel": "nope", "args": []}])"))),
+                 "kernel \"nope\" is not in cuda.kernels");
+  expectRejected(write(withStep(step("7", R"([{"kernel": "k", "args": [{"result": 0}]}])"))),
+                 "kernel k takes 3 arguments, got 1");
+  expectRejected(
+      write(withStep(step("7", R"([{"kernel": "k", "args": [{"f32": 1}, {"operand": 0}, {"i64": [0, 3]}]}])"))),
+      where + " launch 0.args[0]: kernel k parameter 0 is ptr");
+  expectRejected(
+      write(withStep(step("7", R"([{"kernel": "k", "args": [{"result": 0}, {"operand": 1}, {"i64": [0, 3]}]}])"))),
+      "(operand of pe.sum_to) must be an integer in [0, 0]");
+  expectRejected(
+      write(withStep(step("7", R"([{"kernel": "k", "args": [{"result": 1}, {"operand": 0}, {"i64": [0, 3]}]}])"))),
+      "(result of pe.sum_to) must be an integer in [0, 0]");
+  expectRejected(
+      write(withStep(step("7", R"([{"kernel": "k", "args": [{"scratch": 0}, {"operand": 0}, {"i64": [0, 3]}]}])"))),
+      "the op (pe.sum_to) has no scratch buffer");
+  expectRejected(
+      write(withStep(step("7", R"([{"kernel": "k", "args": [{"pointer": 0}, {"operand": 0}, {"i64": [0, 3]}]}])"))),
+      "unknown argument kind \"pointer\"");
+  expectRejected(
+      write(withStep(step("7", R"([{"kernel": "k", "args": [{"result": 0}, {"operand": 0}, {"i64": 3}]}])"))),
+      "args[2].i64 must be [per_batch, constant]");
+  expectRejected(write(withStep(step("7", good, "[[0, -4]]"))), "scratch[0][1] must be an integer in [0,");
+  // Grids: only for kernels of rule explicit, and then required.
+  expectRejected(
+      write(withStep(step("7", R"([{"kernel": "k", "args": [{"result": 0}, {"operand": 0}, {"i64": [0, 3]}], "grid": [[0, 1], [0, 1], [0, 1]]}])"))),
+      "kernel k (grid rule elements) takes no grid");
+  expectRejected(write(section(kernelWith(R"(["ptr", "ptr", "i64"])", "explicit"))),
+                 "kernel k (grid rule explicit) needs a grid");
+  // GEMMs: every field, pointer operands.
+  const std::string gemm = R"("a": {"operand": 0}, "b": {"operand": 0}, "c": {"result": 0},
+      "m": [1, 0], "n": [0, 3], "k": [0, 4], "count": [0, 1], "stride_a": [0, 0],
+      "stride_b": [0, 0], "stride_c": [0, 0], "trans_a": false, "trans_b": false, "alpha": 1)";
+  expectRejected(write(withStep(step("7", "[" + std::string(R"({"kernel": "k", "args": [{"result": 0}, {"operand": 0}, {"i64": [0, 3]}]}, {"gemm": {)") + gemm + "}}]"))),
+                 where + " launch 1.gemm: missing key \"beta\"");
+  std::string badPointer = gemm;
+  badPointer.replace(badPointer.find(R"({"operand": 0})"), 14, R"({"i64": [0, 1]})");
+  expectRejected(write(withStep(step("7", "[" + std::string(R"({"kernel": "k", "args": [{"result": 0}, {"operand": 0}, {"i64": [0, 3]}]}, {"gemm": {)") + badPointer + R"(, "beta": 0}}])"))),
+                 "gemm.a must be an operand, result or scratch buffer");
+  std::string badFlag = gemm;
+  badFlag.replace(badFlag.find(R"("trans_a": false)"), 16, R"("trans_a": 0)");
+  expectRejected(write(withStep(step("7", "[" + std::string(R"({"kernel": "k", "args": [{"result": 0}, {"operand": 0}, {"i64": [0, 3]}]}, {"gemm": {)") + badFlag + R"(, "beta": 0}}])"))),
+                 "gemm.trans_a must be true or false");
 }
 
 TEST_F(CudaSectionTest, RejectsMissingOrStrayBinaries) {

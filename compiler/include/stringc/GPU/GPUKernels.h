@@ -14,6 +14,8 @@
 #ifndef STRINGC_GPU_GPUKERNELS_H
 #define STRINGC_GPU_GPUKERNELS_H
 
+#include "stringc/GPU/StepProgram.h"
+
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
 #include "mlir/Support/LogicalResult.h"
@@ -39,6 +41,9 @@ enum class GridRule {
   /// One warp per block, grid = min(ceil(n / 32), 1024) with n the first i64
   /// parameter; the first pointer receives gridDim.x partial results.
   Partials,
+  /// The launch names its grid (Launch::grid, StepProgram.h): families whose
+  /// grid is not a function of one size parameter (2-D grids, chunked sums).
+  Explicit,
 };
 const char *gridRuleName(GridRule rule);
 
@@ -62,13 +67,19 @@ struct KernelSpec {
 /// The kernels of a module and the ops no kernel covers yet.
 struct KernelPlan {
   std::vector<KernelSpec> kernels;
-  /// Per program, the pe op names that have no GPU kernel (each name once,
-  /// in program order): today attention, linear (cuBLAS) and the rest.
+  /// Per program, the pe op names that have no GPU steps (each name once,
+  /// in program order): no lowering accepts them.
   std::vector<std::pair<std::string, std::vector<std::string>>> uncovered;
   int64_t coveredOps = 0, totalOps = 0;
+  /// Per program ("forward", "gradients"), the steps of every covered op in
+  /// program order (StepProgram.h); free ops (pe.get_param, arith.constant)
+  /// and uncovered ops have none.
+  std::vector<std::pair<std::string, std::vector<OpSteps>>> steps;
 };
 
-/// Plans the kernels of `module` (which must have @forward and @gradients).
+/// Plans the step program of `module` (which must have @forward and
+/// @gradients: each op's steps from the op lowerings) and the kernels it
+/// launches. An op whose lowering breaks a kernel's signature is an error.
 /// The AdamW kernel is planned when the module's pe.optimizer is adamw.
 /// With `allKernels`, every kernel the generator has is planned, those that
 /// no op uses last and without uses.

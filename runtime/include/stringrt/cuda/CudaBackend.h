@@ -16,6 +16,7 @@
 
 #include "stringrt/CudaSection.h"
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -115,7 +116,10 @@ struct LaunchShape {
   unsigned block[3] = {1, 1, 1};
 };
 // Pure: computes the shape a kernel needs for `args` (no device needed).
-LaunchShape launchShapeFor(const CudaKernel &kernel, const std::vector<KernelArg> &args);
+// Kernels of grid rule "explicit" take their grid (blocks along x, y, z;
+// x < 2^31, y and z <= 65535) and no other kernel does.
+LaunchShape launchShapeFor(const CudaKernel &kernel, const std::vector<KernelArg> &args,
+                           const std::array<int64_t, 3> *grid = nullptr);
 
 // The kernels of a "cuda" package, loaded on a device.
 class KernelSet {
@@ -131,11 +135,13 @@ public:
   const std::string &loadedFrom() const { return loadedFrom_; }
   bool has(const std::string &kernel) const { return functions_.count(kernel) != 0; }
 
-  // Launches `kernel` with `args` (checked against its params) on the default
-  // stream. Errors name the kernel and `step`. Asynchronous: a fault shows
-  // at the next synchronize.
+  // Launches `kernel` with `args` (checked against its params) on `stream`
+  // (a CUstream; null: the default stream), with `grid` for kernels of grid
+  // rule "explicit". Errors name the kernel and `step`. Asynchronous: a
+  // fault shows at the next synchronize.
   void launch(const std::string &kernel, const std::vector<KernelArg> &args,
-              const std::string &step) const;
+              const std::string &step, const std::array<int64_t, 3> *grid = nullptr,
+              void *stream = nullptr) const;
 
 private:
   std::shared_ptr<Device> device_;
@@ -155,6 +161,20 @@ public:
   Gemm &operator=(const Gemm &) = delete;
   void run(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, uint64_t A,
            uint64_t B, float beta, uint64_t C, const std::string &step) const;
+  // `count` GEMMs, matrix i at A + i * strideA (elements; 0 repeats one
+  // matrix), likewise B and C (cublasSgemmStridedBatched; count 1 is run).
+  void runStridedBatched(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha,
+                         uint64_t A, int64_t strideA, uint64_t B, int64_t strideB, float beta,
+                         uint64_t C, int64_t strideC, int64_t count,
+                         const std::string &step) const;
+  // Later GEMMs run on `stream` (a CUstream; null: the default stream).
+  void setStream(void *stream);
+  // Whether cuBLAS may use TF32 tensor cores for f32 GEMMs (10-bit
+  // mantissa products, f32 accumulation): off by default.
+  void setTF32(bool allowed);
+  // A caller-owned workspace (cublasSetWorkspace), so that GEMMs captured
+  // in a CUDA graph allocate nothing.
+  void setWorkspace(uint64_t pointer, size_t bytes);
 
 private:
   std::shared_ptr<Device> device_;

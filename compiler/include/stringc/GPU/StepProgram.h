@@ -1,0 +1,124 @@
+//===- StepProgram.h - what each op of a program does on the GPU -*- C++ -*-===//
+//
+// The device step program (docs/cuda.md, "The step program"): for every op of
+// @forward and @gradients that does work, the ordered launches (generated
+// kernels or cuBLAS GEMMs) that compute it, with every argument bound to
+// something the runtime has: one of the op's operands or results (a device
+// pointer: an input, a parameter slice, an arena slot), a scratch buffer of
+// the op, an integer that may depend on the batch, or a float. The runtime's
+// device executor walks these lists and knows nothing about pe ops.
+//
+// Each kernel family file registers, next to its KernelDefs, the OpLowerings
+// of the ops it serves (KernelBuilder.h: appendXxxLowerings).
+//
+//===----------------------------------------------------------------------===//
+#ifndef STRINGC_GPU_STEPPROGRAM_H
+#define STRINGC_GPU_STEPPROGRAM_H
+
+#include "mlir/IR/Operation.h"
+#include "mlir/Support/LogicalResult.h"
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace stringc::cudagen {
+
+/// An integer that may depend on the batch size: perBatch * batch + constant.
+struct BatchAffine {
+  int64_t perBatch = 0;
+  int64_t constant = 0;
+  static BatchAffine fixed(int64_t c) { return {0, c}; }
+  int64_t at(int64_t batch) const { return perBatch * batch + constant; }
+};
+
+/// One argument of a launch.
+struct LaunchArg {
+  enum class Kind {
+    Operand, // device pointer of the op's operand `index`
+    Result,  // device pointer of the op's result `index`
+    Scratch, // device pointer of the op's scratch buffer `index` (OpSteps::scratchBytes)
+    I64,     // `integer` evaluated at the batch size
+    F32,     // `real`
+  };
+  Kind kind = Kind::I64;
+  int64_t index = 0;
+  BatchAffine integer;
+  float real = 0.0f;
+
+  static LaunchArg operand(int64_t k) { return {Kind::Operand, k, {}, 0.0f}; }
+  static LaunchArg result(int64_t k) { return {Kind::Result, k, {}, 0.0f}; }
+  static LaunchArg scratch(int64_t k) { return {Kind::Scratch, k, {}, 0.0f}; }
+  static LaunchArg i64(BatchAffine v) { return {Kind::I64, 0, v, 0.0f}; }
+  static LaunchArg i64(int64_t v) { return {Kind::I64, 0, BatchAffine::fixed(v), 0.0f}; }
+  static LaunchArg f32(float v) { return {Kind::F32, 0, {}, v}; }
+};
+
+/// A row-major strided-batched GEMM on cuBLAS, for i in [0, count):
+///   C_i = alpha * op(A_i) * op(B_i) + beta * C_i,  op(A_i): m x k, op(B_i): k x n,
+/// A_i = a + i * strideA (elements; 0 broadcasts one matrix), likewise B, C.
+/// Matrices are contiguous row-major: A is m x k (k x m when transA), B is
+/// k x n (n x k when transB), C is m x n. a, b, c are Operand/Result/Scratch
+/// arguments. beta = 0 overwrites C (no read of its old contents).
+struct GemmCall {
+  LaunchArg a, b, c;
+  BatchAffine m, n, k, count = BatchAffine::fixed(1);
+  BatchAffine strideA, strideB, strideC;
+  bool transA = false, transB = false;
+  float alpha = 1.0f, beta = 0.0f;
+};
+
+/// The launch grid of a kernel whose family does not use one of the kernel
+/// spec's grid rules (GridRule::Explicit): blocks along x, y, z.
+struct ExplicitGrid {
+  BatchAffine x = BatchAffine::fixed(1), y = BatchAffine::fixed(1), z = BatchAffine::fixed(1);
+};
+
+/// One launch: a generated kernel (by name) with its arguments in the order
+/// of the kernel's params, or a GEMM.
+struct Launch {
+  std::string kernel; // empty for a GEMM
+  std::vector<LaunchArg> args;
+  std::optional<GemmCall> gemm;
+  std::optional<ExplicitGrid> grid; // only for kernels of GridRule::Explicit
+
+  static Launch kernelCall(std::string name, std::vector<LaunchArg> args) {
+    Launch l;
+    l.kernel = std::move(name);
+    l.args = std::move(args);
+    return l;
+  }
+  static Launch gemmCall(GemmCall g) {
+    Launch l;
+    l.gemm = std::move(g);
+    return l;
+  }
+};
+
+/// Everything one op does on the device, in order. Scratch buffers live for
+/// the op's launches only (the runtime may reuse them for the next op); they
+/// are not zeroed.
+struct OpSteps {
+  int64_t op = -1; // index in the program's op list (the package numbering)
+  std::vector<BatchAffine> scratchBytes;
+  std::vector<Launch> launches;
+};
+
+/// How one pe op kind becomes launches. `lower` may decline an op it cannot
+/// serve (an attribute or shape the kernels do not support) by returning
+/// std::nullopt; the op is then listed as uncovered. Shapes: dimension 0 of
+/// a value with a dynamic dimension is the batch (perBatch of BatchAffine).
+struct OpLowering {
+  std::string opName; // e.g. "pe.layer_norm"
+  std::function<std::optional<OpSteps>(mlir::Operation &op)> lower;
+};
+
+/// The number of elements of a ranked tensor type as perBatch * batch +
+/// constant (a dynamic dimension stands for the batch; at most one).
+BatchAffine elementCount(mlir::Type tensorType);
+
+} // namespace stringc::cudagen
+
+#endif // STRINGC_GPU_STEPPROGRAM_H

@@ -1,0 +1,979 @@
+//===- AttentionKernels.cpp - FlashAttention-style attention kernels ------===//
+//
+// pe.attention, pe.attention_grad, pe.rope_attention and
+// pe.rope_attention_grad on the GPU (docs/cuda.md, "Attention kernels"), in
+// the FlashAttention-2 style with f32 FMA math (no tensor cores yet):
+//
+// - One block per (batch * heads + head, row tile): grid x = B * H, grid y =
+//   ceil(T / R) (GridRule::Explicit). Each thread owns one row (a query for
+//   the forward, the statistics and dQ kernels, a key for dK/dV); R = 64
+//   rows per block for head dims up to 32, 32 for 64.
+// - The other side (keys/values, or queries/dO) goes through shared memory in
+//   tiles of kTile = 32 tokens, loaded cooperatively and coalesced along the
+//   head dimension; every thread then reads the same tile element at once (a
+//   broadcast, no bank conflicts).
+// - Online softmax: per query row the running maximum m and sum l; each key
+//   tile's scores go to a per-thread column of shared memory, then the tile
+//   maximum rescales l and the accumulator once per tile. No score matrix is
+//   ever written to global memory.
+// - Masks: a key j is visible to query i when j < i + window (window = T for
+//   `none`, 1 for `causal`), so causal blocks stop at the key tile holding
+//   their last query and the dK/dV blocks start at the first query tile that
+//   can see their keys. `skip` masks have exactly one key per query: plain
+//   gather kernels (pe_attention_skip*), no softmax.
+// - Backward (FA2): pe_attention_grad_stats recomputes each query row's
+//   log-sum-exp and delta_i = dy_i . y_i (= sum_j P_ij dP_ij) into a scratch
+//   buffer; pe_attention_grad_dkdv (one thread per key, looping over the
+//   query tiles) accumulates dK and dV in registers; pe_attention_grad_dq
+//   (one thread per query, looping over the key tiles) accumulates dQ. No
+//   atomics: every gradient element is summed by one thread in a fixed order.
+// - RoPE variants (pe_rope_*): q and k are rotated as they are loaded (the
+//   own row in registers, the staged tile as it goes to shared memory) with
+//   the table's (cos, sin) of their token; dq and dk are rotated back with
+//   the transposed rotation before they are stored.
+// - Relative variants (pe_rel_*, `rel` [T, T, Dh, Dh], Dh 16): the staged
+//   row enters rotated per pair, w = R_ij k_j (forward, dQ: s = q . w and
+//   dq += scale dS w) or u = R_ij^T q_i (dK/dV: s = u . k and dk += scale dS
+//   u). The dQ kernel also writes dS [B * H, T, T] to a scratch buffer, and
+//   pe_rel_attention_grad_drel sums drel[i, j] = scale sum_{b,h} dS q_i k_j^T
+//   with one thread per (i, j, d), again without atomics.
+//
+// Kernels are specialised by head dimension (16, 32, 64): a thread's own
+// rows and accumulators are unrolled over it (registers; for Dh = 64 the
+// read-only own rows live in a per-thread column of shared memory instead,
+// to stay clear of the 255-register limit). Other head dims, `rel` with a
+// head dim other than 16 or a skip mask, and grids beyond the launch limits
+// are left uncovered.
+//
+// Integer parameters are >= 1 whenever there is work (KernelSet::launch skips
+// a launch with a zero i64 argument): the mask is the window (T or 1) and the
+// skip lag is passed as lag_end = skip_base + heads.
+//
+//===----------------------------------------------------------------------===//
+#include "OpKernelUtil.h"
+
+#include "stringc/Dialect/PE/PEOps.h"
+
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+
+#include <cfloat>
+
+using namespace mlir;
+
+namespace stringc::cudagen {
+namespace {
+
+using Pred = arith::CmpIPredicate;
+using A = LaunchArg;
+
+/// Tokens of the other side staged per shared-memory tile.
+constexpr int64_t kTile = 32;
+/// The head dimensions with kernels.
+constexpr int64_t kHeadDims[] = {16, 32, 64};
+/// Static shared memory a kernel may use.
+constexpr int64_t kSharedLimitBytes = 48 * 1024;
+
+/// Rows (threads) per block.
+int64_t rowsPerBlock(int64_t dh) { return dh > 32 ? 32 : 64; }
+/// Whether a thread's read-only own rows live in shared memory (else registers).
+bool ownRowsShared(int64_t dh) { return dh > 32; }
+
+enum class Kind { Forward, Stats, DkDv, Dq };
+/// How positions enter the scores: not at all, RoPE on q and k (a table), or
+/// a relative rotation per (query, key) (`rel`, Dh 16 only).
+enum class Enc { Plain, Rope, Rel };
+/// The head dimensions with relative-attention kernels (vit_generators).
+constexpr int64_t kRelHeadDims[] = {16};
+
+std::string kernelName(Kind kind, Enc enc, int64_t dh) {
+  std::string name = enc == Enc::Rope  ? "pe_rope_attention"
+                     : enc == Enc::Rel ? "pe_rel_attention"
+                                       : "pe_attention";
+  switch (kind) {
+  case Kind::Forward:
+    break;
+  case Kind::Stats:
+    name += "_grad_stats";
+    break;
+  case Kind::DkDv:
+    name += "_grad_dkdv";
+    break;
+  case Kind::Dq:
+    name += "_grad_dq";
+    break;
+  }
+  return name + "_d" + std::to_string(dh);
+}
+
+/// The parameters of a kernel, in order.
+std::vector<std::pair<std::string, ParamKind>> kernelParams(Kind kind, Enc enc) {
+  const ParamKind P = ParamKind::Ptr, I = ParamKind::I64, F = ParamKind::F32;
+  std::vector<std::pair<std::string, ParamKind>> params;
+  switch (kind) {
+  case Kind::Forward:
+    params = {{"y", P}};
+    break;
+  case Kind::Stats:
+    params = {{"stats", P}};
+    break;
+  case Kind::DkDv:
+    params = {{"dk", P}, {"dv", P}};
+    break;
+  case Kind::Dq:
+    params = {{"dq", P}};
+    if (enc == Enc::Rel) // dS_ij for the drel kernel
+      params.push_back({"ds", P});
+    break;
+  }
+  params.insert(params.end(), {{"q", P}, {"k", P}, {"v", P}});
+  if (enc == Enc::Rope)
+    params.push_back({"table", P});
+  if (enc == Enc::Rel)
+    params.push_back({"rel", P});
+  if (kind != Kind::Forward)
+    params.push_back({"dy", P});
+  if (kind == Kind::DkDv || kind == Kind::Dq)
+    params.push_back({"stats", P});
+  params.insert(params.end(),
+                {{"tokens", I}, {"width", I}, {"heads", I}, {"window", I}, {"scale", F}});
+  return params;
+}
+
+/// Shared memory of a kernel in floats (checked against the static limit).
+int64_t sharedFloats(Kind kind, int64_t dh) {
+  const int64_t rows = rowsPerBlock(dh), own = ownRowsShared(dh) ? rows * dh : 0;
+  switch (kind) {
+  case Kind::Forward:
+  case Kind::Stats:
+    return 2 * kTile * dh + kTile * rows + own; // K, V tiles, scores, q
+  case Kind::DkDv:
+    return 2 * kTile * dh + 2 * kTile + 2 * own; // Q, dO tiles, lse, delta, k, v
+  case Kind::Dq:
+    return 2 * kTile * dh + 2 * own; // K, V tiles, q, dy
+  }
+  return 0;
+}
+
+//===----------------------------------------------------------------------===//
+// Kernel side
+//===----------------------------------------------------------------------===//
+
+/// What every attention block knows: its (batch, head), its row, the sizes.
+struct Block {
+  KernelBuilder &k;
+  int64_t dh, rows;
+  Value tokens, width, heads, window, scale;
+  Value batchHeads, head, batch; // blockIdx.x = batch * heads + head; gridDim.x
+  Value thread, row;             // threadIdx.x; tile * rows + thread
+  Value tileStart;               // blockIdx.y * rows
+
+  /// Element index of feature d = 0 of `token`'s head slice.
+  Value at(Value token) {
+    return k.add(k.mul(k.add(k.mul(batch, tokens), token), width), k.mul(head, k.i64(dh)));
+  }
+  /// Index of (cos, sin) of pair 0 of the head in the RoPE table [T, D/2, 2]
+  /// at `token`: token * D + h * Dh (no batch: one table for every sequence).
+  Value tableAt(Value token) { return k.add(k.mul(token, width), k.mul(head, k.i64(dh))); }
+  Value lastToken() { return k.sub(tokens, k.i64(1)); }
+  /// `token` clamped into [0, T) (loads stay in bounds for padding rows).
+  Value clamp(Value token) { return minI(k, token, lastToken()); }
+  Value inRange(Value token) { return cmpI(k, Pred::slt, token, tokens); }
+  /// Whether query `query` sees key `key`: key < query + window.
+  Value visible(Value query, Value key) {
+    return cmpI(k, Pred::slt, key, k.add(query, window));
+  }
+};
+
+/// Named kernel arguments.
+struct Args {
+  KernelBuilder &k;
+  std::vector<std::pair<std::string, ParamKind>> params;
+  Value operator()(llvm::StringRef name) const {
+    for (unsigned i = 0; i < params.size(); ++i)
+      if (params[i].first == name)
+        return k.arg(i);
+    llvm::report_fatal_error(llvm::Twine("attention kernel has no parameter ") + name);
+  }
+  bool has(llvm::StringRef name) const {
+    return llvm::any_of(params, [&](const auto &p) { return p.first == name; });
+  }
+};
+
+Block makeBlock(KernelBuilder &k, const Args &args, int64_t dh) {
+  Block g{k, dh, rowsPerBlock(dh), args("tokens"), args("width"), args("heads"),
+          args("window"), args("scale"), {}, {}, {}, {}, {}, {}};
+  Value bh = k.blockId(gpu::Dimension::x);
+  g.batchHeads = k.gridDim(gpu::Dimension::x);
+  g.head = remU(k, bh, g.heads);
+  g.batch = divU(k, bh, g.heads);
+  g.thread = k.threadId(gpu::Dimension::x);
+  g.tileStart = k.mul(k.blockId(gpu::Dimension::y), k.i64(g.rows));
+  g.row = k.add(g.tileStart, g.thread);
+  return g;
+}
+
+Value fma(KernelBuilder &k, Value a, Value b, Value c) {
+  return k.builder().create<LLVM::FMAOp>(k.location(), a.getType(), a, b, c);
+}
+Value maxF(KernelBuilder &k, Value a, Value b) {
+  return k.builder().create<arith::MaximumFOp>(k.location(), a, b);
+}
+Value expF(KernelBuilder &k, Value x) { return k.builder().create<math::ExpOp>(k.location(), x); }
+Value logF(KernelBuilder &k, Value x) { return k.builder().create<math::LogOp>(k.location(), x); }
+Value cmpF(KernelBuilder &k, arith::CmpFPredicate p, Value a, Value b) {
+  return k.builder().create<arith::CmpFOp>(k.location(), p, a, b);
+}
+
+/// A shared-memory load that LLVM may neither hoist out of a loop nor merge
+/// with an earlier load of the same element (ld.volatile.shared). For Dh =
+/// 64 the own rows and the second reads of a tile row use it: hoisted or
+/// reused, they would hold 64 more registers each and push the dK/dV and dQ
+/// kernels past 255 registers into local-memory spills.
+Value loadStreamed(KernelBuilder &k, Value ptr, Value index) {
+  OpBuilder &b = k.builder();
+  auto ptrType = LLVM::LLVMPointerType::get(b.getContext());
+  Value address = b.create<LLVM::GEPOp>(k.location(), ptrType, b.getF32Type(), ptr,
+                                        ValueRange{index});
+  return b.create<LLVM::LoadOp>(k.location(), b.getF32Type(), address, /*alignment=*/4,
+                                /*isVolatile=*/true);
+}
+
+/// A tile element read for the second time in one step (see loadStreamed).
+Value reloadTile(KernelBuilder &k, int64_t dh, Value tile, Value index) {
+  return ownRowsShared(dh) ? loadStreamed(k, tile, index) : k.load(tile, index);
+}
+
+/// Rotates the pairs (x[2p], x[2p+1]) of `token`'s head slice by the RoPE
+/// table's (cos, sin) at [token, h * Dh / 2 + p] (the transpose when
+/// `inverse`).
+void rotatePairs(Block &g, Value table, Value token, std::vector<Value> &x, bool inverse) {
+  KernelBuilder &k = g.k;
+  Value base = g.tableAt(token);
+  for (int64_t p = 0; p < g.dh / 2; ++p) {
+    Value cs = k.load(table, k.add(base, k.i64(2 * p)));
+    Value sn = k.load(table, k.add(base, k.i64(2 * p + 1)));
+    Value x0 = x[2 * p], x1 = x[2 * p + 1];
+    if (!inverse) {
+      x[2 * p] = k.sub(k.mul(x0, cs), k.mul(x1, sn));
+      x[2 * p + 1] = k.add(k.mul(x0, sn), k.mul(x1, cs));
+    } else {
+      x[2 * p] = k.add(k.mul(x0, cs), k.mul(x1, sn));
+      x[2 * p + 1] = k.sub(k.mul(x1, cs), k.mul(x0, sn));
+    }
+  }
+}
+
+/// `token`'s head slice of x (rotated when `table`), zeros for token >= T.
+std::vector<Value> loadHeadRow(Block &g, Value x, Value table, Value token) {
+  KernelBuilder &k = g.k;
+  Value clamped = g.clamp(token), valid = g.inRange(token);
+  Value base = g.at(clamped);
+  std::vector<Value> values;
+  for (int64_t d = 0; d < g.dh; ++d)
+    values.push_back(k.load(x, k.add(base, k.i64(d))));
+  if (table)
+    rotatePairs(g, table, clamped, values, /*inverse=*/false);
+  Value zero = k.f32(0.0);
+  for (Value &v : values)
+    v = select(k, valid, v, zero);
+  return values;
+}
+
+void storeHeadRow(Block &g, Value x, Value token, const std::vector<Value> &values) {
+  Value base = g.at(token);
+  for (int64_t d = 0; d < g.dh; ++d)
+    g.k.store(values[d], x, g.k.add(base, g.k.i64(d)));
+}
+
+/// A thread's read-only row of Dh values: registers, or its own column
+/// [d * rows + thread] of a shared array (written and read by that thread
+/// only, so no barrier).
+struct OwnRow {
+  Block *g = nullptr;
+  std::vector<Value> registers;
+  Value shared;
+  Value get(int64_t d) const {
+    if (!shared)
+      return registers[d];
+    KernelBuilder &k = g->k;
+    return loadStreamed(k, shared, k.add(k.i64(d * g->rows), g->thread));
+  }
+};
+
+OwnRow makeOwnRow(Block &g, std::vector<Value> values, Value sharedColumns) {
+  OwnRow row;
+  row.g = &g;
+  if (!ownRowsShared(g.dh)) {
+    row.registers = std::move(values);
+    return row;
+  }
+  row.shared = sharedColumns;
+  for (int64_t d = 0; d < g.dh; ++d)
+    g.k.store(values[d], sharedColumns, g.k.add(g.k.i64(d * g.rows), g.thread));
+  return row;
+}
+
+/// Cooperative load of tokens [start, start + kTile) of x's head slice into
+/// tile[c * Dh + d] (rotated when `table`; zeros for tokens >= T). The
+/// caller puts barriers around it.
+void stageTile(Block &g, Value tile, Value x, Value table, Value start) {
+  KernelBuilder &k = g.k;
+  const int64_t perToken = table ? g.dh / 2 : g.dh; // pairs or elements
+  k.forLoop(g.thread, k.i64(kTile * perToken), k.i64(g.rows), {}, [&](Value e, ValueRange) {
+    Value c = divU(k, e, k.i64(perToken)), part = remU(k, e, k.i64(perToken));
+    Value token = k.add(start, c);
+    Value clamped = g.clamp(token), valid = g.inRange(token);
+    Value zero = k.f32(0.0);
+    Value source = g.at(clamped), dest = k.mul(c, k.i64(g.dh));
+    if (!table) {
+      Value v = k.load(x, k.add(source, part));
+      k.store(select(k, valid, v, zero), tile, k.add(dest, part));
+      return SmallVector<Value>{};
+    }
+    Value d0 = k.mul(part, k.i64(2)), d1 = k.add(d0, k.i64(1));
+    Value x0 = k.load(x, k.add(source, d0)), x1 = k.load(x, k.add(source, d1));
+    Value pair = g.tableAt(clamped);
+    Value cs = k.load(table, k.add(pair, d0)), sn = k.load(table, k.add(pair, d1));
+    Value y0 = k.sub(k.mul(x0, cs), k.mul(x1, sn));
+    Value y1 = k.add(k.mul(x0, sn), k.mul(x1, cs));
+    k.store(select(k, valid, y0, zero), tile, k.add(dest, d0));
+    k.store(select(k, valid, y1, zero), tile, k.add(dest, d1));
+    return SmallVector<Value>{};
+  });
+}
+
+/// The relative rotation R = rel[i, j] ([T, T, Dh, Dh], `i` and `j` in
+/// range) applied to row c of a tile: (R t)[d] = sum_e R[d, e] t[e], or its
+/// transpose (R^T t)[e] = sum_d R[d, e] t[d].
+std::vector<Value> rotateTileRow(Block &g, Value rel, Value i, Value j, Value tile, Value c,
+                                 bool transpose) {
+  KernelBuilder &k = g.k;
+  const int64_t dh = g.dh;
+  Value base = k.mul(k.add(k.mul(i, g.tokens), j), k.i64(dh * dh));
+  Value rowBase = k.mul(c, k.i64(dh));
+  std::vector<Value> t;
+  for (int64_t e = 0; e < dh; ++e)
+    t.push_back(k.load(tile, k.add(rowBase, k.i64(e))));
+  std::vector<Value> out;
+  for (int64_t a = 0; a < dh; ++a) {
+    Value sum = k.f32(0.0);
+    for (int64_t b = 0; b < dh; ++b) {
+      int64_t at = transpose ? b * dh + a : a * dh + b; // R[b, a] or R[a, b]
+      sum = fma(k, k.load(rel, k.add(base, k.i64(at))), t[b], sum);
+    }
+    out.push_back(sum);
+  }
+  return out;
+}
+
+/// sum_d row(d) * tile[c * Dh + d] (sequential FMAs).
+Value dotWithTile(Block &g, const std::function<Value(int64_t)> &row, Value tile, Value c) {
+  KernelBuilder &k = g.k;
+  Value base = k.mul(c, k.i64(g.dh));
+  Value sum = k.f32(0.0);
+  for (int64_t d = 0; d < g.dh; ++d)
+    sum = fma(k, row(d), k.load(tile, k.add(base, k.i64(d))), sum);
+  return sum;
+}
+
+/// The forward pass of this thread's query row over the visible key tiles:
+/// the running maximum m, sum l and unnormalised output acc (Dh values).
+struct RowSoftmax {
+  Value m, l;
+  std::vector<Value> acc;
+};
+
+RowSoftmax forwardRow(Block &g, const Args &args, const OwnRow &q) {
+  KernelBuilder &k = g.k;
+  Value table = args.has("table") ? args("table") : Value();
+  Value rel = args.has("rel") ? args("rel") : Value();
+  Value kTileMem = sharedArray(k, "attn_k_tile", kTile * g.dh);
+  Value vTileMem = sharedArray(k, "attn_v_tile", kTile * g.dh);
+  Value scores = sharedArray(k, "attn_scores", kTile * g.rows);
+  // Keys [0, keysEnd): past the block's last query + window nothing is visible.
+  Value keysEnd =
+      minI(k, g.tokens, k.add(k.add(g.tileStart, k.i64(g.rows - 1)), g.window));
+  const Value lowest = k.f32(-FLT_MAX), zero = k.f32(0.0);
+  SmallVector<Value> init = {lowest, zero};
+  init.append(g.dh, zero);
+  ValueRange done = k.forLoop(k.i64(0), keysEnd, k.i64(kTile), init, [&](Value start,
+                                                                       ValueRange carried) {
+    barrier(k); // the previous tile is no longer read
+    stageTile(g, kTileMem, args("k"), table, start);
+    stageTile(g, vTileMem, args("v"), Value(), start);
+    barrier(k);
+    Value count = minI(k, k.i64(kTile), k.sub(keysEnd, start));
+    // Scores of the tile into this thread's column; their maximum.
+    ValueRange tileMax = k.forLoop(k.i64(0), count, k.i64(1), {lowest}, [&](Value c,
+                                                                          ValueRange mx) {
+      Value dot;
+      if (rel) { // q . (R_ij k_j)
+        std::vector<Value> w =
+            rotateTileRow(g, rel, g.clamp(g.row), k.add(start, c), kTileMem, c, false);
+        dot = k.f32(0.0);
+        for (int64_t d = 0; d < g.dh; ++d)
+          dot = fma(k, q.get(d), w[d], dot);
+      } else {
+        dot = dotWithTile(g, [&](int64_t d) { return q.get(d); }, kTileMem, c);
+      }
+      Value s = k.mul(g.scale, dot);
+      k.store(s, scores, k.add(k.mul(c, k.i64(g.rows)), g.thread));
+      Value seen = g.visible(g.row, k.add(start, c));
+      return SmallVector<Value>{select(k, seen, maxF(k, mx[0], s), mx[0])};
+    });
+    Value mOld = carried[0];
+    Value mNew = maxF(k, mOld, tileMax[0]);
+    Value alpha = expF(k, k.sub(mOld, mNew)); // 0 on the first tile (m = -FLT_MAX)
+    SmallVector<Value> inner = {k.mul(carried[1], alpha)};
+    for (int64_t d = 0; d < g.dh; ++d)
+      inner.push_back(k.mul(carried[2 + d], alpha));
+    ValueRange next = k.forLoop(k.i64(0), count, k.i64(1), inner, [&](Value c, ValueRange acc) {
+      Value s = k.load(scores, k.add(k.mul(c, k.i64(g.rows)), g.thread));
+      Value seen = g.visible(g.row, k.add(start, c));
+      Value p = select(k, seen, expF(k, k.sub(s, mNew)), zero);
+      SmallVector<Value> out = {k.add(acc[0], p)};
+      Value base = k.mul(c, k.i64(g.dh));
+      for (int64_t d = 0; d < g.dh; ++d)
+        out.push_back(fma(k, p, k.load(vTileMem, k.add(base, k.i64(d))), acc[1 + d]));
+      return out;
+    });
+    SmallVector<Value> result = {mNew};
+    result.append(next.begin(), next.end());
+    return result;
+  });
+  RowSoftmax row{done[0], done[1], {}};
+  for (int64_t d = 0; d < g.dh; ++d)
+    row.acc.push_back(done[2 + d]);
+  return row;
+}
+
+/// acc / l, or 0 where no key was visible (l = 0).
+std::vector<Value> normalised(Block &g, const RowSoftmax &row) {
+  KernelBuilder &k = g.k;
+  Value positive = cmpF(k, arith::CmpFPredicate::OGT, row.l, k.f32(0.0));
+  Value safeL = select(k, positive, row.l, k.f32(1.0));
+  std::vector<Value> out;
+  for (Value a : row.acc)
+    out.push_back(select(k, positive, k.div(a, safeL), k.f32(0.0)));
+  return out;
+}
+
+void forwardBody(KernelBuilder &k, const Args &args, int64_t dh, Kind kind) {
+  Block g = makeBlock(k, args, dh);
+  Value table = args.has("table") ? args("table") : Value();
+  Value qShared = ownRowsShared(dh) ? sharedArray(k, "attn_own_q", g.rows * dh) : Value();
+  OwnRow q = makeOwnRow(g, loadHeadRow(g, args("q"), table, g.row), qShared);
+  RowSoftmax row = forwardRow(g, args, q);
+  std::vector<Value> y = normalised(g, row);
+  k.ifThen(g.inRange(g.row), [&] {
+    if (kind == Kind::Forward) {
+      storeHeadRow(g, args("y"), g.row, y);
+      return;
+    }
+    // stats[bh * T + i] = lse_i, stats[BH * T + bh * T + i] = delta_i = dy_i . y_i.
+    // A row with no visible key gets lse = FLT_MAX: exp(s - lse) = 0 in the
+    // gradient kernels.
+    Value positive = cmpF(k, arith::CmpFPredicate::OGT, row.l, k.f32(0.0));
+    Value safeL = select(k, positive, row.l, k.f32(1.0));
+    Value lse = select(k, positive, k.add(row.m, logF(k, safeL)), k.f32(FLT_MAX));
+    Value base = g.at(g.row);
+    Value delta = k.f32(0.0);
+    for (int64_t d = 0; d < dh; ++d)
+      delta = fma(k, k.load(args("dy"), k.add(base, k.i64(d))), y[d], delta);
+    Value stats = args("stats");
+    Value bh = k.blockId(gpu::Dimension::x);
+    Value at = k.add(k.mul(bh, g.tokens), g.row);
+    k.store(lse, stats, at);
+    k.store(delta, stats, k.add(k.mul(g.batchHeads, g.tokens), at));
+  });
+}
+
+/// Loads stats[offset + bh * T + token] (0 for token >= T).
+Value loadStat(Block &g, Value stats, Value offset, Value token) {
+  KernelBuilder &k = g.k;
+  Value bh = k.blockId(gpu::Dimension::x);
+  Value v = k.load(stats, k.add(offset, k.add(k.mul(bh, g.tokens), g.clamp(token))));
+  return select(k, g.inRange(token), v, k.f32(0.0));
+}
+
+/// dK, dV: one thread per key j, over the query tiles that can see the block's keys.
+void dkdvBody(KernelBuilder &k, const Args &args, int64_t dh) {
+  Block g = makeBlock(k, args, dh);
+  Value table = args.has("table") ? args("table") : Value();
+  Value rel = args.has("rel") ? args("rel") : Value();
+  bool shared = ownRowsShared(dh);
+  OwnRow key = makeOwnRow(g, loadHeadRow(g, args("k"), table, g.row),
+                          shared ? sharedArray(k, "attn_own_k", g.rows * dh) : Value());
+  OwnRow value = makeOwnRow(g, loadHeadRow(g, args("v"), Value(), g.row),
+                            shared ? sharedArray(k, "attn_own_v", g.rows * dh) : Value());
+  Value qTileMem = sharedArray(k, "attn_q_tile", kTile * dh);
+  Value dyTileMem = sharedArray(k, "attn_dy_tile", kTile * dh);
+  Value lseTile = sharedArray(k, "attn_lse_tile", kTile);
+  Value deltaTile = sharedArray(k, "attn_delta_tile", kTile);
+  Value stats = args("stats");
+  Value statsHalf = k.mul(g.batchHeads, g.tokens);
+  // Query i sees key j when i > j - window: the block's first key tileStart
+  // is seen from query tileStart - window + 1 on (rounded down to a tile).
+  Value firstQuery = k.sub(k.add(g.tileStart, k.i64(1)), g.window);
+  Value zeroI = k.i64(0);
+  firstQuery = select(k, cmpI(k, Pred::slt, firstQuery, zeroI), zeroI, firstQuery);
+  firstQuery = k.mul(divU(k, firstQuery, k.i64(kTile)), k.i64(kTile));
+  const Value zero = k.f32(0.0);
+  SmallVector<Value> init(2 * dh, zero); // dk, dv
+  ValueRange done = k.forLoop(firstQuery, g.tokens, k.i64(kTile), init, [&](Value start,
+                                                                         ValueRange carried) {
+    barrier(k);
+    stageTile(g, qTileMem, args("q"), table, start);
+    stageTile(g, dyTileMem, args("dy"), Value(), start);
+    k.forLoop(g.thread, k.i64(kTile), k.i64(g.rows), {}, [&](Value c, ValueRange) {
+      Value token = k.add(start, c);
+      k.store(loadStat(g, stats, k.i64(0), token), lseTile, c);
+      k.store(loadStat(g, stats, statsHalf, token), deltaTile, c);
+      return SmallVector<Value>{};
+    });
+    barrier(k);
+    Value count = minI(k, k.i64(kTile), k.sub(g.tokens, start));
+    ValueRange next = k.forLoop(k.i64(0), count, k.i64(1), carried, [&](Value c, ValueRange acc) {
+      Value query = k.add(start, c);
+      // With rel, q_i enters as u = R_ij^T q_i: s = scale u . k_j, dk_j += scale dS u.
+      std::vector<Value> u;
+      if (rel)
+        u = rotateTileRow(g, rel, query, g.clamp(g.row), qTileMem, c, true);
+      Value dot = k.f32(0.0);
+      if (rel)
+        for (int64_t d = 0; d < dh; ++d)
+          dot = fma(k, u[d], key.get(d), dot);
+      else
+        dot = dotWithTile(g, [&](int64_t d) { return key.get(d); }, qTileMem, c);
+      Value s = k.mul(g.scale, dot);
+      Value p = select(k, g.visible(query, g.row), expF(k, k.sub(s, k.load(lseTile, c))), zero);
+      Value dp = dotWithTile(g, [&](int64_t d) { return value.get(d); }, dyTileMem, c);
+      Value ds = k.mul(g.scale, k.mul(p, k.sub(dp, k.load(deltaTile, c))));
+      Value base = k.mul(c, k.i64(dh));
+      SmallVector<Value> next;
+      for (int64_t d = 0; d < dh; ++d) // dk_j += scale dS_ij q_i
+        next.push_back(fma(
+            k, ds, rel ? u[d] : reloadTile(k, dh, qTileMem, k.add(base, k.i64(d))), acc[d]));
+      for (int64_t d = 0; d < dh; ++d) // dv_j += P_ij dy_i
+        next.push_back(
+            fma(k, p, reloadTile(k, dh, dyTileMem, k.add(base, k.i64(d))), acc[dh + d]));
+      return next;
+    });
+    return SmallVector<Value>(next.begin(), next.end());
+  });
+  k.ifThen(g.inRange(g.row), [&] {
+    std::vector<Value> dk(done.begin(), done.begin() + dh), dv(done.begin() + dh, done.end());
+    if (table)
+      rotatePairs(g, table, g.row, dk, /*inverse=*/true);
+    storeHeadRow(g, args("dk"), g.row, dk);
+    storeHeadRow(g, args("dv"), g.row, dv);
+  });
+}
+
+/// dQ: one thread per query i, over the key tiles it can see.
+void dqBody(KernelBuilder &k, const Args &args, int64_t dh) {
+  Block g = makeBlock(k, args, dh);
+  Value table = args.has("table") ? args("table") : Value();
+  Value rel = args.has("rel") ? args("rel") : Value();
+  bool shared = ownRowsShared(dh);
+  OwnRow q = makeOwnRow(g, loadHeadRow(g, args("q"), table, g.row),
+                        shared ? sharedArray(k, "attn_own_q", g.rows * dh) : Value());
+  OwnRow dy = makeOwnRow(g, loadHeadRow(g, args("dy"), Value(), g.row),
+                         shared ? sharedArray(k, "attn_own_dy", g.rows * dh) : Value());
+  Value stats = args("stats");
+  Value lse = loadStat(g, stats, k.i64(0), g.row);
+  Value delta = loadStat(g, stats, k.mul(g.batchHeads, g.tokens), g.row);
+  Value kTileMem = sharedArray(k, "attn_k_tile", kTile * dh);
+  Value vTileMem = sharedArray(k, "attn_v_tile", kTile * dh);
+  Value keysEnd =
+      minI(k, g.tokens, k.add(k.add(g.tileStart, k.i64(g.rows - 1)), g.window));
+  const Value zero = k.f32(0.0);
+  SmallVector<Value> init(dh, zero);
+  ValueRange done = k.forLoop(k.i64(0), keysEnd, k.i64(kTile), init, [&](Value start,
+                                                                       ValueRange carried) {
+    barrier(k);
+    stageTile(g, kTileMem, args("k"), table, start);
+    stageTile(g, vTileMem, args("v"), Value(), start);
+    barrier(k);
+    Value count = minI(k, k.i64(kTile), k.sub(keysEnd, start));
+    ValueRange next = k.forLoop(k.i64(0), count, k.i64(1), carried, [&](Value c, ValueRange acc) {
+      Value key = k.add(start, c);
+      // With rel, k_j enters as w = R_ij k_j: s = scale q . w, dq_i += scale dS w.
+      std::vector<Value> w;
+      if (rel)
+        w = rotateTileRow(g, rel, g.clamp(g.row), key, kTileMem, c, false);
+      Value dot = k.f32(0.0);
+      if (rel)
+        for (int64_t d = 0; d < dh; ++d)
+          dot = fma(k, q.get(d), w[d], dot);
+      else
+        dot = dotWithTile(g, [&](int64_t d) { return q.get(d); }, kTileMem, c);
+      Value s = k.mul(g.scale, dot);
+      Value p = select(k, g.visible(g.row, key), expF(k, k.sub(s, lse)), zero);
+      Value dp = dotWithTile(g, [&](int64_t d) { return dy.get(d); }, vTileMem, c);
+      Value dsRaw = k.mul(p, k.sub(dp, delta));
+      if (rel) // ds[bh, i, j] = dS_ij (unscaled) for the drel kernel
+        k.ifThen(g.inRange(g.row), [&] {
+          Value bh = k.blockId(gpu::Dimension::x);
+          Value row = k.add(k.mul(bh, g.tokens), g.row);
+          k.store(dsRaw, args("ds"), k.add(k.mul(row, g.tokens), key));
+        });
+      Value ds = k.mul(g.scale, dsRaw);
+      Value base = k.mul(c, k.i64(dh));
+      SmallVector<Value> next;
+      for (int64_t d = 0; d < dh; ++d) // dq_i += scale dS_ij k_j
+        next.push_back(fma(
+            k, ds, rel ? w[d] : reloadTile(k, dh, kTileMem, k.add(base, k.i64(d))), acc[d]));
+      return next;
+    });
+    return SmallVector<Value>(next.begin(), next.end());
+  });
+  k.ifThen(g.inRange(g.row), [&] {
+    std::vector<Value> dq(done.begin(), done.end());
+    if (table)
+      rotatePairs(g, table, g.row, dq, /*inverse=*/true);
+    storeHeadRow(g, args("dq"), g.row, dq);
+  });
+}
+
+KernelDef attentionKernel(Kind kind, Enc enc, int64_t dh) {
+  bool rope = enc == Enc::Rope;
+  const char *ops[2][2] = {{"pe.attention", "pe.attention_grad"},
+                           {"pe.rope_attention", "pe.rope_attention_grad"}};
+  auto params = kernelParams(kind, enc);
+  KernelSpec spec = makeSpec(kernelName(kind, enc, dh), ops[rope][kind != Kind::Forward], params,
+                             GridRule::Explicit, rowsPerBlock(dh));
+  if (sharedFloats(kind, dh) * 4 > kSharedLimitBytes)
+    llvm::report_fatal_error(llvm::Twine("attention kernel ") + spec.name +
+                             " exceeds 48 KiB of static shared memory");
+  return {spec, [kind, dh, params](KernelBuilder &k) {
+            Args args{k, params};
+            switch (kind) {
+            case Kind::Forward:
+            case Kind::Stats:
+              forwardBody(k, args, dh, kind);
+              break;
+            case Kind::DkDv:
+              dkdvBody(k, args, dh);
+              break;
+            case Kind::Dq:
+              dqBody(k, args, dh);
+              break;
+            }
+          }};
+}
+
+/// Token t and column col of element e of a [B, T, D] tensor; row = b * T.
+struct SkipElement {
+  Value col, token, rowBase, lag;
+};
+
+SkipElement skipElement(KernelBuilder &k, Value e, Value tokens, Value width, Value dh,
+                        Value lagEnd) {
+  Value col = remU(k, e, width), bt = divU(k, e, width);
+  Value token = remU(k, bt, tokens);
+  Value heads = divU(k, width, dh);
+  // head h sees the key lag(h) = skip_base + h = lag_end - heads + h before it.
+  Value lag = k.add(k.sub(lagEnd, heads), divU(k, col, dh));
+  return {col, token, k.sub(bt, token), lag};
+}
+
+void appendSkipKernels(std::vector<KernelDef> &defs) {
+  const ParamKind P = ParamKind::Ptr, I = ParamKind::I64;
+  // y[b, i, col] = v[b, i - lag(h), col], 0 when i < lag(h).
+  defs.push_back({makeSpec("pe_attention_skip", "pe.attention",
+                           {{"y", P}, {"v", P}, {"n", I}, {"tokens", I}, {"width", I},
+                            {"head_dim", I}, {"lag_end", I}}),
+                  [](KernelBuilder &k) {
+                    Value y = k.arg(0), v = k.arg(1), tokens = k.arg(3), width = k.arg(4);
+                    k.forGridStride(k.arg(2), [&](Value e) {
+                      SkipElement s = skipElement(k, e, tokens, width, k.arg(5), k.arg(6));
+                      Value key = k.sub(s.token, s.lag);
+                      Value valid = cmpI(k, Pred::sge, key, k.i64(0));
+                      Value safe = select(k, valid, key, k.i64(0));
+                      Value x = k.load(v, k.add(k.mul(k.add(s.rowBase, safe), width), s.col));
+                      k.store(select(k, valid, x, k.f32(0.0)), y, e);
+                    });
+                  }});
+  // dq = dk = 0 exactly (P is one-hot: dS = P (dP - P dP) = 0);
+  // dv[b, j, col] = dy[b, j + lag(h), col], 0 when j + lag(h) >= T.
+  defs.push_back({makeSpec("pe_attention_skip_grad", "pe.attention_grad",
+                           {{"dq", P}, {"dk", P}, {"dv", P}, {"dy", P}, {"n", I}, {"tokens", I},
+                            {"width", I}, {"head_dim", I}, {"lag_end", I}}),
+                  [](KernelBuilder &k) {
+                    Value dq = k.arg(0), dk = k.arg(1), dv = k.arg(2), dy = k.arg(3);
+                    Value tokens = k.arg(5), width = k.arg(6);
+                    k.forGridStride(k.arg(4), [&](Value e) {
+                      SkipElement s = skipElement(k, e, tokens, width, k.arg(7), k.arg(8));
+                      Value query = k.add(s.token, s.lag);
+                      Value valid = cmpI(k, Pred::slt, query, tokens);
+                      Value safe = select(k, valid, query, s.token);
+                      Value g = k.load(dy, k.add(k.mul(k.add(s.rowBase, safe), width), s.col));
+                      k.store(k.f32(0.0), dq, e);
+                      k.store(k.f32(0.0), dk, e);
+                      k.store(select(k, valid, g, k.f32(0.0)), dv, e);
+                    });
+                  }});
+}
+
+/// drel[i, j, d, e] = scale sum_{b, h} dS_ij q_i[d] k_j[e] (0 where key j
+/// is hidden from query i): one thread per (i, j, d), looping over the
+/// batch and heads in order, Dh accumulators. dS comes from the dQ kernel
+/// (ds[bh, i, j], written for every visible pair).
+KernelDef relGradKernel(int64_t dh) {
+  const ParamKind P = ParamKind::Ptr, I = ParamKind::I64, F = ParamKind::F32;
+  std::vector<std::pair<std::string, ParamKind>> params = {
+      {"drel", P},   {"q", P},     {"k", P},      {"ds", P},     {"n", I},    {"tokens", I},
+      {"width", I},  {"heads", I}, {"batch_heads", I}, {"window", I}, {"scale", F}};
+  return {makeSpec("pe_rel_attention_grad_drel_d" + std::to_string(dh), "pe.attention_grad",
+                   params),
+          [dh, params](KernelBuilder &k) {
+            Args args{k, params};
+            Value tokens = args("tokens"), width = args("width"), heads = args("heads");
+            k.forGridStride(args("n"), [&](Value e) {
+              Value d = remU(k, e, k.i64(dh)), ij = divU(k, e, k.i64(dh));
+              Value i = divU(k, ij, tokens), j = remU(k, ij, tokens);
+              SmallVector<Value> init(dh, k.f32(0.0));
+              ValueRange sums = k.forLoop(
+                  k.i64(0), args("batch_heads"), k.i64(1), init, [&](Value bh, ValueRange acc) {
+                    Value b = divU(k, bh, heads), h = remU(k, bh, heads);
+                    Value col = k.mul(h, k.i64(dh));
+                    Value qd = k.load(args("q"), k.add(k.add(k.mul(k.add(k.mul(b, tokens), i),
+                                                                   width), col), d));
+                    Value dS = k.load(args("ds"),
+                                      k.add(k.mul(k.add(k.mul(bh, tokens), i), tokens), j));
+                    Value f = k.mul(dS, qd);
+                    Value kRow = k.add(k.mul(k.add(k.mul(b, tokens), j), width), col);
+                    SmallVector<Value> next;
+                    for (int64_t x = 0; x < dh; ++x)
+                      next.push_back(fma(k, f, k.load(args("k"), k.add(kRow, k.i64(x))), acc[x]));
+                    return next;
+                  });
+              Value seen = cmpI(k, Pred::slt, j, k.add(i, args("window")));
+              for (int64_t x = 0; x < dh; ++x)
+                k.store(select(k, seen, k.mul(args("scale"), sums[x]), k.f32(0.0)), args("drel"),
+                        k.add(k.mul(e, k.i64(dh)), k.i64(x)));
+            });
+          }};
+}
+
+//===----------------------------------------------------------------------===//
+// Lowering side
+//===----------------------------------------------------------------------===//
+
+/// q [B, T, D] with static T and D, `heads` dividing D.
+struct AttentionShape {
+  BatchAffine batch;
+  int64_t tokens = 0, width = 0, heads = 0, dh = 0;
+};
+
+std::optional<AttentionShape> attentionShape(Type q, int64_t heads) {
+  auto shape = batchShape(q);
+  if (!shape || shape->size() != 3 || (*shape)[1] <= 0 || (*shape)[2] <= 0 || heads <= 0 ||
+      (*shape)[2] % heads)
+    return std::nullopt;
+  AttentionShape s;
+  s.batch = leadingCount(*shape, 1);
+  s.tokens = (*shape)[1];
+  s.width = (*shape)[2];
+  s.heads = heads;
+  s.dh = s.width / heads;
+  return s;
+}
+
+/// Whether the flash kernels serve this shape: a head dim with kernels and a
+/// row-tile count within grid.y's limit.
+bool flashServes(const AttentionShape &s) {
+  return llvm::is_contained(kHeadDims, s.dh) &&
+         ceilDiv(s.tokens, rowsPerBlock(s.dh)) <= 65535;
+}
+
+ExplicitGrid flashGrid(const AttentionShape &s) {
+  ExplicitGrid grid;
+  grid.x = s.batch * s.heads;
+  grid.y = BatchAffine::fixed(ceilDiv(s.tokens, rowsPerBlock(s.dh)));
+  return grid;
+}
+
+/// The trailing (tokens, width, heads, window, scale) arguments.
+std::vector<LaunchArg> sizeArgs(const AttentionShape &s, pe::MaskKind mask, double scale) {
+  int64_t window = mask == pe::MaskKind::Causal ? 1 : s.tokens;
+  return {A::i64(s.tokens), A::i64(s.width), A::i64(s.heads), A::i64(window),
+          A::f32(float(scale))};
+}
+
+Launch flashLaunch(const AttentionShape &s, Kind kind, Enc enc, std::vector<LaunchArg> args) {
+  Launch launch = Launch::kernelCall(kernelName(kind, enc, s.dh), std::move(args));
+  launch.grid = flashGrid(s);
+  return launch;
+}
+
+std::vector<LaunchArg> concat(std::vector<LaunchArg> a, const std::vector<LaunchArg> &b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+/// The backward launches: statistics into scratch 0, then dK/dV and dQ.
+/// Operands q, k, v, [table,] dy; results dq, dk, dv.
+/// Operands q, k, v, then table, dy (rope_attention_grad) or dy, rel
+/// (attention_grad with rel) or dy; results dq, dk, dv[, drel].
+OpSteps flashGradSteps(const AttentionShape &s, Enc enc, pe::MaskKind mask, double scale) {
+  OpSteps steps;
+  // lse and delta per (batch, head, query): 2 * B * H * T floats.
+  steps.scratchBytes.push_back(s.batch * (2 * s.heads * s.tokens * 4));
+  std::vector<LaunchArg> inputs = {A::operand(0), A::operand(1), A::operand(2)};
+  if (enc == Enc::Rope)
+    inputs.push_back(A::operand(3));
+  if (enc == Enc::Rel)
+    inputs.push_back(A::operand(4));
+  inputs.push_back(A::operand(enc == Enc::Rope ? 4 : 3)); // dy
+  std::vector<LaunchArg> sizes = sizeArgs(s, mask, scale);
+  steps.launches.push_back(
+      flashLaunch(s, Kind::Stats, enc, concat(concat({A::scratch(0)}, inputs), sizes)));
+  steps.launches.push_back(flashLaunch(
+      s, Kind::DkDv, enc,
+      concat(concat(concat({A::result(1), A::result(2)}, inputs), {A::scratch(0)}), sizes)));
+  std::vector<LaunchArg> dqFront = {A::result(0)};
+  if (enc == Enc::Rel) {
+    // dS per (batch, head, query, key): B * H * T * T floats.
+    steps.scratchBytes.push_back(s.batch * (s.heads * s.tokens * s.tokens * 4));
+    dqFront.push_back(A::scratch(1));
+  }
+  steps.launches.push_back(flashLaunch(
+      s, Kind::Dq, enc, concat(concat(concat(dqFront, inputs), {A::scratch(0)}), sizes)));
+  if (enc == Enc::Rel)
+    steps.launches.push_back(Launch::kernelCall(
+        "pe_rel_attention_grad_drel_d" + std::to_string(s.dh),
+        {A::result(3), A::operand(0), A::operand(1), A::scratch(1),
+         A::i64(s.tokens * s.tokens * s.dh), A::i64(s.tokens), A::i64(s.width), A::i64(s.heads),
+         A::i64(s.batch * s.heads), sizes[3], sizes[4]}));
+  return steps;
+}
+
+/// rel [T, T, Dh, Dh] for q of this shape, a head dim with rel kernels and a
+/// mask other than skip.
+bool relFits(const AttentionShape &s, Type rel, pe::MaskKind mask) {
+  auto shape = batchShape(rel);
+  return mask != pe::MaskKind::Skip && llvm::is_contained(kRelHeadDims, s.dh) && shape &&
+         *shape == std::vector<int64_t>{s.tokens, s.tokens, s.dh, s.dh};
+}
+
+/// A RoPE table [T, D/2, 2] for q of this shape, and an even head dim.
+bool ropeTableFits(const AttentionShape &s, Type table) {
+  auto shape = batchShape(table);
+  return s.dh % 2 == 0 && shape &&
+         *shape == std::vector<int64_t>{s.tokens, s.width / 2, 2};
+}
+
+std::optional<OpSteps> lowerAttention(Operation &op) {
+  auto attention = cast<pe::AttentionOp>(op);
+  auto s = attentionShape(attention.getQ().getType(), int64_t(attention.getHeads()));
+  if (!s)
+    return std::nullopt;
+  const double scale = attention.getScale().convertToDouble();
+  if (Value rel = attention.getRel()) {
+    if (!flashServes(*s) || !relFits(*s, rel.getType(), attention.getMask()))
+      return std::nullopt;
+    OpSteps steps;
+    steps.launches.push_back(flashLaunch(
+        *s, Kind::Forward, Enc::Rel,
+        concat({A::result(0), A::operand(0), A::operand(1), A::operand(2), A::operand(3)},
+               sizeArgs(*s, attention.getMask(), scale))));
+    return steps;
+  }
+  if (attention.getMask() == pe::MaskKind::Skip) {
+    auto base = attention.getSkipBase();
+    if (!base)
+      return std::nullopt;
+    OpSteps steps;
+    steps.launches.push_back(Launch::kernelCall(
+        "pe_attention_skip",
+        {A::result(0), A::operand(2), A::i64(elementCount(op.getResult(0).getType())),
+         A::i64(s->tokens), A::i64(s->width), A::i64(s->dh), A::i64(int64_t(*base) + s->heads)}));
+    return steps;
+  }
+  if (!flashServes(*s))
+    return std::nullopt;
+  OpSteps steps;
+  steps.launches.push_back(flashLaunch(
+      *s, Kind::Forward, Enc::Plain,
+      concat({A::result(0), A::operand(0), A::operand(1), A::operand(2)},
+             sizeArgs(*s, attention.getMask(), scale))));
+  return steps;
+}
+
+std::optional<OpSteps> lowerAttentionGrad(Operation &op) {
+  auto grad = cast<pe::AttentionGradOp>(op);
+  auto s = attentionShape(grad.getQ().getType(), int64_t(grad.getHeads()));
+  if (!s)
+    return std::nullopt;
+  if (Value rel = grad.getRel()) {
+    if (!flashServes(*s) || !relFits(*s, rel.getType(), grad.getMask()))
+      return std::nullopt;
+    return flashGradSteps(*s, Enc::Rel, grad.getMask(), grad.getScale().convertToDouble());
+  }
+  if (grad.getMask() == pe::MaskKind::Skip) {
+    auto base = grad.getSkipBase();
+    if (!base)
+      return std::nullopt;
+    OpSteps steps;
+    steps.launches.push_back(Launch::kernelCall(
+        "pe_attention_skip_grad",
+        {A::result(0), A::result(1), A::result(2), A::operand(3),
+         A::i64(elementCount(op.getResult(0).getType())), A::i64(s->tokens), A::i64(s->width),
+         A::i64(s->dh), A::i64(int64_t(*base) + s->heads)}));
+    return steps;
+  }
+  if (!flashServes(*s))
+    return std::nullopt;
+  return flashGradSteps(*s, Enc::Plain, grad.getMask(), grad.getScale().convertToDouble());
+}
+
+std::optional<OpSteps> lowerRopeAttention(Operation &op) {
+  auto attention = cast<pe::RopeAttentionOp>(op);
+  auto s = attentionShape(attention.getQ().getType(), int64_t(attention.getHeads()));
+  if (!s || attention.getMask() == pe::MaskKind::Skip || !flashServes(*s) ||
+      !ropeTableFits(*s, attention.getTable().getType()))
+    return std::nullopt;
+  OpSteps steps;
+  steps.launches.push_back(flashLaunch(
+      *s, Kind::Forward, Enc::Rope,
+      concat({A::result(0), A::operand(0), A::operand(1), A::operand(2), A::operand(3)},
+             sizeArgs(*s, attention.getMask(), attention.getScale().convertToDouble()))));
+  return steps;
+}
+
+std::optional<OpSteps> lowerRopeAttentionGrad(Operation &op) {
+  auto grad = cast<pe::RopeAttentionGradOp>(op);
+  auto s = attentionShape(grad.getQ().getType(), int64_t(grad.getHeads()));
+  if (!s || grad.getMask() == pe::MaskKind::Skip || !flashServes(*s) ||
+      !ropeTableFits(*s, grad.getTable().getType()))
+    return std::nullopt;
+  return flashGradSteps(*s, Enc::Rope, grad.getMask(), grad.getScale().convertToDouble());
+}
+
+} // namespace
+
+void appendAttentionKernels(std::vector<KernelDef> &defs) {
+  const Kind kinds[] = {Kind::Forward, Kind::Stats, Kind::DkDv, Kind::Dq};
+  for (Enc enc : {Enc::Plain, Enc::Rope})
+    for (int64_t dh : kHeadDims)
+      for (Kind kind : kinds)
+        defs.push_back(attentionKernel(kind, enc, dh));
+  for (int64_t dh : kRelHeadDims) {
+    for (Kind kind : kinds)
+      defs.push_back(attentionKernel(kind, Enc::Rel, dh));
+    defs.push_back(relGradKernel(dh));
+  }
+  appendSkipKernels(defs);
+}
+
+void appendAttentionLowerings(std::vector<OpLowering> &lowerings) {
+  lowerings.push_back({"pe.attention", lowerAttention});
+  lowerings.push_back({"pe.attention_grad", lowerAttentionGrad});
+  lowerings.push_back({"pe.rope_attention", lowerRopeAttention});
+  lowerings.push_back({"pe.rope_attention_grad", lowerRopeAttentionGrad});
+}
+
+} // namespace stringc::cudagen

@@ -1,0 +1,324 @@
+//===- MatrixKernels.cpp - skew builders and the Cayley transform ---------===//
+//
+// Kernels and op lowerings of the small-matrix ops (docs/cuda.md, "Matrix
+// kernels"):
+// - skew / skew_grad: one thread per output element; skew_grad finds the
+//   pair (i, j) of upper-triangle index k by walking the rows (dim steps);
+// - `pe_cayley_factors`: one block of 1024 threads per matrix inverts
+//   A = I + S by Gauss-Jordan elimination with partial pivoting on [A | I]
+//   and writes M = A^-1 and the Cayley weight W = U^T = 2 M^T - I
+//   (U = (I - S)(I + S)^-1 = 2 (I + S)^-1 - I for any S with I + S
+//   invertible). The augmented matrix lives in static shared memory when
+//   dim <= 64 (33 KiB), else in the `work` scratch buffer (global memory);
+//   every phase of a pivot step ends at a barrier that all threads reach
+//   (the pivot loop has the same trip count in every thread, and each thread
+//   finds the pivot itself from the same data);
+// - cayley_weight_grad: ds = -(M dw (I + U))^T = -2 M^T dw^T M^T, two cuBLAS
+//   GEMMs after the factor kernel; cayley / cayley_grad likewise (y = x W,
+//   dx = dy W^T, ds = -(dy + dx)^T (x M^T)).
+// A singular I + S (never for a skew S: I + S has singular values >= 1)
+// gives non-finite results where the reference kernel throws.
+//
+//===----------------------------------------------------------------------===//
+#include "OpKernelUtil.h"
+
+#include "stringc/Dialect/PE/PEOps.h"
+
+#include "mlir/Dialect/Math/IR/Math.h"
+
+using namespace mlir;
+
+namespace stringc::cudagen {
+namespace {
+
+const ParamKind P = ParamKind::Ptr, I = ParamKind::I64;
+using A = LaunchArg;
+using Pred = arith::CmpIPredicate;
+
+constexpr int64_t kFactorThreads = 1024;
+constexpr int64_t kSharedDim = 64; // the largest dim whose [A | I] fits in shared memory
+
+/// for (i = threadIdx.x; i < n; i += blockDim.x)
+void forBlockStride(KernelBuilder &k, Value n, const std::function<void(Value)> &body) {
+  k.forLoop(k.threadId(gpu::Dimension::x), n, k.blockDim(gpu::Dimension::x), {},
+            [&](Value i, ValueRange) {
+              body(i);
+              return SmallVector<Value>{};
+            });
+}
+
+void appendSkewKernels(std::vector<KernelDef> &defs) {
+  // S[l, i, j] = p[l, k(i, j)] (i < j), -p[l, k(j, i)] (i > j), 0 (i = j),
+  // k(i, j) = i d - i (i + 1) / 2 + j - i - 1.
+  defs.push_back({makeSpec("pe_skew", "pe.skew", {{"s", P}, {"params", P}, {"n", I}, {"dim", I}}),
+                  [](KernelBuilder &k) {
+                    Value d = k.arg(3);
+                    Value count = divU(k, k.mul(d, k.sub(d, k.i64(1))), k.i64(2));
+                    k.forGridStride(k.arg(2), [&](Value e) {
+                      Value dd = k.mul(d, d);
+                      Value l = divU(k, e, dd), rem = remU(k, e, dd);
+                      Value i = divU(k, rem, d), j = remU(k, rem, d);
+                      Value upper = cmpI(k, Pred::slt, i, j);
+                      Value lo = select(k, upper, i, j), hi = select(k, upper, j, i);
+                      Value pair = k.sub(
+                          k.add(k.sub(k.mul(lo, d), divU(k, k.mul(lo, k.add(lo, k.i64(1))), k.i64(2))),
+                                hi),
+                          k.add(lo, k.i64(1)));
+                      Value diagonal = cmpI(k, Pred::eq, i, j);
+                      // On the diagonal `pair` may be -1: read element 0 of the slice instead.
+                      Value at = k.add(k.mul(l, count), select(k, diagonal, k.i64(0), pair));
+                      Value p = k.load(k.arg(1), at);
+                      Value signed_ = select(k, upper, p, k.sub(k.f32(0.0), p));
+                      k.store(select(k, diagonal, k.f32(0.0), signed_), k.arg(0), e);
+                    });
+                  }});
+  // dparams[l, k] = dy[l, i, j] - dy[l, j, i] for pair k = (i, j).
+  defs.push_back({makeSpec("pe_skew_grad", "pe.skew_grad",
+                           {{"dparams", P}, {"dy", P}, {"n", I}, {"dim", I}}),
+                  [](KernelBuilder &k) {
+                    Value d = k.arg(3);
+                    Value count = divU(k, k.mul(d, k.sub(d, k.i64(1))), k.i64(2));
+                    k.forGridStride(k.arg(2), [&](Value e) {
+                      Value l = divU(k, e, count), pair = remU(k, e, count);
+                      // Row i has d - 1 - i pairs: skip whole rows while the
+                      // remaining index covers them.
+                      ValueRange found = k.forLoop(
+                          k.i64(0), k.sub(d, k.i64(1)), k.i64(1), {k.i64(0), pair},
+                          [&](Value row, ValueRange acc) {
+                            Value len = k.sub(k.sub(d, k.i64(1)), row);
+                            Value skip = andI(k, cmpI(k, Pred::eq, acc[0], row),
+                                              cmpI(k, Pred::sge, acc[1], len));
+                            return SmallVector<Value>{
+                                select(k, skip, k.add(acc[0], k.i64(1)), acc[0]),
+                                select(k, skip, k.sub(acc[1], len), acc[1])};
+                          });
+                      Value i = found[0], j = k.add(k.add(i, k.i64(1)), found[1]);
+                      Value base = k.mul(l, k.mul(d, d));
+                      Value upper = k.load(k.arg(1), k.add(base, k.add(k.mul(i, d), j)));
+                      Value lower = k.load(k.arg(1), k.add(base, k.add(k.mul(j, d), i)));
+                      k.store(k.sub(upper, lower), k.arg(0), e);
+                    });
+                  }});
+}
+
+void appendCayleyKernels(std::vector<KernelDef> &defs) {
+  KernelSpec spec = makeSpec("pe_cayley_factors", "pe.cayley_weight",
+                             {{"inverse", P}, {"weight", P}, {"work", P}, {"s", P}, {"dim", I}},
+                             GridRule::Explicit, kFactorThreads);
+  defs.push_back({spec, [](KernelBuilder &k) {
+    // gpu.known_block_size becomes `.maxntid 1024, 1, 1`: ptxas (or the
+    // driver's JIT for another chip) must fit a block of 1024 threads in the
+    // register file (at most 64 registers a thread).
+    auto func = cast<gpu::GPUFuncOp>(k.builder().getInsertionBlock()->getParentOp());
+    func.setKnownBlockSizeAttr(
+        k.builder().getDenseI32ArrayAttr({int32_t(kFactorThreads), 1, 1}));
+    Value d = k.arg(4), s = k.arg(3);
+    Value width = k.mul(d, k.i64(2));
+    Value shared = sharedArray(k, "pe_cayley_work", 2 * kSharedDim * kSharedDim + kSharedDim);
+    Value w = select(k, cmpI(k, Pred::sle, d, k.i64(kSharedDim)), shared, k.arg(2));
+    Value facBase = k.mul(d, width); // fac[r] = w[facBase + r]
+    Value one = k.f32(1.0), zero = k.f32(0.0);
+
+    // [I + S | I]
+    forBlockStride(k, k.mul(d, width), [&](Value e) {
+      Value i = divU(k, e, width), j = remU(k, e, width);
+      Value left = cmpI(k, Pred::slt, j, d);
+      Value jr = select(k, left, j, k.sub(j, d));
+      Value identity = select(k, cmpI(k, Pred::eq, i, jr), one, zero);
+      Value sv = k.load(s, k.add(k.mul(i, d), select(k, left, j, k.i64(0))));
+      k.store(select(k, left, k.add(identity, sv), identity), w, e);
+    });
+    barrier(k);
+
+    k.forLoop(k.i64(0), d, k.i64(1), {}, [&](Value c, ValueRange) {
+      OpBuilder &b = k.builder();
+      Location loc = k.location();
+      // Every thread finds the same pivot: the first row r >= c of largest |w[r, c]|.
+      ValueRange pivot = k.forLoop(c, d, k.i64(1), {c, k.f32(-1.0)}, [&](Value r, ValueRange acc) {
+        Value a = b.create<math::AbsFOp>(loc, k.load(w, k.add(k.mul(r, width), c)));
+        Value better = b.create<arith::CmpFOp>(loc, arith::CmpFPredicate::OGT, a, acc[1]);
+        return SmallVector<Value>{select(k, better, r, acc[0]), select(k, better, a, acc[1])};
+      });
+      Value p = pivot[0];
+      barrier(k); // column c read by all before the swap
+      forBlockStride(k, width, [&](Value j) {
+        Value atC = k.add(k.mul(c, width), j), atP = k.add(k.mul(p, width), j);
+        Value vc = k.load(w, atC), vp = k.load(w, atP);
+        k.store(vp, w, atC);
+        k.store(vc, w, atP);
+      });
+      barrier(k);
+      Value pivotValue = k.load(w, k.add(k.mul(c, width), c));
+      forBlockStride(k, d, [&](Value r) {
+        k.store(k.load(w, k.add(k.mul(r, width), c)), w, k.add(facBase, r));
+      });
+      barrier(k); // pivot and factors read before row c changes
+      forBlockStride(k, width, [&](Value j) {
+        Value at = k.add(k.mul(c, width), j);
+        k.store(k.div(k.load(w, at), pivotValue), w, at);
+      });
+      barrier(k);
+      forBlockStride(k, k.mul(d, width), [&](Value e) {
+        Value r = divU(k, e, width), j = remU(k, e, width);
+        k.ifThen(cmpI(k, Pred::ne, r, c), [&] {
+          Value f = k.load(w, k.add(facBase, r));
+          Value v = k.sub(k.load(w, e), k.mul(f, k.load(w, k.add(k.mul(c, width), j))));
+          k.store(v, w, e);
+        });
+      });
+      barrier(k);
+      return SmallVector<Value>{};
+    });
+
+    // inverse = right half; weight = 2 inverse^T - I
+    forBlockStride(k, k.mul(d, d), [&](Value e) {
+      Value i = divU(k, e, d), j = remU(k, e, d);
+      k.store(k.load(w, k.add(k.mul(i, width), k.add(d, j))), k.arg(0), e);
+      Value mt = k.load(w, k.add(k.mul(j, width), k.add(d, i)));
+      Value identity = select(k, cmpI(k, Pred::eq, i, j), one, zero);
+      k.store(k.sub(k.mul(k.f32(2.0), mt), identity), k.arg(1), e);
+    });
+  }});
+}
+
+//===----------------------------------------------------------------------===//
+// Lowerings
+//===----------------------------------------------------------------------===//
+
+OpSteps single(std::string kernel, std::vector<LaunchArg> args) {
+  OpSteps steps;
+  steps.launches.push_back(Launch::kernelCall(std::move(kernel), std::move(args)));
+  return steps;
+}
+
+BatchAffine numel(Value v) { return elementCount(v.getType()); }
+
+std::optional<OpSteps> lowerSkew(Operation &op) {
+  int64_t dim = int64_t(cast<pe::SkewOp>(op).getDim());
+  if (dim < 2)
+    return std::nullopt;
+  return single("pe_skew", {A::result(0), A::operand(0), A::i64(numel(op.getResult(0))),
+                            A::i64(dim)});
+}
+
+std::optional<OpSteps> lowerSkewGrad(Operation &op) {
+  int64_t dim = int64_t(cast<pe::SkewGradOp>(op).getDim());
+  if (dim < 2)
+    return std::nullopt;
+  return single("pe_skew_grad", {A::result(0), A::operand(0), A::i64(numel(op.getResult(0))),
+                                 A::i64(dim)});
+}
+
+/// The static d of s [d, d].
+std::optional<int64_t> squareDim(Value s) {
+  auto shape = batchShape(s.getType());
+  if (!shape || shape->size() != 2 || (*shape)[0] <= 0 || (*shape)[0] != (*shape)[1])
+    return std::nullopt;
+  return (*shape)[0];
+}
+
+/// Scratch 0 = M, 1 = W, 2 = the work matrix; launches the factor kernel of
+/// operand `s`. `weight` overrides where W goes (a result).
+void appendFactors(OpSteps &steps, int64_t d, unsigned s, std::optional<LaunchArg> weight) {
+  steps.scratchBytes.push_back(BatchAffine::fixed(d * d * 4));
+  steps.scratchBytes.push_back(BatchAffine::fixed(weight ? 4 : d * d * 4));
+  steps.scratchBytes.push_back(BatchAffine::fixed((2 * d * d + d) * 4));
+  Launch launch = Launch::kernelCall(
+      "pe_cayley_factors",
+      {A::scratch(0), weight ? *weight : A::scratch(1), A::scratch(2), A::operand(s), A::i64(d)});
+  launch.grid = ExplicitGrid{};
+  steps.launches.push_back(std::move(launch));
+}
+
+GemmCall gemm(LaunchArg a, bool transA, LaunchArg b, bool transB, LaunchArg c, BatchAffine m,
+              BatchAffine n, BatchAffine k, float alpha) {
+  GemmCall g;
+  g.a = a;
+  g.b = b;
+  g.c = c;
+  g.transA = transA;
+  g.transB = transB;
+  g.m = m;
+  g.n = n;
+  g.k = k;
+  g.alpha = alpha;
+  return g;
+}
+
+std::optional<OpSteps> lowerCayleyWeight(Operation &op) {
+  auto d = squareDim(op.getOperand(0));
+  if (!d)
+    return std::nullopt;
+  OpSteps steps;
+  appendFactors(steps, *d, 0, A::result(0));
+  return steps;
+}
+
+std::optional<OpSteps> lowerCayleyWeightGrad(Operation &op) {
+  auto d = squareDim(op.getOperand(0));
+  if (!d)
+    return std::nullopt;
+  BatchAffine n = BatchAffine::fixed(*d);
+  OpSteps steps;
+  appendFactors(steps, *d, 0, std::nullopt);
+  steps.scratchBytes.push_back(BatchAffine::fixed(*d * *d * 4)); // 3: T = dw^T M^T
+  steps.launches.push_back(Launch::gemmCall(
+      gemm(A::operand(1), true, A::scratch(0), true, A::scratch(3), n, n, n, 1.0f)));
+  steps.launches.push_back(Launch::gemmCall(
+      gemm(A::scratch(0), true, A::scratch(3), false, A::result(0), n, n, n, -2.0f)));
+  return steps;
+}
+
+std::optional<OpSteps> lowerCayley(Operation &op) {
+  auto d = squareDim(op.getOperand(1));
+  if (!d || lastDimension(op.getOperand(0).getType()) != *d)
+    return std::nullopt;
+  BatchAffine rows = rowsOf(numel(op.getOperand(0)), *d), n = BatchAffine::fixed(*d);
+  OpSteps steps;
+  appendFactors(steps, *d, 1, std::nullopt);
+  steps.launches.push_back(Launch::gemmCall(
+      gemm(A::operand(0), false, A::scratch(1), false, A::result(0), rows, n, n, 1.0f)));
+  return steps;
+}
+
+std::optional<OpSteps> lowerCayleyGrad(Operation &op) {
+  auto d = squareDim(op.getOperand(1));
+  if (!d || lastDimension(op.getOperand(0).getType()) != *d)
+    return std::nullopt;
+  BatchAffine elements = numel(op.getOperand(0));
+  BatchAffine rows = rowsOf(elements, *d), n = BatchAffine::fixed(*d);
+  OpSteps steps;
+  appendFactors(steps, *d, 1, std::nullopt);
+  steps.scratchBytes.push_back(elements * 4); // 3: Z = x M^T
+  steps.scratchBytes.push_back(elements * 4); // 4: G = dy + dx
+  // dx = dy W^T (U^T per token)
+  steps.launches.push_back(Launch::gemmCall(
+      gemm(A::operand(2), false, A::scratch(1), true, A::result(0), rows, n, n, 1.0f)));
+  steps.launches.push_back(Launch::gemmCall(
+      gemm(A::operand(0), false, A::scratch(0), true, A::scratch(3), rows, n, n, 1.0f)));
+  steps.launches.push_back(Launch::kernelCall(
+      "pe_add", {A::scratch(4), A::operand(2), A::result(0), A::i64(elements), A::i64(elements),
+                 A::i64(elements)}));
+  // ds = -G^T Z
+  steps.launches.push_back(Launch::gemmCall(
+      gemm(A::scratch(4), true, A::scratch(3), false, A::result(1), n, n, rows, -1.0f)));
+  return steps;
+}
+
+} // namespace
+
+void appendMatrixKernels(std::vector<KernelDef> &defs) {
+  appendSkewKernels(defs);
+  appendCayleyKernels(defs);
+}
+
+void appendMatrixLowerings(std::vector<OpLowering> &lowerings) {
+  lowerings.push_back({"pe.skew", lowerSkew});
+  lowerings.push_back({"pe.skew_grad", lowerSkewGrad});
+  lowerings.push_back({"pe.cayley_weight", lowerCayleyWeight});
+  lowerings.push_back({"pe.cayley_weight_grad", lowerCayleyWeightGrad});
+  lowerings.push_back({"pe.cayley", lowerCayley});
+  lowerings.push_back({"pe.cayley_grad", lowerCayleyGrad});
+}
+
+} // namespace stringc::cudagen

@@ -1,0 +1,265 @@
+//===- OpKernelUtil.cpp - helpers of the position/token/matrix kernels ----===//
+#include "OpKernelUtil.h"
+
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/IR/BuiltinTypes.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+
+using namespace mlir;
+
+namespace stringc::cudagen {
+
+//===----------------------------------------------------------------------===//
+// Kernel side
+//===----------------------------------------------------------------------===//
+
+Value loadI32AsI64(KernelBuilder &k, Value ptr, Value index) {
+  OpBuilder &b = k.builder();
+  Location loc = k.location();
+  auto ptrType = LLVM::LLVMPointerType::get(b.getContext());
+  Value address = b.create<LLVM::GEPOp>(loc, ptrType, b.getI32Type(), ptr, ValueRange{index});
+  Value value = b.create<LLVM::LoadOp>(loc, b.getI32Type(), address);
+  return b.create<arith::ExtSIOp>(loc, b.getI64Type(), value);
+}
+
+Value f64(KernelBuilder &k, double value) {
+  OpBuilder &b = k.builder();
+  return b.create<arith::ConstantOp>(k.location(), b.getF64FloatAttr(value));
+}
+Value i64ToF64(KernelBuilder &k, Value integer) {
+  return k.builder().create<arith::SIToFPOp>(k.location(), k.builder().getF64Type(), integer);
+}
+Value f32ToF64(KernelBuilder &k, Value value) {
+  return k.builder().create<arith::ExtFOp>(k.location(), k.builder().getF64Type(), value);
+}
+Value f64ToF32(KernelBuilder &k, Value value) {
+  return k.builder().create<arith::TruncFOp>(k.location(), k.builder().getF32Type(), value);
+}
+
+Value cmpI(KernelBuilder &k, arith::CmpIPredicate predicate, Value a, Value b) {
+  return k.builder().create<arith::CmpIOp>(k.location(), predicate, a, b);
+}
+Value select(KernelBuilder &k, Value cond, Value a, Value b) {
+  return k.builder().create<arith::SelectOp>(k.location(), cond, a, b);
+}
+Value remU(KernelBuilder &k, Value a, Value b) {
+  return k.builder().create<arith::RemUIOp>(k.location(), a, b);
+}
+Value divU(KernelBuilder &k, Value a, Value b) {
+  return k.builder().create<arith::DivUIOp>(k.location(), a, b);
+}
+Value minI(KernelBuilder &k, Value a, Value b) {
+  return k.builder().create<arith::MinSIOp>(k.location(), a, b);
+}
+Value andI(KernelBuilder &k, Value a, Value b) {
+  return k.builder().create<arith::AndIOp>(k.location(), a, b);
+}
+Value nanF32(KernelBuilder &k) { return k.f32(std::nan("")); }
+
+Value warpMax(KernelBuilder &k, Value value) {
+  OpBuilder &b = k.builder();
+  Location loc = k.location();
+  Value width = k.i32(32);
+  for (int offset = 16; offset >= 1; offset /= 2) {
+    auto shuffle =
+        b.create<gpu::ShuffleOp>(loc, value, k.i32(offset), width, gpu::ShuffleMode::XOR);
+    value = b.create<arith::MaximumFOp>(loc, value, shuffle.getShuffleResult());
+  }
+  return value;
+}
+
+void barrier(KernelBuilder &k) { k.builder().create<gpu::BarrierOp>(k.location()); }
+
+Value sharedArray(KernelBuilder &k, llvm::StringRef name, int64_t count) {
+  OpBuilder &b = k.builder();
+  Location loc = k.location();
+  constexpr unsigned kSharedAddressSpace = 3;
+  Operation *kernel = b.getInsertionBlock()->getParentOp();
+  auto module = kernel->getParentOfType<gpu::GPUModuleOp>();
+  auto global = module.lookupSymbol<LLVM::GlobalOp>(name);
+  if (!global) {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(module.getBody());
+    auto arrayType = LLVM::LLVMArrayType::get(b.getF32Type(), unsigned(count));
+    global = b.create<LLVM::GlobalOp>(loc, arrayType, /*isConstant=*/false,
+                                      LLVM::Linkage::Internal, name, /*value=*/Attribute(),
+                                      /*alignment=*/16, kSharedAddressSpace);
+  }
+  Value shared = b.create<LLVM::AddressOfOp>(loc, global);
+  return b.create<LLVM::AddrSpaceCastOp>(loc, LLVM::LLVMPointerType::get(b.getContext()),
+                                         shared);
+}
+
+Value globalThreadX(KernelBuilder &k) {
+  return k.add(k.mul(k.blockId(gpu::Dimension::x), k.blockDim(gpu::Dimension::x)),
+               k.threadId(gpu::Dimension::x));
+}
+
+//===----------------------------------------------------------------------===//
+// Column sums
+//===----------------------------------------------------------------------===//
+
+namespace {
+constexpr int64_t kColumnBlock = 128;
+} // namespace
+
+KernelDef columnPartialsKernel(std::string name, std::string peOp,
+                               std::vector<std::string> ptrInputs,
+                               std::vector<std::pair<std::string, ParamKind>> extra,
+                               std::function<Value(KernelBuilder &, Value, Value)> value) {
+  std::vector<std::pair<std::string, ParamKind>> params = {{"partials", ParamKind::Ptr}};
+  for (std::string &in : ptrInputs)
+    params.push_back({in, ParamKind::Ptr});
+  unsigned inputs = unsigned(ptrInputs.size());
+  params.push_back({"rows", ParamKind::I64});
+  params.push_back({"cols", ParamKind::I64});
+  params.push_back({"chunks", ParamKind::I64});
+  for (auto &e : extra)
+    params.push_back(e);
+  KernelSpec spec = makeSpec(std::move(name), std::move(peOp), std::move(params),
+                             GridRule::Explicit, kColumnBlock);
+  return {spec, [inputs, value](KernelBuilder &k) {
+            Value rows = k.arg(inputs + 1), cols = k.arg(inputs + 2), chunks = k.arg(inputs + 3);
+            Value c = globalThreadX(k);
+            Value g = k.blockId(gpu::Dimension::y);
+            k.ifThen(cmpI(k, arith::CmpIPredicate::slt, c, cols), [&] {
+              Value len = divU(k, k.sub(k.add(rows, chunks), k.i64(1)), chunks);
+              Value first = minI(k, k.mul(g, len), rows);
+              Value last = minI(k, k.add(first, len), rows);
+              ValueRange sum = k.forLoop(first, last, k.i64(1), {k.f32(0.0)},
+                                         [&](Value r, ValueRange acc) {
+                                           return SmallVector<Value>{
+                                               k.add(acc[0], value(k, r, c))};
+                                         });
+              k.store(sum[0], k.arg(0), k.add(k.mul(g, cols), c));
+            });
+          }};
+}
+
+void appendColumnSumKernels(std::vector<KernelDef> &defs) {
+  // x read at r * stride + c: sum_to (stride = cols), a strided token column
+  // (class_token_grad's dcls).
+  defs.push_back(columnPartialsKernel(
+      "pe_colsum_partials", "pe.sum_to", {"x"}, {{"stride", ParamKind::I64}},
+      [](KernelBuilder &k, Value r, Value c) {
+        return k.load(k.arg(1), k.add(k.mul(r, k.arg(5)), c));
+      }));
+
+  // out[c] = (sum_g partials[g * cols + c]) / divisor, g in order.
+  KernelSpec finish = makeSpec("pe_colsum_finish", "pe.sum_to",
+                               {{"out", ParamKind::Ptr},
+                                {"partials", ParamKind::Ptr},
+                                {"cols", ParamKind::I64},
+                                {"chunks", ParamKind::I64},
+                                {"divisor", ParamKind::I64}});
+  defs.push_back({finish, [](KernelBuilder &k) {
+                    Value cols = k.arg(2);
+                    k.forGridStride(cols, [&](Value c) {
+                      ValueRange sum = k.forLoop(
+                          k.i64(0), k.arg(3), k.i64(1), {k.f32(0.0)},
+                          [&](Value g, ValueRange acc) {
+                            return SmallVector<Value>{
+                                k.add(acc[0], k.load(k.arg(1), k.add(k.mul(g, cols), c)))};
+                          });
+                      k.store(k.div(sum[0], k.toF32(k.arg(4))), k.arg(0), c);
+                    });
+                  }});
+}
+
+void appendColumnSum(OpSteps &steps, const std::string &partialsKernel,
+                     std::vector<LaunchArg> inputs, BatchAffine rows, int64_t cols,
+                     std::vector<LaunchArg> extra, LaunchArg out, BatchAffine divisor) {
+  // About 16K threads in the first launch; at most one chunk per row when the
+  // row count is static, at most 256 chunks (grid.y).
+  int64_t chunks = std::clamp<int64_t>(16384 / std::max<int64_t>(cols, 1), 1, 256);
+  if (rows.perBatch == 0)
+    chunks = std::max<int64_t>(1, std::min(chunks, rows.constant));
+  int64_t scratch = int64_t(steps.scratchBytes.size());
+  steps.scratchBytes.push_back(BatchAffine::fixed(chunks * cols * 4));
+
+  std::vector<LaunchArg> args = {LaunchArg::scratch(scratch)};
+  args.insert(args.end(), inputs.begin(), inputs.end());
+  args.push_back(LaunchArg::i64(rows));
+  args.push_back(LaunchArg::i64(cols));
+  args.push_back(LaunchArg::i64(chunks));
+  args.insert(args.end(), extra.begin(), extra.end());
+  Launch partials = Launch::kernelCall(partialsKernel, std::move(args));
+  partials.grid = ExplicitGrid{BatchAffine::fixed(ceilDiv(cols, kColumnBlock)),
+                               BatchAffine::fixed(chunks), BatchAffine::fixed(1)};
+  steps.launches.push_back(std::move(partials));
+  steps.launches.push_back(Launch::kernelCall(
+      "pe_colsum_finish", {out, LaunchArg::scratch(scratch), LaunchArg::i64(cols),
+                           LaunchArg::i64(chunks), LaunchArg::i64(divisor)}));
+}
+
+void appendPlainColumnSum(OpSteps &steps, LaunchArg x, BatchAffine rows, int64_t cols,
+                          int64_t stride, LaunchArg out, BatchAffine divisor) {
+  appendColumnSum(steps, "pe_colsum_partials", {x}, rows, cols, {LaunchArg::i64(stride)}, out,
+                  divisor);
+}
+
+//===----------------------------------------------------------------------===//
+// Lowering side
+//===----------------------------------------------------------------------===//
+
+std::optional<std::vector<int64_t>> batchShape(Type type) {
+  auto ranked = dyn_cast<RankedTensorType>(type);
+  if (!ranked)
+    return std::nullopt;
+  std::vector<int64_t> shape(ranked.getShape().begin(), ranked.getShape().end());
+  for (size_t i = 0; i < shape.size(); ++i)
+    if (ShapedType::isDynamic(shape[i])) {
+      if (i != 0)
+        return std::nullopt;
+      shape[i] = -1;
+    }
+  return shape;
+}
+
+std::optional<int64_t> staticProduct(const std::vector<int64_t> &shape, size_t from, size_t to) {
+  int64_t product = 1;
+  for (size_t i = from; i < to && i < shape.size(); ++i) {
+    if (shape[i] < 0)
+      return std::nullopt;
+    product *= shape[i];
+  }
+  return product;
+}
+
+BatchAffine leadingCount(const std::vector<int64_t> &shape, size_t to) {
+  int64_t product = 1;
+  bool batch = false;
+  for (size_t i = 0; i < to && i < shape.size(); ++i) {
+    if (shape[i] < 0)
+      batch = true;
+    else
+      product *= shape[i];
+  }
+  return batch ? BatchAffine{product, 0} : BatchAffine::fixed(product);
+}
+
+BatchAffine operator*(BatchAffine a, int64_t c) { return {a.perBatch * c, a.constant * c}; }
+
+BatchAffine rowsOf(BatchAffine elements, int64_t rowSize) {
+  assert(rowSize > 0 && elements.perBatch % rowSize == 0 && elements.constant % rowSize == 0 &&
+         "a row size divides the element count");
+  return {elements.perBatch / rowSize, elements.constant / rowSize};
+}
+
+KernelSpec makeSpec(std::string name, std::string peOp,
+                    std::vector<std::pair<std::string, ParamKind>> params, GridRule grid,
+                    int64_t blockX, int64_t blockY) {
+  KernelSpec spec;
+  spec.name = std::move(name);
+  spec.peOp = std::move(peOp);
+  spec.params = std::move(params);
+  spec.grid = grid;
+  spec.blockX = blockX;
+  spec.blockY = blockY;
+  return spec;
+}
+
+} // namespace stringc::cudagen

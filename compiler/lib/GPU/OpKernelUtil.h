@@ -1,0 +1,136 @@
+//===- OpKernelUtil.h - helpers of the position/token/matrix kernels -*- C++ -*-===//
+//
+// Private to compiler/lib/GPU. Shared by PositionKernels.cpp,
+// TokenKernels.cpp and MatrixKernels.cpp:
+// - kernel-side helpers KernelBuilder lacks: i32 loads, f64 arithmetic (the
+//   constant tables are evaluated in f64 and rounded once, as the reference
+//   kernels do), integer comparisons and selects, warp maxima, barriers and a
+//   static shared-memory array;
+// - the deterministic column sum (out[c] = sum_r f(r, c) / divisor): a
+//   partials kernel over (column, chunk of rows) writing chunks x cols
+//   partial sums to a scratch buffer, then `pe_colsum_finish` adding each
+//   column's partials in chunk order. No atomics: the result does not depend
+//   on scheduling;
+// - lowering-side helpers: static shapes, BatchAffine arithmetic.
+//
+// Integer parameters. KernelSet::launch treats a 0 in any i64 argument as
+// empty work and skips the launch, so every i64 parameter is a count >= 1
+// whenever there is work. An attribute that may legitimately be 0
+// (select_token's index, skip_base, special) is passed plus one and named
+// `<name>_plus_one`.
+//
+//===----------------------------------------------------------------------===//
+#ifndef STRINGC_GPU_OPKERNELUTIL_H
+#define STRINGC_GPU_OPKERNELUTIL_H
+
+#include "KernelBuilder.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace stringc::cudagen {
+
+//===----------------------------------------------------------------------===//
+// Kernel side
+//===----------------------------------------------------------------------===//
+
+/// `ptr[index]` of an i32 buffer (ids, labels), sign-extended to i64.
+mlir::Value loadI32AsI64(KernelBuilder &k, mlir::Value ptr, mlir::Value index);
+
+mlir::Value f64(KernelBuilder &k, double value);
+/// i64 -> f64, f32 -> f64, f64 -> f32 (round to nearest).
+mlir::Value i64ToF64(KernelBuilder &k, mlir::Value integer);
+mlir::Value f32ToF64(KernelBuilder &k, mlir::Value value);
+mlir::Value f64ToF32(KernelBuilder &k, mlir::Value value);
+
+mlir::Value cmpI(KernelBuilder &k, mlir::arith::CmpIPredicate predicate, mlir::Value a,
+                 mlir::Value b);
+mlir::Value select(KernelBuilder &k, mlir::Value cond, mlir::Value a, mlir::Value b);
+/// Unsigned remainder and quotient of non-negative i64 values.
+mlir::Value remU(KernelBuilder &k, mlir::Value a, mlir::Value b);
+mlir::Value divU(KernelBuilder &k, mlir::Value a, mlir::Value b);
+mlir::Value minI(KernelBuilder &k, mlir::Value a, mlir::Value b);
+mlir::Value andI(KernelBuilder &k, mlir::Value a, mlir::Value b);
+/// A quiet NaN (f32): what a kernel writes where the reference would throw
+/// (an id or label out of range), so the error shows in the loss.
+mlir::Value nanF32(KernelBuilder &k);
+
+/// The maximum of `value` over the 32 lanes (xor butterfly; every lane gets
+/// it). All 32 lanes must be active.
+mlir::Value warpMax(KernelBuilder &k, mlir::Value value);
+
+/// __syncthreads(): every thread of the block must reach it (uniform
+/// control flow).
+void barrier(KernelBuilder &k);
+
+/// A generic pointer to a static shared-memory array of `count` f32 named
+/// `name` (one per kernel module; at most 48 KiB of static shared memory).
+mlir::Value sharedArray(KernelBuilder &k, llvm::StringRef name, int64_t count);
+
+/// The global thread index along x (blockIdx.x * blockDim.x + threadIdx.x).
+mlir::Value globalThreadX(KernelBuilder &k);
+
+//===----------------------------------------------------------------------===//
+// Column sums
+//===----------------------------------------------------------------------===//
+
+/// A partials kernel: params (partials, <ptrInputs>, rows, cols, chunks,
+/// <extra>): the thread of column c (grid x) and chunk g (grid y) writes
+/// partials[g * cols + c] = sum of value(r, c) over its rows r (chunk g of
+/// ceil(rows / chunks) consecutive rows). `value` gets the kernel builder,
+/// the row and the column (i64); arguments are k.arg(1 + i) for input i and
+/// k.arg(4 + inputs + e) for extra parameter e.
+KernelDef columnPartialsKernel(
+    std::string name, std::string peOp, std::vector<std::string> ptrInputs,
+    std::vector<std::pair<std::string, ParamKind>> extra,
+    std::function<mlir::Value(KernelBuilder &, mlir::Value row, mlir::Value col)> value);
+
+/// `pe_colsum_partials` (value(r, c) = x[r * stride + c]) and
+/// `pe_colsum_finish` (out[c] = sum_g partials[g * cols + c] / divisor).
+void appendColumnSumKernels(std::vector<KernelDef> &defs);
+
+/// Appends to `steps` a deterministic column sum: a scratch buffer of chunks
+/// x cols floats, the launch of `partialsKernel` with `inputs` then
+/// rows, cols, chunks and `extra`, then pe_colsum_finish into `out`.
+void appendColumnSum(OpSteps &steps, const std::string &partialsKernel,
+                     std::vector<LaunchArg> inputs, BatchAffine rows, int64_t cols,
+                     std::vector<LaunchArg> extra, LaunchArg out,
+                     BatchAffine divisor = BatchAffine::fixed(1));
+
+/// The plain column sum of x [rows, cols] (row stride `stride` elements).
+void appendPlainColumnSum(OpSteps &steps, LaunchArg x, BatchAffine rows, int64_t cols,
+                          int64_t stride, LaunchArg out,
+                          BatchAffine divisor = BatchAffine::fixed(1));
+
+//===----------------------------------------------------------------------===//
+// Lowering side
+//===----------------------------------------------------------------------===//
+
+/// The shape of a ranked tensor type whose dynamic dimensions (only dim 0
+/// may be one: the batch) are -1; nullopt for anything else.
+std::optional<std::vector<int64_t>> batchShape(mlir::Type type);
+/// The product of dims [from, to) of a batch shape, all static (asserted by
+/// returning nullopt when one is dynamic).
+std::optional<int64_t> staticProduct(const std::vector<int64_t> &shape, size_t from, size_t to);
+/// dims [0, to) of a batch shape as a BatchAffine (the batch may be dim 0).
+BatchAffine leadingCount(const std::vector<int64_t> &shape, size_t to);
+
+BatchAffine operator*(BatchAffine a, int64_t c);
+/// elements / rowSize, for a tensor's element count and the product of some
+/// of its static trailing dims (so the division is exact; a row count).
+BatchAffine rowsOf(BatchAffine elements, int64_t rowSize);
+
+/// Kernel specs: `grid` Elements with block 256 unless given.
+KernelSpec makeSpec(std::string name, std::string peOp,
+                    std::vector<std::pair<std::string, ParamKind>> params,
+                    GridRule grid = GridRule::Elements, int64_t blockX = 256, int64_t blockY = 1);
+
+/// Ceil division of positive integers.
+inline int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+} // namespace stringc::cudagen
+
+#endif // STRINGC_GPU_OPKERNELUTIL_H

@@ -1,0 +1,616 @@
+//===- TokenKernels.cpp - token plumbing, reductions, embeddings, loss ----===//
+//
+// Kernels and op lowerings of the ops that move tokens around or reduce
+// them (docs/cuda.md, "Token and reduction kernels"):
+// - copies with index arithmetic, one thread per output element in a
+//   grid-stride loop: broadcast_to, expand_axis, mean_grad, class_token,
+//   select_token(_grad), token_embed, class_token_grad's dx;
+// - reductions without atomics, each output summed by one thread in a fixed
+//   order: sum_to, mean, the bias/class-token/embedding gradients (the column
+//   sums of OpKernelUtil.h), and `pe_sum_all` (one warp, for scalars);
+// - patch_embed as an im2col gather (`pe_patch_gather`) into a scratch
+//   buffer, the bias broadcast into the result, and one cuBLAS GEMM with
+//   beta = 1; patch_embed_grad as the same gather and a transposed GEMM;
+// - cross_entropy(_grad): one warp per row (max, sum of exponentials by
+//   xor-shuffle butterflies), then the mean over rows by `pe_sum_all`.
+// Token ids and labels are i32. Where the reference kernels throw (an id or
+// label out of range), these never read out of bounds: token_embed writes
+// NaN rows, cross_entropy a NaN loss and NaN gradient rows, and
+// token_embed_grad ignores the id, so a bad batch shows as a NaN loss.
+//
+//===----------------------------------------------------------------------===//
+#include "OpKernelUtil.h"
+
+#include "stringc/Dialect/PE/PEOps.h"
+
+#include "mlir/Dialect/Math/IR/Math.h"
+
+#include <cmath>
+
+using namespace mlir;
+
+namespace stringc::cudagen {
+namespace {
+
+const ParamKind P = ParamKind::Ptr, I = ParamKind::I64;
+using A = LaunchArg;
+using Pred = arith::CmpIPredicate;
+
+constexpr int64_t kWarp = 32, kRowsPerBlock = 4;
+
+/// Runs `body(lane, row)` for the row of this warp (blockDim (32, 4)), if it
+/// exists; the test is uniform per warp, so shuffles see 32 lanes.
+void forWarpRow(KernelBuilder &k, Value rows, const std::function<void(Value, Value)> &body) {
+  Value lane = k.threadId(gpu::Dimension::x);
+  Value row = k.add(k.mul(k.blockId(gpu::Dimension::x), k.blockDim(gpu::Dimension::y)),
+                    k.threadId(gpu::Dimension::y));
+  k.ifThen(cmpI(k, Pred::slt, row, rows), [&] { body(lane, row); });
+}
+
+/// max_c x[base + c] and sum_c exp(x[base + c] - max) over a warp's row.
+std::pair<Value, Value> softmaxStats(KernelBuilder &k, Value lane, Value x, Value base,
+                                     Value classes) {
+  OpBuilder &b = k.builder();
+  Location loc = k.location();
+  ValueRange partialMax =
+      k.forLoop(lane, classes, k.i64(kWarp), {k.f32(-INFINITY)}, [&](Value c, ValueRange acc) {
+        Value v = k.load(x, k.add(base, c));
+        return SmallVector<Value>{b.create<arith::MaximumFOp>(loc, acc[0], v)};
+      });
+  Value max = warpMax(k, partialMax[0]);
+  ValueRange partialSum =
+      k.forLoop(lane, classes, k.i64(kWarp), {k.f32(0.0)}, [&](Value c, ValueRange acc) {
+        Value e = b.create<math::ExpOp>(loc, k.sub(k.load(x, k.add(base, c)), max));
+        return SmallVector<Value>{k.add(acc[0], e)};
+      });
+  return {max, k.warpSum(partialSum[0])};
+}
+
+void appendCopyKernels(std::vector<KernelDef> &defs) {
+  // y[i] = x[i % n_x]: broadcast_to, and the bias rows of patch_embed.
+  defs.push_back({makeSpec("pe_broadcast_to", "pe.broadcast_to",
+                           {{"y", P}, {"x", P}, {"n", I}, {"n_x", I}}),
+                  [](KernelBuilder &k) {
+                    k.forGridStride(k.arg(2), [&](Value i) {
+                      k.store(k.load(k.arg(1), remU(k, i, k.arg(3))), k.arg(0), i);
+                    });
+                  }});
+
+  // y[(o * size + s) * inner + r] = x[o * inner + r]
+  defs.push_back({makeSpec("pe_expand_axis", "pe.expand_axis",
+                           {{"y", P}, {"x", P}, {"n", I}, {"size", I}, {"inner", I}}),
+                  [](KernelBuilder &k) {
+                    Value size = k.arg(3), inner = k.arg(4);
+                    k.forGridStride(k.arg(2), [&](Value i) {
+                      Value o = divU(k, i, k.mul(size, inner));
+                      Value at = k.add(k.mul(o, inner), remU(k, i, inner));
+                      k.store(k.load(k.arg(1), at), k.arg(0), i);
+                    });
+                  }});
+
+  // y[o * inner + r] = sum_s x[(o * count + s) * inner + r] / count
+  defs.push_back({makeSpec("pe_mean_axis", "pe.mean",
+                           {{"y", P}, {"x", P}, {"n", I}, {"inner", I}, {"count", I}}),
+                  [](KernelBuilder &k) {
+                    Value inner = k.arg(3), count = k.arg(4);
+                    k.forGridStride(k.arg(2), [&](Value i) {
+                      Value o = divU(k, i, inner), r = remU(k, i, inner);
+                      Value base = k.add(k.mul(k.mul(o, count), inner), r);
+                      ValueRange sum = k.forLoop(
+                          k.i64(0), count, k.i64(1), {k.f32(0.0)}, [&](Value s, ValueRange acc) {
+                            return SmallVector<Value>{
+                                k.add(acc[0], k.load(k.arg(1), k.add(base, k.mul(s, inner))))};
+                          });
+                      k.store(k.div(sum[0], k.toF32(count)), k.arg(0), i);
+                    });
+                  }});
+
+  // dx[i] = dy[(i / (count * inner)) * inner + i % inner] / count
+  defs.push_back({makeSpec("pe_mean_grad", "pe.mean_grad",
+                           {{"dx", P}, {"dy", P}, {"n", I}, {"inner", I}, {"count", I}}),
+                  [](KernelBuilder &k) {
+                    Value inner = k.arg(3), count = k.arg(4);
+                    k.forGridStride(k.arg(2), [&](Value i) {
+                      Value o = divU(k, i, k.mul(count, inner));
+                      Value at = k.add(k.mul(o, inner), remU(k, i, inner));
+                      k.store(k.div(k.load(k.arg(1), at), k.toF32(count)), k.arg(0), i);
+                    });
+                  }});
+
+  // One warp: out[0] = (sum_i x[i]) / divisor, lanes striding, then a
+  // butterfly (a fixed order: deterministic).
+  defs.push_back({makeSpec("pe_sum_all", "pe.sum_to",
+                           {{"out", P}, {"x", P}, {"n", I}, {"divisor", I}}, GridRule::Explicit,
+                           kWarp),
+                  [](KernelBuilder &k) {
+                    Value lane = k.threadId(gpu::Dimension::x);
+                    ValueRange partial = k.forLoop(
+                        lane, k.arg(2), k.i64(kWarp), {k.f32(0.0)}, [&](Value i, ValueRange acc) {
+                          return SmallVector<Value>{k.add(acc[0], k.load(k.arg(1), i))};
+                        });
+                    Value total = k.warpSum(partial[0]);
+                    k.ifThen(cmpI(k, Pred::eq, lane, k.i64(0)), [&] {
+                      k.store(k.div(total, k.toF32(k.arg(3))), k.arg(0), k.i64(0));
+                    });
+                  }});
+}
+
+void appendTokenOpKernels(std::vector<KernelDef> &defs) {
+  // y[b, 0, :] = cls, y[b, t, :] = x[b, t - 1, :]   (tokens_out = N + 1)
+  defs.push_back(
+      {makeSpec("pe_class_token", "pe.class_token",
+                {{"y", P}, {"x", P}, {"cls", P}, {"n", I}, {"tokens_out", I}, {"d", I}}),
+       [](KernelBuilder &k) {
+         Value tokens = k.arg(4), d = k.arg(5);
+         k.forGridStride(k.arg(3), [&](Value i) {
+           Value col = remU(k, i, d), bt = divU(k, i, d);
+           Value t = remU(k, bt, tokens), b = divU(k, bt, tokens);
+           // Two stores, not a select: x is empty when N = 0.
+           k.ifThen(cmpI(k, Pred::eq, t, k.i64(0)),
+                    [&] { k.store(k.load(k.arg(2), col), k.arg(0), i); });
+           k.ifThen(cmpI(k, Pred::ne, t, k.i64(0)), [&] {
+             Value row = k.add(k.mul(b, k.sub(tokens, k.i64(1))), k.sub(t, k.i64(1)));
+             k.store(k.load(k.arg(1), k.add(k.mul(row, d), col)), k.arg(0), i);
+           });
+         });
+       }});
+  // dx[b, t, :] = dy[b, t + 1, :]   (tokens_in = N)
+  defs.push_back({makeSpec("pe_class_token_grad_x", "pe.class_token_grad",
+                           {{"dx", P}, {"dy", P}, {"n", I}, {"tokens_in", I}, {"d", I}}),
+                  [](KernelBuilder &k) {
+                    Value tokens = k.arg(3), d = k.arg(4);
+                    k.forGridStride(k.arg(2), [&](Value i) {
+                      Value col = remU(k, i, d), bt = divU(k, i, d);
+                      Value t = remU(k, bt, tokens), b = divU(k, bt, tokens);
+                      Value row = k.add(k.mul(b, k.add(tokens, k.i64(1))), k.add(t, k.i64(1)));
+                      k.store(k.load(k.arg(1), k.add(k.mul(row, d), col)), k.arg(0), i);
+                    });
+                  }});
+  // y[b, :] = x[b, index, :]
+  defs.push_back({makeSpec("pe_select_token", "pe.select_token",
+                           {{"y", P},
+                            {"x", P},
+                            {"n", I},
+                            {"tokens", I},
+                            {"d", I},
+                            {"index_plus_one", I}}),
+                  [](KernelBuilder &k) {
+                    Value tokens = k.arg(3), d = k.arg(4);
+                    Value index = k.sub(k.arg(5), k.i64(1));
+                    k.forGridStride(k.arg(2), [&](Value i) {
+                      Value b = divU(k, i, d), col = remU(k, i, d);
+                      Value at = k.add(k.mul(k.add(k.mul(b, tokens), index), d), col);
+                      k.store(k.load(k.arg(1), at), k.arg(0), i);
+                    });
+                  }});
+  // dx[b, t, :] = t == index ? dy[b, :] : 0
+  defs.push_back({makeSpec("pe_select_token_grad", "pe.select_token_grad",
+                           {{"dx", P},
+                            {"dy", P},
+                            {"n", I},
+                            {"tokens", I},
+                            {"d", I},
+                            {"index_plus_one", I}}),
+                  [](KernelBuilder &k) {
+                    Value tokens = k.arg(3), d = k.arg(4);
+                    Value index = k.sub(k.arg(5), k.i64(1));
+                    k.forGridStride(k.arg(2), [&](Value i) {
+                      Value col = remU(k, i, d), bt = divU(k, i, d);
+                      Value t = remU(k, bt, tokens), b = divU(k, bt, tokens);
+                      Value hit = cmpI(k, Pred::eq, t, index);
+                      Value v = k.load(k.arg(1), k.add(k.mul(b, d), col));
+                      k.store(select(k, hit, v, k.f32(0.0)), k.arg(0), i);
+                    });
+                  }});
+  // y[i, :] = table[ids[i], :]; NaN for an id outside [0, vocab).
+  defs.push_back(
+      {makeSpec("pe_token_embed", "pe.token_embed",
+                {{"y", P}, {"ids", P}, {"table", P}, {"n", I}, {"d", I}, {"vocab", I}}),
+       [](KernelBuilder &k) {
+         Value d = k.arg(4), vocab = k.arg(5);
+         k.forGridStride(k.arg(3), [&](Value i) {
+           Value id = loadI32AsI64(k, k.arg(1), divU(k, i, d));
+           Value valid = andI(k, cmpI(k, Pred::sge, id, k.i64(0)), cmpI(k, Pred::slt, id, vocab));
+           Value row = select(k, valid, id, k.i64(0));
+           Value v = k.load(k.arg(2), k.add(k.mul(row, d), remU(k, i, d)));
+           k.store(select(k, valid, v, nanF32(k)), k.arg(0), i);
+         });
+       }});
+  // dtable[v, e] partials over rows r of ids: ids[r] == v ? dy[r, e] : 0
+  // (column c = v * d + e; ids outside [0, vocab) match no column).
+  defs.push_back(columnPartialsKernel(
+      "pe_token_embed_grad_partials", "pe.token_embed_grad", {"ids", "dy"}, {{"d", I}},
+      [](KernelBuilder &k, Value r, Value c) {
+        Value d = k.arg(6);
+        Value hit = cmpI(k, Pred::eq, loadI32AsI64(k, k.arg(1), r), divU(k, c, d));
+        Value v = k.load(k.arg(2), k.add(k.mul(r, d), remU(k, c, d)));
+        return select(k, hit, v, k.f32(0.0));
+      }));
+}
+
+void appendPatchKernels(std::vector<KernelDef> &defs) {
+  // cols[b * N + n, (c * p + py) * p + px] = image[b, c, row * p + py, col * p + px]
+  // with N = (H / p)(W / p), row = n / (W / p), col = n % (W / p).
+  defs.push_back({makeSpec("pe_patch_gather", "pe.patch_embed",
+                           {{"cols", P},
+                            {"image", P},
+                            {"n", I},
+                            {"channels", I},
+                            {"height", I},
+                            {"width", I},
+                            {"patch", I}}),
+                  [](KernelBuilder &k) {
+                    Value C = k.arg(3), H = k.arg(4), W = k.arg(5), p = k.arg(6);
+                    Value pp = k.mul(p, p), K = k.mul(C, pp);
+                    Value gridCols = divU(k, W, p);
+                    Value patches = k.mul(divU(k, H, p), gridCols);
+                    k.forGridStride(k.arg(2), [&](Value i) {
+                      Value bn = divU(k, i, K), kk = remU(k, i, K);
+                      Value b = divU(k, bn, patches), n = remU(k, bn, patches);
+                      Value row = divU(k, n, gridCols), col = remU(k, n, gridCols);
+                      Value c = divU(k, kk, pp), py = remU(k, divU(k, kk, p), p);
+                      Value px = remU(k, kk, p);
+                      Value y = k.add(k.mul(row, p), py), x = k.add(k.mul(col, p), px);
+                      Value at = k.add(k.mul(k.add(k.mul(k.add(k.mul(b, C), c), H), y), W), x);
+                      k.store(k.load(k.arg(1), at), k.arg(0), i);
+                    });
+                  }});
+}
+
+void appendCrossEntropyKernels(std::vector<KernelDef> &defs) {
+  auto rowSpec = [](std::string name, std::string peOp,
+                    std::vector<std::pair<std::string, ParamKind>> params) {
+    return makeSpec(std::move(name), std::move(peOp), std::move(params), GridRule::Rows, kWarp,
+                    kRowsPerBlock);
+  };
+  // losses[row] = max + log(sum exp(x - max)) - x[label]; NaN for a bad label.
+  defs.push_back({rowSpec("pe_cross_entropy_rows", "pe.cross_entropy",
+                          {{"losses", P}, {"logits", P}, {"labels", P}, {"rows", I}, {"classes", I}}),
+                  [](KernelBuilder &k) {
+                    Value classes = k.arg(4);
+                    forWarpRow(k, k.arg(3), [&](Value lane, Value row) {
+                      Value label = loadI32AsI64(k, k.arg(2), row);
+                      Value valid = andI(k, cmpI(k, Pred::sge, label, k.i64(0)),
+                                         cmpI(k, Pred::slt, label, classes));
+                      Value base = k.mul(row, classes);
+                      auto [max, sum] = softmaxStats(k, lane, k.arg(1), base, classes);
+                      Value picked =
+                          k.load(k.arg(1), k.add(base, select(k, valid, label, k.i64(0))));
+                      Value logSum = k.builder().create<math::LogOp>(k.location(), sum);
+                      Value loss = k.sub(k.add(max, logSum), picked);
+                      k.ifThen(cmpI(k, Pred::eq, lane, k.i64(0)), [&] {
+                        k.store(select(k, valid, loss, nanF32(k)), k.arg(0), row);
+                      });
+                    });
+                  }});
+  // dlogits[row, c] = dy / rows * (softmax[c] - (c == label)); NaN rows for a bad label.
+  defs.push_back(
+      {rowSpec("pe_cross_entropy_grad", "pe.cross_entropy_grad",
+               {{"dlogits", P}, {"logits", P}, {"labels", P}, {"dy", P}, {"rows", I}, {"classes", I}}),
+       [](KernelBuilder &k) {
+         Value rows = k.arg(4), classes = k.arg(5);
+         forWarpRow(k, rows, [&](Value lane, Value row) {
+           Value label = loadI32AsI64(k, k.arg(2), row);
+           Value valid = andI(k, cmpI(k, Pred::sge, label, k.i64(0)),
+                              cmpI(k, Pred::slt, label, classes));
+           Value base = k.mul(row, classes);
+           auto [max, sum] = softmaxStats(k, lane, k.arg(1), base, classes);
+           Value factor = k.div(k.load(k.arg(3), k.i64(0)), k.toF32(rows));
+           k.forLoop(lane, classes, k.i64(kWarp), {}, [&](Value c, ValueRange) {
+             OpBuilder &b = k.builder();
+             Value e = b.create<math::ExpOp>(k.location(), k.sub(k.load(k.arg(1), k.add(base, c)), max));
+             Value p = k.div(e, sum);
+             Value onehot = select(k, cmpI(k, Pred::eq, c, label), k.f32(1.0), k.f32(0.0));
+             Value v = k.mul(factor, k.sub(p, onehot));
+             k.store(select(k, valid, v, nanF32(k)), k.arg(0), k.add(base, c));
+             return SmallVector<Value>{};
+           });
+         });
+       }});
+}
+
+//===----------------------------------------------------------------------===//
+// Lowerings
+//===----------------------------------------------------------------------===//
+
+OpSteps single(std::string kernel, std::vector<LaunchArg> args) {
+  OpSteps steps;
+  steps.launches.push_back(Launch::kernelCall(std::move(kernel), std::move(args)));
+  return steps;
+}
+
+BatchAffine numel(Value v) { return elementCount(v.getType()); }
+
+/// The sum of all of x into `out` (a scalar), divided by `divisor`: the rows
+/// of x's last dimension summed per column first when x has one (parallel),
+/// then one warp over the columns.
+void appendSumAll(OpSteps &steps, Value x, LaunchArg xArg, LaunchArg out, BatchAffine divisor) {
+  std::vector<int64_t> shape = *batchShape(x.getType());
+  int64_t cols = shape.empty() ? 1 : shape.back();
+  if (shape.size() >= 2 && cols > 1) {
+    BatchAffine rows = leadingCount(shape, shape.size() - 1);
+    int64_t scratch = int64_t(steps.scratchBytes.size());
+    steps.scratchBytes.push_back(BatchAffine::fixed(cols * 4));
+    appendPlainColumnSum(steps, xArg, rows, cols, cols, A::scratch(scratch));
+    Launch all = Launch::kernelCall("pe_sum_all", {out, A::scratch(scratch), A::i64(cols),
+                                                   A::i64(divisor)});
+    all.grid = ExplicitGrid{};
+    steps.launches.push_back(std::move(all));
+    return;
+  }
+  Launch all = Launch::kernelCall("pe_sum_all", {out, xArg, A::i64(numel(x)), A::i64(divisor)});
+  all.grid = ExplicitGrid{};
+  steps.launches.push_back(std::move(all));
+}
+
+std::optional<OpSteps> lowerSumTo(Operation &op) {
+  Value x = op.getOperand(0), y = op.getResult(0);
+  if (x.getType() == y.getType())
+    return single("pe_broadcast_to", {A::result(0), A::operand(0), A::i64(numel(y)),
+                                      A::i64(numel(x))});
+  auto shape = batchShape(y.getType());
+  if (!shape)
+    return std::nullopt;
+  OpSteps steps;
+  if (shape->empty()) {
+    appendSumAll(steps, x, A::operand(0), A::result(0), BatchAffine::fixed(1));
+    return steps;
+  }
+  std::optional<int64_t> cols = staticProduct(*shape, 0, shape->size());
+  if (!cols)
+    return std::nullopt; // a suffix holding the batch is all of x (handled above)
+  BatchAffine rows = rowsOf(numel(x), *cols);
+  appendPlainColumnSum(steps, A::operand(0), rows, *cols, *cols, A::result(0));
+  return steps;
+}
+
+std::optional<OpSteps> lowerMean(Operation &op) {
+  auto mean = cast<pe::MeanOp>(op);
+  Value x = op.getOperand(0);
+  OpSteps steps;
+  if (!mean.getAxis()) {
+    appendSumAll(steps, x, A::operand(0), A::result(0), numel(x));
+    return steps;
+  }
+  auto shape = batchShape(x.getType());
+  size_t axis = size_t(*mean.getAxis());
+  std::optional<int64_t> inner = staticProduct(*shape, axis + 1, shape->size());
+  if (!inner)
+    return std::nullopt;
+  BatchAffine outer = leadingCount(*shape, axis);
+  // count = dim `axis`: the batch when axis = 0 and dim 0 is dynamic.
+  BatchAffine countAffine = (*shape)[axis] < 0 ? BatchAffine{1, 0}
+                                               : BatchAffine::fixed((*shape)[axis]);
+  return single("pe_mean_axis", {A::result(0), A::operand(0), A::i64(outer * *inner),
+                                 A::i64(*inner), A::i64(countAffine)});
+}
+
+std::optional<OpSteps> lowerMeanGrad(Operation &op) {
+  auto grad = cast<pe::MeanGradOp>(op);
+  Value x = op.getOperand(0);
+  BatchAffine n = numel(x);
+  if (!grad.getAxis())
+    return single("pe_mean_grad",
+                  {A::result(0), A::operand(1), A::i64(n), A::i64(1), A::i64(n)});
+  auto shape = batchShape(x.getType());
+  size_t axis = size_t(*grad.getAxis());
+  std::optional<int64_t> inner = staticProduct(*shape, axis + 1, shape->size());
+  if (!inner)
+    return std::nullopt;
+  BatchAffine countAffine = (*shape)[axis] < 0 ? BatchAffine{1, 0}
+                                               : BatchAffine::fixed((*shape)[axis]);
+  return single("pe_mean_grad", {A::result(0), A::operand(1), A::i64(n), A::i64(*inner),
+                                  A::i64(countAffine)});
+}
+
+std::optional<OpSteps> lowerExpandAxis(Operation &op) {
+  auto expand = cast<pe::ExpandAxisOp>(op);
+  auto shape = batchShape(op.getOperand(0).getType());
+  size_t axis = size_t(expand.getAxis());
+  std::optional<int64_t> inner = staticProduct(*shape, axis, shape->size());
+  if (!inner || *inner == 0)
+    return std::nullopt;
+  return single("pe_expand_axis", {A::result(0), A::operand(0), A::i64(numel(op.getResult(0))),
+                                   A::i64(int64_t(expand.getSize())), A::i64(*inner)});
+}
+
+/// [B, T, D] with static T and D.
+std::optional<std::pair<int64_t, int64_t>> tokensAndWidth(Type type) {
+  auto shape = batchShape(type);
+  if (!shape || shape->size() != 3 || (*shape)[1] < 0 || (*shape)[2] < 0)
+    return std::nullopt;
+  return std::make_pair((*shape)[1], (*shape)[2]);
+}
+
+std::optional<OpSteps> lowerClassToken(Operation &op) {
+  auto td = tokensAndWidth(op.getResult(0).getType());
+  if (!td)
+    return std::nullopt;
+  return single("pe_class_token", {A::result(0), A::operand(0), A::operand(1),
+                                   A::i64(numel(op.getResult(0))), A::i64(td->first),
+                                   A::i64(td->second)});
+}
+
+std::optional<OpSteps> lowerClassTokenGrad(Operation &op) {
+  auto td = tokensAndWidth(op.getOperand(0).getType());
+  if (!td)
+    return std::nullopt;
+  auto [tokensOut, d] = *td;
+  OpSteps steps;
+  steps.launches.push_back(Launch::kernelCall(
+      "pe_class_token_grad_x", {A::result(0), A::operand(0), A::i64(numel(op.getResult(0))),
+                                A::i64(tokensOut - 1), A::i64(d)}));
+  BatchAffine batch = rowsOf(numel(op.getOperand(0)), tokensOut * d);
+  appendPlainColumnSum(steps, A::operand(0), batch, d, tokensOut * d, A::result(1));
+  return steps;
+}
+
+std::optional<OpSteps> lowerSelectToken(Operation &op) {
+  auto td = tokensAndWidth(op.getOperand(0).getType());
+  if (!td)
+    return std::nullopt;
+  int64_t index = int64_t(cast<pe::SelectTokenOp>(op).getIndex());
+  return single("pe_select_token", {A::result(0), A::operand(0), A::i64(numel(op.getResult(0))),
+                                    A::i64(td->first), A::i64(td->second), A::i64(index + 1)});
+}
+
+std::optional<OpSteps> lowerSelectTokenGrad(Operation &op) {
+  auto td = tokensAndWidth(op.getResult(0).getType());
+  if (!td)
+    return std::nullopt;
+  int64_t index = int64_t(cast<pe::SelectTokenGradOp>(op).getIndex());
+  return single("pe_select_token_grad",
+                {A::result(0), A::operand(0), A::i64(numel(op.getResult(0))), A::i64(td->first),
+                 A::i64(td->second), A::i64(index + 1)});
+}
+
+std::optional<OpSteps> lowerTokenEmbed(Operation &op) {
+  auto table = batchShape(op.getOperand(1).getType());
+  if (!table || table->size() != 2 || (*table)[0] < 0 || (*table)[1] < 0)
+    return std::nullopt;
+  return single("pe_token_embed", {A::result(0), A::operand(0), A::operand(1),
+                                   A::i64(numel(op.getResult(0))), A::i64((*table)[1]),
+                                   A::i64((*table)[0])});
+}
+
+std::optional<OpSteps> lowerTokenEmbedGrad(Operation &op) {
+  auto table = batchShape(op.getResult(0).getType());
+  if (!table || table->size() != 2 || (*table)[0] < 0 || (*table)[1] < 0)
+    return std::nullopt;
+  int64_t vocab = (*table)[0], d = (*table)[1];
+  OpSteps steps;
+  appendColumnSum(steps, "pe_token_embed_grad_partials", {A::operand(0), A::operand(1)},
+                  numel(op.getOperand(0)), vocab * d, {A::i64(d)}, A::result(0));
+  return steps;
+}
+
+struct PatchGeometry {
+  int64_t channels, height, width, patch, k, patches;
+};
+
+std::optional<PatchGeometry> patchGeometry(Type imageType, int64_t patch) {
+  auto shape = batchShape(imageType);
+  if (!shape || shape->size() != 4 || patch <= 0)
+    return std::nullopt;
+  PatchGeometry g{(*shape)[1], (*shape)[2], (*shape)[3], patch, 0, 0};
+  if (g.channels < 0 || g.height < 0 || g.width < 0 || g.height % patch || g.width % patch)
+    return std::nullopt;
+  g.k = g.channels * patch * patch;
+  g.patches = (g.height / patch) * (g.width / patch);
+  return g;
+}
+
+/// The im2col gather of `image` (operand 0) into scratch 0: [B * N, K].
+BatchAffine appendPatchGather(OpSteps &steps, Operation &op, const PatchGeometry &g) {
+  BatchAffine batch = rowsOf(numel(op.getOperand(0)), g.channels * g.height * g.width);
+  BatchAffine rows = batch * g.patches;
+  steps.scratchBytes.push_back(rows * (g.k * 4));
+  steps.launches.push_back(Launch::kernelCall(
+      "pe_patch_gather", {A::scratch(0), A::operand(0), A::i64(rows * g.k), A::i64(g.channels),
+                          A::i64(g.height), A::i64(g.width), A::i64(g.patch)}));
+  return rows;
+}
+
+std::optional<OpSteps> lowerPatchEmbed(Operation &op) {
+  auto embed = cast<pe::PatchEmbedOp>(op);
+  auto g = patchGeometry(op.getOperand(0).getType(), int64_t(embed.getPatch()));
+  int64_t d = lastDimension(op.getResult(0).getType());
+  if (!g || d <= 0)
+    return std::nullopt;
+  OpSteps steps;
+  BatchAffine rows = appendPatchGather(steps, op, *g);
+  steps.launches.push_back(Launch::kernelCall(
+      "pe_broadcast_to", {A::result(0), A::operand(2), A::i64(rows * d), A::i64(d)}));
+  GemmCall gemm; // y = cols w + y (the bias rows)
+  gemm.a = A::scratch(0);
+  gemm.b = A::operand(1);
+  gemm.c = A::result(0);
+  gemm.m = rows;
+  gemm.n = BatchAffine::fixed(d);
+  gemm.k = BatchAffine::fixed(g->k);
+  gemm.beta = 1.0f;
+  steps.launches.push_back(Launch::gemmCall(gemm));
+  return steps;
+}
+
+std::optional<OpSteps> lowerPatchEmbedGrad(Operation &op) {
+  auto grad = cast<pe::PatchEmbedGradOp>(op);
+  auto g = patchGeometry(op.getOperand(0).getType(), int64_t(grad.getPatch()));
+  int64_t d = lastDimension(op.getOperand(1).getType());
+  if (!g || d <= 0)
+    return std::nullopt;
+  OpSteps steps;
+  BatchAffine rows = appendPatchGather(steps, op, *g);
+  GemmCall gemm; // dw = cols^T dy
+  gemm.a = A::scratch(0);
+  gemm.transA = true;
+  gemm.b = A::operand(1);
+  gemm.c = A::result(0);
+  gemm.m = BatchAffine::fixed(g->k);
+  gemm.n = BatchAffine::fixed(d);
+  gemm.k = rows;
+  steps.launches.push_back(Launch::gemmCall(gemm));
+  appendPlainColumnSum(steps, A::operand(1), rows, d, d, A::result(1));
+  return steps;
+}
+
+std::optional<OpSteps> lowerCrossEntropy(Operation &op) {
+  int64_t classes = lastDimension(op.getOperand(0).getType());
+  if (classes <= 0)
+    return std::nullopt;
+  BatchAffine rows = numel(op.getOperand(1));
+  OpSteps steps;
+  steps.scratchBytes.push_back(rows * 4);
+  steps.launches.push_back(Launch::kernelCall(
+      "pe_cross_entropy_rows", {A::scratch(0), A::operand(0), A::operand(1), A::i64(rows),
+                                A::i64(classes)}));
+  Launch mean = Launch::kernelCall("pe_sum_all",
+                                   {A::result(0), A::scratch(0), A::i64(rows), A::i64(rows)});
+  mean.grid = ExplicitGrid{};
+  steps.launches.push_back(std::move(mean));
+  return steps;
+}
+
+std::optional<OpSteps> lowerCrossEntropyGrad(Operation &op) {
+  int64_t classes = lastDimension(op.getOperand(0).getType());
+  if (classes <= 0)
+    return std::nullopt;
+  return single("pe_cross_entropy_grad",
+                {A::result(0), A::operand(0), A::operand(1), A::operand(2),
+                 A::i64(numel(op.getOperand(1))), A::i64(classes)});
+}
+
+std::optional<OpSteps> lowerBroadcastTo(Operation &op) {
+  return single("pe_broadcast_to", {A::result(0), A::operand(0), A::i64(numel(op.getResult(0))),
+                                    A::i64(numel(op.getOperand(0)))});
+}
+
+} // namespace
+
+void appendTokenKernels(std::vector<KernelDef> &defs) {
+  appendColumnSumKernels(defs);
+  appendCopyKernels(defs);
+  appendTokenOpKernels(defs);
+  appendPatchKernels(defs);
+  appendCrossEntropyKernels(defs);
+}
+
+void appendTokenLowerings(std::vector<OpLowering> &lowerings) {
+  lowerings.push_back({"pe.sum_to", lowerSumTo});
+  lowerings.push_back({"pe.broadcast_to", lowerBroadcastTo});
+  lowerings.push_back({"pe.expand_axis", lowerExpandAxis});
+  lowerings.push_back({"pe.mean", lowerMean});
+  lowerings.push_back({"pe.mean_grad", lowerMeanGrad});
+  lowerings.push_back({"pe.class_token", lowerClassToken});
+  lowerings.push_back({"pe.class_token_grad", lowerClassTokenGrad});
+  lowerings.push_back({"pe.select_token", lowerSelectToken});
+  lowerings.push_back({"pe.select_token_grad", lowerSelectTokenGrad});
+  lowerings.push_back({"pe.token_embed", lowerTokenEmbed});
+  lowerings.push_back({"pe.token_embed_grad", lowerTokenEmbedGrad});
+  lowerings.push_back({"pe.patch_embed", lowerPatchEmbed});
+  lowerings.push_back({"pe.patch_embed_grad", lowerPatchEmbedGrad});
+  lowerings.push_back({"pe.cross_entropy", lowerCrossEntropy});
+  lowerings.push_back({"pe.cross_entropy_grad", lowerCrossEntropyGrad});
+}
+
+} // namespace stringc::cudagen

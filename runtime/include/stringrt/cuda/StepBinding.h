@@ -1,0 +1,102 @@
+// The pure half of the device executor (DeviceExecutor.h): where each value
+// of a program lives on the device at a batch size, how an op's scratch
+// buffers are laid out, and a step program launch bound to device pointers,
+// integers and a grid. No device or driver is needed, so all of it is unit
+// tested on machines without a GPU (runtime/tests/cuda/StepBindingTest.cpp).
+#pragma once
+
+#include "stringrt/CudaSection.h"
+#include "stringrt/Manifest.h"
+#include "stringrt/cuda/CudaBackend.h"
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace stringrt::cuda {
+
+// Byte alignment of the buffers the executor carves (cuBLAS and coalesced
+// access like 256).
+constexpr uint64_t kDeviceAlignment = 256;
+
+// The device region a value lives in.
+enum class Region {
+  None,   // not a value of the program (unused id)
+  Params, // a slice of the flat parameter buffer (pe.get_param)
+  Arena,  // the program's arena (the package's arena plan), at this batch
+  Extra,  // the executor's own per-batch buffer: inputs, constants, i32
+          // results and f32 results outside the plan
+};
+
+struct ValuePlace {
+  Region region = Region::None;
+  uint64_t offset = 0; // bytes from the region's base
+  uint64_t bytes = 0;
+};
+
+struct ProgramPlacement {
+  std::vector<ValuePlace> values; // by ValueId
+  uint64_t arenaBytes = 0;
+  uint64_t extraBytes = 0;
+};
+
+// Places every value of `program` at `batch`: get_param results at their
+// parameter's offset (`paramOffsets[i]`, elements, manifest order), arena
+// members at their slot (arenaLayout of the plan; without a plan every f32
+// op result goes to Extra), the rest in Extra, each 256-byte aligned.
+// Throws Error naming the program for an unknown parameter.
+ProgramPlacement placeValues(const Manifest &manifest, const Program &program,
+                             const std::string &name, int64_t batch);
+
+// Byte offsets of an op's scratch buffers in one scratch block, 256-byte
+// aligned; `bytes` is the block's size.
+struct ScratchLayout {
+  std::vector<uint64_t> offsets;
+  uint64_t bytes = 0;
+};
+ScratchLayout scratchLayout(const CudaOpSteps &steps, int64_t batch);
+
+// The device addresses an op's launches see.
+struct OpPointers {
+  std::vector<uint64_t> operands, results, scratch;
+};
+
+// A GEMM with its sizes evaluated.
+struct BoundGemm {
+  uint64_t a = 0, b = 0, c = 0;
+  int64_t m = 0, n = 0, k = 0, count = 1, strideA = 0, strideB = 0, strideC = 0;
+  bool transA = false, transB = false;
+  float alpha = 1.0f, beta = 0.0f;
+};
+
+struct BoundLaunch {
+  const CudaKernel *kernel = nullptr; // null for a GEMM
+  std::vector<KernelArg> args;
+  std::optional<std::array<int64_t, 3>> grid; // explicit grids, evaluated
+  std::optional<BoundGemm> gemm;
+};
+
+// Binds `launch` at `batch`. Throws Error, prefixed with `where`, for a
+// negative size, an explicit grid beyond the device limits (x < 2^31,
+// y and z <= 65535) or a GEMM whose pointers are null.
+BoundLaunch bindLaunch(const CudaSection &section, const CudaLaunch &launch,
+                       const OpPointers &pointers, int64_t batch, const std::string &where);
+
+// Binds every launch of program `name`'s steps at `batch` against the
+// placement of its values, without a device: throws Error (naming the op and
+// launch) for an op without steps, a binding error (StepBinding above), or
+// a GEMM whose matrices reach past the value or scratch buffer they are
+// bound to. Returns the number of launches checked. The device executor's
+// walk does the same bindings; tests run this on compiled packages.
+int64_t checkProgramSteps(const Manifest &manifest, const CudaSection &section,
+                          const std::string &name, int64_t batch);
+
+// The compute ops of `program` that have no steps (each name once, in
+// program order, with "xN" when it occurs N > 1 times): the device
+// executor refuses a package while this is not empty.
+std::vector<std::string> uncoveredOps(const CudaSection &section, const Program &program,
+                                      const std::string &name);
+
+} // namespace stringrt::cuda

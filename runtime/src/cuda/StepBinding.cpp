@@ -1,0 +1,284 @@
+// Value placement, scratch layout and launch binding of the device executor
+// (StepBinding.h). Pure: no driver calls.
+#include "stringrt/cuda/StepBinding.h"
+
+#include "ArenaPlan.h"
+#include "stringrt/Error.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+
+namespace stringrt::cuda {
+namespace {
+
+uint64_t alignUp(uint64_t bytes) {
+  return (bytes + kDeviceAlignment - 1) / kDeviceAlignment * kDeviceAlignment;
+}
+
+uint64_t valueBytes(const ProgramValue &value, int64_t batch) {
+  int64_t elements = 1;
+  for (int64_t d : value.shape)
+    elements *= d < 0 ? batch : d;
+  return uint64_t(elements) * 4; // f32 and i32
+}
+
+int64_t evaluate(const CudaAffine &a, int64_t batch, const std::string &what) {
+  int64_t v = a.at(batch);
+  if (v < 0)
+    throw Error(fmt::format("{} is negative ({} at batch {})", what, v, batch));
+  return v;
+}
+
+} // namespace
+
+ProgramPlacement placeValues(const Manifest &manifest, const Program &program,
+                             const std::string &name, int64_t batch) {
+  ProgramPlacement placement;
+  placement.values.resize(program.values.size());
+  std::map<std::string, int64_t> paramOffsets;
+  int64_t offset = 0;
+  for (const ManifestParam &p : manifest.params) {
+    paramOffsets[p.name] = offset;
+    int64_t n = 1;
+    for (int64_t d : p.shape)
+      n *= d;
+    offset += n;
+  }
+  std::vector<bool> members = detail::arenaMembers(program);
+  std::vector<int64_t> slotOffsets;
+  if (program.arena) {
+    detail::ArenaLayout layout = detail::arenaLayout(*program.arena, batch);
+    slotOffsets = layout.offsets;
+    placement.arenaBytes = uint64_t(layout.elements) * 4;
+  }
+  auto extra = [&](ValueId v) {
+    ValuePlace &place = placement.values[v];
+    place.region = Region::Extra;
+    place.bytes = valueBytes(program.values[v], batch);
+    place.offset = placement.extraBytes;
+    placement.extraBytes += alignUp(place.bytes);
+  };
+  for (ValueId v : program.inputs)
+    extra(v);
+  for (const ProgramOp &op : program.ops) {
+    if (op.op == "pe.get_param") {
+      const std::string &param = op.getString("param");
+      auto it = paramOffsets.find(param);
+      if (it == paramOffsets.end())
+        throw Error(fmt::format("program '{}': no parameter '{}'", name, param));
+      ValuePlace &place = placement.values[op.results[0]];
+      place.region = Region::Params;
+      place.offset = uint64_t(it->second) * 4;
+      place.bytes = valueBytes(program.values[op.results[0]], batch);
+      continue;
+    }
+    for (ValueId r : op.results) {
+      if (program.arena && members[r] && program.arena->valueSlot[r] >= 0) {
+        ValuePlace &place = placement.values[r];
+        place.region = Region::Arena;
+        place.offset = uint64_t(slotOffsets[size_t(program.arena->valueSlot[r])]) * 4;
+        place.bytes = valueBytes(program.values[r], batch);
+      } else {
+        extra(r);
+      }
+    }
+  }
+  return placement;
+}
+
+ScratchLayout scratchLayout(const CudaOpSteps &steps, int64_t batch) {
+  ScratchLayout layout;
+  for (size_t i = 0; i < steps.scratchBytes.size(); ++i) {
+    layout.offsets.push_back(layout.bytes);
+    layout.bytes += alignUp(uint64_t(
+        evaluate(steps.scratchBytes[i], batch, fmt::format("scratch buffer {}", i))));
+  }
+  return layout;
+}
+
+namespace {
+
+uint64_t pointerOf(const CudaArg &arg, const OpPointers &p, const std::string &where) {
+  const std::vector<uint64_t> &list = arg.kind == CudaArgKind::Operand  ? p.operands
+                                      : arg.kind == CudaArgKind::Result ? p.results
+                                                                        : p.scratch;
+  const char *kind = arg.kind == CudaArgKind::Operand  ? "operand"
+                     : arg.kind == CudaArgKind::Result ? "result"
+                                                       : "scratch";
+  if (arg.index < 0 || size_t(arg.index) >= list.size())
+    throw Error(fmt::format("{}: {} {} out of range ({} bound)", where, kind, arg.index,
+                            list.size()));
+  uint64_t address = list[size_t(arg.index)];
+  if (address == 0)
+    throw Error(fmt::format("{}: {} {} has no device address", where, kind, arg.index));
+  return address;
+}
+
+} // namespace
+
+BoundLaunch bindLaunch(const CudaSection &section, const CudaLaunch &launch,
+                       const OpPointers &pointers, int64_t batch, const std::string &where) {
+  BoundLaunch bound;
+  if (launch.gemm) {
+    const CudaGemm &g = *launch.gemm;
+    BoundGemm b;
+    b.a = pointerOf(g.a, pointers, where + " (gemm a)");
+    b.b = pointerOf(g.b, pointers, where + " (gemm b)");
+    b.c = pointerOf(g.c, pointers, where + " (gemm c)");
+    b.m = evaluate(g.m, batch, where + ": gemm m");
+    b.n = evaluate(g.n, batch, where + ": gemm n");
+    b.k = evaluate(g.k, batch, where + ": gemm k");
+    b.count = evaluate(g.count, batch, where + ": gemm count");
+    b.strideA = evaluate(g.strideA, batch, where + ": gemm stride_a");
+    b.strideB = evaluate(g.strideB, batch, where + ": gemm stride_b");
+    b.strideC = evaluate(g.strideC, batch, where + ": gemm stride_c");
+    b.transA = g.transA;
+    b.transB = g.transB;
+    b.alpha = g.alpha;
+    b.beta = g.beta;
+    bound.gemm = b;
+    return bound;
+  }
+  if (launch.kernel < 0 || size_t(launch.kernel) >= section.kernels.size())
+    throw Error(fmt::format("{}: kernel index {} out of range", where, launch.kernel));
+  const CudaKernel &kernel = section.kernels[size_t(launch.kernel)];
+  bound.kernel = &kernel;
+  if (launch.args.size() != kernel.params.size())
+    throw Error(fmt::format("{}: kernel {} takes {} arguments, got {}", where, kernel.name,
+                            kernel.params.size(), launch.args.size()));
+  for (size_t i = 0; i < launch.args.size(); ++i) {
+    const CudaArg &arg = launch.args[i];
+    std::string argWhere = fmt::format("{}: kernel {} argument {}", where, kernel.name, i);
+    switch (arg.kind) {
+    case CudaArgKind::Operand:
+    case CudaArgKind::Result:
+    case CudaArgKind::Scratch:
+      bound.args.push_back(KernelArg::pointer(pointerOf(arg, pointers, argWhere)));
+      break;
+    case CudaArgKind::I64:
+      bound.args.push_back(KernelArg::integer(evaluate(arg.integer, batch, argWhere)));
+      break;
+    case CudaArgKind::F32:
+      bound.args.push_back(KernelArg::real(arg.real));
+      break;
+    }
+    if (bound.args.back().kind != kernel.params[i])
+      throw Error(fmt::format("{} must be {}", argWhere, cudaParamKindName(kernel.params[i])));
+  }
+  if (launch.grid) {
+    std::array<int64_t, 3> grid{};
+    const int64_t limits[3] = {(int64_t(1) << 31) - 1, 65535, 65535};
+    for (size_t d = 0; d < 3; ++d) {
+      grid[d] = evaluate((*launch.grid)[d], batch, fmt::format("{}: grid[{}]", where, d));
+      if (grid[d] > limits[d])
+        throw Error(fmt::format("{}: kernel {} grid[{}] = {} exceeds the device limit {}", where,
+                                kernel.name, d, grid[d], limits[d]));
+    }
+    bound.grid = grid;
+  }
+  return bound;
+}
+
+int64_t checkProgramSteps(const Manifest &manifest, const CudaSection &section,
+                          const std::string &name, int64_t batch) {
+  const Program &program = manifest.program(name);
+  const CudaProgramSteps *steps = section.stepsOf(name);
+  if (!steps)
+    throw Error(fmt::format("the cuda section has no steps for program '{}'", name));
+  ProgramPlacement placement = placeValues(manifest, program, name, batch);
+  // Fake, disjoint region bases: only extents are checked.
+  const uint64_t base[4] = {0, uint64_t(1) << 40, uint64_t(2) << 40, uint64_t(3) << 40};
+  const uint64_t scratchBase = uint64_t(4) << 40;
+  auto addressOf = [&](ValueId v) -> uint64_t {
+    const ValuePlace &place = placement.values[v];
+    return place.bytes ? base[int(place.region)] + place.offset : 0;
+  };
+  int64_t launches = 0;
+  size_t next = 0;
+  for (size_t i = 0; i < program.ops.size(); ++i) {
+    const ProgramOp &op = program.ops[i];
+    if (op.op == "pe.get_param" || op.op == "arith.constant")
+      continue;
+    if (next >= steps->ops.size() || steps->ops[next].op != int64_t(i))
+      throw Error(fmt::format("{} op {} ({}) has no GPU steps", name, i, op.op));
+    const CudaOpSteps &opSteps = steps->ops[next++];
+    OpPointers pointers;
+    std::vector<uint64_t> operandBytes, resultBytes, scratchBytes;
+    for (ValueId v : op.operands) {
+      pointers.operands.push_back(addressOf(v));
+      operandBytes.push_back(placement.values[v].bytes);
+    }
+    for (ValueId v : op.results) {
+      pointers.results.push_back(addressOf(v));
+      resultBytes.push_back(placement.values[v].bytes);
+    }
+    ScratchLayout scratch = scratchLayout(opSteps, batch);
+    for (size_t k = 0; k < scratch.offsets.size(); ++k) {
+      uint64_t bytes = uint64_t(opSteps.scratchBytes[k].at(batch));
+      pointers.scratch.push_back(bytes ? scratchBase + scratch.offsets[k] : 0);
+      scratchBytes.push_back(bytes);
+    }
+    auto extent = [&](const CudaArg &arg) -> uint64_t {
+      const std::vector<uint64_t> &bytes = arg.kind == CudaArgKind::Operand  ? operandBytes
+                                           : arg.kind == CudaArgKind::Result ? resultBytes
+                                                                             : scratchBytes;
+      return bytes.at(size_t(arg.index));
+    };
+    for (size_t l = 0; l < opSteps.launches.size(); ++l) {
+      const CudaLaunch &launch = opSteps.launches[l];
+      std::string where = fmt::format("{} op {} ({}) launch {}", name, i, op.op, l);
+      BoundLaunch bound = bindLaunch(section, launch, pointers, batch, where);
+      ++launches;
+      if (!bound.gemm)
+        continue;
+      const BoundGemm &g = *bound.gemm;
+      auto reach = [&](int64_t rows, int64_t cols, int64_t stride) {
+        return uint64_t(g.count > 0 ? (g.count - 1) * stride + rows * cols : 0) * 4;
+      };
+      const std::pair<const char *, std::pair<uint64_t, const CudaArg *>> matrices[] = {
+          {"A", {reach(g.m, g.k, g.strideA), &launch.gemm->a}},
+          {"B", {reach(g.k, g.n, g.strideB), &launch.gemm->b}},
+          {"C", {reach(g.m, g.n, g.strideC), &launch.gemm->c}}};
+      for (const auto &[matrix, need] : matrices)
+        if (need.first > extent(*need.second))
+          throw Error(fmt::format("{}: GEMM {} needs {} bytes, its buffer has {} (m {}, n {}, "
+                                  "k {}, count {})",
+                                  where, matrix, need.first, extent(*need.second), g.m, g.n, g.k,
+                                  g.count));
+    }
+  }
+  if (next != steps->ops.size())
+    throw Error(fmt::format("{}: steps for op {}, which is not a compute op of the program", name,
+                            steps->ops[next].op));
+  return launches;
+}
+
+std::vector<std::string> uncoveredOps(const CudaSection &section, const Program &program,
+                                      const std::string &name) {
+  const CudaProgramSteps *steps = section.stepsOf(name);
+  std::vector<bool> covered(program.ops.size(), false);
+  if (steps)
+    for (const CudaOpSteps &op : steps->ops)
+      if (op.op >= 0 && size_t(op.op) < covered.size())
+        covered[size_t(op.op)] = true;
+  std::vector<std::pair<std::string, int64_t>> counts;
+  for (size_t i = 0; i < program.ops.size(); ++i) {
+    const std::string &op = program.ops[i].op;
+    if (covered[i] || op == "pe.get_param" || op == "arith.constant")
+      continue;
+    auto it = std::find_if(counts.begin(), counts.end(),
+                           [&](const auto &entry) { return entry.first == op; });
+    if (it == counts.end())
+      counts.push_back({op, 1});
+    else
+      ++it->second;
+  }
+  std::vector<std::string> names;
+  for (const auto &[op, n] : counts)
+    names.push_back(n > 1 ? fmt::format("{} x{}", op, n) : op);
+  return names;
+}
+
+} // namespace stringrt::cuda

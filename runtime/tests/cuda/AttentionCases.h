@@ -1,0 +1,264 @@
+// The attention kernels of compiler/lib/GPU/AttentionKernels.cpp run on
+// random data and compared with the reference kernels (runtime/src/reference),
+// launch by launch as the compiler's op lowerings compose them: the same
+// kernel names, argument lists, explicit grids and statistics scratch. The
+// cases are written against a small backend interface so they run on a GPU
+// (AttentionKernelsTest.cpp, KernelSet launches) and on anything else that
+// can launch the generated kernels by name.
+//
+// Tolerance, |got - want| <= tol * (1 + |want|): 1e-4 for the flash kernels
+// (f32 FMA dot products and sums over up to 197 keys against double
+// references; the scores of the "peaked" cases reach +-100, past exp's f32
+// range without the running maximum), 0 for the skip gathers (no arithmetic;
+// dq and dk exact zeros).
+#pragma once
+
+#include "stringrt/cuda/CudaBackend.h"
+#include "stringrt/reference/FusedKernels.h"
+#include "stringrt/reference/LayerKernels.h"
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace stringrt::cuda::attention_cases {
+
+// What the cases need from a device: buffers (addresses) and launches.
+class Backend {
+public:
+  virtual ~Backend() = default;
+  virtual uint64_t put(const std::vector<float> &values) = 0;
+  virtual std::vector<float> get(uint64_t address, size_t n) = 0;
+  // `grid` is null for kernels of a grid rule other than explicit.
+  virtual void launch(const std::string &kernel, const std::vector<KernelArg> &args,
+                      const std::array<int64_t, 3> *grid) = 0;
+  // Filled with NaN: an element a kernel leaves unwritten fails the comparison.
+  uint64_t output(size_t n) { return put(std::vector<float>(n, NAN)); }
+};
+
+enum class Mask { None, Causal, Skip };
+
+struct Case {
+  int64_t batch, tokens, heads, headDim;
+  Mask mask;
+  int64_t skipBase = 1;
+  bool rope = false;
+  double qScale = 1.0; // multiplies q: large values give peaked softmax rows
+  bool rel = false;     // relative attention: a random rel [T, T, Dh, Dh]
+  int64_t width() const { return heads * headDim; }
+  std::string describe() const {
+    const char *masks[] = {"none", "causal", "skip"};
+    return "B=" + std::to_string(batch) + " T=" + std::to_string(tokens) +
+           " H=" + std::to_string(heads) + " Dh=" + std::to_string(headDim) +
+           " mask=" + masks[int(mask)] + (rope ? " rope" : "") + (rel ? " rel" : "") +
+           (qScale != 1.0 ? " q*" + std::to_string(qScale) : "");
+  }
+};
+
+// The kernels' geometry (AttentionKernels.cpp): rows per block and names.
+inline int64_t rowsPerBlock(int64_t headDim) { return headDim > 32 ? 32 : 64; }
+inline std::string flashKernel(const Case &c, const std::string &part) {
+  return std::string(c.rope ? "pe_rope_attention" : c.rel ? "pe_rel_attention" : "pe_attention") +
+         part + "_d" + std::to_string(c.headDim);
+}
+
+inline void expectClose(const std::vector<float> &got, const std::vector<float> &want,
+                        double tol, const std::string &what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_LE(std::fabs(double(got[i]) - want[i]), tol * (1 + std::fabs(double(want[i]))))
+        << what << " at " << i << ": " << got[i] << " vs " << want[i];
+}
+
+struct Data {
+  std::vector<float> q, k, v, dy, table, rel;
+};
+
+inline Data randomData(const Case &c, std::mt19937 &rng) {
+  const size_t n = size_t(c.batch * c.tokens * c.width());
+  std::uniform_real_distribution<float> dist(-1.5f, 1.5f);
+  auto fill = [&](size_t count) {
+    std::vector<float> v(count);
+    for (float &x : v)
+      x = dist(rng);
+    return v;
+  };
+  Data d{fill(n), fill(n), fill(n), fill(n), {}, {}};
+  if (c.rel) { // entries in [-0.5, 0.5]: R k of the size of k
+    d.rel = fill(size_t(c.tokens * c.tokens * c.headDim * c.headDim));
+    for (float &x : d.rel)
+      x /= 3.0f;
+  }
+  for (float &x : d.q)
+    x = float(x * c.qScale);
+  if (c.rope) { // (cos, sin) of random angles, [T, D/2, 2]
+    std::uniform_real_distribution<double> angle(-3.2, 3.2);
+    for (int64_t i = 0; i < c.tokens * c.width() / 2; ++i) {
+      double a = angle(rng);
+      d.table.push_back(float(std::cos(a)));
+      d.table.push_back(float(std::sin(a)));
+    }
+  }
+  return d;
+}
+
+// Runs the op (`backward`: its gradient) on the backend as the lowering does
+// and compares with the reference kernels.
+inline void runCase(Backend &backend, const Case &c, bool backward, std::mt19937 &rng) {
+  SCOPED_TRACE(c.describe() + (backward ? " backward" : " forward"));
+  const int64_t B = c.batch, T = c.tokens, D = c.width(), H = c.heads, n = B * T * D;
+  const double scale = 1.0 / std::sqrt(double(c.headDim));
+  const Data d = randomData(c, rng);
+  const std::vector<int64_t> shape = {B, T, D};
+  using ref::TensorRef;
+  auto in = [&](const std::vector<float> &v, std::vector<int64_t> s) {
+    return TensorRef<const float>{v.data(), std::move(s)};
+  };
+  ref::AttentionMask mask = c.mask == Mask::None     ? ref::AttentionMask::None
+                            : c.mask == Mask::Causal ? ref::AttentionMask::Causal
+                                                     : ref::AttentionMask::Skip;
+  using KA = KernelArg;
+  const uint64_t q = backend.put(d.q), k = backend.put(d.k), v = backend.put(d.v);
+  const uint64_t dy = backend.put(d.dy);
+
+  if (c.mask == Mask::Skip) { // the gathers (lag_end = skip_base + heads)
+    const std::vector<KA> sizes = {KA::integer(n), KA::integer(T), KA::integer(D),
+                                   KA::integer(c.headDim), KA::integer(c.skipBase + H)};
+    if (!backward) {
+      uint64_t y = backend.output(size_t(n));
+      std::vector<KA> args = {KA::pointer(y), KA::pointer(v)};
+      args.insert(args.end(), sizes.begin(), sizes.end());
+      backend.launch("pe_attention_skip", args, nullptr);
+      std::vector<float> want(static_cast<size_t>(n));
+      ref::attention<float>(in(d.q, shape), in(d.k, shape), in(d.v, shape), std::nullopt, H,
+                            scale, mask, c.skipBase, {want.data(), shape});
+      expectClose(backend.get(y, size_t(n)), want, 0, "skip attention y");
+      return;
+    }
+    uint64_t dq = backend.output(size_t(n)), dk = backend.output(size_t(n)),
+             dv = backend.output(size_t(n));
+    std::vector<KA> args = {KA::pointer(dq), KA::pointer(dk), KA::pointer(dv), KA::pointer(dy)};
+    args.insert(args.end(), sizes.begin(), sizes.end());
+    backend.launch("pe_attention_skip_grad", args, nullptr);
+    std::vector<float> wq(static_cast<size_t>(n)), wk(wq.size()), wv(wq.size());
+    ref::attentionGrad<float>(in(d.q, shape), in(d.k, shape), in(d.v, shape), in(d.dy, shape),
+                              std::nullopt, H, scale, mask, c.skipBase, {wq.data(), shape},
+                              {wk.data(), shape}, {wv.data(), shape}, std::nullopt);
+    expectClose(backend.get(dq, size_t(n)), wq, 0, "skip attention dq");
+    expectClose(backend.get(dk, size_t(n)), wk, 0, "skip attention dk");
+    expectClose(backend.get(dv, size_t(n)), wv, 0, "skip attention dv");
+    return;
+  }
+
+  const int64_t window = c.mask == Mask::Causal ? 1 : T;
+  const std::array<int64_t, 3> grid = {B * H, (T + rowsPerBlock(c.headDim) - 1) /
+                                                  rowsPerBlock(c.headDim), 1};
+  std::vector<KA> inputs = {KA::pointer(q), KA::pointer(k), KA::pointer(v)};
+  const uint64_t table = c.rope ? backend.put(d.table) : 0;
+  if (c.rope)
+    inputs.push_back(KA::pointer(table));
+  const std::vector<int64_t> relShape = {T, T, c.headDim, c.headDim};
+  const uint64_t rel = c.rel ? backend.put(d.rel) : 0;
+  if (c.rel)
+    inputs.push_back(KA::pointer(rel));
+  using Rel = ref::OptionalInput<float>;
+  const Rel refRel = c.rel ? Rel(in(d.rel, relShape)) : Rel(std::nullopt);
+  const std::vector<KA> sizes = {KA::integer(T), KA::integer(D), KA::integer(H),
+                                 KA::integer(window), KA::real(float(scale))};
+  auto call = [&](const std::string &part, std::vector<KA> front, std::vector<KA> middle) {
+    std::vector<KA> args = std::move(front);
+    args.insert(args.end(), inputs.begin(), inputs.end());
+    args.insert(args.end(), middle.begin(), middle.end());
+    args.insert(args.end(), sizes.begin(), sizes.end());
+    backend.launch(flashKernel(c, part), args, &grid);
+  };
+  const std::vector<int64_t> tableShape = {T, D / 2, 2};
+
+  if (!backward) {
+    uint64_t y = backend.output(size_t(n));
+    call("", {KA::pointer(y)}, {});
+    std::vector<float> want(static_cast<size_t>(n));
+    if (c.rope)
+      ref::ropeAttention<float>(in(d.q, shape), in(d.k, shape), in(d.v, shape),
+                                in(d.table, tableShape), H, scale, mask, {want.data(), shape});
+    else
+      ref::attention<float>(in(d.q, shape), in(d.k, shape), in(d.v, shape), refRel, H, scale,
+                            mask, 0, {want.data(), shape});
+    expectClose(backend.get(y, size_t(n)), want, 1e-4, "attention y");
+    return;
+  }
+  // stats (scratch: lse then delta, B * H * T each), dK/dV, dQ.
+  uint64_t stats = backend.output(size_t(2 * B * H * T));
+  uint64_t dq = backend.output(size_t(n)), dk = backend.output(size_t(n)),
+           dv = backend.output(size_t(n));
+  call("_grad_stats", {KA::pointer(stats)}, {KA::pointer(dy)});
+  call("_grad_dkdv", {KA::pointer(dk), KA::pointer(dv)}, {KA::pointer(dy), KA::pointer(stats)});
+  // With rel, the dQ kernel also writes dS [B * H, T, T] for the drel kernel.
+  const uint64_t ds = c.rel ? backend.output(size_t(B * H * T * T)) : 0;
+  std::vector<KA> dqFront = {KA::pointer(dq)};
+  if (c.rel)
+    dqFront.push_back(KA::pointer(ds));
+  call("_grad_dq", dqFront, {KA::pointer(dy), KA::pointer(stats)});
+  const int64_t relCount = T * T * c.headDim * c.headDim;
+  const uint64_t drel = c.rel ? backend.output(size_t(relCount)) : 0;
+  if (c.rel)
+    backend.launch(flashKernel(c, "_grad_drel"),
+                   {KA::pointer(drel), KA::pointer(q), KA::pointer(k), KA::pointer(ds),
+                    KA::integer(T * T * c.headDim), KA::integer(T), KA::integer(D),
+                    KA::integer(H), KA::integer(B * H), KA::integer(window),
+                    KA::real(float(scale))},
+                   nullptr);
+  std::vector<float> wq(static_cast<size_t>(n)), wk(wq.size()), wv(wq.size());
+  if (c.rope)
+    ref::ropeAttentionGrad<float>(in(d.q, shape), in(d.k, shape), in(d.v, shape),
+                                  in(d.table, tableShape), in(d.dy, shape), H, scale, mask,
+                                  {wq.data(), shape}, {wk.data(), shape}, {wv.data(), shape});
+  std::vector<float> wrel(static_cast<size_t>(c.rel ? relCount : 0));
+  using Drel = ref::OptionalOutput<float>;
+  if (!c.rope)
+    ref::attentionGrad<float>(in(d.q, shape), in(d.k, shape), in(d.v, shape), in(d.dy, shape),
+                              refRel, H, scale, mask, 0, {wq.data(), shape}, {wk.data(), shape},
+                              {wv.data(), shape},
+                              c.rel ? Drel(ref::TensorRef<float>{wrel.data(), relShape})
+                                    : Drel(std::nullopt));
+  expectClose(backend.get(dq, size_t(n)), wq, 1e-4, "attention dq");
+  expectClose(backend.get(dk, size_t(n)), wk, 1e-4, "attention dk");
+  expectClose(backend.get(dv, size_t(n)), wv, 1e-4, "attention dv");
+  if (c.rel)
+    expectClose(backend.get(drel, size_t(relCount)), wrel, 1e-4, "attention drel");
+}
+
+// Every combination the tests cover: T in {7, 50, 64, 197}, the three head
+// dims (heads 4, 3, 2: widths 64, 96, 128), batch 1 and 3, masks none,
+// causal and skip (skip_base 0 and 2), RoPE with none and causal, peaked
+// softmax rows (q * 25), and relative attention (Dh 16, T in {7, 50, 64}).
+inline std::vector<Case> allCases() {
+  std::vector<Case> cases;
+  const std::pair<int64_t, int64_t> dims[] = {{4, 16}, {3, 32}, {2, 64}};
+  for (int64_t T : {7, 50, 64, 197})
+    for (auto [H, Dh] : dims)
+      for (int64_t B : {1, 3}) {
+        cases.push_back({B, T, H, Dh, Mask::None});
+        cases.push_back({B, T, H, Dh, Mask::Causal});
+        cases.push_back({B, T, H, Dh, Mask::Skip, B == 1 ? 0 : 2});
+        cases.push_back({B, T, H, Dh, Mask::None, 1, true});
+        cases.push_back({B, T, H, Dh, Mask::Causal, 1, true});
+      }
+  for (auto [H, Dh] : dims) {
+    cases.push_back({2, 100, H, Dh, Mask::None, 1, false, 25.0});
+    cases.push_back({2, 100, H, Dh, Mask::Causal, 1, true, 25.0});
+  }
+  // Relative attention (Dh 16 only, as vit_generators).
+  for (int64_t T : {7, 50, 64})
+    for (int64_t B : {1, 3}) {
+      cases.push_back({B, T, 4, 16, Mask::None, 1, false, 1.0, true});
+      cases.push_back({B, T, 4, 16, Mask::Causal, 1, false, 1.0, true});
+    }
+  return cases;
+}
+
+} // namespace stringrt::cuda::attention_cases

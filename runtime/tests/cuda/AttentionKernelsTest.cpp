@@ -1,0 +1,107 @@
+// The attention kernels (compiler/lib/GPU/AttentionKernels.cpp) on the GPU
+// against the reference kernels: every case of AttentionCases.h, forward and
+// backward, launched as the op lowerings launch them. The kernels come from
+// the package of tests/cuda/kernels.pe compiled with --gpu-all-kernels
+// (STRINGRT_CUDA_TEST_PACKAGE); the tests skip without it or without a GPU.
+#include "AttentionCases.h"
+
+#include "stringrt/Package.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <memory>
+
+namespace stringrt::cuda {
+namespace {
+
+using namespace attention_cases;
+
+class GpuAttention : public ::testing::Test, public Backend {
+protected:
+  void SetUp() override {
+    const char *path = std::getenv("STRINGRT_CUDA_TEST_PACKAGE");
+    if (!path || !*path || !std::filesystem::exists(path))
+      GTEST_SKIP() << "STRINGRT_CUDA_TEST_PACKAGE does not name a package of "
+                      "tests/cuda/kernels.pe (built where ptxas and libdevice are found)";
+    std::string why = unavailableReason();
+    if (!why.empty())
+      GTEST_SKIP() << "no CUDA device: " << why;
+    package = std::make_unique<Package>(Package::load(path));
+    device = Device::open();
+    kernels = std::make_unique<KernelSet>(device, *package->cuda());
+    arena = std::make_unique<Arena>(device, size_t(64) << 20);
+  }
+
+  uint64_t put(const std::vector<float> &values) override {
+    size_t bytes = std::max<size_t>(values.size() * 4, 4);
+    size_t offset = next;
+    next += (bytes + 255) / 256 * 256;
+    arena->uploadVector(offset, values);
+    uint64_t address = arena->at(offset, bytes);
+    offsets[address] = offset;
+    return address;
+  }
+  std::vector<float> get(uint64_t address, size_t n) override {
+    device->synchronize("attention test");
+    return arena->downloadVector<float>(offsets.at(address), n);
+  }
+  void launch(const std::string &kernel, const std::vector<KernelArg> &args,
+              const std::array<int64_t, 3> *grid) override {
+    kernels->launch(kernel, args, kernel, grid);
+  }
+  void run(bool backward, bool (*pick)(const Case &)) {
+    int ran = 0;
+    for (const Case &c : allCases()) {
+      if (!pick(c))
+        continue;
+      next = 0; // a case's buffers start at the arena's start
+      offsets.clear();
+      runCase(*this, c, backward, rng);
+      if (HasFatalFailure())
+        return;
+      ++ran;
+    }
+    EXPECT_GT(ran, 0);
+  }
+
+  std::unique_ptr<Package> package;
+  std::shared_ptr<Device> device;
+  std::unique_ptr<KernelSet> kernels;
+  std::unique_ptr<Arena> arena;
+  std::map<uint64_t, size_t> offsets;
+  size_t next = 0;
+  std::mt19937 rng{11};
+};
+
+bool plain(const Case &c) { return !c.rope && !c.rel && c.mask != Mask::Skip; }
+bool relative(const Case &c) { return c.rel; }
+bool rope(const Case &c) { return c.rope; }
+bool skip(const Case &c) { return c.mask == Mask::Skip; }
+
+TEST_F(GpuAttention, ForwardMatchesReference) { run(false, plain); }
+TEST_F(GpuAttention, BackwardMatchesReference) { run(true, plain); }
+TEST_F(GpuAttention, RopeForwardMatchesReference) { run(false, rope); }
+TEST_F(GpuAttention, RopeBackwardMatchesReference) { run(true, rope); }
+TEST_F(GpuAttention, RelativeForwardMatchesReference) { run(false, relative); }
+TEST_F(GpuAttention, RelativeBackwardMatchesReference) { run(true, relative); }
+TEST_F(GpuAttention, SkipGathersMatchReference) {
+  run(false, skip);
+  run(true, skip);
+}
+
+// A launch whose argument list does not match the kernel is refused with the
+// kernel's name (the lowering and these tests must agree with the kernels).
+TEST_F(GpuAttention, WrongArgumentsAreRefused) {
+  std::array<int64_t, 3> grid = {1, 1, 1};
+  try {
+    kernels->launch("pe_attention_d16", {KernelArg::integer(1)}, "bad launch", &grid);
+    FAIL() << "expected an error";
+  } catch (const Error &error) {
+    EXPECT_NE(std::string(error.what()).find("pe_attention_d16"), std::string::npos)
+        << error.what();
+  }
+}
+
+} // namespace
+} // namespace stringrt::cuda

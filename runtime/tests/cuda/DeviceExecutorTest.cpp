@@ -1,0 +1,315 @@
+// The device executor (DeviceExecutor.h) and the kernels and GEMMs it
+// launches for dense layers (compiler/lib/GPU/LinearKernels.cpp):
+//
+// - refusals that need no GPU: a package whose programs have ops without
+//   steps (the error names them), an SGD optimizer;
+// - on a GPU (skipped without one): pe_add_bias and the two-stage
+//   pe_column_sum against host sums, the strided-batched GEMM against a host
+//   GEMM, and, with STRINGRT_CUDA_VIT_PACKAGE naming a package of
+//   examples/vit_rope.pe compiled with --target=cuda, the loss and every
+//   gradient of one step against the CPU executor, then three training
+//   steps' losses against the CPU trainer's.
+//
+// Tolerances (TF32 off, f32 everywhere; the CPU's fast kernels sum in other
+// orders): loss 1e-4 relative, each gradient's largest difference 2e-3 of its
+// largest magnitude (the bound stringrun gradients --device cuda uses), the
+// losses of steps 2 and 3 1e-3 relative (AdamW amplifies the differences of
+// small gradients in its first steps).
+#include "TestFiles.h"
+#include "TestPackages.h"
+
+#include "stringrt/Error.h"
+#include "stringrt/Model.h"
+#include "stringrt/Optimizer.h"
+#include "stringrt/Package.h"
+#include "stringrt/Trainer.h"
+#include "stringrt/cuda/CudaBackend.h"
+#include "stringrt/cuda/DeviceExecutor.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <random>
+
+namespace stringrt::test {
+namespace {
+
+std::string tinyManifest(const char *optimizer = "adamw") {
+  return std::string(R"({
+  "model": "tiny",
+  "inputs": [{"name": "image", "dtype": "f32", "shape": [-1, 4]},
+             {"name": "label", "dtype": "i32", "shape": [-1]}],
+  "params": [{"name": "w", "shape": [4, 3], "frozen": false, "init": "zeros"},
+             {"name": "b", "shape": [3], "frozen": false, "init": "zeros"}],
+  "optimizer": {"kind": ")") +
+         optimizer + R"(", "lr": 0.002, "beta1": 0.9, "beta2": 0.999,
+                "eps": 1e-8, "weight_decay": 0.05, "momentum": 0.0,
+                "clip_norm": 1.0, "schedule": "constant",
+                "warmup_steps": 0, "min_lr": 0.0},
+  "programs": {"forward": )" +
+         linearForwardProgram(4, 3) + R"(, "gradients": )" + linearGradientsProgram(4, 3) + "}}";
+}
+
+/// Steps for the listed ops of a program (their launches are not looked at
+/// by the coverage check).
+CudaProgramSteps stepsFor(const char *program, std::vector<int64_t> ops) {
+  CudaProgramSteps steps;
+  steps.program = program;
+  for (int64_t op : ops) {
+    CudaOpSteps s;
+    s.op = op;
+    steps.ops.push_back(s);
+  }
+  return steps;
+}
+
+class DeviceExecutorRefusals : public ::testing::Test {
+protected:
+  Manifest load(const char *optimizer = "adamw") {
+    std::string path = dir.file("tiny.pkg");
+    writePackageFile(path, tinyManifest(optimizer));
+    return Package::load(path).manifest();
+  }
+  TempDir dir;
+};
+
+TEST_F(DeviceExecutorRefusals, NamesTheOpsWithoutSteps) {
+  Manifest manifest = load();
+  CudaSection section;
+  // forward: only the linear (op 2); gradients: the linear and the sum_to.
+  section.steps = {stepsFor("forward", {2}), stepsFor("gradients", {2, 7})};
+  std::vector<float> params(15, 0.0f);
+  EXPECT_TRUE(failsWith([&] { cuda::DeviceModel model(manifest, section, params); }, "",
+                        {"the package cannot run on the GPU: these ops have no GPU steps: "
+                         "pe.cross_entropy (forward), pe.cross_entropy (gradients), "
+                         "pe.cross_entropy_grad (gradients), pe.linear_grad_weight (gradients)"}));
+}
+
+TEST_F(DeviceExecutorRefusals, TrainsWithAdamWOnly) {
+  Manifest manifest = load("sgd");
+  CudaSection section;
+  section.steps = {stepsFor("forward", {2, 3}), stepsFor("gradients", {2, 3, 5, 6, 7})};
+  std::vector<float> params(15, 0.0f);
+  EXPECT_TRUE(failsWith([&] { cuda::DeviceModel model(manifest, section, params); }, "",
+                        {"trains with adamw only"}));
+}
+
+// ---------------------------------------------------------------------------
+// On a GPU.
+
+std::string envPath(const char *variable, std::string &why) {
+  const char *path = std::getenv(variable);
+  if (!path || !*path) {
+    why = std::string(variable) + " is not set";
+    return "";
+  }
+  if (!std::filesystem::exists(path)) {
+    why = std::string(variable) + "=" + path + " does not exist";
+    return "";
+  }
+  return path;
+}
+
+#define REQUIRE_DEVICE()                                                                           \
+  do {                                                                                             \
+    std::string why = cuda::unavailableReason();                                                   \
+    if (!why.empty())                                                                              \
+      GTEST_SKIP() << "no CUDA device: " << why;                                                   \
+  } while (0)
+
+std::vector<float> random(std::mt19937 &rng, size_t n, float low = -2, float high = 2) {
+  std::uniform_real_distribution<float> dist(low, high);
+  std::vector<float> v(n);
+  for (float &x : v)
+    x = dist(rng);
+  return v;
+}
+
+TEST(GpuLinearKernels, BiasAndColumnSums) {
+  std::string why;
+  std::string path = envPath("STRINGRT_CUDA_TEST_PACKAGE", why);
+  if (path.empty())
+    GTEST_SKIP() << why;
+  REQUIRE_DEVICE();
+  Package package = Package::load(path);
+  auto device = cuda::Device::open();
+  cuda::KernelSet kernels(device, *package.cuda());
+  using KA = cuda::KernelArg;
+  std::mt19937 rng(7);
+  const int64_t rows = 1000, d = 70, chunks = 64;
+  std::vector<float> x = random(rng, size_t(rows * d)), b = random(rng, size_t(d));
+  cuda::Arena arena(device, size_t(4) << 20);
+  const size_t xAt = 0, bAt = 1 << 20, partialAt = 2 << 20, outAt = 3 << 20;
+  arena.uploadVector(xAt, x);
+  arena.uploadVector(bAt, b);
+  // pe_add_bias: y[i] += b[i % d], in place.
+  kernels.launch("pe_add_bias",
+                 {KA::pointer(arena.at(xAt, x.size() * 4)), KA::pointer(arena.at(bAt, d * 4)),
+                  KA::integer(rows * d), KA::integer(d)},
+                 "test pe_add_bias");
+  std::vector<float> y = arena.downloadVector<float>(xAt, x.size());
+  for (size_t i = 0; i < x.size(); ++i)
+    ASSERT_EQ(y[i], x[i] + b[i % size_t(d)]) << i;
+  // pe_column_sum in two stages: 64 row chunks, then their sum.
+  std::array<int64_t, 3> first = {(d + 127) / 128, chunks, 1}, second = {(d + 127) / 128, 1, 1};
+  kernels.launch("pe_column_sum",
+                 {KA::pointer(arena.at(partialAt, chunks * d * 4)),
+                  KA::pointer(arena.at(xAt, x.size() * 4)), KA::integer(rows), KA::integer(d),
+                  KA::integer(chunks)},
+                 "test pe_column_sum (partials)", &first);
+  kernels.launch("pe_column_sum",
+                 {KA::pointer(arena.at(outAt, d * 4)),
+                  KA::pointer(arena.at(partialAt, chunks * d * 4)), KA::integer(chunks),
+                  KA::integer(d), KA::integer(1)},
+                 "test pe_column_sum (total)", &second);
+  device->synchronize("test pe_column_sum");
+  std::vector<float> sums = arena.downloadVector<float>(outAt, size_t(d));
+  for (int64_t c = 0; c < d; ++c) {
+    double want = 0, magnitude = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      want += y[size_t(r * d + c)];
+      magnitude += std::fabs(y[size_t(r * d + c)]);
+    }
+    EXPECT_NEAR(sums[size_t(c)], want, 1e-6 * magnitude + 1e-6) << "column " << c;
+  }
+}
+
+TEST(GpuGemm, StridedBatchedMatchesTheHost) {
+  REQUIRE_DEVICE();
+  auto device = cuda::Device::open();
+  cuda::Gemm gemm(device);
+  std::mt19937 rng(3);
+  const int64_t M = 5, N = 7, K = 3, count = 4;
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      for (bool broadcastB : {false, true}) {
+        std::vector<float> A = random(rng, size_t(count * M * K));
+        std::vector<float> B = random(rng, size_t((broadcastB ? 1 : count) * K * N));
+        std::vector<float> C0 = random(rng, size_t(count * M * N));
+        cuda::Arena arena(device, 1 << 16);
+        arena.uploadVector(0, A);
+        arena.uploadVector(16384, B);
+        arena.uploadVector(32768, C0);
+        gemm.runStridedBatched(ta, tb, M, N, K, 0.5f, arena.at(0, A.size() * 4), M * K,
+                               arena.at(16384, B.size() * 4), broadcastB ? 0 : K * N, 1.0f,
+                               arena.at(32768, C0.size() * 4), M * N, count, "test gemm");
+        device->synchronize("test gemm");
+        std::vector<float> C = arena.downloadVector<float>(32768, C0.size());
+        for (int64_t i = 0; i < count; ++i)
+          for (int64_t m = 0; m < M; ++m)
+            for (int64_t n = 0; n < N; ++n) {
+              double want = C0[size_t(i * M * N + m * N + n)];
+              for (int64_t k = 0; k < K; ++k) {
+                float a = A[size_t(i * M * K + (ta ? k * M + m : m * K + k))];
+                size_t bBase = broadcastB ? 0 : size_t(i * K * N);
+                float b = B[bBase + size_t(tb ? n * K + k : k * N + n)];
+                want += 0.5 * double(a) * b;
+              }
+              ASSERT_NEAR(C[size_t(i * M * N + m * N + n)], want, 1e-5)
+                  << "ta " << ta << " tb " << tb << " batch " << i << " (" << m << ", " << n << ")";
+            }
+      }
+}
+
+/// Random inputs for `manifest` at `batch` (labels in [0, 10)).
+struct RandomBatch {
+  std::vector<std::vector<float>> f32;
+  std::vector<std::vector<int32_t>> i32;
+  std::map<std::string, HostTensor> inputs;
+  RandomBatch(const Manifest &manifest, int64_t batch, std::mt19937 &rng) {
+    f32.reserve(manifest.inputs.size());
+    i32.reserve(manifest.inputs.size());
+    for (const ManifestInput &in : manifest.inputs) {
+      std::vector<int64_t> shape = in.shape;
+      int64_t n = 1;
+      for (int64_t &d : shape) {
+        d = d < 0 ? batch : d;
+        n *= d;
+      }
+      if (in.dtype == DType::F32) {
+        f32.push_back(random(rng, size_t(n), 0.0f, 1.0f));
+        inputs[in.name] = HostTensor(f32.back().data(), shape);
+      } else {
+        std::uniform_int_distribution<int32_t> label(0, 9);
+        i32.emplace_back(size_t(n));
+        for (int32_t &v : i32.back())
+          v = label(rng);
+        inputs[in.name] = HostTensor(i32.back().data(), shape);
+      }
+    }
+  }
+};
+
+TEST(GpuDeviceExecutor, VitRopeMatchesTheCpu) {
+  std::string why;
+  std::string path = envPath("STRINGRT_CUDA_VIT_PACKAGE", why);
+  if (path.empty())
+    GTEST_SKIP() << why << " (a package of examples/vit_rope.pe, stringc --target=cuda)";
+  REQUIRE_DEVICE();
+  Package package = Package::load(path);
+  ASSERT_NE(package.cuda(), nullptr) << path << " is not a cuda package";
+  CudaSection section = *package.cuda();
+  Model model(std::move(package));
+  model.initParameters();
+  std::unique_ptr<cuda::DeviceModel> device;
+  try {
+    device = std::make_unique<cuda::DeviceModel>(model.manifest(), section, model.parameters());
+  } catch (const Error &error) {
+    if (std::string(error.what()).find("have no GPU steps") != std::string::npos)
+      GTEST_SKIP() << error.what();
+    throw;
+  }
+  std::mt19937 rng(11);
+  RandomBatch batch(model.manifest(), 16, rng);
+
+  float gpuLoss = 0, cpuLoss = 0;
+  std::vector<float> gpu, cpu;
+  device->gradients(batch.inputs, gpuLoss, gpu);
+  model.gradients(batch.inputs, cpuLoss, cpu);
+  EXPECT_NEAR(gpuLoss, cpuLoss, 1e-4 * std::max(1.0f, std::fabs(cpuLoss)));
+  for (const ParamSlot &slot : model.slots()) {
+    if (slot.frozen)
+      continue;
+    double largest = 0, diff = 0;
+    for (int64_t i = slot.offset; i < slot.offset + slot.size; ++i) {
+      largest = std::max(largest, std::fabs(double(cpu[size_t(i)])));
+      diff = std::max(diff, std::fabs(double(gpu[size_t(i)]) - cpu[size_t(i)]));
+    }
+    EXPECT_LE(diff, 2e-3 * largest + 1e-7) << "gradient of " << slot.name;
+  }
+  // The forward program too: the logits.
+  auto outputs = device->forward(batch.inputs);
+  auto cpuOutputs = model.run("forward", batch.inputs);
+  ASSERT_TRUE(outputs.count("logits"));
+  const std::vector<float> &logits = outputs.at("logits");
+  const std::vector<float> &cpuLogits = cpuOutputs.at("logits").values;
+  ASSERT_EQ(logits.size(), cpuLogits.size());
+  for (size_t i = 0; i < logits.size(); ++i)
+    ASSERT_NEAR(logits[i], cpuLogits[i], 1e-4 * (1 + std::fabs(cpuLogits[i]))) << i;
+
+  // Three training steps on both, on the same batches.
+  std::vector<OptimizerSlot> slots = optimizerSlots(model);
+  Optimizer optimizer(model.manifest().optimizer, slots, model.parameters().size());
+  std::vector<float> startParams = model.parameters();
+  cuda::DeviceModel trainer(model.manifest(), section, startParams);
+  for (int step = 0; step < 3; ++step) {
+    RandomBatch b(model.manifest(), 16, rng);
+    float deviceLoss = trainer.trainStep(b.inputs, 3);
+    float hostLoss = 0;
+    std::vector<float> grads;
+    model.gradients(b.inputs, hostLoss, grads);
+    optimizer.step(model.parameters(), grads, 3);
+    EXPECT_NEAR(deviceLoss, hostLoss, 1e-3 * std::max(1.0f, std::fabs(hostLoss))) << "step " << step;
+  }
+  EXPECT_EQ(trainer.stepCount(), 3);
+  std::vector<float> after = trainer.parameters();
+  double moved = 0;
+  for (size_t i = 0; i < after.size(); ++i)
+    moved = std::max(moved, std::fabs(double(after[i]) - startParams[i]));
+  EXPECT_GT(moved, 0.0) << "AdamW did not move the parameters";
+}
+
+} // namespace
+} // namespace stringrt::test

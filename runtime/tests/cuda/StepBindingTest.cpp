@@ -1,0 +1,312 @@
+// The pure half of the device executor (StepBinding.h): value placement,
+// scratch layout, launch binding, explicit grids and the coverage check.
+// No GPU needed.
+#include "TestFiles.h"
+#include "TestPackages.h"
+
+#include "stringrt/Error.h"
+#include "stringrt/Package.h"
+#include "stringrt/cuda/CudaBackend.h"
+#include "stringrt/cuda/StepBinding.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+namespace stringrt::test {
+namespace {
+
+using cuda::BoundLaunch;
+using cuda::OpPointers;
+using cuda::Region;
+
+// forward: x [B, 4], label i32 [B], w [4, 3], b [3] -> logits [B, 3], loss;
+// its arena plan puts logits in slot 0 ([3, 0]) and the loss in slot 1.
+std::string manifestJson(bool forwardArena) {
+  std::string forward = linearForwardProgram(4, 3);
+  if (forwardArena)
+    forward.insert(forward.rfind('}'), R"(, "arena": {"slots": [[3, 0], [0, 1]],
+        "value_slot": [-1, -1, -1, -1, 0, 1],
+        "report": {"batch": 128, "arena_bytes": 1540, "no_reuse_bytes": 1540}})");
+  return std::string(R"({
+  "model": "tiny",
+  "inputs": [{"name": "image", "dtype": "f32", "shape": [-1, 4]},
+             {"name": "label", "dtype": "i32", "shape": [-1]}],
+  "params": [{"name": "w", "shape": [4, 3], "frozen": false, "init": "zeros"},
+             {"name": "b", "shape": [3], "frozen": false, "init": "zeros"}],
+  "optimizer": {"kind": "adamw", "lr": 0.002, "beta1": 0.9, "beta2": 0.999,
+                "eps": 1e-8, "weight_decay": 0.05, "momentum": 0.0,
+                "clip_norm": 1.0, "schedule": "constant",
+                "warmup_steps": 0, "min_lr": 0.0},
+  "programs": {"forward": )") +
+         forward + R"(, "gradients": )" + linearGradientsProgram(4, 3) + "}}";
+}
+
+class StepBindingTest : public ::testing::Test {
+protected:
+  Manifest load(bool forwardArena) {
+    std::string path = dir.file("tiny.pkg");
+    writePackageFile(path, manifestJson(forwardArena));
+    return Package::load(path).manifest();
+  }
+  TempDir dir;
+};
+
+TEST_F(StepBindingTest, PlacesInputsParametersAndArenaValues) {
+  Manifest manifest = load(/*forwardArena=*/true);
+  cuda::ProgramPlacement p = cuda::placeValues(manifest, manifest.forward, "forward", 5);
+  ASSERT_EQ(p.values.size(), 6u);
+  // Inputs in the executor's own buffer, 256-byte aligned.
+  EXPECT_EQ(p.values[0].region, Region::Extra);
+  EXPECT_EQ(p.values[0].offset, 0u);
+  EXPECT_EQ(p.values[0].bytes, 5u * 4 * 4);
+  EXPECT_EQ(p.values[1].region, Region::Extra);
+  EXPECT_EQ(p.values[1].offset, 256u);
+  EXPECT_EQ(p.values[1].bytes, 5u * 4);
+  EXPECT_EQ(p.extraBytes, 512u);
+  // Parameters: views of the flat buffer, manifest order.
+  EXPECT_EQ(p.values[2].region, Region::Params);
+  EXPECT_EQ(p.values[2].offset, 0u);
+  EXPECT_EQ(p.values[2].bytes, 48u);
+  EXPECT_EQ(p.values[3].region, Region::Params);
+  EXPECT_EQ(p.values[3].offset, 48u);
+  // The plan's slots at batch 5: slot 0 = 15 floats, slot 1 = 1.
+  EXPECT_EQ(p.values[4].region, Region::Arena);
+  EXPECT_EQ(p.values[4].offset, 0u);
+  EXPECT_EQ(p.values[4].bytes, 60u);
+  EXPECT_EQ(p.values[5].region, Region::Arena);
+  EXPECT_EQ(p.values[5].offset, 60u);
+  EXPECT_EQ(p.values[5].bytes, 4u);
+  EXPECT_EQ(p.arenaBytes, 64u);
+  // Another batch, another layout.
+  cuda::ProgramPlacement q = cuda::placeValues(manifest, manifest.forward, "forward", 2);
+  EXPECT_EQ(q.values[5].offset, 24u);
+  EXPECT_EQ(q.arenaBytes, 28u);
+}
+
+TEST_F(StepBindingTest, WithoutAPlanEveryResultHasItsOwnBuffer) {
+  Manifest manifest = load(/*forwardArena=*/false);
+  cuda::ProgramPlacement p = cuda::placeValues(manifest, manifest.gradients, "gradients", 3);
+  EXPECT_EQ(p.arenaBytes, 0u);
+  uint64_t previousEnd = 0;
+  for (ValueId v : {ValueId(0), ValueId(1), ValueId(4), ValueId(5), ValueId(6), ValueId(7),
+                    ValueId(8), ValueId(9)}) {
+    EXPECT_EQ(p.values[v].region, Region::Extra) << v;
+    EXPECT_EQ(p.values[v].offset % cuda::kDeviceAlignment, 0u) << v;
+    EXPECT_GE(p.values[v].offset, previousEnd) << v; // no overlap
+    previousEnd = p.values[v].offset + p.values[v].bytes;
+  }
+  EXPECT_EQ(p.values[8].bytes, 48u); // dw [4, 3]
+  EXPECT_EQ(p.values[7].bytes, 36u); // dlogits [3, 3]
+  EXPECT_LE(previousEnd, p.extraBytes);
+}
+
+CudaSection sectionWithKernel(CudaGridRule grid) {
+  CudaSection section;
+  CudaKernel k;
+  k.name = "k";
+  k.params = {CudaParamKind::Ptr, CudaParamKind::Ptr, CudaParamKind::Ptr, CudaParamKind::I64,
+              CudaParamKind::F32};
+  k.grid = grid;
+  k.blockX = 128;
+  section.kernels.push_back(k);
+  return section;
+}
+
+CudaLaunch kernelLaunch() {
+  CudaLaunch l;
+  l.kernel = 0;
+  l.args = {{CudaArgKind::Result, 0, {}, 0}, {CudaArgKind::Operand, 1, {}, 0},
+            {CudaArgKind::Scratch, 0, {}, 0}, {CudaArgKind::I64, 0, {12, 5}, 0},
+            {CudaArgKind::F32, 0, {}, 0.125f}};
+  return l;
+}
+
+TEST(StepBinding, BindsPointersIntegersAndReals) {
+  CudaSection section = sectionWithKernel(CudaGridRule::Elements);
+  OpPointers pointers{{0x1000, 0x2000}, {0x3000}, {0x4000}};
+  BoundLaunch b = cuda::bindLaunch(section, kernelLaunch(), pointers, 7, "forward op 3");
+  ASSERT_EQ(b.kernel, &section.kernels[0]);
+  ASSERT_EQ(b.args.size(), 5u);
+  EXPECT_EQ(b.args[0].ptr, 0x3000u);
+  EXPECT_EQ(b.args[1].ptr, 0x2000u);
+  EXPECT_EQ(b.args[2].ptr, 0x4000u);
+  EXPECT_EQ(b.args[3].kind, CudaParamKind::I64);
+  EXPECT_EQ(b.args[3].i64, 12 * 7 + 5);
+  EXPECT_EQ(b.args[4].f32, 0.125f);
+  EXPECT_FALSE(b.grid);
+  EXPECT_FALSE(b.gemm);
+  // The shape the kernel set would launch with.
+  cuda::LaunchShape shape = cuda::launchShapeFor(section.kernels[0], b.args);
+  EXPECT_EQ(shape.grid[0], 1u); // 89 elements, 128 threads
+}
+
+TEST(StepBinding, RejectsBadBindings) {
+  CudaSection section = sectionWithKernel(CudaGridRule::Elements);
+  OpPointers pointers{{0x1000, 0x2000}, {0x3000}, {0x4000}};
+  CudaLaunch negative = kernelLaunch();
+  negative.args[3].integer = {-1, 3};
+  EXPECT_TRUE(failsWith([&] { cuda::bindLaunch(section, negative, pointers, 7, "gradients op 9"); },
+                        "", {"gradients op 9: kernel k argument 3 is negative (-4 at batch 7)"}));
+  CudaLaunch outOfRange = kernelLaunch();
+  outOfRange.args[1].index = 2;
+  EXPECT_TRUE(failsWith([&] { cuda::bindLaunch(section, outOfRange, pointers, 1, "op"); }, "",
+                        {"operand 2 out of range (2 bound)"}));
+  OpPointers unplaced{{0x1000, 0}, {0x3000}, {0x4000}};
+  EXPECT_TRUE(failsWith([&] { cuda::bindLaunch(section, kernelLaunch(), unplaced, 1, "op"); }, "",
+                        {"operand 1 has no device address"}));
+}
+
+TEST(StepBinding, EvaluatesExplicitGridsWithinTheDeviceLimits) {
+  CudaSection section = sectionWithKernel(CudaGridRule::Explicit);
+  OpPointers pointers{{0x1000, 0x2000}, {0x3000}, {0x4000}};
+  CudaLaunch l = kernelLaunch();
+  l.grid = std::array<CudaAffine, 3>{CudaAffine{0, 3}, CudaAffine{2, 0}, CudaAffine{0, 1}};
+  BoundLaunch b = cuda::bindLaunch(section, l, pointers, 10, "op");
+  ASSERT_TRUE(b.grid);
+  EXPECT_EQ((*b.grid)[0], 3);
+  EXPECT_EQ((*b.grid)[1], 20);
+  EXPECT_EQ((*b.grid)[2], 1);
+  cuda::LaunchShape shape = cuda::launchShapeFor(section.kernels[0], b.args, &*b.grid);
+  EXPECT_EQ(shape.grid[0], 3u);
+  EXPECT_EQ(shape.grid[1], 20u);
+  EXPECT_EQ(shape.block[0], 128u);
+  // grid.y is at most 65535.
+  EXPECT_TRUE(failsWith([&] { cuda::bindLaunch(section, l, pointers, 40000, "op"); }, "",
+                        {"grid[1] = 80000 exceeds the device limit 65535"}));
+  // An explicit kernel needs its grid, the others take none.
+  EXPECT_TRUE(failsWith([&] { cuda::launchShapeFor(section.kernels[0], b.args); }, "",
+                        {"needs an explicit grid"}));
+  CudaSection elements = sectionWithKernel(CudaGridRule::Elements);
+  EXPECT_TRUE(failsWith([&] { cuda::launchShapeFor(elements.kernels[0], b.args, &*b.grid); }, "",
+                        {"takes no explicit grid"}));
+}
+
+TEST(StepBinding, BindsGemms) {
+  CudaSection section;
+  CudaLaunch l;
+  CudaGemm g;
+  g.a = {CudaArgKind::Operand, 0, {}, 0};
+  g.b = {CudaArgKind::Operand, 1, {}, 0};
+  g.c = {CudaArgKind::Result, 0, {}, 0};
+  g.m = {50, 0};
+  g.n = {0, 256};
+  g.k = {0, 64};
+  g.count = {0, 1};
+  g.transB = true;
+  g.beta = 1.0f;
+  l.gemm = g;
+  OpPointers pointers{{0x1000, 0x2000}, {0x3000}, {}};
+  BoundLaunch b = cuda::bindLaunch(section, l, pointers, 4, "op");
+  ASSERT_TRUE(b.gemm);
+  EXPECT_EQ(b.kernel, nullptr);
+  EXPECT_EQ(b.gemm->a, 0x1000u);
+  EXPECT_EQ(b.gemm->b, 0x2000u);
+  EXPECT_EQ(b.gemm->c, 0x3000u);
+  EXPECT_EQ(b.gemm->m, 200);
+  EXPECT_EQ(b.gemm->n, 256);
+  EXPECT_EQ(b.gemm->k, 64);
+  EXPECT_TRUE(b.gemm->transB);
+  EXPECT_FALSE(b.gemm->transA);
+  EXPECT_EQ(b.gemm->beta, 1.0f);
+}
+
+TEST(StepBinding, LaysOutScratchAligned) {
+  CudaOpSteps steps;
+  steps.scratchBytes = {{8, 0}, {0, 4}, {0, 0}, {0, 300}};
+  cuda::ScratchLayout layout = cuda::scratchLayout(steps, 100);
+  ASSERT_EQ(layout.offsets.size(), 4u);
+  EXPECT_EQ(layout.offsets[0], 0u);
+  EXPECT_EQ(layout.offsets[1], 1024u); // 800 bytes rounded up to 256
+  EXPECT_EQ(layout.offsets[2], 1280u);
+  EXPECT_EQ(layout.offsets[3], 1280u);
+  EXPECT_EQ(layout.bytes, 1280u + 512u);
+}
+
+TEST_F(StepBindingTest, ListsTheOpsWithoutSteps) {
+  Manifest manifest = load(false);
+  CudaSection section;
+  CudaProgramSteps gradients;
+  gradients.program = "gradients";
+  CudaOpSteps sumTo;
+  sumTo.op = 7;
+  gradients.ops.push_back(sumTo);
+  section.steps.push_back(gradients);
+  // Free ops (pe.get_param, arith.constant) need none.
+  EXPECT_EQ(cuda::uncoveredOps(section, manifest.gradients, "gradients"),
+            (std::vector<std::string>{"pe.linear", "pe.cross_entropy", "pe.cross_entropy_grad",
+                                      "pe.linear_grad_weight"}));
+  EXPECT_EQ(cuda::uncoveredOps(section, manifest.forward, "forward"),
+            (std::vector<std::string>{"pe.linear", "pe.cross_entropy"}));
+  CudaProgramSteps forward;
+  forward.program = "forward";
+  for (int64_t op : {2, 3}) {
+    CudaOpSteps s;
+    s.op = op;
+    forward.ops.push_back(s);
+  }
+  section.steps.push_back(forward);
+  EXPECT_TRUE(cuda::uncoveredOps(section, manifest.forward, "forward").empty());
+}
+
+} // namespace
+} // namespace stringrt::test
+
+namespace stringrt::test {
+namespace {
+
+// Every launch of a compiled package binds at several batch sizes, and every
+// GEMM stays inside the buffers it is bound to: the device executor's walk
+// without a device. The packages: STRINGRT_CUDA_TEST_PACKAGE (kernels.pe)
+// and STRINGRT_CUDA_VIT_PACKAGE (examples/vit_rope.pe), when set.
+TEST(CompiledSteps, EveryLaunchBindsAtSeveralBatchSizes) {
+  int checked = 0;
+  for (const char *variable : {"STRINGRT_CUDA_TEST_PACKAGE", "STRINGRT_CUDA_VIT_PACKAGE"}) {
+    const char *path = std::getenv(variable);
+    if (!path || !*path || !std::filesystem::exists(path))
+      continue;
+    SCOPED_TRACE(path);
+    Package package = Package::load(path);
+    ASSERT_NE(package.cuda(), nullptr);
+    for (const char *program : {"forward", "gradients"}) {
+      if (!cuda::uncoveredOps(*package.cuda(), package.manifest().program(program), program)
+               .empty())
+        continue; // the executor refuses it anyway (DeviceExecutorRefusals)
+      for (int64_t batch : {1, 3, 128}) {
+        int64_t launches = 0;
+        ASSERT_NO_THROW(launches = cuda::checkProgramSteps(package.manifest(), *package.cuda(),
+                                                          program, batch))
+            << program << " at batch " << batch;
+        EXPECT_GT(launches, 0);
+      }
+    }
+    ++checked;
+  }
+  if (checked == 0)
+    GTEST_SKIP() << "neither STRINGRT_CUDA_TEST_PACKAGE nor STRINGRT_CUDA_VIT_PACKAGE names a package";
+}
+
+TEST(CompiledSteps, GemmsThatOverrunTheirBuffersAreCaught) {
+  const char *path = std::getenv("STRINGRT_CUDA_TEST_PACKAGE");
+  if (!path || !*path || !std::filesystem::exists(path))
+    GTEST_SKIP() << "STRINGRT_CUDA_TEST_PACKAGE is not set";
+  Package package = Package::load(path);
+  CudaSection section = *package.cuda();
+  // Make the first GEMM of @forward one row too long per example.
+  for (CudaProgramSteps &program : section.steps)
+    if (program.program == "forward")
+      for (CudaOpSteps &op : program.ops)
+        for (CudaLaunch &launch : op.launches)
+          if (launch.gemm) {
+            launch.gemm->m.perBatch += 1;
+            EXPECT_TRUE(failsWith(
+                [&] { cuda::checkProgramSteps(package.manifest(), section, "forward", 4); }, "",
+                {"GEMM A needs", "its buffer has"}));
+            return;
+          }
+  FAIL() << "the package has no GEMM in @forward";
+}
+
+} // namespace
+} // namespace stringrt::test

@@ -1,0 +1,31 @@
+#!/bin/sh
+# Prepares, on the machine with MLIR, what scripts/gpu_verify.sh needs on a
+# GPU machine (docs/cuda.md): under gpu/ (git-ignored),
+#   kernels.pkg            tests/cuda/kernels.pe with every kernel (the kernel tests)
+#   examples/NAME.pkg      every example compiled with --target=cuda
+#   fashion-mnist/         a copy of the dataset when it is installed here
+#                          (the GPU machine may have no network)
+#
+#   bash scripts/gpu_packages.sh [STRINGC] [ARCH]   (defaults: build/bin/stringc, sm_90)
+#
+# An example whose kernels cannot be generated is reported and skipped.
+set -eu
+cd "$(dirname "$0")/.."
+stringc=${1:-build/bin/stringc}
+arch=${2:-sm_90}
+mkdir -p gpu/examples
+"$stringc" tests/cuda/kernels.pe --target=cuda --gpu-all-kernels --gpu-arch="$arch" -o gpu/kernels.pkg
+echo "gpu/kernels.pkg"
+for model in examples/*.pe; do
+  name=$(basename "$model" .pe)
+  if "$stringc" "$model" --target=cuda --gpu-arch="$arch" -o "gpu/examples/$name.pkg"; then
+    echo "gpu/examples/$name.pkg"
+  else
+    echo "gpu_packages: $name: stringc --target=cuda failed (skipped)" >&2
+  fi
+done
+data=/usr/share/datasets/fashion-mnist
+if [ -d "$data" ] && [ ! -d gpu/fashion-mnist ]; then
+  cp -r "$data" gpu/fashion-mnist
+  echo "gpu/fashion-mnist"
+fi

@@ -1,0 +1,56 @@
+"""Prints the step program of a stringc package of target cuda (docs/cuda.md,
+"The step program"), one line per launch, for FileCheck:
+
+  PROGRAM OP_INDEX OP_NAME scratch [SIZES]
+  PROGRAM OP_INDEX OP_NAME: kernel NAME(ARGS) [grid X,Y,Z]
+  PROGRAM OP_INDEX OP_NAME: gemm a=.. b=.. c=.. m=.. n=.. k=.. count=.. ...
+
+Sizes that depend on the batch print as `8B`, `8B+2`; others as numbers."""
+import json
+import struct
+import sys
+
+with open(sys.argv[1], "rb") as f:
+    size = struct.unpack("<Q", f.read(8))[0]
+    header = json.loads(f.read(size))
+meta = header["__metadata__"]
+cuda = json.loads(meta["cuda"])
+programs = json.loads(meta["manifest"])["programs"]
+
+
+def affine(pair):
+    per, const = pair
+    if per == 0:
+        return str(const)
+    text = "%dB" % per
+    return text + ("+%d" % const if const else "")
+
+
+def arg(a):
+    (kind, value), = a.items()
+    if kind in ("operand", "result", "scratch"):
+        return "%s%d" % (kind, value)
+    if kind == "i64":
+        return affine(value)
+    return "%g" % value
+
+
+for program in ("forward", "gradients"):
+    ops = programs[program]["ops"]
+    for entry in cuda["steps"][program]:
+        where = "%s %d %s" % (program, entry["op"], ops[entry["op"]]["op"])
+        if entry["scratch"]:
+            print(where, "scratch", ",".join(affine(s) for s in entry["scratch"]))
+        for launch in entry["launches"]:
+            if "gemm" in launch:
+                g = launch["gemm"]
+                print("%s: gemm a=%s b=%s c=%s m=%s n=%s k=%s count=%s trans_a=%d trans_b=%d "
+                      "alpha=%g beta=%g" % (where, arg(g["a"]), arg(g["b"]), arg(g["c"]),
+                                            affine(g["m"]), affine(g["n"]), affine(g["k"]),
+                                            affine(g["count"]), g["trans_a"], g["trans_b"],
+                                            g["alpha"], g["beta"]))
+            else:
+                grid = launch.get("grid")
+                print("%s: kernel %s(%s)%s" % (
+                    where, launch["kernel"], ", ".join(arg(a) for a in launch["args"]),
+                    " grid " + ",".join(affine(d) for d in grid) if grid else ""))

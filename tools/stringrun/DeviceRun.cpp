@@ -1,0 +1,233 @@
+// stringrun --device cuda (DeviceRun.h).
+#include "DeviceRun.h"
+
+#include "stringrt/Error.h"
+#include "stringrt/Safetensors.h"
+#include "stringrt/Trainer.h"
+
+#ifdef STRINGRUN_HAVE_CUDA
+#include "stringrt/cuda/CudaBackend.h"
+#include "stringrt/cuda/DeviceExecutor.h"
+#endif
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+
+namespace stringrun {
+
+#ifndef STRINGRUN_HAVE_CUDA
+
+bool deviceBackendBuilt() { return false; }
+std::string deviceUnavailableReason() {
+  return "this stringrun was built without the CUDA backend (no CUDA toolkit at configure time)";
+}
+namespace {
+[[noreturn]] void unavailable() {
+  throw stringrt::Error("--device cuda: " + deviceUnavailableReason());
+}
+} // namespace
+int deviceTrain(const stringrt::CudaSection *, stringrt::Model &, const stringrt::DataSet &,
+                const DeviceRunOptions &) {
+  unavailable();
+}
+int deviceBench(const stringrt::CudaSection *, stringrt::Model &, const stringrt::DataSet &,
+                const DeviceRunOptions &, int64_t) {
+  unavailable();
+}
+int deviceGradients(const stringrt::CudaSection *, stringrt::Model &, const stringrt::DataSet &,
+                    const DeviceRunOptions &) {
+  unavailable();
+}
+
+#else
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double secondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+bool deviceBackendBuiltImpl() { return true; }
+
+/// The device model of `model`'s manifest and current parameters.
+std::unique_ptr<stringrt::cuda::DeviceModel> open(const stringrt::CudaSection *cuda,
+                                                  stringrt::Model &model,
+                                                  const DeviceRunOptions &run) {
+  if (!cuda)
+    throw stringrt::Error("--device cuda needs a package of target cuda (stringc --target=cuda)");
+  std::string why = stringrt::cuda::unavailableReason();
+  if (!why.empty())
+    throw stringrt::Error("--device cuda: no usable CUDA device: " + why);
+  stringrt::cuda::DeviceOptions options;
+  options.tf32 = run.tf32;
+  options.graphs = run.graphs;
+  return std::make_unique<stringrt::cuda::DeviceModel>(model.manifest(), *cuda,
+                                                       model.parameters(), options);
+}
+
+int64_t stepsPerEpoch(const stringrt::DataSet &data, int64_t batch) {
+  if (batch < 1)
+    throw stringrt::Error(fmt::format("batch must be >= 1, got {}", batch));
+  int64_t perEpoch = data.count(stringrt::Split::Train) / batch;
+  if (perEpoch == 0)
+    throw stringrt::Error(fmt::format("the train split has {} examples, fewer than one batch of {}",
+                                      data.count(stringrt::Split::Train), batch));
+  return perEpoch;
+}
+
+} // namespace
+
+bool deviceBackendBuilt() { return deviceBackendBuiltImpl(); }
+std::string deviceUnavailableReason() { return stringrt::cuda::unavailableReason(); }
+
+int deviceTrain(const stringrt::CudaSection *cuda, stringrt::Model &model,
+                const stringrt::DataSet &data, const DeviceRunOptions &options) {
+  model.initParameters();
+  auto device = open(cuda, model, options);
+  const int64_t perEpoch = stepsPerEpoch(data, options.batch);
+  const int64_t total =
+      options.steps > 0 ? options.steps : perEpoch * std::max<int64_t>(options.epochs, 1);
+  const int64_t epochs = (total + perEpoch - 1) / perEpoch;
+  std::printf("training '%s' on %s: %lld train / %lld test examples, batch %lld, %lld steps "
+              "(%lld epoch%s), seed %llu, TF32 %s, CUDA graphs %s\n",
+              model.manifest().model.c_str(), device->deviceName().c_str(),
+              static_cast<long long>(data.count(stringrt::Split::Train)),
+              static_cast<long long>(data.count(stringrt::Split::Test)),
+              static_cast<long long>(options.batch), static_cast<long long>(total),
+              static_cast<long long>(epochs), epochs == 1 ? "" : "s",
+              static_cast<unsigned long long>(options.seed), options.tf32 ? "on" : "off",
+              options.graphs ? "on" : "off");
+  std::vector<int64_t> order;
+  double epochLoss = 0;
+  int64_t epochSteps = 0;
+  float loss = 0;
+  auto epochStart = Clock::now();
+  for (int64_t s = 0; s < total; ++s) {
+    const int64_t epoch = s / perEpoch;
+    if (s % perEpoch == 0)
+      order = stringrt::epochOrder(data.count(stringrt::Split::Train), options.seed, epoch);
+    stringrt::Batch b = data.batch(stringrt::Split::Train, order.data() + (s % perEpoch) * options.batch,
+                                   static_cast<size_t>(options.batch));
+    loss = device->trainStep(stringrt::modelInputs(model, b), total);
+    if (!std::isfinite(loss))
+      throw stringrt::Error(fmt::format("the loss diverged at step {}: {}", s + 1, loss));
+    epochLoss += loss;
+    ++epochSteps;
+    if ((s + 1) % 100 == 0)
+      std::printf("epoch %lld/%lld step %lld/%lld loss %.6f\n", static_cast<long long>(epoch + 1),
+                  static_cast<long long>(epochs), static_cast<long long>(s + 1),
+                  static_cast<long long>(total), loss);
+    const bool epochEnd = (s + 1) % perEpoch == 0 || s + 1 == total;
+    if (epochEnd) {
+      std::printf("epoch %lld/%lld done: mean loss %.6f (%.1f s, %.1f images/s)\n",
+                  static_cast<long long>(epoch + 1), static_cast<long long>(epochs),
+                  epochLoss / double(epochSteps), secondsSince(epochStart),
+                  double(epochSteps * options.batch) / secondsSince(epochStart));
+      if (options.evaluate) {
+        model.parameters() = device->parameters();
+        stringrt::EvalResult e = stringrt::evaluate(model, data, options.batch);
+        std::string line = fmt::format("eval after step {}: loss {:.6f}", s + 1, e.loss);
+        if (e.accuracy)
+          line += fmt::format(", accuracy {:.2f}%", 100.0 * *e.accuracy);
+        std::printf("%s (%lld examples, %.1f s)\n", line.c_str(),
+                    static_cast<long long>(e.examples), e.seconds);
+      }
+      std::fflush(stdout);
+      epochLoss = 0;
+      epochSteps = 0;
+      epochStart = Clock::now();
+    }
+  }
+  std::printf("trained %lld steps on the GPU, final loss %.6f\n", static_cast<long long>(total),
+              loss);
+  return 0;
+}
+
+int deviceBench(const stringrt::CudaSection *cuda, stringrt::Model &model,
+                const stringrt::DataSet &data, const DeviceRunOptions &options, int64_t steps) {
+  model.initParameters();
+  auto device = open(cuda, model, options);
+  const int64_t perEpoch = stepsPerEpoch(data, options.batch);
+  const int64_t total = steps + 1;
+  std::vector<int64_t> order;
+  auto start = Clock::now();
+  for (int64_t s = 0; s < total; ++s) {
+    if (s % perEpoch == 0)
+      order = stringrt::epochOrder(data.count(stringrt::Split::Train), 0, s / perEpoch);
+    stringrt::Batch b = data.batch(stringrt::Split::Train, order.data() + (s % perEpoch) * options.batch,
+                                   static_cast<size_t>(options.batch));
+    device->trainStep(stringrt::modelInputs(model, b), total);
+    if (s == 0)
+      start = Clock::now(); // the warm-up step (allocation, first launches) is not timed
+  }
+  device->parameters(); // waits for the last step's AdamW
+  double seconds = secondsSince(start);
+  std::printf("bench '%s' on %s: %lld steps of batch %lld in %.3f s: %.3f steps/s, %.1f %s/s "
+              "(%.2f ms/step; TF32 %s, CUDA graphs %s)\n",
+              model.manifest().model.c_str(), device->deviceName().c_str(),
+              static_cast<long long>(steps), static_cast<long long>(options.batch), seconds,
+              double(steps) / seconds,
+              double(steps * options.batch * data.unitsPerExample()) / seconds, data.unit(),
+              1000.0 * seconds / double(steps), options.tf32 ? "on" : "off",
+              options.graphs ? "on" : "off");
+  return 0;
+}
+
+int deviceGradients(const stringrt::CudaSection *cuda, stringrt::Model &model,
+                    const stringrt::DataSet &data, const DeviceRunOptions &options) {
+  model.initParameters();
+  auto device = open(cuda, model, options);
+  stepsPerEpoch(data, options.batch);
+  const std::vector<int64_t> order =
+      stringrt::epochOrder(data.count(stringrt::Split::Train), options.seed, 0);
+  stringrt::Batch b =
+      data.batch(stringrt::Split::Train, order.data(), static_cast<size_t>(options.batch));
+  auto inputs = stringrt::modelInputs(model, b);
+  float gpuLoss = 0, cpuLoss = 0;
+  std::vector<float> gpu, cpu;
+  device->gradients(inputs, gpuLoss, gpu);
+  model.gradients(inputs, cpuLoss, cpu);
+  bool ok = std::fabs(double(gpuLoss) - cpuLoss) <= kLossTolerance * std::max(1.0, std::fabs(double(cpuLoss)));
+  std::printf("gradients '%s' on %s: batch %lld, loss %.7f (GPU) vs %.7f (CPU)%s\n",
+              model.manifest().model.c_str(), device->deviceName().c_str(),
+              static_cast<long long>(options.batch), gpuLoss, cpuLoss, ok ? "" : "  MISMATCH");
+  std::vector<stringrt::TensorView> tensors;
+  tensors.push_back({"loss", stringrt::DType::F32, {}, &gpuLoss});
+  double worst = 0;
+  for (const stringrt::ParamSlot &slot : model.slots()) {
+    if (slot.frozen)
+      continue;
+    double largest = 0, diff = 0;
+    for (int64_t i = slot.offset; i < slot.offset + slot.size; ++i) {
+      largest = std::max(largest, std::fabs(double(cpu[size_t(i)])));
+      diff = std::max(diff, std::fabs(double(gpu[size_t(i)]) - cpu[size_t(i)]));
+    }
+    double relative = diff / std::max(largest, 1e-12);
+    bool slotOk = relative <= kGradientTolerance || diff <= 1e-7;
+    ok = ok && slotOk;
+    worst = std::max(worst, slotOk ? 0.0 : relative);
+    std::printf("  grad %-40s max |gpu - cpu| %.3e, max |cpu| %.3e, relative %.3e%s\n",
+                slot.name.c_str(), diff, largest, relative, slotOk ? "" : "  MISMATCH");
+    tensors.push_back({"grad." + slot.name, stringrt::DType::F32, slot.shape,
+                       gpu.data() + slot.offset});
+  }
+  if (!options.outPath.empty())
+    stringrt::writeSafetensors(options.outPath, tensors,
+                               {{"model", model.manifest().model},
+                                {"device", device->deviceName()},
+                                {"batch", std::to_string(options.batch)},
+                                {"seed", std::to_string(options.seed)}});
+  std::printf("%s: every gradient within %.0e of its largest magnitude\n",
+              ok ? "PASS" : "FAIL", kGradientTolerance);
+  return ok ? 0 : 1;
+}
+
+#endif
+
+} // namespace stringrun
