@@ -8,7 +8,9 @@
 #   3. for every example package, one step's loss and gradients on the GPU
 #      against the CPU (stringrun gradients --device cuda; packages with ops
 #      that have no GPU steps are listed as not covered, not failed);
-#   4. trains vit_rope on Fashion-MNIST on the GPU (goal: 92% test accuracy).
+#   4. trains vit_rope on Fashion-MNIST on the GPU (goal: 92% test accuracy);
+#   5. tests/bench/gpu_train_step.py: images/s against PyTorch eager and
+#      torch.compile, fp32 and TF32 (SKIP_BENCH=1 skips it).
 #
 # The packages come from the MLIR machine: `bash scripts/gpu_packages.sh`
 # writes gpu/kernels.pkg, gpu/examples/*.pkg and gpu/fashion-mnist/.
@@ -107,6 +109,24 @@ if [ "${SKIP_TRAIN:-0}" != 1 ] && [ -f gpu/examples/vit_rope.pkg ]; then
       status=1
     fi
   fi
+fi
+# 5. The training step against PyTorch eager and torch.compile (issue 5's
+#    benchmark), when this machine's python3 has torch with CUDA.
+if [ "${SKIP_BENCH:-0}" != 1 ] && [ -f gpu/examples/vit_rope.pkg ] &&
+   python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+  for precision in fp32 tf32; do
+    flag=; [ $precision = tf32 ] && flag=--tf32
+    log=$out/bench-$precision.log
+    # shellcheck disable=SC2086
+    if python3 tests/bench/gpu_train_step.py --packages gpu/examples --bin "$(dirname "$stringrun")" $flag > "$log" 2>&1; then
+      note "bench ($precision):"; tee -a "$summary" < "$log"
+    else
+      note "bench ($precision): FAIL (see $log)"
+      status=1
+    fi
+  done
+else
+  note "bench: skipped (SKIP_BENCH=1, no vit_rope package, or no torch with CUDA)"
 fi
 note "gpu_verify: exit $status (logs in $out)"
 exit $status
