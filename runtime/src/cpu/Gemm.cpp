@@ -217,6 +217,15 @@ GemmArgs makeArgs(Trans transA, Trans transB, int64_t M, int64_t N, int64_t K, f
 
 #ifdef STRINGRT_HAVE_OPENBLAS
 bool fitsBlasInt(int64_t v) { return v <= INT_MAX; }
+
+void blasGemm(const GemmArgs &g, int64_t row0, int64_t rows) {
+  // Rows [row0, row0 + rows) of C: the same rows of op(A).
+  const float *a = g.transA == Trans::No ? g.A + row0 * g.lda : g.A + row0;
+  cblas_sgemm(CblasRowMajor, g.transA == Trans::No ? CblasNoTrans : CblasTrans,
+              g.transB == Trans::No ? CblasNoTrans : CblasTrans, static_cast<int>(rows),
+              static_cast<int>(g.N), static_cast<int>(g.K), g.alpha, a, static_cast<int>(g.lda),
+              g.B, static_cast<int>(g.ldb), g.beta, g.C + row0 * g.ldc, static_cast<int>(g.ldc));
+}
 #endif
 
 } // namespace
@@ -240,11 +249,17 @@ void gemm(Trans transA, Trans transB, int64_t M, int64_t N, int64_t K, float alp
   // leading-dimension rules; sizes past BLAS's 32-bit ints go there too.
   if (K > 0 && fitsBlasInt(M) && fitsBlasInt(N) && fitsBlasInt(K) && fitsBlasInt(lda) &&
       fitsBlasInt(ldb) && fitsBlasInt(ldc)) {
-    numThreads(); // starts the pool, which sets BLAS's thread count
-    cblas_sgemm(CblasRowMajor, transA == Trans::No ? CblasNoTrans : CblasTrans,
-                transB == Trans::No ? CblasNoTrans : CblasTrans, static_cast<int>(M),
-                static_cast<int>(N), static_cast<int>(K), alpha, A, static_cast<int>(lda), B,
-                static_cast<int>(ldb), beta, C, static_cast<int>(ldc));
+    // OpenBLAS runs single-threaded (setBlasThreads) and the pool splits C's
+    // rows: OpenBLAS's own workers would spin (sched_yield) between calls
+    // while the pool runs the other kernels, taking the cores from them.
+    // Row blocks of at least 16 rows, at most one per pool thread.
+    const int64_t threads = numThreads();
+    const int64_t grain = std::max<int64_t>(16, (M + threads - 1) / threads);
+    if (M < 32 || threads == 1) {
+      blasGemm(g, 0, M);
+      return;
+    }
+    parallelFor(0, M, grain, [&](int64_t begin, int64_t end) { blasGemm(g, begin, end - begin); });
     return;
   }
 #endif
@@ -261,7 +276,9 @@ bool gemmUsesBlas() {
 
 void setBlasThreads(int n) {
 #ifdef STRINGRT_HAVE_OPENBLAS
-  openblas_set_num_threads(n);
+  // One thread: gemm() parallelises over the pool instead (see there).
+  (void)n;
+  openblas_set_num_threads(1);
 #else
   (void)n;
 #endif

@@ -34,8 +34,9 @@ void gemmSerial(Trans transA, Trans transB, int64_t M, int64_t N, int64_t K, flo
 // Whether gemm() goes through OpenBLAS in this build.
 bool gemmUsesBlas();
 
-// Sets OpenBLAS's thread count (a no-op without OpenBLAS). Called by the
-// thread pool whenever its size is set.
+// Called by the thread pool whenever its size is set (to n). Keeps OpenBLAS
+// at one thread whatever n: gemm() splits C's rows over the pool itself
+// (a no-op without OpenBLAS).
 void setBlasThreads(int n);
 
 } // namespace stringrt::cpu

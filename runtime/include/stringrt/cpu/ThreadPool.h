@@ -31,7 +31,8 @@ namespace stringrt::cpu {
 // stringrt::Error when STRINGRT_THREADS is set but not a positive integer.
 int numThreads();
 
-// Resizes the pool to n >= 1 threads (and OpenBLAS to n threads); throws
+// Resizes the pool to n >= 1 threads (OpenBLAS stays at one: GEMMs split
+// their rows over this pool, Gemm.h); throws
 // stringrt::Error for n < 1. Must not be called from inside parallelFor.
 void setNumThreads(int n);
 
