@@ -132,33 +132,15 @@ TEST_F(AttentionKernels, CompiledMatchesReference) {
     // approximation and the max subtraction matter.
     for (float scale : {1.0f, 2.0f}) {
       Batch in = randomBatch(package->manifest(), batch, 17 + uint32_t(batch), scale);
-      auto got = compiled.run("forward", in.views);
-      auto want = reference.run("forward", in.views);
-      ASSERT_EQ(got.size(), want.size());
-      for (const auto &[name, tensor] : want) {
-        SCOPED_TRACE(name + ", batch " + std::to_string(batch) + ", scale " +
-                     std::to_string(scale));
-        const auto &mine = got.at(name);
-        ASSERT_EQ(mine.shape, tensor.shape);
-        if (isSkip(name))
-          EXPECT_EQ(mine.values, tensor.values);
-        else
-          EXPECT_LT(relativeError(mine.values, tensor.values), 5e-6);
-      }
+      SCOPED_TRACE("batch " + std::to_string(batch) + ", scale " + std::to_string(scale));
+      expectOutputsMatch(compiled.run("forward", in.views), reference.run("forward", in.views),
+                         isSkip, 5e-6);
     }
   }
 }
 
 TEST_F(AttentionKernels, ResultsDoNotDependOnTheThreadCount) {
-  stringrt::Model model(*package, stringrt::KernelSet::Compiled);
-  model.initParameters();
-  Batch in = randomBatch(package->manifest(), 9, 5);
-  stringrt::cpu::setNumThreads(1);
-  auto one = model.run("forward", in.views);
-  stringrt::cpu::setNumThreads(3);
-  auto three = model.run("forward", in.views);
-  for (const auto &[name, tensor] : one)
-    EXPECT_EQ(three.at(name).values, tensor.values) << name;
+  expectThreadCountIndependent(*package, randomBatch(package->manifest(), 9, 5));
 }
 
 TEST(AttentionKernelsPlan, DeclinedCases) {

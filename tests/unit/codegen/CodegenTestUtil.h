@@ -13,6 +13,7 @@
 
 #include "stringrt/Model.h"
 #include "stringrt/Package.h"
+#include "stringrt/cpu/ThreadPool.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -24,6 +25,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <random>
 #include <string>
@@ -121,6 +123,38 @@ inline double relativeError(const std::vector<float> &got, const std::vector<flo
     err = std::max(err, d);
   }
   return err / scale;
+}
+
+/// Every output of `got` (compiled kernels) against `want` (reference): the
+/// same names and shapes, then bit for bit where `exact(name)`, else within
+/// `bound` of relativeError.
+inline void expectOutputsMatch(const std::map<std::string, stringrt::ref::Tensor<float>> &got,
+                               const std::map<std::string, stringrt::ref::Tensor<float>> &want,
+                               const std::function<bool(const std::string &)> &exact,
+                               double bound) {
+  ASSERT_EQ(got.size(), want.size());
+  for (const auto &[name, tensor] : want) {
+    SCOPED_TRACE(name);
+    const auto &mine = got.at(name);
+    ASSERT_EQ(mine.shape, tensor.shape);
+    if (exact(name))
+      EXPECT_EQ(mine.values, tensor.values);
+    else
+      EXPECT_LT(relativeError(mine.values, tensor.values), bound);
+  }
+}
+
+/// The forward program on the compiled kernels gives the same bits on one
+/// thread and on three (no kernel splits a sum by the thread count).
+inline void expectThreadCountIndependent(const stringrt::Package &package, const Batch &in) {
+  stringrt::Model model(package, stringrt::KernelSet::Compiled);
+  model.initParameters();
+  stringrt::cpu::setNumThreads(1);
+  auto one = model.run("forward", in.views);
+  stringrt::cpu::setNumThreads(3);
+  auto three = model.run("forward", in.views);
+  for (const auto &[name, tensor] : one)
+    EXPECT_EQ(three.at(name).values, tensor.values) << name;
 }
 
 } // namespace stringc::codegen::test

@@ -127,32 +127,15 @@ TEST_F(OpKernels, CompiledMatchesReference) {
   for (int64_t batch : {1, 7}) {
     // Scale 3: gelu's tails and relu's zeros both show.
     Batch in = randomBatch(package->manifest(), batch, 11 + uint32_t(batch), 3.0f);
-    auto got = compiled.run("forward", in.views);
-    auto want = reference.run("forward", in.views);
-    ASSERT_EQ(got.size(), want.size());
-    for (const auto &[name, tensor] : want) {
-      SCOPED_TRACE(name + ", batch " + std::to_string(batch));
-      const auto &mine = got.at(name);
-      ASSERT_EQ(mine.shape, tensor.shape);
-      if (exact(name))
-        EXPECT_EQ(mine.values, tensor.values);
-      else
-        EXPECT_LT(relativeError(mine.values, tensor.values), 2e-6);
-    }
+    SCOPED_TRACE("batch " + std::to_string(batch));
+    expectOutputsMatch(compiled.run("forward", in.views), reference.run("forward", in.views),
+                       exact, 2e-6);
   }
 }
 
 TEST_F(OpKernels, ResultsDoNotDependOnTheThreadCount) {
-  stringrt::Model model(*package, stringrt::KernelSet::Compiled);
-  model.initParameters();
   // A batch big enough that the kernels split over threads.
-  Batch in = randomBatch(package->manifest(), 3000, 5);
-  stringrt::cpu::setNumThreads(1);
-  auto one = model.run("forward", in.views);
-  stringrt::cpu::setNumThreads(3);
-  auto three = model.run("forward", in.views);
-  for (const auto &[name, tensor] : one)
-    EXPECT_EQ(three.at(name).values, tensor.values) << name;
+  expectThreadCountIndependent(*package, randomBatch(package->manifest(), 3000, 5));
 }
 
 TEST(OpKernelsPlan, SharedKernelsAndUnsupportedShapes) {

@@ -139,31 +139,19 @@ TEST_F(TokenRopeLossKernels, CompiledMatchesReference) {
   reference.initParameters();
   for (int64_t batch : {1, 7}) {
     Batch in = inputs(package->manifest(), batch, 21 + uint32_t(batch));
-    auto got = compiled.run("forward", in.views);
-    auto want = reference.run("forward", in.views);
-    ASSERT_EQ(got.size(), want.size());
-    for (const auto &[name, tensor] : want) {
-      SCOPED_TRACE(name + ", batch " + std::to_string(batch));
-      const auto &mine = got.at(name);
-      ASSERT_EQ(mine.shape, tensor.shape);
-      if (name == "ce_grad" || (name.rfind("rope", 0) == 0 && name.rfind("rope_dtable", 0) != 0))
-        EXPECT_LT(relativeError(mine.values, tensor.values), 2e-6);
-      else
-        EXPECT_EQ(mine.values, tensor.values);
-    }
+    SCOPED_TRACE("batch " + std::to_string(batch));
+    // Float arithmetic in ce_grad and rope_apply; copies and double sums elsewhere.
+    auto exact = [](const std::string &name) {
+      return !(name == "ce_grad" ||
+               (name.rfind("rope", 0) == 0 && name.rfind("rope_dtable", 0) != 0));
+    };
+    expectOutputsMatch(compiled.run("forward", in.views), reference.run("forward", in.views),
+                       exact, 2e-6);
   }
 }
 
 TEST_F(TokenRopeLossKernels, ResultsDoNotDependOnTheThreadCount) {
-  stringrt::Model model(*package, stringrt::KernelSet::Compiled);
-  model.initParameters();
-  Batch in = inputs(package->manifest(), 2000, 5);
-  stringrt::cpu::setNumThreads(1);
-  auto one = model.run("forward", in.views);
-  stringrt::cpu::setNumThreads(3);
-  auto three = model.run("forward", in.views);
-  for (const auto &[name, tensor] : one)
-    EXPECT_EQ(three.at(name).values, tensor.values) << name;
+  expectThreadCountIndependent(*package, inputs(package->manifest(), 2000, 5));
 }
 
 TEST_F(TokenRopeLossKernels, OutOfRangeIndicesAreRefused) {
