@@ -9,8 +9,9 @@
 #      against the CPU (stringrun gradients --device cuda; packages with ops
 #      that have no GPU steps are listed as not covered, not failed);
 #   4. trains vit_rope on Fashion-MNIST on the GPU (goal: 92% test accuracy);
-#   5. tests/bench/gpu_train_step.py: images/s against PyTorch eager and
-#      torch.compile, fp32 and TF32 (SKIP_BENCH=1 skips it).
+#   5. tests/bench/gpu_attention.py: the fused attention kernel's TFLOP/s
+#      against SDPA + RoPE; tests/bench/gpu_train_step.py: images/s against
+#      PyTorch eager and torch.compile, fp32 and TF32 (SKIP_BENCH=1 skips both).
 #
 # The packages come from the MLIR machine: `bash scripts/gpu_packages.sh`
 # writes gpu/kernels.pkg, gpu/examples/*.pkg and gpu/fashion-mnist/.
@@ -49,7 +50,7 @@ note() { echo "$*" | tee -a "$summary"; }
 
 command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi --query-gpu=name,compute_cap,memory.total,driver_version --format=csv | tee "$out/nvidia-smi.txt" || true
 cmake -S runtime -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release > "$out/cmake.log" 2>&1 || { cat "$out/cmake.log"; exit 1; }
-ninja -C "$build" -j"$jobs" stringrt_cuda_tests stringrun > "$out/build.log" 2>&1 || { tail -50 "$out/build.log"; exit 1; }
+ninja -C "$build" -j"$jobs" stringrt_cuda_tests stringrun stringrt_attention_bench > "$out/build.log" 2>&1 || { tail -50 "$out/build.log"; exit 1; }
 stringrun=$build/stringrun/stringrun
 
 if [ -n "$package" ]; then
@@ -114,6 +115,13 @@ fi
 #    benchmark), when this machine's python3 has torch with CUDA.
 if [ "${SKIP_BENCH:-0}" != 1 ] && [ -f gpu/examples/vit_rope.pkg ] &&
    python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+  log=$out/bench-attention.log
+  if [ -n "$package" ] && python3 tests/bench/gpu_attention.py --kernels "$STRINGRT_CUDA_TEST_PACKAGE" --bench "$build/tests/stringrt_attention_bench" > "$log" 2>&1; then
+    note "bench (attention kernel):"; tee -a "$summary" < "$log"
+  else
+    note "bench (attention kernel): FAIL (see $log)"
+    status=1
+  fi
   for precision in fp32 tf32; do
     flag=; [ $precision = tf32 ] && flag=--tf32
     log=$out/bench-$precision.log
