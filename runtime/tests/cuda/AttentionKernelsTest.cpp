@@ -4,6 +4,7 @@
 // the package of tests/cuda/kernels.pe compiled with --gpu-all-kernels
 // (STRINGRT_CUDA_TEST_PACKAGE); the tests skip without it or without a GPU.
 #include "AttentionCases.h"
+#include "GpuKernelSession.h"
 
 #include "stringrt/Package.h"
 
@@ -17,20 +18,11 @@ namespace {
 
 using namespace attention_cases;
 
-class GpuAttention : public ::testing::Test, public Backend {
+class GpuAttention : public ::testing::Test, public Backend, protected GpuKernelSession {
 protected:
   void SetUp() override {
-    const char *path = std::getenv("STRINGRT_CUDA_TEST_PACKAGE");
-    if (!path || !*path || !std::filesystem::exists(path))
-      GTEST_SKIP() << "STRINGRT_CUDA_TEST_PACKAGE does not name a package of "
-                      "tests/cuda/kernels.pe (built where ptxas and libdevice are found)";
-    std::string why = unavailableReason();
-    if (!why.empty())
-      GTEST_SKIP() << "no CUDA device: " << why;
-    package = std::make_unique<Package>(Package::load(path));
-    device = Device::open();
-    kernels = std::make_unique<KernelSet>(device, *package->cuda());
-    arena = std::make_unique<Arena>(device, size_t(64) << 20);
+    if (std::string why = open(size_t(64) << 20); !why.empty())
+      GTEST_SKIP() << why;
   }
 
   uint64_t put(const std::vector<float> &values) override {
@@ -65,10 +57,6 @@ protected:
     EXPECT_GT(ran, 0);
   }
 
-  std::unique_ptr<Package> package;
-  std::shared_ptr<Device> device;
-  std::unique_ptr<KernelSet> kernels;
-  std::unique_ptr<Arena> arena;
   std::map<uint64_t, size_t> offsets;
   size_t next = 0;
   std::mt19937 rng{11};

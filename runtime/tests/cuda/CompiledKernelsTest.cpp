@@ -4,6 +4,8 @@
 // `stringc tests/cuda/kernels.pe --target=cuda` (tests/cuda/CMakeLists.txt and
 // scripts/gpu_verify.sh set it). Loading and checking the kernel table needs
 // no GPU; each launch test skips without one.
+#include "GpuKernelSession.h"
+
 #include "stringrt/Error.h"
 #include "stringrt/Package.h"
 #include "stringrt/cuda/CudaBackend.h"
@@ -20,33 +22,16 @@
 namespace stringrt::cuda {
 namespace {
 
-// The package's path, or "" with `why` set when there is none to test.
-std::string packagePath(std::string *why = nullptr) {
-  const char *path = std::getenv("STRINGRT_CUDA_TEST_PACKAGE");
-  if (!path || !*path) {
-    if (why)
-      *why = "STRINGRT_CUDA_TEST_PACKAGE is not set (a package of tests/cuda/kernels.pe)";
-    return "";
-  }
-  if (!std::filesystem::exists(path)) {
-    if (why)
-      *why = std::string("STRINGRT_CUDA_TEST_PACKAGE=") + path +
-             " does not exist (the build makes it only where ptxas and libdevice are found)";
-    return "";
-  }
-  return path;
-}
-
 #define REQUIRE_PACKAGE()                                                                          \
   do {                                                                                             \
     std::string why;                                                                               \
-    if (packagePath(&why).empty())                                                                 \
+    if (kernelPackagePath(&why).empty())                                                           \
       GTEST_SKIP() << why;                                                                         \
   } while (0)
 
 TEST(CompiledPackage, HasEveryKernelWithBinaries) {
   REQUIRE_PACKAGE();
-  Package package = Package::load(packagePath());
+  Package package = Package::load(kernelPackagePath());
   ASSERT_NE(package.cuda(), nullptr);
   const CudaSection &cuda = *package.cuda();
   for (const char *name :
@@ -74,19 +59,11 @@ TEST(CompiledPackage, HasEveryKernelWithBinaries) {
 }
 
 // A device, the package's kernels on it, and an arena of float buffers.
-class GpuKernels : public ::testing::Test {
+class GpuKernels : public ::testing::Test, protected GpuKernelSession {
 protected:
   void SetUp() override {
-    std::string noPackage;
-    if (packagePath(&noPackage).empty())
-      GTEST_SKIP() << noPackage;
-    std::string why = unavailableReason();
-    if (!why.empty())
-      GTEST_SKIP() << "no CUDA device: " << why;
-    package = std::make_unique<Package>(Package::load(packagePath()));
-    device = Device::open();
-    kernels = std::make_unique<KernelSet>(device, *package->cuda());
-    arena = std::make_unique<Arena>(device, size_t(64) << 20);
+    if (std::string why = open(size_t(64) << 20); !why.empty())
+      GTEST_SKIP() << why;
   }
 
   std::vector<float> random(size_t n, float low = -3, float high = 3) {
@@ -117,10 +94,6 @@ protected:
           << what << " at " << i << ": " << got[i] << " vs " << want[i];
   }
 
-  std::unique_ptr<Package> package;
-  std::shared_ptr<Device> device;
-  std::unique_ptr<KernelSet> kernels;
-  std::unique_ptr<Arena> arena;
   std::map<uint64_t, size_t> offsets;
   size_t next = 0;
   std::mt19937 rng{42};

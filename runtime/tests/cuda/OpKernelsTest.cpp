@@ -15,6 +15,8 @@
 //          cross entropy, token/patch gradients) against double references
 //   1e-4   Gauss-Jordan in f32 (Cayley weight, dim up to 70) and the
 //          cuBLAS compositions (patch_embed, cayley, their gradients)
+#include "GpuKernelSession.h"
+
 #include "stringrt/Error.h"
 #include "stringrt/Package.h"
 #include "stringrt/cuda/CudaBackend.h"
@@ -40,20 +42,11 @@ using ref::TensorRef;
 using KA = KernelArg;
 using Shape = std::vector<int64_t>;
 
-class GpuOpKernels : public ::testing::Test {
+class GpuOpKernels : public ::testing::Test, protected GpuKernelSession {
 protected:
   void SetUp() override {
-    const char *path = std::getenv("STRINGRT_CUDA_TEST_PACKAGE");
-    if (!path || !*path || !std::filesystem::exists(path))
-      GTEST_SKIP() << "STRINGRT_CUDA_TEST_PACKAGE does not name a package of "
-                      "tests/cuda/kernels.pe (built where ptxas and libdevice are found)";
-    std::string why = unavailableReason();
-    if (!why.empty())
-      GTEST_SKIP() << "no CUDA device: " << why;
-    package = std::make_unique<Package>(Package::load(path));
-    device = Device::open();
-    kernels = std::make_unique<KernelSet>(device, *package->cuda());
-    arena = std::make_unique<Arena>(device, size_t(256) << 20);
+    if (std::string why = open(size_t(256) << 20); !why.empty())
+      GTEST_SKIP() << why;
     gemm = std::make_unique<Gemm>(device);
   }
 
@@ -117,10 +110,6 @@ protected:
           << what << " at " << i << ": " << got[i] << " vs " << want[i];
   }
 
-  std::unique_ptr<Package> package;
-  std::shared_ptr<Device> device;
-  std::unique_ptr<KernelSet> kernels;
-  std::unique_ptr<Arena> arena;
   std::unique_ptr<Gemm> gemm;
   std::map<uint64_t, size_t> offsets;
   size_t next = 0;
