@@ -1,12 +1,12 @@
 // Gemm: row-major SGEMM on cuBLAS (CudaBackend.h). cuBLAS is column-major;
 // a row-major [M,N] matrix is its column-major transpose, so C = op(A) op(B)
-// is computed as C^T = op(B)^T op(A)^T with the operands swapped.
-#include "Driver.h"
+// is computed as C^T = op(B)^T op(A)^T with the operands swapped. cuBLAS is
+// opened at run time (Blas.h).
+#include "Blas.h"
 
 #include "stringrt/Error.h"
 #include "stringrt/cuda/CudaBackend.h"
 
-#include <cublas_v2.h>
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -18,7 +18,7 @@ namespace {
 void checkBlas(cublasStatus_t status, const std::string &step, const char *call) {
   if (status != CUBLAS_STATUS_SUCCESS)
     throw Error(fmt::format("cuBLAS error in {}: {} failed: {}", step, call,
-                            cublasGetStatusString(status)));
+                            blas::require().getStatusString(status)));
 }
 
 int asInt(int64_t value, const std::string &step, const char *what) {
@@ -31,13 +31,13 @@ int asInt(int64_t value, const std::string &step, const char *what) {
 
 Gemm::Gemm(std::shared_ptr<Device> device) : device_(std::move(device)) {
   cublasHandle_t handle = nullptr;
-  checkBlas(cublasCreate(&handle), "creating the cuBLAS handle", "cublasCreate");
+  checkBlas(blas::require().create(&handle), "creating the cuBLAS handle", "cublasCreate");
   handle_ = handle;
 }
 
 Gemm::~Gemm() {
-  if (handle_)
-    cublasDestroy(cublasHandle_t(handle_));
+  if (const blas::Api *api = blas::api(); api && handle_)
+    api->destroy(cublasHandle_t(handle_));
 }
 
 void Gemm::run(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, uint64_t A,
@@ -47,11 +47,11 @@ void Gemm::run(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float 
     return;
   int lda = std::max(1, transA ? m : k);
   int ldb = std::max(1, transB ? k : n);
-  checkBlas(cublasSgemm(cublasHandle_t(handle_), transB ? CUBLAS_OP_T : CUBLAS_OP_N,
-                        transA ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha,
-                        reinterpret_cast<const float *>(B), ldb,
-                        reinterpret_cast<const float *>(A), lda, &beta,
-                        reinterpret_cast<float *>(C), n),
+  checkBlas(blas::require().sgemm(cublasHandle_t(handle_), transB ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                  transA ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha,
+                                  reinterpret_cast<const float *>(B), ldb,
+                                  reinterpret_cast<const float *>(A), lda, &beta,
+                                  reinterpret_cast<float *>(C), n),
             step, "cublasSgemm");
 }
 
@@ -73,26 +73,28 @@ void Gemm::runStridedBatched(bool transA, bool transB, int64_t M, int64_t N, int
   int lda = std::max(1, transA ? m : k);
   int ldb = std::max(1, transB ? k : n);
   // Column-major: C^T = op(B)^T op(A)^T, so B's stride comes first.
-  checkBlas(cublasSgemmStridedBatched(cublasHandle_t(handle_), transB ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                      transA ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha,
-                                      reinterpret_cast<const float *>(B), ldb, strideB,
-                                      reinterpret_cast<const float *>(A), lda, strideA, &beta,
-                                      reinterpret_cast<float *>(C), n, strideC, batches),
+  checkBlas(blas::require().sgemmStridedBatched(
+                cublasHandle_t(handle_), transB ? CUBLAS_OP_T : CUBLAS_OP_N,
+                transA ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha,
+                reinterpret_cast<const float *>(B), ldb, strideB,
+                reinterpret_cast<const float *>(A), lda, strideA, &beta,
+                reinterpret_cast<float *>(C), n, strideC, batches),
             step, "cublasSgemmStridedBatched");
 }
 
 void Gemm::setStream(void *stream) {
-  checkBlas(cublasSetStream(cublasHandle_t(handle_), cudaStream_t(stream)), "setting the stream",
-            "cublasSetStream");
+  checkBlas(blas::require().setStream(cublasHandle_t(handle_), cudaStream_t(stream)),
+            "setting the stream", "cublasSetStream");
 }
 
 void Gemm::setWorkspace(uint64_t pointer, size_t bytes) {
-  checkBlas(cublasSetWorkspace(cublasHandle_t(handle_), reinterpret_cast<void *>(pointer), bytes),
+  checkBlas(blas::require().setWorkspace(cublasHandle_t(handle_),
+                                         reinterpret_cast<void *>(pointer), bytes),
             "setting the cuBLAS workspace", "cublasSetWorkspace");
 }
 
 void Gemm::setTF32(bool allowed) {
-  checkBlas(cublasSetMathMode(cublasHandle_t(handle_),
+  checkBlas(blas::require().setMathMode(cublasHandle_t(handle_),
                               allowed ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH),
             "setting the cuBLAS math mode", "cublasSetMathMode");
 }

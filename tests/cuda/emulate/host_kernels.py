@@ -1,67 +1,304 @@
-"""Builds the generated GPU kernels for the host CPU, so their logic can be
-tested without a GPU (tests/cuda/emulate/AttentionEmulatorTest.cpp).
+"""Builds stringc's generated GPU kernels for the host CPU, for the CUDA
+emulator (libstringrt_cuda_emulator.so, docs/cuda.md "Emulator").
 
-From `stringc --emit=nvvm` output, each gpu.module whose name matches
---match is translated to LLVM IR (mlir-translate), its NVVM special
-registers and barrier become calls into the emulator (emu_tid_x,
-emu_ctaid_y, emu_barrier, ...; the emulator runs one OS thread per CUDA
-thread), libdevice calls (__nv_expf, ...) stay external for the emulator to
-define, and a wrapper NAME_packed(ptr) reads the kernel's arguments from an
-array of 8-byte slots. Shared memory (addrspace(3) globals) stays as module
-globals: the x86 backend treats address spaces below 256 as plain memory.
-Each module is compiled with llc and all are linked into one shared library.
-Warp shuffles have no emulation: modules using them are refused.
+Input: one or more `stringc --emit=nvvm` files. Every gpu.module (one kernel
+each) is built once: a kernel name met again in another input must have the
+same code after normalisation (locations and blank space removed), else this
+is an error, so a kernel's name identifies its code across packages.
 
-usage: host_kernels.py NVVM MATCH OUT_DIR MLIR_TRANSLATE LLC CXX LIBRARY"""
+Each module is translated to LLVM IR (mlir-translate) and rewritten for the
+host:
+- NVVM special registers and bar.sync become calls into the emulator
+  (emu_tid_x, emu_ctaid_y, emu_barrier, ...), which runs a CUDA thread as a
+  fiber;
+- warp shuffles and mma.sync become small LLVM functions that pass their
+  operands through memory to the emulator's warp rendezvous (emu_shfl,
+  emu_mma_m16n8k16_bf16): intrinsics returning structs ({float, i1},
+  {float x 4}) cannot be mapped 1:1 to C functions, whose ABI differs;
+- libdevice calls (__nv_expf, ...) stay external: the emulator defines them
+  with the host's libm;
+- a wrapper NAME_packed(ptr) reads the kernel's arguments from an array of
+  8-byte slots, and NAME_signature, a string, records the parameter types,
+  the static shared memory in bytes and a hash of the normalised code:
+  "params=ptr,i64,f32;shared=4096;regions=2;hash=0123abcd..." (regions:
+  the entries of NAME_shared_regions, below), and the library's
+  index stringrt_emulated_kernel_names lists its kernels (comma-separated).
+- every load and store of alignment >= 2 checks its pointer (a GPU faults
+  on a misaligned access, x86 does not): a misaligned one goes to an
+  unmapped address, which the emulator's fault handler reports.
+Any other NVVM intrinsic is refused, naming it. Shared memory (addrspace(3)
+globals) stays as module globals (the emulator runs one block at a time).
+The objects (llc) and the bf16 conversions LLVM may call (support.ll) are
+linked into one shared library.
+
+usage: host_kernels.py OUT_LIBRARY WORK_DIR MLIR_TRANSLATE LLC CXX NVVM...
+"""
+import hashlib
 import os
 import re
 import subprocess
 import sys
 
-nvvm, match, out_dir, translate, llc, cxx, library = sys.argv[1:8]
-text = open(nvvm).read()
-os.makedirs(out_dir, exist_ok=True)
-objects = []
-for m in re.finditer(r"gpu\.module @(\w+) \[[^\]]*\]\s*\{", text):
-    name = m.group(1)
-    if not re.search(match, name):
-        continue
-    start, depth, i = m.end(), 1, m.end()
-    while depth:
-        depth += (text[i] == "{") - (text[i] == "}")
-        i += 1
-    body = text[start:i - 1]
-    if "nvvm.shfl" in body:
-        sys.exit("host_kernels.py: kernel %s uses warp shuffles (not emulated)" % name)
-    mlir = os.path.join(out_dir, name + ".mlir")
-    with open(mlir, "w") as f:
-        f.write("module {\n" + body + "\n}\n")
-    ll = subprocess.run([translate, "--mlir-to-llvmir", mlir], check=True, capture_output=True,
-                        text=True).stdout
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def fail(message):
+    sys.exit("host_kernels.py: " + message)
+
+
+def gpu_modules(path):
+    """(name, body) of each gpu.module of an NVVM file."""
+    text = open(path).read()
+    found = []
+    for m in re.finditer(r"gpu\.module @(\w+) \[[^\]]*\]\s*\{", text):
+        start, depth, i = m.end(), 1, m.end()
+        while depth:
+            if i >= len(text):
+                fail("%s: unbalanced braces in gpu.module @%s" % (path, m.group(1)))
+            depth += (text[i] == "{") - (text[i] == "}")
+            i += 1
+        found.append((m.group(1), text[start:i - 1]))
+    if not found:
+        fail("%s has no gpu.module (not stringc --emit=nvvm output?)" % path)
+    return found
+
+
+def normalise(body):
+    body = re.sub(r"\s*loc\([^()]*(\([^()]*\)[^()]*)*\)", "", body)
+    return "\n".join(line.strip() for line in body.splitlines() if line.strip())
+
+
+# Special registers: i32 functions of the emulator (a C int return is the
+# same ABI). laneid and warpsize for completeness of the mapping.
+SREGS = {"tid", "ctaid", "ntid", "nctaid"}
+SHFL_MODES = {"up": 0, "down": 1, "bfly": 2, "idx": 3}
+
+
+def shuffle_wrapper(name, mode, kind, with_pred):
+    """An LLVM function named like the intrinsic (emu.* for llvm.*)."""
+    t = "float" if kind == "f32" else "i32"
+    ret = "{ %s, i1 }" % t if with_pred else t
+    lines = ["define internal %s @%s(i32 %%mask, %s %%v, i32 %%b, i32 %%c) #90 {" % (ret, name, t),
+             "  %pred = alloca i8"]
+    bits = "%v"
+    if kind == "f32":
+        lines.append("  %bits = bitcast float %v to i32")
+        bits = "%bits"
+    lines.append("  %%r = call i32 @emu_shfl(i32 %d, i32 %%mask, i32 %s, i32 %%b, i32 %%c, "
+                 "ptr %%pred)" % (SHFL_MODES[mode], bits))
+    value = "%r"
+    if kind == "f32":
+        lines.append("  %rf = bitcast i32 %r to float")
+        value = "%rf"
+    if with_pred:
+        lines += ["  %p8 = load i8, ptr %pred", "  %p = trunc i8 %p8 to i1",
+                  "  %%s0 = insertvalue %s undef, %s %s, 0" % (ret, t, value),
+                  "  %%s1 = insertvalue %s %%s0, i1 %%p, 1" % ret, "  ret %s %%s1" % ret]
+    else:
+        lines.append("  ret %s %s" % (t, value))
+    return lines + ["}"]
+
+
+def mma_wrapper(name, declaration):
+    expected = ("{ float, float, float, float } (i32, i32, i32, i32, i32, i32, float, float, "
+                "float, float)")
+    if declaration != expected:
+        fail("%s has the signature %s, the emulator knows %s" % (name, declaration, expected))
+    args = ["i32 %a0", "i32 %a1", "i32 %a2", "i32 %a3", "i32 %b0", "i32 %b1",
+            "float %c0", "float %c1", "float %c2", "float %c3"]
+    ret = "{ float, float, float, float }"
+    lines = ["define internal %s @%s(%s) #90 {" % (ret, name, ", ".join(args)),
+             "  %a = alloca [4 x i32]", "  %b = alloca [2 x i32]", "  %c = alloca [4 x float]",
+             "  %d = alloca [4 x float]"]
+    for array, names, t in (("a", 4, "i32"), ("b", 2, "i32"), ("c", 4, "float")):
+        for i in range(names):
+            lines.append("  %%%sp%d = getelementptr %s, ptr %%%s, i64 %d" % (array, i, t, array, i))
+            lines.append("  store %s %%%s%d, ptr %%%sp%d" % (t, array, i, array, i))
+    lines.append("  call void @emu_mma_m16n8k16_bf16(ptr %a, ptr %b, ptr %c, ptr %d)")
+    value = "undef"
+    for i in range(4):
+        lines.append("  %%dp%d = getelementptr float, ptr %%d, i64 %d" % (i, i))
+        lines.append("  %%d%d = load float, ptr %%dp%d" % (i, i))
+        lines.append("  %%s%d = insertvalue %s %s, float %%d%d, %d" % (i, ret, value, i, i))
+        value = "%%s%d" % i
+    return lines + ["  ret %s %s" % (ret, value), "}"]
+
+
+def rewrite(name, ll):
+    """The module's LLVM IR with every NVVM intrinsic mapped for the host."""
     ll = re.sub(r"^(target (datalayout|triple)|!nvvm\.annotations).*$", "", ll, flags=re.M)
-    ll = re.sub(r"@llvm\.nvvm\.read\.ptx\.sreg\.(tid|ctaid|ntid|nctaid)\.([xyz])", r"@emu_\1_\2",
-                ll)
-    ll = ll.replace("@llvm.nvvm.barrier0", "@emu_barrier")
-    if "@llvm.nvvm." in ll:
-        sys.exit("host_kernels.py: kernel %s uses an NVVM intrinsic the emulator lacks: %s" %
-                 (name, re.search(r"@llvm\.nvvm\.[\w.]+", ll).group(0)))
-    signature = re.search(r"define void @" + name + r"\((.*?)\)", ll).group(1)
-    types = [p.strip().split()[0] for p in signature.split(",") if p.strip()]
-    wrapper = ["define void @%s_packed(ptr %%args) {" % name]
-    for index, type_ in enumerate(types):
-        wrapper.append("  %%p%d = getelementptr i64, ptr %%args, i64 %d" % (index, index))
-        wrapper.append("  %%a%d = load %s, ptr %%p%d" % (index, type_, index))
-    wrapper.append("  call void @%s(%s)" % (
+    ll = re.sub(r"@llvm\.nvvm\.read\.ptx\.sreg\.(tid|ctaid|ntid|nctaid)\.([xyz])\b",
+                r"@emu_\1_\2", ll)
+    ll = re.sub(r"@llvm\.nvvm\.read\.ptx\.sreg\.(laneid|warpsize)\b", r"@emu_\1", ll)
+    ll = re.sub(r"@llvm\.nvvm\.barrier0\b", "@emu_barrier", ll)
+    wrappers = []
+    declarations = dict(re.findall(r"^declare [^@]*@(llvm\.nvvm\.[\w.]+)\(([^)]*)\)", ll, re.M))
+    for intrinsic, params in sorted(declarations.items()):
+        wrapped = "emu." + intrinsic[len("llvm."):]
+        m = re.fullmatch(r"llvm\.nvvm\.shfl\.sync\.(up|down|bfly|idx)\.(f32|i32)(p?)", intrinsic)
+        if m:
+            wrappers += shuffle_wrapper(wrapped, m.group(1), m.group(2), m.group(3) == "p")
+        elif re.fullmatch(r"llvm\.nvvm\.mma\.m16n8k16\.row\.col\.bf16", intrinsic):
+            ret = re.search(r"^declare (.*?) @" + re.escape(intrinsic) + r"\(", ll, re.M).group(1)
+            ret = re.sub(r"\b(noundef|nonnull)\s+", "", ret)
+            wrappers += mma_wrapper(wrapped, "%s (%s)" % (ret, params))
+        else:
+            fail("kernel %s uses the NVVM intrinsic @%s, which the emulator does not implement"
+                 % (name, intrinsic))
+        ll = re.sub(r"^declare [^@]*@" + re.escape(intrinsic) + r"\(.*$", "", ll, flags=re.M)
+        ll = re.sub(r"@" + re.escape(intrinsic) + r"\b", "@" + wrapped, ll)
+    if wrappers:
+        wrappers += ["declare i32 @emu_shfl(i32, i32, i32, i32, i32, ptr) #91",
+                     "declare void @emu_mma_m16n8k16_bf16(ptr, ptr, ptr, ptr) #91",
+                     "attributes #90 = { convergent nounwind }",
+                     "attributes #91 = { convergent nounwind }"]
+    left = re.search(r"@llvm\.nvvm\.[\w.]+", ll)
+    if left:
+        fail("kernel %s uses the NVVM intrinsic %s, which the emulator does not implement"
+             % (name, left.group(0)))
+    return ll + "\n" + "\n".join(wrappers) + "\n"
+
+
+# A load or store through an SSA pointer, with its alignment.
+ACCESS = re.compile(r"^(\s+)(.*\b(?:load|store)\b.*, )(ptr(?: addrspace\(\d+\))?) "
+                    r"(%[-\w.]+), align (\d+)(.*)$")
+MISALIGNED = 16  # an unmapped address: the emulator's fault handler names it
+
+
+def check_alignment(ll):
+    """A GPU faults on a misaligned access (a bf16 pair read as i32 from an
+    odd element, say); x86 does not. Before every access of alignment >= 2,
+    a misaligned pointer is replaced by the unmapped address 16, so the
+    emulator reports it (branch-free: ptrtoint, and, icmp, select)."""
+    out = []
+    count = 0
+    for line in ll.split("\n"):
+        m = ACCESS.match(line)
+        if not m or int(m.group(5)) < 2:
+            out.append(line)
+            continue
+        indent, head, ptr_type, pointer, align, tail = m.groups()
+        count += 1
+        k = "%%emu.align.%d" % count
+        out += ["%s%s.a = ptrtoint %s %s to i64" % (indent, k, ptr_type, pointer),
+                "%s%s.m = and i64 %s.a, %d" % (indent, k, k, int(align) - 1),
+                "%s%s.ok = icmp eq i64 %s.m, 0" % (indent, k, k),
+                "%s%s.p = select i1 %s.ok, %s %s, %s inttoptr (i64 %d to %s)" % (
+                    indent, k, k, ptr_type, pointer, ptr_type, MISALIGNED, ptr_type),
+                "%s%s%s %s.p, align %s%s" % (indent, head, ptr_type, k, align, tail)]
+    return "\n".join(out)
+
+
+def shared_bytes(ll):
+    """Bytes of the module's static shared memory (addrspace(3) globals)."""
+    total = 0
+    sizes = {"float": 4, "i32": 4, "i64": 8, "double": 8, "i8": 1, "i16": 2, "bfloat": 2,
+             "half": 2}
+    for m in re.finditer(r"addrspace\(3\) global \[(\d+) x (float|i32|i64|double|i8|i16|bfloat|half)\]", ll):
+        total += int(m.group(1)) * sizes[m.group(2)]
+    for m in re.finditer(r"addrspace\(3\) global (float|i32|i64|double) ", ll):
+        total += {"float": 4, "i32": 4, "i64": 8, "double": 8}[m.group(1)]
+    if re.search(r"addrspace\(3\) global (?!\[\d+ x (float|i32|i64|double|i8|i16|bfloat|half)\]|"
+                 r"(float|i32|i64|double) )", ll):
+        fail("a shared-memory global of a type host_kernels.py cannot size: %s" %
+             re.search(r".*addrspace\(3\) global.*", ll).group(0))
+    return total
+
+
+SHARED_GLOBAL = (r"^@([\w.$]+) = (?:internal |private )?addrspace\(3\) global "
+                 r"(\[\d+ x \w+\]|float|i32|i64|double) ")
+
+
+def shared_regions(name, ll):
+    """NAME_shared_regions: the address and size of each shared-memory
+    global, which the emulator fills with a poison pattern (0xFF bytes, NaN
+    as f32) before each block, as uninitialised shared memory is garbage on
+    hardware."""
+    entries = []
+    for m in re.finditer(SHARED_GLOBAL, ll, re.M):
+        size = shared_bytes("addrspace(3) global %s " % m.group(2))
+        entries.append("{ ptr, i64 } { ptr addrspacecast (ptr addrspace(3) @%s to ptr), i64 %d }"
+                       % (m.group(1), size))
+    if not entries:
+        return "", 0
+    return ("@%s_shared_regions = constant [%d x { ptr, i64 }] [%s]\n" %
+            (name, len(entries), ", ".join(entries)), len(entries))
+
+
+def packed_entry(name, ll, digest):
+    m = re.search(r"^define void @" + re.escape(name) + r"\((.*?)\)", ll, re.M)
+    if not m:
+        fail("no function @%s in its gpu.module" % name)
+    types = [p.strip().split()[0] for p in m.group(1).split(",") if p.strip()]
+    for t in types:
+        if t not in ("ptr", "i64", "i32", "float"):
+            fail("kernel %s has a parameter of type %s (the emulator passes ptr, i64, i32, "
+                 "float)" % (name, t))
+    lines = ["define void @%s_packed(ptr %%args) {" % name]
+    for index, t in enumerate(types):
+        lines.append("  %%p%d = getelementptr i64, ptr %%args, i64 %d" % (index, index))
+        lines.append("  %%a%d = load %s, ptr %%p%d" % (index, t, index))
+    lines.append("  call void @%s(%s)" % (
         name, ", ".join("%s %%a%d" % (t, i) for i, t in enumerate(types))))
-    wrapper += ["  ret void", "}"]
-    path = os.path.join(out_dir, name + ".ll")
-    with open(path, "w") as f:
-        f.write(ll + "\n" + "\n".join(wrapper) + "\n")
-    obj = path[:-3] + ".o"
-    subprocess.run([llc, "-O2", "-relocation-model=pic", "-filetype=obj", path, "-o", obj],
-                   check=True)
-    objects.append(obj)
-if not objects:
-    sys.exit("host_kernels.py: no gpu.module matches '%s'" % match)
-subprocess.run([cxx, "-shared", "-o", library] + objects, check=True)
-print("%d kernels -> %s" % (len(objects), library))
+    lines += ["  ret void", "}"]
+    regions, count = shared_regions(name, ll)
+    record = "params=%s;shared=%d;regions=%d;hash=%s" % (
+        ",".join("f32" if t == "float" else t for t in types), shared_bytes(ll), count, digest)
+    lines.append('@%s_signature = constant [%d x i8] c"%s\\00"' % (name, len(record) + 1, record))
+    return "\n".join(lines) + "\n" + regions
+
+
+def main():
+    if len(sys.argv) < 7:
+        fail("usage: host_kernels.py OUT_LIBRARY WORK_DIR MLIR_TRANSLATE LLC CXX NVVM...")
+    library, work, translate, llc, cxx = sys.argv[1:6]
+    inputs = sys.argv[6:]
+    os.makedirs(work, exist_ok=True)
+    seen = {}  # name -> (normalised body, input)
+    objects = []
+    for path in inputs:
+        for name, body in gpu_modules(path):
+            code = normalise(body)
+            if name in seen:
+                if seen[name][0] != code:
+                    fail("kernel %s differs between %s and %s: a kernel name must identify its "
+                         "code" % (name, seen[name][1], path))
+                continue
+            seen[name] = (code, path)
+            digest = hashlib.sha256(code.encode()).hexdigest()[:16]
+            mlir = os.path.join(work, name + ".mlir")
+            with open(mlir, "w") as f:
+                f.write("module {\n" + body + "\n}\n")
+            result = subprocess.run([translate, "--mlir-to-llvmir", mlir], capture_output=True,
+                                    text=True)
+            if result.returncode != 0:
+                fail("mlir-translate failed on kernel %s:\n%s" % (name, result.stderr))
+            ll = check_alignment(rewrite(name, result.stdout))
+            ll += packed_entry(name, ll, digest)
+            path_ll = os.path.join(work, name + ".ll")
+            with open(path_ll, "w") as f:
+                f.write(ll)
+            obj = path_ll[:-3] + ".o"
+            subprocess.run([llc, "-O2", "-relocation-model=pic", "-filetype=obj", path_ll, "-o",
+                            obj], check=True)
+            objects.append(obj)
+    # The library's index: the emulator reads the kernels' names from it.
+    names = ",".join(seen)
+    index = os.path.join(work, "index.ll")
+    with open(index, "w") as f:
+        f.write('@stringrt_emulated_kernel_names = constant [%d x i8] c"%s\\00"\n' %
+                (len(names) + 1, names))
+    index_obj = os.path.join(work, "index.o")
+    subprocess.run([llc, "-O2", "-relocation-model=pic", "-filetype=obj", index, "-o",
+                    index_obj], check=True)
+    objects.append(index_obj)
+    support = os.path.join(work, "support.o")
+    subprocess.run([llc, "-O2", "-relocation-model=pic", "-filetype=obj",
+                    os.path.join(HERE, "support.ll"), "-o", support], check=True)
+    subprocess.run([cxx, "-shared", "-o", library] + objects + [support, "-lm"], check=True)
+    print("host_kernels.py: %d kernels from %d inputs -> %s" % (len(objects), len(inputs),
+                                                                 library))
+
+
+if __name__ == "__main__":
+    main()

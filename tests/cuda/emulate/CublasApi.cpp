@@ -1,0 +1,238 @@
+// The cuBLAS entries the runtime uses (runtime/src/cuda/Blas.h), on the host:
+// single-precision GEMMs with cuBLAS's column-major semantics (lda, ldb,
+// ldc, transposes, alpha, beta; beta = 0 never reads C), enqueued on the
+// handle's stream like the driver's operations (so captured into graphs).
+// Every matrix must lie inside one device allocation (else
+// CUBLAS_STATUS_INVALID_VALUE at the call). With
+// CUBLAS_TF32_TENSOR_OP_MATH the inputs are rounded to TF32 (10-bit
+// mantissa, round to nearest, ties away), as the tensor cores read them;
+// products are summed in f32 in k order.
+#include "Emulator.h"
+
+#include <cublas_v2.h>
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstring>
+#include <set>
+
+#define STRINGRT_EMU_EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace stringrt::emulator {
+namespace {
+
+struct Handle {
+  CUstream stream = nullptr;
+  cublasMath_t math = CUBLAS_DEFAULT_MATH;
+};
+
+std::set<Handle *> &handles() {
+  static std::set<Handle *> live;
+  return live;
+}
+
+Handle *handleOf(cublasHandle_t h) {
+  auto *handle = reinterpret_cast<Handle *>(h);
+  return handles().count(handle) ? handle : nullptr;
+}
+
+float toTF32(float x) {
+  if (!std::isfinite(x))
+    return x;
+  uint32_t bits;
+  std::memcpy(&bits, &x, 4);
+  bits = (bits + 0x1000u) & 0xffffe000u;
+  std::memcpy(&x, &bits, 4);
+  return x;
+}
+
+struct GemmShape {
+  bool transA, transB;
+  int m, n, k;
+  float alpha, beta;
+  const float *A;
+  int lda;
+  long long strideA;
+  const float *B;
+  int ldb;
+  long long strideB;
+  float *C;
+  int ldc;
+  long long strideC;
+  int batches;
+  bool tf32;
+};
+
+// cuBLAS's argument checks (CUBLAS_STATUS_INVALID_VALUE).
+bool validShape(const GemmShape &g) {
+  int rowsA = g.transA ? g.k : g.m, rowsB = g.transB ? g.n : g.k;
+  return g.m >= 0 && g.n >= 0 && g.k >= 0 && g.batches >= 0 && g.lda >= std::max(1, rowsA) &&
+         g.ldb >= std::max(1, rowsB) && g.ldc >= std::max(1, g.m);
+}
+
+// Bytes [first, last] of a column-major matrix of `rows` x `cols`, `count`
+// of them `stride` apart, inside one allocation.
+bool matrixInside(const float *base, int rows, int cols, int ld, long long stride, int count,
+                  const char *name) {
+  if (rows == 0 || cols == 0 || count == 0)
+    return true;
+  for (int i = 0; i < count; ++i) {
+    const float *first = base + i * stride;
+    uint64_t span = (uint64_t(cols - 1) * ld + rows) * 4;
+    if (!insideAllocation(uint64_t(first), span,
+                          fmt::format("cuBLAS GEMM matrix {} (batch {})", name, i)))
+      return false;
+  }
+  return true;
+}
+
+// Every matrix the GEMM reads or writes inside one allocation.
+bool matricesInside(const GemmShape &g) {
+  int rowsA = g.transA ? g.k : g.m, colsA = g.transA ? g.m : g.k;
+  int rowsB = g.transB ? g.n : g.k, colsB = g.transB ? g.k : g.n;
+  if (g.k > 0 && g.alpha != 0.0f &&
+      (!matrixInside(g.A, rowsA, colsA, g.lda, g.strideA, g.batches, "A") ||
+       !matrixInside(g.B, rowsB, colsB, g.ldb, g.strideB, g.batches, "B")))
+    return false;
+  return matrixInside(g.C, g.m, g.n, g.ldc, g.strideC, g.batches, "C");
+}
+
+CUresult runGemm(const GemmShape &g) {
+  auto in = [&](float x) { return g.tf32 ? toTF32(x) : x; };
+  std::vector<float> column(size_t(std::max(g.m, 0)));
+  for (int batch = 0; batch < g.batches; ++batch) {
+    const float *A = g.A + batch * g.strideA, *B = g.B + batch * g.strideB;
+    float *C = g.C + batch * g.strideC;
+    for (int j = 0; j < g.n; ++j) {
+      std::fill(column.begin(), column.end(), 0.0f);
+      if (g.alpha != 0.0f)
+        for (int p = 0; p < g.k; ++p) {
+          float b = in(g.transB ? B[j + size_t(p) * g.ldb] : B[p + size_t(j) * g.ldb]);
+          for (int i = 0; i < g.m; ++i) {
+            float a = in(g.transA ? A[p + size_t(i) * g.lda] : A[i + size_t(p) * g.lda]);
+            column[i] = std::fma(a, b, column[i]);
+          }
+        }
+      for (int i = 0; i < g.m; ++i) {
+        float &c = C[i + size_t(j) * g.ldc];
+        c = g.beta == 0.0f ? g.alpha * column[i] : g.alpha * column[i] + g.beta * c;
+      }
+    }
+  }
+  return CUDA_SUCCESS;
+}
+
+cublasStatus_t enqueueGemm(Handle *handle, const GemmShape &g, const char *call) {
+  if (!validShape(g)) {
+    report(fmt::format("{}: invalid arguments (m {}, n {}, k {}, lda {}, ldb {}, ldc {})", call,
+                       g.m, g.n, g.k, g.lda, g.ldb, g.ldc));
+    return CUBLAS_STATUS_INVALID_VALUE;
+  }
+  if (g.m == 0 || g.n == 0 || g.batches == 0)
+    return CUBLAS_STATUS_SUCCESS;
+  // Checked at the call (real cuBLAS would fault on the device instead).
+  if (!matricesInside(g))
+    return CUBLAS_STATUS_INVALID_VALUE;
+  std::string what = fmt::format("{} (m {}, n {}, k {}, batches {})", call, g.m, g.n, g.k,
+                                 g.batches);
+  CUresult result = enqueue(handle->stream, {what, [g]() { return runGemm(g); }});
+  return result == CUDA_SUCCESS ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;
+}
+
+} // namespace
+} // namespace stringrt::emulator
+
+using namespace stringrt::emulator;
+
+STRINGRT_EMU_EXPORT cublasStatus_t cublasCreate_v2(cublasHandle_t *handle) {
+  if (!handle)
+    return CUBLAS_STATUS_INVALID_VALUE;
+  auto *made = new Handle;
+  handles().insert(made);
+  *handle = reinterpret_cast<cublasHandle_t>(made);
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+STRINGRT_EMU_EXPORT cublasStatus_t cublasDestroy_v2(cublasHandle_t h) {
+  Handle *handle = handleOf(h);
+  if (!handle)
+    return CUBLAS_STATUS_NOT_INITIALIZED;
+  handles().erase(handle);
+  delete handle;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+STRINGRT_EMU_EXPORT cublasStatus_t cublasSetStream_v2(cublasHandle_t h, cudaStream_t stream) {
+  Handle *handle = handleOf(h);
+  if (!handle)
+    return CUBLAS_STATUS_NOT_INITIALIZED;
+  handle->stream = reinterpret_cast<CUstream>(stream);
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+// The emulated GEMMs need no workspace; the pointer must be device memory.
+STRINGRT_EMU_EXPORT cublasStatus_t cublasSetWorkspace_v2(cublasHandle_t h, void *workspace,
+                                                         size_t bytes) {
+  Handle *handle = handleOf(h);
+  if (!handle)
+    return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (bytes && !insideAllocation(uint64_t(workspace), bytes, "cublasSetWorkspace"))
+    return CUBLAS_STATUS_INVALID_VALUE;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+STRINGRT_EMU_EXPORT cublasStatus_t cublasSetMathMode(cublasHandle_t h, cublasMath_t mode) {
+  Handle *handle = handleOf(h);
+  if (!handle)
+    return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (mode != CUBLAS_DEFAULT_MATH && mode != CUBLAS_TF32_TENSOR_OP_MATH &&
+      mode != CUBLAS_PEDANTIC_MATH)
+    return CUBLAS_STATUS_INVALID_VALUE;
+  handle->math = mode;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+STRINGRT_EMU_EXPORT const char *cublasGetStatusString(cublasStatus_t status) {
+  switch (status) {
+  case CUBLAS_STATUS_SUCCESS: return "the operation completed successfully";
+  case CUBLAS_STATUS_NOT_INITIALIZED: return "the library was not initialized";
+  case CUBLAS_STATUS_ALLOC_FAILED: return "the resource allocation failed";
+  case CUBLAS_STATUS_INVALID_VALUE: return "an invalid numeric value was used as an argument";
+  case CUBLAS_STATUS_EXECUTION_FAILED: return "the GPU program failed to execute";
+  case CUBLAS_STATUS_NOT_SUPPORTED: return "the functionality requested is not supported";
+  default: return "unknown cuBLAS status";
+  }
+}
+
+STRINGRT_EMU_EXPORT cublasStatus_t cublasSgemm_v2(cublasHandle_t h, cublasOperation_t transa,
+                                                  cublasOperation_t transb, int m, int n, int k,
+                                                  const float *alpha, const float *A, int lda,
+                                                  const float *B, int ldb, const float *beta,
+                                                  float *C, int ldc) {
+  Handle *handle = handleOf(h);
+  if (!handle)
+    return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (!alpha || !beta || (transa != CUBLAS_OP_N && transa != CUBLAS_OP_T) ||
+      (transb != CUBLAS_OP_N && transb != CUBLAS_OP_T))
+    return CUBLAS_STATUS_INVALID_VALUE;
+  GemmShape g{transa == CUBLAS_OP_T, transb == CUBLAS_OP_T, m, n, k, *alpha, *beta, A, lda, 0, B,
+              ldb, 0, C, ldc, 0, 1, handle->math == CUBLAS_TF32_TENSOR_OP_MATH};
+  return enqueueGemm(handle, g, "cublasSgemm");
+}
+
+STRINGRT_EMU_EXPORT cublasStatus_t cublasSgemmStridedBatched(
+    cublasHandle_t h, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k,
+    const float *alpha, const float *A, int lda, long long int strideA, const float *B, int ldb,
+    long long int strideB, const float *beta, float *C, int ldc, long long int strideC,
+    int batchCount) {
+  Handle *handle = handleOf(h);
+  if (!handle)
+    return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (!alpha || !beta || (transa != CUBLAS_OP_N && transa != CUBLAS_OP_T) ||
+      (transb != CUBLAS_OP_N && transb != CUBLAS_OP_T))
+    return CUBLAS_STATUS_INVALID_VALUE;
+  GemmShape g{transa == CUBLAS_OP_T, transb == CUBLAS_OP_T, m, n, k, *alpha, *beta, A, lda,
+              strideA, B, ldb, strideB, C, ldc, strideC, batchCount,
+              handle->math == CUBLAS_TF32_TENSOR_OP_MATH};
+  return enqueueGemm(handle, g, "cublasSgemmStridedBatched");
+}

@@ -1,0 +1,501 @@
+// The CUDA emulator's own checks, through the driver and cuBLAS API it
+// exports, on the kernels of selftest_kernels.mlir (STRINGRT_EMULATED_KERNELS
+// names their host build): barriers, every shuffle mode, mma.sync's fragment
+// layout against a plain matrix product, bf16 rounding, what hardware would
+// hang on (reported as launch failures), stream capture and its refusals,
+// and cuBLAS's column-major GEMM.
+#include <cublas_v2.h>
+#include <cuda.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+#define CU_OK(call) ASSERT_EQ((call), CUDA_SUCCESS)
+
+class Emulator : public ::testing::Test {
+protected:
+  void SetUp() override {
+    CU_OK(cuInit(0));
+    CU_OK(cuDevicePrimaryCtxRetain(&context, 0));
+    CU_OK(cuCtxSetCurrent(context));
+  }
+  void TearDown() override {
+    for (CUdeviceptr p : buffers)
+      cuMemFree(p);
+    cuDevicePrimaryCtxRelease(0);
+  }
+
+  // A module whose image names `kernel` as a PTX entry with `params` .u64
+  // parameters, as the runtime hands over a package's PTX.
+  CUfunction function(const std::string &kernel, int params) {
+    std::string ptx = ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry " + kernel +
+                      "(\n";
+    for (int i = 0; i < params; ++i)
+      ptx += "  .param .u64 " + kernel + "_param_" + std::to_string(i) +
+             (i + 1 < params ? ",\n" : "\n");
+    ptx += ")\n{\n  ret;\n}\n";
+    CUmodule module = nullptr;
+    EXPECT_EQ(cuModuleLoadDataEx(&module, ptx.c_str(), 0, nullptr, nullptr), CUDA_SUCCESS);
+    CUfunction f = nullptr;
+    EXPECT_EQ(cuModuleGetFunction(&f, module, kernel.c_str()), CUDA_SUCCESS);
+    return f;
+  }
+
+  template <typename T> CUdeviceptr upload(const std::vector<T> &values) {
+    CUdeviceptr p = 0;
+    EXPECT_EQ(cuMemAlloc(&p, values.size() * sizeof(T)), CUDA_SUCCESS);
+    buffers.push_back(p);
+    EXPECT_EQ(cuMemcpyHtoD(p, values.data(), values.size() * sizeof(T)), CUDA_SUCCESS);
+    return p;
+  }
+  template <typename T> std::vector<T> download(CUdeviceptr p, size_t n) {
+    std::vector<T> values(n);
+    EXPECT_EQ(cuMemcpyDtoH(values.data(), p, n * sizeof(T)), CUDA_SUCCESS);
+    return values;
+  }
+
+  CUresult launch(CUfunction f, unsigned grid, unsigned block, std::vector<void *> args,
+                  CUstream stream = nullptr) {
+    return cuLaunchKernel(f, grid, 1, 1, block, 1, 1, 0, stream, args.data(), nullptr);
+  }
+
+  CUcontext context = nullptr;
+  std::vector<CUdeviceptr> buffers;
+};
+
+TEST_F(Emulator, DeviceLooksLikeOneSm90Gpu) {
+  int count = 0, major = 0, minor = 0;
+  CU_OK(cuDeviceGetCount(&count));
+  EXPECT_EQ(count, 1);
+  char name[128] = {};
+  CU_OK(cuDeviceGetName(name, sizeof name, 0));
+  EXPECT_STREQ(name, "stringrt CUDA emulator (host CPU)");
+  CU_OK(cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 0));
+  CU_OK(cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, 0));
+  EXPECT_EQ(major * 10 + minor, 90);
+  size_t free = 0, total = 0;
+  CU_OK(cuMemGetInfo(&free, &total));
+  EXPECT_GT(total, size_t(0));
+  EXPECT_LE(free, total);
+  CUdeviceptr p = 0;
+  EXPECT_EQ(cuMemAlloc(&p, total + 1), CUDA_ERROR_OUT_OF_MEMORY);
+}
+
+TEST_F(Emulator, BarrierSeparatesWritesFromReads) {
+  CUfunction f = function("emu_test_barrier", 2);
+  const unsigned threads = 256;
+  CUdeviceptr out = upload(std::vector<float>(threads, -1.0f));
+  int64_t n = threads;
+  // Two blocks: the second sees the shared memory the first left, rewritten.
+  CU_OK(launch(f, 2, threads, {&out, &n}));
+  std::vector<float> got = download<float>(out, threads);
+  for (unsigned t = 0; t < threads; ++t)
+    EXPECT_EQ(got[t], float((t + 1) % threads)) << "thread " << t;
+}
+
+TEST_F(Emulator, UnwrittenMemoryReadsAsNaN) {
+  // Fresh device memory, and shared memory a thread reads before its owner
+  // wrote it (no barrier), are NaN rather than zeros or old values.
+  CUdeviceptr fresh = 0;
+  CU_OK(cuMemAlloc(&fresh, 64));
+  buffers.push_back(fresh);
+  EXPECT_TRUE(std::isnan(download<float>(fresh, 16)[15]));
+  CUfunction f = function("emu_test_missing_barrier", 2);
+  const unsigned threads = 64;
+  CUdeviceptr out = upload(std::vector<float>(threads, 0.0f));
+  int64_t n = threads;
+  for (unsigned blocks : {1u, 2u}) { // block 1 runs its threads in reverse order
+    CU_OK(launch(f, blocks, threads, {&out, &n}));
+    std::vector<float> got = download<float>(out, threads);
+    int nans = 0;
+    for (float x : got)
+      nans += std::isnan(x);
+    EXPECT_GT(nans, 0) << blocks << " blocks: the missing barrier went unnoticed";
+  }
+}
+
+TEST_F(Emulator, ShufflesFollowThePtxSemantics) {
+  CUfunction f = function("emu_test_shuffle", 2);
+  const unsigned threads = 64; // two warps
+  CUdeviceptr out = upload(std::vector<float>(4 * threads, -1.0f));
+  int64_t n = threads;
+  CU_OK(launch(f, 1, threads, {&out, &n}));
+  std::vector<float> got = download<float>(out, 4 * threads);
+  for (unsigned t = 0; t < threads; ++t) {
+    unsigned lane = t % 32, base = t - lane;
+    EXPECT_EQ(got[4 * t + 0], float(base + (lane ^ 1))) << "bfly, thread " << t;
+    EXPECT_EQ(got[4 * t + 1], float(lane == 0 ? t : t - 1)) << "up, thread " << t;
+    EXPECT_EQ(got[4 * t + 2], lane + 2 <= 31 ? float(t + 2) : float(t) + 1000.0f)
+        << "down (value and predicate), thread " << t;
+    EXPECT_EQ(got[4 * t + 3], float(base + (lane & 24) + 5)) << "idx, thread " << t;
+  }
+}
+
+uint16_t bf16Bits(float x) { // exact for the values used (bf16-representable)
+  uint32_t bits;
+  std::memcpy(&bits, &x, 4);
+  return uint16_t(bits >> 16);
+}
+
+TEST_F(Emulator, MmaMatchesAMatrixProduct) {
+  // A 16x16, B 16x8 of small multiples of 1/4 (exact in bf16, products and
+  // sums exact in f32), C 16x8.
+  std::mt19937 random(7);
+  std::uniform_int_distribution<int> small(-8, 8);
+  float A[16][16], B[16][8], C[16][8];
+  for (auto &row : A)
+    for (float &x : row)
+      x = small(random) / 4.0f;
+  for (auto &row : B)
+    for (float &x : row)
+      x = small(random) / 4.0f;
+  for (auto &row : C)
+    for (float &x : row)
+      x = small(random);
+  // The fragments, written out from the PTX ISA's tables for
+  // mma.m16n8k16 .bf16: a lane's register r holds two elements, the
+  // lower-indexed one in the low half.
+  std::vector<uint32_t> a(32 * 4), b(32 * 2);
+  std::vector<float> c(32 * 4);
+  for (int lane = 0; lane < 32; ++lane) {
+    int groupID = lane >> 2, threadID_in_group = lane % 4;
+    for (int i = 0; i < 8; ++i) {
+      int row = (i < 2 || (i >= 4 && i < 6)) ? groupID : groupID + 8;
+      int col = (i < 4) ? threadID_in_group * 2 + (i & 1) : threadID_in_group * 2 + (i & 1) + 8;
+      a[4 * lane + i / 2] |= uint32_t(bf16Bits(A[row][col])) << (16 * (i % 2));
+    }
+    for (int i = 0; i < 4; ++i) {
+      int row = (i < 2) ? threadID_in_group * 2 + (i & 1) : threadID_in_group * 2 + (i & 1) + 8;
+      b[2 * lane + i / 2] |= uint32_t(bf16Bits(B[row][groupID])) << (16 * (i % 2));
+    }
+    for (int i = 0; i < 4; ++i)
+      c[4 * lane + i] = C[i < 2 ? groupID : groupID + 8][threadID_in_group * 2 + (i & 1)];
+  }
+  CUfunction f = function("emu_test_mma", 4);
+  CUdeviceptr d = upload(std::vector<float>(32 * 4, NAN)), da = upload(a), db = upload(b),
+              dc = upload(c);
+  CU_OK(launch(f, 1, 32, {&d, &da, &db, &dc}));
+  std::vector<float> got = download<float>(d, 32 * 4);
+  for (int lane = 0; lane < 32; ++lane)
+    for (int i = 0; i < 4; ++i) {
+      int row = (lane >> 2) + (i < 2 ? 0 : 8), col = (lane % 4) * 2 + (i & 1);
+      float want = C[row][col];
+      for (int k = 0; k < 16; ++k)
+        want += A[row][k] * B[k][col];
+      EXPECT_EQ(got[4 * lane + i], want) << "D[" << row << "][" << col << "], lane " << lane;
+    }
+}
+
+TEST_F(Emulator, Bf16ConversionRoundsToNearestEven) {
+  const std::vector<float> x = {1.0f,
+                                1.0f + 1.0f / 256,     // a tie: down to even
+                                1.0f + 3.0f / 256,     // a tie: up to even
+                                1.0f + 1.0f / 256 + 1.0f / 65536, // above the tie: up
+                                -2.5f, 3.4028235e38f, INFINITY, NAN};
+  const std::vector<uint16_t> want = {0x3F80, 0x3F80, 0x3F82, 0x3F81, 0xC020, 0x7F80, 0x7F80};
+  CUfunction f = function("emu_test_bf16", 3);
+  CUdeviceptr bits = upload(std::vector<uint16_t>(x.size(), 0)), dx = upload(x);
+  int64_t n = int64_t(x.size());
+  CU_OK(launch(f, 1, 32, {&bits, &dx, &n}));
+  std::vector<uint16_t> got = download<uint16_t>(bits, x.size());
+  for (size_t i = 0; i < want.size(); ++i)
+    EXPECT_EQ(got[i], want[i]) << "x = " << x[i];
+  EXPECT_EQ(got.back() & 0x7F80, 0x7F80) << "NaN keeps its exponent";
+  EXPECT_NE(got.back() & 0x007F, 0) << "NaN stays NaN";
+}
+
+TEST_F(Emulator, BarrierSomeThreadsExitBeforeIsAnError) {
+  CUfunction f = function("emu_test_exit_before_barrier", 2);
+  CUdeviceptr out = upload(std::vector<float>(32, 0.0f));
+  int64_t n = 16;
+  // As on a GPU, the failure shows at the next synchronisation.
+  CU_OK(launch(f, 1, 32, {&out, &n}));
+  EXPECT_EQ(cuCtxSynchronize(), CUDA_ERROR_LAUNCH_FAILED);
+  n = 32; // every thread reaches it: fine
+  CU_OK(launch(f, 1, 32, {&out, &n}));
+  EXPECT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
+}
+
+TEST_F(Emulator, WritingPastAnAllocationFaultsNamingTheKernel) {
+  // Each allocation ends at a PROT_NONE page: 256 threads storing into a
+  // buffer of 4 floats run past it.
+  CUfunction f = function("emu_test_barrier", 2);
+  CUdeviceptr small = upload(std::vector<float>(4, 0.0f));
+  int64_t n = 256;
+  EXPECT_DEATH((launch(f, 1, 256, {&small, &n}), cuCtxSynchronize()),
+               "kernel emu_test_barrier, block \\(0, 0, 0\\) faulted: a memory access "
+               "outside every device allocation");
+}
+
+TEST_F(Emulator, MisalignedAccessesFaultAsOnAGpu) {
+  CUfunction f = function("emu_test_misaligned", 3);
+  CUdeviceptr out = upload(std::vector<int32_t>(1, 0));
+  CUdeviceptr x = upload(std::vector<int32_t>{0x11111111, 0x22222222});
+  int64_t offset = 4;
+  CU_OK(launch(f, 1, 1, {&out, &x, &offset}));
+  EXPECT_EQ(download<int32_t>(out, 1)[0], 0x22222222);
+  offset = 2;
+  EXPECT_DEATH((launch(f, 1, 1, {&out, &x, &offset}), cuCtxSynchronize()), "misaligned access");
+}
+
+TEST_F(Emulator, DeadlockIsReported) {
+  CUfunction f = function("emu_test_deadlock", 2);
+  CUdeviceptr out = upload(std::vector<float>(32, 0.0f));
+  int64_t n = 16;
+  CU_OK(launch(f, 1, 32, {&out, &n}));
+  EXPECT_EQ(cuCtxSynchronize(), CUDA_ERROR_LAUNCH_FAILED);
+}
+
+TEST_F(Emulator, LaunchLimitsAndMissingKernels) {
+  CUfunction f = function("emu_test_barrier", 2);
+  CUdeviceptr out = upload(std::vector<float>(2048, 0.0f));
+  int64_t n = 1;
+  void *args[] = {&out, &n};
+  EXPECT_EQ(cuLaunchKernel(f, 1, 1, 1, 2048, 1, 1, 0, nullptr, args, nullptr),
+            CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuLaunchKernel(f, 1, 65536, 1, 32, 1, 1, 0, nullptr, args, nullptr),
+            CUDA_ERROR_INVALID_VALUE);
+  // An image without the entry, and an entry without a host build.
+  CUmodule module = nullptr;
+  const char *ptx = ".visible .entry no_host_build(\n .param .u64 p\n)\n{\n ret;\n}\n";
+  CU_OK(cuModuleLoadDataEx(&module, ptx, 0, nullptr, nullptr));
+  CUfunction missing = nullptr;
+  EXPECT_EQ(cuModuleGetFunction(&missing, module, "emu_test_barrier"), CUDA_ERROR_NOT_FOUND);
+  EXPECT_EQ(cuModuleGetFunction(&missing, module, "no_host_build"), CUDA_ERROR_NOT_FOUND);
+  // A PTX whose parameters differ from the host build's (stale).
+  const char *stale = ".visible .entry emu_test_barrier(\n .param .f32 p\n)\n{\n ret;\n}\n";
+  CU_OK(cuModuleLoadDataEx(&module, stale, 0, nullptr, nullptr));
+  EXPECT_EQ(cuModuleGetFunction(&missing, module, "emu_test_barrier"), CUDA_ERROR_INVALID_IMAGE);
+}
+
+TEST_F(Emulator, AsynchronousWorkShowsOnlyAfterSynchronisation) {
+  // Work on a non-blocking stream runs when something waits for it: a
+  // synchronous copy (legacy stream) does not, so a missing
+  // cuStreamSynchronize shows as stale data, as it can on a GPU.
+  CUfunction f = function("emu_test_barrier", 2);
+  CUstream stream = nullptr;
+  CU_OK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+  CUdeviceptr out = upload(std::vector<float>(32, -1.0f));
+  int64_t n = 32;
+  CU_OK(launch(f, 1, 32, {&out, &n}, stream));
+  EXPECT_EQ(download<float>(out, 1)[0], -1.0f) << "not synchronised yet";
+  CU_OK(cuStreamSynchronize(stream));
+  EXPECT_EQ(download<float>(out, 1)[0], 1.0f);
+  // Through an event: a second stream's work after the first stream's.
+  CUstream second = nullptr;
+  CU_OK(cuStreamCreate(&second, CU_STREAM_NON_BLOCKING));
+  CUevent done = nullptr;
+  CU_OK(cuEventCreate(&done, 0));
+  CU_OK(cuMemsetD32Async(out, 0x40400000u, 1, stream)); // 3.0f
+  CU_OK(cuEventRecord(done, stream));
+  CU_OK(cuStreamWaitEvent(second, done, 0));
+  float host = 0;
+  void *pinned = nullptr;
+  CU_OK(cuMemHostAlloc(&pinned, 4, 0));
+  CU_OK(cuMemcpyDtoHAsync(pinned, out, 4, second));
+  CU_OK(cuStreamSynchronize(second)); // runs stream's memset first (the event)
+  std::memcpy(&host, pinned, 4);
+  EXPECT_EQ(host, 3.0f);
+  CU_OK(cuMemFreeHost(pinned));
+  CU_OK(cuEventDestroy(done));
+  CU_OK(cuStreamDestroy(second));
+  CU_OK(cuStreamDestroy(stream));
+}
+
+TEST_F(Emulator, CaptureRecordsAndReplaysWithTheCapturedArguments) {
+  CUfunction f = function("emu_test_barrier", 2);
+  CUstream stream = nullptr;
+  CU_OK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+  CUdeviceptr out = upload(std::vector<float>(64, -1.0f));
+  CUdeviceptr flag = upload(std::vector<float>(4, 0.0f));
+  int64_t n = 64;
+  CU_OK(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+  CU_OK(cuMemsetD32Async(flag, 0x3F800000u, 4, stream)); // 1.0f
+  CU_OK(launch(f, 1, 64, {&out, &n}, stream));
+  CUdeviceptr recorded = out;
+  out = 0; // changed after the launch: the graph keeps the copy
+  CUgraph graph = nullptr;
+  CU_OK(cuStreamEndCapture(stream, &graph));
+  EXPECT_EQ(download<float>(recorded, 1)[0], -1.0f) << "captured work must not run";
+  EXPECT_EQ(download<float>(flag, 1)[0], 0.0f);
+  CUgraphExec exec = nullptr;
+  CU_OK(cuGraphInstantiate(&exec, graph, 0));
+  CU_OK(cuGraphLaunch(exec, stream));
+  CU_OK(cuStreamSynchronize(stream));
+  EXPECT_EQ(download<float>(recorded, 64)[63], 0.0f);
+  EXPECT_EQ(download<float>(flag, 4)[3], 1.0f);
+  CU_OK(cuGraphExecDestroy(exec));
+  CU_OK(cuGraphDestroy(graph));
+  CU_OK(cuStreamDestroy(stream));
+}
+
+TEST_F(Emulator, CaptureRefusesWhatCudaRefuses) {
+  CUstream stream = nullptr;
+  CU_OK(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+  EXPECT_EQ(cuStreamBeginCapture(nullptr, CU_STREAM_CAPTURE_MODE_GLOBAL),
+            CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED)
+      << "the legacy stream cannot capture";
+  float host[4] = {};
+  CUdeviceptr buffer = upload(std::vector<float>(4, 0.0f));
+  struct Refused {
+    const char *what;
+    std::function<CUresult()> call;
+  };
+  std::vector<Refused> refused = {
+      {"cuMemAlloc", [&] { CUdeviceptr p; return cuMemAlloc(&p, 16); }},
+      {"cuMemcpyHtoD", [&] { return cuMemcpyHtoD(buffer, host, 16); }},
+      {"cuMemcpyDtoH", [&] { return cuMemcpyDtoH(host, buffer, 16); }},
+      {"cuStreamSynchronize", [&] { return cuStreamSynchronize(stream); }},
+      {"cuCtxSynchronize", [&] { return cuCtxSynchronize(); }},
+  };
+  for (const Refused &r : refused) {
+    CU_OK(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+    EXPECT_EQ(r.call(), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED) << r.what;
+    CUgraph graph = nullptr;
+    EXPECT_EQ(cuStreamEndCapture(stream, &graph), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED)
+        << r.what;
+    EXPECT_EQ(graph, nullptr);
+  }
+  // Relaxed mode allows the allocation.
+  CU_OK(cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_RELAXED));
+  CUdeviceptr p = 0;
+  EXPECT_EQ(cuMemAlloc(&p, 16), CUDA_SUCCESS);
+  buffers.push_back(p);
+  CUgraph graph = nullptr;
+  CU_OK(cuStreamEndCapture(stream, &graph));
+  CU_OK(cuGraphDestroy(graph));
+  CU_OK(cuStreamDestroy(stream));
+}
+
+TEST_F(Emulator, ForkedStreamsMustJoinTheCapture) {
+  CUstream main = nullptr, side = nullptr;
+  CU_OK(cuStreamCreate(&main, CU_STREAM_NON_BLOCKING));
+  CU_OK(cuStreamCreate(&side, CU_STREAM_NON_BLOCKING));
+  CUevent fork = nullptr, join = nullptr;
+  CU_OK(cuEventCreate(&fork, 0));
+  CU_OK(cuEventCreate(&join, 0));
+  CUdeviceptr buffer = upload(std::vector<float>(4, 0.0f));
+  for (bool joined : {true, false}) {
+    CU_OK(cuStreamBeginCapture(main, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+    CU_OK(cuEventRecord(fork, main));
+    CU_OK(cuStreamWaitEvent(side, fork, 0));
+    CU_OK(cuMemsetD32Async(buffer, 0x40000000u, 4, side)); // 2.0f
+    if (joined) {
+      CU_OK(cuEventRecord(join, side));
+      CU_OK(cuStreamWaitEvent(main, join, 0));
+    }
+    CUgraph graph = nullptr;
+    EXPECT_EQ(cuStreamEndCapture(main, &graph),
+              joined ? CUDA_SUCCESS : CUDA_ERROR_STREAM_CAPTURE_UNJOINED);
+    if (graph) {
+      CUgraphExec exec = nullptr;
+      CU_OK(cuGraphInstantiate(&exec, graph, 0));
+      CU_OK(cuGraphLaunch(exec, main));
+      CU_OK(cuStreamSynchronize(main)); // a synchronous copy would not wait for it
+      EXPECT_EQ(download<float>(buffer, 1)[0], 2.0f);
+      CU_OK(cuGraphExecDestroy(exec));
+      CU_OK(cuGraphDestroy(graph));
+    }
+  }
+  CU_OK(cuEventDestroy(fork));
+  CU_OK(cuEventDestroy(join));
+  CU_OK(cuStreamDestroy(main));
+  CU_OK(cuStreamDestroy(side));
+}
+
+// C = alpha op(A) op(B) + beta C, column-major, on the host in double.
+std::vector<float> hostGemm(bool ta, bool tb, int m, int n, int k, float alpha,
+                            const std::vector<float> &A, int lda, const std::vector<float> &B,
+                            int ldb, float beta, std::vector<float> C, int ldc) {
+  for (int j = 0; j < n; ++j)
+    for (int i = 0; i < m; ++i) {
+      double sum = 0;
+      for (int p = 0; p < k; ++p)
+        sum += double(ta ? A[p + i * lda] : A[i + p * lda]) *
+               double(tb ? B[j + p * ldb] : B[p + j * ldb]);
+      float &c = C[i + j * ldc];
+      c = float(alpha * sum + (beta == 0.0f ? 0.0 : double(beta) * c));
+    }
+  return C;
+}
+
+TEST_F(Emulator, CublasSgemmIsColumnMajorWithLeadingDimensions) {
+  cublasHandle_t handle = nullptr;
+  ASSERT_EQ(cublasCreate(&handle), CUBLAS_STATUS_SUCCESS);
+  std::mt19937 random(3);
+  std::uniform_real_distribution<float> uniform(-1, 1);
+  const int m = 5, n = 4, k = 3, ld = 7; // leading dimensions larger than the rows
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      for (float beta : {0.0f, 0.5f}) {
+        std::vector<float> A(ld * 7), B(ld * 7), C(ld * n);
+        for (float &x : A)
+          x = uniform(random);
+        for (float &x : B)
+          x = uniform(random);
+        for (float &x : C)
+          x = beta == 0.0f ? NAN : uniform(random); // beta 0 never reads C
+        std::vector<float> want = hostGemm(ta, tb, m, n, k, 1.5f, A, ld, B, ld, beta, C, ld);
+        CUdeviceptr dA = upload(A), dB = upload(B), dC = upload(C);
+        float alpha = 1.5f;
+        ASSERT_EQ(cublasSgemm(handle, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
+                              tb ? CUBLAS_OP_T : CUBLAS_OP_N, m, n, k, &alpha,
+                              reinterpret_cast<const float *>(dA), ld,
+                              reinterpret_cast<const float *>(dB), ld, &beta,
+                              reinterpret_cast<float *>(dC), ld),
+                  CUBLAS_STATUS_SUCCESS);
+        std::vector<float> got = download<float>(dC, C.size());
+        for (int j = 0; j < n; ++j)
+          for (int i = 0; i < ld; ++i) {
+            float w = want[i + j * ld], g = got[i + j * ld];
+            if (i >= m) // rows past m are untouched
+              EXPECT_TRUE((std::isnan(w) && std::isnan(g)) || w == g);
+            else
+              EXPECT_NEAR(g, w, 1e-5) << "ta " << ta << " tb " << tb << " beta " << beta;
+          }
+      }
+  // A matrix reaching past its allocation is refused, not read.
+  CUdeviceptr small = upload(std::vector<float>(4, 0.0f));
+  float alpha = 1.0f, beta = 0.0f;
+  EXPECT_EQ(cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, 4, 4, 4, &alpha,
+                        reinterpret_cast<const float *>(small), 4,
+                        reinterpret_cast<const float *>(small), 4, &beta,
+                        reinterpret_cast<float *>(small), 4),
+            CUBLAS_STATUS_INVALID_VALUE);
+  EXPECT_EQ(cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, 4, 4, 4, &alpha, nullptr, 2, nullptr, 4,
+                        &beta, nullptr, 4),
+            CUBLAS_STATUS_INVALID_VALUE)
+      << "lda < m";
+  ASSERT_EQ(cublasDestroy(handle), CUBLAS_STATUS_SUCCESS);
+}
+
+TEST_F(Emulator, CublasTf32RoundsTheInputs) {
+  cublasHandle_t handle = nullptr;
+  ASSERT_EQ(cublasCreate(&handle), CUBLAS_STATUS_SUCCESS);
+  // 1 + 2^-12 is not a TF32 value (10-bit mantissa): it rounds to 1.
+  std::vector<float> A = {1.0f + 1.0f / 4096}, B = {1.0f};
+  CUdeviceptr dA = upload(A), dB = upload(B), dC = upload(std::vector<float>(1, 0.0f));
+  float alpha = 1.0f, beta = 0.0f;
+  auto run = [&] {
+    EXPECT_EQ(cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 1, &alpha,
+                          reinterpret_cast<const float *>(dA), 1,
+                          reinterpret_cast<const float *>(dB), 1, &beta,
+                          reinterpret_cast<float *>(dC), 1),
+              CUBLAS_STATUS_SUCCESS);
+    return download<float>(dC, 1)[0];
+  };
+  EXPECT_EQ(run(), A[0]);
+  ASSERT_EQ(cublasSetMathMode(handle, CUBLAS_TF32_TENSOR_OP_MATH), CUBLAS_STATUS_SUCCESS);
+  EXPECT_EQ(run(), 1.0f);
+  ASSERT_EQ(cublasDestroy(handle), CUBLAS_STATUS_SUCCESS);
+}
+
+} // namespace
