@@ -1,0 +1,898 @@
+//===- AttentionMmaKernels.cpp - attention on tensor cores (bf16 MMA) -----===//
+//
+// pe.attention, pe.rope_attention and their gradients (masks none and
+// causal, head dims 16, 32, 64) for packages compiled with
+// --gpu-precision=bf16 (docs/cuda.md, "Tensor-core attention"): the
+// FlashAttention-2 algorithm of AttentionKernels.cpp with every product on
+// the tensor cores, `mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32`
+// (bf16 operands, f32 accumulation). The kernels take the same parameters
+// and the same statistics scratch as the f32 kernels; skip masks, `rel` and
+// other head dims stay on the f32 kernels (these lowerings decline them).
+//
+// - Blocks of 4 warps, grid (B * H, ceil(T / 64), 1): each warp owns 16 rows
+//   (queries for the forward, statistics and dQ kernels; keys for dK/dV), 64
+//   per block. The other side goes through static shared memory 64 tokens at
+//   a time.
+// - Shared tiles hold bf16, one token per row, `dh + 8` halfwords apart (the
+//   8 pad the rows of a fragment over the 32 banks). q and k are rotated by
+//   RoPE in f32 as they load, then rounded to bf16 (nearest even) with
+//   integer arithmetic: the same bits on a GPU and in the host emulator.
+// - Fragments (PTX ISA, m16n8k16; g = lane / 4, t = lane % 4) are read from
+//   the tiles with plain indexed loads, a transposed operand being the same
+//   tile read with swapped strides (loadA / loadB): A register j holds
+//   (row g + 8 (j & 1), columns 2t + 8 (j >> 1) and the next), B register j
+//   (k = 2t + 8 j and the next, n = g); C register i is (row g + 8 (i >= 2),
+//   column 2t + (i & 1)). Two f32 C fragments of adjacent 8-column blocks
+//   are, rounded to bf16, the A fragment of the next product over those 16
+//   columns, so P and dS never leave the registers.
+// - Forward: S = Q K^T, scaled and masked (-inf) in f32, online softmax per
+//   row with the row maximum and sum across the 4 lanes of a quad (xor
+//   shuffles 1 and 2), P in bf16, O += P V. y = O / l and the statistics
+//   (lse = m + log l, delta = dy . y) in f32.
+// - Backward (three launches, no atomics, like the f32 kernels): the
+//   statistics kernel, then dK/dV (a warp owns 16 keys and computes S^T = K
+//   Q^T and dP^T = V dO^T directly, P^T = exp(scale S^T - lse), dS^T = P^T
+//   (dP^T - delta), dV += P^T dO, dK += dS^T Q over the query tiles, 16
+//   queries at a time) and dQ (S = Q K^T, dP = dO V^T, dQ += dS K over the
+//   key tiles, 16 keys at a time). dq and dk are scaled and rotated back
+//   (RoPE pairs are the two adjacent columns a lane holds) in f32.
+// - Masks: key j is visible to query i when j < i + window and j < T, else
+//   its score is -inf (P = 0); causal blocks stop at the key tile of their
+//   last query, dK/dV blocks start at the first query tile that sees their
+//   first key. Tokens past T load as zeros and are never stored.
+//
+//===----------------------------------------------------------------------===//
+#include "OpKernelUtil.h"
+
+#include "stringc/Dialect/PE/PEOps.h"
+
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+
+#include <array>
+#include <cfloat>
+#include <cmath>
+
+using namespace mlir;
+
+namespace stringc::cudagen {
+namespace {
+
+using Pred = arith::CmpIPredicate;
+using A = LaunchArg;
+/// An m16n8k16 A operand (4 x i32, 8 bf16) or a C/D accumulator (4 x f32).
+using Frag = std::array<Value, 4>;
+/// An m16n8k16 B operand (2 x i32, 4 bf16).
+using BFrag = std::array<Value, 2>;
+
+constexpr int64_t kWarps = 4;
+constexpr int64_t kThreads = 32 * kWarps;
+/// Rows a block owns (16 per warp); also the tokens per shared tile.
+constexpr int64_t kRows = 16 * kWarps;
+constexpr int64_t kTile = kRows;
+constexpr int64_t kHeadDims[] = {16, 32, 64};
+constexpr int64_t kSharedLimitBytes = 48 * 1024;
+
+/// Halfwords between the tokens of a shared tile (see the file comment).
+int64_t tileStride(int64_t dh) { return dh + 8; }
+
+enum class Kind { Forward, Stats, DkDv, Dq };
+
+std::string kernelName(Kind kind, bool rope, int64_t dh) {
+  std::string name = rope ? "pe_rope_attention_mma" : "pe_attention_mma";
+  switch (kind) {
+  case Kind::Forward:
+    break;
+  case Kind::Stats:
+    name += "_grad_stats";
+    break;
+  case Kind::DkDv:
+    name += "_grad_dkdv";
+    break;
+  case Kind::Dq:
+    name += "_grad_dq";
+    break;
+  }
+  return name + "_d" + std::to_string(dh);
+}
+
+/// The parameters: those of the f32 kernel of the same kind.
+std::vector<std::pair<std::string, ParamKind>> kernelParams(Kind kind, bool rope) {
+  const ParamKind P = ParamKind::Ptr, I = ParamKind::I64, F = ParamKind::F32;
+  std::vector<std::pair<std::string, ParamKind>> params;
+  switch (kind) {
+  case Kind::Forward:
+    params = {{"y", P}};
+    break;
+  case Kind::Stats:
+    params = {{"stats", P}};
+    break;
+  case Kind::DkDv:
+    params = {{"dk", P}, {"dv", P}};
+    break;
+  case Kind::Dq:
+    params = {{"dq", P}};
+    break;
+  }
+  params.insert(params.end(), {{"q", P}, {"k", P}, {"v", P}});
+  if (rope)
+    params.push_back({"table", P});
+  if (kind != Kind::Forward)
+    params.push_back({"dy", P});
+  if (kind == Kind::DkDv || kind == Kind::Dq)
+    params.push_back({"stats", P});
+  params.insert(params.end(),
+                {{"tokens", I}, {"width", I}, {"heads", I}, {"window", I}, {"scale", F}});
+  return params;
+}
+
+/// Static shared memory of a kernel: bf16 tiles of kTile tokens (and the
+/// f32 lse and delta of a query tile for dK/dV).
+int64_t sharedBytes(Kind kind, int64_t dh) {
+  const int64_t tile = kTile * tileStride(dh) * 2;
+  switch (kind) {
+  case Kind::Forward:
+  case Kind::Stats:
+    return 3 * tile; // q, k, v
+  case Kind::DkDv:
+    return 4 * tile + 2 * kTile * 4; // k, v rows; q, dy tiles; lse, delta
+  case Kind::Dq:
+    return 4 * tile; // q, dy rows; k, v tiles
+  }
+  return 0;
+}
+
+//===----------------------------------------------------------------------===//
+// Kernel side: bf16 values, shared tiles, fragments, mma.sync
+//===----------------------------------------------------------------------===//
+
+/// Named kernel arguments.
+struct Args {
+  KernelBuilder &k;
+  std::vector<std::pair<std::string, ParamKind>> params;
+  Value operator()(llvm::StringRef name) const {
+    for (unsigned i = 0; i < params.size(); ++i)
+      if (params[i].first == name)
+        return k.arg(i);
+    llvm::report_fatal_error(llvm::Twine("MMA attention kernel has no parameter ") + name);
+  }
+  bool has(llvm::StringRef name) const {
+    return llvm::any_of(params, [&](const auto &p) { return p.first == name; });
+  }
+};
+
+Value i32Const(KernelBuilder &k, int32_t v) { return k.i32(v); }
+Value shrU(KernelBuilder &k, Value a, Value b) {
+  return k.builder().create<arith::ShRUIOp>(k.location(), a, b);
+}
+Value shl(KernelBuilder &k, Value a, Value b) {
+  return k.builder().create<arith::ShLIOp>(k.location(), a, b);
+}
+Value orI(KernelBuilder &k, Value a, Value b) {
+  return k.builder().create<arith::OrIOp>(k.location(), a, b);
+}
+Value maxF(KernelBuilder &k, Value a, Value b) {
+  return k.builder().create<arith::MaximumFOp>(k.location(), a, b);
+}
+Value expF(KernelBuilder &k, Value x) { return k.builder().create<math::ExpOp>(k.location(), x); }
+Value logF(KernelBuilder &k, Value x) { return k.builder().create<math::LogOp>(k.location(), x); }
+Value cmpF(KernelBuilder &k, arith::CmpFPredicate p, Value a, Value b) {
+  return k.builder().create<arith::CmpFOp>(k.location(), p, a, b);
+}
+
+/// The bf16 nearest (ties to even) to f32 `x`, as its 16 bits in an i32; a
+/// NaN becomes the quiet NaN 0x7fc0. Integer arithmetic rather than
+/// cvt.rn.bf16: identical results on every GPU and in the host emulator.
+Value bf16Bits(KernelBuilder &k, Value x) {
+  OpBuilder &b = k.builder();
+  Value bits = b.create<arith::BitcastOp>(k.location(), b.getI32Type(), x);
+  Value sixteen = i32Const(k, 16);
+  Value lsb = andI(k, shrU(k, bits, sixteen), i32Const(k, 1));
+  Value rounded = shrU(k, k.add(k.add(bits, i32Const(k, 0x7fff)), lsb), sixteen);
+  Value isNan = cmpF(k, arith::CmpFPredicate::UNO, x, x);
+  return select(k, isNan, i32Const(k, 0x7fc0), rounded);
+}
+
+/// Two bf16 (16-bit values in i32s) in one register, `low` in the low half.
+Value packPair(KernelBuilder &k, Value low, Value high) {
+  return orI(k, low, shl(k, high, i32Const(k, 16)));
+}
+Value packF32Pair(KernelBuilder &k, Value low, Value high) {
+  return packPair(k, bf16Bits(k, low), bf16Bits(k, high));
+}
+
+/// A generic pointer to a static shared array of `count` bf16 (i16).
+Value sharedHalves(KernelBuilder &k, llvm::StringRef name, int64_t count) {
+  OpBuilder &b = k.builder();
+  Location loc = k.location();
+  constexpr unsigned kSharedAddressSpace = 3;
+  auto module = b.getInsertionBlock()->getParentOp()->getParentOfType<gpu::GPUModuleOp>();
+  auto global = module.lookupSymbol<LLVM::GlobalOp>(name);
+  if (!global) {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(module.getBody());
+    auto arrayType = LLVM::LLVMArrayType::get(b.getI16Type(), unsigned(count));
+    global = b.create<LLVM::GlobalOp>(loc, arrayType, /*isConstant=*/false,
+                                      LLVM::Linkage::Internal, name, /*value=*/Attribute(),
+                                      /*alignment=*/16, kSharedAddressSpace);
+  }
+  Value shared = b.create<LLVM::AddressOfOp>(loc, global);
+  return b.create<LLVM::AddrSpaceCastOp>(loc, LLVM::LLVMPointerType::get(b.getContext()),
+                                         shared);
+}
+
+Value halfAddress(KernelBuilder &k, Value ptr, Value index) {
+  OpBuilder &b = k.builder();
+  return b.create<LLVM::GEPOp>(k.location(), LLVM::LLVMPointerType::get(b.getContext()),
+                               b.getI16Type(), ptr, ValueRange{index});
+}
+/// ptr[index] (bf16 bits), zero-extended to i32.
+Value loadHalf(KernelBuilder &k, Value ptr, Value index) {
+  OpBuilder &b = k.builder();
+  Value h = b.create<LLVM::LoadOp>(k.location(), b.getI16Type(), halfAddress(k, ptr, index));
+  return b.create<arith::ExtUIOp>(k.location(), b.getI32Type(), h);
+}
+/// ptr[index] and ptr[index + 1] as one i32 (`index` even: 4-byte aligned).
+Value loadHalfPair(KernelBuilder &k, Value ptr, Value index) {
+  OpBuilder &b = k.builder();
+  return b.create<LLVM::LoadOp>(k.location(), b.getI32Type(), halfAddress(k, ptr, index),
+                                /*alignment=*/4);
+}
+void storeHalfPair(KernelBuilder &k, Value packed, Value ptr, Value index) {
+  k.builder().create<LLVM::StoreOp>(k.location(), packed, halfAddress(k, ptr, index),
+                                    /*alignment=*/4);
+}
+
+/// A bf16 matrix in shared memory: element (r, c) at halfword r * rowStride +
+/// c * colStride of `ptr`. A tile read transposed is the same pointer with
+/// the strides swapped.
+struct SharedMatrix {
+  Value ptr;
+  int64_t rowStride, colStride;
+};
+
+/// Elements (r, c) and (r, c) + one step of `step` halfwords, packed.
+Value loadPair(KernelBuilder &k, Value ptr, Value first, int64_t step) {
+  if (step == 1)
+    return loadHalfPair(k, ptr, first);
+  return packPair(k, loadHalf(k, ptr, first), loadHalf(k, ptr, k.add(first, k.i64(step))));
+}
+
+/// What every block knows: its (batch, head), the lane's place in its warp,
+/// the sizes.
+struct Warps {
+  KernelBuilder &k;
+  int64_t dh;
+  Value tokens, width, heads, window, scale;
+  Value batchHeads, bh, head, batch;
+  Value warp, group, tig; // warp = thread / 32; group = lane / 4; tig = lane % 4
+  Value blockStart;       // blockIdx.y * 64: the block's first own row
+  Value warpRow;          // warp * 16: the warp's first row in the block
+  Value thread;
+
+  /// Element index of feature 0 of `token`'s head slice ([B, T, D] tensors).
+  Value at(Value token) {
+    return k.add(k.mul(k.add(k.mul(batch, tokens), token), width), k.mul(head, k.i64(dh)));
+  }
+  /// (cos, sin) of pair 0 of the head in the RoPE table [T, D/2, 2].
+  Value tableAt(Value token) { return k.add(k.mul(token, width), k.mul(head, k.i64(dh))); }
+  Value clamp(Value token) { return minI(k, token, k.sub(tokens, k.i64(1))); }
+  Value inRange(Value token) { return cmpI(k, Pred::slt, token, tokens); }
+  /// Key `key` is visible to query `query`: key < query + window and key < T.
+  Value visible(Value query, Value key) {
+    return andI(k, inRange(key), cmpI(k, Pred::slt, key, k.add(query, window)));
+  }
+  /// The lane's two fragment rows in the block, as tokens: the warp's row g
+  /// and g + 8.
+  Value ownRow(int half) {
+    return k.add(k.add(k.add(blockStart, warpRow), group), k.i64(8 * half));
+  }
+
+  /// The m16n8k16 A fragment of rows [row0, row0 + 16) and columns [col0,
+  /// col0 + 16) of `m`.
+  Frag loadA(const SharedMatrix &m, Value row0, int64_t col0) {
+    Frag a;
+    for (int j = 0; j < 4; ++j) {
+      Value r = k.add(row0, k.add(group, k.i64(8 * (j & 1))));
+      Value c = k.add(k.i64(col0 + 8 * (j >> 1)), k.mul(tig, k.i64(2)));
+      Value first = k.add(k.mul(r, k.i64(m.rowStride)), k.mul(c, k.i64(m.colStride)));
+      a[j] = loadPair(k, m.ptr, first, m.colStride);
+    }
+    return a;
+  }
+  /// The B fragment (16 x 8, rows k of `m` from k0, columns n from n0).
+  BFrag loadB(const SharedMatrix &m, int64_t k0, int64_t n0) {
+    BFrag b;
+    for (int j = 0; j < 2; ++j) {
+      Value kk = k.add(k.i64(k0 + 8 * j), k.mul(tig, k.i64(2)));
+      Value n = k.add(k.i64(n0), group);
+      Value first = k.add(k.mul(kk, k.i64(m.rowStride)), k.mul(n, k.i64(m.colStride)));
+      b[j] = loadPair(k, m.ptr, first, m.rowStride);
+    }
+    return b;
+  }
+  /// Column of element i of a C fragment in its 8-column block: 2 t + (i & 1).
+  Value fragColumn(int i) { return k.add(k.mul(tig, k.i64(2)), k.i64(i & 1)); }
+};
+
+Warps makeWarps(KernelBuilder &k, const Args &args, int64_t dh) {
+  Warps w{k, dh, args("tokens"), args("width"), args("heads"), args("window"), args("scale"),
+          {}, {}, {}, {}, {}, {}, {}, {}, {}, {}};
+  w.bh = k.blockId(gpu::Dimension::x);
+  w.batchHeads = k.gridDim(gpu::Dimension::x);
+  w.head = remU(k, w.bh, w.heads);
+  w.batch = divU(k, w.bh, w.heads);
+  w.thread = k.threadId(gpu::Dimension::x);
+  w.warp = divU(k, w.thread, k.i64(32));
+  Value lane = remU(k, w.thread, k.i64(32));
+  w.group = divU(k, lane, k.i64(4));
+  w.tig = remU(k, lane, k.i64(4));
+  w.blockStart = k.mul(k.blockId(gpu::Dimension::y), k.i64(kRows));
+  w.warpRow = k.mul(w.warp, k.i64(16));
+  return w;
+}
+
+/// D = A B + C on the tensor cores (m16n8k16, bf16 A row / B col, f32 C):
+/// the intrinsic behind nvvm.mma.sync, called directly. MLIR 19's
+/// nvvm.mma.sync verifier wants vector<2xf16> operands for bf16, while
+/// LLVM's llvm.nvvm.mma.m16n8k16.row.col.bf16 takes i32 (two bf16 each).
+Frag mma(KernelBuilder &k, const Frag &a, const BFrag &b, const Frag &c) {
+  OpBuilder &builder = k.builder();
+  Location loc = k.location();
+  MLIRContext *context = builder.getContext();
+  Type f32 = builder.getF32Type();
+  auto resultType = LLVM::LLVMStructType::getLiteral(context, {f32, f32, f32, f32});
+  SmallVector<Value, 10> operands(a.begin(), a.end());
+  operands.append(b.begin(), b.end());
+  operands.append(c.begin(), c.end());
+  NamedAttribute attributes[] = {
+      builder.getNamedAttr("intrin", builder.getStringAttr("llvm.nvvm.mma.m16n8k16.row.col.bf16")),
+      builder.getNamedAttr("fastmathFlags",
+                           LLVM::FastmathFlagsAttr::get(context, LLVM::FastmathFlags::none))};
+  auto call = builder.create<LLVM::CallIntrinsicOp>(loc, TypeRange{resultType}, operands,
+                                                    attributes);
+  Frag d;
+  for (int i = 0; i < 4; ++i)
+    d[i] = builder.create<LLVM::ExtractValueOp>(loc, call.getResult(0), ArrayRef<int64_t>{i});
+  return d;
+}
+
+Frag zeroFrag(KernelBuilder &k) {
+  Value zero = k.f32(0.0);
+  return {zero, zero, zero, zero};
+}
+
+/// The A fragment of the 16 columns held by C fragments `left` (columns
+/// 0..7) and `right` (8..15), rounded to bf16.
+Frag toAFragment(KernelBuilder &k, const Frag &left, const Frag &right) {
+  return {packF32Pair(k, left[0], left[1]), packF32Pair(k, left[2], left[3]),
+          packF32Pair(k, right[0], right[1]), packF32Pair(k, right[2], right[3])};
+}
+
+/// `op` of `value` over the 4 lanes of a quad (the lanes of one fragment
+/// row). All 32 lanes must be active.
+Value quadReduce(KernelBuilder &k, Value value, bool max) {
+  for (int offset : {1, 2}) {
+    auto shuffle = k.builder().create<gpu::ShuffleOp>(k.location(), value, k.i32(offset),
+                                                      k.i32(32), gpu::ShuffleMode::XOR);
+    value = max ? maxF(k, value, shuffle.getShuffleResult())
+                : k.add(value, shuffle.getShuffleResult());
+  }
+  return value;
+}
+
+/// Cooperative load of tokens [start, start + kTile) of x's head slice into
+/// the bf16 tile (token c at halfword c * stride), rotated by RoPE when
+/// `table` (in f32, before rounding); zeros for tokens >= T. One pair of
+/// features per thread and step. The caller puts barriers around it.
+void stageTile(Warps &w, Value tile, Value x, Value table, Value start) {
+  KernelBuilder &k = w.k;
+  const int64_t pairs = w.dh / 2;
+  k.forLoop(w.thread, k.i64(kTile * pairs), k.i64(kThreads), {}, [&](Value e, ValueRange) {
+    Value c = divU(k, e, k.i64(pairs)), d0 = k.mul(remU(k, e, k.i64(pairs)), k.i64(2));
+    Value token = k.add(start, c);
+    Value clamped = w.clamp(token), valid = w.inRange(token);
+    Value source = k.add(w.at(clamped), d0);
+    Value x0 = k.load(x, source), x1 = k.load(x, k.add(source, k.i64(1)));
+    if (table) {
+      Value pair = k.add(w.tableAt(clamped), d0);
+      Value cs = k.load(table, pair), sn = k.load(table, k.add(pair, k.i64(1)));
+      Value y0 = k.sub(k.mul(x0, cs), k.mul(x1, sn));
+      Value y1 = k.add(k.mul(x0, sn), k.mul(x1, cs));
+      x0 = y0;
+      x1 = y1;
+    }
+    Value zero = k.f32(0.0);
+    Value packed = packF32Pair(k, select(k, valid, x0, zero), select(k, valid, x1, zero));
+    storeHalfPair(k, packed, tile, k.add(k.mul(c, k.i64(tileStride(w.dh))), d0));
+    return SmallVector<Value>{};
+  });
+}
+
+/// The tile as the A operand / B operand of the products (row-major tokens
+/// x features, or its transpose).
+SharedMatrix tokensByFeatures(Value tile, int64_t dh) { return {tile, tileStride(dh), 1}; }
+SharedMatrix featuresByTokens(Value tile, int64_t dh) { return {tile, 1, tileStride(dh)}; }
+
+/// The end of the keys any row of this block sees: min(T, last row +
+/// window), the last row being min(T, blockStart + 64) - 1.
+Value blockKeyEnd(Warps &w) {
+  KernelBuilder &k = w.k;
+  Value lastRow = k.sub(minI(k, k.add(w.blockStart, k.i64(kRows)), w.tokens), k.i64(1));
+  return minI(k, w.tokens, k.add(lastRow, w.window));
+}
+Value tilesUpTo(KernelBuilder &k, Value end) {
+  return divU(k, k.add(end, k.i64(kTile - 1)), k.i64(kTile));
+}
+
+/// The products of the warp's 16 rows (A fragments `rows`, one per 16
+/// features) with tokens [n0, n0 + 8) of a tile (features x tokens): the
+/// scores (or dP) of 8 columns.
+Frag rowsTimesTile(Warps &w, const std::vector<Frag> &rows, Value tile, int64_t n0) {
+  Frag c = zeroFrag(w.k);
+  for (size_t kc = 0; kc < rows.size(); ++kc)
+    c = mma(w.k, rows[kc], w.loadB(featuresByTokens(tile, w.dh), int64_t(16 * kc), n0), c);
+  return c;
+}
+
+/// acc[nb] += P (16 x 16, A fragment) times rows [k0, k0 + 16) of a tile
+/// (tokens x features), for every 8 features nb.
+void accumulateTimesTile(Warps &w, std::vector<Frag> &acc, const Frag &p, Value tile,
+                         int64_t k0) {
+  for (size_t nb = 0; nb < acc.size(); ++nb)
+    acc[nb] = mma(w.k, p, w.loadB(tokensByFeatures(tile, w.dh), k0, int64_t(8 * nb)), acc[nb]);
+}
+
+/// The warp's 16 rows of a staged tile as A fragments, per 16 features.
+std::vector<Frag> warpRowFragments(Warps &w, Value tile) {
+  std::vector<Frag> frags;
+  for (int64_t kc = 0; kc < w.dh / 16; ++kc)
+    frags.push_back(w.loadA(tokensByFeatures(tile, w.dh), w.warpRow, 16 * kc));
+  return frags;
+}
+
+/// Scales the accumulators by `factor`, rotates each pair back by RoPE's
+/// transposed rotation at the row's token (when `table`) and stores the
+/// rows below T: acc[nb][i] is (row ownRow(i >= 2), feature 8 nb + 2 t + (i & 1)).
+void storeRows(Warps &w, const std::vector<Frag> &acc, Value factor, Value table, Value out) {
+  KernelBuilder &k = w.k;
+  for (int half = 0; half < 2; ++half) {
+    Value row = w.ownRow(half);
+    k.ifThen(w.inRange(row), [&] {
+      Value base = w.at(row);
+      for (size_t nb = 0; nb < acc.size(); ++nb) {
+        Value d0 = k.add(k.i64(int64_t(8 * nb)), w.fragColumn(0));
+        Value x0 = k.mul(factor, acc[nb][2 * half]), x1 = k.mul(factor, acc[nb][2 * half + 1]);
+        if (table) {
+          Value pair = k.add(w.tableAt(row), d0);
+          Value cs = k.load(table, pair), sn = k.load(table, k.add(pair, k.i64(1)));
+          Value y0 = k.add(k.mul(x0, cs), k.mul(x1, sn));
+          Value y1 = k.sub(k.mul(x1, cs), k.mul(x0, sn));
+          x0 = y0;
+          x1 = y1;
+        }
+        k.store(x0, out, k.add(base, d0));
+        k.store(x1, out, k.add(base, k.add(d0, k.i64(1))));
+      }
+    });
+  }
+}
+
+std::vector<Value> flatten(const std::vector<Frag> &frags) {
+  std::vector<Value> values;
+  for (const Frag &f : frags)
+    values.insert(values.end(), f.begin(), f.end());
+  return values;
+}
+std::vector<Frag> unflatten(ValueRange values, size_t from, size_t count) {
+  std::vector<Frag> frags(count);
+  for (size_t i = 0; i < count; ++i)
+    for (size_t e = 0; e < 4; ++e)
+      frags[i][e] = values[from + 4 * i + e];
+  return frags;
+}
+
+//===----------------------------------------------------------------------===//
+// Forward and statistics
+//===----------------------------------------------------------------------===//
+
+void forwardBody(KernelBuilder &k, const Args &args, int64_t dh, Kind kind) {
+  Warps w = makeWarps(k, args, dh);
+  Value table = args.has("table") ? args("table") : Value();
+  const int64_t stride = tileStride(dh), featureBlocks = dh / 8;
+  Value qTile = sharedHalves(k, "mma_q_tile", kRows * stride);
+  Value kTileMem = sharedHalves(k, "mma_k_tile", kTile * stride);
+  Value vTileMem = sharedHalves(k, "mma_v_tile", kTile * stride);
+  stageTile(w, qTile, args("q"), table, w.blockStart);
+  barrier(k);
+  const std::vector<Frag> qa = warpRowFragments(w, qTile);
+  const Value rows[2] = {w.ownRow(0), w.ownRow(1)};
+  const Value lowest = k.f32(-FLT_MAX), minusInf = k.f32(-INFINITY), zero = k.f32(0.0);
+
+  // Carried: m (2 rows), l (the lane's partial sums, 2 rows), O fragments.
+  SmallVector<Value> init = {lowest, lowest, zero, zero};
+  std::vector<Value> o0 = flatten(std::vector<Frag>(featureBlocks, zeroFrag(k)));
+  init.append(o0.begin(), o0.end());
+  ValueRange done = k.forLoop(
+      k.i64(0), tilesUpTo(k, blockKeyEnd(w)), k.i64(1), init, [&](Value t, ValueRange carried) {
+        Value start = k.mul(t, k.i64(kTile));
+        barrier(k); // every warp is done with the previous tile
+        stageTile(w, kTileMem, args("k"), table, start);
+        stageTile(w, vTileMem, args("v"), Value(), start);
+        barrier(k);
+        // Scores of 8 keys per fragment, scaled and masked.
+        std::vector<Frag> s(kTile / 8);
+        Value tileMax[2] = {minusInf, minusInf};
+        for (int64_t nb = 0; nb < kTile / 8; ++nb) {
+          s[nb] = rowsTimesTile(w, qa, kTileMem, 8 * nb);
+          for (int i = 0; i < 4; ++i) {
+            Value key = k.add(start, k.add(k.i64(8 * nb), w.fragColumn(i)));
+            s[nb][i] = select(k, w.visible(rows[i / 2], key), k.mul(s[nb][i], w.scale), minusInf);
+            tileMax[i / 2] = maxF(k, tileMax[i / 2], s[nb][i]);
+          }
+        }
+        Value m[2], alpha[2], l[2];
+        for (int r = 0; r < 2; ++r) {
+          m[r] = maxF(k, carried[r], quadReduce(k, tileMax[r], /*max=*/true));
+          alpha[r] = expF(k, k.sub(carried[r], m[r])); // 0 on the first tile seen
+          l[r] = k.mul(carried[2 + r], alpha[r]);
+        }
+        for (int64_t nb = 0; nb < kTile / 8; ++nb)
+          for (int i = 0; i < 4; ++i) {
+            s[nb][i] = expF(k, k.sub(s[nb][i], m[i / 2])); // exp(-inf) = 0
+            l[i / 2] = k.add(l[i / 2], s[nb][i]);
+          }
+        std::vector<Frag> o = unflatten(carried, 4, featureBlocks);
+        for (Frag &f : o)
+          for (int i = 0; i < 4; ++i)
+            f[i] = k.mul(f[i], alpha[i / 2]);
+        for (int64_t c = 0; c < kTile / 16; ++c)
+          accumulateTimesTile(w, o, toAFragment(k, s[2 * c], s[2 * c + 1]), vTileMem, 16 * c);
+        SmallVector<Value> next = {m[0], m[1], l[0], l[1]};
+        std::vector<Value> flat = flatten(o);
+        next.append(flat.begin(), flat.end());
+        return next;
+      });
+
+  std::vector<Frag> o = unflatten(done, 4, featureBlocks);
+  Value inverse[2], sum[2];
+  for (int r = 0; r < 2; ++r) {
+    sum[r] = quadReduce(k, done[2 + r], /*max=*/false);
+    // A row without visible keys (only padding rows) outputs zeros.
+    Value positive = cmpF(k, arith::CmpFPredicate::OGT, sum[r], zero);
+    inverse[r] = select(k, positive, k.div(k.f32(1.0), select(k, positive, sum[r], k.f32(1.0))),
+                        zero);
+  }
+  for (Frag &f : o)
+    for (int i = 0; i < 4; ++i)
+      f[i] = k.mul(f[i], inverse[i / 2]);
+  if (kind == Kind::Forward) {
+    storeRows(w, o, k.f32(1.0), Value(), args("y"));
+    return;
+  }
+  // stats[bh * T + i] = lse_i, stats[BH * T + bh * T + i] = delta_i = dy_i . y_i;
+  // lse = FLT_MAX for a row without visible keys (exp(s - lse) = 0).
+  Value stats = args("stats"), dy = args("dy");
+  for (int r = 0; r < 2; ++r) {
+    Value base = w.at(w.clamp(rows[r]));
+    Value delta = zero;
+    for (int64_t nb = 0; nb < featureBlocks; ++nb)
+      for (int j = 0; j < 2; ++j) {
+        Value d = k.add(k.i64(8 * nb), w.fragColumn(j));
+        delta = k.add(delta, k.mul(o[nb][2 * r + j], k.load(dy, k.add(base, d))));
+      }
+    delta = quadReduce(k, delta, /*max=*/false);
+    Value positive = cmpF(k, arith::CmpFPredicate::OGT, sum[r], zero);
+    Value lse = select(k, positive, k.add(done[r], logF(k, select(k, positive, sum[r],
+                                                                    k.f32(1.0)))),
+                       k.f32(FLT_MAX));
+    Value writer = andI(k, w.inRange(rows[r]), cmpI(k, Pred::eq, w.tig, k.i64(0)));
+    k.ifThen(writer, [&] {
+      Value at = k.add(k.mul(w.bh, w.tokens), rows[r]);
+      k.store(lse, stats, at);
+      k.store(delta, stats, k.add(k.mul(w.batchHeads, w.tokens), at));
+    });
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Backward: dK/dV and dQ
+//===----------------------------------------------------------------------===//
+
+/// stats[offset + bh * T + token] (0 for token >= T).
+Value loadStat(Warps &w, Value offset, Value stats, Value token) {
+  KernelBuilder &k = w.k;
+  Value v = k.load(stats, k.add(offset, k.add(k.mul(w.bh, w.tokens), w.clamp(token))));
+  return select(k, w.inRange(token), v, k.f32(0.0));
+}
+
+/// P = exp(scale s - lse) where visible (else 0) and dS = P (dP - delta),
+/// elementwise on C fragments.
+void softmaxGrad(Warps &w, Frag &s, Frag &dp, const std::array<Value, 4> &visible,
+                 const std::array<Value, 4> &lse, const std::array<Value, 4> &delta) {
+  KernelBuilder &k = w.k;
+  for (int i = 0; i < 4; ++i) {
+    Value p = select(k, visible[i], expF(k, k.sub(k.mul(w.scale, s[i]), lse[i])), k.f32(0.0));
+    s[i] = p;
+    dp[i] = k.mul(p, k.sub(dp[i], delta[i]));
+  }
+}
+
+/// A warp owns 16 keys: dV = sum P^T dO and dK = scale sum dS^T Q over the
+/// query tiles that see them, 16 queries per step.
+void dkdvBody(KernelBuilder &k, const Args &args, int64_t dh) {
+  Warps w = makeWarps(k, args, dh);
+  Value table = args.has("table") ? args("table") : Value();
+  const int64_t stride = tileStride(dh), featureBlocks = dh / 8;
+  Value kRowsTile = sharedHalves(k, "mma_k_rows", kRows * stride);
+  Value vRowsTile = sharedHalves(k, "mma_v_rows", kRows * stride);
+  Value qTile = sharedHalves(k, "mma_q_tile", kTile * stride);
+  Value dyTile = sharedHalves(k, "mma_dy_tile", kTile * stride);
+  Value lseTile = sharedArray(k, "mma_lse_tile", kTile);
+  Value deltaTile = sharedArray(k, "mma_delta_tile", kTile);
+  Value stats = args("stats"), statsHalf = k.mul(w.batchHeads, w.tokens);
+  stageTile(w, kRowsTile, args("k"), table, w.blockStart);
+  stageTile(w, vRowsTile, args("v"), Value(), w.blockStart);
+  barrier(k);
+  const std::vector<Frag> ka = warpRowFragments(w, kRowsTile);
+  const std::vector<Frag> va = warpRowFragments(w, vRowsTile);
+  const Value keys[2] = {w.ownRow(0), w.ownRow(1)};
+
+  // Queries before blockStart - window + 1 see none of the block's keys.
+  Value firstQuery = k.sub(k.add(w.blockStart, k.i64(1)), w.window);
+  firstQuery = k.builder().create<arith::MaxSIOp>(k.location(), firstQuery, k.i64(0));
+  Value firstTile = divU(k, firstQuery, k.i64(kTile));
+  std::vector<Value> zeros = flatten(std::vector<Frag>(2 * featureBlocks, zeroFrag(k)));
+  SmallVector<Value> init(zeros.begin(), zeros.end());
+  ValueRange done = k.forLoop(
+      firstTile, tilesUpTo(k, w.tokens), k.i64(1), init, [&](Value t, ValueRange carried) {
+        Value start = k.mul(t, k.i64(kTile));
+        barrier(k);
+        stageTile(w, qTile, args("q"), table, start);
+        stageTile(w, dyTile, args("dy"), Value(), start);
+        k.ifThen(cmpI(k, Pred::slt, w.thread, k.i64(kTile)), [&] {
+          Value query = k.add(start, w.thread);
+          k.store(loadStat(w, k.i64(0), stats, query), lseTile, w.thread);
+          k.store(loadStat(w, statsHalf, stats, query), deltaTile, w.thread);
+        });
+        barrier(k);
+        std::vector<Frag> dk = unflatten(carried, 0, featureBlocks);
+        std::vector<Frag> dv = unflatten(carried, 4 * featureBlocks, featureBlocks);
+        for (int64_t c = 0; c < kTile / 16; ++c) {
+          Frag p[2], ds[2];
+          for (int nb = 0; nb < 2; ++nb) {
+            const int64_t n0 = 16 * c + 8 * nb; // queries n0 .. n0 + 7 of the tile
+            p[nb] = rowsTimesTile(w, ka, qTile, n0);  // S^T
+            ds[nb] = rowsTimesTile(w, va, dyTile, n0); // dP^T
+            std::array<Value, 4> visible, lse, delta;
+            for (int i = 0; i < 4; ++i) {
+              Value local = k.add(k.i64(n0), w.fragColumn(i));
+              Value query = k.add(start, local);
+              visible[i] = andI(k, w.inRange(query), w.visible(query, keys[i / 2]));
+              lse[i] = k.load(lseTile, local);
+              delta[i] = k.load(deltaTile, local);
+            }
+            softmaxGrad(w, p[nb], ds[nb], visible, lse, delta);
+          }
+          accumulateTimesTile(w, dv, toAFragment(k, p[0], p[1]), dyTile, 16 * c);
+          accumulateTimesTile(w, dk, toAFragment(k, ds[0], ds[1]), qTile, 16 * c);
+        }
+        std::vector<Value> next = flatten(dk), flatDv = flatten(dv);
+        next.insert(next.end(), flatDv.begin(), flatDv.end());
+        return SmallVector<Value>(next.begin(), next.end());
+      });
+  storeRows(w, unflatten(done, 0, featureBlocks), w.scale, table, args("dk"));
+  storeRows(w, unflatten(done, 4 * featureBlocks, featureBlocks), k.f32(1.0), Value(),
+            args("dv"));
+}
+
+/// A warp owns 16 queries: dQ = scale sum dS K over the key tiles they see,
+/// 16 keys per step.
+void dqBody(KernelBuilder &k, const Args &args, int64_t dh) {
+  Warps w = makeWarps(k, args, dh);
+  Value table = args.has("table") ? args("table") : Value();
+  const int64_t stride = tileStride(dh), featureBlocks = dh / 8;
+  Value qRowsTile = sharedHalves(k, "mma_q_rows", kRows * stride);
+  Value dyRowsTile = sharedHalves(k, "mma_dy_rows", kRows * stride);
+  Value kTileMem = sharedHalves(k, "mma_k_tile", kTile * stride);
+  Value vTileMem = sharedHalves(k, "mma_v_tile", kTile * stride);
+  stageTile(w, qRowsTile, args("q"), table, w.blockStart);
+  stageTile(w, dyRowsTile, args("dy"), Value(), w.blockStart);
+  barrier(k);
+  const std::vector<Frag> qa = warpRowFragments(w, qRowsTile);
+  const std::vector<Frag> dya = warpRowFragments(w, dyRowsTile);
+  const Value rows[2] = {w.ownRow(0), w.ownRow(1)};
+  Value stats = args("stats"), statsHalf = k.mul(w.batchHeads, w.tokens);
+  const Value lse[2] = {loadStat(w, k.i64(0), stats, rows[0]),
+                        loadStat(w, k.i64(0), stats, rows[1])};
+  const Value delta[2] = {loadStat(w, statsHalf, stats, rows[0]),
+                          loadStat(w, statsHalf, stats, rows[1])};
+
+  std::vector<Value> zeros = flatten(std::vector<Frag>(featureBlocks, zeroFrag(k)));
+  SmallVector<Value> init(zeros.begin(), zeros.end());
+  ValueRange done = k.forLoop(
+      k.i64(0), tilesUpTo(k, blockKeyEnd(w)), k.i64(1), init, [&](Value t, ValueRange carried) {
+        Value start = k.mul(t, k.i64(kTile));
+        barrier(k);
+        stageTile(w, kTileMem, args("k"), table, start);
+        stageTile(w, vTileMem, args("v"), Value(), start);
+        barrier(k);
+        std::vector<Frag> dq = unflatten(carried, 0, featureBlocks);
+        for (int64_t c = 0; c < kTile / 16; ++c) {
+          Frag ds[2];
+          for (int nb = 0; nb < 2; ++nb) {
+            const int64_t n0 = 16 * c + 8 * nb; // keys n0 .. n0 + 7 of the tile
+            Frag s = rowsTimesTile(w, qa, kTileMem, n0);
+            ds[nb] = rowsTimesTile(w, dya, vTileMem, n0); // dP
+            std::array<Value, 4> visible, rowLse, rowDelta;
+            for (int i = 0; i < 4; ++i) {
+              Value key = k.add(start, k.add(k.i64(n0), w.fragColumn(i)));
+              visible[i] = w.visible(rows[i / 2], key);
+              rowLse[i] = lse[i / 2];
+              rowDelta[i] = delta[i / 2];
+            }
+            softmaxGrad(w, s, ds[nb], visible, rowLse, rowDelta);
+          }
+          accumulateTimesTile(w, dq, toAFragment(k, ds[0], ds[1]), kTileMem, 16 * c);
+        }
+        std::vector<Value> next = flatten(dq);
+        return SmallVector<Value>(next.begin(), next.end());
+      });
+  storeRows(w, unflatten(done, 0, featureBlocks), w.scale, table, args("dq"));
+}
+
+KernelDef mmaKernel(Kind kind, bool rope, int64_t dh) {
+  auto params = kernelParams(kind, rope);
+  KernelSpec spec = makeSpec(kernelName(kind, rope, dh),
+                             rope ? (kind == Kind::Forward ? "pe.rope_attention"
+                                                           : "pe.rope_attention_grad")
+                                  : (kind == Kind::Forward ? "pe.attention" : "pe.attention_grad"),
+                             params, GridRule::Explicit, kThreads);
+  if (sharedBytes(kind, dh) > kSharedLimitBytes)
+    llvm::report_fatal_error(llvm::Twine("MMA attention kernel ") + spec.name +
+                             " exceeds 48 KiB of static shared memory");
+  KernelDef def{spec, [kind, dh, params](KernelBuilder &k) {
+                  Args args{k, params};
+                  switch (kind) {
+                  case Kind::Forward:
+                  case Kind::Stats:
+                    forwardBody(k, args, dh, kind);
+                    break;
+                  case Kind::DkDv:
+                    dkdvBody(k, args, dh);
+                    break;
+                  case Kind::Dq:
+                    dqBody(k, args, dh);
+                    break;
+                  }
+                }};
+  def.tensorCores = true;
+  return def;
+}
+
+//===----------------------------------------------------------------------===//
+// Lowering side (GpuPrecision::BF16 only)
+//===----------------------------------------------------------------------===//
+
+/// q [B, T, D] with static T and D, `heads` dividing D into a head dim with
+/// MMA kernels, and a row-tile count within grid.y's limit.
+struct MmaShape {
+  BatchAffine batch;
+  int64_t tokens = 0, width = 0, heads = 0, dh = 0;
+};
+
+std::optional<MmaShape> mmaShape(Type q, int64_t heads, pe::MaskKind mask) {
+  auto shape = batchShape(q);
+  if (mask == pe::MaskKind::Skip || !shape || shape->size() != 3 || (*shape)[1] <= 0 ||
+      heads <= 0 || (*shape)[2] % heads)
+    return std::nullopt;
+  MmaShape s{leadingCount(*shape, 1), (*shape)[1], (*shape)[2], heads, (*shape)[2] / heads};
+  if (!llvm::is_contained(kHeadDims, s.dh) || ceilDiv(s.tokens, kRows) > 65535)
+    return std::nullopt;
+  return s;
+}
+
+/// A RoPE table [T, D/2, 2] for q of this shape.
+bool ropeTableFits(const MmaShape &s, Type table) {
+  auto shape = batchShape(table);
+  return shape && *shape == std::vector<int64_t>{s.tokens, s.width / 2, 2};
+}
+
+Launch mmaLaunch(const MmaShape &s, Kind kind, bool rope, std::vector<LaunchArg> front,
+                 pe::MaskKind mask, double scale) {
+  std::vector<LaunchArg> args = std::move(front);
+  const int64_t window = mask == pe::MaskKind::Causal ? 1 : s.tokens;
+  args.insert(args.end(), {A::i64(s.tokens), A::i64(s.width), A::i64(s.heads), A::i64(window),
+                           A::f32(float(scale))});
+  Launch launch = Launch::kernelCall(kernelName(kind, rope, s.dh), std::move(args));
+  ExplicitGrid grid;
+  grid.x = s.batch * s.heads;
+  grid.y = BatchAffine::fixed(ceilDiv(s.tokens, kRows));
+  launch.grid = grid;
+  return launch;
+}
+
+/// Operands q, k, v[, table] then dy; results dq, dk, dv. Scratch 0: lse
+/// and delta, 2 * B * H * T floats (as the f32 kernels).
+OpSteps gradSteps(const MmaShape &s, bool rope, pe::MaskKind mask, double scale) {
+  OpSteps steps;
+  steps.scratchBytes.push_back(s.batch * (2 * s.heads * s.tokens * 4));
+  std::vector<LaunchArg> inputs = {A::operand(0), A::operand(1), A::operand(2)};
+  if (rope)
+    inputs.push_back(A::operand(3));
+  inputs.push_back(A::operand(rope ? 4 : 3)); // dy
+  auto with = [&](std::vector<LaunchArg> front, bool withStats) {
+    front.insert(front.end(), inputs.begin(), inputs.end());
+    if (withStats)
+      front.push_back(A::scratch(0));
+    return front;
+  };
+  steps.launches.push_back(
+      mmaLaunch(s, Kind::Stats, rope, with({A::scratch(0)}, false), mask, scale));
+  steps.launches.push_back(
+      mmaLaunch(s, Kind::DkDv, rope, with({A::result(1), A::result(2)}, true), mask, scale));
+  steps.launches.push_back(mmaLaunch(s, Kind::Dq, rope, with({A::result(0)}, true), mask, scale));
+  return steps;
+}
+
+std::optional<OpSteps> lowerAttention(Operation &op) {
+  auto attention = cast<pe::AttentionOp>(op);
+  auto s = mmaShape(attention.getQ().getType(), int64_t(attention.getHeads()),
+                    attention.getMask());
+  if (!s || attention.getRel())
+    return std::nullopt;
+  OpSteps steps;
+  steps.launches.push_back(mmaLaunch(
+      *s, Kind::Forward, false, {A::result(0), A::operand(0), A::operand(1), A::operand(2)},
+      attention.getMask(), attention.getScale().convertToDouble()));
+  return steps;
+}
+
+std::optional<OpSteps> lowerAttentionGrad(Operation &op) {
+  auto grad = cast<pe::AttentionGradOp>(op);
+  auto s = mmaShape(grad.getQ().getType(), int64_t(grad.getHeads()), grad.getMask());
+  if (!s || grad.getRel())
+    return std::nullopt;
+  return gradSteps(*s, false, grad.getMask(), grad.getScale().convertToDouble());
+}
+
+std::optional<OpSteps> lowerRopeAttention(Operation &op) {
+  auto attention = cast<pe::RopeAttentionOp>(op);
+  auto s = mmaShape(attention.getQ().getType(), int64_t(attention.getHeads()),
+                    attention.getMask());
+  if (!s || !ropeTableFits(*s, attention.getTable().getType()))
+    return std::nullopt;
+  OpSteps steps;
+  steps.launches.push_back(mmaLaunch(
+      *s, Kind::Forward, true,
+      {A::result(0), A::operand(0), A::operand(1), A::operand(2), A::operand(3)},
+      attention.getMask(), attention.getScale().convertToDouble()));
+  return steps;
+}
+
+std::optional<OpSteps> lowerRopeAttentionGrad(Operation &op) {
+  auto grad = cast<pe::RopeAttentionGradOp>(op);
+  auto s = mmaShape(grad.getQ().getType(), int64_t(grad.getHeads()), grad.getMask());
+  if (!s || !ropeTableFits(*s, grad.getTable().getType()))
+    return std::nullopt;
+  return gradSteps(*s, true, grad.getMask(), grad.getScale().convertToDouble());
+}
+
+} // namespace
+
+void appendAttentionMmaKernels(std::vector<KernelDef> &defs) {
+  for (bool rope : {false, true})
+    for (int64_t dh : kHeadDims)
+      for (Kind kind : {Kind::Forward, Kind::Stats, Kind::DkDv, Kind::Dq})
+        defs.push_back(mmaKernel(kind, rope, dh));
+}
+
+void appendAttentionMmaLowerings(std::vector<OpLowering> &lowerings) {
+  const GpuPrecision bf16 = GpuPrecision::BF16;
+  lowerings.push_back({"pe.attention", lowerAttention, bf16});
+  lowerings.push_back({"pe.attention_grad", lowerAttentionGrad, bf16});
+  lowerings.push_back({"pe.rope_attention", lowerRopeAttention, bf16});
+  lowerings.push_back({"pe.rope_attention_grad", lowerRopeAttentionGrad, bf16});
+}
+
+} // namespace stringc::cudagen
