@@ -1,0 +1,47 @@
+// The GPU as stringrt::train()'s backend (Trainer.h, TrainBackend): the
+// trainer's loop, data order, log, checkpoints and resume, with each step and
+// evaluation run by a DeviceModel (DeviceExecutor.h). Checkpoints are the CPU
+// trainer's files (the device state is copied back before each is written),
+// so a run resumes on either executor. While step n computes, batch n + 1 is
+// staged (DeviceOptions::overlapUpload).
+#pragma once
+
+#include "stringrt/CudaSection.h"
+#include "stringrt/Manifest.h"
+#include "stringrt/Trainer.h"
+#include "stringrt/cuda/DeviceExecutor.h"
+
+#include <memory>
+#include <string>
+
+namespace stringrt::cuda {
+
+class DeviceTrainBackend : public TrainBackend {
+public:
+  // Checks the package (DeviceModel::checkPackage) without touching the
+  // device; the device model is made by start().
+  DeviceTrainBackend(const Manifest &manifest, const CudaSection &section,
+                     DeviceOptions options = {});
+
+  // "<device name> (CUDA: TF32 off, graphs on, overlapped upload on)", or
+  // "CUDA" before start().
+  std::string name() const override;
+  void start(const std::vector<float> &params, const Optimizer &optimizer) override;
+  OptimizerStepInfo step(const std::map<std::string, HostTensor> &batch,
+                         const std::map<std::string, HostTensor> *next, int64_t totalSteps,
+                         float &loss) override;
+  EvalResult evaluate(const DataSet &data, int64_t batch) override;
+  void fetch(std::vector<float> &params, Optimizer &optimizer) override;
+
+  // The device model (null before start()).
+  DeviceModel *model() { return device_.get(); }
+
+private:
+  DeviceModel &started() const;
+  Manifest manifest_;
+  CudaSection section_;
+  DeviceOptions options_;
+  std::unique_ptr<DeviceModel> device_;
+};
+
+} // namespace stringrt::cuda

@@ -1,0 +1,58 @@
+// The GPU as train()'s backend (DeviceTraining.h).
+#include "stringrt/cuda/DeviceTraining.h"
+
+#include "stringrt/Error.h"
+
+#include <fmt/format.h>
+
+namespace stringrt::cuda {
+
+DeviceTrainBackend::DeviceTrainBackend(const Manifest &manifest, const CudaSection &section,
+                                       DeviceOptions options)
+    : manifest_(manifest), section_(section), options_(options) {
+  DeviceModel::checkPackage(manifest_, section_);
+}
+
+std::string DeviceTrainBackend::name() const {
+  if (!device_)
+    return "CUDA";
+  auto onOff = [](bool on) { return on ? "on" : "off"; };
+  return fmt::format("{} (CUDA: TF32 {}, graphs {}, overlapped upload {})",
+                     device_->deviceName(), onOff(options_.tf32), onOff(options_.graphs),
+                     onOff(options_.overlapUpload));
+}
+
+DeviceModel &DeviceTrainBackend::started() const {
+  if (!device_)
+    throw Error("the GPU training backend was used before start()");
+  return *device_;
+}
+
+void DeviceTrainBackend::start(const std::vector<float> &params, const Optimizer &optimizer) {
+  if (!device_)
+    device_ = std::make_unique<DeviceModel>(manifest_, section_, params, options_);
+  device_->setState(params, optimizer);
+}
+
+OptimizerStepInfo DeviceTrainBackend::step(const std::map<std::string, HostTensor> &batch,
+                                           const std::map<std::string, HostTensor> *next,
+                                           int64_t totalSteps, float &loss) {
+  DeviceModel &device = started();
+  // The previous step staged this batch when it was its `next`.
+  if (!device.hasStagedBatch())
+    device.stage(batch);
+  return device.trainStaged(totalSteps, loss, [&] {
+    if (next)
+      device.stage(*next);
+  });
+}
+
+EvalResult DeviceTrainBackend::evaluate(const DataSet &data, int64_t batch) {
+  return started().evaluate(data, batch);
+}
+
+void DeviceTrainBackend::fetch(std::vector<float> &params, Optimizer &optimizer) {
+  started().getState(params, optimizer);
+}
+
+} // namespace stringrt::cuda

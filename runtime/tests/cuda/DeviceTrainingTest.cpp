@@ -1,0 +1,447 @@
+// The device training loop (DeviceTraining.h, DeviceExecutor.h): train() with
+// the GPU as its backend, evaluation, checkpoints and resume, SGD, and the
+// overlapped batch upload, on examples/vit_rope.pe (STRINGRT_CUDA_VIT_PACKAGE)
+// and its SGD twin (STRINGRT_CUDA_VIT_SGD_PACKAGE, tests/cuda/CMakeLists.txt)
+// with a few 28x28 images written here (batches of 2 to 4, a few steps, so
+// that the tests take seconds under the host emulator).
+//
+// Tolerances and why:
+// - the device against itself (resume vs an unbroken run, overlapped upload
+//   vs not, graphs vs eager, evaluating twice): bitwise. Every kernel is
+//   deterministic (no atomics; fixed reduction orders), cuBLAS picks the same
+//   algorithm for the same shapes, and the host forms the norm in double in
+//   a fixed order.
+// - the device against the CPU: the kernels sum in other orders in f32
+//   (the CPU's fast kernels too), so the evaluation loss is within 1e-4
+//   relative and the accuracy equal; training losses within 1e-3 relative
+//   after a few steps (as GpuDeviceExecutor.VitRopeMatchesTheCpu).
+// - pe_sgd against Optimizer::step on the same gradients: f64 arithmetic on
+//   both; only the f32 rounding of lr, momentum, weight decay and the clip
+//   factor differ: 1e-6 relative.
+//
+// Without a device the GPU tests skip; refusing bad checkpoints needs none
+// (the trainer validates the checkpoint before the device is opened).
+#include "GpuKernelSession.h"
+#include "TestFiles.h"
+
+#include "stringrt/Checkpoint.h"
+#include "stringrt/Error.h"
+#include "stringrt/Model.h"
+#include "stringrt/Optimizer.h"
+#include "stringrt/Package.h"
+#include "stringrt/Trainer.h"
+#include "stringrt/cuda/CudaBackend.h"
+#include "stringrt/cuda/DeviceTraining.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <random>
+
+namespace stringrt::test {
+namespace {
+
+std::string packagePath(const char *variable, std::string &why) {
+  const char *path = std::getenv(variable);
+  if (!path || !*path) {
+    why = std::string(variable) + " is not set";
+    return "";
+  }
+  if (!std::filesystem::exists(path)) {
+    why = std::string(variable) + "=" + path + " does not exist";
+    return "";
+  }
+  return path;
+}
+
+std::string bigEndian(uint32_t v) {
+  std::string s(4, '\0');
+  for (int i = 0; i < 4; ++i)
+    s[size_t(i)] = char((v >> (24 - 8 * i)) & 0xFF);
+  return s;
+}
+
+// `count` 28x28 images (random pixels, class c brightens row 2c) and labels.
+void writeImages(const std::string &dir, const std::string &prefix, uint32_t count,
+                 uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> pixel(0, 120);
+  std::string images = std::string("\0\0\x08\x03", 4) + bigEndian(count) + bigEndian(28) +
+                       bigEndian(28);
+  std::string labels = std::string("\0\0\x08\x01", 4) + bigEndian(count);
+  for (uint32_t i = 0; i < count; ++i) {
+    uint32_t c = (i * 7 + seed) % 10;
+    for (uint32_t y = 0; y < 28; ++y)
+      for (uint32_t x = 0; x < 28; ++x)
+        images += char(y == 2 * c ? 255 : pixel(rng));
+    labels += char(c);
+  }
+  writeFile(dir + "/" + prefix + "-images-idx3-ubyte", images);
+  writeFile(dir + "/" + prefix + "-labels-idx1-ubyte", labels);
+}
+
+// Every step's loss and every checkpoint.
+struct Recorder : TrainObserver {
+  std::vector<float> losses;
+  std::vector<int64_t> checkpoints;
+  std::vector<EvalResult> evals;
+  void onStep(const TrainPlan &, const StepReport &r) override {
+    losses.push_back(float(r.loss));
+  }
+  void onEval(const TrainPlan &, int64_t, const EvalResult &e) override { evals.push_back(e); }
+  void onCheckpoint(const TrainPlan &, const std::string &, int64_t step) override {
+    checkpoints.push_back(step);
+  }
+};
+
+// A package, 12 train and 6 test images, and the device (or why to skip).
+class DeviceTraining : public ::testing::Test {
+protected:
+  // "" when the test can run; else the reason to skip.
+  std::string open(const char *variable = "STRINGRT_CUDA_VIT_PACKAGE", bool needDevice = true) {
+    std::string why;
+    std::string path = packagePath(variable, why);
+    if (path.empty())
+      return why;
+    if (needDevice) {
+      why = cuda::unavailableReason();
+      if (!why.empty())
+        return "no CUDA device: " + why;
+    }
+    package = std::make_unique<Package>(Package::load(path));
+    if (!package->cuda())
+      return path + " is not a cuda package";
+    section = *package->cuda();
+    data = dir.path().string() + "/data";
+    std::filesystem::create_directory(data);
+    writeImages(data, "train", 12, 1);
+    writeImages(data, "t10k", 6, 2);
+    return "";
+  }
+
+  Model model() { return Model(*package); }
+
+  // train() on the GPU (or the CPU with cpu = true).
+  TrainResult run(Model &m, TrainOptions options, Recorder &recorder, bool cpu = false,
+                  cuda::DeviceOptions device = {}) {
+    DataSet set = loadModelData(m, data);
+    if (cpu)
+      return train(m, set, options, &recorder);
+    cuda::DeviceTrainBackend backend(m.manifest(), section, device);
+    return train(m, set, options, &recorder, &backend);
+  }
+
+  TempDir dir;
+  std::unique_ptr<Package> package;
+  CudaSection section;
+  std::string data;
+};
+
+#define OPEN_OR_SKIP(...)                                                                          \
+  do {                                                                                             \
+    std::string why = open(__VA_ARGS__);                                                           \
+    if (!why.empty())                                                                              \
+      GTEST_SKIP() << why;                                                                         \
+  } while (0)
+
+TrainOptions steps(int64_t total, int64_t batch = 2) {
+  TrainOptions o;
+  o.steps = total;
+  o.batch = batch;
+  o.seed = 5;
+  o.evaluate = false;
+  return o;
+}
+
+TEST_F(DeviceTraining, EvaluationMatchesTheCpu) {
+  OPEN_OR_SKIP();
+  Model m = model();
+  m.initParameters();
+  DataSet set = loadModelData(m, data);
+  EvalResult cpu = evaluate(m, set, 4); // batches of 4 and 2
+  cuda::DeviceTrainBackend backend(m.manifest(), section);
+  backend.start(m.parameters(), Optimizer(m.manifest().optimizer, optimizerSlots(m),
+                                          m.parameters().size()));
+  EvalResult gpu = backend.evaluate(set, 4);
+  EXPECT_EQ(gpu.examples, cpu.examples);
+  EXPECT_NEAR(gpu.loss, cpu.loss, 1e-4 * std::max(1.0, std::fabs(cpu.loss)));
+  ASSERT_TRUE(gpu.accuracy && cpu.accuracy);
+  EXPECT_EQ(*gpu.accuracy, *cpu.accuracy);
+  // Again (from the second batch of a size on, CUDA graph replays), and
+  // without graphs: the same bits.
+  EvalResult again = backend.evaluate(set, 4);
+  EXPECT_EQ(again.loss, gpu.loss);
+  EXPECT_EQ(*again.accuracy, *gpu.accuracy);
+  cuda::DeviceOptions eager;
+  eager.graphs = false;
+  eager.overlapUpload = false;
+  cuda::DeviceTrainBackend plain(m.manifest(), section, eager);
+  plain.start(m.parameters(), Optimizer(m.manifest().optimizer, optimizerSlots(m),
+                                        m.parameters().size()));
+  EvalResult slow = plain.evaluate(set, 4);
+  EXPECT_EQ(slow.loss, gpu.loss);
+  EXPECT_EQ(*slow.accuracy, *gpu.accuracy);
+}
+
+TEST_F(DeviceTraining, TrainingMatchesTheCpuAndEvaluatesOnTheDevice) {
+  OPEN_OR_SKIP();
+  TrainOptions o = steps(4);
+  o.evaluate = true; // after the epoch's last step (6 steps an epoch: at the end)
+  Model gpuModel = model(), cpuModel = model();
+  Recorder gpu, cpu;
+  run(gpuModel, o, gpu);
+  run(cpuModel, o, cpu, /*cpu=*/true);
+  ASSERT_EQ(gpu.losses.size(), 4u);
+  ASSERT_EQ(cpu.losses.size(), 4u);
+  for (size_t i = 0; i < 4; ++i)
+    EXPECT_NEAR(gpu.losses[i], cpu.losses[i], 1e-3 * std::max(1.0f, std::fabs(cpu.losses[i])))
+        << "step " << i + 1;
+  ASSERT_EQ(gpu.evals.size(), 1u);
+  ASSERT_EQ(cpu.evals.size(), 1u);
+  EXPECT_NEAR(gpu.evals[0].loss, cpu.evals[0].loss, 1e-3 * std::max(1.0, cpu.evals[0].loss));
+  // train() leaves the trained parameters in the model.
+  double moved = 0;
+  Model fresh = model();
+  fresh.initParameters();
+  for (size_t i = 0; i < fresh.parameters().size(); ++i)
+    moved = std::max(moved, std::fabs(double(gpuModel.parameters()[i]) - fresh.parameters()[i]));
+  EXPECT_GT(moved, 0.0);
+}
+
+TEST_F(DeviceTraining, ResumedTrainingIsBitwiseTheUnbrokenRun) {
+  OPEN_OR_SKIP();
+  // Unbroken: 7 steps (an epoch is 6: the run crosses into epoch 2).
+  Model whole = model();
+  Recorder unbroken;
+  TrainOptions o = steps(7);
+  o.checkpointPath = dir.file("whole.ckpt");
+  run(whole, o, unbroken);
+  ASSERT_EQ(unbroken.losses.size(), 7u);
+  EXPECT_EQ(unbroken.checkpoints, (std::vector<int64_t>{6, 7}));
+  // Stopped after step 3, resumed to the end.
+  Model first = model();
+  Recorder part1, part2;
+  TrainOptions stop = steps(7);
+  stop.stopAfter = 3;
+  stop.checkpointPath = dir.file("part.ckpt");
+  run(first, stop, part1);
+  EXPECT_EQ(part1.checkpoints, (std::vector<int64_t>{3}));
+  EXPECT_EQ(readCheckpointInfo(stop.checkpointPath).step, 3);
+  Model second = model();
+  TrainOptions resume;
+  resume.resumePath = stop.checkpointPath;
+  resume.checkpointPath = dir.file("resumed.ckpt");
+  resume.evaluate = false;
+  run(second, resume, part2);
+  std::vector<float> losses = part1.losses;
+  losses.insert(losses.end(), part2.losses.begin(), part2.losses.end());
+  ASSERT_EQ(losses.size(), 7u);
+  for (size_t i = 0; i < 7; ++i)
+    EXPECT_EQ(losses[i], unbroken.losses[i]) << "step " << i + 1;
+  EXPECT_EQ(second.parameters(), whole.parameters());
+  // The checkpoints hold the same parameters and optimizer state.
+  std::vector<OptimizerSlot> slots = optimizerSlots(whole);
+  Optimizer a(whole.manifest().optimizer, slots, whole.parameters().size());
+  Optimizer b(whole.manifest().optimizer, slots, whole.parameters().size());
+  std::vector<float> pa(whole.parameters().size()), pb(pa.size());
+  loadCheckpoint(o.checkpointPath, whole.manifest().model, slots, pa, a);
+  loadCheckpoint(resume.checkpointPath, whole.manifest().model, slots, pb, b);
+  EXPECT_EQ(pa, pb);
+  EXPECT_EQ(a.stepCount(), 7);
+  EXPECT_EQ(b.stepCount(), 7);
+  for (size_t i = 0; i < a.stateBuffers().size(); ++i)
+    EXPECT_EQ(*a.stateBuffers()[i].values, *b.stateBuffers()[i].values)
+        << a.stateBuffers()[i].prefix;
+}
+
+TEST_F(DeviceTraining, CheckpointsMoveBetweenTheCpuAndTheGpu) {
+  OPEN_OR_SKIP();
+  // Three steps on the CPU, then the rest on the GPU and, for reference, on
+  // the CPU; and a GPU checkpoint continued on the CPU.
+  Model cpuFirst = model();
+  Recorder warmup;
+  TrainOptions stop = steps(6);
+  stop.stopAfter = 3;
+  stop.checkpointPath = dir.file("cpu.ckpt");
+  run(cpuFirst, stop, warmup, /*cpu=*/true);
+  TrainOptions resume;
+  resume.resumePath = stop.checkpointPath;
+  resume.evaluate = false;
+  Model onGpu = model(), onCpu = model();
+  Recorder gpu, cpu;
+  resume.checkpointPath = dir.file("gpu-end.ckpt");
+  run(onGpu, resume, gpu);
+  resume.checkpointPath = dir.file("cpu-end.ckpt");
+  run(onCpu, resume, cpu, /*cpu=*/true);
+  ASSERT_EQ(gpu.losses.size(), 3u);
+  ASSERT_EQ(cpu.losses.size(), 3u);
+  for (size_t i = 0; i < 3; ++i)
+    EXPECT_NEAR(gpu.losses[i], cpu.losses[i], 1e-3 * std::max(1.0f, std::fabs(cpu.losses[i])))
+        << "step " << i + 4;
+  // The GPU's checkpoint is an ordinary one: the CPU reads it.
+  Model back = model();
+  std::vector<OptimizerSlot> slots = optimizerSlots(back);
+  Optimizer state(back.manifest().optimizer, slots, back.parameters().size());
+  CheckpointInfo info = loadCheckpoint(dir.file("gpu-end.ckpt"), back.manifest().model, slots,
+                                       back.parameters(), state);
+  EXPECT_EQ(info.step, 6);
+  EXPECT_EQ(state.stepCount(), 6);
+  EXPECT_EQ(back.parameters(), onGpu.parameters());
+  // ... and continues from it (a longer run of the same batch and seed).
+  Model further = model();
+  Recorder more;
+  TrainOptions longer;
+  longer.resumePath = dir.file("gpu-end.ckpt");
+  longer.steps = 8;
+  longer.evaluate = false;
+  run(further, longer, more, /*cpu=*/true);
+  ASSERT_EQ(more.losses.size(), 2u);
+  EXPECT_TRUE(std::isfinite(more.losses[0]) && std::isfinite(more.losses[1]));
+}
+
+TEST_F(DeviceTraining, OverlappedUploadAndGraphsChangeNoBits) {
+  OPEN_OR_SKIP();
+  std::vector<std::vector<float>> losses, params;
+  for (bool overlap : {true, false})
+    for (bool graphs : {true, false}) {
+      cuda::DeviceOptions device;
+      device.overlapUpload = overlap;
+      device.graphs = graphs;
+      Model m = model();
+      Recorder r;
+      run(m, steps(4), r, false, device);
+      losses.push_back(r.losses);
+      params.push_back(m.parameters());
+    }
+  for (size_t i = 1; i < losses.size(); ++i) {
+    EXPECT_EQ(losses[i], losses[0]) << "configuration " << i;
+    EXPECT_EQ(params[i], params[0]) << "configuration " << i;
+  }
+}
+
+TEST_F(DeviceTraining, SgdMatchesTheCpuTrainer) {
+  OPEN_OR_SKIP("STRINGRT_CUDA_VIT_SGD_PACKAGE");
+  ASSERT_EQ(package->manifest().optimizer.kind, OptimizerKind::Sgd);
+  ASSERT_GT(package->manifest().optimizer.momentum, 0.0);
+  Model gpuModel = model(), cpuModel = model();
+  Recorder gpu, cpu;
+  TrainOptions o = steps(4);
+  o.checkpointPath = dir.file("sgd.ckpt");
+  run(gpuModel, o, gpu);
+  o.checkpointPath = "";
+  run(cpuModel, o, cpu, /*cpu=*/true);
+  ASSERT_EQ(gpu.losses.size(), 4u);
+  for (size_t i = 0; i < 4; ++i)
+    EXPECT_NEAR(gpu.losses[i], cpu.losses[i], 1e-3 * std::max(1.0f, std::fabs(cpu.losses[i])))
+        << "step " << i + 1;
+  // The checkpoint holds the momentum ("sgd.u.").
+  Model back = model();
+  std::vector<OptimizerSlot> slots = optimizerSlots(back);
+  Optimizer state(back.manifest().optimizer, slots, back.parameters().size());
+  loadCheckpoint(dir.file("sgd.ckpt"), back.manifest().model, slots, back.parameters(), state);
+  ASSERT_EQ(state.stateBuffers().size(), 1u);
+  EXPECT_EQ(state.stateBuffers()[0].prefix, "sgd.u.");
+  double largest = 0;
+  for (float u : *state.stateBuffers()[0].values)
+    largest = std::max(largest, std::fabs(double(u)));
+  EXPECT_GT(largest, 0.0);
+}
+
+// pe_sgd on given gradients against Optimizer::step (three steps, clipping
+// on), on the kernels package.
+TEST(DeviceSgd, KernelMatchesTheCpuOptimizer) {
+  cuda::GpuKernelSession gpu;
+  std::string why = gpu.open(size_t(1) << 20);
+  if (!why.empty())
+    GTEST_SKIP() << why;
+  ASSERT_TRUE(gpu.kernels->has("pe_sgd")) << "kernels.pkg lacks pe_sgd";
+  const size_t n = 10007;
+  ManifestOptimizer config;
+  config.kind = OptimizerKind::Sgd;
+  config.lr = 0.05;
+  config.momentum = 0.9;
+  config.weightDecay = 0.01;
+  config.clipNorm = 1.0;
+  std::vector<OptimizerSlot> slots = {{"w", {int64_t(n)}, 0, n, false}};
+  Optimizer cpu(config, slots, n);
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<float> dist(-1, 1);
+  std::vector<float> params(n);
+  for (float &p : params)
+    p = dist(rng);
+  const size_t P = 0, U = 65536, G = 131072; // byte offsets in the arena
+  gpu.arena->upload(P, params.data(), n * 4, "params");
+  std::vector<float> zeros(n, 0.0f);
+  gpu.arena->upload(U, zeros.data(), n * 4, "momentum");
+  using KA = cuda::KernelArg;
+  for (int step = 1; step <= 3; ++step) {
+    std::vector<float> grads(n);
+    for (float &g : grads)
+      g = dist(rng);
+    gpu.arena->upload(G, grads.data(), n * 4, "grads");
+    OptimizerStepInfo info = cpu.step(params, grads, 3);
+    ASSERT_LT(info.clipScale, 1.0); // the norm of 10007 values in [-1, 1] exceeds 1
+    gpu.kernels->launch("pe_sgd",
+                        {KA::pointer(gpu.arena->at(P, n * 4)), KA::pointer(gpu.arena->at(U, n * 4)),
+                         KA::pointer(gpu.arena->at(G, n * 4)), KA::integer(int64_t(n)),
+                         KA::real(float(info.lr)), KA::real(float(config.momentum)),
+                         KA::real(float(config.weightDecay)), KA::real(float(info.clipScale))},
+                        "test pe_sgd");
+    gpu.device->synchronize("test pe_sgd");
+    std::vector<float> got = gpu.arena->downloadVector<float>(P, n);
+    std::vector<float> u = gpu.arena->downloadVector<float>(U, n);
+    const std::vector<float> &wantU = *cpu.stateBuffers()[0].values;
+    for (size_t i = 0; i < n; ++i) {
+      ASSERT_NEAR(got[i], params[i], 1e-6 * (1 + std::fabs(params[i]))) << "step " << step << " " << i;
+      ASSERT_NEAR(u[i], wantU[i], 1e-6 * (1 + std::fabs(wantU[i]))) << "step " << step << " " << i;
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// No device needed: the trainer refuses a bad checkpoint before the device
+// model is made.
+
+TEST_F(DeviceTraining, BadCheckpointsAreRefusedBeforeTheDevice) {
+  OPEN_OR_SKIP("STRINGRT_CUDA_VIT_PACKAGE", /*needDevice=*/false);
+  Model m = model();
+  DataSet set = loadModelData(m, data);
+  cuda::DeviceTrainBackend backend(m.manifest(), section);
+  auto resumeFrom = [&](const std::string &path) {
+    TrainOptions o;
+    o.resumePath = path;
+    o.evaluate = false;
+    train(m, set, o, nullptr, &backend);
+  };
+  EXPECT_TRUE(failsWith([&] { resumeFrom(dir.file("missing.ckpt")); }, dir.file("missing.ckpt"),
+                        {}));
+  writeFile(dir.file("garbage.ckpt"), "not a checkpoint at all");
+  EXPECT_TRUE(failsWith([&] { resumeFrom(dir.file("garbage.ckpt")); }, dir.file("garbage.ckpt"),
+                        {}));
+  // A checkpoint of the SGD optimizer for this AdamW model.
+  std::vector<OptimizerSlot> slots = optimizerSlots(m);
+  m.initParameters();
+  ManifestOptimizer sgd = m.manifest().optimizer;
+  sgd.kind = OptimizerKind::Sgd;
+  Optimizer other(sgd, slots, m.parameters().size());
+  CheckpointInfo info;
+  info.model = m.manifest().model;
+  info.step = 2;
+  info.batch = 2;
+  info.totalSteps = 6;
+  saveCheckpoint(dir.file("sgd.ckpt"), info, slots, m.parameters(), other);
+  EXPECT_TRUE(failsWith([&] { resumeFrom(dir.file("sgd.ckpt")); }, dir.file("sgd.ckpt"),
+                        {"sgd optimizer state", "adamw"}));
+  // Another model's checkpoint.
+  info.model = "another_model";
+  Optimizer same(m.manifest().optimizer, slots, m.parameters().size());
+  saveCheckpoint(dir.file("other.ckpt"), info, slots, m.parameters(), same);
+  EXPECT_TRUE(failsWith([&] { resumeFrom(dir.file("other.ckpt")); }, dir.file("other.ckpt"),
+                        {"another_model"}));
+  EXPECT_EQ(backend.model(), nullptr) << "the device model was made before the checkpoint was read";
+}
+
+} // namespace
+} // namespace stringrt::test
