@@ -1,7 +1,8 @@
 #!/bin/sh
 # Prepares, on the machine with MLIR, what scripts/gpu_verify.sh needs on a
 # GPU machine (docs/cuda.md): under gpu/ (git-ignored),
-#   kernels.pkg            tests/cuda/kernels.pe with every kernel (the kernel tests)
+#   kernels.pkg            tests/cuda/kernels.pe with every kernel, the
+#                          tensor-core (bf16) ones included (the kernel tests)
 #   examples/NAME.pkg      every example compiled with --target=cuda
 #   fashion-mnist/         a copy of the dataset when it is installed here
 #                          (the GPU machine may have no network)
@@ -14,7 +15,8 @@ cd "$(dirname "$0")/.."
 stringc=${1:-build/bin/stringc}
 arch=${2:-sm_90}
 mkdir -p gpu/examples
-"$stringc" tests/cuda/kernels.pe --target=cuda --gpu-all-kernels --gpu-arch="$arch" -o gpu/kernels.pkg
+"$stringc" tests/cuda/kernels.pe --target=cuda --gpu-all-kernels --gpu-precision=bf16 \
+  --gpu-arch="$arch" -o gpu/kernels.pkg
 echo "gpu/kernels.pkg"
 for model in examples/*.pe; do
   name=$(basename "$model" .pe)
@@ -24,6 +26,14 @@ for model in examples/*.pe; do
     echo "gpu_packages: $name: stringc --target=cuda failed (skipped)" >&2
   fi
 done
+# vit_rope trained with SGD (the device trainer's SGD test): the example with
+# its optimizer line replaced, as tests/cuda/CMakeLists.txt does.
+sed 's/^optimizer adamw(.*/optimizer sgd(lr = 0.05, momentum = 0.9, weight_decay = 0.01, clip = 1.0)/' \
+  examples/vit_rope.pe > gpu/vit_rope_sgd.pe
+if grep -q '^optimizer sgd' gpu/vit_rope_sgd.pe &&
+   "$stringc" gpu/vit_rope_sgd.pe --target=cuda --gpu-arch="$arch" -o gpu/vit_rope_sgd.pkg; then
+  echo "gpu/vit_rope_sgd.pkg"
+fi
 data=/usr/share/datasets/fashion-mnist
 if [ -d "$data" ] && [ ! -d gpu/fashion-mnist ]; then
   cp -r "$data" gpu/fashion-mnist

@@ -64,6 +64,10 @@ if [ -f gpu/examples/vit_rope.pkg ]; then
   STRINGRT_CUDA_VIT_PACKAGE=$(pwd)/gpu/examples/vit_rope.pkg
   export STRINGRT_CUDA_VIT_PACKAGE
 fi
+if [ -f gpu/vit_rope_sgd.pkg ]; then
+  STRINGRT_CUDA_VIT_SGD_PACKAGE=$(pwd)/gpu/vit_rope_sgd.pkg
+  export STRINGRT_CUDA_VIT_SGD_PACKAGE
+fi
 
 status=0
 # 2. Every CUDA test.

@@ -1,7 +1,10 @@
 #!/bin/sh
 # Assembles the PTX of every example (and of tests/cuda/kernels.pe with every
 # kernel the generator has) with ptxas for one architecture, so a broken
-# kernel fails CI on a machine without a GPU (docs/cuda.md).
+# kernel fails CI on a machine without a GPU (docs/cuda.md). kernels.pe is
+# compiled with --gpu-precision=bf16 (every kernel, the tensor-core ones
+# included), and vit_rope and gpt_rope_causal once more with it (`NAME-bf16`:
+# their steps launch the tensor-core attention kernels).
 #
 #   ptxas_examples.sh STRINGC SOURCE_ROOT OUT_DIR [ARCH]   (ARCH: sm_90)
 #
@@ -15,10 +18,14 @@ ptxas=$cuda/bin/ptxas
 [ -f "$cuda/nvvm/libdevice/libdevice.10.bc" ] || { echo "SKIP: no libdevice under $cuda"; exit 77; }
 mkdir -p "$out" || exit 1
 status=0 kernels=0
-for model in "$root"/examples/*.pe "$root"/tests/cuda/kernels.pe; do
-  name=$(basename "$model" .pe)
+for model in "$root"/examples/*.pe "$root"/tests/cuda/kernels.pe \
+             "$root"/examples/vit_rope.pe@bf16 "$root"/examples/gpt_rope_causal.pe@bf16; do
   extra=
-  [ "$name" = kernels ] && extra=--gpu-all-kernels
+  case $model in
+    *@bf16) model=${model%@bf16} name=$(basename "$model" .pe)-bf16 extra=--gpu-precision=bf16 ;;
+    *) name=$(basename "$model" .pe) ;;
+  esac
+  [ "$name" = kernels ] && extra="--gpu-all-kernels --gpu-precision=bf16"
   if ! "$stringc" "$model" --emit=ptx --gpu-arch="$arch" $extra -o "$out/$name.ptx"; then
     echo "FAIL: $name: stringc --emit=ptx failed"; status=1; continue
   fi

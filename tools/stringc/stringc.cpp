@@ -64,6 +64,10 @@ options:
   --gpu-all-kernels
                  with --target=cuda, also generate the kernels no op uses
                  (every kernel the generator has; for testing it)
+  --gpu-precision=fp32|bf16
+                 the attention kernels of --target=cuda: f32 FMA (default)
+                 or tensor cores, bf16 operands and f32 accumulation
+                 (sm_80 and newer; recorded in the package)
   --emit=nvvm    print the GPU kernels lowered to the NVVM dialect
   --emit=ptx     print the GPU kernels' PTX
   -o FILE        write the output to FILE instead of standard output
@@ -104,6 +108,7 @@ struct Options {
   std::optional<std::string> target; // --target=NAME as given
   std::optional<std::string> gpuArch; // --gpu-arch=ARCH as given
   bool gpuAllKernels = false;          // --gpu-all-kernels
+  std::optional<std::string> gpuPrecision; // --gpu-precision=fp32|bf16 as given
   stringc::CompileOptions compile;
   int64_t explainBatch = 128;
 };
@@ -178,6 +183,11 @@ std::optional<int> parseOptions(int argc, char **argv, Options &options) {
       options.gpuArch = arg.substr(11);
     } else if (arg == "--gpu-all-kernels") {
       options.gpuAllKernels = true;
+    } else if (arg.rfind("--gpu-precision=", 0) == 0) {
+      options.gpuPrecision = arg.substr(16);
+      if (*options.gpuPrecision != "fp32" && *options.gpuPrecision != "bf16")
+        return usageError("unknown --gpu-precision '" + *options.gpuPrecision +
+                          "' (expected fp32 or bf16)");
     } else if (arg == "--emit=kernels" || arg == "--emit=llvm") {
       options.emit = arg == "--emit=kernels" ? Emit::Kernels : Emit::Llvm;
       options.emitGiven = true;
@@ -214,8 +224,11 @@ std::optional<int> parseOptions(int argc, char **argv, Options &options) {
     return usageError("--emit=nvvm and --emit=ptx are for --target=cuda");
   if (gpuEmit)
     options.target = "cuda";
-  if ((options.gpuArch || options.gpuAllKernels) && (!options.target || *options.target != "cuda"))
-    return usageError(std::string(options.gpuArch ? "--gpu-arch" : "--gpu-all-kernels") +
+  if ((options.gpuArch || options.gpuAllKernels || options.gpuPrecision) &&
+      (!options.target || *options.target != "cuda"))
+    return usageError(std::string(options.gpuArch         ? "--gpu-arch"
+                                  : options.gpuPrecision ? "--gpu-precision"
+                                                         : "--gpu-all-kernels") +
                       " is for --target=cuda");
   bool cpuEmit = options.emit == Emit::Kernels || options.emit == Emit::Llvm;
   if (cpuEmit && options.target && *options.target != "cpu")
@@ -305,6 +318,8 @@ int emitCuda(const stringc::ModelGraph &graph, const Options &options) {
   if (options.gpuArch)
     cuda.arch = *options.gpuArch;
   cuda.allKernels = options.gpuAllKernels;
+  if (options.gpuPrecision)
+    cuda.precision = *options.gpuPrecision;
   stringc::CudaEmit what = options.emit == Emit::Nvvm  ? stringc::CudaEmit::NVVM
                            : options.emit == Emit::Ptx ? stringc::CudaEmit::PTX
                                                        : stringc::CudaEmit::Package;

@@ -8,6 +8,7 @@
 #ifdef STRINGRUN_HAVE_CUDA
 #include "stringrt/cuda/CudaBackend.h"
 #include "stringrt/cuda/DeviceExecutor.h"
+#include "stringrt/cuda/DeviceTraining.h"
 #endif
 
 #include <fmt/format.h>
@@ -31,8 +32,9 @@ namespace {
   throw stringrt::Error("--device cuda: " + deviceUnavailableReason());
 }
 } // namespace
-int deviceTrain(const stringrt::CudaSection *, stringrt::Model &, const stringrt::DataSet &,
-                const DeviceRunOptions &) {
+std::unique_ptr<stringrt::TrainBackend> deviceTrainBackend(const stringrt::CudaSection *,
+                                                           const stringrt::Model &,
+                                                           const DeviceRunOptions &) {
   unavailable();
 }
 int deviceBench(const stringrt::CudaSection *, stringrt::Model &, const stringrt::DataSet &,
@@ -55,10 +57,8 @@ double secondsSince(Clock::time_point start) {
 
 bool deviceBackendBuiltImpl() { return true; }
 
-/// The device model of `model`'s manifest and current parameters.
-std::unique_ptr<stringrt::cuda::DeviceModel> open(const stringrt::CudaSection *cuda,
-                                                  stringrt::Model &model,
-                                                  const DeviceRunOptions &run) {
+stringrt::cuda::DeviceOptions deviceOptions(const stringrt::CudaSection *cuda,
+                                            const DeviceRunOptions &run) {
   if (!cuda)
     throw stringrt::Error("--device cuda needs a package of target cuda (stringc --target=cuda)");
   std::string why = stringrt::cuda::unavailableReason();
@@ -67,6 +67,15 @@ std::unique_ptr<stringrt::cuda::DeviceModel> open(const stringrt::CudaSection *c
   stringrt::cuda::DeviceOptions options;
   options.tf32 = run.tf32;
   options.graphs = run.graphs;
+  options.overlapUpload = run.overlapUpload;
+  return options;
+}
+
+/// The device model of `model`'s manifest and current parameters.
+std::unique_ptr<stringrt::cuda::DeviceModel> open(const stringrt::CudaSection *cuda,
+                                                  stringrt::Model &model,
+                                                  const DeviceRunOptions &run) {
+  stringrt::cuda::DeviceOptions options = deviceOptions(cuda, run);
   return std::make_unique<stringrt::cuda::DeviceModel>(model.manifest(), *cuda,
                                                        model.parameters(), options);
 }
@@ -86,67 +95,11 @@ int64_t stepsPerEpoch(const stringrt::DataSet &data, int64_t batch) {
 bool deviceBackendBuilt() { return deviceBackendBuiltImpl(); }
 std::string deviceUnavailableReason() { return stringrt::cuda::unavailableReason(); }
 
-int deviceTrain(const stringrt::CudaSection *cuda, stringrt::Model &model,
-                const stringrt::DataSet &data, const DeviceRunOptions &options) {
-  model.initParameters();
-  auto device = open(cuda, model, options);
-  const int64_t perEpoch = stepsPerEpoch(data, options.batch);
-  const int64_t total =
-      options.steps > 0 ? options.steps : perEpoch * std::max<int64_t>(options.epochs, 1);
-  const int64_t epochs = (total + perEpoch - 1) / perEpoch;
-  std::printf("training '%s' on %s: %lld train / %lld test examples, batch %lld, %lld steps "
-              "(%lld epoch%s), seed %llu, TF32 %s, CUDA graphs %s\n",
-              model.manifest().model.c_str(), device->deviceName().c_str(),
-              static_cast<long long>(data.count(stringrt::Split::Train)),
-              static_cast<long long>(data.count(stringrt::Split::Test)),
-              static_cast<long long>(options.batch), static_cast<long long>(total),
-              static_cast<long long>(epochs), epochs == 1 ? "" : "s",
-              static_cast<unsigned long long>(options.seed), options.tf32 ? "on" : "off",
-              options.graphs ? "on" : "off");
-  std::vector<int64_t> order;
-  double epochLoss = 0;
-  int64_t epochSteps = 0;
-  float loss = 0;
-  auto epochStart = Clock::now();
-  for (int64_t s = 0; s < total; ++s) {
-    const int64_t epoch = s / perEpoch;
-    if (s % perEpoch == 0)
-      order = stringrt::epochOrder(data.count(stringrt::Split::Train), options.seed, epoch);
-    stringrt::Batch b = data.batch(stringrt::Split::Train, order.data() + (s % perEpoch) * options.batch,
-                                   static_cast<size_t>(options.batch));
-    loss = device->trainStep(stringrt::modelInputs(model, b), total);
-    if (!std::isfinite(loss))
-      throw stringrt::Error(fmt::format("the loss diverged at step {}: {}", s + 1, loss));
-    epochLoss += loss;
-    ++epochSteps;
-    if ((s + 1) % 100 == 0)
-      std::printf("epoch %lld/%lld step %lld/%lld loss %.6f\n", static_cast<long long>(epoch + 1),
-                  static_cast<long long>(epochs), static_cast<long long>(s + 1),
-                  static_cast<long long>(total), loss);
-    const bool epochEnd = (s + 1) % perEpoch == 0 || s + 1 == total;
-    if (epochEnd) {
-      std::printf("epoch %lld/%lld done: mean loss %.6f (%.1f s, %.1f images/s)\n",
-                  static_cast<long long>(epoch + 1), static_cast<long long>(epochs),
-                  epochLoss / double(epochSteps), secondsSince(epochStart),
-                  double(epochSteps * options.batch) / secondsSince(epochStart));
-      if (options.evaluate) {
-        model.parameters() = device->parameters();
-        stringrt::EvalResult e = stringrt::evaluate(model, data, options.batch);
-        std::string line = fmt::format("eval after step {}: loss {:.6f}", s + 1, e.loss);
-        if (e.accuracy)
-          line += fmt::format(", accuracy {:.2f}%", 100.0 * *e.accuracy);
-        std::printf("%s (%lld examples, %.1f s)\n", line.c_str(),
-                    static_cast<long long>(e.examples), e.seconds);
-      }
-      std::fflush(stdout);
-      epochLoss = 0;
-      epochSteps = 0;
-      epochStart = Clock::now();
-    }
-  }
-  std::printf("trained %lld steps on the GPU, final loss %.6f\n", static_cast<long long>(total),
-              loss);
-  return 0;
+std::unique_ptr<stringrt::TrainBackend> deviceTrainBackend(const stringrt::CudaSection *cuda,
+                                                           const stringrt::Model &model,
+                                                           const DeviceRunOptions &options) {
+  stringrt::cuda::DeviceOptions device = deviceOptions(cuda, options);
+  return std::make_unique<stringrt::cuda::DeviceTrainBackend>(model.manifest(), *cuda, device);
 }
 
 int deviceBench(const stringrt::CudaSection *cuda, stringrt::Model &model,
@@ -155,27 +108,36 @@ int deviceBench(const stringrt::CudaSection *cuda, stringrt::Model &model,
   auto device = open(cuda, model, options);
   const int64_t perEpoch = stepsPerEpoch(data, options.batch);
   const int64_t total = steps + 1;
+  const int64_t count = data.count(stringrt::Split::Train);
   std::vector<int64_t> order;
+  auto batchOf = [&](int64_t s) {
+    if (s % perEpoch == 0 || order.empty())
+      order = stringrt::epochOrder(count, 0, s / perEpoch);
+    return data.batch(stringrt::Split::Train, order.data() + (s % perEpoch) * options.batch,
+                      static_cast<size_t>(options.batch));
+  };
+  // While step s computes, batch s + 1 is assembled and staged.
+  device->stage(stringrt::modelInputs(model, batchOf(0)));
   auto start = Clock::now();
   for (int64_t s = 0; s < total; ++s) {
-    if (s % perEpoch == 0)
-      order = stringrt::epochOrder(data.count(stringrt::Split::Train), 0, s / perEpoch);
-    stringrt::Batch b = data.batch(stringrt::Split::Train, order.data() + (s % perEpoch) * options.batch,
-                                   static_cast<size_t>(options.batch));
-    device->trainStep(stringrt::modelInputs(model, b), total);
+    float loss = 0;
+    device->trainStaged(total, loss, [&] {
+      if (s + 1 < total)
+        device->stage(stringrt::modelInputs(model, batchOf(s + 1)));
+    });
     if (s == 0)
       start = Clock::now(); // the warm-up step (allocation, first launches) is not timed
   }
-  device->parameters(); // waits for the last step's AdamW
+  device->parameters(); // waits for the last step's optimizer
   double seconds = secondsSince(start);
   std::printf("bench '%s' on %s: %lld steps of batch %lld in %.3f s: %.3f steps/s, %.1f %s/s "
-              "(%.2f ms/step; TF32 %s, CUDA graphs %s)\n",
+              "(%.2f ms/step; TF32 %s, CUDA graphs %s, overlapped upload %s)\n",
               model.manifest().model.c_str(), device->deviceName().c_str(),
               static_cast<long long>(steps), static_cast<long long>(options.batch), seconds,
               double(steps) / seconds,
               double(steps * options.batch * data.unitsPerExample()) / seconds, data.unit(),
               1000.0 * seconds / double(steps), options.tf32 ? "on" : "off",
-              options.graphs ? "on" : "off");
+              options.graphs ? "on" : "off", options.overlapUpload ? "on" : "off");
   return 0;
 }
 
@@ -194,6 +156,8 @@ int deviceGradients(const stringrt::CudaSection *cuda, stringrt::Model &model,
   device->gradients(inputs, gpuLoss, gpu);
   model.gradients(inputs, cpuLoss, cpu);
   bool ok = std::fabs(double(gpuLoss) - cpuLoss) <= kLossTolerance * std::max(1.0, std::fabs(double(cpuLoss)));
+  const double gradientTolerance =
+      cuda->precision == "bf16" ? kBf16GradientTolerance : kGradientTolerance;
   std::printf("gradients '%s' on %s: batch %lld, loss %.7f (GPU) vs %.7f (CPU)%s\n",
               model.manifest().model.c_str(), device->deviceName().c_str(),
               static_cast<long long>(options.batch), gpuLoss, cpuLoss, ok ? "" : "  MISMATCH");
@@ -209,7 +173,7 @@ int deviceGradients(const stringrt::CudaSection *cuda, stringrt::Model &model,
       diff = std::max(diff, std::fabs(double(gpu[size_t(i)]) - cpu[size_t(i)]));
     }
     double relative = diff / std::max(largest, 1e-12);
-    bool slotOk = relative <= kGradientTolerance || diff <= 1e-7;
+    bool slotOk = relative <= gradientTolerance || diff <= 1e-7;
     ok = ok && slotOk;
     worst = std::max(worst, slotOk ? 0.0 : relative);
     std::printf("  grad %-40s max |gpu - cpu| %.3e, max |cpu| %.3e, relative %.3e%s\n",
@@ -224,7 +188,7 @@ int deviceGradients(const stringrt::CudaSection *cuda, stringrt::Model &model,
                                 {"batch", std::to_string(options.batch)},
                                 {"seed", std::to_string(options.seed)}});
   std::printf("%s: every gradient within %.0e of its largest magnitude\n",
-              ok ? "PASS" : "FAIL", kGradientTolerance);
+              ok ? "PASS" : "FAIL", gradientTolerance);
   return ok ? 0 : 1;
 }
 

@@ -10,8 +10,8 @@
 //   stringrun gradients PKG --out FILE [--data PATH] [--batch B] [--seed S]
 //                           [--params FILE]
 // and, for every command, [--kernels compiled|fast|reference] [--threads N] [--no-arena];
-// train, bench and gradients also run on a GPU with --device cuda [--tf32] [--no-graphs]
-// (a package of target cuda; DeviceRun.h).
+// every command also runs on a GPU with --device cuda [--tf32] [--no-graphs]
+// [--no-overlap] (a package of target cuda; DeviceRun.h).
 //
 // Exit status: 0 on success, 1 on an error (bad package, data or checkpoint,
 // failed I/O, a diverging loss), 2 on a usage error.
@@ -23,6 +23,7 @@
 #include "stringrt/Error.h"
 #include "stringrt/Model.h"
 #include "stringrt/Package.h"
+#include "stringrt/Safetensors.h"
 #include "stringrt/Trainer.h"
 #include "stringrt/cpu/ThreadPool.h"
 
@@ -101,17 +102,20 @@ options:
                      gradients programs; "[compiled]": on generated kernels)
   --no-arena         place intermediate values in buffers recycled at run
                      time instead of the package's arena plan (for comparison)
-  --device D         train, bench, gradients: cpu (the default) or cuda: run
-                     the package's step program on the GPU (a package of
-                     stringc --target=cuda whose ops all have GPU steps; the
-                     optimizer on the device, evaluation on the CPU).
-                     gradients --device cuda also runs the CPU and compares
-                     every gradient (exit 1 beyond 2e-3 of its largest
-                     magnitude). train --device cuda takes --epochs, --steps,
-                     --batch, --seed, --no-eval
+  --device D         cpu (the default) or cuda: run the package's step program
+                     on the GPU (a package of stringc --target=cuda whose
+                     ops all have GPU steps): training (the optimizer, adamw
+                     or sgd, on the device) and evaluation, with every train
+                     and eval option (checkpoints are the CPU's files: a run
+                     resumes on either device). gradients --device cuda also
+                     runs the CPU and compares every gradient (exit 1 beyond
+                     2e-3 of its largest magnitude); it takes no --params
   --tf32             with --device cuda: let cuBLAS use TF32 tensor cores
-  --no-graphs        with --device cuda: do not replay training steps as
-                     CUDA graphs
+  --no-graphs        with --device cuda: do not replay training steps and
+                     evaluation batches as CUDA graphs
+  --no-overlap       with --device cuda: upload each batch when its step
+                     begins instead of on a second stream while the previous
+                     step computes
   --help             show this help
 
 exit status: 0 success, 1 error, 2 usage error
@@ -130,6 +134,7 @@ struct Args {
   bool profile = false; // --profile (bench): time every op by kind
   bool tf32 = false;    // --tf32 (--device cuda)
   bool noGraphs = false; // --no-graphs (--device cuda)
+  bool noOverlap = false; // --no-overlap (--device cuda)
 };
 
 const std::vector<std::string> kValueOptions = {
@@ -175,6 +180,10 @@ Args parseArgs(int argc, char **argv) {
       }
       if (name == "--no-graphs" && !inlineValue) {
         args.noGraphs = true;
+        continue;
+      }
+      if (name == "--no-overlap" && !inlineValue) {
+        args.noOverlap = true;
         continue;
       }
       if (!isValueOption(name))
@@ -243,12 +252,8 @@ Args parseArgs(int argc, char **argv) {
     if (device->second != "cpu" && device->second != "cuda")
       throw UsageError{fmt::format("option '--device' needs cpu or cuda, got '{}'",
                                    device->second)};
-    if (args.command == "eval")
-      throw UsageError{"option '--device' does not apply to 'eval'"};
-    if (device->second == "cuda")
-      for (const char *cpuOnly : {"--checkpoint", "--resume", "--log", "--stop-after", "--params"})
-        if (args.values.count(cpuOnly))
-          throw UsageError{fmt::format("option '{}' does not apply to --device cuda", cpuOnly)};
+    if (device->second == "cuda" && args.command == "gradients" && args.values.count("--params"))
+      throw UsageError{"option '--params' does not apply to 'gradients' with --device cuda"};
     if (device->second == "cuda" && args.profile)
       throw UsageError{"option '--profile' does not apply to --device cuda"};
   }
@@ -257,6 +262,8 @@ Args parseArgs(int argc, char **argv) {
     throw UsageError{"option '--tf32' needs --device cuda"};
   if (args.noGraphs && (device == args.values.end() || device->second != "cuda"))
     throw UsageError{"option '--no-graphs' needs --device cuda"};
+  if (args.noOverlap && (device == args.values.end() || device->second != "cuda"))
+    throw UsageError{"option '--no-overlap' needs --device cuda"};
   return args;
 }
 
@@ -337,6 +344,8 @@ public:
     std::string resume =
         p.startStep > 0 ? fmt::format(", resuming at step {}", p.startStep)
                         : std::string();
+    if (!p.device.empty())
+      resume += ", on " + p.device;
     line(fmt::format("training '{}': {} train / {} test examples, batch {}, {} "
                      "steps per epoch, {} steps ({} epoch{}), seed {}{}",
                      model_, p.trainExamples, p.testExamples, p.batch,
@@ -397,8 +406,9 @@ private:
   bool pending_ = false;
 };
 
+// `backend`: where the steps and evaluations run (nullptr: the CPU).
 int runTrain(const Args &args, stringrt::Model &model, Printer &printer,
-             int replicas) {
+             int replicas, stringrt::TrainBackend *backend = nullptr) {
   stringrt::TrainOptions options;
   options.epochs = number<int64_t>(args, "--epochs", 1).value_or(0);
   options.steps = number<int64_t>(args, "--steps", 1).value_or(0);
@@ -412,7 +422,8 @@ int runTrain(const Args &args, stringrt::Model &model, Printer &printer,
   options.evaluate = !args.noEval;
   stringrt::DataSet data =
       stringrt::loadModelData(model, value(args, "--data").value_or(""));
-  stringrt::TrainResult result = stringrt::train(model, data, options, &printer);
+  stringrt::TrainResult result =
+      stringrt::train(model, data, options, &printer, backend);
   printer.finish();
   if (result.finished)
     std::printf("trained %lld steps, final loss %.6f\n",
@@ -425,7 +436,8 @@ int runTrain(const Args &args, stringrt::Model &model, Printer &printer,
   return 0;
 }
 
-int runEval(const Args &args, stringrt::Model &model, int replicas) {
+int runEval(const Args &args, stringrt::Model &model, int replicas,
+            stringrt::TrainBackend *backend = nullptr) {
   const int64_t batch =
       number<int64_t>(args, "--batch", 1).value_or(stringrt::kDefaultBatch);
   stringrt::DataSet data =
@@ -442,8 +454,18 @@ int runEval(const Args &args, stringrt::Model &model, int replicas) {
     stringrt::loadParameters(*ckpt, name, slots, model.parameters());
     source = fmt::format("{} (step {})", *ckpt, info.step);
   }
-  stringrt::EvalResult e = stringrt::evaluate(model, data, batch, replicas);
-  std::printf("eval '%s' with %s: %s\n", name.c_str(), source.c_str(),
+  std::string on;
+  stringrt::EvalResult e;
+  if (backend) {
+    backend->start(model.parameters(),
+                   stringrt::Optimizer(model.manifest().optimizer, slots,
+                                       model.parameters().size()));
+    e = backend->evaluate(data, batch);
+    on = " on " + backend->name();
+  } else {
+    e = stringrt::evaluate(model, data, batch, replicas);
+  }
+  std::printf("eval '%s' with %s%s: %s\n", name.c_str(), source.c_str(), on.c_str(),
               evalLine(e, data.unit()).c_str());
   return 0;
 }
@@ -564,15 +586,27 @@ int main(int argc, char **argv) {
     const std::optional<stringrt::KernelSet> kernels = kernelSet(args);
     stringrt::Package package = stringrt::Package::load(args.package);
     if (value(args, "--device") == std::optional<std::string>("cuda")) {
-      // Checked before any data is loaded: the reason no GPU can be used.
+      // Checked before the device and any data: the package, the
+      // checkpoint's header (the trainer validates the rest before the
+      // device is touched), then the reason no GPU can be used.
+      if (!package.cuda())
+        throw stringrt::Error(args.package, "--device cuda needs a package of target cuda "
+                                            "(stringc --target=cuda); this one is target " +
+                                                package.target());
+      if (auto path = value(args, "--resume")) {
+        stringrt::CheckpointInfo info = stringrt::readCheckpointInfo(*path);
+        if (info.model != package.manifest().model)
+          throw stringrt::Error(*path, fmt::format("checkpoint is of model '{}', not '{}'",
+                                                   info.model, package.manifest().model));
+      }
+      if (auto path = value(args, "--params"))
+        stringrt::SafetensorsFile::open(*path);
       if (!stringrun::deviceBackendBuilt() || !stringrun::deviceUnavailableReason().empty())
         throw stringrt::Error("--device cuda: " + (stringrun::deviceBackendBuilt()
                                                        ? "no usable CUDA device: " +
                                                              stringrun::deviceUnavailableReason()
                                                        : stringrun::deviceUnavailableReason()));
-      std::optional<stringrt::CudaSection> cuda;
-      if (package.cuda())
-        cuda = *package.cuda();
+      stringrt::CudaSection cuda = *package.cuda();
       stringrt::Model model = kernels ? stringrt::Model(std::move(package), *kernels)
                                       : stringrt::Model(std::move(package));
       applyThreads(args, model.kernels());
@@ -584,14 +618,20 @@ int main(int argc, char **argv) {
       options.evaluate = !args.noEval;
       options.tf32 = args.tf32;
       options.graphs = !args.noGraphs;
+      options.overlapUpload = !args.noOverlap;
       options.outPath = value(args, "--out").value_or("");
-      const stringrt::CudaSection *section = cuda ? &*cuda : nullptr;
+      if (args.command == "train" || args.command == "eval") {
+        std::unique_ptr<stringrt::TrainBackend> backend =
+            stringrun::deviceTrainBackend(&cuda, model, options);
+        if (args.command == "eval")
+          return runEval(args, model, 1, backend.get());
+        printer.emplace(model.manifest().model);
+        return runTrain(args, model, *printer, 1, backend.get());
+      }
       stringrt::DataSet data = stringrt::loadModelData(model, value(args, "--data").value_or(""));
-      if (args.command == "train")
-        return stringrun::deviceTrain(section, model, data, options);
       if (args.command == "gradients")
-        return stringrun::deviceGradients(section, model, data, options);
-      return stringrun::deviceBench(section, model, data, options,
+        return stringrun::deviceGradients(&cuda, model, data, options);
+      return stringrun::deviceBench(&cuda, model, data, options,
                                     number<int64_t>(args, "--steps", 1).value_or(10));
     }
     stringrt::Model model = kernels ? stringrt::Model(std::move(package), *kernels)

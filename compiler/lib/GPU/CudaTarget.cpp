@@ -28,7 +28,9 @@
 #include "llvm/Support/raw_os_ostream.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <map>
+#include <optional>
 
 using namespace mlir;
 
@@ -63,8 +65,24 @@ std::string argJson(const cudagen::LaunchArg &arg) {
     return "{\"i64\":" + affineJson(arg.integer) + "}";
   case Kind::F32:
     return "{\"f32\":" + realJson(arg.real) + "}";
+  case Kind::Constant:
+    return "{\"constant\":" + std::to_string(arg.index) + "}";
   }
   return "{}";
+}
+
+/// [{"type": "i32" | "f32", "values": [...]}] (docs/package.md, "Target cuda").
+std::string constantsJson(const std::vector<cudagen::ConstantArray> &constants) {
+  std::string out = "[";
+  for (size_t c = 0; c < constants.size(); ++c) {
+    const cudagen::ConstantArray &array = constants[c];
+    bool ints = array.type == cudagen::ConstantArray::Type::I32;
+    out += std::string(c ? "," : "") + "{\"type\":\"" + (ints ? "i32" : "f32") + "\",\"values\":[";
+    for (size_t i = 0; i < array.size(); ++i)
+      out += (i ? "," : "") + (ints ? std::to_string(array.i32[i]) : realJson(array.f32[i]));
+    out += "]}";
+  }
+  return out + "]";
 }
 
 std::string launchJson(const cudagen::Launch &launch) {
@@ -115,10 +133,14 @@ std::string stepsJson(const cudagen::KernelPlan &plan) {
 }
 
 /// The `cuda` metadata entry: {"arch", "kernels": [{name, op, params,
-/// grid, block, ptx, cubin, uses}], "coverage": {...}, "steps": {...}}.
-std::string kernelTableJson(const cudagen::KernelPlan &plan, const std::string &arch) {
+/// grid, block, ptx, cubin, uses}], "coverage": {...}, "steps": {...},
+/// "constants": [...]}.
+std::string kernelTableJson(const cudagen::KernelPlan &plan, const std::string &arch,
+                            const std::string &precision) {
   std::string out = "{\"arch\":";
   appendString(out, arch);
+  out += ",\"precision\":";
+  appendString(out, precision);
   out += ",\"kernels\":[";
   for (size_t k = 0; k < plan.kernels.size(); ++k) {
     const cudagen::KernelSpec &spec = plan.kernels[k];
@@ -160,7 +182,7 @@ std::string kernelTableJson(const cudagen::KernelPlan &plan, const std::string &
     }
     out += "]";
   }
-  out += "}},\"steps\":" + stepsJson(plan) + "}";
+  out += "}},\"steps\":" + stepsJson(plan) + ",\"constants\":" + constantsJson(plan.constants) + "}";
   return out;
 }
 
@@ -181,6 +203,11 @@ public:
       errStream << "stringc: error: " << message << "\n";
       return 1;
     }
+    std::optional<cudagen::GpuPrecision> precision = parsePrecision(options, message);
+    if (!precision) {
+      errStream << "stringc: error: " << message << "\n";
+      return 1;
+    }
     llvm::raw_os_ostream diagnosticStream(errStream);
     llvm::SourceMgr sourceMgr;
     SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context, diagnosticStream);
@@ -188,7 +215,8 @@ public:
     if (!train)
       return 1;
 
-    FailureOr<cudagen::KernelPlan> plan = cudagen::planKernels(*train, options.allKernels);
+    FailureOr<cudagen::KernelPlan> plan =
+        cudagen::planKernels(*train, options.allKernels, *precision);
     if (failed(plan))
       return 1;
     OwningOpRef<ModuleOp> kernels = cudagen::buildKernelModule(context, *plan, options.arch);
@@ -216,16 +244,34 @@ public:
         return 1;
       }
     }
-    return writeCudaPackage(*train, *plan, options.arch, ptx, cubins, path);
+    return writeCudaPackage(*train, *plan, options, ptx, cubins, path);
   }
 
 private:
+  /// The precision option, refused when unknown or (bf16) when the arch has
+  /// no bf16 mma.sync (sm_80 and newer have it).
+  static std::optional<cudagen::GpuPrecision> parsePrecision(const CudaOptions &options,
+                                                             std::string &message) {
+    if (options.precision == "fp32")
+      return cudagen::GpuPrecision::F32;
+    if (options.precision != "bf16") {
+      message = "unknown GPU precision '" + options.precision + "' (expected fp32 or bf16)";
+      return std::nullopt;
+    }
+    int sm = std::atoi(options.arch.c_str() + 3); // checkGpuArch: "sm_<digits>[a]"
+    if (sm < 80) {
+      message = "--gpu-precision=bf16 needs sm_80 or newer (bf16 mma.sync), not " + options.arch;
+      return std::nullopt;
+    }
+    return cudagen::GpuPrecision::BF16;
+  }
+
   llvm::raw_ostream &llvmStream(std::ostream &out) {
     outStream = std::make_unique<llvm::raw_os_ostream>(out);
     return *outStream;
   }
 
-  int writeCudaPackage(ModuleOp train, const cudagen::KernelPlan &plan, const std::string &arch,
+  int writeCudaPackage(ModuleOp train, const cudagen::KernelPlan &plan, const CudaOptions &options,
                        const std::map<std::string, std::string> &ptx,
                        const std::map<std::string, std::string> &cubins, const std::string &path) {
     FailureOr<std::string> manifest = buildPackageManifest(train);
@@ -236,7 +282,7 @@ private:
         {"version", std::to_string(kPackageVersion)},
         {"target", "cuda"},
         {"manifest", *manifest},
-        {"cuda", kernelTableJson(plan, arch)},
+        {"cuda", kernelTableJson(plan, options.arch, options.precision)},
     };
     std::vector<stringrt::TensorView> tensors;
     auto add = [&](const std::string &name, const std::string &bytes) {

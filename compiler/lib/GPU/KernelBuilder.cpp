@@ -138,6 +138,9 @@ const std::vector<KernelDef> &allKernelDefs() {
     appendTokenKernels(all);
     appendMatrixKernels(all);
     appendAttentionKernels(all);
+    appendAttentionMmaKernels(all);
+    appendIndexTableKernels(all);
+    appendGeneratorKernels(all);
     return all;
   }();
   return defs;
@@ -152,7 +155,10 @@ const std::vector<OpLowering> &allOpLowerings() {
     appendPositionLowerings(all);
     appendTokenLowerings(all);
     appendMatrixLowerings(all);
+    appendAttentionMmaLowerings(all); // bf16 only: before the f32 kernels
     appendAttentionLowerings(all);
+    appendIndexTableLowerings(all);
+    appendGeneratorLowerings(all);
     return all;
   }();
   return lowerings;

@@ -79,6 +79,9 @@ private:
 struct KernelDef {
   KernelSpec spec;
   std::function<void(KernelBuilder &)> body;
+  /// Uses mma.sync on bf16 (sm_80 and newer): generated only for packages
+  /// of precision bf16.
+  bool tensorCores = false;
 };
 
 /// The kernels of each family (every kernel stringc can generate).
@@ -95,6 +98,13 @@ void appendMatrixKernels(std::vector<KernelDef> &defs);
 /// FlashAttention-style attention and its gradient: plain, RoPE, relative
 /// (AttentionKernels.cpp).
 void appendAttentionKernels(std::vector<KernelDef> &defs);
+/// Ops indexing with array attributes read as constant buffers
+/// (IndexTableKernels.cpp) and the generator ops (GeneratorKernels.cpp).
+void appendIndexTableKernels(std::vector<KernelDef> &defs);
+void appendGeneratorKernels(std::vector<KernelDef> &defs);
+/// The same ops on tensor cores, bf16 in and f32 accumulation
+/// (AttentionMmaKernels.cpp; --gpu-precision=bf16).
+void appendAttentionMmaKernels(std::vector<KernelDef> &defs);
 
 /// All kernels, by family; names are unique.
 const std::vector<KernelDef> &allKernelDefs();
@@ -109,6 +119,11 @@ void appendPositionLowerings(std::vector<OpLowering> &lowerings);
 void appendTokenLowerings(std::vector<OpLowering> &lowerings);
 void appendMatrixLowerings(std::vector<OpLowering> &lowerings);
 void appendAttentionLowerings(std::vector<OpLowering> &lowerings);
+void appendIndexTableLowerings(std::vector<OpLowering> &lowerings);
+void appendGeneratorLowerings(std::vector<OpLowering> &lowerings);
+/// For GpuPrecision::BF16 only; registered before appendAttentionLowerings,
+/// which serve what they decline (skip masks, rel, other head dims).
+void appendAttentionMmaLowerings(std::vector<OpLowering> &lowerings);
 
 /// All op lowerings, by family. Several may name the same op: planKernels
 /// uses the first whose `lower` accepts the op.

@@ -56,13 +56,14 @@ const char *gridRuleName(GridRule rule) {
 
 namespace {
 
-/// The steps of `op` from the first lowering of its kind that accepts it.
-std::optional<OpSteps> lowerOp(Operation &op) {
+/// The steps of `op` from the first lowering of its kind (for `precision`)
+/// that accepts it.
+std::optional<OpSteps> lowerOp(Operation &op, GpuPrecision precision) {
   if (!hasBatchShapes(op))
     return std::nullopt;
   llvm::StringRef name = op.getName().getStringRef();
   for (const OpLowering &lowering : allOpLowerings())
-    if (lowering.opName == name)
+    if (lowering.opName == name && (!lowering.onlyFor || *lowering.onlyFor == precision))
       if (std::optional<OpSteps> steps = lowering.lower(op))
         return steps;
   return std::nullopt;
@@ -72,10 +73,11 @@ std::optional<OpSteps> lowerOp(Operation &op) {
 /// so a wrong lowering fails at compile time rather than on a GPU.
 LogicalResult checkSteps(Operation &op, const OpSteps &steps) {
   auto checkPointer = [&](const LaunchArg &arg, const std::string &where) -> LogicalResult {
-    int64_t limit = arg.kind == LaunchArg::Kind::Operand   ? op.getNumOperands()
-                    : arg.kind == LaunchArg::Kind::Result  ? op.getNumResults()
-                    : arg.kind == LaunchArg::Kind::Scratch ? int64_t(steps.scratchBytes.size())
-                                                           : -1;
+    int64_t limit = arg.kind == LaunchArg::Kind::Operand    ? op.getNumOperands()
+                    : arg.kind == LaunchArg::Kind::Result   ? op.getNumResults()
+                    : arg.kind == LaunchArg::Kind::Scratch  ? int64_t(steps.scratchBytes.size())
+                    : arg.kind == LaunchArg::Kind::Constant ? int64_t(steps.constants.size())
+                                                            : -1;
     if (limit < 0)
       return op.emitError() << "internal error: " << where << " is not a pointer argument";
     if (arg.index < 0 || arg.index >= limit)
@@ -93,6 +95,8 @@ LogicalResult checkSteps(Operation &op, const OpSteps &steps) {
           failed(checkPointer(launch.gemm->b, where + " gemm b")) ||
           failed(checkPointer(launch.gemm->c, where + " gemm c")))
         return failure();
+      if (launch.gemm->c.kind == LaunchArg::Kind::Constant)
+        return op.emitError() << "internal error: " << where << " writes a constant array";
       continue;
     }
     const KernelDef *def = findKernelDef(launch.kernel);
@@ -111,7 +115,7 @@ LogicalResult checkSteps(Operation &op, const OpSteps &steps) {
       ParamKind kind = spec.params[a].second;
       std::string argWhere = where + " argument " + std::to_string(a) + " (" +
                              spec.params[a].first + ")";
-      bool pointer = arg.kind != LaunchArg::Kind::I64 && arg.kind != LaunchArg::Kind::F32;
+      bool pointer = arg.isPointer();
       bool matches = kind == ParamKind::Ptr   ? pointer
                      : kind == ParamKind::I64 ? arg.kind == LaunchArg::Kind::I64
                                               : arg.kind == LaunchArg::Kind::F32;
@@ -125,7 +129,39 @@ LogicalResult checkSteps(Operation &op, const OpSteps &steps) {
                               << " is not finite";
     }
   }
+  for (size_t c = 0; c < steps.constants.size(); ++c)
+    if (steps.constants[c].size() == 0)
+      return op.emitError() << "internal error: constant array " << c << " is empty";
   return success();
+}
+
+/// Moves the op's constant arrays into the package's table (an array equal
+/// to one already there is not stored again) and renumbers the launches'
+/// constant arguments to index that table.
+void internConstants(OpSteps &steps, std::vector<ConstantArray> &table) {
+  std::vector<int64_t> slot;
+  for (ConstantArray &array : steps.constants) {
+    auto it = llvm::find(table, array);
+    if (it == table.end()) {
+      table.push_back(std::move(array));
+      it = std::prev(table.end());
+    }
+    slot.push_back(int64_t(it - table.begin()));
+  }
+  steps.constants.clear();
+  auto renumber = [&](LaunchArg &arg) {
+    if (arg.kind == LaunchArg::Kind::Constant)
+      arg.index = slot[size_t(arg.index)];
+  };
+  for (Launch &launch : steps.launches) {
+    for (LaunchArg &arg : launch.args)
+      renumber(arg);
+    if (launch.gemm) {
+      renumber(launch.gemm->a);
+      renumber(launch.gemm->b);
+      renumber(launch.gemm->c);
+    }
+  }
 }
 
 /// Ops that are no work on a device: a parameter is a view of the flat
@@ -134,7 +170,7 @@ bool isFree(Operation &op) { return isa<pe::GetParamOp, arith::ConstantOp>(op); 
 
 } // namespace
 
-FailureOr<KernelPlan> planKernels(ModuleOp module, bool allKernels) {
+FailureOr<KernelPlan> planKernels(ModuleOp module, bool allKernels, GpuPrecision precision) {
   KernelPlan plan;
   std::map<std::string, size_t> index; // kernel name -> position in plan.kernels
   auto use = [&](const std::string &kernel, KernelUse where) -> LogicalResult {
@@ -165,7 +201,7 @@ FailureOr<KernelPlan> planKernels(ModuleOp module, bool allKernels) {
       if (isFree(op))
         continue;
       ++plan.totalOps;
-      std::optional<OpSteps> steps = lowerOp(op);
+      std::optional<OpSteps> steps = lowerOp(op, precision);
       if (!steps) {
         std::string name = op.getName().getStringRef().str();
         if (llvm::find(uncovered, name) == uncovered.end())
@@ -174,6 +210,7 @@ FailureOr<KernelPlan> planKernels(ModuleOp module, bool allKernels) {
       }
       if (failed(checkSteps(op, *steps)))
         return failure();
+      internConstants(*steps, plan.constants);
       ++plan.coveredOps;
       steps->op = opIndex;
       std::vector<std::string> used; // each kernel's use once per op
@@ -190,14 +227,18 @@ FailureOr<KernelPlan> planKernels(ModuleOp module, bool allKernels) {
   }
 
   auto optimizers = module.getOps<pe::OptimizerOp>();
-  if (!optimizers.empty() && (*optimizers.begin()).getKind() == "adamw") {
-    if (failed(use("pe_adamw", {"optimizer", -1})) ||
-        failed(use("pe_sumsq_partials", {"optimizer", -1})))
+  // The optimizer's update kernel over the flat buffers and the gradient
+  // norm's partials (clipping), launched by the runtime after @gradients.
+  if (!optimizers.empty()) {
+    StringRef kind = (*optimizers.begin()).getKind();
+    const char *update = kind == "adamw" ? "pe_adamw" : kind == "sgd" ? "pe_sgd" : nullptr;
+    if (update && (failed(use(update, {"optimizer", -1})) ||
+                   failed(use("pe_sumsq_partials", {"optimizer", -1}))))
       return failure();
   }
   if (allKernels)
     for (const KernelDef &def : allKernelDefs())
-      if (!index.count(def.spec.name)) {
+      if (!index.count(def.spec.name) && (!def.tensorCores || precision == GpuPrecision::BF16)) {
         index.emplace(def.spec.name, plan.kernels.size());
         plan.kernels.push_back(def.spec);
       }

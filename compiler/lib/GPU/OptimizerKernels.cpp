@@ -7,6 +7,12 @@
 // `grad_scale`), evaluated in f32. The runtime launches it once per maximal
 // run of trainable parameters (frozen ones are never touched).
 //
+// `pe_sgd` is SGD with momentum and decoupled-into-the-gradient weight decay
+// over the same flat buffers, Optimizer.cpp's formula
+// (u = momentum u + grad_scale g + wd w, w -= lr u), evaluated in f64 from
+// the f32 values and hyperparameters and rounded once when stored, as the
+// CPU does (so the two differ only by the hyperparameters' f32 rounding).
+//
 // `pe_sumsq_partials` is the first half of the global gradient norm: one
 // warp per block strides over the buffer and lane 0 writes the block's sum of
 // squares to partials[blockIdx.x]; the host (or a second launch over the
@@ -14,6 +20,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "KernelBuilder.h"
+#include "OpKernelUtil.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 
@@ -47,6 +54,25 @@ void appendOptimizerKernels(std::vector<KernelDef> &defs) {
                       Value denom = k.add(k.sqrtRn(k.div(v, bc2)), eps);
                       Value update = k.add(k.div(k.div(m, bc1), denom), k.mul(wd, w));
                       k.store(k.sub(w, k.mul(lr, update)), param, i);
+                    });
+                  }});
+
+  KernelSpec sgd;
+  sgd.name = "pe_sgd";
+  sgd.peOp = "pe.optimizer";
+  sgd.params = {{"param", P},    {"u", P},  {"grad", P},          {"n", I},
+                {"lr", F},       {"momentum", F}, {"weight_decay", F}, {"grad_scale", F}};
+  defs.push_back({sgd, [](KernelBuilder &k) {
+                    Value param = k.arg(0), uBuf = k.arg(1), grad = k.arg(2);
+                    Value lr = f32ToF64(k, k.arg(4)), mu = f32ToF64(k, k.arg(5)),
+                          wd = f32ToF64(k, k.arg(6)), scale = f32ToF64(k, k.arg(7));
+                    k.forGridStride(k.arg(3), [&](Value i) {
+                      Value g = k.mul(scale, f32ToF64(k, k.load(grad, i)));
+                      Value w = f32ToF64(k, k.load(param, i));
+                      Value u = k.add(k.add(k.mul(mu, f32ToF64(k, k.load(uBuf, i))), g),
+                                      k.mul(wd, w));
+                      k.store(f64ToF32(k, u), uBuf, i);
+                      k.store(f64ToF32(k, k.sub(w, k.mul(lr, u))), param, i);
                     });
                   }});
 

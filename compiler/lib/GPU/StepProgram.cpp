@@ -54,6 +54,10 @@ bool hasBatchShapes(Operation &op) {
   return llvm::all_of(op.getOperandTypes(), ok) && llvm::all_of(op.getResultTypes(), ok);
 }
 
+const char *gpuPrecisionName(GpuPrecision precision) {
+  return precision == GpuPrecision::BF16 ? "bf16" : "fp32";
+}
+
 int64_t lastDimension(Type tensorType) {
   auto ranked = cast<RankedTensorType>(tensorType);
   if (ranked.getRank() == 0)

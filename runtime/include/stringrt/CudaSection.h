@@ -58,16 +58,31 @@ struct CudaAffine {
   }
 };
 
-enum class CudaArgKind { Operand, Result, Scratch, I64, F32 };
+// Constant: a device pointer to CudaSection::constants[index] (an index
+// table of an op's attribute), uploaded once per device model.
+enum class CudaArgKind { Operand, Result, Scratch, I64, F32, Constant };
 
 struct CudaArg {
   CudaArgKind kind = CudaArgKind::I64;
-  int64_t index = 0;   // Operand, Result, Scratch
+  int64_t index = 0;   // Operand, Result, Scratch, Constant
   CudaAffine integer;  // I64
   float real = 0.0f;   // F32
   bool isPointer() const {
     return kind == CudaArgKind::Operand || kind == CudaArgKind::Result ||
-           kind == CudaArgKind::Scratch;
+           kind == CudaArgKind::Scratch || kind == CudaArgKind::Constant;
+  }
+};
+
+// A read-only array the launches index with (`cuda.constants`): i32 or f32
+// values (4 bytes each), the same for every batch size.
+struct CudaConstant {
+  DType dtype = DType::I32; // I32 or F32
+  std::vector<int32_t> i32; // DType::I32
+  std::vector<float> f32;   // DType::F32
+  size_t size() const { return dtype == DType::I32 ? i32.size() : f32.size(); }
+  const void *data() const {
+    return dtype == DType::I32 ? static_cast<const void *>(i32.data())
+                               : static_cast<const void *>(f32.data());
   }
 };
 
@@ -100,6 +115,9 @@ struct CudaProgramSteps {
 
 struct CudaSection {
   std::string arch; // "sm_90": the cubins' architecture
+  // The attention kernels' arithmetic (stringc --gpu-precision): "fp32", or
+  // "bf16" (tensor-core kernels: bf16 operands, f32 accumulation).
+  std::string precision = "fp32";
   std::vector<CudaKernel> kernels;
   // How many compute ops of the two programs have a kernel, and the op
   // names of those that do not (per program), as the compiler saw them.
@@ -108,6 +126,9 @@ struct CudaSection {
 
   // The step program of "forward" and "gradients" (both always present).
   std::vector<CudaProgramSteps> steps;
+  // The constant arrays the steps' launches read ({"constant": k}); each is
+  // read by at least one launch.
+  std::vector<CudaConstant> constants;
 
   // nullptr when there is no kernel of that name.
   const CudaKernel *find(std::string_view name) const;

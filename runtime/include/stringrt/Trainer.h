@@ -58,6 +58,12 @@ struct EvalResult {
 EvalResult evaluate(Model &model, const DataSet &data, int64_t batch,
                     int threads = 1);
 
+// The number of rows of `logits` ([rows, classes], row-major) whose argmax
+// (the first largest value) equals the row's label: evaluate()'s accuracy,
+// shared by every executor's evaluation.
+int64_t countCorrect(const float *logits, const int32_t *labels, int64_t rows,
+                     int64_t classes);
+
 // The run's total steps: `steps` when > 0, else `epochs` * stepsPerEpoch when
 // > 0, else (neither given) the resumed checkpoint's total_steps, so that a
 // plain resume finishes the interrupted run, or one epoch.
@@ -86,6 +92,7 @@ struct TrainPlan {
   uint64_t seed = 0;
   int64_t trainExamples = 0, testExamples = 0;
   std::string unit;       // "images" / "tokens".
+  std::string device;     // TrainBackend::name(): "" on the CPU.
 };
 
 struct StepReport {
@@ -126,11 +133,42 @@ struct TrainResult {
   std::optional<EvalResult> lastEval;
 };
 
+// Where train() takes the steps and evaluates: by default the model itself
+// on the CPU; stringrun --device cuda passes the GPU's
+// (stringrt/cuda/DeviceTraining.h). The trainer keeps everything else (the
+// plan, the data order, the log, the observer, the checkpoints, resuming),
+// so a run behaves the same on every backend; its host copies of the
+// parameters (model.parameters()) and optimizer state are brought up to date
+// with fetch() before each checkpoint and at the end.
+class TrainBackend {
+public:
+  virtual ~TrainBackend() = default;
+  // Shown in TrainPlan::device ("" for the CPU).
+  virtual std::string name() const = 0;
+  // The run starts from these parameters and this optimizer state (step
+  // count included): freshly initialised, or the resumed checkpoint's.
+  virtual void start(const std::vector<float> &params, const Optimizer &optimizer) = 0;
+  // One training step (gradients, clipping, the optimizer) on `batch`;
+  // returns what the optimizer did and sets `loss` (before the update).
+  // `next` is the batch of the following step (nullptr for the last one): a
+  // backend may begin uploading it while this step computes, and then the
+  // next call's `batch` is that batch.
+  virtual OptimizerStepInfo step(const std::map<std::string, HostTensor> &batch,
+                                 const std::map<std::string, HostTensor> *next,
+                                 int64_t totalSteps, float &loss) = 0;
+  // evaluate() of the current parameters on the test split.
+  virtual EvalResult evaluate(const DataSet &data, int64_t batch) = 0;
+  // Copies the current parameters and optimizer state (and step count) into
+  // `params` and `optimizer`.
+  virtual void fetch(std::vector<float> &params, Optimizer &optimizer) = 0;
+};
+
 // Trains the model (initialising its parameters, or loading them from the
-// resume checkpoint). Throws Error for bad options, a checkpoint that does not
-// fit, I/O failures, or a loss that is not finite.
+// resume checkpoint) on `backend` (nullptr: the CPU). Throws Error for bad
+// options, a checkpoint that does not fit, I/O failures, or a loss that is
+// not finite. At the end model.parameters() holds the trained parameters.
 TrainResult train(Model &model, const DataSet &data, const TrainOptions &options,
-                  TrainObserver *observer = nullptr);
+                  TrainObserver *observer = nullptr, TrainBackend *backend = nullptr);
 
 struct BenchResult {
   int64_t steps = 0;

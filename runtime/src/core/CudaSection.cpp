@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <regex>
 #include <set>
 
@@ -73,13 +74,18 @@ public:
     } catch (const detail::JsonParseError &error) {
       fail(fmt::format("the cuda section is not valid JSON: {}", error.what()));
     }
-    const JsonValue &top = object(root, "the cuda section", {"arch", "kernels", "coverage", "steps"});
+    const JsonValue &top = object(root, "the cuda section",
+                                  {"arch", "kernels", "coverage", "steps", "constants", "precision"});
     CudaSection section;
     section.arch = string(member(top, "arch"), "cuda.arch");
     static const std::regex archPattern("sm_[0-9]{2,3}a?");
     if (!std::regex_match(section.arch, archPattern))
       fail(fmt::format("cuda.arch {} is not a GPU architecture (sm_NN)",
                        quoteForMessage(section.arch)));
+    section.precision = string(member(top, "precision"), "cuda.precision");
+    if (section.precision != "fp32" && section.precision != "bf16")
+      fail(fmt::format("cuda.precision {} is not a GPU precision (fp32 or bf16)",
+                       quoteForMessage(section.precision)));
     const JsonValue &kernels = array(member(top, "kernels"), "cuda.kernels");
     std::set<std::string> names, tensors;
     for (const JsonValue &entry : kernels.elements) {
@@ -95,8 +101,10 @@ public:
         fail(fmt::format("tensor {} belongs to no kernel of the cuda section",
                          quoteForMessage(tensor.name)));
     parseCoverage(member(top, "coverage"), section);
+    parseConstants(member(top, "constants"), section);
     parseSteps(member(top, "steps"), section);
     checkUses(section);
+    checkConstantsRead(section);
     return section;
   }
 
@@ -269,12 +277,14 @@ private:
   }
 
   // One argument: {"operand": k} | {"result": k} | {"scratch": k} |
-  // {"i64": [per_batch, constant]} | {"f32": x}, checked against the op.
+  // {"i64": [per_batch, constant]} | {"f32": x} | {"constant": k}, checked
+  // against the op and the section's constants.
   CudaArg arg(const JsonValue &value, const std::string &what, const ProgramOp &op,
               size_t scratches) const {
     if (value.kind != JsonValue::Kind::Object || value.members.size() != 1)
-      fail(fmt::format("{} must be an object with one key (operand, result, scratch, i64, f32)",
-                       what));
+      fail(fmt::format(
+          "{} must be an object with one key (operand, result, scratch, i64, f32, constant)",
+          what));
     const detail::JsonMember &m = value.members[0];
     CudaArg a;
     auto index = [&](size_t count, const char *kind) {
@@ -298,6 +308,13 @@ private:
     } else if (m.key == "f32") {
       a.kind = CudaArgKind::F32;
       a.real = real(m.value, what + ".f32");
+    } else if (m.key == "constant") {
+      a.kind = CudaArgKind::Constant;
+      if (constantCount == 0)
+        fail(fmt::format("{}: the package has no constant arrays (cuda.constants is empty)",
+                         what));
+      a.index = integer(m.value, what + " (constant of cuda.constants)", 0,
+                        int64_t(constantCount) - 1);
     } else {
       fail(fmt::format("{}: unknown argument kind {}", what, quoteForMessage(m.key)));
     }
@@ -308,7 +325,7 @@ private:
                      size_t scratches) const {
     CudaArg a = arg(value, what, op, scratches);
     if (!a.isPointer())
-      fail(fmt::format("{} must be an operand, result or scratch buffer", what));
+      fail(fmt::format("{} must be an operand, result, scratch buffer or constant", what));
     return a;
   }
 
@@ -321,6 +338,8 @@ private:
     call.a = pointerArg(member(g, "a"), what + ".a", op, scratches);
     call.b = pointerArg(member(g, "b"), what + ".b", op, scratches);
     call.c = pointerArg(member(g, "c"), what + ".c", op, scratches);
+    if (call.c.kind == CudaArgKind::Constant)
+      fail(fmt::format("{}.c: a GEMM cannot write a constant array", what));
     call.m = affine(member(g, "m"), what + ".m", true);
     call.n = affine(member(g, "n"), what + ".n", true);
     call.k = affine(member(g, "k"), what + ".k", true);
@@ -451,6 +470,63 @@ private:
       }
   }
 
+  // cuda.constants: [{"type": "i32" | "f32", "values": [...]}]: non-empty
+  // arrays of at most kMaxConstant values, i32 values integers in range,
+  // f32 values finite.
+  void parseConstants(const JsonValue &value, CudaSection &section) {
+    constexpr int64_t kMaxConstant = int64_t(1) << 26;
+    const JsonValue &list = array(value, "cuda.constants");
+    for (size_t c = 0; c < list.elements.size(); ++c) {
+      std::string where = fmt::format("cuda.constants[{}]", c);
+      const JsonValue &entry = object(list.elements[c], where, {"type", "values"});
+      std::string type = string(member(entry, "type"), where + ".type");
+      const JsonValue &values = array(member(entry, "values"), where + ".values");
+      if (values.elements.empty() || int64_t(values.elements.size()) > kMaxConstant)
+        fail(fmt::format("{}.values must hold 1 to {} values, got {}", where, kMaxConstant,
+                         values.elements.size()));
+      CudaConstant constant;
+      if (type == "i32") {
+        constant.dtype = DType::I32;
+        for (size_t i = 0; i < values.elements.size(); ++i)
+          constant.i32.push_back(int32_t(integer(values.elements[i],
+                                                 fmt::format("{}.values[{}]", where, i),
+                                                 std::numeric_limits<int32_t>::min(),
+                                                 std::numeric_limits<int32_t>::max())));
+      } else if (type == "f32") {
+        constant.dtype = DType::F32;
+        for (size_t i = 0; i < values.elements.size(); ++i)
+          constant.f32.push_back(real(values.elements[i], fmt::format("{}.values[{}]", where, i)));
+      } else {
+        fail(fmt::format("{}.type must be \"i32\" or \"f32\", got {}", where,
+                         quoteForMessage(type)));
+      }
+      section.constants.push_back(std::move(constant));
+    }
+    constantCount = section.constants.size();
+  }
+
+  // Every constant array is read by some launch (a package carries no dead data).
+  void checkConstantsRead(const CudaSection &section) const {
+    std::vector<bool> read(section.constants.size(), false);
+    auto mark = [&](const CudaArg &a) {
+      if (a.kind == CudaArgKind::Constant)
+        read[size_t(a.index)] = true;
+    };
+    for (const CudaProgramSteps &program : section.steps)
+      for (const CudaOpSteps &op : program.ops)
+        for (const CudaLaunch &l : op.launches) {
+          for (const CudaArg &a : l.args)
+            mark(a);
+          if (l.gemm) {
+            mark(l.gemm->a);
+            mark(l.gemm->b);
+          }
+        }
+    for (size_t c = 0; c < read.size(); ++c)
+      if (!read[c])
+        fail(fmt::format("cuda.constants[{}] is read by no launch", c));
+  }
+
   void parseCoverage(const JsonValue &value, CudaSection &section) {
     const JsonValue &c = object(value, "cuda.coverage", {"ops", "with_kernel", "without_kernel"});
     section.ops = integer(member(c, "ops"), "cuda.coverage.ops", 0, int64_t(1) << 40);
@@ -470,6 +546,7 @@ private:
   const SafetensorsFile &file;
   const Manifest &manifest;
   const std::string &path;
+  size_t constantCount = 0; // constants parsed (before the steps that read them)
 };
 
 } // namespace

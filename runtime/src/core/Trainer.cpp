@@ -64,21 +64,40 @@ EvalPart evalBatch(Model &model, const DataSet &data, int64_t begin,
     const ref::Tensor<float> &l = logits->second;
     const std::vector<int32_t> &labels = batch.tensors[1].i32;
     if (l.shape.size() == 2 && l.shape[0] == batch.size && l.shape[1] > 0) {
-      const int64_t classes = l.shape[1];
       part.hasAccuracy = true;
-      for (int64_t i = 0; i < batch.size; ++i) {
-        const float *row = l.values.data() + i * classes;
-        int64_t best = 0;
-        for (int64_t c = 1; c < classes; ++c)
-          if (row[c] > row[best])
-            best = c;
-        if (best == labels[static_cast<size_t>(i)])
-          ++part.correct;
-      }
+      part.correct = countCorrect(l.values.data(), labels.data(), batch.size, l.shape[1]);
     }
   }
   return part;
 }
+
+// train()'s default backend: the model and the trainer's optimizer on the
+// CPU (start and fetch have nothing to copy: they are the trainer's own).
+class CpuBackend : public TrainBackend {
+public:
+  CpuBackend(Model &model, Optimizer &optimizer, int threads)
+      : model_(model), optimizer_(optimizer), threads_(threads) {}
+  std::string name() const override { return ""; }
+  void start(const std::vector<float> &, const Optimizer &) override {}
+  OptimizerStepInfo step(const std::map<std::string, HostTensor> &batch,
+                         const std::map<std::string, HostTensor> *, int64_t totalSteps,
+                         float &loss) override {
+    model_.gradients(batch, loss, grads_);
+    if (!std::isfinite(loss))
+      return {};
+    return optimizer_.step(model_.parameters(), grads_, totalSteps);
+  }
+  EvalResult evaluate(const DataSet &data, int64_t batch) override {
+    return stringrt::evaluate(model_, data, batch, threads_);
+  }
+  void fetch(std::vector<float> &, Optimizer &) override {}
+
+private:
+  Model &model_;
+  Optimizer &optimizer_;
+  int threads_;
+  std::vector<float> grads_;
+};
 
 // The CSV log of a run.
 class CsvLog {
@@ -113,6 +132,21 @@ std::string optional(const std::optional<double> &v) {
 }
 
 } // namespace
+
+int64_t countCorrect(const float *logits, const int32_t *labels, int64_t rows,
+                     int64_t classes) {
+  int64_t correct = 0;
+  for (int64_t i = 0; i < rows; ++i) {
+    const float *row = logits + i * classes;
+    int64_t best = 0;
+    for (int64_t c = 1; c < classes; ++c)
+      if (row[c] > row[best])
+        best = c;
+    if (best == labels[i])
+      ++correct;
+  }
+  return correct;
+}
 
 std::vector<OptimizerSlot> optimizerSlots(const Model &model) {
   std::vector<OptimizerSlot> slots;
@@ -266,7 +300,7 @@ EvalResult evaluate(Model &model, const DataSet &data, int64_t batch,
 }
 
 TrainResult train(Model &model, const DataSet &data, const TrainOptions &options,
-                  TrainObserver *observer) {
+                  TrainObserver *observer, TrainBackend *backend) {
   TrainObserver silent;
   TrainObserver &obs = observer ? *observer : silent;
   const Manifest &manifest = model.manifest();
@@ -348,37 +382,54 @@ TrainResult train(Model &model, const DataSet &data, const TrainOptions &options
     endStep = std::min(endStep, options.stopAfter);
   }
 
+  CpuBackend cpu(model, optimizer, options.threads);
+  TrainBackend &run = backend ? *backend : cpu;
+  run.start(model.parameters(), optimizer);
+  plan.device = run.name();
+
   CsvLog log(options.logPath, !options.resumePath.empty());
   obs.onStart(plan);
 
   TrainResult result;
   result.plan = plan;
-  std::vector<float> grads;
   std::vector<int64_t> order;
   int64_t orderEpoch = -1;
+  // The batch of global step s (the data order of its epoch).
+  auto batchOf = [&](int64_t s) {
+    const int64_t epoch = s / plan.stepsPerEpoch;
+    if (epoch != orderEpoch) {
+      order = epochOrder(plan.trainExamples, plan.seed, epoch);
+      orderEpoch = epoch;
+    }
+    return data.batch(Split::Train, order.data() + (s % plan.stepsPerEpoch) * plan.batch,
+                      static_cast<size_t>(plan.batch));
+  };
   const auto runStart = Clock::now();
   auto epochStart = runStart;
   double epochLoss = 0;
   int64_t epochSteps = 0;
   const int64_t units = data.unitsPerExample() * plan.batch;
 
+  // Each step also gets the next step's batch (a backend may upload it while
+  // the step computes).
+  Batch batch = batchOf(plan.startStep);
   for (int64_t s = plan.startStep; s < endStep; ++s) {
     const int64_t epoch = s / plan.stepsPerEpoch;
     const int64_t k = s % plan.stepsPerEpoch;
-    if (epoch != orderEpoch) {
-      order = epochOrder(plan.trainExamples, plan.seed, epoch);
-      orderEpoch = epoch;
+    std::optional<Batch> next;
+    std::map<std::string, HostTensor> nextInputs;
+    if (s + 1 < endStep) {
+      next = batchOf(s + 1);
+      nextInputs = modelInputs(model, *next);
     }
-    Batch batch = data.batch(
-        Split::Train, order.data() + k * plan.batch,
-        static_cast<size_t>(plan.batch));
     float loss = 0;
-    model.gradients(modelInputs(model, batch), loss, grads);
+    OptimizerStepInfo info = run.step(modelInputs(model, batch), next ? &nextInputs : nullptr,
+                                      plan.totalSteps, loss);
     if (!std::isfinite(loss))
       throw Error(fmt::format("step {} (epoch {}): the loss is {}; stopping",
                               s + 1, epoch + 1, loss));
-    OptimizerStepInfo info =
-        optimizer.step(model.parameters(), grads, plan.totalSteps);
+    if (next)
+      batch = std::move(*next);
 
     epochLoss += loss;
     ++epochSteps;
@@ -415,7 +466,7 @@ TrainResult train(Model &model, const DataSet &data, const TrainOptions &options
     er.complete = epochDone;
     obs.onEpochEnd(plan, er);
     if (options.evaluate && plan.testExamples > 0) {
-      EvalResult eval = evaluate(model, data, plan.batch, options.threads);
+      EvalResult eval = run.evaluate(data, plan.batch);
       log.line(fmt::format("eval,{},{},{:.9g},,,{},{},", s + 1, epoch + 1,
                            eval.loss, optional(eval.accuracy),
                            optional(eval.perplexity)));
@@ -430,6 +481,7 @@ TrainResult train(Model &model, const DataSet &data, const TrainOptions &options
       ci.dataSeed = plan.seed;
       ci.batch = plan.batch;
       ci.totalSteps = plan.totalSteps;
+      run.fetch(model.parameters(), optimizer);
       saveCheckpoint(options.checkpointPath, ci, slots, model.parameters(),
                      optimizer);
       obs.onCheckpoint(plan, options.checkpointPath, s + 1);
@@ -438,6 +490,7 @@ TrainResult train(Model &model, const DataSet &data, const TrainOptions &options
     epochLoss = 0;
     epochSteps = 0;
   }
+  run.fetch(model.parameters(), optimizer);
   result.finished = result.steps == plan.totalSteps;
   return result;
 }

@@ -3,6 +3,7 @@
 // and sizes is StepBinding.cpp (pure, unit tested without a GPU).
 #include "stringrt/cuda/DeviceExecutor.h"
 
+#include "BatchStaging.h"
 #include "Driver.h"
 #include "stringrt/Error.h"
 #include "stringrt/Optimizer.h"
@@ -12,9 +13,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 
 namespace stringrt::cuda {
 namespace {
@@ -33,19 +36,19 @@ std::string joined(const std::vector<std::string> &names) {
 struct BatchBuffers {
   ProgramPlacement placement;
   std::unique_ptr<Arena> arena, extra, scratch;
-  int64_t trainSteps = 0;        // training steps run at this batch size
-  CUgraphExec trainGraph = nullptr; // the captured device part of a step
+  int64_t runs = 0;          // training steps (@gradients) / evaluation batches (@forward) run
+  CUgraphExec graph = nullptr; // the captured device part of a step or evaluation batch
   ~BatchBuffers() {
-    if (trainGraph)
+    if (graph)
       if (const driver::Api *api = driver::api())
-        api->graphExecDestroy(trainGraph);
+        api->graphExecDestroy(graph);
   }
   BatchBuffers() = default;
   BatchBuffers(BatchBuffers &&other) noexcept
       : placement(std::move(other.placement)), arena(std::move(other.arena)),
         extra(std::move(other.extra)), scratch(std::move(other.scratch)),
-        trainSteps(other.trainSteps), trainGraph(other.trainGraph) {
-    other.trainGraph = nullptr;
+        runs(other.runs), graph(other.graph) {
+    other.graph = nullptr;
   }
   BatchBuffers &operator=(BatchBuffers &&) = delete;
 };
@@ -86,12 +89,24 @@ struct DeviceModel::Impl {
   std::vector<OptimizerSlot> slots;
   int64_t total = 0;
   std::unique_ptr<Arena> params, grads, moment1, moment2, partials, workspace;
+  // The section's constant arrays (index tables), uploaded once; their
+  // device addresses are every op's OpPointers::constants.
+  std::unique_ptr<Arena> constants;
+  std::vector<uint64_t> constantAddresses;
   bool graphsFailed = false;
   std::unique_ptr<PinnedFloats> hostReturn; // loss, then the partials
+  // Batches of trainStaged / gradients / forward, and of evaluate() (its
+  // own, so that evaluating between two steps leaves the staged training
+  // batch alone).
+  std::unique_ptr<BatchStaging> staging, evalStaging;
   int64_t steps = 0;
   std::map<std::pair<std::string, int64_t>, BatchBuffers> buffers;
 
+  bool adamw() const { return manifest.optimizer.kind == OptimizerKind::AdamW; }
+
   ~Impl() {
+    staging.reset();
+    evalStaging.reset();
     buffers.clear();
     if (stream)
       if (const driver::Api *api = driver::api())
@@ -168,21 +183,34 @@ struct DeviceModel::Impl {
     return 0;
   }
 
-  void upload(const BatchBuffers &b, const std::string &name,
-              const std::map<std::string, HostTensor> &inputs) {
+  /// Stages `inputs` (checked against the manifest) for the next step (on
+  /// `into`, default `staging`).
+  void stage(const std::map<std::string, HostTensor> &inputs, BatchStaging *into = nullptr) {
+    int64_t batch = batchOf(inputs);
+    std::vector<HostTensor> ordered;
+    for (const ManifestInput &in : manifest.inputs)
+      ordered.push_back(inputs.at(in.name));
+    (into ? into : staging.get())->stage(ordered, batch);
+  }
+
+  /// The staged batch's size (throws when none is staged).
+  int64_t stagedBatch(const BatchStaging *from = nullptr) const {
+    const BatchStaging &s = from ? *from : *staging;
+    if (!s.pending())
+      throw Error("device executor: no batch was staged for this step");
+    return s.batch();
+  }
+
+  /// Queues the copy of the staged batch into program `name`'s inputs.
+  void consumeStaged(const BatchBuffers &b, const std::string &name,
+                     BatchStaging *from = nullptr) {
     const Program &p = program(name);
+    std::vector<uint64_t> destinations, bytes;
     for (size_t i = 0; i < manifest.inputs.size(); ++i) {
-      const HostTensor &t = inputs.at(manifest.inputs[i].name);
-      const ValuePlace &place = b.placement.values[p.inputs[i]];
-      if (place.bytes == 0)
-        continue;
-      if (uint64_t(t.numel()) * 4 != place.bytes)
-        throw Error(fmt::format("device executor: input '{}' size mismatch",
-                                manifest.inputs[i].name));
-      driver::check(driver::require().memcpyHtoDAsync(CUdeviceptr(address(b, p.inputs[i])),
-                                                      t.data, place.bytes, stream),
-                    "uploading the batch", "cuMemcpyHtoDAsync");
+      destinations.push_back(address(b, p.inputs[i]));
+      bytes.push_back(b.placement.values[p.inputs[i]].bytes);
     }
+    (from ? from : staging.get())->consume(destinations, bytes);
   }
 
   /// Runs program `name` on the device (asynchronously, on the stream).
@@ -217,6 +245,7 @@ struct DeviceModel::Impl {
         throw Error(fmt::format("{} op {} ({}) has no GPU steps", name, i, op.op));
       const CudaOpSteps &opSteps = steps.ops[next++];
       OpPointers pointers;
+      pointers.constants = constantAddresses;
       for (ValueId v : op.operands)
         pointers.operands.push_back(address(b, v));
       for (ValueId v : op.results)
@@ -280,11 +309,11 @@ struct DeviceModel::Impl {
     copyBack(hostReturn->data(), address(b, loss), 4, "copying the loss back");
   }
 
-  /// Runs @gradients at the batch of `inputs` (see enqueueGradients).
-  void runGradients(const std::map<std::string, HostTensor> &inputs) {
-    int64_t batch = batchOf(inputs);
+  /// Runs @gradients on the staged batch (see enqueueGradients).
+  void runGradients() {
+    int64_t batch = stagedBatch();
     BatchBuffers &b = buffersFor("gradients", batch);
-    upload(b, "gradients", inputs);
+    consumeStaged(b, "gradients");
     enqueueGradients(b, batch);
   }
 
@@ -313,9 +342,9 @@ struct DeviceModel::Impl {
              "copying the gradient norm back");
   }
 
-  /// Captures enqueueTrainStep into b.trainGraph; false (nothing queued)
-  /// when capture fails.
-  bool capture(BatchBuffers &b, int64_t batch) {
+  /// Captures `enqueue` (the device part of a training step or evaluation
+  /// batch) into b.graph; false (nothing queued) when capture fails.
+  bool capture(BatchBuffers &b, const std::function<void()> &enqueue, const char *what) {
     const driver::Api &api = driver::require();
     std::string failure;
     CUgraph graph = nullptr;
@@ -324,7 +353,7 @@ struct DeviceModel::Impl {
       failure = "cuStreamBeginCapture failed: " + driver::describe(begun);
     } else {
       try {
-        enqueueTrainStep(b, batch);
+        enqueue();
       } catch (const std::exception &error) {
         failure = error.what();
       }
@@ -332,10 +361,10 @@ struct DeviceModel::Impl {
       if (failure.empty() && ended != CUDA_SUCCESS)
         failure = "cuStreamEndCapture failed: " + driver::describe(ended);
       if (failure.empty()) {
-        CUresult made = api.graphInstantiate(&b.trainGraph, graph, 0);
+        CUresult made = api.graphInstantiate(&b.graph, graph, 0);
         if (made != CUDA_SUCCESS) {
           failure = "cuGraphInstantiate failed: " + driver::describe(made);
-          b.trainGraph = nullptr;
+          b.graph = nullptr;
         }
       }
       if (graph)
@@ -345,20 +374,75 @@ struct DeviceModel::Impl {
       return true;
     graphsFailed = true;
     std::fprintf(stderr,
-                 "stringrt: capturing the training step in a CUDA graph failed (%s); "
+                 "stringrt: capturing the %s in a CUDA graph failed (%s); "
                  "running without graphs\n",
-                 failure.c_str());
+                 what, failure.c_str());
     return false;
+  }
+
+  /// Queues `enqueue` (the device work of program buffers `b`): eagerly on
+  /// the first run at a batch size, captured on the second and replayed from
+  /// then on (DeviceOptions::graphs).
+  void runMaybeGraphed(BatchBuffers &b, const std::function<void()> &enqueue, const char *what,
+                       const std::string &step) {
+    bool graphs = options.graphs && !graphsFailed;
+    if (graphs && !b.graph && b.runs >= 1)
+      capture(b, enqueue, what);
+    if (graphs && b.graph)
+      driver::check(driver::require().graphLaunch(b.graph, stream), step, "cuGraphLaunch");
+    else
+      enqueue();
+    ++b.runs;
+  }
+
+  /// The state buffers of the device optimizer, in Optimizer::stateBuffers()
+  /// order: AdamW m, v; SGD u.
+  std::vector<Arena *> stateArenas() const {
+    if (adamw())
+      return {moment1.get(), moment2.get()};
+    return {moment1.get()};
+  }
+
+  /// Launches the optimizer's kernel once per maximal run of trainable
+  /// slots (frozen ones are never touched).
+  void launchOptimizer(int64_t t, double lr, double scale) {
+    const ManifestOptimizer &config = manifest.optimizer;
+    double bc1 = 1.0 - std::pow(config.beta1, double(t));
+    double bc2 = 1.0 - std::pow(config.beta2, double(t));
+    for (size_t s = 0; s < slots.size();) {
+      if (slots[s].frozen) {
+        ++s;
+        continue;
+      }
+      size_t begin = slots[s].offset, end = begin;
+      for (; s < slots.size() && !slots[s].frozen; ++s)
+        end = slots[s].offset + slots[s].size;
+      size_t n = end - begin;
+      if (n == 0)
+        continue;
+      auto slice = [&](const Arena &a) { return KernelArg::pointer(a.at(begin * 4, n * 4)); };
+      if (adamw())
+        kernels->launch("pe_adamw",
+                        {slice(*params), slice(*moment1), slice(*moment2), slice(*grads),
+                         KernelArg::integer(int64_t(n)), KernelArg::real(float(lr)),
+                         KernelArg::real(float(config.beta1)),
+                         KernelArg::real(float(config.beta2)), KernelArg::real(float(config.eps)),
+                         KernelArg::real(float(config.weightDecay)), KernelArg::real(float(bc1)),
+                         KernelArg::real(float(bc2)), KernelArg::real(float(scale))},
+                        fmt::format("AdamW, step {}", t), nullptr, stream);
+      else
+        kernels->launch("pe_sgd",
+                        {slice(*params), slice(*moment1), slice(*grads),
+                         KernelArg::integer(int64_t(n)), KernelArg::real(float(lr)),
+                         KernelArg::real(float(config.momentum)),
+                         KernelArg::real(float(config.weightDecay)),
+                         KernelArg::real(float(scale))},
+                        fmt::format("SGD, step {}", t), nullptr, stream);
+    }
   }
 };
 
-DeviceModel::DeviceModel(const Manifest &manifest, const CudaSection &section,
-                         const std::vector<float> &parameters, DeviceOptions options)
-    : impl_(std::make_unique<Impl>()) {
-  Impl &m = *impl_;
-  m.manifest = manifest;
-  m.section = section;
-  m.options = options;
+void DeviceModel::checkPackage(const Manifest &manifest, const CudaSection &section) {
   std::vector<std::string> missing;
   for (const char *name : {"forward", "gradients"})
     for (const std::string &op : uncoveredOps(section, manifest.program(name), name))
@@ -370,12 +454,22 @@ DeviceModel::DeviceModel(const Manifest &manifest, const CudaSection &section,
   // before the device is touched; the walk binds again at each batch).
   for (const char *name : {"forward", "gradients"})
     checkProgramSteps(manifest, section, name, 1);
-  if (manifest.optimizer.kind != OptimizerKind::AdamW)
-    throw Error("the device executor trains with adamw only, the package's optimizer is sgd");
-  for (const char *kernel : {"pe_adamw", "pe_sumsq_partials"})
+  const bool adamw = manifest.optimizer.kind == OptimizerKind::AdamW;
+  for (const char *kernel : {adamw ? "pe_adamw" : "pe_sgd", "pe_sumsq_partials"})
     if (!section.find(kernel))
-      throw Error(fmt::format("the package has no kernel {} (the optimizer on the device)",
-                              kernel));
+      throw Error(fmt::format("the package has no kernel {} (the {} optimizer on the device); "
+                              "compile it again with this stringc --target=cuda",
+                              kernel, adamw ? "adamw" : "sgd"));
+}
+
+DeviceModel::DeviceModel(const Manifest &manifest, const CudaSection &section,
+                         const std::vector<float> &parameters, DeviceOptions options)
+    : impl_(std::make_unique<Impl>()) {
+  Impl &m = *impl_;
+  m.manifest = manifest;
+  m.section = section;
+  m.options = options;
+  checkPackage(manifest, section);
   for (const ManifestParam &p : manifest.params) {
     OptimizerSlot slot;
     slot.name = p.name;
@@ -398,21 +492,37 @@ DeviceModel::DeviceModel(const Manifest &manifest, const CudaSection &section,
   driver::check(driver::require().streamCreate(&m.stream, CU_STREAM_NON_BLOCKING),
                 "creating the executor's stream", "cuStreamCreate");
   m.gemm->setStream(m.stream);
-  m.gemm->setTF32(options.tf32);
+  // A bf16 package (stringc --gpu-precision=bf16: tensor-core attention)
+  // runs its GEMMs on the tensor cores too, in TF32.
+  m.gemm->setTF32(options.tf32 || m.section.precision == "bf16");
   size_t bytes = size_t(std::max<int64_t>(m.total, 1)) * 4;
   m.params = std::make_unique<Arena>(m.device, bytes);
   m.grads = std::make_unique<Arena>(m.device, bytes);
   m.moment1 = std::make_unique<Arena>(m.device, bytes);
-  m.moment2 = std::make_unique<Arena>(m.device, bytes);
+  if (m.adamw())
+    m.moment2 = std::make_unique<Arena>(m.device, bytes);
   m.partials = std::make_unique<Arena>(m.device, size_t(kMaxPartials) * 4);
   m.workspace = std::make_unique<Arena>(m.device, kGemmWorkspace);
   m.gemm->setWorkspace(m.workspace->at(0, kGemmWorkspace), kGemmWorkspace);
   m.hostReturn = std::make_unique<PinnedFloats>(size_t(1 + kMaxPartials));
   if (m.total > 0)
     m.params->upload(0, parameters.data(), size_t(m.total) * 4, "uploading the parameters");
-  for (Arena *zeroed : {m.grads.get(), m.moment1.get(), m.moment2.get()})
-    driver::check(driver::require().memsetD32Async(CUdeviceptr(zeroed->at(0, zeroed->size())), 0,
-                                                   zeroed->size() / 4, m.stream),
+  ConstantLayout constants = constantLayout(m.section);
+  m.constants = std::make_unique<Arena>(
+      m.device, size_t(std::max<uint64_t>(constants.bytes, kDeviceAlignment)));
+  for (size_t c = 0; c < m.section.constants.size(); ++c) {
+    const CudaConstant &constant = m.section.constants[c];
+    size_t bytes = constant.size() * 4;
+    m.constants->upload(constants.offsets[c], constant.data(), bytes, "uploading the constants");
+    m.constantAddresses.push_back(m.constants->at(constants.offsets[c], bytes));
+  }
+  m.staging = std::make_unique<BatchStaging>(m.device, m.stream, options.overlapUpload);
+  m.evalStaging = std::make_unique<BatchStaging>(m.device, m.stream, options.overlapUpload);
+  std::vector<Arena *> zeroed = m.stateArenas();
+  zeroed.push_back(m.grads.get());
+  for (Arena *arena : zeroed)
+    driver::check(driver::require().memsetD32Async(CUdeviceptr(arena->at(0, arena->size())), 0,
+                                                   arena->size() / 4, m.stream),
                   "zeroing the optimizer state", "cuMemsetD32Async");
   m.sync("initialising the device model");
 }
@@ -422,72 +532,56 @@ DeviceModel::~DeviceModel() = default;
 const std::string &DeviceModel::deviceName() const { return impl_->device->name(); }
 int64_t DeviceModel::stepCount() const { return impl_->steps; }
 
-float DeviceModel::trainStep(const std::map<std::string, HostTensor> &inputs,
-                             int64_t totalSteps) {
+void DeviceModel::stage(const std::map<std::string, HostTensor> &inputs) {
+  impl_->stage(inputs);
+}
+
+bool DeviceModel::hasStagedBatch() const { return impl_->staging->pending(); }
+
+OptimizerStepInfo DeviceModel::trainStaged(int64_t totalSteps, float &loss,
+                                           const std::function<void()> &whileComputing) {
   Impl &m = *impl_;
   const ManifestOptimizer &config = m.manifest.optimizer;
-  int64_t t = m.steps + 1;
-  double lr = learningRate(config, t, totalSteps);
-  int64_t batch = m.batchOf(inputs);
+  OptimizerStepInfo info;
+  info.step = m.steps + 1;
+  info.lr = learningRate(config, info.step, totalSteps);
+  const std::string where = fmt::format("training step {}", info.step);
+  int64_t batch = m.stagedBatch();
   BatchBuffers &b = m.buffersFor("gradients", batch);
-  m.upload(b, "gradients", inputs);
-  // The first step at a batch size runs eagerly (it also warms cuBLAS up);
-  // the second is captured, and replayed from then on.
-  bool graphs = m.options.graphs && !m.graphsFailed;
-  if (graphs && !b.trainGraph && b.trainSteps >= 1)
-    m.capture(b, batch);
-  if (graphs && b.trainGraph)
-    driver::check(driver::require().graphLaunch(b.trainGraph, m.stream),
-                  fmt::format("training step {}", t), "cuGraphLaunch");
-  else
-    m.enqueueTrainStep(b, batch);
-  ++b.trainSteps;
+  m.consumeStaged(b, "gradients");
+  m.runMaybeGraphed(b, [&] { m.enqueueTrainStep(b, batch); }, "training step", where);
+  if (whileComputing)
+    whileComputing();
   int64_t blocks = m.partialBlocks();
-  m.sync(fmt::format("training step {}", t));
-  float loss = m.hostReturn->data()[0];
+  m.sync(where);
+  loss = m.hostReturn->data()[0];
+  if (!std::isfinite(loss))
+    return info; // the caller stops; the parameters stay as they were
   double sumSq = 0;
   for (int64_t i = 0; i < blocks; ++i)
     sumSq += double(m.hostReturn->data()[1 + i]);
-  double norm = std::sqrt(sumSq);
-  double scale = config.clipNorm > 0 && norm > config.clipNorm ? config.clipNorm / norm : 1.0;
-  double bc1 = 1.0 - std::pow(config.beta1, double(t));
-  double bc2 = 1.0 - std::pow(config.beta2, double(t));
-  // One AdamW launch per maximal run of trainable slots (frozen: untouched).
-  for (size_t s = 0; s < m.slots.size();) {
-    if (m.slots[s].frozen) {
-      ++s;
-      continue;
-    }
-    size_t begin = m.slots[s].offset, end = begin;
-    for (; s < m.slots.size() && !m.slots[s].frozen; ++s)
-      end = m.slots[s].offset + m.slots[s].size;
-    size_t n = end - begin;
-    if (n == 0)
-      continue;
-    std::vector<KernelArg> args = {
-        KernelArg::pointer(m.params->at(begin * 4, n * 4)),
-        KernelArg::pointer(m.moment1->at(begin * 4, n * 4)),
-        KernelArg::pointer(m.moment2->at(begin * 4, n * 4)),
-        KernelArg::pointer(m.grads->at(begin * 4, n * 4)),
-        KernelArg::integer(int64_t(n)),
-        KernelArg::real(float(lr)),
-        KernelArg::real(float(config.beta1)),
-        KernelArg::real(float(config.beta2)),
-        KernelArg::real(float(config.eps)),
-        KernelArg::real(float(config.weightDecay)),
-        KernelArg::real(float(bc1)),
-        KernelArg::real(float(bc2)),
-        KernelArg::real(float(scale))};
-    m.kernels->launch("pe_adamw", args, fmt::format("AdamW, step {}", t), nullptr, m.stream);
-  }
-  m.steps = t;
+  info.gradNorm = std::sqrt(sumSq);
+  if (config.clipNorm > 0 && info.gradNorm > config.clipNorm)
+    info.clipScale = config.clipNorm / info.gradNorm;
+  // Not waited for: the next synchronisation covers it.
+  m.launchOptimizer(info.step, info.lr, info.clipScale);
+  m.steps = info.step;
+  return info;
+}
+
+float DeviceModel::trainStep(const std::map<std::string, HostTensor> &inputs,
+                             int64_t totalSteps) {
+  stage(inputs);
+  float loss = 0;
+  trainStaged(totalSteps, loss);
   return loss;
 }
 
 void DeviceModel::gradients(const std::map<std::string, HostTensor> &inputs, float &loss,
                             std::vector<float> &flatGrads) {
   Impl &m = *impl_;
-  m.runGradients(inputs);
+  m.stage(inputs);
+  m.runGradients();
   flatGrads.assign(size_t(m.total), 0.0f);
   if (m.total > 0)
     m.copyBack(flatGrads.data(), m.grads->at(0, size_t(m.total) * 4), size_t(m.total) * 4,
@@ -499,9 +593,10 @@ void DeviceModel::gradients(const std::map<std::string, HostTensor> &inputs, flo
 std::map<std::string, std::vector<float>>
 DeviceModel::forward(const std::map<std::string, HostTensor> &inputs) {
   Impl &m = *impl_;
-  int64_t batch = m.batchOf(inputs);
+  m.stage(inputs, m.evalStaging.get()); // a staged training batch stays staged
+  int64_t batch = m.stagedBatch(m.evalStaging.get());
   BatchBuffers &b = m.buffersFor("forward", batch);
-  m.upload(b, "forward", inputs);
+  m.consumeStaged(b, "forward", m.evalStaging.get());
   m.walk("forward", b, batch);
   const Program &p = m.program("forward");
   std::map<std::string, std::vector<float>> outputs;
@@ -516,6 +611,163 @@ DeviceModel::forward(const std::map<std::string, HostTensor> &inputs) {
   }
   m.sync("the forward program");
   return outputs;
+}
+
+namespace {
+
+/// Checks that `optimizer` holds the state of the device model's optimizer.
+void checkOptimizer(const Optimizer &optimizer, bool adamw, int64_t total) {
+  if (optimizer.isAdamW() != adamw)
+    throw Error(fmt::format("device executor: the package trains with {}, the optimizer state "
+                            "given is {}'s",
+                            adamw ? "adamw" : "sgd", optimizer.isAdamW() ? "adamw" : "sgd"));
+  if (int64_t(optimizer.totalSize()) != total)
+    throw Error(fmt::format("device executor: the optimizer state covers {} parameters, the "
+                            "manifest has {}",
+                            optimizer.totalSize(), total));
+}
+
+} // namespace
+
+void DeviceModel::setState(const std::vector<float> &params, const Optimizer &optimizer) {
+  Impl &m = *impl_;
+  checkOptimizer(optimizer, m.adamw(), m.total);
+  if (int64_t(params.size()) != m.total)
+    throw Error(fmt::format("device executor: {} parameters given, the manifest has {}",
+                            params.size(), m.total));
+  m.sync("setting the parameters and optimizer state"); // nothing in flight reads them
+  const size_t bytes = size_t(m.total) * 4;
+  if (bytes) {
+    m.params->upload(0, params.data(), bytes, "uploading the parameters");
+    std::vector<Arena *> arenas = m.stateArenas();
+    auto buffers = optimizer.stateBuffers();
+    for (size_t i = 0; i < arenas.size(); ++i)
+      arenas[i]->upload(0, buffers[i].values->data(), bytes, "uploading the optimizer state");
+  }
+  m.steps = optimizer.stepCount();
+}
+
+void DeviceModel::getState(std::vector<float> &params, Optimizer &optimizer) const {
+  Impl &m = *impl_;
+  checkOptimizer(optimizer, m.adamw(), m.total);
+  m.sync("reading the parameters and optimizer state");
+  const size_t bytes = size_t(m.total) * 4;
+  params.resize(size_t(m.total));
+  std::vector<Arena *> arenas = m.stateArenas();
+  auto buffers = optimizer.stateBuffers();
+  if (bytes) {
+    m.params->download(0, params.data(), bytes, "reading the parameters");
+    for (size_t i = 0; i < arenas.size(); ++i)
+      arenas[i]->download(0, buffers[i].values->data(), bytes, "reading the optimizer state");
+  }
+  optimizer.setStepCount(m.steps);
+}
+
+namespace {
+
+/// The output of @forward named `name`, or nullptr.
+const ProgramOutput *outputNamed(const Program &p, const char *name) {
+  for (const ProgramOutput &out : p.outputs)
+    if (!out.isGrad() && out.name == name)
+      return &out;
+  return nullptr;
+}
+
+constexpr size_t kEvalResultBytes = size_t(64) << 20; // page-locked losses + logits per wait
+
+} // namespace
+
+EvalResult DeviceModel::evaluate(const DataSet &data, int64_t batch) {
+  Impl &m = *impl_;
+  const auto start = std::chrono::steady_clock::now();
+  if (batch < 1)
+    throw Error(fmt::format("evaluation batch must be >= 1, got {}", batch));
+  const int64_t count = data.count(Split::Test);
+  if (count == 0)
+    throw Error("evaluation: the test split is empty");
+  const Program &p = m.program("forward");
+  const ProgramOutput *loss = outputNamed(p, "loss");
+  if (!loss || p.values[loss->value].dtype != DType::F32 ||
+      ref::shapeNumel(p.values[loss->value].shape) != 1)
+    throw Error("evaluation: the forward program has no scalar \"loss\" output");
+  // Accuracy as stringrt::evaluate() has it: argmax of [rows, classes] logits.
+  const ProgramOutput *logits = outputNamed(p, "logits");
+  int64_t classes = 0;
+  if (!data.isText() && logits && p.values[logits->value].dtype == DType::F32 &&
+      p.values[logits->value].shape.size() == 2 && p.values[logits->value].shape[1] > 0)
+    classes = p.values[logits->value].shape[1];
+  if (m.manifest.inputs.size() < 2 && classes > 0)
+    throw Error("evaluation: accuracy needs the labels as the second input");
+
+  const int64_t batches = (count + batch - 1) / batch;
+  const int64_t perBatch = 1 + batch * classes; // floats: the loss, then the logits
+  const int64_t chunk =
+      std::max<int64_t>(1, int64_t(kEvalResultBytes / 4) / perBatch); // batches per wait
+  PinnedFloats results(size_t(std::min(chunk, batches) * perBatch));
+  auto inputsOf = [&](const Batch &hb) {
+    std::map<std::string, HostTensor> inputs;
+    for (size_t i = 0; i < m.manifest.inputs.size() && i < hb.tensors.size(); ++i) {
+      const BatchTensor &t = hb.tensors[i];
+      inputs[m.manifest.inputs[i].name] = t.dtype == DType::F32
+                                              ? HostTensor(t.f32.data(), t.shape)
+                                              : HostTensor(t.i32.data(), t.shape);
+    }
+    return inputs;
+  };
+  auto rangeOf = [&](int64_t i) {
+    return data.range(Split::Test, i * batch, std::min(count, (i + 1) * batch));
+  };
+
+  double lossSum = 0;
+  int64_t correct = 0;
+  for (int64_t first = 0; first < batches; first += chunk) {
+    const int64_t last = std::min(batches, first + chunk);
+    std::vector<int64_t> rows;
+    std::vector<std::vector<int32_t>> labels;
+    Batch current = rangeOf(first);
+    m.stage(inputsOf(current), m.evalStaging.get());
+    for (int64_t i = first; i < last; ++i) {
+      const int64_t n = current.size;
+      rows.push_back(n);
+      if (classes > 0)
+        labels.push_back(current.tensors[1].i32);
+      const std::string where = fmt::format("evaluation batch {}", i + 1);
+      BatchBuffers &b = m.buffersFor("forward", n);
+      m.consumeStaged(b, "forward", m.evalStaging.get());
+      m.runMaybeGraphed(b, [&] { m.walk("forward", b, n); }, "evaluation batch", where);
+      float *slot = results.data() + (i - first) * perBatch;
+      m.copyBack(slot, m.address(b, loss->value), 4, "copying the evaluation loss back");
+      if (classes > 0) {
+        const uint64_t bytes = uint64_t(n * classes) * 4;
+        if (b.placement.values[logits->value].bytes != bytes)
+          throw Error("evaluation: the logits have the wrong size");
+        m.copyBack(slot + 1, m.address(b, logits->value), bytes,
+                   "copying the evaluation logits back");
+      }
+      if (i + 1 < last) { // prepared and uploaded while batch i computes
+        current = rangeOf(i + 1);
+        m.stage(inputsOf(current), m.evalStaging.get());
+      }
+    }
+    m.sync("evaluation");
+    for (int64_t i = first; i < last; ++i) {
+      const float *slot = results.data() + (i - first) * perBatch;
+      const int64_t n = rows[size_t(i - first)];
+      lossSum += double(slot[0]) * double(n);
+      if (classes > 0)
+        correct += countCorrect(slot + 1, labels[size_t(i - first)].data(), n, classes);
+    }
+  }
+  EvalResult result;
+  result.examples = count;
+  result.loss = lossSum / double(count);
+  if (classes > 0)
+    result.accuracy = double(correct) / double(count);
+  if (data.isText())
+    result.perplexity = std::exp(result.loss);
+  result.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return result;
 }
 
 std::vector<float> DeviceModel::parameters() const {

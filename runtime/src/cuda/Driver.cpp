@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <cstdlib>
 #include <dlfcn.h>
 #include <type_traits>
 
@@ -19,10 +20,14 @@ struct Loaded {
 
 Loaded load() {
   Loaded loaded;
-  void *library = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  // STRINGRT_CUDA_DRIVER: another library with the driver API (the host
+  // emulator of tests/cuda/emulate, docs/cuda.md "Emulator").
+  const char *named = std::getenv("STRINGRT_CUDA_DRIVER");
+  const std::string path = named && *named ? named : "libcuda.so.1";
+  void *library = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!library) {
     const char *error = dlerror();
-    loaded.why = fmt::format("the CUDA driver library libcuda.so.1 cannot be loaded ({})",
+    loaded.why = fmt::format("the CUDA driver library {} cannot be loaded ({})", path,
                              error ? error : "unknown reason");
     return loaded;
   }
@@ -71,6 +76,11 @@ Loaded load() {
   get(a.graphLaunch, "cuGraphLaunch");
   get(a.graphExecDestroy, "cuGraphExecDestroy");
   get(a.graphDestroy, "cuGraphDestroy");
+  get(a.eventCreate, "cuEventCreate");
+  get(a.eventRecord, "cuEventRecord");
+  get(a.streamWaitEvent, "cuStreamWaitEvent");
+  get(a.eventSynchronize, "cuEventSynchronize");
+  get(a.eventDestroy, "cuEventDestroy_v2");
   get(a.getErrorName, "cuGetErrorName");
   get(a.getErrorString, "cuGetErrorString");
   if (missing)

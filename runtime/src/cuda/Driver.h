@@ -46,6 +46,12 @@ struct Api {
   decltype(&::cuGraphLaunch) graphLaunch;
   decltype(&::cuGraphExecDestroy) graphExecDestroy;
   decltype(&::cuGraphDestroy) graphDestroy;
+  // Events: the batch upload on a second stream (DeviceExecutor's staging).
+  decltype(&::cuEventCreate) eventCreate;
+  decltype(&::cuEventRecord) eventRecord;
+  decltype(&::cuStreamWaitEvent) streamWaitEvent;
+  decltype(&::cuEventSynchronize) eventSynchronize;
+  decltype(&::cuEventDestroy) eventDestroy;
   decltype(&::cuGetErrorName) getErrorName;
   decltype(&::cuGetErrorString) getErrorString;
 };

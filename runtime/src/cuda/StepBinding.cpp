@@ -98,15 +98,26 @@ ScratchLayout scratchLayout(const CudaOpSteps &steps, int64_t batch) {
   return layout;
 }
 
+ConstantLayout constantLayout(const CudaSection &section) {
+  ConstantLayout layout;
+  for (const CudaConstant &constant : section.constants) {
+    layout.offsets.push_back(layout.bytes);
+    layout.bytes += alignUp(uint64_t(constant.size()) * 4);
+  }
+  return layout;
+}
+
 namespace {
 
 uint64_t pointerOf(const CudaArg &arg, const OpPointers &p, const std::string &where) {
-  const std::vector<uint64_t> &list = arg.kind == CudaArgKind::Operand  ? p.operands
-                                      : arg.kind == CudaArgKind::Result ? p.results
-                                                                        : p.scratch;
-  const char *kind = arg.kind == CudaArgKind::Operand  ? "operand"
-                     : arg.kind == CudaArgKind::Result ? "result"
-                                                       : "scratch";
+  const std::vector<uint64_t> &list = arg.kind == CudaArgKind::Operand   ? p.operands
+                                      : arg.kind == CudaArgKind::Result  ? p.results
+                                      : arg.kind == CudaArgKind::Scratch ? p.scratch
+                                                                         : p.constants;
+  const char *kind = arg.kind == CudaArgKind::Operand   ? "operand"
+                     : arg.kind == CudaArgKind::Result  ? "result"
+                     : arg.kind == CudaArgKind::Scratch ? "scratch"
+                                                        : "constant";
   if (arg.index < 0 || size_t(arg.index) >= list.size())
     throw Error(fmt::format("{}: {} {} out of range ({} bound)", where, kind, arg.index,
                             list.size()));
@@ -155,6 +166,7 @@ BoundLaunch bindLaunch(const CudaSection &section, const CudaLaunch &launch,
     case CudaArgKind::Operand:
     case CudaArgKind::Result:
     case CudaArgKind::Scratch:
+    case CudaArgKind::Constant:
       bound.args.push_back(KernelArg::pointer(pointerOf(arg, pointers, argWhere)));
       break;
     case CudaArgKind::I64:
@@ -190,7 +202,13 @@ int64_t checkProgramSteps(const Manifest &manifest, const CudaSection &section,
   ProgramPlacement placement = placeValues(manifest, program, name, batch);
   // Fake, disjoint region bases: only extents are checked.
   const uint64_t base[4] = {0, uint64_t(1) << 40, uint64_t(2) << 40, uint64_t(3) << 40};
-  const uint64_t scratchBase = uint64_t(4) << 40;
+  const uint64_t scratchBase = uint64_t(4) << 40, constantBase = uint64_t(5) << 40;
+  ConstantLayout constants = constantLayout(section);
+  std::vector<uint64_t> constantAddresses, constantBytes;
+  for (size_t c = 0; c < section.constants.size(); ++c) {
+    constantAddresses.push_back(constantBase + constants.offsets[c]);
+    constantBytes.push_back(uint64_t(section.constants[c].size()) * 4);
+  }
   auto addressOf = [&](ValueId v) -> uint64_t {
     const ValuePlace &place = placement.values[v];
     return place.bytes ? base[int(place.region)] + place.offset : 0;
@@ -205,6 +223,7 @@ int64_t checkProgramSteps(const Manifest &manifest, const CudaSection &section,
       throw Error(fmt::format("{} op {} ({}) has no GPU steps", name, i, op.op));
     const CudaOpSteps &opSteps = steps->ops[next++];
     OpPointers pointers;
+    pointers.constants = constantAddresses;
     std::vector<uint64_t> operandBytes, resultBytes, scratchBytes;
     for (ValueId v : op.operands) {
       pointers.operands.push_back(addressOf(v));
@@ -221,9 +240,10 @@ int64_t checkProgramSteps(const Manifest &manifest, const CudaSection &section,
       scratchBytes.push_back(bytes);
     }
     auto extent = [&](const CudaArg &arg) -> uint64_t {
-      const std::vector<uint64_t> &bytes = arg.kind == CudaArgKind::Operand  ? operandBytes
-                                           : arg.kind == CudaArgKind::Result ? resultBytes
-                                                                             : scratchBytes;
+      const std::vector<uint64_t> &bytes = arg.kind == CudaArgKind::Operand   ? operandBytes
+                                           : arg.kind == CudaArgKind::Result  ? resultBytes
+                                           : arg.kind == CudaArgKind::Scratch ? scratchBytes
+                                                                              : constantBytes;
       return bytes.at(size_t(arg.index));
     };
     for (size_t l = 0; l < opSteps.launches.size(); ++l) {

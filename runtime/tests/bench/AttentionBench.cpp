@@ -1,13 +1,15 @@
 // stringrt_attention_bench: times the generated fused RoPE attention kernels
-// (compiler/lib/GPU/AttentionKernels.cpp) alone on the GPU, forward and
-// forward + backward, launched as the op lowerings launch them, and prints
-// one line of TFLOP/s for tests/bench/gpu_attention.py to set beside
-// PyTorch's scaled_dot_product_attention plus a separate RoPE.
+// (compiler/lib/GPU/AttentionKernels.cpp, f32 FMA; AttentionMmaKernels.cpp,
+// bf16 tensor cores) alone on the GPU, forward and forward + backward,
+// launched as the op lowerings launch them, and prints one line of TFLOP/s
+// for tests/bench/gpu_attention.py to set beside PyTorch's
+// scaled_dot_product_attention plus a separate RoPE.
 //
-//   stringrt_attention_bench KERNELS.pkg BATCH TOKENS HEADS HEAD_DIM [ITERS]
+//   stringrt_attention_bench KERNELS.pkg BATCH TOKENS HEADS HEAD_DIM [ITERS [fp32|bf16]]
 //
 // KERNELS.pkg: tests/cuda/kernels.pe compiled with --target=cuda
-// --gpu-all-kernels (scripts/gpu_packages.sh writes gpu/kernels.pkg).
+// --gpu-all-kernels --gpu-precision=bf16 (scripts/gpu_packages.sh writes
+// gpu/kernels.pkg), which has the kernels of both precisions.
 // FLOPs are counted as FlashAttention does: forward 4 B H T^2 Dh (the two
 // products), backward 2.5 times the forward. Exit 3 without a GPU.
 #include "stringrt/Error.h"
@@ -63,12 +65,19 @@ std::vector<float> ropeTable(int64_t T, int64_t D) {
 
 int main(int argc, char **argv) {
   if (argc < 6) {
-    std::fprintf(stderr, "usage: %s KERNELS.pkg BATCH TOKENS HEADS HEAD_DIM [ITERS]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s KERNELS.pkg BATCH TOKENS HEADS HEAD_DIM [ITERS [fp32|bf16]]\n",
+                 argv[0]);
     return 2;
   }
   const int64_t B = std::atoll(argv[2]), T = std::atoll(argv[3]), H = std::atoll(argv[4]),
                 Dh = std::atoll(argv[5]);
   const int iters = argc > 6 ? std::atoi(argv[6]) : 50;
+  const std::string precision = argc > 7 ? argv[7] : "fp32";
+  const bool bf16 = precision == "bf16";
+  if (precision != "fp32" && !bf16) {
+    std::fprintf(stderr, "bad precision '%s': fp32 or bf16\n", precision.c_str());
+    return 2;
+  }
   if (B < 1 || T < 1 || H < 1 || (Dh != 16 && Dh != 32 && Dh != 64) || iters < 1) {
     std::fprintf(stderr, "bad shape: B, T, H >= 1 and HEAD_DIM 16, 32 or 64\n");
     return 2;
@@ -99,19 +108,25 @@ int main(int argc, char **argv) {
                    stats = buffers.put(std::vector<float>(size_t(2 * B * H * T), 0.0f));
 
     using KA = KernelArg;
-    const int64_t rows = Dh > 32 ? 32 : 64;
+    // Rows per block: the f32 kernels' (AttentionKernels.cpp), or 4 warps of
+    // 16 for the tensor-core kernels.
+    const int64_t rows = bf16 ? 64 : Dh > 32 ? 32 : 64;
     const std::array<int64_t, 3> grid = {B * H, (T + rows - 1) / rows, 1};
     const std::vector<KA> inputs = {KA::pointer(q), KA::pointer(k), KA::pointer(v),
                                     KA::pointer(table)};
     const std::vector<KA> sizes = {KA::integer(T), KA::integer(D), KA::integer(H),
                                    KA::integer(T), KA::real(float(1.0 / std::sqrt(double(Dh))))};
+    const std::string family = bf16 ? "pe_rope_attention_mma" : "pe_rope_attention";
     const std::string suffix = "_d" + std::to_string(Dh);
+    if (!package.cuda()->find(family + suffix))
+      throw Error(std::string(argv[1]) + " has no kernel " + family + suffix +
+                  (bf16 ? " (compile kernels.pe with --gpu-precision=bf16)" : ""));
     auto call = [&](const std::string &part, std::vector<KA> front, std::vector<KA> middle) {
       std::vector<KA> args = std::move(front);
       args.insert(args.end(), inputs.begin(), inputs.end());
       args.insert(args.end(), middle.begin(), middle.end());
       args.insert(args.end(), sizes.begin(), sizes.end());
-      kernels.launch("pe_rope_attention" + part + suffix, args, "attention bench", &grid);
+      kernels.launch(family + part + suffix, args, "attention bench", &grid);
     };
     auto forward = [&] { call("", {KA::pointer(y)}, {}); };
     auto backward = [&] {
@@ -138,9 +153,10 @@ int main(int argc, char **argv) {
     };
     const double fwdFlops = 4.0 * double(B * H) * double(T) * double(T) * double(Dh);
     const double fwd = seconds(false), both = seconds(true);
-    std::printf("stringc rope_attention B=%lld T=%lld H=%lld Dh=%lld: forward %.4f ms %.2f "
+    std::printf("stringc rope_attention %s B=%lld T=%lld H=%lld Dh=%lld: forward %.4f ms %.2f "
                 "TFLOP/s, forward+backward %.4f ms %.2f TFLOP/s (%s)\n",
-                static_cast<long long>(B), static_cast<long long>(T), static_cast<long long>(H),
+                precision.c_str(), static_cast<long long>(B), static_cast<long long>(T),
+                static_cast<long long>(H),
                 static_cast<long long>(Dh), fwd * 1e3, fwdFlops / fwd / 1e12, both * 1e3,
                 3.5 * fwdFlops / both / 1e12, device->name().c_str());
     return 0;

@@ -42,9 +42,10 @@ protected:
               const std::array<int64_t, 3> *grid) override {
     kernels->launch(kernel, args, kernel, grid);
   }
-  void run(bool backward, bool (*pick)(const Case &)) {
+  void run(bool backward, bool (*pick)(const Case &),
+           const std::vector<Case> &cases = allCases()) {
     int ran = 0;
-    for (const Case &c : allCases()) {
+    for (const Case &c : cases) {
       if (!pick(c))
         continue;
       next = 0; // a case's buffers start at the arena's start
@@ -73,6 +74,22 @@ TEST_F(GpuAttention, RopeForwardMatchesReference) { run(false, rope); }
 TEST_F(GpuAttention, RopeBackwardMatchesReference) { run(true, rope); }
 TEST_F(GpuAttention, RelativeForwardMatchesReference) { run(false, relative); }
 TEST_F(GpuAttention, RelativeBackwardMatchesReference) { run(true, relative); }
+// The tensor-core kernels (--gpu-precision=bf16), in the test package when
+// it was compiled with that precision (as the build and gpu_packages.sh do).
+bool any(const Case &) { return true; }
+TEST_F(GpuAttention, Bf16ForwardMatchesReference) {
+  ASSERT_NE(package->cuda()->find("pe_attention_mma_d16"), nullptr)
+      << "the test package has no tensor-core kernels: compile tests/cuda/kernels.pe with "
+         "--gpu-all-kernels --gpu-precision=bf16";
+  run(false, any, bf16Cases());
+}
+TEST_F(GpuAttention, Bf16BackwardMatchesReference) {
+  ASSERT_NE(package->cuda()->find("pe_attention_mma_grad_dq_d16"), nullptr)
+      << "the test package has no tensor-core kernels: compile tests/cuda/kernels.pe with "
+         "--gpu-all-kernels --gpu-precision=bf16";
+  run(true, any, bf16Cases());
+}
+
 TEST_F(GpuAttention, SkipGathersMatchReference) {
   run(false, skip);
   run(true, skip);

@@ -35,15 +35,16 @@ const char *kPtx = ".version 8.0\n.target sm_90\n.visible .entry k(\n.param .u64
 const char *kSteps = R"({"forward": [], "gradients": [{"op": 7, "scratch": [],
     "launches": [{"kernel": "k", "args": [{"result": 0}, {"operand": 0}, {"i64": [3, 0]}]}]}]})";
 
-std::string section(const std::string &kernelFields = "", const std::string &steps = kSteps) {
+std::string section(const std::string &kernelFields = "", const std::string &steps = kSteps,
+                    const std::string &constants = "[]") {
   std::string fields = kernelFields.empty()
                            ? R"("name": "k", "op": "pe.sum_to", "params": ["ptr", "ptr", "i64"],
          "grid": "elements", "block": [256, 1], "ptx": "ptx.k", "cubin": "cubin.k",
          "uses": [{"program": "gradients", "op": 7}])"
                            : kernelFields;
-  return R"({"arch": "sm_90", "kernels": [{)" + fields + R"(}],
+  return R"({"arch": "sm_90", "precision": "fp32", "kernels": [{)" + fields + R"(}],
     "coverage": {"ops": 5, "with_kernel": 1, "without_kernel": {"forward": ["pe.linear"]}},
-    "steps": )" + steps + "}";
+    "steps": )" + steps + R"(, "constants": )" + constants + "}";
 }
 
 // The section with gradients op 7's entry replaced by `entry` (JSON object).
@@ -192,6 +193,22 @@ TEST_F(CudaSectionTest, RejectsMalformedSections) {
                  "needs 1 i64 and a pointer parameter");
 }
 
+// "precision" (stringc --gpu-precision) is fp32 or bf16; anything else is refused.
+TEST_F(CudaSectionTest, ReadsThePrecision) {
+  std::string bf16 = section();
+  bf16.replace(bf16.find("\"fp32\""), 6, "\"bf16\"");
+  const Package package = Package::load(write(bf16));
+  ASSERT_NE(package.cuda(), nullptr);
+  EXPECT_EQ(package.cuda()->precision, "bf16");
+  EXPECT_EQ(Package::load(write(section())).cuda()->precision, "fp32");
+  std::string fp16 = section();
+  fp16.replace(fp16.find("\"fp32\""), 6, "\"fp16\"");
+  expectRejected(write(fp16), "cuda.precision \"fp16\" is not a GPU precision (fp32 or bf16)");
+  std::string missing = section();
+  missing.erase(missing.find("\"precision\": \"fp32\", "), 21);
+  expectRejected(write(missing), "missing key \"precision\"");
+}
+
 TEST_F(CudaSectionTest, RejectsUsesThatDoNotMatchTheManifest) {
   // gradients op 2 (pe.linear) has no steps launching k.
   expectRejected(write(section(R"("name": "k", "op": "pe.sum_to", "params": ["ptr", "ptr", "i64"],
@@ -266,11 +283,88 @@ TEST_F(CudaSectionTest, RejectsCorruptSteps) {
   std::string badPointer = gemm;
   badPointer.replace(badPointer.find(R"({"operand": 0})"), 14, R"({"i64": [0, 1]})");
   expectRejected(write(withStep(step("7", "[" + std::string(R"({"kernel": "k", "args": [{"result": 0}, {"operand": 0}, {"i64": [0, 3]}]}, {"gemm": {)") + badPointer + R"(, "beta": 0}}])"))),
-                 "gemm.a must be an operand, result or scratch buffer");
+                 "gemm.a must be an operand, result, scratch buffer or constant");
   std::string badFlag = gemm;
   badFlag.replace(badFlag.find(R"("trans_a": false)"), 16, R"("trans_a": 0)");
   expectRejected(write(withStep(step("7", "[" + std::string(R"({"kernel": "k", "args": [{"result": 0}, {"operand": 0}, {"i64": [0, 3]}]}, {"gemm": {)") + badFlag + R"(, "beta": 0}}])"))),
                  "gemm.trans_a must be true or false");
+}
+
+// A kernel k (ptr, ptr, ptr, i64) for gradients op 7 reading two constant
+// arrays through `args` 1 and 2.
+std::string constantsKernel() { return kernelWith(R"(["ptr", "ptr", "ptr", "i64"])", "elements"); }
+std::string constantSteps(const std::string &first, const std::string &second) {
+  return R"({"forward": [], "gradients": [{"op": 7, "scratch": [], "launches": [
+      {"kernel": "k", "args": [{"result": 0}, )" + first + ", " + second +
+         R"(, {"i64": [3, 0]}]}]}]})";
+}
+const char *kTwoConstants =
+    R"([{"type": "i32", "values": [4, -1, 2147483647]}, {"type": "f32", "values": [0.5, -3]}])";
+
+TEST_F(CudaSectionTest, LoadsConstantArrays) {
+  Package package = Package::load(
+      write(section(constantsKernel(), constantSteps(R"({"constant": 0})", R"({"constant": 1})"),
+                    kTwoConstants)));
+  const CudaSection &cuda = *package.cuda();
+  ASSERT_EQ(cuda.constants.size(), 2u);
+  EXPECT_EQ(cuda.constants[0].dtype, DType::I32);
+  EXPECT_EQ(cuda.constants[0].i32, (std::vector<int32_t>{4, -1, 2147483647}));
+  EXPECT_EQ(cuda.constants[0].size(), 3u);
+  EXPECT_EQ(cuda.constants[1].dtype, DType::F32);
+  EXPECT_EQ(cuda.constants[1].f32, (std::vector<float>{0.5f, -3.0f}));
+  EXPECT_EQ(cuda.constants[1].data(), static_cast<const void *>(cuda.constants[1].f32.data()));
+  const CudaLaunch &launch = cuda.stepsOf("gradients")->ops[0].launches[0];
+  EXPECT_EQ(launch.args[1].kind, CudaArgKind::Constant);
+  EXPECT_EQ(launch.args[1].index, 0);
+  EXPECT_TRUE(launch.args[1].isPointer());
+  EXPECT_EQ(launch.args[2].index, 1);
+  // The section of a package without index tables has none.
+  EXPECT_TRUE(Package::load(write(section())).cuda()->constants.empty());
+}
+
+TEST_F(CudaSectionTest, RejectsCorruptConstants) {
+  const std::string both = constantSteps(R"({"constant": 0})", R"({"constant": 1})");
+  auto withConstants = [&](const std::string &constants, const std::string &steps) {
+    return write(section(constantsKernel(), steps, constants));
+  };
+  std::string noKey = section();
+  noKey.erase(noKey.rfind(R"(, "constants")"));
+  expectRejected(write(noKey + "}"), "the cuda section: missing key \"constants\"");
+  expectRejected(withConstants(R"({"type": "i32"})", both), "cuda.constants must be an array");
+  expectRejected(withConstants(R"([{"type": "i64", "values": [1]}, {"type": "f32", "values": [1]}])", both),
+                 "cuda.constants[0].type must be \"i32\" or \"f32\", got \"i64\"");
+  expectRejected(withConstants(R"([{"type": "i32", "values": []}, {"type": "f32", "values": [1]}])", both),
+                 "cuda.constants[0].values must hold 1 to 67108864 values, got 0");
+  expectRejected(withConstants(R"([{"type": "i32", "values": [1]}, {"type": "f32"}])", both),
+                 "cuda.constants[1]: missing key \"values\"");
+  expectRejected(
+      withConstants(R"([{"type": "i32", "values": [1], "count": 1}, {"type": "f32", "values": [1]}])", both),
+      "cuda.constants[0]: unknown key \"count\"");
+  expectRejected(withConstants(R"([{"type": "i32", "values": [0, 2147483648]}, {"type": "f32", "values": [1]}])", both),
+                 "cuda.constants[0].values[1] must be an integer in [-2147483648, 2147483647]");
+  expectRejected(withConstants(R"([{"type": "i32", "values": [1.5]}, {"type": "f32", "values": [1]}])", both),
+                 "cuda.constants[0].values[0] must be an integer");
+  expectRejected(withConstants(R"([{"type": "i32", "values": [1]}, {"type": "f32", "values": [1, 1e39]}])", both),
+                 "cuda.constants[1].values[1] must be a finite f32");
+  expectRejected(withConstants(R"([{"type": "i32", "values": [1]}, {"type": "f32", "values": ["x"]}])", both),
+                 "cuda.constants[1].values[0] must be a number");
+  // Arguments: in range, and every array read.
+  expectRejected(withConstants(kTwoConstants, constantSteps(R"({"constant": 0})", R"({"constant": 2})")),
+                 "cuda.steps.gradients op 7 (pe.sum_to) launch 0.args[2] (constant of "
+                 "cuda.constants) must be an integer in [0, 1]");
+  expectRejected(withConstants("[]", both),
+                 "launch 0.args[1]: the package has no constant arrays (cuda.constants is empty)");
+  expectRejected(withConstants(kTwoConstants, constantSteps(R"({"constant": 0})", R"({"constant": 0})")),
+                 "cuda.constants[1] is read by no launch");
+  expectRejected(withConstants(kTwoConstants, constantSteps(R"({"constant": 0})", R"({"i64": [0, 1]})")),
+                 "launch 0.args[2]: kernel k parameter 2 is ptr");
+  // A GEMM reads constants but never writes one.
+  const std::string gemm = R"({"forward": [], "gradients": [{"op": 7, "scratch": [], "launches": [{"gemm": {
+      "a": {"constant": 0}, "b": {"constant": 1}, "c": {"constant": 1},
+      "m": [0, 1], "n": [0, 1], "k": [0, 1], "count": [0, 1], "stride_a": [0, 0],
+      "stride_b": [0, 0], "stride_c": [0, 0], "trans_a": false, "trans_b": false,
+      "alpha": 1, "beta": 0}}, {"kernel": "k", "args": [{"result": 0}, {"constant": 0}, {"constant": 1}, {"i64": [3, 0]}]}]}]})";
+  expectRejected(withConstants(kTwoConstants, gemm), "launch 0.gemm.c: a GEMM cannot write a constant array");
 }
 
 TEST_F(CudaSectionTest, RejectsMissingOrStrayBinaries) {

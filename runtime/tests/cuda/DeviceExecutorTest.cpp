@@ -2,7 +2,7 @@
 // launches for dense layers (compiler/lib/GPU/LinearKernels.cpp):
 //
 // - refusals that need no GPU: a package whose programs have ops without
-//   steps (the error names them), an SGD optimizer;
+//   steps (the error names them), a package without its optimizer's kernel;
 // - on a GPU (skipped without one): pe_add_bias and the two-stage
 //   pe_column_sum against host sums, the strided-batched GEMM against a host
 //   GEMM, and, with STRINGRT_CUDA_VIT_PACKAGE naming a package of
@@ -87,13 +87,16 @@ TEST_F(DeviceExecutorRefusals, NamesTheOpsWithoutSteps) {
                          "pe.cross_entropy_grad (gradients), pe.linear_grad_weight (gradients)"}));
 }
 
-TEST_F(DeviceExecutorRefusals, TrainsWithAdamWOnly) {
-  Manifest manifest = load("sgd");
+TEST_F(DeviceExecutorRefusals, NeedsTheOptimizersKernel) {
   CudaSection section;
   section.steps = {stepsFor("forward", {2, 3}), stepsFor("gradients", {2, 3, 5, 6, 7})};
   std::vector<float> params(15, 0.0f);
-  EXPECT_TRUE(failsWith([&] { cuda::DeviceModel model(manifest, section, params); }, "",
-                        {"trains with adamw only"}));
+  for (const char *kind : {"sgd", "adamw"}) {
+    Manifest manifest = load(kind);
+    std::string kernel = std::string(kind) == "sgd" ? "pe_sgd" : "pe_adamw";
+    EXPECT_TRUE(failsWith([&] { cuda::DeviceModel model(manifest, section, params); }, "",
+                          {"the package has no kernel " + kernel, "compile it again"}));
+  }
 }
 
 // ---------------------------------------------------------------------------

@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 
@@ -158,6 +159,40 @@ TEST(StepBinding, RejectsBadBindings) {
                         {"operand 1 has no device address"}));
 }
 
+TEST(StepBinding, BindsConstantArrays) {
+  CudaSection section = sectionWithKernel(CudaGridRule::Elements);
+  CudaLaunch l = kernelLaunch();
+  l.args[1] = {CudaArgKind::Constant, 1, {}, 0};
+  OpPointers pointers{{0x1000, 0x2000}, {0x3000}, {0x4000}, {0x5000, 0x6000}};
+  BoundLaunch b = cuda::bindLaunch(section, l, pointers, 2, "forward op 4");
+  EXPECT_EQ(b.args[1].kind, CudaParamKind::Ptr);
+  EXPECT_EQ(b.args[1].ptr, 0x6000u);
+  l.args[1].index = 2;
+  EXPECT_TRUE(failsWith([&] { cuda::bindLaunch(section, l, pointers, 2, "forward op 4"); }, "",
+                        {"forward op 4: kernel k argument 1: constant 2 out of range (2 bound)"}));
+  l.args[1].index = 0;
+  OpPointers unplaced{{0x1000, 0x2000}, {0x3000}, {0x4000}, {0, 0x6000}};
+  EXPECT_TRUE(failsWith([&] { cuda::bindLaunch(section, l, unplaced, 2, "op"); }, "",
+                        {"constant 0 has no device address"}));
+}
+
+TEST(StepBinding, LaysOutConstantsAligned) {
+  CudaSection section;
+  CudaConstant ints;
+  ints.i32 = {1, 2, 3};
+  CudaConstant reals;
+  reals.dtype = DType::F32;
+  reals.f32.assign(100, 0.5f);
+  section.constants = {ints, reals, ints};
+  cuda::ConstantLayout layout = cuda::constantLayout(section);
+  ASSERT_EQ(layout.offsets.size(), 3u);
+  EXPECT_EQ(layout.offsets[0], 0u);
+  EXPECT_EQ(layout.offsets[1], 256u); // 12 bytes rounded up to 256
+  EXPECT_EQ(layout.offsets[2], 768u); // 400 bytes rounded up to 512
+  EXPECT_EQ(layout.bytes, 1024u);
+  EXPECT_EQ(cuda::constantLayout(CudaSection{}).bytes, 0u);
+}
+
 TEST(StepBinding, EvaluatesExplicitGridsWithinTheDeviceLimits) {
   CudaSection section = sectionWithKernel(CudaGridRule::Explicit);
   OpPointers pointers{{0x1000, 0x2000}, {0x3000}, {0x4000}};
@@ -285,6 +320,39 @@ TEST(CompiledSteps, EveryLaunchBindsAtSeveralBatchSizes) {
   }
   if (checked == 0)
     GTEST_SKIP() << "neither STRINGRT_CUDA_TEST_PACKAGE nor STRINGRT_CUDA_VIT_PACKAGE names a package";
+}
+
+// Every example's package (STRINGRT_CUDA_EXAMPLE_PACKAGES: a directory of
+// examples/*.pe compiled with --target=cuda, built with the tests) has steps
+// for every op of both programs, and every launch binds at batch 1, 3 and
+// 128 with its GEMMs and constant arrays inside their buffers.
+TEST(CompiledSteps, EveryExamplePackageIsCoveredAndBinds) {
+  const char *dirPath = std::getenv("STRINGRT_CUDA_EXAMPLE_PACKAGES");
+  if (!dirPath || !*dirPath || !std::filesystem::is_directory(dirPath))
+    GTEST_SKIP() << "STRINGRT_CUDA_EXAMPLE_PACKAGES does not name a directory of example packages";
+  std::vector<std::string> paths;
+  for (const auto &entry : std::filesystem::directory_iterator(dirPath))
+    if (entry.path().extension() == ".pkg")
+      paths.push_back(entry.path().string());
+  std::sort(paths.begin(), paths.end());
+  EXPECT_EQ(paths.size(), 10u) << "one package per example";
+  for (const std::string &path : paths) {
+    SCOPED_TRACE(path);
+    Package package = Package::load(path);
+    ASSERT_NE(package.cuda(), nullptr);
+    for (const char *program : {"forward", "gradients"}) {
+      EXPECT_EQ(cuda::uncoveredOps(*package.cuda(), package.manifest().program(program), program),
+                std::vector<std::string>{})
+          << program;
+      for (int64_t batch : {1, 3, 128}) {
+        int64_t launches = 0;
+        ASSERT_NO_THROW(launches = cuda::checkProgramSteps(package.manifest(), *package.cuda(),
+                                                          program, batch))
+            << program << " at batch " << batch;
+        EXPECT_GT(launches, 0);
+      }
+    }
+  }
 }
 
 TEST(CompiledSteps, GemmsThatOverrunTheirBuffersAreCaught) {

@@ -33,6 +33,10 @@ struct CudaOptions {
   /// Also generate the kernels no op of the model uses (with no uses in the
   /// kernel table): every kernel the generator has, for testing it.
   bool allKernels = false;
+  /// The attention kernels' arithmetic: "fp32" (FMA) or "bf16" (tensor-core
+  /// mma.sync, bf16 operands and f32 accumulation; sm_80 and newer).
+  /// Recorded in the package's cuda section as "precision".
+  std::string precision = "fp32";
 };
 
 /// Compiles the pe training module `peTrain` (textual, with @forward and

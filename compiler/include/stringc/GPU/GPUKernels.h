@@ -75,6 +75,9 @@ struct KernelPlan {
   /// program order (StepProgram.h); free ops (pe.get_param, arith.constant)
   /// and uncovered ops have none.
   std::vector<std::pair<std::string, std::vector<OpSteps>>> steps;
+  /// The constant arrays of both programs' launches (LaunchArg::Constant
+  /// indexes this table; equal arrays are stored once).
+  std::vector<ConstantArray> constants;
 };
 
 /// Plans the step program of `module` (which must have @forward and
@@ -82,8 +85,10 @@ struct KernelPlan {
 /// launches. An op whose lowering breaks a kernel's signature is an error.
 /// The AdamW kernel is planned when the module's pe.optimizer is adamw.
 /// With `allKernels`, every kernel the generator has is planned, those that
-/// no op uses last and without uses.
-mlir::FailureOr<KernelPlan> planKernels(mlir::ModuleOp module, bool allKernels = false);
+/// no op uses last and without uses (the tensor-core kernels only with
+/// BF16). `precision` picks the attention kernels (StepProgram.h).
+mlir::FailureOr<KernelPlan> planKernels(mlir::ModuleOp module, bool allKernels = false,
+                                        GpuPrecision precision = GpuPrecision::F32);
 
 /// Builds a module (`gpu.container_module`) with one gpu.module per planned
 /// kernel, each targeted at `#nvvm.target<chip = arch>`, holding the kernel

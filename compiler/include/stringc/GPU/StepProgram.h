@@ -34,6 +34,28 @@ struct BatchAffine {
   int64_t at(int64_t batch) const { return perBatch * batch + constant; }
 };
 
+/// A read-only array an op's kernels index with (an attribute's index table:
+/// sparse_skew's support, pair_gather's index, offset_table's offsets): i32
+/// or f32 values, written into the package and uploaded to the device once,
+/// when the runtime's device model is created.
+struct ConstantArray {
+  enum class Type { I32, F32 };
+  Type type = Type::I32;
+  std::vector<int32_t> i32; // Type::I32
+  std::vector<float> f32;   // Type::F32
+
+  static ConstantArray ints(std::vector<int32_t> values) {
+    return {Type::I32, std::move(values), {}};
+  }
+  static ConstantArray floats(std::vector<float> values) {
+    return {Type::F32, {}, std::move(values)};
+  }
+  size_t size() const { return type == Type::I32 ? i32.size() : f32.size(); }
+  bool operator==(const ConstantArray &other) const {
+    return type == other.type && i32 == other.i32 && f32 == other.f32;
+  }
+};
+
 /// One argument of a launch.
 struct LaunchArg {
   enum class Kind {
@@ -42,6 +64,11 @@ struct LaunchArg {
     Scratch, // device pointer of the op's scratch buffer `index` (OpSteps::scratchBytes)
     I64,     // `integer` evaluated at the batch size
     F32,     // `real`
+    // Device pointer of constant array `index`: in a lowering's OpSteps, an
+    // index into OpSteps::constants; planKernels moves the arrays into the
+    // package's table (KernelPlan::constants, equal arrays once) and
+    // renumbers the argument to index that table.
+    Constant,
   };
   Kind kind = Kind::I64;
   int64_t index = 0;
@@ -54,6 +81,8 @@ struct LaunchArg {
   static LaunchArg i64(BatchAffine v) { return {Kind::I64, 0, v, 0.0f}; }
   static LaunchArg i64(int64_t v) { return {Kind::I64, 0, BatchAffine::fixed(v), 0.0f}; }
   static LaunchArg f32(float v) { return {Kind::F32, 0, {}, v}; }
+  static LaunchArg constant(int64_t k) { return {Kind::Constant, k, {}, 0.0f}; }
+  bool isPointer() const { return kind != Kind::I64 && kind != Kind::F32; }
 };
 
 /// A row-major strided-batched GEMM on cuBLAS, for i in [0, count):
@@ -104,7 +133,16 @@ struct OpSteps {
   int64_t op = -1; // index in the program's op list (the package numbering)
   std::vector<BatchAffine> scratchBytes;
   std::vector<Launch> launches;
+  /// The constant arrays the launches read (LaunchArg::constant); emptied by
+  /// planKernels, which moves them into the package's table.
+  std::vector<ConstantArray> constants;
 };
+
+/// The arithmetic of the attention kernels (stringc --gpu-precision):
+/// F32 FMA everywhere, or BF16 tensor-core MMA (bf16 operands, f32
+/// accumulation) for the attention ops that have MMA kernels.
+enum class GpuPrecision { F32, BF16 };
+const char *gpuPrecisionName(GpuPrecision precision); // "fp32", "bf16"
 
 /// How one pe op kind becomes launches. `lower` may decline an op it cannot
 /// serve (an attribute or shape the kernels do not support) by returning
@@ -113,6 +151,8 @@ struct OpSteps {
 struct OpLowering {
   std::string opName; // e.g. "pe.layer_norm"
   std::function<std::optional<OpSteps>(mlir::Operation &op)> lower;
+  /// A lowering for one precision only (the tensor-core kernels); none: any.
+  std::optional<GpuPrecision> onlyFor;
 };
 
 /// The number of elements of a ranked tensor type as perBatch * batch +

@@ -1,9 +1,9 @@
 // The device executor (docs/cuda.md, "The device executor"): runs the
 // programs of a "cuda" package on one GPU by walking the package's step
-// program (CudaSection::steps), and trains with AdamW and global-norm
-// clipping on the device.
+// program (CudaSection::steps), and trains with AdamW or SGD and
+// global-norm clipping on the device.
 //
-// Memory: the parameters, their gradients and the AdamW moments are flat
+// Memory: the parameters, their gradients and the optimizer state are flat
 // device buffers in manifest order (a pe.get_param result is a view into
 // the parameters); each program has, per batch size, one arena laid out by
 // the package's arena plan (the CPU executor's layout) and one buffer for
@@ -17,14 +17,24 @@
 // forms the clipping factor and launches AdamW (asynchronously: the next
 // step's synchronisation covers it).
 //
+// The optimizer is AdamW or SGD (pe_adamw / pe_sgd from the package). A
+// batch is staged first (stage(): uploaded on a second stream while the
+// previous step computes, BatchStaging.h) and copied into the program's
+// inputs when its step begins. Evaluation replays @forward (as a CUDA graph
+// per batch size) over the test split and synchronises once per evaluation.
+//
 // A package whose programs have ops without steps is refused, naming them.
 #pragma once
 
 #include "stringrt/CudaSection.h"
+#include "stringrt/Data.h"
 #include "stringrt/HostTensor.h"
 #include "stringrt/Manifest.h"
+#include "stringrt/Optimizer.h"
+#include "stringrt/Trainer.h"
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -43,6 +53,10 @@ struct DeviceOptions {
   // one launch instead of hundreds. When capture fails the executor says so
   // on stderr once and runs the steps without graphs.
   bool graphs = true;
+  // Upload each staged batch from page-locked memory on a second stream
+  // while the previous step computes (BatchStaging.h); off: on the compute
+  // stream when the step begins (for comparison: the results are the same).
+  bool overlapUpload = true;
 };
 
 class DeviceModel {
@@ -51,20 +65,50 @@ public:
   // buffer of Model::parameters(), manifest order). Throws Error when no
   // device can be used (cuda::unavailableReason()), when a program has ops
   // without steps ("... has no GPU steps for: pe.rope x2, ..."), or when the
-  // optimizer is not adamw.
+  // optimizer's kernel is missing from the package.
   DeviceModel(const Manifest &manifest, const CudaSection &section,
               const std::vector<float> &parameters, DeviceOptions options = {});
   ~DeviceModel();
+  // The refusals of the constructor that need no device (ops without steps,
+  // launches that do not bind, the optimizer's kernels missing): throws Error.
+  static void checkPackage(const Manifest &manifest, const CudaSection &section);
   DeviceModel(const DeviceModel &) = delete;
   DeviceModel &operator=(const DeviceModel &) = delete;
 
   const std::string &deviceName() const;
 
-  // One training step t = stepCount() + 1 of a run of `totalSteps`:
-  // gradients, global-norm clipping, AdamW (the formula of Optimizer.h).
-  // Returns the loss (before the update).
+  // Stages the batch the next trainStaged(), gradients() or forward() runs
+  // on (`inputs` may be reused when this returns). At most one batch is
+  // staged at a time.
+  void stage(const std::map<std::string, HostTensor> &inputs);
+  bool hasStagedBatch() const;
+
+  // One training step t = stepCount() + 1 of a run of `totalSteps` on the
+  // staged batch: gradients, global-norm clipping, the optimizer (AdamW or
+  // SGD, the formulas of Optimizer.h). `loss` is the loss before the update;
+  // when it is not finite the parameters are left alone. `whileComputing`,
+  // when given, runs on the host once the step's device work is queued and
+  // before waiting for it (stage the next batch there).
+  OptimizerStepInfo trainStaged(int64_t totalSteps, float &loss,
+                                const std::function<void()> &whileComputing = {});
+  // stage(inputs), then trainStaged; returns the loss.
   float trainStep(const std::map<std::string, HostTensor> &inputs, int64_t totalSteps);
   int64_t stepCount() const;
+
+  // The parameters and the optimizer state (its buffers and step count)
+  // from / into host copies, in the CPU optimizer's layout, so that
+  // checkpoints are the CPU trainer's (Checkpoint.h). `optimizer` must be of
+  // the package's kind over the manifest's parameters.
+  void setState(const std::vector<float> &params, const Optimizer &optimizer);
+  void getState(std::vector<float> &params, Optimizer &optimizer) const;
+
+  // stringrt::evaluate() on the device: @forward over the test split in
+  // batches of `batch` (the last may be smaller), each a CUDA graph replay
+  // from the second batch of a size on; the losses and logits come back
+  // asynchronously into page-locked memory and the host waits once (per 64
+  // MiB of logits), then sums the losses and counts the correct argmaxes in
+  // batch order exactly as the CPU does.
+  EvalResult evaluate(const DataSet &data, int64_t batch);
 
   // Runs @gradients alone: the loss and every trainable parameter's
   // gradient in its slot of the flat buffer (frozen slots 0), as

@@ -58,9 +58,19 @@ struct ScratchLayout {
 };
 ScratchLayout scratchLayout(const CudaOpSteps &steps, int64_t batch);
 
-// The device addresses an op's launches see.
+// Byte offsets of the section's constant arrays in one device buffer,
+// 256-byte aligned; `bytes` is the buffer's size. The device executor uploads
+// them there once, when the model is created.
+struct ConstantLayout {
+  std::vector<uint64_t> offsets;
+  uint64_t bytes = 0;
+};
+ConstantLayout constantLayout(const CudaSection &section);
+
+// The device addresses an op's launches see: its operands, results and
+// scratch buffers, and the section's constant arrays (the same for every op).
 struct OpPointers {
-  std::vector<uint64_t> operands, results, scratch;
+  std::vector<uint64_t> operands, results, scratch, constants;
 };
 
 // A GEMM with its sizes evaluated.

@@ -1,5 +1,5 @@
 """Prints a stringc package of target cuda as lines FileCheck can match:
-the target, the arch, each kernel (op, params, grid rule, block, uses), each
+the target, the arch, the precision, each kernel (op, params, grid rule, block, uses), each
 tensor (dtype and what its bytes start with) and the coverage."""
 import json
 import struct
@@ -13,6 +13,7 @@ meta = header.pop("__metadata__")
 print("target", meta["target"])
 cuda = json.loads(meta["cuda"])
 print("arch", cuda["arch"])
+print("precision", cuda["precision"])
 for k in cuda["kernels"]:
     uses = ",".join("%s:%d" % (u["program"], u["op"]) for u in k["uses"])
     print("kernel %s op %s params %s grid %s block %dx%d uses %s" % (

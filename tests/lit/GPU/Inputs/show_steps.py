@@ -5,6 +5,8 @@
   PROGRAM OP_INDEX OP_NAME: kernel NAME(ARGS) [grid X,Y,Z]
   PROGRAM OP_INDEX OP_NAME: gemm a=.. b=.. c=.. m=.. n=.. k=.. count=.. ...
 
+  constant K TYPE COUNT: FIRST_VALUES...   (the package's constant arrays)
+
 Sizes that depend on the batch print as `8B`, `8B+2`; others as numbers."""
 import json
 import struct
@@ -28,7 +30,7 @@ def affine(pair):
 
 def arg(a):
     (kind, value), = a.items()
-    if kind in ("operand", "result", "scratch"):
+    if kind in ("operand", "result", "scratch", "constant"):
         return "%s%d" % (kind, value)
     if kind == "i64":
         return affine(value)
@@ -54,3 +56,7 @@ for program in ("forward", "gradients"):
                 print("%s: kernel %s(%s)%s" % (
                     where, launch["kernel"], ", ".join(arg(a) for a in launch["args"]),
                     " grid " + ",".join(affine(d) for d in grid) if grid else ""))
+for k, constant in enumerate(cuda["constants"]):
+    values = constant["values"]
+    print("constant %d %s %d: %s" % (k, constant["type"], len(values),
+                                     " ".join("%g" % v for v in values[:12])))
