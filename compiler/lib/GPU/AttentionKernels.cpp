@@ -16,8 +16,8 @@
 //   tile's scores go to a per-thread column of shared memory, then the tile
 //   maximum rescales l and the accumulator once per tile. No score matrix is
 //   ever written to global memory.
-// - Masks: a key j is visible to query i when j < i + window (window = T for
-//   `none`, 1 for `causal`), so causal blocks stop at the key tile holding
+// - Masks: a key j is visible to query i when j <= i + lookahead (T - 1 for
+//   `none`, 0 for `causal`), so causal blocks stop at the key tile holding
 //   their last query and the dK/dV blocks start at the first query tile that
 //   can see their keys. `skip` masks have exactly one key per query: plain
 //   gather kernels (pe_attention_skip*), no softmax.
@@ -45,9 +45,9 @@
 // head dim other than 16 or a skip mask, and grids beyond the launch limits
 // are left uncovered.
 //
-// Integer parameters are >= 1 whenever there is work (KernelSet::launch skips
-// a launch with a zero i64 argument): the mask is the window (T or 1) and the
-// skip lag is passed as lag_end = skip_base + heads.
+// Integer parameters carry their natural values, 0 included (KernelSet::launch
+// skips only a launch whose grid has no block): the mask is the lookahead (0
+// or T - 1) and the skip gathers take skip_base itself.
 //
 //===----------------------------------------------------------------------===//
 #include "OpKernelUtil.h"
@@ -136,7 +136,7 @@ std::vector<std::pair<std::string, ParamKind>> kernelParams(Kind kind, Enc enc) 
   if (kind == Kind::DkDv || kind == Kind::Dq)
     params.push_back({"stats", P});
   params.insert(params.end(),
-                {{"tokens", I}, {"width", I}, {"heads", I}, {"window", I}, {"scale", F}});
+                {{"tokens", I}, {"width", I}, {"heads", I}, {"lookahead", I}, {"scale", F}});
   return params;
 }
 
@@ -163,7 +163,7 @@ int64_t sharedFloats(Kind kind, int64_t dh) {
 struct Block {
   KernelBuilder &k;
   int64_t dh, rows;
-  Value tokens, width, heads, window, scale;
+  Value tokens, width, heads, lookahead, scale;
   Value batchHeads, head, batch; // blockIdx.x = batch * heads + head; gridDim.x
   Value thread, row;             // threadIdx.x; tile * rows + thread
   Value tileStart;               // blockIdx.y * rows
@@ -179,9 +179,14 @@ struct Block {
   /// `token` clamped into [0, T) (loads stay in bounds for padding rows).
   Value clamp(Value token) { return minI(k, token, lastToken()); }
   Value inRange(Value token) { return cmpI(k, Pred::slt, token, tokens); }
-  /// Whether query `query` sees key `key`: key < query + window.
+  /// Whether query `query` sees key `key`: key <= query + lookahead.
   Value visible(Value query, Value key) {
-    return cmpI(k, Pred::slt, key, k.add(query, window));
+    return cmpI(k, Pred::sle, key, k.add(query, lookahead));
+  }
+  /// The end of the keys a block's queries see: past its last query (tileStart
+  /// + rows - 1) + lookahead nothing is visible.
+  Value keysEnd() {
+    return minI(k, tokens, k.add(k.add(tileStart, k.i64(rows)), lookahead));
   }
 };
 
@@ -202,7 +207,7 @@ struct Args {
 
 Block makeBlock(KernelBuilder &k, const Args &args, int64_t dh) {
   Block g{k, dh, rowsPerBlock(dh), args("tokens"), args("width"), args("heads"),
-          args("window"), args("scale"), {}, {}, {}, {}, {}, {}};
+          args("lookahead"), args("scale"), {}, {}, {}, {}, {}, {}};
   Value bh = k.blockId(gpu::Dimension::x);
   g.batchHeads = k.gridDim(gpu::Dimension::x);
   g.head = remU(k, bh, g.heads);
@@ -391,9 +396,7 @@ RowSoftmax forwardRow(Block &g, const Args &args, const OwnRow &q) {
   Value kTileMem = sharedArray(k, "attn_k_tile", kTile * g.dh);
   Value vTileMem = sharedArray(k, "attn_v_tile", kTile * g.dh);
   Value scores = sharedArray(k, "attn_scores", kTile * g.rows);
-  // Keys [0, keysEnd): past the block's last query + window nothing is visible.
-  Value keysEnd =
-      minI(k, g.tokens, k.add(k.add(g.tileStart, k.i64(g.rows - 1)), g.window));
+  Value keysEnd = g.keysEnd();
   const Value lowest = k.f32(-FLT_MAX), zero = k.f32(0.0);
   SmallVector<Value> init = {lowest, zero};
   init.append(g.dh, zero);
@@ -513,9 +516,10 @@ void dkdvBody(KernelBuilder &k, const Args &args, int64_t dh) {
   Value deltaTile = sharedArray(k, "attn_delta_tile", kTile);
   Value stats = args("stats");
   Value statsHalf = k.mul(g.batchHeads, g.tokens);
-  // Query i sees key j when i > j - window: the block's first key tileStart
-  // is seen from query tileStart - window + 1 on (rounded down to a tile).
-  Value firstQuery = k.sub(k.add(g.tileStart, k.i64(1)), g.window);
+  // Query i sees key j when i >= j - lookahead: the block's first key
+  // tileStart is seen from query tileStart - lookahead on (rounded down to a
+  // tile).
+  Value firstQuery = k.sub(g.tileStart, g.lookahead);
   Value zeroI = k.i64(0);
   firstQuery = select(k, cmpI(k, Pred::slt, firstQuery, zeroI), zeroI, firstQuery);
   firstQuery = k.mul(divU(k, firstQuery, k.i64(kTile)), k.i64(kTile));
@@ -586,8 +590,7 @@ void dqBody(KernelBuilder &k, const Args &args, int64_t dh) {
   Value delta = loadStat(g, stats, k.mul(g.batchHeads, g.tokens), g.row);
   Value kTileMem = sharedArray(k, "attn_k_tile", kTile * dh);
   Value vTileMem = sharedArray(k, "attn_v_tile", kTile * dh);
-  Value keysEnd =
-      minI(k, g.tokens, k.add(k.add(g.tileStart, k.i64(g.rows - 1)), g.window));
+  Value keysEnd = g.keysEnd();
   const Value zero = k.f32(0.0);
   SmallVector<Value> init(dh, zero);
   ValueRange done = k.forLoop(k.i64(0), keysEnd, k.i64(kTile), init, [&](Value start,
@@ -670,12 +673,11 @@ struct SkipElement {
 };
 
 SkipElement skipElement(KernelBuilder &k, Value e, Value tokens, Value width, Value dh,
-                        Value lagEnd) {
+                        Value skipBase) {
   Value col = remU(k, e, width), bt = divU(k, e, width);
   Value token = remU(k, bt, tokens);
-  Value heads = divU(k, width, dh);
-  // head h sees the key lag(h) = skip_base + h = lag_end - heads + h before it.
-  Value lag = k.add(k.sub(lagEnd, heads), divU(k, col, dh));
+  // head h sees the key lag(h) = skip_base + h before it.
+  Value lag = k.add(skipBase, divU(k, col, dh));
   return {col, token, k.sub(bt, token), lag};
 }
 
@@ -684,7 +686,7 @@ void appendSkipKernels(std::vector<KernelDef> &defs) {
   // y[b, i, col] = v[b, i - lag(h), col], 0 when i < lag(h).
   defs.push_back({makeSpec("pe_attention_skip", "pe.attention",
                            {{"y", P}, {"v", P}, {"n", I}, {"tokens", I}, {"width", I},
-                            {"head_dim", I}, {"lag_end", I}}),
+                            {"head_dim", I}, {"skip_base", I}}),
                   [](KernelBuilder &k) {
                     Value y = k.arg(0), v = k.arg(1), tokens = k.arg(3), width = k.arg(4);
                     k.forGridStride(k.arg(2), [&](Value e) {
@@ -700,7 +702,7 @@ void appendSkipKernels(std::vector<KernelDef> &defs) {
   // dv[b, j, col] = dy[b, j + lag(h), col], 0 when j + lag(h) >= T.
   defs.push_back({makeSpec("pe_attention_skip_grad", "pe.attention_grad",
                            {{"dq", P}, {"dk", P}, {"dv", P}, {"dy", P}, {"n", I}, {"tokens", I},
-                            {"width", I}, {"head_dim", I}, {"lag_end", I}}),
+                            {"width", I}, {"head_dim", I}, {"skip_base", I}}),
                   [](KernelBuilder &k) {
                     Value dq = k.arg(0), dk = k.arg(1), dv = k.arg(2), dy = k.arg(3);
                     Value tokens = k.arg(5), width = k.arg(6);
@@ -725,7 +727,7 @@ KernelDef relGradKernel(int64_t dh) {
   const ParamKind P = ParamKind::Ptr, I = ParamKind::I64, F = ParamKind::F32;
   std::vector<std::pair<std::string, ParamKind>> params = {
       {"drel", P},   {"q", P},     {"k", P},      {"ds", P},     {"n", I},    {"tokens", I},
-      {"width", I},  {"heads", I}, {"batch_heads", I}, {"window", I}, {"scale", F}};
+      {"width", I},  {"heads", I}, {"batch_heads", I}, {"lookahead", I}, {"scale", F}};
   return {makeSpec("pe_rel_attention_grad_drel_d" + std::to_string(dh), "pe.attention_grad",
                    params),
           [dh, params](KernelBuilder &k) {
@@ -750,7 +752,7 @@ KernelDef relGradKernel(int64_t dh) {
                       next.push_back(fma(k, f, k.load(args("k"), k.add(kRow, k.i64(x))), acc[x]));
                     return next;
                   });
-              Value seen = cmpI(k, Pred::slt, j, k.add(i, args("window")));
+              Value seen = cmpI(k, Pred::sle, j, k.add(i, args("lookahead")));
               for (int64_t x = 0; x < dh; ++x)
                 k.store(select(k, seen, k.mul(args("scale"), sums[x]), k.f32(0.0)), args("drel"),
                         k.add(k.mul(e, k.i64(dh)), k.i64(x)));
@@ -796,10 +798,11 @@ ExplicitGrid flashGrid(const AttentionShape &s) {
   return grid;
 }
 
-/// The trailing (tokens, width, heads, window, scale) arguments.
+/// The trailing (tokens, width, heads, lookahead, scale) arguments: a query
+/// sees the keys up to `lookahead` tokens after its own, none for causal.
 std::vector<LaunchArg> sizeArgs(const AttentionShape &s, pe::MaskKind mask, double scale) {
-  int64_t window = mask == pe::MaskKind::Causal ? 1 : s.tokens;
-  return {A::i64(s.tokens), A::i64(s.width), A::i64(s.heads), A::i64(window),
+  int64_t lookahead = mask == pe::MaskKind::Causal ? 0 : s.tokens - 1;
+  return {A::i64(s.tokens), A::i64(s.width), A::i64(s.heads), A::i64(lookahead),
           A::f32(float(scale))};
 }
 
@@ -890,7 +893,7 @@ std::optional<OpSteps> lowerAttention(Operation &op) {
     steps.launches.push_back(Launch::kernelCall(
         "pe_attention_skip",
         {A::result(0), A::operand(2), A::i64(elementCount(op.getResult(0).getType())),
-         A::i64(s->tokens), A::i64(s->width), A::i64(s->dh), A::i64(int64_t(*base) + s->heads)}));
+         A::i64(s->tokens), A::i64(s->width), A::i64(s->dh), A::i64(int64_t(*base))}));
     return steps;
   }
   if (!flashServes(*s))
@@ -922,7 +925,7 @@ std::optional<OpSteps> lowerAttentionGrad(Operation &op) {
         "pe_attention_skip_grad",
         {A::result(0), A::result(1), A::result(2), A::operand(3),
          A::i64(elementCount(op.getResult(0).getType())), A::i64(s->tokens), A::i64(s->width),
-         A::i64(s->dh), A::i64(int64_t(*base) + s->heads)}));
+         A::i64(s->dh), A::i64(int64_t(*base))}));
     return steps;
   }
   if (!flashServes(*s))

@@ -36,7 +36,8 @@
 //   queries at a time) and dQ (S = Q K^T, dP = dO V^T, dQ += dS K over the
 //   key tiles, 16 keys at a time). dq and dk are scaled and rotated back
 //   (RoPE pairs are the two adjacent columns a lane holds) in f32.
-// - Masks: key j is visible to query i when j < i + window and j < T, else
+// - Masks: key j is visible to query i when j <= i + lookahead (0 for causal,
+//   T - 1 for none; an i64 that may be 0) and j < T, else
 //   its score is -inf (P = 0); causal blocks stop at the key tile of their
 //   last query, dK/dV blocks start at the first query tile that sees their
 //   first key. Tokens past T load as zeros and are never stored.
@@ -122,7 +123,7 @@ std::vector<std::pair<std::string, ParamKind>> kernelParams(Kind kind, bool rope
   if (kind == Kind::DkDv || kind == Kind::Dq)
     params.push_back({"stats", P});
   params.insert(params.end(),
-                {{"tokens", I}, {"width", I}, {"heads", I}, {"window", I}, {"scale", F}});
+                {{"tokens", I}, {"width", I}, {"heads", I}, {"lookahead", I}, {"scale", F}});
   return params;
 }
 
@@ -263,7 +264,7 @@ Value loadPair(KernelBuilder &k, Value ptr, Value first, int64_t step) {
 struct Warps {
   KernelBuilder &k;
   int64_t dh;
-  Value tokens, width, heads, window, scale;
+  Value tokens, width, heads, lookahead, scale;
   Value batchHeads, bh, head, batch;
   Value warp, group, tig; // warp = thread / 32; group = lane / 4; tig = lane % 4
   Value blockStart;       // blockIdx.y * 64: the block's first own row
@@ -278,9 +279,9 @@ struct Warps {
   Value tableAt(Value token) { return k.add(k.mul(token, width), k.mul(head, k.i64(dh))); }
   Value clamp(Value token) { return minI(k, token, k.sub(tokens, k.i64(1))); }
   Value inRange(Value token) { return cmpI(k, Pred::slt, token, tokens); }
-  /// Key `key` is visible to query `query`: key < query + window and key < T.
+  /// Key `key` is visible to query `query`: key <= query + lookahead and key < T.
   Value visible(Value query, Value key) {
-    return andI(k, inRange(key), cmpI(k, Pred::slt, key, k.add(query, window)));
+    return andI(k, inRange(key), cmpI(k, Pred::sle, key, k.add(query, lookahead)));
   }
   /// The lane's two fragment rows in the block, as tokens: the warp's row g
   /// and g + 8.
@@ -316,7 +317,7 @@ struct Warps {
 };
 
 Warps makeWarps(KernelBuilder &k, const Args &args, int64_t dh) {
-  Warps w{k, dh, args("tokens"), args("width"), args("heads"), args("window"), args("scale"),
+  Warps w{k, dh, args("tokens"), args("width"), args("heads"), args("lookahead"), args("scale"),
           {}, {}, {}, {}, {}, {}, {}, {}, {}, {}};
   w.bh = k.blockId(gpu::Dimension::x);
   w.batchHeads = k.gridDim(gpu::Dimension::x);
@@ -415,11 +416,11 @@ SharedMatrix tokensByFeatures(Value tile, int64_t dh) { return {tile, tileStride
 SharedMatrix featuresByTokens(Value tile, int64_t dh) { return {tile, 1, tileStride(dh)}; }
 
 /// The end of the keys any row of this block sees: min(T, last row +
-/// window), the last row being min(T, blockStart + 64) - 1.
+/// lookahead + 1), the last row being min(T, blockStart + 64) - 1.
 Value blockKeyEnd(Warps &w) {
   KernelBuilder &k = w.k;
   Value lastRow = k.sub(minI(k, k.add(w.blockStart, k.i64(kRows)), w.tokens), k.i64(1));
-  return minI(k, w.tokens, k.add(lastRow, w.window));
+  return minI(k, w.tokens, k.add(k.add(lastRow, w.lookahead), k.i64(1)));
 }
 Value tilesUpTo(KernelBuilder &k, Value end) {
   return divU(k, k.add(end, k.i64(kTile - 1)), k.i64(kTile));
@@ -638,8 +639,8 @@ void dkdvBody(KernelBuilder &k, const Args &args, int64_t dh) {
   const std::vector<Frag> va = warpRowFragments(w, vRowsTile);
   const Value keys[2] = {w.ownRow(0), w.ownRow(1)};
 
-  // Queries before blockStart - window + 1 see none of the block's keys.
-  Value firstQuery = k.sub(k.add(w.blockStart, k.i64(1)), w.window);
+  // Queries before blockStart - lookahead see none of the block's keys.
+  Value firstQuery = k.sub(w.blockStart, w.lookahead);
   firstQuery = k.builder().create<arith::MaxSIOp>(k.location(), firstQuery, k.i64(0));
   Value firstTile = divU(k, firstQuery, k.i64(kTile));
   std::vector<Value> zeros = flatten(std::vector<Frag>(2 * featureBlocks, zeroFrag(k)));
@@ -801,8 +802,8 @@ bool ropeTableFits(const MmaShape &s, Type table) {
 Launch mmaLaunch(const MmaShape &s, Kind kind, bool rope, std::vector<LaunchArg> front,
                  pe::MaskKind mask, double scale) {
   std::vector<LaunchArg> args = std::move(front);
-  const int64_t window = mask == pe::MaskKind::Causal ? 1 : s.tokens;
-  args.insert(args.end(), {A::i64(s.tokens), A::i64(s.width), A::i64(s.heads), A::i64(window),
+  const int64_t lookahead = mask == pe::MaskKind::Causal ? 0 : s.tokens - 1;
+  args.insert(args.end(), {A::i64(s.tokens), A::i64(s.width), A::i64(s.heads), A::i64(lookahead),
                            A::f32(float(scale))});
   Launch launch = Launch::kernelCall(kernelName(kind, rope, s.dh), std::move(args));
   ExplicitGrid grid;

@@ -63,9 +63,9 @@ void storeCosSin(KernelBuilder &k, Value theta, Value table, Value e) {
 void appendTableKernels(std::vector<KernelDef> &defs) {
   // pos[t] = t < special ? 0 : t - special
   defs.push_back({makeSpec("pe_seq_positions", "pe.seq_positions",
-                           {{"pos", P}, {"n", I}, {"special_plus_one", I}}),
+                           {{"pos", P}, {"n", I}, {"special", I}}),
                   [](KernelBuilder &k) {
-                    Value special = k.sub(k.arg(2), k.i64(1));
+                    Value special = k.arg(2);
                     k.forGridStride(k.arg(1), [&](Value t) {
                       Value n = select(k, cmpI(k, Pred::slt, t, special), k.i64(0),
                                        k.sub(t, special));
@@ -74,9 +74,9 @@ void appendTableKernels(std::vector<KernelDef> &defs) {
                   }});
   // pos[t] = (0, 0) for t < special, then patch q = t - special at (q % cols, q / cols)
   defs.push_back({makeSpec("pe_grid_positions", "pe.grid_positions",
-                           {{"pos", P}, {"n", I}, {"cols", I}, {"special_plus_one", I}}),
+                           {{"pos", P}, {"n", I}, {"cols", I}, {"special", I}}),
                   [](KernelBuilder &k) {
-                    Value cols = k.arg(2), special = k.sub(k.arg(3), k.i64(1));
+                    Value cols = k.arg(2), special = k.arg(3);
                     k.forGridStride(k.arg(1), [&](Value t) {
                       Value isSpecial = cmpI(k, Pred::slt, t, special);
                       Value q = select(k, isSpecial, k.i64(0), k.sub(t, special));
@@ -328,10 +328,10 @@ void appendGateAndSkipKernels(std::vector<KernelDef> &defs) {
                               {"tokens", I},
                               {"d", I},
                               {"head_dim", I},
-                              {"skip_base_plus_one", I}}),
+                              {"skip_base", I}}),
                     [direction](KernelBuilder &k) {
                       Value tokens = k.arg(3), d = k.arg(4), dh = k.arg(5);
-                      Value skipBase = k.sub(k.arg(6), k.i64(1));
+                      Value skipBase = k.arg(6);
                       k.forGridStride(k.arg(2), [&](Value i) {
                         Value col = remU(k, i, d);
                         Value t = remU(k, divU(k, i, d), tokens);
@@ -397,7 +397,7 @@ std::optional<OpSteps> lowerSeqPositions(Operation &op) {
   auto seq = cast<pe::SeqPositionsOp>(op);
   int64_t special = int64_t(seq.getSpecial());
   return single("pe_seq_positions",
-                {A::result(0), A::i64(int64_t(seq.getLength()) + special), A::i64(special + 1)});
+                {A::result(0), A::i64(int64_t(seq.getLength()) + special), A::i64(special)});
 }
 
 std::optional<OpSteps> lowerGridPositions(Operation &op) {
@@ -405,7 +405,7 @@ std::optional<OpSteps> lowerGridPositions(Operation &op) {
   int64_t special = int64_t(grid.getSpecial());
   int64_t tokens = special + int64_t(grid.getRows()) * int64_t(grid.getCols());
   return single("pe_grid_positions", {A::result(0), A::i64(tokens),
-                                      A::i64(int64_t(grid.getCols())), A::i64(special + 1)});
+                                      A::i64(int64_t(grid.getCols())), A::i64(special)});
 }
 
 std::optional<OpSteps> lowerRopeFreqs(Operation &op) {
@@ -566,7 +566,7 @@ template <typename SkipOp> std::optional<OpSteps> lowerSkip(Operation &op, const
   int64_t tokens = (*shape)[1], d = (*shape)[2];
   return single(kernel, {A::result(0), A::operand(0), A::i64(numel(op.getResult(0))),
                          A::i64(tokens), A::i64(d), A::i64(d / heads),
-                         A::i64(int64_t(skip.getSkipBase()) + 1)});
+                         A::i64(int64_t(skip.getSkipBase()))});
 }
 
 } // namespace

@@ -23,9 +23,11 @@ int64_t nthInteger(const CudaKernel &kernel, const std::vector<KernelArg> &args,
   throw Error(fmt::format("kernel {}: no i64 parameter #{}", kernel.name, which));
 }
 
+// Blocks for `work` items at `perBlock` a block, at most `cap` (grid-stride
+// kernels loop over the rest); 0 when there is no work: the launch is skipped.
 unsigned blocksFor(int64_t work, int64_t perBlock, int64_t cap) {
   int64_t blocks = (work + perBlock - 1) / perBlock;
-  return unsigned(std::clamp<int64_t>(blocks, 1, cap));
+  return unsigned(std::clamp<int64_t>(blocks, 0, cap));
 }
 
 void checkArgs(const CudaKernel &kernel, const std::vector<KernelArg> &args) {
@@ -130,13 +132,11 @@ void KernelSet::launch(const std::string &name, const std::vector<KernelArg> &ar
   } catch (const Error &error) {
     throw Error(fmt::format("{}: {}", step, error.what()));
   }
-  // Nothing to do for empty work (a grid of 0 blocks is not a valid launch).
-  for (size_t i = 0; i < args.size(); ++i)
-    if (kernel.params[i] == CudaParamKind::I64 && args[i].i64 == 0)
-      return;
-  for (unsigned blocks : shape.grid)
-    if (blocks == 0)
-      return;
+  // A grid of 0 blocks (a grid rule's size of 0, an explicit grid with a 0)
+  // is empty work, and not a valid launch: skip it. Nothing else is skipped;
+  // any other argument, 0 included, is the kernel's to read.
+  if (shape.empty())
+    return;
   std::vector<CUdeviceptr> pointers(args.size());
   std::vector<void *> params(args.size());
   for (size_t i = 0; i < args.size(); ++i) {

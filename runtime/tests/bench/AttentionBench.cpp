@@ -114,8 +114,10 @@ int main(int argc, char **argv) {
     const std::array<int64_t, 3> grid = {B * H, (T + rows - 1) / rows, 1};
     const std::vector<KA> inputs = {KA::pointer(q), KA::pointer(k), KA::pointer(v),
                                     KA::pointer(table)};
+    // No mask: every query sees the T - 1 keys after its own (the lookahead).
     const std::vector<KA> sizes = {KA::integer(T), KA::integer(D), KA::integer(H),
-                                   KA::integer(T), KA::real(float(1.0 / std::sqrt(double(Dh))))};
+                                   KA::integer(T - 1),
+                                   KA::real(float(1.0 / std::sqrt(double(Dh))))};
     const std::string family = bf16 ? "pe_rope_attention_mma" : "pe_rope_attention";
     const std::string suffix = "_d" + std::to_string(Dh);
     if (!package.cuda()->find(family + suffix))

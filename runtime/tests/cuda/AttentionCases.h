@@ -167,9 +167,9 @@ inline void runCase(Backend &backend, const Case &c, bool backward, std::mt19937
   const uint64_t q = backend.put(d.q), k = backend.put(d.k), v = backend.put(d.v);
   const uint64_t dy = backend.put(d.dy);
 
-  if (c.mask == Mask::Skip) { // the gathers (lag_end = skip_base + heads)
+  if (c.mask == Mask::Skip) { // the gathers: head h lags skip_base + h
     const std::vector<KA> sizes = {KA::integer(n), KA::integer(T), KA::integer(D),
-                                   KA::integer(c.headDim), KA::integer(c.skipBase + H)};
+                                   KA::integer(c.headDim), KA::integer(c.skipBase)};
     if (!backward) {
       uint64_t y = backend.output(size_t(n));
       std::vector<KA> args = {KA::pointer(y), KA::pointer(v)};
@@ -196,7 +196,8 @@ inline void runCase(Backend &backend, const Case &c, bool backward, std::mt19937
     return;
   }
 
-  const int64_t window = c.mask == Mask::Causal ? 1 : T;
+  // A query sees the keys up to `lookahead` tokens after its own.
+  const int64_t lookahead = c.mask == Mask::Causal ? 0 : T - 1;
   const std::array<int64_t, 3> grid = {B * H, (T + rowsPerBlock(c) - 1) / rowsPerBlock(c), 1};
   auto compare = [&](const std::vector<float> &got, const std::vector<float> &want,
                      double bf16Tol, const std::string &what) {
@@ -216,7 +217,7 @@ inline void runCase(Backend &backend, const Case &c, bool backward, std::mt19937
   using Rel = ref::OptionalInput<float>;
   const Rel refRel = c.rel ? Rel(in(d.rel, relShape)) : Rel(std::nullopt);
   const std::vector<KA> sizes = {KA::integer(T), KA::integer(D), KA::integer(H),
-                                 KA::integer(window), KA::real(float(scale))};
+                                 KA::integer(lookahead), KA::real(float(scale))};
   auto call = [&](const std::string &part, std::vector<KA> front, std::vector<KA> middle) {
     std::vector<KA> args = std::move(front);
     args.insert(args.end(), inputs.begin(), inputs.end());
@@ -257,7 +258,7 @@ inline void runCase(Backend &backend, const Case &c, bool backward, std::mt19937
     backend.launch(flashKernel(c, "_grad_drel"),
                    {KA::pointer(drel), KA::pointer(q), KA::pointer(k), KA::pointer(ds),
                     KA::integer(T * T * c.headDim), KA::integer(T), KA::integer(D),
-                    KA::integer(H), KA::integer(B * H), KA::integer(window),
+                    KA::integer(H), KA::integer(B * H), KA::integer(lookahead),
                     KA::real(float(scale))},
                    nullptr);
   std::vector<float> wq(static_cast<size_t>(n)), wk(wq.size()), wv(wq.size());

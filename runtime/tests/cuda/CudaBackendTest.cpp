@@ -77,6 +77,49 @@ TEST(CudaLaunchShape, FollowsTheGridRules) {
   EXPECT_EQ(s.grid[0], 1024u);
 }
 
+// Empty work is a grid of 0 blocks (the launch is skipped), whichever rule
+// reads the size; a 0 in an i64 the rule does not read changes nothing.
+TEST(CudaLaunchShape, ZeroSizesGiveEmptyGridsAndNothingElseDoes) {
+  using P = CudaParamKind;
+  CudaKernel elements = kernelWith(CudaGridRule::Elements, {P::Ptr, P::I64, P::I64}, 256);
+  LaunchShape s = launchShapeFor(elements, {KernelArg::pointer(1), KernelArg::integer(0),
+                                            KernelArg::integer(5)});
+  EXPECT_EQ(s.grid[0], 0u);
+  EXPECT_TRUE(s.empty());
+  s = launchShapeFor(elements, {KernelArg::pointer(1), KernelArg::integer(5),
+                                KernelArg::integer(0)});
+  EXPECT_EQ(s.grid[0], 1u);
+  EXPECT_FALSE(s.empty());
+
+  CudaKernel rows = kernelWith(CudaGridRule::Rows, {P::Ptr, P::I64, P::I64}, 32, 4);
+  EXPECT_TRUE(launchShapeFor(rows, {KernelArg::pointer(1), KernelArg::integer(0),
+                                    KernelArg::integer(64)})
+                  .empty());
+  CudaKernel cols = kernelWith(CudaGridRule::Columns, {P::Ptr, P::I64, P::I64}, 128);
+  EXPECT_TRUE(launchShapeFor(cols, {KernelArg::pointer(1), KernelArg::integer(10),
+                                    KernelArg::integer(0)})
+                  .empty());
+  EXPECT_FALSE(launchShapeFor(cols, {KernelArg::pointer(1), KernelArg::integer(0),
+                                     KernelArg::integer(10)})
+                   .empty()); // no rows: the columns' sums are still written (zeros)
+  CudaKernel partials = kernelWith(CudaGridRule::Partials, {P::Ptr, P::Ptr, P::I64}, 32);
+  EXPECT_TRUE(launchShapeFor(partials, {KernelArg::pointer(1), KernelArg::pointer(2),
+                                        KernelArg::integer(0)})
+                  .empty());
+
+  CudaKernel fixed = kernelWith(CudaGridRule::Explicit, {P::Ptr, P::I64}, 32);
+  for (int d = 0; d < 3; ++d) {
+    std::array<int64_t, 3> grid = {2, 3, 4};
+    grid[size_t(d)] = 0;
+    EXPECT_TRUE(launchShapeFor(fixed, {KernelArg::pointer(1), KernelArg::integer(7)}, &grid)
+                    .empty())
+        << "grid[" << d << "] = 0";
+  }
+  const std::array<int64_t, 3> grid = {2, 3, 4};
+  EXPECT_FALSE(
+      launchShapeFor(fixed, {KernelArg::pointer(1), KernelArg::integer(0)}, &grid).empty());
+}
+
 TEST(CudaLaunchShape, ChecksArguments) {
   using P = CudaParamKind;
   CudaKernel k = kernelWith(CudaGridRule::Elements, {P::Ptr, P::I64}, 256);

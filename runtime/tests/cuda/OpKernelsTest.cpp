@@ -129,7 +129,7 @@ TEST_F(GpuOpKernels, PositionTables) {
   for (int64_t special : {0, 1, 3}) {
     const int64_t length = 13, n = special + length;
     uint64_t pos = output(size_t(n));
-    launch("pe_seq_positions", {KA::pointer(pos), KA::integer(n), KA::integer(special + 1)});
+    launch("pe_seq_positions", {KA::pointer(pos), KA::integer(n), KA::integer(special)});
     std::vector<float> want(static_cast<size_t>(n));
     ref::seqPositions<float>(length, special, out(want, {n, 1}));
     expectClose(get(pos, size_t(n)), want, 0, "seq_positions");
@@ -137,7 +137,7 @@ TEST_F(GpuOpKernels, PositionTables) {
     const int64_t rows = 5, cols = 7, tokens = special + rows * cols;
     uint64_t grid = output(size_t(2 * tokens));
     launch("pe_grid_positions",
-           {KA::pointer(grid), KA::integer(tokens), KA::integer(cols), KA::integer(special + 1)});
+           {KA::pointer(grid), KA::integer(tokens), KA::integer(cols), KA::integer(special)});
     std::vector<float> wantGrid(static_cast<size_t>(2 * tokens));
     ref::gridPositions<float>(rows, cols, special, out(wantGrid, {tokens, 2}));
     expectClose(get(grid, size_t(2 * tokens)), wantGrid, 0, "grid_positions");
@@ -336,7 +336,7 @@ TEST_F(GpuOpKernels, SkipGatherAndGradient) {
         uint64_t y = output(size_t(n));
         launch(grad ? "pe_skip_gather_grad" : "pe_skip_gather",
                {KA::pointer(y), KA::pointer(gv), KA::integer(n), KA::integer(T), KA::integer(D),
-                KA::integer(D / heads), KA::integer(skipBase + 1)});
+                KA::integer(D / heads), KA::integer(skipBase)});
         std::vector<float> want(static_cast<size_t>(n));
         if (grad)
           ref::skipGatherGrad<float>(in(v, {B, T, D}), heads, skipBase, out(want, {B, T, D}));
@@ -454,7 +454,7 @@ TEST_F(GpuOpKernels, ClassAndSelectToken) {
     for (int64_t index : {int64_t(0), N - 1}) {
       uint64_t s = output(size_t(B * D));
       launch("pe_select_token", {KA::pointer(s), KA::pointer(gx), KA::integer(B * D),
-                                 KA::integer(N), KA::integer(D), KA::integer(index + 1)});
+                                 KA::integer(N), KA::integer(D), KA::integer(index)});
       std::vector<float> ws(static_cast<size_t>(B * D));
       ref::selectToken<float>(in(x, {B, N, D}), index, out(ws, {B, D}));
       expectClose(get(s, ws.size()), ws, 0, "select_token");
@@ -462,7 +462,7 @@ TEST_F(GpuOpKernels, ClassAndSelectToken) {
       std::vector<float> ds = random(static_cast<size_t>(B * D));
       uint64_t gds = put(ds), g = output(size_t(B * N * D));
       launch("pe_select_token_grad", {KA::pointer(g), KA::pointer(gds), KA::integer(B * N * D),
-                                      KA::integer(N), KA::integer(D), KA::integer(index + 1)});
+                                      KA::integer(N), KA::integer(D), KA::integer(index)});
       std::vector<float> wg(static_cast<size_t>(B * N * D));
       ref::selectTokenGrad<float>(in(ds, {B, D}), index, out(wg, {B, N, D}));
       expectClose(get(g, wg.size()), wg, 0, "select_token_grad");

@@ -114,10 +114,13 @@ struct KernelArg {
 struct LaunchShape {
   unsigned grid[3] = {1, 1, 1};
   unsigned block[3] = {1, 1, 1};
+  // No block to run: KernelSet::launch skips such a launch (and no other).
+  bool empty() const { return grid[0] == 0 || grid[1] == 0 || grid[2] == 0; }
 };
 // Pure: computes the shape a kernel needs for `args` (no device needed).
 // Kernels of grid rule "explicit" take their grid (blocks along x, y, z;
-// x < 2^31, y and z <= 65535) and no other kernel does.
+// x < 2^31, y and z <= 65535) and no other kernel does. A grid rule whose
+// size is 0 (`elements` over n = 0, ...) gives 0 blocks: nothing to do.
 LaunchShape launchShapeFor(const CudaKernel &kernel, const std::vector<KernelArg> &args,
                            const std::array<int64_t, 3> *grid = nullptr);
 
@@ -137,8 +140,10 @@ public:
 
   // Launches `kernel` with `args` (checked against its params) on `stream`
   // (a CUstream; null: the default stream), with `grid` for kernels of grid
-  // rule "explicit". Errors name the kernel and `step`. Asynchronous: a
-  // fault shows at the next synchronize.
+  // rule "explicit". A launch whose grid has 0 blocks (LaunchShape::empty)
+  // is skipped; every other launch runs, whatever its i64 arguments (0
+  // included). Errors name the kernel and `step`. Asynchronous: a fault
+  // shows at the next synchronize.
   void launch(const std::string &kernel, const std::vector<KernelArg> &args,
               const std::string &step, const std::array<int64_t, 3> *grid = nullptr,
               void *stream = nullptr) const;
@@ -151,7 +156,16 @@ private:
   CudaSection section_;
 };
 
-// Row-major single-precision GEMM on cuBLAS: C[M,N] = alpha op(A) op(B) + beta C,
+// The arithmetic of a GEMM's products; data stays f32 in memory and sums
+// are f32 in every case (cuBLAS compute types CUBLAS_COMPUTE_32F,
+// CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_COMPUTE_32F_FAST_16BF): exact f32,
+// TF32 tensor cores (inputs rounded to a 10-bit mantissa), or bf16 tensor
+// cores (inputs rounded to an 8-bit mantissa; packages of
+// --gpu-precision=bf16).
+enum class GemmPrecision { Fp32, Tf32, Bf16 };
+const char *gemmPrecisionName(GemmPrecision precision); // "fp32", "tf32", "bf16"
+
+// Row-major GEMM on cuBLAS, f32 data: C[M,N] = alpha op(A) op(B) + beta C,
 // op(A) is [M,K] (A stored [M,K], or [K,M] when transA), op(B) is [K,N].
 class Gemm {
 public:
@@ -160,25 +174,37 @@ public:
   Gemm(const Gemm &) = delete;
   Gemm &operator=(const Gemm &) = delete;
   void run(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, uint64_t A,
-           uint64_t B, float beta, uint64_t C, const std::string &step) const;
+           uint64_t B, float beta, uint64_t C, const std::string &step,
+           GemmPrecision precision = GemmPrecision::Fp32) const;
   // `count` GEMMs, matrix i at A + i * strideA (elements; 0 repeats one
-  // matrix), likewise B and C (cublasSgemmStridedBatched; count 1 is run).
+  // matrix), likewise B and C (cublasGemmStridedBatchedEx; count 1 is run).
   void runStridedBatched(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha,
                          uint64_t A, int64_t strideA, uint64_t B, int64_t strideB, float beta,
-                         uint64_t C, int64_t strideC, int64_t count,
-                         const std::string &step) const;
+                         uint64_t C, int64_t strideC, int64_t count, const std::string &step,
+                         GemmPrecision precision = GemmPrecision::Fp32) const;
+  // C[M,N] = alpha op(A) op(B) + bias (bias[N] added to every row) in one
+  // cuBLASLt matmul (CUBLASLT_EPILOGUE_BIAS). Returns false, having queued
+  // nothing, when it cannot: cuBLASLt missing (biasEpilogueUnavailable()
+  // says why), `bias` not 16-byte aligned, or no algorithm for the shape
+  // and alignments; the caller then runs the GEMM and adds the bias itself.
+  bool runWithBias(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha,
+                   uint64_t A, uint64_t B, uint64_t bias, uint64_t C, const std::string &step,
+                   GemmPrecision precision = GemmPrecision::Fp32) const;
+  // Why runWithBias always declines (cuBLASLt not loaded), or "".
+  std::string biasEpilogueUnavailable() const;
   // Later GEMMs run on `stream` (a CUstream; null: the default stream).
   void setStream(void *stream);
-  // Whether cuBLAS may use TF32 tensor cores for f32 GEMMs (10-bit
-  // mantissa products, f32 accumulation): off by default.
-  void setTF32(bool allowed);
-  // A caller-owned workspace (cublasSetWorkspace), so that GEMMs captured
-  // in a CUDA graph allocate nothing.
+  // A caller-owned workspace (cublasSetWorkspace, and cuBLASLt's), so that
+  // GEMMs captured in a CUDA graph allocate nothing.
   void setWorkspace(uint64_t pointer, size_t bytes);
 
 private:
   std::shared_ptr<Device> device_;
   void *handle_ = nullptr;
+  void *ltHandle_ = nullptr; // cublasLtHandle_t, null without cuBLASLt
+  void *stream_ = nullptr;
+  uint64_t workspace_ = 0;
+  size_t workspaceBytes_ = 0;
 };
 
 } // namespace stringrt::cuda
