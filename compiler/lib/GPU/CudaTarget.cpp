@@ -95,7 +95,11 @@ std::string launchJson(const cudagen::Launch &launch) {
            ",\"stride_c\":" + affineJson(g.strideC) +
            ",\"trans_a\":" + (g.transA ? "true" : "false") +
            ",\"trans_b\":" + (g.transB ? "true" : "false") + ",\"alpha\":" + realJson(g.alpha) +
-           ",\"beta\":" + realJson(g.beta) + "}}";
+           ",\"beta\":" + realJson(g.beta) +
+           (g.epilogue == cudagen::GemmCall::Epilogue::Bias
+                ? ",\"epilogue\":\"bias\",\"bias\":" + argJson(g.bias)
+                : std::string()) +
+           "}}";
   }
   std::string out = "{\"kernel\":";
   appendString(out, launch.kernel);

@@ -97,6 +97,14 @@ LogicalResult checkSteps(Operation &op, const OpSteps &steps) {
         return failure();
       if (launch.gemm->c.kind == LaunchArg::Kind::Constant)
         return op.emitError() << "internal error: " << where << " writes a constant array";
+      if (launch.gemm->epilogue == GemmCall::Epilogue::Bias) {
+        const GemmCall &g = *launch.gemm;
+        if (failed(checkPointer(g.bias, where + " gemm bias")))
+          return failure();
+        if (g.beta != 0.0f || g.count.perBatch != 0 || g.count.constant != 1)
+          return op.emitError() << "internal error: " << where
+                                << " has a bias epilogue with beta != 0 or count != 1";
+      }
       continue;
     }
     const KernelDef *def = findKernelDef(launch.kernel);
@@ -160,6 +168,8 @@ void internConstants(OpSteps &steps, std::vector<ConstantArray> &table) {
       renumber(launch.gemm->a);
       renumber(launch.gemm->b);
       renumber(launch.gemm->c);
+      if (launch.gemm->epilogue == GemmCall::Epilogue::Bias)
+        renumber(launch.gemm->bias);
     }
   }
 }
@@ -214,12 +224,17 @@ FailureOr<KernelPlan> planKernels(ModuleOp module, bool allKernels, GpuPrecision
       ++plan.coveredOps;
       steps->op = opIndex;
       std::vector<std::string> used; // each kernel's use once per op
-      for (const Launch &launch : steps->launches)
-        if (!launch.kernel.empty() && llvm::find(used, launch.kernel) == used.end()) {
-          used.push_back(launch.kernel);
-          if (failed(use(launch.kernel, {program, opIndex})))
+      for (const Launch &launch : steps->launches) {
+        // A bias epilogue may fall back to a kernel (GemmCall::Epilogue).
+        std::string kernel = launch.gemm && launch.gemm->epilogue == GemmCall::Epilogue::Bias
+                                 ? std::string(kBiasEpilogueFallbackKernel)
+                                 : launch.kernel;
+        if (!kernel.empty() && llvm::find(used, kernel) == used.end()) {
+          used.push_back(kernel);
+          if (failed(use(kernel, {program, opIndex})))
             return failure();
         }
+      }
       programSteps.push_back(std::move(*steps));
     }
     plan.steps.push_back({program, std::move(programSteps)});

@@ -8,18 +8,18 @@
 //   linear_grad_input   dx = dY W^T       (rows x O) (I x O)^T
 //   linear_grad_weight  dW = X^T dY       (rows x I)^T (rows x O)
 //
-// The bias is added after the GEMM by `pe_add_bias` (in place: y[i] +=
-// b[i % O], one pointer, so nothing aliases a noalias argument). The fused
-// ops of pe-fuse-epilogue reuse the same pieces: linear_gelu is GEMM into
-// `pre`, bias, then the gelu kernel into `result`; linear_residual writes
-// `residual (+ b)` into the result with the broadcast add (or a copy through
-// pe_scale) and accumulates the GEMM onto it (beta = 1).
+// The bias is the GEMM's epilogue (GemmCall::Epilogue::Bias: one cuBLASLt
+// matmul with CUBLASLT_EPILOGUE_BIAS, or the GEMM then `pe_add_bias` where
+// cuBLASLt cannot run it, decided by the runtime). The fused ops of
+// pe-fuse-epilogue reuse the same pieces: linear_gelu is the GEMM with its
+// bias into `pre`, then the gelu kernel into `result` (cuBLASLt's GELU
+// epilogues compute the tanh approximation only, and the separate kernel
+// serves both forms); linear_residual writes `residual (+ b)` into the
+// result with the broadcast add (or a copy through pe_scale) and
+// accumulates the GEMM onto it (beta = 1).
 //
-// `pe_column_sum` sums the rows of a [rows, d] matrix per column without
-// atomics, deterministically: launch 1 has blockIdx.y = one of `chunks`
-// row ranges and writes partial sums to a [chunks, d] scratch; launch 2 sums
-// those `chunks` rows (chunks = 1: one range). It serves pe.sum_to (the
-// bias gradient of linear, and of broadcast binary ops).
+// pe.sum_to (the bias gradient among others) is lowered with the other
+// reductions in TokenKernels.cpp.
 //
 //===----------------------------------------------------------------------===//
 #include "KernelBuilder.h"
@@ -33,43 +33,7 @@ using namespace mlir;
 namespace stringc::cudagen {
 namespace {
 
-constexpr int64_t kColumnBlock = 128;
-/// Row ranges of the first column-sum launch (grid.y); a sum over at most
-/// kSingleStageRows fixed rows is one launch.
-constexpr int64_t kColumnChunks = 64;
-constexpr int64_t kSingleStageRows = 256;
-/// pe.sum_to is lowered here for results of at least a warp of columns.
-constexpr int64_t kMinColumns = 32;
-
 using A = LaunchArg;
-
-int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-/// The launches of sum over `rows` of a [rows, d] matrix `x` into `out`
-/// (scratch 0 of `steps` when two stages are needed).
-void appendColumnSum(OpSteps &steps, LaunchArg out, LaunchArg x, BatchAffine rows, int64_t d) {
-  ExplicitGrid single;
-  single.x = BatchAffine::fixed(ceilDiv(d, kColumnBlock));
-  if (rows.perBatch == 0 && rows.constant <= kSingleStageRows) {
-    Launch launch = Launch::kernelCall("pe_column_sum",
-                                       {out, x, A::i64(rows), A::i64(d), A::i64(int64_t(1))});
-    launch.grid = single;
-    steps.launches.push_back(std::move(launch));
-    return;
-  }
-  int64_t scratch = int64_t(steps.scratchBytes.size());
-  steps.scratchBytes.push_back(BatchAffine::fixed(kColumnChunks * d * 4));
-  Launch partial = Launch::kernelCall(
-      "pe_column_sum", {A::scratch(scratch), x, A::i64(rows), A::i64(d), A::i64(kColumnChunks)});
-  partial.grid = single;
-  partial.grid->y = BatchAffine::fixed(kColumnChunks);
-  steps.launches.push_back(std::move(partial));
-  Launch total = Launch::kernelCall("pe_column_sum", {out, A::scratch(scratch),
-                                                      A::i64(kColumnChunks), A::i64(d),
-                                                      A::i64(int64_t(1))});
-  total.grid = single;
-  steps.launches.push_back(std::move(total));
-}
 
 /// rows x I times I x O into `c` (beta 0 or 1).
 GemmCall rowsTimesWeight(LaunchArg x, LaunchArg w, LaunchArg c, BatchAffine rows, int64_t in,
@@ -100,9 +64,16 @@ std::optional<std::tuple<BatchAffine, int64_t, int64_t>> linearSizes(Value x, Va
   return std::make_tuple(*rows, in, out);
 }
 
-void appendBias(OpSteps &steps, LaunchArg y, LaunchArg bias, BatchAffine elements, int64_t out) {
-  steps.launches.push_back(
-      Launch::kernelCall("pe_add_bias", {y, bias, A::i64(elements), A::i64(out)}));
+/// X W into `c`, plus the bias (operand 2) when the op has one, as the
+/// GEMM's epilogue.
+GemmCall rowsTimesWeightPlusBias(bool hasBias, LaunchArg c, BatchAffine rows, int64_t in,
+                                 int64_t out) {
+  GemmCall g = rowsTimesWeight(A::operand(0), A::operand(1), c, rows, in, out, 0.0f);
+  if (hasBias) {
+    g.epilogue = GemmCall::Epilogue::Bias;
+    g.bias = A::operand(2);
+  }
+  return g;
 }
 
 } // namespace
@@ -122,36 +93,6 @@ void appendLinearKernels(std::vector<KernelDef> &defs) {
                       k.store(k.add(k.load(k.arg(0), i), k.load(k.arg(1), column)), k.arg(0), i);
                     });
                   }});
-
-  // out[chunk, c] = sum over the chunk's rows r of x[r, c]; grid (ceil(d /
-  // 128), chunks), rows split in chunks of ceil(rows / chunks).
-  KernelSpec sum;
-  sum.name = "pe_column_sum";
-  sum.peOp = "pe.sum_to";
-  sum.params = {{"out", P}, {"x", P}, {"rows", I}, {"d", I}, {"chunks", I}};
-  sum.grid = GridRule::Explicit;
-  sum.blockX = kColumnBlock;
-  defs.push_back({sum, [](KernelBuilder &k) {
-                    OpBuilder &b = k.builder();
-                    Location loc = k.location();
-                    Value out = k.arg(0), x = k.arg(1), rows = k.arg(2), d = k.arg(3),
-                          chunks = k.arg(4);
-                    Value c = k.add(k.mul(k.blockId(gpu::Dimension::x), k.blockDim(gpu::Dimension::x)),
-                                    k.threadId(gpu::Dimension::x));
-                    Value chunk = k.blockId(gpu::Dimension::y);
-                    Value per = k.div(k.sub(k.add(rows, chunks), k.i64(1)), chunks);
-                    Value begin = k.mul(chunk, per);
-                    Value end = b.create<arith::MinSIOp>(loc, rows, k.add(begin, per));
-                    Value inRange = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::slt, c, d);
-                    k.ifThen(inRange, [&] {
-                      ValueRange total = k.forLoop(begin, end, k.i64(1), {k.f32(0.0)},
-                                                   [&](Value r, ValueRange acc) {
-                                                     Value v = k.load(x, k.add(k.mul(r, d), c));
-                                                     return SmallVector<Value>{k.add(acc[0], v)};
-                                                   });
-                      k.store(total[0], out, k.add(k.mul(chunk, d), c));
-                    });
-                  }});
 }
 
 void appendLinearLowerings(std::vector<OpLowering> &lowerings) {
@@ -162,11 +103,8 @@ void appendLinearLowerings(std::vector<OpLowering> &lowerings) {
                            return std::nullopt;
                          auto [rows, in, out] = *sizes;
                          OpSteps steps;
-                         steps.launches.push_back(Launch::gemmCall(rowsTimesWeight(
-                             A::operand(0), A::operand(1), A::result(0), rows, in, out, 0.0f)));
-                         if (linear.getB())
-                           appendBias(steps, A::result(0), A::operand(2),
-                                      elementCount(o.getResult(0).getType()), out);
+                         steps.launches.push_back(Launch::gemmCall(rowsTimesWeightPlusBias(
+                             bool(linear.getB()), A::result(0), rows, in, out)));
                          return steps;
                        }});
 
@@ -178,10 +116,8 @@ void appendLinearLowerings(std::vector<OpLowering> &lowerings) {
                          auto [rows, in, out] = *sizes;
                          BatchAffine n = elementCount(o.getResult(0).getType());
                          OpSteps steps;
-                         steps.launches.push_back(Launch::gemmCall(rowsTimesWeight(
-                             A::operand(0), A::operand(1), A::result(1), rows, in, out, 0.0f)));
-                         if (fused.getB())
-                           appendBias(steps, A::result(1), A::operand(2), n, out);
+                         steps.launches.push_back(Launch::gemmCall(rowsTimesWeightPlusBias(
+                             bool(fused.getB()), A::result(1), rows, in, out)));
                          steps.launches.push_back(Launch::kernelCall(
                              fused.getApproximate() ? "pe_gelu_tanh" : "pe_gelu",
                              {A::result(0), A::result(1), A::i64(n)}));
@@ -253,27 +189,6 @@ void appendLinearLowerings(std::vector<OpLowering> &lowerings) {
                          g.transA = true;
                          OpSteps steps;
                          steps.launches.push_back(Launch::gemmCall(g));
-                         return steps;
-                       }});
-
-  lowerings.push_back({"pe.sum_to", [](Operation &o) -> std::optional<OpSteps> {
-                         Type x = o.getOperand(0).getType(), result = o.getResult(0).getType();
-                         OpSteps steps;
-                         BatchAffine n = elementCount(result);
-                         if (x == result) { // no leading dimensions: a copy
-                           steps.launches.push_back(Launch::kernelCall(
-                               "pe_scale", {A::result(0), A::operand(0), A::i64(n), A::f32(1.0f),
-                                            A::f32(0.0f)}));
-                           return steps;
-                         }
-                         // Columns of at least kMinColumns (bias gradients); smaller
-                         // sums (a scalar) are left to a later family's lowering.
-                         if (n.perBatch != 0 || n.constant < kMinColumns)
-                           return std::nullopt;
-                         std::optional<BatchAffine> rows = divideExactly(elementCount(x), n.constant);
-                         if (!rows)
-                           return std::nullopt;
-                         appendColumnSum(steps, A::result(0), A::operand(0), *rows, n.constant);
                          return steps;
                        }});
 }

@@ -201,6 +201,20 @@ void appendPlainColumnSum(OpSteps &steps, LaunchArg x, BatchAffine rows, int64_t
                   divisor);
 }
 
+void appendColumnSumTo(OpSteps &steps, LaunchArg x, BatchAffine rows, int64_t cols,
+                       LaunchArg out) {
+  if (rows.perBatch != 0 || rows.constant > kSingleLaunchRows) {
+    appendPlainColumnSum(steps, x, rows, cols, cols, out);
+    return;
+  }
+  Launch sums = Launch::kernelCall("pe_colsum_partials",
+                                   {out, x, LaunchArg::i64(rows), LaunchArg::i64(cols),
+                                    LaunchArg::i64(int64_t(1)), LaunchArg::i64(cols)});
+  sums.grid = ExplicitGrid{BatchAffine::fixed(ceilDiv(cols, kColumnBlock)), BatchAffine::fixed(1),
+                           BatchAffine::fixed(1)};
+  steps.launches.push_back(std::move(sums));
+}
+
 //===----------------------------------------------------------------------===//
 // Lowering side
 //===----------------------------------------------------------------------===//

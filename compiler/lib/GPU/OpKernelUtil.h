@@ -13,11 +13,12 @@
 //   on scheduling;
 // - lowering-side helpers: static shapes, BatchAffine arithmetic.
 //
-// Integer parameters. KernelSet::launch treats a 0 in any i64 argument as
-// empty work and skips the launch, so every i64 parameter is a count >= 1
-// whenever there is work. An attribute that may legitimately be 0
-// (select_token's index, skip_base, special) is passed plus one and named
-// `<name>_plus_one`.
+// Integer parameters carry their natural values, 0 included (select_token's
+// index, skip_base, special). The runtime skips a launch only when its grid
+// has no block (KernelSet::launch: a grid rule's size of 0, an explicit grid
+// with a 0), so a kernel must be correct for any other i64 argument being 0:
+// loops over it run no iteration, and nothing divides by an argument that may
+// be 0 while the grid is not empty.
 //
 //===----------------------------------------------------------------------===//
 #ifndef STRINGC_GPU_OPKERNELUTIL_H
@@ -104,6 +105,13 @@ void appendColumnSum(OpSteps &steps, const std::string &partialsKernel,
 void appendPlainColumnSum(OpSteps &steps, LaunchArg x, BatchAffine rows, int64_t cols,
                           int64_t stride, LaunchArg out,
                           BatchAffine divisor = BatchAffine::fixed(1));
+
+/// The column sum of x [rows, cols] into `out` (pe.sum_to): one launch of
+/// `pe_colsum_partials` with a single chunk (its partial sums are the sums)
+/// over at most kSingleLaunchRows static rows, else appendPlainColumnSum.
+inline constexpr int64_t kSingleLaunchRows = 256;
+void appendColumnSumTo(OpSteps &steps, LaunchArg x, BatchAffine rows, int64_t cols,
+                       LaunchArg out);
 
 //===----------------------------------------------------------------------===//
 // Lowering side

@@ -173,10 +173,9 @@ void appendTokenOpKernels(std::vector<KernelDef> &defs) {
                             {"n", I},
                             {"tokens", I},
                             {"d", I},
-                            {"index_plus_one", I}}),
+                            {"index", I}}),
                   [](KernelBuilder &k) {
-                    Value tokens = k.arg(3), d = k.arg(4);
-                    Value index = k.sub(k.arg(5), k.i64(1));
+                    Value tokens = k.arg(3), d = k.arg(4), index = k.arg(5);
                     k.forGridStride(k.arg(2), [&](Value i) {
                       Value b = divU(k, i, d), col = remU(k, i, d);
                       Value at = k.add(k.mul(k.add(k.mul(b, tokens), index), d), col);
@@ -190,10 +189,9 @@ void appendTokenOpKernels(std::vector<KernelDef> &defs) {
                             {"n", I},
                             {"tokens", I},
                             {"d", I},
-                            {"index_plus_one", I}}),
+                            {"index", I}}),
                   [](KernelBuilder &k) {
-                    Value tokens = k.arg(3), d = k.arg(4);
-                    Value index = k.sub(k.arg(5), k.i64(1));
+                    Value tokens = k.arg(3), d = k.arg(4), index = k.arg(5);
                     k.forGridStride(k.arg(2), [&](Value i) {
                       Value col = remU(k, i, d), bt = divU(k, i, d);
                       Value t = remU(k, bt, tokens), b = divU(k, bt, tokens);
@@ -343,6 +341,9 @@ void appendSumAll(OpSteps &steps, Value x, LaunchArg xArg, LaunchArg out, BatchA
   steps.launches.push_back(std::move(all));
 }
 
+/// pe.sum_to, every shape (the one lowering of the op): a copy when nothing
+/// is summed, one warp for a scalar, else a column sum over the leading rows
+/// (one launch for few static rows, partials and their sum otherwise).
 std::optional<OpSteps> lowerSumTo(Operation &op) {
   Value x = op.getOperand(0), y = op.getResult(0);
   if (x.getType() == y.getType())
@@ -360,7 +361,7 @@ std::optional<OpSteps> lowerSumTo(Operation &op) {
   if (!cols)
     return std::nullopt; // a suffix holding the batch is all of x (handled above)
   BatchAffine rows = rowsOf(numel(x), *cols);
-  appendPlainColumnSum(steps, A::operand(0), rows, *cols, *cols, A::result(0));
+  appendColumnSumTo(steps, A::operand(0), rows, *cols, A::result(0));
   return steps;
 }
 
@@ -451,7 +452,7 @@ std::optional<OpSteps> lowerSelectToken(Operation &op) {
     return std::nullopt;
   int64_t index = int64_t(cast<pe::SelectTokenOp>(op).getIndex());
   return single("pe_select_token", {A::result(0), A::operand(0), A::i64(numel(op.getResult(0))),
-                                    A::i64(td->first), A::i64(td->second), A::i64(index + 1)});
+                                    A::i64(td->first), A::i64(td->second), A::i64(index)});
 }
 
 std::optional<OpSteps> lowerSelectTokenGrad(Operation &op) {
@@ -461,7 +462,7 @@ std::optional<OpSteps> lowerSelectTokenGrad(Operation &op) {
   int64_t index = int64_t(cast<pe::SelectTokenGradOp>(op).getIndex());
   return single("pe_select_token_grad",
                 {A::result(0), A::operand(0), A::i64(numel(op.getResult(0))), A::i64(td->first),
-                 A::i64(td->second), A::i64(index + 1)});
+                 A::i64(td->second), A::i64(index)});
 }
 
 std::optional<OpSteps> lowerTokenEmbed(Operation &op) {

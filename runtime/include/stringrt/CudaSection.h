@@ -88,11 +88,17 @@ struct CudaConstant {
 
 // Row-major strided-batched SGEMM: C_i = alpha op(A_i) op(B_i) + beta C_i
 // for i < count, op(A_i) m x k, op(B_i) k x n, strides in elements.
+// With epilogue Bias ("epilogue": "bias"), `bias` (n floats) is added to
+// every row of C (count 1, beta 0): one cuBLASLt matmul, or the GEMM then
+// the package's pe_add_bias kernel.
+enum class CudaGemmEpilogue { None, Bias };
 struct CudaGemm {
   CudaArg a, b, c;
   CudaAffine m, n, k, count{0, 1}, strideA, strideB, strideC;
   bool transA = false, transB = false;
   float alpha = 1.0f, beta = 0.0f;
+  CudaGemmEpilogue epilogue = CudaGemmEpilogue::None;
+  CudaArg bias; // epilogue Bias only
 };
 
 struct CudaLaunch {

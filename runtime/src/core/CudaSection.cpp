@@ -105,6 +105,7 @@ public:
     parseSteps(member(top, "steps"), section);
     checkUses(section);
     checkConstantsRead(section);
+    checkBiasFallback(section);
     return section;
   }
 
@@ -331,9 +332,18 @@ private:
 
   CudaGemm gemm(const JsonValue &value, const std::string &what, const ProgramOp &op,
                 size_t scratches) const {
-    const JsonValue &g = object(value, what,
-                                {"a", "b", "c", "m", "n", "k", "count", "stride_a", "stride_b",
-                                 "stride_c", "trans_a", "trans_b", "alpha", "beta"});
+    bool hasEpilogue = false;
+    if (value.kind == JsonValue::Kind::Object)
+      for (const detail::JsonMember &m : value.members)
+        hasEpilogue = hasEpilogue || m.key == "epilogue";
+    const JsonValue &g =
+        hasEpilogue ? object(value, what,
+                             {"a", "b", "c", "m", "n", "k", "count", "stride_a", "stride_b",
+                              "stride_c", "trans_a", "trans_b", "alpha", "beta", "epilogue",
+                              "bias"})
+                    : object(value, what,
+                             {"a", "b", "c", "m", "n", "k", "count", "stride_a", "stride_b",
+                              "stride_c", "trans_a", "trans_b", "alpha", "beta"});
     CudaGemm call;
     call.a = pointerArg(member(g, "a"), what + ".a", op, scratches);
     call.b = pointerArg(member(g, "b"), what + ".b", op, scratches);
@@ -357,6 +367,16 @@ private:
     call.transB = flag("trans_b");
     call.alpha = real(member(g, "alpha"), what + ".alpha");
     call.beta = real(member(g, "beta"), what + ".beta");
+    if (hasEpilogue) {
+      std::string epilogue = string(member(g, "epilogue"), what + ".epilogue");
+      if (epilogue != "bias")
+        fail(fmt::format("{}.epilogue must be \"bias\", got {}", what,
+                         quoteForMessage(epilogue)));
+      call.epilogue = CudaGemmEpilogue::Bias;
+      call.bias = pointerArg(member(g, "bias"), what + ".bias", op, scratches);
+      if (call.beta != 0.0f || call.count.perBatch != 0 || call.count.constant != 1)
+        fail(fmt::format("{}: a bias epilogue needs beta 0 and count 1", what));
+    }
     return call;
   }
 
@@ -463,7 +483,10 @@ private:
         for (const CudaOpSteps &op : steps->ops)
           if (op.op == use.op)
             for (const CudaLaunch &l : op.launches)
-              launched = launched || l.kernel == int64_t(k);
+              launched = launched || l.kernel == int64_t(k) ||
+                         // the fallback of a bias epilogue (checkBiasFallback)
+                         (l.gemm && l.gemm->epilogue == CudaGemmEpilogue::Bias &&
+                          section.kernels[k].name == "pe_add_bias");
         if (!launched)
           fail(fmt::format("kernel {} is used by {} op {}, whose steps do not launch it",
                            quoteForMessage(section.kernels[k].name), use.program, use.op));
@@ -520,11 +543,36 @@ private:
           if (l.gemm) {
             mark(l.gemm->a);
             mark(l.gemm->b);
+            if (l.gemm->epilogue == CudaGemmEpilogue::Bias)
+              mark(l.gemm->bias);
           }
         }
     for (size_t c = 0; c < read.size(); ++c)
       if (!read[c])
         fail(fmt::format("cuda.constants[{}] is read by no launch", c));
+  }
+
+  // A bias epilogue falls back to the pe_add_bias kernel (y, b, n, d) where
+  // cuBLASLt cannot run it, so a package using one carries that kernel.
+  void checkBiasFallback(const CudaSection &section) const {
+    bool needed = false;
+    for (const CudaProgramSteps &program : section.steps)
+      for (const CudaOpSteps &op : program.ops)
+        for (const CudaLaunch &l : op.launches)
+          needed = needed || (l.gemm && l.gemm->epilogue == CudaGemmEpilogue::Bias);
+    if (!needed)
+      return;
+    const std::vector<CudaParamKind> params = {CudaParamKind::Ptr, CudaParamKind::Ptr,
+                                               CudaParamKind::I64, CudaParamKind::I64};
+    for (const CudaKernel &kernel : section.kernels)
+      if (kernel.name == "pe_add_bias") {
+        if (kernel.params != params || kernel.grid != CudaGridRule::Elements)
+          fail("cuda.kernels: pe_add_bias (the bias epilogue's fallback) must take (ptr, ptr, "
+               "i64, i64) with grid rule elements");
+        return;
+      }
+    fail("cuda.steps: a GEMM has a bias epilogue but cuda.kernels has no pe_add_bias (its "
+         "fallback)");
   }
 
   void parseCoverage(const JsonValue &value, CudaSection &section) {

@@ -55,11 +55,10 @@ Loaded load() {
   Api &a = loaded.api;
   get(a.create, "cublasCreate_v2");
   get(a.destroy, "cublasDestroy_v2");
-  get(a.sgemm, "cublasSgemm_v2");
-  get(a.sgemmStridedBatched, "cublasSgemmStridedBatched");
+  get(a.gemmEx, "cublasGemmEx");
+  get(a.gemmStridedBatchedEx, "cublasGemmStridedBatchedEx");
   get(a.setStream, "cublasSetStream_v2");
   get(a.setWorkspace, "cublasSetWorkspace_v2");
-  get(a.setMathMode, "cublasSetMathMode");
   get(a.getStatusString, "cublasGetStatusString");
   loaded.ok = !missing;
   return loaded;

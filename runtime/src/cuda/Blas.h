@@ -11,16 +11,30 @@
 
 namespace stringrt::cuda::blas {
 
+// cublasGemmEx and cublasGemmStridedBatchedEx as libcublas exports them
+// (cublasComputeType_t compute type; the header also declares C++ overloads
+// of the same names taking the legacy cudaDataType, so decltype cannot name
+// them).
+using GemmExFn = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int,
+                                    int, int, const void *, const void *, cudaDataType, int,
+                                    const void *, cudaDataType, int, const void *, void *,
+                                    cudaDataType, int, cublasComputeType_t, cublasGemmAlgo_t);
+using GemmStridedBatchedExFn = cublasStatus_t (*)(
+    cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void *,
+    const void *, cudaDataType, int, long long, const void *, cudaDataType, int, long long,
+    const void *, void *, cudaDataType, int, long long, int, cublasComputeType_t,
+    cublasGemmAlgo_t);
+
 // The entry points used, with cublas_api.h's prototypes, by their versioned
-// symbols (cublasCreate -> cublasCreate_v2).
+// symbols (cublasCreate -> cublasCreate_v2). GEMMs go through the Ex entries:
+// f32 data with the compute type naming the arithmetic (Gemm.cpp).
 struct Api {
   decltype(&::cublasCreate_v2) create;
   decltype(&::cublasDestroy_v2) destroy;
-  decltype(&::cublasSgemm_v2) sgemm;
-  decltype(&::cublasSgemmStridedBatched) sgemmStridedBatched;
+  GemmExFn gemmEx;
+  GemmStridedBatchedExFn gemmStridedBatchedEx;
   decltype(&::cublasSetStream_v2) setStream;
   decltype(&::cublasSetWorkspace_v2) setWorkspace;
-  decltype(&::cublasSetMathMode) setMathMode;
   decltype(&::cublasGetStatusString) getStatusString;
 };
 

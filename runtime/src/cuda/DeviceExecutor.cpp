@@ -85,6 +85,7 @@ struct DeviceModel::Impl {
   std::shared_ptr<Device> device;
   std::unique_ptr<KernelSet> kernels;
   std::unique_ptr<Gemm> gemm;
+  GemmPrecision gemmPrecision = GemmPrecision::Fp32; // of every GEMM of the steps
   CUstream stream = nullptr;
   std::vector<OptimizerSlot> slots;
   int64_t total = 0;
@@ -260,15 +261,34 @@ struct DeviceModel::Impl {
         std::string where = fmt::format("{} op {} ({}) launch {}", name, i, op.op, l);
         BoundLaunch bound = bindLaunch(section, opSteps.launches[l], pointers, batch, where);
         if (bound.gemm) {
-          const BoundGemm &g = *bound.gemm;
-          gemm->runStridedBatched(g.transA, g.transB, g.m, g.n, g.k, g.alpha, g.a, g.strideA,
-                                  g.b, g.strideB, g.beta, g.c, g.strideC, g.count, where);
-        } else {
+          runGemm(*bound.gemm, where);
+        } else if (!bound.empty()) { // no block at this batch: nothing to do
           kernels->launch(bound.kernel->name, bound.args, where,
                           bound.grid ? &*bound.grid : nullptr, stream);
         }
       }
     }
+  }
+
+  /// One GEMM of the step program in the package's precision; a bias
+  /// epilogue as one cuBLASLt matmul where it can run, else the GEMM then
+  /// pe_add_bias (the loader checked the package has it).
+  void runGemm(const BoundGemm &g, const std::string &where) {
+    if (g.bias) {
+      if (gemm->runWithBias(g.transA, g.transB, g.m, g.n, g.k, g.alpha, g.a, g.b, g.bias, g.c,
+                            where, gemmPrecision))
+        return;
+      gemm->run(g.transA, g.transB, g.m, g.n, g.k, g.alpha, g.a, g.b, 0.0f, g.c, where,
+                gemmPrecision);
+      if (g.m > 0 && g.n > 0)
+        kernels->launch("pe_add_bias",
+                        {KernelArg::pointer(g.c), KernelArg::pointer(g.bias),
+                         KernelArg::integer(g.m * g.n), KernelArg::integer(g.n)},
+                        where + " (bias)", nullptr, stream);
+      return;
+    }
+    gemm->runStridedBatched(g.transA, g.transB, g.m, g.n, g.k, g.alpha, g.a, g.strideA, g.b,
+                            g.strideB, g.beta, g.c, g.strideC, g.count, where, gemmPrecision);
   }
 
   /// After @gradients: each gradient output into its slot of `grads`.
@@ -492,9 +512,11 @@ DeviceModel::DeviceModel(const Manifest &manifest, const CudaSection &section,
   driver::check(driver::require().streamCreate(&m.stream, CU_STREAM_NON_BLOCKING),
                 "creating the executor's stream", "cuStreamCreate");
   m.gemm->setStream(m.stream);
-  // A bf16 package (stringc --gpu-precision=bf16: tensor-core attention)
-  // runs its GEMMs on the tensor cores too, in TF32.
-  m.gemm->setTF32(options.tf32 || m.section.precision == "bf16");
+  // A bf16 package (stringc --gpu-precision=bf16) runs its GEMMs on the
+  // tensor cores in bf16 too; --tf32 asks for TF32 in an fp32 package.
+  m.gemmPrecision = m.section.precision == "bf16" ? GemmPrecision::Bf16
+                    : options.tf32                ? GemmPrecision::Tf32
+                                                  : GemmPrecision::Fp32;
   size_t bytes = size_t(std::max<int64_t>(m.total, 1)) * 4;
   m.params = std::make_unique<Arena>(m.device, bytes);
   m.grads = std::make_unique<Arena>(m.device, bytes);

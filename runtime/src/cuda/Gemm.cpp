@@ -1,8 +1,13 @@
-// Gemm: row-major SGEMM on cuBLAS (CudaBackend.h). cuBLAS is column-major;
+// Gemm: row-major GEMMs on cuBLAS (CudaBackend.h). cuBLAS is column-major;
 // a row-major [M,N] matrix is its column-major transpose, so C = op(A) op(B)
-// is computed as C^T = op(B)^T op(A)^T with the operands swapped. cuBLAS is
-// opened at run time (Blas.h).
+// is computed as C^T = op(B)^T op(A)^T with the operands swapped. cuBLAS and
+// cuBLASLt are opened at run time (Blas.h, BlasLt.h).
+//
+// Every GEMM names its arithmetic (GemmPrecision) through the compute type
+// of cublasGemmEx / cublasGemmStridedBatchedEx (f32 data, f32 scale type),
+// so no handle-wide math mode decides it behind the caller's back.
 #include "Blas.h"
+#include "BlasLt.h"
 
 #include "stringrt/Error.h"
 #include "stringrt/cuda/CudaBackend.h"
@@ -21,46 +26,107 @@ void checkBlas(cublasStatus_t status, const std::string &step, const char *call)
                             blas::require().getStatusString(status)));
 }
 
+void checkLt(cublasStatus_t status, const std::string &step, const char *call) {
+  if (status != CUBLAS_STATUS_SUCCESS)
+    throw Error(fmt::format("cuBLASLt error in {}: {} failed: {}", step, call,
+                            blaslt::api()->getStatusString(status)));
+}
+
 int asInt(int64_t value, const std::string &step, const char *what) {
   if (value < 0 || value > std::numeric_limits<int>::max())
     throw Error(fmt::format("{}: GEMM {} = {} is out of cuBLAS's int range", step, what, value));
   return int(value);
 }
 
+cublasComputeType_t computeType(GemmPrecision precision) {
+  switch (precision) {
+  case GemmPrecision::Fp32: return CUBLAS_COMPUTE_32F;
+  case GemmPrecision::Tf32: return CUBLAS_COMPUTE_32F_FAST_TF32;
+  case GemmPrecision::Bf16: return CUBLAS_COMPUTE_32F_FAST_16BF;
+  }
+  return CUBLAS_COMPUTE_32F;
+}
+
+// The largest power of two (at most 256) dividing `address`: what cuBLASLt
+// may assume of a matrix's alignment (CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_*).
+uint32_t alignmentOf(uint64_t address) {
+  uint32_t alignment = 1;
+  while (alignment < 256 && address % (alignment * 2) == 0)
+    alignment *= 2;
+  return alignment;
+}
+
+// cuBLASLt descriptors, destroyed when the call is done with them.
+struct LtCall {
+  const blaslt::Api &lt;
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulPreference_t preference = nullptr;
+  ~LtCall() {
+    if (preference)
+      lt.preferenceDestroy(preference);
+    for (cublasLtMatrixLayout_t layout : {a, b, c})
+      if (layout)
+        lt.matrixLayoutDestroy(layout);
+    if (desc)
+      lt.matmulDescDestroy(desc);
+  }
+};
+
 } // namespace
+
+const char *gemmPrecisionName(GemmPrecision precision) {
+  switch (precision) {
+  case GemmPrecision::Fp32: return "fp32";
+  case GemmPrecision::Tf32: return "tf32";
+  case GemmPrecision::Bf16: return "bf16";
+  }
+  return "?";
+}
 
 Gemm::Gemm(std::shared_ptr<Device> device) : device_(std::move(device)) {
   cublasHandle_t handle = nullptr;
   checkBlas(blas::require().create(&handle), "creating the cuBLAS handle", "cublasCreate");
   handle_ = handle;
+  // Without cuBLASLt (or a handle of it) bias epilogues take the fallback.
+  if (const blaslt::Api *lt = blaslt::api()) {
+    cublasLtHandle_t ltHandle = nullptr;
+    if (lt->create(&ltHandle) == CUBLAS_STATUS_SUCCESS)
+      ltHandle_ = ltHandle;
+  }
 }
 
 Gemm::~Gemm() {
   if (const blas::Api *api = blas::api(); api && handle_)
     api->destroy(cublasHandle_t(handle_));
+  if (const blaslt::Api *lt = blaslt::api(); lt && ltHandle_)
+    lt->destroy(cublasLtHandle_t(ltHandle_));
 }
 
 void Gemm::run(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, uint64_t A,
-               uint64_t B, float beta, uint64_t C, const std::string &step) const {
+               uint64_t B, float beta, uint64_t C, const std::string &step,
+               GemmPrecision precision) const {
   int m = asInt(M, step, "M"), n = asInt(N, step, "N"), k = asInt(K, step, "K");
   if (m == 0 || n == 0)
     return;
   int lda = std::max(1, transA ? m : k);
   int ldb = std::max(1, transB ? k : n);
-  checkBlas(blas::require().sgemm(cublasHandle_t(handle_), transB ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                  transA ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha,
-                                  reinterpret_cast<const float *>(B), ldb,
-                                  reinterpret_cast<const float *>(A), lda, &beta,
-                                  reinterpret_cast<float *>(C), n),
-            step, "cublasSgemm");
+  checkBlas(blas::require().gemmEx(cublasHandle_t(handle_), transB ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                   transA ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha,
+                                   reinterpret_cast<const void *>(B), CUDA_R_32F, ldb,
+                                   reinterpret_cast<const void *>(A), CUDA_R_32F, lda, &beta,
+                                   reinterpret_cast<void *>(C), CUDA_R_32F, n,
+                                   computeType(precision), CUBLAS_GEMM_DEFAULT),
+            step, "cublasGemmEx");
 }
 
 void Gemm::runStridedBatched(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
                              float alpha, uint64_t A, int64_t strideA, uint64_t B,
                              int64_t strideB, float beta, uint64_t C, int64_t strideC,
-                             int64_t count, const std::string &step) const {
+                             int64_t count, const std::string &step,
+                             GemmPrecision precision) const {
   if (count == 1) {
-    run(transA, transB, M, N, K, alpha, A, B, beta, C, step);
+    run(transA, transB, M, N, K, alpha, A, B, beta, C, step, precision);
     return;
   }
   int m = asInt(M, step, "M"), n = asInt(N, step, "N"), k = asInt(K, step, "K");
@@ -73,30 +139,110 @@ void Gemm::runStridedBatched(bool transA, bool transB, int64_t M, int64_t N, int
   int lda = std::max(1, transA ? m : k);
   int ldb = std::max(1, transB ? k : n);
   // Column-major: C^T = op(B)^T op(A)^T, so B's stride comes first.
-  checkBlas(blas::require().sgemmStridedBatched(
+  checkBlas(blas::require().gemmStridedBatchedEx(
                 cublasHandle_t(handle_), transB ? CUBLAS_OP_T : CUBLAS_OP_N,
                 transA ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha,
-                reinterpret_cast<const float *>(B), ldb, strideB,
-                reinterpret_cast<const float *>(A), lda, strideA, &beta,
-                reinterpret_cast<float *>(C), n, strideC, batches),
-            step, "cublasSgemmStridedBatched");
+                reinterpret_cast<const void *>(B), CUDA_R_32F, ldb, strideB,
+                reinterpret_cast<const void *>(A), CUDA_R_32F, lda, strideA, &beta,
+                reinterpret_cast<void *>(C), CUDA_R_32F, n, strideC, batches,
+                computeType(precision), CUBLAS_GEMM_DEFAULT),
+            step, "cublasGemmStridedBatchedEx");
+}
+
+bool Gemm::runWithBias(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha,
+                       uint64_t A, uint64_t B, uint64_t bias, uint64_t C,
+                       const std::string &step, GemmPrecision precision) const {
+  const blaslt::Api *lt = blaslt::api();
+  // 16 bytes: the alignment the bias epilogue is known to need on hardware
+  // (cuBLASLt documents none, but its heuristic reads the pointer's).
+  if (!lt || !ltHandle_ || bias % 16 != 0)
+    return false;
+  int m = asInt(M, step, "M"), n = asInt(N, step, "N"), k = asInt(K, step, "K");
+  if (m == 0 || n == 0 || k == 0)
+    return false; // nothing to multiply: the caller's plain path handles it
+  // Column-major D^T [N, M] = op(B)^T op(A)^T: cuBLASLt's A is our B, its B
+  // our A. A layout describes the stored matrix (before the transpose).
+  LtCall call{*lt};
+  cublasOperation_t opB = transB ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t opA = transA ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+  cudaDataType biasType = CUDA_R_32F;
+  const void *biasPointer = reinterpret_cast<const void *>(bias);
+  checkLt(lt->matmulDescCreate(&call.desc, computeType(precision), CUDA_R_32F), step,
+          "cublasLtMatmulDescCreate");
+  auto set = [&](cublasLtMatmulDescAttributes_t attribute, const void *value, size_t bytes) {
+    checkLt(lt->matmulDescSetAttribute(call.desc, attribute, value, bytes), step,
+            "cublasLtMatmulDescSetAttribute");
+  };
+  set(CUBLASLT_MATMUL_DESC_TRANSA, &opB, sizeof opB);
+  set(CUBLASLT_MATMUL_DESC_TRANSB, &opA, sizeof opA);
+  set(CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue);
+  set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, &biasPointer, sizeof biasPointer);
+  set(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &biasType, sizeof biasType);
+  // Our B stored row-major [K, N] (or [N, K]) is column-major [N, K] (or [K, N]).
+  checkLt(lt->matrixLayoutCreate(&call.a, CUDA_R_32F, transB ? k : n, transB ? n : k,
+                                 transB ? k : n),
+          step, "cublasLtMatrixLayoutCreate");
+  checkLt(lt->matrixLayoutCreate(&call.b, CUDA_R_32F, transA ? m : k, transA ? k : m,
+                                 transA ? m : k),
+          step, "cublasLtMatrixLayoutCreate");
+  checkLt(lt->matrixLayoutCreate(&call.c, CUDA_R_32F, n, m, n), step,
+          "cublasLtMatrixLayoutCreate");
+  checkLt(lt->preferenceCreate(&call.preference), step, "cublasLtMatmulPreferenceCreate");
+  uint64_t workspace = workspaceBytes_;
+  checkLt(lt->preferenceSetAttribute(call.preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                     &workspace, sizeof workspace),
+          step, "cublasLtMatmulPreferenceSetAttribute");
+  const std::pair<cublasLtMatmulPreferenceAttributes_t, uint64_t> alignments[] = {
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, B},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, A},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, C},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, C}};
+  for (const auto &[attribute, address] : alignments) {
+    uint32_t alignment = alignmentOf(address);
+    checkLt(lt->preferenceSetAttribute(call.preference, attribute, &alignment, sizeof alignment),
+            step, "cublasLtMatmulPreferenceSetAttribute");
+  }
+  cublasLtMatmulHeuristicResult_t heuristic{};
+  int found = 0;
+  cublasStatus_t status =
+      lt->algoGetHeuristic(cublasLtHandle_t(ltHandle_), call.desc, call.a, call.b, call.c, call.c,
+                           call.preference, 1, &heuristic, &found);
+  if (status == CUBLAS_STATUS_NOT_SUPPORTED || (status == CUBLAS_STATUS_SUCCESS && found == 0))
+    return false; // no algorithm for this shape and these alignments
+  checkLt(status, step, "cublasLtMatmulAlgoGetHeuristic");
+  float beta = 0.0f;
+  checkLt(lt->matmul(cublasLtHandle_t(ltHandle_), call.desc, &alpha,
+                     reinterpret_cast<const void *>(B), call.a, reinterpret_cast<const void *>(A),
+                     call.b, &beta, reinterpret_cast<const void *>(C), call.c,
+                     reinterpret_cast<void *>(C), call.c, &heuristic.algo,
+                     reinterpret_cast<void *>(workspace_), workspaceBytes_,
+                     cudaStream_t(stream_)),
+          step, "cublasLtMatmul");
+  return true;
+}
+
+std::string Gemm::biasEpilogueUnavailable() const {
+  std::string why;
+  if (!blaslt::api(&why))
+    return "cuBLASLt is not available: " + why;
+  if (!ltHandle_)
+    return "cublasLtCreate failed";
+  return "";
 }
 
 void Gemm::setStream(void *stream) {
   checkBlas(blas::require().setStream(cublasHandle_t(handle_), cudaStream_t(stream)),
             "setting the stream", "cublasSetStream");
+  stream_ = stream;
 }
 
 void Gemm::setWorkspace(uint64_t pointer, size_t bytes) {
   checkBlas(blas::require().setWorkspace(cublasHandle_t(handle_),
                                          reinterpret_cast<void *>(pointer), bytes),
             "setting the cuBLAS workspace", "cublasSetWorkspace");
-}
-
-void Gemm::setTF32(bool allowed) {
-  checkBlas(blas::require().setMathMode(cublasHandle_t(handle_),
-                              allowed ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH),
-            "setting the cuBLAS math mode", "cublasSetMathMode");
+  workspace_ = pointer;
+  workspaceBytes_ = bytes;
 }
 
 } // namespace stringrt::cuda

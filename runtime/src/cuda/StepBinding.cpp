@@ -149,6 +149,8 @@ BoundLaunch bindLaunch(const CudaSection &section, const CudaLaunch &launch,
     b.transB = g.transB;
     b.alpha = g.alpha;
     b.beta = g.beta;
+    if (g.epilogue == CudaGemmEpilogue::Bias)
+      b.bias = pointerOf(g.bias, pointers, where + " (gemm bias)");
     bound.gemm = b;
     return bound;
   }
@@ -189,6 +191,11 @@ BoundLaunch bindLaunch(const CudaSection &section, const CudaLaunch &launch,
                                 kernel.name, d, grid[d], limits[d]));
     }
     bound.grid = grid;
+  }
+  try {
+    bound.shape = launchShapeFor(kernel, bound.args, bound.grid ? &*bound.grid : nullptr);
+  } catch (const Error &error) {
+    throw Error(fmt::format("{}: {}", where, error.what()));
   }
   return bound;
 }
@@ -261,6 +268,10 @@ int64_t checkProgramSteps(const Manifest &manifest, const CudaSection &section,
           {"A", {reach(g.m, g.k, g.strideA), &launch.gemm->a}},
           {"B", {reach(g.k, g.n, g.strideB), &launch.gemm->b}},
           {"C", {reach(g.m, g.n, g.strideC), &launch.gemm->c}}};
+      if (launch.gemm->epilogue == CudaGemmEpilogue::Bias &&
+          uint64_t(g.n) * 4 > extent(launch.gemm->bias))
+        throw Error(fmt::format("{}: the GEMM's bias needs {} bytes, its buffer has {}", where,
+                                uint64_t(g.n) * 4, extent(launch.gemm->bias)));
       for (const auto &[matrix, need] : matrices)
         if (need.first > extent(*need.second))
           throw Error(fmt::format("{}: GEMM {} needs {} bytes, its buffer has {} (m {}, n {}, "

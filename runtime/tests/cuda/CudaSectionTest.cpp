@@ -390,5 +390,96 @@ TEST_F(CudaSectionTest, RejectsMissingOrStrayBinaries) {
   expectRejected(cpu, "unknown metadata key \"cuda\"");
 }
 
+
+// A GEMM with a bias epilogue (gradients op 7, after a launch of "k") and
+// the kernel table `kernels` (k first); the package carries pe_add_bias's
+// binaries when the table names it.
+class CudaSectionEpilogueTest : public CudaSectionTest {
+protected:
+  static std::string biasKernel(const std::string &params = R"(["ptr", "ptr", "i64", "i64"])") {
+    return R"({"name": "pe_add_bias", "op": "pe.linear", "params": )" + params +
+           R"(, "grid": "elements", "block": [256, 1], "ptx": "ptx.pe_add_bias",
+           "cubin": "cubin.pe_add_bias", "uses": [{"program": "gradients", "op": 7}]})";
+  }
+  static std::string gemm(const std::string &extra, const std::string &beta = "0",
+                          const std::string &count = "[0, 1]") {
+    return R"({"gemm": {"a": {"operand": 0}, "b": {"operand": 0}, "c": {"result": 0},
+      "m": [0, 1], "n": [0, 3], "k": [0, 1], "count": )" + count + R"(, "stride_a": [0, 0],
+      "stride_b": [0, 0], "stride_c": [0, 3], "trans_a": false, "trans_b": false,
+      "alpha": 1, "beta": )" + beta + extra + "}}";
+  }
+  std::string writeEpilogue(const std::string &gemmJson, bool withBiasKernel = true,
+                            const std::string &biasParams = R"(["ptr", "ptr", "i64", "i64"])") {
+    std::string kernels = R"([{"name": "k", "op": "pe.sum_to", "params": ["ptr", "ptr", "i64"],
+         "grid": "elements", "block": [256, 1], "ptx": "ptx.k", "cubin": "cubin.k",
+         "uses": [{"program": "gradients", "op": 7}]})" +
+                          (withBiasKernel ? "," + biasKernel(biasParams) : "") + "]";
+    std::string cuda = R"({"arch": "sm_90", "precision": "bf16", "kernels": )" + kernels + R"(,
+      "coverage": {"ops": 5, "with_kernel": 1, "without_kernel": {"forward": ["pe.linear"]}},
+      "steps": {"forward": [], "gradients": [{"op": 7, "scratch": [], "launches": [
+        {"kernel": "k", "args": [{"result": 0}, {"operand": 0}, {"i64": [3, 0]}]}, )" +
+                       gemmJson + R"(]}]}, "constants": []})";
+    std::string path = dir.file("epilogue.pkg");
+    std::string ptx = kPtx, biasPtx = ".version 8.0\n.target sm_90\n.visible .entry "
+                                      "pe_add_bias(\n.param .u64 p\n)\n{\nret;\n}\n";
+    std::string cubin = "c";
+    std::vector<TensorView> tensors = {{"ptx.k", DType::U8, {int64_t(ptx.size())}, ptx.data()},
+                                       {"cubin.k", DType::U8, {1}, cubin.data()}};
+    if (withBiasKernel) {
+      tensors.push_back(
+          {"ptx.pe_add_bias", DType::U8, {int64_t(biasPtx.size())}, biasPtx.data()});
+      tensors.push_back({"cubin.pe_add_bias", DType::U8, {1}, cubin.data()});
+    }
+    writeSafetensors(path, tensors,
+                     {{"format", "stringc-package"},
+                      {"version", "1"},
+                      {"target", "cuda"},
+                      {"manifest", manifest()},
+                      {"cuda", cuda}});
+    return path;
+  }
+};
+
+TEST_F(CudaSectionEpilogueTest, ReadsABiasEpilogue) {
+  Package package = Package::load(writeEpilogue(gemm(R"(, "epilogue": "bias", "bias": {"operand": 0})")));
+  const CudaLaunch &launch = package.cuda()->stepsOf("gradients")->ops[0].launches[1];
+  ASSERT_TRUE(launch.gemm);
+  EXPECT_EQ(launch.gemm->epilogue, CudaGemmEpilogue::Bias);
+  EXPECT_EQ(launch.gemm->bias.kind, CudaArgKind::Operand);
+  EXPECT_EQ(launch.gemm->bias.index, 0);
+  // Without the keys: no epilogue.
+  Package plain = Package::load(writeEpilogue(gemm(""), /*withBiasKernel=*/false));
+  EXPECT_EQ(plain.cuda()->stepsOf("gradients")->ops[0].launches[1].gemm->epilogue,
+            CudaGemmEpilogue::None);
+}
+
+TEST_F(CudaSectionEpilogueTest, RejectsCorruptEpilogues) {
+  const std::string where = "cuda.steps.gradients op 7 (pe.sum_to) launch 1.gemm";
+  expectRejected(writeEpilogue(gemm(R"(, "epilogue": "gelu", "bias": {"operand": 0})")),
+                 where + ".epilogue must be \"bias\", got \"gelu\"");
+  expectRejected(writeEpilogue(gemm(R"(, "epilogue": 1, "bias": {"operand": 0})")),
+                 where + ".epilogue must be a string");
+  expectRejected(writeEpilogue(gemm(R"(, "epilogue": "bias")")), where + ": missing key \"bias\"");
+  expectRejected(writeEpilogue(gemm(R"(, "bias": {"operand": 0})")), where + ": unknown key \"bias\"");
+  expectRejected(writeEpilogue(gemm(R"(, "epilogue": "bias", "bias": {"i64": [0, 1]})")),
+                 where + ".bias must be an operand, result, scratch buffer or constant");
+  expectRejected(writeEpilogue(gemm(R"(, "epilogue": "bias", "bias": {"operand": 3})")),
+                 "(operand of pe.sum_to) must be an integer in [0, 0]");
+  expectRejected(writeEpilogue(gemm(R"(, "epilogue": "bias", "bias": {"operand": 0})", "1")),
+                 where + ": a bias epilogue needs beta 0 and count 1");
+  expectRejected(
+      writeEpilogue(gemm(R"(, "epilogue": "bias", "bias": {"operand": 0})", "0", "[1, 0]")),
+      where + ": a bias epilogue needs beta 0 and count 1");
+  // The fallback kernel: present, with its signature.
+  expectRejected(writeEpilogue(gemm(R"(, "epilogue": "bias", "bias": {"operand": 0})"), false),
+                 "a GEMM has a bias epilogue but cuda.kernels has no pe_add_bias");
+  expectRejected(writeEpilogue(gemm(R"(, "epilogue": "bias", "bias": {"operand": 0})"), true,
+                               R"(["ptr", "ptr", "i64"])"),
+                 "pe_add_bias (the bias epilogue's fallback) must take (ptr, ptr, i64, i64)");
+  // pe_add_bias listed as used by an op whose steps have no bias epilogue.
+  expectRejected(writeEpilogue(gemm("")),
+                 "kernel \"pe_add_bias\" is used by gradients op 7, whose steps do not launch it");
+}
+
 } // namespace
 } // namespace stringrt::test

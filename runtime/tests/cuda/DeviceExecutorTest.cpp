@@ -3,8 +3,8 @@
 //
 // - refusals that need no GPU: a package whose programs have ops without
 //   steps (the error names them), a package without its optimizer's kernel;
-// - on a GPU (skipped without one): pe_add_bias and the two-stage
-//   pe_column_sum against host sums, the strided-batched GEMM against a host
+// - on a GPU (skipped without one): pe_add_bias and the column sums of
+//   pe.sum_to (pe_colsum_partials / pe_colsum_finish) against host sums, the strided-batched GEMM against a host
 //   GEMM, and, with STRINGRT_CUDA_VIT_PACKAGE naming a package of
 //   examples/vit_rope.pe compiled with --target=cuda, the loss and every
 //   gradient of one step against the CPU executor, then three training
@@ -155,20 +155,27 @@ TEST(GpuLinearKernels, BiasAndColumnSums) {
   std::vector<float> y = arena.downloadVector<float>(xAt, x.size());
   for (size_t i = 0; i < x.size(); ++i)
     ASSERT_EQ(y[i], x[i] + b[i % size_t(d)]) << i;
-  // pe_column_sum in two stages: 64 row chunks, then their sum.
-  std::array<int64_t, 3> first = {(d + 127) / 128, chunks, 1}, second = {(d + 127) / 128, 1, 1};
-  kernels.launch("pe_column_sum",
+  // pe.sum_to's column sums (TokenKernels.cpp): pe_colsum_partials over 64
+  // row chunks then pe_colsum_finish, and one chunk straight into the output
+  // (the single launch for few rows).
+  std::array<int64_t, 3> first = {(d + 127) / 128, chunks, 1}, single = {(d + 127) / 128, 1, 1};
+  kernels.launch("pe_colsum_partials",
                  {KA::pointer(arena.at(partialAt, chunks * d * 4)),
                   KA::pointer(arena.at(xAt, x.size() * 4)), KA::integer(rows), KA::integer(d),
-                  KA::integer(chunks)},
-                 "test pe_column_sum (partials)", &first);
-  kernels.launch("pe_column_sum",
+                  KA::integer(chunks), KA::integer(d)},
+                 "test pe_colsum_partials", &first);
+  kernels.launch("pe_colsum_finish",
                  {KA::pointer(arena.at(outAt, d * 4)),
-                  KA::pointer(arena.at(partialAt, chunks * d * 4)), KA::integer(chunks),
-                  KA::integer(d), KA::integer(1)},
-                 "test pe_column_sum (total)", &second);
-  device->synchronize("test pe_column_sum");
-  std::vector<float> sums = arena.downloadVector<float>(outAt, size_t(d));
+                  KA::pointer(arena.at(partialAt, chunks * d * 4)), KA::integer(d),
+                  KA::integer(chunks), KA::integer(1)},
+                 "test pe_colsum_finish");
+  kernels.launch("pe_colsum_partials",
+                 {KA::pointer(arena.at(outAt + d * 4, d * 4)),
+                  KA::pointer(arena.at(xAt, x.size() * 4)), KA::integer(rows), KA::integer(d),
+                  KA::integer(1), KA::integer(d)},
+                 "test pe_colsum_partials (one chunk)", &single);
+  device->synchronize("test column sums");
+  std::vector<float> sums = arena.downloadVector<float>(outAt, size_t(2 * d));
   for (int64_t c = 0; c < d; ++c) {
     double want = 0, magnitude = 0;
     for (int64_t r = 0; r < rows; ++r) {
@@ -176,6 +183,9 @@ TEST(GpuLinearKernels, BiasAndColumnSums) {
       magnitude += std::fabs(y[size_t(r * d + c)]);
     }
     EXPECT_NEAR(sums[size_t(c)], want, 1e-6 * magnitude + 1e-6) << "column " << c;
+    // One f32 sum over all rows: the worst case of a sequential sum.
+    EXPECT_NEAR(sums[size_t(d + c)], want, double(rows) * 0x1p-24 * magnitude + 1e-6)
+        << "one chunk, column " << c;
   }
 }
 

@@ -218,6 +218,51 @@ TEST(StepBinding, EvaluatesExplicitGridsWithinTheDeviceLimits) {
                         {"takes no explicit grid"}));
 }
 
+// The binding sizes every kernel launch's grid at the batch; the executor
+// skips exactly the launches with no block (BoundLaunch::empty), never one
+// because an i64 argument is 0.
+TEST(StepBinding, OnlyEmptyGridsAreSkipped) {
+  OpPointers pointers{{0x1000, 0x2000}, {0x3000}, {0x4000}};
+  CudaSection elements = sectionWithKernel(CudaGridRule::Elements);
+  CudaLaunch perBatch = kernelLaunch();
+  perBatch.args[3].integer = {12, 0}; // n = 12 B elements
+  BoundLaunch b = cuda::bindLaunch(elements, perBatch, pointers, 3, "op");
+  EXPECT_EQ(b.shape.grid[0], 1u); // 36 elements, 128 threads
+  EXPECT_EQ(b.shape.block[0], 128u);
+  EXPECT_FALSE(b.empty());
+  b = cuda::bindLaunch(elements, perBatch, pointers, 0, "op");
+  EXPECT_EQ(b.args[3].i64, 0);
+  EXPECT_EQ(b.shape.grid[0], 0u);
+  EXPECT_TRUE(b.empty());
+
+  // An explicit grid: empty when a dimension evaluates to 0, whatever the
+  // integer arguments; an i64 argument of 0 under a non-empty grid runs.
+  CudaSection fixed = sectionWithKernel(CudaGridRule::Explicit);
+  CudaLaunch l = kernelLaunch();
+  l.args[3].integer = {0, 0};
+  l.grid = std::array<CudaAffine, 3>{CudaAffine{4, 0}, CudaAffine{0, 2}, CudaAffine{0, 1}};
+  b = cuda::bindLaunch(fixed, l, pointers, 5, "op");
+  EXPECT_EQ(b.args[3].i64, 0);
+  EXPECT_EQ(b.shape.grid[0], 20u);
+  EXPECT_EQ(b.shape.grid[1], 2u);
+  EXPECT_FALSE(b.empty());
+  b = cuda::bindLaunch(fixed, l, pointers, 0, "op");
+  EXPECT_TRUE(b.empty());
+  l.grid = std::array<CudaAffine, 3>{CudaAffine{4, 0}, CudaAffine{0, 0}, CudaAffine{0, 1}};
+  EXPECT_TRUE(cuda::bindLaunch(fixed, l, pointers, 5, "op").empty());
+
+  // A GEMM is never "empty" here (cuBLAS takes its sizes as they are).
+  EXPECT_FALSE(BoundLaunch{}.empty());
+
+  // A grid given to a kernel of another rule, or missing, is a binding error.
+  CudaLaunch stray = kernelLaunch();
+  stray.grid = std::array<CudaAffine, 3>{CudaAffine{0, 1}, CudaAffine{0, 1}, CudaAffine{0, 1}};
+  EXPECT_TRUE(failsWith([&] { cuda::bindLaunch(elements, stray, pointers, 1, "forward op 2"); },
+                        "", {"forward op 2: kernel k (grid rule elements) takes no explicit grid"}));
+  EXPECT_TRUE(failsWith([&] { cuda::bindLaunch(fixed, kernelLaunch(), pointers, 1, "op"); }, "",
+                        {"needs an explicit grid"}));
+}
+
 TEST(StepBinding, BindsGemms) {
   CudaSection section;
   CudaLaunch l;

@@ -1,12 +1,13 @@
 // The cuBLAS entries the runtime uses (runtime/src/cuda/Blas.h), on the host:
-// single-precision GEMMs with cuBLAS's column-major semantics (lda, ldb,
-// ldc, transposes, alpha, beta; beta = 0 never reads C), enqueued on the
-// handle's stream like the driver's operations (so captured into graphs).
-// Every matrix must lie inside one device allocation (else
-// CUBLAS_STATUS_INVALID_VALUE at the call). With
-// CUBLAS_TF32_TENSOR_OP_MATH the inputs are rounded to TF32 (10-bit
-// mantissa, round to nearest, ties away), as the tensor cores read them;
+// GEMMs with cuBLAS's column-major semantics (lda, ldb, ldc, transposes,
+// alpha, beta; beta = 0 never reads C), enqueued on the handle's stream like
+// the driver's operations (so captured into graphs). Every matrix must lie
+// inside one device allocation (else CUBLAS_STATUS_INVALID_VALUE at the
+// call). The inputs are rounded as the tensor cores would read them
+// (EmulatedGemm.h): to TF32 with CUBLAS_TF32_TENSOR_OP_MATH or
+// CUBLAS_COMPUTE_32F_FAST_TF32, to bf16 with CUBLAS_COMPUTE_32F_FAST_16BF;
 // products are summed in f32 in k order.
+#include "EmulatedGemm.h"
 #include "Emulator.h"
 
 #include <cublas_v2.h>
@@ -14,6 +15,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <set>
 
 #define STRINGRT_EMU_EXPORT extern "C" __attribute__((visibility("default")))
@@ -35,33 +37,6 @@ Handle *handleOf(cublasHandle_t h) {
   auto *handle = reinterpret_cast<Handle *>(h);
   return handles().count(handle) ? handle : nullptr;
 }
-
-float toTF32(float x) {
-  if (!std::isfinite(x))
-    return x;
-  uint32_t bits;
-  std::memcpy(&bits, &x, 4);
-  bits = (bits + 0x1000u) & 0xffffe000u;
-  std::memcpy(&x, &bits, 4);
-  return x;
-}
-
-struct GemmShape {
-  bool transA, transB;
-  int m, n, k;
-  float alpha, beta;
-  const float *A;
-  int lda;
-  long long strideA;
-  const float *B;
-  int ldb;
-  long long strideB;
-  float *C;
-  int ldc;
-  long long strideC;
-  int batches;
-  bool tf32;
-};
 
 // cuBLAS's argument checks (CUBLAS_STATUS_INVALID_VALUE).
 bool validShape(const GemmShape &g) {
@@ -94,11 +69,13 @@ bool matricesInside(const GemmShape &g) {
       (!matrixInside(g.A, rowsA, colsA, g.lda, g.strideA, g.batches, "A") ||
        !matrixInside(g.B, rowsB, colsB, g.ldb, g.strideB, g.batches, "B")))
     return false;
+  if (g.bias && !matrixInside(g.bias, g.m, 1, g.m, 0, 1, "bias"))
+    return false;
   return matrixInside(g.C, g.m, g.n, g.ldc, g.strideC, g.batches, "C");
 }
 
 CUresult runGemm(const GemmShape &g) {
-  auto in = [&](float x) { return g.tf32 ? toTF32(x) : x; };
+  auto in = [&](float x) { return roundInput(x, g.rounding); };
   std::vector<float> column(size_t(std::max(g.m, 0)));
   for (int batch = 0; batch < g.batches; ++batch) {
     const float *A = g.A + batch * g.strideA, *B = g.B + batch * g.strideB;
@@ -115,14 +92,44 @@ CUresult runGemm(const GemmShape &g) {
         }
       for (int i = 0; i < g.m; ++i) {
         float &c = C[i + size_t(j) * g.ldc];
-        c = g.beta == 0.0f ? g.alpha * column[i] : g.alpha * column[i] + g.beta * c;
+        float value = g.beta == 0.0f ? g.alpha * column[i] : g.alpha * column[i] + g.beta * c;
+        c = g.bias ? value + g.bias[i] : value;
       }
     }
   }
   return CUDA_SUCCESS;
 }
 
-cublasStatus_t enqueueGemm(Handle *handle, const GemmShape &g, const char *call) {
+// The rounding a compute type asks for (cublasGemmEx), or nullopt for one
+// the emulator does not implement.
+std::optional<InputRounding> roundingOf(cublasComputeType_t type, cublasMath_t math) {
+  switch (type) {
+  case CUBLAS_COMPUTE_32F:
+    // As in cuBLAS, the handle's TF32 math mode applies to CUBLAS_COMPUTE_32F.
+    return math == CUBLAS_TF32_TENSOR_OP_MATH ? InputRounding::Tf32 : InputRounding::None;
+  case CUBLAS_COMPUTE_32F_PEDANTIC: return InputRounding::None;
+  case CUBLAS_COMPUTE_32F_FAST_TF32: return InputRounding::Tf32;
+  case CUBLAS_COMPUTE_32F_FAST_16BF: return InputRounding::Bf16;
+  default: return std::nullopt;
+  }
+}
+
+} // namespace
+
+float roundInput(float x, InputRounding rounding) {
+  if (rounding == InputRounding::None || !std::isfinite(x))
+    return x;
+  uint32_t bits;
+  std::memcpy(&bits, &x, 4);
+  if (rounding == InputRounding::Tf32)
+    bits = (bits + 0x1000u) & 0xffffe000u; // ties away from zero
+  else
+    bits = (bits + 0x7fffu + ((bits >> 16) & 1u)) & 0xffff0000u; // ties to even
+  std::memcpy(&x, &bits, 4);
+  return x;
+}
+
+cublasStatus_t enqueueGemm(CUstream stream, const GemmShape &g, const char *call) {
   if (!validShape(g)) {
     report(fmt::format("{}: invalid arguments (m {}, n {}, k {}, lda {}, ldb {}, ldc {})", call,
                        g.m, g.n, g.k, g.lda, g.ldb, g.ldc));
@@ -135,11 +142,10 @@ cublasStatus_t enqueueGemm(Handle *handle, const GemmShape &g, const char *call)
     return CUBLAS_STATUS_INVALID_VALUE;
   std::string what = fmt::format("{} (m {}, n {}, k {}, batches {})", call, g.m, g.n, g.k,
                                  g.batches);
-  CUresult result = enqueue(handle->stream, {what, [g]() { return runGemm(g); }});
+  CUresult result = enqueue(stream, {what, [g]() { return runGemm(g); }});
   return result == CUDA_SUCCESS ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;
 }
 
-} // namespace
 } // namespace stringrt::emulator
 
 using namespace stringrt::emulator;
@@ -216,8 +222,8 @@ STRINGRT_EMU_EXPORT cublasStatus_t cublasSgemm_v2(cublasHandle_t h, cublasOperat
       (transb != CUBLAS_OP_N && transb != CUBLAS_OP_T))
     return CUBLAS_STATUS_INVALID_VALUE;
   GemmShape g{transa == CUBLAS_OP_T, transb == CUBLAS_OP_T, m, n, k, *alpha, *beta, A, lda, 0, B,
-              ldb, 0, C, ldc, 0, 1, handle->math == CUBLAS_TF32_TENSOR_OP_MATH};
-  return enqueueGemm(handle, g, "cublasSgemm");
+              ldb, 0, C, ldc, 0, 1, *roundingOf(CUBLAS_COMPUTE_32F, handle->math)};
+  return enqueueGemm(handle->stream, g, "cublasSgemm");
 }
 
 STRINGRT_EMU_EXPORT cublasStatus_t cublasSgemmStridedBatched(
@@ -233,6 +239,60 @@ STRINGRT_EMU_EXPORT cublasStatus_t cublasSgemmStridedBatched(
     return CUBLAS_STATUS_INVALID_VALUE;
   GemmShape g{transa == CUBLAS_OP_T, transb == CUBLAS_OP_T, m, n, k, *alpha, *beta, A, lda,
               strideA, B, ldb, strideB, C, ldc, strideC, batchCount,
-              handle->math == CUBLAS_TF32_TENSOR_OP_MATH};
-  return enqueueGemm(handle, g, "cublasSgemmStridedBatched");
+              *roundingOf(CUBLAS_COMPUTE_32F, handle->math)};
+  return enqueueGemm(handle->stream, g, "cublasSgemmStridedBatched");
+}
+
+// The Ex GEMMs on f32 data (CUDA_R_32F for A, B and C; alpha and beta are
+// floats for the 32F compute types); other types are not emulated
+// (CUBLAS_STATUS_NOT_SUPPORTED, reported).
+static cublasStatus_t gemmEx(const char *call, cublasHandle_t h, cublasOperation_t transa,
+                             cublasOperation_t transb, int m, int n, int k, const void *alpha,
+                             const void *A, cudaDataType Atype, int lda, long long strideA,
+                             const void *B, cudaDataType Btype, int ldb, long long strideB,
+                             const void *beta, void *C, cudaDataType Ctype, int ldc,
+                             long long strideC, int batchCount, cublasComputeType_t computeType,
+                             cublasGemmAlgo_t algo) {
+  Handle *handle = handleOf(h);
+  if (!handle)
+    return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (!alpha || !beta || (transa != CUBLAS_OP_N && transa != CUBLAS_OP_T) ||
+      (transb != CUBLAS_OP_N && transb != CUBLAS_OP_T))
+    return CUBLAS_STATUS_INVALID_VALUE;
+  std::optional<InputRounding> rounding = roundingOf(computeType, handle->math);
+  if (Atype != CUDA_R_32F || Btype != CUDA_R_32F || Ctype != CUDA_R_32F || !rounding ||
+      (algo != CUBLAS_GEMM_DEFAULT && algo != CUBLAS_GEMM_DEFAULT_TENSOR_OP)) {
+    report(fmt::format("{}: only f32 matrices with a 32F compute type and the default "
+                       "algorithm are emulated (types {}, {}, {}, compute type {}, algo {})",
+                       call, int(Atype), int(Btype), int(Ctype), int(computeType), int(algo)));
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  }
+  GemmShape g{transa == CUBLAS_OP_T, transb == CUBLAS_OP_T, m, n, k,
+              *static_cast<const float *>(alpha), *static_cast<const float *>(beta),
+              static_cast<const float *>(A), lda, strideA, static_cast<const float *>(B), ldb,
+              strideB, static_cast<float *>(C), ldc, strideC, batchCount, *rounding};
+  return enqueueGemm(handle->stream, g, call);
+}
+
+STRINGRT_EMU_EXPORT cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t transa,
+                                                cublasOperation_t transb, int m, int n, int k,
+                                                const void *alpha, const void *A,
+                                                cudaDataType Atype, int lda, const void *B,
+                                                cudaDataType Btype, int ldb, const void *beta,
+                                                void *C, cudaDataType Ctype, int ldc,
+                                                cublasComputeType_t computeType,
+                                                cublasGemmAlgo_t algo) {
+  return gemmEx("cublasGemmEx", h, transa, transb, m, n, k, alpha, A, Atype, lda, 0, B, Btype,
+                ldb, 0, beta, C, Ctype, ldc, 0, 1, computeType, algo);
+}
+
+STRINGRT_EMU_EXPORT cublasStatus_t cublasGemmStridedBatchedEx(
+    cublasHandle_t h, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k,
+    const void *alpha, const void *A, cudaDataType Atype, int lda, long long strideA,
+    const void *B, cudaDataType Btype, int ldb, long long strideB, const void *beta, void *C,
+    cudaDataType Ctype, int ldc, long long strideC, int batchCount,
+    cublasComputeType_t computeType, cublasGemmAlgo_t algo) {
+  return gemmEx("cublasGemmStridedBatchedEx", h, transa, transb, m, n, k, alpha, A, Atype, lda,
+                strideA, B, Btype, ldb, strideB, beta, C, Ctype, ldc, strideC, batchCount,
+                computeType, algo);
 }

@@ -91,13 +91,24 @@ struct LaunchArg {
 /// Matrices are contiguous row-major: A is m x k (k x m when transA), B is
 /// k x n (n x k when transB), C is m x n. a, b, c are Operand/Result/Scratch
 /// arguments. beta = 0 overwrites C (no read of its old contents).
+///
+/// Epilogue::Bias adds `bias` (n floats, an Operand/Result/Scratch/Constant
+/// argument) to every row of C: C = alpha op(A) op(B) + bias, for count 1
+/// and beta 0 only. The runtime runs it as one cuBLASLt matmul
+/// (CUBLASLT_EPILOGUE_BIAS) where it can, else as the GEMM followed by the
+/// `pe_add_bias` kernel, which planKernels therefore puts in the package.
 struct GemmCall {
+  enum class Epilogue { None, Bias };
   LaunchArg a, b, c;
   BatchAffine m, n, k, count = BatchAffine::fixed(1);
   BatchAffine strideA, strideB, strideC;
   bool transA = false, transB = false;
   float alpha = 1.0f, beta = 0.0f;
+  Epilogue epilogue = Epilogue::None;
+  LaunchArg bias; // Epilogue::Bias only
 };
+/// The kernel a bias epilogue falls back to: y[i] += b[i % d] (y, b, n, d).
+inline constexpr const char *kBiasEpilogueFallbackKernel = "pe_add_bias";
 
 /// The launch grid of a kernel whose family does not use one of the kernel
 /// spec's grid rules (GridRule::Explicit): blocks along x, y, z.

@@ -44,8 +44,9 @@ namespace stringrt::cuda {
 
 struct DeviceOptions {
   int device = 0;
-  // cuBLAS may use TF32 tensor cores for the GEMMs (faster, ~1e-3 relative
-  // error in products): off for comparisons with the CPU executor.
+  // The GEMMs of an fp32 package run on TF32 tensor cores (faster, ~1e-3
+  // relative error in products): off for comparisons with the CPU executor.
+  // A bf16 package's GEMMs are bf16 whatever this says (GemmPrecision).
   bool tf32 = false;
   // From the second training step at a batch size on, replay the step's
   // device work (the walk of @gradients, the gradient copies, the norm's

@@ -79,18 +79,25 @@ struct BoundGemm {
   int64_t m = 0, n = 0, k = 0, count = 1, strideA = 0, strideB = 0, strideC = 0;
   bool transA = false, transB = false;
   float alpha = 1.0f, beta = 0.0f;
+  uint64_t bias = 0; // the bias epilogue's vector (n floats); 0: none
 };
 
 struct BoundLaunch {
   const CudaKernel *kernel = nullptr; // null for a GEMM
   std::vector<KernelArg> args;
   std::optional<std::array<int64_t, 3>> grid; // explicit grids, evaluated
+  LaunchShape shape; // a kernel's grid (from its rule or `grid`) and block
   std::optional<BoundGemm> gemm;
+  // A kernel launch with no block to run at this batch (a grid rule's size
+  // or an explicit grid dimension evaluating to 0): the executor skips it.
+  bool empty() const { return kernel && shape.empty(); }
 };
 
-// Binds `launch` at `batch`. Throws Error, prefixed with `where`, for a
-// negative size, an explicit grid beyond the device limits (x < 2^31,
-// y and z <= 65535) or a GEMM whose pointers are null.
+// Binds `launch` at `batch`, its grid included (launchShapeFor). Throws
+// Error, prefixed with `where`, for a negative size, an explicit grid beyond
+// the device limits (x < 2^31, y and z <= 65535), a grid given to a kernel
+// of another rule (or missing for an explicit one) or a GEMM whose pointers
+// are null.
 BoundLaunch bindLaunch(const CudaSection &section, const CudaLaunch &launch,
                        const OpPointers &pointers, int64_t batch, const std::string &where);
 

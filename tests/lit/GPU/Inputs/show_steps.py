@@ -3,7 +3,7 @@
 
   PROGRAM OP_INDEX OP_NAME scratch [SIZES]
   PROGRAM OP_INDEX OP_NAME: kernel NAME(ARGS) [grid X,Y,Z]
-  PROGRAM OP_INDEX OP_NAME: gemm a=.. b=.. c=.. m=.. n=.. k=.. count=.. ...
+  PROGRAM OP_INDEX OP_NAME: gemm a=.. b=.. c=.. m=.. n=.. k=.. count=.. ... [epilogue=bias bias=..]
 
   constant K TYPE COUNT: FIRST_VALUES...   (the package's constant arrays)
 
@@ -50,7 +50,9 @@ for program in ("forward", "gradients"):
                       "alpha=%g beta=%g" % (where, arg(g["a"]), arg(g["b"]), arg(g["c"]),
                                             affine(g["m"]), affine(g["n"]), affine(g["k"]),
                                             affine(g["count"]), g["trans_a"], g["trans_b"],
-                                            g["alpha"], g["beta"]))
+                                            g["alpha"], g["beta"]) +
+                      (" epilogue=%s bias=%s" % (g["epilogue"], arg(g["bias"]))
+                       if "epilogue" in g else ""))
             else:
                 grid = launch.get("grid")
                 print("%s: kernel %s(%s)%s" % (

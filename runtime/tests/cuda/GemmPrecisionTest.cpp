@@ -1,0 +1,191 @@
+// The GEMM's precisions and its bias epilogue (CudaBackend.h, Gemm) on a GPU
+// (skipped without one; run by the emulator in CI) against a host GEMM in
+// double.
+//
+// Tolerances: each product a*b of inputs rounded to a p-bit significand has
+// relative error <= 2 u (u = 2^-p: 2^-8 for bf16, 2^-11 for TF32, 2^-24 for
+// f32), and an f32 sum of K terms adds <= K 2^-24 relative to sum |a b|:
+//   |got - want| <= (2 u + K 2^-24) sum_k |a_k b_k| + 1e-6.
+// So that a precision cannot silently be another one, on the emulator (which
+// rounds exactly as the compute type says) the bf16 and TF32 results must
+// also differ from the exact f32 ones by more than the f32 bound somewhere
+// (random data: by ~1e-3 / ~1e-4). Real cuBLAS may pick any kernel at least
+// as precise as the compute type allows, so a GPU checks the bound only.
+#include "stringrt/Error.h"
+#include "stringrt/cuda/CudaBackend.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+namespace stringrt::cuda {
+namespace {
+
+double unitRoundoff(GemmPrecision precision) {
+  switch (precision) {
+  case GemmPrecision::Fp32: return std::ldexp(1.0, -24);
+  case GemmPrecision::Tf32: return std::ldexp(1.0, -11);
+  case GemmPrecision::Bf16: return std::ldexp(1.0, -8);
+  }
+  return 1.0;
+}
+
+// Row-major op(A) op(B) (+ bias on every row) in double, and sum |a b| per
+// element for the bound.
+struct HostGemm {
+  std::vector<double> value, magnitude;
+};
+HostGemm hostGemm(bool ta, bool tb, int M, int N, int K, const std::vector<float> &A,
+                  const std::vector<float> &B, const std::vector<float> *bias = nullptr) {
+  HostGemm h{std::vector<double>(size_t(M) * N), std::vector<double>(size_t(M) * N)};
+  for (int i = 0; i < M; ++i)
+    for (int j = 0; j < N; ++j) {
+      double acc = bias ? double((*bias)[size_t(j)]) : 0.0, mag = 0;
+      for (int k = 0; k < K; ++k) {
+        double p = double(ta ? A[size_t(k) * M + i] : A[size_t(i) * K + k]) *
+                   double(tb ? B[size_t(j) * K + k] : B[size_t(k) * N + j]);
+        acc += p;
+        mag += std::fabs(p);
+      }
+      h.value[size_t(i) * N + j] = acc;
+      h.magnitude[size_t(i) * N + j] = mag;
+    }
+  return h;
+}
+
+std::vector<float> randomVector(size_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1, 1);
+  std::vector<float> v(n);
+  for (float &x : v)
+    x = dist(rng);
+  return v;
+}
+
+// Checks `got` against the host within `precision`'s bound; returns the
+// largest |got - want| over the f32 bound's scale (> 1: outside the f32 bound).
+double expectWithinBound(const std::vector<float> &got, const HostGemm &want, int K,
+                         GemmPrecision precision, const std::string &what) {
+  double u = unitRoundoff(precision), f32Term = K * std::ldexp(1.0, -24);
+  double beyondF32 = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    double error = std::fabs(double(got[i]) - want.value[i]);
+    double bound = (2 * u + f32Term) * want.magnitude[i] + 1e-6;
+    EXPECT_LE(error, bound) << what << " (" << gemmPrecisionName(precision) << ") at " << i
+                            << ": got " << got[i] << ", want " << want.value[i];
+    if (error > bound)
+      return beyondF32;
+    double f32Bound = (2 * std::ldexp(1.0, -24) + f32Term) * want.magnitude[i] + 1e-6;
+    beyondF32 = std::max(beyondF32, error / f32Bound);
+  }
+  return beyondF32;
+}
+
+class GpuGemmPrecision : public ::testing::Test {
+protected:
+  void SetUp() override {
+    std::string why = unavailableReason();
+    if (!why.empty())
+      GTEST_SKIP() << "no CUDA device: " << why;
+    device = Device::open();
+    gemm = std::make_unique<Gemm>(device);
+    emulated = device->name().find("emulator") != std::string::npos;
+  }
+  bool emulated = false;
+  std::shared_ptr<Device> device;
+  std::unique_ptr<Gemm> gemm;
+};
+
+TEST_F(GpuGemmPrecision, EveryPrecisionMatchesTheHostWithinItsRounding) {
+  const int M = 37, N = 53, K = 29;
+  std::vector<float> A = randomVector(size_t(M) * K, 7), B = randomVector(size_t(K) * N, 8);
+  Arena arena(device, (A.size() + B.size() + size_t(M) * N) * 4);
+  size_t a = 0, b = A.size() * 4, c = b + B.size() * 4;
+  arena.uploadVector(a, A);
+  arena.uploadVector(b, B);
+  for (GemmPrecision precision : {GemmPrecision::Fp32, GemmPrecision::Tf32, GemmPrecision::Bf16})
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) {
+        gemm->run(ta, tb, M, N, K, 1.0f, arena.at(a, A.size() * 4), arena.at(b, B.size() * 4),
+                  0.0f, arena.at(c, size_t(M) * N * 4), "gemm test", precision);
+        device->synchronize("gemm test");
+        std::vector<float> got = arena.downloadVector<float>(c, size_t(M) * N);
+        double beyond = expectWithinBound(got, hostGemm(ta, tb, M, N, K, A, B), K, precision,
+                                          "transA " + std::to_string(ta) + " transB " +
+                                              std::to_string(tb));
+        if (emulated && precision != GemmPrecision::Fp32)
+          EXPECT_GT(beyond, 1.0) << gemmPrecisionName(precision)
+                                 << " GEMM is as exact as f32: its inputs were not rounded";
+      }
+}
+
+TEST_F(GpuGemmPrecision, StridedBatchedHonoursThePrecision) {
+  const int M = 9, N = 17, K = 33, count = 3;
+  std::vector<float> A = randomVector(size_t(M) * K * count, 11),
+                     B = randomVector(size_t(K) * N * count, 12);
+  Arena arena(device, (A.size() + B.size() + size_t(M) * N * count) * 4);
+  size_t b = A.size() * 4, c = b + B.size() * 4;
+  arena.uploadVector(0, A);
+  arena.uploadVector(b, B);
+  for (GemmPrecision precision : {GemmPrecision::Fp32, GemmPrecision::Tf32, GemmPrecision::Bf16}) {
+    gemm->runStridedBatched(false, true, M, N, K, 1.0f, arena.at(0, A.size() * 4), M * K,
+                            arena.at(b, B.size() * 4), K * N, 0.0f,
+                            arena.at(c, size_t(M) * N * count * 4), M * N, count,
+                            "batched gemm test", precision);
+    device->synchronize("batched gemm test");
+    std::vector<float> got = arena.downloadVector<float>(c, size_t(M) * N * count);
+    double beyond = 0;
+    for (int i = 0; i < count; ++i) {
+      std::vector<float> Ai(A.begin() + i * M * K, A.begin() + (i + 1) * M * K),
+          Bi(B.begin() + i * K * N, B.begin() + (i + 1) * K * N),
+          gi(got.begin() + i * M * N, got.begin() + (i + 1) * M * N);
+      beyond = std::max(beyond, expectWithinBound(gi, hostGemm(false, true, M, N, K, Ai, Bi), K,
+                                                  precision, "batch " + std::to_string(i)));
+    }
+    if (emulated && precision != GemmPrecision::Fp32)
+      EXPECT_GT(beyond, 1.0) << gemmPrecisionName(precision) << " batched GEMM is exact";
+  }
+}
+
+TEST_F(GpuGemmPrecision, BiasEpilogueAddsTheBiasToEveryRow) {
+  std::string unavailable = gemm->biasEpilogueUnavailable();
+  if (!unavailable.empty())
+    GTEST_SKIP() << unavailable;
+  const int M = 21, N = 40, K = 19;
+  std::vector<float> A = randomVector(size_t(M) * K, 21), B = randomVector(size_t(K) * N, 22),
+                     bias = randomVector(size_t(N), 23);
+  // The bias 16-byte aligned at `biasAt`, and once more 4 bytes further.
+  size_t b = A.size() * 4, biasAt = (b + B.size() * 4 + 255) / 256 * 256,
+         c = biasAt + 512 + size_t(N) * 4 + 256;
+  Arena arena(device, c + size_t(M) * N * 4);
+  arena.uploadVector(0, A);
+  arena.uploadVector(b, B);
+  arena.uploadVector(biasAt, bias);
+  arena.uploadVector(biasAt + 512 + 4, bias);
+  for (GemmPrecision precision : {GemmPrecision::Fp32, GemmPrecision::Bf16})
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) {
+        std::string what = std::string("bias epilogue ") + gemmPrecisionName(precision) +
+                           " transA " + std::to_string(ta) + " transB " + std::to_string(tb);
+        ASSERT_TRUE(gemm->runWithBias(ta, tb, M, N, K, 1.0f, arena.at(0, A.size() * 4),
+                                      arena.at(b, B.size() * 4), arena.at(biasAt, size_t(N) * 4),
+                                      arena.at(c, size_t(M) * N * 4), what, precision))
+            << what << ": cuBLASLt declined an aligned f32 GEMM";
+        device->synchronize(what);
+        std::vector<float> got = arena.downloadVector<float>(c, size_t(M) * N);
+        expectWithinBound(got, hostGemm(ta, tb, M, N, K, A, B, &bias), K, precision, what);
+      }
+  // A bias only 4-byte aligned: declined, and nothing is written.
+  std::vector<float> sentinel(size_t(M) * N, 12345.0f);
+  arena.uploadVector(c, sentinel);
+  EXPECT_FALSE(gemm->runWithBias(false, false, M, N, K, 1.0f, arena.at(0, A.size() * 4),
+                                 arena.at(b, B.size() * 4),
+                                 arena.at(biasAt + 512 + 4, size_t(N) * 4),
+                                 arena.at(c, size_t(M) * N * 4), "misaligned bias"));
+  device->synchronize("misaligned bias");
+  EXPECT_EQ(arena.downloadVector<float>(c, size_t(M) * N), sentinel);
+}
+
+} // namespace
+} // namespace stringrt::cuda

@@ -1,0 +1,42 @@
+// The emulator's GEMM (CublasApi.cpp), shared by its cuBLAS and cuBLASLt
+// entries (CublasLtApi.cpp): cuBLAS's column-major semantics on f32 data,
+// products of inputs rounded as the compute type says, f32 FMA in k order.
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda.h>
+
+namespace stringrt::emulator {
+
+// How the tensor cores read f32 inputs: unchanged (CUBLAS_COMPUTE_32F),
+// TF32 (10-bit mantissa, round to nearest, ties away) or bf16 (8-bit
+// mantissa, round to nearest even). NaN and infinities are kept.
+enum class InputRounding { None, Tf32, Bf16 };
+float roundInput(float x, InputRounding rounding);
+
+// C = alpha op(A) op(B) + beta C (+ bias[i] on row i, when bias is set),
+// `batches` times, matrix i at base + i * stride.
+struct GemmShape {
+  bool transA, transB;
+  int m, n, k;
+  float alpha, beta;
+  const float *A;
+  int lda;
+  long long strideA;
+  const float *B;
+  int ldb;
+  long long strideB;
+  float *C;
+  int ldc;
+  long long strideC;
+  int batches;
+  InputRounding rounding;
+  const float *bias = nullptr; // m floats (cuBLASLt's CUBLASLT_EPILOGUE_BIAS)
+};
+
+// Checks the arguments as cuBLAS does and that every matrix (and the bias)
+// lies inside one allocation, then queues the GEMM on `stream`. `call` names
+// it in reports.
+cublasStatus_t enqueueGemm(CUstream stream, const GemmShape &g, const char *call);
+
+} // namespace stringrt::emulator
