@@ -131,12 +131,12 @@ int deviceBench(const stringrt::CudaSection *cuda, stringrt::Model &model,
   device->parameters(); // waits for the last step's optimizer
   double seconds = secondsSince(start);
   std::printf("bench '%s' on %s: %lld steps of batch %lld in %.3f s: %.3f steps/s, %.1f %s/s "
-              "(%.2f ms/step; TF32 %s, CUDA graphs %s, overlapped upload %s)\n",
+              "(%.2f ms/step; %s GEMMs, CUDA graphs %s, overlapped upload %s)\n",
               model.manifest().model.c_str(), device->deviceName().c_str(),
               static_cast<long long>(steps), static_cast<long long>(options.batch), seconds,
               double(steps) / seconds,
               double(steps * options.batch * data.unitsPerExample()) / seconds, data.unit(),
-              1000.0 * seconds / double(steps), options.tf32 ? "on" : "off",
+              1000.0 * seconds / double(steps), device->gemmPrecision(),
               options.graphs ? "on" : "off", options.overlapUpload ? "on" : "off");
   return 0;
 }

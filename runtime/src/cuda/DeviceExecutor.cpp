@@ -552,6 +552,7 @@ DeviceModel::DeviceModel(const Manifest &manifest, const CudaSection &section,
 DeviceModel::~DeviceModel() = default;
 
 const std::string &DeviceModel::deviceName() const { return impl_->device->name(); }
+const char *DeviceModel::gemmPrecision() const { return gemmPrecisionName(impl_->gemmPrecision); }
 int64_t DeviceModel::stepCount() const { return impl_->steps; }
 
 void DeviceModel::stage(const std::map<std::string, HostTensor> &inputs) {

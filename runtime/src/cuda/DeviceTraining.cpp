@@ -17,8 +17,8 @@ std::string DeviceTrainBackend::name() const {
   if (!device_)
     return "CUDA";
   auto onOff = [](bool on) { return on ? "on" : "off"; };
-  return fmt::format("{} (CUDA: TF32 {}, graphs {}, overlapped upload {})",
-                     device_->deviceName(), onOff(options_.tf32), onOff(options_.graphs),
+  return fmt::format("{} (CUDA: {} GEMMs, graphs {}, overlapped upload {})",
+                     device_->deviceName(), device_->gemmPrecision(), onOff(options_.graphs),
                      onOff(options_.overlapUpload));
 }
 

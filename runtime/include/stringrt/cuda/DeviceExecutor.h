@@ -77,6 +77,9 @@ public:
   DeviceModel &operator=(const DeviceModel &) = delete;
 
   const std::string &deviceName() const;
+  // The precision of every GEMM of the steps: "bf16" for a bf16 package, else
+  // "tf32" with DeviceOptions::tf32, else "fp32".
+  const char *gemmPrecision() const;
 
   // Stages the batch the next trainStaged(), gradients() or forward() runs
   // on (`inputs` may be reused when this returns). At most one batch is
