@@ -4,6 +4,8 @@
 #   kernels.pkg            tests/cuda/kernels.pe with every kernel, the
 #                          tensor-core (bf16) ones included (the kernel tests)
 #   examples/NAME.pkg      every example compiled with --target=cuda
+#   examples-bf16/NAME.pkg vit_rope, vit_cayley and gpt_rope_causal with
+#                          --gpu-precision=bf16 (tensor-core attention, bf16 GEMMs)
 #   fashion-mnist/         a copy of the dataset when it is installed here
 #                          (the GPU machine may have no network)
 #
@@ -14,7 +16,7 @@ set -eu
 cd "$(dirname "$0")/.."
 stringc=${1:-build/bin/stringc}
 arch=${2:-sm_90}
-mkdir -p gpu/examples
+mkdir -p gpu/examples gpu/examples-bf16
 "$stringc" tests/cuda/kernels.pe --target=cuda --gpu-all-kernels --gpu-precision=bf16 \
   --gpu-arch="$arch" -o gpu/kernels.pkg
 echo "gpu/kernels.pkg"
@@ -24,6 +26,14 @@ for model in examples/*.pe; do
     echo "gpu/examples/$name.pkg"
   else
     echo "gpu_packages: $name: stringc --target=cuda failed (skipped)" >&2
+  fi
+done
+for name in vit_rope vit_cayley gpt_rope_causal; do
+  if "$stringc" "examples/$name.pe" --target=cuda --gpu-precision=bf16 --gpu-arch="$arch" \
+       -o "gpu/examples-bf16/$name.pkg"; then
+    echo "gpu/examples-bf16/$name.pkg"
+  else
+    echo "gpu_packages: $name: stringc --target=cuda --gpu-precision=bf16 failed (skipped)" >&2
   fi
 done
 # vit_rope trained with SGD (the device trainer's SGD test): the example with

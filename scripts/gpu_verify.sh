@@ -21,7 +21,10 @@
 # Environment: OUT (log directory; default gpu-verify-logs), JOBS (ninja -j),
 # FASHION_MNIST (the IDX directory; default gpu/fashion-mnist, else
 # /usr/share/datasets/fashion-mnist), VIT_EPOCHS (default 40), VIT_BATCH
-# (default 128), SKIP_TRAIN=1 (skip step 4).
+# (default 128), SKIP_TESTS=1 (skip steps 2 and 3), SKIP_TRAIN=1 (skip step 4),
+# SKIP_BENCH=1 (skip step 5). Each step is meant to fit a 10-minute device call
+# (never timed: VIT_EPOCHS shortens step 4): run them as separate calls where the
+# device tool limits a call's time.
 #
 # Exit status: 0 when everything that ran passed; 1 on a failure; 3 when no
 # GPU can be used here (nothing would have been verified).
@@ -70,19 +73,23 @@ if [ -f gpu/vit_rope_sgd.pkg ]; then
 fi
 
 status=0
-# 2. Every CUDA test.
-"$build/tests/stringrt_cuda_tests" --gtest_color=no > "$out/stringrt_cuda_tests.log" 2>&1 || status=1
-grep -E '^\[  (PASSED|FAILED|SKIPPED) \]|^\[  FAILED  \]|tests ran' "$out/stringrt_cuda_tests.log" | tee -a "$summary" || true
+# 2. Every CUDA test (SKIP_TESTS=1 skips steps 2 and 3).
+if [ "${SKIP_TESTS:-0}" != 1 ]; then
+  "$build/tests/stringrt_cuda_tests" --gtest_color=no > "$out/stringrt_cuda_tests.log" 2>&1 || status=1
+  grep -E '^\[  (PASSED|FAILED|SKIPPED) \]|^\[  FAILED  \]|tests ran' "$out/stringrt_cuda_tests.log" | tee -a "$summary" || true
+fi
 # Fail loudly when the device was not usable: a skipped run proves nothing.
 if "$build/tests/stringrt_cuda_tests" --gtest_filter='CudaDevice.ArenaRoundTripAndBounds' 2>&1 | grep -q '\[  SKIPPED \]'; then
   note "gpu_verify: no usable CUDA device here; nothing was verified"
   exit 3
 fi
 
-# 3. CPU-vs-GPU gradients of every example package.
-for pkg in gpu/examples/*.pkg; do
-  [ -f "$pkg" ] || continue
+# 3. CPU-vs-GPU gradients of every example package (and of the bf16 ones,
+#    with stringrun's bf16 tolerance).
+for pkg in gpu/examples/*.pkg gpu/examples-bf16/*.pkg; do
+  [ -f "$pkg" ] && [ "${SKIP_TESTS:-0}" != 1 ] || continue
   name=$(basename "$pkg" .pkg)
+  case $pkg in *-bf16/*) name=$name-bf16 ;; esac
   data=
   case $name in vit_*) [ -n "$fashion" ] && data="--data $fashion" ;; esac
   log=$out/gradients-$name.log
@@ -126,11 +133,10 @@ if [ "${SKIP_BENCH:-0}" != 1 ] && [ -f gpu/examples/vit_rope.pkg ] &&
     note "bench (attention kernel): FAIL (see $log)"
     status=1
   fi
-  for precision in fp32 tf32; do
-    flag=; [ $precision = tf32 ] && flag=--tf32
+  for precision in fp32 tf32 bf16; do
+    packages=gpu/examples; [ $precision = bf16 ] && packages=gpu/examples-bf16
     log=$out/bench-$precision.log
-    # shellcheck disable=SC2086
-    if python3 tests/bench/gpu_train_step.py --packages gpu/examples --bin "$(dirname "$stringrun")" $flag > "$log" 2>&1; then
+    if python3 tests/bench/gpu_train_step.py --packages "$packages" --bin "$(dirname "$stringrun")" --precision $precision > "$log" 2>&1; then
       note "bench ($precision):"; tee -a "$summary" < "$log"
     else
       note "bench ($precision): FAIL (see $log)"

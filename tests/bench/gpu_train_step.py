@@ -10,11 +10,16 @@ compile the packages here first (scripts/gpu_verify.sh does both sides):
     build/bin/stringc examples/vit_rope.pe --target=cuda -o gpu/vit_rope.pkg
 then there:
     python3 tests/bench/gpu_train_step.py --packages gpu --bin build-gpu/bin \
-        [--models vit_rope,vit_cayley] [--batches 256,1024] [--steps 50] [--tf32]
+        [--models vit_rope,vit_cayley] [--batches 256,1024] [--steps 50] \
+        [--precision fp32|tf32|bf16]
 The peer gets its best set-up: F.scaled_dot_product_attention, torch.compile
 in its default mode and in "max-autotune" (CUDA graphs; the faster is
-reported), the same float32 parameters; with --tf32 both sides may use TF32
-tensor cores for the GEMMs. A stringc failure (a package the GPU cannot run
+reported), the same float32 parameters. Precision: fp32 (exact float32 on
+both sides), tf32 (both sides may use TF32 tensor cores for the GEMMs), bf16
+(stringc: packages compiled with --gpu-precision=bf16, i.e. tensor-core
+attention and bf16 GEMMs on float32 storage; PyTorch: torch.autocast to
+bfloat16 around the forward and the loss, float32 master weights and AdamW).
+A stringc failure (a package the GPU cannot run
 yet) is printed and the peer's figures are still reported.
 """
 import argparse
@@ -31,9 +36,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch_vit  # noqa: E402
 
 
-def time_stringc(bin_dir, package, batch, steps, tf32):
+def time_stringc(bin_dir, package, batch, steps, precision):
+    # A bf16 package chooses its own GEMM precision; --tf32 is for fp32 packages.
     cmd = [os.path.join(bin_dir, "stringrun"), "bench", package, "--device", "cuda",
-           "--batch", str(batch), "--steps", str(steps)] + (["--tf32"] if tf32 else [])
+           "--batch", str(batch), "--steps", str(steps)] + (["--tf32"] if precision == "tf32" else [])
     run = subprocess.run(cmd, capture_output=True, text=True)
     match = re.search(r"([0-9.]+) images/s", run.stdout)
     if run.returncode != 0 or not match:
@@ -41,7 +47,7 @@ def time_stringc(bin_dir, package, batch, steps, tf32):
     return float(match.group(1)), []
 
 
-def make_step(model, batch, compile_mode):
+def make_step(model, batch, compile_mode, bf16):
     torch.manual_seed(0)
     net = torch_vit.ViT(cayley=(model == "vit_cayley"), sdpa=True).cuda()
     opt = torch.optim.AdamW(net.parameters(), lr=2e-3, weight_decay=0.05, fused=True)
@@ -50,7 +56,8 @@ def make_step(model, batch, compile_mode):
     forward = net if compile_mode is None else torch.compile(net, mode=compile_mode)
 
     def step():
-        loss = F.cross_entropy(forward(images), labels)
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=bf16):
+            loss = F.cross_entropy(forward(images), labels)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
@@ -58,8 +65,8 @@ def make_step(model, batch, compile_mode):
     return step
 
 
-def time_torch(model, batch, steps, compile_mode):
-    step = make_step(model, batch, compile_mode)
+def time_torch(model, batch, steps, compile_mode, bf16):
+    step = make_step(model, batch, compile_mode, bf16)
     for _ in range(5):  # warm-up (and compilation)
         step()
     torch.cuda.synchronize()
@@ -77,23 +84,24 @@ def main():
     parser.add_argument("--models", default="vit_rope,vit_cayley")
     parser.add_argument("--batches", default="256,1024")
     parser.add_argument("--steps", type=int, default=50)
-    parser.add_argument("--tf32", action="store_true")
+    parser.add_argument("--precision", choices=("fp32", "tf32", "bf16"), default="fp32")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         sys.exit("no CUDA device visible to PyTorch")
-    torch.backends.cuda.matmul.allow_tf32 = args.tf32
-    torch.backends.cudnn.allow_tf32 = args.tf32
+    tf32, bf16 = args.precision == "tf32", args.precision == "bf16"
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
     device = torch.cuda.get_device_name()
     print(f"device: {device}; torch {torch.__version__}; "
-          f"precision: float32{' with TF32 GEMMs' if args.tf32 else ''}")
+          f"precision: {args.precision} (packages from {args.packages})")
     print(f"{'model':<11} {'batch':>5} {'stringc':>9} {'eager':>9} {'compile':>9} "
           f"{'vs eager':>8} {'vs compile':>10}   (images/s)")
     for model in args.models.split(","):
         for batch in [int(b) for b in args.batches.split(",")]:
             ours, why = time_stringc(args.bin, os.path.join(args.packages, model + ".pkg"), batch,
-                                     args.steps, args.tf32)
-            eager = time_torch(model, batch, args.steps, None)
-            compiled = max(time_torch(model, batch, args.steps, mode)
+                                     args.steps, args.precision)
+            eager = time_torch(model, batch, args.steps, None, bf16)
+            compiled = max(time_torch(model, batch, args.steps, mode, bf16)
                            for mode in ("default", "max-autotune"))
             if ours is None:
                 print(f"{model:<11} {batch:>5} {'failed':>9} {eager:9.0f} {compiled:9.0f}"
