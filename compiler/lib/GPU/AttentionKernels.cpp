@@ -50,7 +50,7 @@
 // or T - 1) and the skip gathers take skip_base itself.
 //
 //===----------------------------------------------------------------------===//
-#include "OpKernelUtil.h"
+#include "AttentionCommon.h"
 
 #include "stringc/Dialect/PE/PEOps.h"
 
@@ -64,80 +64,28 @@ using namespace mlir;
 namespace stringc::cudagen {
 namespace {
 
+using namespace attention;
 using Pred = arith::CmpIPredicate;
 using A = LaunchArg;
+using Args = NamedArgs;
 
 /// Tokens of the other side staged per shared-memory tile.
 constexpr int64_t kTile = 32;
-/// The head dimensions with kernels.
-constexpr int64_t kHeadDims[] = {16, 32, 64};
-/// Static shared memory a kernel may use.
-constexpr int64_t kSharedLimitBytes = 48 * 1024;
 
 /// Rows (threads) per block.
 int64_t rowsPerBlock(int64_t dh) { return dh > 32 ? 32 : 64; }
 /// Whether a thread's read-only own rows live in shared memory (else registers).
 bool ownRowsShared(int64_t dh) { return dh > 32; }
 
-enum class Kind { Forward, Stats, DkDv, Dq };
-/// How positions enter the scores: not at all, RoPE on q and k (a table), or
-/// a relative rotation per (query, key) (`rel`, Dh 16 only).
-enum class Enc { Plain, Rope, Rel };
 /// The head dimensions with relative-attention kernels (vit_generators).
 constexpr int64_t kRelHeadDims[] = {16};
 
+/// The kernel family of an encoding: pe_attention, pe_rope_attention, pe_rel_attention.
 std::string kernelName(Kind kind, Enc enc, int64_t dh) {
-  std::string name = enc == Enc::Rope  ? "pe_rope_attention"
-                     : enc == Enc::Rel ? "pe_rel_attention"
-                                       : "pe_attention";
-  switch (kind) {
-  case Kind::Forward:
-    break;
-  case Kind::Stats:
-    name += "_grad_stats";
-    break;
-  case Kind::DkDv:
-    name += "_grad_dkdv";
-    break;
-  case Kind::Dq:
-    name += "_grad_dq";
-    break;
-  }
-  return name + "_d" + std::to_string(dh);
-}
-
-/// The parameters of a kernel, in order.
-std::vector<std::pair<std::string, ParamKind>> kernelParams(Kind kind, Enc enc) {
-  const ParamKind P = ParamKind::Ptr, I = ParamKind::I64, F = ParamKind::F32;
-  std::vector<std::pair<std::string, ParamKind>> params;
-  switch (kind) {
-  case Kind::Forward:
-    params = {{"y", P}};
-    break;
-  case Kind::Stats:
-    params = {{"stats", P}};
-    break;
-  case Kind::DkDv:
-    params = {{"dk", P}, {"dv", P}};
-    break;
-  case Kind::Dq:
-    params = {{"dq", P}};
-    if (enc == Enc::Rel) // dS_ij for the drel kernel
-      params.push_back({"ds", P});
-    break;
-  }
-  params.insert(params.end(), {{"q", P}, {"k", P}, {"v", P}});
-  if (enc == Enc::Rope)
-    params.push_back({"table", P});
-  if (enc == Enc::Rel)
-    params.push_back({"rel", P});
-  if (kind != Kind::Forward)
-    params.push_back({"dy", P});
-  if (kind == Kind::DkDv || kind == Kind::Dq)
-    params.push_back({"stats", P});
-  params.insert(params.end(),
-                {{"tokens", I}, {"width", I}, {"heads", I}, {"lookahead", I}, {"scale", F}});
-  return params;
+  const char *family = enc == Enc::Rope  ? "pe_rope_attention"
+                       : enc == Enc::Rel ? "pe_rel_attention"
+                                         : "pe_attention";
+  return attention::kernelName(family, kind, dh);
 }
 
 /// Shared memory of a kernel in floats (checked against the static limit).
@@ -159,26 +107,12 @@ int64_t sharedFloats(Kind kind, int64_t dh) {
 // Kernel side
 //===----------------------------------------------------------------------===//
 
-/// What every attention block knows: its (batch, head), its row, the sizes.
-struct Block {
-  KernelBuilder &k;
-  int64_t dh, rows;
-  Value tokens, width, heads, lookahead, scale;
-  Value batchHeads, head, batch; // blockIdx.x = batch * heads + head; gridDim.x
-  Value thread, row;             // threadIdx.x; tile * rows + thread
-  Value tileStart;               // blockIdx.y * rows
+/// An f32 attention block: a HeadBlock whose thread owns one row.
+struct Block : HeadBlock {
+  int64_t rows;
+  Value row;       // tileStart + thread
+  Value tileStart; // blockIdx.y * rows
 
-  /// Element index of feature d = 0 of `token`'s head slice.
-  Value at(Value token) {
-    return k.add(k.mul(k.add(k.mul(batch, tokens), token), width), k.mul(head, k.i64(dh)));
-  }
-  /// Index of (cos, sin) of pair 0 of the head in the RoPE table [T, D/2, 2]
-  /// at `token`: token * D + h * Dh (no batch: one table for every sequence).
-  Value tableAt(Value token) { return k.add(k.mul(token, width), k.mul(head, k.i64(dh))); }
-  Value lastToken() { return k.sub(tokens, k.i64(1)); }
-  /// `token` clamped into [0, T) (loads stay in bounds for padding rows).
-  Value clamp(Value token) { return minI(k, token, lastToken()); }
-  Value inRange(Value token) { return cmpI(k, Pred::slt, token, tokens); }
   /// Whether query `query` sees key `key`: key <= query + lookahead.
   Value visible(Value query, Value key) {
     return cmpI(k, Pred::sle, key, k.add(query, lookahead));
@@ -190,29 +124,8 @@ struct Block {
   }
 };
 
-/// Named kernel arguments.
-struct Args {
-  KernelBuilder &k;
-  std::vector<std::pair<std::string, ParamKind>> params;
-  Value operator()(llvm::StringRef name) const {
-    for (unsigned i = 0; i < params.size(); ++i)
-      if (params[i].first == name)
-        return k.arg(i);
-    llvm::report_fatal_error(llvm::Twine("attention kernel has no parameter ") + name);
-  }
-  bool has(llvm::StringRef name) const {
-    return llvm::any_of(params, [&](const auto &p) { return p.first == name; });
-  }
-};
-
 Block makeBlock(KernelBuilder &k, const Args &args, int64_t dh) {
-  Block g{k, dh, rowsPerBlock(dh), args("tokens"), args("width"), args("heads"),
-          args("lookahead"), args("scale"), {}, {}, {}, {}, {}, {}};
-  Value bh = k.blockId(gpu::Dimension::x);
-  g.batchHeads = k.gridDim(gpu::Dimension::x);
-  g.head = remU(k, bh, g.heads);
-  g.batch = divU(k, bh, g.heads);
-  g.thread = k.threadId(gpu::Dimension::x);
+  Block g{makeHeadBlock(k, args, dh), rowsPerBlock(dh), {}, {}};
   g.tileStart = k.mul(k.blockId(gpu::Dimension::y), k.i64(g.rows));
   g.row = k.add(g.tileStart, g.thread);
   return g;
@@ -220,14 +133,6 @@ Block makeBlock(KernelBuilder &k, const Args &args, int64_t dh) {
 
 Value fma(KernelBuilder &k, Value a, Value b, Value c) {
   return k.builder().create<LLVM::FMAOp>(k.location(), a.getType(), a, b, c);
-}
-Value maxF(KernelBuilder &k, Value a, Value b) {
-  return k.builder().create<arith::MaximumFOp>(k.location(), a, b);
-}
-Value expF(KernelBuilder &k, Value x) { return k.builder().create<math::ExpOp>(k.location(), x); }
-Value logF(KernelBuilder &k, Value x) { return k.builder().create<math::LogOp>(k.location(), x); }
-Value cmpF(KernelBuilder &k, arith::CmpFPredicate p, Value a, Value b) {
-  return k.builder().create<arith::CmpFOp>(k.location(), p, a, b);
 }
 
 /// A shared-memory load that LLVM may neither hoist out of a loop nor merge
@@ -391,8 +296,8 @@ struct RowSoftmax {
 
 RowSoftmax forwardRow(Block &g, const Args &args, const OwnRow &q) {
   KernelBuilder &k = g.k;
-  Value table = args.has("table") ? args("table") : Value();
-  Value rel = args.has("rel") ? args("rel") : Value();
+  Value table = args.optional("table");
+  Value rel = args.optional("rel");
   Value kTileMem = sharedArray(k, "attn_k_tile", kTile * g.dh);
   Value vTileMem = sharedArray(k, "attn_v_tile", kTile * g.dh);
   Value scores = sharedArray(k, "attn_scores", kTile * g.rows);
@@ -464,7 +369,7 @@ std::vector<Value> normalised(Block &g, const RowSoftmax &row) {
 
 void forwardBody(KernelBuilder &k, const Args &args, int64_t dh, Kind kind) {
   Block g = makeBlock(k, args, dh);
-  Value table = args.has("table") ? args("table") : Value();
+  Value table = args.optional("table");
   Value qShared = ownRowsShared(dh) ? sharedArray(k, "attn_own_q", g.rows * dh) : Value();
   OwnRow q = makeOwnRow(g, loadHeadRow(g, args("q"), table, g.row), qShared);
   RowSoftmax row = forwardRow(g, args, q);
@@ -503,8 +408,8 @@ Value loadStat(Block &g, Value stats, Value offset, Value token) {
 /// dK, dV: one thread per key j, over the query tiles that can see the block's keys.
 void dkdvBody(KernelBuilder &k, const Args &args, int64_t dh) {
   Block g = makeBlock(k, args, dh);
-  Value table = args.has("table") ? args("table") : Value();
-  Value rel = args.has("rel") ? args("rel") : Value();
+  Value table = args.optional("table");
+  Value rel = args.optional("rel");
   bool shared = ownRowsShared(dh);
   OwnRow key = makeOwnRow(g, loadHeadRow(g, args("k"), table, g.row),
                           shared ? sharedArray(k, "attn_own_k", g.rows * dh) : Value());
@@ -578,8 +483,8 @@ void dkdvBody(KernelBuilder &k, const Args &args, int64_t dh) {
 /// dQ: one thread per query i, over the key tiles it can see.
 void dqBody(KernelBuilder &k, const Args &args, int64_t dh) {
   Block g = makeBlock(k, args, dh);
-  Value table = args.has("table") ? args("table") : Value();
-  Value rel = args.has("rel") ? args("rel") : Value();
+  Value table = args.optional("table");
+  Value rel = args.optional("rel");
   bool shared = ownRowsShared(dh);
   OwnRow q = makeOwnRow(g, loadHeadRow(g, args("q"), table, g.row),
                         shared ? sharedArray(k, "attn_own_q", g.rows * dh) : Value());
@@ -641,30 +546,8 @@ void dqBody(KernelBuilder &k, const Args &args, int64_t dh) {
 }
 
 KernelDef attentionKernel(Kind kind, Enc enc, int64_t dh) {
-  bool rope = enc == Enc::Rope;
-  const char *ops[2][2] = {{"pe.attention", "pe.attention_grad"},
-                           {"pe.rope_attention", "pe.rope_attention_grad"}};
-  auto params = kernelParams(kind, enc);
-  KernelSpec spec = makeSpec(kernelName(kind, enc, dh), ops[rope][kind != Kind::Forward], params,
-                             GridRule::Explicit, rowsPerBlock(dh));
-  if (sharedFloats(kind, dh) * 4 > kSharedLimitBytes)
-    llvm::report_fatal_error(llvm::Twine("attention kernel ") + spec.name +
-                             " exceeds 48 KiB of static shared memory");
-  return {spec, [kind, dh, params](KernelBuilder &k) {
-            Args args{k, params};
-            switch (kind) {
-            case Kind::Forward:
-            case Kind::Stats:
-              forwardBody(k, args, dh, kind);
-              break;
-            case Kind::DkDv:
-              dkdvBody(k, args, dh);
-              break;
-            case Kind::Dq:
-              dqBody(k, args, dh);
-              break;
-            }
-          }};
+  return kindKernel(kernelName(kind, enc, dh), kind, enc, dh, rowsPerBlock(dh),
+                    sharedFloats(kind, dh) * 4, {forwardBody, dkdvBody, dqBody});
 }
 
 /// Token t and column col of element e of a [B, T, D] tensor; row = b * T.
@@ -764,26 +647,6 @@ KernelDef relGradKernel(int64_t dh) {
 // Lowering side
 //===----------------------------------------------------------------------===//
 
-/// q [B, T, D] with static T and D, `heads` dividing D.
-struct AttentionShape {
-  BatchAffine batch;
-  int64_t tokens = 0, width = 0, heads = 0, dh = 0;
-};
-
-std::optional<AttentionShape> attentionShape(Type q, int64_t heads) {
-  auto shape = batchShape(q);
-  if (!shape || shape->size() != 3 || (*shape)[1] <= 0 || (*shape)[2] <= 0 || heads <= 0 ||
-      (*shape)[2] % heads)
-    return std::nullopt;
-  AttentionShape s;
-  s.batch = leadingCount(*shape, 1);
-  s.tokens = (*shape)[1];
-  s.width = (*shape)[2];
-  s.heads = heads;
-  s.dh = s.width / heads;
-  return s;
-}
-
 /// Whether the flash kernels serve this shape: a head dim with kernels and a
 /// row-tile count within grid.y's limit.
 bool flashServes(const AttentionShape &s) {
@@ -791,60 +654,18 @@ bool flashServes(const AttentionShape &s) {
          ceilDiv(s.tokens, rowsPerBlock(s.dh)) <= 65535;
 }
 
-ExplicitGrid flashGrid(const AttentionShape &s) {
-  ExplicitGrid grid;
-  grid.x = s.batch * s.heads;
-  grid.y = BatchAffine::fixed(ceilDiv(s.tokens, rowsPerBlock(s.dh)));
-  return grid;
-}
-
-/// The trailing (tokens, width, heads, lookahead, scale) arguments: a query
-/// sees the keys up to `lookahead` tokens after its own, none for causal.
-std::vector<LaunchArg> sizeArgs(const AttentionShape &s, pe::MaskKind mask, double scale) {
-  int64_t lookahead = mask == pe::MaskKind::Causal ? 0 : s.tokens - 1;
-  return {A::i64(s.tokens), A::i64(s.width), A::i64(s.heads), A::i64(lookahead),
-          A::f32(float(scale))};
-}
-
 Launch flashLaunch(const AttentionShape &s, Kind kind, Enc enc, std::vector<LaunchArg> args) {
   Launch launch = Launch::kernelCall(kernelName(kind, enc, s.dh), std::move(args));
-  launch.grid = flashGrid(s);
+  launch.grid = rowTileGrid(s, rowsPerBlock(s.dh));
   return launch;
 }
 
-std::vector<LaunchArg> concat(std::vector<LaunchArg> a, const std::vector<LaunchArg> &b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
-
-/// The backward launches: statistics into scratch 0, then dK/dV and dQ.
-/// Operands q, k, v, [table,] dy; results dq, dk, dv.
-/// Operands q, k, v, then table, dy (rope_attention_grad) or dy, rel
-/// (attention_grad with rel) or dy; results dq, dk, dv[, drel].
+/// The backward launches (attention::gradSteps), then for Rel the drel sum.
 OpSteps flashGradSteps(const AttentionShape &s, Enc enc, pe::MaskKind mask, double scale) {
-  OpSteps steps;
-  // lse and delta per (batch, head, query): 2 * B * H * T floats.
-  steps.scratchBytes.push_back(s.batch * (2 * s.heads * s.tokens * 4));
-  std::vector<LaunchArg> inputs = {A::operand(0), A::operand(1), A::operand(2)};
-  if (enc == Enc::Rope)
-    inputs.push_back(A::operand(3));
-  if (enc == Enc::Rel)
-    inputs.push_back(A::operand(4));
-  inputs.push_back(A::operand(enc == Enc::Rope ? 4 : 3)); // dy
   std::vector<LaunchArg> sizes = sizeArgs(s, mask, scale);
-  steps.launches.push_back(
-      flashLaunch(s, Kind::Stats, enc, concat(concat({A::scratch(0)}, inputs), sizes)));
-  steps.launches.push_back(flashLaunch(
-      s, Kind::DkDv, enc,
-      concat(concat(concat({A::result(1), A::result(2)}, inputs), {A::scratch(0)}), sizes)));
-  std::vector<LaunchArg> dqFront = {A::result(0)};
-  if (enc == Enc::Rel) {
-    // dS per (batch, head, query, key): B * H * T * T floats.
-    steps.scratchBytes.push_back(s.batch * (s.heads * s.tokens * s.tokens * 4));
-    dqFront.push_back(A::scratch(1));
-  }
-  steps.launches.push_back(flashLaunch(
-      s, Kind::Dq, enc, concat(concat(concat(dqFront, inputs), {A::scratch(0)}), sizes)));
+  OpSteps steps = gradSteps(enc, s, sizes, [&](Kind kind, std::vector<LaunchArg> args) {
+    return flashLaunch(s, kind, enc, std::move(args));
+  });
   if (enc == Enc::Rel)
     steps.launches.push_back(Launch::kernelCall(
         "pe_rel_attention_grad_drel_d" + std::to_string(s.dh),
@@ -860,13 +681,6 @@ bool relFits(const AttentionShape &s, Type rel, pe::MaskKind mask) {
   auto shape = batchShape(rel);
   return mask != pe::MaskKind::Skip && llvm::is_contained(kRelHeadDims, s.dh) && shape &&
          *shape == std::vector<int64_t>{s.tokens, s.tokens, s.dh, s.dh};
-}
-
-/// A RoPE table [T, D/2, 2] for q of this shape, and an even head dim.
-bool ropeTableFits(const AttentionShape &s, Type table) {
-  auto shape = batchShape(table);
-  return s.dh % 2 == 0 && shape &&
-         *shape == std::vector<int64_t>{s.tokens, s.width / 2, 2};
 }
 
 std::optional<OpSteps> lowerAttention(Operation &op) {

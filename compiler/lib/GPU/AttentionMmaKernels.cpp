@@ -43,7 +43,7 @@
 //   first key. Tokens past T load as zeros and are never stored.
 //
 //===----------------------------------------------------------------------===//
-#include "OpKernelUtil.h"
+#include "AttentionCommon.h"
 
 #include "stringc/Dialect/PE/PEOps.h"
 
@@ -59,8 +59,10 @@ using namespace mlir;
 namespace stringc::cudagen {
 namespace {
 
+using namespace attention;
 using Pred = arith::CmpIPredicate;
 using A = LaunchArg;
+using Args = NamedArgs;
 /// An m16n8k16 A operand (4 x i32, 8 bf16) or a C/D accumulator (4 x f32).
 using Frag = std::array<Value, 4>;
 /// An m16n8k16 B operand (2 x i32, 4 bf16).
@@ -71,60 +73,12 @@ constexpr int64_t kThreads = 32 * kWarps;
 /// Rows a block owns (16 per warp); also the tokens per shared tile.
 constexpr int64_t kRows = 16 * kWarps;
 constexpr int64_t kTile = kRows;
-constexpr int64_t kHeadDims[] = {16, 32, 64};
-constexpr int64_t kSharedLimitBytes = 48 * 1024;
 
 /// Halfwords between the tokens of a shared tile (see the file comment).
 int64_t tileStride(int64_t dh) { return dh + 8; }
 
-enum class Kind { Forward, Stats, DkDv, Dq };
-
 std::string kernelName(Kind kind, bool rope, int64_t dh) {
-  std::string name = rope ? "pe_rope_attention_mma" : "pe_attention_mma";
-  switch (kind) {
-  case Kind::Forward:
-    break;
-  case Kind::Stats:
-    name += "_grad_stats";
-    break;
-  case Kind::DkDv:
-    name += "_grad_dkdv";
-    break;
-  case Kind::Dq:
-    name += "_grad_dq";
-    break;
-  }
-  return name + "_d" + std::to_string(dh);
-}
-
-/// The parameters: those of the f32 kernel of the same kind.
-std::vector<std::pair<std::string, ParamKind>> kernelParams(Kind kind, bool rope) {
-  const ParamKind P = ParamKind::Ptr, I = ParamKind::I64, F = ParamKind::F32;
-  std::vector<std::pair<std::string, ParamKind>> params;
-  switch (kind) {
-  case Kind::Forward:
-    params = {{"y", P}};
-    break;
-  case Kind::Stats:
-    params = {{"stats", P}};
-    break;
-  case Kind::DkDv:
-    params = {{"dk", P}, {"dv", P}};
-    break;
-  case Kind::Dq:
-    params = {{"dq", P}};
-    break;
-  }
-  params.insert(params.end(), {{"q", P}, {"k", P}, {"v", P}});
-  if (rope)
-    params.push_back({"table", P});
-  if (kind != Kind::Forward)
-    params.push_back({"dy", P});
-  if (kind == Kind::DkDv || kind == Kind::Dq)
-    params.push_back({"stats", P});
-  params.insert(params.end(),
-                {{"tokens", I}, {"width", I}, {"heads", I}, {"lookahead", I}, {"scale", F}});
-  return params;
+  return attention::kernelName(rope ? "pe_rope_attention_mma" : "pe_attention_mma", kind, dh);
 }
 
 /// Static shared memory of a kernel: bf16 tiles of kTile tokens (and the
@@ -147,39 +101,7 @@ int64_t sharedBytes(Kind kind, int64_t dh) {
 // Kernel side: bf16 values, shared tiles, fragments, mma.sync
 //===----------------------------------------------------------------------===//
 
-/// Named kernel arguments.
-struct Args {
-  KernelBuilder &k;
-  std::vector<std::pair<std::string, ParamKind>> params;
-  Value operator()(llvm::StringRef name) const {
-    for (unsigned i = 0; i < params.size(); ++i)
-      if (params[i].first == name)
-        return k.arg(i);
-    llvm::report_fatal_error(llvm::Twine("MMA attention kernel has no parameter ") + name);
-  }
-  bool has(llvm::StringRef name) const {
-    return llvm::any_of(params, [&](const auto &p) { return p.first == name; });
-  }
-};
-
 Value i32Const(KernelBuilder &k, int32_t v) { return k.i32(v); }
-Value shrU(KernelBuilder &k, Value a, Value b) {
-  return k.builder().create<arith::ShRUIOp>(k.location(), a, b);
-}
-Value shl(KernelBuilder &k, Value a, Value b) {
-  return k.builder().create<arith::ShLIOp>(k.location(), a, b);
-}
-Value orI(KernelBuilder &k, Value a, Value b) {
-  return k.builder().create<arith::OrIOp>(k.location(), a, b);
-}
-Value maxF(KernelBuilder &k, Value a, Value b) {
-  return k.builder().create<arith::MaximumFOp>(k.location(), a, b);
-}
-Value expF(KernelBuilder &k, Value x) { return k.builder().create<math::ExpOp>(k.location(), x); }
-Value logF(KernelBuilder &k, Value x) { return k.builder().create<math::LogOp>(k.location(), x); }
-Value cmpF(KernelBuilder &k, arith::CmpFPredicate p, Value a, Value b) {
-  return k.builder().create<arith::CmpFOp>(k.location(), p, a, b);
-}
 
 /// The bf16 nearest (ties to even) to f32 `x`, as its 16 bits in an i32; a
 /// NaN becomes the quiet NaN 0x7fc0. Integer arithmetic rather than
@@ -204,22 +126,7 @@ Value packF32Pair(KernelBuilder &k, Value low, Value high) {
 
 /// A generic pointer to a static shared array of `count` bf16 (i16).
 Value sharedHalves(KernelBuilder &k, llvm::StringRef name, int64_t count) {
-  OpBuilder &b = k.builder();
-  Location loc = k.location();
-  constexpr unsigned kSharedAddressSpace = 3;
-  auto module = b.getInsertionBlock()->getParentOp()->getParentOfType<gpu::GPUModuleOp>();
-  auto global = module.lookupSymbol<LLVM::GlobalOp>(name);
-  if (!global) {
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(module.getBody());
-    auto arrayType = LLVM::LLVMArrayType::get(b.getI16Type(), unsigned(count));
-    global = b.create<LLVM::GlobalOp>(loc, arrayType, /*isConstant=*/false,
-                                      LLVM::Linkage::Internal, name, /*value=*/Attribute(),
-                                      /*alignment=*/16, kSharedAddressSpace);
-  }
-  Value shared = b.create<LLVM::AddressOfOp>(loc, global);
-  return b.create<LLVM::AddrSpaceCastOp>(loc, LLVM::LLVMPointerType::get(b.getContext()),
-                                         shared);
+  return sharedArrayOf(k, name, k.builder().getI16Type(), count);
 }
 
 Value halfAddress(KernelBuilder &k, Value ptr, Value index) {
@@ -259,26 +166,13 @@ Value loadPair(KernelBuilder &k, Value ptr, Value first, int64_t step) {
   return packPair(k, loadHalf(k, ptr, first), loadHalf(k, ptr, k.add(first, k.i64(step))));
 }
 
-/// What every block knows: its (batch, head), the lane's place in its warp,
-/// the sizes.
-struct Warps {
-  KernelBuilder &k;
-  int64_t dh;
-  Value tokens, width, heads, lookahead, scale;
-  Value batchHeads, bh, head, batch;
+/// An MMA attention block (4 warps): a HeadBlock and the lane's place in its
+/// warp.
+struct Warps : HeadBlock {
   Value warp, group, tig; // warp = thread / 32; group = lane / 4; tig = lane % 4
   Value blockStart;       // blockIdx.y * 64: the block's first own row
   Value warpRow;          // warp * 16: the warp's first row in the block
-  Value thread;
 
-  /// Element index of feature 0 of `token`'s head slice ([B, T, D] tensors).
-  Value at(Value token) {
-    return k.add(k.mul(k.add(k.mul(batch, tokens), token), width), k.mul(head, k.i64(dh)));
-  }
-  /// (cos, sin) of pair 0 of the head in the RoPE table [T, D/2, 2].
-  Value tableAt(Value token) { return k.add(k.mul(token, width), k.mul(head, k.i64(dh))); }
-  Value clamp(Value token) { return minI(k, token, k.sub(tokens, k.i64(1))); }
-  Value inRange(Value token) { return cmpI(k, Pred::slt, token, tokens); }
   /// Key `key` is visible to query `query`: key <= query + lookahead and key < T.
   Value visible(Value query, Value key) {
     return andI(k, inRange(key), cmpI(k, Pred::sle, key, k.add(query, lookahead)));
@@ -317,13 +211,7 @@ struct Warps {
 };
 
 Warps makeWarps(KernelBuilder &k, const Args &args, int64_t dh) {
-  Warps w{k, dh, args("tokens"), args("width"), args("heads"), args("lookahead"), args("scale"),
-          {}, {}, {}, {}, {}, {}, {}, {}, {}, {}};
-  w.bh = k.blockId(gpu::Dimension::x);
-  w.batchHeads = k.gridDim(gpu::Dimension::x);
-  w.head = remU(k, w.bh, w.heads);
-  w.batch = divU(k, w.bh, w.heads);
-  w.thread = k.threadId(gpu::Dimension::x);
+  Warps w{makeHeadBlock(k, args, dh), {}, {}, {}, {}, {}};
   w.warp = divU(k, w.thread, k.i64(32));
   Value lane = remU(k, w.thread, k.i64(32));
   w.group = divU(k, lane, k.i64(4));
@@ -499,7 +387,7 @@ std::vector<Frag> unflatten(ValueRange values, size_t from, size_t count) {
 
 void forwardBody(KernelBuilder &k, const Args &args, int64_t dh, Kind kind) {
   Warps w = makeWarps(k, args, dh);
-  Value table = args.has("table") ? args("table") : Value();
+  Value table = args.optional("table");
   const int64_t stride = tileStride(dh), featureBlocks = dh / 8;
   Value qTile = sharedHalves(k, "mma_q_tile", kRows * stride);
   Value kTileMem = sharedHalves(k, "mma_k_tile", kTile * stride);
@@ -623,7 +511,7 @@ void softmaxGrad(Warps &w, Frag &s, Frag &dp, const std::array<Value, 4> &visibl
 /// query tiles that see them, 16 queries per step.
 void dkdvBody(KernelBuilder &k, const Args &args, int64_t dh) {
   Warps w = makeWarps(k, args, dh);
-  Value table = args.has("table") ? args("table") : Value();
+  Value table = args.optional("table");
   const int64_t stride = tileStride(dh), featureBlocks = dh / 8;
   Value kRowsTile = sharedHalves(k, "mma_k_rows", kRows * stride);
   Value vRowsTile = sharedHalves(k, "mma_v_rows", kRows * stride);
@@ -691,7 +579,7 @@ void dkdvBody(KernelBuilder &k, const Args &args, int64_t dh) {
 /// 16 keys per step.
 void dqBody(KernelBuilder &k, const Args &args, int64_t dh) {
   Warps w = makeWarps(k, args, dh);
-  Value table = args.has("table") ? args("table") : Value();
+  Value table = args.optional("table");
   const int64_t stride = tileStride(dh), featureBlocks = dh / 8;
   Value qRowsTile = sharedHalves(k, "mma_q_rows", kRows * stride);
   Value dyRowsTile = sharedHalves(k, "mma_dy_rows", kRows * stride);
@@ -743,30 +631,8 @@ void dqBody(KernelBuilder &k, const Args &args, int64_t dh) {
 }
 
 KernelDef mmaKernel(Kind kind, bool rope, int64_t dh) {
-  auto params = kernelParams(kind, rope);
-  KernelSpec spec = makeSpec(kernelName(kind, rope, dh),
-                             rope ? (kind == Kind::Forward ? "pe.rope_attention"
-                                                           : "pe.rope_attention_grad")
-                                  : (kind == Kind::Forward ? "pe.attention" : "pe.attention_grad"),
-                             params, GridRule::Explicit, kThreads);
-  if (sharedBytes(kind, dh) > kSharedLimitBytes)
-    llvm::report_fatal_error(llvm::Twine("MMA attention kernel ") + spec.name +
-                             " exceeds 48 KiB of static shared memory");
-  KernelDef def{spec, [kind, dh, params](KernelBuilder &k) {
-                  Args args{k, params};
-                  switch (kind) {
-                  case Kind::Forward:
-                  case Kind::Stats:
-                    forwardBody(k, args, dh, kind);
-                    break;
-                  case Kind::DkDv:
-                    dkdvBody(k, args, dh);
-                    break;
-                  case Kind::Dq:
-                    dqBody(k, args, dh);
-                    break;
-                  }
-                }};
+  KernelDef def = kindKernel(kernelName(kind, rope, dh), kind, rope ? Enc::Rope : Enc::Plain, dh,
+                             kThreads, sharedBytes(kind, dh), {forwardBody, dkdvBody, dqBody});
   def.tensorCores = true;
   return def;
 }
@@ -775,65 +641,39 @@ KernelDef mmaKernel(Kind kind, bool rope, int64_t dh) {
 // Lowering side (GpuPrecision::BF16 only)
 //===----------------------------------------------------------------------===//
 
-/// q [B, T, D] with static T and D, `heads` dividing D into a head dim with
-/// MMA kernels, and a row-tile count within grid.y's limit.
-struct MmaShape {
-  BatchAffine batch;
-  int64_t tokens = 0, width = 0, heads = 0, dh = 0;
-};
-
-std::optional<MmaShape> mmaShape(Type q, int64_t heads, pe::MaskKind mask) {
-  auto shape = batchShape(q);
-  if (mask == pe::MaskKind::Skip || !shape || shape->size() != 3 || (*shape)[1] <= 0 ||
-      heads <= 0 || (*shape)[2] % heads)
-    return std::nullopt;
-  MmaShape s{leadingCount(*shape, 1), (*shape)[1], (*shape)[2], heads, (*shape)[2] / heads};
-  if (!llvm::is_contained(kHeadDims, s.dh) || ceilDiv(s.tokens, kRows) > 65535)
+/// q [B, T, D] (attentionShape) with a head dim with MMA kernels and a
+/// row-tile count within grid.y's limit; no skip mask.
+std::optional<AttentionShape> mmaShape(Type q, int64_t heads, pe::MaskKind mask) {
+  auto s = attentionShape(q, heads);
+  if (mask == pe::MaskKind::Skip || !s || !llvm::is_contained(kHeadDims, s->dh) ||
+      ceilDiv(s->tokens, kRows) > 65535)
     return std::nullopt;
   return s;
 }
 
-/// A RoPE table [T, D/2, 2] for q of this shape.
-bool ropeTableFits(const MmaShape &s, Type table) {
-  auto shape = batchShape(table);
-  return shape && *shape == std::vector<int64_t>{s.tokens, s.width / 2, 2};
-}
-
-Launch mmaLaunch(const MmaShape &s, Kind kind, bool rope, std::vector<LaunchArg> front,
-                 pe::MaskKind mask, double scale) {
-  std::vector<LaunchArg> args = std::move(front);
-  const int64_t lookahead = mask == pe::MaskKind::Causal ? 0 : s.tokens - 1;
-  args.insert(args.end(), {A::i64(s.tokens), A::i64(s.width), A::i64(s.heads), A::i64(lookahead),
-                           A::f32(float(scale))});
+Launch mmaLaunch(const AttentionShape &s, Kind kind, bool rope, std::vector<LaunchArg> args) {
   Launch launch = Launch::kernelCall(kernelName(kind, rope, s.dh), std::move(args));
-  ExplicitGrid grid;
-  grid.x = s.batch * s.heads;
-  grid.y = BatchAffine::fixed(ceilDiv(s.tokens, kRows));
-  launch.grid = grid;
+  launch.grid = rowTileGrid(s, kRows);
   return launch;
 }
 
-/// Operands q, k, v[, table] then dy; results dq, dk, dv. Scratch 0: lse
-/// and delta, 2 * B * H * T floats (as the f32 kernels).
-OpSteps gradSteps(const MmaShape &s, bool rope, pe::MaskKind mask, double scale) {
-  OpSteps steps;
-  steps.scratchBytes.push_back(s.batch * (2 * s.heads * s.tokens * 4));
-  std::vector<LaunchArg> inputs = {A::operand(0), A::operand(1), A::operand(2)};
+/// The forward launch: y = result 0 from operands q, k, v[, table].
+OpSteps forwardSteps(const AttentionShape &s, bool rope, pe::MaskKind mask, double scale) {
+  std::vector<LaunchArg> front = {A::result(0), A::operand(0), A::operand(1), A::operand(2)};
   if (rope)
-    inputs.push_back(A::operand(3));
-  inputs.push_back(A::operand(rope ? 4 : 3)); // dy
-  auto with = [&](std::vector<LaunchArg> front, bool withStats) {
-    front.insert(front.end(), inputs.begin(), inputs.end());
-    if (withStats)
-      front.push_back(A::scratch(0));
-    return front;
-  };
+    front.push_back(A::operand(3));
+  OpSteps steps;
   steps.launches.push_back(
-      mmaLaunch(s, Kind::Stats, rope, with({A::scratch(0)}, false), mask, scale));
-  steps.launches.push_back(
-      mmaLaunch(s, Kind::DkDv, rope, with({A::result(1), A::result(2)}, true), mask, scale));
-  steps.launches.push_back(mmaLaunch(s, Kind::Dq, rope, with({A::result(0)}, true), mask, scale));
+      mmaLaunch(s, Kind::Forward, rope, concat(std::move(front), sizeArgs(s, mask, scale))));
   return steps;
+}
+
+/// The backward launches of attention::gradSteps on the MMA kernels.
+OpSteps mmaGradSteps(const AttentionShape &s, bool rope, pe::MaskKind mask, double scale) {
+  return gradSteps(rope ? Enc::Rope : Enc::Plain, s, sizeArgs(s, mask, scale),
+                   [&](Kind kind, std::vector<LaunchArg> args) {
+                     return mmaLaunch(s, kind, rope, std::move(args));
+                   });
 }
 
 std::optional<OpSteps> lowerAttention(Operation &op) {
@@ -842,11 +682,7 @@ std::optional<OpSteps> lowerAttention(Operation &op) {
                     attention.getMask());
   if (!s || attention.getRel())
     return std::nullopt;
-  OpSteps steps;
-  steps.launches.push_back(mmaLaunch(
-      *s, Kind::Forward, false, {A::result(0), A::operand(0), A::operand(1), A::operand(2)},
-      attention.getMask(), attention.getScale().convertToDouble()));
-  return steps;
+  return forwardSteps(*s, false, attention.getMask(), attention.getScale().convertToDouble());
 }
 
 std::optional<OpSteps> lowerAttentionGrad(Operation &op) {
@@ -854,7 +690,7 @@ std::optional<OpSteps> lowerAttentionGrad(Operation &op) {
   auto s = mmaShape(grad.getQ().getType(), int64_t(grad.getHeads()), grad.getMask());
   if (!s || grad.getRel())
     return std::nullopt;
-  return gradSteps(*s, false, grad.getMask(), grad.getScale().convertToDouble());
+  return mmaGradSteps(*s, false, grad.getMask(), grad.getScale().convertToDouble());
 }
 
 std::optional<OpSteps> lowerRopeAttention(Operation &op) {
@@ -863,12 +699,7 @@ std::optional<OpSteps> lowerRopeAttention(Operation &op) {
                     attention.getMask());
   if (!s || !ropeTableFits(*s, attention.getTable().getType()))
     return std::nullopt;
-  OpSteps steps;
-  steps.launches.push_back(mmaLaunch(
-      *s, Kind::Forward, true,
-      {A::result(0), A::operand(0), A::operand(1), A::operand(2), A::operand(3)},
-      attention.getMask(), attention.getScale().convertToDouble()));
-  return steps;
+  return forwardSteps(*s, true, attention.getMask(), attention.getScale().convertToDouble());
 }
 
 std::optional<OpSteps> lowerRopeAttentionGrad(Operation &op) {
@@ -876,7 +707,7 @@ std::optional<OpSteps> lowerRopeAttentionGrad(Operation &op) {
   auto s = mmaShape(grad.getQ().getType(), int64_t(grad.getHeads()), grad.getMask());
   if (!s || !ropeTableFits(*s, grad.getTable().getType()))
     return std::nullopt;
-  return gradSteps(*s, true, grad.getMask(), grad.getScale().convertToDouble());
+  return mmaGradSteps(*s, true, grad.getMask(), grad.getScale().convertToDouble());
 }
 
 } // namespace

@@ -49,19 +49,38 @@ GemmCall rowsTimesWeight(LaunchArg x, LaunchArg w, LaunchArg c, BatchAffine rows
   return g;
 }
 
+/// (I, O) of a weight-shaped type: static [I, O] with I, O > 0 (a size of 0
+/// leaves no GEMM to call), or none.
+std::optional<std::pair<int64_t, int64_t>> weightDims(Type type) {
+  auto tensor = cast<RankedTensorType>(type);
+  if (tensor.getRank() != 2 || !tensor.hasStaticShape())
+    return std::nullopt;
+  int64_t in = tensor.getDimSize(0), out = tensor.getDimSize(1);
+  if (in <= 0 || out <= 0)
+    return std::nullopt;
+  return std::make_pair(in, out);
+}
+
 /// x [..., I] and w [I, O] of a linear-like op: (rows, I, O), or none when
 /// a size is 0 (no GEMM to call) or the shapes do not fit.
 std::optional<std::tuple<BatchAffine, int64_t, int64_t>> linearSizes(Value x, Value w) {
-  auto wType = cast<RankedTensorType>(w.getType());
-  if (wType.getRank() != 2 || !wType.hasStaticShape())
+  auto dims = weightDims(w.getType());
+  if (!dims)
     return std::nullopt;
-  int64_t in = wType.getDimSize(0), out = wType.getDimSize(1);
-  if (in <= 0 || out <= 0 || lastDimension(x.getType()) != in)
+  auto [in, out] = *dims;
+  if (lastDimension(x.getType()) != in)
     return std::nullopt;
   std::optional<BatchAffine> rows = divideExactly(elementCount(x.getType()), in);
   if (!rows)
     return std::nullopt;
   return std::make_tuple(*rows, in, out);
+}
+
+/// The steps of one GEMM.
+OpSteps gemmSteps(const GemmCall &gemm) {
+  OpSteps steps;
+  steps.launches.push_back(Launch::gemmCall(gemm));
+  return steps;
 }
 
 /// X W into `c`, plus the bias (operand 2) when the op has one, as the
@@ -102,10 +121,8 @@ void appendLinearLowerings(std::vector<OpLowering> &lowerings) {
                          if (!sizes)
                            return std::nullopt;
                          auto [rows, in, out] = *sizes;
-                         OpSteps steps;
-                         steps.launches.push_back(Launch::gemmCall(rowsTimesWeightPlusBias(
-                             bool(linear.getB()), A::result(0), rows, in, out)));
-                         return steps;
+                         return gemmSteps(rowsTimesWeightPlusBias(bool(linear.getB()),
+                                                                  A::result(0), rows, in, out));
                        }});
 
   lowerings.push_back({"pe.linear_gelu", [](Operation &o) -> std::optional<OpSteps> {
@@ -148,12 +165,10 @@ void appendLinearLowerings(std::vector<OpLowering> &lowerings) {
   lowerings.push_back({"pe.linear_grad_input", [](Operation &o) -> std::optional<OpSteps> {
                          auto grad = cast<pe::LinearGradInputOp>(o);
                          // dy [..., O], w [I, O]: rows x O times (I x O)^T.
-                         auto wType = cast<RankedTensorType>(grad.getW().getType());
-                         if (wType.getRank() != 2 || !wType.hasStaticShape())
+                         auto dims = weightDims(grad.getW().getType());
+                         if (!dims)
                            return std::nullopt;
-                         int64_t in = wType.getDimSize(0), out = wType.getDimSize(1);
-                         if (in <= 0 || out <= 0)
-                           return std::nullopt;
+                         auto [in, out] = *dims;
                          std::optional<BatchAffine> rows =
                              divideExactly(elementCount(grad.getDy().getType()), out);
                          if (!rows)
@@ -161,20 +176,16 @@ void appendLinearLowerings(std::vector<OpLowering> &lowerings) {
                          GemmCall g = rowsTimesWeight(A::operand(0), A::operand(1), A::result(0),
                                                       *rows, out, in, 0.0f);
                          g.transB = true;
-                         OpSteps steps;
-                         steps.launches.push_back(Launch::gemmCall(g));
-                         return steps;
+                         return gemmSteps(g);
                        }});
 
   lowerings.push_back({"pe.linear_grad_weight", [](Operation &o) -> std::optional<OpSteps> {
                          auto grad = cast<pe::LinearGradWeightOp>(o);
                          // x [..., I], dy [..., O]: (rows x I)^T times rows x O.
-                         auto dwType = cast<RankedTensorType>(o.getResult(0).getType());
-                         if (dwType.getRank() != 2 || !dwType.hasStaticShape())
+                         auto dims = weightDims(o.getResult(0).getType());
+                         if (!dims)
                            return std::nullopt;
-                         int64_t in = dwType.getDimSize(0), out = dwType.getDimSize(1);
-                         if (in <= 0 || out <= 0)
-                           return std::nullopt;
+                         auto [in, out] = *dims;
                          std::optional<BatchAffine> rows =
                              divideExactly(elementCount(grad.getX().getType()), in);
                          if (!rows)
@@ -187,9 +198,7 @@ void appendLinearLowerings(std::vector<OpLowering> &lowerings) {
                          g.n = BatchAffine::fixed(out);
                          g.k = *rows;
                          g.transA = true;
-                         OpSteps steps;
-                         steps.launches.push_back(Launch::gemmCall(g));
-                         return steps;
+                         return gemmSteps(g);
                        }});
 }
 

@@ -2,6 +2,7 @@
 #include "OpKernelUtil.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/IR/BuiltinTypes.h"
 
 #include <algorithm>
@@ -57,7 +58,25 @@ Value minI(KernelBuilder &k, Value a, Value b) {
 Value andI(KernelBuilder &k, Value a, Value b) {
   return k.builder().create<arith::AndIOp>(k.location(), a, b);
 }
+Value shrU(KernelBuilder &k, Value a, Value b) {
+  return k.builder().create<arith::ShRUIOp>(k.location(), a, b);
+}
+Value shl(KernelBuilder &k, Value a, Value b) {
+  return k.builder().create<arith::ShLIOp>(k.location(), a, b);
+}
+Value orI(KernelBuilder &k, Value a, Value b) {
+  return k.builder().create<arith::OrIOp>(k.location(), a, b);
+}
 Value nanF32(KernelBuilder &k) { return k.f32(std::nan("")); }
+
+Value maxF(KernelBuilder &k, Value a, Value b) {
+  return k.builder().create<arith::MaximumFOp>(k.location(), a, b);
+}
+Value expF(KernelBuilder &k, Value x) { return k.builder().create<math::ExpOp>(k.location(), x); }
+Value logF(KernelBuilder &k, Value x) { return k.builder().create<math::LogOp>(k.location(), x); }
+Value cmpF(KernelBuilder &k, arith::CmpFPredicate p, Value a, Value b) {
+  return k.builder().create<arith::CmpFOp>(k.location(), p, a, b);
+}
 
 Value warpMax(KernelBuilder &k, Value value) {
   OpBuilder &b = k.builder();
@@ -74,6 +93,10 @@ Value warpMax(KernelBuilder &k, Value value) {
 void barrier(KernelBuilder &k) { k.builder().create<gpu::BarrierOp>(k.location()); }
 
 Value sharedArray(KernelBuilder &k, llvm::StringRef name, int64_t count) {
+  return sharedArrayOf(k, name, k.builder().getF32Type(), count);
+}
+
+Value sharedArrayOf(KernelBuilder &k, llvm::StringRef name, Type elementType, int64_t count) {
   OpBuilder &b = k.builder();
   Location loc = k.location();
   constexpr unsigned kSharedAddressSpace = 3;
@@ -83,7 +106,7 @@ Value sharedArray(KernelBuilder &k, llvm::StringRef name, int64_t count) {
   if (!global) {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(module.getBody());
-    auto arrayType = LLVM::LLVMArrayType::get(b.getF32Type(), unsigned(count));
+    auto arrayType = LLVM::LLVMArrayType::get(elementType, unsigned(count));
     global = b.create<LLVM::GlobalOp>(loc, arrayType, /*isConstant=*/false,
                                       LLVM::Linkage::Internal, name, /*value=*/Attribute(),
                                       /*alignment=*/16, kSharedAddressSpace);

@@ -1,11 +1,11 @@
 //===- OpKernelUtil.h - helpers of the position/token/matrix kernels -*- C++ -*-===//
 //
-// Private to compiler/lib/GPU. Shared by PositionKernels.cpp,
-// TokenKernels.cpp and MatrixKernels.cpp:
+// Private to compiler/lib/GPU. Shared by the position, token, matrix,
+// index-table, generator, optimizer and attention kernel families:
 // - kernel-side helpers KernelBuilder lacks: i32 loads, f64 arithmetic (the
 //   constant tables are evaluated in f64 and rounded once, as the reference
-//   kernels do), integer comparisons and selects, warp maxima, barriers and a
-//   static shared-memory array;
+//   kernels do), integer and f32 comparisons, selects, bit operations, exp
+//   and log, warp maxima, barriers and static shared-memory arrays;
 // - the deterministic column sum (out[c] = sum_r f(r, c) / divisor): a
 //   partials kernel over (column, chunk of rows) writing chunks x cols
 //   partial sums to a scratch buffer, then `pe_colsum_finish` adding each
@@ -55,6 +55,16 @@ mlir::Value remU(KernelBuilder &k, mlir::Value a, mlir::Value b);
 mlir::Value divU(KernelBuilder &k, mlir::Value a, mlir::Value b);
 mlir::Value minI(KernelBuilder &k, mlir::Value a, mlir::Value b);
 mlir::Value andI(KernelBuilder &k, mlir::Value a, mlir::Value b);
+/// Logical shift right, shift left and bitwise or of integers.
+mlir::Value shrU(KernelBuilder &k, mlir::Value a, mlir::Value b);
+mlir::Value shl(KernelBuilder &k, mlir::Value a, mlir::Value b);
+mlir::Value orI(KernelBuilder &k, mlir::Value a, mlir::Value b);
+/// f32 maximum (NaN-propagating), exp, log and comparison.
+mlir::Value maxF(KernelBuilder &k, mlir::Value a, mlir::Value b);
+mlir::Value expF(KernelBuilder &k, mlir::Value x);
+mlir::Value logF(KernelBuilder &k, mlir::Value x);
+mlir::Value cmpF(KernelBuilder &k, mlir::arith::CmpFPredicate predicate, mlir::Value a,
+                 mlir::Value b);
 /// A quiet NaN (f32): what a kernel writes where the reference would throw
 /// (an id or label out of range), so the error shows in the loss.
 mlir::Value nanF32(KernelBuilder &k);
@@ -67,8 +77,12 @@ mlir::Value warpMax(KernelBuilder &k, mlir::Value value);
 /// control flow).
 void barrier(KernelBuilder &k);
 
-/// A generic pointer to a static shared-memory array of `count` f32 named
-/// `name` (one per kernel module; at most 48 KiB of static shared memory).
+/// A generic pointer to a static shared-memory array of `count` elements of
+/// `elementType` named `name` (one per kernel module, 16-byte aligned; at most
+/// 48 KiB of static shared memory).
+mlir::Value sharedArrayOf(KernelBuilder &k, llvm::StringRef name, mlir::Type elementType,
+                          int64_t count);
+/// sharedArrayOf f32.
 mlir::Value sharedArray(KernelBuilder &k, llvm::StringRef name, int64_t count);
 
 /// The global thread index along x (blockIdx.x * blockDim.x + threadIdx.x).

@@ -365,6 +365,26 @@ std::optional<OpSteps> lowerSumTo(Operation &op) {
   return steps;
 }
 
+/// Axis `axis` of x for pe.mean and pe.mean_grad: the product of the static
+/// dims after it (inner) and its size (count: the batch when it is the
+/// dynamic dim 0).
+struct AxisExtent {
+  int64_t inner;
+  BatchAffine count;
+};
+
+std::optional<AxisExtent> axisExtent(Type x, size_t axis) {
+  auto shape = batchShape(x);
+  if (!shape || axis >= shape->size())
+    return std::nullopt;
+  std::optional<int64_t> inner = staticProduct(*shape, axis + 1, shape->size());
+  if (!inner)
+    return std::nullopt;
+  BatchAffine count =
+      (*shape)[axis] < 0 ? BatchAffine{1, 0} : BatchAffine::fixed((*shape)[axis]);
+  return AxisExtent{*inner, count};
+}
+
 std::optional<OpSteps> lowerMean(Operation &op) {
   auto mean = cast<pe::MeanOp>(op);
   Value x = op.getOperand(0);
@@ -373,17 +393,13 @@ std::optional<OpSteps> lowerMean(Operation &op) {
     appendSumAll(steps, x, A::operand(0), A::result(0), numel(x));
     return steps;
   }
-  auto shape = batchShape(x.getType());
   size_t axis = size_t(*mean.getAxis());
-  std::optional<int64_t> inner = staticProduct(*shape, axis + 1, shape->size());
-  if (!inner)
+  auto extent = axisExtent(x.getType(), axis);
+  if (!extent)
     return std::nullopt;
-  BatchAffine outer = leadingCount(*shape, axis);
-  // count = dim `axis`: the batch when axis = 0 and dim 0 is dynamic.
-  BatchAffine countAffine = (*shape)[axis] < 0 ? BatchAffine{1, 0}
-                                               : BatchAffine::fixed((*shape)[axis]);
-  return single("pe_mean_axis", {A::result(0), A::operand(0), A::i64(outer * *inner),
-                                 A::i64(*inner), A::i64(countAffine)});
+  BatchAffine outer = leadingCount(*batchShape(x.getType()), axis);
+  return single("pe_mean_axis", {A::result(0), A::operand(0), A::i64(outer * extent->inner),
+                                 A::i64(extent->inner), A::i64(extent->count)});
 }
 
 std::optional<OpSteps> lowerMeanGrad(Operation &op) {
@@ -393,15 +409,11 @@ std::optional<OpSteps> lowerMeanGrad(Operation &op) {
   if (!grad.getAxis())
     return single("pe_mean_grad",
                   {A::result(0), A::operand(1), A::i64(n), A::i64(1), A::i64(n)});
-  auto shape = batchShape(x.getType());
-  size_t axis = size_t(*grad.getAxis());
-  std::optional<int64_t> inner = staticProduct(*shape, axis + 1, shape->size());
-  if (!inner)
+  auto extent = axisExtent(x.getType(), size_t(*grad.getAxis()));
+  if (!extent)
     return std::nullopt;
-  BatchAffine countAffine = (*shape)[axis] < 0 ? BatchAffine{1, 0}
-                                               : BatchAffine::fixed((*shape)[axis]);
-  return single("pe_mean_grad", {A::result(0), A::operand(1), A::i64(n), A::i64(*inner),
-                                  A::i64(countAffine)});
+  return single("pe_mean_grad", {A::result(0), A::operand(1), A::i64(n), A::i64(extent->inner),
+                                  A::i64(extent->count)});
 }
 
 std::optional<OpSteps> lowerExpandAxis(Operation &op) {
@@ -415,12 +427,18 @@ std::optional<OpSteps> lowerExpandAxis(Operation &op) {
                                    A::i64(int64_t(expand.getSize())), A::i64(*inner)});
 }
 
+/// The last two dims of a batch shape of rank `rank`, both static: (T, D)
+/// of [B, T, D] activations, (V, D) of an embedding table [V, D].
+std::optional<std::pair<int64_t, int64_t>> staticLastTwoDims(Type type, size_t rank) {
+  auto shape = batchShape(type);
+  if (!shape || shape->size() != rank || (*shape)[rank - 2] < 0 || (*shape)[rank - 1] < 0)
+    return std::nullopt;
+  return std::make_pair((*shape)[rank - 2], (*shape)[rank - 1]);
+}
+
 /// [B, T, D] with static T and D.
 std::optional<std::pair<int64_t, int64_t>> tokensAndWidth(Type type) {
-  auto shape = batchShape(type);
-  if (!shape || shape->size() != 3 || (*shape)[1] < 0 || (*shape)[2] < 0)
-    return std::nullopt;
-  return std::make_pair((*shape)[1], (*shape)[2]);
+  return staticLastTwoDims(type, 3);
 }
 
 std::optional<OpSteps> lowerClassToken(Operation &op) {
@@ -465,20 +483,25 @@ std::optional<OpSteps> lowerSelectTokenGrad(Operation &op) {
                  A::i64(td->second), A::i64(index)});
 }
 
+/// (V, D) of an embedding table [V, D] with static sizes.
+std::optional<std::pair<int64_t, int64_t>> vocabAndWidth(Type table) {
+  return staticLastTwoDims(table, 2);
+}
+
 std::optional<OpSteps> lowerTokenEmbed(Operation &op) {
-  auto table = batchShape(op.getOperand(1).getType());
-  if (!table || table->size() != 2 || (*table)[0] < 0 || (*table)[1] < 0)
+  auto table = vocabAndWidth(op.getOperand(1).getType());
+  if (!table)
     return std::nullopt;
   return single("pe_token_embed", {A::result(0), A::operand(0), A::operand(1),
-                                   A::i64(numel(op.getResult(0))), A::i64((*table)[1]),
-                                   A::i64((*table)[0])});
+                                   A::i64(numel(op.getResult(0))), A::i64(table->second),
+                                   A::i64(table->first)});
 }
 
 std::optional<OpSteps> lowerTokenEmbedGrad(Operation &op) {
-  auto table = batchShape(op.getResult(0).getType());
-  if (!table || table->size() != 2 || (*table)[0] < 0 || (*table)[1] < 0)
+  auto table = vocabAndWidth(op.getResult(0).getType());
+  if (!table)
     return std::nullopt;
-  int64_t vocab = (*table)[0], d = (*table)[1];
+  auto [vocab, d] = *table;
   OpSteps steps;
   appendColumnSum(steps, "pe_token_embed_grad_partials", {A::operand(0), A::operand(1)},
                   numel(op.getOperand(0)), vocab * d, {A::i64(d)}, A::result(0));

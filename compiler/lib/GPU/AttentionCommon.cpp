@@ -1,0 +1,198 @@
+//===- AttentionCommon.cpp - what the f32 and MMA attention kernels share -===//
+#include "AttentionCommon.h"
+
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/ErrorHandling.h"
+
+using namespace mlir;
+
+namespace stringc::cudagen::attention {
+
+using A = LaunchArg;
+
+std::string kernelName(llvm::StringRef family, Kind kind, int64_t dh) {
+  std::string name = family.str();
+  switch (kind) {
+  case Kind::Forward:
+    break;
+  case Kind::Stats:
+    name += "_grad_stats";
+    break;
+  case Kind::DkDv:
+    name += "_grad_dkdv";
+    break;
+  case Kind::Dq:
+    name += "_grad_dq";
+    break;
+  }
+  return name + "_d" + std::to_string(dh);
+}
+
+ParamList kernelParams(Kind kind, Enc enc) {
+  const ParamKind P = ParamKind::Ptr, I = ParamKind::I64, F = ParamKind::F32;
+  ParamList params;
+  switch (kind) {
+  case Kind::Forward:
+    params = {{"y", P}};
+    break;
+  case Kind::Stats:
+    params = {{"stats", P}};
+    break;
+  case Kind::DkDv:
+    params = {{"dk", P}, {"dv", P}};
+    break;
+  case Kind::Dq:
+    params = {{"dq", P}};
+    if (enc == Enc::Rel) // dS_ij for the drel kernel
+      params.push_back({"ds", P});
+    break;
+  }
+  params.insert(params.end(), {{"q", P}, {"k", P}, {"v", P}});
+  if (enc == Enc::Rope)
+    params.push_back({"table", P});
+  if (enc == Enc::Rel)
+    params.push_back({"rel", P});
+  if (kind != Kind::Forward)
+    params.push_back({"dy", P});
+  if (kind == Kind::DkDv || kind == Kind::Dq)
+    params.push_back({"stats", P});
+  params.insert(params.end(),
+                {{"tokens", I}, {"width", I}, {"heads", I}, {"lookahead", I}, {"scale", F}});
+  return params;
+}
+
+const char *servedOp(Kind kind, bool rope) {
+  if (kind == Kind::Forward)
+    return rope ? "pe.rope_attention" : "pe.attention";
+  return rope ? "pe.rope_attention_grad" : "pe.attention_grad";
+}
+
+Value NamedArgs::operator()(llvm::StringRef name) const {
+  if (Value arg = optional(name))
+    return arg;
+  llvm::report_fatal_error(llvm::Twine("attention kernel has no parameter ") + name);
+}
+
+Value NamedArgs::optional(llvm::StringRef name) const {
+  for (unsigned i = 0; i < params.size(); ++i)
+    if (params[i].first == name)
+      return k.arg(i);
+  return Value();
+}
+
+Value HeadBlock::at(Value token) const {
+  return k.add(k.mul(k.add(k.mul(batch, tokens), token), width), k.mul(head, k.i64(dh)));
+}
+
+Value HeadBlock::tableAt(Value token) const {
+  return k.add(k.mul(token, width), k.mul(head, k.i64(dh)));
+}
+
+Value HeadBlock::clamp(Value token) const {
+  return minI(k, token, k.sub(tokens, k.i64(1)));
+}
+
+Value HeadBlock::inRange(Value token) const {
+  return cmpI(k, arith::CmpIPredicate::slt, token, tokens);
+}
+
+HeadBlock makeHeadBlock(KernelBuilder &k, const NamedArgs &args, int64_t dh) {
+  HeadBlock g{k, dh, args("tokens"), args("width"), args("heads"), args("lookahead"),
+              args("scale"), {}, {}, {}, {}, {}};
+  g.bh = k.blockId(gpu::Dimension::x);
+  g.batchHeads = k.gridDim(gpu::Dimension::x);
+  g.head = remU(k, g.bh, g.heads);
+  g.batch = divU(k, g.bh, g.heads);
+  g.thread = k.threadId(gpu::Dimension::x);
+  return g;
+}
+
+KernelDef kindKernel(std::string name, Kind kind, Enc enc, int64_t dh, int64_t threads,
+                     int64_t sharedBytes, const KindBodies &bodies) {
+  if (sharedBytes > kSharedLimitBytes)
+    llvm::report_fatal_error(llvm::Twine("attention kernel ") + name +
+                             " exceeds 48 KiB of static shared memory");
+  ParamList params = kernelParams(kind, enc);
+  KernelSpec spec = makeSpec(std::move(name), servedOp(kind, enc == Enc::Rope), params,
+                             GridRule::Explicit, threads);
+  return {std::move(spec), [kind, dh, params, bodies](KernelBuilder &k) {
+            NamedArgs args{k, params};
+            switch (kind) {
+            case Kind::Forward:
+            case Kind::Stats:
+              bodies.forward(k, args, dh, kind);
+              break;
+            case Kind::DkDv:
+              bodies.dkdv(k, args, dh);
+              break;
+            case Kind::Dq:
+              bodies.dq(k, args, dh);
+              break;
+            }
+          }};
+}
+
+std::optional<AttentionShape> attentionShape(Type q, int64_t heads) {
+  auto shape = batchShape(q);
+  if (!shape || shape->size() != 3 || (*shape)[1] <= 0 || (*shape)[2] <= 0 || heads <= 0 ||
+      (*shape)[2] % heads)
+    return std::nullopt;
+  AttentionShape s;
+  s.batch = leadingCount(*shape, 1);
+  s.tokens = (*shape)[1];
+  s.width = (*shape)[2];
+  s.heads = heads;
+  s.dh = s.width / heads;
+  return s;
+}
+
+bool ropeTableFits(const AttentionShape &s, Type table) {
+  auto shape = batchShape(table);
+  return s.dh % 2 == 0 && shape && *shape == std::vector<int64_t>{s.tokens, s.width / 2, 2};
+}
+
+std::vector<LaunchArg> sizeArgs(const AttentionShape &s, pe::MaskKind mask, double scale) {
+  int64_t lookahead = mask == pe::MaskKind::Causal ? 0 : s.tokens - 1;
+  return {A::i64(s.tokens), A::i64(s.width), A::i64(s.heads), A::i64(lookahead),
+          A::f32(float(scale))};
+}
+
+ExplicitGrid rowTileGrid(const AttentionShape &s, int64_t rowsPerBlock) {
+  ExplicitGrid grid;
+  grid.x = s.batch * s.heads;
+  grid.y = BatchAffine::fixed(ceilDiv(s.tokens, rowsPerBlock));
+  return grid;
+}
+
+std::vector<LaunchArg> concat(std::vector<LaunchArg> a, const std::vector<LaunchArg> &b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+OpSteps gradSteps(Enc enc, const AttentionShape &s, const std::vector<LaunchArg> &sizes,
+                  KindLaunch launch) {
+  OpSteps steps;
+  // lse and delta per (batch, head, query): 2 * B * H * T floats.
+  steps.scratchBytes.push_back(s.batch * (2 * s.heads * s.tokens * 4));
+  std::vector<LaunchArg> inputs = {A::operand(0), A::operand(1), A::operand(2)};
+  if (enc == Enc::Rope)
+    inputs.push_back(A::operand(3));
+  if (enc == Enc::Rel)
+    inputs.push_back(A::operand(4));
+  inputs.push_back(A::operand(enc == Enc::Rope ? 4 : 3)); // dy
+  steps.launches.push_back(launch(Kind::Stats, concat(concat({A::scratch(0)}, inputs), sizes)));
+  steps.launches.push_back(launch(
+      Kind::DkDv,
+      concat(concat(concat({A::result(1), A::result(2)}, inputs), {A::scratch(0)}), sizes)));
+  std::vector<LaunchArg> dqFront = {A::result(0)};
+  if (enc == Enc::Rel) {
+    // dS per (batch, head, query, key): B * H * T * T floats.
+    steps.scratchBytes.push_back(s.batch * (s.heads * s.tokens * s.tokens * 4));
+    dqFront.push_back(A::scratch(1));
+  }
+  steps.launches.push_back(
+      launch(Kind::Dq, concat(concat(concat(dqFront, inputs), {A::scratch(0)}), sizes)));
+  return steps;
+}
+
+} // namespace stringc::cudagen::attention
