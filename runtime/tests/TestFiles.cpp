@@ -105,4 +105,17 @@ failsWith(const std::function<void()> &action, const std::string &path,
   return ::testing::AssertionFailure() << "did not throw";
 }
 
+std::string existingPathFromEnv(const char *variable, std::string &why) {
+  const char *path = std::getenv(variable);
+  if (!path || !*path) {
+    why = std::string(variable) + " is not set";
+    return "";
+  }
+  if (!std::filesystem::exists(path)) {
+    why = std::string(variable) + "=" + path + " does not exist";
+    return "";
+  }
+  return path;
+}
+
 } // namespace stringrt::test

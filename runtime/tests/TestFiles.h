@@ -34,6 +34,10 @@ private:
 };
 
 void writeFile(const std::string &path, const std::string &bytes);
+
+// The path the environment variable `variable` names, or "" with `why` set
+// when it is unset, empty or names nothing that exists (a test then skips).
+std::string existingPathFromEnv(const char *variable, std::string &why);
 std::string readFile(const std::string &path);
 
 // `bytes` compressed into the gzip format.

@@ -59,6 +59,22 @@ std::string linearGradientsProgram(int features, int classes, bool biasGrad) {
 })";
 }
 
+std::string tinyLinearManifest(const std::string &forwardProgram, const std::string &optimizer) {
+  return std::string(R"({
+  "model": "tiny",
+  "inputs": [{"name": "image", "dtype": "f32", "shape": [-1, 4]},
+             {"name": "label", "dtype": "i32", "shape": [-1]}],
+  "params": [{"name": "w", "shape": [4, 3], "frozen": false, "init": "zeros"},
+             {"name": "b", "shape": [3], "frozen": false, "init": "zeros"}],
+  "optimizer": {"kind": ")") +
+         optimizer + R"(", "lr": 0.002, "beta1": 0.9, "beta2": 0.999,
+                "eps": 1e-8, "weight_decay": 0.05, "momentum": 0.0,
+                "clip_norm": 1.0, "schedule": "constant",
+                "warmup_steps": 0, "min_lr": 0.0},
+  "programs": {"forward": )" +
+         forwardProgram + R"(, "gradients": )" + linearGradientsProgram(4, 3) + "}}";
+}
+
 void writePackageFile(const std::string &path, const std::string &manifest,
                       const std::map<std::string, std::string> &overrides) {
   std::map<std::string, std::string> metadata = {{"format", "stringc-package"},

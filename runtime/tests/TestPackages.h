@@ -16,6 +16,13 @@ std::string linearForwardProgram(int features, int classes);
 // and, when `biasGrad`, of b (value 9); without it b must be frozen.
 std::string linearGradientsProgram(int features, int classes, bool biasGrad = true);
 
+// The manifest of model "tiny", that classifier with 4 features and 3
+// classes (inputs image f32 [-1, 4] and label i32 [-1], trainable w and b,
+// optimizer kind `optimizer` with AdamW's settings), its programs
+// `forwardProgram` and linearGradientsProgram(4, 3).
+std::string tinyLinearManifest(const std::string &forwardProgram,
+                               const std::string &optimizer = "adamw");
+
 // Writes a package file at `path` holding `manifest`: format
 // "stringc-package", version "1", target "cpu-reference". Each override sets
 // a metadata key, or removes it when its value is empty.

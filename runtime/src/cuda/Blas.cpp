@@ -1,23 +1,14 @@
 // cuBLAS through dlopen (Blas.h).
 #include "Blas.h"
-
-#include "stringrt/Error.h"
+#include "DynamicLibrary.h"
 
 #include <fmt/format.h>
 
 #include <cstdlib>
-#include <dlfcn.h>
-#include <type_traits>
 #include <vector>
 
 namespace stringrt::cuda::blas {
 namespace {
-
-struct Loaded {
-  Api api{};
-  bool ok = false;
-  std::string why;
-};
 
 // STRINGRT_CUBLAS, else the library of the toolkit's major version, else
 // the unversioned name (a toolkit's development link).
@@ -27,31 +18,15 @@ std::vector<std::string> candidates() {
   return {fmt::format("libcublas.so.{}", CUBLAS_VER_MAJOR), "libcublas.so"};
 }
 
-Loaded load() {
-  Loaded loaded;
-  void *library = nullptr;
+LoadedApi<Api> load() {
+  LoadedApi<Api> loaded;
   std::string errors;
-  for (const std::string &name : candidates()) {
-    library = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (library)
-      break;
-    const char *error = dlerror(); // names the library
-    errors += fmt::format("{}{}", errors.empty() ? "" : "; ",
-                          error ? error : name + ": unknown reason");
-  }
+  void *library = openFirstLibrary(candidates(), errors);
   if (!library) {
     loaded.why = fmt::format("the cuBLAS library cannot be loaded ({})", errors);
     return loaded;
   }
-  bool missing = false;
-  auto get = [&](auto &slot, const char *symbol) {
-    void *address = dlsym(library, symbol);
-    if (!address && !missing) {
-      missing = true;
-      loaded.why = fmt::format("the cuBLAS library has no {}", symbol);
-    }
-    slot = reinterpret_cast<std::remove_reference_t<decltype(slot)>>(address);
-  };
+  SymbolResolver get(library);
   Api &a = loaded.api;
   get(a.create, "cublasCreate_v2");
   get(a.destroy, "cublasDestroy_v2");
@@ -60,33 +35,23 @@ Loaded load() {
   get(a.setStream, "cublasSetStream_v2");
   get(a.setWorkspace, "cublasSetWorkspace_v2");
   get(a.getStatusString, "cublasGetStatusString");
-  loaded.ok = !missing;
+  if (const char *missing = get.firstMissing()) {
+    loaded.why = fmt::format("the cuBLAS library has no {}", missing);
+    return loaded;
+  }
+  loaded.ok = true;
   return loaded;
 }
 
-const Loaded &loadedOnce() {
-  static const Loaded loaded = load();
+const LoadedApi<Api> &loadedOnce() {
+  static const LoadedApi<Api> loaded = load();
   return loaded;
 }
 
 } // namespace
 
-const Api *api(std::string *why) {
-  const Loaded &loaded = loadedOnce();
-  if (!loaded.ok) {
-    if (why)
-      *why = loaded.why;
-    return nullptr;
-  }
-  return &loaded.api;
-}
+const Api *api(std::string *why) { return loadedOnce().get(why); }
 
-const Api &require() {
-  std::string why;
-  const Api *a = api(&why);
-  if (!a)
-    throw Error("cuBLAS is not available: " + why);
-  return *a;
-}
+const Api &require() { return loadedOnce().require("cuBLAS"); }
 
 } // namespace stringrt::cuda::blas

@@ -1,21 +1,14 @@
 // cuBLASLt through dlopen (BlasLt.h).
 #include "BlasLt.h"
+#include "DynamicLibrary.h"
 
 #include <fmt/format.h>
 
 #include <cstdlib>
-#include <dlfcn.h>
-#include <type_traits>
 #include <vector>
 
 namespace stringrt::cuda::blaslt {
 namespace {
-
-struct Loaded {
-  Api api{};
-  bool ok = false;
-  std::string why;
-};
 
 // STRINGRT_CUBLASLT, else the library of the toolkit's major version, else
 // the unversioned name.
@@ -25,31 +18,15 @@ std::vector<std::string> candidates() {
   return {fmt::format("libcublasLt.so.{}", CUBLAS_VER_MAJOR), "libcublasLt.so"};
 }
 
-Loaded load() {
-  Loaded loaded;
-  void *library = nullptr;
+LoadedApi<Api> load() {
+  LoadedApi<Api> loaded;
   std::string errors;
-  for (const std::string &name : candidates()) {
-    library = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (library)
-      break;
-    const char *error = dlerror();
-    errors += fmt::format("{}{}", errors.empty() ? "" : "; ",
-                          error ? error : name + ": unknown reason");
-  }
+  void *library = openFirstLibrary(candidates(), errors);
   if (!library) {
     loaded.why = fmt::format("the cuBLASLt library cannot be loaded ({})", errors);
     return loaded;
   }
-  bool missing = false;
-  auto get = [&](auto &slot, const char *symbol) {
-    void *address = dlsym(library, symbol);
-    if (!address && !missing) {
-      missing = true;
-      loaded.why = fmt::format("the cuBLASLt library has no {}", symbol);
-    }
-    slot = reinterpret_cast<std::remove_reference_t<decltype(slot)>>(address);
-  };
+  SymbolResolver get(library);
   Api &a = loaded.api;
   get(a.create, "cublasLtCreate");
   get(a.destroy, "cublasLtDestroy");
@@ -64,20 +41,19 @@ Loaded load() {
   get(a.algoGetHeuristic, "cublasLtMatmulAlgoGetHeuristic");
   get(a.matmul, "cublasLtMatmul");
   get(a.getStatusString, "cublasLtGetStatusString");
-  loaded.ok = !missing;
+  if (const char *missing = get.firstMissing()) {
+    loaded.why = fmt::format("the cuBLASLt library has no {}", missing);
+    return loaded;
+  }
+  loaded.ok = true;
   return loaded;
 }
 
 } // namespace
 
 const Api *api(std::string *why) {
-  static const Loaded loaded = load();
-  if (!loaded.ok) {
-    if (why)
-      *why = loaded.why;
-    return nullptr;
-  }
-  return &loaded.api;
+  static const LoadedApi<Api> loaded = load();
+  return loaded.get(why);
 }
 
 } // namespace stringrt::cuda::blaslt

@@ -1,45 +1,29 @@
 // The CUDA driver API through dlopen (Driver.h).
 #include "Driver.h"
+#include "DynamicLibrary.h"
 
 #include "stringrt/Error.h"
 
 #include <fmt/format.h>
 
 #include <cstdlib>
-#include <dlfcn.h>
-#include <type_traits>
 
 namespace stringrt::cuda::driver {
 namespace {
 
-struct Loaded {
-  Api api{};
-  bool ok = false;
-  std::string why;
-};
-
-Loaded load() {
-  Loaded loaded;
+LoadedApi<Api> load() {
+  LoadedApi<Api> loaded;
   // STRINGRT_CUDA_DRIVER: another library with the driver API (the host
   // emulator of tests/cuda/emulate, docs/cuda.md "Emulator").
   const char *named = std::getenv("STRINGRT_CUDA_DRIVER");
   const std::string path = named && *named ? named : "libcuda.so.1";
-  void *library = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  std::string error;
+  void *library = openFirstLibrary({path}, error);
   if (!library) {
-    const char *error = dlerror();
-    loaded.why = fmt::format("the CUDA driver library {} cannot be loaded ({})", path,
-                             error ? error : "unknown reason");
+    loaded.why = fmt::format("the CUDA driver library {} cannot be loaded ({})", path, error);
     return loaded;
   }
-  bool missing = false;
-  auto get = [&](auto &slot, const char *symbol) {
-    void *address = dlsym(library, symbol);
-    if (!address && !missing) {
-      missing = true;
-      loaded.why = fmt::format("the CUDA driver has no {} (driver too old?)", symbol);
-    }
-    slot = reinterpret_cast<std::remove_reference_t<decltype(slot)>>(address);
-  };
+  SymbolResolver get(library);
   Api &a = loaded.api;
   get(a.init, "cuInit");
   get(a.deviceGetCount, "cuDeviceGetCount");
@@ -83,8 +67,10 @@ Loaded load() {
   get(a.eventDestroy, "cuEventDestroy_v2");
   get(a.getErrorName, "cuGetErrorName");
   get(a.getErrorString, "cuGetErrorString");
-  if (missing)
+  if (const char *missing = get.firstMissing()) {
+    loaded.why = fmt::format("the CUDA driver has no {} (driver too old?)", missing);
     return loaded;
+  }
   CUresult result = a.init(0);
   if (result != CUDA_SUCCESS) {
     const char *name = nullptr;
@@ -96,30 +82,16 @@ Loaded load() {
   return loaded;
 }
 
-const Loaded &loadedOnce() {
-  static const Loaded loaded = load();
+const LoadedApi<Api> &loadedOnce() {
+  static const LoadedApi<Api> loaded = load();
   return loaded;
 }
 
 } // namespace
 
-const Api *api(std::string *why) {
-  const Loaded &loaded = loadedOnce();
-  if (!loaded.ok) {
-    if (why)
-      *why = loaded.why;
-    return nullptr;
-  }
-  return &loaded.api;
-}
+const Api *api(std::string *why) { return loadedOnce().get(why); }
 
-const Api &require() {
-  std::string why;
-  const Api *a = api(&why);
-  if (!a)
-    throw Error("CUDA is not available: " + why);
-  return *a;
-}
+const Api &require() { return loadedOnce().require("CUDA"); }
 
 std::string describe(CUresult result) {
   const Api *a = api();

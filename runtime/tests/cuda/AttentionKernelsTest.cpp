@@ -26,17 +26,10 @@ protected:
   }
 
   uint64_t put(const std::vector<float> &values) override {
-    size_t bytes = std::max<size_t>(values.size() * 4, 4);
-    size_t offset = next;
-    next += (bytes + 255) / 256 * 256;
-    arena->uploadVector(offset, values);
-    uint64_t address = arena->at(offset, bytes);
-    offsets[address] = offset;
-    return address;
+    return GpuKernelSession::put(values);
   }
   std::vector<float> get(uint64_t address, size_t n) override {
-    device->synchronize("attention test");
-    return arena->downloadVector<float>(offsets.at(address), n);
+    return GpuKernelSession::get(address, n);
   }
   void launch(const std::string &kernel, const std::vector<KernelArg> &args,
               const std::array<int64_t, 3> *grid) override {
@@ -48,8 +41,7 @@ protected:
     for (const Case &c : cases) {
       if (!pick(c))
         continue;
-      next = 0; // a case's buffers start at the arena's start
-      offsets.clear();
+      clearBuffers(); // a case's buffers start at the arena's start
       runCase(*this, c, backward, rng);
       if (HasFatalFailure())
         return;
@@ -57,10 +49,6 @@ protected:
     }
     EXPECT_GT(ran, 0);
   }
-
-  std::map<uint64_t, size_t> offsets;
-  size_t next = 0;
-  std::mt19937 rng{11};
 };
 
 bool plain(const Case &c) { return !c.rope && !c.rel && c.mask != Mask::Skip; }

@@ -64,39 +64,8 @@ protected:
   void SetUp() override {
     if (std::string why = open(size_t(64) << 20); !why.empty())
       GTEST_SKIP() << why;
+    rng.seed(42);
   }
-
-  std::vector<float> random(size_t n, float low = -3, float high = 3) {
-    std::uniform_real_distribution<float> dist(low, high);
-    std::vector<float> v(n);
-    for (float &x : v)
-      x = dist(rng);
-    return v;
-  }
-  // Places `values` in the arena; returns its device address.
-  uint64_t put(const std::vector<float> &values) {
-    size_t offset = next;
-    next += (values.size() * 4 + 255) / 256 * 256;
-    arena->uploadVector(offset, values);
-    offsets[arena->at(offset, 0)] = offset;
-    return arena->at(offset, values.size() * 4);
-  }
-  uint64_t zeros(size_t n) { return put(std::vector<float>(n, 0.0f)); }
-  std::vector<float> get(uint64_t address, size_t n) {
-    device->synchronize("test");
-    return arena->downloadVector<float>(offsets.at(address), n);
-  }
-  static void expectClose(const std::vector<float> &got, const std::vector<float> &want,
-                          double rel, const char *what) {
-    ASSERT_EQ(got.size(), want.size());
-    for (size_t i = 0; i < got.size(); ++i)
-      ASSERT_LE(std::fabs(double(got[i]) - want[i]), rel * (1 + std::fabs(double(want[i]))))
-          << what << " at " << i << ": " << got[i] << " vs " << want[i];
-  }
-
-  std::map<uint64_t, size_t> offsets;
-  size_t next = 0;
-  std::mt19937 rng{42};
 };
 
 using ref::TensorRef;

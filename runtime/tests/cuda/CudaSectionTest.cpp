@@ -14,18 +14,7 @@ namespace stringrt::test {
 namespace {
 
 std::string manifest() {
-  return std::string(R"({
-  "model": "tiny",
-  "inputs": [{"name": "image", "dtype": "f32", "shape": [-1, 4]},
-             {"name": "label", "dtype": "i32", "shape": [-1]}],
-  "params": [{"name": "w", "shape": [4, 3], "frozen": false, "init": "zeros"},
-             {"name": "b", "shape": [3], "frozen": false, "init": "zeros"}],
-  "optimizer": {"kind": "adamw", "lr": 0.002, "beta1": 0.9, "beta2": 0.999,
-                "eps": 1e-8, "weight_decay": 0.05, "momentum": 0.0,
-                "clip_norm": 1.0, "schedule": "constant",
-                "warmup_steps": 0, "min_lr": 0.0},
-  "programs": {"forward": )") +
-         linearForwardProgram(4, 3) + R"(, "gradients": )" + linearGradientsProgram(4, 3) + "}}";
+  return tinyLinearManifest(linearForwardProgram(4, 3));
 }
 
 // A kernel "k" for pe.sum_to (gradients op 7) with its PTX entry point.

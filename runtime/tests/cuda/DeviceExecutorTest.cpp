@@ -37,19 +37,7 @@ namespace stringrt::test {
 namespace {
 
 std::string tinyManifest(const char *optimizer = "adamw") {
-  return std::string(R"({
-  "model": "tiny",
-  "inputs": [{"name": "image", "dtype": "f32", "shape": [-1, 4]},
-             {"name": "label", "dtype": "i32", "shape": [-1]}],
-  "params": [{"name": "w", "shape": [4, 3], "frozen": false, "init": "zeros"},
-             {"name": "b", "shape": [3], "frozen": false, "init": "zeros"}],
-  "optimizer": {"kind": ")") +
-         optimizer + R"(", "lr": 0.002, "beta1": 0.9, "beta2": 0.999,
-                "eps": 1e-8, "weight_decay": 0.05, "momentum": 0.0,
-                "clip_norm": 1.0, "schedule": "constant",
-                "warmup_steps": 0, "min_lr": 0.0},
-  "programs": {"forward": )" +
-         linearForwardProgram(4, 3) + R"(, "gradients": )" + linearGradientsProgram(4, 3) + "}}";
+  return tinyLinearManifest(linearForwardProgram(4, 3), optimizer);
 }
 
 /// Steps for the listed ops of a program (their launches are not looked at
@@ -102,19 +90,6 @@ TEST_F(DeviceExecutorRefusals, NeedsTheOptimizersKernel) {
 // ---------------------------------------------------------------------------
 // On a GPU.
 
-std::string envPath(const char *variable, std::string &why) {
-  const char *path = std::getenv(variable);
-  if (!path || !*path) {
-    why = std::string(variable) + " is not set";
-    return "";
-  }
-  if (!std::filesystem::exists(path)) {
-    why = std::string(variable) + "=" + path + " does not exist";
-    return "";
-  }
-  return path;
-}
-
 #define REQUIRE_DEVICE()                                                                           \
   do {                                                                                             \
     std::string why = cuda::unavailableReason();                                                   \
@@ -132,7 +107,7 @@ std::vector<float> random(std::mt19937 &rng, size_t n, float low = -2, float hig
 
 TEST(GpuLinearKernels, BiasAndColumnSums) {
   std::string why;
-  std::string path = envPath("STRINGRT_CUDA_TEST_PACKAGE", why);
+  std::string path = existingPathFromEnv("STRINGRT_CUDA_TEST_PACKAGE", why);
   if (path.empty())
     GTEST_SKIP() << why;
   REQUIRE_DEVICE();
@@ -257,7 +232,7 @@ struct RandomBatch {
 
 TEST(GpuDeviceExecutor, VitRopeMatchesTheCpu) {
   std::string why;
-  std::string path = envPath("STRINGRT_CUDA_VIT_PACKAGE", why);
+  std::string path = existingPathFromEnv("STRINGRT_CUDA_VIT_PACKAGE", why);
   if (path.empty())
     GTEST_SKIP() << why << " (a package of examples/vit_rope.pe, stringc --target=cuda)";
   REQUIRE_DEVICE();

@@ -43,19 +43,6 @@
 namespace stringrt::test {
 namespace {
 
-std::string packagePath(const char *variable, std::string &why) {
-  const char *path = std::getenv(variable);
-  if (!path || !*path) {
-    why = std::string(variable) + " is not set";
-    return "";
-  }
-  if (!std::filesystem::exists(path)) {
-    why = std::string(variable) + "=" + path + " does not exist";
-    return "";
-  }
-  return path;
-}
-
 std::string bigEndian(uint32_t v) {
   std::string s(4, '\0');
   for (int i = 0; i < 4; ++i)
@@ -102,7 +89,7 @@ protected:
   // "" when the test can run; else the reason to skip.
   std::string open(const char *variable = "STRINGRT_CUDA_VIT_PACKAGE", bool needDevice = true) {
     std::string why;
-    std::string path = packagePath(variable, why);
+    std::string path = existingPathFromEnv(variable, why);
     if (path.empty())
       return why;
     if (needDevice) {

@@ -46,56 +46,6 @@ protected:
     if (std::string why = open(size_t(64) << 20); !why.empty())
       GTEST_SKIP() << why;
   }
-
-  std::vector<float> random(size_t n, float low = -3, float high = 3) {
-    std::uniform_real_distribution<float> dist(low, high);
-    std::vector<float> v(n);
-    for (float &x : v)
-      x = dist(rng);
-    return v;
-  }
-  template <typename T> uint64_t putBytes(const std::vector<T> &values, size_t bytes = 0) {
-    bytes = std::max<size_t>({bytes, values.size() * sizeof(T), 8});
-    size_t offset = next;
-    next += (bytes + 255) / 256 * 256;
-    if (!values.empty())
-      arena->upload(offset, values.data(), values.size() * sizeof(T), "upload");
-    uint64_t address = arena->at(offset, bytes);
-    offsets[address] = offset;
-    return address;
-  }
-  uint64_t put(const std::vector<float> &values) { return putBytes(values); }
-  uint64_t putInts(const std::vector<int32_t> &values) { return putBytes(values); }
-  // Filled with NaN: a kernel that leaves an element unwritten fails the comparison.
-  uint64_t output(size_t n) { return put(std::vector<float>(n, NAN)); }
-  uint64_t scratch(size_t bytes) { return putBytes(std::vector<float>{}, bytes); }
-  std::vector<float> get(uint64_t address, size_t n) {
-    device->synchronize("test");
-    return arena->downloadVector<float>(offsets.at(address), n);
-  }
-  void launch(const char *kernel, const std::vector<KA> &args) {
-    kernels->launch(kernel, args, kernel);
-  }
-  void launchGrid(const char *kernel, const std::vector<KA> &args, std::array<int64_t, 3> grid) {
-    kernels->launch(kernel, args, kernel, &grid);
-  }
-
-  static void expectClose(const std::vector<float> &got, const std::vector<float> &want,
-                          double tol, const std::string &what, bool scaled = false) {
-    ASSERT_EQ(got.size(), want.size()) << what;
-    double largest = 0;
-    for (float w : want)
-      largest = std::max(largest, std::fabs(double(w)));
-    for (size_t i = 0; i < got.size(); ++i) {
-      double bound = tol * (1 + (scaled ? largest : std::fabs(double(want[i]))));
-      ASSERT_LE(std::fabs(double(got[i]) - want[i]), bound)
-          << what << " at " << i << ": " << got[i] << " vs " << want[i];
-    }
-  }
-
-  std::map<uint64_t, size_t> offsets;
-  size_t next = 0;
-  std::mt19937 rng{11};
 };
 
 template <typename T> TensorRef<const T> in(const std::vector<T> &v, Shape shape) {

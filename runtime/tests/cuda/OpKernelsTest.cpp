@@ -47,40 +47,10 @@ protected:
   void SetUp() override {
     if (std::string why = open(size_t(256) << 20); !why.empty())
       GTEST_SKIP() << why;
+    rng.seed(7);
     gemm = std::make_unique<Gemm>(device);
   }
 
-  std::vector<float> random(size_t n, float low = -3, float high = 3) {
-    std::uniform_real_distribution<float> dist(low, high);
-    std::vector<float> v(n);
-    for (float &x : v)
-      x = dist(rng);
-    return v;
-  }
-  template <typename T> uint64_t putBytes(const std::vector<T> &values) {
-    size_t bytes = std::max<size_t>(values.size() * sizeof(T), 4);
-    size_t offset = next;
-    next += (bytes + 255) / 256 * 256;
-    if (!values.empty())
-      arena->upload(offset, values.data(), values.size() * sizeof(T), "upload");
-    uint64_t address = arena->at(offset, bytes);
-    offsets[address] = offset;
-    return address;
-  }
-  uint64_t put(const std::vector<float> &values) { return putBytes(values); }
-  uint64_t putInts(const std::vector<int32_t> &values) { return putBytes(values); }
-  // Filled with NaN: a kernel that leaves an element unwritten fails the comparison.
-  uint64_t output(size_t n) { return put(std::vector<float>(n, NAN)); }
-  std::vector<float> get(uint64_t address, size_t n) {
-    device->synchronize("test");
-    return arena->downloadVector<float>(offsets.at(address), n);
-  }
-  void launch(const char *kernel, const std::vector<KA> &args) {
-    kernels->launch(kernel, args, kernel);
-  }
-  void launchGrid(const char *kernel, const std::vector<KA> &args, std::array<int64_t, 3> grid) {
-    kernels->launch(kernel, args, kernel, &grid);
-  }
   // The two launches of a column sum (OpKernelUtil.h, appendColumnSum):
   // partials into a scratch buffer of chunks x cols, then pe_colsum_finish.
   void columnSum(const char *partialsKernel, std::vector<KA> inputs, int64_t rows, int64_t cols,
@@ -102,18 +72,7 @@ protected:
                {1, 1, 1});
   }
 
-  static void expectClose(const std::vector<float> &got, const std::vector<float> &want,
-                          double tol, const std::string &what) {
-    ASSERT_EQ(got.size(), want.size()) << what;
-    for (size_t i = 0; i < got.size(); ++i)
-      ASSERT_LE(std::fabs(double(got[i]) - want[i]), tol * (1 + std::fabs(double(want[i]))))
-          << what << " at " << i << ": " << got[i] << " vs " << want[i];
-  }
-
   std::unique_ptr<Gemm> gemm;
-  std::map<uint64_t, size_t> offsets;
-  size_t next = 0;
-  std::mt19937 rng{7};
 };
 
 template <typename T> TensorRef<const T> in(const std::vector<T> &v, Shape shape) {

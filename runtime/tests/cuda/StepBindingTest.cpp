@@ -30,18 +30,7 @@ std::string manifestJson(bool forwardArena) {
     forward.insert(forward.rfind('}'), R"(, "arena": {"slots": [[3, 0], [0, 1]],
         "value_slot": [-1, -1, -1, -1, 0, 1],
         "report": {"batch": 128, "arena_bytes": 1540, "no_reuse_bytes": 1540}})");
-  return std::string(R"({
-  "model": "tiny",
-  "inputs": [{"name": "image", "dtype": "f32", "shape": [-1, 4]},
-             {"name": "label", "dtype": "i32", "shape": [-1]}],
-  "params": [{"name": "w", "shape": [4, 3], "frozen": false, "init": "zeros"},
-             {"name": "b", "shape": [3], "frozen": false, "init": "zeros"}],
-  "optimizer": {"kind": "adamw", "lr": 0.002, "beta1": 0.9, "beta2": 0.999,
-                "eps": 1e-8, "weight_decay": 0.05, "momentum": 0.0,
-                "clip_norm": 1.0, "schedule": "constant",
-                "warmup_steps": 0, "min_lr": 0.0},
-  "programs": {"forward": )") +
-         forward + R"(, "gradients": )" + linearGradientsProgram(4, 3) + "}}";
+  return tinyLinearManifest(forward);
 }
 
 class StepBindingTest : public ::testing::Test {

@@ -210,39 +210,6 @@ STRINGRT_EMU_EXPORT const char *cublasGetStatusString(cublasStatus_t status) {
   }
 }
 
-STRINGRT_EMU_EXPORT cublasStatus_t cublasSgemm_v2(cublasHandle_t h, cublasOperation_t transa,
-                                                  cublasOperation_t transb, int m, int n, int k,
-                                                  const float *alpha, const float *A, int lda,
-                                                  const float *B, int ldb, const float *beta,
-                                                  float *C, int ldc) {
-  Handle *handle = handleOf(h);
-  if (!handle)
-    return CUBLAS_STATUS_NOT_INITIALIZED;
-  if (!alpha || !beta || (transa != CUBLAS_OP_N && transa != CUBLAS_OP_T) ||
-      (transb != CUBLAS_OP_N && transb != CUBLAS_OP_T))
-    return CUBLAS_STATUS_INVALID_VALUE;
-  GemmShape g{transa == CUBLAS_OP_T, transb == CUBLAS_OP_T, m, n, k, *alpha, *beta, A, lda, 0, B,
-              ldb, 0, C, ldc, 0, 1, *roundingOf(CUBLAS_COMPUTE_32F, handle->math)};
-  return enqueueGemm(handle->stream, g, "cublasSgemm");
-}
-
-STRINGRT_EMU_EXPORT cublasStatus_t cublasSgemmStridedBatched(
-    cublasHandle_t h, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k,
-    const float *alpha, const float *A, int lda, long long int strideA, const float *B, int ldb,
-    long long int strideB, const float *beta, float *C, int ldc, long long int strideC,
-    int batchCount) {
-  Handle *handle = handleOf(h);
-  if (!handle)
-    return CUBLAS_STATUS_NOT_INITIALIZED;
-  if (!alpha || !beta || (transa != CUBLAS_OP_N && transa != CUBLAS_OP_T) ||
-      (transb != CUBLAS_OP_N && transb != CUBLAS_OP_T))
-    return CUBLAS_STATUS_INVALID_VALUE;
-  GemmShape g{transa == CUBLAS_OP_T, transb == CUBLAS_OP_T, m, n, k, *alpha, *beta, A, lda,
-              strideA, B, ldb, strideB, C, ldc, strideC, batchCount,
-              *roundingOf(CUBLAS_COMPUTE_32F, handle->math)};
-  return enqueueGemm(handle->stream, g, "cublasSgemmStridedBatched");
-}
-
 // The Ex GEMMs on f32 data (CUDA_R_32F for A, B and C; alpha and beta are
 // floats for the 32F compute types); other types are not emulated
 // (CUBLAS_STATUS_NOT_SUPPORTED, reported).
@@ -272,6 +239,27 @@ static cublasStatus_t gemmEx(const char *call, cublasHandle_t h, cublasOperation
               static_cast<const float *>(A), lda, strideA, static_cast<const float *>(B), ldb,
               strideB, static_cast<float *>(C), ldc, strideC, batchCount, *rounding};
   return enqueueGemm(handle->stream, g, call);
+}
+
+// The f32 GEMMs are the Ex GEMMs on f32 data with CUBLAS_COMPUTE_32F.
+STRINGRT_EMU_EXPORT cublasStatus_t cublasSgemm_v2(cublasHandle_t h, cublasOperation_t transa,
+                                                  cublasOperation_t transb, int m, int n, int k,
+                                                  const float *alpha, const float *A, int lda,
+                                                  const float *B, int ldb, const float *beta,
+                                                  float *C, int ldc) {
+  return gemmEx("cublasSgemm", h, transa, transb, m, n, k, alpha, A, CUDA_R_32F, lda, 0, B,
+                CUDA_R_32F, ldb, 0, beta, C, CUDA_R_32F, ldc, 0, 1, CUBLAS_COMPUTE_32F,
+                CUBLAS_GEMM_DEFAULT);
+}
+
+STRINGRT_EMU_EXPORT cublasStatus_t cublasSgemmStridedBatched(
+    cublasHandle_t h, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k,
+    const float *alpha, const float *A, int lda, long long int strideA, const float *B, int ldb,
+    long long int strideB, const float *beta, float *C, int ldc, long long int strideC,
+    int batchCount) {
+  return gemmEx("cublasSgemmStridedBatched", h, transa, transb, m, n, k, alpha, A, CUDA_R_32F,
+                lda, strideA, B, CUDA_R_32F, ldb, strideB, beta, C, CUDA_R_32F, ldc, strideC,
+                batchCount, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
 }
 
 STRINGRT_EMU_EXPORT cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t transa,

@@ -1,6 +1,7 @@
 // The host CUDA emulator's internals (libstringrt_cuda_emulator.so,
 // docs/cuda.md "Emulator"): what its driver API (DriverApi.cpp), cuBLAS
-// (CublasApi.cpp) and kernel runner (BlockRunner.cpp) share.
+// (CublasApi.cpp), kernel libraries (KernelLibraries.cpp) and kernel runner
+// (BlockRunner.cpp) share.
 #pragma once
 
 #include <cuda.h>
@@ -8,6 +9,7 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -37,6 +39,19 @@ struct HostKernel {
   std::string hash;     // of the normalised NVVM
   std::string library;  // where it was found
 };
+
+// ---- Host kernel libraries (KernelLibraries.cpp) ----
+
+struct Kernels {
+  bool loaded = false;
+  CUresult status = CUDA_SUCCESS;
+  std::map<std::string, HostKernel> byName;
+  std::string libraries; // for messages
+};
+
+// Loads STRINGRT_EMULATED_KERNELS (colon-separated libraries) at the first
+// call; a library that fails is reported and sets `status`.
+Kernels &kernels();
 
 struct LaunchDims {
   std::array<unsigned, 3> grid{1, 1, 1};
