@@ -116,20 +116,36 @@ int deviceBench(const stringrt::CudaSection *cuda, stringrt::Model &model,
     return data.batch(stringrt::Split::Train, order.data() + (s % perEpoch) * options.batch,
                       static_cast<size_t>(options.batch));
   };
-  // While step s computes, batch s + 1 is assembled and staged.
+  // Steps are queued ahead of the host: while step s computes, batch s + 1
+  // is assembled and staged and step s - 1's results are read (the device
+  // never waits for the host).
+  bool finite = true;
+  auto collect = [&] {
+    stringrt::cuda::StepOutcome outcome = device->collectStep();
+    if (!outcome.applied && finite) {
+      finite = false;
+      std::fprintf(stderr, "stringrun: error: bench: the loss of step %lld is %g\n",
+                   static_cast<long long>(outcome.info.step), double(outcome.loss));
+    }
+  };
   device->stage(stringrt::modelInputs(model, batchOf(0)));
   auto start = Clock::now();
   for (int64_t s = 0; s < total; ++s) {
-    float loss = 0;
-    device->trainStaged(total, loss, [&] {
-      if (s + 1 < total)
-        device->stage(stringrt::modelInputs(model, batchOf(s + 1)));
-    });
-    if (s == 0)
-      start = Clock::now(); // the warm-up step (allocation, first launches) is not timed
+    device->queueStep(total);
+    if (s + 1 < total)
+      device->stage(stringrt::modelInputs(model, batchOf(s + 1)));
+    if (s == 0) { // the warm-up step (allocation, first launches) is not timed
+      collect();
+      start = Clock::now();
+    } else if (device->stepsInFlight() == stringrt::cuda::kStepsInFlight) {
+      collect();
+    }
   }
-  device->parameters(); // waits for the last step's optimizer
+  while (device->stepsInFlight() > 0)
+    collect();
   double seconds = secondsSince(start);
+  if (!finite)
+    return 1;
   std::printf("bench '%s' on %s: %lld steps of batch %lld in %.3f s: %.3f steps/s, %.1f %s/s "
               "(%.2f ms/step; %s GEMMs, CUDA graphs %s, overlapped upload %s)\n",
               model.manifest().model.c_str(), device->deviceName().c_str(),

@@ -74,19 +74,6 @@ constexpr double kTheta13 = 5.371920351148152;
 // f64 helpers
 //===----------------------------------------------------------------------===//
 
-Value elementAddress(KernelBuilder &k, Type type, Value ptr, Value index) {
-  auto ptrType = LLVM::LLVMPointerType::get(k.builder().getContext());
-  return k.builder().create<LLVM::GEPOp>(k.location(), ptrType, type, ptr, ValueRange{index});
-}
-Value loadF64(KernelBuilder &k, Value ptr, Value index) {
-  OpBuilder &b = k.builder();
-  return b.create<LLVM::LoadOp>(k.location(), b.getF64Type(),
-                                elementAddress(k, b.getF64Type(), ptr, index));
-}
-void storeF64(KernelBuilder &k, Value value, Value ptr, Value index) {
-  k.builder().create<LLVM::StoreOp>(k.location(), value,
-                                    elementAddress(k, k.builder().getF64Type(), ptr, index));
-}
 /// f32 buffer element as f64.
 Value loadWide(KernelBuilder &k, Value ptr, Value index) {
   return f32ToF64(k, k.load(ptr, index));
@@ -98,10 +85,6 @@ Value absF64(KernelBuilder &k, Value x) {
   Value negative =
       k.builder().create<arith::CmpFOp>(k.location(), arith::CmpFPredicate::OLT, x, f64(k, 0.0));
   return select(k, negative, k.builder().create<arith::NegFOp>(k.location(), x), x);
-}
-/// libdevice's __nv_sqrt: sqrt.rn.f64, correctly rounded.
-Value sqrtF64(KernelBuilder &k, Value x) {
-  return k.builder().create<math::SqrtOp>(k.location(), x);
 }
 
 /// for (i = threadIdx.x; i < n; i += blockDim.x)

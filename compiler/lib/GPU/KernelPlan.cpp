@@ -242,14 +242,17 @@ FailureOr<KernelPlan> planKernels(ModuleOp module, bool allKernels, GpuPrecision
   }
 
   auto optimizers = module.getOps<pe::OptimizerOp>();
-  // The optimizer's update kernel over the flat buffers and the gradient
-  // norm's partials (clipping), launched by the runtime after @gradients.
+  // The optimizer on the device (OptimizerKernels.cpp), launched by the
+  // runtime after @gradients: the gradient norm's partials, the step's
+  // scalars (clipping factor, learning rate, bias corrections) and the
+  // update over the flat buffers.
   if (!optimizers.empty()) {
     StringRef kind = (*optimizers.begin()).getKind();
     const char *update = kind == "adamw" ? "pe_adamw" : kind == "sgd" ? "pe_sgd" : nullptr;
-    if (update && (failed(use(update, {"optimizer", -1})) ||
-                   failed(use("pe_sumsq_partials", {"optimizer", -1}))))
-      return failure();
+    if (update)
+      for (const char *kernel : {"pe_sumsq_partials", "pe_optimizer_scalars", update})
+        if (failed(use(kernel, {"optimizer", -1})))
+          return failure();
   }
   if (allKernels)
     for (const KernelDef &def : allKernelDefs())

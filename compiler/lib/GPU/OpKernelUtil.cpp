@@ -40,6 +40,26 @@ Value f64ToF32(KernelBuilder &k, Value value) {
   return k.builder().create<arith::TruncFOp>(k.location(), k.builder().getF32Type(), value);
 }
 
+Value elementAddress(KernelBuilder &k, Type type, Value ptr, Value index) {
+  auto ptrType = LLVM::LLVMPointerType::get(k.builder().getContext());
+  return k.builder().create<LLVM::GEPOp>(k.location(), ptrType, type, ptr, ValueRange{index});
+}
+Value loadF64(KernelBuilder &k, Value ptr, Value index) {
+  OpBuilder &b = k.builder();
+  return b.create<LLVM::LoadOp>(k.location(), b.getF64Type(),
+                                elementAddress(k, b.getF64Type(), ptr, index));
+}
+void storeF64(KernelBuilder &k, Value value, Value ptr, Value index) {
+  k.builder().create<LLVM::StoreOp>(k.location(), value,
+                                    elementAddress(k, k.builder().getF64Type(), ptr, index));
+}
+Value sqrtF64(KernelBuilder &k, Value x) { return k.builder().create<math::SqrtOp>(k.location(), x); }
+Value cosF64(KernelBuilder &k, Value x) { return k.builder().create<math::CosOp>(k.location(), x); }
+Value sinF64(KernelBuilder &k, Value x) { return k.builder().create<math::SinOp>(k.location(), x); }
+Value powF64(KernelBuilder &k, Value x, Value y) {
+  return k.builder().create<math::PowFOp>(k.location(), x, y);
+}
+
 Value cmpI(KernelBuilder &k, arith::CmpIPredicate predicate, Value a, Value b) {
   return k.builder().create<arith::CmpIOp>(k.location(), predicate, a, b);
 }

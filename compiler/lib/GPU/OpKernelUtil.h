@@ -47,6 +47,18 @@ mlir::Value i64ToF64(KernelBuilder &k, mlir::Value integer);
 mlir::Value f32ToF64(KernelBuilder &k, mlir::Value value);
 mlir::Value f64ToF32(KernelBuilder &k, mlir::Value value);
 
+/// f64 elements of a buffer: the address of `ptr[index]` for `type`, and
+/// f64 loads and stores (`index` is i64).
+mlir::Value elementAddress(KernelBuilder &k, mlir::Type type, mlir::Value ptr, mlir::Value index);
+mlir::Value loadF64(KernelBuilder &k, mlir::Value ptr, mlir::Value index);
+void storeF64(KernelBuilder &k, mlir::Value value, mlir::Value ptr, mlir::Value index);
+/// f64 math through libdevice: __nv_sqrt (sqrt.rn.f64, correctly rounded),
+/// __nv_cos, __nv_sin, __nv_pow.
+mlir::Value sqrtF64(KernelBuilder &k, mlir::Value x);
+mlir::Value cosF64(KernelBuilder &k, mlir::Value x);
+mlir::Value sinF64(KernelBuilder &k, mlir::Value x);
+mlir::Value powF64(KernelBuilder &k, mlir::Value x, mlir::Value y);
+
 mlir::Value cmpI(KernelBuilder &k, mlir::arith::CmpIPredicate predicate, mlir::Value a,
                  mlir::Value b);
 mlir::Value select(KernelBuilder &k, mlir::Value cond, mlir::Value a, mlir::Value b);

@@ -1,22 +1,33 @@
-//===- OptimizerKernels.cpp - AdamW over the flat buffers, gradient norm --===//
+//===- OptimizerKernels.cpp - the optimizer step on the device -----------===//
 //
-// `pe_adamw` updates the flat parameter buffer and its moments in one
-// grid-stride pass, exactly the formula of runtime/src/core/Optimizer.cpp
-// (decoupled weight decay, bias corrections bc1 = 1 - beta1^t and
-// bc2 = 1 - beta2^t computed by the host in double, the clipping factor as
-// `grad_scale`), evaluated in f32. The runtime launches it once per maximal
-// run of trainable parameters (frozen ones are never touched).
+// A training step's optimizer runs on the device without the host: after
+// @gradients,
 //
-// `pe_sgd` is SGD with momentum and decoupled-into-the-gradient weight decay
-// over the same flat buffers, Optimizer.cpp's formula
+// 1. `pe_sumsq_partials`: one warp per block strides over the flat gradient
+//    buffer and lane 0 writes the block's sum of squares to
+//    partials[blockIdx.x] (the first half of the global gradient norm);
+// 2. `pe_optimizer_scalars` (one warp): adds the partials in f64, and forms
+//    in f64 what runtime/src/core/Optimizer.cpp forms on the host: the step
+//    t, the clipping factor, the learning rate of the schedule and the bias
+//    corrections 1 - beta^t. It reads and writes the step control block, an
+//    array of doubles whose slots are runtime/include/stringrt/cuda/
+//    StepControl.h's (mirrored below: the two must agree, and the device
+//    optimizer tests compare both against Optimizer::step). A step whose
+//    loss is not finite is not applied, and the block stays "halted" (no
+//    later step applies either) until the host resets it;
+// 3. `pe_adamw` or `pe_sgd` over the flat buffers, reading lr, the bias
+//    corrections and the clipping factor from the control block, and doing
+//    nothing when the step is not applied.
+//
+// So the whole step is one CUDA graph with no value passing through the host
+// (docs/cuda.md, "The training step").
+//
+// `pe_adamw` is exactly the formula of Optimizer.cpp (decoupled weight decay,
+// bias corrections) evaluated in f32 from the f32-rounded scalars. `pe_sgd`
+// is SGD with momentum and decoupled-into-the-gradient weight decay
 // (u = momentum u + grad_scale g + wd w, w -= lr u), evaluated in f64 from
-// the f32 values and hyperparameters and rounded once when stored, as the
-// CPU does (so the two differ only by the hyperparameters' f32 rounding).
-//
-// `pe_sumsq_partials` is the first half of the global gradient norm: one
-// warp per block strides over the buffer and lane 0 writes the block's sum of
-// squares to partials[blockIdx.x]; the host (or a second launch over the
-// partials) adds the gridDim.x partials.
+// the f32 values and the f64 scalars and rounded once when stored, as the
+// CPU does (so the two differ only by the f32 rounding of momentum and wd).
 //
 //===----------------------------------------------------------------------===//
 #include "KernelBuilder.h"
@@ -24,55 +35,176 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 
+#include <limits>
+
 using namespace mlir;
 
 namespace stringc::cudagen {
 
+namespace {
+
+// The slots of the step control block (doubles): StepControl.h's.
+enum ControlSlot : int64_t {
+  kStepsTaken = 0,
+  kTotalSteps = 1,
+  kHalted = 2,
+  kBaseLr = 3,
+  kMinLr = 4,
+  kWarmupSteps = 5,
+  kSchedule = 6, // 0 constant, 1 warmup-cosine
+  kBeta1 = 7,
+  kBeta2 = 8,
+  kClipNorm = 9,
+  kStep = 10,
+  kLoss = 11,
+  kGradNorm = 12,
+  kClipScale = 13,
+  kLr = 14,
+  kBiasCorrection1 = 15,
+  kBiasCorrection2 = 16,
+  kApplied = 17,
+};
+constexpr double kPi = 3.14159265358979323846; // Optimizer.cpp's
+
+Value control(KernelBuilder &k, Value block, ControlSlot slot) {
+  return loadF64(k, block, k.i64(slot));
+}
+
+Value lessThan(KernelBuilder &k, Value a, Value b) {
+  return cmpF(k, arith::CmpFPredicate::OLT, a, b);
+}
+
+/// learningRate() of Optimizer.cpp at step t (f64), from the control block.
+Value scheduledLr(KernelBuilder &k, Value block, Value t) {
+  Value base = control(k, block, kBaseLr), minLr = control(k, block, kMinLr);
+  Value warmup = control(k, block, kWarmupSteps), total = control(k, block, kTotalSteps);
+  Value one = f64(k, 1.0);
+  // Both sides of each choice are computed; the one not chosen may divide by 0.
+  Value warming = k.div(k.mul(base, t), warmup);
+  Value fraction = k.div(k.sub(t, warmup), k.sub(total, warmup));
+  Value progress = select(k, lessThan(k, warmup, total),
+                          select(k, lessThan(k, fraction, one), fraction, one), one);
+  Value cosine =
+      k.add(minLr, k.div(k.mul(k.sub(base, minLr), k.add(one, cosF64(k, k.mul(f64(k, kPi), progress)))),
+                         f64(k, 2.0)));
+  Value scheduled = select(k, cmpF(k, arith::CmpFPredicate::OLE, t, warmup), warming, cosine);
+  Value constant = cmpF(k, arith::CmpFPredicate::OEQ, control(k, block, kSchedule), f64(k, 0.0));
+  return select(k, constant, base, scheduled);
+}
+
+/// Whether the control block says this step updates the parameters.
+Value stepApplied(KernelBuilder &k, Value block) {
+  return cmpF(k, arith::CmpFPredicate::OGT, control(k, block, kApplied), f64(k, 0.0));
+}
+
+} // namespace
+
 void appendOptimizerKernels(std::vector<KernelDef> &defs) {
   const ParamKind P = ParamKind::Ptr, I = ParamKind::I64, F = ParamKind::F32;
+
+  KernelSpec scalars;
+  scalars.name = "pe_optimizer_scalars";
+  scalars.peOp = "pe.optimizer";
+  scalars.params = {{"control", P}, {"partials", P}, {"blocks", I}, {"loss", P}};
+  scalars.grid = GridRule::Explicit; // one block
+  scalars.blockX = 32;
+  defs.push_back({scalars, [](KernelBuilder &k) {
+                    Value block = k.arg(0), partials = k.arg(1), blocks = k.arg(2);
+                    Value lane = k.threadId(gpu::Dimension::x);
+                    // Lane l adds partials l, l + 32, ... in f64; lane 0 adds the lanes.
+                    ValueRange mine = k.forLoop(lane, blocks, k.i64(32), {f64(k, 0.0)},
+                                                [&](Value i, ValueRange sum) {
+                                                  return SmallVector<Value>{k.add(
+                                                      sum[0], f32ToF64(k, k.load(partials, i)))};
+                                                });
+                    Value lanes = sharedArrayOf(k, "pe_optimizer_lane_sums",
+                                                k.builder().getF64Type(), 32);
+                    storeF64(k, mine[0], lanes, lane);
+                    barrier(k);
+                    Value lane0 = cmpI(k, arith::CmpIPredicate::eq, lane, k.i64(0));
+                    k.ifThen(lane0, [&] {
+                      ValueRange sumSq = k.forLoop(k.i64(0), k.i64(32), k.i64(1), {f64(k, 0.0)},
+                                                   [&](Value l, ValueRange sum) {
+                                                     return SmallVector<Value>{
+                                                         k.add(sum[0], loadF64(k, lanes, l))};
+                                                   });
+                      auto put = [&](ControlSlot slot, Value value) {
+                        storeF64(k, value, block, k.i64(slot));
+                      };
+                      Value one = f64(k, 1.0), zero = f64(k, 0.0);
+                      Value infinity = f64(k, std::numeric_limits<double>::infinity());
+                      Value loss = f32ToF64(k, k.load(k.arg(3), k.i64(0)));
+                      Value finite = andI(k, lessThan(k, loss, infinity),
+                                          lessThan(k, k.sub(zero, infinity), loss));
+                      Value running = cmpF(k, arith::CmpFPredicate::OEQ,
+                                           control(k, block, kHalted), zero);
+                      Value apply = andI(k, finite, running);
+                      Value taken = control(k, block, kStepsTaken);
+                      Value t = k.add(taken, one);
+                      Value norm = sqrtF64(k, sumSq[0]);
+                      Value clip = control(k, block, kClipNorm);
+                      Value clipping = andI(k, lessThan(k, zero, clip), lessThan(k, clip, norm));
+                      put(kStep, t);
+                      put(kLoss, loss);
+                      put(kGradNorm, norm);
+                      put(kClipScale, select(k, clipping, k.div(clip, norm), one));
+                      put(kLr, scheduledLr(k, block, t));
+                      put(kBiasCorrection1, k.sub(one, powF64(k, control(k, block, kBeta1), t)));
+                      put(kBiasCorrection2, k.sub(one, powF64(k, control(k, block, kBeta2), t)));
+                      put(kApplied, select(k, apply, one, zero));
+                      put(kStepsTaken, select(k, apply, t, taken));
+                      put(kHalted, select(k, apply, zero, one));
+                    });
+                  }});
 
   KernelSpec adamw;
   adamw.name = "pe_adamw";
   adamw.peOp = "pe.optimizer";
-  adamw.params = {{"param", P}, {"m", P},     {"v", P},       {"grad", P},
-                  {"n", I},     {"lr", F},    {"beta1", F},   {"beta2", F},
-                  {"eps", F},   {"weight_decay", F}, {"bc1", F}, {"bc2", F},
-                  {"grad_scale", F}};
+  adamw.params = {{"param", P}, {"m", P},     {"v", P},   {"grad", P},         {"n", I},
+                  {"control", P}, {"beta1", F}, {"beta2", F}, {"eps", F}, {"weight_decay", F}};
   defs.push_back({adamw, [](KernelBuilder &k) {
                     Value param = k.arg(0), mBuf = k.arg(1), vBuf = k.arg(2), grad = k.arg(3);
-                    Value lr = k.arg(5), b1 = k.arg(6), b2 = k.arg(7), eps = k.arg(8),
-                          wd = k.arg(9), bc1 = k.arg(10), bc2 = k.arg(11), scale = k.arg(12);
-                    Value one = k.f32(1.0);
-                    k.forGridStride(k.arg(4), [&](Value i) {
-                      Value g = k.mul(scale, k.load(grad, i));
-                      Value w = k.load(param, i);
-                      Value m = k.add(k.mul(b1, k.load(mBuf, i)), k.mul(k.sub(one, b1), g));
-                      Value v = k.add(k.mul(b2, k.load(vBuf, i)),
-                                      k.mul(k.sub(one, b2), k.mul(g, g)));
-                      k.store(m, mBuf, i);
-                      k.store(v, vBuf, i);
-                      Value denom = k.add(k.sqrtRn(k.div(v, bc2)), eps);
-                      Value update = k.add(k.div(k.div(m, bc1), denom), k.mul(wd, w));
-                      k.store(k.sub(w, k.mul(lr, update)), param, i);
+                    Value block = k.arg(5);
+                    Value b1 = k.arg(6), b2 = k.arg(7), eps = k.arg(8), wd = k.arg(9);
+                    k.ifThen(stepApplied(k, block), [&] {
+                      Value lr = f64ToF32(k, control(k, block, kLr));
+                      Value bc1 = f64ToF32(k, control(k, block, kBiasCorrection1));
+                      Value bc2 = f64ToF32(k, control(k, block, kBiasCorrection2));
+                      Value scale = f64ToF32(k, control(k, block, kClipScale));
+                      Value one = k.f32(1.0);
+                      k.forGridStride(k.arg(4), [&](Value i) {
+                        Value g = k.mul(scale, k.load(grad, i));
+                        Value w = k.load(param, i);
+                        Value m = k.add(k.mul(b1, k.load(mBuf, i)), k.mul(k.sub(one, b1), g));
+                        Value v = k.add(k.mul(b2, k.load(vBuf, i)),
+                                        k.mul(k.sub(one, b2), k.mul(g, g)));
+                        k.store(m, mBuf, i);
+                        k.store(v, vBuf, i);
+                        Value denom = k.add(k.sqrtRn(k.div(v, bc2)), eps);
+                        Value update = k.add(k.div(k.div(m, bc1), denom), k.mul(wd, w));
+                        k.store(k.sub(w, k.mul(lr, update)), param, i);
+                      });
                     });
                   }});
 
   KernelSpec sgd;
   sgd.name = "pe_sgd";
   sgd.peOp = "pe.optimizer";
-  sgd.params = {{"param", P},    {"u", P},  {"grad", P},          {"n", I},
-                {"lr", F},       {"momentum", F}, {"weight_decay", F}, {"grad_scale", F}};
+  sgd.params = {{"param", P},   {"u", P},        {"grad", P},         {"n", I},
+                {"control", P}, {"momentum", F}, {"weight_decay", F}};
   defs.push_back({sgd, [](KernelBuilder &k) {
-                    Value param = k.arg(0), uBuf = k.arg(1), grad = k.arg(2);
-                    Value lr = f32ToF64(k, k.arg(4)), mu = f32ToF64(k, k.arg(5)),
-                          wd = f32ToF64(k, k.arg(6)), scale = f32ToF64(k, k.arg(7));
-                    k.forGridStride(k.arg(3), [&](Value i) {
-                      Value g = k.mul(scale, f32ToF64(k, k.load(grad, i)));
-                      Value w = f32ToF64(k, k.load(param, i));
-                      Value u = k.add(k.add(k.mul(mu, f32ToF64(k, k.load(uBuf, i))), g),
-                                      k.mul(wd, w));
-                      k.store(f64ToF32(k, u), uBuf, i);
-                      k.store(f64ToF32(k, k.sub(w, k.mul(lr, u))), param, i);
+                    Value param = k.arg(0), uBuf = k.arg(1), grad = k.arg(2), block = k.arg(4);
+                    Value mu = f32ToF64(k, k.arg(5)), wd = f32ToF64(k, k.arg(6));
+                    k.ifThen(stepApplied(k, block), [&] {
+                      Value lr = control(k, block, kLr), scale = control(k, block, kClipScale);
+                      k.forGridStride(k.arg(3), [&](Value i) {
+                        Value g = k.mul(scale, f32ToF64(k, k.load(grad, i)));
+                        Value w = f32ToF64(k, k.load(param, i));
+                        Value u = k.add(k.add(k.mul(mu, f32ToF64(k, k.load(uBuf, i))), g),
+                                        k.mul(wd, w));
+                        k.store(f64ToF32(k, u), uBuf, i);
+                        k.store(f64ToF32(k, k.sub(w, k.mul(lr, u))), param, i);
+                      });
                     });
                   }});
 

@@ -32,15 +32,6 @@ const ParamKind P = ParamKind::Ptr, I = ParamKind::I64, F = ParamKind::F32;
 using A = LaunchArg;
 using Pred = arith::CmpIPredicate;
 
-Value cosF64(KernelBuilder &k, Value x) {
-  return k.builder().create<math::CosOp>(k.location(), x);
-}
-Value sinF64(KernelBuilder &k, Value x) {
-  return k.builder().create<math::SinOp>(k.location(), x);
-}
-Value powF64(KernelBuilder &k, Value x, Value y) {
-  return k.builder().create<math::PowFOp>(k.location(), x, y);
-}
 /// base_hi + base_lo in f64.
 Value baseF64(KernelBuilder &k, Value hi, Value lo) {
   return k.add(f32ToF64(k, hi), f32ToF64(k, lo));

@@ -5,6 +5,7 @@
 
 #include "BatchStaging.h"
 #include "Driver.h"
+#include "StepControl.h"
 #include "stringrt/Error.h"
 #include "stringrt/Optimizer.h"
 #include "stringrt/cuda/CudaBackend.h"
@@ -95,17 +96,22 @@ struct DeviceModel::Impl {
   std::unique_ptr<Arena> constants;
   std::vector<uint64_t> constantAddresses;
   bool graphsFailed = false;
-  std::unique_ptr<PinnedFloats> hostReturn; // loss, then the partials
+  std::unique_ptr<PinnedFloats> hostReturn; // the loss of gradients()
+  // The step counter, the schedule's constants and each step's scalars on
+  // the device, and their copies back (StepControl.h).
+  std::unique_ptr<StepControl> control;
   // Batches of trainStaged / gradients / forward, and of evaluate() (its
   // own, so that evaluating between two steps leaves the staged training
   // batch alone).
   std::unique_ptr<BatchStaging> staging, evalStaging;
-  int64_t steps = 0;
+  int64_t steps = 0;       // optimizer steps applied, as of the last step collected
+  int64_t stepsQueued = 0; // training steps queued (names them in errors)
   std::map<std::pair<std::string, int64_t>, BatchBuffers> buffers;
 
   bool adamw() const { return manifest.optimizer.kind == OptimizerKind::AdamW; }
 
   ~Impl() {
+    control.reset();
     staging.reset();
     evalStaging.reset();
     buffers.clear();
@@ -320,21 +326,20 @@ struct DeviceModel::Impl {
     driver::check(driver::require().streamSynchronize(stream), what, "cuStreamSynchronize");
   }
 
-  /// Queues @gradients on the uploaded batch, the copies of the gradients
-  /// into `grads` and of the loss into hostReturn[0].
-  void enqueueGradients(BatchBuffers &b, int64_t batch) {
-    walk("gradients", b, batch);
-    collectGradients(b);
-    ValueId loss = program("gradients").outputs.at(0).value;
-    copyBack(hostReturn->data(), address(b, loss), 4, "copying the loss back");
+  /// The device address of @gradients' loss (its first output).
+  uint64_t lossAddress(const BatchBuffers &b) const {
+    return address(b, program("gradients").outputs.at(0).value);
   }
 
-  /// Runs @gradients on the staged batch (see enqueueGradients).
+  /// Runs @gradients on the staged batch: the gradients into `grads`, the
+  /// loss into hostReturn[0].
   void runGradients() {
     int64_t batch = stagedBatch();
     BatchBuffers &b = buffersFor("gradients", batch);
     consumeStaged(b, "gradients");
-    enqueueGradients(b, batch);
+    walk("gradients", b, batch);
+    collectGradients(b);
+    copyBack(hostReturn->data(), lossAddress(b), 4, "copying the loss back");
   }
 
   /// The number of gradient-norm partials pe_sumsq_partials writes.
@@ -346,20 +351,28 @@ struct DeviceModel::Impl {
     return int64_t(launchShapeFor(*section.find("pe_sumsq_partials"), args).grid[0]);
   }
 
-  /// Queues the device part of a training step: @gradients, the gradient
-  /// copies, the norm's partials and their copy into hostReturn[1..].
+  /// Queues a whole training step, nothing of it passing through the host:
+  /// @gradients, the gradient copies, the norm's partials, the step's scalars
+  /// (pe_optimizer_scalars: clipping factor, learning rate, bias
+  /// corrections, into the control block) and the optimizer, which reads
+  /// them there.
   void enqueueTrainStep(BatchBuffers &b, int64_t batch) {
-    enqueueGradients(b, batch);
-    int64_t blocks = partialBlocks();
-    if (blocks == 0)
-      return;
-    kernels->launch("pe_sumsq_partials",
-                    {KernelArg::pointer(partials->at(0, kMaxPartials * 4)),
-                     KernelArg::pointer(grads->at(0, size_t(total) * 4)),
-                     KernelArg::integer(total)},
-                    "the gradient norm", nullptr, stream);
-    copyBack(hostReturn->data() + 1, partials->at(0, size_t(blocks) * 4), size_t(blocks) * 4,
-             "copying the gradient norm back");
+    walk("gradients", b, batch);
+    collectGradients(b);
+    const int64_t blocks = partialBlocks();
+    if (blocks > 0)
+      kernels->launch("pe_sumsq_partials",
+                      {KernelArg::pointer(partials->at(0, kMaxPartials * 4)),
+                       KernelArg::pointer(grads->at(0, size_t(total) * 4)),
+                       KernelArg::integer(total)},
+                      "the gradient norm", nullptr, stream);
+    const std::array<int64_t, 3> oneBlock = {1, 1, 1};
+    kernels->launch("pe_optimizer_scalars",
+                    {KernelArg::pointer(control->address()),
+                     KernelArg::pointer(partials->at(0, kMaxPartials * 4)),
+                     KernelArg::integer(blocks), KernelArg::pointer(lossAddress(b))},
+                    "the optimizer's scalars", &oneBlock, stream);
+    launchOptimizer();
   }
 
   /// Captures `enqueue` (the device part of a training step or evaluation
@@ -423,12 +436,12 @@ struct DeviceModel::Impl {
     return {moment1.get()};
   }
 
-  /// Launches the optimizer's kernel once per maximal run of trainable
-  /// slots (frozen ones are never touched).
-  void launchOptimizer(int64_t t, double lr, double scale) {
+  /// Queues the optimizer's kernel once per maximal run of trainable slots
+  /// (frozen ones are never touched); the step's scalars come from the
+  /// control block.
+  void launchOptimizer() {
     const ManifestOptimizer &config = manifest.optimizer;
-    double bc1 = 1.0 - std::pow(config.beta1, double(t));
-    double bc2 = 1.0 - std::pow(config.beta2, double(t));
+    const KernelArg controlArg = KernelArg::pointer(control->address());
     for (size_t s = 0; s < slots.size();) {
       if (slots[s].frozen) {
         ++s;
@@ -444,20 +457,18 @@ struct DeviceModel::Impl {
       if (adamw())
         kernels->launch("pe_adamw",
                         {slice(*params), slice(*moment1), slice(*moment2), slice(*grads),
-                         KernelArg::integer(int64_t(n)), KernelArg::real(float(lr)),
+                         KernelArg::integer(int64_t(n)), controlArg,
                          KernelArg::real(float(config.beta1)),
                          KernelArg::real(float(config.beta2)), KernelArg::real(float(config.eps)),
-                         KernelArg::real(float(config.weightDecay)), KernelArg::real(float(bc1)),
-                         KernelArg::real(float(bc2)), KernelArg::real(float(scale))},
-                        fmt::format("AdamW, step {}", t), nullptr, stream);
+                         KernelArg::real(float(config.weightDecay))},
+                        "AdamW", nullptr, stream);
       else
         kernels->launch("pe_sgd",
                         {slice(*params), slice(*moment1), slice(*grads),
-                         KernelArg::integer(int64_t(n)), KernelArg::real(float(lr)),
+                         KernelArg::integer(int64_t(n)), controlArg,
                          KernelArg::real(float(config.momentum)),
-                         KernelArg::real(float(config.weightDecay)),
-                         KernelArg::real(float(scale))},
-                        fmt::format("SGD, step {}", t), nullptr, stream);
+                         KernelArg::real(float(config.weightDecay))},
+                        "SGD", nullptr, stream);
     }
   }
 };
@@ -474,12 +485,24 @@ void DeviceModel::checkPackage(const Manifest &manifest, const CudaSection &sect
   // before the device is touched; the walk binds again at each batch).
   for (const char *name : {"forward", "gradients"})
     checkProgramSteps(manifest, section, name, 1);
+  // The optimizer's kernels, with the parameters this runtime passes (a
+  // package from an older stringc passed the step's scalars as values).
   const bool adamw = manifest.optimizer.kind == OptimizerKind::AdamW;
-  for (const char *kernel : {adamw ? "pe_adamw" : "pe_sgd", "pe_sumsq_partials"})
-    if (!section.find(kernel))
-      throw Error(fmt::format("the package has no kernel {} (the {} optimizer on the device); "
+  using K = CudaParamKind;
+  const K P = K::Ptr, I = K::I64, F = K::F32;
+  const std::pair<const char *, std::vector<K>> expected[] = {
+      adamw ? std::pair<const char *, std::vector<K>>{"pe_adamw", {P, P, P, P, I, P, F, F, F, F}}
+            : std::pair<const char *, std::vector<K>>{"pe_sgd", {P, P, P, I, P, F, F}},
+      {"pe_sumsq_partials", {P, P, I}},
+      {"pe_optimizer_scalars", {P, P, I, P}}};
+  for (const auto &[kernel, params] : expected) {
+    const CudaKernel *found = section.find(kernel);
+    if (!found || found->params != params)
+      throw Error(fmt::format("the package {} kernel {} (the {} optimizer on the device); "
                               "compile it again with this stringc --target=cuda",
-                              kernel, adamw ? "adamw" : "sgd"));
+                              found ? "has an older" : "has no", kernel,
+                              adamw ? "adamw" : "sgd"));
+  }
 }
 
 DeviceModel::DeviceModel(const Manifest &manifest, const CudaSection &section,
@@ -526,7 +549,8 @@ DeviceModel::DeviceModel(const Manifest &manifest, const CudaSection &section,
   m.partials = std::make_unique<Arena>(m.device, size_t(kMaxPartials) * 4);
   m.workspace = std::make_unique<Arena>(m.device, kGemmWorkspace);
   m.gemm->setWorkspace(m.workspace->at(0, kGemmWorkspace), kGemmWorkspace);
-  m.hostReturn = std::make_unique<PinnedFloats>(size_t(1 + kMaxPartials));
+  m.hostReturn = std::make_unique<PinnedFloats>(1);
+  m.control = std::make_unique<StepControl>(m.device, manifest.optimizer);
   if (m.total > 0)
     m.params->upload(0, parameters.data(), size_t(m.total) * 4, "uploading the parameters");
   ConstantLayout constants = constantLayout(m.section);
@@ -561,35 +585,44 @@ void DeviceModel::stage(const std::map<std::string, HostTensor> &inputs) {
 
 bool DeviceModel::hasStagedBatch() const { return impl_->staging->pending(); }
 
-OptimizerStepInfo DeviceModel::trainStaged(int64_t totalSteps, float &loss,
-                                           const std::function<void()> &whileComputing) {
+void DeviceModel::queueStep(int64_t totalSteps) {
   Impl &m = *impl_;
-  const ManifestOptimizer &config = m.manifest.optimizer;
-  OptimizerStepInfo info;
-  info.step = m.steps + 1;
-  info.lr = learningRate(config, info.step, totalSteps);
-  const std::string where = fmt::format("training step {}", info.step);
+  if (totalSteps < 1)
+    throw Error(fmt::format("learningRate: totalSteps must be >= 1, got {}", totalSteps));
+  if (m.control->pending() == StepControl::kInFlight)
+    throw Error(fmt::format("device executor: {} training steps are queued and not collected",
+                            StepControl::kInFlight));
+  if (totalSteps != m.control->totalSteps()) { // a new run length: the schedule's horizon
+    m.sync("changing the run's length");
+    m.control->reset(m.control->downloadStepsTaken(), totalSteps);
+  }
+  const std::string where = fmt::format("training step {} (queued)", ++m.stepsQueued);
   int64_t batch = m.stagedBatch();
   BatchBuffers &b = m.buffersFor("gradients", batch);
   m.consumeStaged(b, "gradients");
   m.runMaybeGraphed(b, [&] { m.enqueueTrainStep(b, batch); }, "training step", where);
+  m.control->enqueueReadback(m.stream);
+}
+
+size_t DeviceModel::stepsInFlight() const { return impl_->control->pending(); }
+
+StepOutcome DeviceModel::collectStep() {
+  Impl &m = *impl_;
+  StepOutcome outcome = m.control->collect();
+  m.steps = outcome.stepsTaken;
+  return outcome;
+}
+
+OptimizerStepInfo DeviceModel::trainStaged(int64_t totalSteps, float &loss,
+                                           const std::function<void()> &whileComputing) {
+  if (stepsInFlight() > 0)
+    throw Error("device executor: trainStaged with training steps queued and not collected");
+  queueStep(totalSteps);
   if (whileComputing)
     whileComputing();
-  int64_t blocks = m.partialBlocks();
-  m.sync(where);
-  loss = m.hostReturn->data()[0];
-  if (!std::isfinite(loss))
-    return info; // the caller stops; the parameters stay as they were
-  double sumSq = 0;
-  for (int64_t i = 0; i < blocks; ++i)
-    sumSq += double(m.hostReturn->data()[1 + i]);
-  info.gradNorm = std::sqrt(sumSq);
-  if (config.clipNorm > 0 && info.gradNorm > config.clipNorm)
-    info.clipScale = config.clipNorm / info.gradNorm;
-  // Not waited for: the next synchronisation covers it.
-  m.launchOptimizer(info.step, info.lr, info.clipScale);
-  m.steps = info.step;
-  return info;
+  StepOutcome outcome = collectStep();
+  loss = outcome.loss;
+  return outcome.info;
 }
 
 float DeviceModel::trainStep(const std::map<std::string, HostTensor> &inputs,
@@ -668,6 +701,7 @@ void DeviceModel::setState(const std::vector<float> &params, const Optimizer &op
       arenas[i]->upload(0, buffers[i].values->data(), bytes, "uploading the optimizer state");
   }
   m.steps = optimizer.stepCount();
+  m.control->reset(m.steps, m.control->totalSteps()); // and no longer halted
 }
 
 void DeviceModel::getState(std::vector<float> &params, Optimizer &optimizer) const {
@@ -683,7 +717,7 @@ void DeviceModel::getState(std::vector<float> &params, Optimizer &optimizer) con
     for (size_t i = 0; i < arenas.size(); ++i)
       arenas[i]->download(0, buffers[i].values->data(), bytes, "reading the optimizer state");
   }
-  optimizer.setStepCount(m.steps);
+  optimizer.setStepCount(m.control->downloadStepsTaken()); // steps not yet collected too
 }
 
 namespace {

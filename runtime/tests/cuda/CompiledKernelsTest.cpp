@@ -38,7 +38,7 @@ TEST(CompiledPackage, HasEveryKernelWithBinaries) {
        {"pe_add", "pe_add_br", "pe_sub", "pe_mul_bl", "pe_mul_br", "pe_scale", "pe_gelu",
         "pe_gelu_tanh", "pe_gelu_grad", "pe_gelu_grad_tanh", "pe_relu", "pe_relu_grad",
         "pe_layer_norm", "pe_layer_norm_grad_rows", "pe_layer_norm_grad_cols", "pe_adamw",
-        "pe_sumsq_partials"}) {
+        "pe_sumsq_partials", "pe_optimizer_scalars"}) {
     const CudaKernel *k = cuda.find(name);
     ASSERT_NE(k, nullptr) << name;
     EXPECT_FALSE(k->cubin.empty()) << name;
@@ -180,30 +180,7 @@ TEST_F(GpuKernels, LayerNormForwardAndBackward) {
   }
 }
 
-TEST_F(GpuKernels, AdamWMatchesTheOptimizerFormula) {
-  const int64_t n = 10007;
-  std::vector<float> p = random(n), m = random(n, 0, 0.1f), v = random(n, 0, 0.1f), g = random(n);
-  uint64_t gp = put(p), gm = put(m), gv = put(v), gg = put(g);
-  const double lr = 1e-3, b1 = 0.9, b2 = 0.999, eps = 1e-8, wd = 0.05, t = 3, scale = 0.5;
-  const double bc1 = 1 - std::pow(b1, t), bc2 = 1 - std::pow(b2, t);
-  kernels->launch("pe_adamw",
-                  {KA::pointer(gp), KA::pointer(gm), KA::pointer(gv), KA::pointer(gg),
-                   KA::integer(n), KA::real(float(lr)), KA::real(float(b1)), KA::real(float(b2)),
-                   KA::real(float(eps)), KA::real(float(wd)), KA::real(float(bc1)),
-                   KA::real(float(bc2)), KA::real(float(scale))},
-                  "adamw");
-  std::vector<float> wp(n), wm(n), wv(n);
-  for (int64_t i = 0; i < n; ++i) { // runtime/src/core/Optimizer.cpp, in double
-    double gi = scale * g[i], w = p[i];
-    double mi = b1 * m[i] + (1 - b1) * gi, vi = b2 * v[i] + (1 - b2) * gi * gi;
-    wm[i] = float(mi);
-    wv[i] = float(vi);
-    wp[i] = float(w - lr * (mi / bc1 / (std::sqrt(vi / bc2) + eps) + wd * w));
-  }
-  expectClose(get(gm, n), wm, 1e-6, "adamw m");
-  expectClose(get(gv, n), wv, 1e-6, "adamw v");
-  expectClose(get(gp, n), wp, 1e-6, "adamw param");
-}
+// The optimizer kernels (pe_adamw, pe_sgd, pe_optimizer_scalars): DeviceOptimizerTest.cpp.
 
 TEST_F(GpuKernels, SquaredNormPartials) {
   const int64_t n = 100003;

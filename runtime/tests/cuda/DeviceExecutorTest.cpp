@@ -84,6 +84,20 @@ TEST_F(DeviceExecutorRefusals, NeedsTheOptimizersKernel) {
     std::string kernel = std::string(kind) == "sgd" ? "pe_sgd" : "pe_adamw";
     EXPECT_TRUE(failsWith([&] { cuda::DeviceModel model(manifest, section, params); }, "",
                           {"the package has no kernel " + kernel, "compile it again"}));
+    // A package from a stringc that passed the step's scalars as values
+    // (lr, the bias corrections, the clipping factor): refused by name.
+    CudaSection older = section;
+    CudaKernel update;
+    update.name = kernel;
+    using K = CudaParamKind;
+    update.params = kernel == "pe_sgd"
+                        ? std::vector<K>{K::Ptr, K::Ptr, K::Ptr, K::I64, K::F32, K::F32, K::F32,
+                                         K::F32}
+                        : std::vector<K>{K::Ptr, K::Ptr, K::Ptr, K::Ptr, K::I64, K::F32, K::F32,
+                                         K::F32, K::F32, K::F32, K::F32, K::F32, K::F32};
+    older.kernels.push_back(update);
+    EXPECT_TRUE(failsWith([&] { cuda::DeviceModel model(manifest, older, params); }, "",
+                          {"the package has an older kernel " + kernel, "compile it again"}));
   }
 }
 

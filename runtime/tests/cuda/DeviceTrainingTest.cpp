@@ -8,16 +8,12 @@
 // Tolerances and why:
 // - the device against itself (resume vs an unbroken run, overlapped upload
 //   vs not, graphs vs eager, evaluating twice): bitwise. Every kernel is
-//   deterministic (no atomics; fixed reduction orders), cuBLAS picks the same
-//   algorithm for the same shapes, and the host forms the norm in double in
-//   a fixed order.
+//   deterministic (no atomics; fixed reduction orders, the gradient norm's
+//   too), and cuBLAS picks the same algorithm for the same shapes.
 // - the device against the CPU: the kernels sum in other orders in f32
 //   (the CPU's fast kernels too), so the evaluation loss is within 1e-4
 //   relative and the accuracy equal; training losses within 1e-3 relative
 //   after a few steps (as GpuDeviceExecutor.VitRopeMatchesTheCpu).
-// - pe_sgd against Optimizer::step on the same gradients: f64 arithmetic on
-//   both; only the f32 rounding of lr, momentum, weight decay and the clip
-//   factor differ: 1e-6 relative.
 //
 // Without a device the GPU tests skip; refusing bad checkpoints needs none
 // (the trainer validates the checkpoint before the device is opened).
@@ -31,11 +27,17 @@
 #include "stringrt/Package.h"
 #include "stringrt/Trainer.h"
 #include "stringrt/cuda/CudaBackend.h"
+#include "stringrt/cuda/DeviceExecutor.h"
 #include "stringrt/cuda/DeviceTraining.h"
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
+#include <cstring>
+#include <dlfcn.h>
+#include <limits>
+#include <optional>
 #include <cstdlib>
 #include <filesystem>
 #include <random>
@@ -336,55 +338,158 @@ TEST_F(DeviceTraining, SgdMatchesTheCpuTrainer) {
   EXPECT_GT(largest, 0.0);
 }
 
-// pe_sgd on given gradients against Optimizer::step (three steps, clipping
-// on), on the kernels package.
-TEST(DeviceSgd, KernelMatchesTheCpuOptimizer) {
-  cuda::GpuKernelSession gpu;
-  std::string why = gpu.open(size_t(1) << 20);
-  if (!why.empty())
-    GTEST_SKIP() << why;
-  ASSERT_TRUE(gpu.kernels->has("pe_sgd")) << "kernels.pkg lacks pe_sgd";
-  const size_t n = 10007;
-  ManifestOptimizer config;
-  config.kind = OptimizerKind::Sgd;
-  config.lr = 0.05;
-  config.momentum = 0.9;
-  config.weightDecay = 0.01;
-  config.clipNorm = 1.0;
-  std::vector<OptimizerSlot> slots = {{"w", {int64_t(n)}, 0, n, false}};
-  Optimizer cpu(config, slots, n);
-  std::mt19937 rng(9);
-  std::uniform_real_distribution<float> dist(-1, 1);
-  std::vector<float> params(n);
-  for (float &p : params)
-    p = dist(rng);
-  const size_t P = 0, U = 65536, G = 131072; // byte offsets in the arena
-  gpu.arena->upload(P, params.data(), n * 4, "params");
-  std::vector<float> zeros(n, 0.0f);
-  gpu.arena->upload(U, zeros.data(), n * 4, "momentum");
-  using KA = cuda::KernelArg;
-  for (int step = 1; step <= 3; ++step) {
-    std::vector<float> grads(n);
-    for (float &g : grads)
-      g = dist(rng);
-    gpu.arena->upload(G, grads.data(), n * 4, "grads");
-    OptimizerStepInfo info = cpu.step(params, grads, 3);
-    ASSERT_LT(info.clipScale, 1.0); // the norm of 10007 values in [-1, 1] exceeds 1
-    gpu.kernels->launch("pe_sgd",
-                        {KA::pointer(gpu.arena->at(P, n * 4)), KA::pointer(gpu.arena->at(U, n * 4)),
-                         KA::pointer(gpu.arena->at(G, n * 4)), KA::integer(int64_t(n)),
-                         KA::real(float(info.lr)), KA::real(float(config.momentum)),
-                         KA::real(float(config.weightDecay)), KA::real(float(info.clipScale))},
-                        "test pe_sgd");
-    gpu.device->synchronize("test pe_sgd");
-    std::vector<float> got = gpu.arena->downloadVector<float>(P, n);
-    std::vector<float> u = gpu.arena->downloadVector<float>(U, n);
-    const std::vector<float> &wantU = *cpu.stateBuffers()[0].values;
-    for (size_t i = 0; i < n; ++i) {
-      ASSERT_NEAR(got[i], params[i], 1e-6 * (1 + std::fabs(params[i]))) << "step " << step << " " << i;
-      ASSERT_NEAR(u[i], wantU[i], 1e-6 * (1 + std::fabs(wantU[i]))) << "step " << step << " " << i;
-    }
+// ---------------------------------------------------------------------------
+// The step itself: on the device from end to end, queued ahead of the host.
+
+// The host emulator's counts (tests/cuda/emulate/DriverApi.cpp): kernel
+// launches outside capture, graph launches, host waits. Empty on a real
+// driver.
+std::optional<std::array<uint64_t, 3>> emulatorCounters() {
+  const char *driver = std::getenv("STRINGRT_CUDA_DRIVER");
+  if (!driver)
+    return std::nullopt;
+  void *library = dlopen(driver, RTLD_NOW | RTLD_NOLOAD);
+  if (!library)
+    return std::nullopt;
+  auto counters = reinterpret_cast<void (*)(uint64_t *)>(dlsym(library, "stringrt_emulator_counters"));
+  dlclose(library);
+  if (!counters)
+    return std::nullopt;
+  std::array<uint64_t, 3> out{};
+  counters(out.data());
+  return out;
+}
+
+// The first `count` train images of the fixture as model inputs, `batch` at a time.
+std::vector<std::map<std::string, HostTensor>> inputBatches(const Model &m, const DataSet &set,
+                                                            std::vector<Batch> &keep, int64_t count,
+                                                            int64_t batch) {
+  std::vector<int64_t> order = epochOrder(set.count(Split::Train), 3, 0);
+  std::vector<std::map<std::string, HostTensor>> out;
+  keep.reserve(size_t(count));
+  for (int64_t i = 0; i < count; ++i) {
+    keep.push_back(set.batch(Split::Train, order.data() + (i * batch) % 12, size_t(batch)));
+    out.push_back(modelInputs(m, keep.back()));
   }
+  return out;
+}
+
+// From the third step at a batch size (the first runs eagerly, the second is
+// captured) queueing a step launches one CUDA graph (gradients, the norm,
+// the optimizer's scalars and the optimizer) and no kernel, and waits for
+// nothing; collecting it waits once. Counted by the host emulator.
+TEST_F(DeviceTraining, AQueuedStepIsOneGraphLaunchAndNoHostWait) {
+  OPEN_OR_SKIP();
+  Model m = model();
+  m.initParameters();
+  DataSet set = loadModelData(m, data);
+  if (!emulatorCounters())
+    GTEST_SKIP() << "counts the host emulator's driver calls (STRINGRT_CUDA_DRIVER)";
+  std::vector<Batch> keep;
+  auto batches = inputBatches(m, set, keep, 4, 2);
+  cuda::DeviceModel device(m.manifest(), section, m.parameters());
+  float loss = 0;
+  for (int i = 0; i < 2; ++i) {
+    device.stage(batches[size_t(i)]);
+    device.trainStaged(10, loss);
+  }
+  device.stage(batches[2]);
+  auto before = *emulatorCounters();
+  device.queueStep(10);
+  auto queued = *emulatorCounters();
+  EXPECT_EQ(queued[0] - before[0], 0u) << "kernel launches while queueing a step";
+  EXPECT_EQ(queued[1] - before[1], 1u) << "graph launches while queueing a step";
+  EXPECT_EQ(queued[2] - before[2], 0u) << "host waits while queueing a step";
+  cuda::StepOutcome outcome = device.collectStep();
+  auto collected = *emulatorCounters();
+  EXPECT_EQ(collected[2] - queued[2], 1u) << "host waits to collect a step";
+  EXPECT_TRUE(outcome.applied);
+  EXPECT_EQ(outcome.info.step, 3);
+  EXPECT_EQ(device.stepCount(), 3);
+}
+
+// Queueing a step before collecting the previous one changes nothing: the
+// same losses, scalars and parameters, bitwise, as one step at a time; a
+// third step is refused while two are in flight.
+TEST_F(DeviceTraining, StepsQueuedAheadGiveTheSameBits) {
+  OPEN_OR_SKIP();
+  Model m = model();
+  m.initParameters();
+  DataSet set = loadModelData(m, data);
+  std::vector<Batch> keep;
+  auto batches = inputBatches(m, set, keep, 6, 2);
+  const int64_t total = 8;
+
+  cuda::DeviceModel oneByOne(m.manifest(), section, m.parameters());
+  std::vector<cuda::StepOutcome> want;
+  for (const auto &inputs : batches) {
+    oneByOne.stage(inputs);
+    oneByOne.queueStep(total);
+    want.push_back(oneByOne.collectStep());
+  }
+
+  cuda::DeviceModel ahead(m.manifest(), section, m.parameters());
+  std::vector<cuda::StepOutcome> got;
+  for (const auto &inputs : batches) {
+    ahead.stage(inputs);
+    if (ahead.stepsInFlight() == cuda::kStepsInFlight) {
+      EXPECT_THROW(ahead.queueStep(total), Error);
+      EXPECT_TRUE(ahead.hasStagedBatch()); // the refused step consumed nothing
+      got.push_back(ahead.collectStep());
+    }
+    ahead.queueStep(total);
+  }
+  while (ahead.stepsInFlight() > 0)
+    got.push_back(ahead.collectStep());
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].loss, want[i].loss) << "step " << i + 1;
+    EXPECT_EQ(got[i].info.step, int64_t(i + 1));
+    EXPECT_EQ(got[i].info.lr, want[i].info.lr) << "step " << i + 1;
+    EXPECT_EQ(got[i].info.gradNorm, want[i].info.gradNorm) << "step " << i + 1;
+    EXPECT_EQ(got[i].info.lr, learningRate(m.manifest().optimizer, int64_t(i + 1), total));
+  }
+  EXPECT_EQ(ahead.parameters(), oneByOne.parameters());
+  EXPECT_EQ(ahead.stepCount(), int64_t(batches.size()));
+}
+
+// A step whose loss is not finite (every other parameter NaN here) leaves the
+// parameters and the optimizer state alone, and so do the steps after it,
+// until setState() gives the device a state again.
+TEST_F(DeviceTraining, ANonFiniteLossLeavesTheStateAloneUntilSetState) {
+  OPEN_OR_SKIP();
+  Model m = model();
+  m.initParameters();
+  DataSet set = loadModelData(m, data);
+  std::vector<Batch> keep;
+  auto batches = inputBatches(m, set, keep, 3, 2);
+  std::vector<float> poisoned = m.parameters();
+  for (size_t i = 0; i < poisoned.size(); i += 2)
+    poisoned[i] = std::numeric_limits<float>::quiet_NaN();
+  cuda::DeviceModel device(m.manifest(), section, m.parameters());
+  Optimizer state(m.manifest().optimizer, optimizerSlots(m), poisoned.size());
+  device.setState(poisoned, state);
+  float loss = 0;
+  device.stage(batches[0]);
+  device.trainStaged(10, loss);
+  EXPECT_TRUE(std::isnan(loss));
+  device.stage(batches[1]);
+  cuda::StepOutcome outcome;
+  device.queueStep(10);
+  outcome = device.collectStep();
+  EXPECT_FALSE(outcome.applied);
+  EXPECT_EQ(device.stepCount(), 0);
+  std::vector<float> after = device.parameters();
+  ASSERT_EQ(after.size(), poisoned.size());
+  EXPECT_EQ(std::memcmp(after.data(), poisoned.data(), after.size() * 4), 0);
+  // A good state again: the next step applies.
+  device.setState(m.parameters(), state);
+  device.stage(batches[2]);
+  device.queueStep(10);
+  outcome = device.collectStep();
+  EXPECT_TRUE(outcome.applied);
+  EXPECT_TRUE(std::isfinite(outcome.loss));
+  EXPECT_EQ(outcome.info.step, 1);
 }
 
 // ---------------------------------------------------------------------------

@@ -132,6 +132,15 @@ State &state() {
   return s;
 }
 
+// What the host asked of the "device", for tests of the runtime's own
+// behaviour (stringrt_emulator_counters below).
+struct Counters {
+  uint64_t kernelLaunches = 0; // cuLaunchKernel on a stream not capturing
+  uint64_t graphLaunches = 0;  // cuGraphLaunch
+  uint64_t hostWaits = 0;      // cuStreamSynchronize, cuCtxSynchronize, cuEventSynchronize,
+                               // cuMemcpyHtoD / cuMemcpyDtoH
+} counters;
+
 int primaryContextTag; // the primary context's handle points here
 Stream legacyStream;   // the NULL stream / CU_STREAM_LEGACY / CU_STREAM_PER_THREAD
 
@@ -503,6 +512,7 @@ STRINGRT_EMU_EXPORT CUresult cuCtxSetCurrent(CUcontext context) {
 
 STRINGRT_EMU_EXPORT CUresult cuCtxSynchronize() {
   REQUIRE_INIT();
+  ++counters.hostWaits;
   // Everything has run already; a capture in progress is what CUDA refuses.
   if (CUresult refused = refuseDuringCapture("cuCtxSynchronize"); refused != CUDA_SUCCESS)
     return refused;
@@ -636,6 +646,7 @@ CUresult copyNow(CUstream handle, Operation op) {
 
 STRINGRT_EMU_EXPORT CUresult cuMemcpyHtoD(CUdeviceptr dst, const void *src, size_t bytes) {
   REQUIRE_INIT();
+  ++counters.hostWaits;
   if (!validCopy("cuMemcpyHtoD", bytes, uint64_t(dst), 0))
     return CUDA_ERROR_INVALID_VALUE;
   return copyNow(nullptr, copyOperation("cuMemcpyHtoD", reinterpret_cast<void *>(dst), src,
@@ -644,6 +655,7 @@ STRINGRT_EMU_EXPORT CUresult cuMemcpyHtoD(CUdeviceptr dst, const void *src, size
 
 STRINGRT_EMU_EXPORT CUresult cuMemcpyDtoH(void *dst, CUdeviceptr src, size_t bytes) {
   REQUIRE_INIT();
+  ++counters.hostWaits;
   if (!validCopy("cuMemcpyDtoH", bytes, 0, uint64_t(src)))
     return CUDA_ERROR_INVALID_VALUE;
   return copyNow(nullptr, copyOperation("cuMemcpyDtoH", dst, reinterpret_cast<void *>(src),
@@ -838,6 +850,8 @@ STRINGRT_EMU_EXPORT CUresult cuLaunchKernel(CUfunction handle, unsigned int grid
   LaunchDims dims;
   dims.grid = {gridX, gridY, gridZ};
   dims.block = {blockX, blockY, blockZ};
+  if (Stream *target = streamOf(stream); target && !target->capture)
+    ++counters.kernelLaunches;
   return enqueue(stream, {what, [&kernel, dims, slots]() { return runKernel(kernel, dims, slots); }});
 }
 
@@ -870,6 +884,7 @@ STRINGRT_EMU_EXPORT CUresult cuStreamDestroy(CUstream handle) {
 
 STRINGRT_EMU_EXPORT CUresult cuStreamSynchronize(CUstream handle) {
   REQUIRE_INIT();
+  ++counters.hostWaits;
   Stream *stream = streamOf(handle);
   if (!stream)
     return CUDA_ERROR_INVALID_HANDLE;
@@ -945,6 +960,7 @@ STRINGRT_EMU_EXPORT CUresult cuGraphInstantiate(CUgraphExec *exec, CUgraph handl
 
 STRINGRT_EMU_EXPORT CUresult cuGraphLaunch(CUgraphExec handle, CUstream stream) {
   REQUIRE_INIT();
+  ++counters.graphLaunches;
   auto *exec = reinterpret_cast<Graph *>(handle);
   if (!state().execs.count(exec))
     return CUDA_ERROR_INVALID_HANDLE;
@@ -1069,6 +1085,7 @@ STRINGRT_EMU_EXPORT CUresult cuStreamWaitEvent(CUstream hStream, CUevent handle,
 
 STRINGRT_EMU_EXPORT CUresult cuEventSynchronize(CUevent handle) {
   REQUIRE_INIT();
+  ++counters.hostWaits;
   auto *event = reinterpret_cast<Event *>(handle);
   if (!state().events.count(event))
     return CUDA_ERROR_INVALID_HANDLE;
@@ -1143,4 +1160,13 @@ STRINGRT_EMU_EXPORT CUresult cuGetErrorString(CUresult error, const char **text)
     }
   *text = nullptr;
   return CUDA_ERROR_INVALID_VALUE;
+}
+
+// Not CUDA: the counts of Counters, into out[0..2] (kernel launches outside
+// capture, graph launches, host waits), for tests that check what the
+// runtime asks of the device (DeviceOptimizerTest.cpp). Found with dlsym.
+STRINGRT_EMU_EXPORT void stringrt_emulator_counters(uint64_t *out) {
+  out[0] = counters.kernelLaunches;
+  out[1] = counters.graphLaunches;
+  out[2] = counters.hostWaits;
 }

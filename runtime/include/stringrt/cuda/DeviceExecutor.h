@@ -10,12 +10,15 @@
 // the values outside it (inputs, i32 results, f32 results of programs
 // without a plan); scratch buffers are one block sized for the largest op.
 // Everything runs on one stream (with CUDA graphs, DeviceOptions); a
-// training step uploads the batch, walks
-// @gradients, copies the gradient outputs into the flat gradient buffer,
-// computes the gradient norm's partial sums, and then makes its only
-// synchronisation: the loss and the partials come back together, the host
-// forms the clipping factor and launches AdamW (asynchronously: the next
-// step's synchronisation covers it).
+// training step walks @gradients, copies the gradient outputs into the flat
+// gradient buffer, computes the gradient norm's partial sums, forms the
+// step's clipping factor, learning rate and bias corrections on the device
+// (pe_optimizer_scalars, into the step control block: StepControl.h) and
+// runs the optimizer, which reads them there: nothing passes through the
+// host inside a step, and from the second step at a batch size the whole
+// step is one CUDA graph replay. What the step did (its loss, gradient norm,
+// learning rate) comes back in a page-locked copy the host waits for when it
+// collects the step, which may be after it queued the next one.
 //
 // The optimizer is AdamW or SGD (pe_adamw / pe_sgd from the package). A
 // batch is staged first (stage(): uploaded on a second stream while the
@@ -32,6 +35,7 @@
 #include "stringrt/Manifest.h"
 #include "stringrt/Optimizer.h"
 #include "stringrt/Trainer.h"
+#include "stringrt/cuda/StepControl.h"
 
 #include <cstdint>
 #include <functional>
@@ -50,7 +54,8 @@ struct DeviceOptions {
   bool tf32 = false;
   // From the second training step at a batch size on, replay the step's
   // device work (the walk of @gradients, the gradient copies, the norm's
-  // partials and the copies back) as a CUDA graph captured on that step:
+  // partials, the optimizer's scalars and the optimizer) as a CUDA graph
+  // captured on that step:
   // one launch instead of hundreds. When capture fails the executor says so
   // on stderr once and runs the steps without graphs.
   bool graphs = true;
@@ -87,16 +92,28 @@ public:
   void stage(const std::map<std::string, HostTensor> &inputs);
   bool hasStagedBatch() const;
 
-  // One training step t = stepCount() + 1 of a run of `totalSteps` on the
-  // staged batch: gradients, global-norm clipping, the optimizer (AdamW or
-  // SGD, the formulas of Optimizer.h). `loss` is the loss before the update;
-  // when it is not finite the parameters are left alone. `whileComputing`,
-  // when given, runs on the host once the step's device work is queued and
-  // before waiting for it (stage the next batch there).
+  // Queues one training step of a run of `totalSteps` on the staged batch:
+  // gradients, global-norm clipping, the learning rate of the schedule, the
+  // optimizer (AdamW or SGD, the formulas of Optimizer.h), all on the device;
+  // returns without waiting. A step whose loss is not finite leaves the
+  // parameters and the optimizer state alone, and so does every step after
+  // it until setState(). Throws when kStepsInFlight steps are
+  // queued and not collected.
+  void queueStep(int64_t totalSteps);
+  // Steps queued and not yet collected.
+  size_t stepsInFlight() const;
+  // Waits for the oldest queued step (only for it); what it did: its loss
+  // (before its update), whether it was applied, lr, gradient norm and
+  // clipping factor.
+  StepOutcome collectStep();
+  // queueStep, then `whileComputing` (when given: runs on the host while the
+  // step computes; stage the next batch there), then collectStep. `loss` is
+  // the step's loss. Needs no step in flight.
   OptimizerStepInfo trainStaged(int64_t totalSteps, float &loss,
                                 const std::function<void()> &whileComputing = {});
   // stage(inputs), then trainStaged; returns the loss.
   float trainStep(const std::map<std::string, HostTensor> &inputs, int64_t totalSteps);
+  // Optimizer steps applied, as of the last collected step.
   int64_t stepCount() const;
 
   // The parameters and the optimizer state (its buffers and step count)

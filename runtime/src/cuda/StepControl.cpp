@@ -1,0 +1,115 @@
+// The step control block (StepControl.h, stringrt/cuda/StepControl.h).
+#include "StepControl.h"
+
+#include "stringrt/Error.h"
+
+#include <fmt/format.h>
+
+#include <cstring>
+
+namespace stringrt::cuda {
+
+StepControlBlock makeStepControl(const ManifestOptimizer &config, int64_t stepsTaken,
+                                 int64_t totalSteps) {
+  if (totalSteps < 1)
+    throw Error(fmt::format("learningRate: totalSteps must be >= 1, got {}", totalSteps));
+  if (stepsTaken < 0)
+    throw Error(fmt::format("the step count must be >= 0, got {}", stepsTaken));
+  StepControlBlock block{};
+  block[kControlStepsTaken] = double(stepsTaken);
+  block[kControlTotalSteps] = double(totalSteps);
+  block[kControlBaseLr] = config.lr;
+  block[kControlMinLr] = config.minLr;
+  block[kControlWarmupSteps] = double(config.warmupSteps);
+  block[kControlSchedule] = config.schedule == LrSchedule::Constant ? 0.0 : 1.0;
+  block[kControlBeta1] = config.beta1;
+  block[kControlBeta2] = config.beta2;
+  block[kControlClipNorm] = config.clipNorm;
+  return block;
+}
+
+StepOutcome stepOutcome(const StepControlBlock &block) {
+  StepOutcome out;
+  out.loss = float(block[kControlLoss]);
+  out.applied = block[kControlApplied] > 0;
+  out.stepsTaken = int64_t(block[kControlStepsTaken]);
+  out.info.step = int64_t(block[kControlStep]);
+  out.info.lr = block[kControlLr];
+  out.info.gradNorm = block[kControlGradNorm];
+  out.info.clipScale = block[kControlClipScale];
+  return out;
+}
+
+namespace {
+constexpr size_t kBlockBytes = sizeof(StepControlBlock);
+} // namespace
+
+StepControl::StepControl(std::shared_ptr<Device> device, const ManifestOptimizer &config)
+    : device_(std::move(device)), config_(config) {
+  block_ = std::make_unique<Arena>(device_, kBlockBytes);
+  const driver::Api &api = driver::require();
+  void *host = nullptr;
+  driver::check(api.memHostAlloc(&host, kBlockBytes * kInFlight, 0),
+                "allocating the step results' page-locked memory", "cuMemHostAlloc");
+  ring_ = static_cast<double *>(host);
+  for (CUevent &event : copied_)
+    driver::check(api.eventCreate(&event, CU_EVENT_DISABLE_TIMING), "creating the step events",
+                  "cuEventCreate");
+  reset(0, 1);
+}
+
+StepControl::~StepControl() {
+  if (const driver::Api *api = driver::api()) {
+    for (CUevent event : copied_)
+      if (event) {
+        api->eventSynchronize(event);
+        api->eventDestroy(event);
+      }
+    if (ring_)
+      api->memFreeHost(ring_);
+  }
+}
+
+uint64_t StepControl::address() const { return block_->at(0, kBlockBytes); }
+
+void StepControl::reset(int64_t stepsTaken, int64_t totalSteps) {
+  StepControlBlock block = makeStepControl(config_, stepsTaken, totalSteps);
+  block_->upload(0, block.data(), kBlockBytes, "setting the step control block");
+  totalSteps_ = totalSteps;
+}
+
+int64_t StepControl::downloadStepsTaken() const {
+  double taken = 0;
+  block_->download(kControlStepsTaken * sizeof(double), &taken, sizeof taken,
+                   "reading the step counter");
+  return int64_t(taken);
+}
+
+void StepControl::enqueueReadback(CUstream stream) {
+  if (pending_ == kInFlight)
+    throw Error(fmt::format("device executor: {} training steps are queued and not collected",
+                            kInFlight));
+  const size_t slot = queued_ % kInFlight;
+  const driver::Api &api = driver::require();
+  driver::check(api.memcpyDtoHAsync(ring_ + slot * kControlSlots, CUdeviceptr(address()),
+                                    kBlockBytes, stream),
+                "copying the step's results back", "cuMemcpyDtoHAsync");
+  driver::check(api.eventRecord(copied_[slot], stream), "copying the step's results back",
+                "cuEventRecord");
+  ++queued_;
+  ++pending_;
+}
+
+StepOutcome StepControl::collect() {
+  if (pending_ == 0)
+    throw Error("device executor: no training step is queued");
+  const size_t slot = (queued_ - pending_) % kInFlight;
+  driver::check(driver::require().eventSynchronize(copied_[slot]), "waiting for a training step",
+                "cuEventSynchronize");
+  --pending_;
+  StepControlBlock block;
+  std::memcpy(block.data(), ring_ + slot * kControlSlots, kBlockBytes);
+  return stepOutcome(block);
+}
+
+} // namespace stringrt::cuda
