@@ -17,6 +17,7 @@
 #include "stringrt/Optimizer.h"
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -150,12 +151,14 @@ public:
   virtual void start(const std::vector<float> &params, const Optimizer &optimizer) = 0;
   // One training step (gradients, clipping, the optimizer) on `batch`;
   // returns what the optimizer did and sets `loss` (before the update).
-  // `next` is the batch of the following step (nullptr for the last one): a
-  // backend may begin uploading it while this step computes, and then the
-  // next call's `batch` is that batch.
+  // `next` assembles the batch of the following step and returns it
+  // (nullptr for the last step): the backend calls it exactly once, while
+  // this step computes where it can (so that the device does not wait for
+  // the host's data), and may begin uploading it; the next call's `batch`
+  // is that batch.
+  using NextBatch = std::function<const std::map<std::string, HostTensor> *()>;
   virtual OptimizerStepInfo step(const std::map<std::string, HostTensor> &batch,
-                                 const std::map<std::string, HostTensor> *next,
-                                 int64_t totalSteps, float &loss) = 0;
+                                 const NextBatch &next, int64_t totalSteps, float &loss) = 0;
   // evaluate() of the current parameters on the test split.
   virtual EvalResult evaluate(const DataSet &data, int64_t batch) = 0;
   // Copies the current parameters and optimizer state (and step count) into

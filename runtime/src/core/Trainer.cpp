@@ -79,13 +79,14 @@ public:
       : model_(model), optimizer_(optimizer), threads_(threads) {}
   std::string name() const override { return ""; }
   void start(const std::vector<float> &, const Optimizer &) override {}
-  OptimizerStepInfo step(const std::map<std::string, HostTensor> &batch,
-                         const std::map<std::string, HostTensor> *, int64_t totalSteps,
-                         float &loss) override {
+  OptimizerStepInfo step(const std::map<std::string, HostTensor> &batch, const NextBatch &next,
+                         int64_t totalSteps, float &loss) override {
     model_.gradients(batch, loss, grads_);
-    if (!std::isfinite(loss))
-      return {};
-    return optimizer_.step(model_.parameters(), grads_, totalSteps);
+    OptimizerStepInfo info;
+    if (std::isfinite(loss))
+      info = optimizer_.step(model_.parameters(), grads_, totalSteps);
+    next(); // nothing runs meanwhile on the CPU: assembled after the step
+    return info;
   }
   EvalResult evaluate(const DataSet &data, int64_t batch) override {
     return stringrt::evaluate(model_, data, batch, threads_);
@@ -410,21 +411,25 @@ TrainResult train(Model &model, const DataSet &data, const TrainOptions &options
   int64_t epochSteps = 0;
   const int64_t units = data.unitsPerExample() * plan.batch;
 
-  // Each step also gets the next step's batch (a backend may upload it while
-  // the step computes).
+  // Each step also gets how to assemble the next step's batch (a backend
+  // does it, and may upload it, while the step computes).
   Batch batch = batchOf(plan.startStep);
   for (int64_t s = plan.startStep; s < endStep; ++s) {
     const int64_t epoch = s / plan.stepsPerEpoch;
     const int64_t k = s % plan.stepsPerEpoch;
     std::optional<Batch> next;
     std::map<std::string, HostTensor> nextInputs;
-    if (s + 1 < endStep) {
+    auto assembleNext = [&]() -> const std::map<std::string, HostTensor> * {
+      if (next || s + 1 >= endStep)
+        return next ? &nextInputs : nullptr;
       next = batchOf(s + 1);
       nextInputs = modelInputs(model, *next);
-    }
+      return &nextInputs;
+    };
     float loss = 0;
-    OptimizerStepInfo info = run.step(modelInputs(model, batch), next ? &nextInputs : nullptr,
-                                      plan.totalSteps, loss);
+    OptimizerStepInfo info =
+        run.step(modelInputs(model, batch), assembleNext, plan.totalSteps, loss);
+    assembleNext(); // (a backend that did not)
     if (!std::isfinite(loss))
       throw Error(fmt::format("step {} (epoch {}): the loss is {}; stopping",
                               s + 1, epoch + 1, loss));

@@ -35,15 +35,16 @@ void DeviceTrainBackend::start(const std::vector<float> &params, const Optimizer
 }
 
 OptimizerStepInfo DeviceTrainBackend::step(const std::map<std::string, HostTensor> &batch,
-                                           const std::map<std::string, HostTensor> *next,
-                                           int64_t totalSteps, float &loss) {
+                                           const NextBatch &next, int64_t totalSteps,
+                                           float &loss) {
   DeviceModel &device = started();
   // The previous step staged this batch when it was its `next`.
   if (!device.hasStagedBatch())
     device.stage(batch);
+  // While the step computes, the next batch is assembled and uploaded.
   return device.trainStaged(totalSteps, loss, [&] {
-    if (next)
-      device.stage(*next);
+    if (const std::map<std::string, HostTensor> *inputs = next())
+      device.stage(*inputs);
   });
 }
 

@@ -2,8 +2,10 @@
 // trainer's loop, data order, log, checkpoints and resume, with each step and
 // evaluation run by a DeviceModel (DeviceExecutor.h). Checkpoints are the CPU
 // trainer's files (the device state is copied back before each is written),
-// so a run resumes on either executor. While step n computes, batch n + 1 is
-// staged (DeviceOptions::overlapUpload).
+// so a run resumes on either executor. While step n computes (one graph
+// replay, optimizer included), batch n + 1 is assembled on the host and
+// staged (DeviceOptions::overlapUpload); the host waits for step n's results
+// once, at its end.
 #pragma once
 
 #include "stringrt/CudaSection.h"
@@ -27,9 +29,8 @@ public:
   // "CUDA" before start().
   std::string name() const override;
   void start(const std::vector<float> &params, const Optimizer &optimizer) override;
-  OptimizerStepInfo step(const std::map<std::string, HostTensor> &batch,
-                         const std::map<std::string, HostTensor> *next, int64_t totalSteps,
-                         float &loss) override;
+  OptimizerStepInfo step(const std::map<std::string, HostTensor> &batch, const NextBatch &next,
+                         int64_t totalSteps, float &loss) override;
   EvalResult evaluate(const DataSet &data, int64_t batch) override;
   void fetch(std::vector<float> &params, Optimizer &optimizer) override;
 
