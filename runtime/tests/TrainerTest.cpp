@@ -12,9 +12,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <memory>
 #include <sstream>
 
 namespace stringrt {
@@ -455,6 +457,120 @@ TEST(TrainerTest, DivergingLossStops) {
   o.epochs = 2;
   EXPECT_TRUE(failsWith([&] { train(model, data, o); }, "",
                         {"the loss is", "stopping"}));
+}
+
+// A backend that runs each step on the CPU when it is queued but hands the
+// results back only when collected, and records the trainer's calls: the
+// trainer's side of queueing steps ahead (the GPU backend's
+// stepsAhead() is 1).
+class QueueingBackend : public TrainBackend {
+public:
+  QueueingBackend(Model &model, int64_t ahead) : model_(model), ahead_(ahead) {}
+  std::string name() const override { return "queueing"; }
+  void start(const std::vector<float> &params, const Optimizer &optimizer) override {
+    model_.parameters() = params;
+    optimizer_ = std::make_unique<Optimizer>(optimizer);
+    calls.push_back("start");
+  }
+  void queue(const std::map<std::string, HostTensor> &batch, const NextBatch &next,
+             int64_t totalSteps) override {
+    float loss = 0;
+    std::vector<float> grads;
+    model_.gradients(batch, loss, grads);
+    OptimizerStepInfo info;
+    if (std::isfinite(loss))
+      info = optimizer_->step(model_.parameters(), grads, totalSteps);
+    results_.push_back({loss, info});
+    next();
+    calls.push_back("queue");
+    maxQueued = std::max(maxQueued, int64_t(results_.size()));
+  }
+  OptimizerStepInfo collect(float &loss) override {
+    EXPECT_FALSE(results_.empty());
+    loss = results_.front().first;
+    OptimizerStepInfo info = results_.front().second;
+    results_.pop_front();
+    calls.push_back("collect");
+    return info;
+  }
+  int64_t stepsAhead() const override { return ahead_; }
+  EvalResult evaluate(const DataSet &data, int64_t batch) override {
+    EXPECT_TRUE(results_.empty()) << "evaluated with steps not collected";
+    calls.push_back("evaluate");
+    return stringrt::evaluate(model_, data, batch);
+  }
+  void fetch(std::vector<float> &params, Optimizer &optimizer) override {
+    EXPECT_TRUE(results_.empty()) << "fetched with steps not collected";
+    params = model_.parameters();
+    optimizer = *optimizer_;
+    calls.push_back("fetch");
+  }
+
+  std::vector<std::string> calls;
+  int64_t maxQueued = 0;
+
+private:
+  Model &model_;
+  int64_t ahead_;
+  std::unique_ptr<Optimizer> optimizer_;
+  std::deque<std::pair<float, OptimizerStepInfo>> results_;
+};
+
+TEST(TrainerTest, StepsQueuedAheadAreReportedInOrderAndNeverCrossAnEpoch) {
+  ImageFixture fx;
+  TrainOptions o;
+  o.epochs = 2;
+  o.batch = 4; // 7 steps per epoch
+  o.seed = 3;
+  o.checkpointPath = fx.dir.file("ckpt.safetensors");
+  Model cpu(imageManifest());
+  DataSet data = loadModelData(cpu, fx.data);
+  Recorder want;
+  train(cpu, data, o, &want);
+  for (int64_t ahead : {1, 2}) {
+    Model model(imageManifest());
+    QueueingBackend backend(model, ahead);
+    Recorder got;
+    train(model, data, o, &got, &backend);
+    EXPECT_EQ(got.losses, want.losses) << ahead;
+    EXPECT_EQ(got.steps, want.steps) << ahead;
+    EXPECT_EQ(model.parameters(), cpu.parameters()) << ahead;
+    ASSERT_EQ(got.evals.size(), 2u);
+    EXPECT_EQ(got.evals[1].loss, want.evals[1].loss);
+    EXPECT_EQ(backend.maxQueued, 1 + ahead);
+    // Each epoch: queued ahead by `ahead`, then everything collected before
+    // the evaluation and the checkpoint's fetch.
+    std::vector<std::string> epoch;
+    for (int64_t s = 0; s < 7; ++s) {
+      epoch.push_back("queue");
+      if (s >= ahead && s < 6)
+        epoch.push_back("collect");
+    }
+    for (int64_t i = 0; i < std::min<int64_t>(ahead, 6) + 1; ++i)
+      epoch.push_back("collect");
+    epoch.push_back("evaluate");
+    epoch.push_back("fetch");
+    std::vector<std::string> expected = {"start"};
+    for (int e = 0; e < 2; ++e)
+      expected.insert(expected.end(), epoch.begin(), epoch.end());
+    expected.push_back("fetch"); // the end of the run
+    EXPECT_EQ(backend.calls, expected) << ahead;
+  }
+}
+
+// A diverging step queued ahead of its report stops the run at that step.
+TEST(TrainerTest, DivergingLossStopsWhenQueuedAhead) {
+  ImageFixture fx;
+  Manifest m = imageManifest();
+  m.params[1].value = std::numeric_limits<double>::infinity(); // The bias.
+  Model model(m);
+  DataSet data = loadModelData(model, fx.data);
+  TrainOptions o;
+  o.batch = 4;
+  o.epochs = 2;
+  QueueingBackend backend(model, 1);
+  EXPECT_TRUE(failsWith([&] { train(model, data, o, nullptr, &backend); }, "",
+                        {"step 1 (epoch 1): the loss is", "stopping"}));
 }
 
 TEST(TrainerTest, BenchTimesSteps) {

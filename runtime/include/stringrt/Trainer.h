@@ -149,16 +149,23 @@ public:
   // The run starts from these parameters and this optimizer state (step
   // count included): freshly initialised, or the resumed checkpoint's.
   virtual void start(const std::vector<float> &params, const Optimizer &optimizer) = 0;
-  // One training step (gradients, clipping, the optimizer) on `batch`;
-  // returns what the optimizer did and sets `loss` (before the update).
-  // `next` assembles the batch of the following step and returns it
+  // Queues one training step (gradients, clipping, the optimizer) on
+  // `batch`. `next` assembles the batch of the following step and returns it
   // (nullptr for the last step): the backend calls it exactly once, while
-  // this step computes where it can (so that the device does not wait for
-  // the host's data), and may begin uploading it; the next call's `batch`
-  // is that batch.
+  // this step computes where it can (so that a device does not wait for the
+  // host's data), and may begin uploading it; the next queue()'s `batch` is
+  // that batch.
   using NextBatch = std::function<const std::map<std::string, HostTensor> *()>;
-  virtual OptimizerStepInfo step(const std::map<std::string, HostTensor> &batch,
-                                 const NextBatch &next, int64_t totalSteps, float &loss) = 0;
+  virtual void queue(const std::map<std::string, HostTensor> &batch, const NextBatch &next,
+                     int64_t totalSteps) = 0;
+  // The oldest queued step's results (waiting for them): sets `loss` (before
+  // the update) and returns what the optimizer did. A step whose loss is
+  // not finite leaves the parameters alone, and so do the steps queued after
+  // it (the trainer stops at it).
+  virtual OptimizerStepInfo collect(float &loss) = 0;
+  // How many more steps than one the trainer may queue before collecting
+  // (0: each step is collected before the next is queued).
+  virtual int64_t stepsAhead() const { return 0; }
   // evaluate() of the current parameters on the test split.
   virtual EvalResult evaluate(const DataSet &data, int64_t batch) = 0;
   // Copies the current parameters and optimizer state (and step count) into

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <deque>
 #include <cmath>
 #include <cstdio>
 #include <exception>
@@ -79,14 +80,18 @@ public:
       : model_(model), optimizer_(optimizer), threads_(threads) {}
   std::string name() const override { return ""; }
   void start(const std::vector<float> &, const Optimizer &) override {}
-  OptimizerStepInfo step(const std::map<std::string, HostTensor> &batch, const NextBatch &next,
-                         int64_t totalSteps, float &loss) override {
-    model_.gradients(batch, loss, grads_);
-    OptimizerStepInfo info;
-    if (std::isfinite(loss))
-      info = optimizer_.step(model_.parameters(), grads_, totalSteps);
+  // The step runs when queued; collect() returns it.
+  void queue(const std::map<std::string, HostTensor> &batch, const NextBatch &next,
+             int64_t totalSteps) override {
+    model_.gradients(batch, loss_, grads_);
+    info_ = {};
+    if (std::isfinite(loss_))
+      info_ = optimizer_.step(model_.parameters(), grads_, totalSteps);
     next(); // nothing runs meanwhile on the CPU: assembled after the step
-    return info;
+  }
+  OptimizerStepInfo collect(float &loss) override {
+    loss = loss_;
+    return info_;
   }
   EvalResult evaluate(const DataSet &data, int64_t batch) override {
     return stringrt::evaluate(model_, data, batch, threads_);
@@ -98,6 +103,8 @@ private:
   Optimizer &optimizer_;
   int threads_;
   std::vector<float> grads_;
+  float loss_ = 0;
+  OptimizerStepInfo info_;
 };
 
 // The CSV log of a run.
@@ -411,31 +418,14 @@ TrainResult train(Model &model, const DataSet &data, const TrainOptions &options
   int64_t epochSteps = 0;
   const int64_t units = data.unitsPerExample() * plan.batch;
 
-  // Each step also gets how to assemble the next step's batch (a backend
-  // does it, and may upload it, while the step computes).
-  Batch batch = batchOf(plan.startStep);
-  for (int64_t s = plan.startStep; s < endStep; ++s) {
+  // Step s's results: checked, logged and reported; at the end of an epoch
+  // or of the run, the evaluation and the checkpoint.
+  auto finish = [&](int64_t s, float loss, const OptimizerStepInfo &info) {
     const int64_t epoch = s / plan.stepsPerEpoch;
     const int64_t k = s % plan.stepsPerEpoch;
-    std::optional<Batch> next;
-    std::map<std::string, HostTensor> nextInputs;
-    auto assembleNext = [&]() -> const std::map<std::string, HostTensor> * {
-      if (next || s + 1 >= endStep)
-        return next ? &nextInputs : nullptr;
-      next = batchOf(s + 1);
-      nextInputs = modelInputs(model, *next);
-      return &nextInputs;
-    };
-    float loss = 0;
-    OptimizerStepInfo info =
-        run.step(modelInputs(model, batch), assembleNext, plan.totalSteps, loss);
-    assembleNext(); // (a backend that did not)
     if (!std::isfinite(loss))
       throw Error(fmt::format("step {} (epoch {}): the loss is {}; stopping",
                               s + 1, epoch + 1, loss));
-    if (next)
-      batch = std::move(*next);
-
     epochLoss += loss;
     ++epochSteps;
     const double epochSeconds = secondsSince(epochStart);
@@ -462,7 +452,7 @@ TrainResult train(Model &model, const DataSet &data, const TrainOptions &options
     const bool epochDone = (s + 1) % plan.stepsPerEpoch == 0;
     const bool last = s + 1 == endStep;
     if (!epochDone && !last)
-      continue;
+      return;
     EpochReport er;
     er.epoch = epoch;
     er.step = s + 1;
@@ -494,6 +484,40 @@ TrainResult train(Model &model, const DataSet &data, const TrainOptions &options
     epochStart = Clock::now();
     epochLoss = 0;
     epochSteps = 0;
+  };
+
+  // Each step is queued with how to assemble the next step's batch (a
+  // backend does it, and may upload it, while the step computes). A backend
+  // may take run.stepsAhead() more steps before the trainer collects a
+  // step's results (the GPU: step s + 1 is queued before step s is read), but
+  // never across the end of an epoch or of the run: the evaluation and the
+  // checkpoint see exactly the parameters after their step.
+  Batch batch = batchOf(plan.startStep);
+  std::deque<int64_t> queued; // steps queued and not collected, oldest first
+  for (int64_t s = plan.startStep; s < endStep; ++s) {
+    std::optional<Batch> next;
+    std::map<std::string, HostTensor> nextInputs;
+    auto assembleNext = [&]() -> const std::map<std::string, HostTensor> * {
+      if (next || s + 1 >= endStep)
+        return next ? &nextInputs : nullptr;
+      next = batchOf(s + 1);
+      nextInputs = modelInputs(model, *next);
+      return &nextInputs;
+    };
+    run.queue(modelInputs(model, batch), assembleNext, plan.totalSteps);
+    assembleNext(); // (a backend that did not)
+    queued.push_back(s);
+    const bool boundary = (s + 1) % plan.stepsPerEpoch == 0 || s + 1 == endStep;
+    while (!queued.empty() &&
+           (boundary || static_cast<int64_t>(queued.size()) > run.stepsAhead())) {
+      float loss = 0;
+      OptimizerStepInfo info = run.collect(loss);
+      const int64_t done = queued.front();
+      queued.pop_front();
+      finish(done, loss, info);
+    }
+    if (next)
+      batch = std::move(*next);
   }
   run.fetch(model.parameters(), optimizer);
   result.finished = result.steps == plan.totalSteps;

@@ -692,6 +692,7 @@ void DeviceModel::setState(const std::vector<float> &params, const Optimizer &op
     throw Error(fmt::format("device executor: {} parameters given, the manifest has {}",
                             params.size(), m.total));
   m.sync("setting the parameters and optimizer state"); // nothing in flight reads them
+  m.control->discardPending(); // results of steps of an abandoned run (the trainer stopped)
   const size_t bytes = size_t(m.total) * 4;
   if (bytes) {
     m.params->upload(0, params.data(), bytes, "uploading the parameters");

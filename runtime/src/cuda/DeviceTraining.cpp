@@ -34,18 +34,22 @@ void DeviceTrainBackend::start(const std::vector<float> &params, const Optimizer
   device_->setState(params, optimizer);
 }
 
-OptimizerStepInfo DeviceTrainBackend::step(const std::map<std::string, HostTensor> &batch,
-                                           const NextBatch &next, int64_t totalSteps,
-                                           float &loss) {
+void DeviceTrainBackend::queue(const std::map<std::string, HostTensor> &batch,
+                               const NextBatch &next, int64_t totalSteps) {
   DeviceModel &device = started();
   // The previous step staged this batch when it was its `next`.
   if (!device.hasStagedBatch())
     device.stage(batch);
+  device.queueStep(totalSteps);
   // While the step computes, the next batch is assembled and uploaded.
-  return device.trainStaged(totalSteps, loss, [&] {
-    if (const std::map<std::string, HostTensor> *inputs = next())
-      device.stage(*inputs);
-  });
+  if (const std::map<std::string, HostTensor> *inputs = next())
+    device.stage(*inputs);
+}
+
+OptimizerStepInfo DeviceTrainBackend::collect(float &loss) {
+  StepOutcome outcome = started().collectStep();
+  loss = outcome.loss;
+  return outcome.info;
 }
 
 EvalResult DeviceTrainBackend::evaluate(const DataSet &data, int64_t batch) {

@@ -42,6 +42,8 @@ public:
   // when kInFlight copies are not yet collected.
   void enqueueReadback(CUstream stream);
   size_t pending() const { return pending_; }
+  // Forgets the queued copies (after the stream was waited for).
+  void discardPending() { pending_ = 0; }
   // Waits for the oldest queued copy; what its step did. Throws when none is
   // pending.
   StepOutcome collect();

@@ -119,7 +119,9 @@ public:
   // The parameters and the optimizer state (its buffers and step count)
   // from / into host copies, in the CPU optimizer's layout, so that
   // checkpoints are the CPU trainer's (Checkpoint.h). `optimizer` must be of
-  // the package's kind over the manifest's parameters.
+  // the package's kind over the manifest's parameters. setState waits for
+  // the queued steps and drops their uncollected results (a new start), and
+  // clears a halt (queueStep).
   void setState(const std::vector<float> &params, const Optimizer &optimizer);
   void getState(std::vector<float> &params, Optimizer &optimizer) const;
 

@@ -4,8 +4,9 @@
 // trainer's files (the device state is copied back before each is written),
 // so a run resumes on either executor. While step n computes (one graph
 // replay, optimizer included), batch n + 1 is assembled on the host and
-// staged (DeviceOptions::overlapUpload); the host waits for step n's results
-// once, at its end.
+// staged (DeviceOptions::overlapUpload) and step n + 1 queued; then the host
+// waits for step n's results and reports them (so the device always has
+// the next step queued), except at the end of an epoch or of the run.
 #pragma once
 
 #include "stringrt/CudaSection.h"
@@ -29,8 +30,15 @@ public:
   // "CUDA" before start().
   std::string name() const override;
   void start(const std::vector<float> &params, const Optimizer &optimizer) override;
-  OptimizerStepInfo step(const std::map<std::string, HostTensor> &batch, const NextBatch &next,
-                         int64_t totalSteps, float &loss) override;
+  // The step is queued on the device (DeviceModel::queueStep), the next
+  // batch assembled and staged while it computes; collect() waits for the
+  // oldest step. One step more may be queued before the trainer collects
+  // (kStepsInFlight - 1), so the device never waits for the host's
+  // reporting.
+  void queue(const std::map<std::string, HostTensor> &batch, const NextBatch &next,
+             int64_t totalSteps) override;
+  OptimizerStepInfo collect(float &loss) override;
+  int64_t stepsAhead() const override { return int64_t(kStepsInFlight) - 1; }
   EvalResult evaluate(const DataSet &data, int64_t batch) override;
   void fetch(std::vector<float> &params, Optimizer &optimizer) override;
 
