@@ -446,19 +446,6 @@ TEST(TrainerTest, RejectsDataThatDoesNotFitAndBadRuns) {
                          "'tiny_bigram'"}));
 }
 
-TEST(TrainerTest, DivergingLossStops) {
-  ImageFixture fx;
-  Manifest m = imageManifest();
-  m.params[1].value = std::numeric_limits<double>::infinity(); // The bias.
-  Model model(m);
-  DataSet data = loadModelData(model, fx.data);
-  TrainOptions o;
-  o.batch = 4;
-  o.epochs = 2;
-  EXPECT_TRUE(failsWith([&] { train(model, data, o); }, "",
-                        {"the loss is", "stopping"}));
-}
-
 // A backend that runs each step on the CPU when it is queued but hands the
 // results back only when collected, and records the trainer's calls: the
 // trainer's side of queueing steps ahead (the GPU backend's
@@ -558,16 +545,24 @@ TEST(TrainerTest, StepsQueuedAheadAreReportedInOrderAndNeverCrossAnEpoch) {
   }
 }
 
-// A diverging step queued ahead of its report stops the run at that step.
-TEST(TrainerTest, DivergingLossStopsWhenQueuedAhead) {
-  ImageFixture fx;
+// The image classifier with an infinite (frozen) bias: every loss is NaN.
+Manifest divergingImageManifest() {
   Manifest m = imageManifest();
-  m.params[1].value = std::numeric_limits<double>::infinity(); // The bias.
-  Model model(m);
+  m.params[1].value = std::numeric_limits<double>::infinity();
+  return m;
+}
+
+TEST(TrainerTest, DivergingLossStops) {
+  ImageFixture fx;
+  Model model(divergingImageManifest());
   DataSet data = loadModelData(model, fx.data);
   TrainOptions o;
   o.batch = 4;
   o.epochs = 2;
+  EXPECT_TRUE(failsWith([&] { train(model, data, o); }, "",
+                        {"step 1 (epoch 1): the loss is", "stopping"}));
+  // Queued ahead of its report (QueueingBackend below), the run stops at
+  // the same step.
   QueueingBackend backend(model, 1);
   EXPECT_TRUE(failsWith([&] { train(model, data, o, nullptr, &backend); }, "",
                         {"step 1 (epoch 1): the loss is", "stopping"}));

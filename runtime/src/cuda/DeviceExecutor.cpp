@@ -105,7 +105,7 @@ struct DeviceModel::Impl {
   // batch alone).
   std::unique_ptr<BatchStaging> staging, evalStaging;
   int64_t steps = 0;       // optimizer steps applied, as of the last step collected
-  int64_t stepsQueued = 0; // training steps queued (names them in errors)
+  int64_t stepsQueued = 0; // steps before the state given + steps queued since (names them)
   std::map<std::pair<std::string, int64_t>, BatchBuffers> buffers;
 
   bool adamw() const { return manifest.optimizer.kind == OptimizerKind::AdamW; }
@@ -596,7 +596,7 @@ void DeviceModel::queueStep(int64_t totalSteps) {
     m.sync("changing the run's length");
     m.control->reset(m.control->downloadStepsTaken(), totalSteps);
   }
-  const std::string where = fmt::format("training step {} (queued)", ++m.stepsQueued);
+  const std::string where = fmt::format("training step {}", ++m.stepsQueued);
   int64_t batch = m.stagedBatch();
   BatchBuffers &b = m.buffersFor("gradients", batch);
   m.consumeStaged(b, "gradients");
@@ -608,7 +608,8 @@ size_t DeviceModel::stepsInFlight() const { return impl_->control->pending(); }
 
 StepOutcome DeviceModel::collectStep() {
   Impl &m = *impl_;
-  StepOutcome outcome = m.control->collect();
+  StepOutcome outcome = m.control->collect(
+      fmt::format("training step {}", m.stepsQueued - int64_t(m.control->pending()) + 1));
   m.steps = outcome.stepsTaken;
   return outcome;
 }
@@ -701,7 +702,7 @@ void DeviceModel::setState(const std::vector<float> &params, const Optimizer &op
     for (size_t i = 0; i < arenas.size(); ++i)
       arenas[i]->upload(0, buffers[i].values->data(), bytes, "uploading the optimizer state");
   }
-  m.steps = optimizer.stepCount();
+  m.steps = m.stepsQueued = optimizer.stepCount();
   m.control->reset(m.steps, m.control->totalSteps()); // and no longer halted
 }
 

@@ -100,12 +100,11 @@ void StepControl::enqueueReadback(CUstream stream) {
   ++pending_;
 }
 
-StepOutcome StepControl::collect() {
+StepOutcome StepControl::collect(const std::string &step) {
   if (pending_ == 0)
     throw Error("device executor: no training step is queued");
   const size_t slot = (queued_ - pending_) % kInFlight;
-  driver::check(driver::require().eventSynchronize(copied_[slot]), "waiting for a training step",
-                "cuEventSynchronize");
+  driver::check(driver::require().eventSynchronize(copied_[slot]), step, "cuEventSynchronize");
   --pending_;
   StepControlBlock block;
   std::memcpy(block.data(), ring_ + slot * kControlSlots, kBlockBytes);

@@ -16,6 +16,7 @@
 
 #include <array>
 #include <memory>
+#include <string>
 
 namespace stringrt::cuda {
 
@@ -45,8 +46,8 @@ public:
   // Forgets the queued copies (after the stream was waited for).
   void discardPending() { pending_ = 0; }
   // Waits for the oldest queued copy; what its step did. Throws when none is
-  // pending.
-  StepOutcome collect();
+  // pending; errors of the step's work name `step`.
+  StepOutcome collect(const std::string &step);
 
 private:
   std::shared_ptr<Device> device_;
