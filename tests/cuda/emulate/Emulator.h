@@ -1,7 +1,7 @@
 // The host CUDA emulator's internals (libstringrt_cuda_emulator.so,
-// docs/cuda.md "Emulator"): what its driver API (DriverApi.cpp), cuBLAS
-// (CublasApi.cpp), kernel libraries (KernelLibraries.cpp) and kernel runner
-// (BlockRunner.cpp) share.
+// docs/cuda.md "Emulator"): what its driver API (Driver*.cpp, their own
+// state in DriverState.h), cuBLAS (CublasApi.cpp), kernel libraries
+// (KernelLibraries.cpp) and kernel runner (BlockRunner.cpp) share.
 #pragma once
 
 #include <cuda.h>
@@ -65,7 +65,7 @@ struct LaunchDims {
 CUresult runKernel(const HostKernel &kernel, const LaunchDims &dims,
                    const std::vector<uint64_t> &slots);
 
-// ---- Streams and capture (DriverApi.cpp) ----
+// ---- Streams and capture (DriverState.cpp) ----
 
 // One operation of a stream: run now, or recorded into a graph while the
 // stream is capturing (its inputs copied, as CUDA copies kernel parameters).
