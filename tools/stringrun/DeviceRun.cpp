@@ -68,6 +68,7 @@ stringrt::cuda::DeviceOptions deviceOptions(const stringrt::CudaSection *cuda,
   options.tf32 = run.tf32;
   options.graphs = run.graphs;
   options.overlapUpload = run.overlapUpload;
+  options.syncEachLaunch = run.syncEachLaunch;
   return options;
 }
 
@@ -153,7 +154,8 @@ int deviceBench(const stringrt::CudaSection *cuda, stringrt::Model &model,
               double(steps) / seconds,
               double(steps * options.batch * data.unitsPerExample()) / seconds, data.unit(),
               1000.0 * seconds / double(steps), device->gemmPrecision(),
-              options.graphs ? "on" : "off", options.overlapUpload ? "on" : "off");
+              options.graphs && !options.syncEachLaunch ? "on" : "off",
+              options.overlapUpload ? "on" : "off");
   return 0;
 }
 

@@ -24,6 +24,7 @@ struct DeviceRunOptions {
   bool tf32 = false;
   bool graphs = true; // CUDA graphs for the training step (--no-graphs: off)
   bool overlapUpload = true; // batch upload on a second stream (--no-overlap: off)
+  bool syncEachLaunch = false; // wait after every launch (--sync-launches)
   std::string outPath; // gradients: the safetensors file of the GPU's gradients
 };
 

@@ -11,7 +11,7 @@
 //                           [--params FILE]
 // and, for every command, [--kernels compiled|fast|reference] [--threads N] [--no-arena];
 // every command also runs on a GPU with --device cuda [--tf32] [--no-graphs]
-// [--no-overlap] (a package of target cuda; DeviceRun.h).
+// [--no-overlap] [--sync-launches] (a package of target cuda; DeviceRun.h).
 //
 // Exit status: 0 on success, 1 on an error (bad package, data or checkpoint,
 // failed I/O, a diverging loss), 2 on a usage error.
@@ -116,6 +116,10 @@ options:
   --no-overlap       with --device cuda: upload each batch when its step
                      begins instead of on a second stream while the previous
                      step computes
+  --sync-launches    with --device cuda: wait after every kernel and GEMM,
+                     so that a kernel's fault is reported naming the op,
+                     launch and kernel (for debugging; slow, no graphs; also
+                     STRINGRT_CUDA_SYNC_LAUNCHES=1)
   --help             show this help
 
 exit status: 0 success, 1 error, 2 usage error
@@ -135,6 +139,7 @@ struct Args {
   bool tf32 = false;    // --tf32 (--device cuda)
   bool noGraphs = false; // --no-graphs (--device cuda)
   bool noOverlap = false; // --no-overlap (--device cuda)
+  bool syncLaunches = false; // --sync-launches (--device cuda)
 };
 
 const std::vector<std::string> kValueOptions = {
@@ -184,6 +189,10 @@ Args parseArgs(int argc, char **argv) {
       }
       if (name == "--no-overlap" && !inlineValue) {
         args.noOverlap = true;
+        continue;
+      }
+      if (name == "--sync-launches" && !inlineValue) {
+        args.syncLaunches = true;
         continue;
       }
       if (!isValueOption(name))
@@ -264,6 +273,8 @@ Args parseArgs(int argc, char **argv) {
     throw UsageError{"option '--no-graphs' needs --device cuda"};
   if (args.noOverlap && (device == args.values.end() || device->second != "cuda"))
     throw UsageError{"option '--no-overlap' needs --device cuda"};
+  if (args.syncLaunches && (device == args.values.end() || device->second != "cuda"))
+    throw UsageError{"option '--sync-launches' needs --device cuda"};
   return args;
 }
 
@@ -619,6 +630,7 @@ int main(int argc, char **argv) {
       options.tf32 = args.tf32;
       options.graphs = !args.noGraphs;
       options.overlapUpload = !args.noOverlap;
+      options.syncEachLaunch = args.syncLaunches;
       options.outPath = value(args, "--out").value_or("");
       if (args.command == "train" || args.command == "eval") {
         std::unique_ptr<stringrt::TrainBackend> backend =

@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 
@@ -268,9 +269,11 @@ struct DeviceModel::Impl {
         BoundLaunch bound = bindLaunch(section, opSteps.launches[l], pointers, batch, where);
         if (bound.gemm) {
           runGemm(*bound.gemm, where);
+          checkLaunch(where + " (GEMM)");
         } else if (!bound.empty()) { // no block at this batch: nothing to do
           kernels->launch(bound.kernel->name, bound.args, where,
                           bound.grid ? &*bound.grid : nullptr, stream);
+          checkLaunch(where + " (kernel " + bound.kernel->name + ")");
         }
       }
     }
@@ -326,6 +329,13 @@ struct DeviceModel::Impl {
     driver::check(driver::require().streamSynchronize(stream), what, "cuStreamSynchronize");
   }
 
+  /// DeviceOptions::syncEachLaunch: waits for the launch just queued, so
+  /// that its failure names it.
+  void checkLaunch(const std::string &launch) {
+    if (options.syncEachLaunch)
+      sync(launch);
+  }
+
   /// The device address of @gradients' loss (its first output).
   uint64_t lossAddress(const BatchBuffers &b) const {
     return address(b, program("gradients").outputs.at(0).value);
@@ -366,13 +376,16 @@ struct DeviceModel::Impl {
                        KernelArg::pointer(grads->at(0, size_t(total) * 4)),
                        KernelArg::integer(total)},
                       "the gradient norm", nullptr, stream);
+    checkLaunch("the gradient norm (kernel pe_sumsq_partials)");
     const std::array<int64_t, 3> oneBlock = {1, 1, 1};
     kernels->launch("pe_optimizer_scalars",
                     {KernelArg::pointer(control->address()),
                      KernelArg::pointer(partials->at(0, kMaxPartials * 4)),
                      KernelArg::integer(blocks), KernelArg::pointer(lossAddress(b))},
                     "the optimizer's scalars", &oneBlock, stream);
+    checkLaunch("the optimizer's scalars (kernel pe_optimizer_scalars)");
     launchOptimizer();
+    checkLaunch(adamw() ? "the optimizer (kernel pe_adamw)" : "the optimizer (kernel pe_sgd)");
   }
 
   /// Captures `enqueue` (the device part of a training step or evaluation
@@ -512,6 +525,10 @@ DeviceModel::DeviceModel(const Manifest &manifest, const CudaSection &section,
   m.manifest = manifest;
   m.section = section;
   m.options = options;
+  if (const char *sync = std::getenv("STRINGRT_CUDA_SYNC_LAUNCHES"); sync && std::string(sync) == "1")
+    m.options.syncEachLaunch = true;
+  if (m.options.syncEachLaunch)
+    m.options.graphs = false; // a wait cannot be captured
   checkPackage(manifest, section);
   for (const ManifestParam &p : manifest.params) {
     OptimizerSlot slot;

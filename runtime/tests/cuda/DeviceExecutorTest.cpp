@@ -15,6 +15,7 @@
 // largest magnitude (the bound stringrun gradients --device cuda uses), the
 // losses of steps 2 and 3 1e-3 relative (AdamW amplifies the differences of
 // small gradients in its first steps).
+#include "EmulatorCounters.h"
 #include "TestFiles.h"
 #include "TestPackages.h"
 
@@ -26,6 +27,7 @@
 #include "stringrt/cuda/CudaBackend.h"
 #include "stringrt/cuda/DeviceExecutor.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -311,6 +313,74 @@ TEST(GpuDeviceExecutor, VitRopeMatchesTheCpu) {
   for (size_t i = 0; i < after.size(); ++i)
     moved = std::max(moved, std::fabs(double(after[i]) - startParams[i]));
   EXPECT_GT(moved, 0.0) << "AdamW did not move the parameters";
+}
+
+// A kernel that faults (here: a launch of the step program told to cover far
+// more elements than its buffers hold, what a wrong size in a step would do)
+// is an error, never a crash: CUDA_ERROR_ILLEGAL_ADDRESS at the program's
+// next wait by default, and, with DeviceOptions::syncEachLaunch, naming the
+// op, the launch and the kernel.
+// Only under the emulator: on a GPU the fault poisons the context for the
+// rest of the process.
+TEST(GpuDeviceExecutor, AFaultingKernelIsNamedWhenEachLaunchIsWaitedFor) {
+  std::string why;
+  std::string path = existingPathFromEnv("STRINGRT_CUDA_VIT_PACKAGE", why);
+  if (path.empty())
+    GTEST_SKIP() << why << " (a package of examples/vit_rope.pe, stringc --target=cuda)";
+  REQUIRE_DEVICE();
+  if (!emulatorCounters())
+    GTEST_SKIP() << "faults a kernel: only under the host emulator (STRINGRT_CUDA_DRIVER)";
+  Package package = Package::load(path);
+  ASSERT_NE(package.cuda(), nullptr);
+  CudaSection section = *package.cuda();
+  // The first elementwise launch of @gradients: its size, far too large.
+  std::string kernel, op;
+  size_t opIndex = 0, launchIndex = 0;
+  for (CudaProgramSteps &program : section.steps) {
+    if (program.program != "gradients")
+      continue;
+    for (CudaOpSteps &steps : program.ops) {
+      for (size_t l = 0; l < steps.launches.size() && kernel.empty(); ++l) {
+        CudaLaunch &launch = steps.launches[l];
+        if (launch.kernel < 0 ||
+            section.kernels[size_t(launch.kernel)].grid != CudaGridRule::Elements)
+          continue;
+        for (CudaArg &arg : launch.args)
+          if (arg.kind == CudaArgKind::I64) {
+            arg.integer = {0, int64_t(1) << 26};
+            kernel = section.kernels[size_t(launch.kernel)].name;
+            opIndex = size_t(steps.op);
+            launchIndex = l;
+            break;
+          }
+      }
+      if (!kernel.empty())
+        break;
+    }
+  }
+  ASSERT_FALSE(kernel.empty()) << "no elementwise launch in @gradients";
+  Model model(std::move(package));
+  model.initParameters();
+  op = model.manifest().program("gradients").ops[opIndex].op;
+  std::mt19937 rng(5);
+  RandomBatch batch(model.manifest(), 2, rng);
+  float loss = 0;
+  std::vector<float> grads;
+  cuda::DeviceModel plain(model.manifest(), section, model.parameters());
+  EXPECT_TRUE(failsWith([&] { plain.gradients(batch.inputs, loss, grads); }, "",
+                        {"CUDA_ERROR_ILLEGAL_ADDRESS"}));
+  cuda::DeviceOptions options;
+  options.syncEachLaunch = true;
+  cuda::DeviceModel checked(model.manifest(), section, model.parameters(), options);
+  EXPECT_TRUE(failsWith([&] { checked.gradients(batch.inputs, loss, grads); }, "",
+                        {fmt::format("gradients op {} ({}) launch {} (kernel {})", opIndex, op,
+                                     launchIndex, kernel),
+                         "CUDA_ERROR_ILLEGAL_ADDRESS"}));
+  // The device model stays usable for what does not fault (the emulator,
+  // unlike a GPU's context, recovers).
+  cuda::DeviceModel good(model.manifest(), *Package::load(path).cuda(), model.parameters());
+  good.gradients(batch.inputs, loss, grads);
+  EXPECT_TRUE(std::isfinite(loss));
 }
 
 } // namespace

@@ -17,6 +17,7 @@
 //
 // Without a device the GPU tests skip; refusing bad checkpoints needs none
 // (the trainer validates the checkpoint before the device is opened).
+#include "EmulatorCounters.h"
 #include "GpuKernelSession.h"
 #include "TestFiles.h"
 
@@ -35,7 +36,6 @@
 #include <array>
 #include <cmath>
 #include <cstring>
-#include <dlfcn.h>
 #include <limits>
 #include <optional>
 #include <cstdlib>
@@ -340,25 +340,6 @@ TEST_F(DeviceTraining, SgdMatchesTheCpuTrainer) {
 
 // ---------------------------------------------------------------------------
 // The step itself: on the device from end to end, queued ahead of the host.
-
-// The host emulator's counts (tests/cuda/emulate/DriverApi.cpp): kernel
-// launches outside capture, graph launches, host waits. Empty on a real
-// driver.
-std::optional<std::array<uint64_t, 3>> emulatorCounters() {
-  const char *driver = std::getenv("STRINGRT_CUDA_DRIVER");
-  if (!driver)
-    return std::nullopt;
-  void *library = dlopen(driver, RTLD_NOW | RTLD_NOLOAD);
-  if (!library)
-    return std::nullopt;
-  auto counters = reinterpret_cast<void (*)(uint64_t *)>(dlsym(library, "stringrt_emulator_counters"));
-  dlclose(library);
-  if (!counters)
-    return std::nullopt;
-  std::array<uint64_t, 3> out{};
-  counters(out.data());
-  return out;
-}
 
 // The first `count` train images of the fixture as model inputs, `batch` at a time.
 std::vector<std::map<std::string, HostTensor>> inputBatches(const Model &m, const DataSet &set,

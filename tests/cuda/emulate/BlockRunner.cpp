@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include <csetjmp>
 #include <csignal>
 #include <cstring>
 #include <sys/mman.h>
@@ -307,19 +308,29 @@ std::string describeStates(const Block &block) {
 
 // A kernel touching memory outside every allocation (each ends at a
 // PROT_NONE page) or overflowing its fiber's stack faults: say which kernel
-// and block before the process dies of it.
+// and block, then go back to the block's runner (runBlock), which fails the
+// launch as a GPU would: CUDA_ERROR_ILLEGAL_ADDRESS (or _MISALIGNED_ADDRESS)
+// from the synchronisation that ran it, and the process goes on. A fault
+// outside a kernel's fibers kills the process as it would have.
 thread_local char faultMessage[512];
+thread_local sigjmp_buf *faultRecovery = nullptr; // set while a block runs
+constexpr int kFaulted = 1, kMisaligned = 2;      // sigsetjmp's return values
 
 void onFault(int signal, siginfo_t *info, void *) {
   ssize_t ignored = write(2, faultMessage, std::strlen(faultMessage));
   // host_kernels.py sends a misaligned access to address 16.
-  if (info && info->si_addr == reinterpret_cast<void *>(16)) {
-    const char *misaligned = "stringrt CUDA emulator: it was a misaligned access (an address "
-                             "not a multiple of its size: CUDA_ERROR_MISALIGNED_ADDRESS on a "
-                             "GPU)\n";
-    ignored = write(2, misaligned, std::strlen(misaligned));
+  const bool misaligned = info && info->si_addr == reinterpret_cast<void *>(16);
+  if (misaligned) {
+    const char *text = "stringrt CUDA emulator: it was a misaligned access (an address "
+                       "not a multiple of its size: CUDA_ERROR_MISALIGNED_ADDRESS on a "
+                       "GPU)\n";
+    ignored = write(2, text, std::strlen(text));
   }
   (void)ignored;
+  if (sigjmp_buf *recovery = faultRecovery) {
+    faultRecovery = nullptr;
+    siglongjmp(*recovery, misaligned ? kMisaligned : kFaulted);
+  }
   std::signal(signal, SIG_DFL);
   std::raise(signal);
 }
@@ -413,6 +424,48 @@ __attribute__((visibility("default"))) void emu_mma_m16n8k16_bf16(const uint32_t
 }
 }
 
+namespace {
+
+// Runs the started fibers of `block` until every thread is done, one fails
+// the block, or none can go on (a deadlock); a fault comes back here
+// (onFault).
+CUresult runBlock(Block &block, bool reverse) {
+  sigjmp_buf recovery;
+  // Nothing set after this line is read after a fault's siglongjmp.
+  if (int fault = sigsetjmp(recovery, 1); fault != 0)
+    return fault == kMisaligned ? CUDA_ERROR_MISALIGNED_ADDRESS : CUDA_ERROR_ILLEGAL_ADDRESS;
+  faultRecovery = &recovery;
+  const size_t threads = block.threads.size();
+  size_t done = 0;
+  while (done < threads && block.error.empty()) {
+    bool ran = false;
+    for (size_t k = 0; k < threads; ++k) {
+      Thread &t = block.threads[reverse ? threads - 1 - k : k];
+      if (t.state != State::Ready)
+        continue;
+      self = &t;
+      emu_switch(&block.schedulerSp, t.sp);
+      ran = true;
+      if (!block.error.empty())
+        break;
+    }
+    done = 0;
+    for (const Thread &t : block.threads)
+      done += t.state == State::Done;
+    if (!ran && done < threads && block.error.empty())
+      block.error = fmt::format("kernel {}, block ({}, {}, {}): deadlock: no thread can go on ({})",
+                                block.kernel->name, block.ctaid[0], block.ctaid[1],
+                                block.ctaid[2], describeStates(block));
+  }
+  faultRecovery = nullptr;
+  if (block.error.empty())
+    return CUDA_SUCCESS;
+  report(block.error);
+  return CUDA_ERROR_LAUNCH_FAILED;
+}
+
+} // namespace
+
 CUresult runKernel(const HostKernel &kernel, const LaunchDims &dims,
                    const std::vector<uint64_t> &slots) {
   size_t threads = size_t(dims.block[0]) * dims.block[1] * dims.block[2];
@@ -436,7 +489,8 @@ CUresult runKernel(const HostKernel &kernel, const LaunchDims &dims,
         block.ctaid = {x, y, z};
         std::snprintf(faultMessage, sizeof faultMessage,
                       "stringrt CUDA emulator: kernel %s, block (%u, %u, %u) faulted: a memory "
-                      "access outside every device allocation, or a fiber stack overflow\n",
+                      "access outside every device allocation, or a fiber stack overflow; the "
+                      "launch fails\n",
                       kernel.name.c_str(), x, y, z);
         block.atBarrier = block.exited = 0;
         block.barrierSite = nullptr;
@@ -455,32 +509,7 @@ CUresult runKernel(const HostKernel &kernel, const LaunchDims &dims,
         // Odd blocks run their threads in the reverse order, so that a read
         // of another thread's write without a barrier between them shows
         // whichever thread comes first.
-        const bool reverse = (x + y + z) % 2 == 1;
-        size_t done = 0;
-        while (done < threads && block.error.empty()) {
-          bool ran = false;
-          for (size_t k = 0; k < threads; ++k) {
-            Thread &t = block.threads[reverse ? threads - 1 - k : k];
-            if (t.state != State::Ready)
-              continue;
-            self = &t;
-            emu_switch(&block.schedulerSp, t.sp);
-            ran = true;
-            if (!block.error.empty())
-              break;
-          }
-          done = 0;
-          for (const Thread &t : block.threads)
-            done += t.state == State::Done;
-          if (!ran && done < threads && block.error.empty())
-            block.error = fmt::format("kernel {}, block ({}, {}, {}): deadlock: no thread can "
-                                      "go on ({})",
-                                      kernel.name, x, y, z, describeStates(block));
-        }
-        if (!block.error.empty()) {
-          report(block.error);
-          result = CUDA_ERROR_LAUNCH_FAILED;
-        }
+        result = runBlock(block, (x + y + z) % 2 == 1);
       }
   currentBlock = outerBlock;
   self = outerSelf;

@@ -63,6 +63,13 @@ struct DeviceOptions {
   // while the previous step computes (BatchStaging.h); off: on the compute
   // stream when the step begins (for comparison: the results are the same).
   bool overlapUpload = true;
+  // For debugging a kernel that faults: wait after every kernel launch and
+  // GEMM and check for errors, so that an asynchronous failure (an illegal
+  // address, a trap) is reported with the program, op, launch and kernel
+  // that caused it rather than at the next wait of the step or evaluation.
+  // Turns graphs off; slow. `stringrun --sync-launches`, or the environment
+  // variable STRINGRT_CUDA_SYNC_LAUNCHES=1.
+  bool syncEachLaunch = false;
 };
 
 class DeviceModel {
