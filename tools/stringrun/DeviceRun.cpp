@@ -154,8 +154,8 @@ int deviceBench(const stringrt::CudaSection *cuda, stringrt::Model &model,
               double(steps) / seconds,
               double(steps * options.batch * data.unitsPerExample()) / seconds, data.unit(),
               1000.0 * seconds / double(steps), device->gemmPrecision(),
-              options.graphs && !options.syncEachLaunch ? "on" : "off",
-              options.overlapUpload ? "on" : "off");
+              device->options().graphs ? "on" : "off",
+              device->options().overlapUpload ? "on" : "off");
   return 0;
 }
 

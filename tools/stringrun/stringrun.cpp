@@ -142,6 +142,14 @@ struct Args {
   bool syncLaunches = false; // --sync-launches (--device cuda)
 };
 
+// The flags that only --device cuda takes.
+const std::pair<const char *, bool Args::*> kDeviceFlags[] = {
+    {"--tf32", &Args::tf32},
+    {"--no-graphs", &Args::noGraphs},
+    {"--no-overlap", &Args::noOverlap},
+    {"--sync-launches", &Args::syncLaunches},
+};
+
 const std::vector<std::string> kValueOptions = {
     "--data", "--epochs", "--steps",  "--batch",  "--seed",   "--checkpoint",
     "--resume", "--params", "--log", "--threads", "--stop-after", "--out",
@@ -179,20 +187,10 @@ Args parseArgs(int argc, char **argv) {
         args.profile = true;
         continue;
       }
-      if (name == "--tf32" && !inlineValue) {
-        args.tf32 = true;
-        continue;
-      }
-      if (name == "--no-graphs" && !inlineValue) {
-        args.noGraphs = true;
-        continue;
-      }
-      if (name == "--no-overlap" && !inlineValue) {
-        args.noOverlap = true;
-        continue;
-      }
-      if (name == "--sync-launches" && !inlineValue) {
-        args.syncLaunches = true;
+      auto deviceFlag = std::find_if(std::begin(kDeviceFlags), std::end(kDeviceFlags),
+                                     [&](const auto &flag) { return name == flag.first; });
+      if (deviceFlag != std::end(kDeviceFlags) && !inlineValue) {
+        args.*(deviceFlag->second) = true;
         continue;
       }
       if (!isValueOption(name))
@@ -267,14 +265,10 @@ Args parseArgs(int argc, char **argv) {
       throw UsageError{"option '--profile' does not apply to --device cuda"};
   }
   auto device = args.values.find("--device");
-  if (args.tf32 && (device == args.values.end() || device->second != "cuda"))
-    throw UsageError{"option '--tf32' needs --device cuda"};
-  if (args.noGraphs && (device == args.values.end() || device->second != "cuda"))
-    throw UsageError{"option '--no-graphs' needs --device cuda"};
-  if (args.noOverlap && (device == args.values.end() || device->second != "cuda"))
-    throw UsageError{"option '--no-overlap' needs --device cuda"};
-  if (args.syncLaunches && (device == args.values.end() || device->second != "cuda"))
-    throw UsageError{"option '--sync-launches' needs --device cuda"};
+  const bool cuda = device != args.values.end() && device->second == "cuda";
+  for (const auto &[flag, field] : kDeviceFlags)
+    if (args.*field && !cuda)
+      throw UsageError{fmt::format("option '{}' needs --device cuda", flag)};
   return args;
 }
 

@@ -151,10 +151,10 @@ public:
   virtual void start(const std::vector<float> &params, const Optimizer &optimizer) = 0;
   // Queues one training step (gradients, clipping, the optimizer) on
   // `batch`. `next` assembles the batch of the following step and returns it
-  // (nullptr for the last step): the backend calls it exactly once, while
-  // this step computes where it can (so that a device does not wait for the
-  // host's data), and may begin uploading it; the next queue()'s `batch` is
-  // that batch.
+  // (nullptr for the last step; a second call returns the same): the backend
+  // calls it while this step computes where it can (so that a device does
+  // not wait for the host's data), and may begin uploading it; the next
+  // queue()'s `batch` is that batch.
   using NextBatch = std::function<const std::map<std::string, HostTensor> *()>;
   virtual void queue(const std::map<std::string, HostTensor> &batch, const NextBatch &next,
                      int64_t totalSteps) = 0;

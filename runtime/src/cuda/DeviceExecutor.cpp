@@ -5,6 +5,7 @@
 
 #include "BatchStaging.h"
 #include "Driver.h"
+#include "PinnedArray.h"
 #include "StepControl.h"
 #include "stringrt/Error.h"
 #include "stringrt/Optimizer.h"
@@ -55,28 +56,6 @@ struct BatchBuffers {
   BatchBuffers &operator=(BatchBuffers &&) = delete;
 };
 
-/// Page-locked host memory for the asynchronous copies back.
-class PinnedFloats {
-public:
-  explicit PinnedFloats(size_t count) : count_(count) {
-    void *p = nullptr;
-    driver::check(driver::require().memHostAlloc(&p, std::max<size_t>(count, 1) * 4, 0),
-                  "allocating page-locked host memory", "cuMemHostAlloc");
-    data_ = static_cast<float *>(p);
-  }
-  ~PinnedFloats() {
-    if (const driver::Api *api = driver::api())
-      api->memFreeHost(data_);
-  }
-  PinnedFloats(const PinnedFloats &) = delete;
-  PinnedFloats &operator=(const PinnedFloats &) = delete;
-  float *data() { return data_; }
-  size_t size() const { return count_; }
-
-private:
-  float *data_ = nullptr;
-  size_t count_;
-};
 
 } // namespace
 
@@ -97,7 +76,7 @@ struct DeviceModel::Impl {
   std::unique_ptr<Arena> constants;
   std::vector<uint64_t> constantAddresses;
   bool graphsFailed = false;
-  std::unique_ptr<PinnedFloats> hostReturn; // the loss of gradients()
+  std::unique_ptr<PinnedArray<float>> hostReturn; // the loss of gradients()
   // The step counter, the schedule's constants and each step's scalars on
   // the device, and their copies back (StepControl.h).
   std::unique_ptr<StepControl> control;
@@ -566,7 +545,7 @@ DeviceModel::DeviceModel(const Manifest &manifest, const CudaSection &section,
   m.partials = std::make_unique<Arena>(m.device, size_t(kMaxPartials) * 4);
   m.workspace = std::make_unique<Arena>(m.device, kGemmWorkspace);
   m.gemm->setWorkspace(m.workspace->at(0, kGemmWorkspace), kGemmWorkspace);
-  m.hostReturn = std::make_unique<PinnedFloats>(1);
+  m.hostReturn = std::make_unique<PinnedArray<float>>(1);
   m.control = std::make_unique<StepControl>(m.device, manifest.optimizer);
   if (m.total > 0)
     m.params->upload(0, parameters.data(), size_t(m.total) * 4, "uploading the parameters");
@@ -595,6 +574,7 @@ DeviceModel::~DeviceModel() = default;
 const std::string &DeviceModel::deviceName() const { return impl_->device->name(); }
 const char *DeviceModel::gemmPrecision() const { return gemmPrecisionName(impl_->gemmPrecision); }
 int64_t DeviceModel::stepCount() const { return impl_->steps; }
+const DeviceOptions &DeviceModel::options() const { return impl_->options; }
 
 void DeviceModel::stage(const std::map<std::string, HostTensor> &inputs) {
   impl_->stage(inputs);
@@ -604,11 +584,7 @@ bool DeviceModel::hasStagedBatch() const { return impl_->staging->pending(); }
 
 void DeviceModel::queueStep(int64_t totalSteps) {
   Impl &m = *impl_;
-  if (totalSteps < 1)
-    throw Error(fmt::format("learningRate: totalSteps must be >= 1, got {}", totalSteps));
-  if (m.control->pending() == StepControl::kInFlight)
-    throw Error(fmt::format("device executor: {} training steps are queued and not collected",
-                            StepControl::kInFlight));
+  m.control->requireRoom(); // before the staged batch is consumed
   if (totalSteps != m.control->totalSteps()) { // a new run length: the schedule's horizon
     m.sync("changing the run's length");
     m.control->reset(m.control->downloadStepsTaken(), totalSteps);
@@ -779,7 +755,7 @@ EvalResult DeviceModel::evaluate(const DataSet &data, int64_t batch) {
   const int64_t perBatch = 1 + batch * classes; // floats: the loss, then the logits
   const int64_t chunk =
       std::max<int64_t>(1, int64_t(kEvalResultBytes / 4) / perBatch); // batches per wait
-  PinnedFloats results(size_t(std::min(chunk, batches) * perBatch));
+  PinnedArray<float> results(size_t(std::min(chunk, batches) * perBatch));
   auto inputsOf = [&](const Batch &hb) {
     std::map<std::string, HostTensor> inputs;
     for (size_t i = 0; i < m.manifest.inputs.size() && i < hb.tensors.size(); ++i) {

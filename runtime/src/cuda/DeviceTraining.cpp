@@ -17,9 +17,10 @@ std::string DeviceTrainBackend::name() const {
   if (!device_)
     return "CUDA";
   auto onOff = [](bool on) { return on ? "on" : "off"; };
+  const DeviceOptions &options = device_->options();
   return fmt::format("{} (CUDA: {} GEMMs, graphs {}, overlapped upload {})",
-                     device_->deviceName(), device_->gemmPrecision(), onOff(options_.graphs),
-                     onOff(options_.overlapUpload));
+                     device_->deviceName(), device_->gemmPrecision(), onOff(options.graphs),
+                     onOff(options.overlapUpload));
 }
 
 DeviceModel &DeviceTrainBackend::started() const {

@@ -5,7 +5,6 @@
 
 #include <fmt/format.h>
 
-#include <cstring>
 
 namespace stringrt::cuda {
 
@@ -47,27 +46,20 @@ constexpr size_t kBlockBytes = sizeof(StepControlBlock);
 StepControl::StepControl(std::shared_ptr<Device> device, const ManifestOptimizer &config)
     : device_(std::move(device)), config_(config) {
   block_ = std::make_unique<Arena>(device_, kBlockBytes);
-  const driver::Api &api = driver::require();
-  void *host = nullptr;
-  driver::check(api.memHostAlloc(&host, kBlockBytes * kInFlight, 0),
-                "allocating the step results' page-locked memory", "cuMemHostAlloc");
-  ring_ = static_cast<double *>(host);
   for (CUevent &event : copied_)
-    driver::check(api.eventCreate(&event, CU_EVENT_DISABLE_TIMING), "creating the step events",
-                  "cuEventCreate");
+    driver::check(driver::require().eventCreate(&event, CU_EVENT_DISABLE_TIMING),
+                  "creating the step events", "cuEventCreate");
   reset(0, 1);
 }
 
 StepControl::~StepControl() {
-  if (const driver::Api *api = driver::api()) {
+  // The ring is freed after this (a member): no copy may still write it.
+  if (const driver::Api *api = driver::api())
     for (CUevent event : copied_)
       if (event) {
         api->eventSynchronize(event);
         api->eventDestroy(event);
       }
-    if (ring_)
-      api->memFreeHost(ring_);
-  }
 }
 
 uint64_t StepControl::address() const { return block_->at(0, kBlockBytes); }
@@ -85,14 +77,18 @@ int64_t StepControl::downloadStepsTaken() const {
   return int64_t(taken);
 }
 
-void StepControl::enqueueReadback(CUstream stream) {
-  if (pending_ == kInFlight)
+void StepControl::requireRoom() const {
+  if (pending_ == kStepsInFlight)
     throw Error(fmt::format("device executor: {} training steps are queued and not collected",
-                            kInFlight));
-  const size_t slot = queued_ % kInFlight;
+                            kStepsInFlight));
+}
+
+void StepControl::enqueueReadback(CUstream stream) {
+  requireRoom();
+  const size_t slot = queued_ % kStepsInFlight;
   const driver::Api &api = driver::require();
-  driver::check(api.memcpyDtoHAsync(ring_ + slot * kControlSlots, CUdeviceptr(address()),
-                                    kBlockBytes, stream),
+  driver::check(api.memcpyDtoHAsync(ring_.data() + slot, CUdeviceptr(address()), kBlockBytes,
+                                    stream),
                 "copying the step's results back", "cuMemcpyDtoHAsync");
   driver::check(api.eventRecord(copied_[slot], stream), "copying the step's results back",
                 "cuEventRecord");
@@ -103,12 +99,10 @@ void StepControl::enqueueReadback(CUstream stream) {
 StepOutcome StepControl::collect(const std::string &step) {
   if (pending_ == 0)
     throw Error("device executor: no training step is queued");
-  const size_t slot = (queued_ - pending_) % kInFlight;
+  const size_t slot = (queued_ - pending_) % kStepsInFlight;
   driver::check(driver::require().eventSynchronize(copied_[slot]), step, "cuEventSynchronize");
   --pending_;
-  StepControlBlock block;
-  std::memcpy(block.data(), ring_ + slot * kControlSlots, kBlockBytes);
-  return stepOutcome(block);
+  return stepOutcome(ring_.data()[slot]);
 }
 
 } // namespace stringrt::cuda

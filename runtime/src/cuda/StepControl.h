@@ -10,6 +10,7 @@
 #pragma once
 
 #include "Driver.h"
+#include "PinnedArray.h"
 
 #include "stringrt/cuda/CudaBackend.h"
 #include "stringrt/cuda/StepControl.h"
@@ -22,8 +23,6 @@ namespace stringrt::cuda {
 
 class StepControl {
 public:
-  static constexpr size_t kInFlight = kStepsInFlight;
-
   StepControl(std::shared_ptr<Device> device, const ManifestOptimizer &config);
   ~StepControl();
   StepControl(const StepControl &) = delete;
@@ -31,16 +30,18 @@ public:
 
   // The block's device address (the kernels' `control` argument).
   uint64_t address() const;
-  // Sets the counter and the run's length and clears the halt. Synchronous:
-  // the caller makes sure no queued work reads the block.
+  // Sets the counter and the run's length (>= 1, else Error) and clears the
+  // halt. Synchronous: the caller makes sure no queued work reads the block.
   void reset(int64_t stepsTaken, int64_t totalSteps);
   int64_t totalSteps() const { return totalSteps_; }
   // The device's step counter (synchronous: the caller waited for the
   // stream).
   int64_t downloadStepsTaken() const;
 
-  // Queues on `stream` the copy of the block into the next ring slot. Throws
-  // when kInFlight copies are not yet collected.
+  // Throws when kStepsInFlight copies are queued and not collected.
+  void requireRoom() const;
+  // Queues on `stream` the copy of the block into the next ring slot
+  // (requireRoom first).
   void enqueueReadback(CUstream stream);
   size_t pending() const { return pending_; }
   // Forgets the queued copies (after the stream was waited for).
@@ -53,9 +54,9 @@ private:
   std::shared_ptr<Device> device_;
   ManifestOptimizer config_;
   std::unique_ptr<Arena> block_;
-  double *ring_ = nullptr; // page-locked, kInFlight blocks
-  std::array<CUevent, kInFlight> copied_{};
-  size_t queued_ = 0; // copies queued so far (the slot is queued_ % kInFlight)
+  PinnedArray<StepControlBlock> ring_{kStepsInFlight};
+  std::array<CUevent, kStepsInFlight> copied_{};
+  size_t queued_ = 0; // copies queued so far (the slot is queued_ % kStepsInFlight)
   size_t pending_ = 0;
   int64_t totalSteps_ = 0;
 };

@@ -92,6 +92,9 @@ public:
   // The precision of every GEMM of the steps: "bf16" for a bf16 package, else
   // "tf32" with DeviceOptions::tf32, else "fp32".
   const char *gemmPrecision() const;
+  // The options in effect: those given, with syncEachLaunch also from
+  // STRINGRT_CUDA_SYNC_LAUNCHES, which turns graphs off.
+  const DeviceOptions &options() const;
 
   // Stages the batch the next trainStaged(), gradients() or forward() runs
   // on (`inputs` may be reused when this returns). At most one batch is
