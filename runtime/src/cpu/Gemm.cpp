@@ -218,6 +218,15 @@ GemmArgs makeArgs(Trans transA, Trans transB, int64_t M, int64_t N, int64_t K, f
 #ifdef STRINGRT_HAVE_OPENBLAS
 bool fitsBlasInt(int64_t v) { return v <= INT_MAX; }
 
+// Rows per OpenBLAS call: M in up to ~16 blocks (enough for the pool to
+// balance), multiples of 16 rows, at least 32 (each call packs all of
+// op(B), so a block must be tall enough to pay for it). M <= 32 is one call.
+int64_t blasRowBlock(int64_t M) {
+  constexpr int64_t kTargetBlocks = 16, kMultiple = 16, kMinRows = 32;
+  const int64_t even = (M + kTargetBlocks - 1) / kTargetBlocks;
+  return std::max(kMinRows, (even + kMultiple - 1) / kMultiple * kMultiple);
+}
+
 void blasGemm(const GemmArgs &g, int64_t row0, int64_t rows) {
   // Rows [row0, row0 + rows) of C: the same rows of op(A).
   const float *a = g.transA == Trans::No ? g.A + row0 * g.lda : g.A + row0;
@@ -252,14 +261,16 @@ void gemm(Trans transA, Trans transB, int64_t M, int64_t N, int64_t K, float alp
     // OpenBLAS runs single-threaded (setBlasThreads) and the pool splits C's
     // rows: OpenBLAS's own workers would spin (sched_yield) between calls
     // while the pool runs the other kernels, taking the cores from them.
-    // Row blocks of at least 16 rows, at most one per pool thread.
-    const int64_t threads = numThreads();
-    const int64_t grain = std::max<int64_t>(16, (M + threads - 1) / threads);
-    if (M < 32 || threads == 1) {
-      blasGemm(g, 0, M);
-      return;
-    }
-    parallelFor(0, M, grain, [&](int64_t begin, int64_t end) { blasGemm(g, begin, end - begin); });
+    // The row blocks depend on the shape alone, never on the thread count:
+    // OpenBLAS's kernels may sum an element's K terms in another order for
+    // another M (edge micro-tiles, small-matrix paths), so every thread
+    // count makes exactly the same calls and gets the same bits.
+    const int64_t rows = blasRowBlock(M);
+    const int64_t blocks = (M + rows - 1) / rows;
+    parallelFor(0, blocks, 1, [&](int64_t b0, int64_t b1) {
+      for (int64_t b = b0; b < b1; ++b)
+        blasGemm(g, b * rows, std::min(rows, M - b * rows));
+    });
     return;
   }
 #endif

@@ -6,15 +6,16 @@
 // transB) with row stride ldb, C is M x N with row stride ldc. beta = 0
 // overwrites C without reading it (NaNs there do not leak through).
 //
-// gemm() is the big, stand-alone product: OpenBLAS's sgemm (its own threads,
-// kept at the pool size) when the runtime is built with OpenBLAS, else the
-// blocked C++ kernel below spread over the thread pool. gemmSerial() always
-// runs on the calling thread with the blocked C++ kernel: it is the one to
-// call from inside parallelFor (many small per-head products), where a
-// multi-threaded BLAS call would oversubscribe or serialise on BLAS's lock.
+// gemm() is the big, stand-alone product: OpenBLAS's sgemm (single-threaded)
+// on row blocks of C that depend on the shape alone, spread over the thread
+// pool, when the runtime is built with OpenBLAS; else the blocked C++ kernel
+// below spread over the pool. gemmSerial() always runs on the calling thread
+// with the blocked C++ kernel: it is the one to call from inside parallelFor
+// (many small per-head products).
 //
-// Neither splits the K sum across threads: every C element is accumulated in
-// the same order for any thread count.
+// Results never depend on the thread count, bit for bit: the work is cut
+// into the same calls (OpenBLAS) or the same K order per element (blocked
+// kernel) whatever the pool's size, and neither splits an element's K sum.
 #pragma once
 
 #include <cstdint>

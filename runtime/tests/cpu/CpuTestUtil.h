@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <iomanip>
 #include <random>
 #include <string>
 #include <utility>
@@ -56,6 +58,19 @@ inline ::testing::AssertionResult near(const std::string &name, const TF &a, con
   return ::testing::AssertionSuccess();
 }
 
+// Bit-for-bit equality (what every thread count must give).
+inline ::testing::AssertionResult sameBits(const std::string &name, const TF &a, const TF &b) {
+  if (a.shape != b.shape)
+    return ::testing::AssertionFailure() << name << ": shape " << ref::shapeToString(a.shape)
+                                         << " != " << ref::shapeToString(b.shape);
+  for (size_t i = 0; i < a.values.size(); ++i)
+    if (std::memcmp(&a.values[i], &b.values[i], sizeof(float)) != 0)
+      return ::testing::AssertionFailure()
+             << name << ": [" << i << "] " << std::setprecision(9) << a.values[i] << " vs "
+             << b.values[i] << " (not the same bits)";
+  return ::testing::AssertionSuccess();
+}
+
 // The fast-vs-reference tolerance (float sums in different orders).
 inline ::testing::AssertionResult matchesReference(const std::string &name, const TF &fast,
                                                    const TF &reference) {
@@ -77,8 +92,8 @@ private:
 // Checks a fast kernel against its reference: run(true) runs the fast
 // kernel, run(false) the reference one, each returning the outputs in the
 // same order. The fast outputs with 1 and with 4 threads must both match the
-// reference, and each other to ~1e-6 (OpenBLAS may sum in another order for
-// another thread count; everything else is bit for bit).
+// reference, and each other bit for bit (Gemm.h, ThreadPool.h: results never
+// depend on the thread count).
 template <typename Run> void expectFastMatchesReference(const std::string &name, Run run) {
   const std::vector<TF> reference = run(false);
   std::vector<TF> fast1, fast4;
@@ -95,7 +110,7 @@ template <typename Run> void expectFastMatchesReference(const std::string &name,
   for (size_t i = 0; i < reference.size(); ++i) {
     const std::string what = name + " output " + std::to_string(i);
     EXPECT_TRUE(matchesReference(what, fast1[i], reference[i]));
-    EXPECT_TRUE(near(what + " (4 threads vs 1)", fast4[i], fast1[i], 1e-6, 1e-6));
+    EXPECT_TRUE(sameBits(what + " (4 threads vs 1)", fast4[i], fast1[i]));
   }
 }
 

@@ -1,7 +1,7 @@
 // Fast CPU kernels against the reference kernels, in float: random inputs on
 // several shapes (odd sizes, batch 1, T = 50, D = 64, 4 heads, rel), every
 // attention mask, every broadcast direction, skew and general Cayley S, each
-// fast kernel run with 1 and with 4 threads (the two must agree to ~1e-6,
+// fast kernel run with 1 and with 4 threads (the two must agree bit for bit,
 // both with the reference to rel 1e-4 / abs 1e-5).
 #include "stringrt/cpu/FastKernels.h"
 

@@ -84,26 +84,28 @@ TEST(CpuGemm, MatchesPlainProductEveryTransposeAndSize) {
 }
 
 TEST(CpuGemm, SameResultForEveryThreadCount) {
-  const Case c{70, 90, 700};
-  const std::vector<float> A = randomTensor({c.M * c.K}, 1).values;
-  const std::vector<float> B = randomTensor({c.K * c.N}, 2).values;
-  std::vector<float> one(c.M * c.N), four(c.M * c.N);
-  {
-    ScopedThreads threads(1);
-    gemm(Trans::Yes, Trans::No, c.M, c.N, c.K, 1.0f, A.data(), c.M, B.data(), c.N, 0.0f,
-         one.data(), c.N);
-  }
-  {
-    ScopedThreads threads(4);
-    gemm(Trans::Yes, Trans::No, c.M, c.N, c.K, 1.0f, A.data(), c.M, B.data(), c.N, 0.0f,
-         four.data(), c.N);
-  }
-  // The blocked kernel never splits an element's K sum: bit for bit. OpenBLAS
-  // may pick other kernels (a small-matrix path when single-threaded), so
-  // its sums of 700 terms of size ~0.3 (results ~10) agree to ~1e-6 of that
-  // scale only.
-  const double atol = gemmUsesBlas() ? 1e-5 : 0.0;
-  EXPECT_TRUE(near("gemm 4 threads vs 1", TF({c.M, c.N}, four), TF({c.M, c.N}, one), 0.0, atol));
+  // Shapes of the models' products (tokens x features, a weight gradient's
+  // long K) and odd ones; every transpose of A.
+  const Case cases[] = {{70, 90, 700}, {200, 64, 64}, {6400, 64, 64}, {64, 64, 6400}, {33, 17, 5}};
+  for (const Case &c : cases)
+    for (Trans ta : {Trans::No, Trans::Yes}) {
+      const std::vector<float> A = randomTensor({c.M * c.K}, 1).values;
+      const std::vector<float> B = randomTensor({c.K * c.N}, 2).values;
+      const int64_t lda = ta == Trans::No ? c.K : c.M;
+      auto run = [&](int threads) {
+        ScopedThreads scoped(threads);
+        std::vector<float> C(c.M * c.N);
+        gemm(ta, Trans::No, c.M, c.N, c.K, 1.0f, A.data(), lda, B.data(), c.N, 0.0f, C.data(),
+             c.N);
+        return TF({c.M, c.N}, C);
+      };
+      const TF one = run(1);
+      for (int threads : {2, 3, 4, 7})
+        EXPECT_TRUE(sameBits("gemm " + std::to_string(c.M) + "x" + std::to_string(c.N) + "x" +
+                                 std::to_string(c.K) + " " + std::to_string(threads) +
+                                 " threads vs 1",
+                             run(threads), one));
+    }
 }
 
 } // namespace
