@@ -8,13 +8,15 @@
 // squared deviation) like the reference kernel; rstd = 1 / sqrt(var + eps)
 // with IEEE sqrt and division (KernelBuilder::sqrtRn: sqrt.rn.f32).
 //
-// layer_norm_grad is two launches: the row kernel writes dx and each row's
-// (mean, rstd) to a scratch buffer of 2 * rows floats; the column kernel
-// (one thread per column, looping over the rows) sums dgamma = sum dy * xhat
-// and dbeta = sum dy without atomics, so results do not depend on timing.
+// layer_norm_grad is three launches: the row kernel writes dx and each row's
+// (mean, rstd) to a scratch buffer of 2 * rows floats; dgamma = sum dy * xhat
+// and dbeta = sum dy are one deterministic column sum over 2 D columns
+// (OpKernelUtil.h: partials over chunks of rows on at least kReductionBlocks
+// blocks, then pe_colsum_finish_pair), without atomics, so results do not
+// depend on timing.
 //
 //===----------------------------------------------------------------------===//
-#include "KernelBuilder.h"
+#include "OpKernelUtil.h"
 
 #include "stringc/Dialect/PE/PEOps.h"
 
@@ -136,33 +138,21 @@ void appendNormKernels(std::vector<KernelDef> &defs) {
          });
        }});
 
-  // dgamma[c] = sum_r dy xhat, dbeta[c] = sum_r dy: one thread per column.
-  KernelSpec cols;
-  cols.name = "pe_layer_norm_grad_cols";
-  cols.peOp = "pe.layer_norm_grad";
-  cols.params = {{"dgamma", P}, {"dbeta", P}, {"x", P}, {"dy", P}, {"stats", P},
-                 {"rows", I},   {"d", I}};
-  cols.grid = GridRule::Columns;
-  cols.blockX = 128;
-  defs.push_back({cols, [](KernelBuilder &k) {
-                    Value dgamma = k.arg(0), dbeta = k.arg(1), x = k.arg(2), dy = k.arg(3),
-                          stats = k.arg(4), rows = k.arg(5), d = k.arg(6);
-                    k.forGridStride(d, [&](Value c) {
-                      ValueRange sums = k.forLoop(
-                          k.i64(0), rows, k.i64(1), {k.f32(0.0), k.f32(0.0)},
-                          [&](Value r, ValueRange acc) {
-                            Value at = k.add(k.mul(r, d), c);
-                            Value s = k.mul(r, k.i64(2));
-                            Value xhat = k.mul(k.sub(k.load(x, at), k.load(stats, s)),
-                                               k.load(stats, k.add(s, k.i64(1))));
-                            Value g = k.load(dy, at);
-                            return SmallVector<Value>{k.add(acc[0], k.mul(g, xhat)),
-                                                      k.add(acc[1], g)};
-                          });
-                      k.store(sums[0], dgamma, c);
-                      k.store(sums[1], dbeta, c);
-                    });
-                  }});
+  // The partial sums of dgamma (columns c < d: dy xhat) and dbeta (columns
+  // d + c: dy) over a chunk of rows.
+  defs.push_back(columnPartialsKernel(
+      "pe_layer_norm_grad_partials", "pe.layer_norm_grad", {"x", "dy", "stats"}, {{"d", I}},
+      [](KernelBuilder &k, Value r, Value c) {
+        Value x = k.arg(1), dy = k.arg(2), stats = k.arg(3), d = k.arg(7);
+        Value isGamma = cmpI(k, arith::CmpIPredicate::slt, c, d);
+        Value column = select(k, isGamma, c, k.sub(c, d));
+        Value at = k.add(k.mul(r, d), column);
+        Value s = k.mul(r, k.i64(2));
+        Value xhat = k.mul(k.sub(k.load(x, at), k.load(stats, s)),
+                           k.load(stats, k.add(s, k.i64(1))));
+        Value g = k.load(dy, at);
+        return select(k, isGamma, k.mul(g, xhat), g);
+      }));
 }
 
 } // namespace stringc::cudagen
@@ -202,9 +192,9 @@ void appendNormLowerings(std::vector<OpLowering> &lowerings) {
          steps.launches.push_back(Launch::kernelCall(
              "pe_layer_norm_grad_rows", {A::result(0), A::scratch(0), A::operand(0), A::operand(1),
                                          A::operand(2), A::i64(*rows), A::i64(d), A::f32(eps)}));
-         steps.launches.push_back(Launch::kernelCall(
-             "pe_layer_norm_grad_cols", {A::result(1), A::result(2), A::operand(0), A::operand(2),
-                                         A::scratch(0), A::i64(*rows), A::i64(d)}));
+         appendColumnSumPair(steps, "pe_layer_norm_grad_partials",
+                             {A::operand(0), A::operand(2), A::scratch(0)}, *rows, d,
+                             {A::i64(d)}, A::result(1), A::result(2));
          return steps;
        }});
 }

@@ -147,6 +147,8 @@ Value globalThreadX(KernelBuilder &k) {
 
 namespace {
 constexpr int64_t kColumnBlock = 128;
+constexpr int64_t kWarpSize = 32;
+constexpr int64_t kFinishColumnsPerBlock = 4; // one warp per column
 } // namespace
 
 KernelDef columnPartialsKernel(std::string name, std::string peOp,
@@ -182,6 +184,38 @@ KernelDef columnPartialsKernel(std::string name, std::string peOp,
           }};
 }
 
+namespace {
+
+/// A finish kernel: one warp per column (blockDim (32, 4), GridRule::Rows
+/// over the columns: `cols` is its first i64 parameter).
+KernelSpec finishSpec(std::string name, std::vector<std::pair<std::string, ParamKind>> params) {
+  return makeSpec(std::move(name), "pe.sum_to", std::move(params), GridRule::Rows, kWarpSize,
+                  kFinishColumnsPerBlock);
+}
+
+/// For the column c of this warp (if c < cols): total = sum over g < chunks
+/// of partials[g * cols + c], lane l adding g = l, l + 32, ... in order,
+/// then the xor butterfly; `body(c, total)` runs on lane 0.
+void forFinishColumn(KernelBuilder &k, Value partials, Value cols, Value chunks,
+                     const std::function<void(Value, Value)> &body) {
+  Value lane = k.threadId(gpu::Dimension::x);
+  Value c = k.add(k.mul(k.blockId(gpu::Dimension::x), k.blockDim(gpu::Dimension::y)),
+                  k.threadId(gpu::Dimension::y));
+  // The test depends on threadIdx.y only: a warp is wholly in or out, so
+  // the butterfly sees 32 active lanes.
+  k.ifThen(cmpI(k, arith::CmpIPredicate::slt, c, cols), [&] {
+    ValueRange sum = k.forLoop(lane, chunks, k.i64(kWarpSize), {k.f32(0.0)},
+                               [&](Value g, ValueRange acc) {
+                                 return SmallVector<Value>{
+                                     k.add(acc[0], k.load(partials, k.add(k.mul(g, cols), c)))};
+                               });
+    Value total = k.warpSum(sum[0]);
+    k.ifThen(cmpI(k, arith::CmpIPredicate::eq, lane, k.i64(0)), [&] { body(c, total); });
+  });
+}
+
+} // namespace
+
 void appendColumnSumKernels(std::vector<KernelDef> &defs) {
   // x read at r * stride + c: sum_to (stride = cols), a strided token column
   // (class_token_grad's dcls).
@@ -191,38 +225,61 @@ void appendColumnSumKernels(std::vector<KernelDef> &defs) {
         return k.load(k.arg(1), k.add(k.mul(r, k.arg(5)), c));
       }));
 
-  // out[c] = (sum_g partials[g * cols + c]) / divisor, g in order.
-  KernelSpec finish = makeSpec("pe_colsum_finish", "pe.sum_to",
-                               {{"out", ParamKind::Ptr},
-                                {"partials", ParamKind::Ptr},
-                                {"cols", ParamKind::I64},
-                                {"chunks", ParamKind::I64},
-                                {"divisor", ParamKind::I64}});
-  defs.push_back({finish, [](KernelBuilder &k) {
+  // out[c] = (sum_g partials[g * cols + c]) / divisor: one warp per
+  // column, lane l adding chunks l, l + 32, ... in order, then the fixed
+  // xor butterfly: the same sum every run.
+  defs.push_back({finishSpec("pe_colsum_finish", {{"out", ParamKind::Ptr},
+                                                  {"partials", ParamKind::Ptr},
+                                                  {"cols", ParamKind::I64},
+                                                  {"chunks", ParamKind::I64},
+                                                  {"divisor", ParamKind::I64}}),
+                  [](KernelBuilder &k) {
                     Value cols = k.arg(2);
-                    k.forGridStride(cols, [&](Value c) {
-                      ValueRange sum = k.forLoop(
-                          k.i64(0), k.arg(3), k.i64(1), {k.f32(0.0)},
-                          [&](Value g, ValueRange acc) {
-                            return SmallVector<Value>{
-                                k.add(acc[0], k.load(k.arg(1), k.add(k.mul(g, cols), c)))};
-                          });
-                      k.store(k.div(sum[0], k.toF32(k.arg(4))), k.arg(0), c);
+                    forFinishColumn(k, k.arg(1), cols, k.arg(3), [&](Value c, Value total) {
+                      k.store(k.div(total, k.toF32(k.arg(4))), k.arg(0), c);
+                    });
+                  }});
+  // The same over 2 x half columns into two outputs: column c < half to
+  // first[c], column half + c to second[c] (two sums per column of the
+  // data, such as layer norm's dgamma and dbeta).
+  defs.push_back({finishSpec("pe_colsum_finish_pair", {{"first", ParamKind::Ptr},
+                                                       {"second", ParamKind::Ptr},
+                                                       {"partials", ParamKind::Ptr},
+                                                       {"cols", ParamKind::I64},
+                                                       {"chunks", ParamKind::I64},
+                                                       {"half", ParamKind::I64}}),
+                  [](KernelBuilder &k) {
+                    Value half = k.arg(5);
+                    forFinishColumn(k, k.arg(2), k.arg(3), k.arg(4), [&](Value c, Value total) {
+                      Value inFirst = cmpI(k, arith::CmpIPredicate::slt, c, half);
+                      k.ifThen(inFirst, [&] { k.store(total, k.arg(0), c); });
+                      k.ifThen(cmpI(k, arith::CmpIPredicate::sge, c, half),
+                               [&] { k.store(total, k.arg(1), k.sub(c, half)); });
                     });
                   }});
 }
 
-void appendColumnSum(OpSteps &steps, const std::string &partialsKernel,
-                     std::vector<LaunchArg> inputs, BatchAffine rows, int64_t cols,
-                     std::vector<LaunchArg> extra, LaunchArg out, BatchAffine divisor) {
-  // About 16K threads in the first launch; at most one chunk per row when the
-  // row count is static, at most 256 chunks (grid.y).
-  int64_t chunks = std::clamp<int64_t>(16384 / std::max<int64_t>(cols, 1), 1, 256);
+int64_t columnSumChunks(BatchAffine rows, int64_t cols) {
+  // At least kReductionBlocks blocks in all (columns of kColumnBlock threads
+  // times chunks), and about 16K threads; one chunk per row at most when the
+  // row count is static; at most 1024 chunks.
+  int64_t blocksX = ceilDiv(std::max<int64_t>(cols, 1), kColumnBlock);
+  int64_t chunks = std::max(16384 / std::max<int64_t>(cols, 1), ceilDiv(kReductionBlocks, blocksX));
+  chunks = std::clamp<int64_t>(chunks, 1, 1024);
   if (rows.perBatch == 0)
     chunks = std::max<int64_t>(1, std::min(chunks, rows.constant));
+  return chunks;
+}
+
+namespace {
+
+/// The partials launch of a column sum into a new scratch buffer; returns
+/// the scratch index.
+int64_t appendColumnPartials(OpSteps &steps, const std::string &partialsKernel,
+                             std::vector<LaunchArg> inputs, BatchAffine rows, int64_t cols,
+                             int64_t chunks, std::vector<LaunchArg> extra) {
   int64_t scratch = int64_t(steps.scratchBytes.size());
   steps.scratchBytes.push_back(BatchAffine::fixed(chunks * cols * 4));
-
   std::vector<LaunchArg> args = {LaunchArg::scratch(scratch)};
   args.insert(args.end(), inputs.begin(), inputs.end());
   args.push_back(LaunchArg::i64(rows));
@@ -233,9 +290,32 @@ void appendColumnSum(OpSteps &steps, const std::string &partialsKernel,
   partials.grid = ExplicitGrid{BatchAffine::fixed(ceilDiv(cols, kColumnBlock)),
                                BatchAffine::fixed(chunks), BatchAffine::fixed(1)};
   steps.launches.push_back(std::move(partials));
+  return scratch;
+}
+
+} // namespace
+
+void appendColumnSum(OpSteps &steps, const std::string &partialsKernel,
+                     std::vector<LaunchArg> inputs, BatchAffine rows, int64_t cols,
+                     std::vector<LaunchArg> extra, LaunchArg out, BatchAffine divisor) {
+  int64_t chunks = columnSumChunks(rows, cols);
+  int64_t scratch =
+      appendColumnPartials(steps, partialsKernel, std::move(inputs), rows, cols, chunks, extra);
   steps.launches.push_back(Launch::kernelCall(
       "pe_colsum_finish", {out, LaunchArg::scratch(scratch), LaunchArg::i64(cols),
                            LaunchArg::i64(chunks), LaunchArg::i64(divisor)}));
+}
+
+void appendColumnSumPair(OpSteps &steps, const std::string &partialsKernel,
+                         std::vector<LaunchArg> inputs, BatchAffine rows, int64_t half,
+                         std::vector<LaunchArg> extra, LaunchArg first, LaunchArg second) {
+  int64_t cols = 2 * half;
+  int64_t chunks = columnSumChunks(rows, cols);
+  int64_t scratch =
+      appendColumnPartials(steps, partialsKernel, std::move(inputs), rows, cols, chunks, extra);
+  steps.launches.push_back(Launch::kernelCall(
+      "pe_colsum_finish_pair", {first, second, LaunchArg::scratch(scratch), LaunchArg::i64(cols),
+                                LaunchArg::i64(chunks), LaunchArg::i64(half)}));
 }
 
 void appendPlainColumnSum(OpSteps &steps, LaunchArg x, BatchAffine rows, int64_t cols,

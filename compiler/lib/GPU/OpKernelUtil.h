@@ -9,8 +9,10 @@
 // - the deterministic column sum (out[c] = sum_r f(r, c) / divisor): a
 //   partials kernel over (column, chunk of rows) writing chunks x cols
 //   partial sums to a scratch buffer, then `pe_colsum_finish` adding each
-//   column's partials in chunk order. No atomics: the result does not depend
-//   on scheduling;
+//   column's partials in chunk order, one warp per column (a fixed butterfly).
+//   No atomics: the result does not depend on scheduling. The chunk count
+//   depends on the shape only and gives the partials launch at least
+//   kReductionBlocks blocks, so a sum over batch x tokens fills the GPU;
 // - lowering-side helpers: static shapes, BatchAffine arithmetic.
 //
 // Integer parameters carry their natural values, 0 included (select_token's
@@ -115,9 +117,19 @@ KernelDef columnPartialsKernel(
     std::vector<std::pair<std::string, ParamKind>> extra,
     std::function<mlir::Value(KernelBuilder &, mlir::Value row, mlir::Value col)> value);
 
-/// `pe_colsum_partials` (value(r, c) = x[r * stride + c]) and
-/// `pe_colsum_finish` (out[c] = sum_g partials[g * cols + c] / divisor).
+/// `pe_colsum_partials` (value(r, c) = x[r * stride + c]),
+/// `pe_colsum_finish` (out[c] = sum_g partials[g * cols + c] / divisor) and
+/// `pe_colsum_finish_pair` (the same into two outputs: columns [0, half) and
+/// [half, 2 half)).
 void appendColumnSumKernels(std::vector<KernelDef> &defs);
+
+/// The fewest blocks a partials launch of a sum over batch-sized rows gets:
+/// two per SM of an H100 (132 SMs).
+inline constexpr int64_t kReductionBlocks = 264;
+
+/// The chunk count of a column sum of `rows` x `cols` (depends on the shape
+/// only: the same partition, and the same bits, every run).
+int64_t columnSumChunks(BatchAffine rows, int64_t cols);
 
 /// Appends to `steps` a deterministic column sum: a scratch buffer of chunks
 /// x cols floats, the launch of `partialsKernel` with `inputs` then
@@ -126,6 +138,13 @@ void appendColumnSum(OpSteps &steps, const std::string &partialsKernel,
                      std::vector<LaunchArg> inputs, BatchAffine rows, int64_t cols,
                      std::vector<LaunchArg> extra, LaunchArg out,
                      BatchAffine divisor = BatchAffine::fixed(1));
+
+/// Two column sums of one pass over the data: `partialsKernel` computes
+/// 2 x half columns (its `cols` argument is 2 half); pe_colsum_finish_pair
+/// writes columns [0, half) to `first` and [half, 2 half) to `second`.
+void appendColumnSumPair(OpSteps &steps, const std::string &partialsKernel,
+                         std::vector<LaunchArg> inputs, BatchAffine rows, int64_t half,
+                         std::vector<LaunchArg> extra, LaunchArg first, LaunchArg second);
 
 /// The plain column sum of x [rows, cols] (row stride `stride` elements).
 void appendPlainColumnSum(OpSteps &steps, LaunchArg x, BatchAffine rows, int64_t cols,

@@ -191,28 +191,23 @@ void appendRotaryKernels(std::vector<KernelDef> &defs) {
                       k.store(k.add(k.mul(x0, s), k.mul(x1, c)), k.arg(0), k.add(xAt, k.i64(1)));
                     });
                   }});
-  // dtable[e] = sum_l (dy0 x0 + dy1 x1, sign (dy1 x0 - dy0 x1)) at pair
-  // l * n + e, e = t * P + j (n = T * P, lead = the leading count).
-  defs.push_back({makeSpec("pe_rope_apply_grad_table", "pe.rope_apply_grad_table",
-                           {{"dtable", P}, {"x", P}, {"dy", P}, {"n", I}, {"lead", I}, {"sign", F}}),
-                  [](KernelBuilder &k) {
-                    Value n = k.arg(3);
-                    k.forGridStride(n, [&](Value e) {
-                      ValueRange sums = k.forLoop(
-                          k.i64(0), k.arg(4), k.i64(1), {k.f32(0.0), k.f32(0.0)},
-                          [&](Value l, ValueRange acc) {
-                            Value at = k.mul(k.add(k.mul(l, n), e), k.i64(2));
-                            Value x0 = k.load(k.arg(1), at), x1 = k.load(k.arg(1), k.add(at, k.i64(1)));
-                            Value d0 = k.load(k.arg(2), at), d1 = k.load(k.arg(2), k.add(at, k.i64(1)));
-                            return SmallVector<Value>{
-                                k.add(acc[0], k.add(k.mul(d0, x0), k.mul(d1, x1))),
-                                k.add(acc[1], k.sub(k.mul(d1, x0), k.mul(d0, x1)))};
-                          });
-                      Value at = k.mul(e, k.i64(2));
-                      k.store(sums[0], k.arg(0), at);
-                      k.store(k.mul(k.arg(5), sums[1]), k.arg(0), k.add(at, k.i64(1)));
-                    });
-                  }});
+  // dtable[2 e] = sum_l dy0 x0 + dy1 x1, dtable[2 e + 1] = sum_l sign (dy1
+  // x0 - dy0 x1) at pair l * n + e, e = t * P + j (n = T * P; l < lead, the
+  // leading count): a column sum over the 2 n entries of the table.
+  defs.push_back(columnPartialsKernel(
+      "pe_rope_apply_grad_table_partials", "pe.rope_apply_grad_table", {"x", "dy"},
+      {{"n", ParamKind::I64}, {"sign", ParamKind::F32}},
+      [](KernelBuilder &k, Value l, Value v) {
+        Value n = k.arg(6), sign = k.arg(7);
+        Value e = divU(k, v, k.i64(2));
+        Value at = k.mul(k.add(k.mul(l, n), e), k.i64(2));
+        Value x0 = k.load(k.arg(1), at), x1 = k.load(k.arg(1), k.add(at, k.i64(1)));
+        Value d0 = k.load(k.arg(2), at), d1 = k.load(k.arg(2), k.add(at, k.i64(1)));
+        Value cosine = k.add(k.mul(d0, x0), k.mul(d1, x1));
+        Value sine = k.mul(sign, k.sub(k.mul(d1, x0), k.mul(d0, x1)));
+        return select(k, cmpI(k, arith::CmpIPredicate::eq, remU(k, v, k.i64(2)), k.i64(0)),
+                      cosine, sine);
+      }));
   // dfreqs[j, a] = sum_t pos[t, a] (-sin theta dy[t, j, 0] + cos theta dy[t, j, 1]),
   // in f64; n = P * A.
   defs.push_back({makeSpec("pe_rope_table_grad", "pe.rope_table_grad",
@@ -455,10 +450,11 @@ std::optional<OpSteps> lowerRopeApplyGradTable(Operation &op) {
     return std::nullopt;
   int64_t n = td->first * (td->second / 2);
   bool inverse = cast<pe::RopeApplyGradTableOp>(op).getInverse();
-  return single("pe_rope_apply_grad_table",
-                {A::result(0), A::operand(0), A::operand(1), A::i64(n),
-                 A::i64(rowsOf(numel(op.getOperand(0)), 2 * n)),
-                 A::f32(inverse ? -1.0f : 1.0f)});
+  OpSteps steps;
+  appendColumnSum(steps, "pe_rope_apply_grad_table_partials", {A::operand(0), A::operand(1)},
+                  rowsOf(numel(op.getOperand(0)), 2 * n), 2 * n,
+                  {A::i64(n), A::f32(inverse ? -1.0f : 1.0f)}, A::result(0));
+  return steps;
 }
 
 std::optional<OpSteps> lowerRopeTableGrad(Operation &op) {

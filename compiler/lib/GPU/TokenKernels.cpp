@@ -5,14 +5,16 @@
 // - copies with index arithmetic, one thread per output element in a
 //   grid-stride loop: broadcast_to, expand_axis, mean_grad, class_token,
 //   select_token(_grad), token_embed, class_token_grad's dx;
-// - reductions without atomics, each output summed by one thread in a fixed
-//   order: sum_to, mean, the bias/class-token/embedding gradients (the column
-//   sums of OpKernelUtil.h), and `pe_sum_all` (one warp, for scalars);
+// - reductions without atomics, in an order fixed by the shape: sum_to,
+//   mean, the bias/class-token/embedding gradients (the column sums of
+//   OpKernelUtil.h), and scalars: `pe_sum_all` (one warp), after
+//   `pe_sum_partials` (kReductionBlocks warps) when the sum is long or grows
+//   with the batch;
 // - patch_embed as an im2col gather (`pe_patch_gather`) into a scratch
 //   buffer, the bias broadcast into the result, and one cuBLAS GEMM with
 //   beta = 1; patch_embed_grad as the same gather and a transposed GEMM;
 // - cross_entropy(_grad): one warp per row (max, sum of exponentials by
-//   xor-shuffle butterflies), then the mean over rows by `pe_sum_all`.
+//   xor-shuffle butterflies), then the mean over rows (a scalar sum).
 // Token ids and labels are i32. Where the reference kernels throw (an id or
 // label out of range), these never read out of bounds: token_embed writes
 // NaN rows, cross_entropy a NaN loss and NaN gradient rows, and
@@ -132,6 +134,29 @@ void appendCopyKernels(std::vector<KernelDef> &defs) {
                     k.ifThen(cmpI(k, Pred::eq, lane, k.i64(0)), [&] {
                       k.store(k.div(total, k.toF32(k.arg(3))), k.arg(0), k.i64(0));
                     });
+                  }});
+
+  // The first stage of a long sum: block g (one warp) adds chunk g of
+  // ceil(n / chunks) consecutive elements into partials[g], lanes striding,
+  // then a butterfly; pe_sum_all adds the partials (a fixed order).
+  defs.push_back({makeSpec("pe_sum_partials", "pe.sum_to",
+                           {{"partials", P}, {"x", P}, {"n", I}, {"chunks", I}},
+                           GridRule::Explicit, kWarp),
+                  [](KernelBuilder &k) {
+                    Value n = k.arg(2), chunks = k.arg(3);
+                    Value lane = k.threadId(gpu::Dimension::x);
+                    Value g = k.blockId(gpu::Dimension::x);
+                    Value len = divU(k, k.sub(k.add(n, chunks), k.i64(1)), chunks);
+                    Value first = minI(k, k.mul(g, len), n);
+                    Value last = minI(k, k.add(first, len), n);
+                    ValueRange partial = k.forLoop(
+                        k.add(first, lane), last, k.i64(kWarp), {k.f32(0.0)},
+                        [&](Value i, ValueRange acc) {
+                          return SmallVector<Value>{k.add(acc[0], k.load(k.arg(1), i))};
+                        });
+                    Value total = k.warpSum(partial[0]);
+                    k.ifThen(cmpI(k, Pred::eq, lane, k.i64(0)),
+                             [&] { k.store(total, k.arg(0), g); });
                   }});
 }
 
@@ -319,6 +344,30 @@ OpSteps single(std::string kernel, std::vector<LaunchArg> args) {
 
 BatchAffine numel(Value v) { return elementCount(v.getType()); }
 
+/// out[0] = (sum of the n floats of x) / divisor: one warp (pe_sum_all) for
+/// a short static n, else kReductionBlocks partial sums first
+/// (pe_sum_partials), so a sum over the batch fills the GPU.
+void appendScalarSum(OpSteps &steps, LaunchArg x, BatchAffine n, LaunchArg out,
+                     BatchAffine divisor) {
+  constexpr int64_t kOneWarpElements = 32 * 1024;
+  if (n.perBatch == 0 && n.constant <= kOneWarpElements) {
+    Launch all = Launch::kernelCall("pe_sum_all", {out, x, A::i64(n), A::i64(divisor)});
+    all.grid = ExplicitGrid{};
+    steps.launches.push_back(std::move(all));
+    return;
+  }
+  int64_t scratch = int64_t(steps.scratchBytes.size());
+  steps.scratchBytes.push_back(BatchAffine::fixed(kReductionBlocks * 4));
+  Launch partials = Launch::kernelCall(
+      "pe_sum_partials", {A::scratch(scratch), x, A::i64(n), A::i64(kReductionBlocks)});
+  partials.grid = ExplicitGrid{BatchAffine::fixed(kReductionBlocks)};
+  steps.launches.push_back(std::move(partials));
+  Launch all = Launch::kernelCall("pe_sum_all", {out, A::scratch(scratch),
+                                                 A::i64(kReductionBlocks), A::i64(divisor)});
+  all.grid = ExplicitGrid{};
+  steps.launches.push_back(std::move(all));
+}
+
 /// The sum of all of x into `out` (a scalar), divided by `divisor`: the rows
 /// of x's last dimension summed per column first when x has one (parallel),
 /// then one warp over the columns.
@@ -330,15 +379,10 @@ void appendSumAll(OpSteps &steps, Value x, LaunchArg xArg, LaunchArg out, BatchA
     int64_t scratch = int64_t(steps.scratchBytes.size());
     steps.scratchBytes.push_back(BatchAffine::fixed(cols * 4));
     appendPlainColumnSum(steps, xArg, rows, cols, cols, A::scratch(scratch));
-    Launch all = Launch::kernelCall("pe_sum_all", {out, A::scratch(scratch), A::i64(cols),
-                                                   A::i64(divisor)});
-    all.grid = ExplicitGrid{};
-    steps.launches.push_back(std::move(all));
+    appendScalarSum(steps, A::scratch(scratch), BatchAffine::fixed(cols), out, divisor);
     return;
   }
-  Launch all = Launch::kernelCall("pe_sum_all", {out, xArg, A::i64(numel(x)), A::i64(divisor)});
-  all.grid = ExplicitGrid{};
-  steps.launches.push_back(std::move(all));
+  appendScalarSum(steps, xArg, numel(x), out, divisor);
 }
 
 /// pe.sum_to, every shape (the one lowering of the op): a copy when nothing
@@ -588,10 +632,7 @@ std::optional<OpSteps> lowerCrossEntropy(Operation &op) {
   steps.launches.push_back(Launch::kernelCall(
       "pe_cross_entropy_rows", {A::scratch(0), A::operand(0), A::operand(1), A::i64(rows),
                                 A::i64(classes)}));
-  Launch mean = Launch::kernelCall("pe_sum_all",
-                                   {A::result(0), A::scratch(0), A::i64(rows), A::i64(rows)});
-  mean.grid = ExplicitGrid{};
-  steps.launches.push_back(std::move(mean));
+  appendScalarSum(steps, A::scratch(0), rows, A::result(0), rows);
   return steps;
 }
 

@@ -14,6 +14,7 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -37,7 +38,8 @@ TEST(CompiledPackage, HasEveryKernelWithBinaries) {
   for (const char *name :
        {"pe_add", "pe_add_br", "pe_sub", "pe_mul_bl", "pe_mul_br", "pe_scale", "pe_gelu",
         "pe_gelu_tanh", "pe_gelu_grad", "pe_gelu_grad_tanh", "pe_relu", "pe_relu_grad",
-        "pe_layer_norm", "pe_layer_norm_grad_rows", "pe_layer_norm_grad_cols", "pe_adamw",
+        "pe_layer_norm", "pe_layer_norm_grad_rows", "pe_layer_norm_grad_partials",
+        "pe_colsum_finish_pair", "pe_adamw",
         "pe_sumsq_partials", "pe_optimizer_scalars"}) {
     const CudaKernel *k = cuda.find(name);
     ASSERT_NE(k, nullptr) << name;
@@ -164,10 +166,19 @@ TEST_F(GpuKernels, LayerNormForwardAndBackward) {
                     {KA::pointer(dx), KA::pointer(stats), KA::pointer(gx), KA::pointer(gg),
                      KA::pointer(gdy), KA::integer(rows), KA::integer(D), KA::real(eps)},
                     "layer_norm_grad rows");
-    kernels->launch("pe_layer_norm_grad_cols",
-                    {KA::pointer(dg), KA::pointer(db), KA::pointer(gx), KA::pointer(gdy),
-                     KA::pointer(stats), KA::integer(rows), KA::integer(D)},
-                    "layer_norm_grad columns");
+    // dgamma and dbeta as lowered: partial sums over chunks of rows (here
+    // 5, the last one short), then one warp per column adds them.
+    const int64_t chunks = 5;
+    uint64_t partials = zeros(chunks * 2 * D);
+    const std::array<int64_t, 3> grid = {(2 * D + 127) / 128, chunks, 1};
+    kernels->launch("pe_layer_norm_grad_partials",
+                    {KA::pointer(partials), KA::pointer(gx), KA::pointer(gdy), KA::pointer(stats),
+                     KA::integer(rows), KA::integer(2 * D), KA::integer(chunks), KA::integer(D)},
+                    "layer_norm_grad partials", &grid);
+    kernels->launch("pe_colsum_finish_pair",
+                    {KA::pointer(dg), KA::pointer(db), KA::pointer(partials),
+                     KA::integer(2 * D), KA::integer(chunks), KA::integer(D)},
+                    "layer_norm_grad finish");
     std::vector<float> wy(n), wdx(n), wdg(D), wdb(D);
     ref::layerNorm<float>({x.data(), {rows, D}}, {gamma.data(), {D}}, {beta.data(), {D}}, eps,
                           {wy.data(), {rows, D}});

@@ -71,6 +71,15 @@ protected:
                {KA::pointer(out), KA::pointer(x), KA::integer(n), KA::integer(divisor)},
                {1, 1, 1});
   }
+  // A long scalar sum as lowered: pe_sum_partials over `chunks` warps, then
+  // pe_sum_all over the partials.
+  void sumAllInTwoStages(uint64_t out, uint64_t x, int64_t n, int64_t divisor, int64_t chunks) {
+    uint64_t partials = output(size_t(chunks));
+    launchGrid("pe_sum_partials",
+               {KA::pointer(partials), KA::pointer(x), KA::integer(n), KA::integer(chunks)},
+               {chunks, 1, 1});
+    sumAll(out, partials, chunks, divisor);
+  }
 
   std::unique_ptr<Gemm> gemm;
 };
@@ -178,13 +187,16 @@ TEST_F(GpuOpKernels, RopeTableApplyAndGradients) {
       ref::ropeApply<float>(in(x, xs), in(gotTable, {T, P, 2}), inverse, out(want, xs));
       expectClose(get(y, want.size()), want, 1e-6, "rope_apply");
 
-      uint64_t dtable = output(size_t(T * P * 2));
-      launch("pe_rope_apply_grad_table",
-             {KA::pointer(dtable), KA::pointer(gx), KA::pointer(gdy), KA::integer(T * P),
-              KA::integer(s.lead), KA::real(inverse ? -1.0f : 1.0f)});
       std::vector<float> wantDtable(static_cast<size_t>(T * P * 2));
       ref::ropeApplyGradTable<float>(in(x, xs), in(dy, xs), inverse, out(wantDtable, {T, P, 2}));
-      expectClose(get(dtable, wantDtable.size()), wantDtable, 2e-5, "rope_apply_grad_table");
+      for (int64_t chunks : {int64_t(1), int64_t(2), int64_t(264)}) {
+        uint64_t dtable = output(size_t(T * P * 2));
+        columnSum("pe_rope_apply_grad_table_partials", {KA::pointer(gx), KA::pointer(gdy)},
+                  s.lead, 2 * T * P, {KA::integer(T * P), KA::real(inverse ? -1.0f : 1.0f)},
+                  dtable, chunks);
+        expectClose(get(dtable, wantDtable.size()), wantDtable, 2e-5,
+                    "rope_apply_grad_table, " + std::to_string(chunks) + " chunks");
+      }
     }
 
     std::vector<float> dyTable = random(static_cast<size_t>(T * P * 2));
@@ -329,6 +341,12 @@ TEST_F(GpuOpKernels, ColumnSumsAreSumTo) {
     std::vector<float> wantMean(1);
     ref::mean<float>(in(x, {rows, cols}), std::nullopt, out(wantMean, {}));
     expectClose(get(all, 1), wantMean, 2e-5, "mean (pe_sum_all)");
+    for (int64_t stages : {1, 7, 264}) {
+      uint64_t twoStage = output(1);
+      sumAllInTwoStages(twoStage, gx, rows * cols, rows * cols, stages);
+      expectClose(get(twoStage, 1), wantMean, 2e-5,
+                  "mean (pe_sum_partials x " + std::to_string(stages) + ", pe_sum_all)");
+    }
   }
 }
 
