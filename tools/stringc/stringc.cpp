@@ -70,6 +70,12 @@ options:
                  (sm_80 and newer; recorded in the package)
   --emit=nvvm    print the GPU kernels lowered to the NVVM dialect
   --emit=ptx     print the GPU kernels' PTX
+  --launch-report
+                 with --target=cuda: print every launch of one training
+                 step (grid, bytes, FLOPs) with its roofline time on an
+                 H100 model, the share of each op kind and the step's
+                 predicted time and bound (docs/cuda.md); --batch=N sets
+                 the batch (default 128); no package is written
   -o FILE        write the output to FILE instead of standard output
                  (written only on success, atomically)
 
@@ -78,7 +84,8 @@ pass options (docs/passes.md):
                  forward FLOPs and bytes per example before and after), the
                  warnings, and the training step's cost with all passes, with
                  none and with each one switched off
-  --batch=N      the batch size of --explain's step figures (default 128)
+  --batch=N      the batch size of --explain's and --launch-report's step
+                 figures (default 128)
   --disable-pass=NAME[,NAME...]
                  leave these optimisation passes out (repeatable)
   --enable-pass=NAME[,NAME...]
@@ -98,7 +105,9 @@ pass options (docs/passes.md):
   --version      show the version
 )";
 
-enum class Emit { Mlir, Graph, PeOpt, PeTrain, Package, Explain, Nvvm, Ptx, Kernels, Llvm };
+enum class Emit {
+  Mlir, Graph, PeOpt, PeTrain, Package, Explain, Nvvm, Ptx, Kernels, Llvm, LaunchReport
+};
 
 struct Options {
   std::string input;
@@ -176,6 +185,9 @@ std::optional<int> parseOptions(int argc, char **argv, Options &options) {
     } else if (arg == "--emit=pe-train") {
       options.emit = Emit::PeTrain;
       options.emitGiven = true;
+    } else if (arg == "--launch-report") {
+      options.emit = Emit::LaunchReport;
+      options.emitGiven = true;
     } else if (arg == "--emit=nvvm" || arg == "--emit=ptx") {
       options.emit = arg == "--emit=nvvm" ? Emit::Nvvm : Emit::Ptx;
       options.emitGiven = true;
@@ -219,9 +231,10 @@ std::optional<int> parseOptions(int argc, char **argv, Options &options) {
   }
   if (!haveInput)
     return usageError("no input file (see stringc --help)");
-  bool gpuEmit = options.emit == Emit::Nvvm || options.emit == Emit::Ptx;
+  bool gpuEmit = options.emit == Emit::Nvvm || options.emit == Emit::Ptx ||
+                 options.emit == Emit::LaunchReport;
   if (gpuEmit && options.target && *options.target != "cuda")
-    return usageError("--emit=nvvm and --emit=ptx are for --target=cuda");
+    return usageError("--emit=nvvm, --emit=ptx and --launch-report are for --target=cuda");
   if (gpuEmit)
     options.target = "cuda";
   if ((options.gpuArch || options.gpuAllKernels || options.gpuPrecision) &&
@@ -320,9 +333,11 @@ int emitCuda(const stringc::ModelGraph &graph, const Options &options) {
   cuda.allKernels = options.gpuAllKernels;
   if (options.gpuPrecision)
     cuda.precision = *options.gpuPrecision;
-  stringc::CudaEmit what = options.emit == Emit::Nvvm  ? stringc::CudaEmit::NVVM
-                           : options.emit == Emit::Ptx ? stringc::CudaEmit::PTX
-                                                       : stringc::CudaEmit::Package;
+  cuda.reportBatch = options.explainBatch;
+  stringc::CudaEmit what = options.emit == Emit::Nvvm           ? stringc::CudaEmit::NVVM
+                           : options.emit == Emit::Ptx          ? stringc::CudaEmit::PTX
+                           : options.emit == Emit::LaunchReport ? stringc::CudaEmit::LaunchReport
+                                                                : stringc::CudaEmit::Package;
   std::ostringstream text;
   if (stringc::compileForCuda(train.str(), cuda, what, text, options.output.value_or(""),
                               std::cerr) != 0)

@@ -10,6 +10,7 @@
 #include "stringc/GPU/CudaTarget.h"
 #include "stringc/GPU/GPUKernels.h"
 #include "stringc/GPU/GPUPipeline.h"
+#include "stringc/GPU/LaunchReport.h"
 
 #include "stringc/Dialect/PE/PEDialect.h"
 #include "stringc/Target/PackageWriter.h"
@@ -223,6 +224,15 @@ public:
         cudagen::planKernels(*train, options.allKernels, *precision);
     if (failed(plan))
       return 1;
+    if (emit == CudaEmit::LaunchReport) {
+      FailureOr<cudagen::StepEstimate> step =
+          cudagen::estimateTrainingStep(*train, *plan, *precision, options.reportBatch);
+      if (failed(step))
+        return 1;
+      cudagen::printLaunchReport(*step, cudagen::GpuMachineModel{}, llvmStream(out));
+      outStream->flush();
+      return 0;
+    }
     OwningOpRef<ModuleOp> kernels = cudagen::buildKernelModule(context, *plan, options.arch);
     if (failed(verify(*kernels)) || failed(cudagen::lowerKernelsToNVVM(*kernels)))
       return 1;

@@ -27,6 +27,18 @@ enum class CudaParamKind { Ptr, I64, F32 };
 // Explicit: each launch of the kernel names its grid (CudaLaunch::grid).
 enum class CudaGridRule { Elements, Rows, Columns, Partials, Explicit };
 
+// The most blocks a grid-stride kernel (Elements, Columns) is given: it
+// loops over the rest. And the most partial results of a Partials kernel.
+constexpr int64_t kCudaMaxStrideBlocks = 65536;
+constexpr int64_t kCudaMaxPartials = 1024;
+
+// grid.x of a kernel of a rule other than Explicit, from its block shape and
+// its first and second i64 arguments (0 when the kernel has none); 0 when
+// there is no work (the launch is skipped). The runtime launches with it and
+// the compiler's launch report predicts with it.
+int64_t cudaRuleGridX(CudaGridRule rule, int64_t blockX, int64_t blockY, int64_t firstInt,
+                      int64_t secondInt);
+
 struct CudaKernelUse {
   std::string program; // "forward", "gradients" or "optimizer"
   int64_t op = -1;     // op index in the program; -1 for "optimizer"

@@ -1,6 +1,8 @@
 // The `cuda` section of a package: parsing and validation (CudaSection.h).
 #include "stringrt/CudaSection.h"
 
+#include <algorithm>
+
 #include "Json.h"
 #include "stringrt/Error.h"
 #include "stringrt/Safetensors.h"
@@ -44,6 +46,32 @@ const char *cudaGridRuleName(CudaGridRule rule) {
     return "explicit";
   }
   return "?";
+}
+
+namespace {
+// Blocks for `work` items at `perBlock` a block, at most `cap`.
+int64_t blocksFor(int64_t work, int64_t perBlock, int64_t cap) {
+  if (work <= 0 || perBlock <= 0)
+    return 0;
+  return std::min((work + perBlock - 1) / perBlock, cap);
+}
+} // namespace
+
+int64_t cudaRuleGridX(CudaGridRule rule, int64_t blockX, int64_t blockY, int64_t firstInt,
+                      int64_t secondInt) {
+  switch (rule) {
+  case CudaGridRule::Elements:
+    return blocksFor(firstInt, blockX, kCudaMaxStrideBlocks);
+  case CudaGridRule::Rows:
+    return blocksFor(firstInt, blockY, int64_t(1) << 31);
+  case CudaGridRule::Columns:
+    return blocksFor(secondInt, blockX, kCudaMaxStrideBlocks);
+  case CudaGridRule::Partials:
+    return blocksFor(firstInt, blockX, kCudaMaxPartials);
+  case CudaGridRule::Explicit:
+    break;
+  }
+  return 0;
 }
 
 const CudaKernel *CudaSection::find(std::string_view name) const {

@@ -25,7 +25,7 @@
 namespace stringrt::cuda {
 namespace {
 
-constexpr int64_t kMaxPartials = 1024; // pe_sumsq_partials' grid cap
+constexpr int64_t kMaxPartials = kCudaMaxPartials; // pe_sumsq_partials' grid cap
 constexpr size_t kGemmWorkspace = size_t(32) << 20; // cuBLAS workspace (graph capture)
 
 std::string joined(const std::vector<std::string> &names) {

@@ -12,22 +12,12 @@
 namespace stringrt::cuda {
 namespace {
 
-constexpr int64_t kMaxStrideBlocks = 65536; // grid-stride kernels need no more
-constexpr int64_t kMaxPartials = 1024;
-
 int64_t nthInteger(const CudaKernel &kernel, const std::vector<KernelArg> &args, int which) {
   int seen = 0;
   for (size_t i = 0; i < args.size(); ++i)
     if (kernel.params[i] == CudaParamKind::I64 && seen++ == which)
       return args[i].i64;
   throw Error(fmt::format("kernel {}: no i64 parameter #{}", kernel.name, which));
-}
-
-// Blocks for `work` items at `perBlock` a block, at most `cap` (grid-stride
-// kernels loop over the rest); 0 when there is no work: the launch is skipped.
-unsigned blocksFor(int64_t work, int64_t perBlock, int64_t cap) {
-  int64_t blocks = (work + perBlock - 1) / perBlock;
-  return unsigned(std::clamp<int64_t>(blocks, 0, cap));
 }
 
 void checkArgs(const CudaKernel &kernel, const std::vector<KernelArg> &args) {
@@ -67,18 +57,13 @@ LaunchShape launchShapeFor(const CudaKernel &kernel, const std::vector<KernelArg
     }
     break;
   }
-  case CudaGridRule::Elements:
-    shape.grid[0] = blocksFor(nthInteger(kernel, args, 0), kernel.blockX, kMaxStrideBlocks);
+  default: {
+    const bool columns = kernel.grid == CudaGridRule::Columns;
+    shape.grid[0] = unsigned(cudaRuleGridX(kernel.grid, kernel.blockX, kernel.blockY,
+                                           nthInteger(kernel, args, 0),
+                                           columns ? nthInteger(kernel, args, 1) : 0));
     break;
-  case CudaGridRule::Rows:
-    shape.grid[0] = blocksFor(nthInteger(kernel, args, 0), kernel.blockY, int64_t(1) << 31);
-    break;
-  case CudaGridRule::Columns:
-    shape.grid[0] = blocksFor(nthInteger(kernel, args, 1), kernel.blockX, kMaxStrideBlocks);
-    break;
-  case CudaGridRule::Partials:
-    shape.grid[0] = blocksFor(nthInteger(kernel, args, 0), kernel.blockX, kMaxPartials);
-    break;
+  }
   }
   return shape;
 }

@@ -12,6 +12,7 @@
 #ifndef STRINGC_GPU_CUDATARGET_H
 #define STRINGC_GPU_CUDATARGET_H
 
+#include <cstdint>
 #include <ostream>
 #include <string>
 
@@ -25,6 +26,8 @@ enum class CudaEmit {
   PTX,
   /// The package: manifest, kernel table, PTX and cubin per kernel.
   Package,
+  /// The launch report of one training step (LaunchReport.h), as text.
+  LaunchReport,
 };
 
 struct CudaOptions {
@@ -37,10 +40,12 @@ struct CudaOptions {
   /// mma.sync, bf16 operands and f32 accumulation; sm_80 and newer).
   /// Recorded in the package's cuda section as "precision".
   std::string precision = "fp32";
+  /// The batch size of CudaEmit::LaunchReport.
+  int64_t reportBatch = 128;
 };
 
 /// Compiles the pe training module `peTrain` (textual, with @forward and
-/// @gradients) for CUDA. NVVM and PTX are written to `out`; a package is
+/// @gradients) for CUDA. NVVM, PTX and the launch report are written to `out`; a package is
 /// written atomically to `path`. Diagnostics go to `err`; returns non-zero
 /// on failure.
 int compileForCuda(const std::string &peTrain, const CudaOptions &options, CudaEmit emit,

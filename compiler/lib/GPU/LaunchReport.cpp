@@ -1,0 +1,336 @@
+//===- LaunchReport.cpp - a training step's launches against a roofline ---===//
+//
+// The model is in LaunchReport.h. The grid of a kernel launch comes from the
+// runtime's own rule (stringrt::cudaRuleGridX), so the report sees the grids
+// the GPU will run.
+//
+//===----------------------------------------------------------------------===//
+#include "stringc/GPU/LaunchReport.h"
+
+#include "KernelBuilder.h"
+#include "stringc/Dialect/PE/PEOps.h"
+#include "stringc/Transforms/Explain.h"
+
+#include "stringrt/CudaSection.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "llvm/Support/Format.h"
+
+#include <algorithm>
+#include <map>
+
+using namespace mlir;
+
+namespace stringc::cudagen {
+
+const char *launchArithmeticName(LaunchArithmetic arithmetic) {
+  switch (arithmetic) {
+  case LaunchArithmetic::F32:
+    return "f32";
+  case LaunchArithmetic::TF32:
+    return "tf32";
+  case LaunchArithmetic::BF16:
+    return "bf16";
+  }
+  return "?";
+}
+
+namespace {
+
+double elementsAt(Type type, int64_t batch) {
+  auto ranked = dyn_cast<RankedTensorType>(type);
+  if (!ranked)
+    return 0;
+  double count = 1;
+  for (int64_t dim : ranked.getShape())
+    count *= double(ShapedType::isDynamic(dim) ? batch : dim);
+  return count;
+}
+
+stringrt::CudaGridRule runtimeRule(GridRule rule) {
+  switch (rule) {
+  case GridRule::Elements:
+    return stringrt::CudaGridRule::Elements;
+  case GridRule::Rows:
+    return stringrt::CudaGridRule::Rows;
+  case GridRule::Columns:
+    return stringrt::CudaGridRule::Columns;
+  case GridRule::Partials:
+    return stringrt::CudaGridRule::Partials;
+  case GridRule::Explicit:
+    break;
+  }
+  return stringrt::CudaGridRule::Explicit;
+}
+
+double peakOf(LaunchArithmetic arithmetic, const GpuMachineModel &machine) {
+  switch (arithmetic) {
+  case LaunchArithmetic::F32:
+    return machine.f32FlopsPerSecond;
+  case LaunchArithmetic::TF32:
+    return machine.tf32FlopsPerSecond;
+  case LaunchArithmetic::BF16:
+    return machine.bf16FlopsPerSecond;
+  }
+  return machine.f32FlopsPerSecond;
+}
+
+/// Fills in the two times of a launch whose grid, bytes and FLOPs are set.
+void applyRoofline(LaunchEstimate &launch, const GpuMachineModel &machine) {
+  launch.boundSeconds = std::max(launch.bytes / machine.bytesPerSecond,
+                                 launch.flops / peakOf(launch.arithmetic, machine));
+  double share = launch.blocks < 0 ? 1.0
+                                   : std::min(1.0, double(launch.blocks) / double(machine.sms));
+  launch.predictedSeconds =
+      std::max(machine.minLaunchSeconds, share > 0 ? launch.boundSeconds / share : 0.0);
+}
+
+/// The launches of one op at `batch`, without times.
+std::vector<LaunchEstimate> opLaunches(Operation &op, const OpSteps &steps,
+                                       const KernelPlan &plan, GpuPrecision precision,
+                                       int64_t batch) {
+  auto bufferBytes = [&](const LaunchArg &arg) -> double {
+    switch (arg.kind) {
+    case LaunchArg::Kind::Operand:
+      return 4 * elementsAt(op.getOperand(unsigned(arg.index)).getType(), batch);
+    case LaunchArg::Kind::Result:
+      return 4 * elementsAt(op.getResult(unsigned(arg.index)).getType(), batch);
+    case LaunchArg::Kind::Scratch:
+      return double(steps.scratchBytes[size_t(arg.index)].at(batch));
+    case LaunchArg::Kind::Constant:
+      return 4 * double(plan.constants[size_t(arg.index)].size());
+    case LaunchArg::Kind::I64:
+    case LaunchArg::Kind::F32:
+      break;
+    }
+    return 0;
+  };
+
+  std::vector<LaunchEstimate> launches;
+  double gemmFlops = 0, kernelBytes = 0;
+  for (const Launch &launch : steps.launches) {
+    LaunchEstimate e;
+    e.program = "gradients";
+    e.op = steps.op;
+    e.opName = op.getName().getStringRef().str();
+    if (launch.gemm) {
+      const GemmCall &g = *launch.gemm;
+      double m = double(g.m.at(batch)), n = double(g.n.at(batch)), k = double(g.k.at(batch));
+      double count = double(g.count.at(batch));
+      auto copies = [&](const BatchAffine &stride) { return stride.at(batch) == 0 ? 1 : count; };
+      e.kernel = "cublas gemm";
+      e.flops = 2 * m * n * k * count;
+      e.bytes = 4 * (m * k * copies(g.strideA) + k * n * copies(g.strideB) +
+                     m * n * copies(g.strideC) * (g.beta != 0.0f ? 2 : 1));
+      if (g.epilogue == GemmCall::Epilogue::Bias)
+        e.bytes += 4 * n;
+      e.arithmetic =
+          precision == GpuPrecision::BF16 ? LaunchArithmetic::TF32 : LaunchArithmetic::F32;
+      gemmFlops += e.flops;
+      launches.push_back(std::move(e));
+      continue;
+    }
+    const KernelDef *def = findKernelDef(launch.kernel);
+    const KernelSpec &spec = def->spec;
+    e.kernel = launch.kernel;
+    e.threadsPerBlock = spec.blockX * spec.blockY;
+    e.arithmetic = def->tensorCores ? LaunchArithmetic::BF16 : LaunchArithmetic::F32;
+    if (launch.grid) {
+      e.blocks = launch.grid->x.at(batch) * launch.grid->y.at(batch) * launch.grid->z.at(batch);
+    } else {
+      int64_t ints[2] = {0, 0};
+      for (size_t a = 0, seen = 0; a < launch.args.size() && seen < 2; ++a)
+        if (launch.args[a].kind == LaunchArg::Kind::I64)
+          ints[seen++] = launch.args[a].integer.at(batch);
+      e.blocks = stringrt::cudaRuleGridX(runtimeRule(spec.grid), spec.blockX, spec.blockY,
+                                         ints[0], ints[1]);
+    }
+    std::vector<int64_t> seenBuffers; // each buffer once: (kind << 32) | index
+    for (const LaunchArg &arg : launch.args) {
+      if (!arg.isPointer())
+        continue;
+      int64_t key = (int64_t(arg.kind) << 32) | arg.index;
+      if (llvm::is_contained(seenBuffers, key))
+        continue;
+      seenBuffers.push_back(key);
+      e.bytes += bufferBytes(arg);
+    }
+    kernelBytes += e.bytes;
+    launches.push_back(std::move(e));
+  }
+  // The op's FLOPs that are not GEMMs, over its kernels by their bytes.
+  double rest = std::max(0.0, estimateCost(&op, batch).flops - gemmFlops);
+  for (LaunchEstimate &e : launches)
+    if (e.kernel != "cublas gemm" && kernelBytes > 0)
+      e.flops = rest * e.bytes / kernelBytes;
+  return launches;
+}
+
+/// The runtime's launches after @gradients (DeviceExecutor::enqueueTrainStep):
+/// the gradient copies into the flat buffer, the norm's partials, the step's
+/// scalars and the update, over `n` trainable floats.
+std::vector<LaunchEstimate> optimizerLaunches(ModuleOp train, int64_t n) {
+  std::vector<LaunchEstimate> launches;
+  auto optimizers = train.getOps<pe::OptimizerOp>();
+  if (optimizers.empty() || n == 0)
+    return launches;
+  StringRef kind = (*optimizers.begin()).getKind();
+  auto add = [&](std::string kernel, int64_t blocks, double bytes, double flops) {
+    LaunchEstimate e;
+    e.program = "optimizer";
+    e.opName = "optimizer";
+    e.kernel = std::move(kernel);
+    if (const KernelDef *def = findKernelDef(e.kernel))
+      e.threadsPerBlock = def->spec.blockX * def->spec.blockY;
+    e.blocks = blocks;
+    e.bytes = bytes;
+    e.flops = flops;
+    launches.push_back(std::move(e));
+  };
+  add("gradient copies (memcpy)", -1, 8.0 * double(n), 0);
+  const KernelDef *sumsq = findKernelDef("pe_sumsq_partials");
+  int64_t partials = stringrt::cudaRuleGridX(stringrt::CudaGridRule::Partials,
+                                             sumsq->spec.blockX, sumsq->spec.blockY, n, 0);
+  add("pe_sumsq_partials", partials, 4.0 * double(n + partials), 2.0 * double(n));
+  add("pe_optimizer_scalars", 1, 4.0 * double(partials) + 18 * 8, 0);
+  const char *update = kind == "adamw" ? "pe_adamw" : "pe_sgd";
+  const KernelDef *def = findKernelDef(update);
+  int64_t blocks = stringrt::cudaRuleGridX(stringrt::CudaGridRule::Elements, def->spec.blockX,
+                                           def->spec.blockY, n, 0);
+  // AdamW reads and writes the parameters, m and v, and reads the gradient;
+  // SGD the parameters and the velocity.
+  double streams = kind == "adamw" ? 7 : 5;
+  add(update, blocks, 4.0 * streams * double(n), (kind == "adamw" ? 14.0 : 5.0) * double(n));
+  return launches;
+}
+
+int64_t trainableElements(ModuleOp train) {
+  int64_t n = 0;
+  for (pe::ParameterOp param : train.getOps<pe::ParameterOp>())
+    if (!param.getFrozen())
+      n += param.getTensorType().getNumElements();
+  return n;
+}
+
+} // namespace
+
+FailureOr<StepEstimate> estimateTrainingStep(ModuleOp train, const KernelPlan &plan,
+                                             GpuPrecision precision, int64_t batch,
+                                             const GpuMachineModel &machine) {
+  auto func = train.lookupSymbol<func::FuncOp>("gradients");
+  if (!func)
+    return train.emitError() << "the launch report needs @gradients (run pe-autodiff first)";
+  std::vector<Operation *> ops;
+  for (Operation &op : func.getBody().front().without_terminator())
+    ops.push_back(&op);
+  const std::vector<OpSteps> *steps = nullptr;
+  for (const auto &[program, programSteps] : plan.steps)
+    if (program == "gradients")
+      steps = &programSteps;
+  if (!steps)
+    return train.emitError() << "the kernel plan has no steps for @gradients";
+  for (const auto &[program, names] : plan.uncovered)
+    if (program == "gradients" && !names.empty())
+      return train.emitError() << "the launch report needs every op on the GPU; "
+                               << names.front() << " has no GPU steps";
+
+  StepEstimate step;
+  step.batch = batch;
+  for (const OpSteps &s : *steps) {
+    Operation &op = *ops[size_t(s.op)];
+    std::vector<LaunchEstimate> now = opLaunches(op, s, plan, precision, batch);
+    std::vector<LaunchEstimate> more = opLaunches(op, s, plan, precision, batch + 1);
+    for (size_t l = 0; l < now.size(); ++l) {
+      // By bytes: the FLOPs of a small kernel (a sum's finish) are a share
+      // of the op's, which may grow while the kernel's own work does not.
+      now[l].growsWithBatch = more[l].bytes > now[l].bytes;
+      step.launches.push_back(std::move(now[l]));
+    }
+  }
+  for (LaunchEstimate &e : optimizerLaunches(train, trainableElements(train)))
+    step.launches.push_back(std::move(e));
+  for (LaunchEstimate &e : step.launches) {
+    applyRoofline(e, machine);
+    step.boundSeconds += e.boundSeconds;
+    step.predictedSeconds += e.predictedSeconds;
+  }
+  return step;
+}
+
+namespace {
+
+std::string scaled(double value, const char *unit) {
+  const char *prefixes[] = {"", "K", "M", "G", "T"};
+  int index = 0;
+  while (value >= 1000 && index < 4) {
+    value /= 1000;
+    ++index;
+  }
+  char text[32];
+  std::snprintf(text, sizeof text, index ? "%.1f %s%s" : "%.0f %s%s", value, prefixes[index],
+                unit);
+  return text;
+}
+
+/// printf into a std::string (llvm::format takes no string literals).
+template <typename... Args> std::string formatted(const char *format, Args... args) {
+  char text[256];
+  std::snprintf(text, sizeof text, format, args...);
+  return text;
+}
+
+} // namespace
+
+void printLaunchReport(const StepEstimate &step, const GpuMachineModel &machine,
+                       llvm::raw_ostream &os) {
+  os << "launch report: one training step at batch " << step.batch << ", predicted for an "
+     << machine.name << " (" << machine.sms << " SMs, "
+     << llvm::format("%.2f", machine.bytesPerSecond / 1e12) << " TB/s, "
+     << llvm::format("%.0f", machine.f32FlopsPerSecond / 1e12) << " TFLOP/s f32, "
+     << llvm::format("%.0f", machine.tf32FlopsPerSecond / 1e12) << " tf32, "
+     << llvm::format("%.0f", machine.bf16FlopsPerSecond / 1e12) << " bf16)\n";
+  os << formatted("%4s %-28s %-40s %8s %7s %10s %11s %5s %10s %12s\n", "#", "op", "kernel",
+                  "blocks", "threads", "bytes", "FLOPs", "unit", "bound us", "predicted us");
+  for (size_t i = 0; i < step.launches.size(); ++i) {
+    const LaunchEstimate &e = step.launches[i];
+    std::string op = e.op >= 0 ? e.opName + " #" + std::to_string(e.op) : e.opName;
+    std::string blocks = e.blocks < 0 ? "-" : std::to_string(e.blocks);
+    std::string threads = e.threadsPerBlock ? std::to_string(e.threadsPerBlock) : "-";
+    os << formatted("%4zu %-28s %-40s %8s %7s %10s %11s %5s %10.2f %12.2f%s\n", i + 1,
+                       op.c_str(), e.kernel.c_str(), blocks.c_str(), threads.c_str(),
+                       scaled(e.bytes, "B").c_str(), scaled(e.flops, "FLOP").c_str(),
+                       launchArithmeticName(e.arithmetic), e.boundSeconds * 1e6,
+                       e.predictedSeconds * 1e6, e.underfilled(machine) ? "  UNDERFILLED" : "");
+  }
+
+  // The share of each op kind, largest first.
+  std::map<std::string, std::pair<int64_t, double>> kinds;
+  for (const LaunchEstimate &e : step.launches) {
+    auto &[count, seconds] = kinds[e.opName];
+    ++count;
+    seconds += e.predictedSeconds;
+  }
+  std::vector<std::pair<std::string, std::pair<int64_t, double>>> sorted(kinds.begin(),
+                                                                         kinds.end());
+  std::stable_sort(sorted.begin(), sorted.end(),
+                   [](const auto &a, const auto &b) { return a.second.second > b.second.second; });
+  os << "\nby op kind:\n";
+  os << formatted("  %-28s %8s %12s %7s\n", "op", "launches", "predicted us", "share");
+  for (const auto &[name, entry] : sorted)
+    os << formatted("  %-28s %8lld %12.2f %6.1f%%\n", name.c_str(), (long long)entry.first,
+                       entry.second * 1e6,
+                       step.predictedSeconds > 0 ? 100 * entry.second / step.predictedSeconds : 0);
+
+  int64_t underfilled = 0;
+  for (const LaunchEstimate &e : step.launches)
+    underfilled += e.underfilled(machine);
+  os << "\nstep: " << step.launches.size() << " launches, predicted "
+     << llvm::format("%.1f", step.predictedSeconds * 1e6) << " us, roofline bound "
+     << llvm::format("%.1f", step.boundSeconds * 1e6) << " us (predicted / bound "
+     << llvm::format("%.2f", step.boundSeconds > 0 ? step.predictedSeconds / step.boundSeconds : 1)
+     << "x)\n";
+  os << "launches that grow with the batch on fewer blocks than SMs: " << underfilled << "\n";
+}
+
+} // namespace stringc::cudagen
