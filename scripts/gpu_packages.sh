@@ -4,8 +4,12 @@
 #   kernels.pkg            tests/cuda/kernels.pe with every kernel, the
 #                          tensor-core (bf16) ones included (the kernel tests)
 #   examples/NAME.pkg      every example compiled with --target=cuda
-#   examples-bf16/NAME.pkg vit_rope, vit_cayley and gpt_rope_causal with
-#                          --gpu-precision=bf16 (tensor-core attention, bf16 GEMMs)
+#   examples-bf16/NAME.pkg vit_rope, vit_cayley, vit_s_rope and gpt_rope_causal
+#                          with --gpu-precision=bf16 (tensor-core attention, bf16 GEMMs)
+#   reports/MODEL-BATCH-PRECISION.txt
+#                          the launch report (stringc --launch-report) of the
+#                          benchmarked steps: the prediction gpu_train_step.py
+#                          prints beside the measured step
 #   fashion-mnist/         a copy of the dataset when it is installed here
 #                          (the GPU machine may have no network)
 #
@@ -16,7 +20,7 @@ set -eu
 cd "$(dirname "$0")/.."
 stringc=${1:-build/bin/stringc}
 arch=${2:-sm_90}
-mkdir -p gpu/examples gpu/examples-bf16
+mkdir -p gpu/examples gpu/examples-bf16 gpu/reports
 "$stringc" tests/cuda/kernels.pe --target=cuda --gpu-all-kernels --gpu-precision=bf16 \
   --gpu-arch="$arch" -o gpu/kernels.pkg
 echo "gpu/kernels.pkg"
@@ -28,7 +32,7 @@ for model in examples/*.pe; do
     echo "gpu_packages: $name: stringc --target=cuda failed (skipped)" >&2
   fi
 done
-for name in vit_rope vit_cayley gpt_rope_causal; do
+for name in vit_rope vit_cayley vit_s_rope gpt_rope_causal; do
   if "$stringc" "examples/$name.pe" --target=cuda --gpu-precision=bf16 --gpu-arch="$arch" \
        -o "gpu/examples-bf16/$name.pkg"; then
     echo "gpu/examples-bf16/$name.pkg"
@@ -36,6 +40,15 @@ for name in vit_rope vit_cayley gpt_rope_causal; do
     echo "gpu_packages: $name: stringc --target=cuda --gpu-precision=bf16 failed (skipped)" >&2
   fi
 done
+for precision in fp32 bf16; do
+  for step in vit_rope:128 vit_rope:256 vit_rope:1024 vit_cayley:128 vit_cayley:256 \
+              vit_cayley:1024 vit_s_rope:128 vit_s_rope:256; do
+    name=${step%:*} batch=${step#*:}
+    "$stringc" "examples/$name.pe" --target=cuda --gpu-precision="$precision" --launch-report \
+      --batch="$batch" -o "gpu/reports/$name-$batch-$precision.txt"
+  done
+done
+echo "gpu/reports"
 # vit_rope trained with SGD (the device trainer's SGD test): the example with
 # its optimizer line replaced, as tests/cuda/CMakeLists.txt does.
 sed 's/^optimizer adamw(.*/optimizer sgd(lr = 0.05, momentum = 0.9, weight_decay = 0.01, clip = 1.0)/' \

@@ -11,7 +11,11 @@
 #   4. trains vit_rope on Fashion-MNIST on the GPU (goal: 92% test accuracy);
 #   5. tests/bench/gpu_attention.py: the fused attention kernel's TFLOP/s
 #      against SDPA + RoPE; tests/bench/gpu_train_step.py: images/s against
-#      PyTorch eager and torch.compile, fp32 and TF32 (SKIP_BENCH=1 skips both).
+#      PyTorch eager and torch.compile (default and reduce-overhead), with
+#      the launch report's prediction beside them, for each precision of
+#      BENCH_PRECISIONS (default "fp32 tf32 bf16"): vit_rope and vit_cayley
+#      at batch 128, 256, 1024, vit_s_rope at 128 and 256 (SKIP_BENCH=1
+#      skips step 5).
 #
 # The packages come from the MLIR machine: `bash scripts/gpu_packages.sh`
 # writes gpu/kernels.pkg, gpu/examples/*.pkg and gpu/fashion-mnist/.
@@ -22,7 +26,7 @@
 # FASHION_MNIST (the IDX directory; default gpu/fashion-mnist, else
 # /usr/share/datasets/fashion-mnist), VIT_EPOCHS (default 40), VIT_BATCH
 # (default 128), SKIP_TESTS=1 (skip steps 2 and 3), SKIP_TRAIN=1 (skip step 4),
-# SKIP_BENCH=1 (skip step 5). Each step is meant to fit a 10-minute device call
+# SKIP_BENCH=1 (skip step 5), BENCH_PRECISIONS (step 5's precisions). Each step is meant to fit a 10-minute device call
 # (never timed: VIT_EPOCHS shortens step 4): run them as separate calls where the
 # device tool limits a call's time.
 #
@@ -133,15 +137,22 @@ if [ "${SKIP_BENCH:-0}" != 1 ] && [ -f gpu/examples/vit_rope.pkg ] &&
     note "bench (attention kernel): FAIL (see $log)"
     status=1
   fi
-  for precision in fp32 tf32 bf16; do
+  data=; [ -n "$fashion" ] && data="--data $fashion"
+  for precision in ${BENCH_PRECISIONS:-fp32 tf32 bf16}; do
     packages=gpu/examples; [ $precision = bf16 ] && packages=gpu/examples-bf16
-    log=$out/bench-$precision.log
-    if python3 tests/bench/gpu_train_step.py --packages "$packages" --bin "$(dirname "$stringrun")" --precision $precision > "$log" 2>&1; then
-      note "bench ($precision):"; tee -a "$summary" < "$log"
-    else
-      note "bench ($precision): FAIL (see $log)"
-      status=1
-    fi
+    for set in "vit_rope,vit_cayley 128,256,1024" "vit_s_rope 128,256"; do
+      models=${set% *} batches=${set#* }
+      log=$out/bench-$precision-${models%%,*}.log
+      # shellcheck disable=SC2086
+      if python3 tests/bench/gpu_train_step.py --packages "$packages" --bin "$(dirname "$stringrun")" \
+           --precision $precision --models "$models" --batches "$batches" --reports gpu/reports $data \
+           > "$log" 2>&1; then
+        note "bench ($precision, $models):"; tee -a "$summary" < "$log"
+      else
+        note "bench ($precision, $models): FAIL (see $log)"
+        status=1
+      fi
+    done
   done
 else
   note "bench: skipped (SKIP_BENCH=1, no vit_rope package, or no torch with CUDA)"

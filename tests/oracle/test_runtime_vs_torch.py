@@ -23,8 +23,9 @@ For every examples/*.pe whose dataset is on this machine:
 
 The runtime (float32 kernels of either set, executor, package) must agree
 with the float64 oracle: |loss_rt - loss_64| <= 1e-5 |loss_64|, and for every
-trainable parameter ||g_rt - g_64|| / max(||g_64||, floor) <= 1e-4 (Frobenius
-norms over the whole tensor; floor = 1e-6 times the largest gradient norm of
+trainable parameter ||g_rt - g_64|| / max(||g_64||, floor) <= max(1e-4, 5 times
+the float32 oracle's own error on that tensor) (Frobenius norms over the
+whole tensor; floor = 1e-6 times the largest gradient norm of
 the model, so that a gradient that is zero in exact arithmetic compares by
 its absolute size). The float32 oracle's error against float64 is printed
 next to it as the yardstick of float32 rounding.
@@ -55,6 +56,7 @@ from safetensors_io import read_safetensors, save_safetensors  # noqa: E402
 torch.set_num_threads(1)
 EXAMPLES = os.path.join(REPO, "examples")
 GRAD_REL_TOL = 1e-4     # per parameter tensor, norm-wise, against float64
+F32_ERROR_FACTOR = 5    # or this many times the float32 oracle's own error, if larger
 LOSS_REL_TOL = 1e-5
 FLOOR = 1e-6            # times the model's largest gradient norm
 NOISE = 0.1             # std of the noise on constant-initialised parameters
@@ -227,12 +229,17 @@ class TestRuntimeVsTorch(unittest.TestCase):
                     self.assertEqual(tuple(g.shape), tuple(want[n].shape))
                     self.assertTrue(torch.isfinite(g).all(), f"{label}: grad {n} not finite")
                     err = rel_error(g, want[n], floor)
-                    worst_f32 = max(worst_f32, rel_error(f32[n], want[n], floor))
+                    f32_err = rel_error(f32[n], want[n], floor)
+                    worst_f32 = max(worst_f32, f32_err)
+                    # A deep, wide model (vit_s_rope: 12 layers, sums over 384
+                    # and 197) rounds more in float32 whatever the kernels:
+                    # the bound grows with the float32 oracle's own error.
+                    tol = max(GRAD_REL_TOL, F32_ERROR_FACTOR * f32_err)
                     if err >= worst:
                         worst, worst_name = err, n
                     self.assertLessEqual(
-                        err, GRAD_REL_TOL,
-                        f"{label}: grad {n}: relative error {err:.3e} (||g64|| "
+                        err, tol,
+                        f"{label}: grad {n}: relative error {err:.3e} > {tol:.1e} (||g64|| "
                         f"{want[n].norm().item():.3e}, float32 oracle "
                         f"{rel_error(f32[n], want[n], floor):.3e})")
             self.table.append((name, kernels or "default", batch, loss_err, worst, worst_name,
