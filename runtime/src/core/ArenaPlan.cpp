@@ -91,12 +91,13 @@ void checkArenaPlan(const Program &program, const std::string &name,
                 std::to_string(arenaElements * 4) + " and " + std::to_string(noReuse * 4));
 }
 
-ArenaLayout arenaLayout(const ProgramArena &arena, int64_t batch) {
+ArenaLayout arenaLayout(const ProgramArena &arena, int64_t batch, int64_t alignElements) {
   ArenaLayout layout;
   layout.offsets.reserve(arena.slots.size());
   for (const auto &[perBatch, fixed] : arena.slots) {
     layout.offsets.push_back(layout.elements);
-    layout.elements += perBatch * batch + fixed;
+    int64_t elements = perBatch * batch + fixed;
+    layout.elements += (elements + alignElements - 1) / alignElements * alignElements;
   }
   return layout;
 }

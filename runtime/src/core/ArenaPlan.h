@@ -27,12 +27,14 @@ void checkArenaPlan(const Program &program, const std::string &name,
                     const std::vector<int64_t> &start, const std::vector<int64_t> &end);
 
 // The plan's slots laid out at one batch size: slot k at offsets[k] (in
-// floats; prefix sums of the slot sizes), `elements` floats in all.
+// floats; prefix sums of the slot sizes, each rounded up to a multiple of
+// `alignElements`: the CPU packs them, the device aligns them for cuBLAS),
+// `elements` floats in all.
 struct ArenaLayout {
   std::vector<int64_t> offsets;
   int64_t elements = 0;
 };
-ArenaLayout arenaLayout(const ProgramArena &arena, int64_t batch);
+ArenaLayout arenaLayout(const ProgramArena &arena, int64_t batch, int64_t alignElements = 1);
 
 // Arenas kept between runs, by batch size: take() hands one out (allocating
 // only when none of that size is free, e.g. the first run at a batch or a

@@ -68,8 +68,11 @@ struct DeviceModel::Impl {
   std::unique_ptr<Gemm> gemm;
   GemmPrecision gemmPrecision = GemmPrecision::Fp32; // of every GEMM of the steps
   CUstream stream = nullptr;
+  // The parameters at their device offsets (deviceParameterLayout: aligned,
+  // zeros between), `total` floats in the device's flat buffers; the host's
+  // flat vectors pack them (`hostTotal` floats, the Model's layout).
   std::vector<OptimizerSlot> slots;
-  int64_t total = 0;
+  int64_t total = 0, hostTotal = 0;
   std::unique_ptr<Arena> params, grads, moment1, moment2, partials, workspace;
   // The section's constant arrays (index tables), uploaded once; their
   // device addresses are every op's OpPointers::constants.
@@ -101,6 +104,35 @@ struct DeviceModel::Impl {
   }
 
   const Program &program(const std::string &name) const { return manifest.program(name); }
+
+  /// A host flat vector (packed, hostTotal floats) in the device layout.
+  std::vector<float> toDeviceLayout(const float *packed) const {
+    std::vector<float> padded(size_t(total), 0.0f);
+    size_t at = 0;
+    for (const OptimizerSlot &s : slots) {
+      std::copy(packed + at, packed + at + s.size, padded.begin() + long(s.offset));
+      at += s.size;
+    }
+    return padded;
+  }
+  /// The device layout's values back into a packed host vector.
+  void toHostLayout(const std::vector<float> &padded, float *packed) const {
+    size_t at = 0;
+    for (const OptimizerSlot &s : slots) {
+      std::copy(padded.begin() + long(s.offset), padded.begin() + long(s.offset + s.size),
+                packed + at);
+      at += s.size;
+    }
+  }
+  void uploadFlat(Arena &arena, const float *packed, const char *what) {
+    std::vector<float> padded = toDeviceLayout(packed);
+    arena.upload(0, padded.data(), padded.size() * 4, what);
+  }
+  void downloadFlat(const Arena &arena, float *packed, const char *what) {
+    std::vector<float> padded(static_cast<size_t>(total));
+    arena.download(0, padded.data(), padded.size() * 4, what);
+    toHostLayout(padded, packed);
+  }
 
   /// The batch size of `inputs` (checked against the manifest's inputs).
   int64_t batchOf(const std::map<std::string, HostTensor> &inputs) const {
@@ -509,21 +541,24 @@ DeviceModel::DeviceModel(const Manifest &manifest, const CudaSection &section,
   if (m.options.syncEachLaunch)
     m.options.graphs = false; // a wait cannot be captured
   checkPackage(manifest, section);
-  for (const ManifestParam &p : manifest.params) {
+  DeviceParamLayout layout = deviceParameterLayout(manifest);
+  for (size_t i = 0; i < manifest.params.size(); ++i) {
+    const ManifestParam &p = manifest.params[i];
     OptimizerSlot slot;
     slot.name = p.name;
     slot.shape = p.shape;
-    slot.offset = size_t(m.total);
+    slot.offset = size_t(layout.offsets[i]);
     slot.size = 1;
     for (int64_t d : p.shape)
       slot.size *= size_t(d);
     slot.frozen = p.frozen;
-    m.total += int64_t(slot.size);
+    m.hostTotal += int64_t(slot.size);
     m.slots.push_back(slot);
   }
-  if (int64_t(parameters.size()) != m.total)
+  m.total = layout.total;
+  if (int64_t(parameters.size()) != m.hostTotal)
     throw Error(fmt::format("device executor: {} parameters given, the manifest has {}",
-                            parameters.size(), m.total));
+                            parameters.size(), m.hostTotal));
 
   m.device = Device::open(options.device);
   m.kernels = std::make_unique<KernelSet>(m.device, m.section);
@@ -548,7 +583,7 @@ DeviceModel::DeviceModel(const Manifest &manifest, const CudaSection &section,
   m.hostReturn = std::make_unique<PinnedArray<float>>(1);
   m.control = std::make_unique<StepControl>(m.device, manifest.optimizer);
   if (m.total > 0)
-    m.params->upload(0, parameters.data(), size_t(m.total) * 4, "uploading the parameters");
+    m.uploadFlat(*m.params, parameters.data(), "uploading the parameters");
   ConstantLayout constants = constantLayout(m.section);
   m.constants = std::make_unique<Arena>(
       m.device, size_t(std::max<uint64_t>(constants.bytes, kDeviceAlignment)));
@@ -632,11 +667,13 @@ void DeviceModel::gradients(const std::map<std::string, HostTensor> &inputs, flo
   Impl &m = *impl_;
   m.stage(inputs);
   m.runGradients();
-  flatGrads.assign(size_t(m.total), 0.0f);
+  std::vector<float> padded(static_cast<size_t>(m.total));
   if (m.total > 0)
-    m.copyBack(flatGrads.data(), m.grads->at(0, size_t(m.total) * 4), size_t(m.total) * 4,
+    m.copyBack(padded.data(), m.grads->at(0, size_t(m.total) * 4), size_t(m.total) * 4,
                "copying the gradients back");
   m.sync("the gradients program");
+  flatGrads.assign(size_t(m.hostTotal), 0.0f);
+  m.toHostLayout(padded, flatGrads.data());
   loss = m.hostReturn->data()[0];
 }
 
@@ -681,19 +718,18 @@ void checkOptimizer(const Optimizer &optimizer, bool adamw, int64_t total) {
 
 void DeviceModel::setState(const std::vector<float> &params, const Optimizer &optimizer) {
   Impl &m = *impl_;
-  checkOptimizer(optimizer, m.adamw(), m.total);
-  if (int64_t(params.size()) != m.total)
+  checkOptimizer(optimizer, m.adamw(), m.hostTotal);
+  if (int64_t(params.size()) != m.hostTotal)
     throw Error(fmt::format("device executor: {} parameters given, the manifest has {}",
-                            params.size(), m.total));
+                            params.size(), m.hostTotal));
   m.sync("setting the parameters and optimizer state"); // nothing in flight reads them
   m.control->discardPending(); // results of steps of an abandoned run (the trainer stopped)
-  const size_t bytes = size_t(m.total) * 4;
-  if (bytes) {
-    m.params->upload(0, params.data(), bytes, "uploading the parameters");
+  if (m.total > 0) {
+    m.uploadFlat(*m.params, params.data(), "uploading the parameters");
     std::vector<Arena *> arenas = m.stateArenas();
     auto buffers = optimizer.stateBuffers();
     for (size_t i = 0; i < arenas.size(); ++i)
-      arenas[i]->upload(0, buffers[i].values->data(), bytes, "uploading the optimizer state");
+      m.uploadFlat(*arenas[i], buffers[i].values->data(), "uploading the optimizer state");
   }
   m.steps = m.stepsQueued = optimizer.stepCount();
   m.control->reset(m.steps, m.control->totalSteps()); // and no longer halted
@@ -701,16 +737,15 @@ void DeviceModel::setState(const std::vector<float> &params, const Optimizer &op
 
 void DeviceModel::getState(std::vector<float> &params, Optimizer &optimizer) const {
   Impl &m = *impl_;
-  checkOptimizer(optimizer, m.adamw(), m.total);
+  checkOptimizer(optimizer, m.adamw(), m.hostTotal);
   m.sync("reading the parameters and optimizer state");
-  const size_t bytes = size_t(m.total) * 4;
-  params.resize(size_t(m.total));
+  params.resize(size_t(m.hostTotal));
   std::vector<Arena *> arenas = m.stateArenas();
   auto buffers = optimizer.stateBuffers();
-  if (bytes) {
-    m.params->download(0, params.data(), bytes, "reading the parameters");
+  if (m.total > 0) {
+    m.downloadFlat(*m.params, params.data(), "reading the parameters");
     for (size_t i = 0; i < arenas.size(); ++i)
-      arenas[i]->download(0, buffers[i].values->data(), bytes, "reading the optimizer state");
+      m.downloadFlat(*arenas[i], buffers[i].values->data(), "reading the optimizer state");
   }
   optimizer.setStepCount(m.control->downloadStepsTaken()); // steps not yet collected too
 }
@@ -824,10 +859,10 @@ EvalResult DeviceModel::evaluate(const DataSet &data, int64_t batch) {
 
 std::vector<float> DeviceModel::parameters() const {
   Impl &m = *impl_;
-  std::vector<float> values(size_t(m.total));
+  std::vector<float> values(size_t(m.hostTotal));
   m.sync("reading the parameters");
   if (m.total > 0)
-    m.params->download(0, values.data(), values.size() * 4, "reading the parameters");
+    m.downloadFlat(*m.params, values.data(), "reading the parameters");
   return values;
 }
 

@@ -33,23 +33,32 @@ int64_t evaluate(const CudaAffine &a, int64_t batch, const std::string &what) {
 
 } // namespace
 
+DeviceParamLayout deviceParameterLayout(const Manifest &manifest) {
+  constexpr int64_t kAlignElements = int64_t(kDeviceAlignment / 4);
+  DeviceParamLayout layout;
+  for (const ManifestParam &p : manifest.params) {
+    layout.offsets.push_back(layout.total);
+    int64_t n = 1;
+    for (int64_t d : p.shape)
+      n *= d;
+    layout.total += (n + kAlignElements - 1) / kAlignElements * kAlignElements;
+  }
+  return layout;
+}
+
 ProgramPlacement placeValues(const Manifest &manifest, const Program &program,
                              const std::string &name, int64_t batch) {
   ProgramPlacement placement;
   placement.values.resize(program.values.size());
   std::map<std::string, int64_t> paramOffsets;
-  int64_t offset = 0;
-  for (const ManifestParam &p : manifest.params) {
-    paramOffsets[p.name] = offset;
-    int64_t n = 1;
-    for (int64_t d : p.shape)
-      n *= d;
-    offset += n;
-  }
+  DeviceParamLayout params = deviceParameterLayout(manifest);
+  for (size_t i = 0; i < manifest.params.size(); ++i)
+    paramOffsets[manifest.params[i].name] = params.offsets[i];
   std::vector<bool> members = detail::arenaMembers(program);
   std::vector<int64_t> slotOffsets;
   if (program.arena) {
-    detail::ArenaLayout layout = detail::arenaLayout(*program.arena, batch);
+    detail::ArenaLayout layout =
+        detail::arenaLayout(*program.arena, batch, int64_t(kDeviceAlignment / 4));
     slotOffsets = layout.offsets;
     placement.arenaBytes = uint64_t(layout.elements) * 4;
   }
@@ -272,6 +281,20 @@ int64_t checkProgramSteps(const Manifest &manifest, const CudaSection &section,
           uint64_t(g.n) * 4 > extent(launch.gemm->bias))
         throw Error(fmt::format("{}: the GEMM's bias needs {} bytes, its buffer has {}", where,
                                 uint64_t(g.n) * 4, extent(launch.gemm->bias)));
+      // cuBLAS runs its 16-byte ("align4") kernels only on aligned matrices:
+      // parameters, arena slots and buffers are laid out for it.
+      const std::pair<const char *, uint64_t> pointersOf[] = {
+          {"A", g.a}, {"B", g.b}, {"C", g.c}, {"bias", g.bias}};
+      for (const auto &[matrix, pointer] : pointersOf)
+        if (pointer % 16 != 0)
+          throw Error(fmt::format("{}: GEMM {} is not 16-byte aligned (offset {} in its buffer)",
+                                  where, matrix, pointer % kDeviceAlignment));
+      const std::pair<const char *, int64_t> strides[] = {
+          {"A", g.strideA}, {"B", g.strideB}, {"C", g.strideC}};
+      for (const auto &[matrix, stride] : strides)
+        if (g.count > 1 && stride % 4 != 0)
+          throw Error(fmt::format("{}: GEMM {}'s batch stride {} is not a multiple of 4 floats",
+                                  where, matrix, stride));
       for (const auto &[matrix, need] : matrices)
         if (need.first > extent(*need.second))
           throw Error(fmt::format("{}: GEMM {} needs {} bytes, its buffer has {} (m {}, n {}, "

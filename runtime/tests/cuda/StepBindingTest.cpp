@@ -55,24 +55,30 @@ TEST_F(StepBindingTest, PlacesInputsParametersAndArenaValues) {
   EXPECT_EQ(p.values[1].offset, 256u);
   EXPECT_EQ(p.values[1].bytes, 5u * 4);
   EXPECT_EQ(p.extraBytes, 512u);
-  // Parameters: views of the flat buffer, manifest order.
+  // Parameters: views of the flat buffer, manifest order, each 256-byte
+  // aligned (deviceParameterLayout: w [4, 3] at 0, b [3] at 64 floats).
   EXPECT_EQ(p.values[2].region, Region::Params);
   EXPECT_EQ(p.values[2].offset, 0u);
   EXPECT_EQ(p.values[2].bytes, 48u);
   EXPECT_EQ(p.values[3].region, Region::Params);
-  EXPECT_EQ(p.values[3].offset, 48u);
-  // The plan's slots at batch 5: slot 0 = 15 floats, slot 1 = 1.
+  EXPECT_EQ(p.values[3].offset, 256u);
+  cuda::DeviceParamLayout params = cuda::deviceParameterLayout(manifest);
+  EXPECT_EQ(params.offsets, (std::vector<int64_t>{0, 64}));
+  EXPECT_EQ(params.total, 128);
+  // The plan's slots at batch 5: slot 0 = 15 floats, slot 1 = 1, each
+  // starting 256-byte aligned.
   EXPECT_EQ(p.values[4].region, Region::Arena);
   EXPECT_EQ(p.values[4].offset, 0u);
   EXPECT_EQ(p.values[4].bytes, 60u);
   EXPECT_EQ(p.values[5].region, Region::Arena);
-  EXPECT_EQ(p.values[5].offset, 60u);
+  EXPECT_EQ(p.values[5].offset, 256u);
   EXPECT_EQ(p.values[5].bytes, 4u);
-  EXPECT_EQ(p.arenaBytes, 64u);
-  // Another batch, another layout.
+  EXPECT_EQ(p.arenaBytes, 512u);
+  // Another batch, the same aligned layout here (slot 0 = 6 floats).
   cuda::ProgramPlacement q = cuda::placeValues(manifest, manifest.forward, "forward", 2);
-  EXPECT_EQ(q.values[5].offset, 24u);
-  EXPECT_EQ(q.arenaBytes, 28u);
+  EXPECT_EQ(q.values[4].bytes, 24u);
+  EXPECT_EQ(q.values[5].offset, 256u);
+  EXPECT_EQ(q.arenaBytes, 512u);
 }
 
 TEST_F(StepBindingTest, WithoutAPlanEveryResultHasItsOwnBuffer) {

@@ -42,10 +42,21 @@ struct ProgramPlacement {
   uint64_t extraBytes = 0;
 };
 
+// Where the parameters live in the device's flat buffers (parameters,
+// gradients, optimizer moments): in manifest order, each at a multiple of
+// kDeviceAlignment bytes so that every GEMM operand is aligned (cuBLAS picks
+// its 16-byte "align4" kernels only then), zeros between them. `offsets` and
+// `total` count floats.
+struct DeviceParamLayout {
+  std::vector<int64_t> offsets;
+  int64_t total = 0;
+};
+DeviceParamLayout deviceParameterLayout(const Manifest &manifest);
+
 // Places every value of `program` at `batch`: get_param results at their
-// parameter's offset (`paramOffsets[i]`, elements, manifest order), arena
-// members at their slot (arenaLayout of the plan; without a plan every f32
-// op result goes to Extra), the rest in Extra, each 256-byte aligned.
+// parameter's offset (deviceParameterLayout), arena members at their slot
+// (arenaLayout of the plan with 256-byte aligned slots; without a plan every
+// f32 op result goes to Extra), the rest in Extra, each 256-byte aligned.
 // Throws Error naming the program for an unknown parameter.
 ProgramPlacement placeValues(const Manifest &manifest, const Program &program,
                              const std::string &name, int64_t batch);
@@ -103,9 +114,9 @@ BoundLaunch bindLaunch(const CudaSection &section, const CudaLaunch &launch,
 
 // Binds every launch of program `name`'s steps at `batch` against the
 // placement of its values, without a device: throws Error (naming the op and
-// launch) for an op without steps, a binding error (StepBinding above), or
-// a GEMM whose matrices reach past the value or scratch buffer they are
-// bound to. Returns the number of launches checked. The device executor's
+// launch) for an op without steps, a binding error (StepBinding above), a
+// GEMM whose matrices reach past the value or scratch buffer they are bound
+// to, or a GEMM matrix that is not 16-byte aligned. Returns the number of launches checked. The device executor's
 // walk does the same bindings; tests run this on compiled packages.
 int64_t checkProgramSteps(const Manifest &manifest, const CudaSection &section,
                           const std::string &name, int64_t batch);
