@@ -14,8 +14,10 @@
 #      PyTorch eager and torch.compile (default and reduce-overhead), with
 #      the launch report's prediction beside them, for each precision of
 #      BENCH_PRECISIONS (default "fp32 tf32 bf16"): vit_rope and vit_cayley
-#      at batch 128, 256, 1024, vit_s_rope at 128 and 256 (SKIP_BENCH=1
-#      skips step 5).
+#      at batch 128, 256, 1024, vit_s_rope at 128 and 256; before them,
+#      `stringrun bench --device cuda --profile` (GPU time by op kind) beside
+#      the launch report's prediction for vit_rope (128, 1024) and vit_s_rope
+#      (bf16, 128) (SKIP_BENCH=1 skips step 5).
 #
 # The packages come from the MLIR machine: `bash scripts/gpu_packages.sh`
 # writes gpu/kernels.pkg, gpu/examples/*.pkg and gpu/fashion-mnist/.
@@ -138,6 +140,23 @@ if [ "${SKIP_BENCH:-0}" != 1 ] && [ -f gpu/examples/vit_rope.pkg ] &&
     status=1
   fi
   data=; [ -n "$fashion" ] && data="--data $fashion"
+  # Measured GPU time by op kind beside the launch report's prediction (the
+  # model's calibration: docs/cuda.md, "Launch report").
+  for step in vit_rope:128:fp32 vit_rope:1024:fp32 vit_s_rope:128:bf16; do
+    name=${step%%:*} rest=${step#*:} batch=${rest%%:*} precision=${rest#*:}
+    pkg=gpu/examples/$name.pkg; [ $precision = bf16 ] && pkg=gpu/examples-bf16/$name.pkg
+    log=$out/profile-$name-$batch-$precision.log
+    # shellcheck disable=SC2086
+    if [ -f "$pkg" ] && "$stringrun" bench "$pkg" --device cuda --batch "$batch" --steps 10 \
+         --profile $data > "$log" 2>&1; then
+      note "measured ($name, batch $batch, $precision):"; tee -a "$summary" < "$log"
+      report=gpu/reports/$name-$batch-$precision.txt
+      [ -f "$report" ] && { note "predicted:"; sed -n '/^by op kind/,$p' "$report" | tee -a "$summary"; }
+    else
+      note "profile ($name, batch $batch, $precision): FAIL (see $log)"
+      status=1
+    fi
+  done
   for precision in ${BENCH_PRECISIONS:-fp32 tf32 bf16}; do
     packages=gpu/examples; [ $precision = bf16 ] && packages=gpu/examples-bf16
     for set in "vit_rope,vit_cayley 128,256,1024" "vit_s_rope 128,256"; do

@@ -1,5 +1,6 @@
 // stringrun --device cuda (DeviceRun.h).
 #include "DeviceRun.h"
+#include "ProfileTable.h"
 
 #include "stringrt/Error.h"
 #include "stringrt/Safetensors.h"
@@ -72,11 +73,14 @@ stringrt::cuda::DeviceOptions deviceOptions(const stringrt::CudaSection *cuda,
   return options;
 }
 
-/// The device model of `model`'s manifest and current parameters.
+/// The device model of `model`'s manifest and current parameters; its
+/// training steps are profiled into `profile` when given.
 std::unique_ptr<stringrt::cuda::DeviceModel> open(const stringrt::CudaSection *cuda,
                                                   stringrt::Model &model,
-                                                  const DeviceRunOptions &run) {
+                                                  const DeviceRunOptions &run,
+                                                  stringrt::OpProfile *profile = nullptr) {
   stringrt::cuda::DeviceOptions options = deviceOptions(cuda, run);
+  options.profile = profile;
   return std::make_unique<stringrt::cuda::DeviceModel>(model.manifest(), *cuda,
                                                        model.parameters(), options);
 }
@@ -106,7 +110,8 @@ std::unique_ptr<stringrt::TrainBackend> deviceTrainBackend(const stringrt::CudaS
 int deviceBench(const stringrt::CudaSection *cuda, stringrt::Model &model,
                 const stringrt::DataSet &data, const DeviceRunOptions &options, int64_t steps) {
   model.initParameters();
-  auto device = open(cuda, model, options);
+  stringrt::OpProfile profile;
+  auto device = open(cuda, model, options, options.profile ? &profile : nullptr);
   const int64_t perEpoch = stepsPerEpoch(data, options.batch);
   const int64_t total = steps + 1;
   const int64_t count = data.count(stringrt::Split::Train);
@@ -137,6 +142,7 @@ int deviceBench(const stringrt::CudaSection *cuda, stringrt::Model &model,
       device->stage(stringrt::modelInputs(model, batchOf(s + 1)));
     if (s == 0) { // the warm-up step (allocation, first launches) is not timed
       collect();
+      profile.clear();
       start = Clock::now();
     } else if (device->stepsInFlight() == stringrt::cuda::kStepsInFlight) {
       collect();
@@ -156,6 +162,9 @@ int deviceBench(const stringrt::CudaSection *cuda, stringrt::Model &model,
               1000.0 * seconds / double(steps), device->gemmPrecision(),
               device->options().graphs ? "on" : "off",
               device->options().overlapUpload ? "on" : "off");
+  if (options.profile)
+    printProfile(profile, steps, seconds,
+                 "(not in a profiled span: host work, gaps between launches)");
   return 0;
 }
 

@@ -25,6 +25,7 @@ struct DeviceRunOptions {
   bool graphs = true; // CUDA graphs for the training step (--no-graphs: off)
   bool overlapUpload = true; // batch upload on a second stream (--no-overlap: off)
   bool syncEachLaunch = false; // wait after every launch (--sync-launches)
+  bool profile = false; // bench: GPU time by op kind (--profile; graphs off)
   std::string outPath; // gradients: the safetensors file of the GPU's gradients
 };
 
@@ -40,7 +41,9 @@ std::unique_ptr<stringrt::TrainBackend> deviceTrainBackend(const stringrt::CudaS
                                                            const stringrt::Model &model,
                                                            const DeviceRunOptions &options);
 
-// Times `steps` training steps (after one warm-up step) on the GPU.
+// Times `steps` training steps (after one warm-up step) on the GPU; with
+// options.profile, then prints the GPU time of each op kind (CUDA events
+// around every op, graphs off).
 int deviceBench(const stringrt::CudaSection *cuda, stringrt::Model &model,
                 const stringrt::DataSet &data, const DeviceRunOptions &options, int64_t steps);
 

@@ -18,6 +18,7 @@
 
 #include "DeviceRun.h"
 #include "GradientDump.h"
+#include "ProfileTable.h"
 
 #include "stringrt/Checkpoint.h"
 #include "stringrt/Error.h"
@@ -95,11 +96,14 @@ options:
                      (default: $STRINGRT_THREADS, else every core). With
                      --kernels reference, the model replicas that evaluate
                      test batches concurrently (default 1). Results do not
-                     depend on it (but for the last bits of OpenBLAS GEMMs)
+                     depend on it, bit for bit
   --no-eval          train: skip evaluation
   --profile          bench: also print where the step's time goes, op kind
                      by op kind (wall time of every op of the forward and
-                     gradients programs; "[compiled]": on generated kernels)
+                     gradients programs; "[compiled]": on generated kernels;
+                     with --device cuda, GPU time from CUDA events around
+                     every op, the gradient copies and the optimizer, with
+                     CUDA graphs off)
   --no-arena         place intermediate values in buffers recycled at run
                      time instead of the package's arena plan (for comparison)
   --device D         cpu (the default) or cuda: run the package's step program
@@ -261,8 +265,6 @@ Args parseArgs(int argc, char **argv) {
                                    device->second)};
     if (device->second == "cuda" && args.command == "gradients" && args.values.count("--params"))
       throw UsageError{"option '--params' does not apply to 'gradients' with --device cuda"};
-    if (device->second == "cuda" && args.profile)
-      throw UsageError{"option '--profile' does not apply to --device cuda"};
   }
   auto device = args.values.find("--device");
   const bool cuda = device != args.values.end() && device->second == "cuda";
@@ -475,26 +477,6 @@ int runEval(const Args &args, stringrt::Model &model, int replicas,
   return 0;
 }
 
-// The op kinds by total time, per step and as a share of the step; the rest
-// of the step (the optimizer, batching, copies) on the last line.
-void printProfile(const stringrt::OpProfile &profile, const stringrt::BenchResult &r) {
-  if (r.steps <= 0)
-    return;
-  const double runs = static_cast<double>(r.steps);
-  const double stepMs = 1000.0 * r.seconds / static_cast<double>(r.steps);
-  std::printf("\nprofile (per step; %% of the step's %.2f ms):\n", stepMs);
-  std::printf("  %-40s %8s %10s %7s\n", "op", "calls", "ms", "%");
-  double opsMs = 0.0;
-  for (const auto &[kind, t] : profile.sorted()) {
-    const double ms = 1000.0 * t.seconds / runs;
-    opsMs += ms;
-    std::printf("  %-40s %8.0f %10.3f %6.1f%%\n", kind.c_str(),
-                static_cast<double>(t.calls) / runs, ms, 100.0 * ms / stepMs);
-  }
-  std::printf("  %-40s %8s %10.3f %6.1f%%\n", "(outside the programs: optimizer, batches)", "",
-              stepMs - opsMs, 100.0 * (stepMs - opsMs) / stepMs);
-}
-
 int runBench(const Args &args, stringrt::Model &model) {
   const int64_t batch =
       number<int64_t>(args, "--batch", 1).value_or(stringrt::kDefaultBatch);
@@ -530,7 +512,8 @@ int runBench(const Args &args, stringrt::Model &model) {
   else
     std::printf("memory: buffers recycled at run time (no arena plan)\n");
   if (args.profile)
-    printProfile(profile, r);
+    stringrun::printProfile(profile, r.steps, r.seconds,
+                            "(outside the programs: optimizer, batches)");
   return 0;
 }
 
@@ -626,6 +609,7 @@ int main(int argc, char **argv) {
       options.overlapUpload = !args.noOverlap;
       options.syncEachLaunch = args.syncLaunches;
       options.outPath = value(args, "--out").value_or("");
+      options.profile = args.profile;
       if (args.command == "train" || args.command == "eval") {
         std::unique_ptr<stringrt::TrainBackend> backend =
             stringrun::deviceTrainBackend(&cuda, model, options);

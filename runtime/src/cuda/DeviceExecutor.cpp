@@ -90,10 +90,22 @@ struct DeviceModel::Impl {
   int64_t steps = 0;       // optimizer steps applied, as of the last step collected
   int64_t stepsQueued = 0; // steps before the state given + steps queued since (names them)
   std::map<std::pair<std::string, int64_t>, BatchBuffers> buffers;
+  // DeviceOptions::profile: the spans queued since the last collection, by
+  // kind, and the events they used (reused).
+  struct TimedSpan {
+    std::string kind;
+    CUevent start = nullptr, end = nullptr;
+  };
+  std::vector<TimedSpan> spans;
+  bool inTrainingStep = false; // only training steps are profiled
+  std::vector<CUevent> freeEvents, allEvents;
 
   bool adamw() const { return manifest.optimizer.kind == OptimizerKind::AdamW; }
 
   ~Impl() {
+    if (const driver::Api *api = driver::api())
+      for (CUevent event : allEvents)
+        api->eventDestroy(event);
     control.reset();
     staging.reset();
     evalStaging.reset();
@@ -104,6 +116,50 @@ struct DeviceModel::Impl {
   }
 
   const Program &program(const std::string &name) const { return manifest.program(name); }
+
+  /// Queues `work` bracketed by two events when profiling (kind: the op
+  /// kind, "gradient copies" or "optimizer"), else just queues it.
+  template <typename Work> void timed(const std::string &kind, Work &&work) {
+    if (!options.profile || !inTrainingStep) {
+      work();
+      return;
+    }
+    auto take = [&] {
+      if (freeEvents.empty()) {
+        CUevent event = nullptr;
+        driver::check(driver::require().eventCreate(&event, CU_EVENT_DEFAULT),
+                      "profiling the step", "cuEventCreate");
+        allEvents.push_back(event);
+        return event;
+      }
+      CUevent event = freeEvents.back();
+      freeEvents.pop_back();
+      return event;
+    };
+    TimedSpan span{kind, take(), take()};
+    driver::check(driver::require().eventRecord(span.start, stream), "profiling the step",
+                  "cuEventRecord");
+    work();
+    driver::check(driver::require().eventRecord(span.end, stream), "profiling the step",
+                  "cuEventRecord");
+    spans.push_back(std::move(span));
+  }
+
+  /// Adds the queued spans' times to the profile (waits for the stream).
+  void collectProfile() {
+    if (!options.profile || spans.empty())
+      return;
+    sync("profiling the step");
+    for (const TimedSpan &span : spans) {
+      float ms = 0;
+      driver::check(driver::require().eventElapsedTime(&ms, span.start, span.end),
+                    "profiling the step", "cuEventElapsedTime");
+      options.profile->add(span.kind, double(ms) / 1000.0);
+      freeEvents.push_back(span.start);
+      freeEvents.push_back(span.end);
+    }
+    spans.clear();
+  }
 
   /// A host flat vector (packed, hostTotal floats) in the device layout.
   std::vector<float> toDeviceLayout(const float *packed) const {
@@ -275,18 +331,20 @@ struct DeviceModel::Impl {
                                                         : scratch.bytes - scratch.offsets[s];
         pointers.scratch.push_back(bytes ? b.scratch->at(scratch.offsets[s], bytes) : 0);
       }
-      for (size_t l = 0; l < opSteps.launches.size(); ++l) {
-        std::string where = fmt::format("{} op {} ({}) launch {}", name, i, op.op, l);
-        BoundLaunch bound = bindLaunch(section, opSteps.launches[l], pointers, batch, where);
-        if (bound.gemm) {
-          runGemm(*bound.gemm, where);
-          checkLaunch(where + " (GEMM)");
-        } else if (!bound.empty()) { // no block at this batch: nothing to do
-          kernels->launch(bound.kernel->name, bound.args, where,
-                          bound.grid ? &*bound.grid : nullptr, stream);
-          checkLaunch(where + " (kernel " + bound.kernel->name + ")");
+      timed(op.op, [&] {
+        for (size_t l = 0; l < opSteps.launches.size(); ++l) {
+          std::string where = fmt::format("{} op {} ({}) launch {}", name, i, op.op, l);
+          BoundLaunch bound = bindLaunch(section, opSteps.launches[l], pointers, batch, where);
+          if (bound.gemm) {
+            runGemm(*bound.gemm, where);
+            checkLaunch(where + " (GEMM)");
+          } else if (!bound.empty()) { // no block at this batch: nothing to do
+            kernels->launch(bound.kernel->name, bound.args, where,
+                            bound.grid ? &*bound.grid : nullptr, stream);
+            checkLaunch(where + " (kernel " + bound.kernel->name + ")");
+          }
         }
-      }
+      });
     }
   }
 
@@ -378,8 +436,15 @@ struct DeviceModel::Impl {
   /// corrections, into the control block) and the optimizer, which reads
   /// them there.
   void enqueueTrainStep(BatchBuffers &b, int64_t batch) {
+    inTrainingStep = true; // profiled (DeviceOptions::profile)
     walk("gradients", b, batch);
-    collectGradients(b);
+    timed("gradient copies", [&] { collectGradients(b); });
+    timed("optimizer", [&] { enqueueOptimizer(b); });
+    inTrainingStep = false;
+  }
+
+  /// The gradient norm's partials, the step's scalars and the update.
+  void enqueueOptimizer(BatchBuffers &b) {
     const int64_t blocks = partialBlocks();
     if (blocks > 0)
       kernels->launch("pe_sumsq_partials",
@@ -538,8 +603,8 @@ DeviceModel::DeviceModel(const Manifest &manifest, const CudaSection &section,
   m.options = options;
   if (const char *sync = std::getenv("STRINGRT_CUDA_SYNC_LAUNCHES"); sync && std::string(sync) == "1")
     m.options.syncEachLaunch = true;
-  if (m.options.syncEachLaunch)
-    m.options.graphs = false; // a wait cannot be captured
+  if (m.options.syncEachLaunch || m.options.profile)
+    m.options.graphs = false; // a wait cannot be captured; a graph's events time the graph
   checkPackage(manifest, section);
   DeviceParamLayout layout = deviceParameterLayout(manifest);
   for (size_t i = 0; i < manifest.params.size(); ++i) {
@@ -639,6 +704,7 @@ StepOutcome DeviceModel::collectStep() {
   StepOutcome outcome = m.control->collect(
       fmt::format("training step {}", m.stepsQueued - int64_t(m.control->pending()) + 1));
   m.steps = outcome.stepsTaken;
+  m.collectProfile();
   return outcome;
 }
 

@@ -65,6 +65,7 @@ LoadedApi<Api> load() {
   get(a.streamWaitEvent, "cuStreamWaitEvent");
   get(a.eventSynchronize, "cuEventSynchronize");
   get(a.eventDestroy, "cuEventDestroy_v2");
+  get(a.eventElapsedTime, "cuEventElapsedTime_v2");
   get(a.getErrorName, "cuGetErrorName");
   get(a.getErrorString, "cuGetErrorString");
   if (const char *missing = get.firstMissing()) {

@@ -52,6 +52,8 @@ struct Api {
   decltype(&::cuStreamWaitEvent) streamWaitEvent;
   decltype(&::cuEventSynchronize) eventSynchronize;
   decltype(&::cuEventDestroy) eventDestroy;
+  // The time between two events (DeviceOptions::profile).
+  decltype(&::cuEventElapsedTime) eventElapsedTime;
   decltype(&::cuGetErrorName) getErrorName;
   decltype(&::cuGetErrorString) getErrorString;
 };

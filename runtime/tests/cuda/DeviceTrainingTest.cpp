@@ -24,6 +24,7 @@
 #include "stringrt/Checkpoint.h"
 #include "stringrt/Error.h"
 #include "stringrt/Model.h"
+#include "stringrt/OpProfile.h"
 #include "stringrt/Optimizer.h"
 #include "stringrt/Package.h"
 #include "stringrt/Trainer.h"
@@ -37,6 +38,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <optional>
 #include <cstdlib>
 #include <filesystem>
@@ -172,6 +174,35 @@ TEST_F(DeviceTraining, EvaluationMatchesTheCpu) {
   EvalResult slow = plain.evaluate(set, 4);
   EXPECT_EQ(slow.loss, gpu.loss);
   EXPECT_EQ(*slow.accuracy, *gpu.accuracy);
+}
+
+// DeviceOptions::profile (stringrun bench --device cuda --profile): every op
+// of @gradients, the gradient copies and the optimizer timed once per step,
+// by kind, and the same losses as without it (bitwise: graphs off only).
+TEST_F(DeviceTraining, ProfileTimesEveryOpOfTheStepWithoutChangingIt) {
+  OPEN_OR_SKIP();
+  OpProfile profile;
+  cuda::DeviceOptions timed;
+  timed.profile = &profile;
+  Model plainModel = model(), timedModel = model();
+  Recorder plain, profiled;
+  run(plainModel, steps(3), plain);
+  run(timedModel, steps(3), profiled, /*cpu=*/false, timed);
+  ASSERT_EQ(plain.losses.size(), 3u);
+  EXPECT_EQ(profiled.losses, plain.losses);
+  std::map<std::string, int64_t> perStep;
+  for (const ProgramOp &op : plainModel.manifest().gradients.ops)
+    if (op.op != "pe.get_param" && op.op != "arith.constant")
+      ++perStep[op.op];
+  perStep["gradient copies"] = 1;
+  perStep["optimizer"] = 1;
+  std::map<std::string, OpTime> totals = profile.totals();
+  EXPECT_EQ(totals.size(), perStep.size());
+  for (const auto &[kind, count] : perStep) {
+    EXPECT_EQ(totals[kind].calls, 3 * count) << kind;
+    EXPECT_GE(totals[kind].seconds, 0.0) << kind;
+  }
+  EXPECT_GT(profile.totalSeconds(), 0.0);
 }
 
 TEST_F(DeviceTraining, TrainingMatchesTheCpuAndEvaluatesOnTheDevice) {

@@ -33,6 +33,7 @@
 #include "stringrt/Data.h"
 #include "stringrt/HostTensor.h"
 #include "stringrt/Manifest.h"
+#include "stringrt/OpProfile.h"
 #include "stringrt/Optimizer.h"
 #include "stringrt/Trainer.h"
 #include "stringrt/cuda/StepControl.h"
@@ -70,6 +71,12 @@ struct DeviceOptions {
   // Turns graphs off; slow. `stringrun --sync-launches`, or the environment
   // variable STRINGRT_CUDA_SYNC_LAUNCHES=1.
   bool syncEachLaunch = false;
+  // Where the step's GPU time goes (`stringrun bench --device cuda
+  // --profile`): every op of a program, the gradient copies and the
+  // optimizer are bracketed by CUDA events and their elapsed times added to
+  // this profile by op kind when a step is collected. Turns graphs off (the
+  // events of a replayed graph would time the graph only).
+  OpProfile *profile = nullptr;
 };
 
 class DeviceModel {
