@@ -9,6 +9,7 @@ packages=(
   libfmt-dev libgtest-dev zlib1g-dev libzstd-dev
   python3-torch libopenblas-dev libopenblas0-pthread
   dataset-fashion-mnist
+  clang-19 libclang-rt-19-dev
 )
 
 missing=()
