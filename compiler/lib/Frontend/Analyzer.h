@@ -58,9 +58,10 @@ public:
   static constexpr size_t kMaxOps = 1'000'000;
   /// The most iterations one `for` loop may have.
   static constexpr int64_t kMaxTripCount = 100'000;
-  /// The most statements (and block uses) evaluation may run in all, so that
-  /// nested loops or blocks that each use another block twice cannot make
-  /// the compiler run for hours even when they emit no ops.
+  /// The most statements, loop iterations and block uses evaluation may run
+  /// in all, so that nested loops (even empty ones) or blocks that each use
+  /// another block twice cannot make the compiler run for hours even when
+  /// they emit no ops.
   static constexpr int64_t kMaxSteps = 2'000'000;
 
   Analyzer(const SourceManager &sources, DiagnosticEngine &diags, AnalyzerOptions options);

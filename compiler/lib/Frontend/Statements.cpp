@@ -53,8 +53,8 @@ bool Analyzer::step(SourceRange where) {
   if (++steps_ <= kMaxSteps)
     return true;
   if (!aborted_)
-    diags_.error(where, fmt::format("the model takes too long to evaluate: more than {} statements run "
-                                    "after unrolling loops and instantiating blocks",
+    diags_.error(where, fmt::format("the model takes too long to evaluate: more than {} statements and "
+                                    "loop iterations run after unrolling loops and instantiating blocks",
                                     kMaxSteps));
   aborted_ = true;
   return false;
@@ -300,7 +300,9 @@ void Analyzer::execFor(const ForStmt &stmt) {
     // are still reported and the names it binds still exist afterwards.
     execAll(stmt.body);
   } else {
-    for (int64_t i = lo.intValue; i < hi.intValue && !stopping(); ++i) {
+    // Every iteration is a step: loops with empty bodies nested three deep
+    // run no statement, yet would spin for days.
+    for (int64_t i = lo.intValue; i < hi.intValue && !stopping() && step(stmt.keywordRange); ++i) {
       current().names[stmt.var.name].value = Value::integer(i);
       execAll(stmt.body);
     }

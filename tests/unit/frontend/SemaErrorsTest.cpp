@@ -162,6 +162,15 @@ TEST(Errors, RunawayEvaluationIsStopped) {
   ASSERT_EQ(loops.errors().size(), 1u);
   EXPECT_NE(loops.firstError().find("the model takes too long to evaluate: more than 2000000 statements"),
             std::string::npos);
+  // Empty bodies run no statement: the iterations themselves must count
+  // (fuzz/regressions/frontend/timeout-empty-nested-loops.pe: days).
+  Compiled empty = compileBody("for i in 0..99999 { for j in 0..99999 { for k in 0..99999 { } } }");
+  ASSERT_EQ(empty.errors().size(), 1u);
+  EXPECT_NE(empty.firstError().find("the model takes too long to evaluate: more than 2000000 statements "
+                                    "and loop iterations run"),
+            std::string::npos);
+  // A loop of the largest trip count with a statement in it still fits.
+  EXPECT_TRUE(compileBody("let t = 0\nfor i in 0..100000 { let t = t + 1 }").errors().empty());
   std::string blocks = "block b0(n) { return n + 1 }\n";
   for (int i = 1; i < 40; ++i)
     blocks += "block b" + std::to_string(i) + "(n) { return b" + std::to_string(i - 1) + "(b" +
