@@ -63,6 +63,11 @@ public:
   /// another block twice cannot make the compiler run for hours even when
   /// they emit no ops.
   static constexpr int64_t kMaxSteps = 2'000'000;
+  /// The most entries the model's sparse_skew supports may hold in all: each
+  /// is drawn at compile time (a hash map entry or two per element) and kept
+  /// as an IR attribute, so a loop of large ones would take hours and
+  /// gigabytes.
+  static constexpr int64_t kMaxSupportEntries = int64_t(1) << 20;
 
   Analyzer(const SourceManager &sources, DiagnosticEngine &diags, AnalyzerOptions options);
   std::optional<ModelGraph> run(const ast::Module &module);
@@ -80,6 +85,10 @@ public:
   Value eval(const ast::Expr &expr);
   /// An absolute path for `path`, relative ones against the model's directory.
   std::string resolvePath(const std::string &path) const;
+  /// Adds `count` entries to the model's sparse supports; false (nothing
+  /// added) when the total would pass kMaxSupportEntries.
+  bool reserveSupportEntries(int64_t count);
+  int64_t supportEntries() const { return supportEntries_; }
 
 private:
   //===--- statements (Statements.cpp) ----------------------------------===//
@@ -140,6 +149,7 @@ private:
   /// analysis stops.
   bool aborted_ = false;
   int64_t steps_ = 0;
+  int64_t supportEntries_ = 0;
   /// Counts one step; reports and aborts when the budget is spent.
   bool step(SourceRange where);
 

@@ -10,9 +10,6 @@ namespace stringc::sema {
 
 namespace {
 
-/// sparse_skew keeps at most this many entries: the support is an attribute
-/// of the IR, not a tensor.
-constexpr int64_t kMaxSupport = int64_t(1) << 24;
 /// Upper bound on skew dimensions (a dim x dim matrix must be materialized).
 constexpr int64_t kMaxSkewDim = int64_t(1) << 16;
 
@@ -53,9 +50,9 @@ Value sparseSkew(Analyzer &a, CallArgs &args) {
     return a.fail(args.range(2), fmt::format("sparse_skew: fraction must be in (0, 1], found {}",
                                              formatNumber(args[2])));
   int64_t count = sparsePairs(dim, fraction);
-  if (count > kMaxSupport)
+  if (count > Analyzer::kMaxSupportEntries)
     return a.fail(args.range(2), fmt::format("sparse_skew: {} kept entries is more than the limit of {}",
-                                             count, kMaxSupport));
+                                             count, Analyzer::kMaxSupportEntries));
   if (args.dims(0) != std::vector<int64_t>{count})
     return a.fail(args.range(0), fmt::format("sparse_skew: dim = {} and fraction = {} keep {} of the {} "
                                              "upper-triangle entries, so {} must be [{}], found {}",
@@ -74,6 +71,11 @@ Value sparseSkew(Analyzer &a, CallArgs &args) {
                                      "otherwise the seed is derived from the parameter's name");
     seed = derivedSeed(param);
   }
+  if (!a.reserveSupportEntries(count))
+    return a.fail(args.call.range,
+                  fmt::format("sparse_skew: the model's sparse supports would hold {} entries in all, more "
+                              "than the limit of {}",
+                              a.supportEntries() + count, Analyzer::kMaxSupportEntries));
   std::vector<NamedAttr> attrs = {{"dim", dim},
                                   {"fraction", fraction},
                                   {"seed", seed},

@@ -60,6 +60,13 @@ bool Analyzer::step(SourceRange where) {
   return false;
 }
 
+bool Analyzer::reserveSupportEntries(int64_t count) {
+  if (count > kMaxSupportEntries - supportEntries_)
+    return false;
+  supportEntries_ += count;
+  return true;
+}
+
 void Analyzer::exec(const Stmt &stmt) {
   switch (stmt.kind) {
   case Stmt::Kind::Model: return execModel(*stmt.as<ModelStmt>());

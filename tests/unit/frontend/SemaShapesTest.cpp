@@ -237,6 +237,18 @@ TEST(Shapes, SparseSkew) {
             "2:37: sparse_skew: fraction must be in (0, 1], found 1.5");
 }
 
+TEST(Shapes, SparseSkewSupportLimit) {
+  // Supports are drawn at compile time and kept in the IR: 2^20 entries in
+  // all, however many calls (a loop of large ones took hours).
+  EXPECT_EQ(errorOf("param p: [2096128] = zeros\noutput y = sparse_skew(p, dim = 2048, fraction = 1, seed = 7)"),
+            "2:39: sparse_skew: 2096128 kept entries is more than the limit of 1048576");
+  EXPECT_EQ(errorOf("param p: [523776] = zeros\nparam q: [2016] = zeros\n"
+                    "for i in 0..2 { let s = sparse_skew(p, dim = 1024, fraction = 1, seed = i) }\n"
+                    "output y = sparse_skew(q, dim = 64, fraction = 1, seed = 7)"),
+            "4:12: sparse_skew: the model's sparse supports would hold 1049568 entries in all, more than the "
+            "limit of 1048576");
+}
+
 TEST(Shapes, GeneratorsAndRotations) {
   GraphOp g = opOf("param L: [2, 16, 16] = zeros\nlet r = relative_positions(seq_positions(length = 16))\noutput y = generator_exp(relative_positions(grid_positions(rows = 4, cols = 4)), L)");
   EXPECT_EQ(g.name, "pe.generator_exp");
