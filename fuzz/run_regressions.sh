@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # run_regressions.sh FUZZER PATH...: runs FUZZER once on every file given and
 # every file under the directories given (crash reproducers, seeds) and fails if any input crashes, leaks, hits
-# undefined behaviour or takes longer than 25 s. With no files it passes: a
+# undefined behaviour or takes longer than 60 s. With no files it passes: a
 # fuzzer given no inputs would start fuzzing instead.
 set -euo pipefail
 fuzzer=$1
@@ -19,4 +19,4 @@ if [ ${#inputs[@]} -eq 0 ]; then
   exit 0
 fi
 echo "running $(basename "$fuzzer") on ${#inputs[@]} inputs"
-exec "$fuzzer" -timeout=25 -rss_limit_mb=4096 "${inputs[@]}"
+exec "$fuzzer" -timeout=60 -rss_limit_mb=4096 "${inputs[@]}"

@@ -56,7 +56,7 @@ run_target() {
   local extra=()
   if [ -f "fuzz/dicts/$t.dict" ]; then extra+=("-dict=fuzz/dicts/$t.dict"); fi
   "build/fuzz/bin/fuzz_$t" "fuzz/corpus/$t" "fuzz/seeds/$t" "fuzz/corpus/generated-seeds/$t" \
-    -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+    -max_total_time="$seconds" -timeout=20 -rss_limit_mb=2048 -print_final_stats=1 \
     -artifact_prefix="fuzz/regressions/$t/" "${extra[@]}" \
     > "build/fuzz/logs/$t.log" 2>&1
 }
