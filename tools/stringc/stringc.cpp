@@ -23,15 +23,20 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <optional>
 #include <set>
 #include <sstream>
 #include <string>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace {
+
+/// The largest --batch of --explain and --launch-report.
+constexpr long long kMaxBatch = 1LL << 24;
 
 constexpr const char *kUsage = R"(usage: stringc MODEL.pe [options]
 
@@ -164,9 +169,13 @@ std::optional<int> parseOptions(int argc, char **argv, Options &options) {
     } else if (arg.rfind("--batch=", 0) == 0) {
       std::string value = arg.substr(8);
       char *end = nullptr;
+      errno = 0;
       long long batch = std::strtoll(value.c_str(), &end, 10);
       if (value.empty() || *end != '\0' || batch <= 0)
         return usageError("--batch needs a positive integer, got '" + value + "'");
+      if (errno == ERANGE || batch > kMaxBatch)
+        return usageError("--batch " + value + " is too large (at most " +
+                          std::to_string(kMaxBatch) + ")");
       options.explainBatch = batch;
     } else if (arg.rfind("--disable-pass=", 0) == 0) {
       addPassNames(arg.substr(15), options.compile.disabledPasses);
@@ -217,7 +226,7 @@ std::optional<int> parseOptions(int argc, char **argv, Options &options) {
         return usageError("unknown target '" + *options.target +
                           "' (expected cpu, cpu-reference or cuda)");
     } else if (arg == "-o") {
-      if (i + 1 >= argc)
+      if (i + 1 >= argc || !*argv[i + 1])
         return usageError("-o needs a file name");
       options.output = argv[++i];
     } else if (arg.size() > 1 && arg[0] == '-') {
@@ -254,6 +263,46 @@ std::optional<int> parseOptions(int argc, char **argv, Options &options) {
   }
   if (options.emit == Emit::Package && (!options.output || *options.output == "-"))
     return usageError("a package is a binary file: give it a name with -o FILE");
+  return std::nullopt;
+}
+
+/// Writes `text` to standard output; a failed write (a full disk, a closed
+/// pipe) is an error with a message, not lost output.
+int writeStandardOutput(const std::string &text) {
+  std::cout << text;
+  std::cout.flush();
+  if (std::cout && std::fflush(stdout) == 0)
+    return 0;
+  std::cerr << "stringc: error: cannot write to standard output"
+            << (errno ? std::string(": ") + std::strerror(errno) : std::string()) << "\n";
+  return 1;
+}
+
+/// Whether `a` and `b` name the same file: the same device and inode when
+/// both exist, else the same normalised absolute path.
+bool sameFile(const std::string &a, const std::string &b) {
+  struct stat sa, sb;
+  if (::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0)
+    return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+  std::error_code ec;
+  return std::filesystem::weakly_canonical(a, ec) == std::filesystem::weakly_canonical(b, ec);
+}
+
+/// Refuses an output path that is one of the compilation's inputs: the .pe
+/// file or a weights file a parameter loads.
+std::optional<int> refuseOutputOverInput(const Options &options,
+                                         const stringc::ModelGraph &graph) {
+  if (!options.output || *options.output == "-")
+    return std::nullopt;
+  std::vector<std::string> inputs = {options.input};
+  for (const stringc::GraphParam &param : graph.params)
+    if (const stringc::AttrValue *file = stringc::findAttr(param.initAttrs, "file"))
+      if (const std::string *path = std::get_if<std::string>(file))
+        inputs.push_back(*path);
+  for (const std::string &input : inputs)
+    if (sameFile(*options.output, input))
+      return usageError("-o " + *options.output + " is an input of the compilation (" + input +
+                        "); writing it would destroy it");
   return std::nullopt;
 }
 
@@ -346,9 +395,7 @@ int emitCuda(const stringc::ModelGraph &graph, const Options &options) {
     return 0;
   if (options.output && *options.output != "-")
     return writeAtomically(*options.output, text.str()) ? 0 : 1;
-  std::cout << text.str();
-  std::cout.flush();
-  return std::cout ? 0 : 1;
+  return writeStandardOutput(text.str());
 #else
   (void)graph;
   (void)options;
@@ -363,6 +410,11 @@ int main(int argc, char **argv) {
   Options options;
   if (std::optional<int> status = parseOptions(argc, argv, options))
     return *status;
+#ifdef STRINGC_HAVE_MLIRGEN
+  // Pass switches are checked whatever is emitted: a typo is never silent.
+  if (std::string error; !stringc::checkPassOptions(options.compile, error))
+    return usageError(error);
+#endif
 
   std::string readError;
   std::optional<stringc::SourceManager> sources = stringc::SourceManager::fromFile(options.input, readError);
@@ -384,6 +436,8 @@ int main(int argc, char **argv) {
     diags.printSummary(std::cerr);
     return 1;
   }
+  if (std::optional<int> refused = refuseOutputOverInput(options, *graph))
+    return *refused;
 
   if (options.target && *options.target == "cuda")
     return emitCuda(*graph, options);
@@ -398,7 +452,5 @@ int main(int argc, char **argv) {
   }
   if (options.output && *options.output != "-")
     return writeAtomically(*options.output, text.str()) ? 0 : 1;
-  std::cout << text.str();
-  std::cout.flush();
-  return std::cout ? 0 : 1;
+  return writeStandardOutput(text.str());
 }

@@ -62,6 +62,9 @@ public:
   /// nested loops or blocks that each use another block twice cannot make
   /// the compiler run for hours even when they emit no ops.
   static constexpr int64_t kMaxSteps = 2'000'000;
+  /// How deep block uses may nest (a block using a block using ...): each
+  /// level is a frame of the compiler's own recursion.
+  static constexpr size_t kMaxBlockDepth = 100;
 
   Analyzer(const SourceManager &sources, DiagnosticEngine &diags, AnalyzerOptions options);
   std::optional<ModelGraph> run(const ast::Module &module);
@@ -69,6 +72,9 @@ public:
   //===--- used by the built-ins ---------------------------------------===//
   /// Reports an error and returns poison, so checks read `return fail(...)`.
   Value fail(SourceRange range, std::string message);
+  /// Whether a value of `type` fits the package limits (ManifestLimits.h:
+  /// rank, per-example elements); reports at `where` when it does not.
+  bool withinLimits(const TensorType &type, SourceRange where, const std::string &what);
   /// Appends an op and returns its result.
   Value emit(std::string name, std::vector<int> operands, std::vector<NamedAttr> attrs,
              TensorType result, SourceRange where);
@@ -132,6 +138,8 @@ private:
   AnalyzerOptions options_;
   ModelGraph graph_;
   std::vector<Scope> scopes_;
+  /// Elements of all parameters declared so far (kMaxParamElements).
+  int64_t paramElements_ = 0;
   std::vector<const ast::BlockStmt *> instantiating_;
   /// Where each block being instantiated was called, outermost first.
   std::vector<SourceLoc> callSites_;

@@ -231,6 +231,15 @@ PipelineOptions pipelineOptions(const CompileOptions &options, bool explain) {
   return pipeline;
 }
 
+} // namespace
+
+bool checkPassOptions(const CompileOptions &options, std::string &error) {
+  mlir::OpPassManager scratch(mlir::ModuleOp::getOperationName());
+  return succeeded(buildPipeline(scratch, pipelineOptions(options, /*explain=*/false), error));
+}
+
+namespace {
+
 /// One compilation: an MLIR context whose diagnostics point into the .pe
 /// file (the op locations are its line:col), printed as
 /// file:line:col: error: ... like the frontend's, to `diagOut`.

@@ -3,6 +3,7 @@
 // result counts and attributes are checked here, so the executor can index
 // its value table without further checks.
 #include "stringrt/Manifest.h"
+#include "stringrt/ManifestLimits.h"
 
 #include "Json.h"
 #include "stringrt/Error.h"
@@ -267,12 +268,8 @@ const OpSchemaEntry *findSchema(std::string_view op) {
   return nullptr;
 }
 
-// Shapes may have this many dimensions, each at most kMaxDim; with the
-// element-count bound below nothing sized from a manifest can overflow.
-constexpr size_t kMaxRank = 8;
-constexpr int64_t kMaxDim = int64_t(1) << 31;
-// Parameters (allocated from the manifest alone) are bounded in total.
-constexpr int64_t kMaxParamElements = int64_t(1) << 32;
+// kMaxRank, kMaxDim and kMaxParamElements: ManifestLimits.h (shared with
+// the compiler, which refuses models beyond them).
 
 std::string shapeText(const std::vector<int64_t> &shape) {
   return fmt::format("[{}]", fmt::join(shape, ", "));

@@ -44,6 +44,11 @@ struct CompileOptions {
   bool timePhases = false;      // --time-phases: each phase and pass timed
 };
 
+/// Checks the pass switches of `options` (pass names, opt-in passes, the
+/// textual pipeline) without compiling anything, so that a misspelt pass is
+/// an error whatever is emitted. Returns false with the message in `error`.
+bool checkPassOptions(const CompileOptions &options, std::string &error);
+
 /// Builds the `pe` module for `graph`, verifies it, runs the passes of
 /// `stage`, and prints it to `out`. Diagnostics (errors, and warnings such as
 /// a parameter that does not affect the loss) go to `err`; returns non-zero
