@@ -13,10 +13,7 @@
 
 #include "stringc/Frontend/Frontend.h"
 #include "stringc/Frontend/Graph.h"
-#include "stringc/MLIRGen/MLIRGen.h"
-#ifdef STRINGC_HAVE_GPU
-#include "stringc/GPU/CudaTarget.h"
-#endif
+#include "stringc/Driver/Driver.h"
 
 #include <cerrno>
 #include <chrono>
@@ -333,7 +330,6 @@ bool writeAtomically(const std::string &path, const std::string &text) {
 
 int emitMlir(const stringc::ModelGraph &graph, std::ostream &out, Emit emit,
              const Options &options) {
-#ifdef STRINGC_HAVE_MLIRGEN
   if (emit == Emit::Explain)
     return stringc::explainModel(graph, out, std::cerr, options.compile, options.explainBatch) == 0 ? 0 : 1;
   stringc::EmitStage stage = emit == Emit::PeTrain   ? stringc::EmitStage::Train
@@ -342,40 +338,19 @@ int emitMlir(const stringc::ModelGraph &graph, std::ostream &out, Emit emit,
                              : emit == Emit::Llvm    ? stringc::EmitStage::LLVMIR
                                                      : stringc::EmitStage::Forward;
   return stringc::printModelAsMLIR(graph, out, std::cerr, stage, options.compile) == 0 ? 0 : 1;
-#else
-  (void)graph;
-  (void)out;
-  (void)options;
-  std::cerr << "stringc: error: --emit=" << (emit == Emit::Mlir ? "mlir" : "pe-train/pe-opt/--explain")
-            << " is not available: the MLIR generator was not built "
-               "(use --emit=graph)\n";
-  return 1;
-#endif
 }
 
 /// Compiles to a model package (docs/package.md) at `path`.
 int emitPackage(const stringc::ModelGraph &graph, const std::string &path,
                 const Options &options) {
-#ifdef STRINGC_HAVE_MLIRGEN
   // "cpu" (with generated kernels) unless --target=cpu-reference.
   const std::string target = options.target.value_or("cpu");
   return stringc::writeModelPackage(graph, path, target, std::cerr, options.compile) == 0 ? 0 : 1;
-#else
-  (void)graph;
-  (void)path;
-  (void)options;
-  std::cerr << "stringc: error: --target=cpu is not available: the MLIR generator was not built\n";
-  return 1;
-#endif
 }
 
 /// --target=cuda: the pe-train module compiled to GPU kernels (docs/cuda.md):
-/// a package at -o, or NVVM / PTX text for --emit=nvvm / --emit=ptx.
+/// a package at -o, or NVVM / PTX / the launch report as text.
 int emitCuda(const stringc::ModelGraph &graph, const Options &options) {
-#if defined(STRINGC_HAVE_MLIRGEN) && defined(STRINGC_HAVE_GPU)
-  std::ostringstream train;
-  if (emitMlir(graph, train, Emit::PeTrain, options) != 0)
-    return 1;
   stringc::CudaOptions cuda;
   if (options.gpuArch)
     cuda.arch = *options.gpuArch;
@@ -388,20 +363,14 @@ int emitCuda(const stringc::ModelGraph &graph, const Options &options) {
                            : options.emit == Emit::LaunchReport ? stringc::CudaEmit::LaunchReport
                                                                 : stringc::CudaEmit::Package;
   std::ostringstream text;
-  if (stringc::compileForCuda(train.str(), cuda, what, text, options.output.value_or(""),
-                              std::cerr) != 0)
+  if (stringc::compileModelForCuda(graph, options.compile, cuda, what, text,
+                                   options.output.value_or(""), std::cerr) != 0)
     return 1;
   if (what == stringc::CudaEmit::Package)
     return 0;
   if (options.output && *options.output != "-")
     return writeAtomically(*options.output, text.str()) ? 0 : 1;
   return writeStandardOutput(text.str());
-#else
-  (void)graph;
-  (void)options;
-  std::cerr << "stringc: error: --target=cuda is not available: the GPU code generator was not built\n";
-  return 1;
-#endif
 }
 
 } // namespace
@@ -410,11 +379,9 @@ int main(int argc, char **argv) {
   Options options;
   if (std::optional<int> status = parseOptions(argc, argv, options))
     return *status;
-#ifdef STRINGC_HAVE_MLIRGEN
   // Pass switches are checked whatever is emitted: a typo is never silent.
   if (std::string error; !stringc::checkPassOptions(options.compile, error))
     return usageError(error);
-#endif
 
   std::string readError;
   std::optional<stringc::SourceManager> sources = stringc::SourceManager::fromFile(options.input, readError);
