@@ -32,7 +32,8 @@ struct ParamSlot {
 class Model {
 public:
   // The package's compiled kernels (KernelSet::Compiled) when it has them
-  // and this CPU can run them, the fast kernels otherwise.
+  // and this machine can run them (the library is then loaded: trust the
+  // package as a shared library), the fast kernels otherwise.
   explicit Model(Package package);
   // Throws Error for KernelSet::Compiled when the package has no compiled
   // kernels or this CPU lacks a feature they were compiled for.
@@ -51,7 +52,9 @@ public:
   const Manifest &manifest() const;
   // The kernels the programs run on (fixed at construction).
   KernelSet kernels() const;
-  // The compiled kernels' library (shared with the package); may be null.
+  // The compiled kernels' library (shared with the package) for
+  // KernelSet::Compiled; null for the other kernel sets, which never load
+  // a package's code.
   const std::shared_ptr<const KernelLibrary> &kernelLibrary() const;
   // Whether the programs place their intermediate values in the package's
   // arena plan (docs/package.md, "The arena plan"; the default when both

@@ -2,6 +2,7 @@
 // construction, then allocation, dispatch and freeing per run (Executor.h).
 #include "Executor.h"
 
+#include "CompiledKernelRules.h"
 #include "stringrt/Error.h"
 
 #include <algorithm>
@@ -346,13 +347,20 @@ Executor::Executor(const Program &program, std::string name,
       minRes = step.spec->minResults;
       maxRes = step.spec->maxResults;
     }
-    if (kernels == KernelSet::Compiled)
+    if (kernels == KernelSet::Compiled && !op.kernels.empty()) {
+      // A generated kernel checks nothing: its kinds and ranges must be the
+      // op's, and the op needs its reference kernel's argument checks.
+      checkOpKernels(op, program, where(i));
+      if (!step.spec || !step.spec->check)
+        throw Error(where(i) + ": runs on compiled kernels, but the runtime has no argument "
+                               "check for it");
       for (const ProgramKernel &k : op.kernels) {
         KernelFunction function = library->find(k.symbol);
         if (!function)
           throw Error(where(i) + ": the kernel library has no kernel '" + k.symbol + "'");
         step.compiled.push_back({function, k.range, k.grain});
       }
+    }
     if (op.operands.size() < minOps || op.operands.size() > maxOps)
       throw Error(where(i) + ": takes " + countRange(minOps, maxOps) + " operands, got " +
                   std::to_string(op.operands.size()));
@@ -517,7 +525,7 @@ std::vector<ref::Tensor<float>> Executor::run(const std::vector<HostTensor> &inp
         const auto started = profile_ ? std::chrono::steady_clock::now()
                                       : std::chrono::steady_clock::time_point();
         if (!step.compiled.empty())
-          runCompiledKernels(OpContext(op, values), step.compiled, batch);
+          runCompiledKernels(OpContext(op, values), step.spec->check, step.compiled, batch);
         else
           step.spec->run(OpContext(op, values));
         if (profile_)

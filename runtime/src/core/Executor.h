@@ -161,11 +161,16 @@ private:
 
 using OpAdapter = void (*)(const OpContext &);
 
-// An op the executor runs: its adapter and its operand and result counts.
+// An op the executor runs: its adapter and its operand and result counts,
+// and, for the ops stringc generates kernels for, `check`: the argument
+// checks of the op's reference kernel alone (shapes, attributes, index
+// operands; reference/KernelChecks.h), which the executor runs before it
+// calls a compiled kernel (a generated kernel checks nothing).
 struct OpSpec {
   OpAdapter run = nullptr;
   size_t minOperands = 0, maxOperands = 0;
   size_t minResults = 1, maxResults = 1;
+  OpAdapter check = nullptr;
 };
 
 using OpTable = std::unordered_map<std::string, OpSpec>;
@@ -201,16 +206,13 @@ struct CompiledCall {
   int64_t grain = 1;
 };
 
-// Runs an op on its compiled kernels (ExecutorCompiledOps.cpp): the data
-// pointers of its operands and results in one array, each kernel's range
-// split over the thread pool (parallelFor, at least `grain` iterations a
-// chunk), one kernel after the other.
-// Checks the i32 index operands of an op that runs on compiled kernels (token
-// ids against the table's rows, labels against the classes), which the
-// kernels use as addresses unchecked; throws Error as the reference kernels
-// do (CompiledIndexChecks.cpp).
-void checkCompiledIndices(const OpContext &c);
-void runCompiledKernels(const OpContext &c, const std::vector<CompiledCall> &calls,
+// Runs an op on its compiled kernels (ExecutorCompiledOps.cpp): first its
+// reference kernel's argument checks (`check`: shapes, attributes, ids and
+// labels against their tables, with the reference kernels' messages), then
+// the data pointers of its operands and results in one array, each
+// kernel's range split over the thread pool (parallelFor, at least `grain`
+// iterations a chunk), one kernel after the other.
+void runCompiledKernels(const OpContext &c, OpAdapter check, const std::vector<CompiledCall> &calls,
                         std::optional<int64_t> batch);
 
 // Every op but pe.get_param (which the executor binds to the parameters), with

@@ -192,22 +192,23 @@ std::vector<HostTensor> Model::Impl::bindInputs(const std::map<std::string, Host
 
 namespace {
 
-// The package's kernel library for `kernels`; throws when Compiled cannot run.
+// The package's kernel library for `kernels`: loaded for KernelSet::Compiled
+// only (the fast and reference kernels never map a package's code); throws
+// when Compiled cannot run.
 std::shared_ptr<const KernelLibrary> libraryFor(const Package &package, KernelSet kernels) {
   if (kernels != KernelSet::Compiled)
-    return package.kernelLibrary();
+    return nullptr;
   if (!package.hasKernels())
     throw Error(package.path(), "the package has no compiled kernels (target \"" +
                                     package.target() +
                                     "\"; compile it with --target=cpu): use the fast or "
                                     "reference kernels");
   if (!package.kernelsUnavailable().empty())
-    throw Error(package.path(), "the package's kernels were compiled for CPU '" +
-                                    package.kernelCpu() + "', and this CPU lacks " +
+    throw Error(package.path(), "the package's compiled kernels cannot run here: " +
                                     package.kernelsUnavailable() +
                                     ": recompile the package on this machine, or use "
                                     "the fast or reference kernels");
-  return package.kernelLibrary();
+  return package.loadKernelLibrary();
 }
 
 KernelSet defaultKernels(const Package &package) {
