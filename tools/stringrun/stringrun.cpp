@@ -18,10 +18,12 @@
 
 #include "DeviceRun.h"
 #include "GradientDump.h"
+#include "OutputPaths.h"
 #include "ProfileTable.h"
 
 #include "stringrt/Checkpoint.h"
 #include "stringrt/Error.h"
+#include "stringrt/Idx.h"
 #include "stringrt/Model.h"
 #include "stringrt/Package.h"
 #include "stringrt/Safetensors.h"
@@ -34,6 +36,7 @@
 #include <charconv>
 #include <cstdio>
 #include <exception>
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <string>
@@ -126,6 +129,10 @@ options:
                      STRINGRT_CUDA_SYNC_LAUNCHES=1)
   --help             show this help
 
+An output (--checkpoint, --log, --out) must not be the same file as an input
+(the package, the data, --resume, --params) or another output (usage error);
+--checkpoint may replace the --resume checkpoint.
+
 exit status: 0 success, 1 error, 2 usage error
 )";
 
@@ -158,6 +165,10 @@ const std::vector<std::string> kValueOptions = {
     "--data", "--epochs", "--steps",  "--batch",  "--seed",   "--checkpoint",
     "--resume", "--params", "--log", "--threads", "--stop-after", "--out",
     "--kernels", "--device"};
+
+// The options naming files: none may be empty.
+const std::vector<std::string> kPathOptions = {"--data", "--checkpoint", "--resume",
+                                               "--params", "--log",  "--out"};
 
 bool isValueOption(const std::string &name) {
   for (const std::string &o : kValueOptions)
@@ -206,6 +217,9 @@ Args parseArgs(int argc, char **argv) {
       }
       if (args.values.count(name))
         throw UsageError{fmt::format("option '{}' given twice", name)};
+      if (value.empty() &&
+          std::find(kPathOptions.begin(), kPathOptions.end(), name) != kPathOptions.end())
+        throw UsageError{fmt::format("option '{}' needs a path, got an empty one", name)};
       args.values[name] = value;
     } else if (arg.size() > 1 && arg[0] == '-') {
       throw UsageError{fmt::format("unknown option '{}'", arg)};
@@ -318,6 +332,40 @@ int applyThreads(const Args &args, stringrt::KernelSet kernels) {
   if (threads)
     stringrt::cpu::setNumThreads(*threads);
   return 1;
+}
+
+// Refuses (a usage error) outputs that are the same file as an input or as
+// another output: the package, the data, the checkpoint or parameters read,
+// the manifest's `load` files (OutputPaths.h). The --resume checkpoint may
+// be the --checkpoint: it is read whole before the first write.
+void checkOutputs(const Args &args, const stringrt::Manifest &manifest) {
+  using stringrun::RunFile;
+  std::vector<RunFile> inputs = {{"the package", args.package}};
+  if (auto path = value(args, "--resume"))
+    inputs.push_back({"--resume", *path, "--checkpoint"});
+  if (auto path = value(args, "--params"))
+    inputs.push_back({"--params", *path});
+  std::optional<std::string> data = value(args, "--data");
+  const std::string dataRole = data ? "--data" : "the model's dataset";
+  if (!data && manifest.dataset)
+    data = manifest.dataset->path;
+  std::error_code error;
+  if (data && std::filesystem::is_directory(*data, error)) {
+    for (const std::string &file : stringrt::idxDatasetFiles(*data))
+      inputs.push_back({"a data file of " + dataRole + ",", file});
+  } else if (data) {
+    inputs.push_back({dataRole, *data});
+  }
+  for (const stringrt::ManifestParam &param : manifest.params)
+    if (param.init == stringrt::ParamInit::Load)
+      inputs.push_back({"the load file of parameter '" + param.name + "',", param.file});
+  std::vector<RunFile> outputs;
+  for (const char *option : {"--checkpoint", "--log", "--out"})
+    if (auto path = value(args, option))
+      outputs.push_back({option, *path});
+  std::string conflict = stringrun::outputConflict(inputs, outputs);
+  if (!conflict.empty())
+    throw UsageError{conflict};
 }
 
 std::string duration(double seconds) {
@@ -573,6 +621,7 @@ int main(int argc, char **argv) {
   try {
     const std::optional<stringrt::KernelSet> kernels = kernelSet(args);
     stringrt::Package package = stringrt::Package::load(args.package);
+    checkOutputs(args, package.manifest());
     if (value(args, "--device") == std::optional<std::string>("cuda")) {
       // Checked before the device and any data: the package, the
       // checkpoint's header (the trainer validates the rest before the
@@ -638,6 +687,10 @@ int main(int argc, char **argv) {
     if (args.command == "gradients")
       return runGradients(args, model);
     return runBench(args, model);
+  } catch (const UsageError &e) {
+    std::fprintf(stderr, "stringrun: error: %s\n%s", e.message.c_str(),
+                 "run 'stringrun --help' for usage\n");
+    return 2;
   } catch (const std::exception &e) {
     if (printer)
       printer->finish();
