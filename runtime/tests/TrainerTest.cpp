@@ -370,6 +370,100 @@ TEST(TrainerTest, StopAndResumeWithCosineScheduleIsBitExact) {
   }
 }
 
+// The first six columns of the log's lines (kind, step, epoch, loss, lr,
+// grad_norm: what does not depend on the time a step took).
+std::vector<std::string> logColumns(const std::string &path) {
+  std::istringstream csv(readFile(path));
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(csv, line);) {
+    size_t at = 0;
+    for (int comma = 0; comma < 6 && at != std::string::npos; ++comma)
+      at = line.find(',', at + 1);
+    lines.push_back(line.substr(0, at));
+  }
+  return lines;
+}
+
+TEST(TrainerTest, ResumeAfterAKillLogsEveryStepOnce) {
+  // A run checkpoints at step 7 (epoch 1), goes on to step 10, logging
+  // steps 8 to 10 and an evaluation, and is killed before its next
+  // checkpoint: its checkpoint is still step 7's. Resumed from it, the run
+  // takes steps 8 to 10 again: they are logged once, as in an unbroken run.
+  ImageFixture fx;
+  Manifest m = imageManifest();
+  DataSet data = loadModelData(Model(m), fx.data);
+  TrainOptions o;
+  o.epochs = 3;
+  o.batch = 4;
+  o.seed = 11;
+  o.logPath = fx.dir.file("full.csv");
+  Model whole(m);
+  train(whole, data, o, nullptr);
+
+  TrainOptions part = o;
+  part.logPath = fx.dir.file("killed.csv");
+  part.checkpointPath = fx.dir.file("step7.ckpt");
+  part.stopAfter = 7;
+  Model first(m);
+  train(first, data, part, nullptr);
+  TrainOptions doomed = part;
+  doomed.resumePath = part.checkpointPath;
+  doomed.checkpointPath = "";
+  doomed.stopAfter = 10;
+  Model second(m);
+  train(second, data, doomed, nullptr);
+  // The kill tore the last row.
+  writeFile(part.logPath, readFile(part.logPath) + "train,11,2,0.5");
+  ASSERT_EQ(logColumns(part.logPath).size(), 1u + 10 + 2 + 1);
+
+  TrainOptions resumed = o;
+  resumed.resumePath = part.checkpointPath;
+  resumed.logPath = part.logPath;
+  Model third(m);
+  train(third, data, resumed, nullptr);
+  EXPECT_EQ(logColumns(part.logPath), logColumns(o.logPath));
+  EXPECT_EQ(third.parameters(), whole.parameters());
+  // The rewrite left no temporary file behind.
+  for (const std::string &entry : fx.dir.entries())
+    EXPECT_EQ(entry.find(".tmp."), std::string::npos) << entry;
+}
+
+TEST(TrainerTest, ResumeRefusesWhatIsNotItsRun) {
+  ImageFixture fx;
+  Manifest m = imageManifest();
+  DataSet data = loadModelData(Model(m), fx.data);
+  TrainOptions o;
+  o.epochs = 3;
+  o.batch = 4;
+  o.stopAfter = 10; // epoch 1 of 7 steps each
+  o.evaluate = false;
+  o.checkpointPath = fx.dir.file("ckpt");
+  Model model(m);
+  train(model, data, o, nullptr);
+
+  // Other data: 20 examples make 5 steps per epoch, 2 epochs by step 10.
+  std::string other = fx.dir.file("other");
+  std::filesystem::create_directory(other);
+  writeImages(other, "train", 20);
+  writeImages(other, "t10k", 3);
+  TrainOptions resume;
+  resume.resumePath = o.checkpointPath;
+  resume.evaluate = false;
+  Model again(m);
+  EXPECT_TRUE(failsWith([&] { train(again, loadModelData(again, other), resume, nullptr); },
+                        o.checkpointPath,
+                        {"the checkpoint records 1 completed epochs at step 10, but 20 train "
+                         "examples in batches of 4 make 5 steps per epoch (2 epochs by step "
+                         "10): it is a run on other data, or damaged"}));
+
+  // A log that is not a training log is not rewritten.
+  resume.logPath = fx.dir.file("notes.txt");
+  writeFile(resume.logPath, "my notes\n");
+  EXPECT_TRUE(failsWith([&] { train(again, data, resume, nullptr); }, resume.logPath,
+                        {"is not a training log (its first line is not \"kind,step,"}));
+  EXPECT_EQ(readFile(resume.logPath), "my notes\n");
+}
+
 TEST(TrainerTest, TrainsTextAndReportsPerplexity) {
   std::string text;
   for (int i = 0; i < 400; ++i)

@@ -1,5 +1,6 @@
 #include "stringrt/Trainer.h"
 
+#include "TrainLog.h"
 #include "stringrt/Error.h"
 
 #include <fmt/format.h>
@@ -12,7 +13,6 @@
 #include <cstdio>
 #include <exception>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <thread>
 
@@ -105,34 +105,6 @@ private:
   std::vector<float> grads_;
   float loss_ = 0;
   OptimizerStepInfo info_;
-};
-
-// The CSV log of a run.
-class CsvLog {
-public:
-  CsvLog(const std::string &path, bool append) : path_(path) {
-    if (path.empty())
-      return;
-    bool exists = std::filesystem::exists(path);
-    out_.open(path, append ? std::ios::app : std::ios::trunc);
-    if (!out_)
-      throw Error(path, "cannot open the log for writing");
-    if (!append || !exists)
-      line("kind,step,epoch,loss,lr,grad_norm,accuracy,perplexity,"
-           "units_per_s");
-  }
-  void line(const std::string &text) {
-    if (path_.empty())
-      return;
-    out_ << text << '\n';
-    out_.flush();
-    if (!out_)
-      throw Error(path_, "cannot write the log");
-  }
-
-private:
-  std::string path_;
-  std::ofstream out_;
 };
 
 std::string optional(const std::optional<double> &v) {
@@ -328,7 +300,7 @@ TrainResult train(Model &model, const DataSet &data, const TrainOptions &options
   Optimizer optimizer(manifest.optimizer, slots, model.parameters().size());
 
   TrainPlan plan;
-  int64_t checkpointTotal = 0;
+  int64_t checkpointTotal = 0, checkpointEpoch = 0;
   plan.batch = options.batch > 0 ? options.batch : kDefaultBatch;
   plan.seed = options.seed.value_or(0);
   if (!options.resumePath.empty()) {
@@ -351,6 +323,7 @@ TrainResult train(Model &model, const DataSet &data, const TrainOptions &options
     plan.seed = info.dataSeed;
     plan.startStep = info.step;
     checkpointTotal = info.totalSteps;
+    checkpointEpoch = info.epoch;
   } else {
     model.initParameters();
   }
@@ -365,6 +338,16 @@ TrainResult train(Model &model, const DataSet &data, const TrainOptions &options
     throw Error(fmt::format("the train split has {} examples, fewer than one "
                             "batch of {}",
                             plan.trainExamples, plan.batch));
+  // A checkpoint records its completed epochs: they must be its step's for
+  // this data (another count of examples makes another data order).
+  if (!options.resumePath.empty() && checkpointEpoch != plan.startStep / plan.stepsPerEpoch)
+    throw Error(options.resumePath,
+                fmt::format("the checkpoint records {} completed epochs at step {}, but {} "
+                            "train examples in batches of {} make {} steps per epoch ({} "
+                            "epochs by step {}): it is a run on other data, or damaged",
+                            checkpointEpoch, plan.startStep, plan.trainExamples, plan.batch,
+                            plan.stepsPerEpoch, plan.startStep / plan.stepsPerEpoch,
+                            plan.startStep));
   if (options.steps > 0)
     plan.totalSteps = options.steps;
   else if (options.epochs > 0)
@@ -395,7 +378,9 @@ TrainResult train(Model &model, const DataSet &data, const TrainOptions &options
   run.start(model.parameters(), optimizer);
   plan.device = run.name();
 
-  CsvLog log(options.logPath, !options.resumePath.empty());
+  detail::TrainLog log(options.logPath, options.resumePath.empty()
+                                           ? std::nullopt
+                                           : std::optional<int64_t>(plan.startStep));
   obs.onStart(plan);
 
   TrainResult result;
