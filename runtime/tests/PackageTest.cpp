@@ -393,8 +393,18 @@ TEST_F(PackageTest, RejectsShapeMismatch) {
   EXPECT_TRUE(rejects(replaced(validManifest(), R"("shape": [4, 3], "frozen")",
                                R"("shape": [-1, 3], "frozen")"),
                       {"manifest.params[0].shape[0]", "dimension -1 out of range"}));
+  // A shape of more than 2^32 elements (its product would overflow with a
+  // batch), and parameters of more than 2^32 in all.
   EXPECT_TRUE(rejects(replaced(validManifest(), R"("shape": [4, 3], "frozen")",
                                R"("shape": [2147483648, 2147483648], "frozen")"),
+                      {"manifest.params[0].shape: [2147483648, 2147483648] has more than "
+                       "4294967296 elements"}));
+  EXPECT_TRUE(rejects(replaced(validManifest(), R"({"dtype": "f32", "shape": [-1, 4]})",
+                               R"({"dtype": "f32", "shape": [-1, 65536, 65536, 2]})"),
+                      {"manifest.programs.forward.values[0].shape: [-1, 65536, 65536, 2] has "
+                       "more than 4294967296 elements (besides the batch)"}));
+  EXPECT_TRUE(rejects(replaced(validManifest(), R"("shape": [4, 3], "frozen")",
+                               R"("shape": [65536, 65536], "frozen")"),
                       {"the parameters exceed"}));
 }
 

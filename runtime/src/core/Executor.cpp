@@ -327,6 +327,9 @@ Executor::Executor(const Program &program, std::string name,
     define(v, "program '" + name_ + "' inputs");
 
   const OpTable &table = opTable(kernels);
+  std::unordered_map<std::string, const ParamLocation *> paramByName;
+  for (const ParamLocation &p : params)
+    paramByName.emplace(p.name, &p);
   const size_t numOps = program.ops.size();
   std::vector<size_t> lastUse(numValues, kNoFree);
   std::vector<size_t> definedAt(numValues, kNoFree); // kNoFree for inputs
@@ -382,10 +385,10 @@ Executor::Executor(const Program &program, std::string name,
     }
     if (op.op == "pe.get_param") {
       const std::string &param = op.getString("param");
-      auto found = std::find_if(params.begin(), params.end(),
-                                [&](const ParamLocation &p) { return p.name == param; });
-      if (found == params.end())
+      auto it = paramByName.find(param);
+      if (it == paramByName.end())
         throw Error(where(i) + ": no parameter '" + param + "'");
+      const ParamLocation *found = it->second;
       const ProgramValue &type = program.values[op.results[0]];
       if (type.dtype != DType::F32 || type.shape != found->shape)
         throw Error(where(i) + ": parameter '" + param + "' is f32 " +
@@ -400,6 +403,13 @@ Executor::Executor(const Program &program, std::string name,
       throw Error("program '" + name_ + "': output '" + out.key() + "' names value " +
                   std::to_string(out.value) + ", which no input or op defines");
     isOutput[out.value] = true;
+  }
+  // An output whose value a later output is too must be copied, not moved.
+  outputUsedLater_.assign(program.outputs.size(), false);
+  std::vector<bool> seenLater(numValues, false);
+  for (size_t j = program.outputs.size(); j-- > 0;) {
+    outputUsedLater_[j] = seenLater[program.outputs[j].value];
+    seenLater[program.outputs[j].value] = true;
   }
 
   // Free each value after its last use: its last reading op, or its defining
@@ -552,9 +562,7 @@ std::vector<ref::Tensor<float>> Executor::run(const std::vector<HostTensor> &inp
     ExecValue &v = values[program.outputs[j].value];
     ref::Tensor<float> t;
     t.shape = v.shape;
-    bool usedLater = false;
-    for (size_t l = j + 1; l < program.outputs.size(); ++l)
-      usedLater = usedLater || program.outputs[l].value == program.outputs[j].value;
+    const bool usedLater = outputUsedLater_[j];
     if (v.dtype == DType::I32) {
       const int32_t *data = v.view ? static_cast<const int32_t *>(v.view) : v.i32.data();
       t.values.assign(data, data + v.numel());

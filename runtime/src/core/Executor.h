@@ -282,6 +282,7 @@ private:
   std::vector<Step> steps_;
   std::vector<std::vector<ValueId>> freeAfter_;
   std::vector<bool> inArena_; // per value: placed by the arena plan
+  std::vector<bool> outputUsedLater_; // per output: a later output is the same value
   bool useArena_ = false;
   mutable ArenaCache arenas_;
   OpProfile *profile_ = nullptr;

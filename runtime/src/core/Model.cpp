@@ -7,6 +7,7 @@
 #include "stringrt/Error.h"
 
 #include <algorithm>
+#include <unordered_map>
 #include <utility>
 
 namespace stringrt {
@@ -17,6 +18,7 @@ struct Model::Impl {
   KernelSet kernels = KernelSet::Fast;
   std::shared_ptr<const KernelLibrary> library; // KernelSet::Compiled
   std::vector<ParamSlot> slots;
+  std::unordered_map<std::string, size_t> slotByName; // index into slots
   std::vector<float> params;
   int64_t count = 0;
   std::unique_ptr<detail::Executor> forward;
@@ -34,10 +36,8 @@ struct Model::Impl {
   }
 
   int64_t slotIndex(const std::string &name) const {
-    for (size_t i = 0; i < slots.size(); ++i)
-      if (slots[i].name == name)
-        return static_cast<int64_t>(i);
-    return -1;
+    auto it = slotByName.find(name);
+    return it == slotByName.end() ? -1 : static_cast<int64_t>(it->second);
   }
 
   const detail::Executor &executor(const std::string &program) const {
@@ -68,7 +68,7 @@ struct Model::Impl {
 
 void Model::Impl::build() {
   for (const ManifestParam &p : manifest.params) {
-    if (slotIndex(p.name) >= 0)
+    if (!slotByName.emplace(p.name, slots.size()).second)
       fail("parameter '" + p.name + "' is declared twice");
     for (int64_t d : p.shape)
       if (d < 1)
