@@ -8,6 +8,7 @@
 #include "ProgramBuilder.h"
 #include "TestFiles.h"
 #include "stringrt/Error.h"
+#include "stringrt/cpu/ThreadPool.h"
 
 #include <gtest/gtest.h>
 
@@ -462,6 +463,72 @@ TEST(TrainerTest, ResumeRefusesWhatIsNotItsRun) {
   EXPECT_TRUE(failsWith([&] { train(again, data, resume, nullptr); }, resume.logPath,
                         {"is not a training log (its first line is not \"kind,step,"}));
   EXPECT_EQ(readFile(resume.logPath), "my notes\n");
+}
+
+TEST(TrainerTest, BatchMemoryIsEstimatedAndCheckedBeforeAllocating) {
+  Model model(imageManifest());
+  const BatchMemory need = batchMemory(model, 4, true, 1);
+  EXPECT_GT(need.gradients, 0);
+  EXPECT_GT(need.forward, 0);
+  EXPECT_EQ(need.batch, 4 * (4 + 1) * 4); // image [1, 2, 2] and a label per example
+  EXPECT_EQ(need.grads, model.parameterCount() * 2 * 4);
+  EXPECT_NO_THROW(checkBatchMemory(model, 4, true, 1, "training", need.total()));
+  EXPECT_TRUE(failsWith([&] { checkBatchMemory(model, 4, true, 1, "training", need.total() - 1); },
+                        "",
+                        {"training at batch 4 needs about ", "for the gradients program's",
+                         "available: use a smaller --batch (at most about 3 fits)"}));
+  // An absurd batch saturates; it never overflows.
+  const int64_t huge = std::numeric_limits<int64_t>::max() / 2;
+  EXPECT_EQ(batchMemory(model, huge, true, 1).total(), std::numeric_limits<int64_t>::max());
+  EXPECT_TRUE(failsWith([&] { checkBatchMemory(model, huge, false, 3, "evaluation", 1 << 30); },
+                        "", {"evaluation at batch", "needs about more than 9 EB of memory"}));
+}
+
+TEST(TrainerTest, ABatchThatCannotFitIsRefusedNotAllocated) {
+  // 2^32 floats (16 GiB) an example: batch 30 needs ~1 TB.
+  Manifest m;
+  m.model = "huge";
+  m.inputs = {{"image", DType::F32, {-1, 1, 2, 2}}, {"label", DType::I32, {-1}}};
+  for (Program *p : {&m.forward, &m.gradients}) {
+    ProgramBuilder g;
+    ValueId image = g.input(f32({-1, 1, 2, 2}));
+    g.input(i32({-1}));
+    ValueId big = g.op1("pe.expand_axis", {image}, f32({-1, int64_t(1) << 30, 1, 2, 2}),
+                        {{"axis", int64_t(1)}, {"size", int64_t(1) << 30}});
+    g.output("loss", g.op1("pe.mean", {big}, f32({})));
+    *p = g.program;
+  }
+  ImageFixture fx;
+  Model model(m);
+  DataSet data = loadModelData(model, fx.data);
+  if (availableMemoryBytes() > batchMemory(model, 30, true, 1).total())
+    GTEST_SKIP() << "this machine has a terabyte available";
+  TrainOptions o;
+  o.batch = 30;
+  EXPECT_TRUE(failsWith([&] { train(model, data, o); }, "",
+                        {"training at batch 30 needs about 1.0 TB of memory (515.4 GB for the "
+                         "gradients program's intermediate values, 515.4 GB for the forward "
+                         "program's, ",
+                         "use a smaller --batch"}));
+  EXPECT_TRUE(failsWith([&] { evaluate(model, data, 9, 2); }, "",
+                        {"evaluation at batch 9 needs about"}));
+  EXPECT_TRUE(failsWith([&] { bench(model, data, 30, 1); }, "", {"bench at batch 30 needs"}));
+}
+
+TEST(TrainerTest, ThreadCountsAreBounded) {
+  ImageFixture fx;
+  Model model(imageManifest());
+  DataSet data = loadModelData(model, fx.data);
+  const int beyond = cpu::maxThreads() + 1;
+  EXPECT_GE(cpu::maxThreads(), 16);
+  EXPECT_LE(cpu::maxThreads(), 1024);
+  EXPECT_TRUE(failsWith([&] { evaluate(model, data, 1, beyond); }, "",
+                        {"evaluation: " + std::to_string(beyond) + " threads asked for; this "
+                         "machine has ",
+                         "allows at most " + std::to_string(cpu::maxThreads())}));
+  EXPECT_TRUE(failsWith([&] { cpu::setNumThreads(beyond); }, "",
+                        {"setNumThreads: " + std::to_string(beyond) + " threads asked for"}));
+  EXPECT_GE(cpu::numThreads(), 1); // the pool is untouched
 }
 
 TEST(TrainerTest, TrainsTextAndReportsPerplexity) {

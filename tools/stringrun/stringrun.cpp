@@ -33,11 +33,14 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <filesystem>
 #include <map>
+#include <new>
 #include <optional>
 #include <string>
 #include <vector>
@@ -322,11 +325,19 @@ std::optional<stringrt::KernelSet> kernelSet(const Args &args) {
   return kernels;
 }
 
+// --threads (at most cpu::maxThreads(): a usage error beyond).
+std::optional<int> threadsOption(const Args &args) {
+  std::optional<int64_t> threads = number<int64_t>(args, "--threads", 1);
+  if (threads && *threads > stringrt::cpu::maxThreads())
+    throw UsageError{"option '--threads': " + stringrt::cpu::tooManyThreads(*threads)};
+  return threads ? std::optional<int>(static_cast<int>(*threads)) : std::nullopt;
+}
+
 // --threads: with the fast kernels, the kernel pool's size (set here; the
 // pool's default otherwise); with the reference kernels, the evaluation
 // replicas. Returns the replicas.
 int applyThreads(const Args &args, stringrt::KernelSet kernels) {
-  std::optional<int> threads = number<int>(args, "--threads", 1);
+  std::optional<int> threads = threadsOption(args);
   if (kernels == stringrt::KernelSet::Reference)
     return threads.value_or(1);
   if (threads)
@@ -585,9 +596,7 @@ int runGradients(const Args &args, stringrt::Model &model) {
   return 0;
 }
 
-} // namespace
-
-int main(int argc, char **argv) {
+int run(int argc, char **argv) {
   for (int i = 1; i < argc; ++i)
     if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") {
       std::fputs(kUsage, stdout);
@@ -607,7 +616,7 @@ int main(int argc, char **argv) {
     number<int64_t>(args, "--steps", 1);
     number<int64_t>(args, "--batch", 1);
     number<uint64_t>(args, "--seed", 0);
-    number<int>(args, "--threads", 1);
+    threadsOption(args);
     number<int64_t>(args, "--stop-after", 1);
     kernelSet(args);
     if (args.values.count("--epochs") && args.values.count("--steps"))
@@ -691,6 +700,13 @@ int main(int argc, char **argv) {
     std::fprintf(stderr, "stringrun: error: %s\n%s", e.message.c_str(),
                  "run 'stringrun --help' for usage\n");
     return 2;
+  } catch (const std::bad_alloc &) {
+    if (printer)
+      printer->finish();
+    std::fflush(stdout);
+    std::fprintf(stderr, "stringrun: error: out of memory: use a smaller --batch (or a "
+                         "machine with more memory)\n");
+    return 1;
   } catch (const std::exception &e) {
     if (printer)
       printer->finish();
@@ -698,4 +714,20 @@ int main(int argc, char **argv) {
     std::fprintf(stderr, "stringrun: error: %s\n", e.what());
     return 1;
   }
+}
+
+} // namespace
+
+// A report that never reached its reader (a full disk, a closed pipe) is a
+// failure too: the exit status says so.
+int main(int argc, char **argv) {
+  const int status = run(argc, argv);
+  errno = 0;
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    const int error = errno;
+    std::fprintf(stderr, "stringrun: error: cannot write the standard output%s%s\n",
+                 error ? ": " : "", error ? std::strerror(error) : "");
+    return status != 0 ? status : 1;
+  }
+  return status;
 }

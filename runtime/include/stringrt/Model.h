@@ -80,6 +80,11 @@ public:
   // nullptr when there is no parameter of that name.
   const ParamSlot *findSlot(const std::string &name) const;
   int64_t parameterCount() const;
+  // The most bytes of intermediate values a run of `program` at `batch`
+  // holds at once: its arena at that batch with the package's plan, the
+  // peak of its live results without (saturating at INT64_MAX). What a run
+  // allocates beyond the parameters and the inputs.
+  int64_t programBytes(const std::string &program, int64_t batch) const;
 
   // Runs a program ("forward" or "gradients") with the given inputs, named
   // as in the manifest (every one, no other). The batch size is dim 0 of the

@@ -412,6 +412,12 @@ Executor::Executor(const Program &program, std::string name,
     seenLater[program.outputs[j].value] = true;
   }
 
+  ownedResult_.assign(numValues, false);
+  for (size_t i = 0; i < numOps; ++i)
+    if (steps_[i].spec)
+      for (ValueId r : program.ops[i].results)
+        ownedResult_[r] = true;
+
   // Free each value after its last use: its last reading op, or its defining
   // op when nothing reads it. Outputs live to the end.
   freeAfter_.assign(numOps, {});
@@ -441,6 +447,34 @@ Executor::Executor(const Program &program, std::string name,
     inArena_ = arenaMembers(program);
     useArena_ = true;
   }
+}
+
+int64_t Executor::runBytes(int64_t batch) const {
+  // In double: an absurd batch gives a huge number, not an overflow.
+  auto bytesOf = [&](ValueId v) {
+    double n = 1;
+    for (int64_t d : program_.values[v].shape)
+      n *= d == kBatchDim ? static_cast<double>(batch) : static_cast<double>(d);
+    return n * 4.0; // f32 and i32 alike
+  };
+  double live = 0, peak = 0;
+  if (useArena_)
+    for (const auto &[perBatch, fixed] : program_.arena->slots)
+      live += 4.0 * (static_cast<double>(perBatch) * static_cast<double>(batch) +
+                     static_cast<double>(fixed));
+  peak = live;
+  for (size_t i = 0; i < program_.ops.size(); ++i) {
+    if (!steps_[i].spec)
+      continue; // pe.get_param: a view
+    for (ValueId r : program_.ops[i].results)
+      if (!useArena_ || !inArena_[r])
+        live += bytesOf(r);
+    peak = std::max(peak, live);
+    for (ValueId v : freeAfter_[i])
+      if (ownedResult_[v] && (!useArena_ || !inArena_[v]))
+        live -= bytesOf(v);
+  }
+  return peak >= 9.2e18 ? std::numeric_limits<int64_t>::max() : static_cast<int64_t>(peak);
 }
 
 void Executor::setUseArena(bool use) {

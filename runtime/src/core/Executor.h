@@ -265,6 +265,10 @@ public:
   // comparisons); setUseArena(true) on a program without a plan throws.
   bool usesArena() const { return useArena_; }
   void setUseArena(bool use);
+  // The most bytes of op results a run at `batch` holds at once: the arena
+  // at that batch (and the results outside it) with the plan, the peak of
+  // the live results without (saturating at INT64_MAX).
+  int64_t runBytes(int64_t batch) const;
   // Every op of later runs adds its wall time to `profile` (OpProfile.h);
   // null (the default) stops timing. The profile must outlive the runs.
   void setProfile(OpProfile *profile) { profile_ = profile; }
@@ -283,6 +287,7 @@ private:
   std::vector<std::vector<ValueId>> freeAfter_;
   std::vector<bool> inArena_; // per value: placed by the arena plan
   std::vector<bool> outputUsedLater_; // per output: a later output is the same value
+  std::vector<bool> ownedResult_;     // per value: an op result with storage (not a view)
   bool useArena_ = false;
   mutable ArenaCache arenas_;
   OpProfile *profile_ = nullptr;

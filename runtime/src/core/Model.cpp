@@ -261,6 +261,10 @@ const std::vector<float> &Model::parameters() const { return impl_->params; }
 const std::vector<ParamSlot> &Model::slots() const { return impl_->slots; }
 int64_t Model::parameterCount() const { return impl_->count; }
 
+int64_t Model::programBytes(const std::string &program, int64_t batch) const {
+  return impl_->executor(program).runBytes(batch);
+}
+
 const ParamSlot *Model::findSlot(const std::string &name) const {
   int64_t s = impl_->slotIndex(name);
   return s < 0 ? nullptr : &impl_->slots[static_cast<size_t>(s)];
