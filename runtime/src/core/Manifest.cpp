@@ -290,6 +290,24 @@ std::vector<std::string> jsonInts(const JsonValue &array) {
   return texts;
 }
 
+// The values an integer attribute (or each element of an integer array
+// attribute) may take, by name: sizes and counts in [1, 2^31], indices and
+// offsets within 2^31 (what any shape allows), an axis within the rank
+// limit; a seed is any 64-bit integer. Bounded values keep every product and
+// difference a kernel computes with them inside int64_t.
+std::pair<int64_t, int64_t> intAttrRange(std::string_view name) {
+  if (name == "patch" || name == "heads" || name == "size" || name == "length" ||
+      name == "rows" || name == "cols" || name == "dim")
+    return {1, kMaxDim};
+  if (name == "index" || name == "special" || name == "skip_base" || name == "support")
+    return {0, kMaxDim};
+  if (name == "axis")
+    return {0, int64_t(kMaxRank)};
+  if (name == "offsets")
+    return {-kMaxDim, kMaxDim};
+  return {std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()};
+}
+
 const char *dtypeKeyword(DType dtype) {
   return dtype == DType::I32 ? "i32" : "f32";
 }
@@ -444,6 +462,15 @@ private:
     if (ec != std::errc() || ptr != end || !std::isfinite(result))
       fail(where, fmt::format("number {} is out of range", value.text));
     return result;
+  }
+  // An integer attribute's value, in the range its name allows.
+  int64_t getAttrInt(const JsonValue &value, std::string_view name,
+                     const Where &where) const {
+    const int64_t v = getInt(value, where);
+    const auto [low, high] = intAttrRange(name);
+    if (v < low || v > high)
+      fail(where, fmt::format("{} is out of range [{}, {}]", v, low, high));
+    return v;
   }
   ValueId getId(const JsonValue &value, size_t valueCount,
                 const Where &where) const {
@@ -808,8 +835,8 @@ private:
         fail(at, "a slot is [per_batch, fixed]");
       int64_t perBatch = getInt(slot.elements[0], at + "[0]");
       int64_t fixed = getInt(slot.elements[1], at + "[1]");
-      if (perBatch < 0 || fixed < 0 || perBatch > (int64_t(1) << 40) ||
-          fixed > (int64_t(1) << 40))
+      // A slot holds values of at most kMaxElements (besides the batch).
+      if (perBatch < 0 || fixed < 0 || perBatch > kMaxElements || fixed > kMaxElements)
         fail(at, fmt::format("slot size [{}, {}] out of range", perBatch,
                              fixed));
       arena.slots.push_back({perBatch, fixed});
@@ -1001,7 +1028,7 @@ private:
       const JsonValue &v = m.value;
       switch (spec->kind) {
       case AttrKind::Int:
-        op.attrs[m.key] = getInt(v, at);
+        op.attrs[m.key] = getAttrInt(v, m.key, at);
         break;
       case AttrKind::Float:
         op.attrs[m.key] = getDouble(v, at);
@@ -1016,8 +1043,8 @@ private:
         expectKind(v, JsonValue::Kind::Array, at);
         std::vector<int64_t> ints;
         for (size_t i = 0; i < v.elements.size(); ++i)
-          ints.push_back(
-              getInt(v.elements[i], [&] { return fmt::format("{}[{}]", at(), i); }));
+          ints.push_back(getAttrInt(v.elements[i], m.key,
+                                    [&] { return fmt::format("{}[{}]", at(), i); }));
         op.attrs[m.key] = std::move(ints);
         break;
       }
