@@ -83,8 +83,9 @@ options:
   --params FILE      eval, gradients: parameters from a checkpoint or
                      safetensors file (default: freshly initialised)
   --out FILE         gradients: the safetensors file to write (required)
-  --log FILE.csv     train: CSV log of every step and evaluation (appended to
-                     when resuming)
+  --log FILE.csv     train: CSV log of every step and evaluation (when
+                     resuming, its rows after the checkpoint's step are
+                     dropped, then it is appended to)
   --kernels K        compiled (the default for packages of target cpu): the
                      package's compiler-generated kernels for the ops that
                      have one (elementwise ops, layer norm, their
@@ -95,7 +96,9 @@ options:
                      their gradients), the reference kernels for the rest;
                      or reference: the plain single-threaded reference
                      kernels for every op (the oracle; results agree to
-                     ~1e-5)
+                     ~1e-5). compiled runs the package's machine code in
+                     this process: trust the package as a shared library;
+                     fast and reference never load it
   --threads N        worker threads. With --kernels compiled or fast, the
                      size of the kernel thread pool, for training and
                      evaluation alike
