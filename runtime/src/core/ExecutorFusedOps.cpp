@@ -27,7 +27,9 @@ ref::AttentionMask fusedMask(const OpContext &c) {
 
 // The argument checks of the reference kernels of the ops stringc generates
 // kernels for (KernelChecks.h).
-void checkRopeApply(const OpContext &c) { ref::checks::ropeApply<float>(c.in(0), c.in(1), c.out(0)); }
+void checkRopeApply(const OpContext &c) {
+  ref::checks::ropeApply<float>(c.in(0), c.in(1), c.out(0));
+}
 void checkRopeApplyGradTable(const OpContext &c) {
   ref::checks::ropeApplyGradTable<float>(c.in(0), c.in(1), c.out(0));
 }

@@ -178,12 +178,14 @@ std::vector<std::string> idxDatasetFiles(const std::string &dir) {
   std::vector<std::string> files;
   std::error_code ignored;
   for (const char *split : kIdxSplits)
-    for (const char *kind : {kImagesFile, kLabelsFile})
-      for (const std::string &file : {split + std::string(kind), split + std::string(kind) + ".gz"}) {
+    for (const char *kind : {kImagesFile, kLabelsFile}) {
+      const std::string name = split + std::string(kind);
+      for (const std::string &file : {name, name + ".gz"}) {
         std::filesystem::path path = std::filesystem::path(dir) / file;
         if (std::filesystem::exists(path, ignored))
           files.push_back(path.string());
       }
+    }
   return files;
 }
 

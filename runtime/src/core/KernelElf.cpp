@@ -77,8 +77,8 @@ ElfExports elfExports(const std::vector<uint8_t> &bytes, const std::string &what
   if (dynsym < 0)
     throw Error(what, "the kernel library has no dynamic symbol table (it exports no kernel)");
   const Elf64_Shdr symbols = section(static_cast<uint64_t>(dynsym));
-  if (symbols.sh_entsize != sizeof(Elf64_Sym) || !inside(size, symbols.sh_offset, symbols.sh_size) ||
-      symbols.sh_link >= h.e_shnum)
+  if (symbols.sh_entsize != sizeof(Elf64_Sym) ||
+      !inside(size, symbols.sh_offset, symbols.sh_size) || symbols.sh_link >= h.e_shnum)
     throw Error(what, "the kernel library is damaged: its dynamic symbol table lies outside the "
                       "file");
   const Elf64_Shdr strings = section(symbols.sh_link);

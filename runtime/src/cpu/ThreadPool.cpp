@@ -167,7 +167,9 @@ private:
   std::vector<std::thread> workers_;
 };
 
-int hardwareThreads() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
+int hardwareThreads() {
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
 
 // STRINGRT_THREADS when set, else the hardware's thread count (at least 1).
 int defaultThreadCount() {
