@@ -52,7 +52,7 @@ bool Analyzer::withinLimits(const TensorType &type, SourceRange where, const std
   for (int64_t dim : type.dims) {
     int64_t d = dim == kBatchDim ? 1 : dim;
     if (d > 0 && elements > stringrt::kMaxExampleElements / d) {
-      diags_.error(where, fmt::format("{} has shape {}: more than 2^40 elements per example, the "
+      diags_.error(where, fmt::format("{} has shape {}: more than 2^32 elements per example, the "
                                       "largest value a package allows",
                                       what, formatShape(type.dims)));
       return false;

@@ -16,7 +16,8 @@ constexpr size_t kMaxRank = 8;
 constexpr int64_t kMaxDim = int64_t(1) << 31;
 // All parameters together (they are allocated from the manifest alone).
 constexpr int64_t kMaxParamElements = int64_t(1) << 32;
-// Any value's elements per example (its shape with the batch dimension as 1).
-constexpr int64_t kMaxExampleElements = int64_t(1) << 40;
+// Any value's elements per example (its shape with the batch dimension as
+// 1): times a batch of at most 2^31, every size fits an int64_t.
+constexpr int64_t kMaxExampleElements = int64_t(1) << 32;
 
 } // namespace stringrt

@@ -3,7 +3,7 @@
 hostile_models.py DIR: deep.pe (a sum of 40,000 terms), blocks.pe (10,000
 blocks, each using the next), rank9.pe (a parameter of rank 9), bigparam.pe
 (a parameter of 2^32 + 65536 elements), manyparams.pe (parameters of 2^32
-elements in all, plus one), biginput.pe (an input of more than 2^40
+elements in all, plus one), biginput.pe (an input of more than 2^32
 elements per example).
 """
 import os
