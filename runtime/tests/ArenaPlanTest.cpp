@@ -4,6 +4,7 @@
 // bits as runs on the buffer pool.
 #include "stringrt/Model.h"
 
+#include "ArenaPlan.h"
 #include "ProgramBuilder.h"
 #include "TestFiles.h"
 #include "TestPackages.h"
@@ -239,6 +240,10 @@ TEST(ArenaPlan, TheLoaderReadsAndChecksTheJson) {
             "slots[0]: a slot is [per_batch, fixed]"},
            {R"({"slots": [[-2, 0]], "value_slot": [-1, -1, -1, -1, 0, 0], )" + report + "}",
             "slot size [-2, 0] out of range"},
+           // Above 2^32 a slot times a batch could overflow.
+           {R"({"slots": [[4294967297, 0]], "value_slot": [-1, -1, -1, -1, 0, 0], )" + report +
+                "}",
+            "slot size [4294967297, 0] out of range"},
            {R"({"slots": [], "value_slot": [-1, -1, -1, -1, -1, -1], "extra": 1, )" + report + "}",
             "unknown key \"extra\""},
        }) {
@@ -246,6 +251,14 @@ TEST(ArenaPlan, TheLoaderReadsAndChecksTheJson) {
     test::writePackageFile(path, manifestJson(c.arena));
     EXPECT_TRUE(failsWith([&] { Package::load(path); }, path, {c.fragment})) << c.arena;
   }
+}
+
+TEST(ArenaPlanTest, LayoutOfAnAbsurdBatchIsAnErrorNotAWrappedSize) {
+  ProgramArena arena;
+  arena.slots = {{int64_t(1) << 32, 0}, {int64_t(1) << 32, 5}};
+  EXPECT_EQ(detail::arenaLayout(arena, 3).elements, 6 * (int64_t(1) << 32) + 5);
+  EXPECT_TRUE(failsWith([&] { detail::arenaLayout(arena, int64_t(1) << 31); }, "",
+                        {"the arena at batch 2147483648 would hold more than 2^63 elements"}));
 }
 
 } // namespace

@@ -120,7 +120,8 @@ TEST(CheckpointTest, FileLayout) {
                                 trained.params.begin() + 7)));
   const auto &meta = file.metadata();
   EXPECT_EQ(meta.at("format"), "stringc-checkpoint");
-  EXPECT_EQ(meta.at("version"), "1");
+  EXPECT_EQ(meta.at("version"), "2");
+  EXPECT_EQ(meta.at("tensor_crc32").size(), 8u);
   EXPECT_EQ(meta.at("model"), "tiny");
   EXPECT_EQ(meta.at("step"), "2");
   EXPECT_EQ(meta.at("epoch"), "1");
@@ -214,9 +215,10 @@ TEST(CheckpointTest, RejectsOtherFilesAndVersions) {
 
   std::string future = dir.file("future.safetensors");
   writeSafetensors(future, {{"w", DType::F32, {2, 2}, w.data()}},
-                   {{"format", "stringc-checkpoint"}, {"version", "2"}});
+                   {{"format", "stringc-checkpoint"}, {"version", "3"}});
   expectRejected(future, "tiny", slots(), kTotal, OptimizerKind::AdamW,
-                 {"checkpoint format version 2 is not supported"});
+                 {"checkpoint format version 3 is not supported (this runtime reads "
+                  "versions 1 to 2)"});
 
   std::string bad = dir.file("bad.safetensors");
   writeSafetensors(bad, {{"w", DType::F32, {2, 2}, w.data()}},
@@ -236,6 +238,95 @@ TEST(CheckpointTest, RejectsOtherFilesAndVersions) {
   EXPECT_TRUE(failsWith([&] { loadParameters(f64, "tiny", one, params); }, f64,
                         {"tensor 'w' is F64, expected F32"}));
   EXPECT_EQ(params, std::vector<float>(4, 0.0f));
+}
+
+// `path`'s checkpoint rewritten with its metadata changed by `edit` (a key
+// with an empty value is removed) and, when `flip` is set, one bit of a
+// tensor flipped; the tensors as they were.
+std::string rewritten(const TempDir &dir, const std::string &path, const std::string &name,
+                      const std::map<std::string, std::string> &edit, bool flip = false) {
+  SafetensorsFile file = SafetensorsFile::open(path);
+  std::map<std::string, std::string> meta = file.metadata();
+  for (const auto &[key, value] : edit)
+    if (value.empty())
+      meta.erase(key);
+    else
+      meta[key] = value;
+  std::vector<std::vector<float>> data;
+  for (const TensorInfo &t : file.tensors())
+    data.push_back(file.readF32(t.name));
+  if (flip)
+    data.back()[0] = -data.back()[0]; // the sign bit
+  std::vector<TensorView> views;
+  for (size_t i = 0; i < data.size(); ++i)
+    views.push_back({file.tensors()[i].name, DType::F32, file.tensors()[i].shape,
+                     data[i].data()});
+  std::string out = dir.file(name);
+  writeSafetensors(out, views, meta);
+  return out;
+}
+
+TEST(CheckpointTest, FlippedBitsAreRefused) {
+  TempDir dir;
+  std::string path = dir.file("ckpt.safetensors");
+  Trained trained(OptimizerKind::AdamW);
+  saveCheckpoint(path, info(), slots(), trained.params, trained.optimizer);
+  std::string flipped = rewritten(dir, path, "flipped.safetensors", {}, /*flip=*/true);
+  expectRejected(flipped, "tiny", slots(), kTotal, OptimizerKind::AdamW,
+                 {"checkpoint data is corrupt: its tensors' CRC-32 is",
+                  "(a damaged or edited checkpoint)"});
+  std::vector<float> params(kTotal, 0.0f);
+  EXPECT_TRUE(failsWith([&] { loadParameters(flipped, "tiny", slots(), params); }, flipped,
+                        {"checkpoint data is corrupt"}));
+  EXPECT_EQ(params, std::vector<float>(kTotal, 0.0f));
+  // A version 2 checkpoint must have its checksum.
+  expectRejected(rewritten(dir, path, "unsummed.safetensors", {{"tensor_crc32", ""}}), "tiny",
+                 slots(), kTotal, OptimizerKind::AdamW,
+                 {"checkpoint metadata lacks 'tensor_crc32'"});
+}
+
+TEST(CheckpointTest, Version1CheckpointsStillLoad) {
+  // What this runtime wrote before checksums: version 1, no tensor_crc32.
+  TempDir dir;
+  std::string path = dir.file("ckpt.safetensors");
+  Trained trained(OptimizerKind::Sgd);
+  saveCheckpoint(path, info(), slots(), trained.params, trained.optimizer);
+  std::string old = rewritten(dir, path, "v1.safetensors", {{"version", "1"}, {"tensor_crc32", ""}});
+  ASSERT_EQ(SafetensorsFile::open(old).metadata().count("tensor_crc32"), 0u);
+  std::vector<float> params(kTotal, 0.0f);
+  Optimizer opt(config(OptimizerKind::Sgd), slots(), kTotal);
+  CheckpointInfo loaded = loadCheckpoint(old, "tiny", slots(), params, opt);
+  EXPECT_EQ(loaded.step, 2);
+  EXPECT_EQ(params, trained.params);
+  EXPECT_EQ(stateOf(opt), stateOf(trained.optimizer));
+}
+
+TEST(CheckpointTest, InconsistentMetadataIsRefused) {
+  TempDir dir;
+  std::string path = dir.file("ckpt.safetensors");
+  Trained trained(OptimizerKind::AdamW);
+  saveCheckpoint(path, info(), slots(), trained.params, trained.optimizer); // step 2, epoch 1
+  const std::pair<std::map<std::string, std::string>, std::string> cases[] = {
+      {{{"total_steps", "0"}}, "step 2 of a run of total_steps 0"},
+      {{{"step", "11"}}, "step 11 of a run of total_steps 10"},
+      {{{"batch", "0"}}, "step 2 with batch 0"},
+      {{{"epoch", "3"}}, "epoch 3 after step 2 (an epoch takes at least one step)"},
+      {{{"step", "0"}}, "epoch 1 after step 0"},
+      {{{"epoch", "-1"}}, "negative step, epoch, batch or total_steps"},
+      {{{"total_steps", "-5"}}, "negative step, epoch, batch or total_steps"},
+  };
+  int n = 0;
+  for (const auto &[edit, message] : cases) {
+    std::string bad = rewritten(dir, path, "bad" + std::to_string(n++) + ".safetensors", edit);
+    EXPECT_TRUE(failsWith([&] { readCheckpointInfo(bad); }, bad, {message}));
+    expectRejected(bad, "tiny", slots(), kTotal, OptimizerKind::AdamW, {message});
+  }
+  // Nor is such a checkpoint written.
+  CheckpointInfo beyond = info();
+  beyond.step = 11;
+  EXPECT_TRUE(failsWith(
+      [&] { saveCheckpoint(dir.file("x.ckpt"), beyond, slots(), trained.params, trained.optimizer); },
+      dir.file("x.ckpt"), {"step 11 of a run of total_steps 10"}));
 }
 
 TEST(CheckpointTest, LoadParametersFromCheckpointsAndWeightFiles) {

@@ -132,8 +132,9 @@ TEST_F(PackageTest, LoadsValidPackage) {
   EXPECT_FALSE(isKnownOp("pe.parameter"));
 }
 
-TEST_F(PackageTest, AttributesOfEveryKind) {
-  // Attributes of every kind: bool, optional int, float, int array, enum.
+// validManifest() with ops of attributes of every kind: bool, optional int,
+// float, int array, enum.
+std::string everyKindManifest() {
   std::string m = validManifest();
   m = replaced(m, R"({"op": "pe.linear", "results": [4], "operands": [0, 2, 3], "attrs": {}})",
                R"({"op": "pe.linear", "results": [4], "operands": [0, 2, 3], "attrs": {}},
@@ -160,6 +161,11 @@ TEST_F(PackageTest, AttributesOfEveryKind) {
                R"({"op": "pe.cross_entropy", "results": [5], "operands": [4, 1], "attrs": {}},
     {"op": "pe.relu", "results": [10], "operands": [9], "attrs": {}}
   ],)");
+  return m;
+}
+
+TEST_F(PackageTest, AttributesOfEveryKind) {
+  std::string m = everyKindManifest();
   std::string path = write(m);
   Package package = Package::load(path);
   const Program &f = package.manifest().forward;
@@ -172,6 +178,23 @@ TEST_F(PackageTest, AttributesOfEveryKind) {
   EXPECT_EQ(f.ops[6].getInt("heads"), 2);
   EXPECT_EQ(f.ops[6].getOptionalInt("skip_base"), std::optional<int64_t>(3));
   EXPECT_EQ(f.ops[2].getOptionalInt("axis"), std::nullopt);
+}
+
+TEST_F(PackageTest, RejectsIntegerAttributesOutOfRange) {
+  // Sizes in [1, 2^31], indices in [0, 2^31], an axis within the rank limit;
+  // a seed may be any 64-bit integer.
+  const std::string m = everyKindManifest();
+  EXPECT_TRUE(rejects(replaced(m, R"("heads": 2)", R"("heads": 0)"),
+                      {"ops[6] (pe.attention).attrs.heads: 0 is out of range [1, 2147483648]"}));
+  EXPECT_TRUE(rejects(replaced(m, R"("skip_base": 3)", R"("skip_base": 9223372036854775807)"),
+                      {"attrs.skip_base: 9223372036854775807 is out of range [0, 2147483648]"}));
+  EXPECT_TRUE(rejects(replaced(m, R"("support": [1, 2, 5])", R"("support": [1, -2, 5])"),
+                      {"attrs.support[1]: -2 is out of range [0, 2147483648]"}));
+  EXPECT_TRUE(rejects(replaced(m, R"("axis": 1)", R"("axis": 9)"),
+                      {"attrs.axis: 9 is out of range [0, 8]"}));
+  EXPECT_TRUE(rejects(replaced(m, R"("heads": 2)", R"("heads": 99999999999999999999)"),
+                      {"attrs.heads: expected a 64-bit integer, got 99999999999999999999"}));
+  EXPECT_NO_THROW(Package::load(write(replaced(m, R"("seed": 7)", R"("seed": -9223372036854775808)"))));
 }
 
 TEST_F(PackageTest, DatasetIsOptional) {
@@ -393,8 +416,18 @@ TEST_F(PackageTest, RejectsShapeMismatch) {
   EXPECT_TRUE(rejects(replaced(validManifest(), R"("shape": [4, 3], "frozen")",
                                R"("shape": [-1, 3], "frozen")"),
                       {"manifest.params[0].shape[0]", "dimension -1 out of range"}));
+  // A shape of more than 2^32 elements (its product would overflow with a
+  // batch), and parameters of more than 2^32 in all.
   EXPECT_TRUE(rejects(replaced(validManifest(), R"("shape": [4, 3], "frozen")",
                                R"("shape": [2147483648, 2147483648], "frozen")"),
+                      {"manifest.params[0].shape: [2147483648, 2147483648] has more than "
+                       "4294967296 elements"}));
+  EXPECT_TRUE(rejects(replaced(validManifest(), R"({"dtype": "f32", "shape": [-1, 4]})",
+                               R"({"dtype": "f32", "shape": [-1, 65536, 65536, 2]})"),
+                      {"manifest.programs.forward.values[0].shape: [-1, 65536, 65536, 2] has "
+                       "more than 4294967296 elements (besides the batch)"}));
+  EXPECT_TRUE(rejects(replaced(validManifest(), R"("shape": [4, 3], "frozen")",
+                               R"("shape": [65536, 65536], "frozen")"),
                       {"the parameters exceed"}));
 }
 

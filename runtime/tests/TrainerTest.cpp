@@ -8,6 +8,7 @@
 #include "ProgramBuilder.h"
 #include "TestFiles.h"
 #include "stringrt/Error.h"
+#include "stringrt/cpu/ThreadPool.h"
 
 #include <gtest/gtest.h>
 
@@ -368,6 +369,166 @@ TEST(TrainerTest, StopAndResumeWithCosineScheduleIsBitExact) {
     EXPECT_TRUE(failsWith([&] { train(resumed, data, r); }, "",
                           {"is not beyond the checkpoint's step"}));
   }
+}
+
+// The first six columns of the log's lines (kind, step, epoch, loss, lr,
+// grad_norm: what does not depend on the time a step took).
+std::vector<std::string> logColumns(const std::string &path) {
+  std::istringstream csv(readFile(path));
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(csv, line);) {
+    size_t at = 0;
+    for (int comma = 0; comma < 6 && at != std::string::npos; ++comma)
+      at = line.find(',', at + 1);
+    lines.push_back(line.substr(0, at));
+  }
+  return lines;
+}
+
+TEST(TrainerTest, ResumeAfterAKillLogsEveryStepOnce) {
+  // A run checkpoints at step 7 (epoch 1), goes on to step 10, logging
+  // steps 8 to 10 and an evaluation, and is killed before its next
+  // checkpoint: its checkpoint is still step 7's. Resumed from it, the run
+  // takes steps 8 to 10 again: they are logged once, as in an unbroken run.
+  ImageFixture fx;
+  Manifest m = imageManifest();
+  DataSet data = loadModelData(Model(m), fx.data);
+  TrainOptions o;
+  o.epochs = 3;
+  o.batch = 4;
+  o.seed = 11;
+  o.logPath = fx.dir.file("full.csv");
+  Model whole(m);
+  train(whole, data, o, nullptr);
+
+  TrainOptions part = o;
+  part.logPath = fx.dir.file("killed.csv");
+  part.checkpointPath = fx.dir.file("step7.ckpt");
+  part.stopAfter = 7;
+  Model first(m);
+  train(first, data, part, nullptr);
+  TrainOptions doomed = part;
+  doomed.resumePath = part.checkpointPath;
+  doomed.checkpointPath = "";
+  doomed.stopAfter = 10;
+  Model second(m);
+  train(second, data, doomed, nullptr);
+  // The kill tore the last row.
+  writeFile(part.logPath, readFile(part.logPath) + "train,11,2,0.5");
+  ASSERT_EQ(logColumns(part.logPath).size(), 1u + 10 + 2 + 1);
+
+  TrainOptions resumed = o;
+  resumed.resumePath = part.checkpointPath;
+  resumed.logPath = part.logPath;
+  Model third(m);
+  train(third, data, resumed, nullptr);
+  EXPECT_EQ(logColumns(part.logPath), logColumns(o.logPath));
+  EXPECT_EQ(third.parameters(), whole.parameters());
+  // The rewrite left no temporary file behind.
+  for (const std::string &entry : fx.dir.entries())
+    EXPECT_EQ(entry.find(".tmp."), std::string::npos) << entry;
+}
+
+TEST(TrainerTest, ResumeRefusesWhatIsNotItsRun) {
+  ImageFixture fx;
+  Manifest m = imageManifest();
+  DataSet data = loadModelData(Model(m), fx.data);
+  TrainOptions o;
+  o.epochs = 3;
+  o.batch = 4;
+  o.stopAfter = 10; // epoch 1 of 7 steps each
+  o.evaluate = false;
+  o.checkpointPath = fx.dir.file("ckpt");
+  Model model(m);
+  train(model, data, o, nullptr);
+
+  // Other data: 20 examples make 5 steps per epoch, 2 epochs by step 10.
+  std::string other = fx.dir.file("other");
+  std::filesystem::create_directory(other);
+  writeImages(other, "train", 20);
+  writeImages(other, "t10k", 3);
+  TrainOptions resume;
+  resume.resumePath = o.checkpointPath;
+  resume.evaluate = false;
+  Model again(m);
+  EXPECT_TRUE(failsWith([&] { train(again, loadModelData(again, other), resume, nullptr); },
+                        o.checkpointPath,
+                        {"the checkpoint records 1 completed epochs at step 10, but 20 train "
+                         "examples in batches of 4 make 5 steps per epoch (2 epochs by step "
+                         "10): it is a run on other data, or damaged"}));
+
+  // A log that is not a training log is not rewritten.
+  resume.logPath = fx.dir.file("notes.txt");
+  writeFile(resume.logPath, "my notes\n");
+  EXPECT_TRUE(failsWith([&] { train(again, data, resume, nullptr); }, resume.logPath,
+                        {"is not a training log (its first line is not \"kind,step,"}));
+  EXPECT_EQ(readFile(resume.logPath), "my notes\n");
+}
+
+TEST(TrainerTest, BatchMemoryIsEstimatedAndCheckedBeforeAllocating) {
+  Model model(imageManifest());
+  const BatchMemory need = batchMemory(model, 4, true, 1);
+  EXPECT_GT(need.gradients, 0);
+  EXPECT_GT(need.forward, 0);
+  EXPECT_EQ(need.batch, 4 * (4 + 1) * 4); // image [1, 2, 2] and a label per example
+  EXPECT_EQ(need.grads, model.parameterCount() * 2 * 4);
+  EXPECT_NO_THROW(checkBatchMemory(model, 4, true, 1, "training", need.total()));
+  EXPECT_TRUE(failsWith([&] { checkBatchMemory(model, 4, true, 1, "training", need.total() - 1); },
+                        "",
+                        {"training at batch 4 needs about ", "for the gradients program's",
+                         "available: use a smaller --batch (at most about 3 fits)"}));
+  // An absurd batch saturates; it never overflows.
+  const int64_t huge = std::numeric_limits<int64_t>::max() / 2;
+  EXPECT_EQ(batchMemory(model, huge, true, 1).total(), std::numeric_limits<int64_t>::max());
+  EXPECT_TRUE(failsWith([&] { checkBatchMemory(model, huge, false, 3, "evaluation", 1 << 30); },
+                        "", {"evaluation at batch", "needs about more than 9 EB of memory"}));
+}
+
+TEST(TrainerTest, ABatchThatCannotFitIsRefusedNotAllocated) {
+  // 2^32 floats (16 GiB) an example: batch 30 needs ~1 TB.
+  Manifest m;
+  m.model = "huge";
+  m.inputs = {{"image", DType::F32, {-1, 1, 2, 2}}, {"label", DType::I32, {-1}}};
+  for (Program *p : {&m.forward, &m.gradients}) {
+    ProgramBuilder g;
+    ValueId image = g.input(f32({-1, 1, 2, 2}));
+    g.input(i32({-1}));
+    ValueId big = g.op1("pe.expand_axis", {image}, f32({-1, int64_t(1) << 30, 1, 2, 2}),
+                        {{"axis", int64_t(1)}, {"size", int64_t(1) << 30}});
+    g.output("loss", g.op1("pe.mean", {big}, f32({})));
+    *p = g.program;
+  }
+  ImageFixture fx;
+  Model model(m);
+  DataSet data = loadModelData(model, fx.data);
+  if (availableMemoryBytes() > batchMemory(model, 30, true, 1).total())
+    GTEST_SKIP() << "this machine has a terabyte available";
+  TrainOptions o;
+  o.batch = 30;
+  EXPECT_TRUE(failsWith([&] { train(model, data, o); }, "",
+                        {"training at batch 30 needs about 1.0 TB of memory (515.4 GB for the "
+                         "gradients program's intermediate values, 515.4 GB for the forward "
+                         "program's, ",
+                         "use a smaller --batch"}));
+  EXPECT_TRUE(failsWith([&] { evaluate(model, data, 9, 2); }, "",
+                        {"evaluation at batch 9 needs about"}));
+  EXPECT_TRUE(failsWith([&] { bench(model, data, 30, 1); }, "", {"bench at batch 30 needs"}));
+}
+
+TEST(TrainerTest, ThreadCountsAreBounded) {
+  ImageFixture fx;
+  Model model(imageManifest());
+  DataSet data = loadModelData(model, fx.data);
+  const int beyond = cpu::maxThreads() + 1;
+  EXPECT_GE(cpu::maxThreads(), 16);
+  EXPECT_LE(cpu::maxThreads(), 1024);
+  EXPECT_TRUE(failsWith([&] { evaluate(model, data, 1, beyond); }, "",
+                        {"evaluation: " + std::to_string(beyond) + " threads asked for; this "
+                         "machine has ",
+                         "allows at most " + std::to_string(cpu::maxThreads())}));
+  EXPECT_TRUE(failsWith([&] { cpu::setNumThreads(beyond); }, "",
+                        {"setNumThreads: " + std::to_string(beyond) + " threads asked for"}));
+  EXPECT_GE(cpu::numThreads(), 1); // the pool is untouched
 }
 
 TEST(TrainerTest, TrainsTextAndReportsPerplexity) {

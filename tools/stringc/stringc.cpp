@@ -13,25 +13,27 @@
 
 #include "stringc/Frontend/Frontend.h"
 #include "stringc/Frontend/Graph.h"
-#include "stringc/MLIRGen/MLIRGen.h"
-#ifdef STRINGC_HAVE_GPU
-#include "stringc/GPU/CudaTarget.h"
-#endif
+#include "stringc/Driver/Driver.h"
 
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <optional>
 #include <set>
 #include <sstream>
 #include <string>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace {
+
+/// The largest --batch of --explain and --launch-report.
+constexpr long long kMaxBatch = 1LL << 24;
 
 constexpr const char *kUsage = R"(usage: stringc MODEL.pe [options]
 
@@ -164,9 +166,13 @@ std::optional<int> parseOptions(int argc, char **argv, Options &options) {
     } else if (arg.rfind("--batch=", 0) == 0) {
       std::string value = arg.substr(8);
       char *end = nullptr;
+      errno = 0;
       long long batch = std::strtoll(value.c_str(), &end, 10);
       if (value.empty() || *end != '\0' || batch <= 0)
         return usageError("--batch needs a positive integer, got '" + value + "'");
+      if (errno == ERANGE || batch > kMaxBatch)
+        return usageError("--batch " + value + " is too large (at most " +
+                          std::to_string(kMaxBatch) + ")");
       options.explainBatch = batch;
     } else if (arg.rfind("--disable-pass=", 0) == 0) {
       addPassNames(arg.substr(15), options.compile.disabledPasses);
@@ -217,7 +223,7 @@ std::optional<int> parseOptions(int argc, char **argv, Options &options) {
         return usageError("unknown target '" + *options.target +
                           "' (expected cpu, cpu-reference or cuda)");
     } else if (arg == "-o") {
-      if (i + 1 >= argc)
+      if (i + 1 >= argc || !*argv[i + 1])
         return usageError("-o needs a file name");
       options.output = argv[++i];
     } else if (arg.size() > 1 && arg[0] == '-') {
@@ -257,6 +263,46 @@ std::optional<int> parseOptions(int argc, char **argv, Options &options) {
   return std::nullopt;
 }
 
+/// Writes `text` to standard output; a failed write (a full disk, a closed
+/// pipe) is an error with a message, not lost output.
+int writeStandardOutput(const std::string &text) {
+  std::cout << text;
+  std::cout.flush();
+  if (std::cout && std::fflush(stdout) == 0)
+    return 0;
+  std::cerr << "stringc: error: cannot write to standard output"
+            << (errno ? std::string(": ") + std::strerror(errno) : std::string()) << "\n";
+  return 1;
+}
+
+/// Whether `a` and `b` name the same file: the same device and inode when
+/// both exist, else the same normalised absolute path.
+bool sameFile(const std::string &a, const std::string &b) {
+  struct stat sa, sb;
+  if (::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0)
+    return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+  std::error_code ec;
+  return std::filesystem::weakly_canonical(a, ec) == std::filesystem::weakly_canonical(b, ec);
+}
+
+/// Refuses an output path that is one of the compilation's inputs: the .pe
+/// file or a weights file a parameter loads.
+std::optional<int> refuseOutputOverInput(const Options &options,
+                                         const stringc::ModelGraph &graph) {
+  if (!options.output || *options.output == "-")
+    return std::nullopt;
+  std::vector<std::string> inputs = {options.input};
+  for (const stringc::GraphParam &param : graph.params)
+    if (const stringc::AttrValue *file = stringc::findAttr(param.initAttrs, "file"))
+      if (const std::string *path = std::get_if<std::string>(file))
+        inputs.push_back(*path);
+  for (const std::string &input : inputs)
+    if (sameFile(*options.output, input))
+      return usageError("-o " + *options.output + " is an input of the compilation (" + input +
+                        "); writing it would destroy it");
+  return std::nullopt;
+}
+
 /// Writes `text` to `path` through a temporary file renamed over it, so a
 /// reader never sees a partial file and a failure leaves the old one intact.
 bool writeAtomically(const std::string &path, const std::string &text) {
@@ -284,7 +330,6 @@ bool writeAtomically(const std::string &path, const std::string &text) {
 
 int emitMlir(const stringc::ModelGraph &graph, std::ostream &out, Emit emit,
              const Options &options) {
-#ifdef STRINGC_HAVE_MLIRGEN
   if (emit == Emit::Explain)
     return stringc::explainModel(graph, out, std::cerr, options.compile, options.explainBatch) == 0 ? 0 : 1;
   stringc::EmitStage stage = emit == Emit::PeTrain   ? stringc::EmitStage::Train
@@ -293,40 +338,19 @@ int emitMlir(const stringc::ModelGraph &graph, std::ostream &out, Emit emit,
                              : emit == Emit::Llvm    ? stringc::EmitStage::LLVMIR
                                                      : stringc::EmitStage::Forward;
   return stringc::printModelAsMLIR(graph, out, std::cerr, stage, options.compile) == 0 ? 0 : 1;
-#else
-  (void)graph;
-  (void)out;
-  (void)options;
-  std::cerr << "stringc: error: --emit=" << (emit == Emit::Mlir ? "mlir" : "pe-train/pe-opt/--explain")
-            << " is not available: the MLIR generator was not built "
-               "(use --emit=graph)\n";
-  return 1;
-#endif
 }
 
 /// Compiles to a model package (docs/package.md) at `path`.
 int emitPackage(const stringc::ModelGraph &graph, const std::string &path,
                 const Options &options) {
-#ifdef STRINGC_HAVE_MLIRGEN
   // "cpu" (with generated kernels) unless --target=cpu-reference.
   const std::string target = options.target.value_or("cpu");
   return stringc::writeModelPackage(graph, path, target, std::cerr, options.compile) == 0 ? 0 : 1;
-#else
-  (void)graph;
-  (void)path;
-  (void)options;
-  std::cerr << "stringc: error: --target=cpu is not available: the MLIR generator was not built\n";
-  return 1;
-#endif
 }
 
 /// --target=cuda: the pe-train module compiled to GPU kernels (docs/cuda.md):
-/// a package at -o, or NVVM / PTX text for --emit=nvvm / --emit=ptx.
+/// a package at -o, or NVVM / PTX / the launch report as text.
 int emitCuda(const stringc::ModelGraph &graph, const Options &options) {
-#if defined(STRINGC_HAVE_MLIRGEN) && defined(STRINGC_HAVE_GPU)
-  std::ostringstream train;
-  if (emitMlir(graph, train, Emit::PeTrain, options) != 0)
-    return 1;
   stringc::CudaOptions cuda;
   if (options.gpuArch)
     cuda.arch = *options.gpuArch;
@@ -339,22 +363,14 @@ int emitCuda(const stringc::ModelGraph &graph, const Options &options) {
                            : options.emit == Emit::LaunchReport ? stringc::CudaEmit::LaunchReport
                                                                 : stringc::CudaEmit::Package;
   std::ostringstream text;
-  if (stringc::compileForCuda(train.str(), cuda, what, text, options.output.value_or(""),
-                              std::cerr) != 0)
+  if (stringc::compileModelForCuda(graph, options.compile, cuda, what, text,
+                                   options.output.value_or(""), std::cerr) != 0)
     return 1;
   if (what == stringc::CudaEmit::Package)
     return 0;
   if (options.output && *options.output != "-")
     return writeAtomically(*options.output, text.str()) ? 0 : 1;
-  std::cout << text.str();
-  std::cout.flush();
-  return std::cout ? 0 : 1;
-#else
-  (void)graph;
-  (void)options;
-  std::cerr << "stringc: error: --target=cuda is not available: the GPU code generator was not built\n";
-  return 1;
-#endif
+  return writeStandardOutput(text.str());
 }
 
 } // namespace
@@ -363,6 +379,9 @@ int main(int argc, char **argv) {
   Options options;
   if (std::optional<int> status = parseOptions(argc, argv, options))
     return *status;
+  // Pass switches are checked whatever is emitted: a typo is never silent.
+  if (std::string error; !stringc::checkPassOptions(options.compile, error))
+    return usageError(error);
 
   std::string readError;
   std::optional<stringc::SourceManager> sources = stringc::SourceManager::fromFile(options.input, readError);
@@ -384,6 +403,8 @@ int main(int argc, char **argv) {
     diags.printSummary(std::cerr);
     return 1;
   }
+  if (std::optional<int> refused = refuseOutputOverInput(options, *graph))
+    return *refused;
 
   if (options.target && *options.target == "cuda")
     return emitCuda(*graph, options);
@@ -398,7 +419,5 @@ int main(int argc, char **argv) {
   }
   if (options.output && *options.output != "-")
     return writeAtomically(*options.output, text.str()) ? 0 : 1;
-  std::cout << text.str();
-  std::cout.flush();
-  return std::cout ? 0 : 1;
+  return writeStandardOutput(text.str());
 }

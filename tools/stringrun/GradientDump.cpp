@@ -24,6 +24,7 @@ GradientDumpResult dumpGradients(stringrt::Model &model,
     throw Error(fmt::format("the train split has {} examples, fewer than one "
                             "batch of {}",
                             count, options.batch));
+  stringrt::checkBatchMemory(model, options.batch, true, 0, "gradients");
 
   model.initParameters();
   if (!options.paramsPath.empty())

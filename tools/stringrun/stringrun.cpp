@@ -18,10 +18,12 @@
 
 #include "DeviceRun.h"
 #include "GradientDump.h"
+#include "OutputPaths.h"
 #include "ProfileTable.h"
 
 #include "stringrt/Checkpoint.h"
 #include "stringrt/Error.h"
+#include "stringrt/Idx.h"
 #include "stringrt/Model.h"
 #include "stringrt/Package.h"
 #include "stringrt/Safetensors.h"
@@ -31,10 +33,14 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <cstdio>
+#include <cstring>
 #include <exception>
+#include <filesystem>
 #include <map>
+#include <new>
 #include <optional>
 #include <string>
 #include <vector>
@@ -77,8 +83,9 @@ options:
   --params FILE      eval, gradients: parameters from a checkpoint or
                      safetensors file (default: freshly initialised)
   --out FILE         gradients: the safetensors file to write (required)
-  --log FILE.csv     train: CSV log of every step and evaluation (appended to
-                     when resuming)
+  --log FILE.csv     train: CSV log of every step and evaluation (when
+                     resuming, its rows after the checkpoint's step are
+                     dropped, then it is appended to)
   --kernels K        compiled (the default for packages of target cpu): the
                      package's compiler-generated kernels for the ops that
                      have one (elementwise ops, layer norm, their
@@ -89,7 +96,9 @@ options:
                      their gradients), the reference kernels for the rest;
                      or reference: the plain single-threaded reference
                      kernels for every op (the oracle; results agree to
-                     ~1e-5)
+                     ~1e-5). compiled runs the package's machine code in
+                     this process: trust the package as a shared library;
+                     fast and reference never load it
   --threads N        worker threads. With --kernels compiled or fast, the
                      size of the kernel thread pool, for training and
                      evaluation alike
@@ -126,6 +135,10 @@ options:
                      STRINGRT_CUDA_SYNC_LAUNCHES=1)
   --help             show this help
 
+An output (--checkpoint, --log, --out) must not be the same file as an input
+(the package, the data, --resume, --params) or another output (usage error);
+--checkpoint may replace the --resume checkpoint.
+
 exit status: 0 success, 1 error, 2 usage error
 )";
 
@@ -158,6 +171,10 @@ const std::vector<std::string> kValueOptions = {
     "--data", "--epochs", "--steps",  "--batch",  "--seed",   "--checkpoint",
     "--resume", "--params", "--log", "--threads", "--stop-after", "--out",
     "--kernels", "--device"};
+
+// The options naming files: none may be empty.
+const std::vector<std::string> kPathOptions = {"--data", "--checkpoint", "--resume",
+                                               "--params", "--log",  "--out"};
 
 bool isValueOption(const std::string &name) {
   for (const std::string &o : kValueOptions)
@@ -206,6 +223,9 @@ Args parseArgs(int argc, char **argv) {
       }
       if (args.values.count(name))
         throw UsageError{fmt::format("option '{}' given twice", name)};
+      if (value.empty() &&
+          std::find(kPathOptions.begin(), kPathOptions.end(), name) != kPathOptions.end())
+        throw UsageError{fmt::format("option '{}' needs a path, got an empty one", name)};
       args.values[name] = value;
     } else if (arg.size() > 1 && arg[0] == '-') {
       throw UsageError{fmt::format("unknown option '{}'", arg)};
@@ -308,16 +328,58 @@ std::optional<stringrt::KernelSet> kernelSet(const Args &args) {
   return kernels;
 }
 
+// --threads (at most cpu::maxThreads(): a usage error beyond).
+std::optional<int> threadsOption(const Args &args) {
+  std::optional<int64_t> threads = number<int64_t>(args, "--threads", 1);
+  if (threads && *threads > stringrt::cpu::maxThreads())
+    throw UsageError{"option '--threads': " + stringrt::cpu::tooManyThreads(*threads)};
+  return threads ? std::optional<int>(static_cast<int>(*threads)) : std::nullopt;
+}
+
 // --threads: with the fast kernels, the kernel pool's size (set here; the
 // pool's default otherwise); with the reference kernels, the evaluation
 // replicas. Returns the replicas.
 int applyThreads(const Args &args, stringrt::KernelSet kernels) {
-  std::optional<int> threads = number<int>(args, "--threads", 1);
+  std::optional<int> threads = threadsOption(args);
   if (kernels == stringrt::KernelSet::Reference)
     return threads.value_or(1);
   if (threads)
     stringrt::cpu::setNumThreads(*threads);
   return 1;
+}
+
+// Refuses (a usage error) outputs that are the same file as an input or as
+// another output: the package, the data, the checkpoint or parameters read,
+// the manifest's `load` files (OutputPaths.h). The --resume checkpoint may
+// be the --checkpoint: it is read whole before the first write.
+void checkOutputs(const Args &args, const stringrt::Manifest &manifest) {
+  using stringrun::RunFile;
+  std::vector<RunFile> inputs = {{"the package", args.package}};
+  if (auto path = value(args, "--resume"))
+    inputs.push_back({"--resume", *path, "--checkpoint"});
+  if (auto path = value(args, "--params"))
+    inputs.push_back({"--params", *path});
+  std::optional<std::string> data = value(args, "--data");
+  const std::string dataRole = data ? "--data" : "the model's dataset";
+  if (!data && manifest.dataset)
+    data = manifest.dataset->path;
+  std::error_code error;
+  if (data && std::filesystem::is_directory(*data, error)) {
+    for (const std::string &file : stringrt::idxDatasetFiles(*data))
+      inputs.push_back({"a data file of " + dataRole + ",", file});
+  } else if (data) {
+    inputs.push_back({dataRole, *data});
+  }
+  for (const stringrt::ManifestParam &param : manifest.params)
+    if (param.init == stringrt::ParamInit::Load)
+      inputs.push_back({"the load file of parameter '" + param.name + "',", param.file});
+  std::vector<RunFile> outputs;
+  for (const char *option : {"--checkpoint", "--log", "--out"})
+    if (auto path = value(args, option))
+      outputs.push_back({option, *path});
+  std::string conflict = stringrun::outputConflict(inputs, outputs);
+  if (!conflict.empty())
+    throw UsageError{conflict};
 }
 
 std::string duration(double seconds) {
@@ -537,9 +599,7 @@ int runGradients(const Args &args, stringrt::Model &model) {
   return 0;
 }
 
-} // namespace
-
-int main(int argc, char **argv) {
+int run(int argc, char **argv) {
   for (int i = 1; i < argc; ++i)
     if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") {
       std::fputs(kUsage, stdout);
@@ -559,7 +619,7 @@ int main(int argc, char **argv) {
     number<int64_t>(args, "--steps", 1);
     number<int64_t>(args, "--batch", 1);
     number<uint64_t>(args, "--seed", 0);
-    number<int>(args, "--threads", 1);
+    threadsOption(args);
     number<int64_t>(args, "--stop-after", 1);
     kernelSet(args);
     if (args.values.count("--epochs") && args.values.count("--steps"))
@@ -573,6 +633,7 @@ int main(int argc, char **argv) {
   try {
     const std::optional<stringrt::KernelSet> kernels = kernelSet(args);
     stringrt::Package package = stringrt::Package::load(args.package);
+    checkOutputs(args, package.manifest());
     if (value(args, "--device") == std::optional<std::string>("cuda")) {
       // Checked before the device and any data: the package, the
       // checkpoint's header (the trainer validates the rest before the
@@ -638,6 +699,17 @@ int main(int argc, char **argv) {
     if (args.command == "gradients")
       return runGradients(args, model);
     return runBench(args, model);
+  } catch (const UsageError &e) {
+    std::fprintf(stderr, "stringrun: error: %s\n%s", e.message.c_str(),
+                 "run 'stringrun --help' for usage\n");
+    return 2;
+  } catch (const std::bad_alloc &) {
+    if (printer)
+      printer->finish();
+    std::fflush(stdout);
+    std::fprintf(stderr, "stringrun: error: out of memory: use a smaller --batch (or a "
+                         "machine with more memory)\n");
+    return 1;
   } catch (const std::exception &e) {
     if (printer)
       printer->finish();
@@ -645,4 +717,20 @@ int main(int argc, char **argv) {
     std::fprintf(stderr, "stringrun: error: %s\n", e.what());
     return 1;
   }
+}
+
+} // namespace
+
+// A report that never reached its reader (a full disk, a closed pipe) is a
+// failure too: the exit status says so.
+int main(int argc, char **argv) {
+  const int status = run(argc, argv);
+  errno = 0;
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    const int error = errno;
+    std::fprintf(stderr, "stringrun: error: cannot write the standard output%s%s\n",
+                 error ? ": " : "", error ? std::strerror(error) : "");
+    return status != 0 ? status : 1;
+  }
+  return status;
 }

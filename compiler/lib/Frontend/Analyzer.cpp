@@ -2,6 +2,8 @@
 
 #include "Analyzer.h"
 
+#include "stringrt/ManifestLimits.h"
+
 #include <fmt/format.h>
 
 #include <filesystem>
@@ -40,8 +42,30 @@ Value Analyzer::fail(SourceRange range, std::string message) {
   return Value::poison();
 }
 
+bool Analyzer::withinLimits(const TensorType &type, SourceRange where, const std::string &what) {
+  if (type.rank() > stringrt::kMaxRank) {
+    diags_.error(where, fmt::format("{} has rank {}; a package allows at most {} dimensions", what,
+                                    type.rank(), stringrt::kMaxRank));
+    return false;
+  }
+  int64_t elements = 1;
+  for (int64_t dim : type.dims) {
+    int64_t d = dim == kBatchDim ? 1 : dim;
+    if (d > 0 && elements > stringrt::kMaxExampleElements / d) {
+      diags_.error(where, fmt::format("{} has shape {}: more than 2^32 elements per example, the "
+                                      "largest value a package allows",
+                                      what, formatShape(type.dims)));
+      return false;
+    }
+    elements *= d;
+  }
+  return true;
+}
+
 Value Analyzer::emit(std::string name, std::vector<int> operands, std::vector<NamedAttr> attrs,
                      TensorType result, SourceRange where) {
+  if (!withinLimits(result, where, "the result of " + name))
+    return Value::poison();
   if (graph_.ops.size() >= kMaxOps) {
     if (!aborted_)
       diags_.error(where, fmt::format("the model is too large: more than {} ops after unrolling loops "

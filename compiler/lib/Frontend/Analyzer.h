@@ -68,6 +68,9 @@ public:
   /// as an IR attribute, so a loop of large ones would take hours and
   /// gigabytes.
   static constexpr int64_t kMaxSupportEntries = int64_t(1) << 20;
+  /// How deep block uses may nest (a block using a block using ...): each
+  /// level is a frame of the compiler's own recursion.
+  static constexpr size_t kMaxBlockDepth = 100;
 
   Analyzer(const SourceManager &sources, DiagnosticEngine &diags, AnalyzerOptions options);
   std::optional<ModelGraph> run(const ast::Module &module);
@@ -75,6 +78,9 @@ public:
   //===--- used by the built-ins ---------------------------------------===//
   /// Reports an error and returns poison, so checks read `return fail(...)`.
   Value fail(SourceRange range, std::string message);
+  /// Whether a value of `type` fits the package limits (ManifestLimits.h:
+  /// rank, per-example elements); reports at `where` when it does not.
+  bool withinLimits(const TensorType &type, SourceRange where, const std::string &what);
   /// Appends an op and returns its result.
   Value emit(std::string name, std::vector<int> operands, std::vector<NamedAttr> attrs,
              TensorType result, SourceRange where);
@@ -142,6 +148,8 @@ private:
   AnalyzerOptions options_;
   ModelGraph graph_;
   std::vector<Scope> scopes_;
+  /// Elements of all parameters declared so far (kMaxParamElements).
+  int64_t paramElements_ = 0;
   std::vector<const ast::BlockStmt *> instantiating_;
   /// Where each block being instantiated was called, outermost first.
   std::vector<SourceLoc> callSites_;

@@ -6,6 +6,11 @@
 
 namespace stringc {
 
+namespace {
+/// The most characters of a source line a diagnostic shows.
+constexpr size_t kMaxShownLine = 160;
+} // namespace
+
 void DiagnosticEngine::error(SourceRange range, std::string message,
                              std::vector<Diagnostic> notes) {
   // One report per place and message: a block instantiated for every layer
@@ -34,16 +39,28 @@ void DiagnosticEngine::printOne(std::ostream &os, const Diagnostic &diag) const 
   std::string_view line = sources_.lineText(loc.line);
   if (line.empty() && loc.col <= 1)
     return;
-  os << line << '\n';
+  // A very long line (generated input) is shown as a window around the
+  // column, so one diagnostic stays a few lines long.
+  size_t start = loc.col - 1;
+  std::string prefix;
+  if (line.size() > kMaxShownLine) {
+    size_t from = start > kMaxShownLine / 2 ? start - kMaxShownLine / 2 : 0;
+    from = std::min(from, line.size() - kMaxShownLine);
+    if (from > 0)
+      prefix = "...";
+    line = line.substr(from, kMaxShownLine);
+    start = start - from + prefix.size();
+  }
+  os << prefix << line << (line.size() == kMaxShownLine ? "..." : "") << '\n';
+  std::string shown = prefix + std::string(line);
   // Keep tabs so the caret lines up under the token whatever the tab width.
   std::string caret;
-  size_t start = loc.col - 1;
-  for (size_t i = 0; i < start && i < line.size(); ++i)
-    caret += line[i] == '\t' ? '\t' : ' ';
+  for (size_t i = 0; i < start && i < shown.size(); ++i)
+    caret += shown[i] == '\t' ? '\t' : ' ';
   while (caret.size() < start)
     caret += ' ';
   caret += '^';
-  size_t lineEndOffset = line.size();
+  size_t lineEndOffset = shown.size();
   size_t rangeLength = diag.range.length();
   size_t tildes = rangeLength > 1 ? std::min(rangeLength, lineEndOffset - std::min(start, lineEndOffset)) : 1;
   for (size_t i = 1; i < tildes; ++i)

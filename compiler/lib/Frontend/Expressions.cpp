@@ -237,6 +237,11 @@ Value Analyzer::evalCall(const CallExpr &expr) {
 
 Value Analyzer::instantiate(const BlockStmt &block, const CallExpr &call) {
   const std::string &name = block.name.name;
+  if (instantiating_.size() >= kMaxBlockDepth)
+    return fail(call.calleeRange, fmt::format("blocks are used {} deep here (block '{}' used by '{}', "
+                                              "used by ...); at most {} levels of blocks using blocks",
+                                              instantiating_.size() + 1, name,
+                                              instantiating_.back()->name.name, kMaxBlockDepth));
   for (size_t i = 0; i < instantiating_.size(); ++i) {
     if (instantiating_[i] != &block)
       continue;

@@ -14,6 +14,9 @@ namespace {
 /// Deeper nesting than this (parentheses, calls, loops) is rejected rather
 /// than risking the stack on hostile input.
 constexpr int kMaxNesting = 200;
+/// An expression tree may be this many levels high: `a + b + ... + z` is a
+/// chain as high as it has terms, and the analyzer recurses once per level.
+constexpr int kMaxExpressionHeight = 1000;
 
 } // namespace
 
@@ -424,13 +427,23 @@ ExprPtr Parser::parseStandaloneExpression() {
   }
 }
 
+ExprPtr Parser::limitHeight(ExprPtr expr, const Token &at) {
+  if (expr->height > kMaxExpressionHeight)
+    fail(at, fmt::format("expression too deep: more than {} levels of operators, calls and "
+                         "parentheses (split it with 'let')",
+                         kMaxExpressionHeight));
+  return expr;
+}
+
 ExprPtr Parser::parseExpr() {
   ExprPtr lhs = parseTerm();
   while (check(TokenKind::Plus) || check(TokenKind::Minus)) {
     const Token &op = advance();
     ExprPtr rhs = parseTerm();
     SourceRange range = SourceRange::cover(lhs->range, rhs->range);
-    lhs = std::make_unique<BinaryExpr>(range, op.text[0], op.range, std::move(lhs), std::move(rhs));
+    lhs = limitHeight(
+        std::make_unique<BinaryExpr>(range, op.text[0], op.range, std::move(lhs), std::move(rhs)),
+        op);
   }
   return lhs;
 }
@@ -441,7 +454,9 @@ ExprPtr Parser::parseTerm() {
     const Token &op = advance();
     ExprPtr rhs = parseUnary();
     SourceRange range = SourceRange::cover(lhs->range, rhs->range);
-    lhs = std::make_unique<BinaryExpr>(range, op.text[0], op.range, std::move(lhs), std::move(rhs));
+    lhs = limitHeight(
+        std::make_unique<BinaryExpr>(range, op.text[0], op.range, std::move(lhs), std::move(rhs)),
+        op);
   }
   return lhs;
 }
@@ -452,7 +467,7 @@ ExprPtr Parser::parseUnary() {
     NestingGuard nesting(*this, op);
     ExprPtr operand = parseUnary();
     SourceRange range = SourceRange::cover(op.range, operand->range);
-    return std::make_unique<UnaryExpr>(range, op.range, std::move(operand));
+    return limitHeight(std::make_unique<UnaryExpr>(range, op.range, std::move(operand)), op);
   }
   return parsePrimary();
 }
@@ -518,7 +533,9 @@ ExprPtr Parser::parseCall(const Token &callee) {
   }
   const Token &close = advance(); // ')'
   SourceRange range = SourceRange::cover(callee.range, close.range);
-  return std::make_unique<CallExpr>(range, std::string(callee.text), callee.range, std::move(args));
+  return limitHeight(
+      std::make_unique<CallExpr>(range, std::string(callee.text), callee.range, std::move(args)),
+      callee);
 }
 
 } // namespace stringc

@@ -6,7 +6,6 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
-#include <sstream>
 
 namespace stringc {
 
@@ -25,18 +24,25 @@ std::optional<SourceManager> SourceManager::fromFile(const std::string &path,
     error = std::strerror(errno);
     return std::nullopt;
   }
-  std::ostringstream contents;
-  contents << in.rdbuf();
+  // Read at most one byte past the limit: an endless stream (/dev/zero, a
+  // pipe) is refused without reading it all.
+  std::string contents;
+  char chunk[1 << 16];
+  while (contents.size() <= kMaxSourceBytes) {
+    in.read(chunk, sizeof chunk);
+    contents.append(chunk, static_cast<size_t>(in.gcount()));
+    if (!in)
+      break;
+  }
   if (in.bad()) {
     error = std::strerror(errno);
     return std::nullopt;
   }
-  // Offsets are 32-bit; a model larger than that is not a model.
-  if (contents.str().size() >= (1u << 31)) {
-    error = "file too large";
+  if (contents.size() > kMaxSourceBytes) {
+    error = "larger than 16 MiB; a .pe model is a small text file";
     return std::nullopt;
   }
-  return SourceManager(path, contents.str());
+  return SourceManager(path, std::move(contents));
 }
 
 std::string_view SourceManager::slice(SourceRange range) const {

@@ -3,7 +3,11 @@
 #include "Analyzer.h"
 #include "Builtins.h"
 
+#include "stringrt/ManifestLimits.h"
+
 #include <fmt/format.h>
+
+#include <algorithm>
 
 namespace stringc::sema {
 
@@ -177,6 +181,7 @@ void Analyzer::execInput(const InputStmt &stmt) {
     ok = ok && dim.has_value();
     type.dims.push_back(dim.value_or(1));
   }
+  ok = ok && withinLimits(type, stmt.name.range, fmt::format("input '{}'", stmt.name.name));
   Value value;
   if (ok) {
     int id = static_cast<int>(graph_.values.size());
@@ -212,13 +217,27 @@ void Analyzer::execParam(const ParamStmt &stmt) {
       continue;
     }
     param.type.dims.push_back(*dim);
-    if (elements > (int64_t(1) << 40) / *dim) {
-      diags_.error(stmt.shapeRange, fmt::format("parameter '{}' is too large (more than 2^40 elements)",
+    if (elements > stringrt::kMaxParamElements / *dim) {
+      diags_.error(stmt.shapeRange, fmt::format("parameter '{}' is too large (more than 2^32 elements)",
                                                 stmt.name.name));
       ok = false;
     }
-    elements *= *dim;
+    elements = std::min(elements * *dim, stringrt::kMaxParamElements + 1);
   }
+  if (ok && param.type.rank() > stringrt::kMaxRank) {
+    diags_.error(stmt.shapeRange, fmt::format("parameter '{}' has rank {}; a package allows at most {} "
+                                              "dimensions",
+                                              stmt.name.name, param.type.rank(), stringrt::kMaxRank));
+    ok = false;
+  }
+  if (ok && elements > stringrt::kMaxParamElements - paramElements_) {
+    diags_.error(stmt.shapeRange, fmt::format("parameter '{}' takes the model's parameters past 2^32 "
+                                              "elements in all, the most a package allows",
+                                              stmt.name.name));
+    ok = false;
+  }
+  if (ok)
+    paramElements_ += elements;
   ok = evalInitializer(*stmt.init, param, ok) && ok;
   Value value;
   if (ok) {

@@ -787,10 +787,10 @@ void appendAttentionKernels(std::vector<KernelDef> &defs) {
 }
 
 void appendAttentionLowerings(std::vector<OpLowering> &lowerings) {
-  lowerings.push_back({"pe.attention", lowerAttention});
-  lowerings.push_back({"pe.attention_grad", lowerAttentionGrad});
-  lowerings.push_back({"pe.rope_attention", lowerRopeAttention});
-  lowerings.push_back({"pe.rope_attention_grad", lowerRopeAttentionGrad});
+  lowerings.push_back(loweringOf<pe::AttentionOp>(lowerAttention));
+  lowerings.push_back(loweringOf<pe::AttentionGradOp>(lowerAttentionGrad));
+  lowerings.push_back(loweringOf<pe::RopeAttentionOp>(lowerRopeAttention));
+  lowerings.push_back(loweringOf<pe::RopeAttentionGradOp>(lowerRopeAttentionGrad));
 }
 
 } // namespace stringc::cudagen

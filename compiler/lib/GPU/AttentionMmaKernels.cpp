@@ -720,11 +720,14 @@ void appendAttentionMmaKernels(std::vector<KernelDef> &defs) {
 }
 
 void appendAttentionMmaLowerings(std::vector<OpLowering> &lowerings) {
+  // Tried before the f32 attention lowerings of the same ops (benefit 1).
   const GpuPrecision bf16 = GpuPrecision::BF16;
-  lowerings.push_back({"pe.attention", lowerAttention, bf16});
-  lowerings.push_back({"pe.attention_grad", lowerAttentionGrad, bf16});
-  lowerings.push_back({"pe.rope_attention", lowerRopeAttention, bf16});
-  lowerings.push_back({"pe.rope_attention_grad", lowerRopeAttentionGrad, bf16});
+  const int preferred = 1;
+  lowerings.push_back(loweringOf<pe::AttentionOp>(lowerAttention, bf16, preferred));
+  lowerings.push_back(loweringOf<pe::AttentionGradOp>(lowerAttentionGrad, bf16, preferred));
+  lowerings.push_back(loweringOf<pe::RopeAttentionOp>(lowerRopeAttention, bf16, preferred));
+  lowerings.push_back(
+      loweringOf<pe::RopeAttentionGradOp>(lowerRopeAttentionGrad, bf16, preferred));
 }
 
 } // namespace stringc::cudagen

@@ -1,8 +1,8 @@
 //===- CudaTarget.cpp - stringc --target=cuda -----------------------------===//
 //
-// The pe training module comes as text (the --emit=pe-train output, so
-// every pass the CPU path runs is run here too) and is parsed back; the kernels are planned from it, generated, lowered, serialized and
-// packaged. The package (docs/package.md, "Target cuda") is the CPU package
+// The pe training module comes from the compile driver, in its context, after
+// the same passes as the CPU package; the kernels are planned from it,
+// generated, lowered, serialized and packaged. The package (docs/package.md, "Target cuda") is the CPU package
 // plus a `cuda` metadata entry (the kernel table, JSON) and two U8 tensors
 // per kernel: `ptx.<kernel>` and `cubin.<kernel>`.
 //
@@ -12,7 +12,6 @@
 #include "stringc/GPU/GPUPipeline.h"
 #include "stringc/GPU/LaunchReport.h"
 
-#include "stringc/Dialect/PE/PEDialect.h"
 #include "stringc/Target/PackageWriter.h"
 
 #include "stringrt/Error.h"
@@ -21,11 +20,8 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/IR/MLIRContext.h"
-#include "mlir/Parser/Parser.h"
-#include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_os_ostream.h"
 
 #include <cstdio>
@@ -193,16 +189,10 @@ std::string kernelTableJson(const cudagen::KernelPlan &plan, const std::string &
 
 class CudaCompilation {
 public:
-  CudaCompilation(std::ostream &err) : errStream(err) {
-    DialectRegistry registry;
-    registry.insert<pe::PEDialect, func::FuncDialect, arith::ArithDialect>();
-    cudagen::registerGPUCodegenDialects(registry);
-    context.appendDialectRegistry(registry);
-    context.loadAllAvailableDialects();
-  }
+  CudaCompilation(ModuleOp train, std::ostream &err)
+      : train(train), context(*train.getContext()), errStream(err) {}
 
-  int run(const std::string &peTrain, const CudaOptions &options, CudaEmit emit,
-          std::ostream &out, const std::string &path) {
+  int run(const CudaOptions &options, CudaEmit emit, std::ostream &out, const std::string &path) {
     std::string message;
     if (failed(cudagen::checkGpuArch(options.arch, message))) {
       errStream << "stringc: error: " << message << "\n";
@@ -213,20 +203,13 @@ public:
       errStream << "stringc: error: " << message << "\n";
       return 1;
     }
-    llvm::raw_os_ostream diagnosticStream(errStream);
-    llvm::SourceMgr sourceMgr;
-    SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context, diagnosticStream);
-    OwningOpRef<ModuleOp> train = parseSourceString<ModuleOp>(peTrain, &context);
-    if (!train)
-      return 1;
-
     FailureOr<cudagen::KernelPlan> plan =
-        cudagen::planKernels(*train, options.allKernels, *precision);
+        cudagen::planKernels(train, options.allKernels, *precision);
     if (failed(plan))
       return 1;
     if (emit == CudaEmit::LaunchReport) {
       FailureOr<cudagen::StepEstimate> step =
-          cudagen::estimateTrainingStep(*train, *plan, *precision, options.reportBatch);
+          cudagen::estimateTrainingStep(train, *plan, *precision, options.reportBatch);
       if (failed(step))
         return 1;
       cudagen::printLaunchReport(*step, cudagen::GpuMachineModel{}, llvmStream(out));
@@ -258,7 +241,7 @@ public:
         return 1;
       }
     }
-    return writeCudaPackage(*train, *plan, options, ptx, cubins, path);
+    return writeCudaPackage(train, *plan, options, ptx, cubins, path);
   }
 
 private:
@@ -315,21 +298,21 @@ private:
     return 0;
   }
 
-  MLIRContext context;
+  ModuleOp train;
+  MLIRContext &context;
   std::ostream &errStream;
   std::unique_ptr<llvm::raw_os_ostream> outStream;
 };
 
 } // namespace
 
-bool isValidGpuArch(const std::string &arch, std::string &message) {
-  return succeeded(cudagen::checkGpuArch(arch, message));
+void registerCudaTargetDialects(DialectRegistry &registry) {
+  cudagen::registerGPUCodegenDialects(registry);
 }
 
-int compileForCuda(const std::string &peTrain, const CudaOptions &options, CudaEmit emit,
-                   std::ostream &out, const std::string &path, std::ostream &err) {
-  CudaCompilation compilation(err);
-  return compilation.run(peTrain, options, emit, out, path);
+int compileForCuda(ModuleOp train, const CudaOptions &options, CudaEmit emit, std::ostream &out,
+                   const std::string &path, std::ostream &err) {
+  return CudaCompilation(train, err).run(options, emit, out, path);
 }
 
 } // namespace stringc

@@ -179,9 +179,9 @@ OpSteps single(Operation &, std::string kernel, std::vector<LaunchArg> args) {
 
 /// pe.add/sub/mul: (out, lhs, rhs, n, n_lhs, n_rhs); the variant by which
 /// operand is broadcast (a trailing suffix of the result).
-OpLowering binaryLowering(const char *op) {
+template <typename OpT> OpLowering binaryLowering(const char *op) {
   std::string base = std::string("pe_") + op;
-  return {std::string("pe.") + op, [base](Operation &o) -> std::optional<OpSteps> {
+  return loweringOf<OpT>([base](Operation &o) -> std::optional<OpSteps> {
             Type result = o.getResult(0).getType();
             std::string kernel = base;
             if (o.getOperand(0).getType() != result)
@@ -192,44 +192,45 @@ OpLowering binaryLowering(const char *op) {
                           {A::result(0), A::operand(0), A::operand(1), A::i64(elementCount(result)),
                            A::i64(elementCount(o.getOperand(0).getType())),
                            A::i64(elementCount(o.getOperand(1).getType()))});
-          }};
+          });
 }
 
 } // namespace
 
 void appendElementwiseLowerings(std::vector<OpLowering> &lowerings) {
-  for (const char *op : {"add", "sub", "mul"})
-    lowerings.push_back(binaryLowering(op));
-  lowerings.push_back({"pe.scale", [](Operation &o) -> std::optional<OpSteps> {
+  lowerings.push_back(binaryLowering<pe::AddOp>("add"));
+  lowerings.push_back(binaryLowering<pe::SubOp>("sub"));
+  lowerings.push_back(binaryLowering<pe::MulOp>("mul"));
+  lowerings.push_back(loweringOf<pe::ScaleOp>([](Operation &o) -> std::optional<OpSteps> {
                          auto scale = cast<pe::ScaleOp>(o);
                          return single(o, "pe_scale",
                                        {A::result(0), A::operand(0),
                                         A::i64(elementCount(o.getResult(0).getType())),
                                         A::f32(float(scale.getFactor().convertToDouble())),
                                         A::f32(float(scale.getBias().convertToDouble()))});
-                       }});
-  lowerings.push_back({"pe.gelu", [](Operation &o) -> std::optional<OpSteps> {
+                       }));
+  lowerings.push_back(loweringOf<pe::GeluOp>([](Operation &o) -> std::optional<OpSteps> {
                          bool tanh = cast<pe::GeluOp>(o).getApproximate();
                          return single(o, tanh ? "pe_gelu_tanh" : "pe_gelu",
                                        {A::result(0), A::operand(0),
                                         A::i64(elementCount(o.getResult(0).getType()))});
-                       }});
-  lowerings.push_back({"pe.gelu_grad", [](Operation &o) -> std::optional<OpSteps> {
+                       }));
+  lowerings.push_back(loweringOf<pe::GeluGradOp>([](Operation &o) -> std::optional<OpSteps> {
                          bool tanh = cast<pe::GeluGradOp>(o).getApproximate();
                          return single(o, tanh ? "pe_gelu_grad_tanh" : "pe_gelu_grad",
                                        {A::result(0), A::operand(0), A::operand(1),
                                         A::i64(elementCount(o.getResult(0).getType()))});
-                       }});
-  lowerings.push_back({"pe.relu", [](Operation &o) -> std::optional<OpSteps> {
+                       }));
+  lowerings.push_back(loweringOf<pe::ReluOp>([](Operation &o) -> std::optional<OpSteps> {
                          return single(o, "pe_relu",
                                        {A::result(0), A::operand(0),
                                         A::i64(elementCount(o.getResult(0).getType()))});
-                       }});
-  lowerings.push_back({"pe.relu_grad", [](Operation &o) -> std::optional<OpSteps> {
+                       }));
+  lowerings.push_back(loweringOf<pe::ReluGradOp>([](Operation &o) -> std::optional<OpSteps> {
                          return single(o, "pe_relu_grad",
                                        {A::result(0), A::operand(0), A::operand(1),
                                         A::i64(elementCount(o.getResult(0).getType()))});
-                       }});
+                       }));
 }
 
 } // namespace stringc::cudagen

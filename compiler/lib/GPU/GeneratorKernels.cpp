@@ -652,10 +652,10 @@ void appendGeneratorKernels(std::vector<KernelDef> &defs) {
 }
 
 void appendGeneratorLowerings(std::vector<OpLowering> &lowerings) {
-  lowerings.push_back({"pe.generator_exp", lowerGeneratorExp});
-  lowerings.push_back({"pe.generator_exp_grad", lowerGeneratorExpGrad});
-  lowerings.push_back({"pe.commutator_norm", lowerCommutatorNorm});
-  lowerings.push_back({"pe.commutator_norm_grad", lowerCommutatorNormGrad});
+  lowerings.push_back(loweringOf<pe::GeneratorExpOp>(lowerGeneratorExp));
+  lowerings.push_back(loweringOf<pe::GeneratorExpGradOp>(lowerGeneratorExpGrad));
+  lowerings.push_back(loweringOf<pe::CommutatorNormOp>(lowerCommutatorNorm));
+  lowerings.push_back(loweringOf<pe::CommutatorNormGradOp>(lowerCommutatorNormGrad));
 }
 
 } // namespace stringc::cudagen

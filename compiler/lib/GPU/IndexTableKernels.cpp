@@ -298,11 +298,11 @@ void appendIndexTableKernels(std::vector<KernelDef> &defs) {
 }
 
 void appendIndexTableLowerings(std::vector<OpLowering> &lowerings) {
-  lowerings.push_back({"pe.sparse_skew", lowerSparseSkew});
-  lowerings.push_back({"pe.sparse_skew_grad", lowerSparseSkewGrad});
-  lowerings.push_back({"pe.offset_table", lowerOffsetTable});
-  lowerings.push_back({"pe.pair_gather", lowerPairGather});
-  lowerings.push_back({"pe.pair_gather_grad", lowerPairGatherGrad});
+  lowerings.push_back(loweringOf<pe::SparseSkewOp>(lowerSparseSkew));
+  lowerings.push_back(loweringOf<pe::SparseSkewGradOp>(lowerSparseSkewGrad));
+  lowerings.push_back(loweringOf<pe::OffsetTableOp>(lowerOffsetTable));
+  lowerings.push_back(loweringOf<pe::PairGatherOp>(lowerPairGather));
+  lowerings.push_back(loweringOf<pe::PairGatherGradOp>(lowerPairGatherGrad));
 }
 
 } // namespace stringc::cudagen

@@ -155,8 +155,8 @@ const std::vector<OpLowering> &allOpLowerings() {
     appendPositionLowerings(all);
     appendTokenLowerings(all);
     appendMatrixLowerings(all);
-    appendAttentionMmaLowerings(all); // bf16 only: before the f32 kernels
     appendAttentionLowerings(all);
+    appendAttentionMmaLowerings(all); // bf16 only, with a higher benefit
     appendIndexTableLowerings(all);
     appendGeneratorLowerings(all);
     return all;

@@ -121,12 +121,13 @@ void appendMatrixLowerings(std::vector<OpLowering> &lowerings);
 void appendAttentionLowerings(std::vector<OpLowering> &lowerings);
 void appendIndexTableLowerings(std::vector<OpLowering> &lowerings);
 void appendGeneratorLowerings(std::vector<OpLowering> &lowerings);
-/// For GpuPrecision::BF16 only; registered before appendAttentionLowerings,
-/// which serve what they decline (skip masks, rel, other head dims).
+/// For GpuPrecision::BF16 only, with a higher benefit than the f32 attention
+/// lowerings, which serve what they decline (skip masks, rel, other head
+/// dims).
 void appendAttentionMmaLowerings(std::vector<OpLowering> &lowerings);
 
-/// All op lowerings, by family. Several may name the same op: planKernels
-/// uses the first whose `lower` accepts the op.
+/// All op lowerings, by family. Several may serve the same op class:
+/// planKernels tries them by benefit and uses the first that accepts the op.
 const std::vector<OpLowering> &allOpLowerings();
 
 /// Helpers for lowerings. `value` / `divisor` when both parts divide exactly

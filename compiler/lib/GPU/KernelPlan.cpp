@@ -56,15 +56,33 @@ const char *gridRuleName(GridRule rule) {
 
 namespace {
 
-/// The steps of `op` from the first lowering of its kind (for `precision`)
+/// The lowerings of each op class, the highest benefit first.
+const llvm::DenseMap<TypeID, std::vector<const OpLowering *>> &loweringsByOp() {
+  static const auto byOp = [] {
+    llvm::DenseMap<TypeID, std::vector<const OpLowering *>> map;
+    for (const OpLowering &lowering : allOpLowerings())
+      map[lowering.op].push_back(&lowering);
+    for (auto &entry : map)
+      std::stable_sort(entry.second.begin(), entry.second.end(),
+                       [](const OpLowering *a, const OpLowering *b) {
+                         return a->benefit > b->benefit;
+                       });
+    return map;
+  }();
+  return byOp;
+}
+
+/// The steps of `op` from the best lowering of its class (for `precision`)
 /// that accepts it.
 std::optional<OpSteps> lowerOp(Operation &op, GpuPrecision precision) {
-  if (!hasBatchShapes(op))
+  if (!hasBatchShapes(op) || !op.getName().isRegistered())
     return std::nullopt;
-  llvm::StringRef name = op.getName().getStringRef();
-  for (const OpLowering &lowering : allOpLowerings())
-    if (lowering.opName == name && (!lowering.onlyFor || *lowering.onlyFor == precision))
-      if (std::optional<OpSteps> steps = lowering.lower(op))
+  auto candidates = loweringsByOp().find(op.getName().getTypeID());
+  if (candidates == loweringsByOp().end())
+    return std::nullopt;
+  for (const OpLowering *lowering : candidates->second)
+    if (!lowering->onlyFor || *lowering->onlyFor == precision)
+      if (std::optional<OpSteps> steps = lowering->lower(op))
         return steps;
   return std::nullopt;
 }

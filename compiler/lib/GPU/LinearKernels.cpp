@@ -115,7 +115,7 @@ void appendLinearKernels(std::vector<KernelDef> &defs) {
 }
 
 void appendLinearLowerings(std::vector<OpLowering> &lowerings) {
-  lowerings.push_back({"pe.linear", [](Operation &o) -> std::optional<OpSteps> {
+  lowerings.push_back(loweringOf<pe::LinearOp>([](Operation &o) -> std::optional<OpSteps> {
                          auto linear = cast<pe::LinearOp>(o);
                          auto sizes = linearSizes(linear.getX(), linear.getW());
                          if (!sizes)
@@ -123,9 +123,9 @@ void appendLinearLowerings(std::vector<OpLowering> &lowerings) {
                          auto [rows, in, out] = *sizes;
                          return gemmSteps(rowsTimesWeightPlusBias(bool(linear.getB()),
                                                                   A::result(0), rows, in, out));
-                       }});
+                       }));
 
-  lowerings.push_back({"pe.linear_gelu", [](Operation &o) -> std::optional<OpSteps> {
+  lowerings.push_back(loweringOf<pe::LinearGeluOp>([](Operation &o) -> std::optional<OpSteps> {
                          auto fused = cast<pe::LinearGeluOp>(o);
                          auto sizes = linearSizes(fused.getX(), fused.getW());
                          if (!sizes)
@@ -139,9 +139,9 @@ void appendLinearLowerings(std::vector<OpLowering> &lowerings) {
                              fused.getApproximate() ? "pe_gelu_tanh" : "pe_gelu",
                              {A::result(0), A::result(1), A::i64(n)}));
                          return steps;
-                       }});
+                       }));
 
-  lowerings.push_back({"pe.linear_residual", [](Operation &o) -> std::optional<OpSteps> {
+  lowerings.push_back(loweringOf<pe::LinearResidualOp>([](Operation &o) -> std::optional<OpSteps> {
                          auto fused = cast<pe::LinearResidualOp>(o);
                          auto sizes = linearSizes(fused.getX(), fused.getW());
                          if (!sizes)
@@ -160,9 +160,9 @@ void appendLinearLowerings(std::vector<OpLowering> &lowerings) {
                          steps.launches.push_back(Launch::gemmCall(rowsTimesWeight(
                              A::operand(1), A::operand(2), A::result(0), rows, in, out, 1.0f)));
                          return steps;
-                       }});
+                       }));
 
-  lowerings.push_back({"pe.linear_grad_input", [](Operation &o) -> std::optional<OpSteps> {
+  lowerings.push_back(loweringOf<pe::LinearGradInputOp>([](Operation &o) -> std::optional<OpSteps> {
                          auto grad = cast<pe::LinearGradInputOp>(o);
                          // dy [..., O], w [I, O]: rows x O times (I x O)^T.
                          auto dims = weightDims(grad.getW().getType());
@@ -177,9 +177,9 @@ void appendLinearLowerings(std::vector<OpLowering> &lowerings) {
                                                       *rows, out, in, 0.0f);
                          g.transB = true;
                          return gemmSteps(g);
-                       }});
+                       }));
 
-  lowerings.push_back({"pe.linear_grad_weight", [](Operation &o) -> std::optional<OpSteps> {
+  lowerings.push_back(loweringOf<pe::LinearGradWeightOp>([](Operation &o) -> std::optional<OpSteps> {
                          auto grad = cast<pe::LinearGradWeightOp>(o);
                          // x [..., I], dy [..., O]: (rows x I)^T times rows x O.
                          auto dims = weightDims(o.getResult(0).getType());
@@ -199,7 +199,7 @@ void appendLinearLowerings(std::vector<OpLowering> &lowerings) {
                          g.k = *rows;
                          g.transA = true;
                          return gemmSteps(g);
-                       }});
+                       }));
 }
 
 } // namespace stringc::cudagen

@@ -313,12 +313,12 @@ void appendMatrixKernels(std::vector<KernelDef> &defs) {
 }
 
 void appendMatrixLowerings(std::vector<OpLowering> &lowerings) {
-  lowerings.push_back({"pe.skew", lowerSkew});
-  lowerings.push_back({"pe.skew_grad", lowerSkewGrad});
-  lowerings.push_back({"pe.cayley_weight", lowerCayleyWeight});
-  lowerings.push_back({"pe.cayley_weight_grad", lowerCayleyWeightGrad});
-  lowerings.push_back({"pe.cayley", lowerCayley});
-  lowerings.push_back({"pe.cayley_grad", lowerCayleyGrad});
+  lowerings.push_back(loweringOf<pe::SkewOp>(lowerSkew));
+  lowerings.push_back(loweringOf<pe::SkewGradOp>(lowerSkewGrad));
+  lowerings.push_back(loweringOf<pe::CayleyWeightOp>(lowerCayleyWeight));
+  lowerings.push_back(loweringOf<pe::CayleyWeightGradOp>(lowerCayleyWeightGrad));
+  lowerings.push_back(loweringOf<pe::CayleyOp>(lowerCayley));
+  lowerings.push_back(loweringOf<pe::CayleyGradOp>(lowerCayleyGrad));
 }
 
 } // namespace stringc::cudagen

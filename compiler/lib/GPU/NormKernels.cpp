@@ -163,7 +163,7 @@ void appendNormLowerings(std::vector<OpLowering> &lowerings) {
   using A = LaunchArg;
   // Rows of D = the last dimension; `layer_norm_grad` keeps (mean, rstd) per
   // row in scratch 0 between its row and column launches.
-  lowerings.push_back({"pe.layer_norm", [](Operation &o) -> std::optional<OpSteps> {
+  lowerings.push_back(loweringOf<pe::LayerNormOp>([](Operation &o) -> std::optional<OpSteps> {
                          auto ln = cast<pe::LayerNormOp>(o);
                          Type x = o.getOperand(0).getType();
                          int64_t d = lastDimension(x);
@@ -177,9 +177,9 @@ void appendNormLowerings(std::vector<OpLowering> &lowerings) {
                               A::i64(*rows), A::i64(d),
                               A::f32(float(ln.getEpsilon().convertToDouble()))}));
                          return steps;
-                       }});
-  lowerings.push_back(
-      {"pe.layer_norm_grad", [](Operation &o) -> std::optional<OpSteps> {
+                       }));
+  lowerings.push_back(loweringOf<pe::LayerNormGradOp>(
+      [](Operation &o) -> std::optional<OpSteps> {
          auto grad = cast<pe::LayerNormGradOp>(o);
          Type x = o.getOperand(0).getType();
          int64_t d = lastDimension(x);
@@ -196,7 +196,7 @@ void appendNormLowerings(std::vector<OpLowering> &lowerings) {
                              {A::operand(0), A::operand(2), A::scratch(0)}, *rows, d,
                              {A::i64(d)}, A::result(1), A::result(2));
          return steps;
-       }});
+       }));
 }
 
 } // namespace stringc::cudagen

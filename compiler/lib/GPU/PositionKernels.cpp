@@ -565,29 +565,29 @@ void appendPositionKernels(std::vector<KernelDef> &defs) {
 }
 
 void appendPositionLowerings(std::vector<OpLowering> &lowerings) {
-  lowerings.push_back({"pe.seq_positions", lowerSeqPositions});
-  lowerings.push_back({"pe.grid_positions", lowerGridPositions});
-  lowerings.push_back({"pe.rope_freqs", lowerRopeFreqs});
-  lowerings.push_back({"pe.sinusoidal", lowerSinusoidal});
-  lowerings.push_back({"pe.relative_positions", lowerRelativePositions});
-  lowerings.push_back({"pe.rope_table", lowerRopeTable});
-  lowerings.push_back({"pe.rope_apply", lowerRopeApply});
-  lowerings.push_back({"pe.rope_apply_grad_table", lowerRopeApplyGradTable});
-  lowerings.push_back({"pe.rope_table_grad", lowerRopeTableGrad});
-  lowerings.push_back({"pe.rope", [](Operation &op) { return lowerRotation(op, false); }});
-  lowerings.push_back({"pe.householder", [](Operation &op) { return lowerRotation(op, true); }});
-  lowerings.push_back(
-      {"pe.rope_grad_freqs", [](Operation &op) { return lowerFreqsGrad(op, false); }});
-  lowerings.push_back(
-      {"pe.householder_grad_freqs", [](Operation &op) { return lowerFreqsGrad(op, true); }});
-  lowerings.push_back({"pe.spd_gate", lowerSpdGate});
-  lowerings.push_back({"pe.spd_gate_grad", lowerSpdGateGrad});
-  lowerings.push_back({"pe.skip_gather", [](Operation &op) {
+  lowerings.push_back(loweringOf<pe::SeqPositionsOp>(lowerSeqPositions));
+  lowerings.push_back(loweringOf<pe::GridPositionsOp>(lowerGridPositions));
+  lowerings.push_back(loweringOf<pe::RopeFreqsOp>(lowerRopeFreqs));
+  lowerings.push_back(loweringOf<pe::SinusoidalOp>(lowerSinusoidal));
+  lowerings.push_back(loweringOf<pe::RelativePositionsOp>(lowerRelativePositions));
+  lowerings.push_back(loweringOf<pe::RopeTableOp>(lowerRopeTable));
+  lowerings.push_back(loweringOf<pe::RopeApplyOp>(lowerRopeApply));
+  lowerings.push_back(loweringOf<pe::RopeApplyGradTableOp>(lowerRopeApplyGradTable));
+  lowerings.push_back(loweringOf<pe::RopeTableGradOp>(lowerRopeTableGrad));
+  lowerings.push_back(loweringOf<pe::RopeOp>([](Operation &op) { return lowerRotation(op, false); }));
+  lowerings.push_back(loweringOf<pe::HouseholderOp>([](Operation &op) { return lowerRotation(op, true); }));
+  lowerings.push_back(loweringOf<pe::RopeGradFreqsOp>(
+      [](Operation &op) { return lowerFreqsGrad(op, false); }));
+  lowerings.push_back(loweringOf<pe::HouseholderGradFreqsOp>(
+      [](Operation &op) { return lowerFreqsGrad(op, true); }));
+  lowerings.push_back(loweringOf<pe::SpdGateOp>(lowerSpdGate));
+  lowerings.push_back(loweringOf<pe::SpdGateGradOp>(lowerSpdGateGrad));
+  lowerings.push_back(loweringOf<pe::SkipGatherOp>([](Operation &op) {
                          return lowerSkip<pe::SkipGatherOp>(op, "pe_skip_gather");
-                       }});
-  lowerings.push_back({"pe.skip_gather_grad", [](Operation &op) {
+                       }));
+  lowerings.push_back(loweringOf<pe::SkipGatherGradOp>([](Operation &op) {
                          return lowerSkip<pe::SkipGatherGradOp>(op, "pe_skip_gather_grad");
-                       }});
+                       }));
 }
 
 } // namespace stringc::cudagen

@@ -661,21 +661,21 @@ void appendTokenKernels(std::vector<KernelDef> &defs) {
 }
 
 void appendTokenLowerings(std::vector<OpLowering> &lowerings) {
-  lowerings.push_back({"pe.sum_to", lowerSumTo});
-  lowerings.push_back({"pe.broadcast_to", lowerBroadcastTo});
-  lowerings.push_back({"pe.expand_axis", lowerExpandAxis});
-  lowerings.push_back({"pe.mean", lowerMean});
-  lowerings.push_back({"pe.mean_grad", lowerMeanGrad});
-  lowerings.push_back({"pe.class_token", lowerClassToken});
-  lowerings.push_back({"pe.class_token_grad", lowerClassTokenGrad});
-  lowerings.push_back({"pe.select_token", lowerSelectToken});
-  lowerings.push_back({"pe.select_token_grad", lowerSelectTokenGrad});
-  lowerings.push_back({"pe.token_embed", lowerTokenEmbed});
-  lowerings.push_back({"pe.token_embed_grad", lowerTokenEmbedGrad});
-  lowerings.push_back({"pe.patch_embed", lowerPatchEmbed});
-  lowerings.push_back({"pe.patch_embed_grad", lowerPatchEmbedGrad});
-  lowerings.push_back({"pe.cross_entropy", lowerCrossEntropy});
-  lowerings.push_back({"pe.cross_entropy_grad", lowerCrossEntropyGrad});
+  lowerings.push_back(loweringOf<pe::SumToOp>(lowerSumTo));
+  lowerings.push_back(loweringOf<pe::BroadcastToOp>(lowerBroadcastTo));
+  lowerings.push_back(loweringOf<pe::ExpandAxisOp>(lowerExpandAxis));
+  lowerings.push_back(loweringOf<pe::MeanOp>(lowerMean));
+  lowerings.push_back(loweringOf<pe::MeanGradOp>(lowerMeanGrad));
+  lowerings.push_back(loweringOf<pe::ClassTokenOp>(lowerClassToken));
+  lowerings.push_back(loweringOf<pe::ClassTokenGradOp>(lowerClassTokenGrad));
+  lowerings.push_back(loweringOf<pe::SelectTokenOp>(lowerSelectToken));
+  lowerings.push_back(loweringOf<pe::SelectTokenGradOp>(lowerSelectTokenGrad));
+  lowerings.push_back(loweringOf<pe::TokenEmbedOp>(lowerTokenEmbed));
+  lowerings.push_back(loweringOf<pe::TokenEmbedGradOp>(lowerTokenEmbedGrad));
+  lowerings.push_back(loweringOf<pe::PatchEmbedOp>(lowerPatchEmbed));
+  lowerings.push_back(loweringOf<pe::PatchEmbedGradOp>(lowerPatchEmbedGrad));
+  lowerings.push_back(loweringOf<pe::CrossEntropyOp>(lowerCrossEntropy));
+  lowerings.push_back(loweringOf<pe::CrossEntropyGradOp>(lowerCrossEntropyGrad));
 }
 
 } // namespace stringc::cudagen

@@ -2,7 +2,10 @@
 // parameter by name (F32, its shape), the optimizer state per trainable
 // parameter ("adam.m.<name>" and "adam.v.<name>", or "sgd.u.<name>") and, in
 // `__metadata__`: format "stringc-checkpoint", version, model, step, epoch,
-// data_seed, batch, total_steps, optimizer ("adamw" / "sgd").
+// data_seed, batch, total_steps, optimizer ("adamw" / "sgd") and, from
+// version 2, tensor_crc32: the CRC-32 (zlib's) of every tensor's bytes, the
+// tensors taken in name order, as 8 lower-case hex digits. Version 1
+// checkpoints (no checksum) are read too.
 #pragma once
 
 #include "stringrt/Optimizer.h"
@@ -14,7 +17,8 @@
 namespace stringrt {
 
 constexpr const char *kCheckpointFormat = "stringc-checkpoint";
-constexpr int kCheckpointVersion = 1;
+constexpr int kCheckpointVersion = 2;
+constexpr int kOldestCheckpointVersion = 1;
 
 struct CheckpointInfo {
   std::string model;      // The package's model name.
@@ -33,13 +37,16 @@ void saveCheckpoint(const std::string &path, const CheckpointInfo &info,
                     const std::vector<float> &params,
                     const Optimizer &optimizer);
 
-// Reads only the metadata (validating format and version).
+// Reads only the metadata, validating the format, the version and that the
+// numbers are consistent: none negative; a step beyond 0 has a batch and is
+// at most total_steps; epoch (completed epochs) at most step.
 CheckpointInfo readCheckpointInfo(const std::string &path);
 
 // Loads a checkpoint into `params` and `optimizer` (its state and step
 // count). Everything is validated before anything is changed: the format and
-// version, the model name (== `model`), every slot present with its shape and
-// F32, the optimizer kind and its state tensors, and no tensor the model does
+// version, the metadata's consistency, the tensors' checksum (version 2),
+// the model name (== `model`), every slot present with its shape and F32,
+// the optimizer kind and its state tensors, and no tensor the model does
 // not have. On any problem an Error naming the file is thrown and `params` and
 // `optimizer` are untouched.
 CheckpointInfo loadCheckpoint(const std::string &path, const std::string &model,
@@ -48,7 +55,8 @@ CheckpointInfo loadCheckpoint(const std::string &path, const std::string &model,
 
 // Loads just the parameters from a checkpoint or any safetensors file holding
 // a tensor per slot by name (other tensors are ignored). A checkpoint of
-// another model is rejected. Validates everything before changing `params`.
+// another model, or whose checksum or metadata is wrong, is rejected.
+// Validates everything before changing `params`.
 void loadParameters(const std::string &path, const std::string &model,
                     const std::vector<OptimizerSlot> &slots,
                     std::vector<float> &params);

@@ -45,4 +45,9 @@ struct IdxDataset {
 // have the same size.
 IdxDataset loadIdxDataset(const std::string &dir, int numClasses = 10);
 
+// The files loadIdxDataset would read in `dir`: of each of the four, the
+// plain and the gzipped name that exist (both when both do: outputs must
+// not overwrite either).
+std::vector<std::string> idxDatasetFiles(const std::string &dir);
+
 } // namespace stringrt

@@ -14,6 +14,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -34,22 +35,36 @@ class KernelLibrary {
 public:
   // Loads the shared object `bytes` (through a memfd opened as
   // /proc/self/fd/N, or a private temporary file unlinked at once where
-  // there is no memfd or no /proc). Throws Error(what, ...) when it is not
-  // an ELF shared object for this machine, a segment or table lies outside
-  // the bytes, or the loader refuses it.
+  // there is no memfd or no /proc) and resolves every one of `symbols`:
+  // dlsym on the library's own handle, and the address must lie in an
+  // executable segment of this library, which dladdr must name as its
+  // owner (a name the library does not define would resolve in the C
+  // library or another object: refused). Throws Error(what, ...) when it
+  // is not an ELF shared object, a segment or table lies outside the bytes,
+  // the loader refuses it or a symbol does not resolve inside it. The
+  // caller has checked what it exports (PackageKernels.cpp) and that this
+  // machine can run it: loading runs the library's initialisers.
   static std::shared_ptr<const KernelLibrary> load(const std::vector<uint8_t> &bytes,
+                                                   const std::vector<std::string> &symbols,
                                                    const std::string &what);
   ~KernelLibrary();
   KernelLibrary(const KernelLibrary &) = delete;
   KernelLibrary &operator=(const KernelLibrary &) = delete;
 
-  // The exported kernel; nullptr when the library has no such symbol.
+  // One of the kernels resolved by load(); nullptr for any other name.
   KernelFunction find(const std::string &symbol) const;
 
 private:
   explicit KernelLibrary(void *handle) : handle_(handle) {}
   void *handle_;
+  std::map<std::string, KernelFunction> kernels_;
 };
+
+// Why this machine cannot run code compiled for the LLVM target `triple`
+// ("x86_64-pc-linux-gnu"), as a phrase ("they were compiled for
+// aarch64-unknown-linux-gnu, this machine is x86_64 Linux"); empty when it
+// can.
+std::string targetMismatch(const std::string &triple);
 
 // Why this CPU cannot run code compiled for the LLVM feature string
 // `features` ("+avx2,+fma,-avx512f,..."): the x86 features it requires that

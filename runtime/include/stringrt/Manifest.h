@@ -157,7 +157,8 @@ struct Manifest {
   Program forward;   // programs.forward
   Program gradients; // programs.gradients: loss, then grad per trainable param
 
-  // nullptr when there is none.
+  // nullptr when there is none. A linear search: index the parameters by
+  // name for a lookup per op.
   const ManifestParam *findParam(std::string_view name) const;
   // "forward" or "gradients"; throws stringrt::Error for any other name.
   const Program &program(std::string_view name) const;

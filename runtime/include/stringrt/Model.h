@@ -32,7 +32,8 @@ struct ParamSlot {
 class Model {
 public:
   // The package's compiled kernels (KernelSet::Compiled) when it has them
-  // and this CPU can run them, the fast kernels otherwise.
+  // and this machine can run them (the library is then loaded: trust the
+  // package as a shared library), the fast kernels otherwise.
   explicit Model(Package package);
   // Throws Error for KernelSet::Compiled when the package has no compiled
   // kernels or this CPU lacks a feature they were compiled for.
@@ -51,7 +52,9 @@ public:
   const Manifest &manifest() const;
   // The kernels the programs run on (fixed at construction).
   KernelSet kernels() const;
-  // The compiled kernels' library (shared with the package); may be null.
+  // The compiled kernels' library (shared with the package) for
+  // KernelSet::Compiled; null for the other kernel sets, which never load
+  // a package's code.
   const std::shared_ptr<const KernelLibrary> &kernelLibrary() const;
   // Whether the programs place their intermediate values in the package's
   // arena plan (docs/package.md, "The arena plan"; the default when both
@@ -77,6 +80,11 @@ public:
   // nullptr when there is no parameter of that name.
   const ParamSlot *findSlot(const std::string &name) const;
   int64_t parameterCount() const;
+  // The most bytes of intermediate values a run of `program` at `batch`
+  // holds at once: its arena at that batch with the package's plan, the
+  // peak of its live results without (saturating at INT64_MAX). What a run
+  // allocates beyond the parameters and the inputs.
+  int64_t programBytes(const std::string &program, int64_t batch) const;
 
   // Runs a program ("forward" or "gradients") with the given inputs, named
   // as in the manifest (every one, no other). The batch size is dim 0 of the

@@ -12,6 +12,10 @@
 
 namespace stringrt {
 
+namespace detail {
+class CpuKernels;
+}
+
 // Package format version this runtime writes and reads: 2 (ops may name
 // compiled kernels; target "cpu"). Version 1 packages (no compiled kernels)
 // are read too; target "cpu" needs version 2.
@@ -38,17 +42,28 @@ public:
   // The GPU kernels of a "cuda" package; nullptr for other targets.
   const CudaSection *cuda() const { return cuda_.get(); }
 
-  // The compiled CPU kernels of a "cpu" package (loaded and every symbol
-  // the manifest names resolved); nullptr for other targets.
-  const std::shared_ptr<const KernelLibrary> &kernelLibrary() const { return kernels_; }
-  bool hasKernels() const { return kernels_ != nullptr; }
+  // Whether the package carries compiled CPU kernels (target "cpu"). load()
+  // validates them (checksum, ELF image, the library exports exactly the
+  // kernels the manifest names, each op's kernels of its kind and range)
+  // but runs none of their code: the library is mapped into the process
+  // only by loadKernelLibrary(), which Model calls for KernelSet::Compiled
+  // alone. A package's kernels are machine code: load it with the compiled
+  // kernels only if you trust it as you would a shared library.
+  bool hasKernels() const { return cpuKernels_ != nullptr; }
+  // The compiled kernels, loaded on the first call (copies of the package
+  // share the library; thread-safe). Throws Error when the package has none
+  // or this machine cannot run them (kernelsUnavailable()).
+  std::shared_ptr<const KernelLibrary> loadKernelLibrary() const;
+  // Whether loadKernelLibrary() has loaded the library (here or in a copy).
+  bool kernelLibraryLoaded() const;
   // What the kernels were compiled for: LLVM triple, CPU and features.
-  const std::string &kernelTriple() const { return kernelTriple_; }
-  const std::string &kernelCpu() const { return kernelCpu_; }
-  const std::string &kernelFeatures() const { return kernelFeatures_; }
-  // Why this machine cannot run the compiled kernels (CPU features they use
-  // that it lacks); empty when it can.
-  const std::string &kernelsUnavailable() const { return kernelsUnavailable_; }
+  const std::string &kernelTriple() const;
+  const std::string &kernelCpu() const;
+  const std::string &kernelFeatures() const;
+  // Why this machine cannot run the compiled kernels, as a phrase ("they
+  // were compiled for CPU "znver4", and this CPU lacks avx512f"; another
+  // architecture or OS); empty when it can or there are none.
+  const std::string &kernelsUnavailable() const;
 
 private:
   Package() = default;
@@ -56,8 +71,7 @@ private:
   std::string target_;
   Manifest manifest_;
   std::shared_ptr<const CudaSection> cuda_;
-  std::shared_ptr<const KernelLibrary> kernels_;
-  std::string kernelTriple_, kernelCpu_, kernelFeatures_, kernelsUnavailable_;
+  std::shared_ptr<const detail::CpuKernels> cpuKernels_;
 };
 
 } // namespace stringrt

@@ -37,6 +37,29 @@ std::vector<OptimizerSlot> optimizerSlots(const Model &model);
 // Checks that the data fits the model's inputs (dtype and shape).
 DataSet loadModelData(const Model &model, const std::string &path);
 
+// The bytes of memory the system can still give this process: MemAvailable
+// of /proc/meminfo, else the free physical pages (sysconf); -1 when unknown.
+int64_t availableMemoryBytes();
+
+// What running at a batch size needs, before anything is allocated.
+struct BatchMemory {
+  int64_t gradients = 0; // the gradients program's intermediate values (training)
+  int64_t forward = 0;   // the forward program's, times its concurrent runs (evaluation)
+  int64_t batch = 0;     // the batch's input tensors
+  int64_t grads = 0;     // the flat gradients and the gradient outputs (training)
+  int64_t total() const;
+};
+// `training`: a training step (gradients program, gradients); `evalRuns`:
+// forward runs at once (evaluation replicas; 0: none).
+BatchMemory batchMemory(const Model &model, int64_t batch, bool training, int64_t evalRuns);
+
+// Throws Error when what `what` ("training", "evaluation", "bench",
+// "gradients") at `batch` needs (batchMemory) exceeds `availableBytes`
+// (-1: unknown; then nothing is refused), saying what it needs, what is
+// available and the largest batch that fits.
+void checkBatchMemory(const Model &model, int64_t batch, bool training, int64_t evalRuns,
+                      const std::string &what, int64_t availableBytes = availableMemoryBytes());
+
 // The model's inputs (by manifest name) viewing the batch's tensors.
 std::map<std::string, HostTensor> modelInputs(const Model &model,
                                               const Batch &batch);

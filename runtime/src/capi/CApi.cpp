@@ -12,6 +12,7 @@
 #include "stringrt/Package.h"
 #include "stringrt/Trainer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <exception>
@@ -328,7 +329,9 @@ int stringrt_model_save_checkpoint(stringrt_model *model, const char *path) {
     info.model = model->name();
     info.step = model->optimizer.stepCount();
     info.batch = model->lastBatch;
-    info.totalSteps = model->totalSteps;
+    // A run taken past its schedule's end: the steps it took are its length
+    // (a checkpoint's step is never beyond its total_steps).
+    info.totalSteps = std::max(model->totalSteps, info.step);
     stringrt::saveCheckpoint(path, info, model->slots, model->model.parameters(),
                              model->optimizer);
   });

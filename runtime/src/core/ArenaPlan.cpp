@@ -96,8 +96,14 @@ ArenaLayout arenaLayout(const ProgramArena &arena, int64_t batch, int64_t alignE
   layout.offsets.reserve(arena.slots.size());
   for (const auto &[perBatch, fixed] : arena.slots) {
     layout.offsets.push_back(layout.elements);
-    int64_t elements = perBatch * batch + fixed;
-    layout.elements += (elements + alignElements - 1) / alignElements * alignElements;
+    // Checked: an absurd batch is an error, not a wrapped size.
+    int64_t elements = 0;
+    if (__builtin_mul_overflow(perBatch, batch, &elements) ||
+        __builtin_add_overflow(elements, fixed + alignElements - 1, &elements) ||
+        __builtin_add_overflow(layout.elements, elements / alignElements * alignElements,
+                               &layout.elements))
+      throw Error("the arena at batch " + std::to_string(batch) +
+                  " would hold more than 2^63 elements");
   }
   return layout;
 }

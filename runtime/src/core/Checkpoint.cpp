@@ -6,10 +6,13 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cstring>
 #include <map>
 #include <set>
+
+#include <zlib.h>
 
 namespace stringrt {
 
@@ -46,6 +49,31 @@ Int parseInt(const std::string &path,
   return value;
 }
 
+constexpr const char *kChecksumKey = "tensor_crc32";
+
+// CRC-32 of `size` bytes, continuing `crc`.
+uint32_t crcOf(uint32_t crc, const void *data, size_t size) {
+  return static_cast<uint32_t>(
+      ::crc32_z(crc, static_cast<const Bytef *>(data), static_cast<z_size_t>(size)));
+}
+
+std::string crcText(uint32_t crc) { return fmt::format("{:08x}", crc); }
+
+// The metadata's numbers must describe a run that could have written them.
+void checkConsistent(const std::string &path, const CheckpointInfo &info) {
+  auto fail = [&](const std::string &what) {
+    throw Error(path, "checkpoint metadata is inconsistent: " + what +
+                          " (a damaged or edited checkpoint)");
+  };
+  if (info.step > 0 && info.totalSteps < info.step)
+    fail(fmt::format("step {} of a run of total_steps {}", info.step, info.totalSteps));
+  if (info.step > 0 && info.batch < 1)
+    fail(fmt::format("step {} with batch {}", info.step, info.batch));
+  if (info.epoch > info.step)
+    fail(fmt::format("epoch {} after step {} (an epoch takes at least one step)", info.epoch,
+                     info.step));
+}
+
 // Checks format and version; returns the metadata parsed.
 CheckpointInfo infoOf(const SafetensorsFile &file) {
   const std::string &path = file.path();
@@ -59,10 +87,12 @@ CheckpointInfo infoOf(const SafetensorsFile &file) {
                                       : "\"" + format->second + "\"",
                                   kCheckpointFormat));
   int version = parseInt<int>(path, meta, "version");
-  if (version != kCheckpointVersion)
+  if (version < kOldestCheckpointVersion || version > kCheckpointVersion)
     throw Error(path, fmt::format("checkpoint format version {} is not "
-                                  "supported (this runtime reads version {})",
-                                  version, kCheckpointVersion));
+                                  "supported (this runtime reads versions {} to {})",
+                                  version, kOldestCheckpointVersion, kCheckpointVersion));
+  if (version >= 2 && !meta.count(kChecksumKey))
+    throw Error(path, fmt::format("checkpoint metadata lacks '{}'", kChecksumKey));
   CheckpointInfo info;
   auto model = meta.find("model");
   if (model == meta.end())
@@ -76,7 +106,31 @@ CheckpointInfo infoOf(const SafetensorsFile &file) {
   if (info.step < 0 || info.epoch < 0 || info.batch < 0 || info.totalSteps < 0)
     throw Error(path, "checkpoint metadata has a negative step, epoch, batch "
                       "or total_steps");
+  checkConsistent(path, info);
   return info;
+}
+
+// A version 2 checkpoint's tensors against its tensor_crc32 (version 1 has
+// none). Reads every tensor once, in name order.
+void verifyChecksum(const SafetensorsFile &file) {
+  auto recorded = file.metadata().find(kChecksumKey);
+  if (recorded == file.metadata().end())
+    return;
+  std::vector<const TensorInfo *> tensors;
+  for (const TensorInfo &t : file.tensors())
+    tensors.push_back(&t);
+  std::sort(tensors.begin(), tensors.end(),
+            [](const TensorInfo *a, const TensorInfo *b) { return a->name < b->name; });
+  uint32_t crc = crcOf(0, nullptr, 0);
+  for (const TensorInfo *t : tensors) {
+    std::vector<uint8_t> bytes = file.readBytes(t->name);
+    crc = crcOf(crc, bytes.data(), bytes.size());
+  }
+  if (crcText(crc) != recorded->second)
+    throw Error(file.path(), fmt::format("checkpoint data is corrupt: its tensors' CRC-32 is "
+                                         "{}, the metadata records \"{}\" (a damaged or "
+                                         "edited checkpoint)",
+                                         crcText(crc), recorded->second));
 }
 
 void checkModel(const std::string &path, const CheckpointInfo &info,
@@ -129,6 +183,9 @@ void saveCheckpoint(const std::string &path, const CheckpointInfo &info,
   checkSlots(path, slots, params.size());
   if (optimizer.totalSize() != params.size())
     throw Error(path, "the optimizer was built for another parameter buffer");
+  if (info.step < 0 || info.epoch < 0 || info.batch < 0 || info.totalSteps < 0)
+    throw Error(path, "a negative step, epoch, batch or total_steps");
+  checkConsistent(path, info); // what would not load is not written
   std::vector<TensorView> views;
   for (const OptimizerSlot &slot : slots)
     views.push_back({slot.name, DType::F32, slot.shape,
@@ -138,6 +195,15 @@ void saveCheckpoint(const std::string &path, const CheckpointInfo &info,
       if (!slot.frozen)
         views.push_back({buffer.prefix + slot.name, DType::F32, slot.shape,
                          buffer.values->data() + slot.offset});
+  // The checksum covers the tensors in name order (unique names).
+  std::vector<const TensorView *> byName;
+  for (const TensorView &v : views)
+    byName.push_back(&v);
+  std::sort(byName.begin(), byName.end(),
+            [](const TensorView *a, const TensorView *b) { return a->name < b->name; });
+  uint32_t crc = crcOf(0, nullptr, 0);
+  for (const TensorView *v : byName)
+    crc = crcOf(crc, v->data, static_cast<size_t>(ref::shapeNumel(v->shape)) * sizeof(float));
   std::map<std::string, std::string> meta = {
       {"format", kCheckpointFormat},
       {"version", std::to_string(kCheckpointVersion)},
@@ -148,6 +214,7 @@ void saveCheckpoint(const std::string &path, const CheckpointInfo &info,
       {"batch", std::to_string(info.batch)},
       {"total_steps", std::to_string(info.totalSteps)},
       {"optimizer", kindName(optimizer)},
+      {kChecksumKey, crcText(crc)},
   };
   writeSafetensors(path, views, meta);
 }
@@ -164,6 +231,7 @@ CheckpointInfo loadCheckpoint(const std::string &path, const std::string &model,
   CheckpointInfo info = infoOf(file);
   checkModel(path, info, model);
   checkSlots(path, slots, params.size());
+  verifyChecksum(file);
   if (optimizer.totalSize() != params.size())
     throw Error(path, "the optimizer was built for another parameter buffer");
   auto kind = file.metadata().find("optimizer");
@@ -210,6 +278,7 @@ void loadParameters(const std::string &path, const std::string &model,
   if (format != file.metadata().end() && format->second == kCheckpointFormat) {
     CheckpointInfo info = infoOf(file);
     checkModel(path, info, model);
+    verifyChecksum(file);
   }
   checkSlots(path, slots, params.size());
   std::vector<float> newParams = readSlots(file, slots, "", false, params);

@@ -286,12 +286,15 @@ private:
     return op == "pe.get_param" || op == "arith.constant";
   }
 
+  // [per_batch, constant]: per_batch within 2^31 and constant within 2^50,
+  // so that at(batch) of any batch up to 2^31 fits an int64_t.
   CudaAffine affine(const JsonValue &value, const std::string &what, bool nonNegative) const {
-    const int64_t limit = int64_t(1) << 50;
+    const int64_t perBatchLimit = int64_t(1) << 31, limit = int64_t(1) << 50;
     if (value.kind != JsonValue::Kind::Array || value.elements.size() != 2)
       fail(fmt::format("{} must be [per_batch, constant]", what));
     CudaAffine a;
-    a.perBatch = integer(value.elements[0], what + "[0]", nonNegative ? 0 : -limit, limit);
+    a.perBatch = integer(value.elements[0], what + "[0]", nonNegative ? 0 : -perBatchLimit,
+                         perBatchLimit);
     a.constant = integer(value.elements[1], what + "[1]", nonNegative ? 0 : -limit, limit);
     return a;
   }

@@ -2,6 +2,7 @@
 // construction, then allocation, dispatch and freeing per run (Executor.h).
 #include "Executor.h"
 
+#include "CompiledKernelRules.h"
 #include "stringrt/Error.h"
 
 #include <algorithm>
@@ -326,6 +327,9 @@ Executor::Executor(const Program &program, std::string name,
     define(v, "program '" + name_ + "' inputs");
 
   const OpTable &table = opTable(kernels);
+  std::unordered_map<std::string, const ParamLocation *> paramByName;
+  for (const ParamLocation &p : params)
+    paramByName.emplace(p.name, &p);
   const size_t numOps = program.ops.size();
   std::vector<size_t> lastUse(numValues, kNoFree);
   std::vector<size_t> definedAt(numValues, kNoFree); // kNoFree for inputs
@@ -346,13 +350,20 @@ Executor::Executor(const Program &program, std::string name,
       minRes = step.spec->minResults;
       maxRes = step.spec->maxResults;
     }
-    if (kernels == KernelSet::Compiled)
+    if (kernels == KernelSet::Compiled && !op.kernels.empty()) {
+      // A generated kernel checks nothing: its kinds and ranges must be the
+      // op's, and the op needs its reference kernel's argument checks.
+      checkOpKernels(op, program, where(i));
+      if (!step.spec || !step.spec->check)
+        throw Error(where(i) + ": runs on compiled kernels, but the runtime has no argument "
+                               "check for it");
       for (const ProgramKernel &k : op.kernels) {
         KernelFunction function = library->find(k.symbol);
         if (!function)
           throw Error(where(i) + ": the kernel library has no kernel '" + k.symbol + "'");
         step.compiled.push_back({function, k.range, k.grain});
       }
+    }
     if (op.operands.size() < minOps || op.operands.size() > maxOps)
       throw Error(where(i) + ": takes " + countRange(minOps, maxOps) + " operands, got " +
                   std::to_string(op.operands.size()));
@@ -374,10 +385,10 @@ Executor::Executor(const Program &program, std::string name,
     }
     if (op.op == "pe.get_param") {
       const std::string &param = op.getString("param");
-      auto found = std::find_if(params.begin(), params.end(),
-                                [&](const ParamLocation &p) { return p.name == param; });
-      if (found == params.end())
+      auto it = paramByName.find(param);
+      if (it == paramByName.end())
         throw Error(where(i) + ": no parameter '" + param + "'");
+      const ParamLocation *found = it->second;
       const ProgramValue &type = program.values[op.results[0]];
       if (type.dtype != DType::F32 || type.shape != found->shape)
         throw Error(where(i) + ": parameter '" + param + "' is f32 " +
@@ -393,6 +404,19 @@ Executor::Executor(const Program &program, std::string name,
                   std::to_string(out.value) + ", which no input or op defines");
     isOutput[out.value] = true;
   }
+  // An output whose value a later output is too must be copied, not moved.
+  outputUsedLater_.assign(program.outputs.size(), false);
+  std::vector<bool> seenLater(numValues, false);
+  for (size_t j = program.outputs.size(); j-- > 0;) {
+    outputUsedLater_[j] = seenLater[program.outputs[j].value];
+    seenLater[program.outputs[j].value] = true;
+  }
+
+  ownedResult_.assign(numValues, false);
+  for (size_t i = 0; i < numOps; ++i)
+    if (steps_[i].spec)
+      for (ValueId r : program.ops[i].results)
+        ownedResult_[r] = true;
 
   // Free each value after its last use: its last reading op, or its defining
   // op when nothing reads it. Outputs live to the end.
@@ -423,6 +447,34 @@ Executor::Executor(const Program &program, std::string name,
     inArena_ = arenaMembers(program);
     useArena_ = true;
   }
+}
+
+int64_t Executor::runBytes(int64_t batch) const {
+  // In double: an absurd batch gives a huge number, not an overflow.
+  auto bytesOf = [&](ValueId v) {
+    double n = 1;
+    for (int64_t d : program_.values[v].shape)
+      n *= d == kBatchDim ? static_cast<double>(batch) : static_cast<double>(d);
+    return n * 4.0; // f32 and i32 alike
+  };
+  double live = 0, peak = 0;
+  if (useArena_)
+    for (const auto &[perBatch, fixed] : program_.arena->slots)
+      live += 4.0 * (static_cast<double>(perBatch) * static_cast<double>(batch) +
+                     static_cast<double>(fixed));
+  peak = live;
+  for (size_t i = 0; i < program_.ops.size(); ++i) {
+    if (!steps_[i].spec)
+      continue; // pe.get_param: a view
+    for (ValueId r : program_.ops[i].results)
+      if (!useArena_ || !inArena_[r])
+        live += bytesOf(r);
+    peak = std::max(peak, live);
+    for (ValueId v : freeAfter_[i])
+      if (ownedResult_[v] && (!useArena_ || !inArena_[v]))
+        live -= bytesOf(v);
+  }
+  return peak >= 9.2e18 ? std::numeric_limits<int64_t>::max() : static_cast<int64_t>(peak);
 }
 
 void Executor::setUseArena(bool use) {
@@ -517,7 +569,7 @@ std::vector<ref::Tensor<float>> Executor::run(const std::vector<HostTensor> &inp
         const auto started = profile_ ? std::chrono::steady_clock::now()
                                       : std::chrono::steady_clock::time_point();
         if (!step.compiled.empty())
-          runCompiledKernels(OpContext(op, values), step.compiled, batch);
+          runCompiledKernels(OpContext(op, values), step.spec->check, step.compiled, batch);
         else
           step.spec->run(OpContext(op, values));
         if (profile_)
@@ -544,9 +596,7 @@ std::vector<ref::Tensor<float>> Executor::run(const std::vector<HostTensor> &inp
     ExecValue &v = values[program.outputs[j].value];
     ref::Tensor<float> t;
     t.shape = v.shape;
-    bool usedLater = false;
-    for (size_t l = j + 1; l < program.outputs.size(); ++l)
-      usedLater = usedLater || program.outputs[l].value == program.outputs[j].value;
+    const bool usedLater = outputUsedLater_[j];
     if (v.dtype == DType::I32) {
       const int32_t *data = v.view ? static_cast<const int32_t *>(v.view) : v.i32.data();
       t.values.assign(data, data + v.numel());

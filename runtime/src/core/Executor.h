@@ -161,11 +161,16 @@ private:
 
 using OpAdapter = void (*)(const OpContext &);
 
-// An op the executor runs: its adapter and its operand and result counts.
+// An op the executor runs: its adapter and its operand and result counts,
+// and, for the ops stringc generates kernels for, `check`: the argument
+// checks of the op's reference kernel alone (shapes, attributes, index
+// operands; reference/KernelChecks.h), which the executor runs before it
+// calls a compiled kernel (a generated kernel checks nothing).
 struct OpSpec {
   OpAdapter run = nullptr;
   size_t minOperands = 0, maxOperands = 0;
   size_t minResults = 1, maxResults = 1;
+  OpAdapter check = nullptr;
 };
 
 using OpTable = std::unordered_map<std::string, OpSpec>;
@@ -201,16 +206,13 @@ struct CompiledCall {
   int64_t grain = 1;
 };
 
-// Runs an op on its compiled kernels (ExecutorCompiledOps.cpp): the data
-// pointers of its operands and results in one array, each kernel's range
-// split over the thread pool (parallelFor, at least `grain` iterations a
-// chunk), one kernel after the other.
-// Checks the i32 index operands of an op that runs on compiled kernels (token
-// ids against the table's rows, labels against the classes), which the
-// kernels use as addresses unchecked; throws Error as the reference kernels
-// do (CompiledIndexChecks.cpp).
-void checkCompiledIndices(const OpContext &c);
-void runCompiledKernels(const OpContext &c, const std::vector<CompiledCall> &calls,
+// Runs an op on its compiled kernels (ExecutorCompiledOps.cpp): first its
+// reference kernel's argument checks (`check`: shapes, attributes, ids and
+// labels against their tables, with the reference kernels' messages), then
+// the data pointers of its operands and results in one array, each
+// kernel's range split over the thread pool (parallelFor, at least `grain`
+// iterations a chunk), one kernel after the other.
+void runCompiledKernels(const OpContext &c, OpAdapter check, const std::vector<CompiledCall> &calls,
                         std::optional<int64_t> batch);
 
 // Every op but pe.get_param (which the executor binds to the parameters), with
@@ -263,6 +265,10 @@ public:
   // comparisons); setUseArena(true) on a program without a plan throws.
   bool usesArena() const { return useArena_; }
   void setUseArena(bool use);
+  // The most bytes of op results a run at `batch` holds at once: the arena
+  // at that batch (and the results outside it) with the plan, the peak of
+  // the live results without (saturating at INT64_MAX).
+  int64_t runBytes(int64_t batch) const;
   // Every op of later runs adds its wall time to `profile` (OpProfile.h);
   // null (the default) stops timing. The profile must outlive the runs.
   void setProfile(OpProfile *profile) { profile_ = profile; }
@@ -280,6 +286,8 @@ private:
   std::vector<Step> steps_;
   std::vector<std::vector<ValueId>> freeAfter_;
   std::vector<bool> inArena_; // per value: placed by the arena plan
+  std::vector<bool> outputUsedLater_; // per output: a later output is the same value
+  std::vector<bool> ownedResult_;     // per value: an op result with storage (not a view)
   bool useArena_ = false;
   mutable ArenaCache arenas_;
   OpProfile *profile_ = nullptr;

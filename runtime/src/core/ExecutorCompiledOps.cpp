@@ -13,8 +13,11 @@
 
 namespace stringrt::detail {
 
-void runCompiledKernels(const OpContext &c, const std::vector<CompiledCall> &calls,
+void runCompiledKernels(const OpContext &c, OpAdapter check, const std::vector<CompiledCall> &calls,
                         std::optional<int64_t> batch) {
+  // The reference kernel's checks: the kernels address memory with the
+  // shapes they were built for and use ids and labels unchecked.
+  check(c);
   // A kernel's buffers are f32 or i32 (token ids, labels): the element type
   // of each is the value table's, as the compiler built the kernel from it.
   std::vector<void *> buffers;
@@ -26,8 +29,6 @@ void runCompiledKernels(const OpContext &c, const std::vector<CompiledCall> &cal
   for (size_t k = 0; k < c.numResults(); ++k)
     buffers.push_back(c.resultType(k) == DType::I32 ? static_cast<void *>(c.outI32(k).data)
                                                     : static_cast<void *>(c.out(k).data));
-  // Kernels index memory with their i32 operands without checking them.
-  checkCompiledIndices(c);
   const int64_t batchSize = batch.value_or(0);
   for (const CompiledCall &call : calls) {
     int64_t range = call.range;

@@ -6,6 +6,7 @@
 // manifest and read with their defaults.
 #include "Executor.h"
 
+#include "../reference/KernelChecks.h"
 #include "stringrt/cpu/FusedKernels.h"
 #include "stringrt/reference/FusedKernels.h"
 
@@ -23,6 +24,24 @@ ref::AttentionMask fusedMask(const OpContext &c) {
 //===----------------------------------------------------------------------===//
 // Reference
 //===----------------------------------------------------------------------===//
+
+// The argument checks of the reference kernels of the ops stringc generates
+// kernels for (KernelChecks.h).
+void checkRopeApply(const OpContext &c) {
+  ref::checks::ropeApply<float>(c.in(0), c.in(1), c.out(0));
+}
+void checkRopeApplyGradTable(const OpContext &c) {
+  ref::checks::ropeApplyGradTable<float>(c.in(0), c.in(1), c.out(0));
+}
+void checkRopeAttention(const OpContext &c) {
+  ref::checks::ropeAttention<float>(c.in(0), c.in(1), c.in(2), c.in(3), c.op().getInt("heads"),
+                                    fusedMask(c), c.out(0));
+}
+void checkRopeAttentionGrad(const OpContext &c) {
+  ref::checks::ropeAttentionGrad<float>(c.in(0), c.in(1), c.in(2), c.in(3), c.in(4),
+                                        c.op().getInt("heads"), fusedMask(c), c.out(0), c.out(1),
+                                        c.out(2));
+}
 
 void runRopeTable(const OpContext &c) { ref::ropeTable<float>(c.in(0), c.in(1), c.out(0)); }
 
@@ -99,15 +118,16 @@ void runFastLinearResidual(const OpContext &c) {
 
 void addFusedOps(OpTable &table) {
   table["pe.rope_table"] = {runRopeTable, 2, 2};
-  table["pe.rope_apply"] = {runRopeApply, 2, 2};
+  table["pe.rope_apply"] = {runRopeApply, 2, 2, 1, 1, checkRopeApply};
   table["pe.cayley_weight"] = {runCayleyWeight, 1, 1};
-  table["pe.rope_attention"] = {runRopeAttention, 4, 4};
+  table["pe.rope_attention"] = {runRopeAttention, 4, 4, 1, 1, checkRopeAttention};
   table["pe.linear_gelu"] = {runLinearGelu, 2, 3, 2, 2};
   table["pe.linear_residual"] = {runLinearResidual, 3, 4};
   table["pe.rope_table_grad"] = {runRopeTableGrad, 3, 3};
-  table["pe.rope_apply_grad_table"] = {runRopeApplyGradTable, 2, 2};
+  table["pe.rope_apply_grad_table"] = {runRopeApplyGradTable, 2, 2, 1, 1,
+                                       checkRopeApplyGradTable};
   table["pe.cayley_weight_grad"] = {runCayleyWeightGrad, 2, 2};
-  table["pe.rope_attention_grad"] = {runRopeAttentionGrad, 5, 5, 3, 3};
+  table["pe.rope_attention_grad"] = {runRopeAttentionGrad, 5, 5, 3, 3, checkRopeAttentionGrad};
 }
 
 void addFastFusedOps(OpTable &table) {

@@ -3,6 +3,7 @@
 // LayerKernels.h / PositionKernels.h.
 #include "Executor.h"
 
+#include "../reference/KernelChecks.h"
 #include "stringrt/reference/LayerKernels.h"
 #include "stringrt/reference/PositionKernels.h"
 
@@ -87,15 +88,21 @@ void runSelectTokenGrad(const OpContext &c) {
   selectTokenGrad<float>(c.in(0), c.op().getInt("index"), c.out(0));
 }
 
-void runAttentionGrad(const OpContext &c) {
+// attention_grad's drel: result 3, exactly when rel (operand 4) is given.
+OptionalOutput<float> attentionGradDrel(const OpContext &c) {
   bool hasRel = c.numOperands() == 5;
   if (c.numResults() != (hasRel ? 4u : 3u))
     c.fail(std::to_string(c.numResults()) + " results for " + std::to_string(c.numOperands()) +
            " operands (drel exactly when rel is given)");
-  AttentionMask mask = attentionMask(c);
   OptionalOutput<float> drel;
   if (hasRel)
     drel = c.out(3);
+  return drel;
+}
+
+void runAttentionGrad(const OpContext &c) {
+  OptionalOutput<float> drel = attentionGradDrel(c);
+  AttentionMask mask = attentionMask(c);
   attentionGrad<float>(c.in(0), c.in(1), c.in(2), c.in(3), c.optIn(4), c.op().getInt("heads"),
                        c.op().getFloat("scale"), mask, attentionSkipBase(c, mask), c.out(0),
                        c.out(1), c.out(2), drel);
@@ -103,6 +110,39 @@ void runAttentionGrad(const OpContext &c) {
 
 void runCrossEntropyGrad(const OpContext &c) {
   crossEntropyGrad<float>(c.in(0), c.inI32(1), c.in(2), c.out(0));
+}
+
+// The argument checks of the reference kernels of the ops stringc
+// generates kernels for.
+void checkSumTo(const OpContext &c) { checks::sumTo<float>(c.in(0), c.out(0)); }
+void checkLayerNormGrad(const OpContext &c) {
+  checks::layerNormGrad<float>(c.in(0), c.in(1), c.in(2), c.floatOr("epsilon", 1e-5), c.out(0),
+                               c.out(1), c.out(2));
+}
+void checkGeluGrad(const OpContext &c) {
+  checks::unaryGrad<float>("gelu_grad", c.in(0), c.in(1), c.out(0));
+}
+void checkReluGrad(const OpContext &c) {
+  checks::unaryGrad<float>("relu_grad", c.in(0), c.in(1), c.out(0));
+}
+void checkTokenEmbedGrad(const OpContext &c) {
+  checks::tokenEmbedGrad<float>(c.inI32(0), c.in(1), c.out(0));
+}
+void checkClassTokenGrad(const OpContext &c) {
+  checks::classTokenGrad<float>(c.in(0), c.out(0), c.out(1));
+}
+void checkSelectTokenGrad(const OpContext &c) {
+  checks::selectTokenGrad<float>(c.in(0), c.op().getInt("index"), c.out(0));
+}
+void checkAttentionGrad(const OpContext &c) {
+  OptionalOutput<float> drel = attentionGradDrel(c);
+  AttentionMask mask = attentionMask(c);
+  checks::attentionGrad<float>(c.in(0), c.in(1), c.in(2), c.in(3), c.optIn(4),
+                               c.op().getInt("heads"), mask, attentionSkipBase(c, mask), c.out(0),
+                               c.out(1), c.out(2), drel);
+}
+void checkCrossEntropyGrad(const OpContext &c) {
+  checks::crossEntropyGrad<float>(c.in(0), c.inI32(1), c.in(2), c.out(0));
 }
 
 void runRopeGradFreqs(const OpContext &c) {
@@ -143,21 +183,21 @@ void runSpdGateGrad(const OpContext &c) {
 } // namespace
 
 void addGradOps(OpTable &table) {
-  table["pe.sum_to"] = {runSumTo, 1, 1};
+  table["pe.sum_to"] = {runSumTo, 1, 1, 1, 1, checkSumTo};
   table["pe.broadcast_to"] = {runBroadcastTo, 1, 2};
   table["pe.expand_axis"] = {runExpandAxis, 1, 1};
   table["pe.mean_grad"] = {runMeanGrad, 2, 2};
   table["pe.linear_grad_input"] = {runLinearGradInput, 2, 2};
   table["pe.linear_grad_weight"] = {runLinearGradWeight, 2, 2};
-  table["pe.layer_norm_grad"] = {runLayerNormGrad, 3, 3, 3, 3};
-  table["pe.gelu_grad"] = {runGeluGrad, 2, 2};
-  table["pe.relu_grad"] = {runReluGrad, 2, 2};
+  table["pe.layer_norm_grad"] = {runLayerNormGrad, 3, 3, 3, 3, checkLayerNormGrad};
+  table["pe.gelu_grad"] = {runGeluGrad, 2, 2, 1, 1, checkGeluGrad};
+  table["pe.relu_grad"] = {runReluGrad, 2, 2, 1, 1, checkReluGrad};
   table["pe.patch_embed_grad"] = {runPatchEmbedGrad, 2, 2, 2, 2};
-  table["pe.token_embed_grad"] = {runTokenEmbedGrad, 2, 2};
-  table["pe.class_token_grad"] = {runClassTokenGrad, 1, 1, 2, 2};
-  table["pe.select_token_grad"] = {runSelectTokenGrad, 1, 1};
-  table["pe.attention_grad"] = {runAttentionGrad, 4, 5, 3, 4};
-  table["pe.cross_entropy_grad"] = {runCrossEntropyGrad, 3, 3};
+  table["pe.token_embed_grad"] = {runTokenEmbedGrad, 2, 2, 1, 1, checkTokenEmbedGrad};
+  table["pe.class_token_grad"] = {runClassTokenGrad, 1, 1, 2, 2, checkClassTokenGrad};
+  table["pe.select_token_grad"] = {runSelectTokenGrad, 1, 1, 1, 1, checkSelectTokenGrad};
+  table["pe.attention_grad"] = {runAttentionGrad, 4, 5, 3, 4, checkAttentionGrad};
+  table["pe.cross_entropy_grad"] = {runCrossEntropyGrad, 3, 3, 1, 1, checkCrossEntropyGrad};
   table["pe.rope_grad_freqs"] = {runRopeGradFreqs, 4, 4};
   table["pe.householder_grad_freqs"] = {runHouseholderGradFreqs, 5, 5, 2, 2};
   table["pe.skew_grad"] = {runSkewGrad, 1, 1};

@@ -1,8 +1,11 @@
 // Executor adapters of the pe layer ops (dense layers, normalisation,
 // activations, elementwise arithmetic, embeddings, attention, loss): each
-// reads the op's attributes and calls its reference kernel (LayerKernels.h).
+// reads the op's attributes and calls its reference kernel (LayerKernels.h);
+// the ops stringc generates kernels for also have a check adapter, which
+// runs the reference kernel's argument checks alone (KernelChecks.h).
 #include "Executor.h"
 
+#include "../reference/KernelChecks.h"
 #include "stringrt/reference/LayerKernels.h"
 
 namespace stringrt::detail {
@@ -71,23 +74,46 @@ void runAttention(const OpContext &c) {
 
 void runCrossEntropy(const OpContext &c) { crossEntropy<float>(c.in(0), c.inI32(1), c.out(0)); }
 
+// The argument checks of the reference kernels above.
+void checkLayerNorm(const OpContext &c) {
+  checks::layerNorm<float>(c.in(0), c.in(1), c.in(2), c.floatOr("epsilon", 1e-5), c.out(0));
+}
+void checkGelu(const OpContext &c) { checks::unary<float>("gelu", c.in(0), c.out(0)); }
+void checkRelu(const OpContext &c) { checks::unary<float>("relu", c.in(0), c.out(0)); }
+void checkAdd(const OpContext &c) { checks::binary<float>("add", c.in(0), c.in(1), c.out(0)); }
+void checkSub(const OpContext &c) { checks::binary<float>("sub", c.in(0), c.in(1), c.out(0)); }
+void checkMul(const OpContext &c) { checks::binary<float>("mul", c.in(0), c.in(1), c.out(0)); }
+void checkScale(const OpContext &c) { checks::unary<float>("scale", c.in(0), c.out(0)); }
+void checkTokenEmbed(const OpContext &c) {
+  checks::tokenEmbed<float>(c.inI32(0), c.in(1), c.out(0));
+}
+void checkClassToken(const OpContext &c) { checks::classToken<float>(c.in(0), c.in(1), c.out(0)); }
+void checkSelectToken(const OpContext &c) {
+  checks::selectToken<float>(c.in(0), c.op().getInt("index"), c.out(0));
+}
+void checkAttention(const OpContext &c) {
+  AttentionMask mask = attentionMask(c);
+  checks::attention<float>(c.in(0), c.in(1), c.in(2), c.optIn(3), c.op().getInt("heads"), mask,
+                           attentionSkipBase(c, mask), c.out(0));
+}
+
 } // namespace
 
 void addLayerOps(OpTable &table) {
   table["pe.linear"] = {runLinear, 2, 3};
-  table["pe.layer_norm"] = {runLayerNorm, 3, 3};
-  table["pe.gelu"] = {runGelu, 1, 1};
-  table["pe.relu"] = {runRelu, 1, 1};
-  table["pe.add"] = {runAdd, 2, 2};
-  table["pe.sub"] = {runSub, 2, 2};
-  table["pe.mul"] = {runMul, 2, 2};
-  table["pe.scale"] = {runScale, 1, 1};
+  table["pe.layer_norm"] = {runLayerNorm, 3, 3, 1, 1, checkLayerNorm};
+  table["pe.gelu"] = {runGelu, 1, 1, 1, 1, checkGelu};
+  table["pe.relu"] = {runRelu, 1, 1, 1, 1, checkRelu};
+  table["pe.add"] = {runAdd, 2, 2, 1, 1, checkAdd};
+  table["pe.sub"] = {runSub, 2, 2, 1, 1, checkSub};
+  table["pe.mul"] = {runMul, 2, 2, 1, 1, checkMul};
+  table["pe.scale"] = {runScale, 1, 1, 1, 1, checkScale};
   table["pe.mean"] = {runMean, 1, 1};
   table["pe.patch_embed"] = {runPatchEmbed, 3, 3};
-  table["pe.token_embed"] = {runTokenEmbed, 2, 2};
-  table["pe.class_token"] = {runClassToken, 2, 2};
-  table["pe.select_token"] = {runSelectToken, 1, 1};
-  table["pe.attention"] = {runAttention, 3, 4};
+  table["pe.token_embed"] = {runTokenEmbed, 2, 2, 1, 1, checkTokenEmbed};
+  table["pe.class_token"] = {runClassToken, 2, 2, 1, 1, checkClassToken};
+  table["pe.select_token"] = {runSelectToken, 1, 1, 1, 1, checkSelectToken};
+  table["pe.attention"] = {runAttention, 3, 4, 1, 1, checkAttention};
   table["pe.cross_entropy"] = {runCrossEntropy, 2, 2};
 }
 

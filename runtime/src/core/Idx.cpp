@@ -137,6 +137,11 @@ std::vector<uint8_t> readIdxLabels(const std::string &path, int numClasses) {
 
 namespace {
 
+// A split's files are "<split><kind>", e.g. "train-images-idx3-ubyte".
+const char *const kIdxSplits[] = {"train", "t10k"};
+const char *const kImagesFile = "-images-idx3-ubyte";
+const char *const kLabelsFile = "-labels-idx1-ubyte";
+
 // "<dir>/<name>", or "<dir>/<name>.gz" if only that exists.
 std::string findIdxFile(const std::filesystem::path &dir,
                         const std::string &name) {
@@ -152,8 +157,8 @@ std::string findIdxFile(const std::filesystem::path &dir,
 
 IdxSplit loadSplit(const std::filesystem::path &dir, const std::string &prefix,
                    int numClasses) {
-  std::string imagesPath = findIdxFile(dir, prefix + "-images-idx3-ubyte");
-  std::string labelsPath = findIdxFile(dir, prefix + "-labels-idx1-ubyte");
+  std::string imagesPath = findIdxFile(dir, prefix + kImagesFile);
+  std::string labelsPath = findIdxFile(dir, prefix + kLabelsFile);
   IdxSplit split;
   split.images = readIdxImages(imagesPath);
   split.labels = readIdxLabels(labelsPath, numClasses);
@@ -169,14 +174,29 @@ IdxSplit loadSplit(const std::filesystem::path &dir, const std::string &prefix,
 
 } // namespace
 
+std::vector<std::string> idxDatasetFiles(const std::string &dir) {
+  std::vector<std::string> files;
+  std::error_code ignored;
+  for (const char *split : kIdxSplits)
+    for (const char *kind : {kImagesFile, kLabelsFile}) {
+      const std::string name = split + std::string(kind);
+      for (const std::string &file : {name, name + ".gz"}) {
+        std::filesystem::path path = std::filesystem::path(dir) / file;
+        if (std::filesystem::exists(path, ignored))
+          files.push_back(path.string());
+      }
+    }
+  return files;
+}
+
 IdxDataset loadIdxDataset(const std::string &dir, int numClasses) {
   std::error_code error;
   if (!std::filesystem::is_directory(dir, error))
     throw Error(dir, std::filesystem::exists(dir, error) ? "is not a directory"
                                                          : "no such directory");
   IdxDataset dataset;
-  dataset.train = loadSplit(dir, "train", numClasses);
-  dataset.test = loadSplit(dir, "t10k", numClasses);
+  dataset.train = loadSplit(dir, kIdxSplits[0], numClasses);
+  dataset.test = loadSplit(dir, kIdxSplits[1], numClasses);
   const IdxImages &train = dataset.train.images, &test = dataset.test.images;
   if (train.rows != test.rows || train.cols != test.cols)
     throw Error(

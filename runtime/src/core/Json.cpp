@@ -349,6 +349,19 @@ private:
         }
         continue;
       }
+      // A run of plain ASCII at once (manifests are megabytes of it).
+      size_t run = pos_;
+      while (run < text_.size()) {
+        const unsigned char r = static_cast<unsigned char>(text_[run]);
+        if (r < 0x20 || r >= 0x80 || r == '"' || r == '\\')
+          break;
+        ++run;
+      }
+      if (run > pos_) {
+        out.append(text_.data() + pos_, run - pos_);
+        pos_ = run;
+        continue;
+      }
       size_t length = utf8SequenceLength(
           reinterpret_cast<const unsigned char *>(text_.data()) + pos_,
           text_.size() - pos_);

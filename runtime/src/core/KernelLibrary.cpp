@@ -1,6 +1,8 @@
 // Loading a package's kernel shared object from memory (KernelLibrary.h).
 #include "stringrt/KernelLibrary.h"
 
+#include "Json.h"
+#include "KernelElf.h"
 #include "stringrt/Error.h"
 
 #include <fmt/format.h>
@@ -13,6 +15,7 @@
 
 #include <dlfcn.h>
 #include <elf.h>
+#include <link.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -30,54 +33,6 @@ std::string kernelChecksum(const void *data, size_t size) {
 }
 
 namespace {
-
-#if defined(__x86_64__)
-constexpr uint16_t kHostMachine = EM_X86_64;
-#elif defined(__aarch64__)
-constexpr uint16_t kHostMachine = EM_AARCH64;
-#else
-constexpr uint16_t kHostMachine = EM_NONE; // not checked
-#endif
-
-// The ELF header checks the loader would make, with messages that say what
-// is wrong.
-void checkElfHeader(const std::vector<uint8_t> &bytes, const std::string &what) {
-  if (bytes.size() < sizeof(Elf64_Ehdr) || std::memcmp(bytes.data(), ELFMAG, SELFMAG) != 0)
-    throw Error(what, "the kernel library is not an ELF file");
-  Elf64_Ehdr header;
-  std::memcpy(&header, bytes.data(), sizeof header);
-  if (header.e_ident[EI_CLASS] != ELFCLASS64 || header.e_ident[EI_DATA] != ELFDATA2LSB)
-    throw Error(what, "the kernel library is not a 64-bit little-endian ELF file");
-  if (header.e_type != ET_DYN)
-    throw Error(what, "the kernel library is not an ELF shared object");
-  if (kHostMachine != EM_NONE && header.e_machine != kHostMachine)
-    throw Error(what, fmt::format("the kernel library is for ELF machine {}, this one is {}",
-                                  header.e_machine, kHostMachine));
-  // The loader maps segments straight from the file: one that runs past
-  // its end would fault on first touch, so check every table and segment
-  // lies inside the bytes we have.
-  const uint64_t size = bytes.size();
-  auto inside = [&](uint64_t offset, uint64_t length) {
-    return offset <= size && length <= size - offset;
-  };
-  if (header.e_phentsize != sizeof(Elf64_Phdr) || header.e_phnum == 0 ||
-      !inside(header.e_phoff, uint64_t(header.e_phnum) * sizeof(Elf64_Phdr)))
-    throw Error(what, "the kernel library is damaged: its program header table is missing or "
-                      "lies outside the file");
-  if (header.e_shnum != 0 &&
-      (header.e_shentsize != sizeof(Elf64_Shdr) ||
-       !inside(header.e_shoff, uint64_t(header.e_shnum) * sizeof(Elf64_Shdr))))
-    throw Error(what, "the kernel library is damaged: its section header table lies outside "
-                      "the file");
-  for (uint16_t i = 0; i < header.e_phnum; ++i) {
-    Elf64_Phdr segment;
-    std::memcpy(&segment, bytes.data() + header.e_phoff + i * sizeof(Elf64_Phdr), sizeof segment);
-    if (segment.p_type != PT_NULL && !inside(segment.p_offset, segment.p_filesz))
-      throw Error(what, fmt::format("the kernel library is truncated or damaged: segment {} "
-                                    "ends at byte {}, the library has {}",
-                                    i, segment.p_offset + segment.p_filesz, size));
-  }
-}
 
 // An anonymous in-memory file holding `bytes`, or -1.
 int memoryFile(const std::vector<uint8_t> &bytes) {
@@ -131,8 +86,9 @@ std::string temporaryFile(const std::vector<uint8_t> &bytes, const std::string &
 } // namespace
 
 std::shared_ptr<const KernelLibrary> KernelLibrary::load(const std::vector<uint8_t> &bytes,
+                                                         const std::vector<std::string> &symbols,
                                                          const std::string &what) {
-  checkElfHeader(bytes, what);
+  detail::checkKernelElf(bytes, what);
   void *handle = nullptr;
   int fd = memoryFile(bytes);
   if (fd >= 0) {
@@ -151,7 +107,39 @@ std::shared_ptr<const KernelLibrary> KernelLibrary::load(const std::vector<uint8
     throw Error(what, fmt::format("cannot load the kernel library: {}",
                                   message ? message : "unknown dynamic loader error"));
   }
-  return std::shared_ptr<const KernelLibrary>(new KernelLibrary(handle));
+  std::shared_ptr<KernelLibrary> library(new KernelLibrary(handle));
+  struct link_map *self = nullptr;
+  if (::dlinfo(handle, RTLD_DI_LINKMAP, &self) != 0 || !self)
+    throw Error(what, "cannot locate the loaded kernel library");
+  const std::vector<detail::ElfRange> code = detail::elfExecutableSegments(bytes);
+  for (const std::string &symbol : symbols) {
+    ::dlerror();
+    void *address = ::dlsym(handle, symbol.c_str());
+    // dlsym on a handle also searches the library's dependencies (the C
+    // library): the kernel must be this library's own code.
+    Dl_info info{};
+    struct link_map *owner = nullptr;
+    const bool found = address && ::dladdr1(address, &info, reinterpret_cast<void **>(&owner),
+                                            RTLD_DL_LINKMAP) != 0;
+    if (!found || owner != self) {
+      const std::string where = !address ? "nowhere"
+                                : found  ? fmt::format("{} in {}", address,
+                                                       info.dli_fname ? info.dli_fname : "?")
+                                         : fmt::format("{}, in no loaded object", address);
+      throw Error(what, fmt::format("kernel {} resolves to {}, outside the kernel library",
+                                    detail::quoteForMessage(symbol), where));
+    }
+    const uint64_t offset = reinterpret_cast<uintptr_t>(address) - self->l_addr;
+    bool inCode = false;
+    for (const detail::ElfRange &r : code)
+      inCode = inCode || (offset >= r.begin && offset < r.end);
+    if (!inCode)
+      throw Error(what, fmt::format("kernel {} is not in an executable segment of the kernel "
+                                    "library",
+                                    detail::quoteForMessage(symbol)));
+    library->kernels_[symbol] = reinterpret_cast<KernelFunction>(address);
+  }
+  return library;
 }
 
 KernelLibrary::~KernelLibrary() {
@@ -160,8 +148,27 @@ KernelLibrary::~KernelLibrary() {
 }
 
 KernelFunction KernelLibrary::find(const std::string &symbol) const {
-  void *address = ::dlsym(handle_, symbol.c_str());
-  return reinterpret_cast<KernelFunction>(address);
+  auto it = kernels_.find(symbol);
+  return it == kernels_.end() ? nullptr : it->second;
+}
+
+std::string targetMismatch(const std::string &triple) {
+#if defined(__x86_64__)
+  const uint16_t host = EM_X86_64;
+  const char *hostName = "x86_64 Linux";
+#elif defined(__aarch64__)
+  const uint16_t host = EM_AARCH64;
+  const char *hostName = "aarch64 Linux";
+#else
+  const uint16_t host = EM_NONE;
+  const char *hostName = "an architecture without compiled kernels";
+#endif
+  const bool onLinux = triple.find("-linux") != std::string::npos;
+  const uint16_t machine = detail::elfMachineOfTriple(triple);
+  if (host != EM_NONE && machine == host && onLinux)
+    return "";
+  return fmt::format("they were compiled for {}, this machine is {}",
+                     detail::quoteForMessage(triple), hostName);
 }
 
 std::string missingCpuFeatures(const std::string &features) {

@@ -3,6 +3,7 @@
 // result counts and attributes are checked here, so the executor can index
 // its value table without further checks.
 #include "stringrt/Manifest.h"
+#include "stringrt/ManifestLimits.h"
 
 #include "Json.h"
 #include "stringrt/Error.h"
@@ -15,6 +16,7 @@
 #include <cmath>
 #include <limits>
 #include <set>
+#include <unordered_map>
 
 namespace stringrt {
 
@@ -267,20 +269,71 @@ const OpSchemaEntry *findSchema(std::string_view op) {
   return nullptr;
 }
 
-// Shapes may have this many dimensions, each at most kMaxDim; with the
-// element-count bound below nothing sized from a manifest can overflow.
-constexpr size_t kMaxRank = 8;
-constexpr int64_t kMaxDim = int64_t(1) << 31;
-// Parameters (allocated from the manifest alone) are bounded in total.
-constexpr int64_t kMaxParamElements = int64_t(1) << 32;
+// kMaxRank, kMaxDim, kMaxParamElements and kMaxExampleElements (every
+// shape's elements but the batch: times a batch <= 2^31, every size fits an
+// int64_t): ManifestLimits.h, shared with the compiler, which refuses models
+// beyond them.
 
-std::string shapeText(const std::vector<int64_t> &shape) {
+template <typename T> std::string shapeText(const std::vector<T> &shape) {
   return fmt::format("[{}]", fmt::join(shape, ", "));
+}
+
+// The numbers of a JSON array as written, for a message.
+std::vector<std::string> jsonInts(const JsonValue &array) {
+  std::vector<std::string> texts;
+  for (const JsonValue &e : array.elements)
+    texts.push_back(e.text);
+  return texts;
+}
+
+// The values an integer attribute (or each element of an integer array
+// attribute) may take, by name: sizes and counts in [1, 2^31], indices and
+// offsets within 2^31 (what any shape allows), an axis within the rank
+// limit; a seed is any 64-bit integer. Bounded values keep every product and
+// difference a kernel computes with them inside int64_t.
+std::pair<int64_t, int64_t> intAttrRange(std::string_view name) {
+  if (name == "patch" || name == "heads" || name == "size" || name == "length" ||
+      name == "rows" || name == "cols" || name == "dim")
+    return {1, kMaxDim};
+  if (name == "index" || name == "special" || name == "skip_base" || name == "support")
+    return {0, kMaxDim};
+  if (name == "axis")
+    return {0, int64_t(kMaxRank)};
+  if (name == "offsets")
+    return {-kMaxDim, kMaxDim};
+  return {std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()};
 }
 
 const char *dtypeKeyword(DType dtype) {
   return dtype == DType::I32 ? "i32" : "f32";
 }
+
+// Where a JSON value is in the manifest ("manifest.programs.forward.ops[3]
+// (pe.relu).operands[1]"), for messages: a string, or a function that builds
+// one, called only when a message needs it (building a location for every
+// value and op made loading a package of 200,000 parameters slow). It
+// refers to its string or function: pass it down, never keep it.
+class Where {
+public:
+  Where(const std::string &text) : text_(&text) {}
+  Where(const char *literal) : literal_(literal) {}
+  template <typename Build,
+            typename = decltype(std::string(std::declval<const Build &>()()))>
+  Where(const Build &build)
+      : build_(&build), call_([](const void *b) {
+          return (*static_cast<const Build *>(b))();
+        }) {}
+
+  std::string str() const {
+    return text_ ? *text_ : literal_ ? std::string(literal_) : call_(build_);
+  }
+
+private:
+  const std::string *text_ = nullptr;
+  const char *literal_ = nullptr;
+  const void *build_ = nullptr;
+  std::string (*call_)(const void *) = nullptr;
+};
 
 // Parses with a location path for messages: "params[2].shape[1]".
 class ManifestParser {
@@ -302,6 +355,8 @@ public:
     manifest.model = getString(*member(root, "model"), where + ".model");
     parseInputs(*member(root, "inputs"), manifest);
     parseParams(*member(root, "params"), manifest);
+    for (size_t i = 0; i < manifest.params.size(); ++i)
+      paramIndex_.emplace(manifest.params[i].name, i);
     manifest.optimizer = parseOptimizer(*member(root, "optimizer"));
     if (const JsonValue *dataset = member(root, "dataset"))
       manifest.dataset = parseDataset(*dataset);
@@ -322,15 +377,14 @@ private:
   [[noreturn]] void fail(const std::string &what) const {
     throw Error(path_, what);
   }
-  [[noreturn]] void fail(const std::string &where,
-                         const std::string &what) const {
-    throw Error(path_, where + ": " + what);
+  [[noreturn]] void fail(const Where &where, const std::string &what) const {
+    throw Error(path_, where.str() + ": " + what);
   }
 
   // --- JSON access -------------------------------------------------------
 
   void expectKind(const JsonValue &value, JsonValue::Kind kind,
-                  const std::string &where) const {
+                  const Where &where) const {
     if (value.kind != kind)
       fail(where, fmt::format("expected {}, got {}", detail::jsonKindName(kind),
                               detail::jsonKindName(value.kind)));
@@ -338,22 +392,27 @@ private:
 
   // Checks that `object` is an object whose keys are all in `allowed`,
   // unique, and include every key of `required`.
-  void checkKeys(const JsonValue &object, const std::string &where,
+  // (A bit per allowed key: no allocation per object.)
+  void checkKeys(const JsonValue &object, const Where &where,
                  std::initializer_list<const char *> allowed,
                  std::initializer_list<const char *> required) const {
     expectKind(object, JsonValue::Kind::Object, where);
-    std::set<std::string> seen;
+    uint64_t seen = 0;
     for (const JsonMember &m : object.members) {
-      bool known = false;
-      for (const char *key : allowed)
-        known = known || m.key == key;
-      if (!known)
+      size_t index = 0;
+      for (const char *key : allowed) {
+        if (m.key == key)
+          break;
+        ++index;
+      }
+      if (index == allowed.size())
         fail(where, fmt::format("unknown key {}", quoteForMessage(m.key)));
-      if (!seen.insert(m.key).second)
+      if (seen & (uint64_t(1) << index))
         fail(where, fmt::format("duplicate key {}", quoteForMessage(m.key)));
+      seen |= uint64_t(1) << index;
     }
     for (const char *key : required)
-      if (!seen.count(key))
+      if (!member(object, key))
         fail(where, fmt::format("missing key \"{}\"", key));
   }
 
@@ -366,15 +425,15 @@ private:
   }
 
   std::string getString(const JsonValue &value,
-                        const std::string &where) const {
+                        const Where &where) const {
     expectKind(value, JsonValue::Kind::String, where);
     return value.text;
   }
-  bool getBool(const JsonValue &value, const std::string &where) const {
+  bool getBool(const JsonValue &value, const Where &where) const {
     expectKind(value, JsonValue::Kind::Bool, where);
     return value.boolean;
   }
-  int64_t getInt(const JsonValue &value, const std::string &where) const {
+  int64_t getInt(const JsonValue &value, const Where &where) const {
     expectKind(value, JsonValue::Kind::Number, where);
     std::optional<int64_t> result = value.asInt64();
     if (!result)
@@ -382,7 +441,7 @@ private:
                               value.text));
     return *result;
   }
-  uint64_t getUInt(const JsonValue &value, const std::string &where) const {
+  uint64_t getUInt(const JsonValue &value, const Where &where) const {
     expectKind(value, JsonValue::Kind::Number, where);
     std::optional<uint64_t> result = value.asUInt64();
     if (!result)
@@ -390,7 +449,7 @@ private:
                               value.text));
     return *result;
   }
-  double getDouble(const JsonValue &value, const std::string &where) const {
+  double getDouble(const JsonValue &value, const Where &where) const {
     expectKind(value, JsonValue::Kind::Number, where);
     double result = 0.0;
     const char *begin = value.text.data();
@@ -400,8 +459,17 @@ private:
       fail(where, fmt::format("number {} is out of range", value.text));
     return result;
   }
+  // An integer attribute's value, in the range its name allows.
+  int64_t getAttrInt(const JsonValue &value, std::string_view name,
+                     const Where &where) const {
+    const int64_t v = getInt(value, where);
+    const auto [low, high] = intAttrRange(name);
+    if (v < low || v > high)
+      fail(where, fmt::format("{} is out of range [{}, {}]", v, low, high));
+    return v;
+  }
   ValueId getId(const JsonValue &value, size_t valueCount,
-                const std::string &where) const {
+                const Where &where) const {
     int64_t id = getInt(value, where);
     if (id < 0 || uint64_t(id) >= valueCount)
       fail(where, fmt::format("value id {} out of range (the program has {} "
@@ -410,8 +478,7 @@ private:
     return ValueId(id);
   }
 
-  std::vector<int64_t> getShape(const JsonValue &value,
-                                const std::string &where,
+  std::vector<int64_t> getShape(const JsonValue &value, const Where &where,
                                 bool allowBatch) const {
     expectKind(value, JsonValue::Kind::Array, where);
     if (value.elements.size() > kMaxRank)
@@ -419,8 +486,9 @@ private:
                               value.elements.size(), kMaxRank));
     std::vector<int64_t> shape;
     int batchDims = 0;
+    int64_t elements = 1; // of the dimensions but the batch
     for (size_t i = 0; i < value.elements.size(); ++i) {
-      std::string at = fmt::format("{}[{}]", where, i);
+      auto at = [&] { return fmt::format("{}[{}]", where.str(), i); };
       int64_t dim = getInt(value.elements[i], at);
       if (dim == kBatchDim && allowBatch) {
         if (++batchDims > 1)
@@ -428,13 +496,20 @@ private:
       } else if (dim < 1 || dim > kMaxDim) {
         fail(at, fmt::format("dimension {} out of range [1, {}]{}", dim,
                              kMaxDim, allowBatch ? " (or -1, the batch)" : ""));
+      } else {
+        // Dimensions <= 2^31 and the running product <= 2^32: no overflow.
+        elements *= dim;
+        if (elements > kMaxExampleElements)
+          fail(where, fmt::format("{} has more than {} elements{}",
+                                  shapeText(jsonInts(value)), kMaxExampleElements,
+                                  allowBatch ? " (besides the batch)" : ""));
       }
       shape.push_back(dim);
     }
     return shape;
   }
 
-  DType getDType(const JsonValue &value, const std::string &where) const {
+  DType getDType(const JsonValue &value, const Where &where) const {
     std::string name = getString(value, where);
     if (name == "f32")
       return DType::F32;
@@ -472,13 +547,13 @@ private:
     std::set<std::string> names;
     int64_t total = 0;
     for (size_t i = 0; i < params.elements.size(); ++i) {
-      std::string where = fmt::format("manifest.params[{}]", i);
+      auto where = [&] { return fmt::format("manifest.params[{}]", i); };
       const JsonValue &entry = params.elements[i];
       expectKind(entry, JsonValue::Kind::Object, where);
       const JsonValue *initValue = member(entry, "init");
       if (!initValue)
         fail(where, "missing key \"init\"");
-      std::string init = getString(*initValue, where + ".init");
+      std::string init = getString(*initValue, [&] { return where() + ".init"; });
       ManifestParam param;
       // The companions of each initializer, all required, no others.
       if (init == "normal") {
@@ -486,19 +561,19 @@ private:
         checkKeys(entry, where,
                   {"name", "shape", "frozen", "init", "mean", "std", "seed"},
                   {"name", "shape", "frozen", "init", "mean", "std", "seed"});
-        param.mean = getDouble(*member(entry, "mean"), where + ".mean");
-        param.std = getDouble(*member(entry, "std"), where + ".std");
-        param.seed = getUInt(*member(entry, "seed"), where + ".seed");
+        param.mean = getDouble(*member(entry, "mean"), [&] { return where() + ".mean"; });
+        param.std = getDouble(*member(entry, "std"), [&] { return where() + ".std"; });
+        param.seed = getUInt(*member(entry, "seed"), [&] { return where() + ".seed"; });
         if (!(param.std > 0.0))
-          fail(where + ".std", "must be > 0");
+          fail([&] { return where() + ".std"; }, "must be > 0");
       } else if (init == "uniform") {
         param.init = ParamInit::Uniform;
         checkKeys(entry, where,
                   {"name", "shape", "frozen", "init", "low", "high", "seed"},
                   {"name", "shape", "frozen", "init", "low", "high", "seed"});
-        param.low = getDouble(*member(entry, "low"), where + ".low");
-        param.high = getDouble(*member(entry, "high"), where + ".high");
-        param.seed = getUInt(*member(entry, "seed"), where + ".seed");
+        param.low = getDouble(*member(entry, "low"), [&] { return where() + ".low"; });
+        param.high = getDouble(*member(entry, "high"), [&] { return where() + ".high"; });
+        param.seed = getUInt(*member(entry, "seed"), [&] { return where() + ".seed"; });
         if (!(param.low < param.high))
           fail(where, "uniform needs low < high");
       } else if (init == "zeros" || init == "ones") {
@@ -509,30 +584,30 @@ private:
         param.init = ParamInit::Constant;
         checkKeys(entry, where, {"name", "shape", "frozen", "init", "value"},
                   {"name", "shape", "frozen", "init", "value"});
-        param.value = getDouble(*member(entry, "value"), where + ".value");
+        param.value = getDouble(*member(entry, "value"), [&] { return where() + ".value"; });
       } else if (init == "load") {
         param.init = ParamInit::Load;
         checkKeys(entry, where,
                   {"name", "shape", "frozen", "init", "file", "tensor"},
                   {"name", "shape", "frozen", "init", "file", "tensor"});
-        param.file = getString(*member(entry, "file"), where + ".file");
-        param.tensor = getString(*member(entry, "tensor"), where + ".tensor");
+        param.file = getString(*member(entry, "file"), [&] { return where() + ".file"; });
+        param.tensor = getString(*member(entry, "tensor"), [&] { return where() + ".tensor"; });
         if (param.file.empty())
-          fail(where + ".file", "empty file name");
+          fail([&] { return where() + ".file"; }, "empty file name");
       } else {
-        fail(where + ".init",
+        fail([&] { return where() + ".init"; },
              fmt::format("unknown initializer {} (expected normal, uniform, "
                          "zeros, ones, constant or load)",
                          quoteForMessage(init)));
       }
-      param.name = getString(*member(entry, "name"), where + ".name");
+      param.name = getString(*member(entry, "name"), [&] { return where() + ".name"; });
       if (param.name.empty())
-        fail(where + ".name", "empty name");
+        fail([&] { return where() + ".name"; }, "empty name");
       if (!names.insert(param.name).second)
-        fail(where + ".name", fmt::format("duplicate parameter {}",
+        fail([&] { return where() + ".name"; }, fmt::format("duplicate parameter {}",
                                           quoteForMessage(param.name)));
-      param.shape = getShape(*member(entry, "shape"), where + ".shape", false);
-      param.frozen = getBool(*member(entry, "frozen"), where + ".frozen");
+      param.shape = getShape(*member(entry, "shape"), [&] { return where() + ".shape"; }, false);
+      param.frozen = getBool(*member(entry, "frozen"), [&] { return where() + ".frozen"; });
       int64_t numel = 1;
       for (int64_t dim : param.shape) {
         numel *= dim; // dims <= 2^31 and the running total is bounded below.
@@ -541,7 +616,7 @@ private:
       }
       total += numel;
       if (numel > kMaxParamElements || total > kMaxParamElements)
-        fail(where + ".shape",
+        fail([&] { return where() + ".shape"; },
              fmt::format("the parameters exceed {} elements in total",
                          kMaxParamElements));
       manifest.params.push_back(std::move(param));
@@ -650,17 +725,17 @@ private:
     const JsonValue &values = *member(value, "values");
     expectKind(values, JsonValue::Kind::Array, where + ".values");
     for (size_t i = 0; i < values.elements.size(); ++i) {
-      std::string at = fmt::format("{}.values[{}]", where, i);
+      auto at = [&] { return fmt::format("{}.values[{}]", where, i); };
       const JsonValue &entry = values.elements[i];
       checkKeys(entry, at, {"dtype", "shape"}, {"dtype", "shape"});
       ProgramValue v;
-      v.dtype = getDType(*member(entry, "dtype"), at + ".dtype");
-      v.shape = getShape(*member(entry, "shape"), at + ".shape", true);
+      v.dtype = getDType(*member(entry, "dtype"), [&] { return at() + ".dtype"; });
+      v.shape = getShape(*member(entry, "shape"), [&] { return at() + ".shape"; }, true);
       program.values.push_back(std::move(v));
     }
     const size_t count = program.values.size();
     std::vector<bool> defined(count, false);
-    auto define = [&](ValueId id, const std::string &at) {
+    auto define = [&](ValueId id, const Where &at) {
       if (defined[id])
         fail(at, fmt::format("value {} is defined twice", id));
       defined[id] = true;
@@ -690,7 +765,7 @@ private:
     const JsonValue &ops = *member(value, "ops");
     expectKind(ops, JsonValue::Kind::Array, where + ".ops");
     for (size_t i = 0; i < ops.elements.size(); ++i) {
-      std::string at = fmt::format("{}.ops[{}]", where, i);
+      auto at = [&] { return fmt::format("{}.ops[{}]", where, i); };
       program.ops.push_back(
           parseOp(ops.elements[i], at, program, defined, manifest));
       for (ValueId id : program.ops.back().results)
@@ -705,22 +780,24 @@ private:
     expectKind(outputs, JsonValue::Kind::Array, where + ".outputs");
     std::set<std::string> keys;
     for (size_t i = 0; i < outputs.elements.size(); ++i) {
-      std::string at = fmt::format("{}.outputs[{}]", where, i);
+      auto at = [&] { return fmt::format("{}.outputs[{}]", where, i); };
       const JsonValue &entry = outputs.elements[i];
       expectKind(entry, JsonValue::Kind::Object, at);
       ProgramOutput output;
       if (member(entry, "grad")) {
+        auto atGrad = [&] { return at() + ".grad"; };
         checkKeys(entry, at, {"grad", "value"}, {"grad", "value"});
-        output.grad = getString(*member(entry, "grad"), at + ".grad");
+        output.grad = getString(*member(entry, "grad"), atGrad);
         if (output.grad.empty())
-          fail(at + ".grad", "empty parameter name");
+          fail(atGrad, "empty parameter name");
       } else {
+        auto atName = [&] { return at() + ".name"; };
         checkKeys(entry, at, {"name", "value"}, {"name", "value"});
-        output.name = getString(*member(entry, "name"), at + ".name");
+        output.name = getString(*member(entry, "name"), atName);
         if (output.name.empty())
-          fail(at + ".name", "empty name");
+          fail(atName, "empty name");
       }
-      output.value = getId(*member(entry, "value"), count, at + ".value");
+      output.value = getId(*member(entry, "value"), count, [&] { return at() + ".value"; });
       if (!keys.insert(output.key()).second)
         fail(at, fmt::format("duplicate output {}",
                              quoteForMessage(output.key())));
@@ -754,8 +831,8 @@ private:
         fail(at, "a slot is [per_batch, fixed]");
       int64_t perBatch = getInt(slot.elements[0], at + "[0]");
       int64_t fixed = getInt(slot.elements[1], at + "[1]");
-      if (perBatch < 0 || fixed < 0 || perBatch > (int64_t(1) << 40) ||
-          fixed > (int64_t(1) << 40))
+      // A slot holds values of at most kMaxExampleElements (besides the batch).
+      if (perBatch < 0 || fixed < 0 || perBatch > kMaxExampleElements || fixed > kMaxExampleElements)
         fail(at, fmt::format("slot size [{}, {}] out of range", perBatch,
                              fixed));
       arena.slots.push_back({perBatch, fixed});
@@ -833,24 +910,25 @@ private:
     return kernels;
   }
 
-  ProgramOp parseOp(const JsonValue &entry, const std::string &at,
+  ProgramOp parseOp(const JsonValue &entry, const Where &at,
                     const Program &program, const std::vector<bool> &defined,
                     const Manifest &manifest) const {
     checkKeys(entry, at, {"op", "results", "operands", "attrs", "kernels"},
               {"op", "results", "operands", "attrs"});
     ProgramOp op;
-    op.op = getString(*member(entry, "op"), at + ".op");
+    auto atOp = [&] { return at.str() + ".op"; };
+    op.op = getString(*member(entry, "op"), atOp);
     const OpSchemaEntry *schema = findSchema(op.op);
     if (!schema)
-      fail(at + ".op", fmt::format("unknown op {} for target cpu-reference",
-                                   quoteForMessage(op.op)));
-    const std::string where = at + " (" + op.op + ")";
+      fail(atOp, fmt::format("unknown op {} for target cpu-reference",
+                             quoteForMessage(op.op)));
+    auto where = [&] { return at.str() + " (" + op.op + ")"; };
     const size_t count = program.values.size();
 
     const JsonValue &operands = *member(entry, "operands");
-    expectKind(operands, JsonValue::Kind::Array, where + ".operands");
+    expectKind(operands, JsonValue::Kind::Array, [&] { return where() + ".operands"; });
     for (size_t i = 0; i < operands.elements.size(); ++i) {
-      std::string atOperand = fmt::format("{}.operands[{}]", where, i);
+      auto atOperand = [&] { return fmt::format("{}.operands[{}]", where(), i); };
       ValueId id = getId(operands.elements[i], count, atOperand);
       if (!defined[id])
         fail(atOperand, fmt::format("value {} is used before it is defined",
@@ -875,9 +953,9 @@ private:
     }
 
     const JsonValue &results = *member(entry, "results");
-    expectKind(results, JsonValue::Kind::Array, where + ".results");
+    expectKind(results, JsonValue::Kind::Array, [&] { return where() + ".results"; });
     for (size_t i = 0; i < results.elements.size(); ++i) {
-      std::string atResult = fmt::format("{}.results[{}]", where, i);
+      auto atResult = [&] { return fmt::format("{}.results[{}]", where(), i); };
       ValueId id = getId(results.elements[i], count, atResult);
       if (defined[id])
         fail(atResult, fmt::format("value {} is defined twice", id));
@@ -896,15 +974,16 @@ private:
 
     parseAttrs(*member(entry, "attrs"), where, *schema, op);
     if (const JsonValue *kernels = member(entry, "kernels"))
-      op.kernels = parseKernels(*kernels, where + ".kernels", program, op);
+      op.kernels = parseKernels(*kernels, where() + ".kernels", program, op);
 
     // Ops whose result shape the manifest's own tables fix.
     if (op.op == "pe.get_param") {
       const std::string &name = op.getString("param");
-      const ManifestParam *param = manifest.findParam(name);
-      if (!param)
+      auto found = paramIndex_.find(name);
+      if (found == paramIndex_.end())
         fail(where, fmt::format("unknown parameter {}",
                                 quoteForMessage(name)));
+      const ManifestParam *param = &manifest.params[found->second];
       const ProgramValue &v = program.values[op.results[0]];
       if (v.shape != param->shape)
         fail(where, fmt::format("result value {} has shape {} but parameter "
@@ -922,26 +1001,30 @@ private:
     return op;
   }
 
-  void parseAttrs(const JsonValue &attrs, const std::string &where,
+  void parseAttrs(const JsonValue &attrs, const Where &where,
                   const OpSchemaEntry &schema, ProgramOp &op) const {
-    expectKind(attrs, JsonValue::Kind::Object, where + ".attrs");
-    std::set<std::string> seen;
+    expectKind(attrs, JsonValue::Kind::Object, [&] { return where.str() + ".attrs"; });
+    uint64_t seen = 0; // a bit per attribute of the schema
     for (const JsonMember &m : attrs.members) {
       const AttrSpec *spec = nullptr;
-      for (const AttrSpec &candidate : schema.attrs)
-        if (m.key == candidate.name)
-          spec = &candidate;
+      size_t index = 0;
+      for (size_t a = 0; a < schema.attrs.size(); ++a)
+        if (m.key == schema.attrs[a].name) {
+          spec = &schema.attrs[a];
+          index = a;
+        }
       if (!spec)
         fail(where, fmt::format("unknown attribute {}",
                                 quoteForMessage(m.key)));
-      if (!seen.insert(m.key).second)
+      if (seen & (uint64_t(1) << index))
         fail(where, fmt::format("duplicate attribute {}",
                                 quoteForMessage(m.key)));
-      std::string at = where + ".attrs." + m.key;
+      seen |= uint64_t(1) << index;
+      auto at = [&] { return where.str() + ".attrs." + m.key; };
       const JsonValue &v = m.value;
       switch (spec->kind) {
       case AttrKind::Int:
-        op.attrs[m.key] = getInt(v, at);
+        op.attrs[m.key] = getAttrInt(v, m.key, at);
         break;
       case AttrKind::Float:
         op.attrs[m.key] = getDouble(v, at);
@@ -956,7 +1039,8 @@ private:
         expectKind(v, JsonValue::Kind::Array, at);
         std::vector<int64_t> ints;
         for (size_t i = 0; i < v.elements.size(); ++i)
-          ints.push_back(getInt(v.elements[i], fmt::format("{}[{}]", at, i)));
+          ints.push_back(getAttrInt(v.elements[i], m.key,
+                                    [&] { return fmt::format("{}[{}]", at(), i); }));
         op.attrs[m.key] = std::move(ints);
         break;
       }
@@ -974,9 +1058,9 @@ private:
       }
       }
     }
-    for (const AttrSpec &spec : schema.attrs)
-      if (spec.required && !seen.count(spec.name))
-        fail(where, fmt::format("missing attribute \"{}\"", spec.name));
+    for (size_t a = 0; a < schema.attrs.size(); ++a)
+      if (schema.attrs[a].required && !(seen & (uint64_t(1) << a)))
+        fail(where, fmt::format("missing attribute \"{}\"", schema.attrs[a].name));
   }
 
   // --- Outputs across programs --------------------------------------------
@@ -1022,6 +1106,9 @@ private:
   }
 
   const std::string &path_;
+  // The parameters by name (a get_param per parameter: a search each would
+  // make loading quadratic).
+  std::unordered_map<std::string, size_t> paramIndex_;
 };
 
 } // namespace

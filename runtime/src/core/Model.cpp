@@ -7,6 +7,7 @@
 #include "stringrt/Error.h"
 
 #include <algorithm>
+#include <unordered_map>
 #include <utility>
 
 namespace stringrt {
@@ -17,6 +18,7 @@ struct Model::Impl {
   KernelSet kernels = KernelSet::Fast;
   std::shared_ptr<const KernelLibrary> library; // KernelSet::Compiled
   std::vector<ParamSlot> slots;
+  std::unordered_map<std::string, size_t> slotByName; // index into slots
   std::vector<float> params;
   int64_t count = 0;
   std::unique_ptr<detail::Executor> forward;
@@ -34,10 +36,8 @@ struct Model::Impl {
   }
 
   int64_t slotIndex(const std::string &name) const {
-    for (size_t i = 0; i < slots.size(); ++i)
-      if (slots[i].name == name)
-        return static_cast<int64_t>(i);
-    return -1;
+    auto it = slotByName.find(name);
+    return it == slotByName.end() ? -1 : static_cast<int64_t>(it->second);
   }
 
   const detail::Executor &executor(const std::string &program) const {
@@ -68,7 +68,7 @@ struct Model::Impl {
 
 void Model::Impl::build() {
   for (const ManifestParam &p : manifest.params) {
-    if (slotIndex(p.name) >= 0)
+    if (!slotByName.emplace(p.name, slots.size()).second)
       fail("parameter '" + p.name + "' is declared twice");
     for (int64_t d : p.shape)
       if (d < 1)
@@ -192,22 +192,23 @@ std::vector<HostTensor> Model::Impl::bindInputs(const std::map<std::string, Host
 
 namespace {
 
-// The package's kernel library for `kernels`; throws when Compiled cannot run.
+// The package's kernel library for `kernels`: loaded for KernelSet::Compiled
+// only (the fast and reference kernels never map a package's code); throws
+// when Compiled cannot run.
 std::shared_ptr<const KernelLibrary> libraryFor(const Package &package, KernelSet kernels) {
   if (kernels != KernelSet::Compiled)
-    return package.kernelLibrary();
+    return nullptr;
   if (!package.hasKernels())
     throw Error(package.path(), "the package has no compiled kernels (target \"" +
                                     package.target() +
                                     "\"; compile it with --target=cpu): use the fast or "
                                     "reference kernels");
   if (!package.kernelsUnavailable().empty())
-    throw Error(package.path(), "the package's kernels were compiled for CPU '" +
-                                    package.kernelCpu() + "', and this CPU lacks " +
+    throw Error(package.path(), "the package's compiled kernels cannot run here: " +
                                     package.kernelsUnavailable() +
                                     ": recompile the package on this machine, or use "
                                     "the fast or reference kernels");
-  return package.kernelLibrary();
+  return package.loadKernelLibrary();
 }
 
 KernelSet defaultKernels(const Package &package) {
@@ -259,6 +260,10 @@ std::vector<float> &Model::parameters() { return impl_->params; }
 const std::vector<float> &Model::parameters() const { return impl_->params; }
 const std::vector<ParamSlot> &Model::slots() const { return impl_->slots; }
 int64_t Model::parameterCount() const { return impl_->count; }
+
+int64_t Model::programBytes(const std::string &program, int64_t batch) const {
+  return impl_->executor(program).runBytes(batch);
+}
 
 const ParamSlot *Model::findSlot(const std::string &name) const {
   int64_t s = impl_->slotIndex(name);

@@ -69,21 +69,40 @@ Package Package::load(const std::string &path) {
   package.path_ = path;
   package.target_ = target;
   package.manifest_ = parseManifest(manifest, path);
-  if (cpu) {
-    detail::CpuKernels kernels =
-        detail::loadCpuKernels(file, metadata, package.manifest_, path);
-    package.kernels_ = std::move(kernels.library);
-    package.kernelTriple_ = std::move(kernels.triple);
-    package.kernelCpu_ = std::move(kernels.cpu);
-    package.kernelFeatures_ = std::move(kernels.features);
-    package.kernelsUnavailable_ = std::move(kernels.unavailable);
-  } else {
+  if (cpu)
+    package.cpuKernels_ = detail::loadCpuKernels(file, metadata, package.manifest_, path);
+  else
     detail::checkNoKernels(package.manifest_, target, path);
-  }
   if (cuda)
     package.cuda_ = std::make_shared<const CudaSection>(
         parseCudaSection(require("cuda"), file, package.manifest_, path));
   return package;
+}
+
+std::shared_ptr<const KernelLibrary> Package::loadKernelLibrary() const {
+  if (!cpuKernels_)
+    throw Error(path_, "the package has no compiled kernels (target \"" + target_ + "\")");
+  if (!cpuKernels_->unavailable.empty())
+    throw Error(path_, "the package's compiled kernels cannot run on this machine: " +
+                           cpuKernels_->unavailable);
+  return cpuKernels_->load(path_);
+}
+
+bool Package::kernelLibraryLoaded() const { return cpuKernels_ && cpuKernels_->loaded(); }
+
+namespace {
+const std::string kNone;
+} // namespace
+
+const std::string &Package::kernelTriple() const {
+  return cpuKernels_ ? cpuKernels_->triple : kNone;
+}
+const std::string &Package::kernelCpu() const { return cpuKernels_ ? cpuKernels_->cpu : kNone; }
+const std::string &Package::kernelFeatures() const {
+  return cpuKernels_ ? cpuKernels_->features : kNone;
+}
+const std::string &Package::kernelsUnavailable() const {
+  return cpuKernels_ ? cpuKernels_->unavailable : kNone;
 }
 
 } // namespace stringrt

@@ -1,6 +1,8 @@
 #include "stringrt/Trainer.h"
 
+#include "TrainLog.h"
 #include "stringrt/Error.h"
+#include "stringrt/cpu/ThreadPool.h"
 
 #include <fmt/format.h>
 
@@ -12,8 +14,9 @@
 #include <cstdio>
 #include <exception>
 #include <filesystem>
-#include <fstream>
 #include <memory>
+#include <new>
+#include <system_error>
 #include <thread>
 
 namespace stringrt {
@@ -72,6 +75,10 @@ EvalPart evalBatch(Model &model, const DataSet &data, int64_t begin,
   return part;
 }
 
+// evaluate() without its memory check: train() checks once for the whole
+// run, and its evaluations reuse the forward program's arena.
+EvalResult evaluateTestSplit(Model &model, const DataSet &data, int64_t batch, int threads);
+
 // train()'s default backend: the model and the trainer's optimizer on the
 // CPU (start and fetch have nothing to copy: they are the trainer's own).
 class CpuBackend : public TrainBackend {
@@ -94,7 +101,7 @@ public:
     return info_;
   }
   EvalResult evaluate(const DataSet &data, int64_t batch) override {
-    return stringrt::evaluate(model_, data, batch, threads_);
+    return evaluateTestSplit(model_, data, batch, threads_);
   }
   void fetch(std::vector<float> &, Optimizer &) override {}
 
@@ -105,34 +112,6 @@ private:
   std::vector<float> grads_;
   float loss_ = 0;
   OptimizerStepInfo info_;
-};
-
-// The CSV log of a run.
-class CsvLog {
-public:
-  CsvLog(const std::string &path, bool append) : path_(path) {
-    if (path.empty())
-      return;
-    bool exists = std::filesystem::exists(path);
-    out_.open(path, append ? std::ios::app : std::ios::trunc);
-    if (!out_)
-      throw Error(path, "cannot open the log for writing");
-    if (!append || !exists)
-      line("kind,step,epoch,loss,lr,grad_norm,accuracy,perplexity,"
-           "units_per_s");
-  }
-  void line(const std::string &text) {
-    if (path_.empty())
-      return;
-    out_ << text << '\n';
-    out_.flush();
-    if (!out_)
-      throw Error(path_, "cannot write the log");
-  }
-
-private:
-  std::string path_;
-  std::ofstream out_;
 };
 
 std::string optional(const std::optional<double> &v) {
@@ -237,12 +216,38 @@ std::map<std::string, HostTensor> modelInputs(const Model &model,
   return views;
 }
 
-EvalResult evaluate(Model &model, const DataSet &data, int64_t batch,
-                    int threads) {
+EvalResult evaluate(Model &model, const DataSet &data, int64_t batch, int threads) {
+  if (batch >= 1 && threads >= 1) {
+    const int64_t count = data.count(Split::Test);
+    const int64_t rows = std::min(batch, std::max<int64_t>(count, 1));
+    const int64_t batches = (count + rows - 1) / rows;
+    checkBatchMemory(model, rows, false, std::max<int64_t>(1, std::min<int64_t>(threads, batches)),
+                     "evaluation");
+  }
+  return evaluateTestSplit(model, data, batch, threads);
+}
+
+namespace {
+
+EvalResult evaluateBatches(Model &model, const DataSet &data, int64_t batch, int threads);
+
+EvalResult evaluateTestSplit(Model &model, const DataSet &data, int64_t batch, int threads) {
+  try {
+    return evaluateBatches(model, data, batch, threads);
+  } catch (const std::bad_alloc &) {
+    throw Error(fmt::format("evaluation: out of memory at batch {} with {} thread{}: use a "
+                            "smaller --batch or fewer --threads",
+                            batch, threads, threads == 1 ? "" : "s"));
+  }
+}
+
+EvalResult evaluateBatches(Model &model, const DataSet &data, int64_t batch, int threads) {
   if (batch < 1)
     throw Error(fmt::format("evaluation batch must be >= 1, got {}", batch));
   if (threads < 1)
     throw Error(fmt::format("threads must be >= 1, got {}", threads));
+  if (threads > cpu::maxThreads())
+    throw Error("evaluation: " + cpu::tooManyThreads(threads));
   const auto start = Clock::now();
   const int64_t count = data.count(Split::Test);
   if (count == 0)
@@ -278,9 +283,19 @@ EvalResult evaluate(Model &model, const DataSet &data, int64_t batch,
       }
     };
     std::vector<std::thread> pool;
-    for (int64_t w = 1; w < workers; ++w)
-      pool.emplace_back(work, std::ref(*replicas[static_cast<size_t>(w - 1)]),
-                        static_cast<size_t>(w));
+    try {
+      for (int64_t w = 1; w < workers; ++w)
+        pool.emplace_back(work, std::ref(*replicas[static_cast<size_t>(w - 1)]),
+                          static_cast<size_t>(w));
+    } catch (const std::system_error &e) {
+      // The threads started finish at once; then say why.
+      next = batches;
+      for (std::thread &t : pool)
+        t.join();
+      throw Error(fmt::format("evaluation: cannot start {} threads (the system refused after "
+                              "{}: {}); use fewer threads (--threads)",
+                              workers, pool.size() + 1, e.what()));
+    }
     work(model, 0);
     for (std::thread &t : pool)
       t.join();
@@ -307,6 +322,8 @@ EvalResult evaluate(Model &model, const DataSet &data, int64_t batch,
   return result;
 }
 
+} // namespace
+
 TrainResult train(Model &model, const DataSet &data, const TrainOptions &options,
                   TrainObserver *observer, TrainBackend *backend) {
   TrainObserver silent;
@@ -328,7 +345,7 @@ TrainResult train(Model &model, const DataSet &data, const TrainOptions &options
   Optimizer optimizer(manifest.optimizer, slots, model.parameters().size());
 
   TrainPlan plan;
-  int64_t checkpointTotal = 0;
+  int64_t checkpointTotal = 0, checkpointEpoch = 0;
   plan.batch = options.batch > 0 ? options.batch : kDefaultBatch;
   plan.seed = options.seed.value_or(0);
   if (!options.resumePath.empty()) {
@@ -351,6 +368,7 @@ TrainResult train(Model &model, const DataSet &data, const TrainOptions &options
     plan.seed = info.dataSeed;
     plan.startStep = info.step;
     checkpointTotal = info.totalSteps;
+    checkpointEpoch = info.epoch;
   } else {
     model.initParameters();
   }
@@ -365,6 +383,16 @@ TrainResult train(Model &model, const DataSet &data, const TrainOptions &options
     throw Error(fmt::format("the train split has {} examples, fewer than one "
                             "batch of {}",
                             plan.trainExamples, plan.batch));
+  // A checkpoint records its completed epochs: they must be its step's for
+  // this data (another count of examples makes another data order).
+  if (!options.resumePath.empty() && checkpointEpoch != plan.startStep / plan.stepsPerEpoch)
+    throw Error(options.resumePath,
+                fmt::format("the checkpoint records {} completed epochs at step {}, but {} "
+                            "train examples in batches of {} make {} steps per epoch ({} "
+                            "epochs by step {}): it is a run on other data, or damaged",
+                            checkpointEpoch, plan.startStep, plan.trainExamples, plan.batch,
+                            plan.stepsPerEpoch, plan.startStep / plan.stepsPerEpoch,
+                            plan.startStep));
   if (options.steps > 0)
     plan.totalSteps = options.steps;
   else if (options.epochs > 0)
@@ -390,12 +418,19 @@ TrainResult train(Model &model, const DataSet &data, const TrainOptions &options
     endStep = std::min(endStep, options.stopAfter);
   }
 
+  // Everything a step (and the evaluation) will allocate, before the first.
+  if (!backend)
+    checkBatchMemory(model, plan.batch, true,
+                     options.evaluate && plan.testExamples > 0 ? options.threads : 0,
+                     "training");
   CpuBackend cpu(model, optimizer, options.threads);
   TrainBackend &run = backend ? *backend : cpu;
   run.start(model.parameters(), optimizer);
   plan.device = run.name();
 
-  CsvLog log(options.logPath, !options.resumePath.empty());
+  detail::TrainLog log(options.logPath, options.resumePath.empty()
+                                           ? std::nullopt
+                                           : std::optional<int64_t>(plan.startStep));
   obs.onStart(plan);
 
   TrainResult result;
@@ -504,14 +539,30 @@ TrainResult train(Model &model, const DataSet &data, const TrainOptions &options
       nextInputs = modelInputs(model, *next);
       return &nextInputs;
     };
-    run.queue(modelInputs(model, batch), assembleNext, plan.totalSteps);
-    assembleNext(); // (a backend that did not)
+    // The step's memory was checked up front; anything left is reported by
+    // step, not as std::bad_alloc.
+    auto outOfMemory = [&](int64_t step) {
+      return Error(fmt::format("step {} (epoch {}): out of memory at batch {}: use a smaller "
+                               "--batch",
+                               step + 1, step / plan.stepsPerEpoch + 1, plan.batch));
+    };
+    try {
+      run.queue(modelInputs(model, batch), assembleNext, plan.totalSteps);
+      assembleNext(); // (a backend that did not)
+    } catch (const std::bad_alloc &) {
+      throw outOfMemory(s);
+    }
     queued.push_back(s);
     const bool boundary = (s + 1) % plan.stepsPerEpoch == 0 || s + 1 == endStep;
     while (!queued.empty() &&
            (boundary || static_cast<int64_t>(queued.size()) > run.stepsAhead())) {
       float loss = 0;
-      OptimizerStepInfo info = run.collect(loss);
+      OptimizerStepInfo info;
+      try {
+        info = run.collect(loss);
+      } catch (const std::bad_alloc &) {
+        throw outOfMemory(queued.front());
+      }
       const int64_t done = queued.front();
       queued.pop_front();
       finish(done, loss, info);
@@ -536,6 +587,7 @@ BenchResult bench(Model &model, const DataSet &data, int64_t batch,
     throw Error(fmt::format("the train split has {} examples, fewer than one "
                             "batch of {}",
                             count, batch));
+  checkBatchMemory(model, batch, true, 0, "bench");
   model.initParameters();
   std::vector<OptimizerSlot> slots = optimizerSlots(model);
   Optimizer optimizer(model.manifest().optimizer, slots,
@@ -550,7 +602,12 @@ BenchResult bench(Model &model, const DataSet &data, int64_t batch,
     Batch b = data.batch(Split::Train, order.data() + (s % perEpoch) * batch,
                          static_cast<size_t>(batch));
     float loss = 0;
-    model.gradients(modelInputs(model, b), loss, grads);
+    try {
+      model.gradients(modelInputs(model, b), loss, grads);
+    } catch (const std::bad_alloc &) {
+      throw Error(fmt::format("bench step {}: out of memory at batch {}: use a smaller --batch",
+                              s, batch));
+    }
     optimizer.step(model.parameters(), grads, total);
     if (s == 0) {
       model.setProfile(profile);

@@ -20,6 +20,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -59,7 +60,7 @@ struct Job {
 
 class Pool {
 public:
-  explicit Pool(int threads) { start(threads); }
+  explicit Pool(int threads) { startOrFail(threads); }
   ~Pool() { stop(); }
   Pool(const Pool &) = delete;
   Pool &operator=(const Pool &) = delete;
@@ -69,7 +70,7 @@ public:
   void resize(int threads) {
     std::lock_guard<std::mutex> submit(submitMutex_);
     stop();
-    start(threads);
+    startOrFail(threads);
   }
 
   // Calls task(c) for every c in [0, chunks), spread over the pool.
@@ -102,6 +103,21 @@ public:
   }
 
 private:
+  // start(), or, when the system cannot start the threads, a pool of one
+  // thread and an Error saying so.
+  void startOrFail(int threads) {
+    try {
+      start(threads);
+    } catch (const std::system_error &e) {
+      const size_t started = workers_.size() + 1;
+      stop();
+      start(1);
+      throw Error("cannot start " + std::to_string(threads) + " threads (the system refused " +
+                  "after " + std::to_string(started) + ": " + e.what() +
+                  "); use fewer threads (--threads, STRINGRT_THREADS)");
+    }
+  }
+
   void start(int threads) {
     size_ = threads;
     stopping_ = false;
@@ -151,17 +167,21 @@ private:
   std::vector<std::thread> workers_;
 };
 
+int hardwareThreads() {
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
 // STRINGRT_THREADS when set, else the hardware's thread count (at least 1).
 int defaultThreadCount() {
   if (const char *env = std::getenv("STRINGRT_THREADS")) {
     char *end = nullptr;
     const long n = std::strtol(env, &end, 10);
-    if (end == env || *end != '\0' || n < 1 || n > 4096)
-      throw Error(std::string("STRINGRT_THREADS must be an integer in [1, 4096], got '") + env +
-                  "'");
+    if (end == env || *end != '\0' || n < 1 || n > maxThreads())
+      throw Error(std::string("STRINGRT_THREADS must be an integer in [1, ") +
+                  std::to_string(maxThreads()) + "], got '" + env + "'");
     return static_cast<int>(n);
   }
-  return std::max(1u, std::thread::hardware_concurrency());
+  return hardwareThreads();
 }
 
 Pool &globalPool() {
@@ -171,11 +191,21 @@ Pool &globalPool() {
 
 } // namespace
 
+int maxThreads() { return std::min(1024, std::max(16, 4 * hardwareThreads())); }
+
+std::string tooManyThreads(int64_t asked) {
+  return std::to_string(asked) + " threads asked for; this machine has " +
+         std::to_string(hardwareThreads()) + " hardware threads and allows at most " +
+         std::to_string(maxThreads()) + " (4 per hardware thread, at least 16, at most 1024)";
+}
+
 int numThreads() { return globalPool().size(); }
 
 void setNumThreads(int n) {
   if (n < 1)
     throw Error("setNumThreads: the thread count must be >= 1, got " + std::to_string(n));
+  if (n > maxThreads())
+    throw Error("setNumThreads: " + tooManyThreads(n));
   if (tInsideJob)
     throw Error("setNumThreads: cannot resize the pool from inside parallelFor");
   globalPool().resize(n);

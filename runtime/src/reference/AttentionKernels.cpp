@@ -6,6 +6,7 @@
 //   (R_ij k_j)[d] = sum_e rel[i, j, d, e] k_j[e].
 #include "stringrt/reference/LayerKernels.h"
 
+#include "KernelChecks.h"
 #include "LayerKernelUtil.h"
 
 #include <algorithm>
@@ -31,25 +32,7 @@ struct Geometry {
   }
 };
 
-template <typename T>
-Geometry checkAttention(const char *kernel, const TensorRef<const T> &q,
-                        const TensorRef<const T> &k, const TensorRef<const T> &v,
-                        const OptionalInput<T> &rel, int64_t heads, AttentionMask mask,
-                        int64_t skipBase) {
-  const std::string name(kernel);
-  checkRank((name + ": q").c_str(), q, 3);
-  checkShape((name + ": k").c_str(), k, q.shape);
-  checkShape((name + ": v").c_str(), v, q.shape);
-  Geometry g{q.dim(0), q.dim(1), q.dim(2), heads, 0};
-  check(heads > 0 && g.D % heads == 0, kernel,
-        "heads " + std::to_string(heads) + " does not divide the width " + std::to_string(g.D));
-  g.Dh = g.D / heads;
-  if (rel)
-    checkShape((name + ": rel").c_str(), *rel, {g.T, g.T, g.Dh, g.Dh});
-  if (mask == AttentionMask::Skip)
-    check(skipBase >= 0, kernel, "skip_base must be >= 0, got " + std::to_string(skipBase));
-  return g;
-}
+Geometry geometry(const checks::AttentionShape &s) { return {s.B, s.T, s.D, s.heads, s.Dh}; }
 
 // Whether query i of head h sees key j.
 bool visible(AttentionMask mask, int64_t skipBase, int64_t h, int64_t i, int64_t j) {
@@ -114,8 +97,7 @@ template <typename T>
 void attention(TensorRef<const T> q, TensorRef<const T> k, TensorRef<const T> v,
                OptionalInput<T> rel, int64_t heads, double scale, AttentionMask mask,
                int64_t skipBase, TensorRef<T> y) {
-  const Geometry g = checkAttention("attention", q, k, v, rel, heads, mask, skipBase);
-  checkShape("attention: result", y, q.shape);
+  const Geometry g = geometry(checks::attention(q, k, v, rel, heads, mask, skipBase, y));
   std::vector<Acc> p(static_cast<size_t>(g.T)), rk(static_cast<size_t>(g.T * g.Dh));
   std::vector<Acc> out(static_cast<size_t>(g.Dh));
   for (int64_t b = 0; b < g.B; ++b)
@@ -142,8 +124,8 @@ void attentionGrad(TensorRef<const T> q, TensorRef<const T> k, TensorRef<const T
                    TensorRef<const T> dy, OptionalInput<T> rel, int64_t heads, double scale,
                    AttentionMask mask, int64_t skipBase, TensorRef<T> dq, TensorRef<T> dk,
                    TensorRef<T> dv, OptionalOutput<T> drel) {
-  const Geometry g = checkAttention("attention_grad", q, k, v, rel, heads, mask, skipBase);
-  layer::checkAttentionGradShapes(q, dy, rel, dq, dk, dv, drel);
+  const Geometry g = geometry(
+      checks::attentionGrad(q, k, v, dy, rel, heads, mask, skipBase, dq, dk, dv, drel));
 
   const size_t n = static_cast<size_t>(q.numel());
   std::vector<Acc> dqAcc(n, 0), dkAcc(n, 0), dvAcc(n, 0);

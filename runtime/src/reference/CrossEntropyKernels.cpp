@@ -1,6 +1,7 @@
 // Reference kernels: mean softmax cross-entropy and its gradient.
 #include "stringrt/reference/LayerKernels.h"
 
+#include "KernelChecks.h"
 #include "LayerKernelUtil.h"
 
 #include <algorithm>
@@ -13,27 +14,6 @@ using layer::Acc;
 
 namespace {
 
-// Checks logits [..., C] against labels [...] (each in [0, C), at least one
-// position); returns C.
-template <typename T>
-int64_t checkCrossEntropy(const char *kernel, const TensorRef<const T> &logits,
-                          const TensorRef<const int32_t> &labels) {
-  const std::string name(kernel);
-  layer::checkHasLastDim((name + ": logits").c_str(), logits);
-  const int64_t C = logits.dim(-1);
-  checkShape((name + ": labels").c_str(), labels,
-             std::vector<int64_t>(logits.shape.begin(), logits.shape.end() - 1));
-  const int64_t N = labels.numel();
-  check(N > 0, kernel, "no positions to average over (labels " +
-                           shapeToString(labels.shape) + ")");
-  for (int64_t n = 0; n < N; ++n)
-    check(labels.data[n] >= 0 && labels.data[n] < C, kernel,
-          "label " + std::to_string(labels.data[n]) + " at flat index " + std::to_string(n) +
-              " is out of range [0, " + std::to_string(C) + ")");
-  return C;
-}
-
-// max_c row[c] and sum_c exp(row[c] - max), for a stable logsumexp / softmax.
 template <typename T> void softmaxStats(const T *row, int64_t C, Acc &maxLogit, Acc &sumExp) {
   maxLogit = row[0];
   for (int64_t c = 1; c < C; ++c)
@@ -48,7 +28,7 @@ template <typename T> void softmaxStats(const T *row, int64_t C, Acc &maxLogit, 
 // loss = (1/N) sum_n (max_n + log sum_c exp(logits[n, c] - max_n) - logits[n, labels[n]])
 template <typename T>
 void crossEntropy(TensorRef<const T> logits, TensorRef<const int32_t> labels, TensorRef<T> loss) {
-  const int64_t C = checkCrossEntropy("cross_entropy", logits, labels);
+  const int64_t C = checks::crossEntropyInputs("cross_entropy", logits, labels);
   checkShape("cross_entropy: result", loss, {});
   const int64_t N = labels.numel();
   Acc total = 0;
@@ -65,9 +45,7 @@ void crossEntropy(TensorRef<const T> logits, TensorRef<const int32_t> labels, Te
 template <typename T>
 void crossEntropyGrad(TensorRef<const T> logits, TensorRef<const int32_t> labels,
                       TensorRef<const T> dy, TensorRef<T> dlogits) {
-  const int64_t C = checkCrossEntropy("cross_entropy_grad", logits, labels);
-  checkShape("cross_entropy_grad: dy", dy, {});
-  checkShape("cross_entropy_grad: dlogits", dlogits, logits.shape);
+  const int64_t C = checks::crossEntropyGrad(logits, labels, dy, dlogits);
   const int64_t N = labels.numel();
   const Acc factor = Acc(dy.data[0]) / Acc(N);
   for (int64_t n = 0; n < N; ++n) {

@@ -5,6 +5,7 @@
 // a [L..., S...] tensor meets element i % numel(S) of the [S...] one.
 #include "stringrt/reference/LayerKernels.h"
 
+#include "KernelChecks.h"
 #include "LayerKernelUtil.h"
 
 #include <vector>
@@ -20,13 +21,7 @@ namespace {
 template <typename T, typename Op>
 void binary(const char *kernel, TensorRef<const T> lhs, TensorRef<const T> rhs, TensorRef<T> y,
             Op op) {
-  const bool lhsBig = lhs.rank() >= rhs.rank();
-  const std::vector<int64_t> &big = lhsBig ? lhs.shape : rhs.shape;
-  const std::vector<int64_t> &small = lhsBig ? rhs.shape : lhs.shape;
-  check(isTrailingSuffix(small, big), kernel,
-        "shapes " + shapeToString(lhs.shape) + " and " + shapeToString(rhs.shape) +
-            ": neither is a trailing suffix of the other");
-  checkShape((std::string(kernel) + ": result").c_str(), y, big);
+  checks::binary(kernel, lhs, rhs, y);
   const int64_t n = y.numel(), nl = lhs.numel(), nr = rhs.numel();
   for (int64_t i = 0; i < n; ++i)
     y.data[i] = static_cast<T>(op(Acc(lhs.data[i % nl]), Acc(rhs.data[i % nr])));
@@ -60,7 +55,7 @@ template <typename T> void mul(TensorRef<const T> lhs, TensorRef<const T> rhs, T
 // y = factor x + bias
 template <typename T>
 void scale(TensorRef<const T> x, double factor, double bias, TensorRef<T> y) {
-  checkShape("scale: result", y, x.shape);
+  checks::unary("scale", x, y);
   const int64_t n = x.numel();
   for (int64_t i = 0; i < n; ++i)
     y.data[i] = static_cast<T>(factor * Acc(x.data[i]) + bias);
@@ -68,9 +63,7 @@ void scale(TensorRef<const T> x, double factor, double bias, TensorRef<T> y) {
 
 // y[s] = sum_l x[l, s]
 template <typename T> void sumTo(TensorRef<const T> x, TensorRef<T> y) {
-  check(isTrailingSuffix(y.shape, x.shape), "sum_to",
-        "result shape " + shapeToString(y.shape) + " is not a trailing suffix of " +
-            shapeToString(x.shape));
+  checks::sumTo(x, y);
   const int64_t n = x.numel(), ny = y.numel();
   std::vector<Acc> acc(static_cast<size_t>(ny), Acc(0));
   for (int64_t i = 0; i < n; ++i)

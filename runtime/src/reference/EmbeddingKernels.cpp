@@ -2,6 +2,7 @@
 // their backward ops.
 #include "stringrt/reference/LayerKernels.h"
 
+#include "KernelChecks.h"
 #include "LayerKernelUtil.h"
 
 #include <vector>
@@ -9,7 +10,6 @@
 namespace stringrt::ref {
 
 using layer::Acc;
-using layer::checkIds;
 using layer::checkPatchEmbedGradShapes;
 using layer::checkPatchEmbedShapes;
 using layer::PatchGrid;
@@ -77,11 +77,8 @@ void patchEmbedGrad(TensorRef<const T> image, TensorRef<const T> dy, int64_t pat
 // y[b, t, :] = table[ids[b, t], :]
 template <typename T>
 void tokenEmbed(TensorRef<const int32_t> ids, TensorRef<const T> table, TensorRef<T> y) {
-  checkRank("token_embed: ids", ids, 2);
-  checkRank("token_embed: table", table, 2);
-  const int64_t V = table.dim(0), D = table.dim(1);
-  checkShape("token_embed: result", y, {ids.dim(0), ids.dim(1), D});
-  checkIds("token_embed", ids, V);
+  checks::tokenEmbed(ids, table, y);
+  const int64_t D = table.dim(1);
   const int64_t n = ids.numel();
   for (int64_t i = 0; i < n; ++i)
     for (int64_t d = 0; d < D; ++d)
@@ -91,11 +88,8 @@ void tokenEmbed(TensorRef<const int32_t> ids, TensorRef<const T> table, TensorRe
 // dtable[v, :] = sum of the dy rows whose id is v
 template <typename T>
 void tokenEmbedGrad(TensorRef<const int32_t> ids, TensorRef<const T> dy, TensorRef<T> dtable) {
-  checkRank("token_embed_grad: ids", ids, 2);
-  checkRank("token_embed_grad: dtable", dtable, 2);
+  checks::tokenEmbedGrad(ids, dy, dtable);
   const int64_t V = dtable.dim(0), D = dtable.dim(1);
-  checkShape("token_embed_grad: dy", dy, {ids.dim(0), ids.dim(1), D});
-  checkIds("token_embed_grad", ids, V);
   std::vector<Acc> acc(static_cast<size_t>(V * D), 0);
   const int64_t n = ids.numel();
   for (int64_t i = 0; i < n; ++i)
@@ -108,10 +102,8 @@ void tokenEmbedGrad(TensorRef<const int32_t> ids, TensorRef<const T> dy, TensorR
 // y[b, 0, :] = cls, y[b, n + 1, :] = x[b, n, :]
 template <typename T>
 void classToken(TensorRef<const T> x, TensorRef<const T> cls, TensorRef<T> y) {
-  checkRank("class_token: x", x, 3);
+  checks::classToken(x, cls, y);
   const int64_t B = x.dim(0), N = x.dim(1), D = x.dim(2);
-  checkShape("class_token: cls", cls, {D});
-  checkShape("class_token: result", y, {B, N + 1, D});
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t d = 0; d < D; ++d)
       y.data[(b * (N + 1)) * D + d] = cls.data[d];
@@ -124,11 +116,8 @@ void classToken(TensorRef<const T> x, TensorRef<const T> cls, TensorRef<T> y) {
 // dx[b, n, :] = dy[b, n + 1, :],  dcls = sum_b dy[b, 0, :]
 template <typename T>
 void classTokenGrad(TensorRef<const T> dy, TensorRef<T> dx, TensorRef<T> dcls) {
-  checkRank("class_token_grad: dy", dy, 3);
+  checks::classTokenGrad(dy, dx, dcls);
   const int64_t B = dy.dim(0), N = dy.dim(1) - 1, D = dy.dim(2);
-  check(N >= 0, "class_token_grad", "dy has no class token (dimension 1 is 0)");
-  checkShape("class_token_grad: dx", dx, {B, N, D});
-  checkShape("class_token_grad: dcls", dcls, {D});
   std::vector<Acc> acc(static_cast<size_t>(D), 0);
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t d = 0; d < D; ++d)
@@ -144,11 +133,8 @@ void classTokenGrad(TensorRef<const T> dy, TensorRef<T> dx, TensorRef<T> dcls) {
 // y[b, :] = x[b, index, :]
 template <typename T>
 void selectToken(TensorRef<const T> x, int64_t index, TensorRef<T> y) {
-  checkRank("select_token: x", x, 3);
+  checks::selectToken(x, index, y);
   const int64_t B = x.dim(0), Tn = x.dim(1), D = x.dim(2);
-  check(index >= 0 && index < Tn, "select_token",
-        "index " + std::to_string(index) + " out of range [0, " + std::to_string(Tn) + ")");
-  checkShape("select_token: result", y, {B, D});
   for (int64_t b = 0; b < B; ++b)
     for (int64_t d = 0; d < D; ++d)
       y.data[b * D + d] = x.data[(b * Tn + index) * D + d];
@@ -157,11 +143,8 @@ void selectToken(TensorRef<const T> x, int64_t index, TensorRef<T> y) {
 // dx[b, t, :] = dy[b, :] if t == index else 0
 template <typename T>
 void selectTokenGrad(TensorRef<const T> dy, int64_t index, TensorRef<T> dx) {
-  checkRank("select_token_grad: dx", dx, 3);
+  checks::selectTokenGrad(dy, index, dx);
   const int64_t B = dx.dim(0), Tn = dx.dim(1), D = dx.dim(2);
-  check(index >= 0 && index < Tn, "select_token_grad",
-        "index " + std::to_string(index) + " out of range [0, " + std::to_string(Tn) + ")");
-  checkShape("select_token_grad: dy", dy, {B, D});
   for (int64_t b = 0; b < B; ++b)
     for (int64_t t = 0; t < Tn; ++t)
       for (int64_t d = 0; d < D; ++d)

@@ -3,6 +3,7 @@
 // and the dense-layer epilogues.
 #include "stringrt/reference/FusedKernels.h"
 
+#include "KernelChecks.h"
 #include "PositionLinalg.h"
 #include "PositionUtil.h"
 
@@ -36,18 +37,6 @@ double angle(const TensorRef<const T> &pos, const TensorRef<const T> &freqs, int
   return theta;
 }
 
-// x [..., T, D] against table [T, D/2, 2]; returns the leading count.
-template <typename T>
-int64_t checkApply(const char *what, const TensorRef<const T> &x, const TensorRef<const T> &table) {
-  check(x.rank() >= 2, what, "'x' must be [..., T, D], got " + shapeToString(x.shape));
-  const int64_t tokens = x.dim(-2), width = x.dim(-1);
-  check(width % 2 == 0, what,
-        "the last dimension of 'x' must be even (interleaved pairs), got " +
-            std::to_string(width));
-  checkShape((std::string(what) + ": 'table'").c_str(), table, {tokens, width / 2, 2});
-  return leadingCount(x.shape, 2);
-}
-
 template <typename T>
 linalg::Matrix identityPlus(double sign, const TensorRef<const T> &s, int64_t d) {
   linalg::Matrix m = linalg::identity(d);
@@ -75,11 +64,6 @@ void cayleyFactors(const char *what, const TensorRef<const T> &s, linalg::Matrix
       m[r * d + c] = column[r];
   }
   u = linalg::matmul(identityPlus(-1.0, s, d), m, d);
-}
-
-AttentionMask checkFusedMask(const char *what, AttentionMask mask) {
-  check(mask != AttentionMask::Skip, what, "mask 'skip' is not supported (use attention)");
-  return mask;
 }
 
 // The rows of x [..., O] as the product of x [N, I] and w [I, O] in double.
@@ -147,8 +131,7 @@ void ropeTableGrad(TensorRef<const T> pos, TensorRef<const T> freqs, TensorRef<c
 
 template <typename T>
 void ropeApply(TensorRef<const T> x, TensorRef<const T> table, bool inverse, TensorRef<T> y) {
-  const int64_t lead = checkApply("rope_apply", x, table);
-  checkShape("rope_apply: result", y, x.shape);
+  const int64_t lead = checks::ropeApply(x, table, y);
   const int64_t tokens = x.dim(-2), width = x.dim(-1), pairs = width / 2;
   const double sign = inverse ? -1.0 : 1.0;
   for (int64_t l = 0; l < lead; ++l)
@@ -166,14 +149,8 @@ void ropeApply(TensorRef<const T> x, TensorRef<const T> table, bool inverse, Ten
 template <typename T>
 void ropeApplyGradTable(TensorRef<const T> x, TensorRef<const T> dy, bool inverse,
                         TensorRef<T> dtable) {
-  check(x.rank() >= 2, "rope_apply_grad_table",
-        "'x' must be [..., T, D], got " + shapeToString(x.shape));
-  checkShape("rope_apply_grad_table: 'dy'", dy, x.shape);
+  checks::ropeApplyGradTable(x, dy, dtable);
   const int64_t tokens = x.dim(-2), width = x.dim(-1), pairs = width / 2;
-  check(width % 2 == 0, "rope_apply_grad_table",
-        "the last dimension of 'x' must be even (interleaved pairs), got " +
-            std::to_string(width));
-  checkShape("rope_apply_grad_table: result", dtable, {tokens, pairs, 2});
   const int64_t lead = leadingCount(x.shape, 2);
   const double sign = inverse ? -1.0 : 1.0;
   std::vector<double> acc(static_cast<size_t>(tokens * pairs * 2), 0.0);
@@ -222,7 +199,7 @@ template <typename T>
 void ropeAttention(TensorRef<const T> q, TensorRef<const T> k, TensorRef<const T> v,
                    TensorRef<const T> table, int64_t heads, double scale, AttentionMask mask,
                    TensorRef<T> y) {
-  checkFusedMask("rope_attention", mask);
+  checks::ropeAttention(q, k, v, table, heads, mask, y);
   Tensor<T> qr = Tensor<T>::zeros(q.shape), kr = Tensor<T>::zeros(k.shape);
   ropeApply(q, table, false, qr.ref());
   ropeApply(k, table, false, kr.ref());
@@ -234,9 +211,7 @@ void ropeAttentionGrad(TensorRef<const T> q, TensorRef<const T> k, TensorRef<con
                        TensorRef<const T> table, TensorRef<const T> dy, int64_t heads,
                        double scale, AttentionMask mask, TensorRef<T> dq, TensorRef<T> dk,
                        TensorRef<T> dv) {
-  checkFusedMask("rope_attention_grad", mask);
-  checkShape("rope_attention_grad: dq", dq, q.shape);
-  checkShape("rope_attention_grad: dk", dk, q.shape);
+  checks::ropeAttentionGrad(q, k, v, table, dy, heads, mask, dq, dk, dv);
   Tensor<T> qr = Tensor<T>::zeros(q.shape), kr = Tensor<T>::zeros(k.shape);
   ropeApply(q, table, false, qr.ref());
   ropeApply(k, table, false, kr.ref());

@@ -1,6 +1,7 @@
 // Reference kernels: linear, layer_norm, gelu, relu and their backward ops.
 #include "stringrt/reference/LayerKernels.h"
 
+#include "KernelChecks.h"
 #include "LayerKernelUtil.h"
 
 #include <cmath>
@@ -89,25 +90,13 @@ template <typename T> void rowStatistics(const T *row, int64_t D, double epsilon
   rstd = 1.0 / std::sqrt(sq / Acc(D) + epsilon);
 }
 
-template <typename T>
-int64_t checkLayerNormShapes(const char *kernel, const TensorRef<const T> &x,
-                             const TensorRef<const T> &gamma, double epsilon) {
-  layer::checkHasLastDim((std::string(kernel) + ": x").c_str(), x);
-  const int64_t D = x.dim(-1);
-  checkShape((std::string(kernel) + ": gamma").c_str(), gamma, {D});
-  check(epsilon > 0, kernel, "epsilon must be > 0, got " + std::to_string(epsilon));
-  return D;
-}
-
 } // namespace
 
 // y = (x - mu) rstd gamma + beta, row by row.
 template <typename T>
 void layerNorm(TensorRef<const T> x, TensorRef<const T> gamma, TensorRef<const T> beta,
                double epsilon, TensorRef<T> y) {
-  const int64_t D = checkLayerNormShapes("layer_norm", x, gamma, epsilon);
-  checkShape("layer_norm: beta", beta, {D});
-  checkShape("layer_norm: result", y, x.shape);
+  const int64_t D = checks::layerNorm(x, gamma, beta, epsilon, y);
   const int64_t N = rowCount(x.shape);
   for (int64_t n = 0; n < N; ++n) {
     const T *row = x.data + n * D;
@@ -124,11 +113,7 @@ void layerNorm(TensorRef<const T> x, TensorRef<const T> gamma, TensorRef<const T
 template <typename T>
 void layerNormGrad(TensorRef<const T> x, TensorRef<const T> gamma, TensorRef<const T> dy,
                    double epsilon, TensorRef<T> dx, TensorRef<T> dgamma, TensorRef<T> dbeta) {
-  const int64_t D = checkLayerNormShapes("layer_norm_grad", x, gamma, epsilon);
-  checkShape("layer_norm_grad: dy", dy, x.shape);
-  checkShape("layer_norm_grad: dx", dx, x.shape);
-  checkShape("layer_norm_grad: dgamma", dgamma, {D});
-  checkShape("layer_norm_grad: dbeta", dbeta, {D});
+  const int64_t D = checks::layerNormGrad(x, gamma, dy, epsilon, dx, dgamma, dbeta);
   const int64_t N = rowCount(x.shape);
   std::vector<Acc> dgammaAcc(static_cast<size_t>(D), 0), dbetaAcc(static_cast<size_t>(D), 0);
   std::vector<Acc> xhat(static_cast<size_t>(D)), g(static_cast<size_t>(D));
@@ -183,7 +168,7 @@ double geluDerivative(double x, bool approximate) {
 } // namespace
 
 template <typename T> void gelu(TensorRef<const T> x, bool approximate, TensorRef<T> y) {
-  checkShape("gelu: result", y, x.shape);
+  checks::unary("gelu", x, y);
   const int64_t n = x.numel();
   for (int64_t i = 0; i < n; ++i)
     y.data[i] = static_cast<T>(geluValue(x.data[i], approximate));
@@ -191,15 +176,14 @@ template <typename T> void gelu(TensorRef<const T> x, bool approximate, TensorRe
 
 template <typename T>
 void geluGrad(TensorRef<const T> x, TensorRef<const T> dy, bool approximate, TensorRef<T> dx) {
-  checkShape("gelu_grad: dy", dy, x.shape);
-  checkShape("gelu_grad: dx", dx, x.shape);
+  checks::unaryGrad("gelu_grad", x, dy, dx);
   const int64_t n = x.numel();
   for (int64_t i = 0; i < n; ++i)
     dx.data[i] = static_cast<T>(Acc(dy.data[i]) * geluDerivative(x.data[i], approximate));
 }
 
 template <typename T> void relu(TensorRef<const T> x, TensorRef<T> y) {
-  checkShape("relu: result", y, x.shape);
+  checks::unary("relu", x, y);
   const int64_t n = x.numel();
   for (int64_t i = 0; i < n; ++i) {
     const T v = x.data[i];
@@ -209,8 +193,7 @@ template <typename T> void relu(TensorRef<const T> x, TensorRef<T> y) {
 
 template <typename T>
 void reluGrad(TensorRef<const T> x, TensorRef<const T> dy, TensorRef<T> dx) {
-  checkShape("relu_grad: dy", dy, x.shape);
-  checkShape("relu_grad: dx", dx, x.shape);
+  checks::unaryGrad("relu_grad", x, dy, dx);
   const int64_t n = x.numel();
   for (int64_t i = 0; i < n; ++i)
     dx.data[i] = x.data[i] > T(0) ? dy.data[i] : T(0);

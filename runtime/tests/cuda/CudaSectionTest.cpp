@@ -257,6 +257,12 @@ TEST_F(CudaSectionTest, RejectsCorruptSteps) {
       write(withStep(step("7", R"([{"kernel": "k", "args": [{"result": 0}, {"operand": 0}, {"i64": 3}]}])"))),
       "args[2].i64 must be [per_batch, constant]");
   expectRejected(write(withStep(step("7", good, "[[0, -4]]"))), "scratch[0][1] must be an integer in [0,");
+  // Sizes per batch element within 2^31: times any batch, they fit an int64_t.
+  expectRejected(write(withStep(step("7", good, "[[2147483649, 0]]"))),
+                 "scratch[0][0] must be an integer in [0, 2147483648]");
+  expectRejected(
+      write(withStep(step("7", R"([{"kernel": "k", "args": [{"result": 0}, {"operand": 0}, {"i64": [-4611686018427387904, 3]}]}])"))),
+      "args[2].i64[0] must be an integer in [-2147483648, 2147483648]");
   // Grids: only for kernels of rule explicit, and then required.
   expectRejected(
       write(withStep(step("7", R"([{"kernel": "k", "args": [{"result": 0}, {"operand": 0}, {"i64": [0, 3]}], "grid": [[0, 1], [0, 1], [0, 1]]}])"))),

@@ -12,7 +12,7 @@
 #include "CodegenTestUtil.h"
 
 #include "../compiler/TestHelpers.h"
-#include "stringc/MLIRGen/MLIRGen.h"
+#include "stringc/Driver/Driver.h"
 
 using namespace stringc::codegen::test;
 

@@ -8,7 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "stringc/Dialect/PE/PEOps.h"
-#include "stringc/MLIRGen/MLIRGen.h"
+#include "stringc/Driver/Driver.h"
 #include "stringc/Target/ArenaPlan.h"
 #include "stringc/Target/PackageWriter.h"
 

@@ -10,7 +10,7 @@
 
 #include "stringc/Dialect/PE/PEOps.h"
 #include "stringc/Frontend/Frontend.h"
-#include "stringc/MLIRGen/MLIRGen.h"
+#include "stringc/Driver/Driver.h"
 #include "stringc/Transforms/Passes.h"
 
 #include "TestHelpers.h"

@@ -18,7 +18,7 @@
 
 #pragma once
 
-#include "stringc/MLIRGen/MLIRGen.h"
+#include "stringc/Driver/Driver.h"
 #include "stringrt/KernelSet.h"
 
 #include <cstdint>

@@ -9,6 +9,7 @@
 
 #include "stringc/Frontend/SourceManager.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -33,6 +34,9 @@ struct Expr {
 
   const Kind kind;
   SourceRange range; // the whole expression
+  /// The levels of the tree below and including this node (1 for a leaf):
+  /// the depth every recursive walk of it (analysis, destruction) reaches.
+  int height = 1;
 };
 using ExprPtr = std::unique_ptr<Expr>;
 
@@ -71,7 +75,10 @@ struct Argument {
 struct CallExpr : Expr {
   static constexpr Kind kKind = Kind::Call;
   CallExpr(SourceRange range, std::string callee, SourceRange calleeRange, std::vector<Argument> args)
-      : Expr(kKind, range), callee(std::move(callee)), calleeRange(calleeRange), args(std::move(args)) {}
+      : Expr(kKind, range), callee(std::move(callee)), calleeRange(calleeRange), args(std::move(args)) {
+    for (const Argument &arg : this->args)
+      height = std::max(height, arg.value->height + 1);
+  }
   std::string callee;
   SourceRange calleeRange;
   std::vector<Argument> args;
@@ -80,7 +87,9 @@ struct CallExpr : Expr {
 struct UnaryExpr : Expr {
   static constexpr Kind kKind = Kind::Unary;
   UnaryExpr(SourceRange range, SourceRange opRange, ExprPtr operand)
-      : Expr(kKind, range), opRange(opRange), operand(std::move(operand)) {}
+      : Expr(kKind, range), opRange(opRange), operand(std::move(operand)) {
+    height = this->operand->height + 1;
+  }
   SourceRange opRange; // the only unary operator is '-'
   ExprPtr operand;
 };
@@ -88,7 +97,9 @@ struct UnaryExpr : Expr {
 struct BinaryExpr : Expr {
   static constexpr Kind kKind = Kind::Binary;
   BinaryExpr(SourceRange range, char op, SourceRange opRange, ExprPtr lhs, ExprPtr rhs)
-      : Expr(kKind, range), op(op), opRange(opRange), lhs(std::move(lhs)), rhs(std::move(rhs)) {}
+      : Expr(kKind, range), op(op), opRange(opRange), lhs(std::move(lhs)), rhs(std::move(rhs)) {
+    height = std::max(this->lhs->height, this->rhs->height) + 1;
+  }
   char op; // '+', '-', '*' or '/'
   SourceRange opRange;
   ExprPtr lhs, rhs;

@@ -76,6 +76,8 @@ private:
   ast::ExprPtr parseUnary();
   ast::ExprPtr parsePrimary();
   ast::ExprPtr parseCall(const Token &callee);
+  /// `expr`, or a syntax error at `at` when its tree is too high to walk.
+  ast::ExprPtr limitHeight(ast::ExprPtr expr, const Token &at);
 
   DiagnosticEngine &diags_;
   std::vector<Token> tokens_;

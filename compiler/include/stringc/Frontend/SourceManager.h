@@ -42,8 +42,11 @@ public:
   /// `name` is how diagnostics refer to the file (the path as given).
   SourceManager(std::string name, std::string text);
 
+  /// The largest model file read (offsets are 32-bit; models are a few KB).
+  static constexpr size_t kMaxSourceBytes = size_t(16) << 20;
+
   /// Reads `path`. On failure returns nullopt and sets `error` to the system's
-  /// reason ("No such file or directory").
+  /// reason ("No such file or directory") or says the file is too large.
   static std::optional<SourceManager> fromFile(const std::string &path, std::string &error);
 
   const std::string &name() const { return name_; }

@@ -16,6 +16,7 @@
 #define STRINGC_GPU_STEPPROGRAM_H
 
 #include "mlir/IR/Operation.h"
+#include "mlir/Support/TypeID.h"
 #include "mlir/Support/LogicalResult.h"
 
 #include <cstdint>
@@ -155,16 +156,29 @@ struct OpSteps {
 enum class GpuPrecision { F32, BF16 };
 const char *gpuPrecisionName(GpuPrecision precision); // "fp32", "bf16"
 
-/// How one pe op kind becomes launches. `lower` may decline an op it cannot
+/// How one pe op class becomes launches. `lower` may decline an op it cannot
 /// serve (an attribute or shape the kernels do not support) by returning
-/// std::nullopt; the op is then listed as uncovered. Shapes: dimension 0 of
-/// a value with a dynamic dimension is the batch (perBatch of BatchAffine).
+/// std::nullopt; the op is then served by the next lowering of its class or
+/// listed as uncovered. Shapes: dimension 0 of a value with a dynamic
+/// dimension is the batch (perBatch of BatchAffine). Make one with
+/// loweringOf<pe::XOp>(...), so that the op is named by its C++ class.
 struct OpLowering {
-  std::string opName; // e.g. "pe.layer_norm"
+  mlir::TypeID op;         // the op class it serves
+  llvm::StringRef opName;  // its name, for messages ("pe.layer_norm")
   std::function<std::optional<OpSteps>(mlir::Operation &op)> lower;
   /// A lowering for one precision only (the tensor-core kernels); none: any.
   std::optional<GpuPrecision> onlyFor;
+  /// Among the lowerings of a class that apply, the highest benefit is
+  /// tried first (the tensor-core attention before the f32 one); the
+  /// registration order does not matter.
+  int benefit = 0;
 };
+
+template <typename OpT>
+OpLowering loweringOf(std::function<std::optional<OpSteps>(mlir::Operation &op)> lower,
+                      std::optional<GpuPrecision> onlyFor = std::nullopt, int benefit = 0) {
+  return {mlir::TypeID::get<OpT>(), OpT::getOperationName(), std::move(lower), onlyFor, benefit};
+}
 
 /// The number of elements of a ranked tensor type as perBatch * batch +
 /// constant (a dynamic dimension stands for the batch; at most one).

@@ -1,71 +1,26 @@
 //===- MLIRGen.h - lower a checked model graph to the pe dialect -*- C++ -*-===//
 //
 // The frontend (Lexer -> Parser -> Sema) produces a ModelGraph: plain C++, no
-// MLIR. This file turns it into a module of the `pe` dialect. The entry point
-// keeps MLIR types out of its signature so that the driver and the frontend
-// tests need not include MLIR headers.
+// MLIR. buildModule turns it into a module of the `pe` dialect: parameters,
+// optimizer, dataset and @forward, every op at its .pe source location. The
+// compile driver (Driver/Driver.h) verifies it and runs the passes.
 //
 //===----------------------------------------------------------------------===//
 #ifndef STRINGC_MLIRGEN_MLIRGEN_H
 #define STRINGC_MLIRGEN_MLIRGEN_H
 
-#include <cstdint>
-#include <optional>
-#include <ostream>
-#include <set>
-#include <string>
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "mlir/Support/LogicalResult.h"
 
 namespace stringc {
 struct ModelGraph;
 
-/// How far printModelAsMLIR takes the module before printing it.
-enum class EmitStage {
-  /// The model as built: parameters, optimizer, dataset and @forward.
-  Forward,
-  /// After the optimisation passes (docs/passes.md), before pe-autodiff.
-  Optimized,
-  /// After the pe-autodiff pass: @forward plus @gradients, the loss and the
-  /// gradient of every trainable parameter (docs/autodiff.md).
-  Train,
-  /// The CPU kernels of the Train module, on memrefs (docs/codegen.md).
-  Kernels,
-  /// The CPU kernels' LLVM IR, optimised for the host (docs/codegen.md).
-  LLVMIR,
-};
-
-/// How to run the passes (stringc's flags; Transforms/Pipeline.h).
-struct CompileOptions {
-  std::set<std::string> disabledPasses;    // --disable-pass=NAME
-  std::set<std::string> enabledPasses;     // --enable-pass=NAME (opt-in passes)
-  std::optional<std::string> passPipeline; // --pass-pipeline=... ("" = none)
-  bool approximate = false;     // --approximate: opt-in approximate rewrites
-  bool printIRAfterAll = false; // --print-ir-after-all (to the error stream)
-  bool passStatistics = false;  // --pass-statistics (to stderr)
-  bool timePhases = false;      // --time-phases: each phase and pass timed
-};
-
-/// Builds the `pe` module for `graph`, verifies it, runs the passes of
-/// `stage`, and prints it to `out`. Diagnostics (errors, and warnings such as
-/// a parameter that does not affect the loss) go to `err`; returns non-zero
-/// on failure.
-int printModelAsMLIR(const ModelGraph &graph, std::ostream &out, std::ostream &err,
-                     EmitStage stage = EmitStage::Forward,
-                     const CompileOptions &options = {});
-
-/// Builds the `pe` module for `graph`, verifies it, runs the optimisation passes
-/// and pe-autodiff and writes the model package (docs/package.md) for `target` to `path`
-/// (atomically; nothing is written on failure). Diagnostics go to `err`;
-/// returns non-zero on failure.
-int writeModelPackage(const ModelGraph &graph, const std::string &path,
-                      const std::string &target, std::ostream &err,
-                      const CompileOptions &options = {});
-
-/// `stringc --explain`: every rewrite that fires (where in the source, what
-/// it did, the forward cost per example before and after), the warnings, and
-/// the training step's FLOPs and bytes at `batch` with all passes, with none,
-/// and with each one switched off. Printed to `out`.
-int explainModel(const ModelGraph &graph, std::ostream &out, std::ostream &err,
-                 const CompileOptions &options, int64_t batch);
+/// The module of `graph` in `context` (which must have the pe, func and
+/// arith dialects loaded); fails with a diagnostic at the op's location.
+mlir::FailureOr<mlir::OwningOpRef<mlir::ModuleOp>> buildModule(mlir::MLIRContext &context,
+                                                               const ModelGraph &graph);
 
 } // namespace stringc
 

@@ -24,16 +24,30 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 
 namespace stringrt::cpu {
 
+// The most threads a pool may have (and the reference kernels' evaluation
+// replicas): 4 per hardware thread, at least 16 and at most 1024. More
+// only oversubscribe the machine, and thousands exhaust its thread limit.
+int maxThreads();
+
+// "100000 threads asked for; this machine has 2 hardware threads and
+// allows at most 16 (4 per hardware thread, at least 16, at most 1024)":
+// the message of a request beyond maxThreads().
+std::string tooManyThreads(int64_t asked);
+
 // The current pool size (>= 1). Starts the pool on first use; throws
-// stringrt::Error when STRINGRT_THREADS is set but not a positive integer.
+// stringrt::Error when STRINGRT_THREADS is set but not an integer in
+// [1, maxThreads()].
 int numThreads();
 
-// Resizes the pool to n >= 1 threads (OpenBLAS stays at one: GEMMs split
-// their rows over this pool, Gemm.h); throws
-// stringrt::Error for n < 1. Must not be called from inside parallelFor.
+// Resizes the pool to n threads, 1 <= n <= maxThreads() (OpenBLAS stays at
+// one: GEMMs split their rows over this pool, Gemm.h); throws
+// stringrt::Error for another n, or when the system cannot start that many
+// threads (the pool is then left with one). Must not be called from inside
+// parallelFor.
 void setNumThreads(int n);
 
 // Runs fn over [begin, end) in parallel chunks of at least max(grain, 1)

@@ -32,4 +32,26 @@ def PE_DifferentiableOpInterface : OpInterface<"DifferentiableOpInterface"> {
   ];
 }
 
+def PE_CostOpInterface : OpInterface<"CostOpInterface"> {
+  let cppNamespace = "::mlir::pe";
+  let description = [{
+    The arithmetic of a compute op, for `stringc --explain` and the CUDA
+    launch report: a first-order count of its math (docs/dialect.md), a
+    multiply-add counting 2. Every compute op implements it (PECost.cpp), so
+    an op added without a cost does not link.
+  }];
+
+  let methods = [
+    InterfaceMethod<
+      /*desc=*/[{
+        The floating-point operations of one run of this op with the
+        symbolic batch dimension (the `?` of tensor<?x...>) set to `batch`.
+      }],
+      /*retTy=*/"double",
+      /*methodName=*/"estimateFlops",
+      /*args=*/(ins "int64_t":$batch)
+    >
+  ];
+}
+
 #endif // STRINGC_DIALECT_PE_PEINTERFACES_TD

@@ -28,9 +28,10 @@ def PE_FloatTensor : RankedTensorOf<[F32]>;
 def PE_IntTensor : RankedTensorOf<[I32]>;
 def PE_ScalarTensor : 0DTensorOf<[F32]>;
 
-// A compute op: pure, with a C++ verifier.
+// A compute op: pure, with a C++ verifier and a cost (PECost.cpp).
 class PE_ComputeOp<string mnemonic, list<Trait> traits = []>
-    : PE_Op<mnemonic, !listconcat([Pure], traits)> {
+    : PE_Op<mnemonic, !listconcat([Pure, DeclareOpInterfaceMethods<PE_CostOpInterface>],
+                                  traits)> {
   let hasVerifier = 1;
 }
 

@@ -1,0 +1,68 @@
+//===- Driver.cpp - the compile driver's targets --------------------------===//
+//
+// One Compilation per run; the module it builds goes, in memory, to the
+// target asked for (Driver.h).
+//
+//===----------------------------------------------------------------------===//
+#include "Compilation.h"
+
+#include "stringc/Codegen/CpuCodegen.h"
+#include "stringc/GPU/CudaTarget.h"
+#include "stringc/Target/PackageWriter.h"
+
+using namespace mlir;
+
+namespace stringc {
+
+int printModelAsMLIR(const ModelGraph &graph, std::ostream &out, std::ostream &err,
+                     EmitStage stage, const CompileOptions &options) {
+  Compilation compilation(graph, err, options);
+  FailureOr<OwningOpRef<ModuleOp>> module = compilation.build(stage);
+  if (failed(module))
+    return 1;
+  llvm::raw_os_ostream outStream(out);
+  if (stage == EmitStage::Kernels || stage == EmitStage::LLVMIR) {
+    Compilation::Phase phase(compilation, "CPU code generation");
+    return failed(stage == EmitStage::Kernels ? codegen::printCpuKernels(**module, outStream)
+                                              : codegen::printCpuLLVMIR(**module, outStream));
+  }
+  (*module)->print(outStream);
+  outStream << "\n";
+  return 0;
+}
+
+int writeModelPackage(const ModelGraph &graph, const std::string &path,
+                      const std::string &target, std::ostream &err,
+                      const CompileOptions &options) {
+  Compilation compilation(graph, err, options);
+  FailureOr<OwningOpRef<ModuleOp>> module = compilation.build(EmitStage::Train);
+  if (failed(module))
+    return 1;
+  if (target == kCpuTarget) {
+    // Compiler-generated kernels in a shared object (docs/codegen.md).
+    FailureOr<PackageKernels> kernels = failure();
+    {
+      Compilation::Phase phase(compilation, "CPU code generation");
+      kernels = codegen::compileCpuKernels(**module);
+    }
+    if (failed(kernels))
+      return 1;
+    Compilation::Phase phase(compilation, "package");
+    return failed(writePackage(**module, path, target, &*kernels)) ? 1 : 0;
+  }
+  Compilation::Phase phase(compilation, "package");
+  return failed(writePackage(**module, path, target)) ? 1 : 0;
+}
+
+int compileModelForCuda(const ModelGraph &graph, const CompileOptions &options,
+                        const CudaOptions &cuda, CudaEmit emit, std::ostream &out,
+                        const std::string &path, std::ostream &err) {
+  Compilation compilation(graph, err, options, /*withCuda=*/true);
+  FailureOr<OwningOpRef<ModuleOp>> module = compilation.build(EmitStage::Train);
+  if (failed(module))
+    return 1;
+  Compilation::Phase phase(compilation, "CUDA code generation");
+  return compileForCuda(**module, cuda, emit, out, path, err);
+}
+
+} // namespace stringc

@@ -1,0 +1,280 @@
+// The argument checks of the reference kernels of the ops that also run on
+// compiled kernels (docs/codegen.md, "What is generated"): shapes,
+// attributes and index operands, with the reference kernels' messages.
+// Each reference kernel runs its check before computing; the executor runs
+// the same check before it calls a compiled kernel, which cannot check
+// anything itself (ExecutorCompiledOps.cpp). Private to the runtime.
+#pragma once
+
+#include "LayerKernelUtil.h"
+#include "PositionUtil.h"
+
+#include "stringrt/reference/LayerKernels.h"
+#include "stringrt/reference/Tensor.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace stringrt::ref::checks {
+
+// relu, gelu, scale: the result has x's shape.
+template <typename T>
+void unary(const char *kernel, const TensorRef<const T> &x, const TensorRef<T> &y) {
+  checkShape((std::string(kernel) + ": result").c_str(), y, x.shape);
+}
+
+// relu_grad, gelu_grad: dy and dx have x's shape.
+template <typename T>
+void unaryGrad(const char *kernel, const TensorRef<const T> &x, const TensorRef<const T> &dy,
+               const TensorRef<T> &dx) {
+  checkShape((std::string(kernel) + ": dy").c_str(), dy, x.shape);
+  checkShape((std::string(kernel) + ": dx").c_str(), dx, x.shape);
+}
+
+// add, sub, mul: one operand's shape is a trailing suffix of the other's,
+// the result has the larger one.
+template <typename T>
+void binary(const char *kernel, const TensorRef<const T> &lhs, const TensorRef<const T> &rhs,
+            const TensorRef<T> &y) {
+  const bool lhsBig = lhs.rank() >= rhs.rank();
+  const std::vector<int64_t> &big = lhsBig ? lhs.shape : rhs.shape;
+  const std::vector<int64_t> &small = lhsBig ? rhs.shape : lhs.shape;
+  check(layer::isTrailingSuffix(small, big), kernel,
+        "shapes " + shapeToString(lhs.shape) + " and " + shapeToString(rhs.shape) +
+            ": neither is a trailing suffix of the other");
+  checkShape((std::string(kernel) + ": result").c_str(), y, big);
+}
+
+template <typename T> void sumTo(const TensorRef<const T> &x, const TensorRef<T> &y) {
+  check(layer::isTrailingSuffix(y.shape, x.shape), "sum_to",
+        "result shape " + shapeToString(y.shape) + " is not a trailing suffix of " +
+            shapeToString(x.shape));
+}
+
+// x [..., D], gamma [D], epsilon > 0; returns D.
+template <typename T>
+int64_t layerNormInputs(const char *kernel, const TensorRef<const T> &x,
+                        const TensorRef<const T> &gamma, double epsilon) {
+  layer::checkHasLastDim((std::string(kernel) + ": x").c_str(), x);
+  const int64_t D = x.dim(-1);
+  checkShape((std::string(kernel) + ": gamma").c_str(), gamma, {D});
+  check(epsilon > 0, kernel, "epsilon must be > 0, got " + std::to_string(epsilon));
+  return D;
+}
+
+template <typename T>
+int64_t layerNorm(const TensorRef<const T> &x, const TensorRef<const T> &gamma,
+                  const TensorRef<const T> &beta, double epsilon, const TensorRef<T> &y) {
+  const int64_t D = layerNormInputs("layer_norm", x, gamma, epsilon);
+  checkShape("layer_norm: beta", beta, {D});
+  checkShape("layer_norm: result", y, x.shape);
+  return D;
+}
+
+template <typename T>
+int64_t layerNormGrad(const TensorRef<const T> &x, const TensorRef<const T> &gamma,
+                      const TensorRef<const T> &dy, double epsilon, const TensorRef<T> &dx,
+                      const TensorRef<T> &dgamma, const TensorRef<T> &dbeta) {
+  const int64_t D = layerNormInputs("layer_norm_grad", x, gamma, epsilon);
+  checkShape("layer_norm_grad: dy", dy, x.shape);
+  checkShape("layer_norm_grad: dx", dx, x.shape);
+  checkShape("layer_norm_grad: dgamma", dgamma, {D});
+  checkShape("layer_norm_grad: dbeta", dbeta, {D});
+  return D;
+}
+
+// Attention's q, k, v [B, T, D] with `heads` dividing D, rel [T, T, Dh,
+// Dh] when given, skip_base >= 0 with mask skip.
+struct AttentionShape {
+  int64_t B, T, D, heads, Dh;
+};
+
+template <typename T>
+AttentionShape attentionInputs(const char *kernel, const TensorRef<const T> &q,
+                               const TensorRef<const T> &k, const TensorRef<const T> &v,
+                               const OptionalInput<T> &rel, int64_t heads, AttentionMask mask,
+                               int64_t skipBase) {
+  const std::string name(kernel);
+  checkRank((name + ": q").c_str(), q, 3);
+  checkShape((name + ": k").c_str(), k, q.shape);
+  checkShape((name + ": v").c_str(), v, q.shape);
+  AttentionShape g{q.dim(0), q.dim(1), q.dim(2), heads, 0};
+  check(heads > 0 && g.D % heads == 0, kernel,
+        "heads " + std::to_string(heads) + " does not divide the width " + std::to_string(g.D));
+  g.Dh = g.D / heads;
+  if (rel)
+    checkShape((name + ": rel").c_str(), *rel, {g.T, g.T, g.Dh, g.Dh});
+  if (mask == AttentionMask::Skip)
+    check(skipBase >= 0, kernel, "skip_base must be >= 0, got " + std::to_string(skipBase));
+  return g;
+}
+
+template <typename T>
+AttentionShape attention(const TensorRef<const T> &q, const TensorRef<const T> &k,
+                         const TensorRef<const T> &v, const OptionalInput<T> &rel, int64_t heads,
+                         AttentionMask mask, int64_t skipBase, const TensorRef<T> &y) {
+  const AttentionShape g = attentionInputs("attention", q, k, v, rel, heads, mask, skipBase);
+  checkShape("attention: result", y, q.shape);
+  return g;
+}
+
+template <typename T>
+AttentionShape attentionGrad(const TensorRef<const T> &q, const TensorRef<const T> &k,
+                             const TensorRef<const T> &v, const TensorRef<const T> &dy,
+                             const OptionalInput<T> &rel, int64_t heads, AttentionMask mask,
+                             int64_t skipBase, const TensorRef<T> &dq, const TensorRef<T> &dk,
+                             const TensorRef<T> &dv, const OptionalOutput<T> &drel) {
+  const AttentionShape g =
+      attentionInputs("attention_grad", q, k, v, rel, heads, mask, skipBase);
+  layer::checkAttentionGradShapes(q, dy, rel, dq, dk, dv, drel);
+  return g;
+}
+
+// x [..., T, D] (D even) against table [T, D/2, 2]; returns the leading count.
+template <typename T>
+int64_t ropeTableFits(const char *what, const TensorRef<const T> &x,
+                      const TensorRef<const T> &table) {
+  check(x.rank() >= 2, what, "'x' must be [..., T, D], got " + shapeToString(x.shape));
+  const int64_t tokens = x.dim(-2), width = x.dim(-1);
+  check(width % 2 == 0, what,
+        "the last dimension of 'x' must be even (interleaved pairs), got " +
+            std::to_string(width));
+  checkShape((std::string(what) + ": 'table'").c_str(), table, {tokens, width / 2, 2});
+  return position::leadingCount(x.shape, 2);
+}
+
+template <typename T>
+int64_t ropeApply(const TensorRef<const T> &x, const TensorRef<const T> &table,
+                  const TensorRef<T> &y) {
+  const int64_t lead = ropeTableFits("rope_apply", x, table);
+  checkShape("rope_apply: result", y, x.shape);
+  return lead;
+}
+
+template <typename T>
+void ropeApplyGradTable(const TensorRef<const T> &x, const TensorRef<const T> &dy,
+                        const TensorRef<T> &dtable) {
+  check(x.rank() >= 2, "rope_apply_grad_table",
+        "'x' must be [..., T, D], got " + shapeToString(x.shape));
+  checkShape("rope_apply_grad_table: 'dy'", dy, x.shape);
+  const int64_t tokens = x.dim(-2), width = x.dim(-1);
+  check(width % 2 == 0, "rope_apply_grad_table",
+        "the last dimension of 'x' must be even (interleaved pairs), got " +
+            std::to_string(width));
+  checkShape("rope_apply_grad_table: result", dtable, {tokens, width / 2, 2});
+}
+
+inline void fusedMask(const char *what, AttentionMask mask) {
+  check(mask != AttentionMask::Skip, what, "mask 'skip' is not supported (use attention)");
+}
+
+// rope_attention: rope_apply's checks of q and k, then attention's.
+template <typename T>
+void ropeAttention(const TensorRef<const T> &q, const TensorRef<const T> &k,
+                   const TensorRef<const T> &v, const TensorRef<const T> &table, int64_t heads,
+                   AttentionMask mask, const TensorRef<T> &y) {
+  fusedMask("rope_attention", mask);
+  ropeTableFits("rope_apply", q, table);
+  ropeTableFits("rope_apply", k, table);
+  attention<T>(q, k, v, std::nullopt, heads, mask, 0, y);
+}
+
+template <typename T>
+void ropeAttentionGrad(const TensorRef<const T> &q, const TensorRef<const T> &k,
+                       const TensorRef<const T> &v, const TensorRef<const T> &table,
+                       const TensorRef<const T> &dy, int64_t heads, AttentionMask mask,
+                       const TensorRef<T> &dq, const TensorRef<T> &dk, const TensorRef<T> &dv) {
+  fusedMask("rope_attention_grad", mask);
+  checkShape("rope_attention_grad: dq", dq, q.shape);
+  checkShape("rope_attention_grad: dk", dk, q.shape);
+  ropeTableFits("rope_apply", q, table);
+  ropeTableFits("rope_apply", k, table);
+  attentionGrad<T>(q, k, v, dy, std::nullopt, heads, mask, 0, dq, dk, dv, std::nullopt);
+}
+
+// ids [B, T] in [0, V) of table [V, D]; result [B, T, D].
+template <typename T>
+void tokenEmbed(const TensorRef<const int32_t> &ids, const TensorRef<const T> &table,
+                const TensorRef<T> &y) {
+  checkRank("token_embed: ids", ids, 2);
+  checkRank("token_embed: table", table, 2);
+  checkShape("token_embed: result", y, {ids.dim(0), ids.dim(1), table.dim(1)});
+  layer::checkIds("token_embed", ids, table.dim(0));
+}
+
+template <typename T>
+void tokenEmbedGrad(const TensorRef<const int32_t> &ids, const TensorRef<const T> &dy,
+                    const TensorRef<T> &dtable) {
+  checkRank("token_embed_grad: ids", ids, 2);
+  checkRank("token_embed_grad: dtable", dtable, 2);
+  checkShape("token_embed_grad: dy", dy, {ids.dim(0), ids.dim(1), dtable.dim(1)});
+  layer::checkIds("token_embed_grad", ids, dtable.dim(0));
+}
+
+template <typename T>
+void classToken(const TensorRef<const T> &x, const TensorRef<const T> &cls,
+                const TensorRef<T> &y) {
+  checkRank("class_token: x", x, 3);
+  checkShape("class_token: cls", cls, {x.dim(2)});
+  checkShape("class_token: result", y, {x.dim(0), x.dim(1) + 1, x.dim(2)});
+}
+
+template <typename T>
+void classTokenGrad(const TensorRef<const T> &dy, const TensorRef<T> &dx,
+                    const TensorRef<T> &dcls) {
+  checkRank("class_token_grad: dy", dy, 3);
+  const int64_t N = dy.dim(1) - 1;
+  check(N >= 0, "class_token_grad", "dy has no class token (dimension 1 is 0)");
+  checkShape("class_token_grad: dx", dx, {dy.dim(0), N, dy.dim(2)});
+  checkShape("class_token_grad: dcls", dcls, {dy.dim(2)});
+}
+
+template <typename T>
+void selectToken(const TensorRef<const T> &x, int64_t index, const TensorRef<T> &y) {
+  checkRank("select_token: x", x, 3);
+  check(index >= 0 && index < x.dim(1), "select_token",
+        "index " + std::to_string(index) + " out of range [0, " + std::to_string(x.dim(1)) +
+            ")");
+  checkShape("select_token: result", y, {x.dim(0), x.dim(2)});
+}
+
+template <typename T>
+void selectTokenGrad(const TensorRef<const T> &dy, int64_t index, const TensorRef<T> &dx) {
+  checkRank("select_token_grad: dx", dx, 3);
+  check(index >= 0 && index < dx.dim(1), "select_token_grad",
+        "index " + std::to_string(index) + " out of range [0, " + std::to_string(dx.dim(1)) +
+            ")");
+  checkShape("select_token_grad: dy", dy, {dx.dim(0), dx.dim(2)});
+}
+
+// logits [..., C] against labels [...] (each in [0, C), at least one
+// position); returns C.
+template <typename T>
+int64_t crossEntropyInputs(const char *kernel, const TensorRef<const T> &logits,
+                           const TensorRef<const int32_t> &labels) {
+  const std::string name(kernel);
+  layer::checkHasLastDim((name + ": logits").c_str(), logits);
+  const int64_t C = logits.dim(-1);
+  checkShape((name + ": labels").c_str(), labels,
+             std::vector<int64_t>(logits.shape.begin(), logits.shape.end() - 1));
+  const int64_t N = labels.numel();
+  check(N > 0, kernel, "no positions to average over (labels " +
+                           shapeToString(labels.shape) + ")");
+  for (int64_t n = 0; n < N; ++n)
+    check(labels.data[n] >= 0 && labels.data[n] < C, kernel,
+          "label " + std::to_string(labels.data[n]) + " at flat index " + std::to_string(n) +
+              " is out of range [0, " + std::to_string(C) + ")");
+  return C;
+}
+
+template <typename T>
+int64_t crossEntropyGrad(const TensorRef<const T> &logits, const TensorRef<const int32_t> &labels,
+                         const TensorRef<const T> &dy, const TensorRef<T> &dlogits) {
+  const int64_t C = crossEntropyInputs("cross_entropy_grad", logits, labels);
+  checkShape("cross_entropy_grad: dy", dy, {});
+  checkShape("cross_entropy_grad: dlogits", dlogits, logits.shape);
+  return C;
+}
+
+} // namespace stringrt::ref::checks
