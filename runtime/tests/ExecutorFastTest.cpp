@@ -49,22 +49,24 @@ TEST(ExecutorFastTest, TheFastTableOverridesExactlyTheFastOps) {
   const detail::OpTable &reference = opTable(KernelSet::Reference);
   const detail::OpTable &fast = opTable(KernelSet::Fast);
   EXPECT_EQ(&opTable(), &reference); // the default
-  ASSERT_EQ(fast.size(), reference.size());
-  for (const auto &[op, spec] : reference) {
-    auto it = fast.find(op);
-    ASSERT_NE(it, fast.end()) << op;
-    const detail::OpSpec &f = it->second;
-    EXPECT_EQ(f.minOperands, spec.minOperands) << op;
-    EXPECT_EQ(f.maxOperands, spec.maxOperands) << op;
-    EXPECT_EQ(f.minResults, spec.minResults) << op;
-    EXPECT_EQ(f.maxResults, spec.maxResults) << op;
+  for (size_t i = 0; i < kOpCodeCount; ++i) {
+    const OpCode code = static_cast<OpCode>(i);
+    const std::string op = opName(code);
+    const detail::OpSpec *r = reference.find(code);
+    const detail::OpSpec *f = fast.find(code);
+    // Every op of the schema has a reference adapter, but pe.get_param.
+    EXPECT_EQ(r == nullptr, code == OpCode::GetParam) << op;
+    ASSERT_EQ(f == nullptr, r == nullptr) << op;
+    if (!r)
+      continue;
+    EXPECT_EQ(f->check, r->check) << op;
     if (kFastOps.count(op))
-      EXPECT_NE(f.run, spec.run) << op << " should run its fast kernel";
+      EXPECT_NE(f->run, r->run) << op << " should run its fast kernel";
     else
-      EXPECT_EQ(f.run, spec.run) << op << " has no fast kernel";
+      EXPECT_EQ(f->run, r->run) << op << " has no fast kernel";
   }
   for (const std::string &op : kFastOps)
-    EXPECT_TRUE(reference.count(op)) << op;
+    EXPECT_TRUE(findOpCode(op)) << op;
   EXPECT_STREQ(kernelSetName(KernelSet::Fast), "fast");
   EXPECT_STREQ(kernelSetName(KernelSet::Reference), "reference");
   EXPECT_EQ(parseKernelSet("fast"), KernelSet::Fast);

@@ -342,6 +342,27 @@ TEST_F(PackageTest, RejectsMissingAttribute) {
                       {"ops[0] (pe.get_param)", "missing attribute \"param\""}));
 }
 
+TEST_F(PackageTest, AnAbsentDefaultValuedAttributeGetsItsOdsDefault) {
+  // pe.layer_norm's epsilon is DefaultValuedAttr<F64Attr, "1.0e-5"> in the
+  // dialect: the generated schema gives it to a manifest that leaves it out.
+  const std::string linear =
+      R"({"op": "pe.linear", "results": [4], "operands": [0, 2, 3], "attrs": {}})";
+  Manifest manifest = parseManifest(
+      replaced(validManifest(), linear,
+               R"({"op": "pe.layer_norm", "results": [4], "operands": [0, 2, 3], "attrs": {}})"),
+      "m.json");
+  const ProgramOp &norm = manifest.forward.ops[2];
+  ASSERT_EQ(norm.op, "pe.layer_norm");
+  EXPECT_EQ(norm.getFloat("epsilon"), 1e-5);
+  // An OptionalAttr stays absent.
+  Manifest attention = parseManifest(
+      replaced(validManifest(), linear,
+               R"({"op": "pe.attention", "results": [4], "operands": [0, 0, 0], "attrs": )"
+               R"({"heads": 1, "scale": 0.5, "mask": "none"}})"),
+      "m.json");
+  EXPECT_FALSE(attention.forward.ops[2].has("skip_base"));
+}
+
 TEST_F(PackageTest, RejectsWrongAttributeType) {
   EXPECT_TRUE(rejects(replaced(validManifest(), R"("attrs": {"param": "w"})",
                                R"("attrs": {"param": 1})"),

@@ -32,6 +32,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import pe_torch as pt                                       # noqa: E402
 import pe_torch_grad as pg                                  # noqa: E402
 from mlir_generic import TensorType, parse, walk            # noqa: E402
+from op_schema import OP_SCHEMA, RESULTS_FOLLOW_OPERANDS    # noqa: E402
 from safetensors_io import params_from_safetensors, save_safetensors  # noqa: E402
 
 
@@ -131,7 +132,7 @@ def _req(attrs, name, op):
 
 def _rope(args, a):
     x, pos, freqs = args
-    mode = _req(a, "mode", "pe.rope")
+    mode = a["mode"]
     axes = {"seq": 1, "axial": 2, "mixed": 2}.get(mode)
     if axes is None or pos.shape[-1] != axes or freqs.shape[-1] != axes:
         raise InterpreterError(f"pe.rope mode {mode} with positions {tuple(pos.shape)}"
@@ -142,72 +143,73 @@ def _rope(args, a):
 def _attention(args, a):
     q, k, v = args[:3]
     rel = args[3] if len(args) > 3 else None
-    mask = _req(a, "mask", "pe.attention")
+    mask = a["mask"]
     if mask == "skip" and "skip_base" not in a:
         raise InterpreterError("pe.attention: mask skip without skip_base")
-    return pt.attention(q, k, v, heads=_req(a, "heads", "pe.attention"),
-                        scale=_req(a, "scale", "pe.attention"), mask=mask,
+    return pt.attention(q, k, v, heads=a["heads"],
+                        scale=a["scale"], mask=mask,
                         skip_base=a.get("skip_base", 0), rel=rel)
 
 
-# Each entry: (operand counts allowed, fn(args, attrs, dtype) -> tensor).
+# Each entry: fn(args, attrs, dtype) -> tensor. Operand, result and attribute
+# checks and attribute defaults come from the generated schema (op_schema.py).
 OPS = {
-    "pe.linear": ((2, 3), lambda x, a, d: pt.linear(*x)),
-    "pe.layer_norm": ((3,), lambda x, a, d: pt.layer_norm(*x, eps=a.get("epsilon", 1e-5))),
-    "pe.gelu": ((1,), lambda x, a, d: pt.gelu(x[0], approximate=a.get("approximate", False))),
-    "pe.relu": ((1,), lambda x, a, d: pt.relu(x[0])),
-    "pe.add": ((2,), lambda x, a, d: pt.add(*x)),
-    "pe.sub": ((2,), lambda x, a, d: pt.sub(*x)),
-    "pe.mul": ((2,), lambda x, a, d: pt.mul(*x)),
-    "pe.scale": ((1,), lambda x, a, d: pt.scale(x[0], _req(a, "factor", "pe.scale"),
-                                                 a.get("bias", 0.0))),
-    "pe.mean": ((1,), lambda x, a, d: pt.mean(x[0], a.get("axis"))),
-    "pe.patch_embed": ((3,), lambda x, a, d: pt.patch_embed(
-        *x, patch=_req(a, "patch", "pe.patch_embed"))),
-    "pe.token_embed": ((2,), lambda x, a, d: pt.token_embed(*x)),
-    "pe.class_token": ((2,), lambda x, a, d: pt.class_token(*x)),
-    "pe.select_token": ((1,), lambda x, a, d: pt.select_token(
-        x[0], _req(a, "index", "pe.select_token"))),
-    "pe.attention": ((3, 4), lambda x, a, d: _attention(x, a)),
-    "pe.cross_entropy": ((2,), lambda x, a, d: pt.cross_entropy(*x)),
-    "pe.seq_positions": ((0,), lambda x, a, d: pt.seq_positions(
-        _req(a, "length", "pe.seq_positions"), a.get("special", 0), dtype=d)),
-    "pe.grid_positions": ((0,), lambda x, a, d: pt.grid_positions(
-        _req(a, "rows", "pe.grid_positions"), _req(a, "cols", "pe.grid_positions"),
-        a.get("special", 0), dtype=d)),
-    "pe.rope_freqs": ((0,), lambda x, a, d: pt.rope_freqs(
-        _req(a, "kind", "pe.rope_freqs"), _req(a, "dim", "pe.rope_freqs"),
-        _req(a, "heads", "pe.rope_freqs"), _req(a, "base", "pe.rope_freqs"), dtype=d)),
-    "pe.rope": ((3,), lambda x, a, d: _rope(x, a)),
-    "pe.householder": ((4,), lambda x, a, d: pt.householder(*x)),
-    "pe.skew": ((1,), lambda x, a, d: pt.skew(x[0], _req(a, "dim", "pe.skew"))),
-    "pe.sparse_skew": ((1,), lambda x, a, d: pt.sparse_skew(
-        x[0], _req(a, "dim", "pe.sparse_skew"), _req(a, "support", "pe.sparse_skew"))),
-    "pe.cayley": ((2,), lambda x, a, d: pt.cayley(*x)),
-    "pe.relative_positions": ((1,), lambda x, a, d: pt.relative_positions(x[0])),
-    "pe.generator_exp": ((2,), lambda x, a, d: pt.generator_exp(*x)),
-    "pe.apply_rotation": ((2,), lambda x, a, d: pt.apply_rotation(
-        *x, heads=_req(a, "heads", "pe.apply_rotation"))),
-    "pe.commutator_norm": ((1,), lambda x, a, d: pt.commutator_norm(x[0])),
-    "pe.spd_gate": ((2,), lambda x, a, d: pt.spd_gate(*x)),
-    "pe.sinusoidal": ((0,), lambda x, a, d: pt.sinusoidal(
-        _req(a, "length", "pe.sinusoidal"), _req(a, "dim", "pe.sinusoidal"),
-        _req(a, "base", "pe.sinusoidal"), dtype=d)),
+    "pe.linear": (lambda x, a, d: pt.linear(*x)),
+    "pe.layer_norm": (lambda x, a, d: pt.layer_norm(*x, eps=a["epsilon"])),
+    "pe.gelu": (lambda x, a, d: pt.gelu(x[0], approximate=a["approximate"])),
+    "pe.relu": (lambda x, a, d: pt.relu(x[0])),
+    "pe.add": (lambda x, a, d: pt.add(*x)),
+    "pe.sub": (lambda x, a, d: pt.sub(*x)),
+    "pe.mul": (lambda x, a, d: pt.mul(*x)),
+    "pe.scale": (lambda x, a, d: pt.scale(x[0], a["factor"],
+                                                 a["bias"])),
+    "pe.mean": (lambda x, a, d: pt.mean(x[0], a.get("axis"))),
+    "pe.patch_embed": (lambda x, a, d: pt.patch_embed(
+        *x, patch=a["patch"])),
+    "pe.token_embed": (lambda x, a, d: pt.token_embed(*x)),
+    "pe.class_token": (lambda x, a, d: pt.class_token(*x)),
+    "pe.select_token": (lambda x, a, d: pt.select_token(
+        x[0], a["index"])),
+    "pe.attention": (lambda x, a, d: _attention(x, a)),
+    "pe.cross_entropy": (lambda x, a, d: pt.cross_entropy(*x)),
+    "pe.seq_positions": (lambda x, a, d: pt.seq_positions(
+        a["length"], a["special"], dtype=d)),
+    "pe.grid_positions": (lambda x, a, d: pt.grid_positions(
+        a["rows"], a["cols"],
+        a["special"], dtype=d)),
+    "pe.rope_freqs": (lambda x, a, d: pt.rope_freqs(
+        a["kind"], a["dim"],
+        a["heads"], a["base"], dtype=d)),
+    "pe.rope": (lambda x, a, d: _rope(x, a)),
+    "pe.householder": (lambda x, a, d: pt.householder(*x)),
+    "pe.skew": (lambda x, a, d: pt.skew(x[0], a["dim"])),
+    "pe.sparse_skew": (lambda x, a, d: pt.sparse_skew(
+        x[0], a["dim"], a["support"])),
+    "pe.cayley": (lambda x, a, d: pt.cayley(*x)),
+    "pe.relative_positions": (lambda x, a, d: pt.relative_positions(x[0])),
+    "pe.generator_exp": (lambda x, a, d: pt.generator_exp(*x)),
+    "pe.apply_rotation": (lambda x, a, d: pt.apply_rotation(
+        *x, heads=a["heads"])),
+    "pe.commutator_norm": (lambda x, a, d: pt.commutator_norm(x[0])),
+    "pe.spd_gate": (lambda x, a, d: pt.spd_gate(*x)),
+    "pe.sinusoidal": (lambda x, a, d: pt.sinusoidal(
+        a["length"], a["dim"],
+        a["base"], dtype=d)),
     # Gather rewrites (pe-skip-gather, pe-distinct-offsets).
-    "pe.skip_gather": ((1,), lambda x, a, d: pt.skip_gather(
-        x[0], _req(a, "heads", "pe.skip_gather"), _req(a, "skip_base", "pe.skip_gather"))),
-    "pe.pair_gather": ((1,), lambda x, a, d: pt.pair_gather(
-        x[0], _req(a, "index", "pe.pair_gather"),
-        math.isqrt(len(_req(a, "index", "pe.pair_gather"))))),
+    "pe.skip_gather": (lambda x, a, d: pt.skip_gather(
+        x[0], a["heads"], a["skip_base"])),
+    "pe.pair_gather": (lambda x, a, d: pt.pair_gather(
+        x[0], a["index"],
+        math.isqrt(len(a["index"])))),
     # Hoisted tables and fused ops (pe-hoist, pe-fuse-attention, pe-fuse-epilogue).
-    "pe.rope_table": ((2,), lambda x, a, d: pt.rope_table(*x)),
-    "pe.rope_apply": ((2,), lambda x, a, d: pt.rope_apply(
-        x[0], x[1], inverse=a.get("inverse", False))),
-    "pe.cayley_weight": ((1,), lambda x, a, d: pt.cayley_weight(x[0])),
-    "pe.rope_attention": ((4,), lambda x, a, d: pt.rope_attention(
-        *x, heads=_req(a, "heads", "pe.rope_attention"),
-        scale=_req(a, "scale", "pe.rope_attention"), mask=_req(a, "mask", "pe.rope_attention"))),
-    "pe.linear_residual": ((3, 4), lambda x, a, d: pt.linear_residual(*x)),
+    "pe.rope_table": (lambda x, a, d: pt.rope_table(*x)),
+    "pe.rope_apply": (lambda x, a, d: pt.rope_apply(
+        x[0], x[1], inverse=a["inverse"])),
+    "pe.cayley_weight": (lambda x, a, d: pt.cayley_weight(x[0])),
+    "pe.rope_attention": (lambda x, a, d: pt.rope_attention(
+        *x, heads=a["heads"],
+        scale=a["scale"], mask=a["mask"])),
+    "pe.linear_residual": (lambda x, a, d: pt.linear_residual(*x)),
 }
 
 
@@ -247,11 +249,11 @@ def _attention_grad(args, a, types):
     if len(types) != (4 if rel is not None else 3):
         raise InterpreterError(f"pe.attention_grad: {len(types)} results for "
                                f"{len(args)} operands (drel exactly when rel is given)")
-    mask = _req(a, "mask", "pe.attention_grad")
+    mask = a["mask"]
     if (mask == "skip") != ("skip_base" in a):
         raise InterpreterError("pe.attention_grad: skip_base goes with mask skip, and only with it")
-    return pg.attention_grad(q, k, v, dy, heads=_req(a, "heads", "pe.attention_grad"),
-                             scale=_req(a, "scale", "pe.attention_grad"), mask=mask,
+    return pg.attention_grad(q, k, v, dy, heads=a["heads"],
+                             scale=a["scale"], mask=mask,
                              skip_base=a.get("skip_base", 0), rel=rel)
 
 
@@ -260,60 +262,59 @@ def _one(fn):
     return lambda x, a, t: (fn(x, a, t),)
 
 
-# Each entry: (operand counts allowed, result counts allowed,
-#              fn(args, attrs, result types) -> tuple of tensors).
+# Each entry: fn(args, attrs, result types) -> tuple of tensors.
 GRAD_OPS = {
-    "pe.sum_to": ((1,), (1,), _sum_to),
-    "pe.broadcast_to": ((1, 2), (1,), _broadcast_to),
-    "pe.expand_axis": ((1,), (1,), _one(lambda x, a, t: pg.expand_axis(
-        x[0], _req(a, "axis", "pe.expand_axis"), _req(a, "size", "pe.expand_axis")))),
-    "pe.mean_grad": ((2,), (1,), _one(lambda x, a, t: pg.mean_grad(x[0], x[1], a.get("axis")))),
-    "pe.linear_grad_input": ((2,), (1,), _one(lambda x, a, t: pg.linear_grad_input(*x))),
-    "pe.linear_grad_weight": ((2,), (1,), _one(lambda x, a, t: pg.linear_grad_weight(*x))),
-    "pe.layer_norm_grad": ((3,), (3,), lambda x, a, t: pg.layer_norm_grad(
-        *x, eps=a.get("epsilon", 1e-5))),
-    "pe.gelu_grad": ((2,), (1,), _one(lambda x, a, t: pg.gelu_grad(
-        *x, approximate=a.get("approximate", False)))),
-    "pe.relu_grad": ((2,), (1,), _one(lambda x, a, t: pg.relu_grad(*x))),
-    "pe.patch_embed_grad": ((2,), (2,), lambda x, a, t: pg.patch_embed_grad(
-        *x, patch=_req(a, "patch", "pe.patch_embed_grad"))),
-    "pe.token_embed_grad": ((2,), (1,), _one(lambda x, a, t: pg.token_embed_grad(
+    "pe.sum_to": (_sum_to),
+    "pe.broadcast_to": (_broadcast_to),
+    "pe.expand_axis": (_one(lambda x, a, t: pg.expand_axis(
+        x[0], a["axis"], a["size"]))),
+    "pe.mean_grad": (_one(lambda x, a, t: pg.mean_grad(x[0], x[1], a.get("axis")))),
+    "pe.linear_grad_input": (_one(lambda x, a, t: pg.linear_grad_input(*x))),
+    "pe.linear_grad_weight": (_one(lambda x, a, t: pg.linear_grad_weight(*x))),
+    "pe.layer_norm_grad": (lambda x, a, t: pg.layer_norm_grad(
+        *x, eps=a["epsilon"])),
+    "pe.gelu_grad": (_one(lambda x, a, t: pg.gelu_grad(
+        *x, approximate=a["approximate"]))),
+    "pe.relu_grad": (_one(lambda x, a, t: pg.relu_grad(*x))),
+    "pe.patch_embed_grad": (lambda x, a, t: pg.patch_embed_grad(
+        *x, patch=a["patch"])),
+    "pe.token_embed_grad": (_one(lambda x, a, t: pg.token_embed_grad(
         *x, vocab=_static(t[0], 0, "pe.token_embed_grad")))),
-    "pe.class_token_grad": ((1,), (2,), lambda x, a, t: pg.class_token_grad(x[0])),
-    "pe.select_token_grad": ((1,), (1,), _one(lambda x, a, t: pg.select_token_grad(
-        x[0], _req(a, "index", "pe.select_token_grad"),
+    "pe.class_token_grad": (lambda x, a, t: pg.class_token_grad(x[0])),
+    "pe.select_token_grad": (_one(lambda x, a, t: pg.select_token_grad(
+        x[0], a["index"],
         _static(t[0], 1, "pe.select_token_grad")))),
-    "pe.attention_grad": ((4, 5), (3, 4), _attention_grad),
-    "pe.cross_entropy_grad": ((3,), (1,), _one(lambda x, a, t: pg.cross_entropy_grad(*x))),
-    "pe.rope_grad_freqs": ((4,), (1,), _one(lambda x, a, t: pg.rope_grad_freqs(*x))),
-    "pe.householder_grad_freqs": ((5,), (2,), lambda x, a, t: pg.householder_grad_freqs(*x)),
-    "pe.skew_grad": ((1,), (1,), _one(lambda x, a, t: pg.skew_grad(
-        x[0], _req(a, "dim", "pe.skew_grad")))),
-    "pe.sparse_skew_grad": ((1,), (1,), _one(lambda x, a, t: pg.sparse_skew_grad(
-        x[0], _req(a, "dim", "pe.sparse_skew_grad"),
-        _req(a, "support", "pe.sparse_skew_grad")))),
-    "pe.cayley_grad": ((3,), (2,), lambda x, a, t: pg.cayley_grad(*x)),
-    "pe.generator_exp_grad": ((3,), (1,), _one(lambda x, a, t: pg.generator_exp_grad(*x))),
-    "pe.apply_rotation_grad": ((3,), (2,), lambda x, a, t: pg.apply_rotation_grad(
-        *x, heads=_req(a, "heads", "pe.apply_rotation_grad"))),
-    "pe.commutator_norm_grad": ((2,), (1,), _one(lambda x, a, t: pg.commutator_norm_grad(*x))),
-    "pe.spd_gate_grad": ((3,), (2,), lambda x, a, t: pg.spd_gate_grad(*x)),
-    "pe.skip_gather_grad": ((1,), (1,), _one(lambda x, a, t: pg.skip_gather_grad(
-        x[0], _req(a, "heads", "pe.skip_gather_grad"),
-        _req(a, "skip_base", "pe.skip_gather_grad")))),
-    "pe.pair_gather_grad": ((1,), (1,), _one(lambda x, a, t: pg.pair_gather_grad(
-        x[0], _req(a, "index", "pe.pair_gather_grad"), _static(t[0], 0, "pe.pair_gather_grad")))),
+    "pe.attention_grad": (_attention_grad),
+    "pe.cross_entropy_grad": (_one(lambda x, a, t: pg.cross_entropy_grad(*x))),
+    "pe.rope_grad_freqs": (_one(lambda x, a, t: pg.rope_grad_freqs(*x))),
+    "pe.householder_grad_freqs": (lambda x, a, t: pg.householder_grad_freqs(*x)),
+    "pe.skew_grad": (_one(lambda x, a, t: pg.skew_grad(
+        x[0], a["dim"]))),
+    "pe.sparse_skew_grad": (_one(lambda x, a, t: pg.sparse_skew_grad(
+        x[0], a["dim"],
+        a["support"]))),
+    "pe.cayley_grad": (lambda x, a, t: pg.cayley_grad(*x)),
+    "pe.generator_exp_grad": (_one(lambda x, a, t: pg.generator_exp_grad(*x))),
+    "pe.apply_rotation_grad": (lambda x, a, t: pg.apply_rotation_grad(
+        *x, heads=a["heads"])),
+    "pe.commutator_norm_grad": (_one(lambda x, a, t: pg.commutator_norm_grad(*x))),
+    "pe.spd_gate_grad": (lambda x, a, t: pg.spd_gate_grad(*x)),
+    "pe.skip_gather_grad": (_one(lambda x, a, t: pg.skip_gather_grad(
+        x[0], a["heads"],
+        a["skip_base"]))),
+    "pe.pair_gather_grad": (_one(lambda x, a, t: pg.pair_gather_grad(
+        x[0], a["index"], _static(t[0], 0, "pe.pair_gather_grad")))),
     # Hoisted and fused ops: pe.linear_gelu is a forward op with two results.
-    "pe.linear_gelu": ((2, 3), (2,), lambda x, a, t: pt.linear_gelu(
-        *x, approximate=a.get("approximate", False))),
-    "pe.rope_table_grad": ((3,), (1,), _one(lambda x, a, t: pg.rope_table_grad(*x))),
-    "pe.rope_apply_grad_table": ((2,), (1,), _one(lambda x, a, t: pg.rope_apply_grad_table(
-        *x, inverse=a.get("inverse", False)))),
-    "pe.cayley_weight_grad": ((2,), (1,), _one(lambda x, a, t: pg.cayley_weight_grad(*x))),
-    "pe.rope_attention_grad": ((5,), (3,), lambda x, a, t: pg.rope_attention_grad(
-        *x, heads=_req(a, "heads", "pe.rope_attention_grad"),
-        scale=_req(a, "scale", "pe.rope_attention_grad"),
-        mask=_req(a, "mask", "pe.rope_attention_grad"))),
+    "pe.linear_gelu": (lambda x, a, t: pt.linear_gelu(
+        *x, approximate=a["approximate"])),
+    "pe.rope_table_grad": (_one(lambda x, a, t: pg.rope_table_grad(*x))),
+    "pe.rope_apply_grad_table": (_one(lambda x, a, t: pg.rope_apply_grad_table(
+        *x, inverse=a["inverse"]))),
+    "pe.cayley_weight_grad": (_one(lambda x, a, t: pg.cayley_weight_grad(*x))),
+    "pe.rope_attention_grad": (lambda x, a, t: pg.rope_attention_grad(
+        *x, heads=a["heads"],
+        scale=a["scale"],
+        mask=a["mask"])),
 }
 
 
@@ -325,6 +326,29 @@ def _constant(op, dtype):
     return value.to(dtype) if value.is_floating_point() else value
 
 
+def _checked_attrs(op, args):
+    """The op's attributes, its ODS defaults filled in, after checking its
+    operand and result counts and required attributes against the schema
+    generated from the dialect (op_schema.py)."""
+    if op.name not in OP_SCHEMA:
+        raise InterpreterError(f"line {op.line}: {op.name}: unsupported op")
+    min_ops, max_ops, min_res, max_res, _types, attr_schema = OP_SCHEMA[op.name]
+    if not min_ops <= len(args) <= max_ops:
+        raise InterpreterError(f"line {op.line}: {op.name}: {len(args)} operands")
+    follows = op.name in RESULTS_FOLLOW_OPERANDS and len(args) < max_ops
+    if len(op.results) != (min_res if follows else max_res):
+        raise InterpreterError(f"line {op.line}: {op.name}: {len(op.results)} results")
+    attrs = dict(op.attributes)
+    for name, (_kind, required, default, _keywords) in attr_schema.items():
+        if name in attrs:
+            continue
+        if required:
+            raise InterpreterError(f"line {op.line}: {op.name}: missing attribute {name}")
+        if default is not None:
+            attrs[name] = default
+    return attrs
+
+
 def _run(op, args, dtype):
     """The results of one op, as a list."""
     if op.name == "arith.constant":
@@ -333,18 +357,11 @@ def _run(op, args, dtype):
         ty = op.result_types[0]
         return [pt.offset_table(_req(op.attributes, "offsets", op.name),
                                 _static(ty, 0, op.name), _static(ty, 1, op.name), dtype=dtype)]
+    attrs = _checked_attrs(op, args)
     if op.name in OPS:
-        counts, fn = OPS[op.name]
-        if len(args) not in counts:
-            raise InterpreterError(f"line {op.line}: {op.name}: {len(args)} operands")
-        return [fn(args, op.attributes, dtype)]
+        return [OPS[op.name](args, attrs, dtype)]
     if op.name in GRAD_OPS:
-        counts, nresults, fn = GRAD_OPS[op.name]
-        if len(args) not in counts:
-            raise InterpreterError(f"line {op.line}: {op.name}: {len(args)} operands")
-        if len(op.results) not in nresults:
-            raise InterpreterError(f"line {op.line}: {op.name}: {len(op.results)} results")
-        return list(fn(args, op.attributes, op.result_types))
+        return list(GRAD_OPS[op.name](args, attrs, op.result_types))
     raise InterpreterError(f"line {op.line}: {op.name}: unsupported op")
 
 

@@ -15,6 +15,7 @@
 #include "stringrt/Error.h"
 #include "stringrt/JsonText.h"
 #include "stringrt/KernelLibrary.h"
+#include "stringrt/OpSchema.h"
 #include "stringrt/Safetensors.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -129,23 +130,6 @@ private:
 //===----------------------------------------------------------------------===//
 // The manifest.
 //===----------------------------------------------------------------------===//
-
-/// Attributes with a default that may be absent from an op: they are written
-/// anyway, so that the package does not depend on the dialect's defaults.
-struct DefaultAttr {
-  llvm::StringRef op, name;
-  enum { Float, Bool, Int } kind;
-  double number;
-};
-const DefaultAttr kDefaults[] = {
-    {"pe.layer_norm", "epsilon", DefaultAttr::Float, 1e-5},
-    {"pe.layer_norm_grad", "epsilon", DefaultAttr::Float, 1e-5},
-    {"pe.gelu", "approximate", DefaultAttr::Bool, 0},
-    {"pe.gelu_grad", "approximate", DefaultAttr::Bool, 0},
-    {"pe.scale", "bias", DefaultAttr::Float, 0.0},
-    {"pe.seq_positions", "special", DefaultAttr::Int, 0},
-    {"pe.grid_positions", "special", DefaultAttr::Int, 0},
-};
 
 class ManifestBuilder {
 public:
@@ -513,16 +497,24 @@ private:
           return failure();
         written[attr.getName().str()] = true;
       }
-      for (const DefaultAttr &def : kDefaults) {
-        if (def.op != name || written.count(def.name.str()))
+      // Attributes with an ODS default (DefaultValuedAttr) absent from the
+      // op are written anyway, so that the package does not depend on the
+      // dialect's defaults; they come from the op schema generated from the
+      // same ODS (stringrt/OpSchema.h).
+      std::optional<stringrt::OpCode> code =
+          stringrt::findOpCode(std::string_view(name.data(), name.size()));
+      if (!code)
+        return op.emitError() << "a package cannot hold this op (no runtime op schema)";
+      for (const stringrt::AttrSchema &attr : stringrt::opSchema(*code).attrs) {
+        if (!attr.defaultValue || written.count(attr.name))
           continue;
-        json.key(def.name);
-        if (def.kind == DefaultAttr::Float)
-          json.value(def.number);
-        else if (def.kind == DefaultAttr::Bool)
-          json.value(def.number != 0);
+        json.key(attr.name);
+        if (attr.kind == stringrt::AttrKind::Bool)
+          json.value(*attr.defaultValue != 0);
+        else if (attr.kind == stringrt::AttrKind::Int)
+          json.value(int64_t(*attr.defaultValue));
         else
-          json.value(int64_t(def.number));
+          json.value(*attr.defaultValue);
       }
     }
     json.endObject();

@@ -260,7 +260,7 @@ void runConstant(const OpContext &c) {
 
 OpTable buildOpTable(KernelSet kernels) {
   OpTable table;
-  table["arith.constant"] = {runConstant, 0, 0, 1, 1};
+  table[OpCode::ArithConstant] = {runConstant};
   addLayerOps(table);
   addPositionOps(table);
   addGradOps(table);
@@ -337,18 +337,14 @@ Executor::Executor(const Program &program, std::string name,
   for (size_t i = 0; i < numOps; ++i) {
     const ProgramOp &op = program.ops[i];
     Step &step = steps_[i];
-    size_t minOps = 0, maxOps = 0, minRes = 1, maxRes = 1;
-    if (op.op == "pe.get_param") {
-      // minOps = maxOps = 0, one result.
-    } else {
-      auto it = table.find(op.op);
-      if (it == table.end())
+    const std::optional<OpCode> code = findOpCode(op.op);
+    if (!code)
+      throw Error(where(i) + ": the cpu target has no such op");
+    const OpSchema &schema = opSchema(*code);
+    if (*code != OpCode::GetParam) {
+      step.spec = table.find(*code);
+      if (!step.spec)
         throw Error(where(i) + ": the cpu target has no such op");
-      step.spec = &it->second;
-      minOps = step.spec->minOperands;
-      maxOps = step.spec->maxOperands;
-      minRes = step.spec->minResults;
-      maxRes = step.spec->maxResults;
     }
     if (kernels == KernelSet::Compiled && !op.kernels.empty()) {
       // A generated kernel checks nothing: its kinds and ranges must be the
@@ -364,11 +360,14 @@ Executor::Executor(const Program &program, std::string name,
         step.compiled.push_back({function, k.range, k.grain});
       }
     }
+    const size_t minOps = schema.minOperands, maxOps = schema.maxOperands;
     if (op.operands.size() < minOps || op.operands.size() > maxOps)
       throw Error(where(i) + ": takes " + countRange(minOps, maxOps) + " operands, got " +
                   std::to_string(op.operands.size()));
-    if (op.results.size() < minRes || op.results.size() > maxRes)
-      throw Error(where(i) + ": has " + countRange(minRes, maxRes) + " results, got " +
+    const size_t results = schema.resultCount(static_cast<int>(op.operands.size()));
+    if (op.results.size() != results)
+      throw Error(where(i) + ": has " + std::to_string(results) + " results with " +
+                  std::to_string(op.operands.size()) + " operands, got " +
                   std::to_string(op.results.size()));
     for (ValueId v : op.operands) {
       if (v >= numValues)
@@ -383,7 +382,7 @@ Executor::Executor(const Program &program, std::string name,
       define(v, where(i));
       definedAt[v] = i;
     }
-    if (op.op == "pe.get_param") {
+    if (*code == OpCode::GetParam) {
       const std::string &param = op.getString("param");
       auto it = paramByName.find(param);
       if (it == paramByName.end())

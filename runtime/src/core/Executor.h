@@ -38,9 +38,11 @@
 #include "stringrt/KernelSet.h"
 #include "stringrt/Manifest.h"
 #include "stringrt/OpProfile.h"
+#include "stringrt/OpSchema.h"
 #include "stringrt/reference/LayerKernels.h"
 #include "stringrt/reference/Tensor.h"
 
+#include <array>
 #include <cstdint>
 #include <mutex>
 #include <optional>
@@ -161,19 +163,31 @@ private:
 
 using OpAdapter = void (*)(const OpContext &);
 
-// An op the executor runs: its adapter and its operand and result counts,
-// and, for the ops stringc generates kernels for, `check`: the argument
-// checks of the op's reference kernel alone (shapes, attributes, index
-// operands; reference/KernelChecks.h), which the executor runs before it
-// calls a compiled kernel (a generated kernel checks nothing).
+// An op the executor runs: its adapter and, for the ops stringc generates
+// kernels for, `check`: the argument checks of the op's reference kernel
+// alone (shapes, attributes, index operands; reference/KernelChecks.h), which
+// the executor runs before it calls a compiled kernel (a generated kernel
+// checks nothing). Operand and result counts are the op's schema's
+// (stringrt/OpSchema.h, generated from the dialect's ODS).
 struct OpSpec {
   OpAdapter run = nullptr;
-  size_t minOperands = 0, maxOperands = 0;
-  size_t minResults = 1, maxResults = 1;
   OpAdapter check = nullptr;
 };
 
-using OpTable = std::unordered_map<std::string, OpSpec>;
+// A kernel set's adapters, indexed by op: a misspelt op is a compile error.
+class OpTable {
+public:
+  OpSpec &operator[](OpCode code) { return specs_[static_cast<size_t>(code)]; }
+  // Null when the set has no adapter for the op (pe.get_param, which the
+  // executor binds to the parameters itself).
+  const OpSpec *find(OpCode code) const {
+    const OpSpec &spec = specs_[static_cast<size_t>(code)];
+    return spec.run ? &spec : nullptr;
+  }
+
+private:
+  std::array<OpSpec, kOpCodeCount> specs_{};
+};
 
 // The reference adapters, by family (ExecutorLayerOps.cpp,
 // ExecutorPositionOps.cpp, ExecutorGradOps.cpp).

@@ -118,39 +118,38 @@ void runSpdGateGrad(const OpContext &c) {
 } // namespace
 
 void addFastOps(OpTable &table) {
-  const std::pair<const char *, OpAdapter> fast[] = {
-      {"pe.linear", runLinear},
-      {"pe.layer_norm", runLayerNorm},
-      {"pe.gelu", runGelu},
-      {"pe.patch_embed", runPatchEmbed},
-      {"pe.token_embed", runTokenEmbed},
-      {"pe.attention", runAttention},
-      {"pe.cross_entropy", runCrossEntropy},
-      {"pe.rope", runRope},
-      {"pe.add", runAdd},
-      {"pe.sub", runSub},
-      {"pe.mul", runMul},
-      {"pe.scale", runScale},
-      {"pe.cayley", runCayley},
-      {"pe.spd_gate", runSpdGate},
-      {"pe.linear_grad_input", runLinearGradInput},
-      {"pe.linear_grad_weight", runLinearGradWeight},
-      {"pe.layer_norm_grad", runLayerNormGrad},
-      {"pe.gelu_grad", runGeluGrad},
-      {"pe.patch_embed_grad", runPatchEmbedGrad},
-      {"pe.token_embed_grad", runTokenEmbedGrad},
-      {"pe.attention_grad", runAttentionGrad},
-      {"pe.cross_entropy_grad", runCrossEntropyGrad},
-      {"pe.sum_to", runSumTo},
-      {"pe.cayley_grad", runCayleyGrad},
-      {"pe.spd_gate_grad", runSpdGateGrad},
+  const std::pair<OpCode, OpAdapter> fast[] = {
+      {OpCode::Linear, runLinear},
+      {OpCode::LayerNorm, runLayerNorm},
+      {OpCode::Gelu, runGelu},
+      {OpCode::PatchEmbed, runPatchEmbed},
+      {OpCode::TokenEmbed, runTokenEmbed},
+      {OpCode::Attention, runAttention},
+      {OpCode::CrossEntropy, runCrossEntropy},
+      {OpCode::Rope, runRope},
+      {OpCode::Add, runAdd},
+      {OpCode::Sub, runSub},
+      {OpCode::Mul, runMul},
+      {OpCode::Scale, runScale},
+      {OpCode::Cayley, runCayley},
+      {OpCode::SpdGate, runSpdGate},
+      {OpCode::LinearGradInput, runLinearGradInput},
+      {OpCode::LinearGradWeight, runLinearGradWeight},
+      {OpCode::LayerNormGrad, runLayerNormGrad},
+      {OpCode::GeluGrad, runGeluGrad},
+      {OpCode::PatchEmbedGrad, runPatchEmbedGrad},
+      {OpCode::TokenEmbedGrad, runTokenEmbedGrad},
+      {OpCode::AttentionGrad, runAttentionGrad},
+      {OpCode::CrossEntropyGrad, runCrossEntropyGrad},
+      {OpCode::SumTo, runSumTo},
+      {OpCode::CayleyGrad, runCayleyGrad},
+      {OpCode::SpdGateGrad, runSpdGateGrad},
   };
-  for (const auto &[op, run] : fast) {
-    auto it = table.find(op);
-    if (it == table.end()) // a fast adapter must override a reference one
-      throw Error(std::string("executor: fast adapter for '") + op +
+  for (const auto &[code, run] : fast) {
+    if (!table.find(code)) // a fast adapter must override a reference one
+      throw Error(std::string("executor: fast adapter for '") + opName(code) +
                   "', which has no reference adapter");
-    it->second.run = run;
+    table[code].run = run;
   }
 }
 

@@ -117,26 +117,25 @@ void runFastLinearResidual(const OpContext &c) {
 } // namespace
 
 void addFusedOps(OpTable &table) {
-  table["pe.rope_table"] = {runRopeTable, 2, 2};
-  table["pe.rope_apply"] = {runRopeApply, 2, 2, 1, 1, checkRopeApply};
-  table["pe.cayley_weight"] = {runCayleyWeight, 1, 1};
-  table["pe.rope_attention"] = {runRopeAttention, 4, 4, 1, 1, checkRopeAttention};
-  table["pe.linear_gelu"] = {runLinearGelu, 2, 3, 2, 2};
-  table["pe.linear_residual"] = {runLinearResidual, 3, 4};
-  table["pe.rope_table_grad"] = {runRopeTableGrad, 3, 3};
-  table["pe.rope_apply_grad_table"] = {runRopeApplyGradTable, 2, 2, 1, 1,
-                                       checkRopeApplyGradTable};
-  table["pe.cayley_weight_grad"] = {runCayleyWeightGrad, 2, 2};
-  table["pe.rope_attention_grad"] = {runRopeAttentionGrad, 5, 5, 3, 3, checkRopeAttentionGrad};
+  table[OpCode::RopeTable] = {runRopeTable};
+  table[OpCode::RopeApply] = {runRopeApply, checkRopeApply};
+  table[OpCode::CayleyWeight] = {runCayleyWeight};
+  table[OpCode::RopeAttention] = {runRopeAttention, checkRopeAttention};
+  table[OpCode::LinearGelu] = {runLinearGelu};
+  table[OpCode::LinearResidual] = {runLinearResidual};
+  table[OpCode::RopeTableGrad] = {runRopeTableGrad};
+  table[OpCode::RopeApplyGradTable] = {runRopeApplyGradTable, checkRopeApplyGradTable};
+  table[OpCode::CayleyWeightGrad] = {runCayleyWeightGrad};
+  table[OpCode::RopeAttentionGrad] = {runRopeAttentionGrad, checkRopeAttentionGrad};
 }
 
 void addFastFusedOps(OpTable &table) {
-  table.at("pe.rope_apply").run = runFastRopeApply;
-  table.at("pe.rope_apply_grad_table").run = runFastRopeApplyGradTable;
-  table.at("pe.rope_attention").run = runFastRopeAttention;
-  table.at("pe.rope_attention_grad").run = runFastRopeAttentionGrad;
-  table.at("pe.linear_gelu").run = runFastLinearGelu;
-  table.at("pe.linear_residual").run = runFastLinearResidual;
+  table[OpCode::RopeApply].run = runFastRopeApply;
+  table[OpCode::RopeApplyGradTable].run = runFastRopeApplyGradTable;
+  table[OpCode::RopeAttention].run = runFastRopeAttention;
+  table[OpCode::RopeAttentionGrad].run = runFastRopeAttentionGrad;
+  table[OpCode::LinearGelu].run = runFastLinearGelu;
+  table[OpCode::LinearResidual].run = runFastLinearResidual;
 }
 
 } // namespace stringrt::detail

@@ -33,11 +33,11 @@ void runPairGatherGrad(const OpContext &c) {
 } // namespace
 
 void addGatherOps(OpTable &table) {
-  table["pe.skip_gather"] = {runSkipGather, 1, 1};
-  table["pe.skip_gather_grad"] = {runSkipGatherGrad, 1, 1};
-  table["pe.offset_table"] = {runOffsetTable, 0, 0};
-  table["pe.pair_gather"] = {runPairGather, 1, 1};
-  table["pe.pair_gather_grad"] = {runPairGatherGrad, 1, 1};
+  table[OpCode::SkipGather] = {runSkipGather};
+  table[OpCode::SkipGatherGrad] = {runSkipGatherGrad};
+  table[OpCode::OffsetTable] = {runOffsetTable};
+  table[OpCode::PairGather] = {runPairGather};
+  table[OpCode::PairGatherGrad] = {runPairGatherGrad};
 }
 
 } // namespace stringrt::detail

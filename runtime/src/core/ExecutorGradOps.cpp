@@ -183,30 +183,30 @@ void runSpdGateGrad(const OpContext &c) {
 } // namespace
 
 void addGradOps(OpTable &table) {
-  table["pe.sum_to"] = {runSumTo, 1, 1, 1, 1, checkSumTo};
-  table["pe.broadcast_to"] = {runBroadcastTo, 1, 2};
-  table["pe.expand_axis"] = {runExpandAxis, 1, 1};
-  table["pe.mean_grad"] = {runMeanGrad, 2, 2};
-  table["pe.linear_grad_input"] = {runLinearGradInput, 2, 2};
-  table["pe.linear_grad_weight"] = {runLinearGradWeight, 2, 2};
-  table["pe.layer_norm_grad"] = {runLayerNormGrad, 3, 3, 3, 3, checkLayerNormGrad};
-  table["pe.gelu_grad"] = {runGeluGrad, 2, 2, 1, 1, checkGeluGrad};
-  table["pe.relu_grad"] = {runReluGrad, 2, 2, 1, 1, checkReluGrad};
-  table["pe.patch_embed_grad"] = {runPatchEmbedGrad, 2, 2, 2, 2};
-  table["pe.token_embed_grad"] = {runTokenEmbedGrad, 2, 2, 1, 1, checkTokenEmbedGrad};
-  table["pe.class_token_grad"] = {runClassTokenGrad, 1, 1, 2, 2, checkClassTokenGrad};
-  table["pe.select_token_grad"] = {runSelectTokenGrad, 1, 1, 1, 1, checkSelectTokenGrad};
-  table["pe.attention_grad"] = {runAttentionGrad, 4, 5, 3, 4, checkAttentionGrad};
-  table["pe.cross_entropy_grad"] = {runCrossEntropyGrad, 3, 3, 1, 1, checkCrossEntropyGrad};
-  table["pe.rope_grad_freqs"] = {runRopeGradFreqs, 4, 4};
-  table["pe.householder_grad_freqs"] = {runHouseholderGradFreqs, 5, 5, 2, 2};
-  table["pe.skew_grad"] = {runSkewGrad, 1, 1};
-  table["pe.sparse_skew_grad"] = {runSparseSkewGrad, 1, 1};
-  table["pe.cayley_grad"] = {runCayleyGrad, 3, 3, 2, 2};
-  table["pe.generator_exp_grad"] = {runGeneratorExpGrad, 3, 3};
-  table["pe.apply_rotation_grad"] = {runApplyRotationGrad, 3, 3, 2, 2};
-  table["pe.commutator_norm_grad"] = {runCommutatorNormGrad, 2, 2};
-  table["pe.spd_gate_grad"] = {runSpdGateGrad, 3, 3, 2, 2};
+  table[OpCode::SumTo] = {runSumTo, checkSumTo};
+  table[OpCode::BroadcastTo] = {runBroadcastTo};
+  table[OpCode::ExpandAxis] = {runExpandAxis};
+  table[OpCode::MeanGrad] = {runMeanGrad};
+  table[OpCode::LinearGradInput] = {runLinearGradInput};
+  table[OpCode::LinearGradWeight] = {runLinearGradWeight};
+  table[OpCode::LayerNormGrad] = {runLayerNormGrad, checkLayerNormGrad};
+  table[OpCode::GeluGrad] = {runGeluGrad, checkGeluGrad};
+  table[OpCode::ReluGrad] = {runReluGrad, checkReluGrad};
+  table[OpCode::PatchEmbedGrad] = {runPatchEmbedGrad};
+  table[OpCode::TokenEmbedGrad] = {runTokenEmbedGrad, checkTokenEmbedGrad};
+  table[OpCode::ClassTokenGrad] = {runClassTokenGrad, checkClassTokenGrad};
+  table[OpCode::SelectTokenGrad] = {runSelectTokenGrad, checkSelectTokenGrad};
+  table[OpCode::AttentionGrad] = {runAttentionGrad, checkAttentionGrad};
+  table[OpCode::CrossEntropyGrad] = {runCrossEntropyGrad, checkCrossEntropyGrad};
+  table[OpCode::RopeGradFreqs] = {runRopeGradFreqs};
+  table[OpCode::HouseholderGradFreqs] = {runHouseholderGradFreqs};
+  table[OpCode::SkewGrad] = {runSkewGrad};
+  table[OpCode::SparseSkewGrad] = {runSparseSkewGrad};
+  table[OpCode::CayleyGrad] = {runCayleyGrad};
+  table[OpCode::GeneratorExpGrad] = {runGeneratorExpGrad};
+  table[OpCode::ApplyRotationGrad] = {runApplyRotationGrad};
+  table[OpCode::CommutatorNormGrad] = {runCommutatorNormGrad};
+  table[OpCode::SpdGateGrad] = {runSpdGateGrad};
 }
 
 } // namespace stringrt::detail

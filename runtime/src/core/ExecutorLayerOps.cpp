@@ -100,21 +100,21 @@ void checkAttention(const OpContext &c) {
 } // namespace
 
 void addLayerOps(OpTable &table) {
-  table["pe.linear"] = {runLinear, 2, 3};
-  table["pe.layer_norm"] = {runLayerNorm, 3, 3, 1, 1, checkLayerNorm};
-  table["pe.gelu"] = {runGelu, 1, 1, 1, 1, checkGelu};
-  table["pe.relu"] = {runRelu, 1, 1, 1, 1, checkRelu};
-  table["pe.add"] = {runAdd, 2, 2, 1, 1, checkAdd};
-  table["pe.sub"] = {runSub, 2, 2, 1, 1, checkSub};
-  table["pe.mul"] = {runMul, 2, 2, 1, 1, checkMul};
-  table["pe.scale"] = {runScale, 1, 1, 1, 1, checkScale};
-  table["pe.mean"] = {runMean, 1, 1};
-  table["pe.patch_embed"] = {runPatchEmbed, 3, 3};
-  table["pe.token_embed"] = {runTokenEmbed, 2, 2, 1, 1, checkTokenEmbed};
-  table["pe.class_token"] = {runClassToken, 2, 2, 1, 1, checkClassToken};
-  table["pe.select_token"] = {runSelectToken, 1, 1, 1, 1, checkSelectToken};
-  table["pe.attention"] = {runAttention, 3, 4, 1, 1, checkAttention};
-  table["pe.cross_entropy"] = {runCrossEntropy, 2, 2};
+  table[OpCode::Linear] = {runLinear};
+  table[OpCode::LayerNorm] = {runLayerNorm, checkLayerNorm};
+  table[OpCode::Gelu] = {runGelu, checkGelu};
+  table[OpCode::Relu] = {runRelu, checkRelu};
+  table[OpCode::Add] = {runAdd, checkAdd};
+  table[OpCode::Sub] = {runSub, checkSub};
+  table[OpCode::Mul] = {runMul, checkMul};
+  table[OpCode::Scale] = {runScale, checkScale};
+  table[OpCode::Mean] = {runMean};
+  table[OpCode::PatchEmbed] = {runPatchEmbed};
+  table[OpCode::TokenEmbed] = {runTokenEmbed, checkTokenEmbed};
+  table[OpCode::ClassToken] = {runClassToken, checkClassToken};
+  table[OpCode::SelectToken] = {runSelectToken, checkSelectToken};
+  table[OpCode::Attention] = {runAttention, checkAttention};
+  table[OpCode::CrossEntropy] = {runCrossEntropy};
 }
 
 } // namespace stringrt::detail

@@ -79,20 +79,20 @@ void runSpdGate(const OpContext &c) { spdGate<float>(c.in(0), c.in(1), c.out(0))
 } // namespace
 
 void addPositionOps(OpTable &table) {
-  table["pe.seq_positions"] = {runSeqPositions, 0, 0};
-  table["pe.grid_positions"] = {runGridPositions, 0, 0};
-  table["pe.rope_freqs"] = {runRopeFreqs, 0, 0};
-  table["pe.sinusoidal"] = {runSinusoidal, 0, 0};
-  table["pe.relative_positions"] = {runRelativePositions, 1, 1};
-  table["pe.rope"] = {runRope, 3, 3};
-  table["pe.householder"] = {runHouseholder, 4, 4};
-  table["pe.skew"] = {runSkew, 1, 1};
-  table["pe.sparse_skew"] = {runSparseSkew, 1, 1};
-  table["pe.cayley"] = {runCayley, 2, 2};
-  table["pe.generator_exp"] = {runGeneratorExp, 2, 2};
-  table["pe.apply_rotation"] = {runApplyRotation, 2, 2};
-  table["pe.commutator_norm"] = {runCommutatorNorm, 1, 1};
-  table["pe.spd_gate"] = {runSpdGate, 2, 2};
+  table[OpCode::SeqPositions] = {runSeqPositions};
+  table[OpCode::GridPositions] = {runGridPositions};
+  table[OpCode::RopeFreqs] = {runRopeFreqs};
+  table[OpCode::Sinusoidal] = {runSinusoidal};
+  table[OpCode::RelativePositions] = {runRelativePositions};
+  table[OpCode::Rope] = {runRope};
+  table[OpCode::Householder] = {runHouseholder};
+  table[OpCode::Skew] = {runSkew};
+  table[OpCode::SparseSkew] = {runSparseSkew};
+  table[OpCode::Cayley] = {runCayley};
+  table[OpCode::GeneratorExp] = {runGeneratorExp};
+  table[OpCode::ApplyRotation] = {runApplyRotation};
+  table[OpCode::CommutatorNorm] = {runCommutatorNorm};
+  table[OpCode::SpdGate] = {runSpdGate};
 }
 
 } // namespace stringrt::detail

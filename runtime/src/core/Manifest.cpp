@@ -4,6 +4,7 @@
 // its value table without further checks.
 #include "stringrt/Manifest.h"
 #include "stringrt/ManifestLimits.h"
+#include "stringrt/OpSchema.h"
 
 #include "Json.h"
 #include "stringrt/Error.h"
@@ -117,157 +118,7 @@ const Program &Manifest::program(std::string_view name) const {
                           quoteForMessage(name)));
 }
 
-// ---------------------------------------------------------------------------
-// The ops of the reference target.
-
 namespace {
-
-enum class AttrKind { Int, Float, Bool, String, Ints, Enum };
-
-struct AttrSpec {
-  const char *name;
-  AttrKind kind;
-  bool required;
-  std::vector<const char *> keywords; // Enum only.
-};
-
-// Operand element types: 'f' f32, 'i' i32. Results are all f32.
-struct OpSchemaEntry {
-  const char *name;
-  int minOperands, maxOperands;
-  // Results: `results` fixed, or when `resultsFollowOperands` is set,
-  // operands - 1 (pe.attention_grad: 4 -> 3, 5 -> 4).
-  int results;
-  bool resultsFollowOperands;
-  const char *operandTypes; // One letter per operand position (max count).
-  std::vector<AttrSpec> attrs;
-};
-
-const std::vector<const char *> kMaskKeywords = {"none", "causal", "skip"};
-const std::vector<const char *> kRopeModeKeywords = {"seq", "axial", "mixed"};
-const std::vector<const char *> kFreqsKindKeywords = {"seq", "axial"};
-
-AttrSpec req(const char *name, AttrKind kind) { return {name, kind, true, {}}; }
-AttrSpec opt(const char *name, AttrKind kind) {
-  return {name, kind, false, {}};
-}
-AttrSpec enumAttr(const char *name, const std::vector<const char *> &words) {
-  return {name, AttrKind::Enum, true, words};
-}
-
-const std::vector<OpSchemaEntry> &opSchemas() {
-  using K = AttrKind;
-  static const std::vector<OpSchemaEntry> schemas = {
-      // Reading parameters, constants.
-      {"pe.get_param", 0, 0, 1, false, "", {req("param", K::String)}},
-      {"arith.constant", 0, 0, 1, false, "", {req("value", K::Float)}},
-      // Layers.
-      {"pe.linear", 2, 3, 1, false, "fff", {}},
-      {"pe.layer_norm", 3, 3, 1, false, "fff", {req("epsilon", K::Float)}},
-      {"pe.gelu", 1, 1, 1, false, "f", {req("approximate", K::Bool)}},
-      {"pe.relu", 1, 1, 1, false, "f", {}},
-      {"pe.add", 2, 2, 1, false, "ff", {}},
-      {"pe.sub", 2, 2, 1, false, "ff", {}},
-      {"pe.mul", 2, 2, 1, false, "ff", {}},
-      {"pe.scale", 1, 1, 1, false, "f",
-       {req("factor", K::Float), req("bias", K::Float)}},
-      {"pe.mean", 1, 1, 1, false, "f", {opt("axis", K::Int)}},
-      {"pe.patch_embed", 3, 3, 1, false, "fff", {req("patch", K::Int)}},
-      {"pe.token_embed", 2, 2, 1, false, "if", {}},
-      {"pe.class_token", 2, 2, 1, false, "ff", {}},
-      {"pe.select_token", 1, 1, 1, false, "f", {req("index", K::Int)}},
-      {"pe.attention", 3, 4, 1, false, "ffff",
-       {req("heads", K::Int), req("scale", K::Float),
-        enumAttr("mask", kMaskKeywords), opt("skip_base", K::Int)}},
-      {"pe.cross_entropy", 2, 2, 1, false, "fi", {}},
-      // Positional encodings.
-      {"pe.seq_positions", 0, 0, 1, false, "",
-       {req("length", K::Int), req("special", K::Int)}},
-      {"pe.grid_positions", 0, 0, 1, false, "",
-       {req("rows", K::Int), req("cols", K::Int), req("special", K::Int)}},
-      {"pe.rope_freqs", 0, 0, 1, false, "",
-       {enumAttr("kind", kFreqsKindKeywords), req("dim", K::Int),
-        req("heads", K::Int), req("base", K::Float)}},
-      {"pe.rope", 3, 3, 1, false, "fff",
-       {enumAttr("mode", kRopeModeKeywords)}},
-      {"pe.householder", 4, 4, 1, false, "ffff", {}},
-      {"pe.skew", 1, 1, 1, false, "f", {req("dim", K::Int)}},
-      {"pe.sparse_skew", 1, 1, 1, false, "f",
-       {req("dim", K::Int), req("fraction", K::Float), req("seed", K::Int),
-        req("support", K::Ints)}},
-      {"pe.cayley", 2, 2, 1, false, "ff", {}},
-      {"pe.relative_positions", 1, 1, 1, false, "f", {}},
-      {"pe.generator_exp", 2, 2, 1, false, "ff", {}},
-      {"pe.apply_rotation", 2, 2, 1, false, "ff", {req("heads", K::Int)}},
-      {"pe.commutator_norm", 1, 1, 1, false, "f", {}},
-      {"pe.spd_gate", 2, 2, 1, false, "ff", {}},
-      {"pe.sinusoidal", 0, 0, 1, false, "",
-       {req("length", K::Int), req("dim", K::Int), req("base", K::Float)}},
-      // Backward ops (pe-autodiff).
-      {"pe.sum_to", 1, 1, 1, false, "f", {}},
-      {"pe.broadcast_to", 1, 2, 1, false, "ff", {}},
-      {"pe.expand_axis", 1, 1, 1, false, "f",
-       {req("axis", K::Int), req("size", K::Int)}},
-      {"pe.mean_grad", 2, 2, 1, false, "ff", {opt("axis", K::Int)}},
-      {"pe.linear_grad_input", 2, 2, 1, false, "ff", {}},
-      {"pe.linear_grad_weight", 2, 2, 1, false, "ff", {}},
-      {"pe.layer_norm_grad", 3, 3, 3, false, "fff",
-       {req("epsilon", K::Float)}},
-      {"pe.gelu_grad", 2, 2, 1, false, "ff", {req("approximate", K::Bool)}},
-      {"pe.relu_grad", 2, 2, 1, false, "ff", {}},
-      {"pe.patch_embed_grad", 2, 2, 2, false, "ff", {req("patch", K::Int)}},
-      {"pe.token_embed_grad", 2, 2, 1, false, "if", {}},
-      {"pe.class_token_grad", 1, 1, 2, false, "f", {}},
-      {"pe.select_token_grad", 1, 1, 1, false, "f", {req("index", K::Int)}},
-      {"pe.attention_grad", 4, 5, 0, true, "fffff",
-       {req("heads", K::Int), req("scale", K::Float),
-        enumAttr("mask", kMaskKeywords), opt("skip_base", K::Int)}},
-      {"pe.cross_entropy_grad", 3, 3, 1, false, "fif", {}},
-      {"pe.rope_grad_freqs", 4, 4, 1, false, "ffff", {}},
-      {"pe.householder_grad_freqs", 5, 5, 2, false, "fffff", {}},
-      {"pe.skew_grad", 1, 1, 1, false, "f", {req("dim", K::Int)}},
-      {"pe.sparse_skew_grad", 1, 1, 1, false, "f",
-       {req("dim", K::Int), req("support", K::Ints)}},
-      {"pe.cayley_grad", 3, 3, 2, false, "fff", {}},
-      {"pe.generator_exp_grad", 3, 3, 1, false, "fff", {}},
-      {"pe.apply_rotation_grad", 3, 3, 2, false, "fff",
-       {req("heads", K::Int)}},
-      {"pe.commutator_norm_grad", 2, 2, 1, false, "ff", {}},
-      {"pe.spd_gate_grad", 3, 3, 2, false, "fff", {}},
-      // Hoisted tables and fused kernels (pe-hoist, pe-fuse-*).
-      {"pe.rope_table", 2, 2, 1, false, "ff", {}},
-      {"pe.rope_apply", 2, 2, 1, false, "ff", {opt("inverse", K::Bool)}},
-      {"pe.cayley_weight", 1, 1, 1, false, "f", {}},
-      {"pe.rope_attention", 4, 4, 1, false, "ffff",
-       {req("heads", K::Int), req("scale", K::Float),
-        enumAttr("mask", kMaskKeywords)}},
-      {"pe.linear_gelu", 2, 3, 2, false, "fff", {opt("approximate", K::Bool)}},
-      {"pe.linear_residual", 3, 4, 1, false, "ffff", {}},
-      {"pe.rope_table_grad", 3, 3, 1, false, "fff", {}},
-      {"pe.rope_apply_grad_table", 2, 2, 1, false, "ff",
-       {opt("inverse", K::Bool)}},
-      {"pe.cayley_weight_grad", 2, 2, 1, false, "ff", {}},
-      {"pe.rope_attention_grad", 5, 5, 3, false, "fffff",
-       {req("heads", K::Int), req("scale", K::Float),
-        enumAttr("mask", kMaskKeywords)}},
-      // Gather rewrites (pe-skip-gather, pe-distinct-offsets).
-      {"pe.skip_gather", 1, 1, 1, false, "f",
-       {req("heads", K::Int), req("skip_base", K::Int)}},
-      {"pe.skip_gather_grad", 1, 1, 1, false, "f",
-       {req("heads", K::Int), req("skip_base", K::Int)}},
-      {"pe.offset_table", 0, 0, 1, false, "", {req("offsets", K::Ints)}},
-      {"pe.pair_gather", 1, 1, 1, false, "f", {req("index", K::Ints)}},
-      {"pe.pair_gather_grad", 1, 1, 1, false, "f", {req("index", K::Ints)}},
-  };
-  return schemas;
-}
-
-const OpSchemaEntry *findSchema(std::string_view op) {
-  for (const OpSchemaEntry &schema : opSchemas())
-    if (op == schema.name)
-      return &schema;
-  return nullptr;
-}
 
 // kMaxRank, kMaxDim, kMaxParamElements and kMaxExampleElements (every
 // shape's elements but the batch: times a batch <= 2^31, every size fits an
@@ -918,10 +769,11 @@ private:
     ProgramOp op;
     auto atOp = [&] { return at.str() + ".op"; };
     op.op = getString(*member(entry, "op"), atOp);
-    const OpSchemaEntry *schema = findSchema(op.op);
-    if (!schema)
+    std::optional<OpCode> code = findOpCode(op.op);
+    if (!code)
       fail(atOp, fmt::format("unknown op {} for target cpu-reference",
                              quoteForMessage(op.op)));
+    const OpSchema *schema = &opSchema(*code);
     auto where = [&] { return at.str() + " (" + op.op + ")"; };
     const size_t count = program.values.size();
 
@@ -966,8 +818,7 @@ private:
         fail(atResult, fmt::format("result value {} must be f32", id));
       op.results.push_back(id);
     }
-    const int wantResults = schema->resultsFollowOperands ? numOperands - 1
-                                                          : schema->results;
+    const int wantResults = schema->resultCount(numOperands);
     if (int(op.results.size()) != wantResults)
       fail(where, fmt::format("expected {} results, got {}", wantResults,
                               op.results.size()));
@@ -1002,11 +853,11 @@ private:
   }
 
   void parseAttrs(const JsonValue &attrs, const Where &where,
-                  const OpSchemaEntry &schema, ProgramOp &op) const {
+                  const OpSchema &schema, ProgramOp &op) const {
     expectKind(attrs, JsonValue::Kind::Object, [&] { return where.str() + ".attrs"; });
     uint64_t seen = 0; // a bit per attribute of the schema
     for (const JsonMember &m : attrs.members) {
-      const AttrSpec *spec = nullptr;
+      const AttrSchema *spec = nullptr;
       size_t index = 0;
       for (size_t a = 0; a < schema.attrs.size(); ++a)
         if (m.key == schema.attrs[a].name) {
@@ -1058,9 +909,22 @@ private:
       }
       }
     }
-    for (size_t a = 0; a < schema.attrs.size(); ++a)
-      if (schema.attrs[a].required && !(seen & (uint64_t(1) << a)))
-        fail(where, fmt::format("missing attribute \"{}\"", schema.attrs[a].name));
+    for (size_t a = 0; a < schema.attrs.size(); ++a) {
+      const AttrSchema &attr = schema.attrs[a];
+      if (seen & (uint64_t(1) << a))
+        continue;
+      if (attr.required)
+        fail(where, fmt::format("missing attribute \"{}\"", attr.name));
+      // An absent DefaultValuedAttr has its default, as in the compiler's IR.
+      if (attr.defaultValue) {
+        if (attr.kind == AttrKind::Int)
+          op.attrs[attr.name] = static_cast<int64_t>(*attr.defaultValue);
+        else if (attr.kind == AttrKind::Bool)
+          op.attrs[attr.name] = *attr.defaultValue != 0.0;
+        else
+          op.attrs[attr.name] = *attr.defaultValue;
+      }
+    }
   }
 
   // --- Outputs across programs --------------------------------------------
@@ -1113,7 +977,7 @@ private:
 
 } // namespace
 
-bool isKnownOp(std::string_view op) { return findSchema(op) != nullptr; }
+bool isKnownOp(std::string_view op) { return findOpCode(op).has_value(); }
 
 Manifest parseManifest(std::string_view json, const std::string &path) {
   return ManifestParser(path).parse(json);
