@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "stringc/Codegen/KernelGen.h"
+#include "stringc/Dialect/PE/PEOps.h"
 
 #include "KernelBuilder.h"
 
@@ -18,7 +19,6 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Transforms/Passes.h"
 #include "llvm/ADT/StringMap.h"
-#include "llvm/ADT/StringSet.h"
 
 using namespace mlir;
 
@@ -26,16 +26,13 @@ namespace stringc::codegen {
 
 using namespace detail;
 
-bool hasKernelFor(llvm::StringRef name) {
-  static const llvm::StringSet<> names = {
-      "pe.add",       "pe.sub",       "pe.mul",        "pe.scale",
-      "pe.gelu",      "pe.relu",      "pe.gelu_grad",  "pe.relu_grad",
-      "pe.layer_norm", "pe.layer_norm_grad", "pe.sum_to",
-      "pe.attention", "pe.attention_grad", "pe.rope_attention", "pe.rope_attention_grad",
-      "pe.rope_apply", "pe.rope_apply_grad_table", "pe.token_embed", "pe.token_embed_grad",
-      "pe.class_token", "pe.class_token_grad", "pe.select_token", "pe.select_token_grad",
-      "pe.cross_entropy_grad"};
-  return names.contains(name);
+bool hasKernelFor(Operation *op) {
+  return isa<pe::AddOp, pe::SubOp, pe::MulOp, pe::ScaleOp, pe::GeluOp, pe::ReluOp,
+             pe::GeluGradOp, pe::ReluGradOp, pe::LayerNormOp, pe::LayerNormGradOp, pe::SumToOp,
+             pe::AttentionOp, pe::AttentionGradOp, pe::RopeAttentionOp, pe::RopeAttentionGradOp,
+             pe::RopeApplyOp, pe::RopeApplyGradTableOp, pe::TokenEmbedOp, pe::TokenEmbedGradOp,
+             pe::ClassTokenOp, pe::ClassTokenGradOp, pe::SelectTokenOp, pe::SelectTokenGradOp,
+             pe::CrossEntropyGradOp>(op);
 }
 
 namespace {
@@ -68,7 +65,7 @@ public:
 private:
   void generate(Operation &op) {
     ++plan.totalOps;
-    if (!hasKernelFor(op.getName().getStringRef()))
+    if (!hasKernelFor(&op))
       return;
     std::vector<KernelSpec> specs = elementwiseSpecs(&op);
     if (specs.empty())

@@ -63,8 +63,10 @@ ParamList kernelParams(Kind kind, Enc enc) {
 
 const char *servedOp(Kind kind, bool rope) {
   if (kind == Kind::Forward)
-    return rope ? "pe.rope_attention" : "pe.attention";
-  return rope ? "pe.rope_attention_grad" : "pe.attention_grad";
+    return rope ? pe::RopeAttentionOp::getOperationName().data()
+                : pe::AttentionOp::getOperationName().data();
+  return rope ? pe::RopeAttentionGradOp::getOperationName().data()
+              : pe::AttentionGradOp::getOperationName().data();
 }
 
 Value NamedArgs::operator()(llvm::StringRef name) const {

@@ -567,7 +567,7 @@ SkipElement skipElement(KernelBuilder &k, Value e, Value tokens, Value width, Va
 void appendSkipKernels(std::vector<KernelDef> &defs) {
   const ParamKind P = ParamKind::Ptr, I = ParamKind::I64;
   // y[b, i, col] = v[b, i - lag(h), col], 0 when i < lag(h).
-  defs.push_back({makeSpec("pe_attention_skip", "pe.attention",
+  defs.push_back({makeSpec("pe_attention_skip", pe::AttentionOp::getOperationName(),
                            {{"y", P}, {"v", P}, {"n", I}, {"tokens", I}, {"width", I},
                             {"head_dim", I}, {"skip_base", I}}),
                   [](KernelBuilder &k) {
@@ -583,7 +583,7 @@ void appendSkipKernels(std::vector<KernelDef> &defs) {
                   }});
   // dq = dk = 0 exactly (P is one-hot: dS = P (dP - P dP) = 0);
   // dv[b, j, col] = dy[b, j + lag(h), col], 0 when j + lag(h) >= T.
-  defs.push_back({makeSpec("pe_attention_skip_grad", "pe.attention_grad",
+  defs.push_back({makeSpec("pe_attention_skip_grad", pe::AttentionGradOp::getOperationName(),
                            {{"dq", P}, {"dk", P}, {"dv", P}, {"dy", P}, {"n", I}, {"tokens", I},
                             {"width", I}, {"head_dim", I}, {"skip_base", I}}),
                   [](KernelBuilder &k) {
@@ -611,8 +611,8 @@ KernelDef relGradKernel(int64_t dh) {
   std::vector<std::pair<std::string, ParamKind>> params = {
       {"drel", P},   {"q", P},     {"k", P},      {"ds", P},     {"n", I},    {"tokens", I},
       {"width", I},  {"heads", I}, {"batch_heads", I}, {"lookahead", I}, {"scale", F}};
-  return {makeSpec("pe_rel_attention_grad_drel_d" + std::to_string(dh), "pe.attention_grad",
-                   params),
+  return {makeSpec("pe_rel_attention_grad_drel_d" + std::to_string(dh),
+                   pe::AttentionGradOp::getOperationName(), params),
           [dh, params](KernelBuilder &k) {
             Args args{k, params};
             Value tokens = args("tokens"), width = args("width"), heads = args("heads");

@@ -26,10 +26,10 @@ constexpr double kInvSqrt2Pi = 0.39894228040143267794;
 constexpr double kSqrt2OverPi = 0.79788456080286535588;
 constexpr double kGeluC = 0.044715;
 
-KernelSpec unarySpec(std::string name, std::string peOp, std::vector<std::string> ins) {
+KernelSpec unarySpec(std::string name, llvm::StringRef peOp, std::vector<std::string> ins) {
   KernelSpec spec;
   spec.name = std::move(name);
-  spec.peOp = std::move(peOp);
+  spec.peOp = peOp.str();
   spec.params.push_back({"out", ParamKind::Ptr});
   for (std::string &in : ins)
     spec.params.push_back({in, ParamKind::Ptr});
@@ -39,14 +39,14 @@ KernelSpec unarySpec(std::string name, std::string peOp, std::vector<std::string
 
 enum class Broadcast { None, Lhs, Rhs };
 
-void appendBinary(std::vector<KernelDef> &defs, const char *op,
+void appendBinary(std::vector<KernelDef> &defs, const char *op, llvm::StringRef peOp,
                   const std::function<Value(KernelBuilder &, Value, Value)> &apply) {
   const std::pair<Broadcast, const char *> variants[] = {
       {Broadcast::None, ""}, {Broadcast::Lhs, "_bl"}, {Broadcast::Rhs, "_br"}};
   for (auto [broadcast, suffix] : variants) {
     KernelSpec spec;
     spec.name = std::string("pe_") + op + suffix;
-    spec.peOp = std::string("pe.") + op;
+    spec.peOp = peOp.str();
     spec.params = {{"out", ParamKind::Ptr},  {"lhs", ParamKind::Ptr},
                    {"rhs", ParamKind::Ptr},  {"n", ParamKind::I64},
                    {"n_lhs", ParamKind::I64}, {"n_rhs", ParamKind::I64}};
@@ -120,12 +120,15 @@ Value geluDerivative(KernelBuilder &k, Value x, bool approximate) {
 } // namespace
 
 void appendElementwiseKernels(std::vector<KernelDef> &defs) {
-  appendBinary(defs, "add", [](KernelBuilder &k, Value a, Value c) { return k.add(a, c); });
-  appendBinary(defs, "sub", [](KernelBuilder &k, Value a, Value c) { return k.sub(a, c); });
-  appendBinary(defs, "mul", [](KernelBuilder &k, Value a, Value c) { return k.mul(a, c); });
+  appendBinary(defs, "add", pe::AddOp::getOperationName(),
+               [](KernelBuilder &k, Value a, Value c) { return k.add(a, c); });
+  appendBinary(defs, "sub", pe::SubOp::getOperationName(),
+               [](KernelBuilder &k, Value a, Value c) { return k.sub(a, c); });
+  appendBinary(defs, "mul", pe::MulOp::getOperationName(),
+               [](KernelBuilder &k, Value a, Value c) { return k.mul(a, c); });
 
   // out = factor * x + bias
-  KernelSpec scale = unarySpec("pe_scale", "pe.scale", {"x"});
+  KernelSpec scale = unarySpec("pe_scale", pe::ScaleOp::getOperationName(), {"x"});
   scale.params.push_back({"factor", ParamKind::F32});
   scale.params.push_back({"bias", ParamKind::F32});
   defs.push_back({scale, [](KernelBuilder &k) {
@@ -137,25 +140,26 @@ void appendElementwiseKernels(std::vector<KernelDef> &defs) {
 
   for (bool approximate : {false, true}) {
     std::string suffix = approximate ? "_tanh" : "";
-    appendMap(defs, unarySpec("pe_gelu" + suffix, "pe.gelu", {"x"}),
+    appendMap(defs, unarySpec("pe_gelu" + suffix, pe::GeluOp::getOperationName(), {"x"}),
               [approximate](KernelBuilder &k, ArrayRef<Value> xs) {
                 return geluValue(k, xs[0], approximate);
               });
-    appendMap(defs, unarySpec("pe_gelu_grad" + suffix, "pe.gelu_grad", {"x", "dy"}),
+    appendMap(defs,
+              unarySpec("pe_gelu_grad" + suffix, pe::GeluGradOp::getOperationName(), {"x", "dy"}),
               [approximate](KernelBuilder &k, ArrayRef<Value> xs) {
                 return k.mul(xs[1], geluDerivative(k, xs[0], approximate));
               });
   }
 
   // relu keeps NaN (as the reference: v > 0 || isnan(v) ? v : 0): `ugt`.
-  appendMap(defs, unarySpec("pe_relu", "pe.relu", {"x"}),
+  appendMap(defs, unarySpec("pe_relu", pe::ReluOp::getOperationName(), {"x"}),
             [](KernelBuilder &k, ArrayRef<Value> xs) -> Value {
               OpBuilder &b = k.builder();
               Value keep = b.create<arith::CmpFOp>(k.location(), arith::CmpFPredicate::UGT,
                                                    xs[0], k.f32(0.0));
               return b.create<arith::SelectOp>(k.location(), keep, xs[0], k.f32(0.0));
             });
-  appendMap(defs, unarySpec("pe_relu_grad", "pe.relu_grad", {"x", "dy"}),
+  appendMap(defs, unarySpec("pe_relu_grad", pe::ReluGradOp::getOperationName(), {"x", "dy"}),
             [](KernelBuilder &k, ArrayRef<Value> xs) -> Value {
               OpBuilder &b = k.builder();
               Value pass = b.create<arith::CmpFOp>(k.location(), arith::CmpFPredicate::OGT,

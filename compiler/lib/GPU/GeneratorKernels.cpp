@@ -383,19 +383,20 @@ void exponentialBody(KernelBuilder &k, bool pairs) {
 }
 
 void appendExponentialKernels(std::vector<KernelDef> &defs) {
-  defs.push_back({makeSpec("pe_generator_exp", "pe.generator_exp",
+  defs.push_back({makeSpec("pe_generator_exp", pe::GeneratorExpOp::getOperationName(),
                            {{"rotations", P}, {"work", P}, {"r", P}, {"generators", P},
                             {"matrices", I}, {"count", I}, {"dim", I}},
                            GridRule::Explicit, kThreads),
                   [](KernelBuilder &k) { exponentialBody(k, /*pairs=*/false); }});
-  defs.push_back({makeSpec("pe_generator_exp_grad_blocks", "pe.generator_exp_grad",
+  defs.push_back({makeSpec("pe_generator_exp_grad_blocks",
+                           pe::GeneratorExpGradOp::getOperationName(),
                            {{"da", P}, {"work", P}, {"r", P}, {"generators", P}, {"dy", P},
                             {"matrices", I}, {"count", I}, {"dim", I}},
                            GridRule::Explicit, kThreads),
                   [](KernelBuilder &k) { exponentialBody(k, /*pairs=*/true); }});
   // partials of dL[k, e] = sum_p r[p, k] da[p, e] (column c = k * d^2 + e).
   defs.push_back(columnPartialsKernel(
-      "pe_generator_exp_grad_partials", "pe.generator_exp_grad", {"r", "da"},
+      "pe_generator_exp_grad_partials", pe::GeneratorExpGradOp::getOperationName(), {"r", "da"},
       {{"count", I}, {"dd", I}}, [](KernelBuilder &k, Value p, Value c) {
         Value count = k.arg(6), dd = k.arg(7);
         Value g = divU(k, c, dd), e = remU(k, c, dd);
@@ -410,7 +411,7 @@ void appendExponentialKernels(std::vector<KernelDef> &defs) {
 
 void appendCommutatorKernels(std::vector<KernelDef> &defs) {
   // c[m, i, j] = (L_a L_b - L_b L_a)[i, j] for pair m = (a, b), f64.
-  defs.push_back({makeSpec("pe_commutators", "pe.commutator_norm",
+  defs.push_back({makeSpec("pe_commutators", pe::CommutatorNormOp::getOperationName(),
                            {{"c", P}, {"generators", P}, {"n", I}, {"count", I}, {"dim", I}}),
                   [](KernelBuilder &k) {
                     Value gens = k.arg(1), count = k.arg(3), d = k.arg(4), dd = k.mul(d, d);
@@ -431,7 +432,7 @@ void appendCommutatorKernels(std::vector<KernelDef> &defs) {
                     });
                   }});
   // norms[m] = |c[m]|_F (f64)
-  defs.push_back({makeSpec("pe_commutator_norms", "pe.commutator_norm",
+  defs.push_back({makeSpec("pe_commutator_norms", pe::CommutatorNormOp::getOperationName(),
                            {{"norms", P}, {"c", P}, {"pairs", I}, {"dd", I}}),
                   [](KernelBuilder &k) {
                     Value dd = k.arg(3);
@@ -445,7 +446,7 @@ void appendCommutatorKernels(std::vector<KernelDef> &defs) {
                     });
                   }});
   // y = the first largest norm (one thread).
-  defs.push_back({makeSpec("pe_commutator_norm_max", "pe.commutator_norm",
+  defs.push_back({makeSpec("pe_commutator_norm_max", pe::CommutatorNormOp::getOperationName(),
                            {{"y", P}, {"norms", P}, {"pairs", I}}, GridRule::Explicit, 32),
                   [](KernelBuilder &k) {
                     k.ifThen(cmpI(k, Pred::eq, globalThreadX(k), k.i64(0)), [&] {
@@ -461,7 +462,7 @@ void appendCommutatorKernels(std::vector<KernelDef> &defs) {
   // dL[g, i, j] for the first maximising pair (a, b), G = dy C / |C|_F:
   // g = a: (G L_b^T - L_b^T G)[i, j]; g = b: -(G L_a^T - L_a^T G)[i, j].
   defs.push_back(
-      {makeSpec("pe_commutator_norm_grad", "pe.commutator_norm_grad",
+      {makeSpec("pe_commutator_norm_grad", pe::CommutatorNormGradOp::getOperationName(),
                 {{"dgenerators", P}, {"generators", P}, {"c", P}, {"norms", P}, {"dy", P},
                  {"n", I}, {"count", I}, {"dim", I}, {"pairs", I}}),
        [](KernelBuilder &k) {

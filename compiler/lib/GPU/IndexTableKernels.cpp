@@ -45,7 +45,7 @@ Value inRange(KernelBuilder &k, Value v, Value limit) {
 void appendSparseSkewKernels(std::vector<KernelDef> &defs) {
   // s[e] = sign(entry[e]) params[|entry[e]| - 1], 0 where entry[e] = 0.
   defs.push_back(
-      {makeSpec("pe_sparse_skew", "pe.sparse_skew",
+      {makeSpec("pe_sparse_skew", pe::SparseSkewOp::getOperationName(),
                 {{"s", P}, {"params", P}, {"entry", P}, {"n", I}, {"params_count", I}}),
        [](KernelBuilder &k) {
          k.forGridStride(k.arg(3), [&](Value e) {
@@ -61,7 +61,7 @@ void appendSparseSkewKernels(std::vector<KernelDef> &defs) {
        }});
   // dparams[m] = dy[pairs[2m]] - dy[pairs[2m + 1]].
   defs.push_back(
-      {makeSpec("pe_sparse_skew_grad", "pe.sparse_skew_grad",
+      {makeSpec("pe_sparse_skew_grad", pe::SparseSkewGradOp::getOperationName(),
                 {{"dparams", P}, {"dy", P}, {"pairs", P}, {"n", I}, {"dy_count", I}}),
        [](KernelBuilder &k) {
          k.forGridStride(k.arg(3), [&](Value m) {
@@ -77,7 +77,7 @@ void appendSparseSkewKernels(std::vector<KernelDef> &defs) {
 
 void appendPairGatherKernels(std::vector<KernelDef> &defs) {
   // y[p * row + s] = table[index[p] * row + s]
-  defs.push_back({makeSpec("pe_pair_gather", "pe.pair_gather",
+  defs.push_back({makeSpec("pe_pair_gather", pe::PairGatherOp::getOperationName(),
                            {{"y", P}, {"table", P}, {"index", P}, {"n", I}, {"row", I},
                             {"table_rows", I}}),
                   [](KernelBuilder &k) {
@@ -93,7 +93,7 @@ void appendPairGatherKernels(std::vector<KernelDef> &defs) {
                   }});
   // dtable[u * row + s] = sum_{q in [starts[u], starts[u + 1])} dy[pairs[q] * row + s]
   defs.push_back(
-      {makeSpec("pe_pair_gather_grad", "pe.pair_gather_grad",
+      {makeSpec("pe_pair_gather_grad", pe::PairGatherGradOp::getOperationName(),
                 {{"dtable", P}, {"dy", P}, {"starts", P}, {"pairs", P}, {"n", I}, {"row", I},
                  {"pair_count", I}}),
        [](KernelBuilder &k) {

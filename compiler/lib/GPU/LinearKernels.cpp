@@ -103,7 +103,7 @@ void appendLinearKernels(std::vector<KernelDef> &defs) {
   // y[i] += b[i % d]
   KernelSpec bias;
   bias.name = "pe_add_bias";
-  bias.peOp = "pe.linear";
+  bias.peOp = pe::LinearOp::getOperationName();
   bias.params = {{"y", P}, {"b", P}, {"n", I}, {"d", I}};
   defs.push_back({bias, [](KernelBuilder &k) {
                     OpBuilder &b = k.builder();

@@ -50,7 +50,8 @@ void forBlockStride(KernelBuilder &k, Value n, const std::function<void(Value)> 
 void appendSkewKernels(std::vector<KernelDef> &defs) {
   // S[l, i, j] = p[l, k(i, j)] (i < j), -p[l, k(j, i)] (i > j), 0 (i = j),
   // k(i, j) = i d - i (i + 1) / 2 + j - i - 1.
-  defs.push_back({makeSpec("pe_skew", "pe.skew", {{"s", P}, {"params", P}, {"n", I}, {"dim", I}}),
+  defs.push_back({makeSpec("pe_skew", pe::SkewOp::getOperationName(),
+                           {{"s", P}, {"params", P}, {"n", I}, {"dim", I}}),
                   [](KernelBuilder &k) {
                     Value d = k.arg(3);
                     Value count = divU(k, k.mul(d, k.sub(d, k.i64(1))), k.i64(2));
@@ -73,7 +74,7 @@ void appendSkewKernels(std::vector<KernelDef> &defs) {
                     });
                   }});
   // dparams[l, k] = dy[l, i, j] - dy[l, j, i] for pair k = (i, j).
-  defs.push_back({makeSpec("pe_skew_grad", "pe.skew_grad",
+  defs.push_back({makeSpec("pe_skew_grad", pe::SkewGradOp::getOperationName(),
                            {{"dparams", P}, {"dy", P}, {"n", I}, {"dim", I}}),
                   [](KernelBuilder &k) {
                     Value d = k.arg(3);
@@ -102,7 +103,7 @@ void appendSkewKernels(std::vector<KernelDef> &defs) {
 }
 
 void appendCayleyKernels(std::vector<KernelDef> &defs) {
-  KernelSpec spec = makeSpec("pe_cayley_factors", "pe.cayley_weight",
+  KernelSpec spec = makeSpec("pe_cayley_factors", pe::CayleyWeightOp::getOperationName(),
                              {{"inverse", P}, {"weight", P}, {"work", P}, {"s", P}, {"dim", I}},
                              GridRule::Explicit, kFactorThreads);
   defs.push_back({spec, [](KernelBuilder &k) {

@@ -75,11 +75,11 @@ void forRowColumns(KernelBuilder &k, const RowContext &r, const std::function<vo
   });
 }
 
-KernelSpec rowSpec(std::string name, std::string peOp,
+KernelSpec rowSpec(std::string name, llvm::StringRef peOp,
                    std::vector<std::pair<std::string, ParamKind>> params) {
   KernelSpec spec;
   spec.name = std::move(name);
-  spec.peOp = std::move(peOp);
+  spec.peOp = peOp.str();
   spec.params = std::move(params);
   spec.grid = GridRule::Rows;
   spec.blockX = kWarp;
@@ -94,7 +94,7 @@ void appendNormKernels(std::vector<KernelDef> &defs) {
 
   // y = (x - mean) rstd gamma + beta
   defs.push_back(
-      {rowSpec("pe_layer_norm", "pe.layer_norm",
+      {rowSpec("pe_layer_norm", pe::LayerNormOp::getOperationName(),
                {{"y", P}, {"x", P}, {"gamma", P}, {"beta", P}, {"rows", I}, {"d", I}, {"epsilon", F}}),
        [](KernelBuilder &k) {
          Value y = k.arg(0), x = k.arg(1), gamma = k.arg(2), beta = k.arg(3);
@@ -111,7 +111,7 @@ void appendNormKernels(std::vector<KernelDef> &defs) {
 
   // dx = rstd (g - mean(g) - xhat mean(g xhat)), g = dy gamma; stats = (mean, rstd)
   defs.push_back(
-      {rowSpec("pe_layer_norm_grad_rows", "pe.layer_norm_grad",
+      {rowSpec("pe_layer_norm_grad_rows", pe::LayerNormGradOp::getOperationName(),
                {{"dx", P}, {"stats", P}, {"x", P}, {"gamma", P}, {"dy", P},
                 {"rows", I}, {"d", I}, {"epsilon", F}}),
        [](KernelBuilder &k) {
@@ -141,7 +141,8 @@ void appendNormKernels(std::vector<KernelDef> &defs) {
   // The partial sums of dgamma (columns c < d: dy xhat) and dbeta (columns
   // d + c: dy) over a chunk of rows.
   defs.push_back(columnPartialsKernel(
-      "pe_layer_norm_grad_partials", "pe.layer_norm_grad", {"x", "dy", "stats"}, {{"d", I}},
+      "pe_layer_norm_grad_partials", pe::LayerNormGradOp::getOperationName(),
+      {"x", "dy", "stats"}, {{"d", I}},
       [](KernelBuilder &k, Value r, Value c) {
         Value x = k.arg(1), dy = k.arg(2), stats = k.arg(3), d = k.arg(7);
         Value isGamma = cmpI(k, arith::CmpIPredicate::slt, c, d);

@@ -1,5 +1,6 @@
 //===- OpKernelUtil.cpp - helpers of the position/token/matrix kernels ----===//
 #include "OpKernelUtil.h"
+#include "stringc/Dialect/PE/PEOps.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -151,7 +152,7 @@ constexpr int64_t kWarpSize = 32;
 constexpr int64_t kFinishColumnsPerBlock = 4; // one warp per column
 } // namespace
 
-KernelDef columnPartialsKernel(std::string name, std::string peOp,
+KernelDef columnPartialsKernel(std::string name, llvm::StringRef peOp,
                                std::vector<std::string> ptrInputs,
                                std::vector<std::pair<std::string, ParamKind>> extra,
                                std::function<Value(KernelBuilder &, Value, Value)> value) {
@@ -189,8 +190,8 @@ namespace {
 /// A finish kernel: one warp per column (blockDim (32, 4), GridRule::Rows
 /// over the columns: `cols` is its first i64 parameter).
 KernelSpec finishSpec(std::string name, std::vector<std::pair<std::string, ParamKind>> params) {
-  return makeSpec(std::move(name), "pe.sum_to", std::move(params), GridRule::Rows, kWarpSize,
-                  kFinishColumnsPerBlock);
+  return makeSpec(std::move(name), pe::SumToOp::getOperationName(), std::move(params),
+                  GridRule::Rows, kWarpSize, kFinishColumnsPerBlock);
 }
 
 /// For the column c of this warp (if c < cols): total = sum over g < chunks
@@ -220,7 +221,7 @@ void appendColumnSumKernels(std::vector<KernelDef> &defs) {
   // x read at r * stride + c: sum_to (stride = cols), a strided token column
   // (class_token_grad's dcls).
   defs.push_back(columnPartialsKernel(
-      "pe_colsum_partials", "pe.sum_to", {"x"}, {{"stride", ParamKind::I64}},
+      "pe_colsum_partials", pe::SumToOp::getOperationName(), {"x"}, {{"stride", ParamKind::I64}},
       [](KernelBuilder &k, Value r, Value c) {
         return k.load(k.arg(1), k.add(k.mul(r, k.arg(5)), c));
       }));
@@ -386,12 +387,12 @@ BatchAffine rowsOf(BatchAffine elements, int64_t rowSize) {
   return {elements.perBatch / rowSize, elements.constant / rowSize};
 }
 
-KernelSpec makeSpec(std::string name, std::string peOp,
+KernelSpec makeSpec(std::string name, llvm::StringRef peOp,
                     std::vector<std::pair<std::string, ParamKind>> params, GridRule grid,
                     int64_t blockX, int64_t blockY) {
   KernelSpec spec;
   spec.name = std::move(name);
-  spec.peOp = std::move(peOp);
+  spec.peOp = peOp.str();
   spec.params = std::move(params);
   spec.grid = grid;
   spec.blockX = blockX;

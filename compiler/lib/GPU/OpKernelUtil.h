@@ -113,7 +113,7 @@ mlir::Value globalThreadX(KernelBuilder &k);
 /// the row and the column (i64); arguments are k.arg(1 + i) for input i and
 /// k.arg(4 + inputs + e) for extra parameter e.
 KernelDef columnPartialsKernel(
-    std::string name, std::string peOp, std::vector<std::string> ptrInputs,
+    std::string name, llvm::StringRef peOp, std::vector<std::string> ptrInputs,
     std::vector<std::pair<std::string, ParamKind>> extra,
     std::function<mlir::Value(KernelBuilder &, mlir::Value row, mlir::Value col)> value);
 
@@ -177,7 +177,7 @@ BatchAffine operator*(BatchAffine a, int64_t c);
 BatchAffine rowsOf(BatchAffine elements, int64_t rowSize);
 
 /// Kernel specs: `grid` Elements with block 256 unless given.
-KernelSpec makeSpec(std::string name, std::string peOp,
+KernelSpec makeSpec(std::string name, llvm::StringRef peOp,
                     std::vector<std::pair<std::string, ParamKind>> params,
                     GridRule grid = GridRule::Elements, int64_t blockX = 256, int64_t blockY = 1);
 

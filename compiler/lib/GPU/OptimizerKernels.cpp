@@ -31,6 +31,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "KernelBuilder.h"
+#include "stringc/Dialect/PE/PEOps.h"
 #include "OpKernelUtil.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -104,7 +105,7 @@ void appendOptimizerKernels(std::vector<KernelDef> &defs) {
 
   KernelSpec scalars;
   scalars.name = "pe_optimizer_scalars";
-  scalars.peOp = "pe.optimizer";
+  scalars.peOp = pe::OptimizerOp::getOperationName();
   scalars.params = {{"control", P}, {"partials", P}, {"blocks", I}, {"loss", P}};
   scalars.grid = GridRule::Explicit; // one block
   scalars.blockX = 32;
@@ -159,7 +160,7 @@ void appendOptimizerKernels(std::vector<KernelDef> &defs) {
 
   KernelSpec adamw;
   adamw.name = "pe_adamw";
-  adamw.peOp = "pe.optimizer";
+  adamw.peOp = pe::OptimizerOp::getOperationName();
   adamw.params = {{"param", P}, {"m", P},     {"v", P},   {"grad", P},         {"n", I},
                   {"control", P}, {"beta1", F}, {"beta2", F}, {"eps", F}, {"weight_decay", F}};
   defs.push_back({adamw, [](KernelBuilder &k) {
@@ -189,7 +190,7 @@ void appendOptimizerKernels(std::vector<KernelDef> &defs) {
 
   KernelSpec sgd;
   sgd.name = "pe_sgd";
-  sgd.peOp = "pe.optimizer";
+  sgd.peOp = pe::OptimizerOp::getOperationName();
   sgd.params = {{"param", P},   {"u", P},        {"grad", P},         {"n", I},
                 {"control", P}, {"momentum", F}, {"weight_decay", F}};
   defs.push_back({sgd, [](KernelBuilder &k) {
@@ -210,7 +211,7 @@ void appendOptimizerKernels(std::vector<KernelDef> &defs) {
 
   KernelSpec sumsq;
   sumsq.name = "pe_sumsq_partials";
-  sumsq.peOp = "pe.optimizer";
+  sumsq.peOp = pe::OptimizerOp::getOperationName();
   sumsq.params = {{"partials", P}, {"x", P}, {"n", I}};
   sumsq.grid = GridRule::Partials;
   sumsq.blockX = 32;

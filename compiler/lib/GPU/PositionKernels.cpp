@@ -53,7 +53,7 @@ void storeCosSin(KernelBuilder &k, Value theta, Value table, Value e) {
 
 void appendTableKernels(std::vector<KernelDef> &defs) {
   // pos[t] = t < special ? 0 : t - special
-  defs.push_back({makeSpec("pe_seq_positions", "pe.seq_positions",
+  defs.push_back({makeSpec("pe_seq_positions", pe::SeqPositionsOp::getOperationName(),
                            {{"pos", P}, {"n", I}, {"special", I}}),
                   [](KernelBuilder &k) {
                     Value special = k.arg(2);
@@ -64,7 +64,7 @@ void appendTableKernels(std::vector<KernelDef> &defs) {
                     });
                   }});
   // pos[t] = (0, 0) for t < special, then patch q = t - special at (q % cols, q / cols)
-  defs.push_back({makeSpec("pe_grid_positions", "pe.grid_positions",
+  defs.push_back({makeSpec("pe_grid_positions", pe::GridPositionsOp::getOperationName(),
                            {{"pos", P}, {"n", I}, {"cols", I}, {"special", I}}),
                   [](KernelBuilder &k) {
                     Value cols = k.arg(2), special = k.arg(3);
@@ -79,7 +79,7 @@ void appendTableKernels(std::vector<KernelDef> &defs) {
                     });
                   }});
   // seq: freqs[j] = base^(-2i/Dh), i = j % (Dh/2)
-  defs.push_back({makeSpec("pe_rope_freqs_seq", "pe.rope_freqs",
+  defs.push_back({makeSpec("pe_rope_freqs_seq", pe::RopeFreqsOp::getOperationName(),
                            {{"freqs", P}, {"n", I}, {"head_dim", I}, {"base_hi", F}, {"base_lo", F}}),
                   [](KernelBuilder &k) {
                     Value dh = k.arg(2), base = baseF64(k, k.arg(3), k.arg(4));
@@ -90,7 +90,7 @@ void appendTableKernels(std::vector<KernelDef> &defs) {
                     });
                   }});
   // axial: i = j % (Dh/2); (base^(-4i/Dh), 0) for i < Dh/4, else (0, base^(-4(i-Dh/4)/Dh))
-  defs.push_back({makeSpec("pe_rope_freqs_axial", "pe.rope_freqs",
+  defs.push_back({makeSpec("pe_rope_freqs_axial", pe::RopeFreqsOp::getOperationName(),
                            {{"freqs", P}, {"n", I}, {"head_dim", I}, {"base_hi", F}, {"base_lo", F}}),
                   [](KernelBuilder &k) {
                     Value dh = k.arg(2), base = baseF64(k, k.arg(3), k.arg(4));
@@ -107,7 +107,7 @@ void appendTableKernels(std::vector<KernelDef> &defs) {
                     });
                   }});
   // pe[p, 2i] = sin(p / base^(2i/dim)), pe[p, 2i+1] = cos(...), half = dim / 2
-  defs.push_back({makeSpec("pe_sinusoidal", "pe.sinusoidal",
+  defs.push_back({makeSpec("pe_sinusoidal", pe::SinusoidalOp::getOperationName(),
                            {{"pe", P}, {"n", I}, {"half", I}, {"base_hi", F}, {"base_lo", F}}),
                   [](KernelBuilder &k) {
                     Value half = k.arg(2), base = baseF64(k, k.arg(3), k.arg(4));
@@ -122,7 +122,7 @@ void appendTableKernels(std::vector<KernelDef> &defs) {
                     });
                   }});
   // r[i, j, a] = pos[j, a] - pos[i, a];  n = T * T * A
-  defs.push_back({makeSpec("pe_relative_positions", "pe.relative_positions",
+  defs.push_back({makeSpec("pe_relative_positions", pe::RelativePositionsOp::getOperationName(),
                            {{"r", P}, {"pos", P}, {"n", I}, {"tokens", I}, {"axes", I}}),
                   [](KernelBuilder &k) {
                     Value tokens = k.arg(3), axes = k.arg(4);
@@ -135,7 +135,7 @@ void appendTableKernels(std::vector<KernelDef> &defs) {
                     });
                   }});
   // table[t, j] = (cos, sin)(pos[t] . freqs[j]);  n = T * P
-  defs.push_back({makeSpec("pe_rope_table", "pe.rope_table",
+  defs.push_back({makeSpec("pe_rope_table", pe::RopeTableOp::getOperationName(),
                            {{"table", P}, {"pos", P}, {"freqs", P}, {"n", I}, {"pairs", I}, {"axes", I}}),
                   [](KernelBuilder &k) {
                     Value pairs = k.arg(4), axes = k.arg(5);
@@ -146,7 +146,7 @@ void appendTableKernels(std::vector<KernelDef> &defs) {
                     });
                   }});
   // householder: H(a2) H(a1) = R(2 (a2 - a1)), a_i = pos[t] . f_i[j]
-  defs.push_back({makeSpec("pe_householder_table", "pe.householder",
+  defs.push_back({makeSpec("pe_householder_table", pe::HouseholderOp::getOperationName(),
                            {{"table", P},
                             {"pos", P},
                             {"f1", P},
@@ -169,7 +169,7 @@ void appendRotaryKernels(std::vector<KernelDef> &defs) {
   // Pair p (n = lead * T * D/2 pairs) of token t = (p / half) % T, pair
   // j = p % half: y = [[c, -s], [s, c]] x with s = sign * table sine
   // (sign -1: the inverse rotation).
-  defs.push_back({makeSpec("pe_rope_apply", "pe.rope_apply",
+  defs.push_back({makeSpec("pe_rope_apply", pe::RopeApplyOp::getOperationName(),
                            {{"y", P},
                             {"x", P},
                             {"table", P},
@@ -195,7 +195,8 @@ void appendRotaryKernels(std::vector<KernelDef> &defs) {
   // x0 - dy0 x1) at pair l * n + e, e = t * P + j (n = T * P; l < lead, the
   // leading count): a column sum over the 2 n entries of the table.
   defs.push_back(columnPartialsKernel(
-      "pe_rope_apply_grad_table_partials", "pe.rope_apply_grad_table", {"x", "dy"},
+      "pe_rope_apply_grad_table_partials", pe::RopeApplyGradTableOp::getOperationName(),
+      {"x", "dy"},
       {{"n", ParamKind::I64}, {"sign", ParamKind::F32}},
       [](KernelBuilder &k, Value l, Value v) {
         Value n = k.arg(6), sign = k.arg(7);
@@ -210,7 +211,7 @@ void appendRotaryKernels(std::vector<KernelDef> &defs) {
       }));
   // dfreqs[j, a] = sum_t pos[t, a] (-sin theta dy[t, j, 0] + cos theta dy[t, j, 1]),
   // in f64; n = P * A.
-  defs.push_back({makeSpec("pe_rope_table_grad", "pe.rope_table_grad",
+  defs.push_back({makeSpec("pe_rope_table_grad", pe::RopeTableGradOp::getOperationName(),
                            {{"dfreqs", P},
                             {"pos", P},
                             {"freqs", P},
@@ -238,7 +239,7 @@ void appendRotaryKernels(std::vector<KernelDef> &defs) {
                     });
                   }});
   // dtheta[e] = sum_l (dy1 y0 - dy0 y1), y = R(table[e]) x at pair l * n + e.
-  defs.push_back({makeSpec("pe_rope_grad_angles", "pe.rope_grad_freqs",
+  defs.push_back({makeSpec("pe_rope_grad_angles", pe::RopeGradFreqsOp::getOperationName(),
                            {{"dtheta", P}, {"x", P}, {"dy", P}, {"table", P}, {"n", I}, {"lead", I}}),
                   [](KernelBuilder &k) {
                     Value n = k.arg(4);
@@ -259,7 +260,7 @@ void appendRotaryKernels(std::vector<KernelDef> &defs) {
                     });
                   }});
   // dfreqs[j, a] = factor * sum_t pos[t, a] dtheta[t * P + j]; n = P * A.
-  defs.push_back({makeSpec("pe_rope_angles_to_freqs", "pe.rope_grad_freqs",
+  defs.push_back({makeSpec("pe_rope_angles_to_freqs", pe::RopeGradFreqsOp::getOperationName(),
                            {{"dfreqs", P},
                             {"pos", P},
                             {"dtheta", P},
@@ -285,7 +286,7 @@ void appendRotaryKernels(std::vector<KernelDef> &defs) {
 
 void appendGateAndSkipKernels(std::vector<KernelDef> &defs) {
   // y = x exp(gamma[i % n_gamma]) (also dx = dy exp(gamma))
-  defs.push_back({makeSpec("pe_spd_gate", "pe.spd_gate",
+  defs.push_back({makeSpec("pe_spd_gate", pe::SpdGateOp::getOperationName(),
                            {{"y", P}, {"x", P}, {"gamma", P}, {"n", I}, {"n_gamma", I}}),
                   [](KernelBuilder &k) {
                     k.forGridStride(k.arg(3), [&](Value i) {
@@ -296,7 +297,7 @@ void appendGateAndSkipKernels(std::vector<KernelDef> &defs) {
                   }});
   // dgamma partials: dy x exp(gamma[c]) at r * cols + c
   defs.push_back(columnPartialsKernel(
-      "pe_spd_gate_grad_partials", "pe.spd_gate_grad", {"x", "gamma", "dy"}, {},
+      "pe_spd_gate_grad_partials", pe::SpdGateGradOp::getOperationName(), {"x", "gamma", "dy"}, {},
       [](KernelBuilder &k, Value r, Value c) {
         Value at = k.add(k.mul(r, k.arg(5)), c);
         Value e = k.builder().create<math::ExpOp>(k.location(), k.load(k.arg(2), c));
@@ -306,7 +307,8 @@ void appendGateAndSkipKernels(std::vector<KernelDef> &defs) {
   // t + shift (its gradient, +1), shift = skip_base + s; zeros outside [0, T).
   for (int direction : {-1, 1}) {
     std::string name = direction < 0 ? "pe_skip_gather" : "pe_skip_gather_grad";
-    std::string op = direction < 0 ? "pe.skip_gather" : "pe.skip_gather_grad";
+    llvm::StringRef op = direction < 0 ? pe::SkipGatherOp::getOperationName()
+                                       : pe::SkipGatherGradOp::getOperationName();
     defs.push_back({makeSpec(name, op,
                              {{"y", P},
                               {"v", P},

@@ -70,7 +70,7 @@ std::pair<Value, Value> softmaxStats(KernelBuilder &k, Value lane, Value x, Valu
 
 void appendCopyKernels(std::vector<KernelDef> &defs) {
   // y[i] = x[i % n_x]: broadcast_to, and the bias rows of patch_embed.
-  defs.push_back({makeSpec("pe_broadcast_to", "pe.broadcast_to",
+  defs.push_back({makeSpec("pe_broadcast_to", pe::BroadcastToOp::getOperationName(),
                            {{"y", P}, {"x", P}, {"n", I}, {"n_x", I}}),
                   [](KernelBuilder &k) {
                     k.forGridStride(k.arg(2), [&](Value i) {
@@ -79,7 +79,7 @@ void appendCopyKernels(std::vector<KernelDef> &defs) {
                   }});
 
   // y[(o * size + s) * inner + r] = x[o * inner + r]
-  defs.push_back({makeSpec("pe_expand_axis", "pe.expand_axis",
+  defs.push_back({makeSpec("pe_expand_axis", pe::ExpandAxisOp::getOperationName(),
                            {{"y", P}, {"x", P}, {"n", I}, {"size", I}, {"inner", I}}),
                   [](KernelBuilder &k) {
                     Value size = k.arg(3), inner = k.arg(4);
@@ -91,7 +91,7 @@ void appendCopyKernels(std::vector<KernelDef> &defs) {
                   }});
 
   // y[o * inner + r] = sum_s x[(o * count + s) * inner + r] / count
-  defs.push_back({makeSpec("pe_mean_axis", "pe.mean",
+  defs.push_back({makeSpec("pe_mean_axis", pe::MeanOp::getOperationName(),
                            {{"y", P}, {"x", P}, {"n", I}, {"inner", I}, {"count", I}}),
                   [](KernelBuilder &k) {
                     Value inner = k.arg(3), count = k.arg(4);
@@ -108,7 +108,7 @@ void appendCopyKernels(std::vector<KernelDef> &defs) {
                   }});
 
   // dx[i] = dy[(i / (count * inner)) * inner + i % inner] / count
-  defs.push_back({makeSpec("pe_mean_grad", "pe.mean_grad",
+  defs.push_back({makeSpec("pe_mean_grad", pe::MeanGradOp::getOperationName(),
                            {{"dx", P}, {"dy", P}, {"n", I}, {"inner", I}, {"count", I}}),
                   [](KernelBuilder &k) {
                     Value inner = k.arg(3), count = k.arg(4);
@@ -121,7 +121,7 @@ void appendCopyKernels(std::vector<KernelDef> &defs) {
 
   // One warp: out[0] = (sum_i x[i]) / divisor, lanes striding, then a
   // butterfly (a fixed order: deterministic).
-  defs.push_back({makeSpec("pe_sum_all", "pe.sum_to",
+  defs.push_back({makeSpec("pe_sum_all", pe::SumToOp::getOperationName(),
                            {{"out", P}, {"x", P}, {"n", I}, {"divisor", I}}, GridRule::Explicit,
                            kWarp),
                   [](KernelBuilder &k) {
@@ -139,7 +139,7 @@ void appendCopyKernels(std::vector<KernelDef> &defs) {
   // The first stage of a long sum: block g (one warp) adds chunk g of
   // ceil(n / chunks) consecutive elements into partials[g], lanes striding,
   // then a butterfly; pe_sum_all adds the partials (a fixed order).
-  defs.push_back({makeSpec("pe_sum_partials", "pe.sum_to",
+  defs.push_back({makeSpec("pe_sum_partials", pe::SumToOp::getOperationName(),
                            {{"partials", P}, {"x", P}, {"n", I}, {"chunks", I}},
                            GridRule::Explicit, kWarp),
                   [](KernelBuilder &k) {
@@ -163,7 +163,7 @@ void appendCopyKernels(std::vector<KernelDef> &defs) {
 void appendTokenOpKernels(std::vector<KernelDef> &defs) {
   // y[b, 0, :] = cls, y[b, t, :] = x[b, t - 1, :]   (tokens_out = N + 1)
   defs.push_back(
-      {makeSpec("pe_class_token", "pe.class_token",
+      {makeSpec("pe_class_token", pe::ClassTokenOp::getOperationName(),
                 {{"y", P}, {"x", P}, {"cls", P}, {"n", I}, {"tokens_out", I}, {"d", I}}),
        [](KernelBuilder &k) {
          Value tokens = k.arg(4), d = k.arg(5);
@@ -180,7 +180,7 @@ void appendTokenOpKernels(std::vector<KernelDef> &defs) {
          });
        }});
   // dx[b, t, :] = dy[b, t + 1, :]   (tokens_in = N)
-  defs.push_back({makeSpec("pe_class_token_grad_x", "pe.class_token_grad",
+  defs.push_back({makeSpec("pe_class_token_grad_x", pe::ClassTokenGradOp::getOperationName(),
                            {{"dx", P}, {"dy", P}, {"n", I}, {"tokens_in", I}, {"d", I}}),
                   [](KernelBuilder &k) {
                     Value tokens = k.arg(3), d = k.arg(4);
@@ -192,7 +192,7 @@ void appendTokenOpKernels(std::vector<KernelDef> &defs) {
                     });
                   }});
   // y[b, :] = x[b, index, :]
-  defs.push_back({makeSpec("pe_select_token", "pe.select_token",
+  defs.push_back({makeSpec("pe_select_token", pe::SelectTokenOp::getOperationName(),
                            {{"y", P},
                             {"x", P},
                             {"n", I},
@@ -208,7 +208,7 @@ void appendTokenOpKernels(std::vector<KernelDef> &defs) {
                     });
                   }});
   // dx[b, t, :] = t == index ? dy[b, :] : 0
-  defs.push_back({makeSpec("pe_select_token_grad", "pe.select_token_grad",
+  defs.push_back({makeSpec("pe_select_token_grad", pe::SelectTokenGradOp::getOperationName(),
                            {{"dx", P},
                             {"dy", P},
                             {"n", I},
@@ -227,7 +227,7 @@ void appendTokenOpKernels(std::vector<KernelDef> &defs) {
                   }});
   // y[i, :] = table[ids[i], :]; NaN for an id outside [0, vocab).
   defs.push_back(
-      {makeSpec("pe_token_embed", "pe.token_embed",
+      {makeSpec("pe_token_embed", pe::TokenEmbedOp::getOperationName(),
                 {{"y", P}, {"ids", P}, {"table", P}, {"n", I}, {"d", I}, {"vocab", I}}),
        [](KernelBuilder &k) {
          Value d = k.arg(4), vocab = k.arg(5);
@@ -242,7 +242,8 @@ void appendTokenOpKernels(std::vector<KernelDef> &defs) {
   // dtable[v, e] partials over rows r of ids: ids[r] == v ? dy[r, e] : 0
   // (column c = v * d + e; ids outside [0, vocab) match no column).
   defs.push_back(columnPartialsKernel(
-      "pe_token_embed_grad_partials", "pe.token_embed_grad", {"ids", "dy"}, {{"d", I}},
+      "pe_token_embed_grad_partials", pe::TokenEmbedGradOp::getOperationName(),
+      {"ids", "dy"}, {{"d", I}},
       [](KernelBuilder &k, Value r, Value c) {
         Value d = k.arg(6);
         Value hit = cmpI(k, Pred::eq, loadI32AsI64(k, k.arg(1), r), divU(k, c, d));
@@ -254,7 +255,7 @@ void appendTokenOpKernels(std::vector<KernelDef> &defs) {
 void appendPatchKernels(std::vector<KernelDef> &defs) {
   // cols[b * N + n, (c * p + py) * p + px] = image[b, c, row * p + py, col * p + px]
   // with N = (H / p)(W / p), row = n / (W / p), col = n % (W / p).
-  defs.push_back({makeSpec("pe_patch_gather", "pe.patch_embed",
+  defs.push_back({makeSpec("pe_patch_gather", pe::PatchEmbedOp::getOperationName(),
                            {{"cols", P},
                             {"image", P},
                             {"n", I},
@@ -281,13 +282,13 @@ void appendPatchKernels(std::vector<KernelDef> &defs) {
 }
 
 void appendCrossEntropyKernels(std::vector<KernelDef> &defs) {
-  auto rowSpec = [](std::string name, std::string peOp,
+  auto rowSpec = [](std::string name, llvm::StringRef peOp,
                     std::vector<std::pair<std::string, ParamKind>> params) {
-    return makeSpec(std::move(name), std::move(peOp), std::move(params), GridRule::Rows, kWarp,
+    return makeSpec(std::move(name), peOp, std::move(params), GridRule::Rows, kWarp,
                     kRowsPerBlock);
   };
   // losses[row] = max + log(sum exp(x - max)) - x[label]; NaN for a bad label.
-  defs.push_back({rowSpec("pe_cross_entropy_rows", "pe.cross_entropy",
+  defs.push_back({rowSpec("pe_cross_entropy_rows", pe::CrossEntropyOp::getOperationName(),
                           {{"losses", P}, {"logits", P}, {"labels", P}, {"rows", I}, {"classes", I}}),
                   [](KernelBuilder &k) {
                     Value classes = k.arg(4);
@@ -308,7 +309,7 @@ void appendCrossEntropyKernels(std::vector<KernelDef> &defs) {
                   }});
   // dlogits[row, c] = dy / rows * (softmax[c] - (c == label)); NaN rows for a bad label.
   defs.push_back(
-      {rowSpec("pe_cross_entropy_grad", "pe.cross_entropy_grad",
+      {rowSpec("pe_cross_entropy_grad", pe::CrossEntropyGradOp::getOperationName(),
                {{"dlogits", P}, {"logits", P}, {"labels", P}, {"dy", P}, {"rows", I}, {"classes", I}}),
        [](KernelBuilder &k) {
          Value rows = k.arg(4), classes = k.arg(5);

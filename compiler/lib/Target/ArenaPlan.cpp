@@ -4,6 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "stringc/Target/ArenaPlan.h"
+#include "stringc/Dialect/PE/PEOps.h"
 
 #include "mlir/IR/BuiltinTypes.h"
 #include "llvm/ADT/DenseMap.h"
@@ -146,7 +147,7 @@ std::vector<ArenaValue> arenaValues(func::FuncOp func) {
       if (it != ids.end())
         values[it->second].end = std::max(values[it->second].end, index);
     }
-    bool planned = op.getName().getStringRef() != "pe.get_param";
+    bool planned = !isa<pe::GetParamOp>(op);
     for (Value result : op.getResults())
       add(result, planned, index);
     ++index;

@@ -39,8 +39,8 @@ struct KernelPlan {
   int64_t coveredOps = 0, totalOps = 0;
 };
 
-/// Whether kernels are generated for ops named `name` ("pe.add", ...).
-bool hasKernelFor(llvm::StringRef name);
+/// Whether kernels are generated for ops of `op`'s class (pe.add, ...).
+bool hasKernelFor(mlir::Operation *op);
 
 /// Generates the kernels of @forward and @gradients of `module` (which must
 /// have been through pe-autodiff). Ops it does not support, or whose shapes
