@@ -353,6 +353,12 @@ TEST(ArrayDataTest, MalformedZipArchives) {
   std::string encrypted = good;
   encrypted[directory + 8] = 1;
   EXPECT_TRUE(refused(dir, "encrypted.npz", encrypted, {"is encrypted"}));
+  // A tiny deflated member that claims 2 GiB: refused before allocating it.
+  std::string bomb = zip(imageMembers(true));
+  size_t entry = bomb.find(std::string("PK\x01\x02", 4));
+  bomb.replace(entry + 24, 4, littleEndian(uint64_t(2) << 30, 4));
+  EXPECT_TRUE(refused(dir, "bomb.npz", bomb, {"records 2147483648 bytes uncompressed, more "
+                                              "than deflate can make"}));
 }
 
 } // namespace

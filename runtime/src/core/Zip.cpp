@@ -189,6 +189,12 @@ std::vector<uint8_t> ZipArchive::read(const ZipEntry &entry, uint64_t maxBytes) 
     throw Error(path, fmt::format("{} is stored but records {} bytes compressed "
                                   "and {} uncompressed",
                                   member(entry.name), entry.compressedSize, entry.size));
+  // Deflate makes at most 1032 bytes of one (zlib's FAQ): a member claiming
+  // more is corrupt, and is refused before its claimed size is allocated.
+  if (entry.method == 8 && entry.size / 1032 > entry.compressedSize)
+    throw Error(path, fmt::format("{} records {} bytes uncompressed, more than "
+                                  "deflate can make of {}: corrupt",
+                                  member(entry.name), entry.size, entry.compressedSize));
   std::vector<uint8_t> bytes(static_cast<size_t>(entry.compressedSize));
   file_.readAt(dataStart, bytes.data(), bytes.size());
   if (entry.method == 8)
