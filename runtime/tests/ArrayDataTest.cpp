@@ -24,15 +24,14 @@ using test::TempDir;
 using test::writeFile;
 
 // A .npy file, version 1.0, its header padded as NumPy pads it.
-std::string npy(const std::string &descr, const std::string &shape,
-                const std::string &data, const std::string &order = "False") {
-  std::string header = "{'descr': '" + descr + "', 'fortran_order': " + order +
-                       ", 'shape': " + shape + ", }";
+std::string npy(const std::string &descr, const std::string &shape, const std::string &data,
+                const std::string &order = "False") {
+  std::string header =
+      "{'descr': '" + descr + "', 'fortran_order': " + order + ", 'shape': " + shape + ", }";
   while ((10 + header.size() + 1) % 64 != 0)
     header += ' ';
   header += '\n';
-  return std::string("\x93NUMPY\x01\x00", 8) + littleEndian(header.size(), 2) +
-         header + data;
+  return std::string("\x93NUMPY\x01\x00", 8) + littleEndian(header.size(), 2) + header + data;
 }
 
 std::string rawDeflate(const std::string &data) {
@@ -61,23 +60,21 @@ std::string zip(const std::vector<Member> &members) {
   std::string body, directory;
   for (const Member &m : members) {
     const std::string stored = m.deflated ? rawDeflate(m.data) : m.data;
-    const uint32_t crc = crc32(0, reinterpret_cast<const Bytef *>(m.data.data()),
-                               static_cast<uInt>(m.data.size()));
+    const uint32_t crc =
+        crc32(0, reinterpret_cast<const Bytef *>(m.data.data()), static_cast<uInt>(m.data.size()));
     const std::string common = littleEndian(m.deflated ? 8 : 0, 2) + littleEndian(0, 4) +
                                littleEndian(crc, 4) + littleEndian(stored.size(), 4) +
-                               littleEndian(m.data.size(), 4) +
-                               littleEndian(m.name.size(), 2) + littleEndian(0, 2);
+                               littleEndian(m.data.size(), 4) + littleEndian(m.name.size(), 2) +
+                               littleEndian(0, 2);
     directory += littleEndian(0x02014b50, 4) + littleEndian(20, 2) + littleEndian(20, 2) +
                  littleEndian(0, 2) + common + littleEndian(0, 2) + littleEndian(0, 2) +
-                 littleEndian(0, 2) + littleEndian(0, 4) + littleEndian(body.size(), 4) +
-                 m.name;
-    body += littleEndian(0x04034b50, 4) + littleEndian(20, 2) + littleEndian(0, 2) +
-            common + m.name + stored;
+                 littleEndian(0, 2) + littleEndian(0, 4) + littleEndian(body.size(), 4) + m.name;
+    body += littleEndian(0x04034b50, 4) + littleEndian(20, 2) + littleEndian(0, 2) + common +
+            m.name + stored;
   }
   return body + directory + littleEndian(0x06054b50, 4) + littleEndian(0, 4) +
          littleEndian(members.size(), 2) + littleEndian(members.size(), 2) +
-         littleEndian(directory.size(), 4) + littleEndian(body.size(), 4) +
-         littleEndian(0, 2);
+         littleEndian(directory.size(), 4) + littleEndian(body.size(), 4) + littleEndian(0, 2);
 }
 
 // count 4x4 images: pixel p of image i is (i * 10 + p + seed) % 256, label
@@ -94,8 +91,7 @@ std::vector<int64_t> labels(uint32_t count, uint32_t seed) {
     out.push_back((i + seed) % 10);
   return out;
 }
-void writeIdx(const std::string &dir, const std::string &prefix, uint32_t count,
-              uint32_t seed) {
+void writeIdx(const std::string &dir, const std::string &prefix, uint32_t count, uint32_t seed) {
   auto bigEndian = [](uint32_t v) {
     std::string s;
     for (int shift = 24; shift >= 0; shift -= 8)
@@ -106,7 +102,8 @@ void writeIdx(const std::string &dir, const std::string &prefix, uint32_t count,
   for (int64_t l : labels(count, seed))
     lab += static_cast<char>(l);
   writeFile(dir + "/" + prefix + "-images-idx3-ubyte", std::string("\0\0\x08\x03", 4) +
-            bigEndian(count) + bigEndian(4) + bigEndian(4) + pixels(count, seed));
+                                                           bigEndian(count) + bigEndian(4) +
+                                                           bigEndian(4) + pixels(count, seed));
   writeFile(dir + "/" + prefix + "-labels-idx1-ubyte",
             std::string("\0\0\x08\x01", 4) + bigEndian(count) + lab);
 }
@@ -238,12 +235,14 @@ TEST(ArrayDataTest, TokensFromNpzAndSafetensors) {
   std::string path = dir.file(name);
   writeFile(path, bytes);
   bool npyFile = name.size() > 4 && name.substr(name.size() - 4) == ".npy";
-  return failsWith([&] {
-    if (npyFile)
-      loadArrayTokens(path, 2, 256);
-    else
-      loadArrayImages(path, 10);
-  }, path, fragments);
+  return failsWith(
+      [&] {
+        if (npyFile)
+          loadArrayTokens(path, 2, 256);
+        else
+          loadArrayImages(path, 10);
+      },
+      path, fragments);
 }
 
 // The image set with member `index` replaced.
@@ -260,7 +259,8 @@ TEST(ArrayDataTest, MalformedNpyFiles) {
   EXPECT_TRUE(refused(dir, "short.npy", good.substr(0, 7), {"too short for the .npy version"}));
   EXPECT_TRUE(refused(dir, "version.npy", good.substr(0, 6) + "\x04" + good.substr(7),
                       {"version 4.0 is not supported"}));
-  EXPECT_TRUE(refused(dir, "header.npy", good.substr(0, 40), {"header of 118 bytes runs past", "truncated"}));
+  EXPECT_TRUE(refused(dir, "header.npy", good.substr(0, 40),
+                      {"header of 118 bytes runs past", "truncated"}));
   EXPECT_TRUE(refused(dir, "big.npy", npy(">i8", "(3,)", std::string(24, '\0')),
                       {"dtype \">i8\" is not supported", "little-endian"}));
   EXPECT_TRUE(refused(dir, "str.npy", npy("<U3", "(3,)", std::string(36, '\0')),
@@ -281,7 +281,8 @@ TEST(ArrayDataTest, MalformedNpyFiles) {
   EXPECT_TRUE(refused(dir, "badkey.npy", badKey, {"unexpected key \"shapf\""}));
   std::string badShape = good;
   badShape.replace(badShape.find("(3,)"), 4, "(x, )");
-  EXPECT_TRUE(refused(dir, "badshape.npy", badShape, {"shape dimension 0 is not a non-negative integer"}));
+  EXPECT_TRUE(
+      refused(dir, "badshape.npy", badShape, {"shape dimension 0 is not a non-negative integer"}));
   std::string imagesNpy = dir.file("images-only.npy");
   writeFile(imagesNpy, good);
   EXPECT_TRUE(failsWith([&] { loadArrayImages(imagesNpy, 10); }, imagesNpy,
@@ -290,24 +291,31 @@ TEST(ArrayDataTest, MalformedNpyFiles) {
 
 TEST(ArrayDataTest, MalformedImageSets) {
   TempDir dir;
-  EXPECT_TRUE(refused(dir, "rank.npz",
-                      withMember(0, {"train_images.npy", npy("|u1", "(80,)", pixels(5, 1))}),
-                      {"array \"train_images\" has shape [80], expected [N, C, H, W] or [N, H, W]"}));
-  EXPECT_TRUE(refused(dir, "count.npz",
-                      withMember(1, {"train_labels.npy", npy("<i8", "(4,)", test::bytesOf(labels(4, 1)))}),
-                      {"array \"train_images\" has 5 images but \"train_labels\" has 4 labels"}));
-  EXPECT_TRUE(refused(dir, "range.npz",
-                      withMember(3, {"test_labels.npy", npy("<i8", "(3,)", test::bytesOf(std::vector<int64_t>{0, 10, 1}))}),
-                      {"array \"test_labels\" has label 10 at index 1, outside [0, 10)"}));
-  EXPECT_TRUE(refused(dir, "negative.npz",
-                      withMember(3, {"test_labels.npy", npy("<i8", "(3,)", test::bytesOf(std::vector<int64_t>{0, -1, 1}))}),
-                      {"has label -1 at index 1"}));
-  EXPECT_TRUE(refused(dir, "labeltype.npz",
-                      withMember(1, {"train_labels.npy", npy("<f4", "(5,)", std::string(20, '\0'))}),
-                      {"array \"train_labels\" has dtype F32; labels must be integers"}));
-  EXPECT_TRUE(refused(dir, "imagetype.npz",
-                      withMember(2, {"test_images.npy", npy("<i4", "(3, 4, 4)", std::string(192, '\0'))}),
-                      {"array \"test_images\" has dtype I32; images must be U8"}));
+  EXPECT_TRUE(refused(
+      dir, "rank.npz", withMember(0, {"train_images.npy", npy("|u1", "(80,)", pixels(5, 1))}),
+      {"array \"train_images\" has shape [80], expected [N, C, H, W] or [N, H, W]"}));
+  EXPECT_TRUE(
+      refused(dir, "count.npz",
+              withMember(1, {"train_labels.npy", npy("<i8", "(4,)", test::bytesOf(labels(4, 1)))}),
+              {"array \"train_images\" has 5 images but \"train_labels\" has 4 labels"}));
+  EXPECT_TRUE(
+      refused(dir, "range.npz",
+              withMember(3, {"test_labels.npy",
+                             npy("<i8", "(3,)", test::bytesOf(std::vector<int64_t>{0, 10, 1}))}),
+              {"array \"test_labels\" has label 10 at index 1, outside [0, 10)"}));
+  EXPECT_TRUE(
+      refused(dir, "negative.npz",
+              withMember(3, {"test_labels.npy",
+                             npy("<i8", "(3,)", test::bytesOf(std::vector<int64_t>{0, -1, 1}))}),
+              {"has label -1 at index 1"}));
+  EXPECT_TRUE(
+      refused(dir, "labeltype.npz",
+              withMember(1, {"train_labels.npy", npy("<f4", "(5,)", std::string(20, '\0'))}),
+              {"array \"train_labels\" has dtype F32; labels must be integers"}));
+  EXPECT_TRUE(
+      refused(dir, "imagetype.npz",
+              withMember(2, {"test_images.npy", npy("<i4", "(3, 4, 4)", std::string(192, '\0'))}),
+              {"array \"test_images\" has dtype I32; images must be U8"}));
   EXPECT_TRUE(refused(dir, "mismatch.npz",
                       withMember(2, {"test_images.npy", npy("|u1", "(3, 2, 8)", pixels(3, 2))}),
                       {"train images are [1, 4, 4] but test images are [1, 2, 8]"}));
@@ -315,15 +323,17 @@ TEST(ArrayDataTest, MalformedImageSets) {
                       withMember(0, {"train_images.npy", npy("|u1", "(0, 4, 4)", "")}),
                       {"array \"train_images\" holds no images"}));
   const float nan = std::nanf("");
-  EXPECT_TRUE(refused(dir, "nan.npz",
-                      withMember(2, {"test_images.npy", npy("<f4", "(3, 1, 1)", test::bytesOf(std::vector<float>{0, nan, 1}))}),
-                      {"array \"test_images\" has a non-finite pixel (nan) at element 1"}));
+  EXPECT_TRUE(
+      refused(dir, "nan.npz",
+              withMember(2, {"test_images.npy", npy("<f4", "(3, 1, 1)",
+                                                    test::bytesOf(std::vector<float>{0, nan, 1}))}),
+              {"array \"test_images\" has a non-finite pixel (nan) at element 1"}));
   std::vector<Member> missing = imageMembers();
   missing.pop_back();
-  EXPECT_TRUE(refused(dir, "missing.npz", zip(missing),
-                      {"has no array \"test_labels\" (it has: train_images, train_labels, test_images)"}));
-  EXPECT_TRUE(refused(dir, "badmember.npz",
-                      withMember(0, {"train_images.npy", "not an array"}),
+  EXPECT_TRUE(
+      refused(dir, "missing.npz", zip(missing),
+              {"has no array \"test_labels\" (it has: train_images, train_labels, test_images)"}));
+  EXPECT_TRUE(refused(dir, "badmember.npz", withMember(0, {"train_images.npy", "not an array"}),
                       {"array \"train_images.npy\": not a .npy array"}));
   std::string st = dir.file("missing.safetensors");
   writeSafetensors(st, {{"train_images", DType::U8, {1, 1, 1}, "x"}});
@@ -341,7 +351,8 @@ TEST(ArrayDataTest, MalformedZipArchives) {
                       {"central directory", "runs past its end record"}));
   std::string crc = good;
   crc[crc.find("train_images.npy") + 20] ^= 1; // a byte of the first member's data
-  EXPECT_TRUE(refused(dir, "crc.npz", crc, {"zip member \"train_images.npy\" fails its CRC-32 check"}));
+  EXPECT_TRUE(
+      refused(dir, "crc.npz", crc, {"zip member \"train_images.npy\" fails its CRC-32 check"}));
   std::string corrupt = zip(imageMembers(true));
   corrupt[corrupt.find("train_images.npy") + 16] ^= 0x55;
   EXPECT_TRUE(refused(dir, "corrupt.npz", corrupt, {"zip member \"train_images.npy\""}));
@@ -357,8 +368,9 @@ TEST(ArrayDataTest, MalformedZipArchives) {
   std::string bomb = zip(imageMembers(true));
   size_t entry = bomb.find(std::string("PK\x01\x02", 4));
   bomb.replace(entry + 24, 4, littleEndian(uint64_t(2) << 30, 4));
-  EXPECT_TRUE(refused(dir, "bomb.npz", bomb, {"records 2147483648 bytes uncompressed, more "
-                                              "than deflate can make"}));
+  EXPECT_TRUE(refused(dir, "bomb.npz", bomb,
+                      {"records 2147483648 bytes uncompressed, more "
+                       "than deflate can make"}));
 }
 
 } // namespace

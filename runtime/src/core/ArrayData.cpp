@@ -51,18 +51,17 @@ public:
     if (zip_) {
       for (const detail::ZipEntry &entry : zip_->entries())
         if (entry.name == name + ".npy")
-          return detail::parseNpy(path_, entry.name,
-                                  zip_->read(entry, kMaxDataArrayBytes));
+          return detail::parseNpy(path_, entry.name, zip_->read(entry, kMaxDataArrayBytes));
     } else if (const TensorInfo *info = safetensors_->find(name)) {
       if (info->end - info->begin > kMaxDataArrayBytes)
         throw Error(path_, fmt::format("array {} is {} bytes, over the limit "
                                        "of {}",
-                                       quoteForMessage(name),
-                                       info->end - info->begin, kMaxDataArrayBytes));
+                                       quoteForMessage(name), info->end - info->begin,
+                                       kMaxDataArrayBytes));
       return DataArray{info->dtype, info->shape, safetensors_->readBytes(name)};
     }
-    throw Error(path_, fmt::format("has no array {} (it has: {})",
-                                   quoteForMessage(name), namesText()));
+    throw Error(path_,
+                fmt::format("has no array {} (it has: {})", quoteForMessage(name), namesText()));
   }
 
 private:
@@ -70,9 +69,8 @@ private:
     std::vector<std::string> names;
     if (zip_) {
       for (const detail::ZipEntry &entry : zip_->entries())
-        names.push_back(endsWith(entry.name, ".npy")
-                            ? entry.name.substr(0, entry.name.size() - 4)
-                            : entry.name + " (not a .npy member)");
+        names.push_back(endsWith(entry.name, ".npy") ? entry.name.substr(0, entry.name.size() - 4)
+                                                     : entry.name + " (not a .npy member)");
     } else {
       for (const TensorInfo &info : safetensors_->tensors())
         names.push_back(info.name);
@@ -85,8 +83,7 @@ private:
   std::optional<SafetensorsFile> safetensors_;
 };
 
-[[noreturn]] void fail(const std::string &path, const std::string &name,
-                       const std::string &what) {
+[[noreturn]] void fail(const std::string &path, const std::string &name, const std::string &what) {
   throw Error(path, fmt::format("array {} {}", quoteForMessage(name), what));
 }
 
@@ -98,28 +95,37 @@ template <typename T> int64_t element(const DataArray &array, size_t i) {
 
 // The elements of an integer array of shape [N], each in [0, limit).
 std::vector<int32_t> integers(const std::string &path, const std::string &name,
-                              const DataArray &array, int64_t limit,
-                              const char *what) {
+                              const DataArray &array, int64_t limit, const char *what) {
   if (array.shape.size() != 1)
     fail(path, name, fmt::format("has shape {}, expected [N]", shapeText(array.shape)));
   int64_t (*read)(const DataArray &, size_t) = nullptr;
   switch (array.dtype) {
-  case DType::I64: read = element<int64_t>; break;
-  case DType::I32: read = element<int32_t>; break;
-  case DType::I16: read = element<int16_t>; break;
-  case DType::I8: read = element<int8_t>; break;
-  case DType::U8: read = element<uint8_t>; break;
+  case DType::I64:
+    read = element<int64_t>;
+    break;
+  case DType::I32:
+    read = element<int32_t>;
+    break;
+  case DType::I16:
+    read = element<int16_t>;
+    break;
+  case DType::I8:
+    read = element<int8_t>;
+    break;
+  case DType::U8:
+    read = element<uint8_t>;
+    break;
   default:
-    fail(path, name, fmt::format("has dtype {}; {}s must be integers (I64, "
-                                 "I32, I16, I8 or U8)",
-                                 dtypeName(array.dtype), what));
+    fail(path, name,
+         fmt::format("has dtype {}; {}s must be integers (I64, "
+                     "I32, I16, I8 or U8)",
+                     dtypeName(array.dtype), what));
   }
   std::vector<int32_t> values(static_cast<size_t>(array.shape[0]));
   for (size_t i = 0; i < values.size(); ++i) {
     int64_t v = read(array, i);
     if (v < 0 || v >= limit)
-      fail(path, name, fmt::format("has {} {} at index {}, outside [0, {})",
-                                   what, v, i, limit));
+      fail(path, name, fmt::format("has {} {} at index {}, outside [0, {})", what, v, i, limit));
     values[i] = static_cast<int32_t>(v);
   }
   return values;
@@ -144,9 +150,10 @@ LoadedSplit loadImageSplit(const ArraySource &source, const std::string &prefix,
   else if (shape.size() == 4)
     loaded.imageShape = {shape[1], shape[2], shape[3]};
   else
-    fail(path, imagesName, fmt::format("has shape {}, expected [N, C, H, W] or "
-                                       "[N, H, W]",
-                                       shapeText(shape)));
+    fail(path, imagesName,
+         fmt::format("has shape {}, expected [N, C, H, W] or "
+                     "[N, H, W]",
+                     shapeText(shape)));
   if (shape[0] == 0)
     fail(path, imagesName, "holds no images");
   for (int64_t dim : loaded.imageShape)
@@ -156,8 +163,7 @@ LoadedSplit loadImageSplit(const ArraySource &source, const std::string &prefix,
   if (static_cast<int64_t>(loaded.split.labels.size()) != shape[0])
     throw Error(path, fmt::format("array {} has {} images but {} has {} labels",
                                   quoteForMessage(imagesName), shape[0],
-                                  quoteForMessage(labelsName),
-                                  loaded.split.labels.size()));
+                                  quoteForMessage(labelsName), loaded.split.labels.size()));
   if (images.dtype == DType::U8) {
     loaded.split.u8 = std::move(images.bytes);
   } else if (images.dtype == DType::F32) {
@@ -166,13 +172,15 @@ LoadedSplit loadImageSplit(const ArraySource &source, const std::string &prefix,
     std::memcpy(f32.data(), images.bytes.data(), images.bytes.size());
     for (size_t i = 0; i < f32.size(); ++i)
       if (!std::isfinite(f32[i]))
-        fail(path, imagesName, fmt::format("has a non-finite pixel ({}) at "
-                                           "element {}",
-                                           f32[i], i));
+        fail(path, imagesName,
+             fmt::format("has a non-finite pixel ({}) at "
+                         "element {}",
+                         f32[i], i));
   } else {
-    fail(path, imagesName, fmt::format("has dtype {}; images must be U8 "
-                                       "(scaled by 1/255) or F32",
-                                       dtypeName(images.dtype)));
+    fail(path, imagesName,
+         fmt::format("has dtype {}; images must be U8 "
+                     "(scaled by 1/255) or F32",
+                     dtypeName(images.dtype)));
   }
   return loaded;
 }
@@ -180,8 +188,7 @@ LoadedSplit loadImageSplit(const ArraySource &source, const std::string &prefix,
 } // namespace
 
 bool isArrayDataPath(const std::string &path) {
-  return endsWith(path, ".npy") || endsWith(path, ".npz") ||
-         endsWith(path, ".safetensors");
+  return endsWith(path, ".npy") || endsWith(path, ".npz") || endsWith(path, ".safetensors");
 }
 
 DataSet loadArrayImages(const std::string &path, int64_t numClasses) {
@@ -196,19 +203,16 @@ DataSet loadArrayImages(const std::string &path, int64_t numClasses) {
   if (train.imageShape != test.imageShape)
     throw Error(path, fmt::format("train images are {} but test images are {} "
                                   "(C, H, W)",
-                                  shapeText(train.imageShape),
-                                  shapeText(test.imageShape)));
+                                  shapeText(train.imageShape), shapeText(test.imageShape)));
   const std::vector<int64_t> &s = train.imageShape;
   try {
-    return DataSet::images(s[0], s[1], s[2], std::move(train.split),
-                           std::move(test.split));
+    return DataSet::images(s[0], s[1], s[2], std::move(train.split), std::move(test.split));
   } catch (const Error &error) {
     throw Error(path, error.what());
   }
 }
 
-DataSet loadArrayTokens(const std::string &path, int64_t contextLength,
-                        int64_t vocabSize) {
+DataSet loadArrayTokens(const std::string &path, int64_t contextLength, int64_t vocabSize) {
   std::vector<int32_t> train, test;
   if (endsWith(path, ".npy")) {
     DataArray all = detail::readNpyFile(path, kMaxDataArrayBytes);
@@ -221,14 +225,11 @@ DataSet loadArrayTokens(const std::string &path, int64_t contextLength,
     }
   } else {
     ArraySource source(path);
-    train = integers(path, "train_tokens", source.require("train_tokens"),
-                     vocabSize, "token");
-    test = integers(path, "test_tokens", source.require("test_tokens"),
-                    vocabSize, "token");
+    train = integers(path, "train_tokens", source.require("train_tokens"), vocabSize, "token");
+    test = integers(path, "test_tokens", source.require("test_tokens"), vocabSize, "token");
   }
   try {
-    return DataSet::textFromTokens(std::move(train), std::move(test),
-                                   contextLength, vocabSize);
+    return DataSet::textFromTokens(std::move(train), std::move(test), contextLength, vocabSize);
   } catch (const Error &error) {
     throw Error(path, error.what());
   }

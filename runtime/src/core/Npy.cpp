@@ -77,9 +77,8 @@ public:
     skipSpace();
     if (pos_ != text_.size())
       fail(fmt::format("unexpected text after the header's dict at byte {}", pos_));
-    for (auto [seen, key] : {std::pair{sawDescr, "descr"},
-                             {sawOrder, "fortran_order"},
-                             {sawShape, "shape"}})
+    for (auto [seen, key] :
+         {std::pair{sawDescr, "descr"}, {sawOrder, "fortran_order"}, {sawShape, "shape"}})
       if (!seen)
         fail(fmt::format("the header has no '{}'", key));
   }
@@ -118,8 +117,7 @@ private:
       fail("a string in the header is not closed");
     std::string value = text_.substr(pos_ + 1, end - pos_ - 1);
     if (value.find('\\') != std::string::npos)
-      fail(fmt::format("unsupported escape in the header string {}",
-                       quoteForMessage(value)));
+      fail(fmt::format("unsupported escape in the header string {}", quoteForMessage(value)));
     pos_ = end + 1;
     return value;
   }
@@ -193,8 +191,7 @@ std::optional<DType> descrType(const std::string &descr) {
 
 } // namespace
 
-DataArray parseNpy(const std::string &path, const std::string &entry,
-                   std::vector<uint8_t> bytes) {
+DataArray parseNpy(const std::string &path, const std::string &entry, std::vector<uint8_t> bytes) {
   const std::string prefix =
       entry.empty() ? std::string() : fmt::format("array {}: ", quoteForMessage(entry));
   auto fail = [&](const std::string &what) { throw Error(path, prefix + what); };
@@ -205,8 +202,7 @@ DataArray parseNpy(const std::string &path, const std::string &entry,
     fail(fmt::format("is {} bytes, too short for the .npy version", bytes.size()));
   const int major = bytes[6], minor = bytes[7];
   if (major < 1 || major > 3 || minor != 0)
-    fail(fmt::format(".npy format version {}.{} is not supported (1.0, 2.0 or 3.0)",
-                     major, minor));
+    fail(fmt::format(".npy format version {}.{} is not supported (1.0, 2.0 or 3.0)", major, minor));
   const size_t lengthBytes = major == 1 ? 2 : 4;
   const size_t lengthEnd = kMagicSize + 2 + lengthBytes;
   if (bytes.size() < lengthEnd)
@@ -218,8 +214,7 @@ DataArray parseNpy(const std::string &path, const std::string &entry,
     fail(fmt::format("the header of {} bytes runs past the end of the data ({} "
                      "bytes): truncated",
                      headerLength, bytes.size()));
-  const std::string header(bytes.begin() + lengthEnd,
-                           bytes.begin() + lengthEnd + headerLength);
+  const std::string header(bytes.begin() + lengthEnd, bytes.begin() + lengthEnd + headerLength);
 
   HeaderParser parser(header, fail);
   parser.parse();
@@ -253,8 +248,7 @@ DataArray parseNpy(const std::string &path, const std::string &entry,
     fail(fmt::format("shape ({}) of {} needs {} bytes of data but {} follow the "
                      "header",
                      fmt::join(array.shape, ", "), parser.descr,
-                     tooMany ? std::string("more than 2^64")
-                             : std::to_string(numel * elementSize),
+                     tooMany ? std::string("more than 2^64") : std::to_string(numel * elementSize),
                      dataSize));
   bytes.erase(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(lengthEnd + headerLength));
   array.bytes = std::move(bytes);

@@ -27,14 +27,11 @@ uint16_t le16(const uint8_t *p) { return uint16_t(p[0] | p[1] << 8); }
 uint32_t le32(const uint8_t *p) { return uint32_t(le16(p)) | uint32_t(le16(p + 2)) << 16; }
 uint64_t le64(const uint8_t *p) { return uint64_t(le32(p)) | uint64_t(le32(p + 4)) << 32; }
 
-std::string member(const std::string &name) {
-  return "zip member " + quoteForMessage(name);
-}
+std::string member(const std::string &name) { return "zip member " + quoteForMessage(name); }
 
 // Replaces the 32-bit fields set to 0xFFFFFFFF by the 64-bit values of the
 // ZIP64 extra field, which holds them in this order.
-void readZip64Extra(const std::string &path, const uint8_t *extra, size_t length,
-                    ZipEntry &entry) {
+void readZip64Extra(const std::string &path, const uint8_t *extra, size_t length, ZipEntry &entry) {
   std::vector<uint64_t *> wanted;
   for (uint64_t *field : {&entry.size, &entry.compressedSize, &entry.localHeaderOffset})
     if (*field == kUnset32)
@@ -119,10 +116,10 @@ ZipArchive::ZipArchive(const std::string &path) : file_(path) {
     throw Error(path, "ZIP64 archives (over 4 GiB or 65535 members) are not supported");
   const uint64_t endOffset = size - tailSize + *endAt;
   if (uint64_t(directoryOffset) + directorySize > endOffset)
-    throw Error(path, fmt::format("the central directory [{}, {}) runs past its "
-                                  "end record at {}: truncated or corrupt",
-                                  directoryOffset,
-                                  uint64_t(directoryOffset) + directorySize, endOffset));
+    throw Error(path,
+                fmt::format("the central directory [{}, {}) runs past its "
+                            "end record at {}: truncated or corrupt",
+                            directoryOffset, uint64_t(directoryOffset) + directorySize, endOffset));
   directoryOffset_ = directoryOffset;
 
   std::vector<uint8_t> directory(directorySize);
@@ -131,8 +128,7 @@ ZipArchive::ZipArchive(const std::string &path) : file_(path) {
   size_t pos = 0;
   for (uint16_t i = 0; i < count; ++i) {
     const uint8_t *d = directory.data() + pos;
-    if (pos + kDirectoryEntrySize > directory.size() ||
-        le32(d) != kDirectorySignature)
+    if (pos + kDirectoryEntrySize > directory.size() || le32(d) != kDirectorySignature)
       throw Error(path, fmt::format("central directory entry {} of {} is "
                                     "missing or corrupt",
                                     i + 1, count));
@@ -170,15 +166,14 @@ std::vector<uint8_t> ZipArchive::read(const ZipEntry &entry, uint64_t maxBytes) 
                                   "(0) and deflated (8) members are supported",
                                   member(entry.name), entry.method));
   if (entry.size > maxBytes)
-    throw Error(path, fmt::format("{} is {} bytes, over the limit of {}",
-                                  member(entry.name), entry.size, maxBytes));
+    throw Error(path, fmt::format("{} is {} bytes, over the limit of {}", member(entry.name),
+                                  entry.size, maxBytes));
   uint8_t local[kLocalHeaderSize];
   if (entry.localHeaderOffset + kLocalHeaderSize > directoryOffset_)
     throw Error(path, fmt::format("{}: local header is truncated", member(entry.name)));
   file_.readAt(entry.localHeaderOffset, local, sizeof local);
   if (le32(local) != kLocalSignature)
-    throw Error(path, fmt::format("{}: local header has a bad signature",
-                                  member(entry.name)));
+    throw Error(path, fmt::format("{}: local header has a bad signature", member(entry.name)));
   const uint64_t dataStart =
       entry.localHeaderOffset + kLocalHeaderSize + le16(local + 26) + le16(local + 28);
   if (dataStart > directoryOffset_ || entry.compressedSize > directoryOffset_ - dataStart)
@@ -206,8 +201,7 @@ std::vector<uint8_t> ZipArchive::read(const ZipEntry &entry, uint64_t maxBytes) 
     done += chunk;
   }
   if (crc != entry.crc32)
-    throw Error(path, fmt::format("{} fails its CRC-32 check: corrupt",
-                                  member(entry.name)));
+    throw Error(path, fmt::format("{} fails its CRC-32 check: corrupt", member(entry.name)));
   return bytes;
 }
 
