@@ -18,12 +18,13 @@ import sys
 HEADER = ["kind", "step", "epoch", "loss", "lr", "grad_norm", "accuracy",
           "perplexity", "units_per_s"]
 
-# (panel title, row kind, column, y-axis scale) in drawing order.
+# (panel title, row kind, column, factor, y-axis scale) in drawing order.
+# The log holds accuracy as a fraction; it is drawn in percent.
 PANELS = [
-    ("loss", "train", "loss", "linear"),
-    ("test accuracy (%)", "eval", "accuracy", "linear"),
-    ("test perplexity", "eval", "perplexity", "log"),
-    ("learning rate", "train", "lr", "linear"),
+    ("loss", "train", "loss", 1, "linear"),
+    ("test accuracy (%)", "eval", "accuracy", 100, "linear"),
+    ("test perplexity", "eval", "perplexity", 1, "log"),
+    ("learning rate", "train", "lr", 1, "linear"),
 ]
 
 
@@ -88,12 +89,12 @@ def plot(logs, labels, out):
     fig, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 3.6),
                              squeeze=False)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    for ax, (title, kind, column, scale) in zip(axes[0], panels):
+    for ax, (title, kind, column, factor, scale) in zip(axes[0], panels):
         for i, (log, label) in enumerate(zip(logs, labels)):
             color = colors[i % len(colors)]
             if (kind, column) in log:
                 steps, values = log[(kind, column)]
-                ax.plot(steps, values, color=color, label=label,
+                ax.plot(steps, [v * factor for v in values], color=color, label=label,
                         marker="o" if kind == "eval" else None, linewidth=1.2)
             if column == "loss" and ("eval", "loss") in log:
                 steps, values = log[("eval", "loss")]
