@@ -7,7 +7,7 @@ packages=(
   cmake ninja-build g++ pkg-config
   libmlir-19-dev mlir-19-tools llvm-19-dev llvm-19-tools liblld-19-dev
   libfmt-dev libgtest-dev zlib1g-dev libzstd-dev
-  python3-torch libopenblas-dev libopenblas0-pthread
+  python3-torch python3-matplotlib libopenblas-dev libopenblas0-pthread
   dataset-fashion-mnist
   clang-19 libclang-rt-19-dev
 )

@@ -66,7 +66,11 @@ commands:
              inputs (I32), to check them against another implementation
 
 options:
-  --data PATH        IDX directory or text file (default: the model's dataset)
+  --data PATH        IDX directory, text file, or array file: .npz or
+                     .safetensors (images: train_images, train_labels,
+                     test_images, test_labels; tokens: train_tokens,
+                     test_tokens) or .npy (token ids; docs/data.md)
+                     (default: the model's dataset)
   --epochs N         train: epochs of the run (default 1; when resuming, the
                      checkpoint's run: the same schedule and last step)
   --steps N          train: total optimizer steps of the run instead of

@@ -1,7 +1,9 @@
 // Training data as batches of model inputs (docs/package.md, "Training"):
 //
-// - IDX image sets: example i is image i as f32 [1, H, W] (pixel / 255) and
-//   its label as i32; a batch is f32 [B, 1, H, W] and i32 [B].
+// - Image sets (IDX, or arrays from .npz / safetensors files, ArrayData.h):
+//   example i is image i as f32 [C, H, W] (u8 pixels as pixel / 255, f32
+//   pixels as they are) and its label as i32; a batch is f32 [B, C, H, W]
+//   and i32 [B]. IDX images have C = 1.
 // - Byte-level text: the split is cut into windows of T + 1 bytes starting
 //   every T bytes (so every byte but the first is a target exactly once);
 //   example i is window i: tokens = its first T bytes, targets = its last T;
@@ -48,23 +50,37 @@ struct Batch {
 
 enum class Split { Train, Test };
 
+// One split of an image set: count images of C x H x W pixels, row-major,
+// in exactly one of `u8` (scaled by 1/255 when batched) or `f32`, and one
+// label per image.
+struct ImageSplit {
+  std::vector<uint8_t> u8;
+  std::vector<float> f32;
+  std::vector<int32_t> labels;
+};
+
 class DataSet {
 public:
   // The images and labels of an IDX directory (loadIdxDataset).
   static DataSet idx(const std::string &dir, int numClasses = 10);
+  // Images of `channels` x `rows` x `cols` pixels; checks that each split
+  // holds pixels for exactly one image per label and is not empty.
+  static DataSet images(int64_t channels, int64_t rows, int64_t cols,
+                        ImageSplit train, ImageSplit test);
   // A byte-level text corpus with windows of contextLength + 1 bytes.
   static DataSet text(const std::string &path, int64_t contextLength);
   // From already loaded token sequences (each at least contextLength + 1
-  // long).
+  // long), every token in [0, vocabSize).
   static DataSet textFromTokens(std::vector<int32_t> train,
                                 std::vector<int32_t> test,
-                                int64_t contextLength);
+                                int64_t contextLength,
+                                int64_t vocabSize = 256);
 
   bool isText() const { return text_; }
   // Number of examples (images or windows) of a split.
   int64_t count(Split split) const;
   // The shapes of one example's tensors, without the batch dimension:
-  // {{1, H, W}, {}} or {{T}, {T}}.
+  // {{C, H, W}, {}} or {{T}, {T}}.
   std::vector<std::vector<int64_t>> exampleShapes() const;
   std::vector<DType> dtypes() const;
   // Human-readable unit of an example for throughput: "images" / "tokens",
@@ -81,10 +97,9 @@ private:
   DataSet() = default;
 
   bool text_ = false;
-  // IDX.
-  int64_t rows_ = 0, cols_ = 0;
-  std::vector<uint8_t> trainPixels_, testPixels_;
-  std::vector<uint8_t> trainLabels_, testLabels_;
+  // Images.
+  int64_t channels_ = 1, rows_ = 0, cols_ = 0;
+  ImageSplit train_, test_;
   // Text.
   int64_t context_ = 0;
   std::vector<int32_t> trainTokens_, testTokens_;

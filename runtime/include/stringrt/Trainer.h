@@ -30,10 +30,13 @@ constexpr int64_t kDefaultBatch = 32;
 // The optimizer's view of a model's parameter slots.
 std::vector<OptimizerSlot> optimizerSlots(const Model &model);
 
-// Loads the data a model trains on: `path` (a directory of IDX files or a text
-// file), or the manifest's dataset path when empty. The kind and context
-// length come from the manifest's dataset; without one, a directory is IDX
-// and a file is text with the context length from the first input's shape.
+// Loads the data a model trains on: `path` (a directory of IDX files, a text
+// file, or an array file: .npy, .npz, .safetensors, ArrayData.h), or the
+// manifest's dataset path when empty. The kind and context length come from
+// the manifest's dataset; without one, a directory is IDX and a file is text
+// with the context length from the first input's shape. An array file holds
+// tokens when the model's first input is i32, else images; its labels or
+// tokens must be below the logits' last dimension.
 // Checks that the data fits the model's inputs (dtype and shape).
 DataSet loadModelData(const Model &model, const std::string &path);
 

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <utility>
 
 namespace stringrt {
@@ -63,13 +64,40 @@ std::vector<int64_t> epochOrder(int64_t count, uint64_t seed, int64_t epoch) {
 
 DataSet DataSet::idx(const std::string &dir, int numClasses) {
   IdxDataset data = loadIdxDataset(dir, numClasses);
+  auto split = [](IdxSplit &idx) {
+    ImageSplit split;
+    split.u8 = std::move(idx.images.pixels);
+    split.labels.assign(idx.labels.begin(), idx.labels.end());
+    return split;
+  };
+  return images(1, data.train.images.rows, data.train.images.cols,
+                split(data.train), split(data.test));
+}
+
+DataSet DataSet::images(int64_t channels, int64_t rows, int64_t cols,
+                        ImageSplit train, ImageSplit test) {
+  if (channels < 1 || rows < 1 || cols < 1)
+    throw Error(fmt::format("images of {} x {} x {} pixels are empty", channels,
+                            rows, cols));
+  const auto image = static_cast<uint64_t>(channels * rows * cols);
+  for (const auto &[split, name] : {std::pair{&train, "train"}, {&test, "test"}}) {
+    if (split->labels.empty())
+      throw Error(fmt::format("the {} split has no images", name));
+    if (!split->u8.empty() && !split->f32.empty())
+      throw Error(fmt::format("the {} split has both u8 and f32 pixels", name));
+    const uint64_t pixels = split->u8.size() + split->f32.size();
+    if (pixels != split->labels.size() * image)
+      throw Error(fmt::format("the {} split has {} pixels for {} labels of "
+                              "{} x {} x {} images",
+                              name, pixels, split->labels.size(), channels,
+                              rows, cols));
+  }
   DataSet set;
-  set.rows_ = data.train.images.rows;
-  set.cols_ = data.train.images.cols;
-  set.trainPixels_ = std::move(data.train.images.pixels);
-  set.testPixels_ = std::move(data.test.images.pixels);
-  set.trainLabels_ = std::move(data.train.labels);
-  set.testLabels_ = std::move(data.test.labels);
+  set.channels_ = channels;
+  set.rows_ = rows;
+  set.cols_ = cols;
+  set.train_ = std::move(train);
+  set.test_ = std::move(test);
   return set;
 }
 
@@ -94,7 +122,7 @@ DataSet DataSet::text(const std::string &path, int64_t contextLength) {
 
 DataSet DataSet::textFromTokens(std::vector<int32_t> train,
                                 std::vector<int32_t> test,
-                                int64_t contextLength) {
+                                int64_t contextLength, int64_t vocabSize) {
   if (contextLength < 1)
     throw Error(fmt::format("text data needs a context length >= 1, got {}",
                             contextLength));
@@ -105,9 +133,9 @@ DataSet DataSet::textFromTokens(std::vector<int32_t> train,
                             train.size(), test.size(), need));
   for (const auto *tokens : {&train, &test})
     for (int32_t t : *tokens)
-      if (t < 0 || t >= kByteVocabSize)
+      if (t < 0 || t >= vocabSize)
         throw Error(fmt::format("text token {} is outside [0, {})", t,
-                                kByteVocabSize));
+                                vocabSize));
   DataSet set;
   set.text_ = true;
   set.context_ = contextLength;
@@ -121,13 +149,13 @@ int64_t DataSet::count(Split split) const {
   if (text_)
     return windowCount(train ? trainTokens_.size() : testTokens_.size(),
                        context_);
-  return static_cast<int64_t>(train ? trainLabels_.size() : testLabels_.size());
+  return static_cast<int64_t>(train ? train_.labels.size() : test_.labels.size());
 }
 
 std::vector<std::vector<int64_t>> DataSet::exampleShapes() const {
   if (text_)
     return {{context_}, {context_}};
-  return {{1, rows_, cols_}, {}};
+  return {{channels_, rows_, cols_}, {}};
 }
 
 std::vector<DType> DataSet::dtypes() const {
@@ -164,22 +192,26 @@ Batch DataSet::batch(Split split, const int64_t *indices, size_t n) const {
     }
     return batch;
   }
-  const std::vector<uint8_t> &pixels = train ? trainPixels_ : testPixels_;
-  const std::vector<uint8_t> &labels = train ? trainLabels_ : testLabels_;
-  const auto image = static_cast<size_t>(rows_ * cols_);
+  const ImageSplit &images = train ? train_ : test_;
+  const auto image = static_cast<size_t>(channels_ * rows_ * cols_);
   first.dtype = DType::F32;
-  first.shape = {b, 1, rows_, cols_};
+  first.shape = {b, channels_, rows_, cols_};
   first.f32.resize(n * image);
   second.dtype = DType::I32;
   second.shape = {b};
   second.i32.resize(n);
   for (size_t k = 0; k < n; ++k) {
     const auto i = static_cast<size_t>(indices[k]);
-    const uint8_t *src = pixels.data() + i * image;
     float *dst = first.f32.data() + k * image;
-    for (size_t p = 0; p < image; ++p)
-      dst[p] = static_cast<float>(src[p]) / 255.0f;
-    second.i32[k] = labels[i];
+    if (images.f32.empty()) {
+      const uint8_t *src = images.u8.data() + i * image;
+      for (size_t p = 0; p < image; ++p)
+        dst[p] = static_cast<float>(src[p]) / 255.0f;
+    } else {
+      const float *src = images.f32.data() + i * image;
+      std::copy(src, src + image, dst);
+    }
+    second.i32[k] = images.labels[i];
   }
   return batch;
 }

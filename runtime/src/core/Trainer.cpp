@@ -1,6 +1,8 @@
 #include "stringrt/Trainer.h"
 
 #include "TrainLog.h"
+#include "stringrt/ArrayData.h"
+#include "stringrt/TextCorpus.h"
 #include "stringrt/Error.h"
 #include "stringrt/cpu/ThreadPool.h"
 
@@ -157,9 +159,16 @@ DataSet loadModelData(const Model &model, const std::string &path) {
     throw Error(fmt::format("model '{}' has {} inputs; training data feeds "
                             "two (image and label, or tokens and targets)",
                             manifest.model, manifest.inputs.size()));
+  // An array file (.npy, .npz, .safetensors) holds tokens or images, as
+  // the model's first input says.
+  const bool arrays = isArrayDataPath(where);
   bool text;
   int64_t context = 0;
-  if (manifest.dataset) {
+  if (arrays) {
+    text = manifest.inputs[0].dtype == DType::I32;
+    if (text && manifest.dataset && manifest.dataset->kind == DatasetKind::Text)
+      context = manifest.dataset->contextLength;
+  } else if (manifest.dataset) {
     text = manifest.dataset->kind == DatasetKind::Text;
     context = manifest.dataset->contextLength;
   } else {
@@ -177,6 +186,11 @@ DataSet loadModelData(const Model &model, const std::string &path) {
     context = shape[1];
   }
   DataSet data = [&] {
+    if (arrays && text)
+      return loadArrayTokens(where, context,
+                             logitsClasses(manifest).value_or(kByteVocabSize));
+    if (arrays)
+      return loadArrayImages(where, logitsClasses(manifest).value_or(256));
     if (text)
       return DataSet::text(where, context);
     int classes = 256;
