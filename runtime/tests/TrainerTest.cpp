@@ -741,5 +741,88 @@ TEST(TrainerTest, BenchTimesSteps) {
   EXPECT_DOUBLE_EQ(r.unitsPerSecond, r.stepsPerSecond * 4);
 }
 
+
+// Gradient accumulation: micro-batches of the step's batch (equal, uneven,
+// one example each) take the whole batch's steps within float rounding, for
+// images (f32 [B, ...] and i32 labels) and tokens (i32 [B, T]).
+void expectSameRun(const Recorder &want, const Model &wantModel, const Recorder &got,
+                   const Model &gotModel, int64_t accumulate) {
+  ASSERT_EQ(got.losses.size(), want.losses.size()) << accumulate;
+  // The first step's loss is before any update: the batch's mean either way.
+  EXPECT_NEAR(got.losses[0], want.losses[0], 1e-6 * std::abs(want.losses[0])) << accumulate;
+  for (size_t i = 0; i < want.losses.size(); ++i)
+    EXPECT_NEAR(got.losses[i], want.losses[i], 1e-4 * std::abs(want.losses[i]) + 1e-6)
+        << "step " << i + 1 << ", accumulate " << accumulate;
+  ASSERT_EQ(gotModel.parameters().size(), wantModel.parameters().size());
+  for (size_t i = 0; i < wantModel.parameters().size(); ++i)
+    EXPECT_NEAR(gotModel.parameters()[i], wantModel.parameters()[i], 1e-4)
+        << "parameter " << i << ", accumulate " << accumulate;
+}
+
+TEST(TrainerTest, AccumulatedMicroBatchesTakeTheWholeBatchsSteps) {
+  ImageFixture fx;
+  TrainOptions o;
+  o.epochs = 2;
+  o.batch = 6; // 30 examples: 5 steps per epoch
+  o.seed = 5;
+  Model whole(imageManifest());
+  DataSet data = loadModelData(whole, fx.data);
+  Recorder want;
+  train(whole, data, o, &want);
+  for (int64_t accumulate : {2, 3, 4, 6}) { // 4: micro-batches of 2, 2, 1, 1
+    Model model(imageManifest());
+    TrainOptions p = o;
+    p.accumulate = accumulate;
+    Recorder got;
+    train(model, data, p, &got);
+    expectSameRun(want, whole, got, model, accumulate);
+    // The data order and the plan are the whole batch's.
+    EXPECT_EQ(got.plan.batch, 6);
+    EXPECT_EQ(got.plan.stepsPerEpoch, 5);
+    // Deterministic: the same run again gives the same bits.
+    Model again(imageManifest());
+    Recorder repeat;
+    train(again, data, p, &repeat);
+    EXPECT_EQ(repeat.losses, got.losses);
+    EXPECT_EQ(again.parameters(), model.parameters());
+  }
+
+  std::string text;
+  for (int i = 0; i < 400; ++i)
+    text += "abcab"[i % 5];
+  std::vector<int32_t> tokens(text.begin(), text.end());
+  DataSet corpus = DataSet::textFromTokens(
+      std::vector<int32_t>(tokens.begin(), tokens.begin() + 360),
+      std::vector<int32_t>(tokens.begin() + 360, tokens.end()), 4);
+  TrainOptions t;
+  t.epochs = 1;
+  t.batch = 8;
+  Model gpt(textManifest());
+  Recorder wantText;
+  train(gpt, corpus, t, &wantText);
+  Model gptParts(textManifest());
+  t.accumulate = 4;
+  Recorder gotText;
+  train(gptParts, corpus, t, &gotText);
+  expectSameRun(wantText, gpt, gotText, gptParts, 4);
+}
+
+TEST(TrainerTest, AccumulationIsRefusedWhereItCannotRun) {
+  ImageFixture fx;
+  Model model(imageManifest());
+  DataSet data = loadModelData(model, fx.data);
+  TrainOptions o;
+  o.batch = 4;
+  o.accumulate = 0;
+  EXPECT_TRUE(failsWith([&] { train(model, data, o); }, "", {"accumulate must be >= 1, got 0"}));
+  o.accumulate = 5;
+  EXPECT_TRUE(failsWith([&] { train(model, data, o); }, "",
+                        {"--accumulate 5 splits each batch of 4 into more micro-batches"}));
+  o.accumulate = 2;
+  QueueingBackend backend(model, 0);
+  EXPECT_TRUE(failsWith([&] { train(model, data, o, nullptr, &backend); }, "",
+                        {"runs on the CPU only", "queueing backend"}));
+}
+
 } // namespace
 } // namespace stringrt

@@ -4,7 +4,7 @@
 //
 //   stringrun train PKG [--data PATH] [--epochs N] [--steps N] [--batch B]
 //                       [--seed S] [--checkpoint FILE] [--resume FILE]
-//                       [--log FILE.csv] [--no-eval]
+//                       [--log FILE.csv] [--accumulate N] [--no-eval]
 //   stringrun eval PKG [--data PATH] [--batch B] [--params FILE | --resume FILE]
 //   stringrun bench PKG [--data PATH] [--batch B] [--steps N] [--profile]
 //   stringrun gradients PKG --out FILE [--data PATH] [--batch B] [--seed S]
@@ -77,6 +77,10 @@ options:
                      epochs (a run may end mid-epoch); bench: steps to time
                      (default 10)
   --batch B          batch size (default 32; when resuming, the checkpoint's)
+  --accumulate N     train (CPU): split each step's batch into N
+                     micro-batches and average their gradients: the same
+                     steps as the whole batch (within float rounding) in a
+                     micro-batch's activation memory (default 1)
   --stop-after N     train: stop after global step N (the run and its
                      schedule are unchanged; --resume continues it)
   --seed S           train, gradients: data-order seed (default 0; when
@@ -174,7 +178,7 @@ const std::pair<const char *, bool Args::*> kDeviceFlags[] = {
 const std::vector<std::string> kValueOptions = {
     "--data", "--epochs", "--steps",  "--batch",  "--seed",   "--checkpoint",
     "--resume", "--params", "--log", "--threads", "--stop-after", "--out",
-    "--kernels", "--device"};
+    "--kernels", "--device", "--accumulate"};
 
 // The options naming files: none may be empty.
 const std::vector<std::string> kPathOptions = {"--data", "--checkpoint", "--resume",
@@ -255,7 +259,7 @@ Args parseArgs(int argc, char **argv) {
   std::map<std::string, std::vector<std::string>> allowed = {
       {"train",
        {"--data", "--epochs", "--steps", "--batch", "--seed", "--checkpoint",
-        "--resume", "--log", "--stop-after"}},
+        "--resume", "--log", "--stop-after", "--accumulate"}},
       {"eval", {"--data", "--batch", "--params", "--resume"}},
       {"bench", {"--data", "--batch", "--steps"}},
       {"gradients", {"--data", "--batch", "--seed", "--params", "--out"}},
@@ -492,6 +496,7 @@ int runTrain(const Args &args, stringrt::Model &model, Printer &printer,
   options.logPath = value(args, "--log").value_or("");
   options.threads = replicas;
   options.stopAfter = number<int64_t>(args, "--stop-after", 1).value_or(0);
+  options.accumulate = number<int64_t>(args, "--accumulate", 1).value_or(1);
   options.evaluate = !args.noEval;
   stringrt::DataSet data =
       stringrt::loadModelData(model, value(args, "--data").value_or(""));
@@ -625,6 +630,7 @@ int run(int argc, char **argv) {
     number<uint64_t>(args, "--seed", 0);
     threadsOption(args);
     number<int64_t>(args, "--stop-after", 1);
+    number<int64_t>(args, "--accumulate", 1);
     kernelSet(args);
     if (args.values.count("--epochs") && args.values.count("--steps"))
       throw UsageError{"give --epochs or --steps, not both"};

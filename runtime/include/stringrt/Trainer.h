@@ -107,6 +107,12 @@ struct TrainOptions {
   std::string logPath;            // CSV log (appended to when resuming).
   bool evaluate = true;           // Evaluate after every epoch and at the end.
   int threads = 1;                // Evaluation replicas (see evaluate()).
+  // Gradient accumulation (CPU): each step's batch is split along the batch
+  // dimension into this many micro-batches whose gradients and losses are
+  // averaged, weighted by their sizes: the same step as the whole batch
+  // (within float rounding) with a micro-batch's activation memory. The data
+  // order, schedule and checkpoints are the whole batch's.
+  int64_t accumulate = 1;
 };
 
 // What the trainer reports while it runs.

@@ -85,14 +85,17 @@ EvalResult evaluateTestSplit(Model &model, const DataSet &data, int64_t batch, i
 // CPU (start and fetch have nothing to copy: they are the trainer's own).
 class CpuBackend : public TrainBackend {
 public:
-  CpuBackend(Model &model, Optimizer &optimizer, int threads)
-      : model_(model), optimizer_(optimizer), threads_(threads) {}
+  CpuBackend(Model &model, Optimizer &optimizer, int threads, int64_t accumulate)
+      : model_(model), optimizer_(optimizer), threads_(threads), accumulate_(accumulate) {}
   std::string name() const override { return ""; }
   void start(const std::vector<float> &, const Optimizer &) override {}
   // The step runs when queued; collect() returns it.
   void queue(const std::map<std::string, HostTensor> &batch, const NextBatch &next,
              int64_t totalSteps) override {
-    model_.gradients(batch, loss_, grads_);
+    if (accumulate_ > 1)
+      accumulatedGradients(batch);
+    else
+      model_.gradients(batch, loss_, grads_);
     info_ = {};
     if (std::isfinite(loss_))
       info_ = optimizer_.step(model_.parameters(), grads_, totalSteps);
@@ -108,10 +111,47 @@ public:
   void fetch(std::vector<float> &, Optimizer &) override {}
 
 private:
+  // The batch in accumulate_ consecutive micro-batches (sizes differing by
+  // at most one); the loss and every gradient are their mean values
+  // weighted by size, in a fixed order, so the result does not depend on
+  // anything but the batch.
+  void accumulatedGradients(const std::map<std::string, HostTensor> &batch) {
+    const int64_t rows = batch.begin()->second.shape.at(0);
+    double loss = 0;
+    int64_t begin = 0;
+    for (int64_t part = 0; part < accumulate_; ++part) {
+      const int64_t size = rows / accumulate_ + (part < rows % accumulate_ ? 1 : 0);
+      std::map<std::string, HostTensor> micro;
+      for (const auto &[name, tensor] : batch)
+        micro.emplace(name, rowsOf(tensor, begin, size));
+      float microLoss = 0;
+      model_.gradients(micro, microLoss, microGrads_);
+      const float weight = static_cast<float>(size) / static_cast<float>(rows);
+      if (part == 0)
+        grads_.assign(microGrads_.size(), 0.0f);
+      for (size_t i = 0; i < grads_.size(); ++i)
+        grads_[i] += weight * microGrads_[i];
+      loss += static_cast<double>(weight) * microLoss;
+      begin += size;
+    }
+    loss_ = static_cast<float>(loss);
+  }
+
+  // Rows [begin, begin + count) of a batched tensor, as a view.
+  static HostTensor rowsOf(const HostTensor &t, int64_t begin, int64_t count) {
+    HostTensor view = t;
+    const int64_t rowElements = t.shape.at(0) > 0 ? t.numel() / t.shape[0] : 0;
+    const size_t bytes = t.dtype == DType::I32 ? sizeof(int32_t) : sizeof(float);
+    view.data = static_cast<const char *>(t.data) + begin * rowElements * bytes;
+    view.shape[0] = count;
+    return view;
+  }
+
   Model &model_;
   Optimizer &optimizer_;
   int threads_;
-  std::vector<float> grads_;
+  int64_t accumulate_;
+  std::vector<float> grads_, microGrads_;
   float loss_ = 0;
   OptimizerStepInfo info_;
 };
@@ -354,6 +394,12 @@ TrainResult train(Model &model, const DataSet &data, const TrainOptions &options
                             options.stopAfter));
   if (options.threads < 1)
     throw Error(fmt::format("threads must be >= 1, got {}", options.threads));
+  if (options.accumulate < 1)
+    throw Error(fmt::format("accumulate must be >= 1, got {}", options.accumulate));
+  if (options.accumulate > 1 && backend)
+    throw Error(fmt::format("gradient accumulation (--accumulate {}) runs on the CPU only; "
+                            "the {} backend takes each step's batch whole",
+                            options.accumulate, backend->name()));
 
   std::vector<OptimizerSlot> slots = optimizerSlots(model);
   Optimizer optimizer(manifest.optimizer, slots, model.parameters().size());
@@ -388,6 +434,10 @@ TrainResult train(Model &model, const DataSet &data, const TrainOptions &options
   }
   if (plan.batch < 1)
     throw Error(fmt::format("batch must be >= 1, got {}", plan.batch));
+  if (options.accumulate > plan.batch)
+    throw Error(fmt::format("--accumulate {} splits each batch of {} into more micro-batches "
+                            "than it has examples",
+                            options.accumulate, plan.batch));
 
   plan.trainExamples = data.count(Split::Train);
   plan.testExamples = data.count(Split::Test);
@@ -433,11 +483,12 @@ TrainResult train(Model &model, const DataSet &data, const TrainOptions &options
   }
 
   // Everything a step (and the evaluation) will allocate, before the first.
+  // (A step with accumulation runs its largest micro-batch at a time.)
   if (!backend)
-    checkBatchMemory(model, plan.batch, true,
+    checkBatchMemory(model, (plan.batch + options.accumulate - 1) / options.accumulate, true,
                      options.evaluate && plan.testExamples > 0 ? options.threads : 0,
                      "training");
-  CpuBackend cpu(model, optimizer, options.threads);
+  CpuBackend cpu(model, optimizer, options.threads, options.accumulate);
   TrainBackend &run = backend ? *backend : cpu;
   run.start(model.parameters(), optimizer);
   plan.device = run.name();
