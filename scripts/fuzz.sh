@@ -3,7 +3,7 @@
 # targets (fuzz/, clang 19, ASan + UBSan) into build/fuzz, runs every
 # committed crash reproducer (fuzz/regressions/<target>), then fuzzes each
 # target for SECONDS_PER_TARGET (default 60). Targets: frontend package
-# checkpoint idx text (default: all). docs/fuzzing.md has the details.
+# checkpoint idx text arrays (default: all). docs/fuzzing.md has the details.
 #
 # Corpora grow in fuzz/corpus/<target> (git-ignored) and are reused by later
 # runs; new crashes are written to fuzz/regressions/<target>/ and make the
@@ -12,7 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-all_targets=(frontend package checkpoint idx text)
+all_targets=(frontend package checkpoint idx text arrays)
 seconds=${1:-60}
 if ! [[ "$seconds" =~ ^[0-9]+$ ]] || [ "$seconds" -lt 1 ]; then
   echo "usage: scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...] (targets: ${all_targets[*]})" >&2
@@ -55,7 +55,13 @@ run_target() {
   local t=$1
   local extra=()
   if [ -f "fuzz/dicts/$t.dict" ]; then extra+=("-dict=fuzz/dicts/$t.dict"); fi
-  "build/fuzz/bin/fuzz_$t" "fuzz/corpus/$t" "fuzz/seeds/$t" "fuzz/corpus/generated-seeds/$t" \
+  # The corpus grows in the first folder; the seed folders that exist follow
+  # (the frontend has no committed seeds: its are the tree's .pe files).
+  local corpora=("fuzz/corpus/$t")
+  for d in "fuzz/seeds/$t" "fuzz/corpus/generated-seeds/$t"; do
+    if [ -d "$d" ]; then corpora+=("$d"); fi
+  done
+  "build/fuzz/bin/fuzz_$t" "${corpora[@]}" \
     -max_total_time="$seconds" -timeout=20 -rss_limit_mb=2048 -print_final_stats=1 \
     -artifact_prefix="fuzz/regressions/$t/" "${extra[@]}" \
     > "build/fuzz/logs/$t.log" 2>&1
