@@ -13,6 +13,8 @@ OUT_DIR/<target>/ gets:
   checkpoint  tiny_mlp checkpoints (AdamW and SGD), a parameter file
   idx         tiny image and label files, plain and gzipped
   text        small text corpora
+  arrays      image and token data sets as .npy, .npz (stored, deflated) and
+              safetensors files, each after the byte that picks its kind
 
 Packages and checkpoints need stringc and stringrun from a build of the whole
 project (BIN_DIR, default ./build/bin); without them only the rest is
@@ -21,6 +23,7 @@ written. --small writes only the few small seeds committed under fuzz/seeds.
 import argparse
 import glob
 import gzip
+import io
 import json
 import os
 import shutil
@@ -28,10 +31,13 @@ import struct
 import subprocess
 import sys
 import tempfile
+import zipfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY_MLP = os.path.join(ROOT, "tests/lit/stringc/Inputs/tiny_mlp.pe")
 MAKE_TINY_IDX = os.path.join(ROOT, "tests/lit/stringc/Inputs/make_tiny_idx.py")
+sys.path.insert(0, os.path.join(ROOT, "tests/lit/stringc/Inputs"))
+import make_tiny_npz  # noqa: E402  (the lit tests' .npz writer)
 
 
 def run(*args):
@@ -117,6 +123,37 @@ def text_seeds(out):
         f.write(b"\x00" + bytes(range(256)))
 
 
+def arrays_seeds(out):
+    # Byte 0 picks the target's file kind (% 3: npy, npz, safetensors) and
+    # tokens or images (/ 3 % 2); see fuzz/targets/arrays.cpp.
+    npy, npz, safetensors, images, tokens = 0, 1, 2, 0, 3
+    data = make_tiny_npz.arrays(None)
+    for method, name in ((zipfile.ZIP_STORED, "images-stored.npz"),
+                         (zipfile.ZIP_DEFLATED, "images-deflated.npz")):
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w", method) as archive:
+            for member, (descr, shape, raw) in data.items():
+                info = zipfile.ZipInfo(member + ".npy", date_time=(1980, 1, 1, 0, 0, 0))
+                info.compress_type = method  # a fixed date: the same bytes every run
+                archive.writestr(info, make_tiny_npz.npy_bytes(descr, shape, raw))
+        with open(os.path.join(out, name), "wb") as f:
+            f.write(bytes([npz + images]) + buffer.getvalue())
+    header, body, offset = {}, b"", 0
+    dtypes = {"|u1": "U8", "<i8": "I64"}
+    for member, (descr, shape, raw) in sorted(data.items()):
+        header[member] = {"dtype": dtypes[descr], "shape": list(shape),
+                          "data_offsets": [offset, offset + len(raw)]}
+        body += raw
+        offset += len(raw)
+    text = json.dumps(header, separators=(",", ":")).encode()
+    with open(os.path.join(out, "images.safetensors"), "wb") as f:
+        f.write(bytes([safetensors + images]) + struct.pack("<Q", len(text)) + text + body)
+    ids = list(b"The quick brown fox jumps over the lazy dog.")
+    raw = struct.pack("<%di" % len(ids), *ids)
+    with open(os.path.join(out, "tokens.npy"), "wb") as f:
+        f.write(bytes([npy + tokens]) + make_tiny_npz.npy_bytes("<i4", (len(ids),), raw))
+
+
 def tool_seeds(out, tools, small):
     stringc = os.path.join(tools, "stringc")
     stringrun = os.path.join(tools, "stringrun")
@@ -159,7 +196,7 @@ def main():
     parser.add_argument("--tools", default=os.path.join(ROOT, "build/bin"))
     parser.add_argument("--small", action="store_true")
     args = parser.parse_args()
-    for target in ["frontend", "package", "checkpoint", "idx", "text"]:
+    for target in ["frontend", "package", "checkpoint", "idx", "text", "arrays"]:
         os.makedirs(os.path.join(args.out, target), exist_ok=True)
     if not args.small:
         frontend_seeds(os.path.join(args.out, "frontend"))
@@ -167,6 +204,7 @@ def main():
                     os.path.join(args.out, "checkpoint"))
     idx_seeds(os.path.join(args.out, "idx"), args.small)
     text_seeds(os.path.join(args.out, "text"))
+    arrays_seeds(os.path.join(args.out, "arrays"))
     if os.access(os.path.join(args.tools, "stringc"), os.X_OK):
         tool_seeds(args.out, args.tools, args.small)
     else:
