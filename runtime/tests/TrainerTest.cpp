@@ -531,14 +531,18 @@ TEST(TrainerTest, ThreadCountsAreBounded) {
   EXPECT_GE(cpu::numThreads(), 1); // the pool is untouched
 }
 
-TEST(TrainerTest, TrainsTextAndReportsPerplexity) {
+// 400 bytes of "abcab" repeated: 360 to train on, 40 to test, context 4.
+DataSet abcabCorpus() {
   std::string text;
   for (int i = 0; i < 400; ++i)
     text += "abcab"[i % 5];
   std::vector<int32_t> tokens(text.begin(), text.end());
-  DataSet data = DataSet::textFromTokens(
-      std::vector<int32_t>(tokens.begin(), tokens.begin() + 360),
-      std::vector<int32_t>(tokens.begin() + 360, tokens.end()), 4);
+  return DataSet::textFromTokens(std::vector<int32_t>(tokens.begin(), tokens.begin() + 360),
+                                 std::vector<int32_t>(tokens.begin() + 360, tokens.end()), 4);
+}
+
+TEST(TrainerTest, TrainsTextAndReportsPerplexity) {
+  DataSet data = abcabCorpus();
   Model model(textManifest());
   TrainOptions o;
   o.epochs = 3;
@@ -787,13 +791,7 @@ TEST(TrainerTest, AccumulatedMicroBatchesTakeTheWholeBatchsSteps) {
     EXPECT_EQ(again.parameters(), model.parameters());
   }
 
-  std::string text;
-  for (int i = 0; i < 400; ++i)
-    text += "abcab"[i % 5];
-  std::vector<int32_t> tokens(text.begin(), text.end());
-  DataSet corpus = DataSet::textFromTokens(
-      std::vector<int32_t>(tokens.begin(), tokens.begin() + 360),
-      std::vector<int32_t>(tokens.begin() + 360, tokens.end()), 4);
+  DataSet corpus = abcabCorpus();
   TrainOptions t;
   t.epochs = 1;
   t.batch = 8;
