@@ -143,8 +143,8 @@ std::vector<HostTensor> Model::Impl::bindInputs(const std::map<std::string, Host
       list += (list.empty() ? "" : ", ") + in.name;
     return list.empty() ? std::string("none") : list;
   };
-  for (const auto &[name, tensor] : inputs) {
-    (void)tensor;
+  for (const auto &entry : inputs) {
+    const std::string &name = entry.first; // C++17 lambdas cannot capture a binding
     bool known = std::any_of(manifest.inputs.begin(), manifest.inputs.end(),
                              [&](const ManifestInput &in) { return in.name == name; });
     if (!known)
