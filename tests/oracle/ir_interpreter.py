@@ -171,7 +171,7 @@ OPS = {
     "pe.select_token": (lambda x, a, d: pt.select_token(
         x[0], a["index"])),
     "pe.attention": (lambda x, a, d: _attention(x, a)),
-    "pe.cross_entropy": (lambda x, a, d: pt.cross_entropy(*x)),
+    "pe.cross_entropy": (lambda x, a, d: pt.cross_entropy(*x, smoothing=a["smoothing"])),
     "pe.seq_positions": (lambda x, a, d: pt.seq_positions(
         a["length"], a["special"], dtype=d)),
     "pe.grid_positions": (lambda x, a, d: pt.grid_positions(
@@ -285,7 +285,8 @@ GRAD_OPS = {
         x[0], a["index"],
         _static(t[0], 1, "pe.select_token_grad")))),
     "pe.attention_grad": (_attention_grad),
-    "pe.cross_entropy_grad": (_one(lambda x, a, t: pg.cross_entropy_grad(*x))),
+    "pe.cross_entropy_grad": (_one(lambda x, a, t: pg.cross_entropy_grad(
+        *x, smoothing=a["smoothing"]))),
     "pe.rope_grad_freqs": (_one(lambda x, a, t: pg.rope_grad_freqs(*x))),
     "pe.householder_grad_freqs": (lambda x, a, t: pg.householder_grad_freqs(*x)),
     "pe.skew_grad": (_one(lambda x, a, t: pg.skew_grad(

@@ -120,10 +120,13 @@ def select_token(x, index=0):
     return x[:, index]
 
 
-def cross_entropy(logits, labels):
-    """Mean over all positions of logsumexp(logits) - logits[label]."""
+def cross_entropy(logits, labels, smoothing=0.0):
+    """Mean over all positions of logsumexp(logits) - logits[label]; with
+    label smoothing e, of logsumexp(logits) - sum_c target_c logits_c,
+    target = (1 - e) onehot(label) + e / C (PyTorch's label_smoothing)."""
     C = logits.shape[-1]
-    return F.cross_entropy(logits.reshape(-1, C), labels.reshape(-1).long())
+    return F.cross_entropy(logits.reshape(-1, C), labels.reshape(-1).long(),
+                           label_smoothing=smoothing)
 
 
 # ------------------------------------------------------------- positions --

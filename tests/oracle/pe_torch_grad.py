@@ -165,14 +165,16 @@ def select_token_grad(dy, index, tokens):
     return dx
 
 
-def cross_entropy_grad(logits, labels, dy):
-    """dlogits = dy (softmax(logits) - onehot(labels)) / N, N the number of
-    positions (logits.numel() / C)."""
+def cross_entropy_grad(logits, labels, dy, smoothing=0.0):
+    """dlogits = dy (softmax(logits) - target) / N, N the number of
+    positions (logits.numel() / C), target = (1 - e) onehot(labels) + e / C
+    with e the label smoothing."""
     C = logits.shape[-1]
     n = logits.numel() // C
     p = torch.softmax(logits, dim=-1)
     onehot = torch.zeros_like(p).scatter_(-1, labels.long().unsqueeze(-1), 1.0)
-    return dy * (p - onehot) / n
+    target = (1.0 - smoothing) * onehot + smoothing / C
+    return dy * (p - target) / n
 
 
 # ------------------------------------------------------------- rotations --

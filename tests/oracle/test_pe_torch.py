@@ -117,6 +117,17 @@ class TestLayers(Case):
         manual = (torch.logsumexp(logits, -1) - logits.gather(-1, labels.long()[..., None])[..., 0]).mean()
         self.close(pt.cross_entropy(logits, labels), manual)
 
+    def test_cross_entropy_label_smoothing(self):
+        # The formula the kernels compute, against PyTorch's label_smoothing.
+        logits = 2.0 * randn(2, 5, 7, seed=3)
+        labels = torch.randint(0, 7, (2, 5), generator=gen(4)).to(torch.int32)
+        for e in [0.0, 0.1, 0.5, 0.9]:
+            with self.subTest(smoothing=e):
+                picked = logits.gather(-1, labels.long()[..., None])[..., 0]
+                manual = (torch.logsumexp(logits, -1) - (1 - e) * picked
+                          - (e / 7) * logits.sum(-1)).mean()
+                self.close(pt.cross_entropy(logits, labels, smoothing=e), manual)
+
 
 # --------------------------------------------------------------- positions --
 

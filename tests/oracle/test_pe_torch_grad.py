@@ -192,6 +192,9 @@ class TestLayers(Case):
                 dy = torch.tensor(1.7, dtype=D64)
                 (want,) = vjp(lambda t: pt.cross_entropy(t, labels), [logits], dy)
                 self.close(pg.cross_entropy_grad(logits, labels, dy), want)
+                for e in [0.1, 0.6]:
+                    (want,) = vjp(lambda t: pt.cross_entropy(t, labels, smoothing=e), [logits], dy)
+                    self.close(pg.cross_entropy_grad(logits, labels, dy, smoothing=e), want)
 
     def test_spd_gate(self):
         x = randn(2, 3, 4, seed=26)

@@ -63,6 +63,14 @@ NOISE = 0.1             # std of the noise on constant-initialised parameters
 # vit_generators' matrix exponentials and their Frechet derivatives make its
 # interpretation slow; one image keeps the test short.
 BATCH = {"vit_generators.pe": 1}
+# Variants written at test time from an example by one textual change, for
+# the features no example uses: (variant, example, text, replacement).
+VARIANTS = [
+    ("vit_rope_label_smoothing.pe", "vit_rope.pe", "loss cross_entropy(logits, label)",
+     "loss cross_entropy(logits, label, smoothing = 0.1)"),
+    ("gpt_rope_causal_label_smoothing.pe", "gpt_rope_causal.pe",
+     "loss cross_entropy(logits, targets)", "loss cross_entropy(logits, targets, smoothing = 0.2)"),
+]
 DEFAULT_BATCH = 2
 KERNEL_SETS = ("reference", "fast", "compiled")  # stringrun --kernels
 
@@ -104,6 +112,22 @@ def rel_error(got, want, floor=0.0):
     """||got - want|| / max(||want||, floor), in float64."""
     got, want = got.double(), want.double()
     return ((got - want).norm() / max(want.norm().item(), floor, 1e-300)).item()
+
+
+def write_variants(directory):
+    """Writes VARIANTS into `directory`; returns their paths. A variant whose
+    text is missing from its example fails loudly (the example changed)."""
+    paths = []
+    for variant, example, text, replacement in VARIANTS:
+        with open(os.path.join(EXAMPLES, example)) as f:
+            source = f.read()
+        if source.count(text) != 1:
+            raise AssertionError(f"{example} no longer has {text!r} once: update VARIANTS")
+        path = os.path.join(directory, variant)
+        with open(path, "w") as f:
+            f.write(source.replace(text, replacement))
+        paths.append(path)
+    return paths
 
 
 def perturbed(module, dump, seed=0):
@@ -153,10 +177,11 @@ class TestRuntimeVsTorch(unittest.TestCase):
                           f"string-opt, the 'gradients' command for stringrun)")
         self.assertTrue(self.examples)
         checked = 0
-        for example in self.examples:
-            name = os.path.basename(example)
-            with self.subTest(example=name):
-                checked += self.check_example(example, BATCH.get(name, DEFAULT_BATCH))
+        with tempfile.TemporaryDirectory() as variants:
+            for example in self.examples + write_variants(variants):
+                name = os.path.basename(example)
+                with self.subTest(example=name):
+                    checked += self.check_example(example, BATCH.get(name, DEFAULT_BATCH))
         self.assertGreater(checked, 0, "no example's dataset is on this machine")
 
     def check_example(self, example, batch):

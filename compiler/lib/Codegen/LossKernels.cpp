@@ -1,13 +1,15 @@
 //===- LossKernels.cpp - cross_entropy_grad kernel ------------------------===//
 //
 // pe.cross_entropy_grad: logits [lead..., C], labels [lead...] (i32), dy []
-// -> dlogits = dy (softmax(logits) - onehot(labels)) / N, N the number of
-// rows. logits and dlogits are seen as [d0, m, C], labels as [d0, m]; the
+// -> dlogits = dy (softmax(logits) - target) / N, N the number of rows,
+// target = (1 - e) onehot(labels) + e / C with e the op's `smoothing`. logits and dlogits are seen as [d0, m, C], labels as [d0, m]; the
 // parallel loop runs over d0, each row (i, q) on its own:
 //   max_c (float), e_c = exp(x_c - max) (float, MLIR's polynomial exp)
 //   stored in the output row and summed (float, `reassoc` so that it
 //   vectorises), then the row scaled by factor / sum and factor subtracted
-//   at the label; factor = float(double(dy) / N).
+//   at the label; factor = float(double(dy) / N). With smoothing e > 0
+//   (a constant of the kernel, part of its key), factor e / C is subtracted
+//   everywhere and factor (1 - e) at the label, each rounded from double.
 // This is the fast kernel's algorithm (runtime/src/cpu/LossKernels.cpp);
 // against the reference (double exp and division) it agrees to float
 // rounding. The executor checks the labels against C before the call
@@ -23,13 +25,19 @@
 #include "stringc/Dialect/PE/PEOps.h"
 
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "llvm/ADT/StringExtras.h"
 
 using namespace mlir;
 
 namespace stringc::codegen::detail {
 namespace {
 
-void buildCrossEntropyGrad(Operation *, const KernelSpec &spec, KernelBuilder &kb) {
+double smoothingOf(Operation *op) {
+  return cast<pe::CrossEntropyGradOp>(op).getSmoothing().convertToDouble();
+}
+
+void buildCrossEntropyGrad(Operation *op, const KernelSpec &spec, KernelBuilder &kb) {
+  const double smoothing = smoothingOf(op);
   Value logits = kb.arg(0), labels = kb.arg(1), dy = kb.arg(2), dlogits = kb.arg(3);
   const int64_t m = spec.views[0][1], C = spec.views[0][2];
   OpBuilder &b = kb.b();
@@ -38,7 +46,14 @@ void buildCrossEntropyGrad(Operation *, const KernelSpec &spec, KernelBuilder &k
   Value rows = b.create<arith::MulIOp>(loc, kb.dim(logits, 0), kb.index(m));
   Value rowsI64 = b.create<arith::IndexCastOp>(loc, b.getI64Type(), rows);
   Value rowsF64 = b.create<arith::SIToFPOp>(loc, b.getF64Type(), rowsI64);
-  Value factor = kb.toF32(kb.div(kb.toF64(kb.load(dy, {kb.index(0)})), rowsF64));
+  Value factorF64 = kb.div(kb.toF64(kb.load(dy, {kb.index(0)})), rowsF64);
+  Value factor = kb.toF32(factorF64);
+  // Without smoothing the kernel is the plain one, instruction for instruction.
+  Value labelShift = factor, shift;
+  if (smoothing != 0.0) {
+    labelShift = kb.toF32(kb.mul(factorF64, kb.f64(1.0 - smoothing)));
+    shift = kb.toF32(kb.mul(factorF64, kb.f64(smoothing / double(C))));
+  }
   Value zero = kb.index(0), width = kb.index(C);
   kb.loop(kb.begin(), kb.end(), [&](Value i) {
     kb.loop(kb.index(0), kb.index(m), [&](Value q) {
@@ -53,11 +68,12 @@ void buildCrossEntropyGrad(Operation *, const KernelSpec &spec, KernelBuilder &k
       });
       Value scale = kb.div(factor, sum);
       kb.loop(zero, width, [&](Value c) {
-        kb.store(kb.mul(kb.load(dlogits, {i, q, c}), scale), dlogits, {i, q, c});
+        Value scaled = kb.mul(kb.load(dlogits, {i, q, c}), scale);
+        kb.store(shift ? kb.sub(scaled, shift) : scaled, dlogits, {i, q, c});
       });
       Value label = b.create<arith::IndexCastOp>(loc, b.getIndexType(),
                                                  kb.load(labels, {i, q}));
-      kb.store(kb.sub(kb.load(dlogits, {i, q, label}), factor), dlogits, {i, q, label});
+      kb.store(kb.sub(kb.load(dlogits, {i, q, label}), labelShift), dlogits, {i, q, label});
     });
   });
   kb.finish();
@@ -90,6 +106,9 @@ std::vector<KernelSpec> lossSpecs(Operation *op) {
   spec.grain = grainFor(rows[1] * rows[2]);
   spec.build = buildCrossEntropyGrad;
   spec.key = spec.kind;
+  if (double smoothing = smoothingOf(op); smoothing != 0.0)
+    spec.key += "|smoothing" +
+                llvm::utohexstr(llvm::APFloat(smoothing).bitcastToAPInt().getZExtValue());
   for (const Shape &v : spec.views)
     spec.key += "|" + shapeKey(v);
   return {spec};

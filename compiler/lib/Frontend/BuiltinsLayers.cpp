@@ -129,17 +129,24 @@ Value selectToken(Analyzer &a, CallArgs &args) {
   return a.emit("pe.select_token", {args.id(0)}, {{"index", index}}, result, args.call.range);
 }
 
-/// cross_entropy(logits [..., C], labels [...] i32) -> []
+/// cross_entropy(logits [..., C], labels [...] i32, smoothing = 0) -> []
 Value crossEntropy(Analyzer &a, CallArgs &args) {
   if (!requireMinRank(a, args, 0, 1, "[..., C]"))
     return Value::poison();
+  const double smoothing = args.floatOr(2, 0.0);
+  if (!(smoothing >= 0.0 && smoothing < 1.0)) // NaN fails too
+    return a.fail(args.range(2), fmt::format("cross_entropy: smoothing must be in [0, 1), found {}",
+                                             formatNumber(args[2])));
   std::vector<int64_t> expected(args.dims(0).begin(), args.dims(0).end() - 1);
   if (args.dims(1) != expected)
     return a.fail(args.range(1), fmt::format("cross_entropy: {} must have shape {} (the logits' shape {} "
                                              "without its last dimension), found {}",
                                              args.label(1), formatShape(expected), formatShape(args.dims(0)),
                                              formatShape(args.dims(1))));
-  return a.emit("pe.cross_entropy", {args.id(0), args.id(1)}, {}, TensorType{DType::F32, {}},
+  std::vector<NamedAttr> attrs;
+  if (smoothing != 0.0) // the default stays out of the IR, as before
+    attrs.push_back({"smoothing", smoothing});
+  return a.emit("pe.cross_entropy", {args.id(0), args.id(1)}, attrs, TensorType{DType::F32, {}},
                 args.call.range);
 }
 
@@ -162,7 +169,8 @@ void addLayerBuiltins(std::vector<Builtin> &table) {
   table.push_back({"token_embed", {intTensorArg("ids", "ids"), tensorArg("table", "table")}, tokenEmbed});
   table.push_back({"class_token", {tensorArg("x", "input"), tensorArg("cls", "class token")}, classToken});
   table.push_back({"select_token", {tensorArg("x", "input"), intArg("index")}, selectToken});
-  table.push_back({"cross_entropy", {tensorArg("logits", "logits"), intTensorArg("labels", "labels")},
+  table.push_back({"cross_entropy",
+                   {tensorArg("logits", "logits"), intTensorArg("labels", "labels"), floatArg("smoothing")},
                    crossEntropy});
 }
 

@@ -14,7 +14,9 @@
 //   buffer, the bias broadcast into the result, and one cuBLAS GEMM with
 //   beta = 1; patch_embed_grad as the same gather and a transposed GEMM;
 // - cross_entropy(_grad): one warp per row (max, sum of exponentials by
-//   xor-shuffle butterflies), then the mean over rows (a scalar sum).
+//   xor-shuffle butterflies), then the mean over rows (a scalar sum); label
+//   smoothing e enters as two f32 arguments, keep = 1 - e and spread = e / C
+//   (1 and 0 without smoothing: the same bits as the plain loss).
 // Token ids and labels are i32. Where the reference kernels throw (an id or
 // label out of range), these never read out of bounds: token_embed writes
 // NaN rows, cross_entropy a NaN loss and NaN gradient rows, and
@@ -34,7 +36,7 @@ using namespace mlir;
 namespace stringc::cudagen {
 namespace {
 
-const ParamKind P = ParamKind::Ptr, I = ParamKind::I64;
+const ParamKind P = ParamKind::Ptr, I = ParamKind::I64, F = ParamKind::F32;
 using A = LaunchArg;
 using Pred = arith::CmpIPredicate;
 
@@ -287,9 +289,11 @@ void appendCrossEntropyKernels(std::vector<KernelDef> &defs) {
     return makeSpec(std::move(name), peOp, std::move(params), GridRule::Rows, kWarp,
                     kRowsPerBlock);
   };
-  // losses[row] = max + log(sum exp(x - max)) - x[label]; NaN for a bad label.
+  // losses[row] = max + log(sum exp(x - max)) - keep x[label] - spread sum(x);
+  // NaN for a bad label.
   defs.push_back({rowSpec("pe_cross_entropy_rows", pe::CrossEntropyOp::getOperationName(),
-                          {{"losses", P}, {"logits", P}, {"labels", P}, {"rows", I}, {"classes", I}}),
+                          {{"losses", P}, {"logits", P}, {"labels", P}, {"rows", I}, {"classes", I},
+                           {"keep", F}, {"spread", F}}),
                   [](KernelBuilder &k) {
                     Value classes = k.arg(4);
                     forWarpRow(k, k.arg(3), [&](Value lane, Value row) {
@@ -301,16 +305,24 @@ void appendCrossEntropyKernels(std::vector<KernelDef> &defs) {
                       Value picked =
                           k.load(k.arg(1), k.add(base, select(k, valid, label, k.i64(0))));
                       Value logSum = k.builder().create<math::LogOp>(k.location(), sum);
-                      Value loss = k.sub(k.add(max, logSum), picked);
+                      ValueRange partial = k.forLoop(
+                          lane, classes, k.i64(kWarp), {k.f32(0.0)}, [&](Value c, ValueRange acc) {
+                            return SmallVector<Value>{k.add(acc[0], k.load(k.arg(1), k.add(base, c)))};
+                          });
+                      Value sumLogits = k.warpSum(partial[0]);
+                      Value loss = k.sub(k.sub(k.add(max, logSum), k.mul(k.arg(5), picked)),
+                                         k.mul(k.arg(6), sumLogits));
                       k.ifThen(cmpI(k, Pred::eq, lane, k.i64(0)), [&] {
                         k.store(select(k, valid, loss, nanF32(k)), k.arg(0), row);
                       });
                     });
                   }});
-  // dlogits[row, c] = dy / rows * (softmax[c] - (c == label)); NaN rows for a bad label.
+  // dlogits[row, c] = dy / rows * (softmax[c] - keep (c == label) - spread);
+  // NaN rows for a bad label.
   defs.push_back(
       {rowSpec("pe_cross_entropy_grad", pe::CrossEntropyGradOp::getOperationName(),
-               {{"dlogits", P}, {"logits", P}, {"labels", P}, {"dy", P}, {"rows", I}, {"classes", I}}),
+               {{"dlogits", P}, {"logits", P}, {"labels", P}, {"dy", P}, {"rows", I}, {"classes", I},
+                {"keep", F}, {"spread", F}}),
        [](KernelBuilder &k) {
          Value rows = k.arg(4), classes = k.arg(5);
          forWarpRow(k, rows, [&](Value lane, Value row) {
@@ -324,8 +336,8 @@ void appendCrossEntropyKernels(std::vector<KernelDef> &defs) {
              OpBuilder &b = k.builder();
              Value e = b.create<math::ExpOp>(k.location(), k.sub(k.load(k.arg(1), k.add(base, c)), max));
              Value p = k.div(e, sum);
-             Value onehot = select(k, cmpI(k, Pred::eq, c, label), k.f32(1.0), k.f32(0.0));
-             Value v = k.mul(factor, k.sub(p, onehot));
+             Value onehot = select(k, cmpI(k, Pred::eq, c, label), k.arg(6), k.f32(0.0));
+             Value v = k.mul(factor, k.sub(k.sub(p, onehot), k.arg(7)));
              k.store(select(k, valid, v, nanF32(k)), k.arg(0), k.add(base, c));
              return SmallVector<Value>{};
            });
@@ -623,16 +635,24 @@ std::optional<OpSteps> lowerPatchEmbedGrad(Operation &op) {
   return steps;
 }
 
+/// keep = 1 - e and spread = e / C, the launch arguments of label smoothing e.
+std::pair<LaunchArg, LaunchArg> smoothingArgs(double smoothing, int64_t classes) {
+  return {A::f32(static_cast<float>(1.0 - smoothing)),
+          A::f32(static_cast<float>(smoothing / static_cast<double>(classes)))};
+}
+
 std::optional<OpSteps> lowerCrossEntropy(Operation &op) {
   int64_t classes = lastDimension(op.getOperand(0).getType());
   if (classes <= 0)
     return std::nullopt;
+  auto [keep, spread] =
+      smoothingArgs(cast<pe::CrossEntropyOp>(op).getSmoothing().convertToDouble(), classes);
   BatchAffine rows = numel(op.getOperand(1));
   OpSteps steps;
   steps.scratchBytes.push_back(rows * 4);
   steps.launches.push_back(Launch::kernelCall(
       "pe_cross_entropy_rows", {A::scratch(0), A::operand(0), A::operand(1), A::i64(rows),
-                                A::i64(classes)}));
+                                A::i64(classes), keep, spread}));
   appendScalarSum(steps, A::scratch(0), rows, A::result(0), rows);
   return steps;
 }
@@ -641,9 +661,11 @@ std::optional<OpSteps> lowerCrossEntropyGrad(Operation &op) {
   int64_t classes = lastDimension(op.getOperand(0).getType());
   if (classes <= 0)
     return std::nullopt;
+  auto [keep, spread] =
+      smoothingArgs(cast<pe::CrossEntropyGradOp>(op).getSmoothing().convertToDouble(), classes);
   return single("pe_cross_entropy_grad",
                 {A::result(0), A::operand(0), A::operand(1), A::operand(2),
-                 A::i64(numel(op.getOperand(1))), A::i64(classes)});
+                 A::i64(numel(op.getOperand(1))), A::i64(classes), keep, spread});
 }
 
 std::optional<OpSteps> lowerBroadcastTo(Operation &op) {

@@ -280,7 +280,8 @@ LogicalResult AttentionGradOp::verify() {
 
 LogicalResult CrossEntropyGradOp::verify() {
   Operation *op = getOperation();
-  if (failed(checkCrossEntropy(op, getLogits(), getLabels())))
+  if (failed(checkCrossEntropy(op, getLogits(), getLabels(),
+                               getSmoothing().convertToDouble())))
     return failure();
   return checkResult(op, 0, "dlogits", shapeOf(getLogits()),
                      "the shape of 'logits'");

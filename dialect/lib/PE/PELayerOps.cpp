@@ -156,5 +156,6 @@ LogicalResult AttentionOp::verify() {
 }
 
 LogicalResult CrossEntropyOp::verify() {
-  return checkCrossEntropy(*this, getLogits(), getLabels());
+  return checkCrossEntropy(*this, getLogits(), getLabels(),
+                           getSmoothing().convertToDouble());
 }

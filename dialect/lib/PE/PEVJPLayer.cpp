@@ -162,7 +162,7 @@ LogicalResult CrossEntropyOp::buildVJP(OpBuilder &builder,
                                        SmallVectorImpl<Value> &operandGrads) {
   operandGrads.push_back(builder.create<CrossEntropyGradOp>(
       getLoc(), getLogits().getType(), getLogits(), getLabels(),
-      resultGrads[0]));
+      resultGrads[0], getSmoothingAttr()));
   operandGrads.push_back(Value());
   return success();
 }

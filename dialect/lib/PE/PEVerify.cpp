@@ -204,7 +204,12 @@ LogicalResult checkAttention(Operation *op, Value q, Value k, Value v,
   return success();
 }
 
-LogicalResult checkCrossEntropy(Operation *op, Value logits, Value labels) {
+LogicalResult checkCrossEntropy(Operation *op, Value logits, Value labels,
+                                double smoothing) {
+  // Written as !(in range) so that NaN is refused too.
+  if (!(smoothing >= 0.0 && smoothing < 1.0))
+    return op->emitOpError()
+           << "smoothing must be in [0, 1), got " << smoothing;
   if (failed(checkActivation(op, logits, "logits", kAnyRank, 1)) ||
       failed(checkActivation(op, labels, "labels", kAnyRank)))
     return failure();

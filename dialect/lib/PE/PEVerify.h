@@ -104,7 +104,8 @@ LogicalResult checkAttention(Operation *op, Value q, Value k, Value v,
 
 /// pe.cross_entropy / pe.cross_entropy_grad: `logits` `[..., C]` with static
 /// C, and `labels` of the shape of `logits` without its last dimension.
-LogicalResult checkCrossEntropy(Operation *op, Value logits, Value labels);
+LogicalResult checkCrossEntropy(Operation *op, Value logits, Value labels,
+                                double smoothing);
 
 /// pe.rope / pe.householder and their grads: `x` `[B, T, D]` with `D` even,
 /// `pos` `[T, A]` with `A` in {1, 2}, and each of `tables` `[D/2, A]`.

@@ -40,7 +40,9 @@ void runAttention(const OpContext &c) {
                  c.op().getFloat("scale"), mask, attentionSkipBase(c, mask), c.out(0));
 }
 
-void runCrossEntropy(const OpContext &c) { cpu::crossEntropy(c.in(0), c.inI32(1), c.out(0)); }
+void runCrossEntropy(const OpContext &c) {
+  cpu::crossEntropy(c.in(0), c.inI32(1), c.out(0), c.floatOr("smoothing", 0.0));
+}
 
 void runRope(const OpContext &c) {
   checkRopeMode(c);
@@ -101,7 +103,7 @@ void runAttentionGrad(const OpContext &c) {
 }
 
 void runCrossEntropyGrad(const OpContext &c) {
-  cpu::crossEntropyGrad(c.in(0), c.inI32(1), c.in(2), c.out(0));
+  cpu::crossEntropyGrad(c.in(0), c.inI32(1), c.in(2), c.out(0), c.floatOr("smoothing", 0.0));
 }
 
 // The target shape is the result's (batch substituted).

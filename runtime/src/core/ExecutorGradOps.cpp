@@ -109,7 +109,7 @@ void runAttentionGrad(const OpContext &c) {
 }
 
 void runCrossEntropyGrad(const OpContext &c) {
-  crossEntropyGrad<float>(c.in(0), c.inI32(1), c.in(2), c.out(0));
+  crossEntropyGrad<float>(c.in(0), c.inI32(1), c.in(2), c.out(0), c.floatOr("smoothing", 0.0));
 }
 
 // The argument checks of the reference kernels of the ops stringc
@@ -142,7 +142,7 @@ void checkAttentionGrad(const OpContext &c) {
                                c.out(1), c.out(2), drel);
 }
 void checkCrossEntropyGrad(const OpContext &c) {
-  checks::crossEntropyGrad<float>(c.in(0), c.inI32(1), c.in(2), c.out(0));
+  checks::crossEntropyGrad<float>(c.in(0), c.inI32(1), c.in(2), c.out(0), c.floatOr("smoothing", 0.0));
 }
 
 void runRopeGradFreqs(const OpContext &c) {

@@ -72,7 +72,9 @@ void runAttention(const OpContext &c) {
                    c.op().getFloat("scale"), mask, attentionSkipBase(c, mask), c.out(0));
 }
 
-void runCrossEntropy(const OpContext &c) { crossEntropy<float>(c.in(0), c.inI32(1), c.out(0)); }
+void runCrossEntropy(const OpContext &c) {
+  crossEntropy<float>(c.in(0), c.inI32(1), c.out(0), c.floatOr("smoothing", 0.0));
+}
 
 // The argument checks of the reference kernels above.
 void checkLayerNorm(const OpContext &c) {

@@ -17,7 +17,9 @@ namespace {
 // The checks (and messages) of the reference kernels; returns C. Labels are
 // validated up front, so no chunk can fail half way.
 int64_t checkCrossEntropy(const std::string &kernel, const TensorRef<const float> &logits,
-                          const TensorRef<const int32_t> &labels) {
+                          const TensorRef<const int32_t> &labels, double smoothing) {
+  check(smoothing >= 0.0 && smoothing < 1.0, kernel.c_str(), // NaN fails too
+        "smoothing " + std::to_string(smoothing) + " is out of range [0, 1)");
   checkHasLastDim(kernel + ": logits", logits);
   const int64_t C = logits.dim(-1);
   checkShape((kernel + ": labels").c_str(), labels,
@@ -49,8 +51,9 @@ void softmaxNumerators(const float *row, int64_t C, float *exps, float &maxLogit
 // Per-row losses in parallel, then their mean in row order (in double): the
 // same sum for every thread count.
 void crossEntropy(TensorRef<const float> logits, TensorRef<const int32_t> labels,
-                  TensorRef<float> loss) {
-  const int64_t C = checkCrossEntropy("cross_entropy", logits, labels);
+                  TensorRef<float> loss, double smoothing) {
+  const int64_t C = checkCrossEntropy("cross_entropy", logits, labels, smoothing);
+  const double keep = 1.0 - smoothing, spread = smoothing / static_cast<double>(C);
   checkShape("cross_entropy: result", loss, {});
   const int64_t N = labels.numel();
   std::vector<double> rowLoss(static_cast<size_t>(N));
@@ -60,8 +63,15 @@ void crossEntropy(TensorRef<const float> logits, TensorRef<const int32_t> labels
       const float *row = logits.data + n * C;
       float maxLogit, sumExp;
       softmaxNumerators(row, C, exps.data(), maxLogit, sumExp);
-      rowLoss[n] = static_cast<double>(maxLogit) + std::log(static_cast<double>(sumExp)) -
-                   static_cast<double>(row[labels.data[n]]);
+      double loss = static_cast<double>(maxLogit) + std::log(static_cast<double>(sumExp)) -
+                    keep * static_cast<double>(row[labels.data[n]]);
+      if (smoothing != 0.0) { // skipped at 0: the plain loss keeps its bits
+        double sumLogits = 0.0;
+        for (int64_t c = 0; c < C; ++c)
+          sumLogits += static_cast<double>(row[c]);
+        loss -= spread * sumLogits;
+      }
+      rowLoss[n] = loss;
     }
   });
   double total = 0.0;
@@ -70,14 +80,18 @@ void crossEntropy(TensorRef<const float> logits, TensorRef<const int32_t> labels
   loss.data[0] = static_cast<float>(total / static_cast<double>(N));
 }
 
-// dlogits[n, c] = dy (softmax(logits[n])[c] - (c == labels[n])) / N
+// dlogits[n, c] = dy (softmax(logits[n])[c] - (1 - e) (c == labels[n]) - e / C) / N
 void crossEntropyGrad(TensorRef<const float> logits, TensorRef<const int32_t> labels,
-                      TensorRef<const float> dy, TensorRef<float> dlogits) {
-  const int64_t C = checkCrossEntropy("cross_entropy_grad", logits, labels);
+                      TensorRef<const float> dy, TensorRef<float> dlogits, double smoothing) {
+  const int64_t C = checkCrossEntropy("cross_entropy_grad", logits, labels, smoothing);
   checkShape("cross_entropy_grad: dy", dy, {});
   checkShape("cross_entropy_grad: dlogits", dlogits, logits.shape);
   const int64_t N = labels.numel();
-  const float factor = static_cast<float>(static_cast<double>(dy.data[0]) / static_cast<double>(N));
+  const double factorD = static_cast<double>(dy.data[0]) / static_cast<double>(N);
+  const float factor = static_cast<float>(factorD);
+  // At e = 0: labelShift == factor and shift == 0, so x - 0 keeps the plain gradient's bits.
+  const float labelShift = static_cast<float>(factorD * (1.0 - smoothing));
+  const float shift = static_cast<float>(factorD * smoothing / static_cast<double>(C));
   parallelFor(0, N, rowGrain(C), [&](int64_t n0, int64_t n1) {
     for (int64_t n = n0; n < n1; ++n) {
       const float *row = logits.data + n * C;
@@ -87,8 +101,8 @@ void crossEntropyGrad(TensorRef<const float> logits, TensorRef<const int32_t> la
       softmaxNumerators(row, C, out, maxLogit, sumExp);
       const float scale = factor / sumExp;
       for (int64_t c = 0; c < C; ++c)
-        out[c] *= scale;
-      out[labels.data[n]] -= factor;
+        out[c] = out[c] * scale - shift;
+      out[labels.data[n]] -= labelShift;
     }
   });
 }

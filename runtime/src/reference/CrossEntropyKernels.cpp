@@ -25,45 +25,58 @@ template <typename T> void softmaxStats(const T *row, int64_t C, Acc &maxLogit, 
 
 } // namespace
 
-// loss = (1/N) sum_n (max_n + log sum_c exp(logits[n, c] - max_n) - logits[n, labels[n]])
+// loss = (1/N) sum_n (max_n + log sum_c exp(logits[n, c] - max_n)
+//                     - (1 - e) logits[n, labels[n]] - (e / C) sum_c logits[n, c])
 template <typename T>
-void crossEntropy(TensorRef<const T> logits, TensorRef<const int32_t> labels, TensorRef<T> loss) {
-  const int64_t C = checks::crossEntropyInputs("cross_entropy", logits, labels);
+void crossEntropy(TensorRef<const T> logits, TensorRef<const int32_t> labels, TensorRef<T> loss,
+                  double smoothing) {
+  const int64_t C = checks::crossEntropyInputs("cross_entropy", logits, labels, smoothing);
   checkShape("cross_entropy: result", loss, {});
   const int64_t N = labels.numel();
+  const Acc keep = Acc(1) - Acc(smoothing), spread = Acc(smoothing) / Acc(C);
   Acc total = 0;
   for (int64_t n = 0; n < N; ++n) {
     const T *row = logits.data + n * C;
     Acc maxLogit, sumExp;
     softmaxStats(row, C, maxLogit, sumExp);
-    total += maxLogit + std::log(sumExp) - Acc(row[labels.data[n]]);
+    Acc rowLoss = maxLogit + std::log(sumExp) - keep * Acc(row[labels.data[n]]);
+    if (smoothing != 0.0) { // skipped at 0: the plain loss keeps its bits
+      Acc sumLogits = 0;
+      for (int64_t c = 0; c < C; ++c)
+        sumLogits += Acc(row[c]);
+      rowLoss -= spread * sumLogits;
+    }
+    total += rowLoss;
   }
   loss.data[0] = static_cast<T>(total / Acc(N));
 }
 
-// dlogits[n, c] = dy (softmax(logits[n])[c] - (c == labels[n])) / N
+// dlogits[n, c] = dy (softmax(logits[n])[c] - (1 - e) (c == labels[n]) - e / C) / N
 template <typename T>
 void crossEntropyGrad(TensorRef<const T> logits, TensorRef<const int32_t> labels,
-                      TensorRef<const T> dy, TensorRef<T> dlogits) {
-  const int64_t C = checks::crossEntropyGrad(logits, labels, dy, dlogits);
+                      TensorRef<const T> dy, TensorRef<T> dlogits, double smoothing) {
+  const int64_t C = checks::crossEntropyGrad(logits, labels, dy, dlogits, smoothing);
   const int64_t N = labels.numel();
   const Acc factor = Acc(dy.data[0]) / Acc(N);
+  // keep * 1 and x - 0 are exact: at e = 0 this is the plain gradient, bit for bit.
+  const Acc keep = Acc(1) - Acc(smoothing), spread = Acc(smoothing) / Acc(C);
   for (int64_t n = 0; n < N; ++n) {
     const T *row = logits.data + n * C;
     Acc maxLogit, sumExp;
     softmaxStats(row, C, maxLogit, sumExp);
     for (int64_t c = 0; c < C; ++c) {
       const Acc p = std::exp(Acc(row[c]) - maxLogit) / sumExp;
-      const Acc onehot = c == labels.data[n] ? 1.0 : 0.0;
-      dlogits.data[n * C + c] = static_cast<T>(factor * (p - onehot));
+      const Acc onehot = c == labels.data[n] ? keep : 0.0;
+      dlogits.data[n * C + c] = static_cast<T>(factor * (p - onehot - spread));
     }
   }
 }
 
 #define STRINGRT_INSTANTIATE(T)                                                              \
-  template void crossEntropy<T>(TensorRef<const T>, TensorRef<const int32_t>, TensorRef<T>); \
+  template void crossEntropy<T>(TensorRef<const T>, TensorRef<const int32_t>, TensorRef<T>,   \
+                                double);                                                     \
   template void crossEntropyGrad<T>(TensorRef<const T>, TensorRef<const int32_t>,            \
-                                    TensorRef<const T>, TensorRef<T>);
+                                    TensorRef<const T>, TensorRef<T>, double);
 
 STRINGRT_INSTANTIATE(float)
 STRINGRT_INSTANTIATE(double)

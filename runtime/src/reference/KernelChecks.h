@@ -249,11 +249,13 @@ void selectTokenGrad(const TensorRef<const T> &dy, int64_t index, const TensorRe
 }
 
 // logits [..., C] against labels [...] (each in [0, C), at least one
-// position); returns C.
+// position), smoothing in [0, 1); returns C.
 template <typename T>
 int64_t crossEntropyInputs(const char *kernel, const TensorRef<const T> &logits,
-                           const TensorRef<const int32_t> &labels) {
+                           const TensorRef<const int32_t> &labels, double smoothing) {
   const std::string name(kernel);
+  check(smoothing >= 0.0 && smoothing < 1.0, kernel, // NaN fails too
+        "smoothing " + std::to_string(smoothing) + " is out of range [0, 1)");
   layer::checkHasLastDim((name + ": logits").c_str(), logits);
   const int64_t C = logits.dim(-1);
   checkShape((name + ": labels").c_str(), labels,
@@ -270,8 +272,9 @@ int64_t crossEntropyInputs(const char *kernel, const TensorRef<const T> &logits,
 
 template <typename T>
 int64_t crossEntropyGrad(const TensorRef<const T> &logits, const TensorRef<const int32_t> &labels,
-                         const TensorRef<const T> &dy, const TensorRef<T> &dlogits) {
-  const int64_t C = crossEntropyInputs("cross_entropy_grad", logits, labels);
+                         const TensorRef<const T> &dy, const TensorRef<T> &dlogits,
+                         double smoothing) {
+  const int64_t C = crossEntropyInputs("cross_entropy_grad", logits, labels, smoothing);
   checkShape("cross_entropy_grad: dy", dy, {});
   checkShape("cross_entropy_grad: dlogits", dlogits, logits.shape);
   return C;

@@ -344,26 +344,29 @@ TEST(FastRope, InputGradIsTheAdjoint) {
 TEST(FastCrossEntropy, LossAndGradMatchReference) {
   uint32_t seed = 700;
   const std::vector<std::vector<int64_t>> shapes = {{2, 50, 11}, {1, 10}, {7, 1000}, {3, 5, 1}};
+  for (double smoothing : {0.0, 0.1, 0.7})
   for (const auto &shape : shapes) {
+    const std::string name = shapeName(shape) + " smoothing " + std::to_string(smoothing);
     const int64_t C = shape.back();
     const std::vector<int64_t> labelShape(shape.begin(), shape.end() - 1);
     const TF logits = randomTensor(shape, seed++, -8.0f, 8.0f);
     const auto labels = randomIds(labelShape, static_cast<int32_t>(C), seed++);
     const TF dy({}, {0.75f});
-    expectFastMatchesReference("cross_entropy " + shapeName(shape), [&](bool fast) {
+    expectFastMatchesReference("cross_entropy " + name, [&](bool fast) {
       TF loss = TF::zeros({});
       if (fast)
-        cpu::crossEntropy(logits.cref(), labels.cref(), loss.ref());
+        cpu::crossEntropy(logits.cref(), labels.cref(), loss.ref(), smoothing);
       else
-        ref::crossEntropy<float>(logits.cref(), labels.cref(), loss.ref());
+        ref::crossEntropy<float>(logits.cref(), labels.cref(), loss.ref(), smoothing);
       return Outputs{loss};
     });
-    expectFastMatchesReference("cross_entropy_grad " + shapeName(shape), [&](bool fast) {
+    expectFastMatchesReference("cross_entropy_grad " + name, [&](bool fast) {
       TF dlogits = TF::zeros(shape);
       if (fast)
-        cpu::crossEntropyGrad(logits.cref(), labels.cref(), dy.cref(), dlogits.ref());
+        cpu::crossEntropyGrad(logits.cref(), labels.cref(), dy.cref(), dlogits.ref(), smoothing);
       else
-        ref::crossEntropyGrad<float>(logits.cref(), labels.cref(), dy.cref(), dlogits.ref());
+        ref::crossEntropyGrad<float>(logits.cref(), labels.cref(), dy.cref(), dlogits.ref(),
+                                     smoothing);
       return Outputs{dlogits};
     });
   }
@@ -636,6 +639,9 @@ TEST(FastKernelErrors, ShapeAttributeAndRangeViolationsThrow) {
   const Tensor<int32_t> badLabels({2}, {0, 3});
   TF loss = TF::zeros({});
   EXPECT_THROW(cpu::crossEntropy(logits.cref(), badLabels.cref(), loss.ref()), Error);
+  const Tensor<int32_t> goodLabels({2}, {0, 2});
+  EXPECT_THROW(cpu::crossEntropy(logits.cref(), goodLabels.cref(), loss.ref(), 1.0), Error);
+  EXPECT_THROW(cpu::crossEntropy(logits.cref(), goodLabels.cref(), loss.ref(), -0.5), Error);
 
   const Tensor<int32_t> badIds({1, 2}, {0, -1});
   TF embedded = TF::zeros({1, 2, 6});

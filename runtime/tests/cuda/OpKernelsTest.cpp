@@ -543,7 +543,11 @@ TEST_F(GpuOpKernels, PatchEmbedAndGradient) {
 
 TEST_F(GpuOpKernels, CrossEntropyAndGradient) {
   const std::vector<std::pair<int64_t, int64_t>> shapes = {{1, 10}, {37, 10}, {5, 257}};
+  // Label smoothing e enters as keep = 1 - e and spread = e / C.
+  for (double smoothing : {0.0, 0.1, 0.6})
   for (auto [rows, C] : shapes) {
+    const std::string name = "smoothing " + std::to_string(smoothing);
+    const KA keep = KA::real(float(1.0 - smoothing)), spread = KA::real(float(smoothing / double(C)));
     std::vector<float> logits = random(static_cast<size_t>(rows * C), -8, 8);
     std::vector<int32_t> labels(static_cast<size_t>(rows));
     for (int64_t r = 0; r < rows; ++r)
@@ -555,31 +559,33 @@ TEST_F(GpuOpKernels, CrossEntropyAndGradient) {
     uint64_t gl = put(logits), glab = putInts(labels), gdy = put(dyValue);
     uint64_t losses = output(size_t(rows)), loss = output(1);
     launch("pe_cross_entropy_rows", {KA::pointer(losses), KA::pointer(gl), KA::pointer(glab),
-                                     KA::integer(rows), KA::integer(C)});
+                                     KA::integer(rows), KA::integer(C), keep, spread});
     sumAll(loss, losses, rows, rows);
     std::vector<float> want(1);
-    ref::crossEntropy<float>(in(logits, {rows, C}), in(labels, {rows}), out(want, {}));
-    expectClose(get(loss, 1), want, 2e-5, "cross_entropy");
+    ref::crossEntropy<float>(in(logits, {rows, C}), in(labels, {rows}), out(want, {}), smoothing);
+    expectClose(get(loss, 1), want, 2e-5, "cross_entropy " + name);
 
     uint64_t dl = output(size_t(rows * C));
     launch("pe_cross_entropy_grad", {KA::pointer(dl), KA::pointer(gl), KA::pointer(glab),
-                                     KA::pointer(gdy), KA::integer(rows), KA::integer(C)});
+                                     KA::pointer(gdy), KA::integer(rows), KA::integer(C), keep,
+                                     spread});
     std::vector<float> wd(static_cast<size_t>(rows * C));
     ref::crossEntropyGrad<float>(in(logits, {rows, C}), in(labels, {rows}), in(dyValue, {}),
-                                 out(wd, {rows, C}));
-    expectClose(get(dl, wd.size()), wd, 1e-6, "cross_entropy_grad");
+                                 out(wd, {rows, C}), smoothing);
+    expectClose(get(dl, wd.size()), wd, 1e-6, "cross_entropy_grad " + name);
 
     // A label outside [0, C): NaN loss and a NaN gradient row, no bad read.
     std::vector<int32_t> bad = labels;
     bad[0] = int32_t(C);
     uint64_t gbad = putInts(bad), lb = output(size_t(rows)), total = output(1);
     launch("pe_cross_entropy_rows", {KA::pointer(lb), KA::pointer(gl), KA::pointer(gbad),
-                                     KA::integer(rows), KA::integer(C)});
+                                     KA::integer(rows), KA::integer(C), keep, spread});
     sumAll(total, lb, rows, rows);
     EXPECT_TRUE(std::isnan(get(total, 1)[0]));
     uint64_t dbad = output(size_t(rows * C));
     launch("pe_cross_entropy_grad", {KA::pointer(dbad), KA::pointer(gl), KA::pointer(gbad),
-                                     KA::pointer(gdy), KA::integer(rows), KA::integer(C)});
+                                     KA::pointer(gdy), KA::integer(rows), KA::integer(C), keep,
+                                     spread});
     std::vector<float> got = get(dbad, size_t(rows * C));
     for (int64_t c = 0; c < C; ++c)
       EXPECT_TRUE(std::isnan(got[size_t(c)])) << c;

@@ -76,6 +76,56 @@ TEST(CrossEntropyKernel, GradientMatchesFiniteDifferences) {
   }
 }
 
+// Label smoothing e: loss = mean(logsumexp - (1 - e) x[label] - (e / C) sum_c x),
+// PyTorch's label_smoothing (checked against torch in tests/oracle).
+TEST(CrossEntropyKernel, LabelSmoothingHandComputed) {
+  // Row 0: [0, ln 3], label 0: ln 4 - 0.8 * 0 - 0.1 * ln 3;
+  // row 1: [5, 5], label 1: 5 + ln 2 - 0.8 * 5 - 0.1 * 10.
+  TD logits({2, 2}, {0, std::log(3.0), 5, 5});
+  Labels labels({2}, {0, 1});
+  TD l = TD::zeros({});
+  crossEntropy(logits.cref(), labels.cref(), l.ref(), 0.2);
+  const double row0 = std::log(4.0) - 0.1 * std::log(3.0), row1 = std::log(2.0);
+  EXPECT_NEAR(l.values[0], (row0 + row1) / 2, 1e-15);
+}
+
+TEST(CrossEntropyKernel, LabelSmoothingGradientMatchesFiniteDifferences) {
+  for (double e : {0.1, 0.45, 0.9}) {
+    const std::vector<int64_t> shape{2, 3, 5};
+    TD logits = fd::random(shape, 403, -3, 3);
+    Labels labels({2, 3}, {1, 1, 0, 4, 3, 2});
+    TD dy({}, {0.7});
+    auto forward = [&] {
+      TD l = TD::zeros({});
+      crossEntropy(logits.cref(), labels.cref(), l.ref(), e);
+      return l;
+    };
+    TD dl = TD::zeros(shape);
+    crossEntropyGrad(logits.cref(), labels.cref(), dy.cref(), dl.ref(), e);
+    EXPECT_TRUE(fd::checkVJP("cross_entropy dlogits, smoothing " + std::to_string(e), forward,
+                             logits, dy, dl));
+  }
+}
+
+TEST(CrossEntropyKernel, ZeroSmoothingIsThePlainLossBitForBit) {
+  Tensor<float> logits({3, 4}, {0.3f, -1.2f, 2.5f, 0.1f, 1.f, 1.f, -3.f, 0.5f, 7.f, 2.f, 0.f, -1.f});
+  Labels labels({3}, {2, 0, 1});
+  Tensor<float> plain = Tensor<float>::zeros({}), smooth = Tensor<float>::zeros({});
+  crossEntropy(logits.cref(), labels.cref(), plain.ref());
+  crossEntropy(logits.cref(), labels.cref(), smooth.ref(), 0.0);
+  EXPECT_EQ(plain.values[0], smooth.values[0]);
+}
+
+TEST(CrossEntropyKernel, RejectsSmoothingOutsideZeroToOne) {
+  TD logits = TD::zeros({2, 3}), l = TD::zeros({}), dy({}, {1}), dl = TD::zeros({2, 3});
+  Labels labels({2}, {0, 1});
+  for (double bad : {-0.1, 1.0, 2.0, std::nan("")}) {
+    EXPECT_THROW(crossEntropy(logits.cref(), labels.cref(), l.ref(), bad), stringrt::Error);
+    EXPECT_THROW(crossEntropyGrad(logits.cref(), labels.cref(), dy.cref(), dl.ref(), bad),
+                 stringrt::Error);
+  }
+}
+
 TEST(CrossEntropyKernelsFloat, ForwardAgreesWithDouble) {
   TD logits = fd::random({2, 3, 6}, 411, -4, 4);
   Labels labels({2, 3}, {5, 0, 2, 2, 1, 3});

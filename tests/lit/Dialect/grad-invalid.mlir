@@ -1300,3 +1300,12 @@ func.func @f(%x: tensor<?x8x32xf32>, %g: tensor<8x32xf32>) {
   %0:2 = pe.spd_gate_grad %x, %g, %x : tensor<?x8x32xf32>, tensor<8x32xf32>, tensor<?x8x32xf32> -> (tensor<?x8x32xf32>, tensor<32xf32>)
   return
 }
+
+// -----
+
+// cross_entropy_grad: label smoothing lies in [0, 1).
+func.func @f(%l: tensor<?x10xf32>, %y: tensor<?xi32>, %dy: tensor<f32>) {
+  // expected-error @+1 {{'pe.cross_entropy_grad' op smoothing must be in [0, 1), got 1.000000e+00}}
+  %0 = pe.cross_entropy_grad %l, %y, %dy {smoothing = 1.0 : f64} : tensor<?x10xf32>, tensor<?xi32>, tensor<f32> -> tensor<?x10xf32>
+  return
+}

@@ -87,6 +87,8 @@ func.func @attention(%q: tensor<?x64x128xf32>, %dy: tensor<?x64x128xf32>, %q4: t
   %2:4 = pe.attention_grad %q5, %q5, %q5, %q5, %rel heads(4) scale(0.25) mask(none) : tensor<?x50x64xf32>, tensor<?x50x64xf32>, tensor<?x50x64xf32>, tensor<?x50x64xf32>, tensor<50x50x16x16xf32> -> (tensor<?x50x64xf32>, tensor<?x50x64xf32>, tensor<?x50x64xf32>, tensor<50x50x16x16xf32>)
   // CHECK: %{{.*}} = pe.cross_entropy_grad %{{.*}}, %{{.*}}, %{{.*}} : tensor<?x10xf32>, tensor<?xi32>, tensor<f32> -> tensor<?x10xf32>
   %3 = pe.cross_entropy_grad %logits, %labels, %dl : tensor<?x10xf32>, tensor<?xi32>, tensor<f32> -> tensor<?x10xf32>
+  // CHECK: %{{.*}} = pe.cross_entropy_grad %{{.*}}, %{{.*}}, %{{.*}} {smoothing = 1.000000e-01 : f64} : tensor<?x10xf32>, tensor<?xi32>, tensor<f32> -> tensor<?x10xf32>
+  %4 = pe.cross_entropy_grad %logits, %labels, %dl {smoothing = 0.1 : f64} : tensor<?x10xf32>, tensor<?xi32>, tensor<f32> -> tensor<?x10xf32>
   return
 }
 

@@ -830,6 +830,15 @@ func.func @f(%l: tensor<?x8x10xf32>, %y: tensor<?x?xi32>) {
 
 // -----
 
+// cross_entropy: label smoothing lies in [0, 1).
+func.func @f(%l: tensor<?x10xf32>, %y: tensor<?xi32>) {
+  // expected-error @+1 {{'pe.cross_entropy' op smoothing must be in [0, 1), got -1.000000e-01}}
+  %0 = pe.cross_entropy %l, %y {smoothing = -0.1 : f64} : tensor<?x10xf32>, tensor<?xi32> -> tensor<f32>
+  return
+}
+
+// -----
+
 // cross_entropy: the class dimension is static.
 func.func @f(%l: tensor<?xf32>, %y: tensor<i32>) {
   // expected-error @+1 {{'pe.cross_entropy' op the class dimension of 'logits' must be static, got 'tensor<?xf32>'}}

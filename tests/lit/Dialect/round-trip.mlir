@@ -200,7 +200,7 @@ module {
 // CHECK: %{{.*}} = pe.scale %{{.*}} factor(2.000000e+00) bias(-1.000000e+00) : tensor<?x8x16xf32> -> tensor<?x8x16xf32>
 // CHECK: %{{.*}} = pe.mean %{{.*}} axis(1) : tensor<?x8x16xf32> -> tensor<?x16xf32>
 // CHECK: %{{.*}} = pe.mean %{{.*}} : tensor<?x8x16xf32> -> tensor<f32>
-// CHECK: %{{.*}} = pe.cross_entropy %{{.*}}, %{{.*}} : tensor<?x8x16xf32>, tensor<?x8xi32> -> tensor<f32>
+// CHECK: %{{.*}} = pe.cross_entropy %{{.*}}, %{{.*}} {smoothing = 5.000000e-02 : f64} : tensor<?x8x16xf32>, tensor<?x8xi32> -> tensor<f32>
 // CHECK: %{{.*}} = pe.add %{{.*}}, %{{.*}} : tensor<f32>, tensor<f32> -> tensor<f32>
 
 module {
@@ -226,7 +226,7 @@ module {
     %s = pe.scale %a factor(2.0) bias(-1.0) : tensor<?x8x16xf32> -> tensor<?x8x16xf32>
     %pooled = pe.mean %s axis(1) : tensor<?x8x16xf32> -> tensor<?x16xf32>
     %all = pe.mean %s : tensor<?x8x16xf32> -> tensor<f32>
-    %ce = pe.cross_entropy %s, %next : tensor<?x8x16xf32>, tensor<?x8xi32> -> tensor<f32>
+    %ce = pe.cross_entropy %s, %next {smoothing = 0.05 : f64} : tensor<?x8x16xf32>, tensor<?x8xi32> -> tensor<f32>
     %loss = pe.add %ce, %all : tensor<f32>, tensor<f32> -> tensor<f32>
     return %loss, %pooled : tensor<f32>, tensor<?x16xf32>
   }

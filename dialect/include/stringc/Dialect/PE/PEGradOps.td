@@ -389,7 +389,8 @@ def PE_CrossEntropyGradOp : PE_ComputeOp<"cross_entropy_grad"> {
   let description = [{
     Over the `N` positions `n` of `labels` (`N` counts the batch, known at
     run time):
-    `dlogits[n, c] = dy * (softmax(logits[n])[c] - (c == labels[n])) / N`.
+    `dlogits[n, c] = dy * (softmax(logits[n])[c] - target[n, c]) / N`,
+    `target[n, c] = (1 - e) (c == labels[n]) + e / C`, `e = smoothing`.
 
     Shapes: `logits` `[..., C]`, `labels` `[...]` (`i32`, each in `[0, C)`),
     `dy` `tensor<f32>`; result `dlogits` with the shape of `logits`.
@@ -399,7 +400,8 @@ def PE_CrossEntropyGradOp : PE_ComputeOp<"cross_entropy_grad"> {
     ```
   }];
   let arguments = (ins PE_FloatTensor:$logits, PE_IntTensor:$labels,
-                       PE_ScalarTensor:$dy);
+                       PE_ScalarTensor:$dy,
+                       DefaultValuedAttr<F64Attr, "0.0">:$smoothing);
   let results = (outs PE_FloatTensor:$dlogits);
   let assemblyFormat = [{
     $logits `,` $labels `,` $dy attr-dict `:` type($logits) `,` type($labels)

@@ -283,6 +283,11 @@ def PE_CrossEntropyOp : PE_ComputeOp<"cross_entropy", [PE_Differentiable]> {
     Over every position `n` of `labels` (`N` of them):
     `loss = (1/N) sum_n (logsumexp_c logits[n, c] - logits[n, labels[n]])`.
 
+    With label smoothing `e = smoothing` (in `[0, 1)`) the target is
+    `(1 - e) onehot(labels[n]) + e / C` (PyTorch's `label_smoothing`):
+    `loss = (1/N) sum_n (logsumexp_c logits[n, c]
+                         - (1 - e) logits[n, labels[n]] - (e / C) sum_c logits[n, c])`.
+
     Shapes: `logits` `[..., C]`, `labels` `[...]` (`i32`, each in
     `[0, C)`), the shape of `logits` without its last dimension; result
     `tensor<f32>`.
@@ -291,7 +296,8 @@ def PE_CrossEntropyOp : PE_ComputeOp<"cross_entropy", [PE_Differentiable]> {
     %l = pe.cross_entropy %logits, %labels : tensor<?x10xf32>, tensor<?xi32> -> tensor<f32>
     ```
   }];
-  let arguments = (ins PE_FloatTensor:$logits, PE_IntTensor:$labels);
+  let arguments = (ins PE_FloatTensor:$logits, PE_IntTensor:$labels,
+                       DefaultValuedAttr<F64Attr, "0.0">:$smoothing);
   let results = (outs PE_ScalarTensor:$result);
   let assemblyFormat = [{
     $logits `,` $labels attr-dict `:` type($logits) `,` type($labels) `->`
