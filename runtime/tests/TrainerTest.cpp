@@ -822,5 +822,61 @@ TEST(TrainerTest, AccumulationIsRefusedWhereItCannotRun) {
                         {"runs on the CPU only", "queueing backend"}));
 }
 
+// Augmentation (Augment.h) on the training batches: the package's policy
+// unless the options give one; the same bits run after run and across a
+// resume; another run than without it; refused for text.
+TEST(TrainerTest, AugmentedRunsAreDeterministicAndResumeExactly) {
+  ImageFixture fx;
+  AugmentPolicy policy;
+  policy.cropPadding = 2;
+  policy.flipProbability = 0.5;
+  policy.eraseProbability = 0.5;
+  Manifest declared = imageManifest();
+  declared.dataset = ManifestDataset{DatasetKind::Idx, fx.data, 0, policy};
+  Model plainModel(imageManifest());
+  DataSet data = loadModelData(plainModel, fx.data);
+  TrainOptions o;
+  o.epochs = 2;
+  o.batch = 6;
+  o.seed = 3;
+  o.evaluate = false;
+  Recorder plain;
+  train(plainModel, data, o, &plain);
+  EXPECT_FALSE(plain.plan.augment.enabled());
+
+  Model first(declared), second(imageManifest());
+  Recorder a, b;
+  train(first, data, o, &a); // the manifest's policy
+  TrainOptions withOption = o;
+  withOption.augment = policy; // the same policy given as an option
+  train(second, data, withOption, &b);
+  EXPECT_EQ(a.plan.augment.cropPadding, 2);
+  EXPECT_EQ(a.losses, b.losses);
+  EXPECT_EQ(first.parameters(), second.parameters());
+  EXPECT_NE(a.losses, plain.losses);
+  // An option turns the declared policy off.
+  Model off(declared);
+  Recorder c;
+  TrainOptions none = o;
+  none.augment = AugmentPolicy{};
+  train(off, data, none, &c);
+  EXPECT_EQ(c.losses, plain.losses);
+
+  Manifest constant = declared; // checkResume's first part is a --steps run
+  constant.optimizer.schedule = LrSchedule::Constant;
+  checkResume(constant, data, 6, 2, 7);
+
+  Model gpt(textManifest());
+  DataSet corpus = abcabCorpus();
+  TrainOptions t;
+  t.batch = 8;
+  t.augment = policy;
+  EXPECT_TRUE(failsWith([&] { train(gpt, corpus, t); }, "",
+                        {"augmentation (crop 2, flip 0.5, erase 0.5) applies to images"}));
+  t.augment->cropPadding = -1;
+  Model image(imageManifest());
+  EXPECT_TRUE(failsWith([&] { train(image, data, t); }, "", {"crop padding must be in [0, 64]"}));
+}
+
 } // namespace
 } // namespace stringrt

@@ -4,7 +4,8 @@
 //
 //   stringrun train PKG [--data PATH] [--epochs N] [--steps N] [--batch B]
 //                       [--seed S] [--checkpoint FILE] [--resume FILE]
-//                       [--log FILE.csv] [--accumulate N] [--no-eval]
+//                       [--log FILE.csv] [--accumulate N] [--augment SPEC]
+//                       [--no-eval]
 //   stringrun eval PKG [--data PATH] [--batch B] [--params FILE | --resume FILE]
 //   stringrun bench PKG [--data PATH] [--batch B] [--steps N] [--profile]
 //   stringrun gradients PKG --out FILE [--data PATH] [--batch B] [--seed S]
@@ -81,6 +82,13 @@ options:
                      micro-batches and average their gradients: the same
                      steps as the whole batch (within float rounding) in a
                      micro-batch's activation memory (default 1)
+  --augment SPEC     train: augment the training images with SPEC instead of
+                     the model's `data` augmentation: none, or a comma list
+                     of crop=P (random crop, P zero pixels of padding),
+                     flip=p (horizontal flip with probability p), erase=p
+                     (random erasing with probability p); e.g.
+                     crop=4,flip=0.5 (deterministic from --seed, the step
+                     and the sample; docs/data.md)
   --stop-after N     train: stop after global step N (the run and its
                      schedule are unchanged; --resume continues it)
   --seed S           train, gradients: data-order seed (default 0; when
@@ -178,7 +186,7 @@ const std::pair<const char *, bool Args::*> kDeviceFlags[] = {
 const std::vector<std::string> kValueOptions = {
     "--data", "--epochs", "--steps",  "--batch",  "--seed",   "--checkpoint",
     "--resume", "--params", "--log", "--threads", "--stop-after", "--out",
-    "--kernels", "--device", "--accumulate"};
+    "--kernels", "--device", "--accumulate", "--augment"};
 
 // The options naming files: none may be empty.
 const std::vector<std::string> kPathOptions = {"--data", "--checkpoint", "--resume",
@@ -259,7 +267,7 @@ Args parseArgs(int argc, char **argv) {
   std::map<std::string, std::vector<std::string>> allowed = {
       {"train",
        {"--data", "--epochs", "--steps", "--batch", "--seed", "--checkpoint",
-        "--resume", "--log", "--stop-after", "--accumulate"}},
+        "--resume", "--log", "--stop-after", "--accumulate", "--augment"}},
       {"eval", {"--data", "--batch", "--params", "--resume"}},
       {"bench", {"--data", "--batch", "--steps"}},
       {"gradients", {"--data", "--batch", "--seed", "--params", "--out"}},
@@ -334,6 +342,18 @@ std::optional<stringrt::KernelSet> kernelSet(const Args &args) {
     throw UsageError{fmt::format(
         "option '--kernels' needs compiled, fast or reference, got '{}'", *name)};
   return kernels;
+}
+
+// --augment; nullopt: the package's augmentation.
+std::optional<stringrt::AugmentPolicy> augmentOption(const Args &args) {
+  std::optional<std::string> spec = value(args, "--augment");
+  if (!spec)
+    return std::nullopt;
+  try {
+    return stringrt::parseAugmentPolicy(*spec);
+  } catch (const stringrt::Error &e) {
+    throw UsageError{fmt::format("option '--augment': {}", e.what())};
+  }
 }
 
 // --threads (at most cpu::maxThreads(): a usage error beyond).
@@ -423,6 +443,8 @@ public:
                         : std::string();
     if (!p.device.empty())
       resume += ", on " + p.device;
+    if (p.augment.enabled())
+      resume += ", augment " + stringrt::describeAugmentPolicy(p.augment);
     line(fmt::format("training '{}': {} train / {} test examples, batch {}, {} "
                      "steps per epoch, {} steps ({} epoch{}), seed {}{}",
                      model_, p.trainExamples, p.testExamples, p.batch,
@@ -497,6 +519,7 @@ int runTrain(const Args &args, stringrt::Model &model, Printer &printer,
   options.threads = replicas;
   options.stopAfter = number<int64_t>(args, "--stop-after", 1).value_or(0);
   options.accumulate = number<int64_t>(args, "--accumulate", 1).value_or(1);
+  options.augment = augmentOption(args);
   options.evaluate = !args.noEval;
   stringrt::DataSet data =
       stringrt::loadModelData(model, value(args, "--data").value_or(""));
@@ -631,6 +654,7 @@ int run(int argc, char **argv) {
     threadsOption(args);
     number<int64_t>(args, "--stop-after", 1);
     number<int64_t>(args, "--accumulate", 1);
+    augmentOption(args);
     kernelSet(args);
     if (args.values.count("--epochs") && args.values.count("--steps"))
       throw UsageError{"give --epochs or --steps, not both"};

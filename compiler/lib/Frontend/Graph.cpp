@@ -89,6 +89,12 @@ std::vector<NamedAttr> GraphDataset::attributes() const {
   std::vector<NamedAttr> attrs = {{"kind", kind}, {"path", path}};
   if (kind == "text")
     attrs.push_back({"context_length", contextLength});
+  if (cropPadding > 0)
+    attrs.push_back({"crop_padding", cropPadding});
+  if (flipProbability > 0)
+    attrs.push_back({"flip", flipProbability});
+  if (eraseProbability > 0)
+    attrs.push_back({"erase", eraseProbability});
   return attrs;
 }
 

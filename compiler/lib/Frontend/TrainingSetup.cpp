@@ -57,6 +57,8 @@ bool checkRange(Analyzer &a, const CallArgs &args, size_t i, double lo, double h
 }
 
 constexpr double kInf = 1e308;
+// The largest crop padding (as the runtime's checkAugmentPolicy).
+constexpr double kMaxCropPadding = 64;
 } // namespace
 
 void Analyzer::execOptimizer(const OptimizerStmt &stmt) {
@@ -156,9 +158,14 @@ void Analyzer::execData(const DataStmt &stmt) {
   if (!config)
     return;
   std::vector<ArgSpec> specs = {ArgSpec{"path", ArgKind::String, true, true, "path"}};
+  enum { kCrop = 1, kFlip, kErase }; // idx's augmentation arguments
   if (config->name == "text") {
     specs.push_back(intArg("context", true));
-  } else if (config->name != "idx") {
+  } else if (config->name == "idx") {
+    specs.push_back(intArg("crop"));
+    specs.push_back(floatArg("flip"));
+    specs.push_back(floatArg("erase"));
+  } else {
     fail(config->nameRange, fmt::format("unknown data source '{}' (expected idx or text)", config->name));
     return;
   }
@@ -180,6 +187,15 @@ void Analyzer::execData(const DataStmt &stmt) {
                                        dataset.contextLength));
       return;
     }
+  } else {
+    bool valid = checkRange(*this, *args, kCrop, 0, kMaxCropPadding, false, "[0, 64]");
+    valid &= checkRange(*this, *args, kFlip, 0, 1, false, "[0, 1]");
+    valid &= checkRange(*this, *args, kErase, 0, 1, false, "[0, 1]");
+    if (!valid)
+      return;
+    dataset.cropPadding = args->intOr(kCrop, 0);
+    dataset.flipProbability = args->floatOr(kFlip, 0.0);
+    dataset.eraseProbability = args->floatOr(kErase, 0.0);
   }
   graph_.dataset = std::move(dataset);
 }

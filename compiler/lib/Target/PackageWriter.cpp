@@ -319,6 +319,18 @@ private:
       return failure();
     json.key("context_length");
     json.value(int64_t(dataset.getContextLength().value_or(0)));
+    // Only when some augmentation is on: other packages keep their bytes.
+    if (dataset.getCropPaddingAttr() || dataset.getFlipAttr() || dataset.getEraseAttr()) {
+      json.key("augment");
+      json.beginObject();
+      json.key("crop_padding");
+      json.value(int64_t(dataset.getCropPadding().value_or(0)));
+      json.key("flip");
+      json.value(dataset.getFlipAttr() ? dataset.getFlipAttr().getValueAsDouble() : 0.0);
+      json.key("erase");
+      json.value(dataset.getEraseAttr() ? dataset.getEraseAttr().getValueAsDouble() : 0.0);
+      json.endObject();
+    }
     json.endObject();
     return success();
   }

@@ -207,5 +207,19 @@ LogicalResult DatasetOp::verify() {
   if (context && context.getInt() <= 0)
     return emitOpError() << "context_length must be positive, got "
                          << context.getInt();
+  IntegerAttr crop = getCropPaddingAttr();
+  FloatAttr flip = getFlipAttr(), erase = getEraseAttr();
+  if ((crop || flip || erase) && getKind() != "idx")
+    return emitOpError()
+           << "crop_padding, flip and erase apply only to kind \"idx\"";
+  if (crop && (crop.getInt() < 0 || crop.getInt() > 64))
+    return emitOpError() << "crop_padding must be in [0, 64], got "
+                         << crop.getInt();
+  for (auto [name, p] : {std::pair{"flip", flip}, std::pair{"erase", erase}}) {
+    // Written as !(in range) so that NaN is refused too.
+    if (p && !(p.getValueAsDouble() >= 0.0 && p.getValueAsDouble() <= 1.0))
+      return emitOpError() << name << " must be in [0, 1], got "
+                           << p.getValueAsDouble();
+  }
   return success();
 }

@@ -7,6 +7,7 @@
 // consistent, gradient outputs matching the trainable parameters.
 #pragma once
 
+#include "stringrt/Augment.h"
 #include "stringrt/DType.h"
 
 #include <cstddef>
@@ -76,6 +77,7 @@ struct ManifestDataset {
   DatasetKind kind = DatasetKind::Idx;
   std::string path;
   int64_t contextLength = 0; // > 0 for text, 0 for idx.
+  AugmentPolicy augment;     // of the training images (idx only); off by default
 };
 
 struct ProgramValue {

@@ -10,6 +10,7 @@
 // run takes, and gets bit-identical losses and parameters.
 #pragma once
 
+#include "stringrt/Augment.h"
 #include "stringrt/Checkpoint.h"
 #include "stringrt/Data.h"
 #include "stringrt/HostTensor.h"
@@ -113,6 +114,10 @@ struct TrainOptions {
   // (within float rounding) with a micro-batch's activation memory. The data
   // order, schedule and checkpoints are the whole batch's.
   int64_t accumulate = 1;
+  // Augmentation of the training images (Augment.h): unset, the package's
+  // (its dataset's `augment`, off if none); set, this policy instead. The
+  // evaluation never augments.
+  std::optional<AugmentPolicy> augment;
 };
 
 // What the trainer reports while it runs.
@@ -126,6 +131,7 @@ struct TrainPlan {
   int64_t trainExamples = 0, testExamples = 0;
   std::string unit;       // "images" / "tokens".
   std::string device;     // TrainBackend::name(): "" on the CPU.
+  AugmentPolicy augment;  // Of the training batches (off: none).
 };
 
 struct StepReport {

@@ -538,7 +538,7 @@ private:
 
   ManifestDataset parseDataset(const JsonValue &value) const {
     const std::string where = "manifest.dataset";
-    checkKeys(value, where, {"kind", "path", "context_length"},
+    checkKeys(value, where, {"kind", "path", "context_length", "augment"},
               {"kind", "path", "context_length"});
     ManifestDataset dataset;
     std::string kind = getString(*member(value, "kind"), where + ".kind");
@@ -561,7 +561,26 @@ private:
            fmt::format("must be in [1, {}] for a text dataset", kMaxDim));
     if (dataset.kind == DatasetKind::Idx && dataset.contextLength != 0)
       fail(where + ".context_length", "must be 0 for an idx dataset");
+    if (const JsonValue *augment = member(value, "augment")) {
+      if (dataset.kind != DatasetKind::Idx)
+        fail(where + ".augment", "applies only to an idx dataset");
+      dataset.augment = parseAugment(*augment, where + ".augment");
+    }
     return dataset;
+  }
+
+  AugmentPolicy parseAugment(const JsonValue &value, const std::string &where) const {
+    checkKeys(value, where, {"crop_padding", "flip", "erase"}, {"crop_padding", "flip", "erase"});
+    AugmentPolicy policy;
+    policy.cropPadding = getInt(*member(value, "crop_padding"), where + ".crop_padding");
+    policy.flipProbability = getDouble(*member(value, "flip"), where + ".flip");
+    policy.eraseProbability = getDouble(*member(value, "erase"), where + ".erase");
+    try {
+      checkAugmentPolicy(policy);
+    } catch (const Error &e) {
+      fail(where, e.what());
+    }
+    return policy;
   }
 
   // --- Programs ----------------------------------------------------------

@@ -442,6 +442,12 @@ TrainResult train(Model &model, const DataSet &data, const TrainOptions &options
   plan.trainExamples = data.count(Split::Train);
   plan.testExamples = data.count(Split::Test);
   plan.unit = data.unit();
+  plan.augment = options.augment.value_or(manifest.dataset ? manifest.dataset->augment
+                                                            : AugmentPolicy{});
+  checkAugmentPolicy(plan.augment);
+  if (plan.augment.enabled() && data.isText())
+    throw Error(fmt::format("augmentation ({}) applies to images; this run trains on text",
+                            describeAugmentPolicy(plan.augment)));
   plan.stepsPerEpoch = plan.trainExamples / plan.batch;
   if (plan.stepsPerEpoch == 0)
     throw Error(fmt::format("the train split has {} examples, fewer than one "
@@ -509,8 +515,13 @@ TrainResult train(Model &model, const DataSet &data, const TrainOptions &options
       order = epochOrder(plan.trainExamples, plan.seed, epoch);
       orderEpoch = epoch;
     }
-    return data.batch(Split::Train, order.data() + (s % plan.stepsPerEpoch) * plan.batch,
-                      static_cast<size_t>(plan.batch));
+    Batch b = data.batch(Split::Train, order.data() + (s % plan.stepsPerEpoch) * plan.batch,
+                         static_cast<size_t>(plan.batch));
+    // On the host, before any backend sees the batch: the same bits for
+    // the CPU and the GPU, and a resumed run augments as an unbroken one.
+    if (plan.augment.enabled())
+      augmentBatchImages(plan.augment, plan.seed, s, b);
+    return b;
   };
   const auto runStart = Clock::now();
   auto epochStart = runStart;

@@ -135,9 +135,14 @@ struct GraphDataset {
   std::string kind; // idx | text
   std::string path; // resolved against the .pe file's directory, absolute
   int64_t contextLength = 0; // text only (> 0); 0 for idx
+  // Augmentation of the training images (idx only; 0: off): random crop
+  // with this zero padding, horizontal flip and random erasing probabilities.
+  int64_t cropPadding = 0;
+  double flipProbability = 0.0, eraseProbability = 0.0;
   SourceLoc loc;
 
-  /// As the attributes of pe.dataset: kind, path and (text) context_length.
+  /// As the attributes of pe.dataset: kind, path, (text) context_length and
+  /// the augmentation that is on (crop_padding, flip, erase).
   std::vector<NamedAttr> attributes() const;
 };
 

@@ -133,14 +133,24 @@ def PE_DatasetOp : PE_Op<"dataset", [HasParent<"::mlir::ModuleOp">]> {
     and only allowed for `text`); the targets are the inputs shifted by one.
     A module has at most one `pe.dataset`.
 
+    Augmentation of the training images (`idx` only; each absent or 0 is
+    off; the evaluation never augments): `crop_padding` in [1, 64], a random
+    crop of the image padded with that many zeros on every side;
+    `flip` in (0, 1], the probability of a horizontal flip; `erase` in
+    (0, 1], the probability of random erasing (docs/data.md).
+
     ```mlir
     pe.dataset {kind = "text", path = "corpus.txt", context_length = 64 : i64}
+    pe.dataset {kind = "idx", path = "/data/fmnist", crop_padding = 4 : i64, flip = 5.000000e-01 : f64}
     ```
   }];
   let arguments = (ins
     StrAttr:$kind,
     StrAttr:$path,
-    OptionalAttr<I64Attr>:$context_length
+    OptionalAttr<I64Attr>:$context_length,
+    OptionalAttr<I64Attr>:$crop_padding,
+    OptionalAttr<F64Attr>:$flip,
+    OptionalAttr<F64Attr>:$erase
   );
   let assemblyFormat = "attr-dict";
   let hasVerifier = 1;
