@@ -221,6 +221,21 @@ pe.dataset {kind = "text", path = "corpus.txt", context_length = 0 : i64}
 
 // -----
 
+// expected-error @+1 {{'pe.dataset' op crop_padding, flip and erase apply only to kind "idx"}}
+pe.dataset {kind = "text", path = "corpus.txt", context_length = 8 : i64, flip = 0.5 : f64}
+
+// -----
+
+// expected-error @+1 {{'pe.dataset' op crop_padding must be in [0, 64], got 65}}
+pe.dataset {kind = "idx", path = "mnist", crop_padding = 65 : i64}
+
+// -----
+
+// expected-error @+1 {{'pe.dataset' op erase must be in [0, 1], got 1.500000e+00}}
+pe.dataset {kind = "idx", path = "mnist", erase = 1.5 : f64}
+
+// -----
+
 // A model has one optimizer ...
 // expected-note @+1 {{the first is here}}
 pe.optimizer {kind = "sgd"}

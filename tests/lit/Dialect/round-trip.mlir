@@ -14,7 +14,7 @@
 // CHECK: pe.parameter @w_head : tensor<64x10xf32> {init = "normal", mean = 0.000000e+00 : f64, seed = -4 : i64, std = 2.000000e-02 : f64}
 // CHECK: pe.parameter @b_head : tensor<10xf32> {init = "zeros"}
 // CHECK: pe.optimizer {clip_norm = 1.000000e+00 : f64, kind = "adamw", min_lr = 1.000000e-05 : f64, schedule = "warmup_cosine", warmup_steps = 100 : i64, weight_decay = 5.000000e-02 : f64}
-// CHECK: pe.dataset {kind = "idx", path = "/usr/share/datasets/fashion-mnist"}
+// CHECK: pe.dataset {crop_padding = 2 : i64, erase = 2.500000e-01 : f64, flip = 5.000000e-01 : f64, kind = "idx", path = "/usr/share/datasets/fashion-mnist"}
 // CHECK-LABEL: func.func @forward(
 // CHECK: %{{.*}} = pe.get_param @w_patch : tensor<16x64xf32>
 // CHECK: %{{.*}} = pe.get_param @b_patch : tensor<64xf32>
@@ -50,7 +50,7 @@ module {
   pe.parameter @w_head : tensor<64x10xf32> {init = "normal", mean = 0.0 : f64, std = 0.02 : f64, seed = -4 : i64}
   pe.parameter @b_head : tensor<10xf32> {init = "zeros"}
   pe.optimizer {kind = "adamw", lr = 1.0e-3 : f64, weight_decay = 0.05 : f64, clip_norm = 1.0 : f64, schedule = "warmup_cosine", warmup_steps = 100 : i64, min_lr = 1.0e-5 : f64}
-  pe.dataset {kind = "idx", path = "/usr/share/datasets/fashion-mnist"}
+  pe.dataset {kind = "idx", path = "/usr/share/datasets/fashion-mnist", crop_padding = 2 : i64, flip = 0.5 : f64, erase = 0.25 : f64}
 
   func.func @forward(%image: tensor<?x1x28x28xf32> {pe.input = "image"}, %label: tensor<?xi32> {pe.input = "label"}) -> (tensor<f32> {pe.output = "loss"}, tensor<?x10xf32> {pe.output = "logits"}) {
     %wp = pe.get_param @w_patch : tensor<16x64xf32>
