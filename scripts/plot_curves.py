@@ -4,8 +4,9 @@
     plot_curves.py LOG.csv [LOG2.csv ...] -o curves.png
 
 Draws, against the step, each quantity the logs have: the training loss
-(with the evaluation loss as dots), the test accuracy or perplexity, and the
-learning rate. Several logs are drawn side by side, one line per run in each
+(with the evaluation loss as dots), the test accuracy or perplexity (and,
+for a model with an EMA of its weights, the EMA weights' as a dashed line),
+and the learning rate. Several logs are drawn side by side, one line per run in each
 panel, labelled by file name. Needs matplotlib (Debian: python3-matplotlib).
 Exit status 0, 1 on a missing or malformed log, 2 on bad usage.
 """
@@ -51,9 +52,9 @@ def read_log(path):
             raise LogError(f"{path}:{number}: {len(row)} fields, expected "
                            f"{len(HEADER)}")
         kind = row[0]
-        if kind not in ("train", "eval"):
+        if kind not in ("train", "eval", "eval_ema"):
             raise LogError(f"{path}:{number}: unknown row kind '{kind}' "
-                           f"(expected train or eval)")
+                           f"(expected train, eval or eval_ema)")
         try:
             step = int(row[1])
         except ValueError:
@@ -96,6 +97,10 @@ def plot(logs, labels, out):
                 steps, values = log[(kind, column)]
                 ax.plot(steps, [v * factor for v in values], color=color, label=label,
                         marker="o" if kind == "eval" else None, linewidth=1.2)
+            if kind == "eval" and ("eval_ema", column) in log:
+                steps, values = log[("eval_ema", column)]
+                ax.plot(steps, [v * factor for v in values], "--", color=color,
+                        marker="s", markersize=3, linewidth=1.0, label=f"{label} (EMA)")
             if column == "loss" and ("eval", "loss") in log:
                 steps, values = log[("eval", "loss")]
                 ax.plot(steps, values, "o", color=color, markersize=4,

@@ -1,6 +1,6 @@
 // The optimizer against values computed by hand from pe.optimizer's formulas
 // (PEModuleOps.td): AdamW and SGD over three steps, global-norm clipping, the
-// learning-rate schedules, frozen parameters.
+// learning-rate schedules, frozen parameters, the EMA of the weights.
 #include "stringrt/Optimizer.h"
 
 #include "stringrt/Error.h"
@@ -232,6 +232,43 @@ TEST(OptimizerTest, FrozenOnlyModelNeverChanges) {
   EXPECT_DOUBLE_EQ(info.gradNorm, 0.0);
 }
 
+// ema_decay d: e = w after step 1, then e = d e + (1 - d) w; frozen slots
+// are the parameters themselves; the state buffer "ema." is checkpointed.
+TEST(OptimizerTest, EmaOfTheWeights) {
+  ManifestOptimizer c = sgd(0.9, 0.1);
+  c.emaDecay = 0.75;
+  Optimizer opt(c, twoSlots(), 3);
+  ASSERT_TRUE(opt.hasEma());
+  std::vector<float> params = {1.0f, -2.0f, 7.0f};
+  EXPECT_EQ(opt.emaParameters(params), params); // before any step
+  // The weights after each step: SgdMomentumWeightDecayThreeSteps's.
+  const double w[3][2] = {{0.94, -1.88}, {0.8516, -1.8032}, {0.863524, -1.916048}};
+  double e[2] = {w[0][0], w[0][1]};
+  for (int t = 0; t < 3; ++t) {
+    std::vector<float> grads = {kGrads[t][0], kGrads[t][1], -5.0f};
+    opt.step(params, grads, 3);
+    if (t > 0)
+      for (int i = 0; i < 2; ++i)
+        e[i] = 0.75 * e[i] + 0.25 * w[t][i];
+    std::vector<float> ema = opt.emaParameters(params);
+    for (int i = 0; i < 2; ++i)
+      EXPECT_NEAR(ema[i], e[i], kTol) << "step " << t + 1;
+    EXPECT_EQ(ema[2], 7.0f); // frozen: the parameter
+  }
+  auto state = opt.stateBuffers();
+  ASSERT_EQ(state.size(), 2u);
+  EXPECT_EQ(state[1].prefix, "ema.");
+  EXPECT_NEAR((*state[1].values)[0], e[0], kTol);
+  // The weights themselves are untouched by the EMA: the plain run's.
+  EXPECT_NEAR(params[0], w[2][0], kTol);
+
+  Optimizer plain(sgd(0.9, 0.1), twoSlots(), 3);
+  EXPECT_FALSE(plain.hasEma());
+  EXPECT_EQ(plain.stateBuffers().size(), 1u);
+  EXPECT_THROW(plain.emaParameters(params), Error);
+  EXPECT_THROW(opt.emaParameters({1.0f}), Error);
+}
+
 TEST(OptimizerTest, RejectsBadConfigurationAndBuffers) {
   ManifestOptimizer c = adamw();
   c.lr = 0.0;
@@ -244,6 +281,11 @@ TEST(OptimizerTest, RejectsBadConfigurationAndBuffers) {
   EXPECT_THROW(Optimizer(c, {}, 0), Error);
   c = sgd(1.0, 0.0);
   EXPECT_THROW(Optimizer(c, {}, 0), Error);
+  for (double ema : {1.0, -0.5, std::nan("")}) {
+    c = adamw();
+    c.emaDecay = ema;
+    EXPECT_THROW(Optimizer(c, {}, 0), Error);
+  }
   // Slots outside the buffer, or overlapping.
   EXPECT_THROW(Optimizer(adamw(), {{"w", {4}, 0, 4, false}}, 3), Error);
   EXPECT_THROW(Optimizer(adamw(),

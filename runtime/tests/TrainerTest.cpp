@@ -878,5 +878,78 @@ TEST(TrainerTest, AugmentedRunsAreDeterministicAndResumeExactly) {
   EXPECT_TRUE(failsWith([&] { train(image, data, t); }, "", {"crop padding must be in [0, 64]"}));
 }
 
+// optimizer ema = d: after each evaluation of the weights, one of their EMA
+// (logged as eval_ema, reported to the observer, in the result); the EMA is
+// checkpointed ("ema.*"), resumed exactly, and readable by loadParameters;
+// another backend than the CPU is refused.
+TEST(TrainerTest, EmaWeightsAreEvaluatedCheckpointedAndResumed) {
+  ImageFixture fx;
+  Manifest m = imageManifest();
+  m.optimizer.schedule = LrSchedule::Constant; // a --steps first part below
+  m.optimizer.emaDecay = 0.8;
+  Model model(m);
+  DataSet data = loadModelData(model, fx.data);
+  TrainOptions o;
+  o.epochs = 2;
+  o.batch = 6;
+  o.seed = 4;
+  o.checkpointPath = fx.dir.file("whole.safetensors");
+  o.logPath = fx.dir.file("whole.csv");
+  Recorder rec;
+  TrainResult r = train(model, data, o, &rec);
+  ASSERT_EQ(rec.evals.size(), 4u); // raw, EMA, raw, EMA
+  EXPECT_FALSE(rec.evals[0].ema);
+  EXPECT_TRUE(rec.evals[1].ema);
+  ASSERT_TRUE(r.lastEmaEval.has_value());
+  EXPECT_TRUE(r.lastEmaEval->ema);
+  EXPECT_NE(r.lastEmaEval->loss, r.lastEval->loss);
+  const std::string log = readFile(o.logPath);
+  EXPECT_NE(log.find("\neval_ema,5,1,"), std::string::npos) << log;
+  EXPECT_NE(log.find("\neval_ema,10,2,"), std::string::npos) << log;
+
+  // The checkpoint's EMA weights, evaluated, give the logged EMA loss.
+  std::vector<float> ema = model.parameters();
+  loadParameters(o.checkpointPath, m.model, optimizerSlots(model), ema, true);
+  EXPECT_NE(ema, model.parameters());
+  Model emaModel(m);
+  emaModel.parameters() = ema;
+  EXPECT_EQ(evaluate(emaModel, data, 6).loss, r.lastEmaEval->loss);
+
+  // Stopped after step 3 and resumed: the same weights and the same EMA.
+  Model parted(m);
+  TrainOptions first = o;
+  first.epochs = 0;
+  first.steps = 3;
+  first.checkpointPath = fx.dir.file("parted.safetensors");
+  first.logPath.clear();
+  first.evaluate = false;
+  train(parted, data, first);
+  Model resumed(m);
+  TrainOptions second;
+  second.epochs = 2;
+  second.resumePath = second.checkpointPath = first.checkpointPath;
+  train(resumed, data, second);
+  EXPECT_EQ(resumed.parameters(), model.parameters());
+  std::vector<float> resumedEma = resumed.parameters();
+  loadParameters(second.checkpointPath, m.model, optimizerSlots(resumed), resumedEma, true);
+  EXPECT_EQ(resumedEma, ema);
+
+  // A checkpoint without an EMA has none to load.
+  Model plain(imageManifest());
+  TrainOptions p = o;
+  p.checkpointPath = fx.dir.file("plain.safetensors");
+  p.logPath.clear();
+  train(plain, data, p);
+  std::vector<float> none = plain.parameters();
+  EXPECT_TRUE(failsWith(
+      [&] { loadParameters(p.checkpointPath, "tiny_image", optimizerSlots(plain), none, true); },
+      p.checkpointPath, {"holds no EMA of the weights"}));
+
+  Model device(m);
+  QueueingBackend backend(device, 0);
+  EXPECT_TRUE(failsWith([&] { train(device, data, o, nullptr, &backend); }, "",
+                        {"is kept on the CPU only", "queueing backend"}));
+}
+
 } // namespace
 } // namespace stringrt

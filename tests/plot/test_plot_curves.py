@@ -13,6 +13,7 @@ HEADER = "kind,step,epoch,loss,lr,grad_norm,accuracy,perplexity,units_per_s\n"
 CLASSIFIER = HEADER + "".join(
     f"train,{s},1,{2.0 / s:.4f},{0.01 * s},0.5,,,100.0\n" for s in range(1, 7)
 ) + "eval,3,1,0.9,,,0.615,,\neval,6,2,0.7,,,0.7025,,\n"
+EMA = CLASSIFIER + "eval_ema,3,1,0.95,,,0.6,,\neval_ema,6,2,0.65,,,0.72,,\n"
 TEXT = HEADER + "".join(
     f"train,{s},1,{3.0 / s:.4f},0.001,0.5,,,100.0\n" for s in range(1, 5)
 ) + "eval,4,1,2.5,,,,12.18,\n"
@@ -53,6 +54,7 @@ def main():
     logs = {"vit.csv": CLASSIFIER, "gpt.csv": TEXT, "header.csv": "step,loss\n1,2\n",
             "number.csv": HEADER + "train,1,1,abc,0.1,,,,\n",
             "step.csv": HEADER + "train,x,1,1.0,0.1,,,,\n",
+            "ema.csv": EMA, "kind.csv": HEADER + "test,1,1,1.0,,,0.5,,\n",
             "empty.csv": HEADER}
     for name, text in logs.items():
         with open(os.path.join(work, name), "w") as f:
@@ -60,11 +62,13 @@ def main():
     path = lambda name: os.path.join(work, name)
     expect_png(script, path("one.png"), path("vit.csv"))
     expect_png(script, path("two.png"), path("vit.csv"), path("gpt.csv"))
+    expect_png(script, path("ema.png"), path("ema.csv"), path("vit.csv"))
     expect_error(script, path("missing.csv"), "cannot read")
     expect_error(script, path("header.csv"), "not a stringrun training log")
     expect_error(script, path("number.csv"), ":2: loss 'abc' is not a number")
     expect_error(script, path("step.csv"), ":2: step 'x' is not an integer")
     expect_error(script, path("empty.csv"), "the log has no rows")
+    expect_error(script, path("kind.csv"), ":2: unknown row kind 'test'")
     return 0
 
 

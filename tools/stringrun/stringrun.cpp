@@ -6,7 +6,7 @@
 //                       [--seed S] [--checkpoint FILE] [--resume FILE]
 //                       [--log FILE.csv] [--accumulate N] [--augment SPEC]
 //                       [--no-eval]
-//   stringrun eval PKG [--data PATH] [--batch B] [--params FILE | --resume FILE]
+//   stringrun eval PKG [--data PATH] [--batch B] [--params FILE | --resume FILE [--ema]]
 //   stringrun bench PKG [--data PATH] [--batch B] [--steps N] [--profile]
 //   stringrun gradients PKG --out FILE [--data PATH] [--batch B] [--seed S]
 //                           [--params FILE]
@@ -123,6 +123,9 @@ options:
                      test batches concurrently (default 1). Results do not
                      depend on it, bit for bit
   --no-eval          train: skip evaluation
+  --ema              eval --resume: evaluate the checkpoint's EMA of the
+                     weights (a model whose optimizer has ema = d) instead of
+                     its weights
   --profile          bench: also print where the step's time goes, op kind
                      by op kind (wall time of every op of the forward and
                      gradients programs; "[compiled]": on generated kernels;
@@ -167,6 +170,7 @@ struct Args {
   std::string package;
   std::map<std::string, std::string> values; // option -> value
   bool noEval = false;
+  bool ema = false;     // --ema (eval --resume): the checkpoint's EMA of the weights
   bool noArena = false; // --no-arena: run on the buffer pool, not the arena plan
   bool profile = false; // --profile (bench): time every op by kind
   bool tf32 = false;    // --tf32 (--device cuda)
@@ -214,6 +218,10 @@ Args parseArgs(int argc, char **argv) {
       }
       if (name == "--no-eval" && !inlineValue) {
         args.noEval = true;
+        continue;
+      }
+      if (name == "--ema" && !inlineValue) {
+        args.ema = true;
         continue;
       }
       if (name == "--no-arena" && !inlineValue) {
@@ -293,6 +301,8 @@ Args parseArgs(int argc, char **argv) {
   if (args.command == "eval" && args.values.count("--params") &&
       args.values.count("--resume"))
     throw UsageError{"give --params or --resume, not both"};
+  if (args.ema && (args.command != "eval" || !args.values.count("--resume")))
+    throw UsageError{"option '--ema' applies to 'eval --resume CHECKPOINT' only"};
   if (args.command == "gradients" && !args.values.count("--out"))
     throw UsageError{"'gradients' needs --out FILE"};
   if (auto device = args.values.find("--device"); device != args.values.end()) {
@@ -476,7 +486,8 @@ public:
 
   void onEval(const stringrt::TrainPlan &p, int64_t step,
               const stringrt::EvalResult &e) override {
-    line(fmt::format("eval after step {}: {}", step, evalLine(e, p.unit)));
+    line(fmt::format("eval {}after step {}: {}", e.ema ? "of the EMA weights " : "", step,
+                     evalLine(e, p.unit)));
   }
 
   void onCheckpoint(const stringrt::TrainPlan &, const std::string &path,
@@ -552,15 +563,17 @@ int runEval(const Args &args, stringrt::Model &model, int replicas,
     source = *path;
   } else if (auto ckpt = value(args, "--resume")) {
     stringrt::CheckpointInfo info = stringrt::readCheckpointInfo(*ckpt);
-    stringrt::loadParameters(*ckpt, name, slots, model.parameters());
-    source = fmt::format("{} (step {})", *ckpt, info.step);
+    stringrt::loadParameters(*ckpt, name, slots, model.parameters(), args.ema);
+    source = fmt::format("{}{} (step {})", args.ema ? "the EMA weights of " : "", *ckpt,
+                         info.step);
   }
   std::string on;
   stringrt::EvalResult e;
   if (backend) {
+    stringrt::ManifestOptimizer config = model.manifest().optimizer;
+    config.emaDecay = 0; // evaluation takes no step: no EMA to keep
     backend->start(model.parameters(),
-                   stringrt::Optimizer(model.manifest().optimizer, slots,
-                                       model.parameters().size()));
+                   stringrt::Optimizer(config, slots, model.parameters().size()));
     e = backend->evaluate(data, batch);
     on = " on " + backend->name();
   } else {

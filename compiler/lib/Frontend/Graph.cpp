@@ -72,7 +72,7 @@ std::string formatAttrs(const std::vector<NamedAttr> &attrs) {
 std::string formatAttr(const AttrValue &value) { return std::visit(AttrPrinter{}, value); }
 
 std::vector<NamedAttr> GraphOptimizer::attributes() const {
-  return {{"kind", kind},
+  std::vector<NamedAttr> attrs = {{"kind", kind},
           {"lr", lr},
           {"beta1", beta1},
           {"beta2", beta2},
@@ -83,6 +83,9 @@ std::vector<NamedAttr> GraphOptimizer::attributes() const {
           {"schedule", schedule},
           {"warmup_steps", warmupSteps},
           {"min_lr", minLr}};
+  if (emaDecay > 0)
+    attrs.push_back({"ema_decay", emaDecay});
+  return attrs;
 }
 
 std::vector<NamedAttr> GraphDataset::attributes() const {

@@ -86,6 +86,8 @@ void Analyzer::execOptimizer(const OptimizerStmt &stmt) {
     fail(config->nameRange, fmt::format("unknown optimizer '{}' (expected adamw or sgd)", config->name));
     return;
   }
+  const size_t kEma = specs.size(); // ema = d: an EMA of the weights
+  specs.push_back(floatArg("ema"));
   std::optional<CallArgs> args = bindConfig(*this, *config, specs, *stmt.value);
   if (!args)
     return;
@@ -107,6 +109,8 @@ void Analyzer::execOptimizer(const OptimizerStmt &stmt) {
     opt.momentum = args->floatOr(3, 0.0);
     checkRange(*this, *args, 3, 0, 1, true, "[0, 1)");
   }
+  opt.emaDecay = args->floatOr(kEma, 0.0);
+  checkRange(*this, *args, kEma, 0, 1, true, "[0, 1) (0 keeps no EMA)");
 }
 
 void Analyzer::execSchedule(const ScheduleStmt &stmt) {

@@ -295,6 +295,12 @@ private:
       if (failed(number(opt, value.convertToDouble(), name)))
         return failure();
     }
+    // Only with an EMA: other packages keep their bytes.
+    if (double ema = opt.getEmaDecay().convertToDouble(); ema > 0) {
+      json.key("ema_decay");
+      if (failed(number(opt, ema, "ema_decay")))
+        return failure();
+    }
     json.key("schedule");
     if (failed(string(opt, opt.getSchedule())))
       return failure();

@@ -167,6 +167,7 @@ LogicalResult OptimizerOp::verify() {
   double momentum = getMomentum().convertToDouble();
   double clip = getClipNorm().convertToDouble();
   double minLr = getMinLr().convertToDouble();
+  double ema = getEmaDecay().convertToDouble();
   if (failed(check(lr > 0, "lr", "positive", lr)) ||
       failed(check(beta1 >= 0 && beta1 < 1, "beta1", "in [0, 1)", beta1)) ||
       failed(check(beta2 >= 0 && beta2 < 1, "beta2", "in [0, 1)", beta2)) ||
@@ -175,7 +176,8 @@ LogicalResult OptimizerOp::verify() {
       failed(check(momentum >= 0 && momentum < 1, "momentum", "in [0, 1)",
                    momentum)) ||
       failed(check(clip >= 0, "clip_norm", "non-negative", clip)) ||
-      failed(check(minLr >= 0, "min_lr", "non-negative", minLr)))
+      failed(check(minLr >= 0, "min_lr", "non-negative", minLr)) ||
+      failed(check(ema >= 0 && ema < 1, "ema_decay", "in [0, 1)", ema)))
     return failure();
   if (minLr > lr)
     return emitOpError() << "min_lr (" << numStr(minLr)

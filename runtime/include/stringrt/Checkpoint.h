@@ -56,9 +56,12 @@ CheckpointInfo loadCheckpoint(const std::string &path, const std::string &model,
 // Loads just the parameters from a checkpoint or any safetensors file holding
 // a tensor per slot by name (other tensors are ignored). A checkpoint of
 // another model, or whose checksum or metadata is wrong, is rejected.
-// Validates everything before changing `params`.
+// Validates everything before changing `params`. With `ema`, the EMA of the
+// weights a checkpoint keeps (Optimizer::emaParameters: "ema.<name>" for the
+// trainable slots, the parameters for the frozen ones); a file without one is
+// rejected.
 void loadParameters(const std::string &path, const std::string &model,
                     const std::vector<OptimizerSlot> &slots,
-                    std::vector<float> &params);
+                    std::vector<float> &params, bool ema = false);
 
 } // namespace stringrt

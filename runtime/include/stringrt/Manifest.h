@@ -69,6 +69,7 @@ struct ManifestOptimizer {
   LrSchedule schedule = LrSchedule::Constant;
   int64_t warmupSteps = 0;
   double minLr = 0.0;
+  double emaDecay = 0.0; // > 0: keep an EMA of the weights (Optimizer.h); 0: none.
 };
 
 enum class DatasetKind { Idx, Text };

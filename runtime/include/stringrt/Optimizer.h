@@ -6,6 +6,10 @@
 // - adamw: m = b1 m + (1 - b1) g, v = b2 v + (1 - b2) g^2,
 //   w -= lr_t (m / (1 - b1^t) / (sqrt(v / (1 - b2^t)) + eps) + wd w);
 // - sgd: u = momentum u + g + wd w, w -= lr_t u;
+// - ema_decay d > 0: after the update of step t, the EMA of the weights
+//   e = w (t = 1), e = d e + (1 - d) w (t > 1): PyTorch's
+//   AveragedModel(multi_avg_fn=get_ema_multi_avg_fn(d)) updated after every
+//   step (its first update copies the weights);
 // - frozen slots are never read or written (parameters, state).
 //
 // Arithmetic is done in double per element and stored as float; the order of
@@ -72,11 +76,18 @@ public:
   int64_t stepCount() const { return step_; }
   void setStepCount(int64_t step);
 
+  // Whether an EMA of the weights is kept (config().emaDecay > 0).
+  bool hasEma() const { return !ema_.empty(); }
+  // The EMA weights: `params` with every trainable slot replaced by its EMA
+  // (frozen slots are the parameters themselves). Before the first step,
+  // `params`. Throws Error without an EMA or for a wrong size.
+  std::vector<float> emaParameters(const std::vector<float> &params) const;
+
   // The state buffers, each totalSize() elements (frozen slots stay 0).
-  // AdamW: "m" and "v"; SGD: "u". Checkpoints store them per slot as
-  // "<prefix><slot name>".
+  // AdamW: "m" and "v"; SGD: "u"; with an EMA also "ema". Checkpoints store
+  // them per slot as "<prefix><slot name>".
   struct StateBuffer {
-    std::string prefix; // "adam.m.", "adam.v.", "sgd.u."
+    std::string prefix; // "adam.m.", "adam.v.", "sgd.u.", "ema."
     std::vector<float> *values;
   };
   std::vector<StateBuffer> stateBuffers();
@@ -87,6 +98,11 @@ public:
   std::vector<ConstStateBuffer> stateBuffers() const;
 
 private:
+  // stateBuffers() of a const or mutable optimizer.
+  template <typename Buffer, typename Self> static std::vector<Buffer> buffersOf(Self &self);
+  // The EMA after the update of step t (the weights themselves at t = 1).
+  void updateEma(const std::vector<float> &params, int64_t t);
+
   ManifestOptimizer config_;
   std::vector<OptimizerSlot> slots_;
   size_t totalSize_ = 0;
@@ -94,6 +110,7 @@ private:
   int64_t step_ = 0;
   std::vector<float> m_, v_; // AdamW moments.
   std::vector<float> u_;     // SGD momentum buffer.
+  std::vector<float> ema_;   // EMA of the weights (empty: none).
 };
 
 } // namespace stringrt

@@ -74,6 +74,7 @@ struct EvalResult {
   std::optional<double> accuracy;  // Classifiers: argmax(logits) == label.
   std::optional<double> perplexity; // Text: exp(loss).
   double seconds = 0;
+  bool ema = false;                 // Of the EMA weights (Optimizer::emaParameters).
 };
 
 // Runs "forward" over the whole test split in batches of `batch` (the last
@@ -170,6 +171,7 @@ struct TrainResult {
   bool finished = false; // Reached plan.totalSteps (not stopped early).
   double lastLoss = 0;
   std::optional<EvalResult> lastEval;
+  std::optional<EvalResult> lastEmaEval; // With an EMA of the weights.
 };
 
 // Where train() takes the steps and evaluates: by default the model itself

@@ -272,16 +272,25 @@ CheckpointInfo loadCheckpoint(const std::string &path, const std::string &model,
 
 void loadParameters(const std::string &path, const std::string &model,
                     const std::vector<OptimizerSlot> &slots,
-                    std::vector<float> &params) {
+                    std::vector<float> &params, bool ema) {
   SafetensorsFile file = SafetensorsFile::open(path);
   auto format = file.metadata().find("format");
-  if (format != file.metadata().end() && format->second == kCheckpointFormat) {
+  const bool checkpoint = format != file.metadata().end() && format->second == kCheckpointFormat;
+  if (checkpoint) {
     CheckpointInfo info = infoOf(file);
     checkModel(path, info, model);
     verifyChecksum(file);
   }
   checkSlots(path, slots, params.size());
   std::vector<float> newParams = readSlots(file, slots, "", false, params);
+  if (ema) {
+    auto trainable = std::find_if(slots.begin(), slots.end(),
+                                  [](const OptimizerSlot &s) { return !s.frozen; });
+    if (!checkpoint || (trainable != slots.end() && !file.find("ema." + trainable->name)))
+      throw Error(path, "holds no EMA of the weights (only checkpoints of a model whose "
+                        "optimizer has ema = d do)");
+    newParams = readSlots(file, slots, "ema.", true, std::move(newParams));
+  }
   params.swap(newParams);
 }
 

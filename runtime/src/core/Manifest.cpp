@@ -476,9 +476,11 @@ private:
 
   ManifestOptimizer parseOptimizer(const JsonValue &value) const {
     const std::string where = "manifest.optimizer";
+    // ema_decay is written only by models that keep an EMA of the weights.
     checkKeys(value, where,
               {"kind", "lr", "beta1", "beta2", "eps", "weight_decay",
-               "momentum", "clip_norm", "schedule", "warmup_steps", "min_lr"},
+               "momentum", "clip_norm", "schedule", "warmup_steps", "min_lr",
+               "ema_decay"},
               {"kind", "lr", "beta1", "beta2", "eps", "weight_decay",
                "momentum", "clip_norm", "schedule", "warmup_steps", "min_lr"});
     ManifestOptimizer opt;
@@ -502,6 +504,8 @@ private:
     opt.momentum = number("momentum");
     opt.clipNorm = number("clip_norm");
     opt.minLr = number("min_lr");
+    if (member(value, "ema_decay"))
+      opt.emaDecay = number("ema_decay");
     opt.warmupSteps =
         getInt(*member(value, "warmup_steps"), where + ".warmup_steps");
     std::string schedule =
@@ -529,6 +533,8 @@ private:
       fail(where + ".momentum", "must be in [0, 1)");
     if (!(opt.clipNorm >= 0))
       fail(where + ".clip_norm", "must be >= 0");
+    if (!(opt.emaDecay >= 0 && opt.emaDecay < 1))
+      fail(where + ".ema_decay", "must be in [0, 1)");
     if (opt.warmupSteps < 0)
       fail(where + ".warmup_steps", "must be >= 0");
     if (!(opt.minLr >= 0 && opt.minLr <= opt.lr))

@@ -41,6 +41,8 @@ void checkConfig(const ManifestOptimizer &c) {
     bad(fmt::format("warmup_steps must be >= 0, got {}", c.warmupSteps));
   if (!(c.minLr >= 0 && c.minLr <= c.lr))
     bad(fmt::format("min_lr must be in [0, lr], got {}", c.minLr));
+  if (!(c.emaDecay >= 0 && c.emaDecay < 1))
+    bad(fmt::format("ema_decay must be in [0, 1), got {}", c.emaDecay));
 }
 
 } // namespace
@@ -106,6 +108,8 @@ Optimizer::Optimizer(const ManifestOptimizer &config,
   } else {
     u_.assign(totalSize_, 0.0f);
   }
+  if (config_.emaDecay > 0)
+    ema_.assign(totalSize_, 0.0f);
 }
 
 void Optimizer::setStepCount(int64_t step) {
@@ -114,16 +118,52 @@ void Optimizer::setStepCount(int64_t step) {
   step_ = step;
 }
 
+template <typename Buffer, typename Self>
+std::vector<Buffer> Optimizer::buffersOf(Self &self) {
+  std::vector<Buffer> buffers;
+  if (self.adamw_)
+    buffers = {{"adam.m.", &self.m_}, {"adam.v.", &self.v_}};
+  else
+    buffers = {{"sgd.u.", &self.u_}};
+  if (self.hasEma())
+    buffers.push_back({"ema.", &self.ema_});
+  return buffers;
+}
+
 std::vector<Optimizer::StateBuffer> Optimizer::stateBuffers() {
-  if (adamw_)
-    return {{"adam.m.", &m_}, {"adam.v.", &v_}};
-  return {{"sgd.u.", &u_}};
+  return buffersOf<StateBuffer>(*this);
 }
 
 std::vector<Optimizer::ConstStateBuffer> Optimizer::stateBuffers() const {
-  if (adamw_)
-    return {{"adam.m.", &m_}, {"adam.v.", &v_}};
-  return {{"sgd.u.", &u_}};
+  return buffersOf<ConstStateBuffer>(*this);
+}
+
+std::vector<float> Optimizer::emaParameters(const std::vector<float> &params) const {
+  if (!hasEma())
+    throw Error("optimizer: the model keeps no EMA of its weights (optimizer ema = ...)");
+  if (params.size() != totalSize_)
+    throw Error(fmt::format("optimizer: expected {} parameters, got {}", totalSize_,
+                            params.size()));
+  std::vector<float> weights = params;
+  if (step_ == 0)
+    return weights;
+  for (const OptimizerSlot &slot : slots_)
+    if (!slot.frozen)
+      std::copy(ema_.begin() + slot.offset, ema_.begin() + slot.offset + slot.size,
+                weights.begin() + slot.offset);
+  return weights;
+}
+
+void Optimizer::updateEma(const std::vector<float> &params, int64_t t) {
+  const double d = config_.emaDecay;
+  for (const OptimizerSlot &slot : slots_) {
+    if (slot.frozen)
+      continue;
+    for (size_t i = slot.offset, e = slot.offset + slot.size; i < e; ++i)
+      ema_[i] = t == 1 ? params[i]
+                       : static_cast<float>(d * static_cast<double>(ema_[i]) +
+                                            (1.0 - d) * static_cast<double>(params[i]));
+  }
 }
 
 OptimizerStepInfo Optimizer::step(std::vector<float> &params,
@@ -187,6 +227,8 @@ OptimizerStepInfo Optimizer::step(std::vector<float> &params,
       }
     }
   }
+  if (hasEma())
+    updateEma(params, info.step);
   step_ = info.step;
   return info;
 }

@@ -400,6 +400,10 @@ TrainResult train(Model &model, const DataSet &data, const TrainOptions &options
     throw Error(fmt::format("gradient accumulation (--accumulate {}) runs on the CPU only; "
                             "the {} backend takes each step's batch whole",
                             options.accumulate, backend->name()));
+  if (manifest.optimizer.emaDecay > 0 && backend)
+    throw Error(fmt::format("the EMA of the weights (optimizer ema = {}) is kept on the CPU "
+                            "only; the {} backend does not update it",
+                            manifest.optimizer.emaDecay, backend->name()));
 
   std::vector<OptimizerSlot> slots = optimizerSlots(model);
   Optimizer optimizer(manifest.optimizer, slots, model.parameters().size());
@@ -578,6 +582,17 @@ TrainResult train(Model &model, const DataSet &data, const TrainOptions &options
                            optional(eval.perplexity)));
       obs.onEval(plan, s + 1, eval);
       result.lastEval = eval;
+      if (optimizer.hasEma()) { // the EMA weights in place of the raw ones, then back
+        std::vector<float> raw = model.parameters();
+        model.parameters() = optimizer.emaParameters(raw);
+        EvalResult ema = run.evaluate(data, plan.batch);
+        model.parameters() = std::move(raw);
+        ema.ema = true;
+        log.line(fmt::format("eval_ema,{},{},{:.9g},,,{},{},", s + 1, epoch + 1, ema.loss,
+                             optional(ema.accuracy), optional(ema.perplexity)));
+        obs.onEval(plan, s + 1, ema);
+        result.lastEmaEval = ema;
+      }
     }
     if (!options.checkpointPath.empty()) {
       CheckpointInfo ci;

@@ -778,6 +778,8 @@ void checkOptimizer(const Optimizer &optimizer, bool adamw, int64_t total) {
     throw Error(fmt::format("device executor: the optimizer state covers {} parameters, the "
                             "manifest has {}",
                             optimizer.totalSize(), total));
+  if (optimizer.hasEma()) // no device kernel updates it (the trainer refuses first)
+    throw Error("device executor: the EMA of the weights is kept on the CPU only");
 }
 
 } // namespace

@@ -44,6 +44,11 @@ TEST(Training, SgdAndSchedule) {
   Compiled constant = compileSource(model("optimizer sgd(lr = 0.1)\nschedule constant\n"));
   ASSERT_COMPILES(constant);
   EXPECT_EQ(constant.graph->optimizer.schedule, "constant");
+  EXPECT_EQ(constant.graph->optimizer.emaDecay, 0.0);
+  Compiled ema = compileSource(model("optimizer sgd(lr = 0.1, ema = 0.99)\n"));
+  ASSERT_COMPILES(ema);
+  EXPECT_DOUBLE_EQ(ema.graph->optimizer.emaDecay, 0.99);
+  EXPECT_EQ(ema.graph->optimizer.attributes().back().first, "ema_decay");
 }
 
 TEST(Training, OptimizerErrors) {
@@ -54,7 +59,9 @@ TEST(Training, OptimizerErrors) {
   EXPECT_EQ(compileSource(model("optimizer adamw(lr = 1, beta1 = 1)\n")).errors(),
             (std::vector<std::string>{"4:25: adamw: beta1 must be in [0, 1), found 1"}));
   EXPECT_EQ(compileSource(model("optimizer sgd(lr = 1, beta1 = 0.5)\n")).errors(),
-            (std::vector<std::string>{"4:23: sgd: unknown argument 'beta1' (expected lr, weight_decay, clip or momentum)"}));
+            (std::vector<std::string>{"4:23: sgd: unknown argument 'beta1' (expected lr, weight_decay, clip, momentum or ema)"}));
+  EXPECT_EQ(compileSource(model("optimizer adamw(lr = 1, ema = -0.5)\n")).errors(),
+            (std::vector<std::string>{"4:25: adamw: ema must be in [0, 1) (0 keeps no EMA), found -0.5"}));
   EXPECT_EQ(compileSource(model("optimizer sgd(0.1)\n")).errors(),
             (std::vector<std::string>{"4:15: sgd: too many positional arguments; 'lr' must be given by name (lr = ...)",
                                       "4:11: sgd: missing argument 'lr'"}));

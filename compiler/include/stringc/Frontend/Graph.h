@@ -124,10 +124,12 @@ struct GraphOptimizer {
   std::string schedule = "constant";  // constant | warmup_cosine
   int64_t warmupSteps = 0;
   double minLr = 0.0;
+  double emaDecay = 0.0;              // 0 = no EMA of the weights
   SourceLoc loc;
 
   /// As the attributes of pe.optimizer: kind, lr, beta1, beta2, eps,
-  /// weight_decay, momentum, clip_norm, schedule, warmup_steps, min_lr.
+  /// weight_decay, momentum, clip_norm, schedule, warmup_steps, min_lr, and
+  /// ema_decay when there is an EMA.
   std::vector<NamedAttr> attributes() const;
 };
 

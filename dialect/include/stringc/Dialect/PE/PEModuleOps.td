@@ -90,7 +90,11 @@ def PE_OptimizerOp : PE_Op<"optimizer", [HasParent<"::mlir::ModuleOp">]> {
     - `adamw`: `m = beta1 m + (1 - beta1) g`, `v = beta2 v + (1 - beta2) g^2`,
       `w -= lr_t * (m / (1 - beta1^t) / (sqrt(v / (1 - beta2^t)) + eps) +
       weight_decay * w)` (decoupled weight decay);
-    - `sgd`: `u = momentum u + g + weight_decay w`, `w -= lr_t * u`.
+    - `sgd`: `u = momentum u + g + weight_decay w`, `w -= lr_t * u`;
+    - `ema_decay = d > 0`: an exponential moving average of the weights is
+      kept beside them, `e = w` after step 1, `e = d e + (1 - d) w` after
+      each later step (PyTorch's `AveragedModel` with
+      `get_ema_multi_avg_fn(d)`), evaluated and checkpointed with them.
 
     `schedule` is `constant` (`lr_t = lr`) or `warmup_cosine`: `lr_t = lr *
     t / warmup_steps` for `t <= warmup_steps`, then, over the `N` steps of
@@ -99,7 +103,7 @@ def PE_OptimizerOp : PE_Op<"optimizer", [HasParent<"::mlir::ModuleOp">]> {
 
     Constraints: `lr > 0`, `beta1` and `beta2` in `[0, 1)`, `eps > 0`,
     `weight_decay >= 0`, `momentum` in `[0, 1)`, `clip_norm >= 0`,
-    `warmup_steps >= 0`, `0 <= min_lr <= lr`.
+    `warmup_steps >= 0`, `0 <= min_lr <= lr`, `ema_decay` in `[0, 1)`.
     A module has at most one `pe.optimizer`; attributes equal to their
     defaults are not printed.
 
@@ -118,7 +122,8 @@ def PE_OptimizerOp : PE_Op<"optimizer", [HasParent<"::mlir::ModuleOp">]> {
     DefaultValuedAttr<F64Attr, "0.0">:$clip_norm,
     DefaultValuedStrAttr<StrAttr, "constant">:$schedule,
     DefaultValuedAttr<I64Attr, "0">:$warmup_steps,
-    DefaultValuedAttr<F64Attr, "0.0">:$min_lr
+    DefaultValuedAttr<F64Attr, "0.0">:$min_lr,
+    DefaultValuedAttr<F64Attr, "0.0">:$ema_decay
   );
   let assemblyFormat = "attr-dict";
   let hasVerifier = 1;
