@@ -8,6 +8,7 @@
 #include "stringc/GPU/LaunchReport.h"
 
 #include "KernelBuilder.h"
+#include "stringc/Dialect/PE/PECost.h"
 #include "stringc/Dialect/PE/PEOps.h"
 #include "stringc/Transforms/Explain.h"
 
@@ -37,16 +38,6 @@ const char *launchArithmeticName(LaunchArithmetic arithmetic) {
 }
 
 namespace {
-
-double elementsAt(Type type, int64_t batch) {
-  auto ranked = dyn_cast<RankedTensorType>(type);
-  if (!ranked)
-    return 0;
-  double count = 1;
-  for (int64_t dim : ranked.getShape())
-    count *= double(ShapedType::isDynamic(dim) ? batch : dim);
-  return count;
-}
 
 stringrt::CudaGridRule runtimeRule(GridRule rule) {
   switch (rule) {
@@ -93,9 +84,9 @@ std::vector<LaunchEstimate> opLaunches(Operation &op, const OpSteps &steps,
   auto bufferBytes = [&](const LaunchArg &arg) -> double {
     switch (arg.kind) {
     case LaunchArg::Kind::Operand:
-      return 4 * elementsAt(op.getOperand(unsigned(arg.index)).getType(), batch);
+      return 4 * pe::elementsAtBatch(op.getOperand(unsigned(arg.index)).getType(), batch);
     case LaunchArg::Kind::Result:
-      return 4 * elementsAt(op.getResult(unsigned(arg.index)).getType(), batch);
+      return 4 * pe::elementsAtBatch(op.getResult(unsigned(arg.index)).getType(), batch);
     case LaunchArg::Kind::Scratch:
       return double(steps.scratchBytes[size_t(arg.index)].at(batch));
     case LaunchArg::Kind::Constant:

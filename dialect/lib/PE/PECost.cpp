@@ -7,16 +7,15 @@
 // operand and result once.
 //
 //===----------------------------------------------------------------------===//
+#include "stringc/Dialect/PE/PECost.h"
 #include "stringc/Dialect/PE/PEOps.h"
 
 #include "mlir/IR/BuiltinTypes.h"
 
 namespace mlir::pe {
-namespace {
 
-/// Elements of `value`'s tensor type with the batch dimension set to `batch`.
-double elements(Value value, int64_t batch) {
-  auto ranked = dyn_cast<RankedTensorType>(value.getType());
+double elementsAtBatch(Type type, int64_t batch) {
+  auto ranked = dyn_cast<RankedTensorType>(type);
   if (!ranked)
     return 0;
   double count = 1;
@@ -24,6 +23,11 @@ double elements(Value value, int64_t batch) {
     count *= double(ShapedType::isDynamic(dim) ? batch : dim);
   return count;
 }
+
+namespace {
+
+/// Elements of `value`'s tensor type with the batch dimension set to `batch`.
+double elements(Value value, int64_t batch) { return elementsAtBatch(value.getType(), batch); }
 
 /// Dimension `fromEnd` of `value`, counted from the last (0), at `batch`.
 double dimFromEnd(Value value, int fromEnd, int64_t batch) {

@@ -1,28 +1,12 @@
 // The arena plan: load-time check and the per-batch arenas (ArenaPlan.h).
 #include "ArenaPlan.h"
 
+#include "AffineSize.h"
 #include "stringrt/Error.h"
 
 #include <algorithm>
 
 namespace stringrt::detail {
-
-namespace {
-
-// A value's size as perBatch * B + fixed elements.
-std::pair<int64_t, int64_t> affineSize(const ProgramValue &value) {
-  int64_t product = 1;
-  bool batched = false;
-  for (int64_t d : value.shape) {
-    if (d == kBatchDim)
-      batched = true;
-    else
-      product *= d;
-  }
-  return batched ? std::make_pair(product, int64_t(0)) : std::make_pair(int64_t(0), product);
-}
-
-} // namespace
 
 std::vector<bool> arenaMembers(const Program &program) {
   std::vector<bool> member(program.values.size(), false);
@@ -56,7 +40,7 @@ void checkArenaPlan(const Program &program, const std::string &name,
     }
     if (s < 0 || s >= static_cast<int64_t>(arena.slots.size()))
       throw Error(where + "value " + std::to_string(v) + " has no slot");
-    auto [perBatch, fixed] = affineSize(program.values[v]);
+    auto [perBatch, fixed] = affineSize(program.values[v].shape);
     if (arena.slots[s].first < perBatch || arena.slots[s].second < fixed)
       throw Error(where + "slot " + std::to_string(s) + " ([" +
                   std::to_string(arena.slots[s].first) + ", " +

@@ -3,6 +3,7 @@
 // KernelSpec kind and range); docs/codegen.md lists them.
 #include "CompiledKernelRules.h"
 
+#include "AffineSize.h"
 #include "Json.h"
 #include "stringrt/Error.h"
 
@@ -140,19 +141,6 @@ std::optional<std::string> symbolKind(const std::string &symbol) {
 
 std::string rangeText(int64_t range) {
   return range == kBatchDim ? "-1 (the batch)" : std::to_string(range);
-}
-
-// A buffer's element count, affine in the batch: {per batch, fixed}.
-std::pair<int64_t, int64_t> affineSize(const Shape &shape) {
-  int64_t product = 1;
-  bool batched = false;
-  for (int64_t d : shape) {
-    if (d == kBatchDim)
-      batched = true;
-    else
-      product *= d;
-  }
-  return batched ? std::make_pair(product, int64_t(0)) : std::make_pair(int64_t(0), product);
 }
 
 } // namespace

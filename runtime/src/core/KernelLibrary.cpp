@@ -201,7 +201,9 @@ std::string missingCpuFeatures(const std::string &features) {
     STRINGRT_FEATURE("avx512vnni", "avx512vnni")
     STRINGRT_FEATURE("avx512bf16", "avx512bf16")
     STRINGRT_FEATURE("avx512vp2intersect", "avx512vp2intersect")
+#if !defined(__clang__) || __clang_major__ < 19 // clang 19 dropped Xeon Phi's features
     STRINGRT_FEATURE("avx512er", "avx512er") // Xeon Phi only
+#endif
 #undef STRINGRT_FEATURE
     if (supported == 0)
       missing += (missing.empty() ? "" : ", ") + name;
