@@ -170,7 +170,7 @@ TEST_F(GpuKernels, LayerNormForwardAndBackward) {
     // 5, the last one short), then one warp per column adds them.
     const int64_t chunks = 5;
     uint64_t partials = zeros(chunks * 2 * D);
-    const std::array<int64_t, 3> grid = {(2 * D + 127) / 128, chunks, 1};
+    const std::array<int64_t, 3> grid = {(2 * D + 31) / 32, chunks, 1}; // kColumnBlock 32
     kernels->launch("pe_layer_norm_grad_partials",
                     {KA::pointer(partials), KA::pointer(gx), KA::pointer(gdy), KA::pointer(stats),
                      KA::integer(rows), KA::integer(2 * D), KA::integer(chunks), KA::integer(D)},

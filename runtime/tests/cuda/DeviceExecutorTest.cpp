@@ -149,7 +149,8 @@ TEST(GpuLinearKernels, BiasAndColumnSums) {
   // pe.sum_to's column sums (TokenKernels.cpp): pe_colsum_partials over 64
   // row chunks then pe_colsum_finish, and one chunk straight into the output
   // (the single launch for few rows).
-  std::array<int64_t, 3> first = {(d + 127) / 128, chunks, 1}, single = {(d + 127) / 128, 1, 1};
+  // 32 columns per block (kColumnBlock, compiler/lib/GPU/OpKernelUtil.cpp).
+  std::array<int64_t, 3> first = {(d + 31) / 32, chunks, 1}, single = {(d + 31) / 32, 1, 1};
   kernels.launch("pe_colsum_partials",
                  {KA::pointer(arena.at(partialAt, chunks * d * 4)),
                   KA::pointer(arena.at(xAt, x.size() * 4)), KA::integer(rows), KA::integer(d),

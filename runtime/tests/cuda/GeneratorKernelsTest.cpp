@@ -275,7 +275,7 @@ TEST_F(GpuGeneratorKernels, GeneratorExpGradientMatchesTheReference) {
     launchGrid("pe_generator_exp_grad_partials",
                {KA::pointer(partials), KA::pointer(r), KA::pointer(da), KA::integer(c.matrices),
                 KA::integer(cols), KA::integer(chunks), KA::integer(c.count), KA::integer(dd)},
-               {(cols + 127) / 128, chunks, 1});
+               {(cols + 31) / 32, chunks, 1});
     launch("pe_colsum_finish", {KA::pointer(dgens), KA::pointer(partials), KA::integer(cols),
                                 KA::integer(chunks), KA::integer(1)});
     std::vector<float> want(static_cast<size_t>(cols));

@@ -62,7 +62,7 @@ protected:
     args.push_back(KA::integer(cols));
     args.push_back(KA::integer(chunks));
     args.insert(args.end(), extra.begin(), extra.end());
-    launchGrid(partialsKernel, args, {(cols + 127) / 128, chunks, 1});
+    launchGrid(partialsKernel, args, {(cols + 31) / 32, chunks, 1});
     launch("pe_colsum_finish", {KA::pointer(out), KA::pointer(partials), KA::integer(cols),
                                 KA::integer(chunks), KA::integer(divisor)});
   }
