@@ -149,10 +149,29 @@ Value loadStreamed(KernelBuilder &k, Value ptr, Value index) {
                                 /*isVolatile=*/true);
 }
 
-/// A tile element read for the second time in one step (see loadStreamed).
-Value reloadTile(KernelBuilder &k, int64_t dh, Value tile, Value index) {
-  return ownRowsShared(dh) ? loadStreamed(k, tile, index) : k.load(tile, index);
-}
+/// The elements of row `base / dh` of a shared tile (`base` a multiple of
+/// dh), read for the second time in one step, asked for in order d = 0, 1,
+/// ...: one 16-byte load per four (shared-load instructions bound these
+/// kernels), or loadStreamed one by one where each element's register must
+/// stay short-lived (Dh 64).
+class TileRowReader {
+public:
+  TileRowReader(KernelBuilder &k, int64_t dh, Value tile, Value base)
+      : k(k), dh(dh), tile(tile), base(base) {}
+  Value at(int64_t d) {
+    if (ownRowsShared(dh))
+      return loadStreamed(k, tile, k.add(base, k.i64(d)));
+    if (d % 4 == 0)
+      four = k.load4(tile, k.add(base, k.i64(d)));
+    return four[size_t(d % 4)];
+  }
+
+private:
+  KernelBuilder &k;
+  int64_t dh;
+  Value tile, base;
+  std::array<Value, 4> four;
+};
 
 /// Rotates the pairs (x[2p], x[2p+1]) of `token`'s head slice by the RoPE
 /// table's (cos, sin) at [token, h * Dh / 2 + p] (the transpose when
@@ -282,8 +301,11 @@ Value dotWithTile(Block &g, const std::function<Value(int64_t)> &row, Value tile
   KernelBuilder &k = g.k;
   Value base = k.mul(c, k.i64(g.dh));
   Value sum = k.f32(0.0);
-  for (int64_t d = 0; d < g.dh; ++d)
-    sum = fma(k, row(d), k.load(tile, k.add(base, k.i64(d))), sum);
+  for (int64_t d = 0; d < g.dh; d += 4) { // 16-byte loads; the FMAs in order of d
+    std::array<Value, 4> four = k.load4(tile, k.add(base, k.i64(d)));
+    for (int64_t i = 0; i < 4; ++i)
+      sum = fma(k, row(d + i), four[size_t(i)], sum);
+  }
   return sum;
 }
 
@@ -342,8 +364,11 @@ RowSoftmax forwardRow(Block &g, const Args &args, const OwnRow &q) {
       Value p = select(k, seen, expF(k, k.sub(s, mNew)), zero);
       SmallVector<Value> out = {k.add(acc[0], p)};
       Value base = k.mul(c, k.i64(g.dh));
-      for (int64_t d = 0; d < g.dh; ++d)
-        out.push_back(fma(k, p, k.load(vTileMem, k.add(base, k.i64(d))), acc[1 + d]));
+      for (int64_t d = 0; d < g.dh; d += 4) {
+        std::array<Value, 4> v = k.load4(vTileMem, k.add(base, k.i64(d)));
+        for (int64_t i = 0; i < 4; ++i)
+          out.push_back(fma(k, p, v[size_t(i)], acc[1 + d + i]));
+      }
       return out;
     });
     SmallVector<Value> result = {mNew};
@@ -461,12 +486,11 @@ void dkdvBody(KernelBuilder &k, const Args &args, int64_t dh) {
       Value ds = k.mul(g.scale, k.mul(p, k.sub(dp, k.load(deltaTile, c))));
       Value base = k.mul(c, k.i64(dh));
       SmallVector<Value> next;
+      TileRowReader qRow(k, dh, qTileMem, base), dyRow(k, dh, dyTileMem, base);
       for (int64_t d = 0; d < dh; ++d) // dk_j += scale dS_ij q_i
-        next.push_back(fma(
-            k, ds, rel ? u[d] : reloadTile(k, dh, qTileMem, k.add(base, k.i64(d))), acc[d]));
+        next.push_back(fma(k, ds, rel ? u[d] : qRow.at(d), acc[d]));
       for (int64_t d = 0; d < dh; ++d) // dv_j += P_ij dy_i
-        next.push_back(
-            fma(k, p, reloadTile(k, dh, dyTileMem, k.add(base, k.i64(d))), acc[dh + d]));
+        next.push_back(fma(k, p, dyRow.at(d), acc[dh + d]));
       return next;
     });
     return SmallVector<Value>(next.begin(), next.end());
@@ -530,9 +554,9 @@ void dqBody(KernelBuilder &k, const Args &args, int64_t dh) {
       Value ds = k.mul(g.scale, dsRaw);
       Value base = k.mul(c, k.i64(dh));
       SmallVector<Value> next;
+      TileRowReader kRow(k, dh, kTileMem, base);
       for (int64_t d = 0; d < dh; ++d) // dq_i += scale dS_ij k_j
-        next.push_back(fma(
-            k, ds, rel ? w[d] : reloadTile(k, dh, kTileMem, k.add(base, k.i64(d))), acc[d]));
+        next.push_back(fma(k, ds, rel ? w[d] : kRow.at(d), acc[d]));
       return next;
     });
     return SmallVector<Value>(next.begin(), next.end());

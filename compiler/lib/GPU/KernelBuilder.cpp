@@ -25,6 +25,17 @@ Value KernelBuilder::load(Value ptr, Value index) {
   return b.create<LLVM::LoadOp>(loc, b.getF32Type(), address);
 }
 
+std::array<Value, 4> KernelBuilder::load4(Value ptr, Value index) {
+  auto ptrType = LLVM::LLVMPointerType::get(b.getContext());
+  Value address = b.create<LLVM::GEPOp>(loc, ptrType, b.getF32Type(), ptr, ValueRange{index});
+  auto vectorType = VectorType::get({4}, b.getF32Type());
+  Value vector = b.create<LLVM::LoadOp>(loc, vectorType, address, /*alignment=*/16);
+  std::array<Value, 4> lanes;
+  for (int64_t i = 0; i < 4; ++i)
+    lanes[size_t(i)] = b.create<LLVM::ExtractElementOp>(loc, vector, i32(int32_t(i)));
+  return lanes;
+}
+
 void KernelBuilder::store(Value value, Value ptr, Value index) {
   auto ptrType = LLVM::LLVMPointerType::get(b.getContext());
   Value address = b.create<LLVM::GEPOp>(loc, ptrType, b.getF32Type(), ptr, ValueRange{index});
