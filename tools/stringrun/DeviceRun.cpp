@@ -182,9 +182,10 @@ int deviceGradients(const stringrt::CudaSection *cuda, stringrt::Model &model,
   std::vector<float> gpu, cpu;
   device->gradients(inputs, gpuLoss, gpu);
   model.gradients(inputs, cpuLoss, cpu);
-  bool ok = std::fabs(double(gpuLoss) - cpuLoss) <= kLossTolerance * std::max(1.0, std::fabs(double(cpuLoss)));
-  const double gradientTolerance =
-      cuda->precision == "bf16" ? kBf16GradientTolerance : kGradientTolerance;
+  const bool bf16 = cuda->precision == "bf16";
+  const double lossTolerance = bf16 ? kBf16LossTolerance : kLossTolerance;
+  const double gradientTolerance = bf16 ? kBf16GradientTolerance : kGradientTolerance;
+  bool ok = std::fabs(double(gpuLoss) - cpuLoss) <= lossTolerance * std::max(1.0, std::fabs(double(cpuLoss)));
   std::printf("gradients '%s' on %s: batch %lld, loss %.7f (GPU) vs %.7f (CPU)%s\n",
               model.manifest().model.c_str(), device->deviceName().c_str(),
               static_cast<long long>(options.batch), gpuLoss, cpuLoss, ok ? "" : "  MISMATCH");

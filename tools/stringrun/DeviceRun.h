@@ -51,13 +51,20 @@ int deviceBench(const stringrt::CudaSection *cuda, stringrt::Model &model,
 // and on the CPU model, prints each gradient's largest difference relative
 // to its largest magnitude, writes the GPU's loss and gradients to
 // options.outPath, and returns 1 when the loss or a gradient is off by more
-// than the tolerance (kGradientTolerance; kBf16GradientTolerance for a
-// package of precision bf16, whose attention rounds its operands to bf16:
-// 2^-9 relative, and up to 2.6e-2 on the q/k projections' small gradients
-// of vit_rope under the emulator).
+// than the tolerance (kGradientTolerance and kLossTolerance;
+// kBf16GradientTolerance and kBf16LossTolerance for a package of precision
+// bf16, whose attention and GEMMs round their operands to bf16: 2^-9
+// relative, which the q/k projections' small gradients (dS = P (dP - delta)
+// cancels) and twelve layers of vit_s_rope grow to 1.0e-2 on an H200 at
+// batch 16 and 5.9e-2 (loss 1.3e-4) under the emulator at batch 2;
+// PyTorch's own bf16 autocast moves the same model's q/k gradients by
+// 12-24% and its loss by 2-4e-4 on the H200 at batch 16
+// (tests/bench/bf16_gradient_error.py). A wrong layout or a missing term
+// gives errors of order 1: the bounds still separate).
 constexpr double kGradientTolerance = 2e-3;
-constexpr double kBf16GradientTolerance = 5e-2;
 constexpr double kLossTolerance = 1e-4;
+constexpr double kBf16GradientTolerance = 1e-1;
+constexpr double kBf16LossTolerance = 1e-3;
 int deviceGradients(const stringrt::CudaSection *cuda, stringrt::Model &model,
                     const stringrt::DataSet &data, const DeviceRunOptions &options);
 
