@@ -118,6 +118,9 @@ def main():
     parser.add_argument("--reports", help="directory of launch reports MODEL-BATCH-fp32|bf16.txt")
     parser.add_argument("--max-autotune", action="store_true",
                         help='also time torch.compile(mode="max-autotune") (minutes to compile)')
+    parser.add_argument("--modes", default="default,reduce-overhead",
+                        help="torch.compile modes to time beside eager (comma list; each compiles "
+                             "for tens of seconds per model and batch)")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         sys.exit("no CUDA device visible to PyTorch")
@@ -127,7 +130,7 @@ def main():
     tf32, bf16 = args.precision == "tf32", args.precision == "bf16"
     torch.backends.cuda.matmul.allow_tf32 = tf32
     torch.backends.cudnn.allow_tf32 = tf32
-    modes = ["default", "reduce-overhead"] + (["max-autotune"] if args.max_autotune else [])
+    modes = [m for m in args.modes.split(",") if m] + (["max-autotune"] if args.max_autotune else [])
     device = torch.cuda.get_device_name()
     print(f"device: {device}; torch {torch.__version__}; precision: {args.precision} "
           f"(packages from {args.packages}, data {args.data})")
