@@ -173,33 +173,6 @@ private:
   std::array<Value, 4> four;
 };
 
-/// for (c = 0; c < count; ++c) acc = update(c, prepare(c), acc), two rows
-/// per iteration: the two `prepare` chains (the dot products and exp of a
-/// row, independent of the accumulators) are in flight together, then the
-/// updates apply in order c, c + 1, so every sum is the plain loop's, bit
-/// for bit. An odd last row runs alone. `paired` false keeps one row per
-/// iteration; pairs are for Dh 16 without rel: Dh 64's dK/dV
-/// kernel would spill past 255 registers, Dh 32's would need 225-240 and
-/// the relative kernels 168 (two rotated rows).
-using PrepareRow = std::function<std::vector<Value>(Value c)>;
-using UpdateRow =
-    std::function<SmallVector<Value>(Value c, const std::vector<Value> &prepared, ValueRange acc)>;
-SmallVector<Value> forTileRowPairs(KernelBuilder &k, bool paired, Value count, ValueRange init,
-                                   const PrepareRow &prepare, const UpdateRow &update) {
-  Value pairsEnd = paired ? k.mul(divU(k, count, k.i64(2)), k.i64(2)) : k.i64(0);
-  ValueRange afterPairs =
-      k.forLoop(k.i64(0), pairsEnd, k.i64(2), init, [&](Value c, ValueRange acc) {
-        Value next = k.add(c, k.i64(1));
-        std::vector<Value> first = prepare(c), second = prepare(next);
-        SmallVector<Value> middle = update(c, first, acc);
-        return update(next, second, middle);
-      });
-  SmallVector<Value> carried(afterPairs.begin(), afterPairs.end());
-  ValueRange rest = k.forLoop(pairsEnd, count, k.i64(1), carried,
-                              [&](Value c, ValueRange acc) { return update(c, prepare(c), acc); });
-  return SmallVector<Value>(rest.begin(), rest.end());
-}
-
 /// Rotates the pairs (x[2p], x[2p+1]) of `token`'s head slice by the RoPE
 /// table's (cos, sin) at [token, h * Dh / 2 + p] (the transpose when
 /// `inverse`).
@@ -495,8 +468,7 @@ void dkdvBody(KernelBuilder &k, const Args &args, int64_t dh) {
     });
     barrier(k);
     Value count = minI(k, k.i64(kTile), k.sub(g.tokens, start));
-    // Query c of the tile: {P_ij, scale dS_ij, and with rel u = R_ij^T q_i}.
-    auto prepare = [&](Value c) {
+    ValueRange next = k.forLoop(k.i64(0), count, k.i64(1), carried, [&](Value c, ValueRange acc) {
       Value query = k.add(start, c);
       // With rel, q_i enters as u = R_ij^T q_i: s = scale u . k_j, dk_j += scale dS u.
       std::vector<Value> u;
@@ -512,22 +484,16 @@ void dkdvBody(KernelBuilder &k, const Args &args, int64_t dh) {
       Value p = select(k, g.visible(query, g.row), expF(k, k.sub(s, k.load(lseTile, c))), zero);
       Value dp = dotWithTile(g, [&](int64_t d) { return value.get(d); }, dyTileMem, c);
       Value ds = k.mul(g.scale, k.mul(p, k.sub(dp, k.load(deltaTile, c))));
-      std::vector<Value> prepared = {p, ds};
-      prepared.insert(prepared.end(), u.begin(), u.end());
-      return prepared;
-    };
-    auto update = [&](Value c, const std::vector<Value> &prepared, ValueRange acc) {
-      Value p = prepared[0], ds = prepared[1];
       Value base = k.mul(c, k.i64(dh));
       SmallVector<Value> next;
       TileRowReader qRow(k, dh, qTileMem, base), dyRow(k, dh, dyTileMem, base);
       for (int64_t d = 0; d < dh; ++d) // dk_j += scale dS_ij q_i
-        next.push_back(fma(k, ds, rel ? prepared[size_t(2 + d)] : qRow.at(d), acc[d]));
+        next.push_back(fma(k, ds, rel ? u[d] : qRow.at(d), acc[d]));
       for (int64_t d = 0; d < dh; ++d) // dv_j += P_ij dy_i
         next.push_back(fma(k, p, dyRow.at(d), acc[dh + d]));
       return next;
-    };
-    return forTileRowPairs(k, !rel && dh == 16, count, carried, prepare, update);
+    });
+    return SmallVector<Value>(next.begin(), next.end());
   });
   k.ifThen(g.inRange(g.row), [&] {
     std::vector<Value> dk(done.begin(), done.begin() + dh), dv(done.begin() + dh, done.end());
@@ -563,8 +529,7 @@ void dqBody(KernelBuilder &k, const Args &args, int64_t dh) {
     stageTile(g, vTileMem, args("v"), Value(), start);
     barrier(k);
     Value count = minI(k, k.i64(kTile), k.sub(keysEnd, start));
-    // Key c of the tile: {scale dS_ij, and with rel w = R_ij k_j}.
-    auto prepare = [&](Value c) {
+    ValueRange next = k.forLoop(k.i64(0), count, k.i64(1), carried, [&](Value c, ValueRange acc) {
       Value key = k.add(start, c);
       // With rel, k_j enters as w = R_ij k_j: s = scale q . w, dq_i += scale dS w.
       std::vector<Value> w;
@@ -586,20 +551,15 @@ void dqBody(KernelBuilder &k, const Args &args, int64_t dh) {
           Value row = k.add(k.mul(bh, g.tokens), g.row);
           k.store(dsRaw, args("ds"), k.add(k.mul(row, g.tokens), key));
         });
-      std::vector<Value> prepared = {k.mul(g.scale, dsRaw)};
-      prepared.insert(prepared.end(), w.begin(), w.end());
-      return prepared;
-    };
-    auto update = [&](Value c, const std::vector<Value> &prepared, ValueRange acc) {
-      Value ds = prepared[0];
+      Value ds = k.mul(g.scale, dsRaw);
       Value base = k.mul(c, k.i64(dh));
       SmallVector<Value> next;
       TileRowReader kRow(k, dh, kTileMem, base);
       for (int64_t d = 0; d < dh; ++d) // dq_i += scale dS_ij k_j
-        next.push_back(fma(k, ds, rel ? prepared[size_t(1 + d)] : kRow.at(d), acc[d]));
+        next.push_back(fma(k, ds, rel ? w[d] : kRow.at(d), acc[d]));
       return next;
-    };
-    return forTileRowPairs(k, !rel && dh == 16, count, carried, prepare, update);
+    });
+    return SmallVector<Value>(next.begin(), next.end());
   });
   k.ifThen(g.inRange(g.row), [&] {
     std::vector<Value> dq(done.begin(), done.end());
