@@ -8,17 +8,6 @@
 // squared deviation) like the reference kernel; rstd = 1 / sqrt(var + eps)
 // with IEEE sqrt and division (KernelBuilder::sqrtRn: sqrt.rn.f32).
 //
-// Rows of up to 32 x kCachedColumnTiers.back() columns are read from memory
-// once: lane l keeps columns l, l + 32, ... in registers (one code path per
-// tier of 2, 4, 12 columns per lane, chosen by D at run time; the warp's
-// row length is uniform, so a warp takes one path). Every pass (mean,
-// variance, the gradient's two means, the output) then works on registers:
-// the looped version re-read the row from memory in each of its five
-// passes, a chain of dependent round trips (pe_layer_norm_grad_rows ran at
-// about a quarter of an H200's bandwidth). Sums add in the same order in
-// both versions (lane l: columns l, l + 32, ... in turn, then the
-// butterfly): the same bits. Longer rows take the looped version.
-//
 // layer_norm_grad is three launches: the row kernel writes dx and each row's
 // (mean, rstd) to a scratch buffer of 2 * rows floats; dgamma = sum dy * xhat
 // and dbeta = sum dy are one deterministic column sum over 2 D columns
@@ -33,8 +22,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 
-#include <utility>
-
+#include <tuple>
 
 using namespace mlir;
 
@@ -87,75 +75,6 @@ void forRowColumns(KernelBuilder &k, const RowContext &r, const std::function<vo
   });
 }
 
-/// Columns per lane held in registers, by tier (D <= 64, 128, 384).
-constexpr int64_t kCachedColumnTiers[] = {2, 4, 12};
-
-/// Lane l's columns l + 32 j, j < count: whether each is inside the row,
-/// and the column itself (column 0 where it is not, so that loads stay in
-/// bounds; their values are never used).
-struct LaneColumns {
-  std::vector<Value> inside, column;
-};
-
-LaneColumns laneColumns(KernelBuilder &k, const RowContext &r, int64_t count) {
-  LaneColumns lanes;
-  for (int64_t j = 0; j < count; ++j) {
-    Value c = k.add(r.lane, k.i64(kWarp * j));
-    Value inside = cmpI(k, arith::CmpIPredicate::slt, c, r.d);
-    lanes.inside.push_back(inside);
-    lanes.column.push_back(select(k, inside, c, k.i64(0)));
-  }
-  return lanes;
-}
-
-/// ptr[offset + column] for each of the lane's columns.
-std::vector<Value> loadColumns(KernelBuilder &k, const LaneColumns &lanes, Value ptr,
-                               Value offset) {
-  std::vector<Value> values;
-  for (Value c : lanes.column)
-    values.push_back(k.load(ptr, offset ? k.add(offset, c) : c));
-  return values;
-}
-
-/// rowSum over register-held values: the lane adds its columns in order
-/// (skipping those past D), then the butterfly.
-Value cachedRowSum(KernelBuilder &k, const LaneColumns &lanes, const std::vector<Value> &values) {
-  Value acc = k.f32(0.0);
-  for (size_t j = 0; j < values.size(); ++j)
-    acc = select(k, lanes.inside[j], k.add(acc, values[j]), acc);
-  return k.warpSum(acc);
-}
-
-/// rowStatistics over register-held values of x.
-std::pair<Value, Value> cachedRowStatistics(KernelBuilder &k, const RowContext &r,
-                                            const LaneColumns &lanes,
-                                            const std::vector<Value> &x, Value eps) {
-  Value mean = k.div(cachedRowSum(k, lanes, x), r.dF);
-  std::vector<Value> squares;
-  for (Value v : x) {
-    Value dev = k.sub(v, mean);
-    squares.push_back(k.mul(dev, dev));
-  }
-  Value var = k.div(cachedRowSum(k, lanes, squares), r.dF);
-  Value rstd = k.div(k.f32(1.0), k.sqrtRn(k.add(var, eps)));
-  return {mean, rstd};
-}
-
-/// Runs `cached(lanes)` for the smallest tier that holds the row, else
-/// `looped()`.
-void withRowInRegisters(KernelBuilder &k, const RowContext &r,
-                        const std::function<void(const LaneColumns &)> &cached,
-                        const std::function<void()> &looped) {
-  int64_t below = 0;
-  for (int64_t count : kCachedColumnTiers) {
-    Value fits = andI(k, cmpI(k, arith::CmpIPredicate::sgt, r.d, k.i64(kWarp * below)),
-                      cmpI(k, arith::CmpIPredicate::sle, r.d, k.i64(kWarp * count)));
-    k.ifThen(fits, [&] { cached(laneColumns(k, r, count)); });
-    below = count;
-  }
-  k.ifThen(cmpI(k, arith::CmpIPredicate::sgt, r.d, k.i64(kWarp * below)), looped);
-}
-
 KernelSpec rowSpec(std::string name, llvm::StringRef peOp,
                    std::vector<std::pair<std::string, ParamKind>> params) {
   KernelSpec spec;
@@ -179,26 +98,14 @@ void appendNormKernels(std::vector<KernelDef> &defs) {
                {{"y", P}, {"x", P}, {"gamma", P}, {"beta", P}, {"rows", I}, {"d", I}, {"epsilon", F}}),
        [](KernelBuilder &k) {
          Value y = k.arg(0), x = k.arg(1), gamma = k.arg(2), beta = k.arg(3);
-         Value eps = k.arg(6);
          forWarpRow(k, k.arg(4), k.arg(5), [&](const RowContext &r) {
-           auto output = [&](Value c, Value xc, Value mean, Value rstd) {
-             Value xhat = k.mul(k.sub(xc, mean), rstd);
-             k.store(k.add(k.mul(xhat, k.load(gamma, c)), k.load(beta, c)), y, k.add(r.base, c));
-           };
-           withRowInRegisters(
-               k, r,
-               [&](const LaneColumns &lanes) {
-                 std::vector<Value> xs = loadColumns(k, lanes, x, r.base);
-                 auto [mean, rstd] = cachedRowStatistics(k, r, lanes, xs, eps);
-                 for (size_t j = 0; j < xs.size(); ++j)
-                   k.ifThen(lanes.inside[j], [&] { output(lanes.column[j], xs[j], mean, rstd); });
-               },
-               [&] {
-                 auto [mean, rstd] = rowStatistics(k, r, x, eps);
-                 forRowColumns(k, r, [&](Value c) {
-                   output(c, k.load(x, k.add(r.base, c)), mean, rstd);
-                 });
-               });
+           Value mean, rstd;
+           std::tie(mean, rstd) = rowStatistics(k, r, x, k.arg(6));
+           forRowColumns(k, r, [&](Value c) {
+             Value at = k.add(r.base, c);
+             Value xhat = k.mul(k.sub(k.load(x, at), mean), rstd);
+             k.store(k.add(k.mul(xhat, k.load(gamma, c)), k.load(beta, c)), y, at);
+           });
          });
        }});
 
@@ -209,57 +116,25 @@ void appendNormKernels(std::vector<KernelDef> &defs) {
                 {"rows", I}, {"d", I}, {"epsilon", F}}),
        [](KernelBuilder &k) {
          Value dx = k.arg(0), stats = k.arg(1), x = k.arg(2), gamma = k.arg(3), dy = k.arg(4);
-         Value eps = k.arg(7);
          forWarpRow(k, k.arg(5), k.arg(6), [&](const RowContext &r) {
-           // dx = rstd (g - mean(g) - xhat mean(g xhat)) at column c, and
-           // the row's (mean, rstd) for the partials kernel.
-           auto dxAt = [&](Value c, Value g, Value xhat, Value meanG, Value meanGX, Value rstd) {
-             Value v = k.mul(rstd, k.sub(k.sub(g, meanG), k.mul(xhat, meanGX)));
+           Value mean, rstd;
+           std::tie(mean, rstd) = rowStatistics(k, r, x, k.arg(7));
+           auto g = [&](Value c) { return k.mul(k.load(dy, k.add(r.base, c)), k.load(gamma, c)); };
+           auto xhat = [&](Value c) { return k.mul(k.sub(k.load(x, k.add(r.base, c)), mean), rstd); };
+           Value meanG = k.div(rowSum(k, r, g), r.dF);
+           Value meanGX = k.div(rowSum(k, r, [&](Value c) { return k.mul(g(c), xhat(c)); }), r.dF);
+           forRowColumns(k, r, [&](Value c) {
+             Value v = k.mul(rstd, k.sub(k.sub(g(c), meanG), k.mul(xhat(c), meanGX)));
              k.store(v, dx, k.add(r.base, c));
-           };
-           auto storeStats = [&](Value mean, Value rstd) {
-             Value lane0 = cmpI(k, arith::CmpIPredicate::eq, r.lane, k.i64(0));
-             k.ifThen(lane0, [&] {
-               Value at = k.mul(r.row, k.i64(2));
-               k.store(mean, stats, at);
-               k.store(rstd, stats, k.add(at, k.i64(1)));
-             });
-           };
-           withRowInRegisters(
-               k, r,
-               [&](const LaneColumns &lanes) {
-                 std::vector<Value> xs = loadColumns(k, lanes, x, r.base);
-                 std::vector<Value> dys = loadColumns(k, lanes, dy, r.base);
-                 std::vector<Value> gammas = loadColumns(k, lanes, gamma, Value());
-                 auto [mean, rstd] = cachedRowStatistics(k, r, lanes, xs, eps);
-                 std::vector<Value> g, xhat, gx;
-                 for (size_t j = 0; j < xs.size(); ++j) {
-                   g.push_back(k.mul(dys[j], gammas[j]));
-                   xhat.push_back(k.mul(k.sub(xs[j], mean), rstd));
-                   gx.push_back(k.mul(g[j], xhat[j]));
-                 }
-                 Value meanG = k.div(cachedRowSum(k, lanes, g), r.dF);
-                 Value meanGX = k.div(cachedRowSum(k, lanes, gx), r.dF);
-                 for (size_t j = 0; j < xs.size(); ++j)
-                   k.ifThen(lanes.inside[j], [&] {
-                     dxAt(lanes.column[j], g[j], xhat[j], meanG, meanGX, rstd);
-                   });
-                 storeStats(mean, rstd);
-               },
-               [&] {
-                 auto [mean, rstd] = rowStatistics(k, r, x, eps);
-                 auto g = [&](Value c) {
-                   return k.mul(k.load(dy, k.add(r.base, c)), k.load(gamma, c));
-                 };
-                 auto xhat = [&](Value c) {
-                   return k.mul(k.sub(k.load(x, k.add(r.base, c)), mean), rstd);
-                 };
-                 Value meanG = k.div(rowSum(k, r, g), r.dF);
-                 Value meanGX =
-                     k.div(rowSum(k, r, [&](Value c) { return k.mul(g(c), xhat(c)); }), r.dF);
-                 forRowColumns(k, r, [&](Value c) { dxAt(c, g(c), xhat(c), meanG, meanGX, rstd); });
-                 storeStats(mean, rstd);
-               });
+           });
+           OpBuilder &b = k.builder();
+           Value lane0 = b.create<arith::CmpIOp>(k.location(), arith::CmpIPredicate::eq, r.lane,
+                                                 k.i64(0));
+           k.ifThen(lane0, [&] {
+             Value at = k.mul(r.row, k.i64(2));
+             k.store(mean, stats, at);
+             k.store(rstd, stats, k.add(at, k.i64(1)));
+           });
          });
        }});
 
