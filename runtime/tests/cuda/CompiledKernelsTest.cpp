@@ -149,7 +149,7 @@ TEST_F(GpuKernels, UnaryOpsAndGradients) {
 }
 
 TEST_F(GpuKernels, LayerNormForwardAndBackward) {
-  for (int64_t D : {1, 31, 64, 200}) {
+  for (int64_t D : {1, 31, 64, 65, 200, 384, 385, 1000}) {
     const int64_t rows = 37, n = rows * D;
     std::vector<float> x = random(n), gamma = random(D), beta = random(D), dy = random(n);
     for (int64_t r = 0; r < rows; ++r) // offsets test the two-pass variance
