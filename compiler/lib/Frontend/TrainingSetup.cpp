@@ -3,6 +3,8 @@
 #include "Analyzer.h"
 #include "Builtins.h"
 
+#include "stringrt/Augment.h"
+
 #include <fmt/format.h>
 
 namespace stringc::sema {
@@ -57,8 +59,6 @@ bool checkRange(Analyzer &a, const CallArgs &args, size_t i, double lo, double h
 }
 
 constexpr double kInf = 1e308;
-// The largest crop padding (as the runtime's checkAugmentPolicy).
-constexpr double kMaxCropPadding = 64;
 } // namespace
 
 void Analyzer::execOptimizer(const OptimizerStmt &stmt) {
@@ -192,7 +192,9 @@ void Analyzer::execData(const DataStmt &stmt) {
       return;
     }
   } else {
-    bool valid = checkRange(*this, *args, kCrop, 0, kMaxCropPadding, false, "[0, 64]");
+    // The runtime's bound (checkAugmentPolicy), so every package loads.
+    bool valid = checkRange(*this, *args, kCrop, 0, double(stringrt::kMaxCropPadding), false,
+                            fmt::format("[0, {}]", stringrt::kMaxCropPadding).c_str());
     valid &= checkRange(*this, *args, kFlip, 0, 1, false, "[0, 1]");
     valid &= checkRange(*this, *args, kErase, 0, 1, false, "[0, 1]");
     if (!valid)

@@ -9,6 +9,8 @@
 
 #include "PEVerify.h"
 
+#include "stringrt/Augment.h"
+
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
 #include "llvm/ADT/STLExtras.h"
@@ -214,9 +216,9 @@ LogicalResult DatasetOp::verify() {
   if ((crop || flip || erase) && getKind() != "idx")
     return emitOpError()
            << "crop_padding, flip and erase apply only to kind \"idx\"";
-  if (crop && (crop.getInt() < 0 || crop.getInt() > 64))
-    return emitOpError() << "crop_padding must be in [0, 64], got "
-                         << crop.getInt();
+  if (crop && (crop.getInt() < 0 || crop.getInt() > stringrt::kMaxCropPadding))
+    return emitOpError() << "crop_padding must be in [0, " << stringrt::kMaxCropPadding
+                         << "], got " << crop.getInt();
   for (auto [name, p] : {std::pair{"flip", flip}, std::pair{"erase", erase}}) {
     // Written as !(in range) so that NaN is refused too.
     if (p && !(p.getValueAsDouble() >= 0.0 && p.getValueAsDouble() <= 1.0))
