@@ -1,13 +1,13 @@
 #!/bin/bash
 # ONE short device call that shows where a GPU training step's time goes
-# (docs/cuda.md, "Measuring speed"): sized for a 15-minute device budget,
+# (docs/cuda.md, "Verifying on a GPU"): sized for a 15-minute device budget,
 # where scripts/gpu_verify.sh's full run does not fit.
 #
 #   1. builds the runtime and runs every CUDA test and every example's
 #      CPU-vs-GPU gradients (scripts/gpu_verify.sh with SKIP_TRAIN=1 SKIP_BENCH=1);
 #   2. stringrun bench --device cuda (CUDA graphs on): images/s of vit_rope and
-#      vit_cayley at batch 128, 256, 1024 (fp32) and vit_s_rope at 128, 256
-#      (fp32 and bf16);
+#      at batch 128, 256, 1024, vit_cayley at 128, 1024 (fp32) and vit_s_rope
+#      at 256 (fp32 and bf16) by default (BENCH_SET);
 #   3. stringrun bench --profile (GPU time by op kind) beside the launch
 #      report's prediction for vit_rope 1024 and vit_s_rope 256 bf16;
 #   4. ncu per-kernel GPU time of one step (when ncu can read the counters),
@@ -33,6 +33,8 @@ elapsed() { echo "$(( $(date +%s) - start )) s"; }
 data=gpu/fashion-mnist
 build=build-gpu-runtime
 stringrun=$build/stringrun/stringrun
+# The package of example $1 in precision $2 (fp32 or bf16).
+packageOf() { if [ "$2" = bf16 ]; then echo "gpu/examples-bf16/$1.pkg"; else echo "gpu/examples/$1.pkg"; fi; }
 
 # 1. Build, CUDA tests, gradients.
 OUT=$logs/verify SKIP_TRAIN=1 SKIP_BENCH=1 SKIP_TESTS=${SKIP_TESTS:-0} \
@@ -52,15 +54,15 @@ bench() {  # package batch [extra options]
 }
 for step in ${BENCH_SET:-vit_rope:128 vit_rope:256 vit_rope:1024 vit_cayley:128 vit_cayley:1024 vit_s_rope:256}; do
   name=${step%:*} batch=${step#*:}
-  bench "gpu/examples/$name.pkg" "$batch"
-  case $name in vit_rope|vit_s_rope) bench "gpu/examples-bf16/$name.pkg" "$batch" ;; esac
+  bench "$(packageOf "$name" fp32)" "$batch"
+  case $name in vit_rope|vit_s_rope) bench "$(packageOf "$name" bf16)" "$batch" ;; esac
 done
 note "bench done ($(elapsed))"
 
 # 3. GPU time by op kind beside the prediction.
 for step in ${PROFILE_SET:-vit_rope:1024:fp32 vit_s_rope:256:bf16}; do
   name=${step%%:*} rest=${step#*:} batch=${rest%%:*} precision=${rest#*:}
-  pkg=gpu/examples/$name.pkg; [ "$precision" = bf16 ] && pkg=gpu/examples-bf16/$name.pkg
+  pkg=$(packageOf "$name" "$precision")
   log=$logs/profile-$name-$batch-$precision.log
   timeout "$limit" "$stringrun" bench "$pkg" --device cuda --batch "$batch" --steps 10 --profile \
     --data "$data" > "$log" 2>&1
@@ -74,7 +76,7 @@ note "profiles done ($(elapsed))"
 if command -v ncu > /dev/null 2>&1; then
   for step in ${NCU_SET:-vit_rope:1024:fp32 vit_s_rope:256:bf16}; do
     name=${step%%:*} rest=${step#*:} batch=${rest%%:*} precision=${rest#*:}
-    pkg=gpu/examples/$name.pkg; [ "$precision" = bf16 ] && pkg=gpu/examples-bf16/$name.pkg
+    pkg=$(packageOf "$name" "$precision")
     log=$logs/ncu-$name-$batch-$precision.txt
     timeout "$limit" ncu --print-summary per-kernel --metrics gpu__time_duration.sum \
       "$stringrun" bench "$pkg" --device cuda --batch "$batch" --steps 1 --no-graphs --data "$data" > "$log" 2>&1
