@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <map>
 
 namespace stringrt {
@@ -500,6 +501,142 @@ TEST_F(PackageTest, RejectsMissingProgram) {
   EXPECT_TRUE(rejects(replaced(validManifest(), R"(, "gradients": )",
                                R"(, "backward": )"),
                       {"manifest.programs", "unknown key \"backward\""}));
+}
+
+// --- The writer, beside the reader ---------------------------------------
+
+// `manifest` read, written, read and written again: the two texts agree
+// (the written form is a fixed point), and the manifest read back from the
+// written text is the one read from `manifest`.
+void expectRoundTrip(const std::string &manifest) {
+  Manifest first = parseManifest(manifest, "m.json");
+  std::string written = writeManifestJson(first);
+  Manifest second = parseManifest(written, "written.json");
+  EXPECT_EQ(writeManifestJson(second), written);
+  // Field by field, on what the text could lose: names, numbers, shapes, ops.
+  EXPECT_EQ(second.model, first.model);
+  ASSERT_EQ(second.params.size(), first.params.size());
+  for (size_t i = 0; i < first.params.size(); ++i) {
+    EXPECT_EQ(second.params[i].name, first.params[i].name);
+    EXPECT_EQ(second.params[i].init, first.params[i].init);
+    EXPECT_EQ(second.params[i].seed, first.params[i].seed);
+    EXPECT_EQ(second.params[i].std, first.params[i].std);
+    EXPECT_EQ(second.params[i].file, first.params[i].file);
+  }
+  EXPECT_EQ(second.optimizer.lr, first.optimizer.lr);
+  EXPECT_EQ(second.optimizer.minLr, first.optimizer.minLr);
+  EXPECT_EQ(second.optimizer.emaDecay, first.optimizer.emaDecay);
+  EXPECT_EQ(second.optimizer.schedule, first.optimizer.schedule);
+  EXPECT_EQ(second.dataset.has_value(), first.dataset.has_value());
+  if (first.dataset) {
+    EXPECT_EQ(second.dataset->path, first.dataset->path);
+    EXPECT_EQ(second.dataset->augment.cropPadding, first.dataset->augment.cropPadding);
+    EXPECT_EQ(second.dataset->augment.flipProbability, first.dataset->augment.flipProbability);
+  }
+  for (const char *name : {"forward", "gradients"}) {
+    const Program &a = first.program(name), &b = second.program(name);
+    ASSERT_EQ(b.values.size(), a.values.size());
+    for (size_t v = 0; v < a.values.size(); ++v)
+      EXPECT_EQ(b.values[v].shape, a.values[v].shape);
+    EXPECT_EQ(b.inputs, a.inputs);
+    ASSERT_EQ(b.ops.size(), a.ops.size());
+    for (size_t o = 0; o < a.ops.size(); ++o) {
+      EXPECT_EQ(b.ops[o].op, a.ops[o].op);
+      EXPECT_EQ(b.ops[o].operands, a.ops[o].operands);
+      EXPECT_EQ(b.ops[o].results, a.ops[o].results);
+      EXPECT_EQ(b.ops[o].attrs, a.ops[o].attrs) << name << " op " << o;
+    }
+    ASSERT_EQ(b.outputs.size(), a.outputs.size());
+    for (size_t i = 0; i < a.outputs.size(); ++i)
+      EXPECT_EQ(b.outputs[i].key(), a.outputs[i].key());
+  }
+}
+
+TEST_F(PackageTest, TheWriterIsTheReadersInverse) {
+  expectRoundTrip(validManifest());
+  expectRoundTrip(everyKindManifest());
+  // The optional members: an EMA, augmentation, no dataset, a seed beyond
+  // int64 (kept exact), numbers that need every digit.
+  std::string optional = replaced(validManifest(), R"("min_lr": 1e-5)",
+                                  R"("min_lr": 1.0000000000000002e-05, "ema_decay": 0.999)");
+  optional = replaced(optional, R"("context_length": 0})",
+                      R"("context_length": 0, "augment": {"crop_padding": 4, "flip": 0.5, "erase": 0.25}})");
+  expectRoundTrip(optional);
+  expectRoundTrip(replaced(
+      validManifest(),
+      R"("dataset": {"kind": "idx", "path": "/data/fashion-mnist", "context_length": 0},)", ""));
+}
+
+TEST_F(PackageTest, TheWriterWritesDefaultsAndOnlyThePresentOptionals) {
+  const std::string linear =
+      R"({"op": "pe.linear", "results": [4], "operands": [0, 2, 3], "attrs": {}})";
+  std::string text = writeManifestJson(parseManifest(
+      replaced(validManifest(), linear,
+               R"({"op": "pe.layer_norm", "results": [4], "operands": [0, 2, 3], "attrs": {}})"),
+      "m.json"));
+  // The schema's default is written; the integer-valued float stays a float.
+  EXPECT_NE(text.find(R"("op":"pe.layer_norm","results":[4],"operands":[0,2,3],)"
+                      R"("attrs":{"epsilon":1e-05}})"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find(R"("attrs":{"value":1.0})"), std::string::npos) << text;
+  EXPECT_NE(text.find(R"("seed":18446744073709551615)"), std::string::npos) << text;
+  // No EMA, no augmentation, no arena, no kernels: none written.
+  for (const char *absent : {"ema_decay", "augment", "arena", "kernels"})
+    EXPECT_EQ(text.find(absent), std::string::npos) << absent;
+}
+
+TEST_F(PackageTest, WritePackageIsTheInverseOfLoad) {
+  PackageContents contents;
+  contents.manifest = parseManifest(everyKindManifest(), "m.json");
+  std::string path = dir.file("written.pkg");
+  writePackage(path, contents);
+  Package package = Package::load(path);
+  EXPECT_EQ(package.target(), kReferenceTarget);
+  EXPECT_EQ(writeManifestJson(package.manifest()), writeManifestJson(contents.manifest));
+  SafetensorsFile file = SafetensorsFile::open(path);
+  EXPECT_EQ(file.metadata().at("format"), kPackageFormat);
+  EXPECT_EQ(file.metadata().at("version"), std::to_string(kPackageVersion));
+  EXPECT_TRUE(file.tensors().empty());
+  // Writing what was loaded gives the same bytes.
+  contents.manifest = package.manifest();
+  writePackage(dir.file("again.pkg"), contents);
+  EXPECT_EQ(test::readFile(dir.file("again.pkg")), test::readFile(path));
+}
+
+TEST_F(PackageTest, WritePackageRefusesWhatTheFormatCannotHold) {
+  PackageContents contents;
+  contents.manifest = parseManifest(validManifest(), "m.json");
+  const std::string path = dir.file("refused.pkg");
+  writeFile(path, "an earlier file");
+  auto refuses = [&](const PackageContents &c, const std::string &fragment) {
+    try {
+      writePackage(path, c);
+    } catch (const Error &e) {
+      EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+      EXPECT_EQ(test::readFile(path), "an earlier file") << "the earlier file is kept";
+      return;
+    }
+    ADD_FAILURE() << "no error: " << fragment;
+  };
+  PackageContents cpu = contents;
+  cpu.target = kCpuTarget;
+  refuses(cpu, "needs the compiled kernels' shared object");
+  PackageContents reference = contents;
+  reference.kernelObject = "ELF";
+  refuses(reference, "carries no compiled CPU kernels");
+  PackageContents cuda = contents;
+  cuda.target = kCudaTarget;
+  refuses(cuda, "needs its GPU kernels");
+  PackageContents unknown = contents;
+  unknown.target = "tpu";
+  refuses(unknown, "unknown target \"tpu\"");
+  PackageContents infinite = contents;
+  infinite.manifest.optimizer.lr = std::numeric_limits<double>::infinity();
+  refuses(infinite, "not finite");
+  PackageContents notUtf8 = contents;
+  notUtf8.manifest.model = "bad \xff name";
+  refuses(notUtf8, "not valid UTF-8");
 }
 
 } // namespace

@@ -161,6 +161,13 @@ struct CudaSection {
 CudaSection parseCudaSection(const std::string &json, const SafetensorsFile &file,
                              const Manifest &manifest, const std::string &path);
 
+// The inverse (CudaSectionWriter.cpp): the `cuda` metadata JSON of `section`
+// (the kernels' PTX and cubins go into the package's tensors, writePackage in
+// Package.h), read back by parseCudaSection as the same section. Throws
+// stringrt::Error for what the format cannot hold (a non-finite f32, a launch
+// of a kernel not in the section).
+std::string writeCudaSectionJson(const CudaSection &section);
+
 const char *cudaParamKindName(CudaParamKind kind);
 const char *cudaGridRuleName(CudaGridRule rule);
 

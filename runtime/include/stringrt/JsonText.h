@@ -1,6 +1,6 @@
-// Writing JSON text: the two pieces both the runtime (manifests, checkpoint
-// metadata) and the compiler's package writer need, so that a string is
-// validated and escaped one way on both sides of the package format.
+// Writing JSON text: validating and escaping strings, one way for every
+// writer (the package format's, runtime/src/core/JsonWriter.h; checkpoint
+// metadata) and for the compiler's checks of what a package can hold.
 #pragma once
 
 #include <string>

@@ -57,6 +57,10 @@ struct ManifestParam {
 enum class OptimizerKind { AdamW, Sgd };
 enum class LrSchedule { Constant, WarmupCosine };
 
+// The format's words for them: "adamw", "sgd"; "constant", "warmup_cosine".
+const char *optimizerKindName(OptimizerKind kind);
+const char *lrScheduleName(LrSchedule schedule);
+
 struct ManifestOptimizer {
   OptimizerKind kind = OptimizerKind::AdamW;
   double lr = 1e-3;
@@ -73,6 +77,9 @@ struct ManifestOptimizer {
 };
 
 enum class DatasetKind { Idx, Text };
+
+// "idx", "text".
+const char *datasetKindName(DatasetKind kind);
 
 struct ManifestDataset {
   DatasetKind kind = DatasetKind::Idx;
@@ -170,6 +177,14 @@ struct Manifest {
 // Parses and validates a manifest (the JSON text of the package's `manifest`
 // metadata). Every problem throws stringrt::Error(path, what).
 Manifest parseManifest(std::string_view json, const std::string &path);
+
+// The inverse (ManifestWriter.cpp): the JSON text of `manifest`, which
+// parseManifest reads back as the same Manifest; for any text it wrote,
+// writeManifestJson(parseManifest(text)) == text. The compiler writes its
+// packages' manifests with it. It does not validate (parseManifest does);
+// throws stringrt::Error for what JSON cannot hold (a non-finite number, a
+// string that is not UTF-8).
+std::string writeManifestJson(const Manifest &manifest);
 
 // Whether the reference target runs `op` (every pe forward and backward
 // compute op, pe.get_param and arith.constant).

@@ -1,6 +1,6 @@
 // A compiled model package (docs/package.md): a safetensors container whose
-// `__metadata__` holds format `stringc-package`, version `1`, the target and
-// the manifest. Loading validates all of it.
+// `__metadata__` holds format `stringc-package`, the version, the target and
+// the manifest. Loading validates all of it; writePackage writes it.
 #pragma once
 
 #include "stringrt/CudaSection.h"
@@ -8,6 +8,7 @@
 #include "stringrt/Manifest.h"
 
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace stringrt {
@@ -21,6 +22,8 @@ class CpuKernels;
 // are read too; target "cpu" needs version 2.
 constexpr int kPackageVersion = 2;
 constexpr int kOldestPackageVersion = 1;
+// The metadata's "format".
+constexpr const char *kPackageFormat = "stringc-package";
 // The target whose programs run on the CPU kernels.
 constexpr const char *kReferenceTarget = "cpu-reference";
 // The target whose packages carry compiler-generated CPU kernels (a shared
@@ -29,6 +32,26 @@ constexpr const char *kReferenceTarget = "cpu-reference";
 constexpr const char *kCpuTarget = "cpu";
 // Packages of target kCudaTarget ("cuda", CudaSection.h) hold the same
 // manifest plus GPU kernels; their programs also run on the CPU kernels.
+
+// What a package file holds, for writePackage: the compiler fills one per
+// target, and Package::load reads the same parts back.
+struct PackageContents {
+  std::string target = kReferenceTarget; // kReferenceTarget, kCpuTarget or kCudaTarget
+  Manifest manifest;
+  // kCpuTarget: the compiled kernels' shared object (KernelLibrary.h) and
+  // what it was compiled for (LLVM triple, CPU, features).
+  std::string kernelObject, kernelTriple, kernelCpu, kernelFeatures;
+  // kCudaTarget: the GPU kernels, their PTX and cubins included.
+  std::optional<CudaSection> cuda;
+};
+
+// Writes `contents` as the package file `path` (docs/package.md), the
+// inverse of Package::load; atomically: a failure leaves an earlier file
+// intact. The manifest is written as it is (Package::load validates it);
+// throws stringrt::Error when the parts do not fit the target (kernels for
+// a target without them, none for one that needs them) or the file cannot
+// be written.
+void writePackage(const std::string &path, const PackageContents &contents);
 
 class Package {
 public:

@@ -46,6 +46,18 @@ const char *paramInitName(ParamInit init) {
   return "?";
 }
 
+const char *optimizerKindName(OptimizerKind kind) {
+  return kind == OptimizerKind::Sgd ? "sgd" : "adamw";
+}
+
+const char *lrScheduleName(LrSchedule schedule) {
+  return schedule == LrSchedule::WarmupCosine ? "warmup_cosine" : "constant";
+}
+
+const char *datasetKindName(DatasetKind kind) {
+  return kind == DatasetKind::Text ? "text" : "idx";
+}
+
 int64_t ManifestParam::numel() const {
   int64_t count = 1;
   for (int64_t dim : shape)
@@ -485,9 +497,9 @@ private:
                "momentum", "clip_norm", "schedule", "warmup_steps", "min_lr"});
     ManifestOptimizer opt;
     std::string kind = getString(*member(value, "kind"), where + ".kind");
-    if (kind == "adamw")
+    if (kind == optimizerKindName(OptimizerKind::AdamW))
       opt.kind = OptimizerKind::AdamW;
-    else if (kind == "sgd")
+    else if (kind == optimizerKindName(OptimizerKind::Sgd))
       opt.kind = OptimizerKind::Sgd;
     else
       fail(where + ".kind",
@@ -510,9 +522,9 @@ private:
         getInt(*member(value, "warmup_steps"), where + ".warmup_steps");
     std::string schedule =
         getString(*member(value, "schedule"), where + ".schedule");
-    if (schedule == "constant")
+    if (schedule == lrScheduleName(LrSchedule::Constant))
       opt.schedule = LrSchedule::Constant;
-    else if (schedule == "warmup_cosine")
+    else if (schedule == lrScheduleName(LrSchedule::WarmupCosine))
       opt.schedule = LrSchedule::WarmupCosine;
     else
       fail(where + ".schedule",
@@ -548,9 +560,9 @@ private:
               {"kind", "path", "context_length"});
     ManifestDataset dataset;
     std::string kind = getString(*member(value, "kind"), where + ".kind");
-    if (kind == "idx")
+    if (kind == datasetKindName(DatasetKind::Idx))
       dataset.kind = DatasetKind::Idx;
-    else if (kind == "text")
+    else if (kind == datasetKindName(DatasetKind::Text))
       dataset.kind = DatasetKind::Text;
     else
       fail(where + ".kind",

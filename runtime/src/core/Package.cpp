@@ -25,10 +25,10 @@ Package Package::load(const std::string &path) {
     return it->second;
   };
   const std::string &format = require("format");
-  if (format != "stringc-package")
+  if (format != kPackageFormat)
     throw Error(path, fmt::format("not a stringc package: format is {} "
-                                  "(expected \"stringc-package\")",
-                                  quoteForMessage(format)));
+                                  "(expected \"{}\")",
+                                  quoteForMessage(format), kPackageFormat));
   const std::string &version = require("version");
   int versionNumber = 0;
   for (int v = kOldestPackageVersion; v <= kPackageVersion; ++v)
