@@ -2,9 +2,11 @@
 //
 // The pe training module comes from the compile driver, in its context, after
 // the same passes as the CPU package; the kernels are planned from it,
-// generated, lowered, serialized and packaged. The package (docs/package.md, "Target cuda") is the CPU package
-// plus a `cuda` metadata entry (the kernel table, JSON) and two U8 tensors
-// per kernel: `ptx.<kernel>` and `cubin.<kernel>`.
+// generated, lowered, serialized and packaged. The package (docs/package.md,
+// "Target cuda") is the CPU package plus its `cuda` section (the kernel table,
+// the step program, the constants) and each kernel's PTX and cubin: the
+// compiler fills stringrt::CudaSection and the runtime's writePackage writes
+// it, as it reads it.
 //
 //===----------------------------------------------------------------------===//
 #include "stringc/GPU/CudaTarget.h"
@@ -15,8 +17,7 @@
 #include "stringc/Target/PackageWriter.h"
 
 #include "stringrt/Error.h"
-#include "stringrt/JsonText.h"
-#include "stringrt/Safetensors.h"
+#include "stringrt/Package.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -34,157 +35,126 @@ using namespace mlir;
 namespace stringc {
 namespace {
 
-void appendString(std::string &out, const std::string &text) {
-  stringrt::appendJsonString(out, text);
+stringrt::CudaAffine affine(const cudagen::BatchAffine &value) {
+  return {value.perBatch, value.constant};
 }
 
-std::string affineJson(const cudagen::BatchAffine &value) {
-  return "[" + std::to_string(value.perBatch) + "," + std::to_string(value.constant) + "]";
-}
-
-/// A float that reads back as the same f32 (9 significant digits).
-std::string realJson(float value) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.9g", double(value));
-  return text;
-}
-
-std::string argJson(const cudagen::LaunchArg &arg) {
+stringrt::CudaArg arg(const cudagen::LaunchArg &arg) {
   using Kind = cudagen::LaunchArg::Kind;
+  stringrt::CudaArg out;
+  out.index = arg.index;
   switch (arg.kind) {
   case Kind::Operand:
-    return "{\"operand\":" + std::to_string(arg.index) + "}";
+    out.kind = stringrt::CudaArgKind::Operand;
+    break;
   case Kind::Result:
-    return "{\"result\":" + std::to_string(arg.index) + "}";
+    out.kind = stringrt::CudaArgKind::Result;
+    break;
   case Kind::Scratch:
-    return "{\"scratch\":" + std::to_string(arg.index) + "}";
+    out.kind = stringrt::CudaArgKind::Scratch;
+    break;
   case Kind::I64:
-    return "{\"i64\":" + affineJson(arg.integer) + "}";
+    out.kind = stringrt::CudaArgKind::I64;
+    out.index = 0;
+    out.integer = affine(arg.integer);
+    break;
   case Kind::F32:
-    return "{\"f32\":" + realJson(arg.real) + "}";
+    out.kind = stringrt::CudaArgKind::F32;
+    out.index = 0;
+    out.real = arg.real;
+    break;
   case Kind::Constant:
-    return "{\"constant\":" + std::to_string(arg.index) + "}";
+    out.kind = stringrt::CudaArgKind::Constant;
+    break;
   }
-  return "{}";
+  return out;
 }
 
-/// [{"type": "i32" | "f32", "values": [...]}] (docs/package.md, "Target cuda").
-std::string constantsJson(const std::vector<cudagen::ConstantArray> &constants) {
-  std::string out = "[";
-  for (size_t c = 0; c < constants.size(); ++c) {
-    const cudagen::ConstantArray &array = constants[c];
-    bool ints = array.type == cudagen::ConstantArray::Type::I32;
-    out += std::string(c ? "," : "") + "{\"type\":\"" + (ints ? "i32" : "f32") + "\",\"values\":[";
-    for (size_t i = 0; i < array.size(); ++i)
-      out += (i ? "," : "") + (ints ? std::to_string(array.i32[i]) : realJson(array.f32[i]));
-    out += "]}";
-  }
-  return out + "]";
-}
-
-std::string launchJson(const cudagen::Launch &launch) {
+stringrt::CudaLaunch launch(const cudagen::Launch &launch,
+                            const std::map<std::string, int64_t> &kernelIndex) {
+  stringrt::CudaLaunch out;
   if (launch.gemm) {
     const cudagen::GemmCall &g = *launch.gemm;
-    return "{\"gemm\":{\"a\":" + argJson(g.a) + ",\"b\":" + argJson(g.b) + ",\"c\":" +
-           argJson(g.c) + ",\"m\":" + affineJson(g.m) + ",\"n\":" + affineJson(g.n) +
-           ",\"k\":" + affineJson(g.k) + ",\"count\":" + affineJson(g.count) +
-           ",\"stride_a\":" + affineJson(g.strideA) + ",\"stride_b\":" + affineJson(g.strideB) +
-           ",\"stride_c\":" + affineJson(g.strideC) +
-           ",\"trans_a\":" + (g.transA ? "true" : "false") +
-           ",\"trans_b\":" + (g.transB ? "true" : "false") + ",\"alpha\":" + realJson(g.alpha) +
-           ",\"beta\":" + realJson(g.beta) +
-           (g.epilogue == cudagen::GemmCall::Epilogue::Bias
-                ? ",\"epilogue\":\"bias\",\"bias\":" + argJson(g.bias)
-                : std::string()) +
-           "}}";
+    stringrt::CudaGemm &gemm = out.gemm.emplace();
+    gemm.a = arg(g.a);
+    gemm.b = arg(g.b);
+    gemm.c = arg(g.c);
+    gemm.m = affine(g.m);
+    gemm.n = affine(g.n);
+    gemm.k = affine(g.k);
+    gemm.count = affine(g.count);
+    gemm.strideA = affine(g.strideA);
+    gemm.strideB = affine(g.strideB);
+    gemm.strideC = affine(g.strideC);
+    gemm.transA = g.transA;
+    gemm.transB = g.transB;
+    gemm.alpha = g.alpha;
+    gemm.beta = g.beta;
+    if (g.epilogue == cudagen::GemmCall::Epilogue::Bias) {
+      gemm.epilogue = stringrt::CudaGemmEpilogue::Bias;
+      gemm.bias = arg(g.bias);
+    }
+    return out;
   }
-  std::string out = "{\"kernel\":";
-  appendString(out, launch.kernel);
-  out += ",\"args\":[";
-  for (size_t a = 0; a < launch.args.size(); ++a)
-    out += (a ? "," : "") + argJson(launch.args[a]);
-  out += "]";
+  out.kernel = kernelIndex.at(launch.kernel);
+  for (const cudagen::LaunchArg &a : launch.args)
+    out.args.push_back(arg(a));
   if (launch.grid)
-    out += ",\"grid\":[" + affineJson(launch.grid->x) + "," + affineJson(launch.grid->y) + "," +
-           affineJson(launch.grid->z) + "]";
-  return out + "}";
-}
-
-/// {"forward": [{"op", "scratch": [[perBatch, constant] bytes], "launches"}],
-///  "gradients": [...]} (docs/package.md, "Target cuda").
-std::string stepsJson(const cudagen::KernelPlan &plan) {
-  std::string out = "{";
-  for (size_t p = 0; p < plan.steps.size(); ++p) {
-    out += p ? "," : "";
-    appendString(out, plan.steps[p].first);
-    out += ":[";
-    const std::vector<cudagen::OpSteps> &ops = plan.steps[p].second;
-    for (size_t i = 0; i < ops.size(); ++i) {
-      out += (i ? ",{\"op\":" : "{\"op\":") + std::to_string(ops[i].op) + ",\"scratch\":[";
-      for (size_t s = 0; s < ops[i].scratchBytes.size(); ++s)
-        out += (s ? "," : "") + affineJson(ops[i].scratchBytes[s]);
-      out += "],\"launches\":[";
-      for (size_t l = 0; l < ops[i].launches.size(); ++l)
-        out += (l ? "," : "") + launchJson(ops[i].launches[l]);
-      out += "]}";
-    }
-    out += "]";
-  }
-  return out + "}";
-}
-
-/// The `cuda` metadata entry: {"arch", "kernels": [{name, op, params,
-/// grid, block, ptx, cubin, uses}], "coverage": {...}, "steps": {...},
-/// "constants": [...]}.
-std::string kernelTableJson(const cudagen::KernelPlan &plan, const std::string &arch,
-                            const std::string &precision) {
-  std::string out = "{\"arch\":";
-  appendString(out, arch);
-  out += ",\"precision\":";
-  appendString(out, precision);
-  out += ",\"kernels\":[";
-  for (size_t k = 0; k < plan.kernels.size(); ++k) {
-    const cudagen::KernelSpec &spec = plan.kernels[k];
-    out += k ? ",{" : "{";
-    out += "\"name\":";
-    appendString(out, spec.name);
-    out += ",\"op\":";
-    appendString(out, spec.peOp);
-    out += ",\"params\":[";
-    for (size_t p = 0; p < spec.params.size(); ++p) {
-      out += p ? "," : "";
-      appendString(out, cudagen::paramKindName(spec.params[p].second));
-    }
-    out += "],\"grid\":";
-    appendString(out, cudagen::gridRuleName(spec.grid));
-    out += ",\"block\":[" + std::to_string(spec.blockX) + "," + std::to_string(spec.blockY) + "]";
-    out += ",\"ptx\":";
-    appendString(out, "ptx." + spec.name);
-    out += ",\"cubin\":";
-    appendString(out, "cubin." + spec.name);
-    out += ",\"uses\":[";
-    for (size_t u = 0; u < spec.uses.size(); ++u) {
-      out += u ? ",{" : "{";
-      out += "\"program\":";
-      appendString(out, spec.uses[u].program);
-      out += ",\"op\":" + std::to_string(spec.uses[u].op) + "}";
-    }
-    out += "]}";
-  }
-  out += "],\"coverage\":{\"ops\":" + std::to_string(plan.totalOps) +
-         ",\"with_kernel\":" + std::to_string(plan.coveredOps) + ",\"without_kernel\":{";
-  for (size_t p = 0; p < plan.uncovered.size(); ++p) {
-    out += p ? "," : "";
-    appendString(out, plan.uncovered[p].first);
-    out += ":[";
-    for (size_t i = 0; i < plan.uncovered[p].second.size(); ++i) {
-      out += i ? "," : "";
-      appendString(out, plan.uncovered[p].second[i]);
-    }
-    out += "]";
-  }
-  out += "}},\"steps\":" + stepsJson(plan) + ",\"constants\":" + constantsJson(plan.constants) + "}";
+    out.grid = std::array<stringrt::CudaAffine, 3>{affine(launch.grid->x), affine(launch.grid->y),
+                                                   affine(launch.grid->z)};
   return out;
+}
+
+/// The package's `cuda` section (stringrt/CudaSection.h, written by the
+/// runtime's writePackage): the plan's kernels with their PTX and cubins, the
+/// coverage, the step program and the constant arrays.
+stringrt::CudaSection cudaSection(const cudagen::KernelPlan &plan, const std::string &arch,
+                                  const std::string &precision,
+                                  const std::map<std::string, std::string> &ptx,
+                                  const std::map<std::string, std::string> &cubins) {
+  stringrt::CudaSection section;
+  section.arch = arch;
+  section.precision = precision;
+  std::map<std::string, int64_t> kernelIndex;
+  for (const cudagen::KernelSpec &spec : plan.kernels) {
+    kernelIndex[spec.name] = int64_t(section.kernels.size());
+    stringrt::CudaKernel &kernel = section.kernels.emplace_back();
+    kernel.name = spec.name;
+    kernel.op = spec.peOp;
+    for (const auto &param : spec.params)
+      kernel.params.push_back(param.second);
+    kernel.grid = spec.grid;
+    kernel.blockX = spec.blockX;
+    kernel.blockY = spec.blockY;
+    kernel.ptx = ptx.at(spec.name);
+    const std::string &cubin = cubins.at(spec.name);
+    kernel.cubin.assign(cubin.begin(), cubin.end());
+    for (const cudagen::KernelUse &use : spec.uses)
+      kernel.uses.push_back({use.program, use.op});
+  }
+  section.ops = plan.totalOps;
+  section.opsWithKernel = plan.coveredOps;
+  section.opsWithoutKernel = plan.uncovered;
+  for (const auto &[program, ops] : plan.steps) {
+    stringrt::CudaProgramSteps &steps = section.steps.emplace_back();
+    steps.program = program;
+    for (const cudagen::OpSteps &op : ops) {
+      stringrt::CudaOpSteps &out = steps.ops.emplace_back();
+      out.op = op.op;
+      for (const cudagen::BatchAffine &bytes : op.scratchBytes)
+        out.scratchBytes.push_back(affine(bytes));
+      for (const cudagen::Launch &l : op.launches)
+        out.launches.push_back(launch(l, kernelIndex));
+    }
+  }
+  for (const cudagen::ConstantArray &array : plan.constants) {
+    stringrt::CudaConstant &constant = section.constants.emplace_back();
+    bool ints = array.type == cudagen::ConstantArray::Type::I32;
+    constant.dtype = ints ? stringrt::DType::I32 : stringrt::DType::F32;
+    constant.i32 = array.i32;
+    constant.f32 = array.f32;
+  }
+  return section;
 }
 
 class CudaCompilation {
@@ -271,26 +241,15 @@ private:
   int writeCudaPackage(ModuleOp train, const cudagen::KernelPlan &plan, const CudaOptions &options,
                        const std::map<std::string, std::string> &ptx,
                        const std::map<std::string, std::string> &cubins, const std::string &path) {
-    FailureOr<std::string> manifest = buildPackageManifest(train);
+    FailureOr<stringrt::Manifest> manifest = buildPackageManifest(train);
     if (failed(manifest))
       return 1;
-    std::map<std::string, std::string> metadata = {
-        {"format", "stringc-package"},
-        {"version", std::to_string(kPackageVersion)},
-        {"target", "cuda"},
-        {"manifest", *manifest},
-        {"cuda", kernelTableJson(plan, options.arch, options.precision)},
-    };
-    std::vector<stringrt::TensorView> tensors;
-    auto add = [&](const std::string &name, const std::string &bytes) {
-      tensors.push_back({name, stringrt::DType::U8, {int64_t(bytes.size())}, bytes.data()});
-    };
-    for (const cudagen::KernelSpec &spec : plan.kernels) {
-      add("ptx." + spec.name, ptx.at(spec.name));
-      add("cubin." + spec.name, cubins.at(spec.name));
-    }
+    stringrt::PackageContents contents;
+    contents.target = stringrt::kCudaTarget;
+    contents.manifest = std::move(*manifest);
+    contents.cuda = cudaSection(plan, options.arch, options.precision, ptx, cubins);
     try {
-      stringrt::writeSafetensors(path, tensors, metadata);
+      stringrt::writePackage(path, contents);
     } catch (const stringrt::Error &error) {
       errStream << "stringc: error: cannot write the package: " << error.what() << "\n";
       return 1;

@@ -26,34 +26,6 @@ using namespace mlir;
 
 namespace stringc::cudagen {
 
-const char *paramKindName(ParamKind kind) {
-  switch (kind) {
-  case ParamKind::Ptr:
-    return "ptr";
-  case ParamKind::I64:
-    return "i64";
-  case ParamKind::F32:
-    return "f32";
-  }
-  return "?";
-}
-
-const char *gridRuleName(GridRule rule) {
-  switch (rule) {
-  case GridRule::Elements:
-    return "elements";
-  case GridRule::Rows:
-    return "rows";
-  case GridRule::Columns:
-    return "columns";
-  case GridRule::Partials:
-    return "partials";
-  case GridRule::Explicit:
-    return "explicit";
-  }
-  return "?";
-}
-
 namespace {
 
 /// The lowerings of each op class, the highest benefit first.
@@ -147,7 +119,7 @@ LogicalResult checkSteps(Operation &op, const OpSteps &steps) {
                                               : arg.kind == LaunchArg::Kind::F32;
       if (!matches)
         return op.emitError() << "internal error: " << argWhere << " of " << spec.name
-                              << " is not a " << paramKindName(kind);
+                              << " is not a " << stringrt::cudaParamKindName(kind);
       if (pointer && failed(checkPointer(arg, argWhere)))
         return failure();
       if (arg.kind == LaunchArg::Kind::F32 && !std::isfinite(arg.real))

@@ -39,22 +39,6 @@ const char *launchArithmeticName(LaunchArithmetic arithmetic) {
 
 namespace {
 
-stringrt::CudaGridRule runtimeRule(GridRule rule) {
-  switch (rule) {
-  case GridRule::Elements:
-    return stringrt::CudaGridRule::Elements;
-  case GridRule::Rows:
-    return stringrt::CudaGridRule::Rows;
-  case GridRule::Columns:
-    return stringrt::CudaGridRule::Columns;
-  case GridRule::Partials:
-    return stringrt::CudaGridRule::Partials;
-  case GridRule::Explicit:
-    break;
-  }
-  return stringrt::CudaGridRule::Explicit;
-}
-
 double peakOf(LaunchArithmetic arithmetic, const GpuMachineModel &machine) {
   switch (arithmetic) {
   case LaunchArithmetic::F32:
@@ -134,7 +118,7 @@ std::vector<LaunchEstimate> opLaunches(Operation &op, const OpSteps &steps,
       for (size_t a = 0, seen = 0; a < launch.args.size() && seen < 2; ++a)
         if (launch.args[a].kind == LaunchArg::Kind::I64)
           ints[seen++] = launch.args[a].integer.at(batch);
-      e.blocks = stringrt::cudaRuleGridX(runtimeRule(spec.grid), spec.blockX, spec.blockY,
+      e.blocks = stringrt::cudaRuleGridX(spec.grid, spec.blockX, spec.blockY,
                                          ints[0], ints[1]);
     }
     std::vector<int64_t> seenBuffers; // each buffer once: (kind << 32) | index

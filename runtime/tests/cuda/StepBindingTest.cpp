@@ -6,6 +6,7 @@
 
 #include "stringrt/Error.h"
 #include "stringrt/Package.h"
+#include "stringrt/Safetensors.h"
 #include "stringrt/cuda/CudaBackend.h"
 #include "stringrt/cuda/StepBinding.h"
 
@@ -380,6 +381,16 @@ TEST(CompiledSteps, EveryExamplePackageIsCoveredAndBinds) {
     SCOPED_TRACE(path);
     Package package = Package::load(path);
     ASSERT_NE(package.cuda(), nullptr);
+    // The format's writer gives the compiler's file back from what was read.
+    SafetensorsFile file = SafetensorsFile::open(path);
+    EXPECT_EQ(writeCudaSectionJson(*package.cuda()), file.metadata().at("cuda"));
+    PackageContents contents;
+    contents.target = kCudaTarget;
+    contents.manifest = package.manifest();
+    contents.cuda = *package.cuda();
+    test::TempDir dir;
+    writePackage(dir.file("again.pkg"), contents);
+    EXPECT_EQ(test::readFile(dir.file("again.pkg")), test::readFile(path));
     for (const char *program : {"forward", "gradients"}) {
       EXPECT_EQ(cuda::uncoveredOps(*package.cuda(), package.manifest().program(program), program),
                 std::vector<std::string>{})

@@ -3,7 +3,7 @@
 // Every examples/*.pe is compiled to a package (MLIRGen, pe-autodiff, the
 // package writer) and loaded with stringrt::Package::load, whose validation
 // is strict: this proves the writer and the loader agree on the format
-// (docs/package.md). Hand-written modules check escaping, exact numbers and
+// (docs/package.md), and the runtime's writer gives the same bytes back. Hand-written modules check escaping, exact numbers and
 // the writer's errors.
 //
 //===----------------------------------------------------------------------===//
@@ -18,6 +18,7 @@
 
 #include "stringrt/Error.h"
 #include "stringrt/Package.h"
+#include "stringrt/Safetensors.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/Parser/Parser.h"
@@ -27,6 +28,8 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <sstream>
 #include <string>
 #include <unistd.h>
@@ -59,6 +62,11 @@ private:
   static inline int counter = 0;
   std::filesystem::path path;
 };
+
+std::string fileBytes(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
 
 size_t opCount(func::FuncOp func) {
   return std::distance(func.getBody().front().without_terminator().begin(),
@@ -142,6 +150,16 @@ TEST_P(PackageExample, WriterAndLoaderAgree) {
   for (Operation &op : gradients.getBody().front().without_terminator())
     EXPECT_EQ(m.gradients.ops[i++].op, op.getName().getStringRef().str());
   EXPECT_EQ(m.dataset.has_value(), !module->getOps<pe::DatasetOp>().empty());
+
+  // One format, one writer beside its reader: the runtime writes what it
+  // read back as the compiler's manifest text, and the whole file again.
+  stringrt::SafetensorsFile file = stringrt::SafetensorsFile::open(path);
+  EXPECT_EQ(stringrt::writeManifestJson(m), file.metadata().at("manifest"));
+  stringrt::PackageContents contents;
+  contents.manifest = m;
+  std::string again = dir.file("again.pkg");
+  stringrt::writePackage(again, contents);
+  EXPECT_EQ(fileBytes(again), fileBytes(path));
 }
 
 INSTANTIATE_TEST_SUITE_P(Examples, PackageExample, ::testing::ValuesIn(exampleFiles()),

@@ -34,7 +34,7 @@ struct KernelPlan {
   /// One `func.func` per kernel, on memrefs (in the pe module's context).
   mlir::OwningOpRef<mlir::ModuleOp> kernels;
   /// For each pe op that runs on generated kernels: the calls, in order.
-  llvm::DenseMap<mlir::Operation *, llvm::SmallVector<PackageKernelCall, 2>> calls;
+  llvm::DenseMap<mlir::Operation *, llvm::SmallVector<stringrt::ProgramKernel, 2>> calls;
   /// How many ops of the programs run on a kernel, and how many ops there are.
   int64_t coveredOps = 0, totalOps = 0;
 };

@@ -16,6 +16,8 @@
 
 #include "stringc/GPU/StepProgram.h"
 
+#include "stringrt/CudaSection.h"
+
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
 #include "mlir/Support/LogicalResult.h"
@@ -26,26 +28,21 @@
 
 namespace stringc::cudagen {
 
-/// A kernel parameter's kind, as the runtime passes it.
-enum class ParamKind { Ptr, I64, F32 };
-const char *paramKindName(ParamKind kind);
+/// A kernel parameter's kind, as the runtime passes it (the package
+/// format's own enum, stringrt/CudaSection.h): Ptr, I64, F32.
+using ParamKind = stringrt::CudaParamKind;
 
-/// How the runtime sizes the grid of a launch.
-enum class GridRule {
-  /// Grid-stride loop over `n` elements (the first i64 parameter).
-  Elements,
-  /// One warp per row: blockDim = (32, rowsPerBlock); rows = first i64.
-  Rows,
-  /// One thread per column: columns = the second i64 parameter.
-  Columns,
-  /// One warp per block, grid = min(ceil(n / 32), 1024) with n the first i64
-  /// parameter; the first pointer receives gridDim.x partial results.
-  Partials,
-  /// The launch names its grid (Launch::grid, StepProgram.h): families whose
-  /// grid is not a function of one size parameter (2-D grids, chunked sums).
-  Explicit,
-};
-const char *gridRuleName(GridRule rule);
+/// How the runtime sizes the grid of a launch (the format's enum, named by
+/// stringrt::cudaGridRuleName and computed by stringrt::cudaRuleGridX):
+/// Elements: grid-stride loop over `n` elements (the first i64 parameter);
+/// Rows: one warp per row, blockDim = (32, rowsPerBlock), rows = first i64;
+/// Columns: one thread per column, columns = the second i64 parameter;
+/// Partials: one warp per block, grid = min(ceil(n / 32), 1024) with n the
+/// first i64 parameter, the first pointer receives gridDim.x partial results;
+/// Explicit: the launch names its grid (Launch::grid, StepProgram.h), for
+/// families whose grid is not a function of one size parameter (2-D grids,
+/// chunked sums).
+using GridRule = stringrt::CudaGridRule;
 
 /// One use of a kernel by an op of a package program.
 struct KernelUse {

@@ -9,6 +9,8 @@
 #ifndef STRINGC_TARGET_PACKAGEWRITER_H
 #define STRINGC_TARGET_PACKAGEWRITER_H
 
+#include "stringrt/Package.h"
+
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Support/LogicalResult.h"
 #include "llvm/ADT/DenseMap.h"
@@ -20,37 +22,28 @@
 
 namespace stringc {
 
-/// The package format version the writer produces (2: ops may name
-/// compiled kernels, target "cpu" carries a shared object).
-constexpr int kPackageVersion = 2;
-/// The target name of packages run on the runtime's kernel library alone.
-constexpr const char *kReferenceTarget = "cpu-reference";
-/// The target name of packages that carry compiler-generated CPU kernels.
-constexpr const char *kCpuTarget = "cpu";
-
-/// One call of a compiled kernel for an op (docs/package.md, "kernels").
-struct PackageKernelCall {
-  std::string symbol; // the exported function in the shared object
-  int64_t range = 1;  // iterations of its parallel loop; -1: the batch size
-  int64_t grain = 1;  // fewest iterations worth handing to a thread
-};
+/// The targets (stringrt/Package.h owns the format: its constants, its
+/// writer and its reader).
+using stringrt::kCpuTarget;
+using stringrt::kReferenceTarget;
 
 /// What a "cpu" package adds to the manifest and the container: for each op
 /// that runs on generated kernels, its calls; the shared object; the target
 /// it was compiled for.
 struct PackageKernels {
-  llvm::DenseMap<mlir::Operation *, llvm::SmallVector<PackageKernelCall, 2>> calls;
+  llvm::DenseMap<mlir::Operation *, llvm::SmallVector<stringrt::ProgramKernel, 2>> calls;
   std::string sharedObject; // ELF shared object bytes
   std::string triple, cpu, features;
 };
 
-/// The manifest of `module` as JSON. Anything the package format cannot
-/// express (an op with a region, an op outside the pe dialect other than
-/// arith.constant, a non-splat constant, an unknown attribute kind, a
-/// non-finite float) is reported with emitError on the offending op.
-/// With `kernels`, ops that run on compiled kernels get a "kernels" entry.
-mlir::FailureOr<std::string> buildPackageManifest(mlir::ModuleOp module,
-                                                  const PackageKernels *kernels = nullptr);
+/// The manifest of `module`, for the runtime's package writer
+/// (stringrt::writePackage). Anything the package format cannot express (an
+/// op with a region, an op outside the pe dialect other than arith.constant,
+/// a non-splat constant, an unknown attribute kind, a non-finite float, a
+/// string that is not UTF-8) is reported with emitError on the offending op.
+/// With `kernels`, ops that run on compiled kernels get their calls.
+mlir::FailureOr<stringrt::Manifest> buildPackageManifest(mlir::ModuleOp module,
+                                                         const PackageKernels *kernels = nullptr);
 
 /// Builds the manifest and writes the package to `path` (atomically: a
 /// failure leaves a previous file intact), for `target`. `kernels` is
