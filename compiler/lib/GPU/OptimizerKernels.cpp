@@ -10,9 +10,9 @@
 //    in f64 what runtime/src/core/Optimizer.cpp forms on the host: the step
 //    t, the clipping factor, the learning rate of the schedule and the bias
 //    corrections 1 - beta^t. It reads and writes the step control block, an
-//    array of doubles whose slots are runtime/include/stringrt/cuda/
-//    StepControl.h's (mirrored below: the two must agree, and the device
-//    optimizer tests compare both against Optimizer::step). A step whose
+//    array of doubles whose slots are those of runtime/include/stringrt/cuda/
+//    StepControl.h (included: one layout; the device optimizer tests compare
+//    both sides against Optimizer::step). A step whose
 //    loss is not finite is not applied, and the block stays "halted" (no
 //    later step applies either) until the host resets it;
 // 3. `pe_adamw` or `pe_sgd` over the flat buffers, reading lr, the bias
@@ -34,6 +34,8 @@
 #include "stringc/Dialect/PE/PEOps.h"
 #include "OpKernelUtil.h"
 
+#include "stringrt/cuda/StepControl.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 
 #include <limits>
@@ -44,27 +46,9 @@ namespace stringc::cudagen {
 
 namespace {
 
-// The slots of the step control block (doubles): StepControl.h's.
-enum ControlSlot : int64_t {
-  kStepsTaken = 0,
-  kTotalSteps = 1,
-  kHalted = 2,
-  kBaseLr = 3,
-  kMinLr = 4,
-  kWarmupSteps = 5,
-  kSchedule = 6, // 0 constant, 1 warmup-cosine
-  kBeta1 = 7,
-  kBeta2 = 8,
-  kClipNorm = 9,
-  kStep = 10,
-  kLoss = 11,
-  kGradNorm = 12,
-  kClipScale = 13,
-  kLr = 14,
-  kBiasCorrection1 = 15,
-  kBiasCorrection2 = 16,
-  kApplied = 17,
-};
+// The slots of the step control block (doubles): the runtime's own layout.
+using namespace stringrt::cuda;
+using ControlSlot = StepControlSlot;
 constexpr double kPi = 3.14159265358979323846; // Optimizer.cpp's
 
 Value control(KernelBuilder &k, Value block, ControlSlot slot) {
@@ -77,8 +61,8 @@ Value lessThan(KernelBuilder &k, Value a, Value b) {
 
 /// learningRate() of Optimizer.cpp at step t (f64), from the control block.
 Value scheduledLr(KernelBuilder &k, Value block, Value t) {
-  Value base = control(k, block, kBaseLr), minLr = control(k, block, kMinLr);
-  Value warmup = control(k, block, kWarmupSteps), total = control(k, block, kTotalSteps);
+  Value base = control(k, block, kControlBaseLr), minLr = control(k, block, kControlMinLr);
+  Value warmup = control(k, block, kControlWarmupSteps), total = control(k, block, kControlTotalSteps);
   Value one = f64(k, 1.0);
   // Both sides of each choice are computed; the one not chosen may divide by 0.
   Value warming = k.div(k.mul(base, t), warmup);
@@ -89,13 +73,13 @@ Value scheduledLr(KernelBuilder &k, Value block, Value t) {
       k.add(minLr, k.div(k.mul(k.sub(base, minLr), k.add(one, cosF64(k, k.mul(f64(k, kPi), progress)))),
                          f64(k, 2.0)));
   Value scheduled = select(k, cmpF(k, arith::CmpFPredicate::OLE, t, warmup), warming, cosine);
-  Value constant = cmpF(k, arith::CmpFPredicate::OEQ, control(k, block, kSchedule), f64(k, 0.0));
+  Value constant = cmpF(k, arith::CmpFPredicate::OEQ, control(k, block, kControlSchedule), f64(k, 0.0));
   return select(k, constant, base, scheduled);
 }
 
 /// Whether the control block says this step updates the parameters.
 Value stepApplied(KernelBuilder &k, Value block) {
-  return cmpF(k, arith::CmpFPredicate::OGT, control(k, block, kApplied), f64(k, 0.0));
+  return cmpF(k, arith::CmpFPredicate::OGT, control(k, block, kControlApplied), f64(k, 0.0));
 }
 
 } // namespace
@@ -138,23 +122,23 @@ void appendOptimizerKernels(std::vector<KernelDef> &defs) {
                       Value finite = andI(k, lessThan(k, loss, infinity),
                                           lessThan(k, k.sub(zero, infinity), loss));
                       Value running = cmpF(k, arith::CmpFPredicate::OEQ,
-                                           control(k, block, kHalted), zero);
+                                           control(k, block, kControlHalted), zero);
                       Value apply = andI(k, finite, running);
-                      Value taken = control(k, block, kStepsTaken);
+                      Value taken = control(k, block, kControlStepsTaken);
                       Value t = k.add(taken, one);
                       Value norm = sqrtF64(k, sumSq[0]);
-                      Value clip = control(k, block, kClipNorm);
+                      Value clip = control(k, block, kControlClipNorm);
                       Value clipping = andI(k, lessThan(k, zero, clip), lessThan(k, clip, norm));
-                      put(kStep, t);
-                      put(kLoss, loss);
-                      put(kGradNorm, norm);
-                      put(kClipScale, select(k, clipping, k.div(clip, norm), one));
-                      put(kLr, scheduledLr(k, block, t));
-                      put(kBiasCorrection1, k.sub(one, powF64(k, control(k, block, kBeta1), t)));
-                      put(kBiasCorrection2, k.sub(one, powF64(k, control(k, block, kBeta2), t)));
-                      put(kApplied, select(k, apply, one, zero));
-                      put(kStepsTaken, select(k, apply, t, taken));
-                      put(kHalted, select(k, apply, zero, one));
+                      put(kControlStep, t);
+                      put(kControlLoss, loss);
+                      put(kControlGradNorm, norm);
+                      put(kControlClipScale, select(k, clipping, k.div(clip, norm), one));
+                      put(kControlLr, scheduledLr(k, block, t));
+                      put(kControlBiasCorrection1, k.sub(one, powF64(k, control(k, block, kControlBeta1), t)));
+                      put(kControlBiasCorrection2, k.sub(one, powF64(k, control(k, block, kControlBeta2), t)));
+                      put(kControlApplied, select(k, apply, one, zero));
+                      put(kControlStepsTaken, select(k, apply, t, taken));
+                      put(kControlHalted, select(k, apply, zero, one));
                     });
                   }});
 
@@ -168,10 +152,10 @@ void appendOptimizerKernels(std::vector<KernelDef> &defs) {
                     Value block = k.arg(5);
                     Value b1 = k.arg(6), b2 = k.arg(7), eps = k.arg(8), wd = k.arg(9);
                     k.ifThen(stepApplied(k, block), [&] {
-                      Value lr = f64ToF32(k, control(k, block, kLr));
-                      Value bc1 = f64ToF32(k, control(k, block, kBiasCorrection1));
-                      Value bc2 = f64ToF32(k, control(k, block, kBiasCorrection2));
-                      Value scale = f64ToF32(k, control(k, block, kClipScale));
+                      Value lr = f64ToF32(k, control(k, block, kControlLr));
+                      Value bc1 = f64ToF32(k, control(k, block, kControlBiasCorrection1));
+                      Value bc2 = f64ToF32(k, control(k, block, kControlBiasCorrection2));
+                      Value scale = f64ToF32(k, control(k, block, kControlClipScale));
                       Value one = k.f32(1.0);
                       k.forGridStride(k.arg(4), [&](Value i) {
                         Value g = k.mul(scale, k.load(grad, i));
@@ -197,7 +181,7 @@ void appendOptimizerKernels(std::vector<KernelDef> &defs) {
                     Value param = k.arg(0), uBuf = k.arg(1), grad = k.arg(2), block = k.arg(4);
                     Value mu = f32ToF64(k, k.arg(5)), wd = f32ToF64(k, k.arg(6));
                     k.ifThen(stepApplied(k, block), [&] {
-                      Value lr = control(k, block, kLr), scale = control(k, block, kClipScale);
+                      Value lr = control(k, block, kControlLr), scale = control(k, block, kControlClipScale);
                       k.forGridStride(k.arg(3), [&](Value i) {
                         Value g = k.mul(scale, f32ToF64(k, k.load(grad, i)));
                         Value w = f32ToF64(k, k.load(param, i));

@@ -2,7 +2,7 @@
 // optimizer runs on the device without the host (docs/cuda.md, "The
 // training step"). The host sets the run's constants and the step counter;
 // each step, `pe_optimizer_scalars` (compiler/lib/GPU/OptimizerKernels.cpp,
-// which mirrors these slots) reads the loss and the gradient norm's partials
+// which includes this header for the slots) reads the loss and the gradient norm's partials
 // and writes the step's scalars, which `pe_adamw` / `pe_sgd` read and the
 // host copies back.
 #pragma once
