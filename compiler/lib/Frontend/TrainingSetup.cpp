@@ -1,6 +1,6 @@
 //===- TrainingSetup.cpp - optimizer, schedule and data statements --------===//
 
-#include "Analyzer.h"
+#include "AnalyzerState.h"
 #include "Builtins.h"
 
 #include "stringrt/Augment.h"
@@ -59,6 +59,8 @@ bool checkRange(Analyzer &a, const CallArgs &args, size_t i, double lo, double h
 }
 
 constexpr double kInf = 1e308;
+// What an optimizer or schedule leaves out (the package format's defaults).
+constexpr const stringrt::ManifestOptimizer &kDefaults = stringrt::kOptimizerDefaults;
 } // namespace
 
 void Analyzer::execOptimizer(const OptimizerStmt &stmt) {
@@ -92,24 +94,24 @@ void Analyzer::execOptimizer(const OptimizerStmt &stmt) {
   if (!args)
     return;
   opt.kind = config->name;
-  opt.lr = args->floatOr(0, opt.lr);
-  opt.weightDecay = args->floatOr(1, 0.0);
-  opt.clipNorm = args->floatOr(2, 0.0);
+  opt.lr = args->floatOr(0, kDefaults.lr);
+  opt.weightDecay = args->floatOr(1, kDefaults.weightDecay);
+  opt.clipNorm = args->floatOr(2, kDefaults.clipNorm);
   requirePositive(*this, *args, 0);
   checkRange(*this, *args, 1, 0, kInf, false, "[0, inf)");
   checkRange(*this, *args, 2, 0, kInf, false, "[0, inf) (0 turns clipping off)");
   if (opt.kind == "adamw") {
-    opt.beta1 = args->floatOr(3, 0.9);
-    opt.beta2 = args->floatOr(4, 0.999);
-    opt.eps = args->floatOr(5, 1e-8);
+    opt.beta1 = args->floatOr(3, kDefaults.beta1);
+    opt.beta2 = args->floatOr(4, kDefaults.beta2);
+    opt.eps = args->floatOr(5, kDefaults.eps);
     checkRange(*this, *args, 3, 0, 1, true, "[0, 1)");
     checkRange(*this, *args, 4, 0, 1, true, "[0, 1)");
     requirePositive(*this, *args, 5);
   } else {
-    opt.momentum = args->floatOr(3, 0.0);
+    opt.momentum = args->floatOr(3, kDefaults.momentum);
     checkRange(*this, *args, 3, 0, 1, true, "[0, 1)");
   }
-  opt.emaDecay = args->floatOr(kEma, 0.0);
+  opt.emaDecay = args->floatOr(kEma, kDefaults.emaDecay);
   checkRange(*this, *args, kEma, 0, 1, true, "[0, 1) (0 keeps no EMA)");
 }
 
@@ -140,8 +142,8 @@ void Analyzer::execSchedule(const ScheduleStmt &stmt) {
   GraphOptimizer &opt = graph_.optimizer;
   opt.schedule = config->name;
   if (config->name == "warmup_cosine") {
-    opt.warmupSteps = args->intOr(0, 0);
-    opt.minLr = args->floatOr(1, 0.0);
+    opt.warmupSteps = args->intOr(0, kDefaults.warmupSteps);
+    opt.minLr = args->floatOr(1, kDefaults.minLr);
     checkRange(*this, *args, 0, 0, kInf, false, "[0, inf)");
     if (checkRange(*this, *args, 1, 0, kInf, false, "[0, lr]") && args->has(1))
       minLrRange_ = args->range(1);

@@ -76,6 +76,12 @@ struct ManifestOptimizer {
   double emaDecay = 0.0; // > 0: keep an EMA of the weights (Optimizer.h); 0: none.
 };
 
+// The defaults of an optimizer: what a `.pe` file's optimizer and schedule
+// leave out (the frontend takes them from here) and pe.optimizer's ODS
+// defaults (PEModuleOps.td; the test PackageWriter.WritesDefaultValuedAttributes
+// keeps the two equal).
+inline constexpr ManifestOptimizer kOptimizerDefaults{};
+
 enum class DatasetKind { Idx, Text };
 
 // "idx", "text".

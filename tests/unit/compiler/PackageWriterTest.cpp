@@ -269,7 +269,24 @@ module @defaults {
   ASSERT_TRUE(module);
   std::string path = dir.file("defaults.pkg");
   ASSERT_TRUE(succeeded(stringc::writePackage(*module, path)));
-  const stringrt::Program &f = stringrt::Package::load(path).manifest().forward;
+  stringrt::Package package = stringrt::Package::load(path);
+  // pe.optimizer's ODS defaults are the runtime's (stringrt::kOptimizerDefaults,
+  // which the frontend uses): one set of optimizer defaults.
+  const stringrt::ManifestOptimizer &opt = package.manifest().optimizer;
+  const stringrt::ManifestOptimizer &want = stringrt::kOptimizerDefaults;
+  EXPECT_EQ(opt.kind, want.kind);
+  EXPECT_EQ(opt.lr, want.lr);
+  EXPECT_EQ(opt.beta1, want.beta1);
+  EXPECT_EQ(opt.beta2, want.beta2);
+  EXPECT_EQ(opt.eps, want.eps);
+  EXPECT_EQ(opt.weightDecay, want.weightDecay);
+  EXPECT_EQ(opt.momentum, want.momentum);
+  EXPECT_EQ(opt.clipNorm, want.clipNorm);
+  EXPECT_EQ(opt.schedule, want.schedule);
+  EXPECT_EQ(opt.warmupSteps, want.warmupSteps);
+  EXPECT_EQ(opt.minLr, want.minLr);
+  EXPECT_EQ(opt.emaDecay, want.emaDecay);
+  const stringrt::Program &f = package.manifest().forward;
   ASSERT_EQ(f.ops.size(), 5u);
   EXPECT_EQ(f.ops[2].getFloat("epsilon"), 1e-5);
   EXPECT_FALSE(f.ops[3].getBool("approximate"));

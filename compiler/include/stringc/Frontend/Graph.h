@@ -19,6 +19,7 @@
 #define STRINGC_FRONTEND_GRAPH_H
 
 #include "stringc/Frontend/SourceManager.h"
+#include "stringrt/Manifest.h"
 
 #include <cstdint>
 #include <optional>
@@ -112,19 +113,21 @@ struct GraphOutput {
   SourceLoc loc;
 };
 
+/// An optimizer and its schedule; what the `.pe` file leaves out has the
+/// runtime's defaults (stringrt::kOptimizerDefaults).
 struct GraphOptimizer {
-  std::string kind = "adamw"; // adamw | sgd
-  double lr = 1e-3;
-  double beta1 = 0.9;
-  double beta2 = 0.999;
-  double eps = 1e-8;
-  double weightDecay = 0.0;
-  double momentum = 0.0;
-  double clipNorm = 0.0;              // 0 = no clipping
-  std::string schedule = "constant";  // constant | warmup_cosine
-  int64_t warmupSteps = 0;
-  double minLr = 0.0;
-  double emaDecay = 0.0;              // 0 = no EMA of the weights
+  std::string kind = stringrt::optimizerKindName(stringrt::kOptimizerDefaults.kind); // adamw | sgd
+  double lr = stringrt::kOptimizerDefaults.lr;
+  double beta1 = stringrt::kOptimizerDefaults.beta1;
+  double beta2 = stringrt::kOptimizerDefaults.beta2;
+  double eps = stringrt::kOptimizerDefaults.eps;
+  double weightDecay = stringrt::kOptimizerDefaults.weightDecay;
+  double momentum = stringrt::kOptimizerDefaults.momentum;
+  double clipNorm = stringrt::kOptimizerDefaults.clipNorm; // 0 = no clipping
+  std::string schedule = stringrt::lrScheduleName(stringrt::kOptimizerDefaults.schedule); // constant | warmup_cosine
+  int64_t warmupSteps = stringrt::kOptimizerDefaults.warmupSteps;
+  double minLr = stringrt::kOptimizerDefaults.minLr;
+  double emaDecay = stringrt::kOptimizerDefaults.emaDecay; // 0 = no EMA of the weights
   SourceLoc loc;
 
   /// As the attributes of pe.optimizer: kind, lr, beta1, beta2, eps,

@@ -111,6 +111,9 @@ def PE_OptimizerOp : PE_Op<"optimizer", [HasParent<"::mlir::ModuleOp">]> {
     pe.optimizer {kind = "adamw", lr = 3.000000e-04 : f64, schedule = "warmup_cosine", warmup_steps = 100 : i64}
     ```
   }];
+  // The defaults are the runtime's stringrt::kOptimizerDefaults (Manifest.h),
+  // which the frontend uses too; PackageWriter.WritesDefaultValuedAttributes
+  // fails when the two differ.
   let arguments = (ins
     StrAttr:$kind,
     DefaultValuedAttr<F64Attr, "1.0e-3">:$lr,
