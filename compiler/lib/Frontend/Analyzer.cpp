@@ -1,6 +1,6 @@
 //===- Analyzer.cpp - graph building, names and the entry point -----------===//
 
-#include "Analyzer.h"
+#include "AnalyzerState.h"
 
 #include "stringrt/ManifestLimits.h"
 

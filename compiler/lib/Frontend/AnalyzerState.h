@@ -21,7 +21,7 @@
 #include "stringc/Frontend/AST.h"
 #include "stringc/Frontend/Diagnostics.h"
 #include "stringc/Frontend/Graph.h"
-#include "stringc/Frontend/Sema.h"
+#include "stringc/Frontend/Analyzer.h"
 
 #include <map>
 #include <memory>

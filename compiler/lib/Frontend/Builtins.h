@@ -9,7 +9,7 @@
 #ifndef STRINGC_LIB_FRONTEND_BUILTINS_H
 #define STRINGC_LIB_FRONTEND_BUILTINS_H
 
-#include "Analyzer.h"
+#include "AnalyzerState.h"
 
 #include <optional>
 #include <string>

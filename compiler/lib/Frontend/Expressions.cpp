@@ -1,6 +1,6 @@
 //===- Expressions.cpp - evaluating expressions and instantiating blocks --===//
 
-#include "Analyzer.h"
+#include "AnalyzerState.h"
 #include "Builtins.h"
 
 #include <fmt/format.h>

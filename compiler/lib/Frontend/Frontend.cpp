@@ -3,7 +3,7 @@
 #include "stringc/Frontend/Frontend.h"
 
 #include "stringc/Frontend/Parser.h"
-#include "stringc/Frontend/Sema.h"
+#include "stringc/Frontend/Analyzer.h"
 
 #include <filesystem>
 

@@ -1,6 +1,6 @@
 //===- Initializers.cpp - a parameter's initializer, incl. load(...) ------===//
 
-#include "Analyzer.h"
+#include "AnalyzerState.h"
 #include "Builtins.h"
 
 #include "stringc/Frontend/Determinism.h"

@@ -1,6 +1,6 @@
 //===- Statements.cpp - running the statements of a model -----------------===//
 
-#include "Analyzer.h"
+#include "AnalyzerState.h"
 #include "Builtins.h"
 
 #include "stringrt/ManifestLimits.h"

@@ -20,7 +20,7 @@
 // compute stream straight into the inputs (one stream, no events).
 #pragma once
 
-#include "Driver.h"
+#include "DriverApi.h"
 
 #include "stringrt/HostTensor.h"
 

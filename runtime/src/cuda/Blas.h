@@ -1,4 +1,4 @@
-// cuBLAS, opened with dlopen like the driver (Driver.h), so that programs
+// cuBLAS, opened with dlopen like the driver (DriverApi.h), so that programs
 // linking the runtime start on machines without the CUDA libraries and
 // report "cuBLAS is not available: ..." only when a GEMM is asked for.
 // STRINGRT_CUBLAS names the library to open instead of

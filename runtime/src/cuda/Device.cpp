@@ -1,5 +1,5 @@
 // Device (primary context, memory) and Arena (CudaBackend.h).
-#include "Driver.h"
+#include "DriverApi.h"
 
 #include "stringrt/Error.h"
 #include "stringrt/cuda/CudaBackend.h"

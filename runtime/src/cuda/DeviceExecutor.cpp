@@ -4,9 +4,9 @@
 #include "stringrt/cuda/DeviceExecutor.h"
 
 #include "BatchStaging.h"
-#include "Driver.h"
+#include "DriverApi.h"
 #include "PinnedArray.h"
-#include "StepControl.h"
+#include "DeviceStepControl.h"
 #include "stringrt/Error.h"
 #include "stringrt/Optimizer.h"
 #include "stringrt/cuda/CudaBackend.h"
@@ -81,7 +81,7 @@ struct DeviceModel::Impl {
   bool graphsFailed = false;
   std::unique_ptr<PinnedArray<float>> hostReturn; // the loss of gradients()
   // The step counter, the schedule's constants and each step's scalars on
-  // the device, and their copies back (StepControl.h).
+  // the device, and their copies back (DeviceStepControl.h).
   std::unique_ptr<StepControl> control;
   // Batches of trainStaged / gradients / forward, and of evaluate() (its
   // own, so that evaluating between two steps leaves the staged training

@@ -1,5 +1,5 @@
-// The step control block (StepControl.h, stringrt/cuda/StepControl.h).
-#include "StepControl.h"
+// The step control block (DeviceStepControl.h; the layout: stringrt/cuda/StepControl.h).
+#include "DeviceStepControl.h"
 
 #include "stringrt/Error.h"
 

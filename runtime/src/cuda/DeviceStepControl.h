@@ -9,7 +9,7 @@
 // host may queue step n + 1 before it reads step n.
 #pragma once
 
-#include "Driver.h"
+#include "DriverApi.h"
 #include "PinnedArray.h"
 
 #include "stringrt/cuda/CudaBackend.h"

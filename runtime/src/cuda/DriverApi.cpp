@@ -1,5 +1,5 @@
-// The CUDA driver API through dlopen (Driver.h).
-#include "Driver.h"
+// The CUDA driver API through dlopen (DriverApi.h).
+#include "DriverApi.h"
 #include "DynamicLibrary.h"
 
 #include "stringrt/Error.h"

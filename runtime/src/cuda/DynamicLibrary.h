@@ -1,5 +1,5 @@
 // Opening a CUDA library with dlopen and resolving its table of entry points
-// (Driver.cpp, Blas.cpp, BlasLt.cpp). Nothing here knows CUDA: each caller
+// (DriverApi.cpp, Blas.cpp, BlasLt.cpp). Nothing here knows CUDA: each caller
 // names its library candidates, its symbols and the words of its errors.
 #pragma once
 

@@ -1,6 +1,6 @@
 // KernelSet: a package's kernels loaded as driver modules, and checked
 // launches (CudaBackend.h).
-#include "Driver.h"
+#include "DriverApi.h"
 
 #include "stringrt/Error.h"
 #include "stringrt/cuda/CudaBackend.h"

@@ -1,9 +1,9 @@
 // Page-locked host memory for asynchronous copies back from the device
 // (private to runtime/src/cuda): the device executor's losses and logits,
-// the step control block's ring (StepControl.h).
+// the step control block's ring (DeviceStepControl.h).
 #pragma once
 
-#include "Driver.h"
+#include "DriverApi.h"
 
 #include <algorithm>
 #include <cstddef>

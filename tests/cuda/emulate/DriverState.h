@@ -1,4 +1,4 @@
-// The CUDA driver API entries the runtime uses (runtime/src/cuda/Driver.h),
+// The CUDA driver API entries the runtime uses (runtime/src/cuda/DriverApi.h),
 // on the host CPU: one device, "memory" is host memory (device pointers are
 // host addresses), modules map the package's kernels to their host builds
 // (STRINGRT_EMULATED_KERNELS), operations run at the call in stream order,
