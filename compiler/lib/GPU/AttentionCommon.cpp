@@ -115,7 +115,7 @@ KernelDef kindKernel(std::string name, Kind kind, Enc enc, int64_t dh, int64_t t
     llvm::report_fatal_error(llvm::Twine("attention kernel ") + name +
                              " exceeds 48 KiB of static shared memory");
   ParamList params = kernelParams(kind, enc);
-  KernelSpec spec = makeSpec(std::move(name), servedOp(kind, enc == Enc::Rope), params,
+  GpuKernelSpec spec = makeSpec(std::move(name), servedOp(kind, enc == Enc::Rope), params,
                              GridRule::Explicit, threads);
   return {std::move(spec), [kind, dh, params, bodies](KernelBuilder &k) {
             NamedArgs args{k, params};

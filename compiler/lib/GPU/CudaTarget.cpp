@@ -116,7 +116,7 @@ stringrt::CudaSection cudaSection(const cudagen::KernelPlan &plan, const std::st
   section.arch = arch;
   section.precision = precision;
   std::map<std::string, int64_t> kernelIndex;
-  for (const cudagen::KernelSpec &spec : plan.kernels) {
+  for (const cudagen::GpuKernelSpec &spec : plan.kernels) {
     kernelIndex[spec.name] = int64_t(section.kernels.size());
     stringrt::CudaKernel &kernel = section.kernels.emplace_back();
     kernel.name = spec.name;
@@ -198,13 +198,13 @@ public:
     if (failed(cudagen::serializeKernelsToPTX(*kernels, ptx)))
       return 1;
     if (emit == CudaEmit::PTX) {
-      for (const cudagen::KernelSpec &spec : plan->kernels)
+      for (const cudagen::GpuKernelSpec &spec : plan->kernels)
         out << "// kernel: " << spec.name << "\n" << ptx[spec.name] << "\n";
       return 0;
     }
 
     std::map<std::string, std::string> cubins;
-    for (const cudagen::KernelSpec &spec : plan->kernels) {
+    for (const cudagen::GpuKernelSpec &spec : plan->kernels) {
       if (failed(cudagen::assembleCubin(spec.name, ptx[spec.name], options.arch,
                                     cubins[spec.name], message))) {
         errStream << "stringc: error: " << message << "\n";

@@ -26,8 +26,8 @@ constexpr double kInvSqrt2Pi = 0.39894228040143267794;
 constexpr double kSqrt2OverPi = 0.79788456080286535588;
 constexpr double kGeluC = 0.044715;
 
-KernelSpec unarySpec(std::string name, llvm::StringRef peOp, std::vector<std::string> ins) {
-  KernelSpec spec;
+GpuKernelSpec unarySpec(std::string name, llvm::StringRef peOp, std::vector<std::string> ins) {
+  GpuKernelSpec spec;
   spec.name = std::move(name);
   spec.peOp = peOp.str();
   spec.params.push_back({"out", ParamKind::Ptr});
@@ -44,7 +44,7 @@ void appendBinary(std::vector<KernelDef> &defs, const char *op, llvm::StringRef 
   const std::pair<Broadcast, const char *> variants[] = {
       {Broadcast::None, ""}, {Broadcast::Lhs, "_bl"}, {Broadcast::Rhs, "_br"}};
   for (auto [broadcast, suffix] : variants) {
-    KernelSpec spec;
+    GpuKernelSpec spec;
     spec.name = std::string("pe_") + op + suffix;
     spec.peOp = peOp.str();
     spec.params = {{"out", ParamKind::Ptr},  {"lhs", ParamKind::Ptr},
@@ -69,7 +69,7 @@ void appendBinary(std::vector<KernelDef> &defs, const char *op, llvm::StringRef 
 }
 
 /// A kernel out[i] = f(in_0[i], ..., in_k[i]) over the params of unarySpec.
-void appendMap(std::vector<KernelDef> &defs, KernelSpec spec,
+void appendMap(std::vector<KernelDef> &defs, GpuKernelSpec spec,
                std::function<Value(KernelBuilder &, ArrayRef<Value>)> f) {
   unsigned inputs = unsigned(spec.params.size()) - 2;
   defs.push_back({spec, [inputs, f](KernelBuilder &k) {
@@ -128,7 +128,7 @@ void appendElementwiseKernels(std::vector<KernelDef> &defs) {
                [](KernelBuilder &k, Value a, Value c) { return k.mul(a, c); });
 
   // out = factor * x + bias
-  KernelSpec scale = unarySpec("pe_scale", pe::ScaleOp::getOperationName(), {"x"});
+  GpuKernelSpec scale = unarySpec("pe_scale", pe::ScaleOp::getOperationName(), {"x"});
   scale.params.push_back({"factor", ParamKind::F32});
   scale.params.push_back({"bias", ParamKind::F32});
   defs.push_back({scale, [](KernelBuilder &k) {

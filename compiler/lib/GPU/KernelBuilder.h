@@ -28,7 +28,7 @@ public:
 
   mlir::OpBuilder &builder() { return b; }
   mlir::Location location() const { return loc; }
-  /// Kernel argument `i` (in the order of the KernelSpec's params).
+  /// Kernel argument `i` (in the order of the GpuKernelSpec's params).
   mlir::Value arg(unsigned i) { return func.getArgument(i); }
 
   mlir::Value f32(double value);
@@ -82,7 +82,7 @@ private:
 
 /// A kernel: its spec (name, params, launch shape, the pe op) and the body.
 struct KernelDef {
-  KernelSpec spec;
+  GpuKernelSpec spec;
   std::function<void(KernelBuilder &)> body;
   /// Uses mma.sync on bf16 (sm_80 and newer): generated only for packages
   /// of precision bf16.

@@ -100,7 +100,7 @@ LogicalResult checkSteps(Operation &op, const OpSteps &steps) {
     const KernelDef *def = findKernelDef(launch.kernel);
     if (!def)
       return op.emitError() << "internal error: no GPU kernel named '" << launch.kernel << "'";
-    const KernelSpec &spec = def->spec;
+    const GpuKernelSpec &spec = def->spec;
     if (launch.args.size() != spec.params.size())
       return op.emitError() << "internal error: " << where << " passes " << launch.args.size()
                             << " arguments to " << spec.name << ", which takes "
@@ -264,7 +264,7 @@ OwningOpRef<ModuleOp> buildKernelModule(MLIRContext &context, const KernelPlan &
                                           ptxFeatureFor(arch));
   auto ptrType = LLVM::LLVMPointerType::get(&context);
 
-  for (const KernelSpec &spec : plan.kernels) {
+  for (const GpuKernelSpec &spec : plan.kernels) {
     const KernelDef *def = findKernelDef(spec.name);
     assert(def && "planned kernels are known");
     b.setInsertionPointToEnd(container->getBody());

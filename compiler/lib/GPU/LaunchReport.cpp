@@ -107,7 +107,7 @@ std::vector<LaunchEstimate> opLaunches(Operation &op, const OpSteps &steps,
       continue;
     }
     const KernelDef *def = findKernelDef(launch.kernel);
-    const KernelSpec &spec = def->spec;
+    const GpuKernelSpec &spec = def->spec;
     e.kernel = launch.kernel;
     e.threadsPerBlock = spec.blockX * spec.blockY;
     e.arithmetic = def->tensorCores ? LaunchArithmetic::BF16 : LaunchArithmetic::F32;

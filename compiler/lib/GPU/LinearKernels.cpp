@@ -101,7 +101,7 @@ void appendLinearKernels(std::vector<KernelDef> &defs) {
   const ParamKind P = ParamKind::Ptr, I = ParamKind::I64;
 
   // y[i] += b[i % d]
-  KernelSpec bias;
+  GpuKernelSpec bias;
   bias.name = "pe_add_bias";
   bias.peOp = pe::LinearOp::getOperationName();
   bias.params = {{"y", P}, {"b", P}, {"n", I}, {"d", I}};

@@ -103,7 +103,7 @@ void appendSkewKernels(std::vector<KernelDef> &defs) {
 }
 
 void appendCayleyKernels(std::vector<KernelDef> &defs) {
-  KernelSpec spec = makeSpec("pe_cayley_factors", pe::CayleyWeightOp::getOperationName(),
+  GpuKernelSpec spec = makeSpec("pe_cayley_factors", pe::CayleyWeightOp::getOperationName(),
                              {{"inverse", P}, {"weight", P}, {"work", P}, {"s", P}, {"dim", I}},
                              GridRule::Explicit, kFactorThreads);
   defs.push_back({spec, [](KernelBuilder &k) {

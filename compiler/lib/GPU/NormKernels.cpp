@@ -75,9 +75,9 @@ void forRowColumns(KernelBuilder &k, const RowContext &r, const std::function<vo
   });
 }
 
-KernelSpec rowSpec(std::string name, llvm::StringRef peOp,
+GpuKernelSpec rowSpec(std::string name, llvm::StringRef peOp,
                    std::vector<std::pair<std::string, ParamKind>> params) {
-  KernelSpec spec;
+  GpuKernelSpec spec;
   spec.name = std::move(name);
   spec.peOp = peOp.str();
   spec.params = std::move(params);

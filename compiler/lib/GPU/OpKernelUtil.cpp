@@ -174,7 +174,7 @@ KernelDef columnPartialsKernel(std::string name, llvm::StringRef peOp,
   params.push_back({"chunks", ParamKind::I64});
   for (auto &e : extra)
     params.push_back(e);
-  KernelSpec spec = makeSpec(std::move(name), std::move(peOp), std::move(params),
+  GpuKernelSpec spec = makeSpec(std::move(name), std::move(peOp), std::move(params),
                              GridRule::Explicit, kColumnBlock, kRowLanes);
   return {spec, [inputs, value](KernelBuilder &k) {
             Value rows = k.arg(inputs + 1), cols = k.arg(inputs + 2), chunks = k.arg(inputs + 3);
@@ -222,7 +222,7 @@ namespace {
 
 /// A finish kernel: one warp per column (blockDim (32, 4), GridRule::Rows
 /// over the columns: `cols` is its first i64 parameter).
-KernelSpec finishSpec(std::string name, std::vector<std::pair<std::string, ParamKind>> params) {
+GpuKernelSpec finishSpec(std::string name, std::vector<std::pair<std::string, ParamKind>> params) {
   return makeSpec(std::move(name), pe::SumToOp::getOperationName(), std::move(params),
                   GridRule::Rows, kWarpSize, kFinishColumnsPerBlock);
 }
@@ -421,10 +421,10 @@ BatchAffine rowsOf(BatchAffine elements, int64_t rowSize) {
   return {elements.perBatch / rowSize, elements.constant / rowSize};
 }
 
-KernelSpec makeSpec(std::string name, llvm::StringRef peOp,
+GpuKernelSpec makeSpec(std::string name, llvm::StringRef peOp,
                     std::vector<std::pair<std::string, ParamKind>> params, GridRule grid,
                     int64_t blockX, int64_t blockY) {
-  KernelSpec spec;
+  GpuKernelSpec spec;
   spec.name = std::move(name);
   spec.peOp = peOp.str();
   spec.params = std::move(params);

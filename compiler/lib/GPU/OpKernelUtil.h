@@ -177,7 +177,7 @@ BatchAffine operator*(BatchAffine a, int64_t c);
 BatchAffine rowsOf(BatchAffine elements, int64_t rowSize);
 
 /// Kernel specs: `grid` Elements with block 256 unless given.
-KernelSpec makeSpec(std::string name, llvm::StringRef peOp,
+GpuKernelSpec makeSpec(std::string name, llvm::StringRef peOp,
                     std::vector<std::pair<std::string, ParamKind>> params,
                     GridRule grid = GridRule::Elements, int64_t blockX = 256, int64_t blockY = 1);
 

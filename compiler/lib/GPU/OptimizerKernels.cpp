@@ -87,7 +87,7 @@ Value stepApplied(KernelBuilder &k, Value block) {
 void appendOptimizerKernels(std::vector<KernelDef> &defs) {
   const ParamKind P = ParamKind::Ptr, I = ParamKind::I64, F = ParamKind::F32;
 
-  KernelSpec scalars;
+  GpuKernelSpec scalars;
   scalars.name = "pe_optimizer_scalars";
   scalars.peOp = pe::OptimizerOp::getOperationName();
   scalars.params = {{"control", P}, {"partials", P}, {"blocks", I}, {"loss", P}};
@@ -142,7 +142,7 @@ void appendOptimizerKernels(std::vector<KernelDef> &defs) {
                     });
                   }});
 
-  KernelSpec adamw;
+  GpuKernelSpec adamw;
   adamw.name = "pe_adamw";
   adamw.peOp = pe::OptimizerOp::getOperationName();
   adamw.params = {{"param", P}, {"m", P},     {"v", P},   {"grad", P},         {"n", I},
@@ -172,7 +172,7 @@ void appendOptimizerKernels(std::vector<KernelDef> &defs) {
                     });
                   }});
 
-  KernelSpec sgd;
+  GpuKernelSpec sgd;
   sgd.name = "pe_sgd";
   sgd.peOp = pe::OptimizerOp::getOperationName();
   sgd.params = {{"param", P},   {"u", P},        {"grad", P},         {"n", I},
@@ -193,7 +193,7 @@ void appendOptimizerKernels(std::vector<KernelDef> &defs) {
                     });
                   }});
 
-  KernelSpec sumsq;
+  GpuKernelSpec sumsq;
   sumsq.name = "pe_sumsq_partials";
   sumsq.peOp = pe::OptimizerOp::getOperationName();
   sumsq.params = {{"partials", P}, {"x", P}, {"n", I}};

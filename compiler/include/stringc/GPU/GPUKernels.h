@@ -52,7 +52,7 @@ struct KernelUse {
 
 /// One kernel: its name (also the gpu.module's and gpu.func's), the pe op it
 /// implements, its parameter signature and launch shape.
-struct KernelSpec {
+struct GpuKernelSpec {
   std::string name;
   std::string peOp;
   std::vector<std::pair<std::string, ParamKind>> params; // (name, kind)
@@ -63,7 +63,7 @@ struct KernelSpec {
 
 /// The kernels of a module and the ops no kernel covers yet.
 struct KernelPlan {
-  std::vector<KernelSpec> kernels;
+  std::vector<GpuKernelSpec> kernels;
   /// Per program, the pe op names that have no GPU steps (each name once,
   /// in program order): no lowering accepts them.
   std::vector<std::pair<std::string, std::vector<std::string>>> uncovered;
