@@ -28,6 +28,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <array>
 #include <optional>
 
 using namespace mlir;
@@ -35,73 +36,17 @@ using namespace mlir;
 namespace stringc {
 namespace {
 
-stringrt::CudaAffine affine(const cudagen::BatchAffine &value) {
-  return {value.perBatch, value.constant};
-}
-
-stringrt::CudaArg arg(const cudagen::LaunchArg &arg) {
-  using Kind = cudagen::LaunchArg::Kind;
-  stringrt::CudaArg out;
-  out.index = arg.index;
-  switch (arg.kind) {
-  case Kind::Operand:
-    out.kind = stringrt::CudaArgKind::Operand;
-    break;
-  case Kind::Result:
-    out.kind = stringrt::CudaArgKind::Result;
-    break;
-  case Kind::Scratch:
-    out.kind = stringrt::CudaArgKind::Scratch;
-    break;
-  case Kind::I64:
-    out.kind = stringrt::CudaArgKind::I64;
-    out.index = 0;
-    out.integer = affine(arg.integer);
-    break;
-  case Kind::F32:
-    out.kind = stringrt::CudaArgKind::F32;
-    out.index = 0;
-    out.real = arg.real;
-    break;
-  case Kind::Constant:
-    out.kind = stringrt::CudaArgKind::Constant;
-    break;
-  }
-  return out;
-}
-
+/// A launch as the package holds it: its kernel by index in the section.
 stringrt::CudaLaunch launch(const cudagen::Launch &launch,
                             const std::map<std::string, int64_t> &kernelIndex) {
   stringrt::CudaLaunch out;
-  if (launch.gemm) {
-    const cudagen::GemmCall &g = *launch.gemm;
-    stringrt::CudaGemm &gemm = out.gemm.emplace();
-    gemm.a = arg(g.a);
-    gemm.b = arg(g.b);
-    gemm.c = arg(g.c);
-    gemm.m = affine(g.m);
-    gemm.n = affine(g.n);
-    gemm.k = affine(g.k);
-    gemm.count = affine(g.count);
-    gemm.strideA = affine(g.strideA);
-    gemm.strideB = affine(g.strideB);
-    gemm.strideC = affine(g.strideC);
-    gemm.transA = g.transA;
-    gemm.transB = g.transB;
-    gemm.alpha = g.alpha;
-    gemm.beta = g.beta;
-    if (g.epilogue == cudagen::GemmCall::Epilogue::Bias) {
-      gemm.epilogue = stringrt::CudaGemmEpilogue::Bias;
-      gemm.bias = arg(g.bias);
-    }
+  out.gemm = launch.gemm;
+  if (launch.gemm)
     return out;
-  }
   out.kernel = kernelIndex.at(launch.kernel);
-  for (const cudagen::LaunchArg &a : launch.args)
-    out.args.push_back(arg(a));
+  out.args = launch.args;
   if (launch.grid)
-    out.grid = std::array<stringrt::CudaAffine, 3>{affine(launch.grid->x), affine(launch.grid->y),
-                                                   affine(launch.grid->z)};
+    out.grid = std::array<stringrt::CudaAffine, 3>{launch.grid->x, launch.grid->y, launch.grid->z};
   return out;
 }
 
@@ -141,19 +86,12 @@ stringrt::CudaSection cudaSection(const cudagen::KernelPlan &plan, const std::st
     for (const cudagen::OpSteps &op : ops) {
       stringrt::CudaOpSteps &out = steps.ops.emplace_back();
       out.op = op.op;
-      for (const cudagen::BatchAffine &bytes : op.scratchBytes)
-        out.scratchBytes.push_back(affine(bytes));
+      out.scratchBytes = op.scratchBytes;
       for (const cudagen::Launch &l : op.launches)
         out.launches.push_back(launch(l, kernelIndex));
     }
   }
-  for (const cudagen::ConstantArray &array : plan.constants) {
-    stringrt::CudaConstant &constant = section.constants.emplace_back();
-    bool ints = array.type == cudagen::ConstantArray::Type::I32;
-    constant.dtype = ints ? stringrt::DType::I32 : stringrt::DType::F32;
-    constant.i32 = array.i32;
-    constant.f32 = array.f32;
-  }
+  section.constants = plan.constants;
   return section;
 }
 

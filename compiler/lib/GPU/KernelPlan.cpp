@@ -63,10 +63,10 @@ std::optional<OpSteps> lowerOp(Operation &op, GpuPrecision precision) {
 /// so a wrong lowering fails at compile time rather than on a GPU.
 LogicalResult checkSteps(Operation &op, const OpSteps &steps) {
   auto checkPointer = [&](const LaunchArg &arg, const std::string &where) -> LogicalResult {
-    int64_t limit = arg.kind == LaunchArg::Kind::Operand    ? op.getNumOperands()
-                    : arg.kind == LaunchArg::Kind::Result   ? op.getNumResults()
-                    : arg.kind == LaunchArg::Kind::Scratch  ? int64_t(steps.scratchBytes.size())
-                    : arg.kind == LaunchArg::Kind::Constant ? int64_t(steps.constants.size())
+    int64_t limit = arg.kind == LaunchArgKind::Operand    ? op.getNumOperands()
+                    : arg.kind == LaunchArgKind::Result   ? op.getNumResults()
+                    : arg.kind == LaunchArgKind::Scratch  ? int64_t(steps.scratchBytes.size())
+                    : arg.kind == LaunchArgKind::Constant ? int64_t(steps.constants.size())
                                                             : -1;
     if (limit < 0)
       return op.emitError() << "internal error: " << where << " is not a pointer argument";
@@ -85,9 +85,9 @@ LogicalResult checkSteps(Operation &op, const OpSteps &steps) {
           failed(checkPointer(launch.gemm->b, where + " gemm b")) ||
           failed(checkPointer(launch.gemm->c, where + " gemm c")))
         return failure();
-      if (launch.gemm->c.kind == LaunchArg::Kind::Constant)
+      if (launch.gemm->c.kind == LaunchArgKind::Constant)
         return op.emitError() << "internal error: " << where << " writes a constant array";
-      if (launch.gemm->epilogue == GemmCall::Epilogue::Bias) {
+      if (launch.gemm->epilogue == GemmEpilogue::Bias) {
         const GemmCall &g = *launch.gemm;
         if (failed(checkPointer(g.bias, where + " gemm bias")))
           return failure();
@@ -115,14 +115,14 @@ LogicalResult checkSteps(Operation &op, const OpSteps &steps) {
                              spec.params[a].first + ")";
       bool pointer = arg.isPointer();
       bool matches = kind == ParamKind::Ptr   ? pointer
-                     : kind == ParamKind::I64 ? arg.kind == LaunchArg::Kind::I64
-                                              : arg.kind == LaunchArg::Kind::F32;
+                     : kind == ParamKind::I64 ? arg.kind == LaunchArgKind::I64
+                                              : arg.kind == LaunchArgKind::F32;
       if (!matches)
         return op.emitError() << "internal error: " << argWhere << " of " << spec.name
                               << " is not a " << stringrt::cudaParamKindName(kind);
       if (pointer && failed(checkPointer(arg, argWhere)))
         return failure();
-      if (arg.kind == LaunchArg::Kind::F32 && !std::isfinite(arg.real))
+      if (arg.kind == LaunchArgKind::F32 && !std::isfinite(arg.real))
         return op.emitError() << "internal error: " << argWhere << " of " << spec.name
                               << " is not finite";
     }
@@ -148,7 +148,7 @@ void internConstants(OpSteps &steps, std::vector<ConstantArray> &table) {
   }
   steps.constants.clear();
   auto renumber = [&](LaunchArg &arg) {
-    if (arg.kind == LaunchArg::Kind::Constant)
+    if (arg.kind == LaunchArgKind::Constant)
       arg.index = slot[size_t(arg.index)];
   };
   for (Launch &launch : steps.launches) {
@@ -158,7 +158,7 @@ void internConstants(OpSteps &steps, std::vector<ConstantArray> &table) {
       renumber(launch.gemm->a);
       renumber(launch.gemm->b);
       renumber(launch.gemm->c);
-      if (launch.gemm->epilogue == GemmCall::Epilogue::Bias)
+      if (launch.gemm->epilogue == GemmEpilogue::Bias)
         renumber(launch.gemm->bias);
     }
   }
@@ -215,8 +215,8 @@ FailureOr<KernelPlan> planKernels(ModuleOp module, bool allKernels, GpuPrecision
       steps->op = opIndex;
       std::vector<std::string> used; // each kernel's use once per op
       for (const Launch &launch : steps->launches) {
-        // A bias epilogue may fall back to a kernel (GemmCall::Epilogue).
-        std::string kernel = launch.gemm && launch.gemm->epilogue == GemmCall::Epilogue::Bias
+        // A bias epilogue may fall back to a kernel (GemmEpilogue).
+        std::string kernel = launch.gemm && launch.gemm->epilogue == GemmEpilogue::Bias
                                  ? std::string(kBiasEpilogueFallbackKernel)
                                  : launch.kernel;
         if (!kernel.empty() && llvm::find(used, kernel) == used.end()) {

@@ -67,16 +67,16 @@ std::vector<LaunchEstimate> opLaunches(Operation &op, const OpSteps &steps,
                                        int64_t batch) {
   auto bufferBytes = [&](const LaunchArg &arg) -> double {
     switch (arg.kind) {
-    case LaunchArg::Kind::Operand:
+    case LaunchArgKind::Operand:
       return 4 * pe::elementsAtBatch(op.getOperand(unsigned(arg.index)).getType(), batch);
-    case LaunchArg::Kind::Result:
+    case LaunchArgKind::Result:
       return 4 * pe::elementsAtBatch(op.getResult(unsigned(arg.index)).getType(), batch);
-    case LaunchArg::Kind::Scratch:
+    case LaunchArgKind::Scratch:
       return double(steps.scratchBytes[size_t(arg.index)].at(batch));
-    case LaunchArg::Kind::Constant:
+    case LaunchArgKind::Constant:
       return 4 * double(plan.constants[size_t(arg.index)].size());
-    case LaunchArg::Kind::I64:
-    case LaunchArg::Kind::F32:
+    case LaunchArgKind::I64:
+    case LaunchArgKind::F32:
       break;
     }
     return 0;
@@ -98,7 +98,7 @@ std::vector<LaunchEstimate> opLaunches(Operation &op, const OpSteps &steps,
       e.flops = 2 * m * n * k * count;
       e.bytes = 4 * (m * k * copies(g.strideA) + k * n * copies(g.strideB) +
                      m * n * copies(g.strideC) * (g.beta != 0.0f ? 2 : 1));
-      if (g.epilogue == GemmCall::Epilogue::Bias)
+      if (g.epilogue == GemmEpilogue::Bias)
         e.bytes += 4 * n;
       e.arithmetic =
           precision == GpuPrecision::BF16 ? LaunchArithmetic::TF32 : LaunchArithmetic::F32;
@@ -116,7 +116,7 @@ std::vector<LaunchEstimate> opLaunches(Operation &op, const OpSteps &steps,
     } else {
       int64_t ints[2] = {0, 0};
       for (size_t a = 0, seen = 0; a < launch.args.size() && seen < 2; ++a)
-        if (launch.args[a].kind == LaunchArg::Kind::I64)
+        if (launch.args[a].kind == LaunchArgKind::I64)
           ints[seen++] = launch.args[a].integer.at(batch);
       e.blocks = stringrt::cudaRuleGridX(spec.grid, spec.blockX, spec.blockY,
                                          ints[0], ints[1]);

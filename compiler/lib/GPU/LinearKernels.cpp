@@ -8,7 +8,7 @@
 //   linear_grad_input   dx = dY W^T       (rows x O) (I x O)^T
 //   linear_grad_weight  dW = X^T dY       (rows x I)^T (rows x O)
 //
-// The bias is the GEMM's epilogue (GemmCall::Epilogue::Bias: one cuBLASLt
+// The bias is the GEMM's epilogue (GemmEpilogue::Bias: one cuBLASLt
 // matmul with CUBLASLT_EPILOGUE_BIAS, or the GEMM then `pe_add_bias` where
 // cuBLASLt cannot run it, decided by the runtime). The fused ops of
 // pe-fuse-epilogue reuse the same pieces: linear_gelu is the GEMM with its
@@ -89,7 +89,7 @@ GemmCall rowsTimesWeightPlusBias(bool hasBias, LaunchArg c, BatchAffine rows, in
                                  int64_t out) {
   GemmCall g = rowsTimesWeight(A::operand(0), A::operand(1), c, rows, in, out, 0.0f);
   if (hasBias) {
-    g.epilogue = GemmCall::Epilogue::Bias;
+    g.epilogue = GemmEpilogue::Bias;
     g.bias = A::operand(2);
   }
   return g;

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace stringrt {
@@ -60,10 +61,12 @@ struct CudaKernel {
 // kernels or cuBLAS GEMMs, with arguments bound to the op's operands,
 // results and scratch buffers or to integers that depend on the batch.
 
-// perBatch * batch + constant.
+// perBatch * batch + constant. The compiler's step program uses these types
+// as they are (cudagen::BatchAffine, LaunchArg, GemmCall, ConstantArray).
 struct CudaAffine {
   int64_t perBatch = 0;
   int64_t constant = 0;
+  static CudaAffine fixed(int64_t c) { return {0, c}; }
   int64_t at(int64_t batch) const { return perBatch * batch + constant; }
   bool operator==(const CudaAffine &o) const {
     return perBatch == o.perBatch && constant == o.constant;
@@ -79,6 +82,14 @@ struct CudaArg {
   int64_t index = 0;   // Operand, Result, Scratch, Constant
   CudaAffine integer;  // I64
   float real = 0.0f;   // F32
+
+  static CudaArg operand(int64_t k) { return {CudaArgKind::Operand, k, {}, 0.0f}; }
+  static CudaArg result(int64_t k) { return {CudaArgKind::Result, k, {}, 0.0f}; }
+  static CudaArg scratch(int64_t k) { return {CudaArgKind::Scratch, k, {}, 0.0f}; }
+  static CudaArg i64(CudaAffine v) { return {CudaArgKind::I64, 0, v, 0.0f}; }
+  static CudaArg i64(int64_t v) { return {CudaArgKind::I64, 0, CudaAffine::fixed(v), 0.0f}; }
+  static CudaArg f32(float v) { return {CudaArgKind::F32, 0, {}, v}; }
+  static CudaArg constant(int64_t k) { return {CudaArgKind::Constant, k, {}, 0.0f}; }
   bool isPointer() const {
     return kind == CudaArgKind::Operand || kind == CudaArgKind::Result ||
            kind == CudaArgKind::Scratch || kind == CudaArgKind::Constant;
@@ -91,6 +102,16 @@ struct CudaConstant {
   DType dtype = DType::I32; // I32 or F32
   std::vector<int32_t> i32; // DType::I32
   std::vector<float> f32;   // DType::F32
+
+  static CudaConstant ints(std::vector<int32_t> values) {
+    return {DType::I32, std::move(values), {}};
+  }
+  static CudaConstant floats(std::vector<float> values) {
+    return {DType::F32, {}, std::move(values)};
+  }
+  bool operator==(const CudaConstant &o) const {
+    return dtype == o.dtype && i32 == o.i32 && f32 == o.f32;
+  }
   size_t size() const { return dtype == DType::I32 ? i32.size() : f32.size(); }
   const void *data() const {
     return dtype == DType::I32 ? static_cast<const void *>(i32.data())

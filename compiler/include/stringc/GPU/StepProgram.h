@@ -15,6 +15,8 @@
 #ifndef STRINGC_GPU_STEPPROGRAM_H
 #define STRINGC_GPU_STEPPROGRAM_H
 
+#include "stringrt/CudaSection.h"
+
 #include "mlir/IR/Operation.h"
 #include "mlir/Support/TypeID.h"
 #include "mlir/Support/LogicalResult.h"
@@ -27,64 +29,27 @@
 
 namespace stringc::cudagen {
 
+// The step program's pieces are the package format's own types
+// (stringrt/CudaSection.h): what a lowering builds is what the package holds.
+
 /// An integer that may depend on the batch size: perBatch * batch + constant.
-struct BatchAffine {
-  int64_t perBatch = 0;
-  int64_t constant = 0;
-  static BatchAffine fixed(int64_t c) { return {0, c}; }
-  int64_t at(int64_t batch) const { return perBatch * batch + constant; }
-};
+using BatchAffine = stringrt::CudaAffine;
 
 /// A read-only array an op's kernels index with (an attribute's index table:
 /// sparse_skew's support, pair_gather's index, offset_table's offsets): i32
 /// or f32 values, written into the package and uploaded to the device once,
 /// when the runtime's device model is created.
-struct ConstantArray {
-  enum class Type { I32, F32 };
-  Type type = Type::I32;
-  std::vector<int32_t> i32; // Type::I32
-  std::vector<float> f32;   // Type::F32
+using ConstantArray = stringrt::CudaConstant;
 
-  static ConstantArray ints(std::vector<int32_t> values) {
-    return {Type::I32, std::move(values), {}};
-  }
-  static ConstantArray floats(std::vector<float> values) {
-    return {Type::F32, {}, std::move(values)};
-  }
-  size_t size() const { return type == Type::I32 ? i32.size() : f32.size(); }
-  bool operator==(const ConstantArray &other) const {
-    return type == other.type && i32 == other.i32 && f32 == other.f32;
-  }
-};
-
-/// One argument of a launch.
-struct LaunchArg {
-  enum class Kind {
-    Operand, // device pointer of the op's operand `index`
-    Result,  // device pointer of the op's result `index`
-    Scratch, // device pointer of the op's scratch buffer `index` (OpSteps::scratchBytes)
-    I64,     // `integer` evaluated at the batch size
-    F32,     // `real`
-    // Device pointer of constant array `index`: in a lowering's OpSteps, an
-    // index into OpSteps::constants; planKernels moves the arrays into the
-    // package's table (KernelPlan::constants, equal arrays once) and
-    // renumbers the argument to index that table.
-    Constant,
-  };
-  Kind kind = Kind::I64;
-  int64_t index = 0;
-  BatchAffine integer;
-  float real = 0.0f;
-
-  static LaunchArg operand(int64_t k) { return {Kind::Operand, k, {}, 0.0f}; }
-  static LaunchArg result(int64_t k) { return {Kind::Result, k, {}, 0.0f}; }
-  static LaunchArg scratch(int64_t k) { return {Kind::Scratch, k, {}, 0.0f}; }
-  static LaunchArg i64(BatchAffine v) { return {Kind::I64, 0, v, 0.0f}; }
-  static LaunchArg i64(int64_t v) { return {Kind::I64, 0, BatchAffine::fixed(v), 0.0f}; }
-  static LaunchArg f32(float v) { return {Kind::F32, 0, {}, v}; }
-  static LaunchArg constant(int64_t k) { return {Kind::Constant, k, {}, 0.0f}; }
-  bool isPointer() const { return kind != Kind::I64 && kind != Kind::F32; }
-};
+/// One argument of a launch: a device pointer of the op's operand or result
+/// `index`, of its scratch buffer `index` (OpSteps::scratchBytes), of
+/// constant array `index`, an i64 `integer` evaluated at the batch size, or
+/// an f32 `real`. Constant: in a lowering's OpSteps, an index into
+/// OpSteps::constants; planKernels moves the arrays into the package's table
+/// (KernelPlan::constants, equal arrays once) and renumbers the argument to
+/// index that table.
+using LaunchArg = stringrt::CudaArg;
+using LaunchArgKind = stringrt::CudaArgKind;
 
 /// A row-major strided-batched GEMM on cuBLAS, for i in [0, count):
 ///   C_i = alpha * op(A_i) * op(B_i) + beta * C_i,  op(A_i): m x k, op(B_i): k x n,
@@ -93,21 +58,13 @@ struct LaunchArg {
 /// k x n (n x k when transB), C is m x n. a, b, c are Operand/Result/Scratch
 /// arguments. beta = 0 overwrites C (no read of its old contents).
 ///
-/// Epilogue::Bias adds `bias` (n floats, an Operand/Result/Scratch/Constant
+/// GemmEpilogue::Bias adds `bias` (n floats, an Operand/Result/Scratch/Constant
 /// argument) to every row of C: C = alpha op(A) op(B) + bias, for count 1
 /// and beta 0 only. The runtime runs it as one cuBLASLt matmul
 /// (CUBLASLT_EPILOGUE_BIAS) where it can, else as the GEMM followed by the
 /// `pe_add_bias` kernel, which planKernels therefore puts in the package.
-struct GemmCall {
-  enum class Epilogue { None, Bias };
-  LaunchArg a, b, c;
-  BatchAffine m, n, k, count = BatchAffine::fixed(1);
-  BatchAffine strideA, strideB, strideC;
-  bool transA = false, transB = false;
-  float alpha = 1.0f, beta = 0.0f;
-  Epilogue epilogue = Epilogue::None;
-  LaunchArg bias; // Epilogue::Bias only
-};
+using GemmCall = stringrt::CudaGemm;
+using GemmEpilogue = stringrt::CudaGemmEpilogue;
 /// The kernel a bias epilogue falls back to: y[i] += b[i % d] (y, b, n, d).
 inline constexpr const char *kBiasEpilogueFallbackKernel = "pe_add_bias";
 
