@@ -45,7 +45,7 @@ def run(*args):
 
 
 def fnv1a64(data):
-    """The kernel library's checksum (runtime/src/core/KernelLibrary.cpp)."""
+    """The kernel library's checksum (runtime/src/core/format/KernelLibrary.cpp)."""
     h = 0xCBF29CE484222325
     for b in data:
         h = ((h ^ b) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF

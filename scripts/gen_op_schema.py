@@ -10,7 +10,7 @@ their kinds, whether they are required, their defaults and enum keywords.
 
 Outputs (checked in; CTest `op-schema-up-to-date` runs this with --check):
   runtime/include/stringrt/OpCodes.h      enum class OpCode, one per op
-  runtime/src/core/OpSchemaTable.inc      the schema rows, by OpCode
+  runtime/src/core/format/OpSchemaTable.inc      the schema rows, by OpCode
   tests/oracle/op_schema.py               the same rows for the oracle
 
 Usage: gen_op_schema.py [--check] [--tblgen PATH] [--root DIR]
@@ -228,7 +228,7 @@ def render_python(ops):
 
 OUTPUTS = {
     "runtime/include/stringrt/OpCodes.h": render_opcodes,
-    "runtime/src/core/OpSchemaTable.inc": render_table,
+    "runtime/src/core/format/OpSchemaTable.inc": render_table,
     "tests/oracle/op_schema.py": render_python,
 }
 

@@ -15,7 +15,7 @@ import csv
 import os
 import sys
 
-# The log's columns (runtime/src/core/TrainLog.h, kTrainLogHeader).
+# The log's columns (runtime/src/core/training/TrainLog.h, kTrainLogHeader).
 HEADER = ["kind", "step", "epoch", "loss", "lr", "grad_norm", "accuracy",
           "perplexity", "units_per_s"]
 

@@ -4,7 +4,7 @@
 // bits as runs on the buffer pool.
 #include "stringrt/Model.h"
 
-#include "ArenaPlan.h"
+#include "execution/ArenaPlan.h"
 #include "ProgramBuilder.h"
 #include "TestFiles.h"
 #include "TestPackages.h"

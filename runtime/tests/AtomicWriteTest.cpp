@@ -1,6 +1,6 @@
 // Writes replace a file atomically: a failed write leaves the previous file
 // as it was and no temporary file behind.
-#include "AtomicFileWriter.h"
+#include "format/AtomicFileWriter.h"
 #include "stringrt/Safetensors.h"
 
 #include "TestFiles.h"

@@ -6,7 +6,7 @@
 // gelu forms, broadcast directions, skew and general Cayley S), also when
 // its result buffers come recycled and full of NaN; and the buffer pool
 // recycles: a second run of a program allocates nothing.
-#include "Executor.h"
+#include "execution/Executor.h"
 
 #include "stringrt/Error.h"
 #include "stringrt/KernelSet.h"

@@ -1,5 +1,5 @@
 // Gzip decompression of data files: corrupt, truncated and oversized input.
-#include "Gzip.h"
+#include "data/Gzip.h"
 
 #include "TestFiles.h"
 

@@ -1,5 +1,5 @@
 // The strict JSON parser used for safetensors headers.
-#include "Json.h"
+#include "format/Json.h"
 
 #include <gtest/gtest.h>
 

@@ -7,8 +7,8 @@
 // the errors for bad inputs and programs.
 #include "stringrt/Model.h"
 
-#include "Executor.h"
-#include "Initializers.h"
+#include "execution/Executor.h"
+#include "execution/Initializers.h"
 #include "ProgramBuilder.h"
 #include "TestFiles.h"
 #include "TestPackages.h"

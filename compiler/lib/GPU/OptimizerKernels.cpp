@@ -7,7 +7,7 @@
 //    buffer and lane 0 writes the block's sum of squares to
 //    partials[blockIdx.x] (the first half of the global gradient norm);
 // 2. `pe_optimizer_scalars` (one warp): adds the partials in f64, and forms
-//    in f64 what runtime/src/core/Optimizer.cpp forms on the host: the step
+//    in f64 what runtime/src/core/training/Optimizer.cpp forms on the host: the step
 //    t, the clipping factor, the learning rate of the schedule and the bias
 //    corrections 1 - beta^t. It reads and writes the step control block, an
 //    array of doubles whose slots are those of runtime/include/stringrt/cuda/

@@ -1,5 +1,5 @@
 // Writing JSON text: validating and escaping strings, one way for every
-// writer (the package format's, runtime/src/core/JsonWriter.h; checkpoint
+// writer (the package format's, runtime/src/core/format/JsonWriter.h; checkpoint
 // metadata) and for the compiler's checks of what a package can hold.
 #pragma once
 

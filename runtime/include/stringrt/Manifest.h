@@ -149,7 +149,7 @@ struct ProgramOutput {
 // slots[k].first * batch + slots[k].second elements (4 bytes each);
 // valueSlot[v] is value v's slot, -1 for values outside the arena (inputs,
 // parameter views). The loader checks its structure; the executor checks the
-// liveness rule and the figures (runtime/src/core/ArenaPlan.h).
+// liveness rule and the figures (runtime/src/core/execution/ArenaPlan.h).
 struct ProgramArena {
   std::vector<std::pair<int64_t, int64_t>> slots;
   std::vector<int64_t> valueSlot;

@@ -1,7 +1,7 @@
 // What each op of a package program looks like: its operand and result
 // counts, operand element types and attributes. The rows are generated from
 // the PE dialect's ODS (scripts/gen_op_schema.py -> OpCodes.h and
-// src/core/OpSchemaTable.inc), so the compiler's ops and the runtime's
+// src/core/format/OpSchemaTable.inc), so the compiler's ops and the runtime's
 // validation cannot drift apart; CTest `op-schema-up-to-date` checks the
 // generated files against the .td files.
 #pragma once

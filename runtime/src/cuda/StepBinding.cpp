@@ -2,7 +2,7 @@
 // (StepBinding.h). Pure: no driver calls.
 #include "stringrt/cuda/StepBinding.h"
 
-#include "ArenaPlan.h"
+#include "execution/ArenaPlan.h"
 #include "stringrt/Error.h"
 
 #include <fmt/format.h>

@@ -1,0 +1,158 @@
+// Executor adapters of the ops that have a fast CPU kernel
+// (stringrt/cpu/FastKernels.h), for KernelSet::Fast: each reads the op's
+// attributes exactly as its reference adapter does (ExecutorLayerOps.cpp,
+// ExecutorPositionOps.cpp, ExecutorGradOps.cpp) and calls the fast kernel of
+// the same name, which has the reference kernel's shapes and semantics.
+// Every other op keeps its reference adapter.
+//
+// pe.rope covers the rotary x-gradient too: pe-autodiff emits it as pe.rope
+// with negated frequencies (R(theta)^T = R(-theta)), so there is no separate
+// op for cpu::ropeGradInput to serve.
+#include "execution/Executor.h"
+
+#include "stringrt/Error.h"
+#include "stringrt/cpu/FastKernels.h"
+
+namespace stringrt::detail {
+namespace {
+
+//===----------------------------------------------------------------------===//
+// Forward
+//===----------------------------------------------------------------------===//
+
+void runLinear(const OpContext &c) { cpu::linear(c.in(0), c.in(1), c.optIn(2), c.out(0)); }
+
+void runLayerNorm(const OpContext &c) {
+  cpu::layerNorm(c.in(0), c.in(1), c.in(2), c.floatOr("epsilon", 1e-5), c.out(0));
+}
+
+void runGelu(const OpContext &c) { cpu::gelu(c.in(0), c.boolOr("approximate", false), c.out(0)); }
+
+void runPatchEmbed(const OpContext &c) {
+  cpu::patchEmbed(c.in(0), c.in(1), c.in(2), c.op().getInt("patch"), c.out(0));
+}
+
+void runTokenEmbed(const OpContext &c) { cpu::tokenEmbed(c.inI32(0), c.in(1), c.out(0)); }
+
+void runAttention(const OpContext &c) {
+  ref::AttentionMask mask = attentionMask(c);
+  cpu::attention(c.in(0), c.in(1), c.in(2), c.optIn(3), c.op().getInt("heads"),
+                 c.op().getFloat("scale"), mask, attentionSkipBase(c, mask), c.out(0));
+}
+
+void runCrossEntropy(const OpContext &c) {
+  cpu::crossEntropy(c.in(0), c.inI32(1), c.out(0), c.floatOr("smoothing", 0.0));
+}
+
+void runRope(const OpContext &c) {
+  checkRopeMode(c);
+  cpu::rope(c.in(0), c.in(1), c.in(2), c.out(0));
+}
+
+void runAdd(const OpContext &c) { cpu::add(c.in(0), c.in(1), c.out(0)); }
+void runSub(const OpContext &c) { cpu::sub(c.in(0), c.in(1), c.out(0)); }
+void runMul(const OpContext &c) { cpu::mul(c.in(0), c.in(1), c.out(0)); }
+
+void runScale(const OpContext &c) {
+  cpu::scale(c.in(0), c.op().getFloat("factor"), c.floatOr("bias", 0.0), c.out(0));
+}
+
+void runCayley(const OpContext &c) { cpu::cayley(c.in(0), c.in(1), c.out(0)); }
+
+void runSpdGate(const OpContext &c) { cpu::spdGate(c.in(0), c.in(1), c.out(0)); }
+
+//===----------------------------------------------------------------------===//
+// Backward
+//===----------------------------------------------------------------------===//
+
+void runLinearGradInput(const OpContext &c) { cpu::linearGradInput(c.in(0), c.in(1), c.out(0)); }
+
+void runLinearGradWeight(const OpContext &c) {
+  cpu::linearGradWeight(c.in(0), c.in(1), c.out(0));
+}
+
+void runLayerNormGrad(const OpContext &c) {
+  cpu::layerNormGrad(c.in(0), c.in(1), c.in(2), c.floatOr("epsilon", 1e-5), c.out(0), c.out(1),
+                     c.out(2));
+}
+
+void runGeluGrad(const OpContext &c) {
+  cpu::geluGrad(c.in(0), c.in(1), c.boolOr("approximate", false), c.out(0));
+}
+
+void runPatchEmbedGrad(const OpContext &c) {
+  cpu::patchEmbedGrad(c.in(0), c.in(1), c.op().getInt("patch"), c.out(0), c.out(1));
+}
+
+void runTokenEmbedGrad(const OpContext &c) {
+  cpu::tokenEmbedGrad(c.inI32(0), c.in(1), c.out(0));
+}
+
+void runAttentionGrad(const OpContext &c) {
+  bool hasRel = c.numOperands() == 5;
+  if (c.numResults() != (hasRel ? 4u : 3u))
+    c.fail(std::to_string(c.numResults()) + " results for " + std::to_string(c.numOperands()) +
+           " operands (drel exactly when rel is given)");
+  ref::AttentionMask mask = attentionMask(c);
+  ref::OptionalOutput<float> drel;
+  if (hasRel)
+    drel = c.out(3);
+  cpu::attentionGrad(c.in(0), c.in(1), c.in(2), c.in(3), c.optIn(4), c.op().getInt("heads"),
+                     c.op().getFloat("scale"), mask, attentionSkipBase(c, mask), c.out(0),
+                     c.out(1), c.out(2), drel);
+}
+
+void runCrossEntropyGrad(const OpContext &c) {
+  cpu::crossEntropyGrad(c.in(0), c.inI32(1), c.in(2), c.out(0), c.floatOr("smoothing", 0.0));
+}
+
+// The target shape is the result's (batch substituted).
+void runSumTo(const OpContext &c) { cpu::sumTo(c.in(0), c.out(0)); }
+
+void runCayleyGrad(const OpContext &c) {
+  cpu::cayleyGrad(c.in(0), c.in(1), c.in(2), c.out(0), c.out(1));
+}
+
+void runSpdGateGrad(const OpContext &c) {
+  cpu::spdGateGrad(c.in(0), c.in(1), c.in(2), c.out(0), c.out(1));
+}
+
+} // namespace
+
+void addFastOps(OpTable &table) {
+  const std::pair<OpCode, OpAdapter> fast[] = {
+      {OpCode::Linear, runLinear},
+      {OpCode::LayerNorm, runLayerNorm},
+      {OpCode::Gelu, runGelu},
+      {OpCode::PatchEmbed, runPatchEmbed},
+      {OpCode::TokenEmbed, runTokenEmbed},
+      {OpCode::Attention, runAttention},
+      {OpCode::CrossEntropy, runCrossEntropy},
+      {OpCode::Rope, runRope},
+      {OpCode::Add, runAdd},
+      {OpCode::Sub, runSub},
+      {OpCode::Mul, runMul},
+      {OpCode::Scale, runScale},
+      {OpCode::Cayley, runCayley},
+      {OpCode::SpdGate, runSpdGate},
+      {OpCode::LinearGradInput, runLinearGradInput},
+      {OpCode::LinearGradWeight, runLinearGradWeight},
+      {OpCode::LayerNormGrad, runLayerNormGrad},
+      {OpCode::GeluGrad, runGeluGrad},
+      {OpCode::PatchEmbedGrad, runPatchEmbedGrad},
+      {OpCode::TokenEmbedGrad, runTokenEmbedGrad},
+      {OpCode::AttentionGrad, runAttentionGrad},
+      {OpCode::CrossEntropyGrad, runCrossEntropyGrad},
+      {OpCode::SumTo, runSumTo},
+      {OpCode::CayleyGrad, runCayleyGrad},
+      {OpCode::SpdGateGrad, runSpdGateGrad},
+  };
+  for (const auto &[code, run] : fast) {
+    if (!table.find(code)) // a fast adapter must override a reference one
+      throw Error(std::string("executor: fast adapter for '") + opName(code) +
+                  "', which has no reference adapter");
+    table[code].run = run;
+  }
+}
+
+} // namespace stringrt::detail

@@ -1,0 +1,141 @@
+// Executor adapters of the hoisted and fused ops (PEFusedOps.td: rope_table,
+// rope_apply, cayley_weight, rope_attention, linear_gelu, linear_residual
+// and their backward ops): the reference adapters (addFusedOps) and the
+// fast ones that replace them in KernelSet::Fast (addFastFusedOps). The
+// defaulted attributes (`inverse`, `approximate`) are optional in the
+// manifest and read with their defaults.
+#include "execution/Executor.h"
+
+#include "../reference/KernelChecks.h"
+#include "stringrt/cpu/FusedKernels.h"
+#include "stringrt/reference/FusedKernels.h"
+
+namespace stringrt::detail {
+namespace {
+
+// pe.rope_attention(_grad) take the mask of pe.attention, without skip.
+ref::AttentionMask fusedMask(const OpContext &c) {
+  ref::AttentionMask mask = attentionMask(c);
+  if (mask == ref::AttentionMask::Skip)
+    c.fail("mask 'skip' is not supported (use pe.attention)");
+  return mask;
+}
+
+//===----------------------------------------------------------------------===//
+// Reference
+//===----------------------------------------------------------------------===//
+
+// The argument checks of the reference kernels of the ops stringc generates
+// kernels for (KernelChecks.h).
+void checkRopeApply(const OpContext &c) {
+  ref::checks::ropeApply<float>(c.in(0), c.in(1), c.out(0));
+}
+void checkRopeApplyGradTable(const OpContext &c) {
+  ref::checks::ropeApplyGradTable<float>(c.in(0), c.in(1), c.out(0));
+}
+void checkRopeAttention(const OpContext &c) {
+  ref::checks::ropeAttention<float>(c.in(0), c.in(1), c.in(2), c.in(3), c.op().getInt("heads"),
+                                    fusedMask(c), c.out(0));
+}
+void checkRopeAttentionGrad(const OpContext &c) {
+  ref::checks::ropeAttentionGrad<float>(c.in(0), c.in(1), c.in(2), c.in(3), c.in(4),
+                                        c.op().getInt("heads"), fusedMask(c), c.out(0), c.out(1),
+                                        c.out(2));
+}
+
+void runRopeTable(const OpContext &c) { ref::ropeTable<float>(c.in(0), c.in(1), c.out(0)); }
+
+void runRopeApply(const OpContext &c) {
+  ref::ropeApply<float>(c.in(0), c.in(1), c.boolOr("inverse", false), c.out(0));
+}
+
+void runCayleyWeight(const OpContext &c) { ref::cayleyWeight<float>(c.in(0), c.out(0)); }
+
+void runRopeAttention(const OpContext &c) {
+  ref::ropeAttention<float>(c.in(0), c.in(1), c.in(2), c.in(3), c.op().getInt("heads"),
+                            c.op().getFloat("scale"), fusedMask(c), c.out(0));
+}
+
+void runLinearGelu(const OpContext &c) {
+  ref::linearGelu<float>(c.in(0), c.in(1), c.optIn(2), c.boolOr("approximate", false), c.out(0),
+                         c.out(1));
+}
+
+void runLinearResidual(const OpContext &c) {
+  ref::linearResidual<float>(c.in(0), c.in(1), c.in(2), c.optIn(3), c.out(0));
+}
+
+void runRopeTableGrad(const OpContext &c) {
+  ref::ropeTableGrad<float>(c.in(0), c.in(1), c.in(2), c.out(0));
+}
+
+void runRopeApplyGradTable(const OpContext &c) {
+  ref::ropeApplyGradTable<float>(c.in(0), c.in(1), c.boolOr("inverse", false), c.out(0));
+}
+
+void runCayleyWeightGrad(const OpContext &c) {
+  ref::cayleyWeightGrad<float>(c.in(0), c.in(1), c.out(0));
+}
+
+void runRopeAttentionGrad(const OpContext &c) {
+  ref::ropeAttentionGrad<float>(c.in(0), c.in(1), c.in(2), c.in(3), c.in(4),
+                                c.op().getInt("heads"), c.op().getFloat("scale"), fusedMask(c),
+                                c.out(0), c.out(1), c.out(2));
+}
+
+//===----------------------------------------------------------------------===//
+// Fast
+//===----------------------------------------------------------------------===//
+
+void runFastRopeApply(const OpContext &c) {
+  cpu::ropeApply(c.in(0), c.in(1), c.boolOr("inverse", false), c.out(0));
+}
+
+void runFastRopeApplyGradTable(const OpContext &c) {
+  cpu::ropeApplyGradTable(c.in(0), c.in(1), c.boolOr("inverse", false), c.out(0));
+}
+
+void runFastRopeAttention(const OpContext &c) {
+  cpu::ropeAttention(c.in(0), c.in(1), c.in(2), c.in(3), c.op().getInt("heads"),
+                     c.op().getFloat("scale"), fusedMask(c), c.out(0));
+}
+
+void runFastRopeAttentionGrad(const OpContext &c) {
+  cpu::ropeAttentionGrad(c.in(0), c.in(1), c.in(2), c.in(3), c.in(4), c.op().getInt("heads"),
+                         c.op().getFloat("scale"), fusedMask(c), c.out(0), c.out(1), c.out(2));
+}
+
+void runFastLinearGelu(const OpContext &c) {
+  cpu::linearGelu(c.in(0), c.in(1), c.optIn(2), c.boolOr("approximate", false), c.out(0),
+                  c.out(1));
+}
+
+void runFastLinearResidual(const OpContext &c) {
+  cpu::linearResidual(c.in(0), c.in(1), c.in(2), c.optIn(3), c.out(0));
+}
+
+} // namespace
+
+void addFusedOps(OpTable &table) {
+  table[OpCode::RopeTable] = {runRopeTable};
+  table[OpCode::RopeApply] = {runRopeApply, checkRopeApply};
+  table[OpCode::CayleyWeight] = {runCayleyWeight};
+  table[OpCode::RopeAttention] = {runRopeAttention, checkRopeAttention};
+  table[OpCode::LinearGelu] = {runLinearGelu};
+  table[OpCode::LinearResidual] = {runLinearResidual};
+  table[OpCode::RopeTableGrad] = {runRopeTableGrad};
+  table[OpCode::RopeApplyGradTable] = {runRopeApplyGradTable, checkRopeApplyGradTable};
+  table[OpCode::CayleyWeightGrad] = {runCayleyWeightGrad};
+  table[OpCode::RopeAttentionGrad] = {runRopeAttentionGrad, checkRopeAttentionGrad};
+}
+
+void addFastFusedOps(OpTable &table) {
+  table[OpCode::RopeApply].run = runFastRopeApply;
+  table[OpCode::RopeApplyGradTable].run = runFastRopeApplyGradTable;
+  table[OpCode::RopeAttention].run = runFastRopeAttention;
+  table[OpCode::RopeAttentionGrad].run = runFastRopeAttentionGrad;
+  table[OpCode::LinearGelu].run = runFastLinearGelu;
+  table[OpCode::LinearResidual].run = runFastLinearResidual;
+}
+
+} // namespace stringrt::detail

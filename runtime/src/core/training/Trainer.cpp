@@ -1,0 +1,720 @@
+#include "stringrt/Trainer.h"
+
+#include "training/TrainLog.h"
+#include "stringrt/ArrayData.h"
+#include "stringrt/TextCorpus.h"
+#include "stringrt/Error.h"
+#include "stringrt/cpu/ThreadPool.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <deque>
+#include <cmath>
+#include <cstdio>
+#include <exception>
+#include <filesystem>
+#include <memory>
+#include <new>
+#include <system_error>
+#include <thread>
+
+namespace stringrt {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double secondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+std::string describe(DType dtype, const std::vector<int64_t> &shape) {
+  return fmt::format("{} {}", dtype == DType::F32 ? "f32" : "i32",
+                     ref::shapeToString(shape));
+}
+
+// The last dimension of the forward program's "logits" output, if any.
+std::optional<int64_t> logitsClasses(const Manifest &manifest) {
+  for (const ProgramOutput &out : manifest.forward.outputs)
+    if (!out.isGrad() && out.name == "logits") {
+      const auto &shape = manifest.forward.values[out.value].shape;
+      if (!shape.empty() && shape.back() > 0)
+        return shape.back();
+    }
+  return std::nullopt;
+}
+
+// Examples [begin, end) of the test split: the summed loss (loss * n) and the
+// number of correct argmax predictions (when there are logits to compare).
+struct EvalPart {
+  double lossSum = 0;
+  int64_t correct = 0;
+  bool hasAccuracy = false;
+};
+
+EvalPart evalBatch(Model &model, const DataSet &data, int64_t begin,
+                   int64_t end) {
+  Batch batch = data.range(Split::Test, begin, end);
+  auto outputs = model.run("forward", modelInputs(model, batch));
+  auto loss = outputs.find("loss");
+  if (loss == outputs.end() || loss->second.values.size() != 1)
+    throw Error("evaluation: the forward program has no scalar \"loss\" output");
+  EvalPart part;
+  part.lossSum = static_cast<double>(loss->second.values[0]) *
+                 static_cast<double>(batch.size);
+  auto logits = outputs.find("logits");
+  if (!data.isText() && logits != outputs.end()) {
+    const ref::Tensor<float> &l = logits->second;
+    const std::vector<int32_t> &labels = batch.tensors[1].i32;
+    if (l.shape.size() == 2 && l.shape[0] == batch.size && l.shape[1] > 0) {
+      part.hasAccuracy = true;
+      part.correct = countCorrect(l.values.data(), labels.data(), batch.size, l.shape[1]);
+    }
+  }
+  return part;
+}
+
+// evaluate() without its memory check: train() checks once for the whole
+// run, and its evaluations reuse the forward program's arena.
+EvalResult evaluateTestSplit(Model &model, const DataSet &data, int64_t batch, int threads);
+
+// train()'s default backend: the model and the trainer's optimizer on the
+// CPU (start and fetch have nothing to copy: they are the trainer's own).
+class CpuBackend : public TrainBackend {
+public:
+  CpuBackend(Model &model, Optimizer &optimizer, int threads, int64_t accumulate)
+      : model_(model), optimizer_(optimizer), threads_(threads), accumulate_(accumulate) {}
+  std::string name() const override { return ""; }
+  void start(const std::vector<float> &, const Optimizer &) override {}
+  // The step runs when queued; collect() returns it.
+  void queue(const std::map<std::string, HostTensor> &batch, const NextBatch &next,
+             int64_t totalSteps) override {
+    if (accumulate_ > 1)
+      accumulatedGradients(batch);
+    else
+      model_.gradients(batch, loss_, grads_);
+    info_ = {};
+    if (std::isfinite(loss_))
+      info_ = optimizer_.step(model_.parameters(), grads_, totalSteps);
+    next(); // nothing runs meanwhile on the CPU: assembled after the step
+  }
+  OptimizerStepInfo collect(float &loss) override {
+    loss = loss_;
+    return info_;
+  }
+  EvalResult evaluate(const DataSet &data, int64_t batch) override {
+    return evaluateTestSplit(model_, data, batch, threads_);
+  }
+  void fetch(std::vector<float> &, Optimizer &) override {}
+
+private:
+  // The batch in accumulate_ consecutive micro-batches (sizes differing by
+  // at most one); the loss and every gradient are their mean values
+  // weighted by size, in a fixed order, so the result does not depend on
+  // anything but the batch.
+  void accumulatedGradients(const std::map<std::string, HostTensor> &batch) {
+    const int64_t rows = batch.begin()->second.shape.at(0);
+    double loss = 0;
+    int64_t begin = 0;
+    for (int64_t part = 0; part < accumulate_; ++part) {
+      const int64_t size = rows / accumulate_ + (part < rows % accumulate_ ? 1 : 0);
+      std::map<std::string, HostTensor> micro;
+      for (const auto &[name, tensor] : batch)
+        micro.emplace(name, rowsOf(tensor, begin, size));
+      float microLoss = 0;
+      model_.gradients(micro, microLoss, microGrads_);
+      const float weight = static_cast<float>(size) / static_cast<float>(rows);
+      if (part == 0)
+        grads_.assign(microGrads_.size(), 0.0f);
+      for (size_t i = 0; i < grads_.size(); ++i)
+        grads_[i] += weight * microGrads_[i];
+      loss += static_cast<double>(weight) * microLoss;
+      begin += size;
+    }
+    loss_ = static_cast<float>(loss);
+  }
+
+  // Rows [begin, begin + count) of a batched tensor, as a view.
+  static HostTensor rowsOf(const HostTensor &t, int64_t begin, int64_t count) {
+    HostTensor view = t;
+    const int64_t rowElements = t.shape.at(0) > 0 ? t.numel() / t.shape[0] : 0;
+    const size_t bytes = t.dtype == DType::I32 ? sizeof(int32_t) : sizeof(float);
+    view.data = static_cast<const char *>(t.data) + begin * rowElements * bytes;
+    view.shape[0] = count;
+    return view;
+  }
+
+  Model &model_;
+  Optimizer &optimizer_;
+  int threads_;
+  int64_t accumulate_;
+  std::vector<float> grads_, microGrads_;
+  float loss_ = 0;
+  OptimizerStepInfo info_;
+};
+
+std::string optional(const std::optional<double> &v) {
+  return v ? fmt::format("{:.9g}", *v) : std::string();
+}
+
+} // namespace
+
+int64_t countCorrect(const float *logits, const int32_t *labels, int64_t rows,
+                     int64_t classes) {
+  int64_t correct = 0;
+  for (int64_t i = 0; i < rows; ++i) {
+    const float *row = logits + i * classes;
+    int64_t best = 0;
+    for (int64_t c = 1; c < classes; ++c)
+      if (row[c] > row[best])
+        best = c;
+    if (best == labels[i])
+      ++correct;
+  }
+  return correct;
+}
+
+std::vector<OptimizerSlot> optimizerSlots(const Model &model) {
+  std::vector<OptimizerSlot> slots;
+  for (const ParamSlot &s : model.slots())
+    slots.push_back({s.name, s.shape, static_cast<size_t>(s.offset),
+                     static_cast<size_t>(s.size), s.frozen});
+  return slots;
+}
+
+DataSet loadModelData(const Model &model, const std::string &path) {
+  const Manifest &manifest = model.manifest();
+  std::string where = path;
+  if (where.empty()) {
+    if (!manifest.dataset)
+      throw Error(fmt::format("model '{}' declares no dataset; give the data "
+                              "path (--data)",
+                              manifest.model));
+    where = manifest.dataset->path;
+  }
+  if (manifest.inputs.size() != 2)
+    throw Error(fmt::format("model '{}' has {} inputs; training data feeds "
+                            "two (image and label, or tokens and targets)",
+                            manifest.model, manifest.inputs.size()));
+  // An array file (.npy, .npz, .safetensors) holds tokens or images, as
+  // the model's first input says.
+  const bool arrays = isArrayDataPath(where);
+  bool text;
+  int64_t context = 0;
+  if (arrays) {
+    text = manifest.inputs[0].dtype == DType::I32;
+    if (text && manifest.dataset && manifest.dataset->kind == DatasetKind::Text)
+      context = manifest.dataset->contextLength;
+  } else if (manifest.dataset) {
+    text = manifest.dataset->kind == DatasetKind::Text;
+    context = manifest.dataset->contextLength;
+  } else {
+    text = !std::filesystem::is_directory(where);
+  }
+  if (text && context <= 0) {
+    const auto &shape = manifest.inputs[0].shape;
+    if (manifest.inputs[0].dtype != DType::I32 || shape.size() != 2 ||
+        shape[0] != kBatchDim || shape[1] <= 0)
+      throw Error(where,
+                  fmt::format("text data needs a first input i32 [-1, T]; "
+                              "model '{}' takes '{}' as {}",
+                              manifest.model, manifest.inputs[0].name,
+                              describe(manifest.inputs[0].dtype, shape)));
+    context = shape[1];
+  }
+  DataSet data = [&] {
+    if (arrays && text)
+      return loadArrayTokens(where, context,
+                             logitsClasses(manifest).value_or(kByteVocabSize));
+    if (arrays)
+      return loadArrayImages(where, logitsClasses(manifest).value_or(256));
+    if (text)
+      return DataSet::text(where, context);
+    int classes = 256;
+    if (auto c = logitsClasses(manifest); c && *c <= 256)
+      classes = static_cast<int>(*c);
+    return DataSet::idx(where, classes);
+  }();
+  auto shapes = data.exampleShapes();
+  auto dtypes = data.dtypes();
+  for (size_t i = 0; i < 2; ++i) {
+    const ManifestInput &input = manifest.inputs[i];
+    std::vector<int64_t> shape = {kBatchDim};
+    shape.insert(shape.end(), shapes[i].begin(), shapes[i].end());
+    if (input.dtype != dtypes[i] || input.shape != shape)
+      throw Error(where,
+                  fmt::format("the data gives {} where model '{}' takes "
+                              "input '{}' as {}",
+                              describe(dtypes[i], shape), manifest.model,
+                              input.name, describe(input.dtype, input.shape)));
+  }
+  return data;
+}
+
+std::map<std::string, HostTensor> modelInputs(const Model &model,
+                                              const Batch &batch) {
+  const auto &inputs = model.manifest().inputs;
+  if (inputs.size() != batch.tensors.size())
+    throw Error(fmt::format("a batch of {} tensors for a model of {} inputs",
+                            batch.tensors.size(), inputs.size()));
+  std::map<std::string, HostTensor> views;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const BatchTensor &t = batch.tensors[i];
+    views[inputs[i].name] = t.dtype == DType::F32
+                                ? HostTensor(t.f32.data(), t.shape)
+                                : HostTensor(t.i32.data(), t.shape);
+  }
+  return views;
+}
+
+EvalResult evaluate(Model &model, const DataSet &data, int64_t batch, int threads) {
+  if (batch >= 1 && threads >= 1) {
+    const int64_t count = data.count(Split::Test);
+    const int64_t rows = std::min(batch, std::max<int64_t>(count, 1));
+    const int64_t batches = (count + rows - 1) / rows;
+    checkBatchMemory(model, rows, false, std::max<int64_t>(1, std::min<int64_t>(threads, batches)),
+                     "evaluation");
+  }
+  return evaluateTestSplit(model, data, batch, threads);
+}
+
+namespace {
+
+EvalResult evaluateBatches(Model &model, const DataSet &data, int64_t batch, int threads);
+
+EvalResult evaluateTestSplit(Model &model, const DataSet &data, int64_t batch, int threads) {
+  try {
+    return evaluateBatches(model, data, batch, threads);
+  } catch (const std::bad_alloc &) {
+    throw Error(fmt::format("evaluation: out of memory at batch {} with {} thread{}: use a "
+                            "smaller --batch or fewer --threads",
+                            batch, threads, threads == 1 ? "" : "s"));
+  }
+}
+
+EvalResult evaluateBatches(Model &model, const DataSet &data, int64_t batch, int threads) {
+  if (batch < 1)
+    throw Error(fmt::format("evaluation batch must be >= 1, got {}", batch));
+  if (threads < 1)
+    throw Error(fmt::format("threads must be >= 1, got {}", threads));
+  if (threads > cpu::maxThreads())
+    throw Error("evaluation: " + cpu::tooManyThreads(threads));
+  const auto start = Clock::now();
+  const int64_t count = data.count(Split::Test);
+  if (count == 0)
+    throw Error("evaluation: the test split is empty");
+  const int64_t batches = (count + batch - 1) / batch;
+  std::vector<EvalPart> parts(static_cast<size_t>(batches));
+  auto runBatch = [&](Model &m, int64_t b) {
+    parts[static_cast<size_t>(b)] =
+        evalBatch(m, data, b * batch, std::min(count, (b + 1) * batch));
+  };
+  const int64_t workers = std::min<int64_t>(threads, batches);
+  if (workers <= 1) {
+    for (int64_t b = 0; b < batches; ++b)
+      runBatch(model, b);
+  } else {
+    // Replicas with the same parameters; each batch's result lands in its
+    // slot, and they are summed in batch order below.
+    std::vector<std::unique_ptr<Model>> replicas;
+    for (int64_t w = 1; w < workers; ++w) {
+      replicas.push_back(std::make_unique<Model>(model.manifest(), "", model.kernels(),
+                                                 model.kernelLibrary()));
+      replicas.back()->parameters() = model.parameters();
+    }
+    std::atomic<int64_t> next{0};
+    std::vector<std::exception_ptr> errors(static_cast<size_t>(workers));
+    auto work = [&](Model &m, size_t w) {
+      try {
+        for (int64_t b = next++; b < batches; b = next++)
+          runBatch(m, b);
+      } catch (...) {
+        errors[w] = std::current_exception();
+        next = batches;
+      }
+    };
+    std::vector<std::thread> pool;
+    try {
+      for (int64_t w = 1; w < workers; ++w)
+        pool.emplace_back(work, std::ref(*replicas[static_cast<size_t>(w - 1)]),
+                          static_cast<size_t>(w));
+    } catch (const std::system_error &e) {
+      // The threads started finish at once; then say why.
+      next = batches;
+      for (std::thread &t : pool)
+        t.join();
+      throw Error(fmt::format("evaluation: cannot start {} threads (the system refused after "
+                              "{}: {}); use fewer threads (--threads)",
+                              workers, pool.size() + 1, e.what()));
+    }
+    work(model, 0);
+    for (std::thread &t : pool)
+      t.join();
+    for (const std::exception_ptr &e : errors)
+      if (e)
+        std::rethrow_exception(e);
+  }
+  EvalResult result;
+  result.examples = count;
+  double lossSum = 0;
+  int64_t correct = 0;
+  bool accuracy = !parts.empty();
+  for (const EvalPart &p : parts) {
+    lossSum += p.lossSum;
+    correct += p.correct;
+    accuracy = accuracy && p.hasAccuracy;
+  }
+  result.loss = lossSum / static_cast<double>(count);
+  if (accuracy)
+    result.accuracy = static_cast<double>(correct) / static_cast<double>(count);
+  if (data.isText())
+    result.perplexity = std::exp(result.loss);
+  result.seconds = secondsSince(start);
+  return result;
+}
+
+} // namespace
+
+TrainResult train(Model &model, const DataSet &data, const TrainOptions &options,
+                  TrainObserver *observer, TrainBackend *backend) {
+  TrainObserver silent;
+  TrainObserver &obs = observer ? *observer : silent;
+  const Manifest &manifest = model.manifest();
+  if (options.steps < 0)
+    throw Error(fmt::format("steps must be >= 0, got {}", options.steps));
+  if (options.epochs < 0)
+    throw Error(fmt::format("epochs must be >= 1, got {}", options.epochs));
+  if (options.batch < 0)
+    throw Error(fmt::format("batch must be >= 1, got {}", options.batch));
+  if (options.stopAfter < 0)
+    throw Error(fmt::format("stop-after must be >= 1, got {}",
+                            options.stopAfter));
+  if (options.threads < 1)
+    throw Error(fmt::format("threads must be >= 1, got {}", options.threads));
+  if (options.accumulate < 1)
+    throw Error(fmt::format("accumulate must be >= 1, got {}", options.accumulate));
+  if (options.accumulate > 1 && backend)
+    throw Error(fmt::format("gradient accumulation (--accumulate {}) runs on the CPU only; "
+                            "the {} backend takes each step's batch whole",
+                            options.accumulate, backend->name()));
+  if (manifest.optimizer.emaDecay > 0 && backend)
+    throw Error(fmt::format("the EMA of the weights (optimizer ema = {}) is kept on the CPU "
+                            "only; the {} backend does not update it",
+                            manifest.optimizer.emaDecay, backend->name()));
+
+  std::vector<OptimizerSlot> slots = optimizerSlots(model);
+  Optimizer optimizer(manifest.optimizer, slots, model.parameters().size());
+
+  TrainPlan plan;
+  int64_t checkpointTotal = 0, checkpointEpoch = 0;
+  plan.batch = options.batch > 0 ? options.batch : kDefaultBatch;
+  plan.seed = options.seed.value_or(0);
+  if (!options.resumePath.empty()) {
+    CheckpointInfo info = readCheckpointInfo(options.resumePath);
+    if (options.batch > 0 && options.batch != info.batch)
+      throw Error(options.resumePath,
+                  fmt::format("the checkpoint was trained with batch {}; "
+                              "resuming with batch {} would change the data "
+                              "order",
+                              info.batch, options.batch));
+    if (options.seed && *options.seed != info.dataSeed)
+      throw Error(options.resumePath,
+                  fmt::format("the checkpoint was trained with data seed {}; "
+                              "resuming with seed {} would change the data "
+                              "order",
+                              info.dataSeed, *options.seed));
+    info = loadCheckpoint(options.resumePath, manifest.model, slots,
+                          model.parameters(), optimizer);
+    plan.batch = info.batch;
+    plan.seed = info.dataSeed;
+    plan.startStep = info.step;
+    checkpointTotal = info.totalSteps;
+    checkpointEpoch = info.epoch;
+  } else {
+    model.initParameters();
+  }
+  if (plan.batch < 1)
+    throw Error(fmt::format("batch must be >= 1, got {}", plan.batch));
+  if (options.accumulate > plan.batch)
+    throw Error(fmt::format("--accumulate {} splits each batch of {} into more micro-batches "
+                            "than it has examples",
+                            options.accumulate, plan.batch));
+
+  plan.trainExamples = data.count(Split::Train);
+  plan.testExamples = data.count(Split::Test);
+  plan.unit = data.unit();
+  plan.augment = options.augment.value_or(manifest.dataset ? manifest.dataset->augment
+                                                            : AugmentPolicy{});
+  checkAugmentPolicy(plan.augment);
+  if (plan.augment.enabled() && data.isText())
+    throw Error(fmt::format("augmentation ({}) applies to images; this run trains on text",
+                            describeAugmentPolicy(plan.augment)));
+  plan.stepsPerEpoch = plan.trainExamples / plan.batch;
+  if (plan.stepsPerEpoch == 0)
+    throw Error(fmt::format("the train split has {} examples, fewer than one "
+                            "batch of {}",
+                            plan.trainExamples, plan.batch));
+  // A checkpoint records its completed epochs: they must be its step's for
+  // this data (another count of examples makes another data order).
+  if (!options.resumePath.empty() && checkpointEpoch != plan.startStep / plan.stepsPerEpoch)
+    throw Error(options.resumePath,
+                fmt::format("the checkpoint records {} completed epochs at step {}, but {} "
+                            "train examples in batches of {} make {} steps per epoch ({} "
+                            "epochs by step {}): it is a run on other data, or damaged",
+                            checkpointEpoch, plan.startStep, plan.trainExamples, plan.batch,
+                            plan.stepsPerEpoch, plan.startStep / plan.stepsPerEpoch,
+                            plan.startStep));
+  if (options.steps > 0)
+    plan.totalSteps = options.steps;
+  else if (options.epochs > 0)
+    plan.totalSteps = options.epochs * plan.stepsPerEpoch;
+  else if (checkpointTotal > 0)
+    plan.totalSteps = checkpointTotal;
+  else
+    plan.totalSteps = plan.stepsPerEpoch;
+  plan.epochs = (plan.totalSteps + plan.stepsPerEpoch - 1) / plan.stepsPerEpoch;
+  if (plan.startStep >= plan.totalSteps)
+    throw Error(options.resumePath,
+                fmt::format("the checkpoint is at step {} and the run has {} "
+                            "steps: nothing left to train (raise --epochs or "
+                            "--steps)",
+                            plan.startStep, plan.totalSteps));
+
+  int64_t endStep = plan.totalSteps;
+  if (options.stopAfter > 0) {
+    if (options.stopAfter <= plan.startStep)
+      throw Error(fmt::format("stop-after {} is not beyond the checkpoint's "
+                              "step {}",
+                              options.stopAfter, plan.startStep));
+    endStep = std::min(endStep, options.stopAfter);
+  }
+
+  // Everything a step (and the evaluation) will allocate, before the first.
+  // (A step with accumulation runs its largest micro-batch at a time.)
+  if (!backend)
+    checkBatchMemory(model, (plan.batch + options.accumulate - 1) / options.accumulate, true,
+                     options.evaluate && plan.testExamples > 0 ? options.threads : 0,
+                     "training");
+  CpuBackend cpu(model, optimizer, options.threads, options.accumulate);
+  TrainBackend &run = backend ? *backend : cpu;
+  run.start(model.parameters(), optimizer);
+  plan.device = run.name();
+
+  detail::TrainLog log(options.logPath, options.resumePath.empty()
+                                           ? std::nullopt
+                                           : std::optional<int64_t>(plan.startStep));
+  obs.onStart(plan);
+
+  TrainResult result;
+  result.plan = plan;
+  std::vector<int64_t> order;
+  int64_t orderEpoch = -1;
+  // The batch of global step s (the data order of its epoch).
+  auto batchOf = [&](int64_t s) {
+    const int64_t epoch = s / plan.stepsPerEpoch;
+    if (epoch != orderEpoch) {
+      order = epochOrder(plan.trainExamples, plan.seed, epoch);
+      orderEpoch = epoch;
+    }
+    Batch b = data.batch(Split::Train, order.data() + (s % plan.stepsPerEpoch) * plan.batch,
+                         static_cast<size_t>(plan.batch));
+    // On the host, before any backend sees the batch: the same bits for
+    // the CPU and the GPU, and a resumed run augments as an unbroken one.
+    if (plan.augment.enabled())
+      augmentBatchImages(plan.augment, plan.seed, s, b);
+    return b;
+  };
+  const auto runStart = Clock::now();
+  auto epochStart = runStart;
+  double epochLoss = 0;
+  int64_t epochSteps = 0;
+  const int64_t units = data.unitsPerExample() * plan.batch;
+
+  // Step s's results: checked, logged and reported; at the end of an epoch
+  // or of the run, the evaluation and the checkpoint.
+  auto finish = [&](int64_t s, float loss, const OptimizerStepInfo &info) {
+    const int64_t epoch = s / plan.stepsPerEpoch;
+    const int64_t k = s % plan.stepsPerEpoch;
+    if (!std::isfinite(loss))
+      throw Error(fmt::format("step {} (epoch {}): the loss is {}; stopping",
+                              s + 1, epoch + 1, loss));
+    epochLoss += loss;
+    ++epochSteps;
+    const double epochSeconds = secondsSince(epochStart);
+    StepReport report;
+    report.step = s + 1;
+    report.epoch = epoch;
+    report.stepInEpoch = k + 1;
+    report.loss = loss;
+    report.lr = info.lr;
+    report.gradNorm = info.gradNorm;
+    report.unitsPerSecond =
+        epochSeconds > 0 ? static_cast<double>(units * epochSteps) / epochSeconds
+                         : 0.0;
+    const double perStep =
+        secondsSince(runStart) / static_cast<double>(s + 1 - plan.startStep);
+    report.etaSeconds = perStep * static_cast<double>(plan.totalSteps - s - 1);
+    log.line(fmt::format("train,{},{},{:.9g},{:.9g},{:.9g},,,{:.1f}",
+                         report.step, epoch + 1, loss, info.lr, info.gradNorm,
+                         report.unitsPerSecond));
+    obs.onStep(plan, report);
+    result.steps = s + 1;
+    result.lastLoss = loss;
+
+    const bool epochDone = (s + 1) % plan.stepsPerEpoch == 0;
+    const bool last = s + 1 == endStep;
+    if (!epochDone && !last)
+      return;
+    EpochReport er;
+    er.epoch = epoch;
+    er.step = s + 1;
+    er.meanLoss = epochLoss / static_cast<double>(epochSteps);
+    er.seconds = epochSeconds;
+    er.complete = epochDone;
+    obs.onEpochEnd(plan, er);
+    if (options.evaluate && plan.testExamples > 0) {
+      EvalResult eval = run.evaluate(data, plan.batch);
+      log.line(fmt::format("eval,{},{},{:.9g},,,{},{},", s + 1, epoch + 1,
+                           eval.loss, optional(eval.accuracy),
+                           optional(eval.perplexity)));
+      obs.onEval(plan, s + 1, eval);
+      result.lastEval = eval;
+      if (optimizer.hasEma()) { // the EMA weights in place of the raw ones, then back
+        std::vector<float> raw = model.parameters();
+        model.parameters() = optimizer.emaParameters(raw);
+        EvalResult ema = run.evaluate(data, plan.batch);
+        model.parameters() = std::move(raw);
+        ema.ema = true;
+        log.line(fmt::format("eval_ema,{},{},{:.9g},,,{},{},", s + 1, epoch + 1, ema.loss,
+                             optional(ema.accuracy), optional(ema.perplexity)));
+        obs.onEval(plan, s + 1, ema);
+        result.lastEmaEval = ema;
+      }
+    }
+    if (!options.checkpointPath.empty()) {
+      CheckpointInfo ci;
+      ci.model = manifest.model;
+      ci.step = s + 1;
+      ci.epoch = (s + 1) / plan.stepsPerEpoch;
+      ci.dataSeed = plan.seed;
+      ci.batch = plan.batch;
+      ci.totalSteps = plan.totalSteps;
+      run.fetch(model.parameters(), optimizer);
+      saveCheckpoint(options.checkpointPath, ci, slots, model.parameters(),
+                     optimizer);
+      obs.onCheckpoint(plan, options.checkpointPath, s + 1);
+    }
+    epochStart = Clock::now();
+    epochLoss = 0;
+    epochSteps = 0;
+  };
+
+  // Each step is queued with how to assemble the next step's batch (a
+  // backend does it, and may upload it, while the step computes). A backend
+  // may take run.stepsAhead() more steps before the trainer collects a
+  // step's results (the GPU: step s + 1 is queued before step s is read), but
+  // never across the end of an epoch or of the run: the evaluation and the
+  // checkpoint see exactly the parameters after their step.
+  Batch batch = batchOf(plan.startStep);
+  std::deque<int64_t> queued; // steps queued and not collected, oldest first
+  for (int64_t s = plan.startStep; s < endStep; ++s) {
+    std::optional<Batch> next;
+    std::map<std::string, HostTensor> nextInputs;
+    auto assembleNext = [&]() -> const std::map<std::string, HostTensor> * {
+      if (next || s + 1 >= endStep)
+        return next ? &nextInputs : nullptr;
+      next = batchOf(s + 1);
+      nextInputs = modelInputs(model, *next);
+      return &nextInputs;
+    };
+    // The step's memory was checked up front; anything left is reported by
+    // step, not as std::bad_alloc.
+    auto outOfMemory = [&](int64_t step) {
+      return Error(fmt::format("step {} (epoch {}): out of memory at batch {}: use a smaller "
+                               "--batch",
+                               step + 1, step / plan.stepsPerEpoch + 1, plan.batch));
+    };
+    try {
+      run.queue(modelInputs(model, batch), assembleNext, plan.totalSteps);
+      assembleNext(); // (a backend that did not)
+    } catch (const std::bad_alloc &) {
+      throw outOfMemory(s);
+    }
+    queued.push_back(s);
+    const bool boundary = (s + 1) % plan.stepsPerEpoch == 0 || s + 1 == endStep;
+    while (!queued.empty() &&
+           (boundary || static_cast<int64_t>(queued.size()) > run.stepsAhead())) {
+      float loss = 0;
+      OptimizerStepInfo info;
+      try {
+        info = run.collect(loss);
+      } catch (const std::bad_alloc &) {
+        throw outOfMemory(queued.front());
+      }
+      const int64_t done = queued.front();
+      queued.pop_front();
+      finish(done, loss, info);
+    }
+    if (next)
+      batch = std::move(*next);
+  }
+  run.fetch(model.parameters(), optimizer);
+  result.finished = result.steps == plan.totalSteps;
+  return result;
+}
+
+BenchResult bench(Model &model, const DataSet &data, int64_t batch,
+                  int64_t steps, OpProfile *profile) {
+  if (batch < 1)
+    throw Error(fmt::format("batch must be >= 1, got {}", batch));
+  if (steps < 1)
+    throw Error(fmt::format("steps must be >= 1, got {}", steps));
+  const int64_t count = data.count(Split::Train);
+  const int64_t perEpoch = count / batch;
+  if (perEpoch == 0)
+    throw Error(fmt::format("the train split has {} examples, fewer than one "
+                            "batch of {}",
+                            count, batch));
+  checkBatchMemory(model, batch, true, 0, "bench");
+  model.initParameters();
+  std::vector<OptimizerSlot> slots = optimizerSlots(model);
+  Optimizer optimizer(model.manifest().optimizer, slots,
+                      model.parameters().size());
+  const int64_t total = steps + 1;
+  std::vector<float> grads;
+  std::vector<int64_t> order;
+  auto start = Clock::now();
+  for (int64_t s = 0; s < total; ++s) {
+    if (s % perEpoch == 0)
+      order = epochOrder(count, 0, s / perEpoch);
+    Batch b = data.batch(Split::Train, order.data() + (s % perEpoch) * batch,
+                         static_cast<size_t>(batch));
+    float loss = 0;
+    try {
+      model.gradients(modelInputs(model, b), loss, grads);
+    } catch (const std::bad_alloc &) {
+      throw Error(fmt::format("bench step {}: out of memory at batch {}: use a smaller --batch",
+                              s, batch));
+    }
+    optimizer.step(model.parameters(), grads, total);
+    if (s == 0) {
+      model.setProfile(profile);
+      start = Clock::now(); // The warm-up step is not timed.
+    }
+  }
+  model.setProfile(nullptr);
+  BenchResult r;
+  r.steps = steps;
+  r.batch = batch;
+  r.seconds = secondsSince(start);
+  r.unit = data.unit();
+  r.stepsPerSecond = r.seconds > 0 ? static_cast<double>(steps) / r.seconds : 0;
+  r.unitsPerSecond = r.stepsPerSecond * static_cast<double>(batch) *
+                     static_cast<double>(data.unitsPerExample());
+  return r;
+}
+
+} // namespace stringrt
