@@ -62,8 +62,22 @@ bool Analyzer::withinLimits(const TensorType &type, SourceRange where, const std
   return true;
 }
 
-Value Analyzer::emit(std::string name, std::vector<int> operands, std::vector<NamedAttr> attrs,
+Value Analyzer::emit(OpCode code, std::vector<int> operands, std::vector<NamedAttr> attrs,
                      TensorType result, SourceRange where) {
+  const stringrt::OpSchema &schema = stringrt::opSchema(code);
+  std::string name = schema.name;
+  const int count = static_cast<int>(operands.size());
+  if (count < schema.minOperands || count > schema.maxOperands)
+    return fail(where, fmt::format("internal error: {} built with {} operands, its schema takes {} "
+                                   "to {}",
+                                   name, count, schema.minOperands, schema.maxOperands));
+  for (const NamedAttr &attr : attrs)
+    if (!schema.findAttr(attr.first))
+      return fail(where, fmt::format("internal error: {} has no attribute '{}'", name, attr.first));
+  for (const stringrt::AttrSchema &attr : schema.attrs)
+    if (attr.required && !findAttr(attrs, attr.name))
+      return fail(where, fmt::format("internal error: {} built without its attribute '{}'", name,
+                                     attr.name));
   if (!withinLimits(result, where, "the result of " + name))
     return Value::poison();
   if (graph_.ops.size() >= kMaxOps) {
@@ -76,6 +90,7 @@ Value Analyzer::emit(std::string name, std::vector<int> operands, std::vector<Na
   }
   int id = static_cast<int>(graph_.values.size());
   GraphOp op;
+  op.code = code;
   op.name = std::move(name);
   op.operands = std::move(operands);
   op.attrs = std::move(attrs);
@@ -98,7 +113,7 @@ const GraphOp *Analyzer::definingOp(const Value &value) const {
 
 std::string Analyzer::paramNameOf(const Value &value) const {
   const GraphOp *op = definingOp(value);
-  if (!op || op->name != "pe.get_param")
+  if (!op || op->code != OpCode::GetParam)
     return "";
   return std::get<std::string>(*op->attr("param"));
 }

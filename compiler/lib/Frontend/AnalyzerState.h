@@ -22,6 +22,7 @@
 #include "stringc/Frontend/Diagnostics.h"
 #include "stringc/Frontend/Graph.h"
 #include "stringc/Frontend/Analyzer.h"
+#include "stringrt/OpSchema.h"
 
 #include <map>
 #include <memory>
@@ -30,6 +31,8 @@
 #include <vector>
 
 namespace stringc::sema {
+
+using stringrt::OpCode;
 
 struct Binding {
   enum class Kind { Const, Input, Param, Let, Output, Arg, LoopVar, Block };
@@ -81,8 +84,12 @@ public:
   /// Whether a value of `type` fits the package limits (ManifestLimits.h:
   /// rank, per-example elements); reports at `where` when it does not.
   bool withinLimits(const TensorType &type, SourceRange where, const std::string &what);
-  /// Appends an op and returns its result.
-  Value emit(std::string name, std::vector<int> operands, std::vector<NamedAttr> attrs,
+  /// Appends an op and returns its result. The op is named by its code, so
+  /// a misspelt op is a compile error, and its operand count and attribute
+  /// names are checked against the op schema generated from the dialect's
+  /// ODS (stringrt/OpSchema.h): a built-in that disagrees with the dialect
+  /// is reported as an internal error, not passed on.
+  Value emit(OpCode code, std::vector<int> operands, std::vector<NamedAttr> attrs,
              TensorType result, SourceRange where);
   /// The op that produced a tensor value, or nullptr (inputs, non-tensors).
   const GraphOp *definingOp(const Value &value) const;

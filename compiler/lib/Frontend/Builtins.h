@@ -51,6 +51,13 @@ inline ArgSpec floatArg(const char *name, bool required = false) {
   return ArgSpec{name, ArgKind::Float, required, false, name};
 }
 
+/// The ODS default of an op's DefaultValuedAttr (from the generated op
+/// schema), for a built-in argument the call leaves out: the language and
+/// the dialect share one default. `attr` must have one.
+inline double odsDefault(OpCode code, std::string_view attr) {
+  return *stringrt::opSchema(code).findAttr(attr)->defaultValue;
+}
+
 /// mask = none | causal | skip(n)
 struct MaskValue {
   std::string kind = "none";

@@ -40,7 +40,7 @@ Value attention(Analyzer &a, CallArgs &args) {
   std::vector<NamedAttr> attrs = {{"heads", heads}, {"scale", scale}, {"mask", EnumValue{args.mask.kind}}};
   if (args.mask.kind == "skip")
     attrs.push_back({"skip_base", args.mask.skipBase});
-  return a.emit("pe.attention", operands, std::move(attrs), args.type(kQ), args.call.range);
+  return a.emit(OpCode::Attention, operands, std::move(attrs), args.type(kQ), args.call.range);
 }
 
 } // namespace

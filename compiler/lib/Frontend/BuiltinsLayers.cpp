@@ -28,7 +28,7 @@ Value linear(Analyzer &a, CallArgs &args) {
   }
   TensorType result = args.type(0);
   result.dims.back() = out;
-  return a.emit("pe.linear", operands, {}, result, args.call.range);
+  return a.emit(OpCode::Linear, operands, {}, result, args.call.range);
 }
 
 /// layer_norm(x [..., D], g [D], b [D], eps = 1e-5) -> x
@@ -39,23 +39,24 @@ Value layerNorm(Analyzer &a, CallArgs &args) {
   std::string why = fmt::format("the input's last dimension is {}", width);
   if (!requireShape(a, args, 1, {width}, why) || !requireShape(a, args, 2, {width}, why))
     return Value::poison();
-  return a.emit("pe.layer_norm", {args.id(0), args.id(1), args.id(2)}, {{"epsilon", args.floatOr(3, 1e-5)}},
+  const double epsilon = args.floatOr(3, odsDefault(OpCode::LayerNorm, "epsilon"));
+  return a.emit(OpCode::LayerNorm, {args.id(0), args.id(1), args.id(2)}, {{"epsilon", epsilon}},
                 args.type(0), args.call.range);
 }
 
 Value gelu(Analyzer &a, CallArgs &args) {
-  return a.emit("pe.gelu", {args.id(0)}, {{"approximate", false}}, args.type(0), args.call.range);
+  return a.emit(OpCode::Gelu, {args.id(0)}, {{"approximate", false}}, args.type(0), args.call.range);
 }
 
 Value relu(Analyzer &a, CallArgs &args) {
-  return a.emit("pe.relu", {args.id(0)}, {}, args.type(0), args.call.range);
+  return a.emit(OpCode::Relu, {args.id(0)}, {}, args.type(0), args.call.range);
 }
 
 /// mean(x) -> [], mean(x, axis = a) -> x without dimension a (a < 0 counts
 /// from the end).
 Value mean(Analyzer &a, CallArgs &args) {
   if (!args.has(1))
-    return a.emit("pe.mean", {args.id(0)}, {}, TensorType{DType::F32, {}}, args.call.range);
+    return a.emit(OpCode::Mean, {args.id(0)}, {}, TensorType{DType::F32, {}}, args.call.range);
   int64_t rank = static_cast<int64_t>(args.type(0).rank());
   int64_t axis = args[1].intValue;
   if (axis < -rank || axis >= rank)
@@ -65,7 +66,7 @@ Value mean(Analyzer &a, CallArgs &args) {
     axis += rank;
   TensorType result = args.type(0);
   result.dims.erase(result.dims.begin() + axis);
-  return a.emit("pe.mean", {args.id(0)}, {{"axis", axis}}, result, args.call.range);
+  return a.emit(OpCode::Mean, {args.id(0)}, {{"axis", axis}}, result, args.call.range);
 }
 
 /// patch_embed(image [B, C, H, W], w [C*p*p, D], b [D], patch = p) -> [B, (H/p)*(W/p), D]
@@ -89,7 +90,7 @@ Value patchEmbed(Analyzer &a, CallArgs &args) {
   if (!requireShape(a, args, 2, {embed}, fmt::format("the weight has {} outputs", embed)))
     return Value::poison();
   TensorType result{DType::F32, {image[0], (height / patch) * (width / patch), embed}};
-  return a.emit("pe.patch_embed", {args.id(0), args.id(1), args.id(2)}, {{"patch", patch}}, result,
+  return a.emit(OpCode::PatchEmbed, {args.id(0), args.id(1), args.id(2)}, {{"patch", patch}}, result,
                 args.call.range);
 }
 
@@ -99,7 +100,7 @@ Value tokenEmbed(Analyzer &a, CallArgs &args) {
       !requireStatic(a, args, 1))
     return Value::poison();
   TensorType result{DType::F32, {args.dims(0)[0], args.dims(0)[1], args.dims(1)[1]}};
-  return a.emit("pe.token_embed", {args.id(0), args.id(1)}, {}, result, args.call.range);
+  return a.emit(OpCode::TokenEmbed, {args.id(0), args.id(1)}, {}, result, args.call.range);
 }
 
 /// class_token(x [B, N, D], cls [D]) -> [B, N+1, D]
@@ -110,7 +111,7 @@ Value classToken(Analyzer &a, CallArgs &args) {
   if (!requireShape(a, args, 1, {x[2]}, fmt::format("the model width is {}", x[2])))
     return Value::poison();
   TensorType result{DType::F32, {x[0], x[1] + 1, x[2]}};
-  return a.emit("pe.class_token", {args.id(0), args.id(1)}, {}, result, args.call.range);
+  return a.emit(OpCode::ClassToken, {args.id(0), args.id(1)}, {}, result, args.call.range);
 }
 
 /// select_token(x [B, T, D], index = 0) -> [B, D]; a negative index counts
@@ -126,14 +127,14 @@ Value selectToken(Analyzer &a, CallArgs &args) {
   if (index < 0)
     index += x[1];
   TensorType result{DType::F32, {x[0], x[2]}};
-  return a.emit("pe.select_token", {args.id(0)}, {{"index", index}}, result, args.call.range);
+  return a.emit(OpCode::SelectToken, {args.id(0)}, {{"index", index}}, result, args.call.range);
 }
 
 /// cross_entropy(logits [..., C], labels [...] i32, smoothing = 0) -> []
 Value crossEntropy(Analyzer &a, CallArgs &args) {
   if (!requireMinRank(a, args, 0, 1, "[..., C]"))
     return Value::poison();
-  const double smoothing = args.floatOr(2, 0.0);
+  const double smoothing = args.floatOr(2, odsDefault(OpCode::CrossEntropy, "smoothing"));
   if (!(smoothing >= 0.0 && smoothing < 1.0)) // NaN fails too
     return a.fail(args.range(2), fmt::format("cross_entropy: smoothing must be in [0, 1), found {}",
                                              formatNumber(args[2])));
@@ -146,7 +147,7 @@ Value crossEntropy(Analyzer &a, CallArgs &args) {
   std::vector<NamedAttr> attrs;
   if (smoothing != 0.0) // the default stays out of the IR, as before
     attrs.push_back({"smoothing", smoothing});
-  return a.emit("pe.cross_entropy", {args.id(0), args.id(1)}, attrs, TensorType{DType::F32, {}},
+  return a.emit(OpCode::CrossEntropy, {args.id(0), args.id(1)}, attrs, TensorType{DType::F32, {}},
                 args.call.range);
 }
 

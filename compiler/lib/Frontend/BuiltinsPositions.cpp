@@ -25,7 +25,7 @@ Value seqPositions(Analyzer &a, CallArgs &args) {
   if (!requireAtLeast(a, args, 0, 1) || !requireAtLeast(a, args, 1, 0))
     return Value::poison();
   int64_t length = args[0].intValue, special = args.intOr(1, 0);
-  return a.emit("pe.seq_positions", {}, {{"length", length}, {"special", special}},
+  return a.emit(OpCode::SeqPositions, {}, {{"length", length}, {"special", special}},
                 TensorType{DType::F32, {special + length, 1}}, args.call.range);
 }
 
@@ -34,7 +34,7 @@ Value gridPositions(Analyzer &a, CallArgs &args) {
   if (!requireAtLeast(a, args, 0, 1) || !requireAtLeast(a, args, 1, 1) || !requireAtLeast(a, args, 2, 0))
     return Value::poison();
   int64_t rows = args[0].intValue, cols = args[1].intValue, special = args.intOr(2, 0);
-  return a.emit("pe.grid_positions", {}, {{"rows", rows}, {"cols", cols}, {"special", special}},
+  return a.emit(OpCode::GridPositions, {}, {{"rows", rows}, {"cols", cols}, {"special", special}},
                 TensorType{DType::F32, {special + rows * cols, 2}}, args.call.range);
 }
 
@@ -62,7 +62,7 @@ Value ropeFreqs(Analyzer &a, CallArgs &args, bool axial) {
                                   {"dim", dim},
                                   {"heads", heads},
                                   {"base", base}};
-  return a.emit("pe.rope_freqs", {}, std::move(attrs), TensorType{DType::F32, {dim / 2, axial ? 2 : 1}},
+  return a.emit(OpCode::RopeFreqs, {}, std::move(attrs), TensorType{DType::F32, {dim / 2, axial ? 2 : 1}},
                 args.call.range);
 }
 
@@ -120,11 +120,11 @@ Value rope(Analyzer &a, CallArgs &args) {
   const char *mode = "seq";
   if (args.dims(1)[1] == 2) {
     const GraphOp *producer = a.definingOp(args[2]);
-    bool fromAxial = producer && producer->name == "pe.rope_freqs" &&
+    bool fromAxial = producer && producer->code == OpCode::RopeFreqs &&
                      std::get<EnumValue>(*producer->attr("kind")).name == "axial";
     mode = fromAxial ? "axial" : "mixed";
   }
-  return a.emit("pe.rope", {args.id(0), args.id(1), args.id(2)}, {{"mode", EnumValue{mode}}}, args.type(0),
+  return a.emit(OpCode::Rope, {args.id(0), args.id(1), args.id(2)}, {{"mode", EnumValue{mode}}}, args.type(0),
                 args.call.range);
 }
 
@@ -132,7 +132,7 @@ Value rope(Analyzer &a, CallArgs &args) {
 Value householder(Analyzer &a, CallArgs &args) {
   if (!checkRotary(a, args, {2, 3}))
     return Value::poison();
-  return a.emit("pe.householder", {args.id(0), args.id(1), args.id(2), args.id(3)}, {}, args.type(0),
+  return a.emit(OpCode::Householder, {args.id(0), args.id(1), args.id(2), args.id(3)}, {}, args.type(0),
                 args.call.range);
 }
 
@@ -143,7 +143,7 @@ Value sinusoidal(Analyzer &a, CallArgs &args) {
   int64_t length = args[0].intValue, dim = args[1].intValue;
   if (dim % 2 != 0)
     return a.fail(args.range(1), fmt::format("sinusoidal: dim must be even (sin/cos pairs), found {}", dim));
-  return a.emit("pe.sinusoidal", {}, {{"length", length}, {"dim", dim}, {"base", args.floatOr(2, 10000.0)}},
+  return a.emit(OpCode::Sinusoidal, {}, {{"length", length}, {"dim", dim}, {"base", args.floatOr(2, 10000.0)}},
                 TensorType{DType::F32, {length, dim}}, args.call.range);
 }
 
@@ -152,7 +152,7 @@ Value relativePositions(Analyzer &a, CallArgs &args) {
   if (!requireRank(a, args, 0, 2, "[T, A]") || !requireStatic(a, args, 0))
     return Value::poison();
   const auto &pos = args.dims(0);
-  return a.emit("pe.relative_positions", {args.id(0)}, {}, TensorType{DType::F32, {pos[0], pos[0], pos[1]}},
+  return a.emit(OpCode::RelativePositions, {args.id(0)}, {}, TensorType{DType::F32, {pos[0], pos[0], pos[1]}},
                 args.call.range);
 }
 

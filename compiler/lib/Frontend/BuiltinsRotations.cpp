@@ -36,7 +36,7 @@ Value skew(Analyzer &a, CallArgs &args) {
   TensorType result = args.type(0);
   result.dims.back() = dim;
   result.dims.push_back(dim);
-  return a.emit("pe.skew", {args.id(0)}, {{"dim", dim}}, result, args.call.range);
+  return a.emit(OpCode::Skew, {args.id(0)}, {{"dim", dim}}, result, args.call.range);
 }
 
 /// sparse_skew(p [K], dim, fraction, seed?) -> [dim, dim] with
@@ -80,7 +80,7 @@ Value sparseSkew(Analyzer &a, CallArgs &args) {
                                   {"fraction", fraction},
                                   {"seed", seed},
                                   {"support", sparseSkewSupport(dim, count, static_cast<uint64_t>(seed))}};
-  return a.emit("pe.sparse_skew", {args.id(0)}, std::move(attrs), TensorType{DType::F32, {dim, dim}},
+  return a.emit(OpCode::SparseSkew, {args.id(0)}, std::move(attrs), TensorType{DType::F32, {dim, dim}},
                 args.call.range);
 }
 
@@ -91,7 +91,7 @@ Value cayley(Analyzer &a, CallArgs &args) {
   int64_t width = args.dims(0).back();
   if (!requireShape(a, args, 1, {width, width}, fmt::format("the last dimension of x is {}", width)))
     return Value::poison();
-  return a.emit("pe.cayley", {args.id(0), args.id(1)}, {}, args.type(0), args.call.range);
+  return a.emit(OpCode::Cayley, {args.id(0), args.id(1)}, {}, args.type(0), args.call.range);
 }
 
 /// Checks that argument `i` is a static stack of square matrices [K, d, d].
@@ -121,7 +121,7 @@ Value generatorExp(Analyzer &a, CallArgs &args) {
   TensorType result = args.type(0);
   result.dims.back() = l[1];
   result.dims.push_back(l[2]);
-  return a.emit("pe.generator_exp", {args.id(0), args.id(1)}, {}, result, args.call.range);
+  return a.emit(OpCode::GeneratorExp, {args.id(0), args.id(1)}, {}, result, args.call.range);
 }
 
 /// apply_rotation(x [B, T, D], R [T, Dh, Dh], heads) -> x
@@ -137,7 +137,7 @@ Value applyRotation(Analyzer &a, CallArgs &args) {
   if (!requireShape(a, args, 1, {x[1], headDim, headDim},
                     fmt::format("[T, Dh, Dh] with T = {} tokens and Dh = {} / {}", x[1], x[2], heads)))
     return Value::poison();
-  return a.emit("pe.apply_rotation", {args.id(0), args.id(1)}, {{"heads", heads}}, args.type(0),
+  return a.emit(OpCode::ApplyRotation, {args.id(0), args.id(1)}, {{"heads", heads}}, args.type(0),
                 args.call.range);
 }
 
@@ -149,7 +149,7 @@ Value commutatorNorm(Analyzer &a, CallArgs &args) {
     return a.fail(args.range(0), fmt::format("commutator_norm: {} must hold at least 2 generators (a "
                                              "commutator needs a pair), found {}",
                                              args.label(0), formatShape(args.dims(0))));
-  return a.emit("pe.commutator_norm", {args.id(0)}, {}, TensorType{DType::F32, {}}, args.call.range);
+  return a.emit(OpCode::CommutatorNorm, {args.id(0)}, {}, TensorType{DType::F32, {}}, args.call.range);
 }
 
 /// spd_gate(x [B, T, D], gamma [D] or [T, D]) -> x
@@ -162,7 +162,7 @@ Value spdGate(Analyzer &a, CallArgs &args) {
     return a.fail(args.range(1), fmt::format("spd_gate: {} must be [{}] or [{}, {}] (per width or per token "
                                              "and width), found {}",
                                              args.label(1), x[2], x[1], x[2], formatShape(gamma)));
-  return a.emit("pe.spd_gate", {args.id(0), args.id(1)}, {}, args.type(0), args.call.range);
+  return a.emit(OpCode::SpdGate, {args.id(0), args.id(1)}, {}, args.type(0), args.call.range);
 }
 
 } // namespace

@@ -101,7 +101,7 @@ Value Analyzer::evalUnary(const UnaryExpr &expr) {
   case Value::Kind::Tensor:
     if (operand.type.dtype != DType::F32)
       return fail(expr.opRange, fmt::format("cannot negate an {} tensor", dtypeName(operand.type.dtype)));
-    return emit("pe.scale", {operand.id}, {{"factor", -1.0}, {"bias", 0.0}}, operand.type, expr.range);
+    return emit(OpCode::Scale, {operand.id}, {{"factor", -1.0}, {"bias", 0.0}}, operand.type, expr.range);
   }
   return Value::poison();
 }
@@ -175,8 +175,8 @@ Value Analyzer::evalTensors(const BinaryExpr &expr, const Value &lhs, const Valu
       return fail(expr.opRange, fmt::format("cannot {} {} and {}: one shape must be a trailing part of "
                                             "the other",
                                             verbFor(expr.op), formatType(lhs.type), formatType(rhs.type)));
-    const char *name = expr.op == '+' ? "pe.add" : expr.op == '-' ? "pe.sub" : "pe.mul";
-    return emit(name, {lhs.id, rhs.id}, {}, *larger, expr.range);
+    OpCode code = expr.op == '+' ? OpCode::Add : expr.op == '-' ? OpCode::Sub : OpCode::Mul;
+    return emit(code, {lhs.id, rhs.id}, {}, *larger, expr.range);
   }
   // One tensor and one number: an affine pe.scale (factor * x + bias).
   const Value &tensor = lhs.isTensor() ? lhs : rhs;
@@ -202,7 +202,7 @@ Value Analyzer::evalTensors(const BinaryExpr &expr, const Value &lhs, const Valu
     factor = 1.0 / number;
     break;
   }
-  return emit("pe.scale", {tensor.id}, {{"factor", factor}, {"bias", bias}}, tensor.type, expr.range);
+  return emit(OpCode::Scale, {tensor.id}, {{"factor", factor}, {"bias", bias}}, tensor.type, expr.range);
 }
 
 Value Analyzer::evalCall(const CallExpr &expr) {

@@ -244,7 +244,7 @@ void Analyzer::execParam(const ParamStmt &stmt) {
     TensorType type = param.type;
     SourceRange where = stmt.name.range;
     graph_.params.push_back(std::move(param));
-    value = emit("pe.get_param", {}, {{"param", graph_.params.back().name}}, type, where);
+    value = emit(OpCode::GetParam, {}, {{"param", graph_.params.back().name}}, type, where);
   }
   define(stmt.name, Binding{Binding::Kind::Param, value, stmt.name.range});
 }

@@ -20,6 +20,7 @@
 
 #include "stringc/Frontend/SourceManager.h"
 #include "stringrt/Manifest.h"
+#include "stringrt/OpCodes.h"
 
 #include <cstdint>
 #include <optional>
@@ -72,7 +73,8 @@ const AttrValue *findAttr(const std::vector<NamedAttr> &attrs, std::string_view 
 std::string formatAttr(const AttrValue &value);
 
 struct GraphOp {
-  std::string name;          // "pe.rope"
+  stringrt::OpCode code{};   // the op (stringrt/OpCodes.h, generated from the ODS)
+  std::string name;          // its name, "pe.rope"
   std::vector<int> operands; // value ids
   std::vector<NamedAttr> attrs;
   TensorType result;
