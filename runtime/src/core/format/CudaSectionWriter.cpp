@@ -15,13 +15,12 @@ using detail::JsonWriter;
 namespace {
 
 // An f32 as 9 significant digits: the text reads back as the same float.
-void writeF32(JsonWriter &json, std::string &scratch, float value) {
+void writeF32(JsonWriter &json, float value) {
   if (!std::isfinite(value))
     throw Error("the cuda section: an f32 argument is not finite");
   char text[32];
   std::snprintf(text, sizeof text, "%.9g", double(value));
-  scratch = text;
-  json.raw(scratch);
+  json.raw(text);
 }
 
 void writeAffine(JsonWriter &json, const CudaAffine &value) {
@@ -128,7 +127,7 @@ private:
       break;
     case CudaArgKind::F32:
       json.key("f32");
-      writeF32(json, scratch, arg.real);
+      writeF32(json, arg.real);
       break;
     case CudaArgKind::Constant:
       json.member("constant", arg.index);
@@ -157,9 +156,9 @@ private:
     json.member("trans_a", g.transA);
     json.member("trans_b", g.transB);
     json.key("alpha");
-    writeF32(json, scratch, g.alpha);
+    writeF32(json, g.alpha);
     json.key("beta");
-    writeF32(json, scratch, g.beta);
+    writeF32(json, g.beta);
     if (g.epilogue == CudaGemmEpilogue::Bias) {
       json.member("epilogue", "bias");
       json.key("bias");
@@ -220,13 +219,12 @@ private:
         json.value(int64_t(v));
     else
       for (float v : constant.f32)
-        writeF32(json, scratch, v);
+        writeF32(json, v);
     json.endArray();
     json.endObject();
   }
 
   JsonWriter json;
-  std::string scratch;
 };
 
 } // namespace
