@@ -263,7 +263,6 @@ OpTable buildOpTable(KernelSet kernels) {
   table[OpCode::ArithConstant] = {runConstant};
   addLayerOps(table);
   addPositionOps(table);
-  addGradOps(table);
   addGatherOps(table);
   addFusedOps(table);
   if (kernels != KernelSet::Reference) { // Fast, and Compiled's fallback

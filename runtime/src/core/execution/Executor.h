@@ -189,11 +189,10 @@ private:
   std::array<OpSpec, kOpCodeCount> specs_{};
 };
 
-// The reference adapters, by family (ExecutorLayerOps.cpp,
-// ExecutorPositionOps.cpp, ExecutorGradOps.cpp).
+// The reference adapters, by family, each forward op beside its backward
+// ops (ExecutorLayerOps.cpp, ExecutorPositionOps.cpp).
 void addLayerOps(OpTable &table);
 void addPositionOps(OpTable &table);
-void addGradOps(OpTable &table);
 // The gather ops of the gather rewrites (ExecutorGatherOps.cpp).
 void addGatherOps(OpTable &table);
 // Replaces, in a table holding the reference adapters, the adapter of every

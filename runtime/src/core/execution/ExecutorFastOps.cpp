@@ -1,7 +1,7 @@
 // Executor adapters of the ops that have a fast CPU kernel
 // (stringrt/cpu/FastKernels.h), for KernelSet::Fast: each reads the op's
 // attributes exactly as its reference adapter does (ExecutorLayerOps.cpp,
-// ExecutorPositionOps.cpp, ExecutorGradOps.cpp) and calls the fast kernel of
+// ExecutorPositionOps.cpp) and calls the fast kernel of
 // the same name, which has the reference kernel's shapes and semantics.
 // Every other op keeps its reference adapter.
 //

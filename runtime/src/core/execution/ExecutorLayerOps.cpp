@@ -1,8 +1,10 @@
 // Executor adapters of the pe layer ops (dense layers, normalisation,
-// activations, elementwise arithmetic, embeddings, attention, loss): each
-// reads the op's attributes and calls its reference kernel (LayerKernels.h);
-// the ops stringc generates kernels for also have a check adapter, which
-// runs the reference kernel's argument checks alone (KernelChecks.h).
+// activations, elementwise arithmetic and the broadcasting adjoints,
+// embeddings, attention, loss), each forward op beside its backward ops
+// (docs/autodiff.md): each reads the op's attributes and calls its reference
+// kernel (LayerKernels.h); the ops stringc generates kernels for also have a
+// check adapter, which runs the reference kernel's argument checks alone
+// (KernelChecks.h).
 #include "execution/Executor.h"
 
 #include "../reference/KernelChecks.h"
@@ -36,34 +38,112 @@ using namespace stringrt::ref;
 
 void runLinear(const OpContext &c) { linear<float>(c.in(0), c.in(1), c.optIn(2), c.out(0)); }
 
+void runLinearGradInput(const OpContext &c) {
+  linearGradInput<float>(c.in(0), c.in(1), c.out(0));
+}
+
+void runLinearGradWeight(const OpContext &c) {
+  linearGradWeight<float>(c.in(0), c.in(1), c.out(0));
+}
+
 void runLayerNorm(const OpContext &c) {
   layerNorm<float>(c.in(0), c.in(1), c.in(2), c.floatOr("epsilon", 1e-5), c.out(0));
 }
 
+void runLayerNormGrad(const OpContext &c) {
+  layerNormGrad<float>(c.in(0), c.in(1), c.in(2), c.floatOr("epsilon", 1e-5), c.out(0),
+                       c.out(1), c.out(2));
+}
+
 void runGelu(const OpContext &c) { gelu<float>(c.in(0), c.boolOr("approximate", false), c.out(0)); }
+
+void runGeluGrad(const OpContext &c) {
+  geluGrad<float>(c.in(0), c.in(1), c.boolOr("approximate", false), c.out(0));
+}
 
 void runRelu(const OpContext &c) { relu<float>(c.in(0), c.out(0)); }
 
+void runReluGrad(const OpContext &c) { reluGrad<float>(c.in(0), c.in(1), c.out(0)); }
+
 void runAdd(const OpContext &c) { add<float>(c.in(0), c.in(1), c.out(0)); }
+
 void runSub(const OpContext &c) { sub<float>(c.in(0), c.in(1), c.out(0)); }
+
 void runMul(const OpContext &c) { mul<float>(c.in(0), c.in(1), c.out(0)); }
 
 void runScale(const OpContext &c) {
   scale<float>(c.in(0), c.op().getFloat("factor"), c.floatOr("bias", 0.0), c.out(0));
 }
 
+// The target shape is the result's (batch substituted).
+void runSumTo(const OpContext &c) { sumTo<float>(c.in(0), c.out(0)); }
+
+// The target is the result; the optional `like` operand only carries the
+// batch size, so it must have the result's shape.
+void runBroadcastTo(const OpContext &c) {
+  TensorRef<float> y = c.out(0);
+  if (c.numOperands() > 1 && c.in(1).shape != y.shape)
+    c.fail("'like' has shape " + shapeToString(c.in(1).shape) + ", the result " +
+           shapeToString(y.shape));
+  broadcastTo<float>(c.in(0), y);
+}
+
+void runExpandAxis(const OpContext &c) {
+  expandAxis<float>(c.in(0), c.op().getInt("axis"), c.op().getInt("size"), c.out(0));
+}
+
 void runMean(const OpContext &c) { mean<float>(c.in(0), c.op().getOptionalInt("axis"), c.out(0)); }
+
+// dx = dy repeated along `axis` (over every element without it) / N, with N
+// the size of that axis of x at run time (numel(x) without axis).
+void runMeanGrad(const OpContext &c) {
+  TensorRef<const float> x = c.in(0);
+  TensorRef<const float> dy = c.in(1);
+  TensorRef<float> dx = c.out(0);
+  checkShape("mean_grad dx", dx, x.shape);
+  std::optional<int64_t> axis = c.op().getOptionalInt("axis");
+  double count = 0;
+  if (axis) {
+    if (*axis < 0 || *axis >= x.rank())
+      c.fail("axis " + std::to_string(*axis) + " out of range for x of shape " +
+             shapeToString(x.shape));
+    count = static_cast<double>(x.dim(static_cast<int>(*axis)));
+    expandAxis<float>(dy, *axis, x.dim(static_cast<int>(*axis)), dx);
+    for (int64_t i = 0; i < dx.numel(); ++i)
+      dx[i] = static_cast<float>(static_cast<double>(dx[i]) / count);
+  } else {
+    checkShape("mean_grad dy", dy, {});
+    count = static_cast<double>(x.numel());
+    float value = static_cast<float>(static_cast<double>(dy[0]) / count);
+    for (int64_t i = 0; i < dx.numel(); ++i)
+      dx[i] = value;
+  }
+}
 
 void runPatchEmbed(const OpContext &c) {
   patchEmbed<float>(c.in(0), c.in(1), c.in(2), c.op().getInt("patch"), c.out(0));
 }
 
+void runPatchEmbedGrad(const OpContext &c) {
+  patchEmbedGrad<float>(c.in(0), c.in(1), c.op().getInt("patch"), c.out(0), c.out(1));
+}
+
 void runTokenEmbed(const OpContext &c) { tokenEmbed<float>(c.inI32(0), c.in(1), c.out(0)); }
+
+void runTokenEmbedGrad(const OpContext &c) {
+  tokenEmbedGrad<float>(c.inI32(0), c.in(1), c.out(0));
+}
 
 void runClassToken(const OpContext &c) { classToken<float>(c.in(0), c.in(1), c.out(0)); }
 
+void runClassTokenGrad(const OpContext &c) { classTokenGrad<float>(c.in(0), c.out(0), c.out(1)); }
+
 void runSelectToken(const OpContext &c) {
   selectToken<float>(c.in(0), c.op().getInt("index"), c.out(0));
+}
+
+void runSelectTokenGrad(const OpContext &c) {
+  selectTokenGrad<float>(c.in(0), c.op().getInt("index"), c.out(0));
 }
 
 void runAttention(const OpContext &c) {
@@ -72,51 +152,121 @@ void runAttention(const OpContext &c) {
                    c.op().getFloat("scale"), mask, attentionSkipBase(c, mask), c.out(0));
 }
 
+// attention_grad's drel: result 3, exactly when rel (operand 4) is given.
+OptionalOutput<float> attentionGradDrel(const OpContext &c) {
+  bool hasRel = c.numOperands() == 5;
+  if (c.numResults() != (hasRel ? 4u : 3u))
+    c.fail(std::to_string(c.numResults()) + " results for " + std::to_string(c.numOperands()) +
+           " operands (drel exactly when rel is given)");
+  OptionalOutput<float> drel;
+  if (hasRel)
+    drel = c.out(3);
+  return drel;
+}
+
+void runAttentionGrad(const OpContext &c) {
+  OptionalOutput<float> drel = attentionGradDrel(c);
+  AttentionMask mask = attentionMask(c);
+  attentionGrad<float>(c.in(0), c.in(1), c.in(2), c.in(3), c.optIn(4), c.op().getInt("heads"),
+                       c.op().getFloat("scale"), mask, attentionSkipBase(c, mask), c.out(0),
+                       c.out(1), c.out(2), drel);
+}
+
 void runCrossEntropy(const OpContext &c) {
   crossEntropy<float>(c.in(0), c.inI32(1), c.out(0), c.floatOr("smoothing", 0.0));
+}
+
+void runCrossEntropyGrad(const OpContext &c) {
+  crossEntropyGrad<float>(c.in(0), c.inI32(1), c.in(2), c.out(0), c.floatOr("smoothing", 0.0));
 }
 
 // The argument checks of the reference kernels above.
 void checkLayerNorm(const OpContext &c) {
   checks::layerNorm<float>(c.in(0), c.in(1), c.in(2), c.floatOr("epsilon", 1e-5), c.out(0));
 }
+void checkLayerNormGrad(const OpContext &c) {
+  checks::layerNormGrad<float>(c.in(0), c.in(1), c.in(2), c.floatOr("epsilon", 1e-5), c.out(0),
+                               c.out(1), c.out(2));
+}
 void checkGelu(const OpContext &c) { checks::unary<float>("gelu", c.in(0), c.out(0)); }
+void checkGeluGrad(const OpContext &c) {
+  checks::unaryGrad<float>("gelu_grad", c.in(0), c.in(1), c.out(0));
+}
 void checkRelu(const OpContext &c) { checks::unary<float>("relu", c.in(0), c.out(0)); }
+void checkReluGrad(const OpContext &c) {
+  checks::unaryGrad<float>("relu_grad", c.in(0), c.in(1), c.out(0));
+}
 void checkAdd(const OpContext &c) { checks::binary<float>("add", c.in(0), c.in(1), c.out(0)); }
 void checkSub(const OpContext &c) { checks::binary<float>("sub", c.in(0), c.in(1), c.out(0)); }
 void checkMul(const OpContext &c) { checks::binary<float>("mul", c.in(0), c.in(1), c.out(0)); }
 void checkScale(const OpContext &c) { checks::unary<float>("scale", c.in(0), c.out(0)); }
+// generates kernels for.
+void checkSumTo(const OpContext &c) { checks::sumTo<float>(c.in(0), c.out(0)); }
 void checkTokenEmbed(const OpContext &c) {
   checks::tokenEmbed<float>(c.inI32(0), c.in(1), c.out(0));
 }
+void checkTokenEmbedGrad(const OpContext &c) {
+  checks::tokenEmbedGrad<float>(c.inI32(0), c.in(1), c.out(0));
+}
 void checkClassToken(const OpContext &c) { checks::classToken<float>(c.in(0), c.in(1), c.out(0)); }
+void checkClassTokenGrad(const OpContext &c) {
+  checks::classTokenGrad<float>(c.in(0), c.out(0), c.out(1));
+}
 void checkSelectToken(const OpContext &c) {
   checks::selectToken<float>(c.in(0), c.op().getInt("index"), c.out(0));
+}
+void checkSelectTokenGrad(const OpContext &c) {
+  checks::selectTokenGrad<float>(c.in(0), c.op().getInt("index"), c.out(0));
 }
 void checkAttention(const OpContext &c) {
   AttentionMask mask = attentionMask(c);
   checks::attention<float>(c.in(0), c.in(1), c.in(2), c.optIn(3), c.op().getInt("heads"), mask,
                            attentionSkipBase(c, mask), c.out(0));
 }
+void checkAttentionGrad(const OpContext &c) {
+  OptionalOutput<float> drel = attentionGradDrel(c);
+  AttentionMask mask = attentionMask(c);
+  checks::attentionGrad<float>(c.in(0), c.in(1), c.in(2), c.in(3), c.optIn(4),
+                               c.op().getInt("heads"), mask, attentionSkipBase(c, mask), c.out(0),
+                               c.out(1), c.out(2), drel);
+}
+void checkCrossEntropyGrad(const OpContext &c) {
+  checks::crossEntropyGrad<float>(c.in(0), c.inI32(1), c.in(2), c.out(0), c.floatOr("smoothing", 0.0));
+}
 
 } // namespace
 
 void addLayerOps(OpTable &table) {
   table[OpCode::Linear] = {runLinear};
+  table[OpCode::LinearGradInput] = {runLinearGradInput};
+  table[OpCode::LinearGradWeight] = {runLinearGradWeight};
   table[OpCode::LayerNorm] = {runLayerNorm, checkLayerNorm};
+  table[OpCode::LayerNormGrad] = {runLayerNormGrad, checkLayerNormGrad};
   table[OpCode::Gelu] = {runGelu, checkGelu};
+  table[OpCode::GeluGrad] = {runGeluGrad, checkGeluGrad};
   table[OpCode::Relu] = {runRelu, checkRelu};
+  table[OpCode::ReluGrad] = {runReluGrad, checkReluGrad};
   table[OpCode::Add] = {runAdd, checkAdd};
   table[OpCode::Sub] = {runSub, checkSub};
   table[OpCode::Mul] = {runMul, checkMul};
   table[OpCode::Scale] = {runScale, checkScale};
+  table[OpCode::SumTo] = {runSumTo, checkSumTo};
+  table[OpCode::BroadcastTo] = {runBroadcastTo};
+  table[OpCode::ExpandAxis] = {runExpandAxis};
   table[OpCode::Mean] = {runMean};
+  table[OpCode::MeanGrad] = {runMeanGrad};
   table[OpCode::PatchEmbed] = {runPatchEmbed};
+  table[OpCode::PatchEmbedGrad] = {runPatchEmbedGrad};
   table[OpCode::TokenEmbed] = {runTokenEmbed, checkTokenEmbed};
+  table[OpCode::TokenEmbedGrad] = {runTokenEmbedGrad, checkTokenEmbedGrad};
   table[OpCode::ClassToken] = {runClassToken, checkClassToken};
+  table[OpCode::ClassTokenGrad] = {runClassTokenGrad, checkClassTokenGrad};
   table[OpCode::SelectToken] = {runSelectToken, checkSelectToken};
+  table[OpCode::SelectTokenGrad] = {runSelectTokenGrad, checkSelectTokenGrad};
   table[OpCode::Attention] = {runAttention, checkAttention};
+  table[OpCode::AttentionGrad] = {runAttentionGrad, checkAttentionGrad};
   table[OpCode::CrossEntropy] = {runCrossEntropy};
+  table[OpCode::CrossEntropyGrad] = {runCrossEntropyGrad, checkCrossEntropyGrad};
 }
 
 } // namespace stringrt::detail

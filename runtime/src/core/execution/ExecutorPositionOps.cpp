@@ -1,6 +1,7 @@
 // Executor adapters of the pe positional-encoding ops (constant tables,
-// rotary embeddings, skew / Cayley, generators, rotations, gates): each reads
-// the op's attributes and calls its reference kernel (PositionKernels.h).
+// rotary embeddings, skew / Cayley, generators, rotations, gates), each
+// forward op beside its backward op (docs/autodiff.md): each reads the op's
+// attributes and calls its reference kernel (PositionKernels.h).
 #include "execution/Executor.h"
 
 #include "stringrt/reference/PositionKernels.h"
@@ -54,27 +55,62 @@ void runRope(const OpContext &c) {
   rope<float>(c.in(0), c.in(1), c.in(2), c.out(0));
 }
 
+void runRopeGradFreqs(const OpContext &c) {
+  ropeGradFreqs<float>(c.in(0), c.in(1), c.in(2), c.in(3), c.out(0));
+}
+
 void runHouseholder(const OpContext &c) {
   householder<float>(c.in(0), c.in(1), c.in(2), c.in(3), c.out(0));
 }
 
+void runHouseholderGradFreqs(const OpContext &c) {
+  householderGradFreqs<float>(c.in(0), c.in(1), c.in(2), c.in(3), c.in(4), c.out(0), c.out(1));
+}
+
 void runSkew(const OpContext &c) { skew<float>(c.in(0), c.op().getInt("dim"), c.out(0)); }
+
+void runSkewGrad(const OpContext &c) { skewGrad<float>(c.in(0), c.op().getInt("dim"), c.out(0)); }
 
 void runSparseSkew(const OpContext &c) {
   sparseSkew<float>(c.in(0), c.op().getInt("dim"), c.op().getInts("support"), c.out(0));
 }
 
+void runSparseSkewGrad(const OpContext &c) {
+  sparseSkewGrad<float>(c.in(0), c.op().getInt("dim"), c.op().getInts("support"), c.out(0));
+}
+
 void runCayley(const OpContext &c) { cayley<float>(c.in(0), c.in(1), c.out(0)); }
 
+void runCayleyGrad(const OpContext &c) {
+  cayleyGrad<float>(c.in(0), c.in(1), c.in(2), c.out(0), c.out(1));
+}
+
 void runGeneratorExp(const OpContext &c) { generatorExp<float>(c.in(0), c.in(1), c.out(0)); }
+
+void runGeneratorExpGrad(const OpContext &c) {
+  generatorExpGrad<float>(c.in(0), c.in(1), c.in(2), c.out(0));
+}
 
 void runApplyRotation(const OpContext &c) {
   applyRotation<float>(c.in(0), c.in(1), c.op().getInt("heads"), c.out(0));
 }
 
+void runApplyRotationGrad(const OpContext &c) {
+  applyRotationGrad<float>(c.in(0), c.in(1), c.in(2), c.op().getInt("heads"), c.out(0),
+                           c.out(1));
+}
+
 void runCommutatorNorm(const OpContext &c) { commutatorNorm<float>(c.in(0), c.out(0)); }
 
+void runCommutatorNormGrad(const OpContext &c) {
+  commutatorNormGrad<float>(c.in(0), c.in(1), c.out(0));
+}
+
 void runSpdGate(const OpContext &c) { spdGate<float>(c.in(0), c.in(1), c.out(0)); }
+
+void runSpdGateGrad(const OpContext &c) {
+  spdGateGrad<float>(c.in(0), c.in(1), c.in(2), c.out(0), c.out(1));
+}
 
 } // namespace
 
@@ -85,14 +121,23 @@ void addPositionOps(OpTable &table) {
   table[OpCode::Sinusoidal] = {runSinusoidal};
   table[OpCode::RelativePositions] = {runRelativePositions};
   table[OpCode::Rope] = {runRope};
+  table[OpCode::RopeGradFreqs] = {runRopeGradFreqs};
   table[OpCode::Householder] = {runHouseholder};
+  table[OpCode::HouseholderGradFreqs] = {runHouseholderGradFreqs};
   table[OpCode::Skew] = {runSkew};
+  table[OpCode::SkewGrad] = {runSkewGrad};
   table[OpCode::SparseSkew] = {runSparseSkew};
+  table[OpCode::SparseSkewGrad] = {runSparseSkewGrad};
   table[OpCode::Cayley] = {runCayley};
+  table[OpCode::CayleyGrad] = {runCayleyGrad};
   table[OpCode::GeneratorExp] = {runGeneratorExp};
+  table[OpCode::GeneratorExpGrad] = {runGeneratorExpGrad};
   table[OpCode::ApplyRotation] = {runApplyRotation};
+  table[OpCode::ApplyRotationGrad] = {runApplyRotationGrad};
   table[OpCode::CommutatorNorm] = {runCommutatorNorm};
+  table[OpCode::CommutatorNormGrad] = {runCommutatorNormGrad};
   table[OpCode::SpdGate] = {runSpdGate};
+  table[OpCode::SpdGateGrad] = {runSpdGateGrad};
 }
 
 } // namespace stringrt::detail
