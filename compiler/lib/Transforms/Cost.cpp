@@ -1,8 +1,8 @@
 //===- Cost.cpp - FLOPs and bytes of pe ops, for --explain ----------------===//
 //
 // A first-order model: the arithmetic of each op's math (the dialect's
-// CostOpInterface, PECost.cpp) and the bytes of its operands and results,
-// f32. Good enough to rank rewrites, not a roofline.
+// CostOpInterface, in each op family's PE<Family>Ops.cpp) and the bytes of
+// its operands and results, f32. Good enough to rank rewrites, not a roofline.
 //
 //===----------------------------------------------------------------------===//
 
@@ -40,7 +40,7 @@ double elements(Type type, int64_t batch) {
   return count;
 }
 
-/// FLOPs of `op`'s math (CostOpInterface, PECost.cpp); other dialects' ops
+/// FLOPs of `op`'s math (CostOpInterface); other dialects' ops
 /// count one per result element. The bytes are counted by the caller.
 double flopsOf(Operation *op, int64_t batch) {
   if (auto costed = dyn_cast<pe::CostOpInterface>(op))

@@ -1,30 +1,25 @@
-//===- PEFusedOps.cpp - verifiers of the hoisted and fused ops ------------===//
+//===- PEFusedOps.cpp - the hoisted and fused ops -------------------------===//
 //
-// Shape rules of the ops in PEFusedOps.td. Each fused op reuses the rules of
-// the ops it replaces (PEVerify.h), so a fused op is valid exactly when the
-// unfused composition is.
+// What the ops of PEFusedOps.td need beyond their ODS: the shape rules (each
+// fused op reuses the rules of the ops it replaces, PEVerify.h, so a fused op
+// is valid exactly when the unfused composition is), the vector-Jacobian
+// products and the costs (those of the ops they replace).
 //
 //===----------------------------------------------------------------------===//
 
 #include "stringc/Dialect/PE/PEOps.h"
 
+#include "PECostModel.h"
 #include "PEVerify.h"
 
 using namespace mlir;
 using namespace mlir::pe;
+using namespace mlir::pe::cost;
 using namespace mlir::pe::verify;
 
-/// Result `index` (`name`) has `shape`.
-static LogicalResult checkNamedResult(Operation *op, unsigned index,
-                                      StringRef name, ArrayRef<int64_t> shape,
-                                      StringRef what) {
-  auto type = cast<RankedTensorType>(op->getResult(index).getType());
-  if (type.getShape() == shape)
-    return success();
-  return op->emitOpError() << "result '" << name << "' must have shape "
-                           << shapeStr(shape) << " (" << what << "), got "
-                           << type;
-}
+//===----------------------------------------------------------------------===//
+// Shape rules
+//===----------------------------------------------------------------------===//
 
 /// `pos` static `[T, A]` (A in {1, 2}) and `freqs` static `[P, A]`.
 static LogicalResult checkTableInputs(Operation *op, Value pos, Value freqs) {
@@ -123,8 +118,8 @@ LogicalResult LinearGeluOp::verify() {
   Operation *op = getOperation();
   SmallVector<int64_t> shape;
   if (failed(checkLinear(op, getX(), getW(), getB(), shape)) ||
-      failed(checkNamedResult(op, 0, "result", shape, "[..., O]")) ||
-      failed(checkNamedResult(op, 1, "pre", shape, "[..., O]")))
+      failed(checkResult(op, 0, "result", shape, "[..., O]")) ||
+      failed(checkResult(op, 1, "pre", shape, "[..., O]")))
     return failure();
   return success();
 }
@@ -148,7 +143,7 @@ LogicalResult RopeTableGradOp::verify() {
       failed(checkShape(op, getDy(), "dy", {p[0], f[0], 2},
                         "the table shape [T, P, 2]")))
     return failure();
-  return checkNamedResult(op, 0, "dfreqs", f, "the shape of 'freqs'");
+  return checkResult(op, 0, "dfreqs", f, "the shape of 'freqs'");
 }
 
 LogicalResult RopeApplyGradTableOp::verify() {
@@ -163,7 +158,7 @@ LogicalResult RopeApplyGradTableOp::verify() {
            << "the last dimension of 'x' must be even (interleaved pairs), "
               "got "
            << xs[2];
-  return checkNamedResult(op, 0, "dtable", {xs[1], xs[2] / 2, 2},
+  return checkResult(op, 0, "dtable", {xs[1], xs[2] / 2, 2},
                           "[T, D/2, 2]");
 }
 
@@ -175,7 +170,7 @@ LogicalResult CayleyWeightGradOp::verify() {
   if (failed(checkShape(op, getS(), "s", {s[0], s[0]}, "[D, D]")) ||
       failed(checkShape(op, getDw(), "dw", s, "the shape of 's'")))
     return failure();
-  return checkNamedResult(op, 0, "ds", s, "the shape of 's'");
+  return checkResult(op, 0, "ds", s, "the shape of 's'");
 }
 
 LogicalResult RopeAttentionGradOp::verify() {
@@ -189,7 +184,157 @@ LogicalResult RopeAttentionGradOp::verify() {
     return failure();
   for (auto [index, name] :
        llvm::enumerate(ArrayRef<StringRef>{"dq", "dk", "dv"}))
-    if (failed(checkNamedResult(op, index, name, q, "the shape of 'q'")))
+    if (failed(checkResult(op, index, name, q, "the shape of 'q'")))
       return failure();
   return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Vector-Jacobian products (DifferentiableOpInterface)
+//
+// docs/autodiff.md. Where a fused op is a composition of ordinary ops, its
+// VJP is the composition of theirs, reusing their backward ops.
+//===----------------------------------------------------------------------===//
+
+/// `pos` is a position table: no gradient.
+LogicalResult RopeTableOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
+                                    SmallVectorImpl<Value> &operandGrads) {
+  Value dfreqs = builder.create<RopeTableGradOp>(
+      getLoc(), getFreqs().getType(), getPos(), getFreqs(), resultGrads[0]);
+  operandGrads.append({Value(), dfreqs});
+  return success();
+}
+
+/// The transpose of the rotation: the same table, `inverse` flipped.
+LogicalResult RopeApplyOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
+                                    SmallVectorImpl<Value> &operandGrads) {
+  Location loc = getLoc();
+  Value dy = resultGrads[0];
+  Value dx = builder.create<RopeApplyOp>(loc, getX().getType(), dy, getTable(),
+                                         builder.getBoolAttr(!getInverse()));
+  Value dtable = builder.create<RopeApplyGradTableOp>(
+      loc, getTable().getType(), getX(), dy, getInverseAttr());
+  operandGrads.append({dx, dtable});
+  return success();
+}
+
+LogicalResult CayleyWeightOp::buildVJP(OpBuilder &builder,
+                                       ValueRange resultGrads,
+                                       SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.push_back(builder.create<CayleyWeightGradOp>(
+      getLoc(), getS().getType(), getS(), resultGrads[0]));
+  return success();
+}
+
+/// The table gets no gradient: pe-fuse-attention only fuses constant tables
+/// (docs/passes.md); autodiff reports a trainable one.
+LogicalResult RopeAttentionOp::buildVJP(OpBuilder &builder,
+                                        ValueRange resultGrads,
+                                        SmallVectorImpl<Value> &operandGrads) {
+  Type type = getQ().getType();
+  auto grad = builder.create<RopeAttentionGradOp>(
+      getLoc(), type, type, type, getQ(), getK(), getV(), getTable(),
+      resultGrads[0], getHeadsAttr(), getScaleAttr(), getMaskAttr());
+  operandGrads.append({grad.getDq(), grad.getDk(), grad.getDv(), Value()});
+  return success();
+}
+
+/// The gradient of `linear` then `gelu`, from the kept pre-activation:
+/// dpre = gelu_grad(pre, dy) (+ the gradient of `pre` itself when something
+/// else reads it), then the gradients of pe.linear.
+LogicalResult LinearGeluOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
+                                     SmallVectorImpl<Value> &operandGrads) {
+  Location loc = getLoc();
+  Value dpre;
+  if (Value dy = resultGrads[0])
+    dpre = builder.create<GeluGradOp>(loc, getPre().getType(), getPre(), dy,
+                                      getApproximateAttr());
+  if (Value dPreDirect = resultGrads[1])
+    dpre = dpre ? builder.create<AddOp>(loc, dpre.getType(), dpre, dPreDirect)
+                      .getResult()
+                : dPreDirect;
+  if (!dpre)
+    return emitOpError() << "VJP without a gradient for either result";
+  operandGrads.push_back(
+      builder.create<LinearGradInputOp>(loc, getX().getType(), dpre, getW()));
+  operandGrads.push_back(
+      builder.create<LinearGradWeightOp>(loc, getW().getType(), getX(), dpre));
+  if (getB())
+    operandGrads.push_back(
+        builder.create<SumToOp>(loc, getB().getType(), dpre));
+  return success();
+}
+
+LogicalResult LinearResidualOp::buildVJP(OpBuilder &builder,
+                                         ValueRange resultGrads,
+                                         SmallVectorImpl<Value> &operandGrads) {
+  Location loc = getLoc();
+  Value dy = resultGrads[0];
+  operandGrads.push_back(dy);
+  operandGrads.push_back(
+      builder.create<LinearGradInputOp>(loc, getX().getType(), dy, getW()));
+  operandGrads.push_back(
+      builder.create<LinearGradWeightOp>(loc, getW().getType(), getX(), dy));
+  if (getB())
+    operandGrads.push_back(builder.create<SumToOp>(loc, getB().getType(), dy));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// FLOPs (CostOpInterface, docs/dialect.md)
+//===----------------------------------------------------------------------===//
+
+/// RoPE fused into attention: the attention and the rotation of q and k.
+static double ropeAttentionForward(Operation *op, int64_t heads, int64_t batch) {
+  Value q = op->getOperand(0);
+  double b = dimFromEnd(q, 2, batch), t = dimFromEnd(q, 1, batch), d = dimFromEnd(q, 0, batch);
+  double pairs = b * double(heads) * t * t;
+  return 2 * pairs * (d / double(heads)) * 2 + 5 * pairs + 2 * 6 * b * t * d;
+}
+
+/// The inverse of (I + S) for the Cayley weight: LU, then d solves.
+static double cayleyWeightInverse(Operation *op, int64_t batch) {
+  double d = dimFromEnd(op->getOperand(0), 0, batch);
+  return 2.0 / 3.0 * d * d * d + 2 * d * d * d;
+}
+
+double RopeTableOp::estimateFlops(int64_t batch) { return perElement(*this, batch, 20); }
+double RopeApplyOp::estimateFlops(int64_t batch) { return perElement(*this, batch, 6); }
+
+double CayleyWeightOp::estimateFlops(int64_t batch) {
+  double d = dimFromEnd((*this)->getOperand(0), 0, batch);
+  return cayleyWeightInverse(*this, batch) + 2 * cube(d);
+}
+
+double RopeAttentionOp::estimateFlops(int64_t batch) {
+  return ropeAttentionForward(*this, getHeads(), batch);
+}
+
+double LinearGeluOp::estimateFlops(int64_t batch) { // x W + b, then gelu
+  double out = resultElements(*this, batch);
+  return 2 * out * dimFromEnd((*this)->getOperand(1), 1, batch) + 21 * out;
+}
+
+double LinearResidualOp::estimateFlops(int64_t batch) { // r + x W + b
+  double out = resultElements(*this, batch);
+  return 2 * out * dimFromEnd((*this)->getOperand(2), 1, batch) + 2 * out;
+}
+
+double RopeTableGradOp::estimateFlops(int64_t batch) {
+  return 24 * operandElements(*this, 2, batch);
+}
+
+double RopeApplyGradTableOp::estimateFlops(int64_t batch) {
+  return 6 * operandElements(*this, 0, batch);
+}
+
+double CayleyWeightGradOp::estimateFlops(int64_t batch) {
+  double d = dimFromEnd((*this)->getOperand(0), 0, batch);
+  return cayleyWeightInverse(*this, batch) + 6 * cube(d);
+}
+
+double RopeAttentionGradOp::estimateFlops(int64_t batch) {
+  Value q = (*this)->getOperand(0);
+  double b = dimFromEnd(q, 2, batch), t = dimFromEnd(q, 1, batch), d = dimFromEnd(q, 0, batch);
+  return 2.5 * ropeAttentionForward(*this, getHeads(), batch) + 2 * 6 * b * t * d;
 }

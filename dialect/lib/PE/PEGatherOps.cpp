@@ -1,17 +1,24 @@
-//===- PEGatherOps.cpp - verifiers of the gather ops ----------------------===//
+//===- PEGatherOps.cpp - the gather ops -----------------------------------===//
 //
-// Shape rules of the ops in PEGatherOps.td (pe.skip_gather, pe.offset_table,
-// pe.pair_gather and their backward ops).
+// What the ops of PEGatherOps.td (pe.skip_gather, pe.offset_table,
+// pe.pair_gather and their backward ops) need beyond their ODS: the shape
+// rules, the vector-Jacobian products and the costs.
 //
 //===----------------------------------------------------------------------===//
 
 #include "stringc/Dialect/PE/PEOps.h"
 
+#include "PECostModel.h"
 #include "PEVerify.h"
 
 using namespace mlir;
 using namespace mlir::pe;
+using namespace mlir::pe::cost;
 using namespace mlir::pe::verify;
+
+//===----------------------------------------------------------------------===//
+// Shape rules
+//===----------------------------------------------------------------------===//
 
 /// pe.skip_gather / pe.skip_gather_grad: `operand` (`name`) `[B, T, D]`,
 /// `heads` dividing D, `skip_base >= 0`, and a result of the operand's shape.
@@ -103,3 +110,36 @@ LogicalResult PairGatherGradOp::verify() {
   return checkPairGather(*this, cast<RankedTensorType>(getDtable().getType()),
                          "dtable", getDy().getType(), "dy", getIndex());
 }
+
+//===----------------------------------------------------------------------===//
+// Vector-Jacobian products (DifferentiableOpInterface)
+//
+// docs/autodiff.md. pe.offset_table is a constant.
+//===----------------------------------------------------------------------===//
+
+/// The transpose of a shift is the reverse shift.
+LogicalResult SkipGatherOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
+                                     SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.push_back(builder.create<SkipGatherGradOp>(
+      getLoc(), getV().getType(), resultGrads[0], getHeadsAttr(),
+      getSkipBaseAttr()));
+  return success();
+}
+
+/// The transpose of a gather is a scatter-add.
+LogicalResult PairGatherOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
+                                     SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.push_back(builder.create<PairGatherGradOp>(
+      getLoc(), getTable().getType(), resultGrads[0], getIndexAttr()));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// FLOPs (CostOpInterface, docs/dialect.md)
+//===----------------------------------------------------------------------===//
+
+double SkipGatherOp::estimateFlops(int64_t batch) { return perElement(*this, batch, 1); }
+double SkipGatherGradOp::estimateFlops(int64_t batch) { return perElement(*this, batch, 1); }
+double OffsetTableOp::estimateFlops(int64_t batch) { return perElement(*this, batch, 1); }
+double PairGatherOp::estimateFlops(int64_t batch) { return perElement(*this, batch, 1); }
+double PairGatherGradOp::estimateFlops(int64_t batch) { return perElement(*this, batch, 1); }

@@ -339,4 +339,38 @@ LogicalResult checkSpdGate(Operation *op, Value x, Value gamma) {
   return success();
 }
 
+/// Result `index`, called `name`, has `shape`; `what` says where the shape
+/// comes from, e.g. "the shape of 'x'".
+LogicalResult checkResult(Operation *op, unsigned index, StringRef name,
+                                 ArrayRef<int64_t> shape, StringRef what) {
+  auto type = cast<RankedTensorType>(op->getResult(index).getType());
+  if (type.getShape() == shape)
+    return success();
+  return op->emitOpError() << "result '" << name << "' must have shape "
+                           << shapeStr(shape) << " (" << what << "), got "
+                           << type;
+}
+
+/// Operand `dy` has `shape`, the shape of the forward result.
+LogicalResult checkDy(Operation *op, Value dy, ArrayRef<int64_t> shape,
+                             StringRef what) {
+  return checkShape(op, dy, "dy", shape, what);
+}
+
+/// Result `index`, called `name`, has rank `rank` and only dimension 0 may
+/// be dynamic (`staticAll`: none may).
+LogicalResult checkResultRank(Operation *op, unsigned index,
+                                     StringRef name, int64_t rank,
+                                     bool staticAll, StringRef what) {
+  auto type = cast<RankedTensorType>(op->getResult(index).getType());
+  ArrayRef<int64_t> shape = type.getShape();
+  bool ok = static_cast<int64_t>(shape.size()) == rank;
+  for (size_t i = staticAll ? 0 : 1; ok && i < shape.size(); ++i)
+    ok = !ShapedType::isDynamic(shape[i]);
+  if (ok)
+    return success();
+  return op->emitOpError() << "result '" << name << "' must be " << what
+                           << ", got " << type;
+}
+
 } // namespace mlir::pe::verify

@@ -143,6 +143,20 @@ LogicalResult checkCommutatorNorm(Operation *op, Value generators);
 /// or `[T, D]`.
 LogicalResult checkSpdGate(Operation *op, Value x, Value gamma);
 
+/// Result `index`, called `name`, has `shape`; `what` says where the shape
+/// comes from, e.g. "the shape of 'x'".
+LogicalResult checkResult(Operation *op, unsigned index, StringRef name,
+                          ArrayRef<int64_t> shape, StringRef what);
+
+/// Operand `dy` has `shape`, the shape of the forward result.
+LogicalResult checkDy(Operation *op, Value dy, ArrayRef<int64_t> shape,
+                      StringRef what);
+
+/// Result `index`, called `name`, has rank `rank` and only dimension 0 may
+/// be dynamic (`staticAll`: none may).
+LogicalResult checkResultRank(Operation *op, unsigned index, StringRef name,
+                              int64_t rank, bool staticAll, StringRef what);
+
 } // namespace mlir::pe::verify
 
 #endif // STRINGC_DIALECT_PE_LIB_PEVERIFY_H

@@ -1,5 +1,6 @@
-// One case per verifier rule of the backward ops (PEGradOps.td), in the order
-// of PEGradOps.cpp.
+// One case per verifier rule of the backward ops of the layer and
+// positional-encoding families (PELayerOps.td, PEPositionOps.td), their
+// verifiers being in PELayerOps.cpp and PEPositionOps.cpp.
 // RUN: string-opt %s -split-input-file -verify-diagnostics
 
 // sum_to: only the batch of x may be dynamic.

@@ -1,5 +1,6 @@
-// Every backward op of the pe dialect (PEGradOps.td) survives print -> parse
-// -> print, in its custom form and in the generic form.
+// Every backward op of the layer and positional-encoding families
+// (PELayerOps.td, PEPositionOps.td) survives print -> parse -> print, in its
+// custom form and in the generic form.
 // RUN: string-opt %s | string-opt | FileCheck %s
 // RUN: string-opt %s -mlir-print-op-generic | string-opt | FileCheck %s
 

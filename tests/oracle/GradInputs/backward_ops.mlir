@@ -1,4 +1,5 @@
-// The backward ops of docs/autodiff.md (PEGradOps.td) in generic form.
+// The backward ops of docs/autodiff.md (PELayerOps.td, PEPositionOps.td) in
+// generic form.
 // @forward / @gradients: a tiny model (frozen w_in, layer norm, linear head,
 // cross-entropy) and its backward pass written by hand as pe-autodiff builds
 // it. @backward_ops: every backward op once (attention_grad with and

@@ -1,6 +1,6 @@
 // Reference CPU kernels of the `pe` layer ops and their backward ops
-// (docs/dialect.md, docs/autodiff.md, PELayerOps.td, PEGradOps.td; the same
-// math as tests/oracle/pe_torch.py and pe_torch_grad.py).
+// (docs/dialect.md, docs/autodiff.md, PELayerOps.td; the same math as
+// tests/oracle/pe_torch.py and pe_torch_grad.py).
 //
 // Conventions:
 // - Plain loops, no BLAS: these are the oracle that compiled CPU code and

@@ -1,7 +1,6 @@
 // Reference CPU kernels of the `pe` positional-encoding ops and their
-// backward ops (docs/dialect.md, docs/autodiff.md, PEPositionOps.td,
-// PEGradOps.td; the same math as tests/oracle/pe_torch.py and
-// pe_torch_grad.py).
+// backward ops (docs/dialect.md, docs/autodiff.md, PEPositionOps.td; the
+// same math as tests/oracle/pe_torch.py and pe_torch_grad.py).
 //
 // Conventions (those of LayerKernels.h):
 // - Plain loops, no BLAS: these are the oracle that compiled CPU code and

@@ -1,6 +1,6 @@
 //===- PECost.h - element counts of the cost model --------------*- C++ -*-===//
 //
-// What the cost model (PECost.cpp, CostOpInterface) counts, shared with the
+// What the cost model (CostOpInterface, PECostModel.h) counts, shared with the
 // GPU launch report so that both read a tensor's size alike.
 //
 //===----------------------------------------------------------------------===//

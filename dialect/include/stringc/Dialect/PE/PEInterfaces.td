@@ -37,8 +37,8 @@ def PE_CostOpInterface : OpInterface<"CostOpInterface"> {
   let description = [{
     The arithmetic of a compute op, for `stringc --explain` and the CUDA
     launch report: a first-order count of its math (docs/dialect.md), a
-    multiply-add counting 2. Every compute op implements it (PECost.cpp), so
-    an op added without a cost does not link.
+    multiply-add counting 2. Every compute op implements it (its family's
+    PE<Family>Ops.cpp), so an op added without a cost does not link.
   }];
 
   let methods = [

@@ -1,13 +1,22 @@
 //===- PEOps.td - ops of the pe dialect --------------------*- tablegen -*-===//
 //
 // Type constraints shared by every op, then the op families, one file each:
-// module-level declarations, network layers, positional encodings, and the
-// backward ops that pe-autodiff builds.
+// module-level declarations, network layers, positional encodings, gathers,
+// fused ops. Each family's file holds its forward ops and, beside each, the
+// backward ops that pe-autodiff builds where a vector-Jacobian product needs
+// a kernel of its own (docs/autodiff.md, "Backward ops"); the family's C++
+// (PE<Family>Ops.cpp) holds their verifiers, VJPs and costs.
+//
+// A backward op takes the operands of its forward op that the product reads,
+// then `dy`, the gradient of the forward result (`attention_grad` takes the
+// optional `rel` after `dy`). Each result `d<name>` is the gradient of the
+// forward operand `<name>` and has its shape. Reductions over "the leading
+// dimensions" include the batch.
 //
 // Assembly conventions of the compute ops: operands, then each op attribute
 // as `name(value)` (attributes with a default are omitted when they hold it),
 // then `:` the operand types `->` the result type. Ops without operands write
-// `: result-type`. Enum attributes go through custom<EnumKeyword> (PEOps.cpp)
+// `: result-type`; ops with several results write `-> (type, type)`. Enum attributes go through custom<EnumKeyword> (PEOps.cpp)
 // so that they print as `mask(causal)`, not `mask(<causal>)`.
 //
 //===----------------------------------------------------------------------===//
@@ -28,7 +37,8 @@ def PE_FloatTensor : RankedTensorOf<[F32]>;
 def PE_IntTensor : RankedTensorOf<[I32]>;
 def PE_ScalarTensor : 0DTensorOf<[F32]>;
 
-// A compute op: pure, with a C++ verifier and a cost (PECost.cpp).
+// A compute op: pure, with a C++ verifier and a cost (its family's
+// PE<Family>Ops.cpp).
 class PE_ComputeOp<string mnemonic, list<Trait> traits = []>
     : PE_Op<mnemonic, !listconcat([Pure, DeclareOpInterfaceMethods<PE_CostOpInterface>],
                                   traits)> {
@@ -36,7 +46,7 @@ class PE_ComputeOp<string mnemonic, list<Trait> traits = []>
 }
 
 // A forward compute op that can lie on a gradient path: it builds its
-// vector-Jacobian product (PEVJPLayer.cpp, PEVJPPosition.cpp) for the
+// vector-Jacobian product (its family's PE<Family>Ops.cpp) for the
 // pe-autodiff pass. Ops without it are constants for autodiff.
 defvar PE_Differentiable =
     DeclareOpInterfaceMethods<PE_DifferentiableOpInterface>;
@@ -44,7 +54,6 @@ defvar PE_Differentiable =
 include "stringc/Dialect/PE/PEModuleOps.td"
 include "stringc/Dialect/PE/PELayerOps.td"
 include "stringc/Dialect/PE/PEPositionOps.td"
-include "stringc/Dialect/PE/PEGradOps.td"
 include "stringc/Dialect/PE/PEGatherOps.td"
 include "stringc/Dialect/PE/PEFusedOps.td"
 

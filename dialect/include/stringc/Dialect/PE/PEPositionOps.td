@@ -3,7 +3,8 @@
 // Positions, frequency tables and the structured position-dependent
 // transforms (RoPE, Householder reflections, Cayley transforms of skew
 // matrices, exponentials of commuting generators, SPD gates, sinusoidal
-// tables). Included by PEOps.td.
+// tables), each differentiable op followed by the backward op pe-autodiff
+// builds for it. Included by PEOps.td.
 //
 //===----------------------------------------------------------------------===//
 
@@ -119,6 +120,38 @@ def PE_RopeOp : PE_ComputeOp<"rope", [PE_Differentiable]> {
   }];
 }
 
+def PE_RopeGradFreqsOp : PE_ComputeOp<"rope_grad_freqs"> {
+  let summary = "gradient of pe.rope with respect to its frequencies";
+  let description = [{
+    With `theta_j(t) = sum_a pos[t, a] * freqs[j, a]`, `c = cos theta_j(t)`,
+    `s = sin theta_j(t)`, and `x0 = x[b, t, 2j]`, `x1 = x[b, t, 2j+1]`
+    (likewise `dy0`, `dy1`), the derivative of the rotation `R'(theta) =
+    [[-s, -c], [c, -s]]` gives
+
+    ```
+    dtheta_j(t)  = sum_b (dy0 * (-x0 s - x1 c) + dy1 * (x0 c - x1 s))
+                 = sum_b (dy1 * y0 - dy0 * y1)      (y = the forward output)
+    dfreqs[j, a] = sum_t pos[t, a] * dtheta_j(t)
+    ```
+
+    The gradient with respect to `x` is `pe.rope` by the opposite angle
+    (negated `freqs`); positions get none. Shapes as for `pe.rope`: `x` and
+    `dy` `[B, T, D]` (`D` even), `pos` `[T, A]` (`A` in {1, 2}), `freqs`
+    `[D/2, A]`; result `dfreqs` `[D/2, A]`.
+
+    ```mlir
+    %df = pe.rope_grad_freqs %x, %pos, %freqs, %dy : tensor<?x50x64xf32>, tensor<50x2xf32>, tensor<32x2xf32>, tensor<?x50x64xf32> -> tensor<32x2xf32>
+    ```
+  }];
+  let arguments = (ins PE_FloatTensor:$x, PE_FloatTensor:$pos,
+                       PE_FloatTensor:$freqs, PE_FloatTensor:$dy);
+  let results = (outs PE_FloatTensor:$dfreqs);
+  let assemblyFormat = [{
+    $x `,` $pos `,` $freqs `,` $dy attr-dict `:` type($x) `,` type($pos) `,`
+    type($freqs) `,` type($dy) `->` type($dfreqs)
+  }];
+}
+
 def PE_HouseholderOp : PE_ComputeOp<"householder", [PE_Differentiable]> {
   let summary = "reflection RoPE: two 2D Householder reflections per pair";
   let description = [{
@@ -144,6 +177,39 @@ def PE_HouseholderOp : PE_ComputeOp<"householder", [PE_Differentiable]> {
   let assemblyFormat = [{
     $x `,` $pos `,` $f1 `,` $f2 attr-dict `:` type($x) `,` type($pos) `,`
     type($f1) `,` type($f2) `->` type($result)
+  }];
+}
+
+def PE_HouseholderGradFreqsOp : PE_ComputeOp<"householder_grad_freqs"> {
+  let summary = "gradient of pe.householder with respect to its angles";
+  let description = [{
+    `H(a2) H(a1)` is the rotation by `phi = 2 (a2 - a1)`, with
+    `a1 = sum_a pos[t, a] * f1[j, a]`, `a2 = sum_a pos[t, a] * f2[j, a]`.
+    With `G_j(t)` the angle gradient of `pe.rope_grad_freqs` evaluated at
+    `phi` (`c = cos phi`, `s = sin phi`):
+
+    ```
+    G_j(t)    = sum_b (dy0 * (-x0 s - x1 c) + dy1 * (x0 c - x1 s))
+    df1[j, a] = -2 * sum_t pos[t, a] * G_j(t)
+    df2[j, a] =  2 * sum_t pos[t, a] * G_j(t)
+    ```
+
+    Shapes as for `pe.householder`: `x` and `dy` `[B, T, D]` (`D` even),
+    `pos` `[T, A]` (`A` in {1, 2}), `f1`, `f2` `[D/2, A]`; results `df1`,
+    `df2` `[D/2, A]`.
+
+    ```mlir
+    %df1, %df2 = pe.householder_grad_freqs %x, %pos, %f1, %f2, %dy : tensor<?x50x64xf32>, tensor<50x2xf32>, tensor<32x2xf32>, tensor<32x2xf32>, tensor<?x50x64xf32> -> (tensor<32x2xf32>, tensor<32x2xf32>)
+    ```
+  }];
+  let arguments = (ins PE_FloatTensor:$x, PE_FloatTensor:$pos,
+                       PE_FloatTensor:$f1, PE_FloatTensor:$f2,
+                       PE_FloatTensor:$dy);
+  let results = (outs PE_FloatTensor:$df1, PE_FloatTensor:$df2);
+  let assemblyFormat = [{
+    $x `,` $pos `,` $f1 `,` $f2 `,` $dy attr-dict `:` type($x) `,`
+    type($pos) `,` type($f1) `,` type($f2) `,` type($dy) `->` `(` type($df1)
+    `,` type($df2) `)`
   }];
 }
 
@@ -176,6 +242,27 @@ def PE_SkewOp : PE_ComputeOp<"skew", [PE_Differentiable]> {
   }];
 }
 
+def PE_SkewGradOp : PE_ComputeOp<"skew_grad"> {
+  let summary = "gradient of pe.skew";
+  let description = [{
+    With `(i, j)`, `i < j`, the upper-triangle pair of parameter `k` in the
+    order of `pe.skew` (row-major, `k = i*d - i(i+1)/2 + j - i - 1`):
+    `dparams[..., k] = dy[..., i, j] - dy[..., j, i]`.
+
+    Shapes (static): `dy` `[..., d, d]` with `d = dim >= 2`; result
+    `dparams` `[..., d(d-1)/2]`.
+
+    ```mlir
+    %dp = pe.skew_grad %dy dim(16) : tensor<2x16x16xf32> -> tensor<2x120xf32>
+    ```
+  }];
+  let arguments = (ins PE_FloatTensor:$dy, I64Attr:$dim);
+  let results = (outs PE_FloatTensor:$dparams);
+  let assemblyFormat = [{
+    $dy `dim` `(` $dim `)` attr-dict `:` type($dy) `->` type($dparams)
+  }];
+}
+
 def PE_SparseSkewOp : PE_ComputeOp<"sparse_skew", [PE_Differentiable]> {
   let summary = "skew-symmetric matrix with a fixed sparse support";
   let description = [{
@@ -205,6 +292,30 @@ def PE_SparseSkewOp : PE_ComputeOp<"sparse_skew", [PE_Differentiable]> {
   }];
 }
 
+def PE_SparseSkewGradOp : PE_ComputeOp<"sparse_skew_grad"> {
+  let summary = "gradient of pe.sparse_skew";
+  let description = [{
+    With `(i_m, j_m)` the upper-triangle pair of `support[m]` (order of
+    `pe.skew`): `dparams[m] = dy[i_m, j_m] - dy[j_m, i_m]`.
+
+    `dim` and `support` are those of the forward op, with the same rules
+    (`dim >= 2`; `support` non-empty, strictly increasing, in
+    `[0, dim(dim-1)/2)`). Shapes (static): `dy` `[dim, dim]`; result
+    `dparams` `[K]`, `K` the length of `support`.
+
+    ```mlir
+    %dp = pe.sparse_skew_grad %dy dim(4) support([0, 2, 5]) : tensor<4x4xf32> -> tensor<3xf32>
+    ```
+  }];
+  let arguments = (ins PE_FloatTensor:$dy, I64Attr:$dim,
+                       DenseI64ArrayAttr:$support);
+  let results = (outs PE_FloatTensor:$dparams);
+  let assemblyFormat = [{
+    $dy `dim` `(` $dim `)` `support` `(` $support `)` attr-dict `:` type($dy)
+    `->` type($dparams)
+  }];
+}
+
 def PE_CayleyOp : PE_ComputeOp<"cayley", [PE_Differentiable]> {
   let summary = "applies the Cayley transform of a skew matrix";
   let description = [{
@@ -223,6 +334,37 @@ def PE_CayleyOp : PE_ComputeOp<"cayley", [PE_Differentiable]> {
   let results = (outs PE_FloatTensor:$result);
   let assemblyFormat = [{
     $x `,` $s attr-dict `:` type($x) `,` type($s) `->` type($result)
+  }];
+}
+
+def PE_CayleyGradOp : PE_ComputeOp<"cayley_grad"> {
+  let summary = "gradient of pe.cayley";
+  let description = [{
+    For each token vector `x_t` (every leading index of `x`), with
+    `U = (I - S)(I + S)^-1` and `dy_t` the token's gradient:
+
+    ```
+    z_t = (I + S)^-1 x_t                       (a solve, as in the forward op)
+    dx_t = U^T dy_t = (I + S)^-T (I - S)^T dy_t
+         = (I - S)^-1 (I + S) dy_t              (S skew-symmetric)
+    ds   = -sum_t (dy_t + dx_t) z_t^T
+    ```
+
+    `ds` is the gradient with respect to `s` as a full matrix (the chain
+    through `pe.skew_grad` keeps its antisymmetric part). Shapes: `x` and
+    `dy` `[..., D]`, `s` `[D, D]` (static); results `dx` (the shape of `x`)
+    and `ds` `[D, D]`.
+
+    ```mlir
+    %dx, %ds = pe.cayley_grad %x, %s, %dy : tensor<?x50x64xf32>, tensor<64x64xf32>, tensor<?x50x64xf32> -> (tensor<?x50x64xf32>, tensor<64x64xf32>)
+    ```
+  }];
+  let arguments = (ins PE_FloatTensor:$x, PE_FloatTensor:$s,
+                       PE_FloatTensor:$dy);
+  let results = (outs PE_FloatTensor:$dx, PE_FloatTensor:$ds);
+  let assemblyFormat = [{
+    $x `,` $s `,` $dy attr-dict `:` type($x) `,` type($s) `,` type($dy) `->`
+    `(` type($dx) `,` type($ds) `)`
   }];
 }
 
@@ -267,6 +409,37 @@ def PE_GeneratorExpOp : PE_ComputeOp<"generator_exp", [PE_Differentiable]> {
   }];
 }
 
+def PE_GeneratorExpGradOp : PE_ComputeOp<"generator_exp_grad"> {
+  let summary = "gradient of pe.generator_exp with respect to the generators";
+  let description = [{
+    For each leading index `p` of `r`, with `A = sum_k r[p, k] L_k`
+    (`L_k = generators[k]`) and `dR = dy[p]`, the adjoint of the Frechet
+    derivative of the matrix exponential at `A`, which is its Frechet
+    derivative at `A^T` applied to `dR`, computed exactly by the
+    block-triangular method:
+
+    ```
+    dA(p)   = top-right d x d block of exp([[A^T, dR], [0, A^T]])
+    dL_k    = sum_p r[p, k] * dA(p)
+    ```
+
+    `r` (relative positions) gets no gradient. Shapes (static): `r`
+    `[..., K]`, `generators` `[K, d, d]`, `dy` `[..., d, d]` (the forward
+    result); result `dgenerators` `[K, d, d]`.
+
+    ```mlir
+    %dL = pe.generator_exp_grad %r, %L, %dy : tensor<50x50x2xf32>, tensor<2x16x16xf32>, tensor<50x50x16x16xf32> -> tensor<2x16x16xf32>
+    ```
+  }];
+  let arguments = (ins PE_FloatTensor:$r, PE_FloatTensor:$generators,
+                       PE_FloatTensor:$dy);
+  let results = (outs PE_FloatTensor:$dgenerators);
+  let assemblyFormat = [{
+    $r `,` $generators `,` $dy attr-dict `:` type($r) `,` type($generators)
+    `,` type($dy) `->` type($dgenerators)
+  }];
+}
+
 def PE_ApplyRotationOp : PE_ComputeOp<"apply_rotation", [PE_Differentiable]> {
   let summary = "per-token rotation of every head";
   let description = [{
@@ -290,6 +463,35 @@ def PE_ApplyRotationOp : PE_ComputeOp<"apply_rotation", [PE_Differentiable]> {
   }];
 }
 
+def PE_ApplyRotationGradOp : PE_ComputeOp<"apply_rotation_grad"> {
+  let summary = "gradient of pe.apply_rotation";
+  let description = [{
+    With `x_h`, `dy_h` the head-`h` slices of token `t` (columns
+    `h*Dh .. (h+1)*Dh - 1`, `Dh = D / heads`) and `R[t] = rotations[t]`:
+
+    ```
+    dx_h(b, t)             = R[t]^T dy_h(b, t)
+    drotations[t, m, n]    = sum_{b, h} dy[b, t, h*Dh + m] * x[b, t, h*Dh + n]
+    ```
+
+    Shapes as for `pe.apply_rotation`: `x` and `dy` `[B, T, D]`,
+    `rotations` `[T, Dh, Dh]` (static); results `dx` (the shape of `x`) and
+    `drotations` `[T, Dh, Dh]`.
+
+    ```mlir
+    %dx, %dR = pe.apply_rotation_grad %x, %R, %dy heads(4) : tensor<?x50x64xf32>, tensor<50x16x16xf32>, tensor<?x50x64xf32> -> (tensor<?x50x64xf32>, tensor<50x16x16xf32>)
+    ```
+  }];
+  let arguments = (ins PE_FloatTensor:$x, PE_FloatTensor:$rotations,
+                       PE_FloatTensor:$dy, I64Attr:$heads);
+  let results = (outs PE_FloatTensor:$dx, PE_FloatTensor:$drotations);
+  let assemblyFormat = [{
+    $x `,` $rotations `,` $dy `heads` `(` $heads `)` attr-dict `:` type($x)
+    `,` type($rotations) `,` type($dy) `->` `(` type($dx) `,`
+    type($drotations) `)`
+  }];
+}
+
 def PE_CommutatorNormOp : PE_ComputeOp<"commutator_norm", [PE_Differentiable]> {
   let summary = "largest commutator of a set of generators";
   let description = [{
@@ -310,6 +512,35 @@ def PE_CommutatorNormOp : PE_ComputeOp<"commutator_norm", [PE_Differentiable]> {
   }];
 }
 
+def PE_CommutatorNormGradOp : PE_ComputeOp<"commutator_norm_grad"> {
+  let summary = "gradient of pe.commutator_norm";
+  let description = [{
+    Flows through the first maximising pair `(a, b)`, `a < b`, in row-major
+    pair order (`(0,1), (0,2), ..., (1,2), ...`). With `L_k =
+    generators[k]`, `C = L_a L_b - L_b L_a` and `G = dy * C / ||C||_F`:
+
+    ```
+    dgenerators[a] = G L_b^T - L_b^T G
+    dgenerators[b] = L_a^T G - G L_a^T
+    dgenerators[k] = 0                     (k not in {a, b})
+    ```
+
+    and everything is 0 when `C = 0`. Shapes: `generators` `[K, d, d]`
+    (static, `K >= 2`), `dy` `tensor<f32>`; result `dgenerators` the shape
+    of `generators`.
+
+    ```mlir
+    %dL = pe.commutator_norm_grad %L, %dy : tensor<2x16x16xf32>, tensor<f32> -> tensor<2x16x16xf32>
+    ```
+  }];
+  let arguments = (ins PE_FloatTensor:$generators, PE_ScalarTensor:$dy);
+  let results = (outs PE_FloatTensor:$dgenerators);
+  let assemblyFormat = [{
+    $generators `,` $dy attr-dict `:` type($generators) `,` type($dy) `->`
+    type($dgenerators)
+  }];
+}
+
 def PE_SpdGateOp : PE_ComputeOp<"spd_gate", [PE_Differentiable]> {
   let summary = "diagonal positive gate (the SPD factor of polar RoPE)";
   let description = [{
@@ -325,6 +556,34 @@ def PE_SpdGateOp : PE_ComputeOp<"spd_gate", [PE_Differentiable]> {
   let results = (outs PE_FloatTensor:$result);
   let assemblyFormat = [{
     $x `,` $gamma attr-dict `:` type($x) `,` type($gamma) `->` type($result)
+  }];
+}
+
+def PE_SpdGateGradOp : PE_ComputeOp<"spd_gate_grad"> {
+  let summary = "gradient of pe.spd_gate";
+  let description = [{
+    With `exp(gamma)` broadcast over the leading dimensions of `x` as in the
+    forward op:
+
+    ```
+    dx     = dy * exp(gamma)
+    dgamma = sum over the leading dimensions of dy * x * exp(gamma)
+             ([D]: over b and t; [T, D]: over b)
+    ```
+
+    Shapes: `x` and `dy` `[B, T, D]`, `gamma` `[D]` or `[T, D]`; results
+    `dx` (the shape of `x`) and `dgamma` (the shape of `gamma`).
+
+    ```mlir
+    %dx, %dg = pe.spd_gate_grad %x, %gamma, %dy : tensor<?x64x32xf32>, tensor<32xf32>, tensor<?x64x32xf32> -> (tensor<?x64x32xf32>, tensor<32xf32>)
+    ```
+  }];
+  let arguments = (ins PE_FloatTensor:$x, PE_FloatTensor:$gamma,
+                       PE_FloatTensor:$dy);
+  let results = (outs PE_FloatTensor:$dx, PE_FloatTensor:$dgamma);
+  let assemblyFormat = [{
+    $x `,` $gamma `,` $dy attr-dict `:` type($x) `,` type($gamma) `,`
+    type($dy) `->` `(` type($dx) `,` type($dgamma) `)`
   }];
 }
 
