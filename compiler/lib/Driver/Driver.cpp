@@ -8,7 +8,7 @@
 
 #include "stringc/Codegen/CpuCodegen.h"
 #include "stringc/GPU/CudaTarget.h"
-#include "stringc/Target/PackageWriter.h"
+#include "stringc/Target/PackageBuilder.h"
 
 using namespace mlir;
 
@@ -48,10 +48,10 @@ int writeModelPackage(const ModelGraph &graph, const std::string &path,
     if (failed(kernels))
       return 1;
     Compilation::Phase phase(compilation, "package");
-    return failed(writePackage(**module, path, target, &*kernels)) ? 1 : 0;
+    return failed(writeModulePackage(**module, path, target, &*kernels)) ? 1 : 0;
   }
   Compilation::Phase phase(compilation, "package");
-  return failed(writePackage(**module, path, target)) ? 1 : 0;
+  return failed(writeModulePackage(**module, path, target)) ? 1 : 0;
 }
 
 int compileModelForCuda(const ModelGraph &graph, const CompileOptions &options,

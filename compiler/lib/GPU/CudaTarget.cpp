@@ -14,7 +14,7 @@
 #include "stringc/GPU/GPUPipeline.h"
 #include "stringc/GPU/LaunchReport.h"
 
-#include "stringc/Target/PackageWriter.h"
+#include "stringc/Target/PackageBuilder.h"
 
 #include "stringrt/Error.h"
 #include "stringrt/Package.h"

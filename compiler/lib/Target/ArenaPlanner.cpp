@@ -1,9 +1,9 @@
-//===- ArenaPlan.cpp - liveness intervals and slot assignment --------------===//
+//===- ArenaPlanner.cpp - liveness intervals and slot assignment ----------===//
 //
-// See ArenaPlan.h and docs/package.md ("The arena plan").
+// See ArenaPlanner.h and docs/package.md ("The arena plan").
 //
 //===----------------------------------------------------------------------===//
-#include "stringc/Target/ArenaPlan.h"
+#include "stringc/Target/ArenaPlanner.h"
 #include "stringc/Dialect/PE/PEOps.h"
 
 #include "mlir/IR/BuiltinTypes.h"

@@ -1,4 +1,4 @@
-//===- PackageWriter.cpp - pe module -> model package ----------------------===//
+//===- PackageBuilder.cpp - pe module -> model package --------------------===//
 //
 // Walks @forward and @gradients, numbers every value (arguments first, then
 // op results in order), and fills the runtime's stringrt::Manifest with each
@@ -9,8 +9,8 @@
 // the op, before anything is written.
 //
 //===----------------------------------------------------------------------===//
-#include "stringc/Target/PackageWriter.h"
-#include "stringc/Target/ArenaPlan.h"
+#include "stringc/Target/PackageBuilder.h"
+#include "stringc/Target/ArenaPlanner.h"
 
 #include "stringc/Dialect/PE/PEDialect.h"
 #include "stringc/Dialect/PE/PEOps.h"
@@ -277,7 +277,7 @@ private:
     return buildArenaPlan(func, program);
   }
 
-  /// The program's arena plan (ArenaPlan.h, docs/package.md).
+  /// The program's arena plan (ArenaPlanner.h, docs/package.md).
   LogicalResult buildArenaPlan(func::FuncOp func, stringrt::Program &program) {
     std::vector<ArenaValue> values = arenaValues(func);
     ArenaPlan plan = planArena(values);
@@ -406,7 +406,7 @@ FailureOr<stringrt::Manifest> buildPackageManifest(ModuleOp module,
   return ManifestBuilder(module, kernels).build();
 }
 
-LogicalResult writePackage(ModuleOp module, const std::string &path,
+LogicalResult writeModulePackage(ModuleOp module, const std::string &path,
                            const std::string &target,
                            const PackageKernels *kernels) {
   if ((target == kCpuTarget) != (kernels != nullptr))

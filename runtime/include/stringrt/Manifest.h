@@ -78,8 +78,8 @@ struct ManifestOptimizer {
 
 // The defaults of an optimizer: what a `.pe` file's optimizer and schedule
 // leave out (the frontend takes them from here) and pe.optimizer's ODS
-// defaults (PEModuleOps.td; the test PackageWriter.WritesDefaultValuedAttributes
-// keeps the two equal).
+// defaults (PEModuleOps.td; the test
+// PackageBuilder.WritesDefaultValuedAttributes keeps the two equal).
 inline constexpr ManifestOptimizer kOptimizerDefaults{};
 
 enum class DatasetKind { Idx, Text };

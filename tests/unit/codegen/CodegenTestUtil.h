@@ -9,7 +9,7 @@
 
 #include "stringc/Codegen/CpuCodegen.h"
 #include "stringc/Dialect/PE/PEDialect.h"
-#include "stringc/Target/PackageWriter.h"
+#include "stringc/Target/PackageBuilder.h"
 
 #include "stringrt/Model.h"
 #include "stringrt/Package.h"
@@ -68,7 +68,7 @@ inline std::string writeCpuPackage(const std::string &text, const std::string &p
   if (!module)
     return diagnostics.empty() ? "parse error" : diagnostics;
   mlir::FailureOr<PackageKernels> kernels = compileCpuKernels(*module);
-  if (failed(kernels) || failed(writePackage(*module, path, kCpuTarget, &*kernels)))
+  if (failed(kernels) || failed(writeModulePackage(*module, path, kCpuTarget, &*kernels)))
     return diagnostics.empty() ? "failed without a diagnostic" : diagnostics;
   return "";
 }

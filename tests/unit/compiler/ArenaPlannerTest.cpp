@@ -1,6 +1,6 @@
 //===- ArenaPlanTest.cpp - the arena plan's liveness and slot assignment --===//
 //
-// The planner (compiler/lib/Target/ArenaPlan.cpp) on hand-made intervals, and
+// The planner (compiler/lib/Target/ArenaPlanner.cpp) on hand-made intervals, and
 // on the forward and gradients programs of every example, where the plan is
 // checked by brute force (every pair of values of a slot, every op) rather
 // than by verifyArenaPlan alone.
@@ -9,8 +9,8 @@
 
 #include "stringc/Dialect/PE/PEOps.h"
 #include "stringc/Driver/Driver.h"
-#include "stringc/Target/ArenaPlan.h"
-#include "stringc/Target/PackageWriter.h"
+#include "stringc/Target/ArenaPlanner.h"
+#include "stringc/Target/PackageBuilder.h"
 
 #include "TestHelpers.h"
 
@@ -67,7 +67,7 @@ void expectValid(const std::vector<ArenaValue> &values, const ArenaPlan &plan,
   }
 }
 
-TEST(ArenaPlan, OverlappingIntervalsNeverShare) {
+TEST(ArenaPlanner, OverlappingIntervalsNeverShare) {
   // Three values live at op 2 at once, so three slots.
   std::vector<ArenaValue> values = {interval(0, 2, 10, 0), interval(1, 2, 10, 0),
                                     interval(2, 3, 10, 0)};
@@ -77,7 +77,7 @@ TEST(ArenaPlan, OverlappingIntervalsNeverShare) {
   EXPECT_FALSE(stringc::verifyArenaPlan(values, plan));
 }
 
-TEST(ArenaPlan, DisjointIntervalsReuseASlot) {
+TEST(ArenaPlanner, DisjointIntervalsReuseASlot) {
   // A chain: each value is read by the next op only, so two slots suffice
   // (an op's result never shares with its operand: both live at that op).
   std::vector<ArenaValue> values;
@@ -90,7 +90,7 @@ TEST(ArenaPlan, DisjointIntervalsReuseASlot) {
   EXPECT_EQ(stringc::noReuseBytes(values, 128), 6 * 64 * 128 * 4);
 }
 
-TEST(ArenaPlan, MixedSizeClassesBoundEveryBatch) {
+TEST(ArenaPlanner, MixedSizeClassesBoundEveryBatch) {
   // A batch-sized value, then a static one in the same slot: the slot is
   // [max a, max c], which holds both at any batch.
   std::vector<ArenaValue> values = {interval(0, 1, 8, 0), interval(2, 3, 0, 500),
@@ -104,7 +104,7 @@ TEST(ArenaPlan, MixedSizeClassesBoundEveryBatch) {
   EXPECT_EQ(plan.valueSlot[3], -1);
 }
 
-TEST(ArenaPlan, VerifierRejectsSharedOverlap) {
+TEST(ArenaPlanner, VerifierRejectsSharedOverlap) {
   std::vector<ArenaValue> values = {interval(0, 3, 4, 0), interval(2, 4, 4, 0)};
   ArenaPlan plan;
   plan.slots = {{4, 0}};

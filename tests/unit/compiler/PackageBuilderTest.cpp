@@ -1,4 +1,4 @@
-//===- PackageWriterTest.cpp - stringc packages, read back by stringrt ----===//
+//===- PackageBuilderTest.cpp - stringc packages, read back by stringrt ----===//
 //
 // Every examples/*.pe is compiled to a package (MLIRGen, pe-autodiff, the
 // package writer) and loaded with stringrt::Package::load, whose validation
@@ -11,7 +11,7 @@
 #include "stringc/Dialect/PE/PEOps.h"
 #include "stringc/Frontend/Frontend.h"
 #include "stringc/Driver/Driver.h"
-#include "stringc/Target/PackageWriter.h"
+#include "stringc/Target/PackageBuilder.h"
 #include "stringc/Transforms/Passes.h"
 
 #include "TestHelpers.h"
@@ -173,9 +173,9 @@ INSTANTIATE_TEST_SUITE_P(Examples, PackageExample, ::testing::ValuesIn(exampleFi
 // Hand-written modules.
 //===----------------------------------------------------------------------===//
 
-class PackageWriter : public ::testing::Test {
+class PackageBuilder : public ::testing::Test {
 protected:
-  PackageWriter() {
+  PackageBuilder() {
     context.loadDialect<pe::PEDialect, func::FuncDialect, arith::ArithDialect>();
     context.printOpOnDiagnostic(false);
   }
@@ -199,7 +199,7 @@ protected:
         errors.push_back(diag.str());
       return success();
     });
-    EXPECT_TRUE(failed(stringc::writePackage(module, path)));
+    EXPECT_TRUE(failed(stringc::writeModulePackage(module, path)));
     return errors;
   }
 
@@ -223,11 +223,11 @@ module @tiny {
 }
 )mlir";
 
-TEST_F(PackageWriter, EscapesStringsAndKeepsNumbersExact) {
+TEST_F(PackageBuilder, EscapesStringsAndKeepsNumbersExact) {
   OwningOpRef<ModuleOp> module = parse(kTiny, /*autodiff=*/true);
   ASSERT_TRUE(module);
   std::string path = dir.file("tiny.pkg");
-  ASSERT_TRUE(succeeded(stringc::writePackage(*module, path)));
+  ASSERT_TRUE(succeeded(stringc::writeModulePackage(*module, path)));
   stringrt::Package package = stringrt::Package::load(path);
   const stringrt::Manifest &m = package.manifest();
   ASSERT_TRUE(m.dataset);
@@ -249,7 +249,7 @@ TEST_F(PackageWriter, EscapesStringsAndKeepsNumbersExact) {
   EXPECT_EQ(seed->getFloat("value"), 1.0);
 }
 
-TEST_F(PackageWriter, WritesDefaultValuedAttributes) {
+TEST_F(PackageBuilder, WritesDefaultValuedAttributes) {
   OwningOpRef<ModuleOp> module = parse(R"mlir(
 module @defaults {
   pe.parameter @g : tensor<3xf32> {init = "ones"}
@@ -268,7 +268,7 @@ module @defaults {
                                        /*autodiff=*/true);
   ASSERT_TRUE(module);
   std::string path = dir.file("defaults.pkg");
-  ASSERT_TRUE(succeeded(stringc::writePackage(*module, path)));
+  ASSERT_TRUE(succeeded(stringc::writeModulePackage(*module, path)));
   stringrt::Package package = stringrt::Package::load(path);
   // pe.optimizer's ODS defaults are the runtime's (stringrt::kOptimizerDefaults,
   // which the frontend uses): one set of optimizer defaults.
@@ -293,7 +293,7 @@ module @defaults {
   EXPECT_FALSE(f.ops[4].has("axis"));
 }
 
-TEST_F(PackageWriter, NeedsGradients) {
+TEST_F(PackageBuilder, NeedsGradients) {
   OwningOpRef<ModuleOp> module = parse(kTiny, /*autodiff=*/false);
   ASSERT_TRUE(module);
   std::string path = dir.file("none.pkg");
@@ -326,7 +326,7 @@ std::string withOp(const std::string &op) {
   return text;
 }
 
-TEST_F(PackageWriter, RejectsNonSplatConstant) {
+TEST_F(PackageBuilder, RejectsNonSplatConstant) {
   OwningOpRef<ModuleOp> module =
       parse(withOp("arith.constant dense<[1.0, 2.0]> : tensor<2xf32>"), false);
   ASSERT_TRUE(module);
@@ -335,7 +335,7 @@ TEST_F(PackageWriter, RejectsNonSplatConstant) {
   EXPECT_NE(errors[0].find("only f32 splat constants"), std::string::npos) << errors[0];
 }
 
-TEST_F(PackageWriter, RejectsUnsupportedOp) {
+TEST_F(PackageBuilder, RejectsUnsupportedOp) {
   OwningOpRef<ModuleOp> module = parse(withOp("arith.addf %x, %x : tensor<2xf32>"), false);
   ASSERT_TRUE(module);
   std::vector<std::string> errors = writeErrors(*module, dir.file("o.pkg"));
@@ -344,7 +344,7 @@ TEST_F(PackageWriter, RejectsUnsupportedOp) {
       << errors[0];
 }
 
-TEST_F(PackageWriter, RejectsUnknownAttributeKind) {
+TEST_F(PackageBuilder, RejectsUnknownAttributeKind) {
   OwningOpRef<ModuleOp> module =
       parse(withOp("pe.relu %x {extra = [1, 2]} : tensor<2xf32> -> tensor<2xf32>"), false);
   ASSERT_TRUE(module);
@@ -354,7 +354,7 @@ TEST_F(PackageWriter, RejectsUnknownAttributeKind) {
   EXPECT_NE(errors[0].find("a package cannot hold"), std::string::npos) << errors[0];
 }
 
-TEST_F(PackageWriter, RejectsNonFiniteFloat) {
+TEST_F(PackageBuilder, RejectsNonFiniteFloat) {
   OwningOpRef<ModuleOp> module =
       parse(withOp("pe.scale %x factor(0x7FF0000000000000) : tensor<2xf32> -> tensor<2xf32>"), false);
   ASSERT_TRUE(module);

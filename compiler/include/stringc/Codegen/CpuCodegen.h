@@ -9,13 +9,13 @@
 //     -> an ELF object in memory (LLVM TargetMachine)
 //     -> an ELF shared object, linked in-process by lld                 (SharedObject.cpp)
 //
-// The result is what a "cpu" package carries (PackageWriter.h).
+// The result is what a "cpu" package carries (PackageBuilder.h).
 //
 //===----------------------------------------------------------------------===//
 #ifndef STRINGC_CODEGEN_CPUCODEGEN_H
 #define STRINGC_CODEGEN_CPUCODEGEN_H
 
-#include "stringc/Target/PackageWriter.h"
+#include "stringc/Target/PackageBuilder.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Support/LogicalResult.h"

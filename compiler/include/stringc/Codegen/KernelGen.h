@@ -19,7 +19,7 @@
 #ifndef STRINGC_CODEGEN_KERNELGEN_H
 #define STRINGC_CODEGEN_KERNELGEN_H
 
-#include "stringc/Target/PackageWriter.h"
+#include "stringc/Target/PackageBuilder.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"

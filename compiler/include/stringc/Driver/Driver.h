@@ -4,7 +4,7 @@
 // it builds the `pe` module (MLIRGen), verifies it, runs the passes and
 // pe-autodiff (Transforms/Pipeline.h), timing each phase, and hands the one
 // in-memory module to a target: printed as MLIR, the CPU package
-// (Target/PackageWriter.h and the CPU kernels of Codegen), the CUDA package
+// (Target/PackageBuilder.h and the CPU kernels of Codegen), the CUDA package
 // or its kernels (GPU/CudaTarget.h), or --explain's report. Its signatures
 // keep MLIR types out, so that stringc and the frontend tests need not
 // include MLIR headers.

@@ -1,4 +1,4 @@
-//===- ArenaPlan.h - the memory plan of a package program -------*- C++ -*-===//
+//===- ArenaPlanner.h - the memory plan of a package program ----*- C++ -*-===//
 //
 // The arena plan (docs/package.md, "The arena plan"): every intermediate
 // value of a program (an f32 op result other than pe.get_param's, which is a
@@ -12,8 +12,8 @@
 // prefix sums of the slot sizes at the run's batch) in one allocation.
 //
 //===----------------------------------------------------------------------===//
-#ifndef STRINGC_TARGET_ARENAPLAN_H
-#define STRINGC_TARGET_ARENAPLAN_H
+#ifndef STRINGC_TARGET_ARENAPLANNER_H
+#define STRINGC_TARGET_ARENAPLANNER_H
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/ArrayRef.h"
@@ -74,4 +74,4 @@ std::vector<ArenaValue> arenaValues(mlir::func::FuncOp func);
 
 } // namespace stringc
 
-#endif // STRINGC_TARGET_ARENAPLAN_H
+#endif // STRINGC_TARGET_ARENAPLANNER_H

@@ -1,4 +1,4 @@
-//===- PackageWriter.h - write a pe module as a model package ---*- C++ -*-===//
+//===- PackageBuilder.h - a pe module as a model package --------*- C++ -*-===//
 //
 // A package (docs/package.md) is a safetensors container whose metadata holds
 // the format, version, target and a JSON manifest: the model's inputs,
@@ -6,8 +6,8 @@
 // `gradients` (so the module must have been through pe-autodiff).
 //
 //===----------------------------------------------------------------------===//
-#ifndef STRINGC_TARGET_PACKAGEWRITER_H
-#define STRINGC_TARGET_PACKAGEWRITER_H
+#ifndef STRINGC_TARGET_PACKAGEBUILDER_H
+#define STRINGC_TARGET_PACKAGEBUILDER_H
 
 #include "stringrt/Package.h"
 
@@ -49,10 +49,10 @@ mlir::FailureOr<stringrt::Manifest> buildPackageManifest(mlir::ModuleOp module,
 /// failure leaves a previous file intact), for `target`. `kernels` is
 /// required for kCpuTarget (the shared object goes into the container) and
 /// not allowed for kReferenceTarget.
-mlir::LogicalResult writePackage(mlir::ModuleOp module, const std::string &path,
+mlir::LogicalResult writeModulePackage(mlir::ModuleOp module, const std::string &path,
                                  const std::string &target = kReferenceTarget,
                                  const PackageKernels *kernels = nullptr);
 
 } // namespace stringc
 
-#endif // STRINGC_TARGET_PACKAGEWRITER_H
+#endif // STRINGC_TARGET_PACKAGEBUILDER_H
