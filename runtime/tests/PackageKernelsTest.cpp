@@ -40,8 +40,14 @@ constexpr const char *kHostTriple = nullptr;
 
 constexpr const char *kLoadedMarker = "STRINGRT_TEST_KERNELS_LOADED";
 
+// The symbols of TestKernels.c: "stringc_k<N>_<digest>_<kind>", the digest
+// that of the op's buffer sizes (TheTestKernelsCarryTheirBuffersDigests).
+const std::string kReluDigest = "a9eda7630a59fb15";
+const std::string kRelu = "stringc_k0_" + kReluDigest + "_relu";
+const std::string kMul = "stringc_k1_1bd2da8c19f92d81_mul";
+
 // A classifier whose first two ops run on the library's kernels:
-// h = relu(x) (stringc_k0_relu), g = h * gain (stringc_k1_mul), logits =
+// h = relu(x) (kRelu), g = h * gain (kMul), logits =
 // linear(g, w, b), loss = cross_entropy. Values: 0 x, 1 label, 2 gain, 3 w,
 // 4 b, 5 h, 6 g, 7 logits, 8 loss; the gradients program adds 9 (the
 // loss's seed), 10 dlogits, 11 dw, 12 db and `extraGradientOp`'s results.
@@ -57,9 +63,9 @@ std::string manifestText(const std::string &extraGradientValues = "",
     {"op": "pe.get_param", "results": [3], "operands": [], "attrs": {"param": "w"}},
     {"op": "pe.get_param", "results": [4], "operands": [], "attrs": {"param": "b"}},
     {"op": "pe.relu", "results": [5], "operands": [0], "attrs": {},
-     "kernels": [{"symbol": "stringc_k0_relu", "range": -1, "grain": 1}]},
+     "kernels": [{"symbol": "stringc_k0_a9eda7630a59fb15_relu", "range": -1, "grain": 1}]},
     {"op": "pe.mul", "results": [6], "operands": [5, 2], "attrs": {},
-     "kernels": [{"symbol": "stringc_k1_mul", "range": -1, "grain": 1}]},
+     "kernels": [{"symbol": "stringc_k1_1bd2da8c19f92d81_mul", "range": -1, "grain": 1}]},
     {"op": "pe.linear", "results": [7], "operands": [6, 3, 4], "attrs": {}},
     {"op": "pe.cross_entropy", "results": [8], "operands": [7, 1], "attrs": {}})";
   return R"({
@@ -189,64 +195,94 @@ TEST_F(PackageKernels, FastAndReferenceKernelsNeverLoadTheLibrary) {
 
 TEST_F(PackageKernels, ALibraryExportingAnythingElseIsRefused) {
   std::string path = write(manifestText(), libraryBytes(STRINGRT_TEST_KERNELS_EXTRA_EXPORT));
-  EXPECT_TRUE(loadFails(path, "the kernel library exports \"stringc_k2_relu\", which no op of "
+  EXPECT_TRUE(loadFails(path, "the kernel library exports \"stringc_k2_" + kReluDigest +
+                                  "_relu\", which no op of "
                               "the manifest names"));
   EXPECT_FALSE(loadedMarker());
 }
 
 TEST_F(PackageKernels, AKernelResolvingOutsideTheLibraryIsRefused) {
-  // stringc_k0_relu is an absolute symbol: dlsym gives an address in no
+  // kRelu is an absolute symbol: dlsym gives an address in no
   // object (it could as well be the C library's).
   Package package =
       Package::load(write(manifestText(), libraryBytes(STRINGRT_TEST_KERNELS_ABSOLUTE_RELU)));
   EXPECT_TRUE(test::failsWith([&] { Model model(package, KernelSet::Compiled); }, package.path(),
-                              {"kernel \"stringc_k0_relu\" resolves to 0x10, in no loaded "
+                              {"kernel \"" + kRelu + "\" resolves to 0x10, in no loaded "
                                "object, outside the kernel library"}));
 }
 
 TEST_F(PackageKernels, OnlyGeneratedKernelSymbolsOfTheLibrary) {
   // Another library's function (the C library's), and a kernel this
   // library does not have.
-  EXPECT_TRUE(loadFails(write(replacedAll(manifestText(), "stringc_k0_relu", "malloc")),
+  EXPECT_TRUE(loadFails(write(replacedAll(manifestText(), kRelu, "malloc")),
                         "ops[3] (pe.relu).kernels[0]: kernel \"malloc\" is not a generated "
-                        "kernel's symbol (\"stringc_k<N>_relu\")"));
-  EXPECT_TRUE(loadFails(write(replacedAll(manifestText(), "stringc_k0_relu", "stringc_k7_relu")),
-                        "ops[3] (pe.relu): the kernel library has no kernel \"stringc_k7_relu\""));
+                        "kernel's symbol (\"stringc_k<N>_<digest>_relu\")"));
+  const std::string k7 = "stringc_k7_" + kReluDigest + "_relu";
+  EXPECT_TRUE(loadFails(write(replacedAll(manifestText(), kRelu, k7)),
+                        "ops[3] (pe.relu): the kernel library has no kernel \"" + k7 + "\""));
 }
 
 TEST_F(PackageKernels, SwappedKernelsAreRefused) {
-  std::string manifest = replacedAll(manifestText(), "stringc_k0_relu", "stringc_kX");
-  manifest = replacedAll(manifest, "stringc_k1_mul", "stringc_k0_relu");
-  manifest = replacedAll(manifest, "stringc_kX", "stringc_k1_mul");
+  std::string manifest = replacedAll(manifestText(), kRelu, "stringc_kX");
+  manifest = replacedAll(manifest, kMul, kRelu);
+  manifest = replacedAll(manifest, "stringc_kX", kMul);
   EXPECT_TRUE(loadFails(write(manifest), "manifest.programs.forward.ops[3] (pe.relu).kernels[0]: "
-                                         "kernel \"stringc_k1_mul\" is a \"mul\" kernel, but "
+                                         "kernel \"" + kMul + "\" is a \"mul\" kernel, but "
                                          "pe.relu runs a \"relu\" kernel here"));
 }
 
 TEST_F(PackageKernels, EnlargedRangesAreRefused) {
-  EXPECT_TRUE(loadFails(write(replacedAll(manifestText(),
-                                          R"("stringc_k0_relu", "range": -1)",
-                                          R"("stringc_k0_relu", "range": 1000)")),
+  EXPECT_TRUE(loadFails(write(replacedAll(manifestText(), "\"" + kRelu + "\", \"range\": -1",
+                                          "\"" + kRelu + "\", \"range\": 1000")),
                         "ops[3] (pe.relu).kernels[0].range: 1000, but the \"relu\" kernel of "
                         "pe.relu with these shapes runs over -1 (the batch)"));
 }
 
 TEST_F(PackageKernels, AKernelRunsOnlyTheOpsItWasBuiltFor) {
-  // stringc_k0_relu (rows of 4) named by a relu of rows of 3.
+  // The relu kernel (rows of 4) named by a relu of rows of 3.
   const std::string manifest = manifestText(
       R"(, {"dtype": "f32", "shape": [-1, 3]})",
       R"(, {"op": "pe.relu", "results": [13], "operands": [10], "attrs": {},
-            "kernels": [{"symbol": "stringc_k0_relu", "range": -1, "grain": 1}]})");
-  EXPECT_TRUE(loadFails(write(manifest), "manifest.programs.gradients.ops[11] (pe.relu): kernel "
-                                         "\"stringc_k0_relu\" is also the kernel of "
-                                         "manifest.programs.forward.ops[3] (pe.relu), which has "
-                                         "buffers of other sizes"));
+            "kernels": [{"symbol": ")" + kRelu + R"(", "range": -1, "grain": 1}]})");
+  EXPECT_TRUE(loadFails(write(manifest),
+                        "manifest.programs.gradients.ops[11] (pe.relu).kernels[0]: kernel \"" +
+                            kRelu + "\" was generated for buffers of other sizes than the value "
+                            "table gives this op (digest " + kReluDigest + ", the value table's " +
+                            kernelSizeDigest({{-1, 3}, {-1, 3}}) + ")"));
+}
+
+TEST_F(PackageKernels, AValueTableEditedToOtherSizesIsRefused) {
+  // Rows of 8 everywhere: inputs, values and parameters agree, so only the
+  // kernels' digests tell that the kernels were built for rows of 4.
+  std::string manifest = replacedAll(manifestText(), "[-1, 4]", "[-1, 8]");
+  manifest = replacedAll(manifest, "\"shape\": [4]", "\"shape\": [8]");
+  manifest = replacedAll(manifest, "[4, 3]", "[8, 3]");
+  EXPECT_TRUE(loadFails(write(manifest),
+                        "manifest.programs.forward.ops[3] (pe.relu).kernels[0]: kernel \"" +
+                            kRelu + "\" was generated for buffers of other sizes than the value "
+                            "table gives this op (digest " + kReluDigest + ", the value table's " +
+                            kernelSizeDigest({{-1, 8}, {-1, 8}}) + ")"));
+}
+
+// The digests TestKernels.c's symbols carry are kernelSizeDigest's: relu of
+// [B, 4] to [B, 4], mul of [B, 4] and [4] to [B, 4]. They also pin the
+// digest, which is part of the package format.
+TEST_F(PackageKernels, TheTestKernelsCarryTheirBuffersDigests) {
+  EXPECT_EQ(kernelSizeDigest({{-1, 4}, {-1, 4}}), kReluDigest);
+  EXPECT_EQ(kernelSizeDigest({{-1, 4}, {4}, {-1, 4}}), "1bd2da8c19f92d81");
+  EXPECT_EQ(kMul, "stringc_k1_1bd2da8c19f92d81_mul");
+  // Every buffer counts, in order, and a static size differs from a
+  // batched one.
+  EXPECT_NE(kernelSizeDigest({{-1, 4}, {4}, {-1, 4}}), kernelSizeDigest({{4}, {-1, 4}, {-1, 4}}));
+  EXPECT_NE(kernelSizeDigest({{-1, 4}}), kernelSizeDigest({{4}}));
+  EXPECT_NE(kernelSizeDigest({{-1, 4}}), kernelSizeDigest({{-1, 4}, {}}));
 }
 
 TEST_F(PackageKernels, KernelsOfAnOpWithoutGeneratedKernelsAreRefused) {
   const std::string manifest = replacedAll(
       manifestText(), R"("operands": [6, 3, 4], "attrs": {}})",
-      R"("operands": [6, 3, 4], "attrs": {}, "kernels": [{"symbol": "stringc_k1_mul", "range": -1, "grain": 1}]})");
+      R"("operands": [6, 3, 4], "attrs": {}, "kernels": [{"symbol": ")" + kMul +
+          R"(", "range": -1, "grain": 1}]})");
   EXPECT_TRUE(loadFails(write(manifest), "ops[5] (pe.linear): names a compiled kernel, but "
                                          "stringc generates none for pe.linear"));
 }
@@ -282,22 +318,26 @@ TEST_F(PackageKernels, CompiledOpsRunTheirReferenceKernelsChecks) {
   struct Edit {
     std::string from, to, message;
   };
+  // Shapes edited to others of the same sizes, so that the kernels' size
+  // digests still match (an edit to other sizes is refused at load:
+  // AValueTableEditedToOtherSizesIsRefused): the reference checks refuse
+  // them before a kernel runs.
   const Edit edits[] = {
-      // gain [4] -> [2]: mul would read gain[2], gain[3].
-      {R"({"name": "gain", "shape": [4])", R"({"name": "gain", "shape": [2])",
-       "mul: shapes [3, 4] and [2]: neither is a trailing suffix of the other"},
-      // relu's result [B, 4] -> [B, 2]: relu would write 4 floats a row.
+      // gain [4] -> [2, 2]: not a suffix of h's shape.
+      {R"({"name": "gain", "shape": [4])", R"({"name": "gain", "shape": [2, 2])",
+       "mul: shapes [3, 4] and [2, 2]: neither is a trailing suffix of the other"},
+      // relu's result [B, 4] -> [B, 2, 2].
       {R"("shape": [4]}, {"dtype": "f32", "shape": [4, 3]}, {"dtype": "f32", "shape": [3]},
     {"dtype": "f32", "shape": [-1, 4]})",
        R"("shape": [4]}, {"dtype": "f32", "shape": [4, 3]}, {"dtype": "f32", "shape": [3]},
-    {"dtype": "f32", "shape": [-1, 2]})",
-       "relu: result: expected shape [3, 4], got [3, 2]"},
+    {"dtype": "f32", "shape": [-1, 2, 2]})",
+       "relu: result: expected shape [3, 4], got [3, 2, 2]"},
   };
   for (const Edit &edit : edits) {
     std::string manifest = replacedAll(manifestText(), edit.from, edit.to);
     if (edit.to.find("\"gain\"") != std::string::npos)
       manifest = replacedAll(manifest, R"({"dtype": "f32", "shape": [4]}, {"dtype": "f32", "shape": [4, 3]})",
-                             R"({"dtype": "f32", "shape": [2]}, {"dtype": "f32", "shape": [4, 3]})");
+                             R"({"dtype": "f32", "shape": [2, 2]}, {"dtype": "f32", "shape": [4, 3]})");
     Package package = Package::load(write(manifest));
     for (KernelSet kernels : {KernelSet::Compiled, KernelSet::Fast}) {
       Model model(package, kernels);

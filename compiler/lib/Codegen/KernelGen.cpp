@@ -4,11 +4,14 @@
 // kernels of an op (KernelBuilder.h); an op no family takes stays on the
 // runtime's kernel library. Kernels are keyed by (kind, attributes, views),
 // so the repeated blocks of a model share them; symbols are
-// `stringc_k<N>_<kind>` in order of first use.
+// `stringc_k<N>_<digest>_<kind>` in order of first use, the digest that of
+// the op's buffer sizes (stringrt::kernelSizeDigest).
 //
 //===----------------------------------------------------------------------===//
 #include "stringc/Codegen/KernelGen.h"
 #include "stringc/Dialect/PE/PEOps.h"
+#include "stringrt/KernelLibrary.h"
+#include "stringrt/Manifest.h"
 
 #include "KernelBuilder.h"
 
@@ -88,13 +91,35 @@ private:
     ++plan.coveredOps;
   }
 
+  /// stringrt::kernelSizeDigest of `op`'s operands and results, their shapes
+  /// as the value table writes them (-1 for the batch).
+  static std::string sizeDigest(Operation &op) {
+    std::vector<std::vector<int64_t>> shapes;
+    auto add = [&](Type type) {
+      std::vector<int64_t> shape;
+      for (int64_t dim : cast<RankedTensorType>(type).getShape())
+        shape.push_back(ShapedType::isDynamic(dim) ? stringrt::kBatchDim : dim);
+      shapes.push_back(std::move(shape));
+    };
+    for (Type type : op.getOperandTypes())
+      add(type);
+    for (Type type : op.getResultTypes())
+      add(type);
+    return stringrt::kernelSizeDigest(shapes);
+  }
+
   /// The symbol of the kernel for `spec`, built on first use.
   std::string kernelFor(Operation &op, const KernelSpec &spec) {
-    auto found = byKey.find(spec.key);
+    // The symbol carries the digest of the op's buffer sizes, which the
+    // runtime recomputes from the value table (stringrt::kernelSizeDigest).
+    std::string digest = sizeDigest(op);
+    std::string key = spec.key + "|" + digest;
+    auto found = byKey.find(key);
     if (found != byKey.end())
       return found->second;
-    std::string symbol = "stringc_k" + std::to_string(byKey.size()) + "_" + spec.kind;
-    byKey[spec.key] = symbol;
+    std::string symbol =
+        "stringc_k" + std::to_string(byKey.size()) + "_" + digest + "_" + spec.kind;
+    byKey[key] = symbol;
 
     OpBuilder b(ctx);
     SmallVector<Type> args;

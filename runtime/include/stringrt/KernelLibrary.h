@@ -29,6 +29,15 @@ constexpr const char *kKernelSection = "kernels.so";
 // before the dynamic loader sees it.
 std::string kernelChecksum(const void *data, size_t size);
 
+// The digest of the buffers a generated kernel was built for: 16 hex digits
+// of FNV-1a over each buffer's element count, affine in the batch, operands
+// then results (`shapes` as in the value table, kBatchDim for the batch).
+// A generated kernel's symbol carries it ("stringc_k<N>_<digest>_<kind>"),
+// and the runtime recomputes it from the value table before the kernel may
+// run: a manifest edited to give an op buffers of other sizes no longer
+// names a kernel its library has (docs/package.md, "Target cpu").
+std::string kernelSizeDigest(const std::vector<std::vector<int64_t>> &shapes);
+
 using KernelFunction = void (*)(void *const *buffers, int64_t batch, int64_t begin, int64_t end);
 
 class KernelLibrary {

@@ -5,7 +5,10 @@
  * (runtime/tests/CMakeLists.txt): as is; with STRINGRT_TEST_EXTRA_EXPORT,
  * which exports a kernel no manifest names; and with
  * STRINGRT_TEST_ABSOLUTE_RELU, whose relu is an absolute symbol (an
- * address outside the library) instead of code. */
+ * address outside the library) instead of code. The symbols carry the
+ * digest of their ops' buffer sizes, as stringc's do
+ * ("stringc_k<N>_<digest>_<kind>", stringrt::kernelSizeDigest;
+ * PackageKernelsTest checks the two digests). */
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -25,23 +28,25 @@ static void reluRows(void *const *buffers, int64_t begin, int64_t end) {
 }
 
 #ifdef STRINGRT_TEST_ABSOLUTE_RELU
-__asm__(".globl stringc_k0_relu\n"
+__asm__(".globl stringc_k0_a9eda7630a59fb15_relu\n"
 #if defined(__aarch64__)
-        ".type stringc_k0_relu, %function\n"
+        ".type stringc_k0_a9eda7630a59fb15_relu, %function\n"
 #else
-        ".type stringc_k0_relu, @function\n"
+        ".type stringc_k0_a9eda7630a59fb15_relu, @function\n"
 #endif
-        ".set stringc_k0_relu, 0x10\n");
+        ".set stringc_k0_a9eda7630a59fb15_relu, 0x10\n");
 #else
 /* x [B, 4] -> y [B, 4]; rows [begin, end). */
-EXPORT void stringc_k0_relu(void *const *buffers, int64_t batch, int64_t begin, int64_t end) {
+EXPORT void stringc_k0_a9eda7630a59fb15_relu(void *const *buffers, int64_t batch,
+                                             int64_t begin, int64_t end) {
   (void)batch;
   reluRows(buffers, begin, end);
 }
 #endif
 
 /* x [B, 4] * g [4] -> y [B, 4]; rows [begin, end). */
-EXPORT void stringc_k1_mul(void *const *buffers, int64_t batch, int64_t begin, int64_t end) {
+EXPORT void stringc_k1_1bd2da8c19f92d81_mul(void *const *buffers, int64_t batch,
+                                            int64_t begin, int64_t end) {
   (void)batch;
   const float *x = (const float *)buffers[0], *g = (const float *)buffers[1];
   float *y = (float *)buffers[2];
@@ -51,7 +56,8 @@ EXPORT void stringc_k1_mul(void *const *buffers, int64_t batch, int64_t begin, i
 }
 
 #ifdef STRINGRT_TEST_EXTRA_EXPORT
-EXPORT void stringc_k2_relu(void *const *buffers, int64_t batch, int64_t begin, int64_t end) {
+EXPORT void stringc_k2_a9eda7630a59fb15_relu(void *const *buffers, int64_t batch,
+                                             int64_t begin, int64_t end) {
   (void)batch;
   reluRows(buffers, begin, end);
 }

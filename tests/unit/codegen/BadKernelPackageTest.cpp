@@ -128,11 +128,33 @@ TEST_F(BadKernelPackage, ExtraTensor) {
 TEST_F(BadKernelPackage, MissingSymbol) {
   auto meta = metadata;
   std::string &manifest = meta["manifest"];
-  size_t at = manifest.find("stringc_k0_relu");
+  size_t at = manifest.find("stringc_k0_");
   ASSERT_NE(at, std::string::npos);
-  manifest.replace(at, 15, "stringc_k9_relu");
+  manifest.replace(at, 11, "stringc_k9_");
   EXPECT_CONTAINS(loadError(meta, library),
-                  "ops[0] (pe.relu): the kernel library has no kernel \"stringc_k9_relu\"");
+                  "ops[0] (pe.relu): the kernel library has no kernel \"stringc_k9_");
+}
+
+// The value table edited consistently to rows of 8 (inputs, values and
+// shapes agree, so every other check passes): the relu kernel was built for
+// rows of 4, and its symbol's digest says so.
+TEST_F(BadKernelPackage, ValueTableEditedToOtherSizes) {
+  auto meta = metadata;
+  std::string &manifest = meta["manifest"];
+  size_t edits = 0;
+  for (size_t at = manifest.find("[-1,4]"); at != std::string::npos;
+       at = manifest.find("[-1,4]", at)) {
+    manifest.replace(at, 6, "[-1,8]");
+    ++edits;
+  }
+  ASSERT_GE(edits, 3u);
+  const std::string built = stringrt::kernelSizeDigest({{-1, 4}, {-1, 4}});
+  const std::string edited = stringrt::kernelSizeDigest({{-1, 8}, {-1, 8}});
+  EXPECT_CONTAINS(loadError(meta, library),
+                  "ops[0] (pe.relu).kernels[0]: kernel \"stringc_k0_" + built +
+                      "_relu\" was generated for buffers of other sizes than the value table "
+                      "gives this op (digest " +
+                      built + ", the value table's " + edited + ")");
 }
 
 TEST_F(BadKernelPackage, MissingMetadata) {
@@ -169,7 +191,9 @@ TEST_F(BadKernelPackage, BadKernelEntries) {
     return loadError(meta, library);
   };
   EXPECT_CONTAINS(withManifest("\"range\":-1", "\"range\":0"), ".kernels[0].range: must be -1");
-  EXPECT_CONTAINS(withManifest("\"symbol\":\"stringc_k0_relu\"", "\"symbol\":\"a-b\""),
+  const std::string relu =
+      "stringc_k0_" + stringrt::kernelSizeDigest({{-1, 4}, {-1, 4}}) + "_relu";
+  EXPECT_CONTAINS(withManifest("\"symbol\":\"" + relu + "\"", "\"symbol\":\"a-b\""),
                   "is not a C identifier");
   // [B, 4] rows: 4096 rows make a chunk of 16384 elements.
   EXPECT_CONTAINS(withManifest("\"grain\":4096", "\"grain\":0"), ".kernels[0].grain: must be in");

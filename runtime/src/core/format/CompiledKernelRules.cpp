@@ -5,6 +5,7 @@
 
 #include "format/AffineSize.h"
 #include "format/Json.h"
+#include "stringrt/KernelLibrary.h"
 #include "stringrt/Error.h"
 
 #include <fmt/format.h>
@@ -125,8 +126,15 @@ std::optional<std::vector<KernelRule>> kernelRules(const ProgramOp &op, const Pr
   return std::vector<KernelRule>{};
 }
 
-// The kind of a "stringc_k<N>_<kind>" symbol; nullopt for another name.
-std::optional<std::string> symbolKind(const std::string &symbol) {
+// A generated kernel's symbol "stringc_k<N>_<digest>_<kind>": the digest of
+// its buffer sizes (16 hex digits) and its kind.
+struct KernelSymbol {
+  std::string digest;
+  std::string kind;
+};
+
+// The parts of a generated kernel's symbol; nullopt for another name.
+std::optional<KernelSymbol> parseKernelSymbol(const std::string &symbol) {
   const std::string prefix = "stringc_k";
   if (symbol.rfind(prefix, 0) != 0)
     return std::nullopt;
@@ -134,9 +142,25 @@ std::optional<std::string> symbolKind(const std::string &symbol) {
   const size_t digits = at;
   while (at < symbol.size() && std::isdigit(static_cast<unsigned char>(symbol[at])))
     ++at;
-  if (at == digits || at + 1 >= symbol.size() || symbol[at] != '_')
+  constexpr size_t kDigestLength = 16;
+  if (at == digits || symbol.size() < at + kDigestLength + 3 || symbol[at] != '_' ||
+      symbol[at + 1 + kDigestLength] != '_')
     return std::nullopt;
-  return symbol.substr(at + 1);
+  std::string digest = symbol.substr(at + 1, kDigestLength);
+  for (char c : digest)
+    if (!std::isdigit(static_cast<unsigned char>(c)) && (c < 'a' || c > 'f'))
+      return std::nullopt;
+  return KernelSymbol{digest, symbol.substr(at + 2 + kDigestLength)};
+}
+
+// The digest of `op`'s buffers, operands then results (kernelSizeDigest).
+std::string opSizeDigest(const OpShapes &s) {
+  std::vector<Shape> shapes;
+  for (size_t k = 0; k < s.op.operands.size(); ++k)
+    shapes.push_back(s.in(k));
+  for (size_t k = 0; k < s.op.results.size(); ++k)
+    shapes.push_back(s.out(k));
+  return kernelSizeDigest(shapes);
 }
 
 std::string rangeText(int64_t range) {
@@ -161,19 +185,25 @@ void checkOpKernels(const ProgramOp &op, const Program &program, const std::stri
     throw Error(fmt::format("{}: names {} compiled kernels, but {} runs {} ({})", where,
                             op.kernels.size(), op.op, rules->size(), kinds));
   }
+  const std::string sizeDigest = opSizeDigest(OpShapes{op, program});
   for (size_t i = 0; i < rules->size(); ++i) {
     const KernelRule &rule = (*rules)[i];
     const ProgramKernel &k = op.kernels[i];
     const std::string at = fmt::format("{}.kernels[{}]", where, i);
-    std::optional<std::string> kind = symbolKind(k.symbol);
-    if (!kind)
+    std::optional<KernelSymbol> symbol = parseKernelSymbol(k.symbol);
+    if (!symbol)
       throw Error(fmt::format("{}: kernel {} is not a generated kernel's symbol "
-                              "(\"stringc_k<N>_{}\")",
+                              "(\"stringc_k<N>_<digest>_{}\")",
                               at, quoteForMessage(k.symbol), rule.kind));
-    if (*kind != rule.kind)
+    if (symbol->kind != rule.kind)
       throw Error(fmt::format("{}: kernel {} is a \"{}\" kernel, but {} runs a \"{}\" kernel "
                               "here",
-                              at, quoteForMessage(k.symbol), *kind, op.op, rule.kind));
+                              at, quoteForMessage(k.symbol), symbol->kind, op.op, rule.kind));
+    if (symbol->digest != sizeDigest)
+      throw Error(fmt::format("{}: kernel {} was generated for buffers of other sizes than the "
+                              "value table gives this op (digest {}, the value table's {}): the "
+                              "manifest does not match its kernel library",
+                              at, quoteForMessage(k.symbol), symbol->digest, sizeDigest));
     if (k.range != rule.range)
       throw Error(fmt::format("{}.range: {}, but the \"{}\" kernel of {} with these shapes "
                               "runs over {}",

@@ -15,8 +15,8 @@
 
 namespace stringrt::detail {
 
-// One kernel of an op: its kind (the symbol is "stringc_k<N>_<kind>") and
-// its range (-1: the batch size).
+// One kernel of an op: its kind (the symbol is
+// "stringc_k<N>_<digest>_<kind>") and its range (-1: the batch size).
 struct KernelRule {
   std::string kind;
   int64_t range = 1;
@@ -24,8 +24,9 @@ struct KernelRule {
 
 // Checks `op`'s kernel entries against the rules for its kind and shapes
 // (the value table of `program`): as many kernels as the op runs, each
-// symbol "stringc_k<N>_<kind>" of the kind its position needs, each range
-// the one its shapes give. `where` names the op in messages
+// symbol "stringc_k<N>_<digest>_<kind>" of the kind its position needs and
+// of the digest of the op's buffer sizes (kernelSizeDigest), each range the
+// one its shapes give. `where` names the op in messages
 // ("manifest.programs.forward.ops[7] (pe.relu)"). Throws Error(where...).
 void checkOpKernels(const ProgramOp &op, const Program &program, const std::string &where);
 

@@ -1,6 +1,7 @@
 // Loading a package's kernel shared object from memory (KernelLibrary.h).
 #include "stringrt/KernelLibrary.h"
 
+#include "format/AffineSize.h"
 #include "format/Json.h"
 #include "format/KernelElf.h"
 #include "stringrt/Error.h"
@@ -30,6 +31,15 @@ std::string kernelChecksum(const void *data, size_t size) {
     hash *= 0x100000001b3ull;
   }
   return fmt::format("{:016x}", hash);
+}
+
+std::string kernelSizeDigest(const std::vector<std::vector<int64_t>> &shapes) {
+  std::string text;
+  for (const std::vector<int64_t> &shape : shapes) {
+    auto [perBatch, fixed] = detail::affineSize(shape);
+    text += fmt::format("{}*B+{};", perBatch, fixed);
+  }
+  return kernelChecksum(text.data(), text.size());
 }
 
 namespace {
