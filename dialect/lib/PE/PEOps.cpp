@@ -1,7 +1,7 @@
 //===- PEOps.cpp - pe op definitions and module-level verifiers -----------===//
 //
 // Holds the generated op definitions and the verifiers of the module-level
-// ops. The compute ops' verifiers are in PELayerOps.cpp and PEPositionOps.cpp.
+// ops. The compute ops' verifiers are in their family's PE<Family>Ops.cpp.
 //
 //===----------------------------------------------------------------------===//
 
@@ -10,6 +10,7 @@
 #include "PEVerify.h"
 
 #include "stringrt/Augment.h"
+#include "stringrt/Manifest.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
@@ -40,6 +41,12 @@ static ParseResult parseEnumKeyword(OpAsmParser &parser, EnumAttrT &attr) {
   attr = EnumAttrT::get(parser.getContext(), *value);
   return success();
 }
+
+// pe.optimizer's ODS defaults are the runtime's stringrt::kOptimizerDefaults
+// (PEModuleOps.td), except the schedule's, a word the header cannot hold as
+// a constant expression:
+static_assert(stringrt::kOptimizerDefaults.schedule == stringrt::LrSchedule::Constant,
+              "pe.optimizer's default schedule is \"constant\" (PEModuleOps.td)");
 
 #define GET_OP_CLASSES
 #include "stringc/Dialect/PE/PEOps.cpp.inc"

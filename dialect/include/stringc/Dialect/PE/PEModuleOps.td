@@ -111,22 +111,24 @@ def PE_OptimizerOp : PE_Op<"optimizer", [HasParent<"::mlir::ModuleOp">]> {
     pe.optimizer {kind = "adamw", lr = 3.000000e-04 : f64, schedule = "warmup_cosine", warmup_steps = 100 : i64}
     ```
   }];
-  // The defaults are the runtime's stringrt::kOptimizerDefaults (Manifest.h),
-  // which the frontend uses too; PackageWriter.WritesDefaultValuedAttributes
-  // fails when the two differ.
+  // The defaults are the runtime's stringrt::kOptimizerDefaults (Manifest.h,
+  // included by PEOps.cpp), which the frontend uses too: one definition.
+  // The schedule's is a word, checked against it by a static_assert in
+  // PEOps.cpp; PackageBuilder.WritesDefaultValuedAttributes checks that
+  // packages carry them all.
   let arguments = (ins
     StrAttr:$kind,
-    DefaultValuedAttr<F64Attr, "1.0e-3">:$lr,
-    DefaultValuedAttr<F64Attr, "0.9">:$beta1,
-    DefaultValuedAttr<F64Attr, "0.999">:$beta2,
-    DefaultValuedAttr<F64Attr, "1.0e-8">:$eps,
-    DefaultValuedAttr<F64Attr, "0.0">:$weight_decay,
-    DefaultValuedAttr<F64Attr, "0.0">:$momentum,
-    DefaultValuedAttr<F64Attr, "0.0">:$clip_norm,
+    DefaultValuedAttr<F64Attr, "::stringrt::kOptimizerDefaults.lr">:$lr,
+    DefaultValuedAttr<F64Attr, "::stringrt::kOptimizerDefaults.beta1">:$beta1,
+    DefaultValuedAttr<F64Attr, "::stringrt::kOptimizerDefaults.beta2">:$beta2,
+    DefaultValuedAttr<F64Attr, "::stringrt::kOptimizerDefaults.eps">:$eps,
+    DefaultValuedAttr<F64Attr, "::stringrt::kOptimizerDefaults.weightDecay">:$weight_decay,
+    DefaultValuedAttr<F64Attr, "::stringrt::kOptimizerDefaults.momentum">:$momentum,
+    DefaultValuedAttr<F64Attr, "::stringrt::kOptimizerDefaults.clipNorm">:$clip_norm,
     DefaultValuedStrAttr<StrAttr, "constant">:$schedule,
-    DefaultValuedAttr<I64Attr, "0">:$warmup_steps,
-    DefaultValuedAttr<F64Attr, "0.0">:$min_lr,
-    DefaultValuedAttr<F64Attr, "0.0">:$ema_decay
+    DefaultValuedAttr<I64Attr, "::stringrt::kOptimizerDefaults.warmupSteps">:$warmup_steps,
+    DefaultValuedAttr<F64Attr, "::stringrt::kOptimizerDefaults.minLr">:$min_lr,
+    DefaultValuedAttr<F64Attr, "::stringrt::kOptimizerDefaults.emaDecay">:$ema_decay
   );
   let assemblyFormat = "attr-dict";
   let hasVerifier = 1;
