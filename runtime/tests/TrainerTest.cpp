@@ -57,7 +57,10 @@ ManifestOptimizer adamw(LrSchedule schedule) {
 
 // image [B, 1, 2, 2] -> patch_embed (patch 2) -> [B, 1, 3] -> token 0 ->
 // logits [B, 3]; the bias is frozen.
-Manifest imageManifest() {
+// With `dropout`, the gradients program drops the patch embeddings (pe.dropout
+// p 0.5 in the forward and, its VJP, on their gradient), as pe-autodiff
+// builds it; the forward program (evaluation) holds none.
+Manifest imageManifest(bool dropout = false) {
   Manifest m;
   m.model = "tiny_image";
   m.inputs = {{"image", DType::F32, {-1, 1, 2, 2}}, {"label", DType::I32, {-1}}};
@@ -77,6 +80,9 @@ Manifest imageManifest() {
     ValueId bv = g.param("b", {3});
     ValueId x = g.op1("pe.patch_embed", {image, w, bv}, f32({-1, 1, 3}),
                       {{"patch", int64_t(2)}});
+    const std::map<std::string, AttrValue> dropped = {{"p", 0.5}, {"stream", int64_t(0)}};
+    if (grads && dropout)
+      x = g.op1("pe.dropout", {x}, f32({-1, 1, 3}), dropped);
     ValueId logits = g.op1("pe.select_token", {x}, f32({-1, 3}),
                            {{"index", int64_t(0)}});
     ValueId loss = g.op1("pe.cross_entropy", {logits, label}, f32({}));
@@ -91,6 +97,8 @@ Manifest imageManifest() {
                             f32({-1, 3}));
     ValueId dx = g.op1("pe.select_token_grad", {dlogits}, f32({-1, 1, 3}),
                        {{"index", int64_t(0)}});
+    if (dropout)
+      dx = g.op1("pe.dropout", {dx}, f32({-1, 1, 3}), dropped);
     auto dwb = g.op("pe.patch_embed_grad", {image, dx}, {f32({4, 3}), f32({3})},
                     {{"patch", int64_t(2)}});
     g.grad("w", dwb[0]);
@@ -311,6 +319,17 @@ TEST(TrainerTest, ResumeAtAnEpochBoundaryIsBitExact) {
   Model model(m);
   DataSet data = loadModelData(model, fx.data);
   checkResume(m, data, 4, 3, 7);
+}
+
+// Each step draws its own dropout masks from (seed, step): a resumed run
+// draws the unbroken run's, bit for bit.
+TEST(TrainerTest, ResumeWithDropoutIsBitExact) {
+  ImageFixture fx;
+  Manifest m = imageManifest(true);
+  m.optimizer.schedule = LrSchedule::Constant;
+  Model model(m);
+  DataSet data = loadModelData(model, fx.data);
+  checkResume(m, data, 4, 3, 10);
 }
 
 TEST(TrainerTest, ResumeMidEpochIsBitExact) {
@@ -790,6 +809,23 @@ TEST(TrainerTest, AccumulatedMicroBatchesTakeTheWholeBatchsSteps) {
     EXPECT_EQ(repeat.losses, got.losses);
     EXPECT_EQ(again.parameters(), model.parameters());
   }
+
+  // With dropout: each micro-batch draws the masks of its rows of the
+  // whole batch (DropoutMask.h: the sample's index in the step's batch).
+  Model wholeDropout(imageManifest(true));
+  Recorder wantDropout;
+  train(wholeDropout, data, o, &wantDropout);
+  for (int64_t accumulate : {2, 4, 6}) {
+    Model model(imageManifest(true));
+    TrainOptions p = o;
+    p.accumulate = accumulate;
+    Recorder got;
+    train(model, data, p, &got);
+    expectSameRun(wantDropout, wholeDropout, got, model, accumulate);
+  }
+  // The masks matter: the run differs from the one without dropout.
+  EXPECT_NE(wantDropout.losses, want.losses);
+  EXPECT_NE(wholeDropout.parameters(), whole.parameters());
 
   DataSet corpus = abcabCorpus();
   TrainOptions t;

@@ -350,10 +350,14 @@ def _checked_attrs(op, args):
     return attrs
 
 
-def _run(op, args, dtype):
+def _run(op, args, dtype, step_key):
     """The results of one op, as a list."""
     if op.name == "arith.constant":
         return [_constant(op, dtype)]
+    if op.name == "pe.dropout":  # its mask is the step's
+        attrs = _checked_attrs(op, args)
+        return [pt.dropout(args[0], attrs["p"], attrs["stream"], attrs["per_sample"],
+                           key=step_key)]
     if op.name == "pe.offset_table":  # its shape is its result type's
         ty = op.result_types[0]
         return [pt.offset_table(_req(op.attributes, "offsets", op.name),
@@ -387,11 +391,13 @@ def _convert(t, ty, dtype, what):
     return t
 
 
-def evaluate(module, params, inputs, dtype=torch.float32, function="forward"):
+def evaluate(module, params, inputs, dtype=torch.float32, function="forward",
+             step_key=(0, 0, 0)):
     """Run `function` of `module` (a Module or generic-form text) on the
     parameter and input tensors; return OrderedDict {output name: tensor}.
     Float parameters and inputs are converted to `dtype`; gradients flow to
-    the caller's tensors when they require grad and already have `dtype`."""
+    the caller's tensors when they require grad and already have `dtype`.
+    pe.dropout draws the masks of step_key = (seed, step, first sample)."""
     if not isinstance(module, Module):
         module = load_module(module)
     f = module.function(function)
@@ -421,7 +427,7 @@ def evaluate(module, params, inputs, dtype=torch.float32, function="forward"):
             results = [_convert(params[name], op.result_types[0], dtype, f"{where} @{name}")]
         else:
             try:
-                results = _run(op, args, dtype)
+                results = _run(op, args, dtype, step_key)
             except (ValueError, RuntimeError, IndexError) as e:
                 raise InterpreterError(f"{where}: {e}") from e
         if len(results) != len(op.results):
@@ -435,7 +441,8 @@ def evaluate(module, params, inputs, dtype=torch.float32, function="forward"):
     raise InterpreterError(f"@{function} has no func.return")
 
 
-def loss_and_grads(module, params, inputs, dtype=torch.float32, function="forward"):
+def loss_and_grads(module, params, inputs, dtype=torch.float32, function="forward",
+                   step_key=(0, 0, 0)):
     """(outputs, {name: d loss / d param}) for every trainable parameter; the
     loss is the first output."""
     if not isinstance(module, Module):
@@ -443,7 +450,7 @@ def loss_and_grads(module, params, inputs, dtype=torch.float32, function="forwar
     leaves = {n: torch.as_tensor(t).detach().to(dtype).requires_grad_(
                   not module.parameters[n].frozen if n in module.parameters else False)
               for n, t in params.items()}
-    outputs = evaluate(module, leaves, inputs, dtype, function)
+    outputs = evaluate(module, leaves, inputs, dtype, function, step_key)
     loss = next(iter(outputs.values()))
     if loss.dim() != 0:
         raise InterpreterError(f"the first output has shape {tuple(loss.shape)}, not a scalar loss")

@@ -24,6 +24,7 @@ OP_SCHEMA = {
     'pe.commutator_norm_grad': (2, 2, 1, 1, 'ff', {}),
     'pe.cross_entropy': (2, 2, 1, 1, 'fi', {'smoothing': ('Float', False, 0.0, ())}),
     'pe.cross_entropy_grad': (3, 3, 1, 1, 'fif', {'smoothing': ('Float', False, 0.0, ())}),
+    'pe.dropout': (1, 1, 1, 1, 'f', {'p': ('Float', True, None, ()), 'stream': ('Int', True, None, ()), 'per_sample': ('Bool', False, False, ())}),
     'pe.expand_axis': (1, 1, 1, 1, 'f', {'axis': ('Int', True, None, ()), 'size': ('Int', True, None, ())}),
     'pe.gelu': (1, 1, 1, 1, 'f', {'approximate': ('Bool', False, False, ())}),
     'pe.gelu_grad': (2, 2, 1, 1, 'ff', {'approximate': ('Bool', False, False, ())}),

@@ -19,11 +19,15 @@ computed in float64 and rounded once to `dtype`.
 
 import math
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
+import philox
+
 __all__ = [
     "linear", "layer_norm", "gelu", "relu", "add", "sub", "mul", "scale",
+    "dropout", "dropout_keep",
     "mean", "patch_embed", "token_embed", "class_token", "select_token",
     "seq_positions", "grid_positions", "rope_freqs", "rope", "householder",
     "skew", "sparse_skew", "cayley", "relative_positions", "generator_exp",
@@ -86,6 +90,31 @@ def mul(a, b):
 def scale(x, factor, bias=0.0):
     """factor * x + bias."""
     return factor * x + bias
+
+
+def dropout_keep(shape, p, stream, per_sample=False, key=(0, 0, 0)):
+    """The keep mask of pe.dropout for a tensor of `shape` (batch first) at
+    key = (seed, step, first sample): runtime/include/stringrt/DropoutMask.h."""
+    seed, step, first = key
+    batch = shape[0]
+    per_row = math.prod(shape[1:])
+    samples = np.arange(first, first + batch, dtype=np.uint64)[:, None]
+    elements = np.zeros((1, 1) if per_sample else (1, per_row), dtype=np.uint64)
+    if not per_sample:
+        elements[0] = np.arange(per_row, dtype=np.uint64)
+    words = philox.block((elements // np.uint64(4), samples, step, 0x80000000 | stream),
+                         (seed, seed >> 32))
+    word = np.choose((elements % np.uint64(4)).astype(np.int64), words)
+    keep = philox.uniform(word) >= p
+    return torch.from_numpy(np.broadcast_to(keep, (batch, per_row)).reshape(shape).copy())
+
+
+def dropout(x, p, stream, per_sample=False, key=(0, 0, 0)):
+    """x * (1 / (1 - p)) where the mask keeps, exactly 0 where it drops; the
+    factor rounded once from double to x's type."""
+    keep = dropout_keep(tuple(x.shape), p, stream, per_sample, key).to(x.device)
+    factor = torch.tensor(1.0 / (1.0 - p), dtype=torch.float64).to(x.dtype)
+    return torch.where(keep, x * factor, torch.zeros((), dtype=x.dtype, device=x.device))
 
 
 def mean(x, axis=None):

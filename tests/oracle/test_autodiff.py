@@ -5,7 +5,8 @@ GradInputs/backward_ops.mlir like pe_torch_grad called directly, and a
 hand-written @gradients like autograd of its @forward.
 
 TestAutodiffPass: for every examples/*.pe (and GradInputs/batch_mean.pe, with
-means over the batch, at several batch sizes), `stringc --emit=mlir |
+means over the batch, at several batch sizes, and GradInputs/dropout.pe at
+several step keys), `stringc --emit=mlir |
 string-opt --pe-autodiff` adds @gradients; interpreted in float64 it must give
 the loss of @forward and, for every trainable parameter (and no frozen one),
 the gradient that torch.autograd computes through the interpreted @forward
@@ -39,6 +40,7 @@ torch.set_num_threads(1)
 D64 = torch.float64
 BACKWARD_OPS = os.path.join(HERE, "GradInputs", "backward_ops.mlir")
 BATCH_MEAN = os.path.join(HERE, "GradInputs", "batch_mean.pe")
+DROPOUT = os.path.join(HERE, "GradInputs", "dropout.pe")
 EXAMPLES = os.path.join(REPO, "examples")
 REL_TOL = 1e-8
 
@@ -255,10 +257,14 @@ class TestAutodiffPass(Case):
         self.assertEqual(r.returncode, 0, f"{' '.join(cmd)}:\n{r.stderr}")
         return r.stdout
 
-    def differentiate(self, example):
-        """The example's module in generic form, with @gradients."""
+    def differentiate(self, example, with_source=False):
+        """The example's module in generic form, with @gradients (and, with
+        with_source, the module as stringc built it, before the pass)."""
         mlir = self.run_tool([self.stringc, example, "--emit=mlir"])
-        return self.run_tool([self.opt, "--pe-autodiff", "--mlir-print-op-generic", "-"], mlir)
+        out = self.run_tool([self.opt, "--pe-autodiff", "--mlir-print-op-generic", "-"], mlir)
+        if not with_source:
+            return out
+        return out, self.run_tool([self.opt, "--mlir-print-op-generic", "-"], mlir)
 
     def test_backward_ops_input_is_valid_ir(self):
         self.need_tools(stringc=False)
@@ -280,9 +286,31 @@ class TestAutodiffPass(Case):
             with self.subTest(batch=batch):
                 self.check_example(BATCH_MEAN, batch=batch)
 
-    def check_example(self, example, batch):
+    def test_dropout(self):
+        """pe.dropout (per element and per sample) at several step keys and
+        batch sizes: @gradients matches autograd through @forward as stringc
+        built it, whose masks are the same key's; the pass leaves @forward
+        (the evaluation) without dropout."""
+        self.need_tools()
+        for batch, key in ((1, (0, 0, 0)), (3, (7, 5, 0)), (4, ((1 << 40) + 3, 123456, 9))):
+            with self.subTest(batch=batch, key=key):
+                self.check_example(DROPOUT, batch=batch, step_key=key)
+        text, source = self.differentiate(DROPOUT, with_source=True)
+        after, before = ii.load_module(text), ii.load_module(source)
+
+        def dropouts(m, f):
+            return [op.attributes.get("per_sample", False)
+                    for op in mg.walk([m.function(f)]) if op.name == "pe.dropout"]
+        # dropout(p = 0) emits nothing; one dropout and one drop_path, in
+        # @gradients twice each (forward, VJP).
+        self.assertEqual(sorted(dropouts(before, "forward")), [False, True])
+        self.assertEqual(dropouts(after, "forward"), [])
+        self.assertEqual(sorted(dropouts(after, "gradients")), [False, False, True, True])
+
+    def check_example(self, example, batch, step_key=(0, 0, 0)):
         name = os.path.basename(example)
-        module = ii.load_module(self.differentiate(example))
+        text, source = self.differentiate(example, with_source=True)
+        module, written = ii.load_module(text), ii.load_module(source)
         trainable = [n for n, p in module.parameters.items() if not p.frozen]
         frozen = [n for n, p in module.parameters.items() if p.frozen]
         # exactly the trainable parameters, in declaration order, with their types
@@ -297,9 +325,10 @@ class TestAutodiffPass(Case):
 
         params = perturbed_init_params(module)
         inputs = random_inputs(module, batch=batch, seed=7)
-        ref, want = ii.loss_and_grads(module, params, inputs, dtype=D64)
+        ref, want = ii.loss_and_grads(written, params, inputs, dtype=D64, step_key=step_key)
         with torch.no_grad():
-            got = ii.evaluate(module, params, inputs, dtype=D64, function="gradients")
+            got = ii.evaluate(module, params, inputs, dtype=D64, function="gradients",
+                              step_key=step_key)
         self.close(got["loss"], ref["loss"].detach(), what=f"{name}: loss")
         scale = max(g.abs().max().item() for g in want.values())
         for n in trainable:

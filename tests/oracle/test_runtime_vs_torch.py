@@ -70,6 +70,10 @@ VARIANTS = [
      "loss cross_entropy(logits, label, smoothing = 0.1)"),
     ("gpt_rope_causal_label_smoothing.pe", "gpt_rope_causal.pe",
      "loss cross_entropy(logits, targets)", "loss cross_entropy(logits, targets, smoothing = 0.2)"),
+    # The runtime's dropout masks (stringrun gradients: step key 0, 0, 0)
+    # against the oracle's Philox (philox.py, pe_torch.dropout).
+    ("vit_rope_dropout.pe", "vit_rope.pe", "return x + linear(gelu(linear(h, w1, b1)), w2, b2)",
+     "return x + drop_path(linear(dropout(gelu(linear(h, w1, b1)), p = 0.3), w2, b2), p = 0.25)"),
 ]
 DEFAULT_BATCH = 2
 KERNEL_SETS = ("reference", "fast", "compiled")  # stringrun --kernels

@@ -102,6 +102,10 @@ public:
   /// added) when the total would pass kMaxSupportEntries.
   bool reserveSupportEntries(int64_t count);
   int64_t supportEntries() const { return supportEntries_; }
+  /// The random stream of the next dropout or drop_path the model applies:
+  /// 0, 1, 2, ... in the order the graph is built, so that every one draws
+  /// its own masks (pe.dropout's `stream`).
+  int64_t nextRandomStream() { return randomStreams_++; }
 
 private:
   //===--- statements (Statements.cpp) ----------------------------------===//
@@ -165,6 +169,7 @@ private:
   bool aborted_ = false;
   int64_t steps_ = 0;
   int64_t supportEntries_ = 0;
+  int64_t randomStreams_ = 0;
   /// Counts one step; reports and aborts when the budget is spent.
   bool step(SourceRange where);
 

@@ -52,6 +52,31 @@ Value relu(Analyzer &a, CallArgs &args) {
   return a.emit(OpCode::Relu, {args.id(0)}, {}, args.type(0), args.call.range);
 }
 
+/// dropout(x [B, ...], p = q) -> x: each element zeroed with probability q
+/// and the others scaled by 1 / (1 - q), in training only; drop_path draws
+/// once per sample (stochastic depth). p = 0 emits nothing.
+Value dropoutLike(Analyzer &a, CallArgs &args, bool perSample) {
+  if (!requireMinRank(a, args, 0, 1, "[B, ...]"))
+    return Value::poison();
+  if (args.dims(0)[0] != kBatchDim)
+    return a.fail(args.range(0), fmt::format("{}: {} must have the batch dimension B first (the mask is "
+                                             "drawn per sample), found {}",
+                                             args.function, args.label(0), formatType(args.type(0))));
+  const double p = args[1].number();
+  if (!(p >= 0.0 && p < 1.0)) // NaN fails too
+    return a.fail(args.range(1), fmt::format("{}: p must be in [0, 1), found {}", args.function,
+                                             formatNumber(args[1])));
+  if (p == 0.0)
+    return args[0];
+  std::vector<NamedAttr> attrs = {{"p", p}, {"stream", a.nextRandomStream()}};
+  if (perSample)
+    attrs.push_back({"per_sample", true});
+  return a.emit(OpCode::Dropout, {args.id(0)}, attrs, args.type(0), args.call.range);
+}
+
+Value dropout(Analyzer &a, CallArgs &args) { return dropoutLike(a, args, false); }
+Value dropPath(Analyzer &a, CallArgs &args) { return dropoutLike(a, args, true); }
+
 /// mean(x) -> [], mean(x, axis = a) -> x without dimension a (a < 0 counts
 /// from the end).
 Value mean(Analyzer &a, CallArgs &args) {
@@ -162,6 +187,8 @@ void addLayerBuiltins(std::vector<Builtin> &table) {
                    layerNorm});
   table.push_back({"gelu", {tensorArg("x", "input")}, gelu});
   table.push_back({"relu", {tensorArg("x", "input")}, relu});
+  table.push_back({"dropout", {tensorArg("x", "input"), floatArg("p", true)}, dropout});
+  table.push_back({"drop_path", {tensorArg("x", "input"), floatArg("p", true)}, dropPath});
   table.push_back({"mean", {tensorArg("x", "input"), intArg("axis")}, mean});
   table.push_back({"patch_embed",
                    {tensorArg("img", "image"), tensorArg("w", "weight"), tensorArg("b", "bias"),

@@ -264,6 +264,11 @@ LogicalResult AutodiffPass::differentiateModule(ModuleOp module) {
   for (Operation &op : llvm::make_early_inc_range(llvm::reverse(body)))
     if (isOpTriviallyDead(&op))
       op.erase();
+  // @forward is the evaluation program: dropout is the identity there.
+  forward.walk([](pe::DropoutOp dropout) {
+    dropout.getResult().replaceAllUsesWith(dropout.getX());
+    dropout.erase();
+  });
   LLVM_DEBUG(llvm::dbgs() << "pe-autodiff: " << params.size()
                           << " trainable parameters\n");
   return success();

@@ -209,6 +209,22 @@ LogicalResult ScaleOp::verify() {
   return checkSameAsInput(*this, getX());
 }
 
+LogicalResult DropoutOp::verify() {
+  if (failed(checkActivation(*this, getX(), "x", kAnyRank, 1)))
+    return failure();
+  if (!ShapedType::isDynamic(shapeOf(getX())[0]))
+    return emitOpError() << "'x' must have the batch dimension first (the "
+                            "mask is drawn per sample), found "
+                         << shapeStr(shapeOf(getX()));
+  const double p = getP().convertToDouble();
+  if (!(p >= 0.0 && p < 1.0)) // NaN fails too
+    return emitOpError() << "p must be in [0, 1), found " << numStr(p);
+  if (getStream() < 0 || getStream() > INT32_MAX)
+    return emitOpError() << "stream must be in [0, 2^31), found "
+                         << getStream();
+  return checkSameAsInput(*this, getX());
+}
+
 LogicalResult MeanOp::verify() {
   Operation *op = getOperation();
   if (failed(checkActivation(op, getX(), "x", kAnyRank)))
@@ -495,6 +511,16 @@ LogicalResult ScaleOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
   return success();
 }
 
+/// Linear in x for a fixed mask: dx = dy * keep / (1 - p), the same op on
+/// dy, whose mask (same stream, step and samples) is the forward's.
+LogicalResult DropoutOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
+                                  SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.push_back(builder.create<DropoutOp>(
+      getLoc(), getX().getType(), resultGrads[0], getPAttr(), getStreamAttr(),
+      getPerSampleAttr()));
+  return success();
+}
+
 /// dx = dy repeated over the averaged elements, divided by their count.
 /// pe.mean_grad reads the count from the shape of x at run time, so one form
 /// serves every mean, the dynamic batch dimension included.
@@ -605,6 +631,7 @@ double SumToOp::estimateFlops(int64_t batch) { return perElement(*this, batch, 1
 double BroadcastToOp::estimateFlops(int64_t batch) { return perElement(*this, batch, 1); }
 double ExpandAxisOp::estimateFlops(int64_t batch) { return perElement(*this, batch, 1); }
 double ScaleOp::estimateFlops(int64_t batch) { return perElement(*this, batch, 1); }
+double DropoutOp::estimateFlops(int64_t batch) { return perElement(*this, batch, 2); }
 double MeanOp::estimateFlops(int64_t batch) { return perElement(*this, batch, 1); }
 double MeanGradOp::estimateFlops(int64_t batch) { return perElement(*this, batch, 1); }
 

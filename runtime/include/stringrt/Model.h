@@ -5,6 +5,7 @@
 // chosen at construction).
 #pragma once
 
+#include "stringrt/DropoutMask.h"
 #include "stringrt/HostTensor.h"
 #include "stringrt/KernelSet.h"
 #include "stringrt/Manifest.h"
@@ -65,6 +66,13 @@ public:
   // Later runs of both programs add each op's wall time to `profile`
   // (OpProfile.h; it must outlive them); null stops timing.
   void setProfile(OpProfile *profile);
+
+  // The training step whose dropout masks later runs draw (DropoutMask.h:
+  // the run's seed, the step, the index of the inputs' first row in the
+  // step's whole batch); {0, 0, 0} until set. Only the gradients program
+  // holds dropout (pe-autodiff removes it from forward, the evaluation).
+  void setStepKey(const StepKey &key);
+  const StepKey &stepKey() const;
 
   // Every parameter from its initialiser (normal, uniform, zeros, ones,
   // constant, load). Throws Error if a `load` fails; the buffer is then

@@ -25,6 +25,7 @@ enum class OpCode : uint8_t {
   CommutatorNormGrad, // pe.commutator_norm_grad
   CrossEntropy, // pe.cross_entropy
   CrossEntropyGrad, // pe.cross_entropy_grad
+  Dropout, // pe.dropout
   ExpandAxis, // pe.expand_axis
   Gelu, // pe.gelu
   GeluGrad, // pe.gelu_grad
@@ -80,6 +81,6 @@ enum class OpCode : uint8_t {
   TokenEmbedGrad, // pe.token_embed_grad
 };
 
-inline constexpr size_t kOpCodeCount = 70;
+inline constexpr size_t kOpCodeCount = 71;
 
 } // namespace stringrt

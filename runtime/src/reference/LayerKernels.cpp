@@ -199,6 +199,25 @@ void reluGrad(TensorRef<const T> x, TensorRef<const T> dy, TensorRef<T> dx) {
     dx.data[i] = x.data[i] > T(0) ? dy.data[i] : T(0);
 }
 
+template <typename T>
+void dropout(TensorRef<const T> x, double p, bool perSample, int64_t stream, const StepKey &key,
+             TensorRef<T> y) {
+  checks::dropout("dropout", x, p, stream, key, y);
+  const int64_t samples = x.shape[0];
+  const int64_t perRow = samples > 0 ? x.numel() / samples : 0;
+  const T scale = static_cast<T>(1.0 / (1.0 - p));
+  for (int64_t b = 0; b < samples; ++b) {
+    const int64_t sample = key.firstSample + b;
+    const T *in = x.data + b * perRow;
+    T *out = y.data + b * perRow;
+    for (int64_t r = 0; r < perRow; ++r) {
+      const int64_t element = perSample ? 0 : r;
+      const uint32_t word = dropoutBlock(key, stream, sample, element / 4)[size_t(element % 4)];
+      out[r] = dropoutKeeps(word, p) ? in[r] * scale : T(0);
+    }
+  }
+}
+
 #define STRINGRT_INSTANTIATE(T)                                                              \
   template void linear<T>(TensorRef<const T>, TensorRef<const T>, OptionalInput<T>,          \
                           TensorRef<T>);                                                     \
@@ -211,7 +230,9 @@ void reluGrad(TensorRef<const T> x, TensorRef<const T> dy, TensorRef<T> dx) {
   template void gelu<T>(TensorRef<const T>, bool, TensorRef<T>);                             \
   template void geluGrad<T>(TensorRef<const T>, TensorRef<const T>, bool, TensorRef<T>);     \
   template void relu<T>(TensorRef<const T>, TensorRef<T>);                                   \
-  template void reluGrad<T>(TensorRef<const T>, TensorRef<const T>, TensorRef<T>);
+  template void reluGrad<T>(TensorRef<const T>, TensorRef<const T>, TensorRef<T>);                \
+  template void dropout<T>(TensorRef<const T>, double, bool, int64_t, const StepKey &,       \
+                           TensorRef<T>);
 
 STRINGRT_INSTANTIATE(float)
 STRINGRT_INSTANTIATE(double)

@@ -1,4 +1,4 @@
-// Reference kernels linear, layer_norm, gelu, relu: forward on hand-computed
+// Reference kernels linear, layer_norm, gelu, relu, dropout: forward on hand-computed
 // cases and identities, backward against central finite differences (double),
 // float vs double agreement of the forward kernels.
 #include "stringrt/reference/LayerKernels.h"
@@ -180,6 +180,102 @@ TEST(ReluKernel, GradientMatchesFiniteDifferences) {
   TD dx = TD::zeros(x.shape);
   reluGrad(x.cref(), v.cref(), dx.ref());
   EXPECT_TRUE(fd::checkVJP("relu dx", forward, x, v, dx));
+}
+
+//===--- dropout -----------------------------------------------------------===//
+
+TD dropped(const TD &x, double p, bool perSample, int64_t stream, const stringrt::StepKey &key) {
+  TD y = TD::zeros(x.shape);
+  dropout(x.cref(), p, perSample, stream, key, y.ref());
+  return y;
+}
+
+TEST(DropoutKernel, KeepsWithProbabilityOneMinusPAndRescales) {
+  TD x = fd::random({64, 10, 25}, 51, 1, 2); // no zeros: a zero output means dropped
+  const stringrt::StepKey key{3, 17, 0};
+  for (double p : {0.1, 0.5, 0.9}) {
+    TD y = dropped(x, p, false, 0, key);
+    int64_t kept = 0;
+    for (size_t i = 0; i < y.values.size(); ++i) {
+      if (y.values[i] == 0)
+        continue;
+      ++kept;
+      EXPECT_EQ(y.values[i], x.values[i] * (1.0 / (1.0 - p)));
+    }
+    const double n = double(y.values.size()), q = 1 - p;
+    EXPECT_NEAR(double(kept) / n, q, 5 * std::sqrt(q * p / n)) << p; // 5 sigma
+  }
+  // p = 0 keeps everything, unscaled.
+  EXPECT_EQ(dropped(x, 0, false, 0, key).values, x.values);
+}
+
+TEST(DropoutKernel, DropPathKeepsOrDropsWholeSamples) {
+  TD x = fd::random({400, 3, 4}, 52, 1, 2);
+  TD y = dropped(x, 0.3, true, 5, {9, 2, 0});
+  int64_t kept = 0;
+  for (int64_t b = 0; b < 400; ++b) {
+    int64_t nonzero = 0;
+    for (int64_t i = 0; i < 12; ++i)
+      nonzero += y.values[size_t(b * 12 + i)] != 0;
+    EXPECT_TRUE(nonzero == 0 || nonzero == 12) << b;
+    kept += nonzero == 12;
+  }
+  EXPECT_NEAR(double(kept) / 400, 0.7, 5 * std::sqrt(0.21 / 400));
+  // The draw of a sample is dropout's draw for its element 0.
+  TD one = fd::random({400, 1}, 53, 1, 2);
+  TD perElement = dropped(one, 0.3, false, 5, {9, 2, 0});
+  for (int64_t b = 0; b < 400; ++b)
+    EXPECT_EQ(perElement.values[size_t(b)] != 0, y.values[size_t(b * 12)] != 0) << b;
+}
+
+TEST(DropoutKernel, MaskIsAFunctionOfSeedStepSampleAndStream) {
+  TD x = fd::random({6, 40}, 54, 1, 2);
+  const stringrt::StepKey key{(uint64_t(1) << 40) + 7, 11, 0};
+  TD y = dropped(x, 0.5, false, 2, key);
+  EXPECT_EQ(dropped(x, 0.5, false, 2, key).values, y.values); // recomputed, same bits
+  // Another seed (its high word alone), step or stream: another mask.
+  EXPECT_NE(dropped(x, 0.5, false, 2, {7, 11, 0}).values, y.values);
+  EXPECT_NE(dropped(x, 0.5, false, 2, {key.seed, 12, 0}).values, y.values);
+  EXPECT_NE(dropped(x, 0.5, false, 3, key).values, y.values);
+  // Rows [2, 5) as a micro-batch starting at sample 2 draw the whole batch's rows.
+  TD rows({3, 40}, std::vector<double>(x.values.begin() + 80, x.values.begin() + 200));
+  TD part = dropped(rows, 0.5, false, 2, {key.seed, 11, 2});
+  EXPECT_EQ(part.values, std::vector<double>(y.values.begin() + 80, y.values.begin() + 200));
+}
+
+TEST(DropoutKernel, IsItsOwnVJPAgainstFiniteDifferences) {
+  for (bool perSample : {false, true}) {
+    TD x = fd::random({5, 3, 4}, 55), v = fd::random({5, 3, 4}, 56);
+    const stringrt::StepKey key{1, 4, 3};
+    auto forward = [&] { return dropped(x, 0.4, perSample, 1, key); };
+    TD dx = dropped(v, 0.4, perSample, 1, key);
+    EXPECT_TRUE(fd::checkVJP(perSample ? "drop_path dx" : "dropout dx", forward, x, v, dx));
+  }
+}
+
+TEST(DropoutKernel, RejectsArgumentsOutsideTheMaskFormula) {
+  TD x = fd::random({2, 3}, 57), y = TD::zeros({2, 3}), bad = TD::zeros({3, 2});
+  const stringrt::StepKey key;
+  auto fails = [&](double p, int64_t stream, stringrt::StepKey k, TD &out) {
+    try {
+      dropout(x.cref(), p, false, stream, k, out.ref());
+    } catch (const stringrt::Error &) {
+      return true;
+    }
+    return false;
+  };
+  EXPECT_FALSE(fails(0.5, 0, key, y));
+  EXPECT_TRUE(fails(1.0, 0, key, y));
+  EXPECT_TRUE(fails(-0.1, 0, key, y));
+  EXPECT_TRUE(fails(std::nan(""), 0, key, y));
+  EXPECT_TRUE(fails(0.5, -1, key, y));
+  EXPECT_TRUE(fails(0.5, int64_t(1) << 31, key, y));
+  EXPECT_TRUE(fails(0.5, 0, {0, int64_t(1) << 32, 0}, y));
+  EXPECT_TRUE(fails(0.5, 0, {0, -1, 0}, y));
+  EXPECT_TRUE(fails(0.5, 0, {0, 0, (int64_t(1) << 32) - 1}, y)); // sample 2^32 - 1 + 1
+  EXPECT_TRUE(fails(0.5, 0, key, bad));
+  TD scalar({}, {1.0}), scalarOut({}, {0.0});
+  EXPECT_THROW(dropout(scalar.cref(), 0.5, false, 0, key, scalarOut.ref()), stringrt::Error);
 }
 
 //===--- float vs double ---------------------------------------------------===//

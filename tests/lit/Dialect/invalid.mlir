@@ -485,6 +485,60 @@ func.func @f(%a: tensor<64xf32>, %b: tensor<?x64xf32>) {
 
 // -----
 
+// dropout: p in [0, 1).
+func.func @f(%x: tensor<?x8xf32>) {
+  // expected-error @+1 {{'pe.dropout' op p must be in [0, 1), found 1}}
+  %0 = pe.dropout %x p(1.0) stream(0) : tensor<?x8xf32> -> tensor<?x8xf32>
+  return
+}
+
+// -----
+
+// dropout: p in [0, 1).
+func.func @f(%x: tensor<?x8xf32>) {
+  // expected-error @+1 {{'pe.dropout' op p must be in [0, 1), found -0.5}}
+  %0 = pe.dropout %x p(-0.5) stream(0) : tensor<?x8xf32> -> tensor<?x8xf32>
+  return
+}
+
+// -----
+
+// dropout: stream in [0, 2^31).
+func.func @f(%x: tensor<?x8xf32>) {
+  // expected-error @+1 {{'pe.dropout' op stream must be in [0, 2^31), found 2147483648}}
+  %0 = pe.dropout %x p(0.5) stream(2147483648) : tensor<?x8xf32> -> tensor<?x8xf32>
+  return
+}
+
+// -----
+
+// dropout: the mask is drawn per sample: x has the batch first.
+func.func @f(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{'pe.dropout' op 'x' must have the batch dimension first (the mask is drawn per sample), found [4, 8]}}
+  %0 = pe.dropout %x p(0.5) stream(0) : tensor<4x8xf32> -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+// dropout: at least rank 1.
+func.func @f(%x: tensor<f32>) {
+  // expected-error @+1 {{'pe.dropout' op operand 'x' must have rank at least 1}}
+  %0 = pe.dropout %x p(0.5) stream(0) : tensor<f32> -> tensor<f32>
+  return
+}
+
+// -----
+
+// dropout: result has the type of x.
+func.func @f(%x: tensor<?x8xf32>) {
+  // expected-error @+1 {{'pe.dropout' op result type must be 'tensor<?x8xf32>', got 'tensor<?x4xf32>'}}
+  %0 = pe.dropout %x p(0.5) stream(0) : tensor<?x8xf32> -> tensor<?x4xf32>
+  return
+}
+
+// -----
+
 // scale: only the batch may be dynamic.
 func.func @f(%x: tensor<?x?xf32>) {
   // expected-error @+1 {{'pe.scale' op operand 'x' may be dynamic only in dimension 0 (the batch), got 'tensor<?x?xf32>'}}

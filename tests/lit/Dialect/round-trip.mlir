@@ -234,6 +234,21 @@ module {
 
 // -----
 
+// Dropout per element, and per sample (drop-path); per_sample(false), the
+// default, is not printed.
+// CHECK-LABEL: func.func @dropout(
+// CHECK: %{{.*}} = pe.dropout %{{.*}} p(1.000000e-01) stream(0) : tensor<?x8x16xf32> -> tensor<?x8x16xf32>
+// CHECK: %{{.*}} = pe.dropout %{{.*}} p(2.500000e-01) stream(7) per_sample(true) : tensor<?x8x16xf32> -> tensor<?x8x16xf32>
+// CHECK: %{{.*}} = pe.dropout %{{.*}} p(0.000000e+00) stream(2) : tensor<?x16xf32> -> tensor<?x16xf32>
+func.func @dropout(%x: tensor<?x8x16xf32>, %y: tensor<?x16xf32>) -> (tensor<?x8x16xf32>, tensor<?x16xf32>) {
+  %a = pe.dropout %x p(0.1) stream(0) : tensor<?x8x16xf32> -> tensor<?x8x16xf32>
+  %b = pe.dropout %a p(0.25) stream(7) per_sample(true) : tensor<?x8x16xf32> -> tensor<?x8x16xf32>
+  %c = pe.dropout %y p(0.0) stream(2) per_sample(false) : tensor<?x16xf32> -> tensor<?x16xf32>
+  return %b, %c : tensor<?x8x16xf32>, tensor<?x16xf32>
+}
+
+// -----
+
 // Attributes equal to their defaults are not printed.
 // CHECK-LABEL: func.func @defaults(
 // CHECK: %{{.*}} = pe.layer_norm %{{.*}}, %{{.*}}, %{{.*}} : tensor<?x4xf32>, tensor<4xf32>, tensor<4xf32> -> tensor<?x4xf32>

@@ -41,6 +41,41 @@ module {
 
 // -----
 
+// Dropout and drop-path: @forward (the evaluation) loses them, each used in
+// place of its input; in @gradients each stays, and its VJP is the same op
+// (same p, stream, per_sample: the same mask) on the incoming gradient.
+// CHECK-LABEL: func.func @forward(
+// CHECK-NOT:     pe.dropout
+// CHECK:         %[[FH:.*]] = pe.linear %{{.*}}, %{{.*}} :
+// CHECK-NEXT:    %[[FY:.*]] = pe.linear %[[FH]], %{{.*}} :
+// CHECK-NOT:     pe.dropout
+// CHECK:         return
+// CHECK-LABEL: func.func @gradients(
+// CHECK:         %[[H:.*]] = pe.linear
+// CHECK:         %[[D:.*]] = pe.dropout %[[H]] p(2.000000e-01) stream(3) : tensor<?x4xf32> -> tensor<?x4xf32>
+// CHECK:         %[[Y:.*]] = pe.linear %[[D]]
+// CHECK:         %[[P:.*]] = pe.dropout %[[Y]] p(5.000000e-01) stream(4) per_sample(true) : tensor<?x3xf32> -> tensor<?x3xf32>
+// CHECK:         %[[DY:.*]] = pe.cross_entropy_grad %[[P]]
+// CHECK:         %[[DP:.*]] = pe.dropout %[[DY]] p(5.000000e-01) stream(4) per_sample(true) : tensor<?x3xf32> -> tensor<?x3xf32>
+// CHECK:         %[[DD:.*]] = pe.linear_grad_input %[[DP]]
+// CHECK:         pe.dropout %[[DD]] p(2.000000e-01) stream(3) : tensor<?x4xf32> -> tensor<?x4xf32>
+module {
+  pe.parameter @w1 : tensor<4x4xf32> {init = "zeros"}
+  pe.parameter @w2 : tensor<4x3xf32> {init = "zeros"}
+  func.func @forward(%x: tensor<?x4xf32> {pe.input = "x"}, %label: tensor<?xi32> {pe.input = "label"}) -> (tensor<f32> {pe.output = "loss"}) {
+    %w1 = pe.get_param @w1 : tensor<4x4xf32>
+    %w2 = pe.get_param @w2 : tensor<4x3xf32>
+    %h = pe.linear %x, %w1 : tensor<?x4xf32>, tensor<4x4xf32> -> tensor<?x4xf32>
+    %d = pe.dropout %h p(0.2) stream(3) : tensor<?x4xf32> -> tensor<?x4xf32>
+    %y = pe.linear %d, %w2 : tensor<?x4xf32>, tensor<4x3xf32> -> tensor<?x3xf32>
+    %p = pe.dropout %y p(0.5) stream(4) per_sample(true) : tensor<?x3xf32> -> tensor<?x3xf32>
+    %l = pe.cross_entropy %p, %label : tensor<?x3xf32>, tensor<?xi32> -> tensor<f32>
+    return %l : tensor<f32>
+  }
+}
+
+// -----
+
 // Norm and activations: layer_norm_grad (epsilon kept), gelu_grad (the tanh
 // form kept), relu_grad, and linear_grad_input between layers.
 // CHECK-LABEL: func.func @gradients(

@@ -25,7 +25,9 @@ def Autodiff : Pass<"pe-autodiff", "::mlir::ModuleOp"> {
 
     which recomputes the forward pass and returns the loss, then one gradient
     per trainable (not `frozen`) `pe.parameter`, in the order the parameters
-    are declared. `@forward` is left untouched.
+    are declared. `@forward` becomes the evaluation program: its
+    `pe.dropout` ops (which stay in `@gradients`) are replaced by their
+    inputs; it is otherwise left untouched.
 
     Only active values get gradients: those that depend on a trainable
     parameter and on which the loss depends. Each active op builds its

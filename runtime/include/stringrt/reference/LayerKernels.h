@@ -17,6 +17,7 @@
 //   throws stringrt::Error naming the kernel and the operand.
 #pragma once
 
+#include "stringrt/DropoutMask.h"
 #include "stringrt/reference/Tensor.h"
 
 #include <cstdint>
@@ -78,6 +79,15 @@ template <typename T> void relu(TensorRef<const T> x, TensorRef<T> y);
 // dx = dy where x > 0, 0 elsewhere (x = 0 included)
 template <typename T>
 void reluGrad(TensorRef<const T> x, TensorRef<const T> dy, TensorRef<T> dx);
+
+// Dropout (perSample: drop-path) of x [B, ...] with the mask of `key` and
+// `stream` (stringrt/DropoutMask.h): y = x * T(1 / (1 - p)) where kept, 0
+// where dropped. Its own VJP: the same call on dy gives dx. Checks p in
+// [0, 1), stream in [0, 2^31), key.step in [0, 2^32), the samples
+// key.firstSample .. + B - 1 in [0, 2^32) and at most 2^34 elements a sample.
+template <typename T>
+void dropout(TensorRef<const T> x, double p, bool perSample, int64_t stream, const StepKey &key,
+             TensorRef<T> y);
 
 //===----------------------------------------------------------------------===//
 // Elementwise arithmetic, broadcasting, reductions (ElementwiseKernels.cpp)

@@ -483,7 +483,8 @@ void Executor::setUseArena(bool use) {
 
 std::vector<ref::Tensor<float>> Executor::run(const std::vector<HostTensor> &inputs,
                                               std::optional<int64_t> batch, const float *params,
-                                              RunStats *stats, BufferPool *sharedPool) const {
+                                              RunStats *stats, BufferPool *sharedPool,
+                                              const StepKey &key) const {
   const Program &program = program_;
   if (inputs.size() != program.inputs.size())
     throw Error("program '" + name_ + "': " + std::to_string(program.inputs.size()) +
@@ -567,9 +568,9 @@ std::vector<ref::Tensor<float>> Executor::run(const std::vector<HostTensor> &inp
         const auto started = profile_ ? std::chrono::steady_clock::now()
                                       : std::chrono::steady_clock::time_point();
         if (!step.compiled.empty())
-          runCompiledKernels(OpContext(op, values), step.spec->check, step.compiled, batch);
+          runCompiledKernels(OpContext(op, values, key), step.spec->check, step.compiled, batch);
         else
-          step.spec->run(OpContext(op, values));
+          step.spec->run(OpContext(op, values, key));
         if (profile_)
           profile_->add(step.compiled.empty() ? op.op : op.op + " [compiled]",
                         std::chrono::duration<double>(std::chrono::steady_clock::now() - started)

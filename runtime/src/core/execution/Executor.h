@@ -33,6 +33,7 @@
 
 #include "execution/ArenaPlan.h"
 #include "stringrt/DType.h"
+#include "stringrt/DropoutMask.h"
 #include "stringrt/HostTensor.h"
 #include "stringrt/KernelLibrary.h"
 #include "stringrt/KernelSet.h"
@@ -128,7 +129,8 @@ private:
 // them through the kernel).
 class OpContext {
 public:
-  OpContext(const ProgramOp &op, std::vector<ExecValue> &values) : op_(op), values_(values) {}
+  OpContext(const ProgramOp &op, std::vector<ExecValue> &values, const StepKey &key = {})
+      : op_(op), values_(values), key_(key) {}
 
   const ProgramOp &op() const { return op_; }
   size_t numOperands() const { return op_.operands.size(); }
@@ -152,6 +154,8 @@ public:
 
   // Throws an Error about this op.
   [[noreturn]] void fail(const std::string &message) const;
+  // The run's training step, for the masks of pe.dropout.
+  const StepKey &stepKey() const { return key_; }
 
 private:
   const ExecValue &operand(size_t k) const;
@@ -159,6 +163,7 @@ private:
 
   const ProgramOp &op_;
   std::vector<ExecValue> &values_;
+  StepKey key_;
 };
 
 using OpAdapter = void (*)(const OpContext &);
@@ -261,11 +266,12 @@ public:
   // then no value may have one); `params` is the flat parameter buffer.
   // Returns the outputs in program order (i32 outputs converted to f32).
   // Result buffers come from `pool` and go back to it (the outputs are
-  // copies); without one, from a pool of this run alone.
+  // copies); without one, from a pool of this run alone. `key` is the
+  // training step the masks of pe.dropout are drawn for.
   std::vector<ref::Tensor<float>> run(const std::vector<HostTensor> &inputs,
                                       std::optional<int64_t> batch, const float *params,
-                                      RunStats *stats = nullptr,
-                                      BufferPool *pool = nullptr) const;
+                                      RunStats *stats = nullptr, BufferPool *pool = nullptr,
+                                      const StepKey &key = {}) const;
 
   const Program &program() const { return program_; }
   const std::string &name() const { return name_; }

@@ -75,6 +75,12 @@ void runScale(const OpContext &c) {
   scale<float>(c.in(0), c.op().getFloat("factor"), c.floatOr("bias", 0.0), c.out(0));
 }
 
+// Dropout and drop-path; the backward is this op again on dy.
+void runDropout(const OpContext &c) {
+  dropout<float>(c.in(0), c.op().getFloat("p"), c.boolOr("per_sample", false),
+                 c.op().getInt("stream"), c.stepKey(), c.out(0));
+}
+
 // The target shape is the result's (batch substituted).
 void runSumTo(const OpContext &c) { sumTo<float>(c.in(0), c.out(0)); }
 
@@ -250,6 +256,7 @@ void addLayerOps(OpTable &table) {
   table[OpCode::Sub] = {runSub, checkSub};
   table[OpCode::Mul] = {runMul, checkMul};
   table[OpCode::Scale] = {runScale, checkScale};
+  table[OpCode::Dropout] = {runDropout};
   table[OpCode::SumTo] = {runSumTo, checkSumTo};
   table[OpCode::BroadcastTo] = {runBroadcastTo};
   table[OpCode::ExpandAxis] = {runExpandAxis};

@@ -23,6 +23,8 @@ struct Model::Impl {
   int64_t count = 0;
   std::unique_ptr<detail::Executor> forward;
   std::unique_ptr<detail::Executor> gradients;
+  // The training step later runs draw pe.dropout's masks for.
+  StepKey stepKey;
   // Value buffers recycled across ops, programs and runs (Executor.h).
   mutable detail::BufferPool pool;
   // For each output of the gradients program: the slot of its parameter, or
@@ -53,7 +55,7 @@ struct Model::Impl {
                                           const std::vector<HostTensor> &inputs,
                                           std::optional<int64_t> batch) const {
     try {
-      return executor.run(inputs, batch, params.data(), nullptr, &pool);
+      return executor.run(inputs, batch, params.data(), nullptr, &pool, stepKey);
     } catch (const Error &e) {
       if (!e.path().empty())
         throw;
@@ -252,6 +254,8 @@ void Model::setProfile(OpProfile *profile) {
   impl_->forward->setProfile(profile);
   impl_->gradients->setProfile(profile);
 }
+void Model::setStepKey(const StepKey &key) { impl_->stepKey = key; }
+const StepKey &Model::stepKey() const { return impl_->stepKey; }
 const std::shared_ptr<const KernelLibrary> &Model::kernelLibrary() const {
   return impl_->library;
 }

@@ -125,7 +125,14 @@ private:
       for (const auto &[name, tensor] : batch)
         micro.emplace(name, rowsOf(tensor, begin, size));
       float microLoss = 0;
+      // Rows [begin, begin + size) draw the dropout masks those rows of
+      // the whole batch would.
+      StepKey key = model_.stepKey();
+      key.firstSample = begin;
+      model_.setStepKey(key);
       model_.gradients(micro, microLoss, microGrads_);
+      key.firstSample = 0;
+      model_.setStepKey(key);
       const float weight = static_cast<float>(size) / static_cast<float>(rows);
       if (part == 0)
         grads_.assign(microGrads_.size(), 0.0f);
@@ -638,6 +645,9 @@ TrainResult train(Model &model, const DataSet &data, const TrainOptions &options
                                step + 1, step / plan.stepsPerEpoch + 1, plan.batch));
     };
     try {
+      // The dropout masks of step s (DropoutMask.h): a resumed run draws
+      // those of the unbroken one.
+      model.setStepKey({plan.seed, s, 0});
       run.queue(modelInputs(model, batch), assembleNext, plan.totalSteps);
       assembleNext(); // (a backend that did not)
     } catch (const std::bad_alloc &) {

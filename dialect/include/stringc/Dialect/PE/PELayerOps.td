@@ -327,6 +327,36 @@ def PE_ScaleOp : PE_ComputeOp<"scale", [PE_Differentiable]> {
   }];
 }
 
+def PE_DropoutOp : PE_ComputeOp<"dropout", [PE_Differentiable]> {
+  let summary = "dropout or drop-path: a random mask, rescaled, elementwise";
+  let description = [{
+    `y = x * keep / (1 - p)` in the training program (`@gradients`), where
+    `keep` is 0 with probability `p` and 1 otherwise: one draw per element
+    (dropout), or with `per_sample(true)` one draw per sample shared by all
+    its elements (drop-path, stochastic depth). `x` has the batch dimension
+    first. The draws come from Philox4x32-10 keyed by the run's seed, the
+    training step, the sample's index in the step's whole batch and
+    `stream` (each dropout of a model has its own; docs/language.md,
+    "Dropout"), so a mask is never stored: the backward regenerates it, and
+    the VJP is this op again on `dy`. `@forward`, the evaluation program,
+    holds no dropout (pe-autodiff replaces it by its input). `p` is in
+    `[0, 1)`; the result has the type of `x`.
+
+    ```mlir
+    %y = pe.dropout %x p(1.000000e-01) stream(0) : tensor<?x50x64xf32> -> tensor<?x50x64xf32>
+    %z = pe.dropout %x p(1.000000e-01) stream(1) per_sample(true) : tensor<?x50x64xf32> -> tensor<?x50x64xf32>
+    ```
+  }];
+  let arguments = (ins PE_FloatTensor:$x, F64Attr:$p, I64Attr:$stream,
+                       DefaultValuedAttr<BoolAttr, "false">:$per_sample);
+  let results = (outs PE_FloatTensor:$result);
+  let assemblyFormat = [{
+    $x `p` `(` $p `)` `stream` `(` $stream `)`
+    (`per_sample` `(` $per_sample^ `)`)? attr-dict `:` type($x) `->`
+    type($result)
+  }];
+}
+
 def PE_MeanOp : PE_ComputeOp<"mean", [PE_Differentiable]> {
   let summary = "arithmetic mean over one axis or over everything";
   let description = [{
