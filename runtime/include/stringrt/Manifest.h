@@ -9,6 +9,7 @@
 
 #include "stringrt/Augment.h"
 #include "stringrt/DType.h"
+#include "stringrt/OpCodes.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -124,6 +125,9 @@ struct ProgramOp {
   std::vector<ProgramKernel> kernels;
 
   bool has(std::string_view name) const;
+  // Whether this is the op `code` names (a misspelt op is a compile error,
+  // where comparing `op` with a string literal would not be).
+  bool is(OpCode code) const;
   // Typed accessors; throw stringrt::Error when absent or of another type
   // (never after validation for the attributes the op's schema lists).
   int64_t getInt(std::string_view name) const;

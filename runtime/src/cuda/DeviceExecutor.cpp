@@ -295,9 +295,9 @@ struct DeviceModel::Impl {
     size_t next = 0; // the next entry of steps.ops
     for (size_t i = 0; i < p.ops.size(); ++i) {
       const ProgramOp &op = p.ops[i];
-      if (op.op == "pe.get_param")
+      if (op.is(OpCode::GetParam))
         continue;
-      if (op.op == "arith.constant") {
+      if (op.is(OpCode::ArithConstant)) {
         // Constants share arena slots with other values: fill at their place.
         ValueId r = op.results[0];
         const ValuePlace &place = b.placement.values[r];

@@ -72,7 +72,7 @@ ProgramPlacement placeValues(const Manifest &manifest, const Program &program,
   for (ValueId v : program.inputs)
     extra(v);
   for (const ProgramOp &op : program.ops) {
-    if (op.op == "pe.get_param") {
+    if (op.is(OpCode::GetParam)) {
       const std::string &param = op.getString("param");
       auto it = paramOffsets.find(param);
       if (it == paramOffsets.end())
@@ -233,7 +233,7 @@ int64_t checkProgramSteps(const Manifest &manifest, const CudaSection &section,
   size_t next = 0;
   for (size_t i = 0; i < program.ops.size(); ++i) {
     const ProgramOp &op = program.ops[i];
-    if (op.op == "pe.get_param" || op.op == "arith.constant")
+    if (op.is(OpCode::GetParam) || op.is(OpCode::ArithConstant))
       continue;
     if (next >= steps->ops.size() || steps->ops[next].op != int64_t(i))
       throw Error(fmt::format("{} op {} ({}) has no GPU steps", name, i, op.op));
@@ -320,7 +320,8 @@ std::vector<std::string> uncoveredOps(const CudaSection &section, const Program 
   std::vector<std::pair<std::string, int64_t>> counts;
   for (size_t i = 0; i < program.ops.size(); ++i) {
     const std::string &op = program.ops[i].op;
-    if (covered[i] || op == "pe.get_param" || op == "arith.constant")
+    if (covered[i] || program.ops[i].is(OpCode::GetParam) ||
+        program.ops[i].is(OpCode::ArithConstant))
       continue;
     auto it = std::find_if(counts.begin(), counts.end(),
                            [&](const auto &entry) { return entry.first == op; });

@@ -11,7 +11,7 @@ namespace stringrt::detail {
 std::vector<bool> arenaMembers(const Program &program) {
   std::vector<bool> member(program.values.size(), false);
   for (const ProgramOp &op : program.ops)
-    if (op.op != "pe.get_param")
+    if (!op.is(OpCode::GetParam))
       for (ValueId r : op.results)
         if (r < member.size() && program.values[r].dtype == DType::F32)
           member[r] = true;

@@ -282,8 +282,9 @@ private:
     return kernel;
   }
 
-  static bool isFreeOp(const std::string &op) {
-    return op == "pe.get_param" || op == "arith.constant";
+  // The ops that launch nothing: a parameter's view, a filled constant.
+  static bool isFreeOp(const ProgramOp &op) {
+    return op.is(OpCode::GetParam) || op.is(OpCode::ArithConstant);
   }
 
   // [per_batch, constant]: per_batch within 2^31 and constant within 2^50,
@@ -484,7 +485,7 @@ private:
         previous = op.op;
         const ProgramOp &programOp = program.ops[size_t(op.op)];
         where = fmt::format("cuda.steps.{} op {} ({})", name, op.op, programOp.op);
-        if (isFreeOp(programOp.op))
+        if (isFreeOp(programOp))
           fail(fmt::format("{}: the op needs no device work and takes no steps", where));
         const JsonValue &scratch = array(member(o, "scratch"), where + ".scratch");
         for (size_t i = 0; i < scratch.elements.size(); ++i)

@@ -90,6 +90,8 @@ const T &getAttr(const ProgramOp &op, std::string_view name) {
 
 } // namespace
 
+bool ProgramOp::is(OpCode code) const { return op == opName(code); }
+
 bool ProgramOp::has(std::string_view name) const {
   return attrs.find(std::string(name)) != attrs.end();
 }
@@ -865,7 +867,7 @@ private:
       op.kernels = parseKernels(*kernels, where() + ".kernels", program, op);
 
     // Ops whose result shape the manifest's own tables fix.
-    if (op.op == "pe.get_param") {
+    if (op.is(OpCode::GetParam)) {
       const std::string &name = op.getString("param");
       auto found = paramIndex_.find(name);
       if (found == paramIndex_.end())
@@ -880,7 +882,7 @@ private:
                                 quoteForMessage(name),
                                 shapeText(param->shape)));
     }
-    if (op.op == "pe.cross_entropy" || op.op == "pe.commutator_norm") {
+    if (op.is(OpCode::CrossEntropy) || op.is(OpCode::CommutatorNorm)) {
       const ProgramValue &v = program.values[op.results[0]];
       if (!v.shape.empty())
         fail(where, fmt::format("result value {} must be a scalar, got {}",
