@@ -21,6 +21,8 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
 
+#include "../ScratchDir.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -29,29 +31,11 @@
 #include <map>
 #include <random>
 #include <string>
-#include <unistd.h>
 #include <vector>
 
 namespace stringc::codegen::test {
 
-class ScratchDir {
-public:
-  ScratchDir() {
-    path = std::filesystem::temp_directory_path() /
-           ("stringc-codegen-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
-    std::filesystem::remove_all(path);
-    std::filesystem::create_directories(path);
-  }
-  ~ScratchDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path, ignored);
-  }
-  std::string file(const std::string &name) const { return (path / name).string(); }
-
-private:
-  static inline int counter = 0;
-  std::filesystem::path path;
-};
+using stringc::test::ScratchDir;
 
 /// Parses `text` (a pe module with @forward and @gradients), compiles its
 /// kernels and writes a "cpu" package to `path`. Returns the diagnostics;

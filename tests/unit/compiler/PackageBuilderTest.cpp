@@ -14,6 +14,7 @@
 #include "stringc/Target/PackageBuilder.h"
 #include "stringc/Transforms/Passes.h"
 
+#include "../ScratchDir.h"
 #include "TestHelpers.h"
 
 #include "stringrt/Error.h"
@@ -32,7 +33,6 @@
 #include <iterator>
 #include <sstream>
 #include <string>
-#include <unistd.h>
 #include <vector>
 
 using namespace mlir;
@@ -42,26 +42,7 @@ namespace {
 using stringc::test::compileExample;
 using stringc::test::exampleFiles;
 
-/// A fresh scratch directory, removed with its contents at the end.
-class ScratchDir {
-public:
-  ScratchDir() {
-    path = std::filesystem::temp_directory_path() /
-           ("stringc-package-test-" + std::to_string(::getpid()) + "-" +
-            std::to_string(counter++));
-    std::filesystem::remove_all(path);
-    std::filesystem::create_directories(path);
-  }
-  ~ScratchDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path, ignored);
-  }
-  std::string file(const std::string &name) const { return (path / name).string(); }
-
-private:
-  static inline int counter = 0;
-  std::filesystem::path path;
-};
+using stringc::test::ScratchDir;
 
 std::string fileBytes(const std::string &path) {
   std::ifstream in(path, std::ios::binary);
