@@ -5,8 +5,8 @@
 
 #include "format/AffineSize.h"
 #include "format/Json.h"
-#include "stringrt/KernelLibrary.h"
 #include "stringrt/Error.h"
+#include "stringrt/KernelLibrary.h"
 
 #include <fmt/format.h>
 
@@ -233,6 +233,9 @@ void checkSharedKernels(const Manifest &manifest, const std::string &path) {
         if (inserted)
           continue;
         const Use &other = it->second;
+        // checkOpKernels already matched each op's sizes against the
+        // symbol's digest; sizes are compared again here because FNV-1a is
+        // no defence against a manifest crafted to collide with it.
         std::string differs = other.op->op != op.op        ? "another op"
                               : other.op->attrs != op.attrs ? "other attributes"
                               : other.sizes != use.sizes    ? "buffers of other sizes"
