@@ -210,10 +210,17 @@ void dropout(TensorRef<const T> x, double p, bool perSample, int64_t stream, con
     const int64_t sample = key.firstSample + b;
     const T *in = x.data + b * perRow;
     T *out = y.data + b * perRow;
+    if (perSample) { // one draw: element 0's
+      const bool keep = dropoutKeeps(dropoutBlock(key, stream, sample, 0)[0], p);
+      for (int64_t r = 0; r < perRow; ++r)
+        out[r] = keep ? in[r] * scale : T(0);
+      continue;
+    }
+    Philox4x32::Counter words{};
     for (int64_t r = 0; r < perRow; ++r) {
-      const int64_t element = perSample ? 0 : r;
-      const uint32_t word = dropoutBlock(key, stream, sample, element / 4)[size_t(element % 4)];
-      out[r] = dropoutKeeps(word, p) ? in[r] * scale : T(0);
+      if (r % 4 == 0) // one block serves four elements
+        words = dropoutBlock(key, stream, sample, r / 4);
+      out[r] = dropoutKeeps(words[size_t(r % 4)], p) ? in[r] * scale : T(0);
     }
   }
 }
