@@ -147,7 +147,7 @@ const std::vector<KernelDef> &allKernelDefs() {
     appendLinearKernels(all);
     appendPositionKernels(all);
     appendTokenKernels(all);
-    appendMatrixKernels(all);
+    appendCayleyKernels(all);
     appendAttentionKernels(all);
     appendAttentionMmaKernels(all);
     appendIndexTableKernels(all);
@@ -165,7 +165,7 @@ const std::vector<OpLowering> &allOpLowerings() {
     appendLinearLowerings(all);
     appendPositionLowerings(all);
     appendTokenLowerings(all);
-    appendMatrixLowerings(all);
+    appendCayleyLowerings(all);
     appendAttentionLowerings(all);
     appendAttentionMmaLowerings(all); // bf16 only, with a higher benefit
     appendIndexTableLowerings(all);

@@ -95,11 +95,11 @@ void appendNormKernels(std::vector<KernelDef> &defs);
 void appendOptimizerKernels(std::vector<KernelDef> &defs);
 
 void appendLinearKernels(std::vector<KernelDef> &defs);
-/// Position, token and matrix ops (PositionKernels.cpp, TokenKernels.cpp,
-/// MatrixKernels.cpp; helpers in OpKernelUtil.h).
+/// Position, token and Cayley ops (PositionKernels.cpp, TokenKernels.cpp,
+/// CayleyKernels.cpp; helpers in OpKernelUtil.h).
 void appendPositionKernels(std::vector<KernelDef> &defs);
 void appendTokenKernels(std::vector<KernelDef> &defs);
-void appendMatrixKernels(std::vector<KernelDef> &defs);
+void appendCayleyKernels(std::vector<KernelDef> &defs);
 /// FlashAttention-style attention and its gradient: plain, RoPE, relative
 /// (AttentionKernels.cpp).
 void appendAttentionKernels(std::vector<KernelDef> &defs);
@@ -122,7 +122,7 @@ void appendNormLowerings(std::vector<OpLowering> &lowerings);
 void appendLinearLowerings(std::vector<OpLowering> &lowerings);
 void appendPositionLowerings(std::vector<OpLowering> &lowerings);
 void appendTokenLowerings(std::vector<OpLowering> &lowerings);
-void appendMatrixLowerings(std::vector<OpLowering> &lowerings);
+void appendCayleyLowerings(std::vector<OpLowering> &lowerings);
 void appendAttentionLowerings(std::vector<OpLowering> &lowerings);
 void appendIndexTableLowerings(std::vector<OpLowering> &lowerings);
 void appendGeneratorLowerings(std::vector<OpLowering> &lowerings);

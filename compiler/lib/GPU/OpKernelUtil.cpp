@@ -1,4 +1,4 @@
-//===- OpKernelUtil.cpp - helpers of the position/token/matrix kernels ----===//
+//===- OpKernelUtil.cpp - helpers of the position/token/Cayley kernels ----===//
 #include "OpKernelUtil.h"
 #include "stringc/Dialect/PE/PEOps.h"
 

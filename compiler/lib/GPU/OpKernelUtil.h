@@ -1,4 +1,4 @@
-//===- OpKernelUtil.h - helpers of the position/token/matrix kernels -*- C++ -*-===//
+//===- OpKernelUtil.h - helpers of the position/token/Cayley kernels -*- C++ -*-===//
 //
 // Private to compiler/lib/GPU. Shared by the position, token, matrix,
 // index-table, generator, optimizer and attention kernel families:

@@ -1,5 +1,5 @@
-// The position, token and matrix kernels of compiler/lib/GPU (PositionKernels,
-// TokenKernels, MatrixKernels) launched on the GPU on random data and
+// The position, token and Cayley kernels of compiler/lib/GPU (PositionKernels,
+// TokenKernels, CayleyKernels) launched on the GPU on random data and
 // compared with the runtime's reference kernels (runtime/src/reference),
 // launch by launch as the compiler's op lowerings compose them (the same
 // kernels, scratch buffers and cuBLAS GEMMs). The kernels come from the

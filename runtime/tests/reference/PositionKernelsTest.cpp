@@ -167,7 +167,7 @@ TEST(PositionRotary, HouseholderEqualsRotationByTwiceTheDifference) {
 
 // ---------------------------------------------------------- skew, cayley --
 
-TEST(PositionSkew, SkewLayoutBatched) {
+TEST(PositionCayley, SkewLayoutBatched) {
   D p = random({2, 6}, 31);
   D s = skewOf(p, 4);
   ASSERT_EQ(s.shape, (std::vector<int64_t>{2, 4, 4}));
@@ -183,7 +183,7 @@ TEST(PositionSkew, SkewLayoutBatched) {
   }
 }
 
-TEST(PositionSkew, SparseSkewLayout) {
+TEST(PositionCayley, SparseSkewLayout) {
   // dim 4, support {0, 2, 5}: pairs (0,1), (0,3), (2,3).
   D p({3}, {1.5, -2.0, 0.25});
   D s = sparseSkewOf(p, 4, {0, 2, 5});
@@ -194,7 +194,7 @@ TEST(PositionSkew, SparseSkewLayout) {
   EXPECT_EQ(s.values, expected.values);
 }
 
-TEST(PositionSkew, CayleyIsOrthogonalForSkew) {
+TEST(PositionCayley, CayleyIsOrthogonalForSkew) {
   const int64_t d = 5;
   D s = skewOf(random({d * (d - 1) / 2}, 41, -2, 2), d);
   // Token i is the basis vector e_i, so token i of the output is column i of U.
@@ -211,7 +211,7 @@ TEST(PositionSkew, CayleyIsOrthogonalForSkew) {
     }
 }
 
-TEST(PositionSkew, CayleySolvesForAnyS) {
+TEST(PositionCayley, CayleySolvesForAnyS) {
   // (I + S) y = (I - S) x, since (I - S) and (I + S)^-1 commute.
   const int64_t d = 4;
   D s = random({d, d}, 42, -0.6, 0.6);
@@ -228,7 +228,7 @@ TEST(PositionSkew, CayleySolvesForAnyS) {
     }
 }
 
-TEST(PositionSkew, CayleySingularThrows) {
+TEST(PositionCayley, CayleySingularThrows) {
   D s = D::zeros({2, 2});
   s.values = {-1.0, 0.0, 0.0, -1.0}; // I + S = 0
   D x = random({1, 2}, 44);

@@ -99,7 +99,7 @@ void householderGradFreqs(TensorRef<const T> x, TensorRef<const T> pos, TensorRe
                           TensorRef<T> df2);
 
 //===----------------------------------------------------------------------===//
-// Skew-symmetric matrices and the Cayley transform (PositionSkew.cpp)
+// Skew-symmetric matrices and the Cayley transform (PositionCayley.cpp)
 //===----------------------------------------------------------------------===//
 
 // S[.., i, j] = params[.., k], S[.., j, i] = -params[.., k], S[.., i, i] = 0

@@ -1,7 +1,8 @@
-//===- MatrixKernels.cpp - skew builders and the Cayley transform ---------===//
+//===- CayleyKernels.cpp - skew builders and the Cayley transform ---------===//
 //
-// Kernels and op lowerings of the small-matrix ops (docs/cuda.md, "Matrix
-// kernels"):
+// Kernels and op lowerings of the Cayley family (docs/cuda.md, "Position,
+// token and Cayley kernels"; runtime/src/cpu/CayleyKernels.cpp and
+// reference/PositionCayley.cpp on the CPU):
 // - skew / skew_grad: one thread per output element; skew_grad finds the
 //   pair (i, j) of upper-triangle index k by walking the rows (dim steps);
 // - `pe_cayley_factors`: one block of 1024 threads per matrix inverts
@@ -102,7 +103,7 @@ void appendSkewKernels(std::vector<KernelDef> &defs) {
                   }});
 }
 
-void appendCayleyKernels(std::vector<KernelDef> &defs) {
+void appendCayleyTransformKernels(std::vector<KernelDef> &defs) {
   GpuKernelSpec spec = makeSpec("pe_cayley_factors", pe::CayleyWeightOp::getOperationName(),
                              {{"inverse", P}, {"weight", P}, {"work", P}, {"s", P}, {"dim", I}},
                              GridRule::Explicit, kFactorThreads);
@@ -308,12 +309,12 @@ std::optional<OpSteps> lowerCayleyGrad(Operation &op) {
 
 } // namespace
 
-void appendMatrixKernels(std::vector<KernelDef> &defs) {
+void appendCayleyKernels(std::vector<KernelDef> &defs) {
   appendSkewKernels(defs);
-  appendCayleyKernels(defs);
+  appendCayleyTransformKernels(defs);
 }
 
-void appendMatrixLowerings(std::vector<OpLowering> &lowerings) {
+void appendCayleyLowerings(std::vector<OpLowering> &lowerings) {
   lowerings.push_back(loweringOf<pe::SkewOp>(lowerSkew));
   lowerings.push_back(loweringOf<pe::SkewGradOp>(lowerSkewGrad));
   lowerings.push_back(loweringOf<pe::CayleyWeightOp>(lowerCayleyWeight));
