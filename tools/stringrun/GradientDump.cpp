@@ -42,6 +42,7 @@ GradientDumpResult dumpGradients(stringrt::Model &model,
 
   GradientDumpResult result;
   std::vector<float> grads;
+  model.setStepKey({options.seed, 0, 0}); // and the dropout masks of step 1
   model.gradients(stringrt::modelInputs(model, batch), result.loss, grads);
 
   std::vector<stringrt::TensorView> views;

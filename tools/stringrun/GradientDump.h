@@ -14,7 +14,7 @@ namespace stringrun {
 
 struct GradientDumpOptions {
   int64_t batch = 0;      // >= 1
-  uint64_t seed = 0;      // data-order seed, as `train --seed`
+  uint64_t seed = 0;      // data-order and dropout seed, as `train --seed`
   std::string paramsPath; // empty: freshly initialised parameters
   std::string outPath;    // the safetensors file to write
 };
@@ -25,7 +25,8 @@ struct GradientDumpResult {
 };
 
 // Takes the batch `train` takes at step 1 (examples order[0, batch) of
-// epochOrder(train examples, seed, 0)), sets the parameters (loaded from
+// epochOrder(train examples, seed, 0)) and its dropout masks (step key
+// {seed, 0, 0}, DropoutMask.h), sets the parameters (loaded from
 // `paramsPath`, else initialised), runs Model::gradients once and writes,
 // atomically, one safetensors file with
 //   input.<name>  every model input of the batch (F32 or I32, its shape),

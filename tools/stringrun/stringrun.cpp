@@ -91,8 +91,9 @@ options:
                      and the sample; docs/data.md)
   --stop-after N     train: stop after global step N (the run and its
                      schedule are unchanged; --resume continues it)
-  --seed S           train, gradients: data-order seed (default 0; when
-                     resuming, the checkpoint's)
+  --seed S           train, gradients: the seed of the data order and of the
+                     dropout masks (default 0; when resuming, the
+                     checkpoint's)
   --checkpoint FILE  train: write a checkpoint after every epoch and at the end
   --resume FILE      train: continue from a checkpoint (the same losses as an
                      unbroken run); eval: evaluate its parameters
