@@ -39,6 +39,7 @@ const std::set<std::string> kFastOps = {
     "pe.patch_embed_grad", "pe.token_embed_grad",   "pe.attention_grad",
     "pe.cross_entropy_grad", "pe.add",              "pe.sub",
     "pe.mul",              "pe.scale",              "pe.sum_to",
+    "pe.dropout",
     "pe.cayley",           "pe.cayley_grad",        "pe.spd_gate",
     "pe.spd_gate_grad",
     // The fused ops with a fast kernel (ExecutorFusedOps.cpp).
@@ -237,6 +238,9 @@ std::vector<OpCase> cases() {
        {{"mode", std::string("mixed")}}},
       {"scale", "pe.scale", {act}, {act}, {{"factor", -0.5}, {"bias", 0.25}}},
       {"scale_no_bias", "pe.scale", {act}, {act}, {{"factor", 3.0}}},
+      {"dropout", "pe.dropout", {act}, {act}, {{"p", 0.3}, {"stream", int64_t(2)}}},
+      {"drop_path", "pe.dropout", {act}, {act},
+       {{"p", 0.5}, {"stream", int64_t(3)}, {"per_sample", true}}},
       {"sum_to_row", "pe.sum_to", {act}, {f32({D})}, {}},
       {"sum_to_matrix", "pe.sum_to", {act}, {f32({T, D})}, {}},
       {"sum_to_scalar", "pe.sum_to", {act}, {f32({})}, {}},

@@ -21,6 +21,7 @@
 #include "stringrt/Philox.h"
 
 #include <cstdint>
+#include <string>
 
 namespace stringrt {
 
@@ -41,5 +42,26 @@ inline Philox4x32::Counter dropoutBlock(const StepKey &key, int64_t stream, int6
 
 // Whether a draw keeps its element at drop probability p.
 inline bool dropoutKeeps(uint32_t word, double p) { return double(uniformFloat(word)) >= p; }
+
+// Why p, stream and the key, for `samples` samples of `perSample` elements,
+// are outside what the formula takes (p in [0, 1), stream in [0, 2^31), step
+// in [0, 2^32), sample indices below 2^32, at most 2^34 elements a sample);
+// "" when they are inside. Every dropout kernel checks this.
+inline std::string dropoutDomainError(double p, int64_t stream, const StepKey &key,
+                                      int64_t samples, int64_t perSample) {
+  constexpr int64_t k32 = int64_t(1) << 32;
+  if (!(p >= 0.0 && p < 1.0)) // NaN fails too
+    return "p must be in [0, 1), found " + std::to_string(p);
+  if (stream < 0 || stream >= (int64_t(1) << 31))
+    return "stream must be in [0, 2^31), found " + std::to_string(stream);
+  if (key.step < 0 || key.step >= k32)
+    return "the training step must be in [0, 2^32), found " + std::to_string(key.step);
+  if (key.firstSample < 0 || samples > k32 || key.firstSample > k32 - samples)
+    return "samples " + std::to_string(key.firstSample) + " .. +" + std::to_string(samples) +
+           " pass 2^32";
+  if (perSample > 4 * k32)
+    return "more than 2^34 elements a sample";
+  return "";
+}
 
 } // namespace stringrt

@@ -1,5 +1,5 @@
 // Fast elementwise kernels: add / sub / mul with trailing-suffix broadcast,
-// scale, sum_to, spd_gate and spd_gate_grad.
+// scale, dropout, sum_to, spd_gate and spd_gate_grad.
 //
 // Trailing-suffix broadcasting makes the big operand a stack of rows, each of
 // the small operand's size: row r of the big one meets all of the small one.
@@ -14,6 +14,7 @@
 
 #include "KernelUtil.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -98,6 +99,43 @@ void scale(TensorRef<const float> x, double factor, double bias, TensorRef<float
   parallelFor(0, x.numel(), kElementGrain, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i)
       out[i] = static_cast<float>(factor * static_cast<double>(in[i]) + bias);
+  });
+}
+
+void dropout(TensorRef<const float> x, double p, bool perSample, int64_t stream,
+             const StepKey &key, TensorRef<float> y) {
+  check(x.rank() >= 1, "dropout", "x must have the batch dimension first, found rank 0");
+  checkShape("dropout: result", y, x.shape);
+  const int64_t samples = x.shape[0];
+  const int64_t perRow = samples > 0 ? x.numel() / samples : 0;
+  const std::string why = dropoutDomainError(p, stream, key, samples, perRow);
+  check(why.empty(), "dropout", why);
+  const float scale = static_cast<float>(1.0 / (1.0 - p));
+  const float *in = x.data;
+  float *out = y.data;
+  if (perSample) { // one draw a sample: element 0's
+    parallelFor(0, samples, std::max<int64_t>(1, kElementGrain / std::max<int64_t>(perRow, 1)),
+                [&](int64_t b0, int64_t b1) {
+                  for (int64_t b = b0; b < b1; ++b) {
+                    const bool keep = dropoutKeeps(
+                        dropoutBlock(key, stream, key.firstSample + b, 0)[0], p);
+                    for (int64_t r = b * perRow; r < (b + 1) * perRow; ++r)
+                      out[r] = keep ? in[r] * scale : 0.0f;
+                  }
+                });
+    return;
+  }
+  const int64_t groups = (perRow + 3) / 4; // one Philox block each
+  parallelFor(0, samples * groups, kElementGrain / 4, [&](int64_t g0, int64_t g1) {
+    for (int64_t g = g0; g < g1; ++g) {
+      const int64_t b = g / groups, group = g % groups;
+      const Philox4x32::Counter words = dropoutBlock(key, stream, key.firstSample + b, group);
+      const int64_t first = group * 4, last = std::min(first + 4, perRow);
+      for (int64_t r = first; r < last; ++r) {
+        const int64_t i = b * perRow + r;
+        out[i] = dropoutKeeps(words[size_t(r - first)], p) ? in[i] * scale : 0.0f;
+      }
+    }
   });
 }
 

@@ -32,9 +32,8 @@ void unaryGrad(const char *kernel, const TensorRef<const T> &x, const TensorRef<
   checkShape((std::string(kernel) + ": dx").c_str(), dx, x.shape);
 }
 
-// dropout: x has the batch first and at most 2^34 elements a sample, y its
-// shape; p, stream and the key within the ranges the mask formula takes
-// (stringrt/DropoutMask.h).
+// dropout: x has the batch first, y its shape; p, stream and the key
+// within the mask formula's domain (stringrt/DropoutMask.h).
 template <typename T>
 void dropout(const char *kernel, const TensorRef<const T> &x, double p, int64_t stream,
              const StepKey &key, const TensorRef<T> &y) {
@@ -42,18 +41,11 @@ void dropout(const char *kernel, const TensorRef<const T> &x, double p, int64_t 
   if (x.rank() < 1)
     throw Error(name + ": x must have the batch dimension first, found rank 0");
   checkShape((name + ": result").c_str(), y, x.shape);
-  if (!(p >= 0.0 && p < 1.0))
-    throw Error(name + ": p must be in [0, 1), found " + std::to_string(p));
-  if (stream < 0 || stream > INT32_MAX)
-    throw Error(name + ": stream must be in [0, 2^31), found " + std::to_string(stream));
-  constexpr int64_t k32 = int64_t(1) << 32;
-  if (key.step < 0 || key.step >= k32)
-    throw Error(name + ": the training step must be in [0, 2^32), found " + std::to_string(key.step));
-  if (key.firstSample < 0 || key.firstSample > k32 - x.shape[0])
-    throw Error(name + ": samples " + std::to_string(key.firstSample) + " .. +" +
-                std::to_string(x.shape[0]) + " pass 2^32");
-  if (x.shape[0] > 0 && x.numel() / x.shape[0] > 4 * k32)
-    throw Error(name + ": more than 2^34 elements a sample");
+  const int64_t samples = x.shape[0];
+  const std::string why =
+      dropoutDomainError(p, stream, key, samples, samples > 0 ? x.numel() / samples : 0);
+  if (!why.empty())
+    throw Error(name + ": " + why);
 }
 
 // add, sub, mul: one operand's shape is a trailing suffix of the other's,

@@ -489,6 +489,33 @@ TEST(FastElementwise, BinaryOpsMatchReferenceBitForBit) {
     }
 }
 
+TEST(FastElementwise, DropoutIsTheReferencesBitForBitOnEveryThreadCount) {
+  uint32_t seed = 1100;
+  // Odd rows (a last block of 1-3 elements), batch 1, a micro-batch offset.
+  const std::vector<std::vector<int64_t>> shapes = {{3, 5}, {1, 50, 64}, {4, 17, 33}, {7, 1}};
+  for (const auto &shape : shapes)
+    for (bool perSample : {false, true}) {
+      const TF x = randomTensor(shape, seed++);
+      const StepKey key{(uint64_t(1) << 36) + 3, 12, 5};
+      auto run = [&](bool fast) {
+        TF y = nanTensor(shape);
+        fast ? cpu::dropout(x.cref(), 0.35, perSample, 4, key, y.ref())
+             : ref::dropout<float>(x.cref(), 0.35, perSample, 4, key, y.ref());
+        return Outputs{y};
+      };
+      const std::string name = shapeName(shape) + (perSample ? " per sample" : "");
+      const Outputs want = run(false);
+      for (int threads : {1, 2, 4}) {
+        ScopedThreads scoped(threads);
+        EXPECT_EQ(run(true)[0].values, want[0].values) << name << ", " << threads << " threads";
+      }
+    }
+  TF x = randomTensor({2, 3}, 1), y = nanTensor({2, 3});
+  EXPECT_THROW(cpu::dropout(x.cref(), 1.0, false, 0, {}, y.ref()), Error);
+  EXPECT_THROW(cpu::dropout(x.cref(), 0.5, false, -1, {}, y.ref()), Error);
+  EXPECT_THROW(cpu::dropout(x.cref(), 0.5, false, 0, {0, int64_t(1) << 32, 0}, y.ref()), Error);
+}
+
 TEST(FastElementwise, ScaleSumToAndSpdGateMatchReference) {
   uint32_t seed = 1100;
   for (const BroadcastCase &c : kBroadcastCases) {

@@ -75,6 +75,12 @@ void mul(TensorRef<const float> lhs, TensorRef<const float> rhs, TensorRef<float
 // y = factor x + bias, computed in double as the reference does.
 void scale(TensorRef<const float> x, double factor, double bias, TensorRef<float> y);
 
+// ref::dropout's masks and values, bit for bit (each element's draw is a
+// function of its coordinates), in parallel over blocks of four elements
+// (over samples for drop-path).
+void dropout(TensorRef<const float> x, double p, bool perSample, int64_t stream,
+             const StepKey &key, TensorRef<float> y);
+
 // y[s] = sum_l x[l, s] (y's shape a trailing suffix of x's): column blocks in
 // parallel, each column summed in row order in double (the reference's
 // order, so its results bit for bit).

@@ -109,6 +109,11 @@ void runCrossEntropyGrad(const OpContext &c) {
 // The target shape is the result's (batch substituted).
 void runSumTo(const OpContext &c) { cpu::sumTo(c.in(0), c.out(0)); }
 
+void runDropout(const OpContext &c) {
+  cpu::dropout(c.in(0), c.op().getFloat("p"), c.boolOr("per_sample", false),
+               c.op().getInt("stream"), c.stepKey(), c.out(0));
+}
+
 void runCayleyGrad(const OpContext &c) {
   cpu::cayleyGrad(c.in(0), c.in(1), c.in(2), c.out(0), c.out(1));
 }
@@ -133,6 +138,7 @@ void addFastOps(OpTable &table) {
       {OpCode::Sub, runSub},
       {OpCode::Mul, runMul},
       {OpCode::Scale, runScale},
+      {OpCode::Dropout, runDropout},
       {OpCode::Cayley, runCayley},
       {OpCode::SpdGate, runSpdGate},
       {OpCode::LinearGradInput, runLinearGradInput},
