@@ -57,6 +57,14 @@ if grep -q '^optimizer sgd' gpu/vit_rope_sgd.pe &&
    "$stringc" gpu/vit_rope_sgd.pe --target=cuda --gpu-arch="$arch" -o gpu/vit_rope_sgd.pkg; then
   echo "gpu/vit_rope_sgd.pkg"
 fi
+# vit_rope with dropout and drop-path (the device dropout tests), as
+# tests/cuda/CMakeLists.txt writes it.
+sed 's/return x + linear(gelu(linear(h, w1, b1)), w2, b2)/return x + drop_path(linear(dropout(gelu(linear(h, w1, b1)), p = 0.3), w2, b2), p = 0.25)/' \
+  examples/vit_rope.pe > gpu/vit_rope_dropout.pe
+if grep -q 'drop_path' gpu/vit_rope_dropout.pe &&
+   "$stringc" gpu/vit_rope_dropout.pe --target=cuda --gpu-arch="$arch" -o gpu/vit_rope_dropout.pkg; then
+  echo "gpu/vit_rope_dropout.pkg"
+fi
 data=/usr/share/datasets/fashion-mnist
 if [ -d "$data" ] && [ ! -d gpu/fashion-mnist ]; then
   cp -r "$data" gpu/fashion-mnist

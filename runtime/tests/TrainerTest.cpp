@@ -644,7 +644,8 @@ public:
     calls.push_back("start");
   }
   void queue(const std::map<std::string, HostTensor> &batch, const NextBatch &next,
-             int64_t totalSteps) override {
+             int64_t totalSteps, const StepKey &key) override {
+    model_.setStepKey(key);
     float loss = 0;
     std::vector<float> grads;
     model_.gradients(batch, loss, grads);

@@ -180,6 +180,10 @@ int deviceGradients(const stringrt::CudaSection *cuda, stringrt::Model &model,
   auto inputs = stringrt::modelInputs(model, b);
   float gpuLoss = 0, cpuLoss = 0;
   std::vector<float> gpu, cpu;
+  // The dropout masks of `train --seed S`'s step 1 on both (GradientDump.cpp).
+  const stringrt::StepKey key{options.seed, 0, 0};
+  device->setStepKey(key);
+  model.setStepKey(key);
   device->gradients(inputs, gpuLoss, gpu);
   model.gradients(inputs, cpuLoss, cpu);
   const bool bf16 = cuda->precision == "bf16";

@@ -142,6 +142,7 @@ const std::vector<KernelDef> &allKernelDefs() {
   static const std::vector<KernelDef> defs = [] {
     std::vector<KernelDef> all;
     appendElementwiseKernels(all);
+    appendDropoutKernels(all);
     appendNormKernels(all);
     appendOptimizerKernels(all);
     appendLinearKernels(all);
@@ -161,6 +162,7 @@ const std::vector<OpLowering> &allOpLowerings() {
   static const std::vector<OpLowering> lowerings = [] {
     std::vector<OpLowering> all;
     appendElementwiseLowerings(all);
+    appendDropoutLowerings(all);
     appendNormLowerings(all);
     appendLinearLowerings(all);
     appendPositionLowerings(all);

@@ -91,6 +91,8 @@ struct KernelDef {
 
 /// The kernels of each family (every kernel stringc can generate).
 void appendElementwiseKernels(std::vector<KernelDef> &defs);
+/// pe.dropout: dropout and drop-path masks from the step key (DropoutKernels.cpp).
+void appendDropoutKernels(std::vector<KernelDef> &defs);
 void appendNormKernels(std::vector<KernelDef> &defs);
 void appendOptimizerKernels(std::vector<KernelDef> &defs);
 
@@ -118,6 +120,7 @@ const KernelDef *findKernelDef(llvm::StringRef name);
 /// The op lowerings of each family (StepProgram.h): how an op becomes
 /// launches of the family's kernels (and cuBLAS GEMMs).
 void appendElementwiseLowerings(std::vector<OpLowering> &lowerings);
+void appendDropoutLowerings(std::vector<OpLowering> &lowerings);
 void appendNormLowerings(std::vector<OpLowering> &lowerings);
 void appendLinearLowerings(std::vector<OpLowering> &lowerings);
 void appendPositionLowerings(std::vector<OpLowering> &lowerings);

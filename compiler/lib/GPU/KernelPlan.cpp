@@ -63,6 +63,8 @@ std::optional<OpSteps> lowerOp(Operation &op, GpuPrecision precision) {
 /// so a wrong lowering fails at compile time rather than on a GPU.
 LogicalResult checkSteps(Operation &op, const OpSteps &steps) {
   auto checkPointer = [&](const LaunchArg &arg, const std::string &where) -> LogicalResult {
+    if (arg.kind == LaunchArgKind::StepKey)
+      return success(); // the one step key buffer (no index)
     int64_t limit = arg.kind == LaunchArgKind::Operand    ? op.getNumOperands()
                     : arg.kind == LaunchArgKind::Result   ? op.getNumResults()
                     : arg.kind == LaunchArgKind::Scratch  ? int64_t(steps.scratchBytes.size())
@@ -81,6 +83,10 @@ LogicalResult checkSteps(Operation &op, const OpSteps &steps) {
     if (launch.gemm) {
       if (!launch.kernel.empty() || !launch.args.empty() || launch.grid)
         return op.emitError() << "internal error: " << where << " is both a GEMM and a kernel";
+      for (const LaunchArg *matrix : {&launch.gemm->a, &launch.gemm->b, &launch.gemm->c,
+                                      &launch.gemm->bias})
+        if (matrix->kind == LaunchArgKind::StepKey)
+          return op.emitError() << "internal error: " << where << " reads the step key";
       if (failed(checkPointer(launch.gemm->a, where + " gemm a")) ||
           failed(checkPointer(launch.gemm->b, where + " gemm b")) ||
           failed(checkPointer(launch.gemm->c, where + " gemm c")))

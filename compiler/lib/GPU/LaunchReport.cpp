@@ -75,6 +75,8 @@ std::vector<LaunchEstimate> opLaunches(Operation &op, const OpSteps &steps,
       return double(steps.scratchBytes[size_t(arg.index)].at(batch));
     case LaunchArgKind::Constant:
       return 4 * double(plan.constants[size_t(arg.index)].size());
+    case LaunchArgKind::StepKey:
+      return 4 * double(stringrt::kStepKeyWords);
     case LaunchArgKind::I64:
     case LaunchArgKind::F32:
       break;

@@ -75,7 +75,20 @@ struct CudaAffine {
 
 // Constant: a device pointer to CudaSection::constants[index] (an index
 // table of an op's attribute), uploaded once per device model.
-enum class CudaArgKind { Operand, Result, Scratch, I64, F32, Constant };
+// StepKey: a device pointer to the step's key of random masks (StepKey in
+// DropoutMask.h) as four u32 words: seed's low and high halves, step,
+// firstSample. The runtime writes it before each step (stream-ordered, outside
+// any CUDA graph), so a replayed step draws its own masks.
+enum class CudaArgKind { Operand, Result, Scratch, I64, F32, Constant, StepKey };
+
+// The u32 words of the step key buffer (CudaArgKind::StepKey).
+enum StepKeyWord : int {
+  kStepKeySeedLow = 0,
+  kStepKeySeedHigh = 1,
+  kStepKeyStep = 2,
+  kStepKeyFirstSample = 3,
+  kStepKeyWords = 4,
+};
 
 struct CudaArg {
   CudaArgKind kind = CudaArgKind::I64;
@@ -90,9 +103,11 @@ struct CudaArg {
   static CudaArg i64(int64_t v) { return {CudaArgKind::I64, 0, CudaAffine::fixed(v), 0.0f}; }
   static CudaArg f32(float v) { return {CudaArgKind::F32, 0, {}, v}; }
   static CudaArg constant(int64_t k) { return {CudaArgKind::Constant, k, {}, 0.0f}; }
+  static CudaArg stepKey() { return {CudaArgKind::StepKey, 0, {}, 0.0f}; }
   bool isPointer() const {
     return kind == CudaArgKind::Operand || kind == CudaArgKind::Result ||
-           kind == CudaArgKind::Scratch || kind == CudaArgKind::Constant;
+           kind == CudaArgKind::Scratch || kind == CudaArgKind::Constant ||
+           kind == CudaArgKind::StepKey;
   }
 };
 
@@ -171,6 +186,8 @@ struct CudaSection {
 
   // nullptr when there is no kernel of that name.
   const CudaKernel *find(std::string_view name) const;
+  // Whether some launch reads the step key (CudaArgKind::StepKey).
+  bool usesStepKey() const;
   // The steps of `program`; nullptr when the section has none for it.
   const CudaProgramSteps *stepsOf(std::string_view program) const;
 };

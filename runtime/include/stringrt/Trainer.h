@@ -194,10 +194,11 @@ public:
   // (nullptr for the last step; a second call returns the same): the backend
   // calls it while this step computes where it can (so that a device does
   // not wait for the host's data), and may begin uploading it; the next
-  // queue()'s `batch` is that batch.
+  // queue()'s `batch` is that batch. `key` is the step's key of random
+  // masks (DropoutMask.h: {seed, step, 0}).
   using NextBatch = std::function<const std::map<std::string, HostTensor> *()>;
   virtual void queue(const std::map<std::string, HostTensor> &batch, const NextBatch &next,
-                     int64_t totalSteps) = 0;
+                     int64_t totalSteps, const StepKey &key) = 0;
   // The oldest queued step's results (waiting for them): sets `loss` (before
   // the update) and returns what the optimizer did. A step whose loss is
   // not finite leaves the parameters alone, and so do the steps queued after

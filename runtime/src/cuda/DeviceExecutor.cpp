@@ -78,6 +78,11 @@ struct DeviceModel::Impl {
   // device addresses are every op's OpPointers::constants.
   std::unique_ptr<Arena> constants;
   std::vector<uint64_t> constantAddresses;
+  // The step key the dropout kernels read (CudaArgKind::StepKey), when the
+  // package has such a launch: kStepKeyWords u32, written before each step.
+  std::unique_ptr<Arena> stepKeyBuffer;
+  uint64_t stepKeyAddress = 0;
+  StepKey stepKey; // the key of the next step (setStepKey)
   bool graphsFailed = false;
   std::unique_ptr<PinnedArray<float>> hostReturn; // the loss of gradients()
   // The step counter, the schedule's constants and each step's scalars on
@@ -321,6 +326,7 @@ struct DeviceModel::Impl {
       const CudaOpSteps &opSteps = steps.ops[next++];
       OpPointers pointers;
       pointers.constants = constantAddresses;
+      pointers.stepKey = stepKeyAddress;
       for (ValueId v : op.operands)
         pointers.operands.push_back(address(b, v));
       for (ValueId v : op.results)
@@ -410,11 +416,30 @@ struct DeviceModel::Impl {
     return address(b, program("gradients").outputs.at(0).value);
   }
 
+  /// Queues the write of `stepKey` into the step key buffer (nothing when
+  /// the package reads none), for a step of `batch` samples: four one-word
+  /// memsets on the stream, before the step's work and outside its graph,
+  /// so that a replayed step reads its own key. Throws Error, naming `where`,
+  /// for a key outside the masks' domain (dropoutDomainError).
+  void writeStepKey(int64_t batch, const std::string &where) {
+    if (stepKeyAddress == 0)
+      return;
+    if (std::string why = dropoutDomainError(0.0, 0, stepKey, batch, 0); !why.empty())
+      throw Error(fmt::format("{}: the dropout masks' key: {}", where, why));
+    const uint32_t words[kStepKeyWords] = {uint32_t(stepKey.seed), uint32_t(stepKey.seed >> 32),
+                                           uint32_t(stepKey.step), uint32_t(stepKey.firstSample)};
+    for (int w = 0; w < kStepKeyWords; ++w)
+      driver::check(driver::require().memsetD32Async(CUdeviceptr(stepKeyAddress + 4 * w), words[w],
+                                                     1, stream),
+                    where + " (writing the step key)", "cuMemsetD32Async");
+  }
+
   /// Runs @gradients on the staged batch: the gradients into `grads`, the
   /// loss into hostReturn[0].
   void runGradients() {
     int64_t batch = stagedBatch();
     BatchBuffers &b = buffersFor("gradients", batch);
+    writeStepKey(batch, "the gradients program");
     consumeStaged(b, "gradients");
     walk("gradients", b, batch);
     collectGradients(b);
@@ -658,6 +683,10 @@ DeviceModel::DeviceModel(const Manifest &manifest, const CudaSection &section,
     m.constants->upload(constants.offsets[c], constant.data(), bytes, "uploading the constants");
     m.constantAddresses.push_back(m.constants->at(constants.offsets[c], bytes));
   }
+  if (m.section.usesStepKey()) {
+    m.stepKeyBuffer = std::make_unique<Arena>(m.device, size_t(kDeviceAlignment));
+    m.stepKeyAddress = m.stepKeyBuffer->at(0, kStepKeyWords * 4);
+  }
   m.staging = std::make_unique<BatchStaging>(m.device, m.stream, options.overlapUpload);
   m.evalStaging = std::make_unique<BatchStaging>(m.device, m.stream, options.overlapUpload);
   std::vector<Arena *> zeroed = m.stateArenas();
@@ -682,6 +711,9 @@ void DeviceModel::stage(const std::map<std::string, HostTensor> &inputs) {
 
 bool DeviceModel::hasStagedBatch() const { return impl_->staging->pending(); }
 
+void DeviceModel::setStepKey(const StepKey &key) { impl_->stepKey = key; }
+const StepKey &DeviceModel::stepKey() const { return impl_->stepKey; }
+
 void DeviceModel::queueStep(int64_t totalSteps) {
   Impl &m = *impl_;
   m.control->requireRoom(); // before the staged batch is consumed
@@ -692,6 +724,7 @@ void DeviceModel::queueStep(int64_t totalSteps) {
   const std::string where = fmt::format("training step {}", ++m.stepsQueued);
   int64_t batch = m.stagedBatch();
   BatchBuffers &b = m.buffersFor("gradients", batch);
+  m.writeStepKey(batch, where);
   m.consumeStaged(b, "gradients");
   m.runMaybeGraphed(b, [&] { m.enqueueTrainStep(b, batch); }, "training step", where);
   m.control->enqueueReadback(m.stream);

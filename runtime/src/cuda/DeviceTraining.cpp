@@ -36,8 +36,10 @@ void DeviceTrainBackend::start(const std::vector<float> &params, const Optimizer
 }
 
 void DeviceTrainBackend::queue(const std::map<std::string, HostTensor> &batch,
-                               const NextBatch &next, int64_t totalSteps) {
+                               const NextBatch &next, int64_t totalSteps,
+                               const StepKey &key) {
   DeviceModel &device = started();
+  device.setStepKey(key);
   // The previous step staged this batch when it was its `next`.
   if (!device.hasStagedBatch())
     device.stage(batch);

@@ -119,6 +119,11 @@ ConstantLayout constantLayout(const CudaSection &section) {
 namespace {
 
 uint64_t pointerOf(const CudaArg &arg, const OpPointers &p, const std::string &where) {
+  if (arg.kind == CudaArgKind::StepKey) {
+    if (p.stepKey == 0)
+      throw Error(fmt::format("{}: the step key has no device address", where));
+    return p.stepKey;
+  }
   const std::vector<uint64_t> &list = arg.kind == CudaArgKind::Operand   ? p.operands
                                       : arg.kind == CudaArgKind::Result  ? p.results
                                       : arg.kind == CudaArgKind::Scratch ? p.scratch
@@ -178,6 +183,7 @@ BoundLaunch bindLaunch(const CudaSection &section, const CudaLaunch &launch,
     case CudaArgKind::Result:
     case CudaArgKind::Scratch:
     case CudaArgKind::Constant:
+    case CudaArgKind::StepKey:
       bound.args.push_back(KernelArg::pointer(pointerOf(arg, pointers, argWhere)));
       break;
     case CudaArgKind::I64:
@@ -218,7 +224,8 @@ int64_t checkProgramSteps(const Manifest &manifest, const CudaSection &section,
   ProgramPlacement placement = placeValues(manifest, program, name, batch);
   // Fake, disjoint region bases: only extents are checked.
   const uint64_t base[4] = {0, uint64_t(1) << 40, uint64_t(2) << 40, uint64_t(3) << 40};
-  const uint64_t scratchBase = uint64_t(4) << 40, constantBase = uint64_t(5) << 40;
+  const uint64_t scratchBase = uint64_t(4) << 40, constantBase = uint64_t(5) << 40,
+                 stepKeyBase = uint64_t(6) << 40;
   ConstantLayout constants = constantLayout(section);
   std::vector<uint64_t> constantAddresses, constantBytes;
   for (size_t c = 0; c < section.constants.size(); ++c) {
@@ -240,6 +247,7 @@ int64_t checkProgramSteps(const Manifest &manifest, const CudaSection &section,
     const CudaOpSteps &opSteps = steps->ops[next++];
     OpPointers pointers;
     pointers.constants = constantAddresses;
+    pointers.stepKey = stepKeyBase;
     std::vector<uint64_t> operandBytes, resultBytes, scratchBytes;
     for (ValueId v : op.operands) {
       pointers.operands.push_back(addressOf(v));

@@ -39,7 +39,7 @@ TEST(CompiledPackage, HasEveryKernelWithBinaries) {
        {"pe_add", "pe_add_br", "pe_sub", "pe_mul_bl", "pe_mul_br", "pe_scale", "pe_gelu",
         "pe_gelu_tanh", "pe_gelu_grad", "pe_gelu_grad_tanh", "pe_relu", "pe_relu_grad",
         "pe_layer_norm", "pe_layer_norm_grad_rows", "pe_layer_norm_grad_partials",
-        "pe_colsum_finish_pair", "pe_adamw",
+        "pe_colsum_finish_pair", "pe_adamw", "pe_dropout",
         "pe_sumsq_partials", "pe_optimizer_scalars"}) {
     const CudaKernel *k = cuda.find(name);
     ASSERT_NE(k, nullptr) << name;
@@ -206,6 +206,40 @@ TEST_F(GpuKernels, SquaredNormPartials) {
   for (float x : g)
     want += double(x) * x;
   EXPECT_NEAR(sum, want, 1e-5 * want);
+}
+
+// pe_dropout draws the reference's masks bit for bit (DropoutMask.h): the
+// key read from the step key buffer, the threshold ceil(p 2^24) and the
+// scale float(1 / (1 - p)) as the lowering passes them (DropoutKernels.cpp),
+// on samples of 21 elements (not a multiple of four), with an offset first
+// sample and a seed whose high word matters.
+TEST_F(GpuKernels, DropoutDrawsTheReferencesMasksBitForBit) {
+  const int64_t B = 5, T = 3, D = 7, perSample = T * D, n = B * perSample;
+  const int64_t groupsPerSample = (perSample + 3) / 4, stream = 6;
+  const StepKey key{(uint64_t(1) << 33) + 5, 17, 3};
+  const std::vector<int32_t> keyWords = {int32_t(uint32_t(key.seed)),
+                                         int32_t(uint32_t(key.seed >> 32)), int32_t(key.step),
+                                         int32_t(key.firstSample)};
+  std::vector<float> x = random(n);
+  const uint64_t dx = put(x), dkey = putInts(keyWords);
+  for (double p : {0.0, 0.1, 0.5, 0.9}) {
+    for (bool perSampleMask : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "p " << p << (perSampleMask ? " drop-path" : ""));
+      const uint64_t out = output(n);
+      launch("pe_dropout",
+             {KA::pointer(out), KA::pointer(dx), KA::pointer(dkey),
+              KA::integer(B * groupsPerSample), KA::integer(perSample),
+              KA::integer(groupsPerSample), KA::integer(stream),
+              KA::integer(int64_t(std::ceil(p * 16777216.0))),
+              KA::integer(perSampleMask ? 1 : 0), KA::real(float(1.0 / (1.0 - p)))});
+      std::vector<float> want(n);
+      ref::dropout<float>({x.data(), {B, T, D}}, p, perSampleMask, stream, key,
+                          {want.data(), {B, T, D}});
+      std::vector<float> got = get(out, n);
+      for (int64_t i = 0; i < n; ++i)
+        ASSERT_EQ(got[size_t(i)], want[size_t(i)]) << "element " << i;
+    }
+  }
 }
 
 TEST_F(GpuKernels, LaunchErrorsNameTheKernelAndStep) {

@@ -285,6 +285,38 @@ TEST_F(CudaSectionTest, RejectsCorruptSteps) {
                  "gemm.trans_a must be true or false");
 }
 
+// {"step_key": true}: a pointer argument of a kernel (the step's key of
+// random masks), never a GEMM's matrix; the writer gives it back.
+TEST_F(CudaSectionTest, ReadsTheStepKeyArgument) {
+  const std::string kernel = kernelWith(R"(["ptr", "ptr", "ptr", "i64"])", "elements");
+  auto steps = [](const std::string &keyArg) {
+    return R"({"forward": [], "gradients": [{"op": 7, "scratch": [], "launches": [
+      {"kernel": "k", "args": [{"result": 0}, {"operand": 0}, )" +
+           keyArg + R"(, {"i64": [3, 0]}]}]}]})";
+  };
+  Package package = Package::load(write(section(kernel, steps(R"({"step_key": true})"))));
+  const CudaSection &cuda = *package.cuda();
+  const CudaLaunch &launch = cuda.stepsOf("gradients")->ops[0].launches[0];
+  EXPECT_EQ(launch.args[2].kind, CudaArgKind::StepKey);
+  EXPECT_TRUE(launch.args[2].isPointer());
+  EXPECT_TRUE(cuda.usesStepKey());
+  EXPECT_NE(writeCudaSectionJson(cuda).find(R"({"step_key":true})"), std::string::npos)
+      << writeCudaSectionJson(cuda);
+  EXPECT_FALSE(Package::load(write(section())).cuda()->usesStepKey());
+
+  expectRejected(write(section(kernel, steps(R"({"step_key": false})"))),
+                 "args[2].step_key must be true");
+  expectRejected(write(section(kernel, steps(R"({"step_key": 1})"))),
+                 "args[2].step_key must be true");
+  expectRejected(write(section("", R"({"forward": [], "gradients": [{"op": 7, "scratch": [],
+      "launches": [{"kernel": "k", "args": [{"result": 0}, {"operand": 0}, {"i64": [3, 0]}]},
+      {"gemm": {"a": {"step_key": true}, "b": {"operand": 0}, "c": {"result": 0},
+      "m": [1, 0], "n": [0, 3], "k": [0, 4], "count": [0, 1], "stride_a": [0, 0],
+      "stride_b": [0, 0], "stride_c": [0, 0], "trans_a": false, "trans_b": false, "alpha": 1,
+      "beta": 0}}]}]})")),
+                 "gemm.a must be an operand, result, scratch buffer or constant");
+}
+
 // A kernel k (ptr, ptr, ptr, i64) for gradients op 7 reading two constant
 // arrays through `args` 1 and 2.
 std::string constantsKernel() { return kernelWith(R"(["ptr", "ptr", "ptr", "i64"])", "elements"); }

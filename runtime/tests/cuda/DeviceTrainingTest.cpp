@@ -465,6 +465,61 @@ TEST_F(DeviceTraining, StepsQueuedAheadGiveTheSameBits) {
   EXPECT_EQ(ahead.stepCount(), int64_t(batches.size()));
 }
 
+// Dropout and drop-path on the device (STRINGRT_CUDA_VIT_DROPOUT_PACKAGE:
+// vit_rope with both in every block): each step draws the masks the CPU
+// draws at that step (the step key {seed, step, 0}, written before every
+// step, the graph replays included), so the losses follow the CPU's step
+// by step; and a run stopped and resumed is bitwise the unbroken one.
+TEST_F(DeviceTraining, DropoutFollowsTheCpuStepByStepAndResumesBitwise) {
+  OPEN_OR_SKIP("STRINGRT_CUDA_VIT_DROPOUT_PACKAGE");
+  ASSERT_TRUE(section.usesStepKey());
+  const int64_t total = 5;
+  Model gpuModel = model(), cpuModel = model();
+  Recorder gpu, cpu;
+  run(gpuModel, steps(total), gpu);
+  run(cpuModel, steps(total), cpu, /*cpu=*/true);
+  ASSERT_EQ(gpu.losses.size(), size_t(total));
+  ASSERT_EQ(cpu.losses.size(), size_t(total));
+  for (size_t i = 0; i < size_t(total); ++i)
+    EXPECT_NEAR(gpu.losses[i], cpu.losses[i], 1e-4 * std::max(1.0f, std::fabs(cpu.losses[i])))
+        << "step " << i + 1;
+  // The key reaches the device: another step's masks give another loss,
+  // and the first key again the first loss, bit for bit.
+  Model m = model();
+  m.initParameters();
+  DataSet set = loadModelData(m, data);
+  std::vector<Batch> keep;
+  auto batches = inputBatches(m, set, keep, 1, 2);
+  cuda::DeviceModel device(m.manifest(), section, m.parameters());
+  auto lossAt = [&](const StepKey &key) {
+    float loss = 0;
+    std::vector<float> grads;
+    device.setStepKey(key);
+    device.gradients(batches[0], loss, grads);
+    return loss;
+  };
+  const float step0 = lossAt({5, 0, 0});
+  EXPECT_NE(lossAt({5, 1, 0}), step0);
+  EXPECT_NE(lossAt({(uint64_t(1) << 32) + 5, 0, 0}), step0); // the seed's high word
+  EXPECT_EQ(lossAt({5, 0, 0}), step0);
+  EXPECT_THROW(lossAt({5, int64_t(1) << 32, 0}), Error); // outside the masks' domain
+
+  Model first = model(), second = model();
+  Recorder part1, part2;
+  TrainOptions stop = steps(total);
+  stop.stopAfter = 2;
+  stop.checkpointPath = dir.file("dropout.ckpt");
+  run(first, stop, part1);
+  TrainOptions resume;
+  resume.resumePath = stop.checkpointPath;
+  resume.evaluate = false;
+  run(second, resume, part2);
+  std::vector<float> losses = part1.losses;
+  losses.insert(losses.end(), part2.losses.begin(), part2.losses.end());
+  EXPECT_EQ(losses, gpu.losses);
+  EXPECT_EQ(second.parameters(), gpuModel.parameters());
+}
+
 // A step whose loss is not finite (every other parameter NaN here) leaves the
 // parameters and the optimizer state alone, and so do the steps after it,
 // until setState() gives the device a state again.

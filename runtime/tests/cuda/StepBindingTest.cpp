@@ -155,6 +155,19 @@ TEST(StepBinding, RejectsBadBindings) {
                         {"operand 1 has no device address"}));
 }
 
+TEST(StepBinding, BindsTheStepKey) {
+  CudaSection section = sectionWithKernel(CudaGridRule::Elements);
+  CudaLaunch l = kernelLaunch();
+  l.args[2] = CudaArg::stepKey();
+  OpPointers pointers{{0x1000, 0x2000}, {0x3000}, {0x4000}};
+  EXPECT_TRUE(failsWith([&] { cuda::bindLaunch(section, l, pointers, 1, "gradients op 4"); }, "",
+                        {"gradients op 4: kernel k argument 2: the step key has no device address"}));
+  pointers.stepKey = 0x5000;
+  BoundLaunch b = cuda::bindLaunch(section, l, pointers, 1, "gradients op 4");
+  EXPECT_EQ(b.args[2].kind, CudaParamKind::Ptr);
+  EXPECT_EQ(b.args[2].ptr, 0x5000u);
+}
+
 TEST(StepBinding, BindsConstantArrays) {
   CudaSection section = sectionWithKernel(CudaGridRule::Elements);
   CudaLaunch l = kernelLaunch();

@@ -31,6 +31,7 @@
 
 #include "stringrt/CudaSection.h"
 #include "stringrt/Data.h"
+#include "stringrt/DropoutMask.h"
 #include "stringrt/HostTensor.h"
 #include "stringrt/Manifest.h"
 #include "stringrt/OpProfile.h"
@@ -108,6 +109,13 @@ public:
   // staged at a time.
   void stage(const std::map<std::string, HostTensor> &inputs);
   bool hasStagedBatch() const;
+
+  // The key of the dropout masks (DropoutMask.h) of the steps queued and the
+  // gradients run from now on, as Model::setStepKey: queueStep and
+  // gradients() write it to the device before their work (the trainer sets
+  // {seed, step, 0} before each step). Default {0, 0, 0}.
+  void setStepKey(const StepKey &key);
+  const StepKey &stepKey() const;
 
   // Queues one training step of a run of `totalSteps` on the staged batch:
   // gradients, global-norm clipping, the learning rate of the schedule, the

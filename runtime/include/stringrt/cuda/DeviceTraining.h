@@ -36,7 +36,7 @@ public:
   // (kStepsInFlight - 1), so the device never waits for the host's
   // reporting.
   void queue(const std::map<std::string, HostTensor> &batch, const NextBatch &next,
-             int64_t totalSteps) override;
+             int64_t totalSteps, const StepKey &key) override;
   OptimizerStepInfo collect(float &loss) override;
   int64_t stepsAhead() const override { return int64_t(kStepsInFlight) - 1; }
   EvalResult evaluate(const DataSet &data, int64_t batch) override;

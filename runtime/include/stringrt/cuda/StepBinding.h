@@ -79,9 +79,11 @@ struct ConstantLayout {
 ConstantLayout constantLayout(const CudaSection &section);
 
 // The device addresses an op's launches see: its operands, results and
-// scratch buffers, and the section's constant arrays (the same for every op).
+// scratch buffers, the section's constant arrays and the step key buffer
+// (the same for every op; 0 when the section reads no step key).
 struct OpPointers {
   std::vector<uint64_t> operands, results, scratch, constants;
+  uint64_t stepKey = 0;
 };
 
 // A GEMM with its sizes evaluated.

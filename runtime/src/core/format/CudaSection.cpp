@@ -81,6 +81,16 @@ const CudaKernel *CudaSection::find(std::string_view name) const {
   return nullptr;
 }
 
+bool CudaSection::usesStepKey() const {
+  for (const CudaProgramSteps &p : steps)
+    for (const CudaOpSteps &op : p.ops)
+      for (const CudaLaunch &l : op.launches)
+        for (const CudaArg &a : l.args)
+          if (a.kind == CudaArgKind::StepKey)
+            return true;
+  return false;
+}
+
 const CudaProgramSteps *CudaSection::stepsOf(std::string_view program) const {
   for (const CudaProgramSteps &p : steps)
     if (p.program == program)
@@ -310,13 +320,14 @@ private:
   }
 
   // One argument: {"operand": k} | {"result": k} | {"scratch": k} |
-  // {"i64": [per_batch, constant]} | {"f32": x} | {"constant": k}, checked
-  // against the op and the section's constants.
+  // {"i64": [per_batch, constant]} | {"f32": x} | {"constant": k} |
+  // {"step_key": true}, checked against the op and the section's constants.
   CudaArg arg(const JsonValue &value, const std::string &what, const ProgramOp &op,
               size_t scratches) const {
     if (value.kind != JsonValue::Kind::Object || value.members.size() != 1)
       fail(fmt::format(
-          "{} must be an object with one key (operand, result, scratch, i64, f32, constant)",
+          "{} must be an object with one key (operand, result, scratch, i64, f32, constant, "
+          "step_key)",
           what));
     const detail::JsonMember &m = value.members[0];
     CudaArg a;
@@ -348,6 +359,10 @@ private:
                          what));
       a.index = integer(m.value, what + " (constant of cuda.constants)", 0,
                         int64_t(constantCount) - 1);
+    } else if (m.key == "step_key") {
+      if (m.value.kind != JsonValue::Kind::Bool || !m.value.boolean)
+        fail(fmt::format("{}.step_key must be true", what));
+      a.kind = CudaArgKind::StepKey;
     } else {
       fail(fmt::format("{}: unknown argument kind {}", what, quoteForMessage(m.key)));
     }
@@ -357,7 +372,7 @@ private:
   CudaArg pointerArg(const JsonValue &value, const std::string &what, const ProgramOp &op,
                      size_t scratches) const {
     CudaArg a = arg(value, what, op, scratches);
-    if (!a.isPointer())
+    if (!a.isPointer() || a.kind == CudaArgKind::StepKey)
       fail(fmt::format("{} must be an operand, result, scratch buffer or constant", what));
     return a;
   }

@@ -132,6 +132,10 @@ private:
     case CudaArgKind::Constant:
       json.member("constant", arg.index);
       break;
+    case CudaArgKind::StepKey:
+      json.key("step_key");
+      json.value(true);
+      break;
     }
     json.endObject();
   }

@@ -91,9 +91,10 @@ public:
   void start(const std::vector<float> &, const Optimizer &) override {}
   // The step runs when queued; collect() returns it.
   void queue(const std::map<std::string, HostTensor> &batch, const NextBatch &next,
-             int64_t totalSteps) override {
+             int64_t totalSteps, const StepKey &key) override {
+    model_.setStepKey(key);
     if (accumulate_ > 1)
-      accumulatedGradients(batch);
+      accumulatedGradients(batch, key);
     else
       model_.gradients(batch, loss_, grads_);
     info_ = {};
@@ -115,7 +116,8 @@ private:
   // at most one); the loss and every gradient are their mean values
   // weighted by size, in a fixed order, so the result does not depend on
   // anything but the batch.
-  void accumulatedGradients(const std::map<std::string, HostTensor> &batch) {
+  void accumulatedGradients(const std::map<std::string, HostTensor> &batch,
+                            const StepKey &stepKey) {
     const int64_t rows = batch.begin()->second.shape.at(0);
     double loss = 0;
     int64_t begin = 0;
@@ -127,12 +129,10 @@ private:
       float microLoss = 0;
       // Rows [begin, begin + size) draw the dropout masks those rows of
       // the whole batch would.
-      StepKey key = model_.stepKey();
-      key.firstSample = begin;
+      StepKey key = stepKey;
+      key.firstSample = stepKey.firstSample + begin;
       model_.setStepKey(key);
       model_.gradients(micro, microLoss, microGrads_);
-      key.firstSample = 0;
-      model_.setStepKey(key);
       const float weight = static_cast<float>(size) / static_cast<float>(rows);
       if (part == 0)
         grads_.assign(microGrads_.size(), 0.0f);
@@ -647,8 +647,7 @@ TrainResult train(Model &model, const DataSet &data, const TrainOptions &options
     try {
       // The dropout masks of step s (DropoutMask.h): a resumed run draws
       // those of the unbroken one.
-      model.setStepKey({plan.seed, s, 0});
-      run.queue(modelInputs(model, batch), assembleNext, plan.totalSteps);
+      run.queue(modelInputs(model, batch), assembleNext, plan.totalSteps, {plan.seed, s, 0});
       assembleNext(); // (a backend that did not)
     } catch (const std::bad_alloc &) {
       throw outOfMemory(s);

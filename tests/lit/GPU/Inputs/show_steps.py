@@ -34,6 +34,8 @@ def arg(a):
         return "%s%d" % (kind, value)
     if kind == "i64":
         return affine(value)
+    if kind == "step_key":
+        return "step_key"
     return "%g" % value
 
 
