@@ -4,7 +4,7 @@ eager PyTorch in one run: same model, batch, data and thread count. Prints
 images/s for both and the ratio stringc / PyTorch.
 
 Run with Debian's torch: /usr/bin/python3 tests/bench/cpu_train_step.py
-  [--model vit_rope|vit_cayley] [--batch 128] [--steps 20] [--threads 2]
+  [--model vit_rope|vit_cayley|vit_rope_dropout] [--batch 128] [--steps 20] [--threads 2]
   [--bin build/bin]
 The peer gets its best set-up: OpenBLAS (libopenblas0-pthread behind
 libblas.so.3, installed by scripts/setup.sh), and the fastest of its thread
@@ -30,9 +30,22 @@ import torch_vit  # noqa: E402
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+def model_source(model, work):
+    """The .pe file of `model`: an example, or vit_rope_dropout written into `work`."""
+    if model != "vit_rope_dropout":
+        return os.path.join(ROOT, "examples", model + ".pe")
+    path = os.path.join(work, model + ".pe")
+    with open(os.path.join(ROOT, "examples", "vit_rope.pe")) as f:
+        text = torch_vit.vit_rope_dropout_source(f.read())
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
 def time_stringc(bin_dir, model, batch, steps, threads):
-    pkg = os.path.join(tempfile.mkdtemp(prefix="stringc-bench-"), model + ".pkg")
-    subprocess.run([os.path.join(bin_dir, "stringc"), os.path.join(ROOT, "examples", model + ".pe"),
+    work = tempfile.mkdtemp(prefix="stringc-bench-")
+    pkg = os.path.join(work, model + ".pkg")
+    subprocess.run([os.path.join(bin_dir, "stringc"), model_source(model, work),
                     "--target=cpu", "-o", pkg], check=True)
     env = dict(os.environ, STRINGRT_THREADS=str(threads))
     out = subprocess.run([os.path.join(bin_dir, "stringrun"), "bench", pkg, "--batch", str(batch),
@@ -46,7 +59,8 @@ def time_stringc(bin_dir, model, batch, steps, threads):
 def time_torch(model, batch, steps, threads):
     torch.set_num_threads(threads)
     torch.manual_seed(0)
-    net = torch_vit.ViT(cayley=(model == "vit_cayley"))
+    variant = torch_vit.DROPOUT_VARIANT if model == "vit_rope_dropout" else {}
+    net = torch_vit.ViT(cayley=(model == "vit_cayley"), **variant)
     opt = torch.optim.AdamW(net.parameters(), lr=2e-3, weight_decay=0.05)
     images = torch.rand(batch, 1, 28, 28)
     labels = torch.randint(0, 10, (batch,))
@@ -83,7 +97,8 @@ def time_torch_best(model, batch, steps, threads):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="vit_rope", choices=["vit_rope", "vit_cayley"])
+    parser.add_argument("--model", default="vit_rope",
+                        choices=["vit_rope", "vit_cayley", "vit_rope_dropout"])
     parser.add_argument("--batch", type=int, default=128)
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--threads", type=int, default=os.cpu_count())

@@ -42,7 +42,16 @@ MODELS = {
     "vit_rope": {},
     "vit_cayley": {"cayley": True},
     "vit_s_rope": {"dim": 384, "heads": 6, "depth": 12, "mlp": 1536, "patch": 2},
+    # scripts/gpu_packages.sh writes its package beside the examples' (gpu/).
+    "vit_rope_dropout": torch_vit.DROPOUT_VARIANT,
 }
+
+
+def package_path(packages, model):
+    """MODEL.pkg in `packages`, else in its parent (gpu/vit_rope_dropout.pkg)."""
+    path = os.path.join(packages, model + ".pkg")
+    beside = os.path.join(os.path.dirname(os.path.normpath(packages)), model + ".pkg")
+    return path if os.path.exists(path) or not os.path.exists(beside) else beside
 
 
 def default_data():
@@ -139,7 +148,7 @@ def main():
           + f" {'vs eager':>8} {'vs best':>8} {'predicted':>10}   (images/s)")
     for model in args.models.split(","):
         for batch in [int(b) for b in args.batches.split(",")]:
-            ours, why = time_stringc(args.bin, os.path.join(args.packages, model + ".pkg"), batch,
+            ours, why = time_stringc(args.bin, package_path(args.packages, model), batch,
                                      args.steps, args.precision, args.data)
             eager = time_torch(model, batch, args.steps, None, bf16)
             compiled = [time_torch(model, batch, args.steps, mode, bf16) for mode in modes]

@@ -43,11 +43,37 @@ def cayley_apply(x, s_params, dim):
     return ((eye - s) @ z).T.reshape(x.shape)
 
 
+def drop_path(x, p, training):
+    """Stochastic depth as timm writes it: each sample kept with probability
+    1 - p and scaled by 1 / (1 - p), or zeroed."""
+    if p == 0.0 or not training:
+        return x
+    keep = x.new_empty((x.shape[0],) + (1,) * (x.dim() - 1)).bernoulli_(1.0 - p)
+    return x * keep / (1.0 - p)
+
+
+# vit_rope with dropout(p = 0.3) on each MLP's hidden layer and
+# drop_path(p = 0.25) on its output: the variant of tests/cuda/CMakeLists.txt,
+# scripts/gpu_packages.sh and the oracle (vit_rope_dropout.pe).
+DROPOUT_VARIANT = {"dropout": 0.3, "drop_path": 0.25}
+VIT_MLP_LINE = "return x + linear(gelu(linear(h, w1, b1)), w2, b2)"
+VIT_DROPOUT_MLP_LINE = ("return x + drop_path(linear(dropout(gelu(linear(h, w1, b1)), p = 0.3), "
+                        "w2, b2), p = 0.25)")
+
+
+def vit_rope_dropout_source(vit_rope_text):
+    """examples/vit_rope.pe's text with the dropout variant's MLP line."""
+    if VIT_MLP_LINE not in vit_rope_text:
+        raise ValueError("examples/vit_rope.pe no longer has the line " + VIT_MLP_LINE)
+    return vit_rope_text.replace(VIT_MLP_LINE, VIT_DROPOUT_MLP_LINE)
+
+
 class Block(nn.Module):
-    def __init__(self, dim, heads, mlp, cayley, sdpa=False):
+    def __init__(self, dim, heads, mlp, cayley, sdpa=False, dropout=0.0, drop_path=0.0):
         super().__init__()
         self.heads = heads
         self.sdpa = sdpa
+        self.dropout, self.drop_path = dropout, drop_path
         self.ln1 = nn.LayerNorm(dim)
         self.wq = nn.Linear(dim, dim, bias=False)
         self.wk = nn.Linear(dim, dim, bias=False)
@@ -76,20 +102,22 @@ class Block(nn.Module):
             a = scores.softmax(dim=-1) @ v
         a = a.transpose(1, 2).reshape(b, t, d)
         x = x + self.wo(a)
-        return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+        h = F.dropout(F.gelu(self.fc1(self.ln2(x))), self.dropout, self.training)
+        return x + drop_path(self.fc2(h), self.drop_path, self.training)
 
 
 class ViT(nn.Module):
     """examples/vit_rope.pe (cayley=False) and examples/vit_cayley.pe (cayley=True)."""
 
     def __init__(self, dim=64, heads=4, depth=4, mlp=128, patch=4, classes=10, cayley=False,
-                 sdpa=False):
+                 sdpa=False, dropout=0.0, drop_path=0.0):
         super().__init__()
         self.patch = patch
         grid = 28 // patch
         self.embed = nn.Linear(patch * patch, dim)
         self.cls = nn.Parameter(torch.randn(dim) * 0.02)
-        self.blocks = nn.ModuleList(Block(dim, heads, mlp, cayley, sdpa) for _ in range(depth))
+        self.blocks = nn.ModuleList(Block(dim, heads, mlp, cayley, sdpa, dropout, drop_path)
+                                    for _ in range(depth))
         self.ln = nn.LayerNorm(dim)
         self.head = nn.Linear(dim, classes)
         cos, sin = axial_rope_tables(grid, dim, heads)

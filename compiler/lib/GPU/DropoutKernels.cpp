@@ -22,11 +22,9 @@
 #include "OpKernelUtil.h"
 
 #include "stringc/Dialect/PE/PEOps.h"
-#include "stringrt/Philox.h"
+#include "stringrt/DropoutMask.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
-
-#include <cmath>
 
 using namespace mlir;
 
@@ -136,8 +134,7 @@ void appendDropoutLowerings(std::vector<OpLowering> &lowerings) {
     const BatchAffine groups{samples.perBatch * groupsPerSample,
                              samples.constant * groupsPerSample};
     const double p = dropout.getP().convertToDouble();
-    // (word >> 8) / 2^24 >= p  <=>  (word >> 8) >= ceil(p 2^24): exact in f64.
-    const auto threshold = int64_t(std::ceil(p * 16777216.0));
+    const auto threshold = int64_t(stringrt::dropoutThreshold(p));
     OpSteps steps;
     steps.launches.push_back(Launch::kernelCall(
         "pe_dropout",

@@ -20,6 +20,7 @@
 
 #include "stringrt/Philox.h"
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 
@@ -42,6 +43,15 @@ inline Philox4x32::Counter dropoutBlock(const StepKey &key, int64_t stream, int6
 
 // Whether a draw keeps its element at drop probability p.
 inline bool dropoutKeeps(uint32_t word, double p) { return double(uniformFloat(word)) >= p; }
+
+// The same test in integers: uniformFloat(word) = (word >> 8) / 2^24 >= p
+// exactly when (word >> 8) >= ceil(p 2^24) (p 2^24 is exact in double), the
+// form the fast CPU kernel and the GPU kernel (DropoutKernels.cpp) compare
+// with. p in [0, 1) gives a threshold in [0, 2^24].
+inline uint32_t dropoutThreshold(double p) { return uint32_t(std::ceil(p * 16777216.0)); }
+inline bool dropoutKeepsAbove(uint32_t word, uint32_t threshold) {
+  return (word >> 8) >= threshold;
+}
 
 // Why p, stream and the key, for `samples` samples of `perSample` elements,
 // are outside what the formula takes (p in [0, 1), stream in [0, 2^31), step

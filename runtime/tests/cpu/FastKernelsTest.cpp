@@ -492,7 +492,8 @@ TEST(FastElementwise, BinaryOpsMatchReferenceBitForBit) {
 TEST(FastElementwise, DropoutIsTheReferencesBitForBitOnEveryThreadCount) {
   uint32_t seed = 1100;
   // Odd rows (a last block of 1-3 elements), batch 1, a micro-batch offset.
-  const std::vector<std::vector<int64_t>> shapes = {{3, 5}, {1, 50, 64}, {4, 17, 33}, {7, 1}};
+  const std::vector<std::vector<int64_t>> shapes = {{3, 5}, {1, 50, 64}, {4, 17, 33}, {7, 1},
+                                                     {5, 9001}}; // several chunks a thread
   for (const auto &shape : shapes)
     for (bool perSample : {false, true}) {
       const TF x = randomTensor(shape, seed++);

@@ -253,6 +253,30 @@ TEST(DropoutKernel, IsItsOwnVJPAgainstFiniteDifferences) {
   }
 }
 
+// The integer form of the keep test (dropoutThreshold, what the fast CPU
+// kernel and the GPU compare with) is the float one at every word that
+// matters: the words on either side of each threshold, for drop
+// probabilities that are and are not multiples of 2^-24, and the ends.
+TEST(DropoutKernel, IntegerThresholdIsTheFloatTestAtItsBoundary) {
+  for (double p : {0.0, 0.1, 0.25, 0.3, 0.5, 1.0 / 3.0, 0.9, 0.999999, 1.0 - 0x1p-24,
+                   0x1p-25, 3 * 0x1p-24}) {
+    const uint32_t t = stringrt::dropoutThreshold(p);
+    EXPECT_LE(t, 1u << 24) << p;
+    for (int64_t top = int64_t(t) - 2; top <= int64_t(t) + 2; ++top) {
+      if (top < 0 || top >= (int64_t(1) << 24))
+        continue;
+      for (uint32_t low : {0u, 0x7fu, 0xffu}) {
+        const uint32_t word = uint32_t(top) << 8 | low;
+        EXPECT_EQ(stringrt::dropoutKeepsAbove(word, t), stringrt::dropoutKeeps(word, p))
+            << "p " << p << " word " << word;
+      }
+    }
+    for (uint32_t word : {0u, 0xffffffffu})
+      EXPECT_EQ(stringrt::dropoutKeepsAbove(word, t), stringrt::dropoutKeeps(word, p))
+          << "p " << p << " word " << word;
+  }
+}
+
 TEST(DropoutKernel, RejectsArgumentsOutsideTheMaskFormula) {
   TD x = fd::random({2, 3}, 57), y = TD::zeros({2, 3}), bad = TD::zeros({3, 2});
   const stringrt::StepKey key;
