@@ -57,6 +57,14 @@ if grep -q '^optimizer sgd' gpu/vit_rope_sgd.pe &&
    "$stringc" gpu/vit_rope_sgd.pe --target=cuda --gpu-arch="$arch" -o gpu/vit_rope_sgd.pkg; then
   echo "gpu/vit_rope_sgd.pkg"
 fi
+# vit_rope keeping an EMA of its weights (the device EMA test), as
+# tests/cuda/CMakeLists.txt writes it.
+sed 's/^optimizer adamw(lr = 2e-3, weight_decay = 0.05, clip = 1.0)/optimizer adamw(lr = 2e-3, weight_decay = 0.05, clip = 1.0, ema = 0.9)/' \
+  examples/vit_rope.pe > gpu/vit_rope_ema.pe
+if grep -q 'ema = 0.9' gpu/vit_rope_ema.pe &&
+   "$stringc" gpu/vit_rope_ema.pe --target=cuda --gpu-arch="$arch" -o gpu/vit_rope_ema.pkg; then
+  echo "gpu/vit_rope_ema.pkg"
+fi
 # vit_rope with dropout and drop-path (the device dropout tests), as
 # tests/cuda/CMakeLists.txt writes it.
 sed 's/return x + linear(gelu(linear(h, w1, b1)), w2, b2)/return x + drop_path(linear(dropout(gelu(linear(h, w1, b1)), p = 0.3), w2, b2), p = 0.25)/' \

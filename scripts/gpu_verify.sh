@@ -77,6 +77,10 @@ if [ -f gpu/vit_rope_sgd.pkg ]; then
   STRINGRT_CUDA_VIT_SGD_PACKAGE=$(pwd)/gpu/vit_rope_sgd.pkg
   export STRINGRT_CUDA_VIT_SGD_PACKAGE
 fi
+if [ -f gpu/vit_rope_ema.pkg ]; then
+  STRINGRT_CUDA_VIT_EMA_PACKAGE=$(pwd)/gpu/vit_rope_ema.pkg
+  export STRINGRT_CUDA_VIT_EMA_PACKAGE
+fi
 if [ -f gpu/vit_rope_dropout.pkg ]; then
   STRINGRT_CUDA_VIT_DROPOUT_PACKAGE=$(pwd)/gpu/vit_rope_dropout.pkg
   export STRINGRT_CUDA_VIT_DROPOUT_PACKAGE

@@ -671,6 +671,15 @@ public:
     calls.push_back("evaluate");
     return stringrt::evaluate(model_, data, batch);
   }
+  EvalResult evaluateEma(const DataSet &data, int64_t batch) override {
+    EXPECT_TRUE(results_.empty()) << "evaluated with steps not collected";
+    calls.push_back("evaluate ema");
+    std::vector<float> raw = model_.parameters();
+    model_.parameters() = optimizer_->emaParameters(raw);
+    EvalResult ema = stringrt::evaluate(model_, data, batch);
+    model_.parameters() = std::move(raw);
+    return ema;
+  }
   void fetch(std::vector<float> &params, Optimizer &optimizer) override {
     EXPECT_TRUE(results_.empty()) << "fetched with steps not collected";
     params = model_.parameters();
@@ -918,7 +927,7 @@ TEST(TrainerTest, AugmentedRunsAreDeterministicAndResumeExactly) {
 // optimizer ema = d: after each evaluation of the weights, one of their EMA
 // (logged as eval_ema, reported to the observer, in the result); the EMA is
 // checkpointed ("ema.*"), resumed exactly, and readable by loadParameters;
-// another backend than the CPU is refused.
+// another backend evaluates its own EMA (TrainBackend::evaluateEma).
 TEST(TrainerTest, EmaWeightsAreEvaluatedCheckpointedAndResumed) {
   ImageFixture fx;
   Manifest m = imageManifest();
@@ -982,10 +991,25 @@ TEST(TrainerTest, EmaWeightsAreEvaluatedCheckpointedAndResumed) {
       [&] { loadParameters(p.checkpointPath, "tiny_image", optimizerSlots(plain), none, true); },
       p.checkpointPath, {"holds no EMA of the weights"}));
 
+  // Another backend keeps and evaluates the EMA itself (TrainBackend::
+  // evaluateEma; the queueing one from its own optimizer, the GPU's on the
+  // device): the same evaluations, weights and EMA as the CPU's.
   Model device(m);
-  QueueingBackend backend(device, 0);
-  EXPECT_TRUE(failsWith([&] { train(device, data, o, nullptr, &backend); }, "",
-                        {"is kept on the CPU only", "queueing backend"}));
+  QueueingBackend backend(device, 1);
+  Recorder deviceRec;
+  TrainOptions d = o;
+  d.checkpointPath = fx.dir.file("device.safetensors");
+  d.logPath.clear();
+  train(device, data, d, &deviceRec, &backend);
+  ASSERT_EQ(deviceRec.evals.size(), rec.evals.size());
+  for (size_t i = 0; i < rec.evals.size(); ++i) {
+    EXPECT_EQ(deviceRec.evals[i].ema, rec.evals[i].ema) << i;
+    EXPECT_EQ(deviceRec.evals[i].loss, rec.evals[i].loss) << i;
+  }
+  EXPECT_EQ(device.parameters(), model.parameters());
+  std::vector<float> deviceEma = device.parameters();
+  loadParameters(d.checkpointPath, m.model, optimizerSlots(device), deviceEma, true);
+  EXPECT_EQ(deviceEma, ema);
 }
 
 } // namespace

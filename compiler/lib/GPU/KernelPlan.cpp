@@ -249,6 +249,10 @@ FailureOr<KernelPlan> planKernels(ModuleOp module, bool allKernels, GpuPrecision
       for (const char *kernel : {"pe_sumsq_partials", "pe_optimizer_scalars", update})
         if (failed(use(kernel, {"optimizer", -1})))
           return failure();
+    // The EMA of the weights, after the update (ema = d > 0).
+    if (update && (*optimizers.begin()).getEmaDecay().convertToDouble() > 0 &&
+        failed(use("pe_ema", {"optimizer", -1})))
+      return failure();
   }
   if (allKernels)
     for (const KernelDef &def : allKernelDefs())

@@ -13,6 +13,7 @@
 #include "stringc/Transforms/Explain.h"
 
 #include "stringrt/CudaSection.h"
+#include "stringrt/cuda/StepControl.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinTypes.h"
@@ -170,7 +171,7 @@ std::vector<LaunchEstimate> optimizerLaunches(ModuleOp train, int64_t n) {
   int64_t partials = stringrt::cudaRuleGridX(stringrt::CudaGridRule::Partials,
                                              sumsq->spec.blockX, sumsq->spec.blockY, n, 0);
   add("pe_sumsq_partials", partials, 4.0 * double(n + partials), 2.0 * double(n));
-  add("pe_optimizer_scalars", 1, 4.0 * double(partials) + 18 * 8, 0);
+  add("pe_optimizer_scalars", 1, 4.0 * double(partials) + stringrt::cuda::kControlSlots * 8, 0);
   const char *update = kind == "adamw" ? "pe_adamw" : "pe_sgd";
   const KernelDef *def = findKernelDef(update);
   int64_t blocks = stringrt::cudaRuleGridX(stringrt::CudaGridRule::Elements, def->spec.blockX,
@@ -179,6 +180,9 @@ std::vector<LaunchEstimate> optimizerLaunches(ModuleOp train, int64_t n) {
   // SGD the parameters and the velocity.
   double streams = kind == "adamw" ? 7 : 5;
   add(update, blocks, 4.0 * streams * double(n), (kind == "adamw" ? 14.0 : 5.0) * double(n));
+  // The EMA of the weights reads them and reads and writes itself.
+  if ((*optimizers.begin()).getEmaDecay().convertToDouble() > 0)
+    add("pe_ema", blocks, 12.0 * double(n), 3.0 * double(n));
   return launches;
 }
 

@@ -17,7 +17,8 @@
 //    later step applies either) until the host resets it;
 // 3. `pe_adamw` or `pe_sgd` over the flat buffers, reading lr, the bias
 //    corrections and the clipping factor from the control block, and doing
-//    nothing when the step is not applied.
+//    nothing when the step is not applied; then, when the optimizer keeps
+//    an EMA of the weights, `pe_ema` over the same buffers.
 //
 // So the whole step is one CUDA graph with no value passing through the host
 // (docs/cuda.md, "The training step").
@@ -189,6 +190,31 @@ void appendOptimizerKernels(std::vector<KernelDef> &defs) {
                                         k.mul(wd, w));
                         k.store(f64ToF32(k, u), uBuf, i);
                         k.store(f64ToF32(k, k.sub(w, k.mul(lr, u))), param, i);
+                      });
+                    });
+                  }});
+
+  // The EMA of the weights after the update (Optimizer::updateEma): e = w at
+  // step 1, else e = d e + (1 - d) w in f64 rounded once, d from the control
+  // block (exact, where an f32 argument would round it); nothing when the
+  // step is not applied.
+  GpuKernelSpec ema;
+  ema.name = "pe_ema";
+  ema.peOp = pe::OptimizerOp::getOperationName();
+  ema.params = {{"ema", P}, {"param", P}, {"n", I}, {"control", P}};
+  defs.push_back({ema, [](KernelBuilder &k) {
+                    Value eBuf = k.arg(0), param = k.arg(1), block = k.arg(3);
+                    k.ifThen(stepApplied(k, block), [&] {
+                      Value d = control(k, block, kControlEmaDecay);
+                      Value first = cmpF(k, arith::CmpFPredicate::OEQ,
+                                         control(k, block, kControlStep), f64(k, 1.0));
+                      Value rest = k.sub(f64(k, 1.0), d);
+                      k.forGridStride(k.arg(2), [&](Value i) {
+                        Value w = k.load(param, i);
+                        Value averaged = f64ToF32(
+                            k, k.add(k.mul(d, f32ToF64(k, k.load(eBuf, i))),
+                                     k.mul(rest, f32ToF64(k, w))));
+                        k.store(select(k, first, w, averaged), eBuf, i);
                       });
                     });
                   }});

@@ -209,6 +209,8 @@ public:
   virtual int64_t stepsAhead() const { return 0; }
   // evaluate() of the current parameters on the test split.
   virtual EvalResult evaluate(const DataSet &data, int64_t batch) = 0;
+  // The same of the EMA of the weights (the optimizer keeps one: ema = d > 0).
+  virtual EvalResult evaluateEma(const DataSet &data, int64_t batch) = 0;
   // Copies the current parameters and optimizer state (and step count) into
   // `params` and `optimizer`.
   virtual void fetch(std::vector<float> &params, Optimizer &optimizer) = 0;

@@ -74,6 +74,7 @@ struct DeviceModel::Impl {
   std::vector<OptimizerSlot> slots;
   int64_t total = 0, hostTotal = 0;
   std::unique_ptr<Arena> params, grads, moment1, moment2, partials, workspace;
+  std::unique_ptr<Arena> ema; // the EMA of the weights (optimizer ema = d > 0)
   // The section's constant arrays (index tables), uploaded once; their
   // device addresses are every op's OpPointers::constants.
   std::unique_ptr<Arena> constants;
@@ -106,6 +107,7 @@ struct DeviceModel::Impl {
   std::vector<CUevent> freeEvents, allEvents;
 
   bool adamw() const { return manifest.optimizer.kind == OptimizerKind::AdamW; }
+  bool keepsEma() const { return manifest.optimizer.emaDecay > 0; }
 
   ~Impl() {
     if (const driver::Api *api = driver::api())
@@ -543,19 +545,19 @@ struct DeviceModel::Impl {
   }
 
   /// The state buffers of the device optimizer, in Optimizer::stateBuffers()
-  /// order: AdamW m, v; SGD u.
+  /// order: AdamW m, v; SGD u; then the EMA of the weights when kept.
   std::vector<Arena *> stateArenas() const {
+    std::vector<Arena *> arenas = {moment1.get()};
     if (adamw())
-      return {moment1.get(), moment2.get()};
-    return {moment1.get()};
+      arenas.push_back(moment2.get());
+    if (keepsEma())
+      arenas.push_back(ema.get());
+    return arenas;
   }
 
-  /// Queues the optimizer's kernel once per maximal run of trainable slots
-  /// (frozen ones are never touched); the step's scalars come from the
-  /// control block.
-  void launchOptimizer() {
-    const ManifestOptimizer &config = manifest.optimizer;
-    const KernelArg controlArg = KernelArg::pointer(control->address());
+  /// Calls `f(begin, n)` for each maximal run of trainable slots (floats of
+  /// the device layout); frozen slots are never touched.
+  template <typename F> void forTrainableRuns(F &&f) const {
     for (size_t s = 0; s < slots.size();) {
       if (slots[s].frozen) {
         ++s;
@@ -564,9 +566,18 @@ struct DeviceModel::Impl {
       size_t begin = slots[s].offset, end = begin;
       for (; s < slots.size() && !slots[s].frozen; ++s)
         end = slots[s].offset + slots[s].size;
-      size_t n = end - begin;
-      if (n == 0)
-        continue;
+      if (end > begin)
+        f(begin, end - begin);
+    }
+  }
+
+  /// Queues the optimizer's kernel (and pe_ema after it, with an EMA) once
+  /// per maximal run of trainable slots; the step's scalars come from the
+  /// control block.
+  void launchOptimizer() {
+    const ManifestOptimizer &config = manifest.optimizer;
+    const KernelArg controlArg = KernelArg::pointer(control->address());
+    forTrainableRuns([&](size_t begin, size_t n) {
       auto slice = [&](const Arena &a) { return KernelArg::pointer(a.at(begin * 4, n * 4)); };
       if (adamw())
         kernels->launch("pe_adamw",
@@ -583,6 +594,24 @@ struct DeviceModel::Impl {
                          KernelArg::real(float(config.momentum)),
                          KernelArg::real(float(config.weightDecay))},
                         "SGD", nullptr, stream);
+      if (keepsEma())
+        kernels->launch("pe_ema",
+                        {slice(*ema), slice(*params), KernelArg::integer(int64_t(n)), controlArg},
+                        "the EMA of the weights", nullptr, stream);
+    });
+  }
+
+  /// Queues copies of every trainable slot of `from` into `to` (device
+  /// layout; the padding between slots is left alone).
+  void copyTrainableSlots(const Arena &to, const Arena &from, const char *what) {
+    for (const OptimizerSlot &slot : slots) {
+      if (slot.frozen || slot.size == 0)
+        continue;
+      const size_t at = slot.offset * 4, bytes = slot.size * 4;
+      driver::check(driver::require().memcpyDtoDAsync(CUdeviceptr(to.at(at, bytes)),
+                                                      CUdeviceptr(from.at(at, bytes)), bytes,
+                                                      stream),
+                    what, "cuMemcpyDtoDAsync");
     }
   }
 };
@@ -604,11 +633,13 @@ void DeviceModel::checkPackage(const Manifest &manifest, const CudaSection &sect
   const bool adamw = manifest.optimizer.kind == OptimizerKind::AdamW;
   using K = CudaParamKind;
   const K P = K::Ptr, I = K::I64, F = K::F32;
-  const std::pair<const char *, std::vector<K>> expected[] = {
+  std::vector<std::pair<const char *, std::vector<K>>> expected = {
       adamw ? std::pair<const char *, std::vector<K>>{"pe_adamw", {P, P, P, P, I, P, F, F, F, F}}
             : std::pair<const char *, std::vector<K>>{"pe_sgd", {P, P, P, I, P, F, F}},
       {"pe_sumsq_partials", {P, P, I}},
       {"pe_optimizer_scalars", {P, P, I, P}}};
+  if (manifest.optimizer.emaDecay > 0)
+    expected.push_back({"pe_ema", {P, P, I, P}});
   for (const auto &[kernel, params] : expected) {
     const CudaKernel *found = section.find(kernel);
     if (!found || found->params != params)
@@ -667,6 +698,8 @@ DeviceModel::DeviceModel(const Manifest &manifest, const CudaSection &section,
   m.moment1 = std::make_unique<Arena>(m.device, bytes);
   if (m.adamw())
     m.moment2 = std::make_unique<Arena>(m.device, bytes);
+  if (m.keepsEma())
+    m.ema = std::make_unique<Arena>(m.device, bytes);
   m.partials = std::make_unique<Arena>(m.device, size_t(kMaxPartials) * 4);
   m.workspace = std::make_unique<Arena>(m.device, kGemmWorkspace);
   m.gemm->setWorkspace(m.workspace->at(0, kGemmWorkspace), kGemmWorkspace);
@@ -802,7 +835,7 @@ DeviceModel::forward(const std::map<std::string, HostTensor> &inputs) {
 namespace {
 
 /// Checks that `optimizer` holds the state of the device model's optimizer.
-void checkOptimizer(const Optimizer &optimizer, bool adamw, int64_t total) {
+void checkOptimizer(const Optimizer &optimizer, bool adamw, bool ema, int64_t total) {
   if (optimizer.isAdamW() != adamw)
     throw Error(fmt::format("device executor: the package trains with {}, the optimizer state "
                             "given is {}'s",
@@ -811,15 +844,17 @@ void checkOptimizer(const Optimizer &optimizer, bool adamw, int64_t total) {
     throw Error(fmt::format("device executor: the optimizer state covers {} parameters, the "
                             "manifest has {}",
                             optimizer.totalSize(), total));
-  if (optimizer.hasEma()) // no device kernel updates it (the trainer refuses first)
-    throw Error("device executor: the EMA of the weights is kept on the CPU only");
+  if (optimizer.hasEma() != ema)
+    throw Error(fmt::format("device executor: the package {} an EMA of the weights, the "
+                            "optimizer state given {}",
+                            ema ? "keeps" : "keeps no", optimizer.hasEma() ? "has one" : "none"));
 }
 
 } // namespace
 
 void DeviceModel::setState(const std::vector<float> &params, const Optimizer &optimizer) {
   Impl &m = *impl_;
-  checkOptimizer(optimizer, m.adamw(), m.hostTotal);
+  checkOptimizer(optimizer, m.adamw(), m.keepsEma(), m.hostTotal);
   if (int64_t(params.size()) != m.hostTotal)
     throw Error(fmt::format("device executor: {} parameters given, the manifest has {}",
                             params.size(), m.hostTotal));
@@ -838,7 +873,7 @@ void DeviceModel::setState(const std::vector<float> &params, const Optimizer &op
 
 void DeviceModel::getState(std::vector<float> &params, Optimizer &optimizer) const {
   Impl &m = *impl_;
-  checkOptimizer(optimizer, m.adamw(), m.hostTotal);
+  checkOptimizer(optimizer, m.adamw(), m.keepsEma(), m.hostTotal);
   m.sync("reading the parameters and optimizer state");
   params.resize(size_t(m.hostTotal));
   std::vector<Arena *> arenas = m.stateArenas();
@@ -955,6 +990,35 @@ EvalResult DeviceModel::evaluate(const DataSet &data, int64_t batch) {
     result.perplexity = std::exp(result.loss);
   result.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return result;
+}
+
+EvalResult DeviceModel::evaluateEma(const DataSet &data, int64_t batch) {
+  Impl &m = *impl_;
+  if (!m.keepsEma())
+    throw Error("device executor: the package keeps no EMA of the weights (optimizer ema = ...)");
+  if (stepsInFlight() > 0)
+    throw Error("device executor: evaluateEma with training steps queued and not collected");
+  // Before the first step the EMA is the weights (Optimizer::emaParameters).
+  if (m.control->downloadStepsTaken() == 0) {
+    EvalResult result = evaluate(data, batch);
+    result.ema = true;
+    return result;
+  }
+  // The EMA in place of the trainable weights, which wait in the gradient
+  // buffer's slots (the next step's gradients overwrite them there) and
+  // come back after: stream-ordered copies, the evaluation's graphs unchanged.
+  m.copyTrainableSlots(*m.grads, *m.params, "keeping the weights aside");
+  m.copyTrainableSlots(*m.params, *m.ema, "putting the EMA in place of the weights");
+  EvalResult result;
+  try {
+    result = evaluate(data, batch);
+  } catch (...) {
+    m.copyTrainableSlots(*m.params, *m.grads, "putting the weights back");
+    throw;
+  }
+  m.copyTrainableSlots(*m.params, *m.grads, "putting the weights back");
+  result.ema = true;
   return result;
 }
 

@@ -24,6 +24,7 @@ StepControlBlock makeStepControl(const ManifestOptimizer &config, int64_t stepsT
   block[kControlBeta1] = config.beta1;
   block[kControlBeta2] = config.beta2;
   block[kControlClipNorm] = config.clipNorm;
+  block[kControlEmaDecay] = config.emaDecay;
   return block;
 }
 

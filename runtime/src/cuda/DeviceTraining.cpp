@@ -59,6 +59,10 @@ EvalResult DeviceTrainBackend::evaluate(const DataSet &data, int64_t batch) {
   return started().evaluate(data, batch);
 }
 
+EvalResult DeviceTrainBackend::evaluateEma(const DataSet &data, int64_t batch) {
+  return started().evaluateEma(data, batch);
+}
+
 void DeviceTrainBackend::fetch(std::vector<float> &params, Optimizer &optimizer) {
   started().getState(params, optimizer);
 }

@@ -101,6 +101,23 @@ TEST_F(DeviceExecutorRefusals, NeedsTheOptimizersKernel) {
     EXPECT_TRUE(failsWith([&] { cuda::DeviceModel model(manifest, older, params); }, "",
                           {"the package has an older kernel " + kernel, "compile it again"}));
   }
+  // With an EMA of the weights, its kernel too.
+  Manifest manifest = load("adamw");
+  manifest.optimizer.emaDecay = 0.9;
+  CudaSection withOptimizer = section;
+  using K = CudaParamKind;
+  const K P = K::Ptr, I = K::I64, F = K::F32;
+  for (auto [name, params] : {std::pair<const char *, std::vector<K>>{
+                                  "pe_adamw", {P, P, P, P, I, P, F, F, F, F}},
+                              {"pe_sumsq_partials", {P, P, I}},
+                              {"pe_optimizer_scalars", {P, P, I, P}}}) {
+    CudaKernel kernel;
+    kernel.name = name;
+    kernel.params = params;
+    withOptimizer.kernels.push_back(kernel);
+  }
+  EXPECT_TRUE(failsWith([&] { cuda::DeviceModel::checkPackage(manifest, withOptimizer); }, "",
+                        {"the package has no kernel pe_ema", "compile it again"}));
 }
 
 // ---------------------------------------------------------------------------

@@ -520,6 +520,66 @@ TEST_F(DeviceTraining, DropoutFollowsTheCpuStepByStepAndResumesBitwise) {
   EXPECT_EQ(second.parameters(), gpuModel.parameters());
 }
 
+// The EMA of the weights on the device (STRINGRT_CUDA_VIT_EMA_PACKAGE:
+// vit_rope with ema = 0.9): pe_ema after each step, evaluated by swapping it
+// for the weights (eval_ema), checkpointed as the CPU's "ema.*" and resumed
+// bitwise; the evaluations and the EMA follow the CPU trainer's.
+TEST_F(DeviceTraining, EmaIsKeptEvaluatedAndCheckpointedOnTheDevice) {
+  OPEN_OR_SKIP("STRINGRT_CUDA_VIT_EMA_PACKAGE");
+  ASSERT_GT(package->manifest().optimizer.emaDecay, 0.0);
+  TrainOptions o = steps(6); // one epoch: an evaluation of each at its end
+  o.evaluate = true;
+  o.checkpointPath = dir.file("gpu.ckpt");
+  Model gpuModel = model(), cpuModel = model();
+  Recorder gpu, cpu;
+  run(gpuModel, o, gpu);
+  o.checkpointPath = dir.file("cpu.ckpt");
+  run(cpuModel, o, cpu, /*cpu=*/true);
+  ASSERT_EQ(gpu.evals.size(), 2u); // the weights, then their EMA
+  ASSERT_EQ(cpu.evals.size(), 2u);
+  EXPECT_FALSE(gpu.evals[0].ema);
+  EXPECT_TRUE(gpu.evals[1].ema);
+  EXPECT_NE(gpu.evals[1].loss, gpu.evals[0].loss);
+  for (size_t i = 0; i < 2; ++i)
+    EXPECT_NEAR(gpu.evals[i].loss, cpu.evals[i].loss, 1e-4 * std::max(1.0, cpu.evals[i].loss))
+        << (i ? "EMA" : "weights");
+  // The weights came back after the EMA's evaluation: the next step starts
+  // from them (the final checkpoint's weights are the model's).
+  std::vector<float> weights(gpuModel.parameters().size()), ema = weights, cpuEma = weights;
+  loadParameters(dir.file("gpu.ckpt"), gpuModel.manifest().model, optimizerSlots(gpuModel),
+                 weights);
+  EXPECT_EQ(weights, gpuModel.parameters());
+  loadParameters(dir.file("gpu.ckpt"), gpuModel.manifest().model, optimizerSlots(gpuModel), ema,
+                 /*ema=*/true);
+  loadParameters(dir.file("cpu.ckpt"), cpuModel.manifest().model, optimizerSlots(cpuModel),
+                 cpuEma, /*ema=*/true);
+  double worst = 0, moved = 0;
+  for (size_t i = 0; i < ema.size(); ++i) {
+    worst = std::max(worst, std::fabs(double(ema[i]) - cpuEma[i]));
+    moved = std::max(moved, std::fabs(double(ema[i]) - weights[i]));
+  }
+  EXPECT_LT(worst, 1e-5) << "the GPU's EMA against the CPU's";
+  EXPECT_GT(moved, 1e-4) << "the EMA is not the weights";
+
+  // Stopped after step 2 and resumed on the device: the same EMA, bitwise.
+  Model first = model(), second = model();
+  Recorder part1, part2;
+  TrainOptions stop = steps(6);
+  stop.stopAfter = 2;
+  stop.checkpointPath = dir.file("part.ckpt");
+  run(first, stop, part1);
+  TrainOptions resume;
+  resume.resumePath = stop.checkpointPath;
+  resume.checkpointPath = dir.file("resumed.ckpt");
+  resume.evaluate = false;
+  run(second, resume, part2);
+  std::vector<float> resumedEma = ema;
+  loadParameters(resume.checkpointPath, second.manifest().model, optimizerSlots(second),
+                 resumedEma, /*ema=*/true);
+  EXPECT_EQ(resumedEma, ema);
+  EXPECT_EQ(second.parameters(), gpuModel.parameters());
+}
+
 // A step whose loss is not finite (every other parameter NaN here) leaves the
 // parameters and the optimizer state alone, and so do the steps after it,
 // until setState() gives the device a state again.

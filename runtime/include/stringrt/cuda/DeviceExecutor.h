@@ -20,7 +20,8 @@
 // learning rate) comes back in a page-locked copy the host waits for when it
 // collects the step, which may be after it queued the next one.
 //
-// The optimizer is AdamW or SGD (pe_adamw / pe_sgd from the package). A
+// The optimizer is AdamW or SGD (pe_adamw / pe_sgd from the package), with
+// the EMA of the weights (pe_ema) when the optimizer keeps one. A
 // batch is staged first (stage(): uploaded on a second stream while the
 // previous step computes, BatchStaging.h) and copied into the program's
 // inputs when its step begins. Evaluation replays @forward (as a CUDA graph
@@ -157,6 +158,11 @@ public:
   // MiB of logits), then sums the losses and counts the correct argmaxes in
   // batch order exactly as the CPU does.
   EvalResult evaluate(const DataSet &data, int64_t batch);
+  // evaluate() of the EMA of the weights (optimizer ema = d > 0; the
+  // weights themselves before the first step), kept on the device by
+  // `pe_ema` after each applied step: the trainable weights are swapped for
+  // it on the device and back. Needs no step in flight.
+  EvalResult evaluateEma(const DataSet &data, int64_t batch);
 
   // Runs @gradients alone: the loss and every trainable parameter's
   // gradient in its slot of the flat buffer (frozen slots 0), as

@@ -40,6 +40,7 @@ public:
   OptimizerStepInfo collect(float &loss) override;
   int64_t stepsAhead() const override { return int64_t(kStepsInFlight) - 1; }
   EvalResult evaluate(const DataSet &data, int64_t batch) override;
+  EvalResult evaluateEma(const DataSet &data, int64_t batch) override;
   void fetch(std::vector<float> &params, Optimizer &optimizer) override;
 
   // The device model (null before start()).

@@ -3,8 +3,8 @@
 // training step"). The host sets the run's constants and the step counter;
 // each step, `pe_optimizer_scalars` (compiler/lib/GPU/OptimizerKernels.cpp,
 // which includes this header for the slots) reads the loss and the gradient norm's partials
-// and writes the step's scalars, which `pe_adamw` / `pe_sgd` read and the
-// host copies back.
+// and writes the step's scalars, which `pe_adamw` / `pe_sgd` (and `pe_ema`)
+// read and the host copies back.
 #pragma once
 
 #include "stringrt/Manifest.h"
@@ -28,6 +28,7 @@ enum StepControlSlot : int {
   kControlBeta1 = 7,
   kControlBeta2 = 8,
   kControlClipNorm = 9,
+  kControlEmaDecay = 18, // d of the EMA of the weights (pe_ema); 0: none
   // Written by pe_optimizer_scalars for the step just run.
   kControlStep = 10, // t
   kControlLoss = 11,
@@ -37,7 +38,7 @@ enum StepControlSlot : int {
   kControlBiasCorrection1 = 15, // 1 - beta1^t
   kControlBiasCorrection2 = 16, // 1 - beta2^t
   kControlApplied = 17,         // 1: the update ran; 0: the loss was not finite, or halted
-  kControlSlots = 18,
+  kControlSlots = 19,
 };
 
 using StepControlBlock = std::array<double, kControlSlots>;

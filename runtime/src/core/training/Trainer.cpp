@@ -109,6 +109,20 @@ public:
   EvalResult evaluate(const DataSet &data, int64_t batch) override {
     return evaluateTestSplit(model_, data, batch, threads_);
   }
+  // The EMA weights in place of the raw ones, then back.
+  EvalResult evaluateEma(const DataSet &data, int64_t batch) override {
+    std::vector<float> raw = model_.parameters();
+    model_.parameters() = optimizer_.emaParameters(raw);
+    EvalResult ema;
+    try {
+      ema = evaluateTestSplit(model_, data, batch, threads_);
+    } catch (...) {
+      model_.parameters() = std::move(raw);
+      throw;
+    }
+    model_.parameters() = std::move(raw);
+    return ema;
+  }
   void fetch(std::vector<float> &, Optimizer &) override {}
 
 private:
@@ -407,10 +421,6 @@ TrainResult train(Model &model, const DataSet &data, const TrainOptions &options
     throw Error(fmt::format("gradient accumulation (--accumulate {}) runs on the CPU only; "
                             "the {} backend takes each step's batch whole",
                             options.accumulate, backend->name()));
-  if (manifest.optimizer.emaDecay > 0 && backend)
-    throw Error(fmt::format("the EMA of the weights (optimizer ema = {}) is kept on the CPU "
-                            "only; the {} backend does not update it",
-                            manifest.optimizer.emaDecay, backend->name()));
 
   std::vector<OptimizerSlot> slots = optimizerSlots(model);
   Optimizer optimizer(manifest.optimizer, slots, model.parameters().size());
@@ -589,11 +599,8 @@ TrainResult train(Model &model, const DataSet &data, const TrainOptions &options
                            optional(eval.perplexity)));
       obs.onEval(plan, s + 1, eval);
       result.lastEval = eval;
-      if (optimizer.hasEma()) { // the EMA weights in place of the raw ones, then back
-        std::vector<float> raw = model.parameters();
-        model.parameters() = optimizer.emaParameters(raw);
-        EvalResult ema = run.evaluate(data, plan.batch);
-        model.parameters() = std::move(raw);
+      if (optimizer.hasEma()) {
+        EvalResult ema = run.evaluateEma(data, plan.batch);
         ema.ema = true;
         log.line(fmt::format("eval_ema,{},{},{:.9g},,,{},{},", s + 1, epoch + 1, ema.loss,
                              optional(ema.accuracy), optional(ema.perplexity)));
