@@ -5,7 +5,8 @@ make_seeds.py OUT_DIR [--tools BIN_DIR] [--small]
 
 OUT_DIR/<target>/ gets:
   frontend    every .pe file of the source tree (examples, tests)
-  package     packages of tiny_mlp (cpu-reference; cuda; cpu with its kernel
+  package     packages of tiny_mlp (cpu-reference; cuda, also with dropout
+              and an EMA; cpu with its kernel
               library's ELF magic broken and the checksum made to match, so
               loading reaches the library checks without handing mutated
               shared objects to the dynamic loader) and of every example
@@ -166,9 +167,20 @@ def tool_seeds(out, tools, small):
         run(stringc, TINY_MLP, "--target=cpu", "-o", cpu)
         break_elf(cpu, os.path.join(package_dir, "tiny_mlp.cpu-broken-elf.pkg"))
         if not small:
+            # With dropout (a launch argument {"step_key": true}) and an EMA
+            # of the weights (pe_ema): tiny_mlp's text changed in two lines.
+            with open(TINY_MLP) as f:
+                text = f.read()
+            regularised = os.path.join(tmp, "tiny_mlp_regularised.pe")
+            with open(regularised, "w") as f:
+                f.write(text.replace("let h = relu(select_token(x, index = 0)) * gain",
+                                     "let h = dropout(relu(select_token(x, index = 0)), p = 0.5) * gain")
+                        .replace("clip = 1.0)", "clip = 1.0, ema = 0.9)"))
             try:
                 run(stringc, TINY_MLP, "--target=cuda", "-o",
                     os.path.join(package_dir, "tiny_mlp.cuda.pkg"))
+                run(stringc, regularised, "--target=cuda", "-o",
+                    os.path.join(package_dir, "tiny_mlp_regularised.cuda.pkg"))
             except subprocess.CalledProcessError:
                 # A build without the GPU code generator or libdevice.
                 print("make_seeds: stringc --target=cuda failed: no cuda package seed")
