@@ -49,30 +49,27 @@ for precision in fp32 bf16; do
   done
 done
 echo "gpu/reports"
-# vit_rope trained with SGD (the device trainer's SGD test): the example with
-# its optimizer line replaced, as tests/cuda/CMakeLists.txt does.
-sed 's/^optimizer adamw(.*/optimizer sgd(lr = 0.05, momentum = 0.9, weight_decay = 0.01, clip = 1.0)/' \
-  examples/vit_rope.pe > gpu/vit_rope_sgd.pe
-if grep -q '^optimizer sgd' gpu/vit_rope_sgd.pe &&
-   "$stringc" gpu/vit_rope_sgd.pe --target=cuda --gpu-arch="$arch" -o gpu/vit_rope_sgd.pkg; then
-  echo "gpu/vit_rope_sgd.pkg"
-fi
-# vit_rope keeping an EMA of its weights (the device EMA test), as
-# tests/cuda/CMakeLists.txt writes it.
-sed 's/^optimizer adamw(lr = 2e-3, weight_decay = 0.05, clip = 1.0)/optimizer adamw(lr = 2e-3, weight_decay = 0.05, clip = 1.0, ema = 0.9)/' \
-  examples/vit_rope.pe > gpu/vit_rope_ema.pe
-if grep -q 'ema = 0.9' gpu/vit_rope_ema.pe &&
-   "$stringc" gpu/vit_rope_ema.pe --target=cuda --gpu-arch="$arch" -o gpu/vit_rope_ema.pkg; then
-  echo "gpu/vit_rope_ema.pkg"
-fi
-# vit_rope with dropout and drop-path (the device dropout tests), as
-# tests/cuda/CMakeLists.txt writes it.
-sed 's/return x + linear(gelu(linear(h, w1, b1)), w2, b2)/return x + drop_path(linear(dropout(gelu(linear(h, w1, b1)), p = 0.3), w2, b2), p = 0.25)/' \
-  examples/vit_rope.pe > gpu/vit_rope_dropout.pe
-if grep -q 'drop_path' gpu/vit_rope_dropout.pe &&
-   "$stringc" gpu/vit_rope_dropout.pe --target=cuda --gpu-arch="$arch" -o gpu/vit_rope_dropout.pkg; then
-  echo "gpu/vit_rope_dropout.pkg"
-fi
+# Variants of vit_rope for the device trainer's tests, as
+# tests/cuda/CMakeLists.txt writes them: gpu/NAME.pkg from the example with
+# the line FROM replaced by TO (skipped when the example no longer has FROM).
+vit_variant() {
+  local name=$1 from=$2 to=$3
+  if grep -qF "$from" examples/vit_rope.pe; then
+    python3 -c 'import sys; t = open(sys.argv[1]).read(); open(sys.argv[2], "w").write(t.replace(sys.argv[3], sys.argv[4]))' \
+      examples/vit_rope.pe "gpu/$name.pe" "$from" "$to"
+    "$stringc" "gpu/$name.pe" --target=cuda --gpu-arch="$arch" -o "gpu/$name.pkg" &&
+      echo "gpu/$name.pkg"
+  else
+    echo "gpu_packages: examples/vit_rope.pe no longer says '$from': no gpu/$name.pkg" >&2
+  fi
+}
+adamw="optimizer adamw(lr = 2e-3, weight_decay = 0.05, clip = 1.0)"
+vit_variant vit_rope_sgd "$adamw" \
+  "optimizer sgd(lr = 0.05, momentum = 0.9, weight_decay = 0.01, clip = 1.0)"
+vit_variant vit_rope_ema "$adamw" \
+  "optimizer adamw(lr = 2e-3, weight_decay = 0.05, clip = 1.0, ema = 0.9)"
+vit_variant vit_rope_dropout "return x + linear(gelu(linear(h, w1, b1)), w2, b2)" \
+  "return x + drop_path(linear(dropout(gelu(linear(h, w1, b1)), p = 0.3), w2, b2), p = 0.25)"
 data=/usr/share/datasets/fashion-mnist
 if [ -d "$data" ] && [ ! -d gpu/fashion-mnist ]; then
   cp -r "$data" gpu/fashion-mnist
