@@ -137,6 +137,7 @@ int deviceBench(const stringrt::CudaSection *cuda, stringrt::Model &model,
   device->stage(stringrt::modelInputs(model, batchOf(0)));
   auto start = Clock::now();
   for (int64_t s = 0; s < total; ++s) {
+    device->setStepKey({0, s, 0}); // fresh dropout masks each step, as in training
     device->queueStep(total);
     if (s + 1 < total)
       device->stage(stringrt::modelInputs(model, batchOf(s + 1)));

@@ -709,6 +709,7 @@ BenchResult bench(Model &model, const DataSet &data, int64_t batch,
     Batch b = data.batch(Split::Train, order.data() + (s % perEpoch) * batch,
                          static_cast<size_t>(batch));
     float loss = 0;
+    model.setStepKey({0, s, 0}); // fresh dropout masks each step, as in training
     try {
       model.gradients(modelInputs(model, b), loss, grads);
     } catch (const std::bad_alloc &) {
