@@ -13,6 +13,7 @@
 #include "stringrt/cpu/ThreadPool.h"
 
 #include "KernelUtil.h"
+#include "TargetClones.h"
 
 #include <algorithm>
 #include <cmath>
@@ -110,15 +111,9 @@ namespace {
 // product per lane and round: vpmuludq).
 constexpr int kPhiloxLanes = 16;
 
-#if defined(__x86_64__) && defined(__GNUC__) && defined(__linux__)
-#define STRINGRT_PHILOX_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define STRINGRT_PHILOX_CLONES
-#endif
-
 // Philox4x32::block of kPhiloxLanes counters (c[word][lane], in place)
 // under one key: the same rounds, lane by lane.
-STRINGRT_PHILOX_CLONES
+STRINGRT_TARGET_CLONES("avx512f", "avx2", "default")
 void philoxLanes(uint32_t (&c)[4][kPhiloxLanes], uint32_t key0, uint32_t key1) {
   using P = Philox4x32;
   for (int round = 0; round < P::kRounds; ++round) {

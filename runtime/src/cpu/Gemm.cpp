@@ -1,6 +1,7 @@
 // Single-precision GEMM: OpenBLAS when built with it, else a blocked,
 // packed C++ kernel (GotoBLAS layout, small enough to read) on the pool.
 #include "Gemm.h"
+#include "TargetClones.h"
 
 #include "stringrt/cpu/ThreadPool.h"
 
@@ -99,17 +100,6 @@ void packB(const GemmArgs &g, int64_t p0, int64_t kc, int64_t j0, int64_t nc, fl
   }
 }
 
-// Builds of the micro kernel for wider SIMD than the baseline x86-64 ISA
-// (SSE2), picked at load time for the running CPU (GCC / Clang function
-// multiversioning): the runtime stays portable, the hot loop still gets
-// AVX-512 or AVX + FMA where there is one. (Each target string is one
-// clone; "fma" implies AVX.)
-#if defined(__x86_64__) && defined(__GNUC__) && defined(__linux__)
-#define STRINGRT_SIMD_CLONES __attribute__((target_clones("avx512f", "fma", "default")))
-#else
-#define STRINGRT_SIMD_CLONES
-#endif
-
 // out[m NR + n] = sum_k a[k MR + m] b[k NR + n]: one MR x NR block of A B
 // over a K-slice. Each of the MR accumulator rows is one NR-float SIMD value
 // (GCC / Clang vector extensions: one zmm with AVX-512, two ymm with AVX,
@@ -119,7 +109,9 @@ void packB(const GemmArgs &g, int64_t p0, int64_t kc, int64_t j0, int64_t nc, fl
 #if defined(__GNUC__)
 typedef float PanelRow __attribute__((vector_size(kNR * sizeof(float))));
 
-STRINGRT_SIMD_CLONES
+// One build of the micro kernel per ISA (TargetClones.h): AVX-512, AVX + FMA
+// ("fma" implies AVX), baseline.
+STRINGRT_TARGET_CLONES("avx512f", "fma", "default")
 void microKernel(int64_t kc, const float *__restrict a, const float *__restrict b,
                  float *__restrict out) {
   PanelRow acc[kMR] = {};
