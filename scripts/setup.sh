@@ -28,5 +28,8 @@ echo "setup: installing ${missing[*]}"
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+# A fresh machine may still be running its own apt (provisioning, unattended
+# upgrades): wait up to 10 minutes for the package lock rather than failing.
+wait_for_lock=(-o DPkg::Lock::Timeout=600)
+$SUDO apt-get "${wait_for_lock[@]}" update -qq
+$SUDO apt-get "${wait_for_lock[@]}" install -y -qq --no-install-recommends "${missing[@]}"
