@@ -745,6 +745,34 @@ TEST(ModelTest, InitParametersRunsEveryInitialiser) {
   EXPECT_EQ(model.parameters(), before); // reproducible
 }
 
+// An init seed draws the random initialisers anew from
+// runInitSeed(seed, initSeed) and leaves the others alone; 0 is the package.
+TEST(ModelTest, AnInitSeedRedrawsOnlyTheRandomInitialisers) {
+  Manifest m = linearManifest(); // w: normal(std 0.5, seed 11); b: uniform(+-0.3, seed 12)
+  m.params.push_back(constantParam("c", {3}, ParamInit::Constant, -0.75));
+  Model model(m, kPath);
+  model.initParameters();
+  const std::vector<float> package = model.parameters();
+  model.initParameters(0);
+  EXPECT_EQ(model.parameters(), package);
+
+  model.initParameters(7);
+  EXPECT_EQ(detail::runInitSeed(11, 0), 11u);
+  EXPECT_EQ(detail::runInitSeed(11, 7), detail::splitmix64(11 ^ detail::splitmix64(7)));
+  std::vector<float> w(kIn * kClasses), b(kClasses);
+  detail::fillNormal(w.data(), kIn * kClasses, 0.0, 0.5, detail::runInitSeed(11, 7));
+  detail::fillUniform(b.data(), kClasses, -0.3, 0.3, detail::runInitSeed(12, 7));
+  EXPECT_EQ(slotTensor(model, "w").values, w);
+  EXPECT_EQ(slotTensor(model, "b").values, b);
+  EXPECT_EQ(slotTensor(model, "c").values, (std::vector<float>{-0.75f, -0.75f, -0.75f}));
+  EXPECT_NE(model.parameters(), package);
+  const std::vector<float> seven = model.parameters();
+  model.initParameters(8);
+  EXPECT_NE(model.parameters(), seven);
+  model.initParameters(7);
+  EXPECT_EQ(model.parameters(), seven); // reproducible
+}
+
 TEST(ModelTest, LoadChecksTheTensor) {
   TempDir dir;
   std::string file = dir.file("w.safetensors");

@@ -3,7 +3,7 @@
 // Links only libstringrt.
 //
 //   stringrun train PKG [--data PATH] [--epochs N] [--steps N] [--batch B]
-//                       [--seed S] [--checkpoint FILE] [--resume FILE]
+//                       [--seed S] [--init-seed S] [--checkpoint FILE] [--resume FILE]
 //                       [--log FILE.csv] [--accumulate N] [--augment SPEC]
 //                       [--no-eval]
 //   stringrun eval PKG [--data PATH] [--batch B] [--params FILE | --resume FILE [--ema]]
@@ -94,6 +94,10 @@ options:
   --seed S           train, gradients: the seed of the data order and of the
                      dropout masks (default 0; when resuming, the
                      checkpoint's)
+  --init-seed S      train: draw the random initial parameters (normal,
+                     uniform) anew from seed S (default 0: the package's
+                     seeds); another seed is another draw of the same model.
+                     Not with --resume
   --checkpoint FILE  train: write a checkpoint after every epoch and at the end
   --resume FILE      train: continue from a checkpoint (the same losses as an
                      unbroken run); eval: evaluate its parameters
@@ -191,7 +195,7 @@ const std::pair<const char *, bool Args::*> kDeviceFlags[] = {
 const std::vector<std::string> kValueOptions = {
     "--data", "--epochs", "--steps",  "--batch",  "--seed",   "--checkpoint",
     "--resume", "--params", "--log", "--threads", "--stop-after", "--out",
-    "--kernels", "--device", "--accumulate", "--augment"};
+    "--kernels", "--device", "--accumulate", "--augment", "--init-seed"};
 
 // The options naming files: none may be empty.
 const std::vector<std::string> kPathOptions = {"--data", "--checkpoint", "--resume",
@@ -276,7 +280,7 @@ Args parseArgs(int argc, char **argv) {
   std::map<std::string, std::vector<std::string>> allowed = {
       {"train",
        {"--data", "--epochs", "--steps", "--batch", "--seed", "--checkpoint",
-        "--resume", "--log", "--stop-after", "--accumulate", "--augment"}},
+        "--resume", "--log", "--stop-after", "--accumulate", "--augment", "--init-seed"}},
       {"eval", {"--data", "--batch", "--params", "--resume"}},
       {"bench", {"--data", "--batch", "--steps"}},
       {"gradients", {"--data", "--batch", "--seed", "--params", "--out"}},
@@ -525,6 +529,7 @@ int runTrain(const Args &args, stringrt::Model &model, Printer &printer,
   options.steps = number<int64_t>(args, "--steps", 1).value_or(0);
   options.batch = number<int64_t>(args, "--batch", 1).value_or(0);
   options.seed = number<uint64_t>(args, "--seed", 0);
+  options.initSeed = number<uint64_t>(args, "--init-seed", 0).value_or(0);
   options.checkpointPath = value(args, "--checkpoint").value_or("");
   options.resumePath = value(args, "--resume").value_or("");
   options.logPath = value(args, "--log").value_or("");
@@ -610,14 +615,21 @@ int runBench(const Args &args, stringrt::Model &model) {
               kernels.c_str());
   const auto &fwd = model.manifest().forward.arena;
   const auto &grad = model.manifest().gradients.arena;
-  if (model.arenaPlan() && fwd && grad)
+  if (model.arenaPlan() && fwd && grad) {
+    // At the batch benchmarked; the package's report (the compiler's
+    // figures, at its report batch) adds what the plan saves.
     std::printf("memory: arena plan; at batch %lld the arenas hold %lld bytes (forward) and "
-                "%lld bytes (gradients), %lld and %lld without reuse\n",
+                "%lld bytes (gradients)\n",
+                static_cast<long long>(r.batch),
+                static_cast<long long>(model.programBytes("forward", r.batch)),
+                static_cast<long long>(model.programBytes("gradients", r.batch)));
+    std::printf("memory: the package's report, at batch %lld: %lld and %lld bytes, %lld and "
+                "%lld without reuse\n",
                 static_cast<long long>(fwd->reportBatch), static_cast<long long>(fwd->arenaBytes),
                 static_cast<long long>(grad->arenaBytes),
                 static_cast<long long>(fwd->noReuseBytes),
                 static_cast<long long>(grad->noReuseBytes));
-  else
+  } else
     std::printf("memory: buffers recycled at run time (no arena plan)\n");
   if (args.profile)
     stringrun::printProfile(profile, r.steps, r.seconds,
@@ -665,6 +677,7 @@ int run(int argc, char **argv) {
     number<int64_t>(args, "--steps", 1);
     number<int64_t>(args, "--batch", 1);
     number<uint64_t>(args, "--seed", 0);
+    number<uint64_t>(args, "--init-seed", 0);
     threadsOption(args);
     number<int64_t>(args, "--stop-after", 1);
     number<int64_t>(args, "--accumulate", 1);

@@ -75,9 +75,11 @@ public:
   const StepKey &stepKey() const;
 
   // Every parameter from its initialiser (normal, uniform, zeros, ones,
-  // constant, load). Throws Error if a `load` fails; the buffer is then
-  // partly written.
-  void initParameters();
+  // constant, load). `initSeed` != 0 reseeds the random ones (normal,
+  // uniform) for another draw of the same model (docs/package.md,
+  // "Parameter initialisation"); 0 keeps the package's seeds. Throws Error if
+  // a `load` fails; the buffer is then partly written.
+  void initParameters(uint64_t initSeed = 0);
 
   // One flat buffer, parameters in manifest order (sized at construction to
   // parameterCount(), zero-filled). Callers may write it freely but must not

@@ -104,6 +104,9 @@ struct TrainOptions {
                                   // schedule still spans the whole run; a
                                   // later --resume continues it).
   std::optional<uint64_t> seed;   // Data order; default 0 or the checkpoint's.
+  uint64_t initSeed = 0;          // Reseeds the random initialisers
+                                  // (Model::initParameters); 0: the package's.
+                                  // Not with resumePath.
   std::string checkpointPath;     // Written after every epoch and at the end.
   std::string resumePath;         // A checkpoint to continue from.
   std::string logPath;            // CSV log (appended to when resuming).

@@ -17,6 +17,10 @@ uint64_t splitmix64(uint64_t x) {
   return z ^ (z >> 31);
 }
 
+uint64_t runInitSeed(uint64_t seed, uint64_t initSeed) {
+  return initSeed == 0 ? seed : splitmix64(seed ^ splitmix64(initSeed));
+}
+
 double unitUniform(uint64_t seed, uint64_t e) {
   uint64_t bits = splitmix64(seed ^ splitmix64(e)) >> 11; // top 53 bits
   return static_cast<double>(bits) * 0x1.0p-53;

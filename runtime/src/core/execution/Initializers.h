@@ -17,6 +17,12 @@ uint64_t splitmix64(uint64_t x);
 // u(seed, e): the top 53 bits of splitmix64(seed ^ splitmix64(e)) scaled into [0, 1).
 double unitUniform(uint64_t seed, uint64_t e);
 
+// The seed a random initialiser draws with in a run of init seed `initSeed`
+// (stringrun train --init-seed): the package's `seed` itself for 0, else
+// splitmix64(seed ^ splitmix64(initSeed)), so every parameter gets a new,
+// still independent stream.
+uint64_t runInitSeed(uint64_t seed, uint64_t initSeed);
+
 // out[e] = low + (high - low) * u(seed, e), computed in double, rounded once.
 void fillUniform(float *out, int64_t count, double low, double high, uint64_t seed);
 

@@ -274,7 +274,7 @@ const ParamSlot *Model::findSlot(const std::string &name) const {
   return s < 0 ? nullptr : &impl_->slots[static_cast<size_t>(s)];
 }
 
-void Model::initParameters() {
+void Model::initParameters(uint64_t initSeed) {
   Impl &m = *impl_;
   if (static_cast<int64_t>(m.params.size()) != m.count)
     m.params.assign(static_cast<size_t>(m.count), 0.0f);
@@ -293,10 +293,10 @@ void Model::initParameters() {
       std::fill(out, out + slot.size, static_cast<float>(p.value));
       break;
     case ParamInit::Uniform:
-      detail::fillUniform(out, slot.size, p.low, p.high, p.seed);
+      detail::fillUniform(out, slot.size, p.low, p.high, detail::runInitSeed(p.seed, initSeed));
       break;
     case ParamInit::Normal:
-      detail::fillNormal(out, slot.size, p.mean, p.std, p.seed);
+      detail::fillNormal(out, slot.size, p.mean, p.std, detail::runInitSeed(p.seed, initSeed));
       break;
     case ParamInit::Load:
       detail::loadParameter(out, slot.shape, p.file, p.tensor, p.name);

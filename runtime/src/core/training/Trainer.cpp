@@ -430,6 +430,11 @@ TrainResult train(Model &model, const DataSet &data, const TrainOptions &options
   plan.batch = options.batch > 0 ? options.batch : kDefaultBatch;
   plan.seed = options.seed.value_or(0);
   if (!options.resumePath.empty()) {
+    if (options.initSeed != 0)
+      throw Error(options.resumePath,
+                  fmt::format("an init seed ({}) only applies to a new run: the "
+                              "checkpoint holds the parameters",
+                              options.initSeed));
     CheckpointInfo info = readCheckpointInfo(options.resumePath);
     if (options.batch > 0 && options.batch != info.batch)
       throw Error(options.resumePath,
@@ -451,7 +456,7 @@ TrainResult train(Model &model, const DataSet &data, const TrainOptions &options
     checkpointTotal = info.totalSteps;
     checkpointEpoch = info.epoch;
   } else {
-    model.initParameters();
+    model.initParameters(options.initSeed);
   }
   if (plan.batch < 1)
     throw Error(fmt::format("batch must be >= 1, got {}", plan.batch));
