@@ -10,6 +10,8 @@ config.test_exec_root = os.path.join(os.path.dirname(config.stringc_tools_dir), 
 config.excludes = ["lit.cfg.py", "lit.site.cfg.py", "Inputs"]
 
 config.substitutions.append(("%examples", os.path.join(config.stringc_src_root, "examples")))
+config.substitutions.append(("%scripts", os.path.join(config.stringc_src_root, "scripts")))
+config.substitutions.append(("%bindir", config.stringc_tools_dir))
 llvm_config.with_system_environment(["HOME", "TMP", "TEMP"])
 llvm_config.use_default_substitutions()
 llvm_config.add_tool_substitutions(
