@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <memory>
 
 namespace stringrun {
@@ -171,7 +172,7 @@ int deviceBench(const stringrt::CudaSection *cuda, stringrt::Model &model,
 
 int deviceGradients(const stringrt::CudaSection *cuda, stringrt::Model &model,
                     const stringrt::DataSet &data, const DeviceRunOptions &options) {
-  model.initParameters();
+  model.initParameters(options.initSeed);
   auto device = open(cuda, model, options);
   stepsPerEpoch(data, options.batch);
   const std::vector<int64_t> order =
@@ -214,12 +215,15 @@ int deviceGradients(const stringrt::CudaSection *cuda, stringrt::Model &model,
     tensors.push_back({"grad." + slot.name, stringrt::DType::F32, slot.shape,
                        gpu.data() + slot.offset});
   }
-  if (!options.outPath.empty())
-    stringrt::writeSafetensors(options.outPath, tensors,
-                               {{"model", model.manifest().model},
-                                {"device", device->deviceName()},
-                                {"batch", std::to_string(options.batch)},
-                                {"seed", std::to_string(options.seed)}});
+  if (!options.outPath.empty()) {
+    std::map<std::string, std::string> metadata = {{"model", model.manifest().model},
+                                                   {"device", device->deviceName()},
+                                                   {"batch", std::to_string(options.batch)},
+                                                   {"seed", std::to_string(options.seed)}};
+    if (options.initSeed != 0)
+      metadata["init_seed"] = std::to_string(options.initSeed);
+    stringrt::writeSafetensors(options.outPath, tensors, metadata);
+  }
   std::printf("%s: every gradient within %.0e of its largest magnitude\n",
               ok ? "PASS" : "FAIL", gradientTolerance);
   return ok ? 0 : 1;

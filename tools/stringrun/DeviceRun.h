@@ -20,6 +20,7 @@ namespace stringrun {
 struct DeviceRunOptions {
   int64_t epochs = 0, steps = 0, batch = 32;
   uint64_t seed = 0;
+  uint64_t initSeed = 0; // gradients: the initial parameters' draw (--init-seed)
   bool evaluate = true;
   bool tf32 = false;
   bool graphs = true; // CUDA graphs for the training step (--no-graphs: off)

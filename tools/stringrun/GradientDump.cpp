@@ -26,7 +26,7 @@ GradientDumpResult dumpGradients(stringrt::Model &model,
                             count, options.batch));
   stringrt::checkBatchMemory(model, options.batch, true, 0, "gradients");
 
-  model.initParameters();
+  model.initParameters(options.initSeed);
   if (!options.paramsPath.empty())
     stringrt::loadParameters(options.paramsPath, manifest.model,
                              stringrt::optimizerSlots(model),
@@ -66,12 +66,14 @@ GradientDumpResult dumpGradients(stringrt::Model &model,
   }
   views.push_back({"loss", stringrt::DType::F32, {}, &result.loss});
 
-  const std::map<std::string, std::string> metadata = {
+  std::map<std::string, std::string> metadata = {
       {"format", "stringrun-gradients"},
       {"model", manifest.model},
       {"batch", std::to_string(options.batch)},
       {"seed", std::to_string(options.seed)},
   };
+  if (options.initSeed != 0)
+    metadata["init_seed"] = std::to_string(options.initSeed);
   stringrt::writeSafetensors(options.outPath, views, metadata);
   return result;
 }

@@ -15,6 +15,7 @@ namespace stringrun {
 struct GradientDumpOptions {
   int64_t batch = 0;      // >= 1
   uint64_t seed = 0;      // data-order and dropout seed, as `train --seed`
+  uint64_t initSeed = 0;  // the initial parameters' draw, as `train --init-seed`
   std::string paramsPath; // empty: freshly initialised parameters
   std::string outPath;    // the safetensors file to write
 };
@@ -33,7 +34,8 @@ struct GradientDumpResult {
 //   param.<name>  every parameter (F32, frozen ones too),
 //   loss          the loss (F32, shape []),
 //   grad.<name>   the gradient of every trainable parameter (F32),
-// and metadata format "stringrun-gradients", model, batch, seed. Throws
+// and metadata format "stringrun-gradients", model, batch, seed (and
+// init_seed when not 0). Throws
 // stringrt::Error (bad batch, data, parameter file, I/O).
 GradientDumpResult dumpGradients(stringrt::Model &model,
                                  const stringrt::DataSet &data,

@@ -8,7 +8,7 @@
 //                       [--no-eval]
 //   stringrun eval PKG [--data PATH] [--batch B] [--params FILE | --resume FILE [--ema]]
 //   stringrun bench PKG [--data PATH] [--batch B] [--steps N] [--profile]
-//   stringrun gradients PKG --out FILE [--data PATH] [--batch B] [--seed S]
+//   stringrun gradients PKG --out FILE [--data PATH] [--batch B] [--seed S] [--init-seed S]
 //                           [--params FILE]
 // and, for every command, [--kernels compiled|fast|reference] [--threads N] [--no-arena];
 // every command also runs on a GPU with --device cuda [--tf32] [--no-graphs]
@@ -94,10 +94,10 @@ options:
   --seed S           train, gradients: the seed of the data order and of the
                      dropout masks (default 0; when resuming, the
                      checkpoint's)
-  --init-seed S      train: draw the random initial parameters (normal,
-                     uniform) anew from seed S (default 0: the package's
-                     seeds); another seed is another draw of the same model.
-                     Not with --resume
+  --init-seed S      train, gradients: draw the random initial parameters
+                     (normal, uniform) anew from seed S (default 0: the
+                     package's seeds); another seed is another draw of the
+                     same model. Not with --resume or --params
   --checkpoint FILE  train: write a checkpoint after every epoch and at the end
   --resume FILE      train: continue from a checkpoint (the same losses as an
                      unbroken run); eval: evaluate its parameters
@@ -283,7 +283,7 @@ Args parseArgs(int argc, char **argv) {
         "--resume", "--log", "--stop-after", "--accumulate", "--augment", "--init-seed"}},
       {"eval", {"--data", "--batch", "--params", "--resume"}},
       {"bench", {"--data", "--batch", "--steps"}},
-      {"gradients", {"--data", "--batch", "--seed", "--params", "--out"}},
+      {"gradients", {"--data", "--batch", "--seed", "--init-seed", "--params", "--out"}},
   };
   for (auto &[command, options] : allowed) {
     (void)command;
@@ -308,6 +308,8 @@ Args parseArgs(int argc, char **argv) {
     throw UsageError{"give --params or --resume, not both"};
   if (args.ema && (args.command != "eval" || !args.values.count("--resume")))
     throw UsageError{"option '--ema' applies to 'eval --resume CHECKPOINT' only"};
+  if (args.values.count("--init-seed") && args.values.count("--params"))
+    throw UsageError{"give --init-seed (new parameters) or --params (loaded ones), not both"};
   if (args.command == "gradients" && !args.values.count("--out"))
     throw UsageError{"'gradients' needs --out FILE"};
   if (auto device = args.values.find("--device"); device != args.values.end()) {
@@ -642,6 +644,7 @@ int runGradients(const Args &args, stringrt::Model &model) {
   options.batch =
       number<int64_t>(args, "--batch", 1).value_or(stringrt::kDefaultBatch);
   options.seed = number<uint64_t>(args, "--seed", 0).value_or(0);
+  options.initSeed = number<uint64_t>(args, "--init-seed", 0).value_or(0);
   options.paramsPath = value(args, "--params").value_or("");
   options.outPath = *value(args, "--out");
   stringrt::DataSet data =
@@ -725,6 +728,7 @@ int run(int argc, char **argv) {
       options.steps = number<int64_t>(args, "--steps", 1).value_or(0);
       options.batch = number<int64_t>(args, "--batch", 1).value_or(stringrt::kDefaultBatch);
       options.seed = number<uint64_t>(args, "--seed", 0).value_or(0);
+      options.initSeed = number<uint64_t>(args, "--init-seed", 0).value_or(0);
       options.evaluate = !args.noEval;
       options.tf32 = args.tf32;
       options.graphs = !args.noGraphs;
