@@ -7,6 +7,12 @@
 // threads it does not have) limits its own address space (RLIMIT_AS, which
 // binds root too, unlike RLIMIT_NPROC) to a little more than it uses, so
 // that no thread stack fits, then asks for 4 threads.
+//
+// The child runs with OPENBLAS_NUM_THREADS=1. OpenBLAS otherwise starts its
+// own server threads when it loads, and each allocates its 128 MiB buffer
+// when it first runs: a thread that had not run yet when the limit fell
+// retried that allocation forever, and the child hung at exit joining it
+// (seen as a ctest timeout on 2-core machines, about one run in three).
 #include "stringrt/Error.h"
 #include "stringrt/cpu/ThreadPool.h"
 
@@ -76,7 +82,9 @@ TEST(ThreadPool, ARefusedPoolSaysSoAndKeepsOneThread) {
   ssize_t length = readlink("/proc/self/exe", self, sizeof self - 1);
   ASSERT_GT(length, 0);
   self[length] = '\0';
-  const std::string command = std::string("STRINGRT_THREADS=1 ") + kChildMarker + "=1 '" + self +
+  // `timeout` turns a hung child into a failure that shows its output.
+  const std::string command = std::string("OPENBLAS_NUM_THREADS=1 STRINGRT_THREADS=1 ") +
+                              kChildMarker + "=1 timeout -s KILL 60 '" + self +
                               "' --gtest_filter=ThreadPoolChild.* 2>&1";
   FILE *child = popen(command.c_str(), "r");
   ASSERT_NE(child, nullptr);
