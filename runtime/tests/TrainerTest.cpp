@@ -865,7 +865,7 @@ TEST(TrainerTest, AccumulationIsRefusedWhereItCannotRun) {
   o.accumulate = 2;
   QueueingBackend backend(model, 0);
   EXPECT_TRUE(failsWith([&] { train(model, data, o, nullptr, &backend); }, "",
-                        {"runs on the CPU only", "queueing backend"}));
+                        {"--accumulate 2) is not available on the queueing backend"}));
 }
 
 // Augmentation (Augment.h) on the training batches: the package's policy

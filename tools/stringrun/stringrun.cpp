@@ -78,7 +78,7 @@ options:
                      epochs (a run may end mid-epoch); bench: steps to time
                      (default 10)
   --batch B          batch size (default 32; when resuming, the checkpoint's)
-  --accumulate N     train (CPU): split each step's batch into N
+  --accumulate N     train (CPU or GPU): split each step's batch into N
                      micro-batches and average their gradients: the same
                      steps as the whole batch (within float rounding) in a
                      micro-batch's activation memory (default 1)

@@ -112,7 +112,7 @@ struct TrainOptions {
   std::string logPath;            // CSV log (appended to when resuming).
   bool evaluate = true;           // Evaluate after every epoch and at the end.
   int threads = 1;                // Evaluation replicas (see evaluate()).
-  // Gradient accumulation (CPU): each step's batch is split along the batch
+  // Gradient accumulation (CPU and GPU): each step's batch is split along the batch
   // dimension into this many micro-batches whose gradients and losses are
   // averaged, weighted by their sizes: the same step as the whole batch
   // (within float rounding) with a micro-batch's activation memory. The data
@@ -192,6 +192,10 @@ public:
   // The run starts from these parameters and this optimizer state (step
   // count included): freshly initialised, or the resumed checkpoint's.
   virtual void start(const std::vector<float> &params, const Optimizer &optimizer) = 0;
+  // Each step's batch in `parts` consecutive micro-batches whose gradients
+  // are averaged (TrainOptions::accumulate; set before start). The default
+  // refuses parts > 1: the backend takes each batch whole.
+  virtual void setAccumulate(int64_t parts);
   // Queues one training step (gradients, clipping, the optimizer) on
   // `batch`. `next` assembles the batch of the following step and returns it
   // (nullptr for the last step; a second call returns the same): the backend

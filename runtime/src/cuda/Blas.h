@@ -27,12 +27,14 @@ using GemmStridedBatchedExFn = cublasStatus_t (*)(
 
 // The entry points used, with cublas_api.h's prototypes, by their versioned
 // symbols (cublasCreate -> cublasCreate_v2). GEMMs go through the Ex entries:
-// f32 data with the compute type naming the arithmetic (Gemm.cpp).
+// f32 data with the compute type naming the arithmetic (Gemm.cpp); saxpy
+// adds the micro-batches' gradients of an accumulated step (Gemm::axpy).
 struct Api {
   decltype(&::cublasCreate_v2) create;
   decltype(&::cublasDestroy_v2) destroy;
   GemmExFn gemmEx;
   GemmStridedBatchedExFn gemmStridedBatchedEx;
+  decltype(&::cublasSaxpy_v2) saxpy;
   decltype(&::cublasSetStream_v2) setStream;
   decltype(&::cublasSetWorkspace_v2) setWorkspace;
   decltype(&::cublasGetStatusString) getStatusString;

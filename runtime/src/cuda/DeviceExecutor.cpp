@@ -35,25 +35,40 @@ std::string joined(const std::vector<std::string> &names) {
   return out;
 }
 
-/// A program's device buffers at one batch size.
-struct BatchBuffers {
-  ProgramPlacement placement;
-  std::unique_ptr<Arena> arena, extra, scratch;
-  int64_t runs = 0;          // training steps (@gradients) / evaluation batches (@forward) run
-  CUgraphExec graph = nullptr; // the captured device part of a step or evaluation batch
-  ~BatchBuffers() {
+/// Device work queued alike run after run (a training step, an evaluation
+/// batch): eagerly on its first run, captured into `graph` on its second
+/// and replayed from then on (Impl::runMaybeGraphed).
+struct ReplayedWork {
+  int64_t runs = 0;
+  CUgraphExec graph = nullptr;
+  ReplayedWork() = default;
+  ReplayedWork(ReplayedWork &&other) noexcept : runs(other.runs), graph(other.graph) {
+    other.graph = nullptr;
+  }
+  ReplayedWork &operator=(ReplayedWork &&) = delete;
+  ~ReplayedWork() {
     if (graph)
       if (const driver::Api *api = driver::api())
         api->graphExecDestroy(graph);
   }
-  BatchBuffers() = default;
-  BatchBuffers(BatchBuffers &&other) noexcept
-      : placement(std::move(other.placement)), arena(std::move(other.arena)),
-        extra(std::move(other.extra)), scratch(std::move(other.scratch)),
-        runs(other.runs), graph(other.graph) {
-    other.graph = nullptr;
-  }
-  BatchBuffers &operator=(BatchBuffers &&) = delete;
+};
+
+/// A program's device buffers at one batch size.
+struct BatchBuffers {
+  ProgramPlacement placement;
+  std::unique_ptr<Arena> arena, extra, scratch;
+  ReplayedWork work; // training steps (@gradients) / evaluation batches (@forward)
+};
+
+/// What a training step of `rows` examples in micro-batches (queueStep's
+/// `accumulate`) needs besides each micro-batch size's BatchBuffers: the
+/// whole staged batch (sliced into each micro-batch's inputs inside the
+/// step), each micro-batch's step key, the step's weighted loss.
+struct AccumulatedStep {
+  std::vector<int64_t> begins, sizes; // the micro-batches' rows, in order
+  std::vector<uint64_t> inputOffsets, rowBytes; // each input's place in `inputs`
+  std::unique_ptr<Arena> inputs, keys, loss;
+  ReplayedWork work;
 };
 
 
@@ -96,6 +111,8 @@ struct DeviceModel::Impl {
   int64_t steps = 0;       // optimizer steps applied, as of the last step collected
   int64_t stepsQueued = 0; // steps before the state given + steps queued since (names them)
   std::map<std::pair<std::string, int64_t>, BatchBuffers> buffers;
+  // Accumulated steps by (rows, micro-batches).
+  std::map<std::pair<int64_t, int64_t>, AccumulatedStep> accumulated;
   // DeviceOptions::profile: the spans queued since the last collection, by
   // kind, and the events they used (reused).
   struct TimedSpan {
@@ -116,6 +133,7 @@ struct DeviceModel::Impl {
     control.reset();
     staging.reset();
     evalStaging.reset();
+    accumulated.clear();
     buffers.clear();
     if (stream)
       if (const driver::Api *api = driver::api())
@@ -377,8 +395,9 @@ struct DeviceModel::Impl {
                             g.strideB, g.beta, g.c, g.strideC, g.count, where, gemmPrecision);
   }
 
-  /// After @gradients: each gradient output into its slot of `grads`.
-  void collectGradients(const BatchBuffers &b) {
+  /// Calls f(slot, address) for each gradient output of @gradients in `b`:
+  /// its parameter's slot and the output's device address.
+  template <typename F> void forEachGradientOutput(const BatchBuffers &b, F &&f) const {
     const Program &p = program("gradients");
     for (const ProgramOutput &out : p.outputs) {
       if (!out.isGrad())
@@ -387,14 +406,29 @@ struct DeviceModel::Impl {
                                [&](const OptimizerSlot &s) { return s.name == out.grad; });
       if (slot == slots.end())
         throw Error(fmt::format("gradients output for unknown parameter '{}'", out.grad));
-      uint64_t bytes = uint64_t(slot->size) * 4;
-      if (b.placement.values[out.value].bytes != bytes)
+      if (b.placement.values[out.value].bytes != uint64_t(slot->size) * 4)
         throw Error(fmt::format("the gradient of '{}' has the wrong size", out.grad));
-      driver::check(driver::require().memcpyDtoDAsync(
-                        CUdeviceptr(grads->at(slot->offset * 4, bytes)),
-                        CUdeviceptr(address(b, out.value)), bytes, stream),
-                    "collecting the gradients", "cuMemcpyDtoDAsync");
+      f(*slot, address(b, out.value));
     }
+  }
+
+  /// After @gradients: each gradient output into its slot of `grads`.
+  void collectGradients(const BatchBuffers &b) {
+    forEachGradientOutput(b, [&](const OptimizerSlot &slot, uint64_t from) {
+      const uint64_t bytes = uint64_t(slot.size) * 4;
+      copyOnDevice(grads->at(slot.offset * 4, bytes), from, bytes, "collecting the gradients");
+    });
+  }
+
+  void copyOnDevice(uint64_t to, uint64_t from, uint64_t bytes, const std::string &what) {
+    driver::check(driver::require().memcpyDtoDAsync(CUdeviceptr(to), CUdeviceptr(from), bytes,
+                                                    stream),
+                  what, "cuMemcpyDtoDAsync");
+  }
+
+  void zeroOnDevice(uint64_t at, uint64_t floats, const std::string &what) {
+    driver::check(driver::require().memsetD32Async(CUdeviceptr(at), 0, floats, stream), what,
+                  "cuMemsetD32Async");
   }
 
   void copyBack(float *host, uint64_t device, size_t bytes, const char *what) {
@@ -424,15 +458,20 @@ struct DeviceModel::Impl {
   /// so that a replayed step reads its own key. Throws Error, naming `where`,
   /// for a key outside the masks' domain (dropoutDomainError).
   void writeStepKey(int64_t batch, const std::string &where) {
-    if (stepKeyAddress == 0)
-      return;
-    if (std::string why = dropoutDomainError(0.0, 0, stepKey, batch, 0); !why.empty())
+    if (stepKeyAddress != 0)
+      writeKeyWords(stepKeyAddress, stepKey, batch, where);
+  }
+
+  /// writeStepKey's memsets of `key` at `address`.
+  void writeKeyWords(uint64_t address, const StepKey &key, int64_t batch,
+                     const std::string &where) {
+    if (std::string why = dropoutDomainError(0.0, 0, key, batch, 0); !why.empty())
       throw Error(fmt::format("{}: the dropout masks' key: {}", where, why));
-    const uint32_t words[kStepKeyWords] = {uint32_t(stepKey.seed), uint32_t(stepKey.seed >> 32),
-                                           uint32_t(stepKey.step), uint32_t(stepKey.firstSample)};
+    const uint32_t words[kStepKeyWords] = {uint32_t(key.seed), uint32_t(key.seed >> 32),
+                                           uint32_t(key.step), uint32_t(key.firstSample)};
     for (int w = 0; w < kStepKeyWords; ++w)
-      driver::check(driver::require().memsetD32Async(CUdeviceptr(stepKeyAddress + 4 * w), words[w],
-                                                     1, stream),
+      driver::check(driver::require().memsetD32Async(CUdeviceptr(address + 4 * w), words[w], 1,
+                                                     stream),
                     where + " (writing the step key)", "cuMemsetD32Async");
   }
 
@@ -466,12 +505,100 @@ struct DeviceModel::Impl {
     inTrainingStep = true; // profiled (DeviceOptions::profile)
     walk("gradients", b, batch);
     timed("gradient copies", [&] { collectGradients(b); });
-    timed("optimizer", [&] { enqueueOptimizer(b); });
+    timed("optimizer", [&] { enqueueOptimizer(lossAddress(b)); });
     inTrainingStep = false;
   }
 
-  /// The gradient norm's partials, the step's scalars and the update.
-  void enqueueOptimizer(BatchBuffers &b) {
+  /// The micro-batches of a step of `rows` examples in `parts` (the CPU
+  /// trainer's split: consecutive rows, sizes differing by at most one, the
+  /// larger first) and the buffers that step needs, the BatchBuffers of each
+  /// micro-batch size included (nothing is allocated while a step is
+  /// captured). The inputs must carry the batch in their first dimension
+  /// alone, as the CPU trainer's split assumes.
+  AccumulatedStep &accumulatedFor(int64_t rows, int64_t parts) {
+    const auto key = std::make_pair(rows, parts);
+    if (auto it = accumulated.find(key); it != accumulated.end())
+      return it->second;
+    AccumulatedStep s;
+    for (int64_t part = 0, begin = 0; part < parts; ++part) {
+      const int64_t size = rows / parts + (part < rows % parts ? 1 : 0);
+      s.begins.push_back(begin);
+      s.sizes.push_back(size);
+      begin += size;
+    }
+    checkAccumulation(manifest);
+    uint64_t bytes = 0;
+    for (const ManifestInput &in : manifest.inputs) {
+      uint64_t row = dtypeSize(in.dtype);
+      for (size_t d = 1; d < in.shape.size(); ++d)
+        row *= uint64_t(in.shape[d]);
+      s.inputOffsets.push_back(bytes);
+      s.rowBytes.push_back(row);
+      bytes += (row * uint64_t(rows) + kDeviceAlignment - 1) / kDeviceAlignment * kDeviceAlignment;
+    }
+    auto arena = [&](uint64_t n) {
+      return std::make_unique<Arena>(device, size_t(std::max<uint64_t>(n, kDeviceAlignment)));
+    };
+    s.inputs = arena(bytes);
+    s.keys = arena(uint64_t(parts) * kStepKeyWords * 4);
+    s.loss = arena(4);
+    for (int64_t size : s.sizes)
+      buffersFor("gradients", size);
+    return accumulated.emplace(key, std::move(s)).first->second;
+  }
+
+  /// Queues an accumulated training step, nothing of it passing through the
+  /// host: for each micro-batch, its step key (from s.keys) and its rows of
+  /// the whole batch into @gradients' inputs at its size, the walk, and its
+  /// loss and gradients added, weighted by size / rows, into the step's loss
+  /// and the flat gradient buffer (cuBLAS axpy); then the optimizer, as in
+  /// enqueueTrainStep.
+  void enqueueAccumulatedStep(const AccumulatedStep &s, int64_t rows) {
+    inTrainingStep = true;
+    const Program &p = program("gradients");
+    timed("gradient accumulation", [&] {
+      if (total > 0)
+        zeroOnDevice(grads->at(0, size_t(total) * 4), uint64_t(total), "zeroing the gradients");
+      zeroOnDevice(s.loss->at(0, 4), 1, "zeroing the loss");
+    });
+    for (size_t part = 0; part < s.sizes.size(); ++part) {
+      const int64_t size = s.sizes[part];
+      BatchBuffers &b = buffersFor("gradients", size);
+      timed("micro-batch inputs", [&] {
+        const uint64_t keyBytes = kStepKeyWords * 4;
+        if (stepKeyAddress != 0)
+          copyOnDevice(stepKeyAddress, s.keys->at(part * keyBytes, keyBytes), keyBytes,
+                       "the micro-batch's step key");
+        for (size_t i = 0; i < manifest.inputs.size(); ++i) {
+          const uint64_t to = address(b, p.inputs[i]);
+          if (to == 0) // an input @gradients does not read
+            continue;
+          const uint64_t bytes = s.rowBytes[i] * uint64_t(size);
+          if (b.placement.values[p.inputs[i]].bytes != bytes)
+            throw Error(fmt::format("input '{}' of a micro-batch of {} has the wrong size",
+                                    manifest.inputs[i].name, size));
+          const uint64_t from = s.inputOffsets[i] + s.rowBytes[i] * uint64_t(s.begins[part]);
+          copyOnDevice(to, s.inputs->at(from, bytes), bytes, "the micro-batch's inputs");
+        }
+      });
+      walk("gradients", b, size);
+      const float weight = static_cast<float>(size) / static_cast<float>(rows);
+      timed("gradient accumulation", [&] {
+        forEachGradientOutput(b, [&](const OptimizerSlot &slot, uint64_t from) {
+          gemm->axpy(int64_t(slot.size), weight, from,
+                     grads->at(slot.offset * 4, uint64_t(slot.size) * 4),
+                     "accumulating the gradients");
+        });
+        gemm->axpy(1, weight, lossAddress(b), s.loss->at(0, 4), "accumulating the loss");
+      });
+    }
+    timed("optimizer", [&] { enqueueOptimizer(s.loss->at(0, 4)); });
+    inTrainingStep = false;
+  }
+
+  /// The gradient norm's partials, the step's scalars (from the step's loss
+  /// at device address `loss`) and the update.
+  void enqueueOptimizer(uint64_t loss) {
     const int64_t blocks = partialBlocks();
     if (blocks > 0)
       kernels->launch("pe_sumsq_partials",
@@ -484,7 +611,7 @@ struct DeviceModel::Impl {
     kernels->launch("pe_optimizer_scalars",
                     {KernelArg::pointer(control->address()),
                      KernelArg::pointer(partials->at(0, kMaxPartials * 4)),
-                     KernelArg::integer(blocks), KernelArg::pointer(lossAddress(b))},
+                     KernelArg::integer(blocks), KernelArg::pointer(loss)},
                     "the optimizer's scalars", &oneBlock, stream);
     checkLaunch("the optimizer's scalars (kernel pe_optimizer_scalars)");
     launchOptimizer();
@@ -492,8 +619,8 @@ struct DeviceModel::Impl {
   }
 
   /// Captures `enqueue` (the device part of a training step or evaluation
-  /// batch) into b.graph; false (nothing queued) when capture fails.
-  bool capture(BatchBuffers &b, const std::function<void()> &enqueue, const char *what) {
+  /// batch) into work.graph; false (nothing queued) when capture fails.
+  bool capture(ReplayedWork &work, const std::function<void()> &enqueue, const char *what) {
     const driver::Api &api = driver::require();
     std::string failure;
     CUgraph graph = nullptr;
@@ -510,10 +637,10 @@ struct DeviceModel::Impl {
       if (failure.empty() && ended != CUDA_SUCCESS)
         failure = "cuStreamEndCapture failed: " + driver::describe(ended);
       if (failure.empty()) {
-        CUresult made = api.graphInstantiate(&b.graph, graph, 0);
+        CUresult made = api.graphInstantiate(&work.graph, graph, 0);
         if (made != CUDA_SUCCESS) {
           failure = "cuGraphInstantiate failed: " + driver::describe(made);
-          b.graph = nullptr;
+          work.graph = nullptr;
         }
       }
       if (graph)
@@ -529,19 +656,19 @@ struct DeviceModel::Impl {
     return false;
   }
 
-  /// Queues `enqueue` (the device work of program buffers `b`): eagerly on
-  /// the first run at a batch size, captured on the second and replayed from
-  /// then on (DeviceOptions::graphs).
-  void runMaybeGraphed(BatchBuffers &b, const std::function<void()> &enqueue, const char *what,
-                       const std::string &step) {
+  /// Queues `enqueue` (the device work of `work`): eagerly on its first
+  /// run, captured on the second and replayed from then on
+  /// (DeviceOptions::graphs).
+  void runMaybeGraphed(ReplayedWork &work, const std::function<void()> &enqueue,
+                       const char *what, const std::string &step) {
     bool graphs = options.graphs && !graphsFailed;
-    if (graphs && !b.graph && b.runs >= 1)
-      capture(b, enqueue, what);
-    if (graphs && b.graph)
-      driver::check(driver::require().graphLaunch(b.graph, stream), step, "cuGraphLaunch");
+    if (graphs && !work.graph && work.runs >= 1)
+      capture(work, enqueue, what);
+    if (graphs && work.graph)
+      driver::check(driver::require().graphLaunch(work.graph, stream), step, "cuGraphLaunch");
     else
       enqueue();
-    ++b.runs;
+    ++work.runs;
   }
 
   /// The state buffers of the device optimizer, in Optimizer::stateBuffers()
@@ -615,6 +742,18 @@ struct DeviceModel::Impl {
     }
   }
 };
+
+void DeviceModel::checkAccumulation(const Manifest &manifest) {
+  for (const ManifestInput &in : manifest.inputs) {
+    const bool batchFirst =
+        !in.shape.empty() && in.shape[0] < 0 &&
+        std::all_of(in.shape.begin() + 1, in.shape.end(), [](int64_t d) { return d >= 0; });
+    if (!batchFirst)
+      throw Error(fmt::format("gradient accumulation splits the batch along the inputs' first "
+                              "dimension, but input '{}' does not have its batch there alone",
+                              in.name));
+  }
+}
 
 void DeviceModel::checkPackage(const Manifest &manifest, const CudaSection &section) {
   std::vector<std::string> missing;
@@ -747,19 +886,44 @@ bool DeviceModel::hasStagedBatch() const { return impl_->staging->pending(); }
 void DeviceModel::setStepKey(const StepKey &key) { impl_->stepKey = key; }
 const StepKey &DeviceModel::stepKey() const { return impl_->stepKey; }
 
-void DeviceModel::queueStep(int64_t totalSteps) {
+void DeviceModel::queueStep(int64_t totalSteps, int64_t accumulate) {
   Impl &m = *impl_;
   m.control->requireRoom(); // before the staged batch is consumed
+  const int64_t batch = m.stagedBatch();
+  if (accumulate < 1 || accumulate > batch)
+    throw Error(fmt::format("device executor: cannot split a batch of {} into {} micro-batches",
+                            batch, accumulate));
   if (totalSteps != m.control->totalSteps()) { // a new run length: the schedule's horizon
     m.sync("changing the run's length");
     m.control->reset(m.control->downloadStepsTaken(), totalSteps);
   }
-  const std::string where = fmt::format("training step {}", ++m.stepsQueued);
-  int64_t batch = m.stagedBatch();
-  BatchBuffers &b = m.buffersFor("gradients", batch);
-  m.writeStepKey(batch, where);
-  m.consumeStaged(b, "gradients");
-  m.runMaybeGraphed(b, [&] { m.enqueueTrainStep(b, batch); }, "training step", where);
+  if (accumulate > 1) {
+    AccumulatedStep &s = m.accumulatedFor(batch, accumulate);
+    const std::string where = fmt::format("training step {}", ++m.stepsQueued);
+    // Each micro-batch's key, outside the step's graph: the rows [begin,
+    // begin + size) draw the masks those rows of the whole batch would.
+    if (m.stepKeyAddress != 0)
+      for (size_t part = 0; part < s.sizes.size(); ++part) {
+        StepKey key = m.stepKey;
+        key.firstSample += s.begins[part];
+        const uint64_t keyBytes = kStepKeyWords * 4;
+        m.writeKeyWords(s.keys->at(part * keyBytes, keyBytes), key, s.sizes[part], where);
+      }
+    std::vector<uint64_t> destinations, bytes;
+    for (size_t i = 0; i < s.rowBytes.size(); ++i) {
+      bytes.push_back(s.rowBytes[i] * uint64_t(batch));
+      destinations.push_back(s.inputs->at(s.inputOffsets[i], bytes.back()));
+    }
+    m.staging->consume(destinations, bytes);
+    m.runMaybeGraphed(s.work, [&] { m.enqueueAccumulatedStep(s, batch); }, "training step",
+                      where);
+  } else {
+    const std::string where = fmt::format("training step {}", ++m.stepsQueued);
+    BatchBuffers &b = m.buffersFor("gradients", batch);
+    m.writeStepKey(batch, where);
+    m.consumeStaged(b, "gradients");
+    m.runMaybeGraphed(b.work, [&] { m.enqueueTrainStep(b, batch); }, "training step", where);
+  }
   m.control->enqueueReadback(m.stream);
 }
 
@@ -957,7 +1121,7 @@ EvalResult DeviceModel::evaluate(const DataSet &data, int64_t batch) {
       const std::string where = fmt::format("evaluation batch {}", i + 1);
       BatchBuffers &b = m.buffersFor("forward", n);
       m.consumeStaged(b, "forward", m.evalStaging.get());
-      m.runMaybeGraphed(b, [&] { m.walk("forward", b, n); }, "evaluation batch", where);
+      m.runMaybeGraphed(b.work, [&] { m.walk("forward", b, n); }, "evaluation batch", where);
       float *slot = results.data() + (i - first) * perBatch;
       m.copyBack(slot, m.address(b, loss->value), 4, "copying the evaluation loss back");
       if (classes > 0) {

@@ -35,6 +35,12 @@ void DeviceTrainBackend::start(const std::vector<float> &params, const Optimizer
   device_->setState(params, optimizer);
 }
 
+void DeviceTrainBackend::setAccumulate(int64_t parts) {
+  if (parts > 1)
+    DeviceModel::checkAccumulation(manifest_);
+  accumulate_ = parts;
+}
+
 void DeviceTrainBackend::queue(const std::map<std::string, HostTensor> &batch,
                                const NextBatch &next, int64_t totalSteps,
                                const StepKey &key) {
@@ -43,7 +49,7 @@ void DeviceTrainBackend::queue(const std::map<std::string, HostTensor> &batch,
   // The previous step staged this batch when it was its `next`.
   if (!device.hasStagedBatch())
     device.stage(batch);
-  device.queueStep(totalSteps);
+  device.queueStep(totalSteps, accumulate_);
   // While the step computes, the next batch is assembled and uploaded.
   if (const std::map<std::string, HostTensor> *inputs = next())
     device.stage(*inputs);

@@ -231,6 +231,16 @@ std::string Gemm::biasEpilogueUnavailable() const {
   return "";
 }
 
+void Gemm::axpy(int64_t n, float alpha, uint64_t x, uint64_t y, const std::string &step) const {
+  const int count = asInt(n, step, "n");
+  if (count == 0)
+    return;
+  checkBlas(blas::require().saxpy(cublasHandle_t(handle_), count, &alpha,
+                                  reinterpret_cast<const float *>(x), 1,
+                                  reinterpret_cast<float *>(y), 1),
+            step, "cublasSaxpy");
+}
+
 void Gemm::setStream(void *stream) {
   checkBlas(blas::require().setStream(cublasHandle_t(handle_), cudaStream_t(stream)),
             "setting the stream", "cublasSetStream");

@@ -341,6 +341,53 @@ TEST_F(DeviceTraining, OverlappedUploadAndGraphsChangeNoBits) {
   }
 }
 
+// Gradient accumulation on the device (TrainOptions::accumulate): batches of
+// 4 in micro-batches of 2, 1 and 1 (two sizes: two programs' buffers in one
+// step) follow the CPU trainer's accumulated run and the device's own
+// whole-batch run within float rounding; without graphs and the overlapped
+// upload, the same bits.
+TEST_F(DeviceTraining, AccumulatedStepsFollowTheCpuAndTheWholeBatch) {
+  OPEN_OR_SKIP();
+  TrainOptions o = steps(3, 4); // 3 steps an epoch
+  o.accumulate = 3;
+  Model gpuModel = model(), cpuModel = model(), wholeModel = model();
+  Recorder gpu, cpu, whole;
+  run(gpuModel, o, gpu);
+  run(cpuModel, o, cpu, /*cpu=*/true);
+  run(wholeModel, steps(3, 4), whole);
+  ASSERT_EQ(gpu.losses.size(), 3u);
+  ASSERT_EQ(cpu.losses.size(), 3u);
+  ASSERT_EQ(whole.losses.size(), 3u);
+  // The first loss is before any update: the batch's mean, weighted by the
+  // micro-batches' sizes.
+  EXPECT_NEAR(gpu.losses[0], cpu.losses[0], 1e-5 * std::fabs(cpu.losses[0]));
+  EXPECT_NEAR(gpu.losses[0], whole.losses[0], 1e-5 * std::fabs(cpu.losses[0]));
+  for (size_t i = 0; i < 3; ++i) {
+    const float scale = std::max(1.0f, std::fabs(cpu.losses[i]));
+    EXPECT_NEAR(gpu.losses[i], cpu.losses[i], 1e-3 * scale) << "step " << i + 1;
+    EXPECT_NEAR(gpu.losses[i], whole.losses[i], 1e-3 * scale) << "step " << i + 1;
+  }
+  // Not the whole batch's bits: the micro-batches really ran.
+  EXPECT_NE(gpu.losses, whole.losses);
+  double fromCpu = 0, fromWhole = 0;
+  for (size_t i = 0; i < gpuModel.parameters().size(); ++i) {
+    fromCpu = std::max(fromCpu, std::fabs(double(gpuModel.parameters()[i]) -
+                                          cpuModel.parameters()[i]));
+    fromWhole = std::max(fromWhole, std::fabs(double(gpuModel.parameters()[i]) -
+                                              wholeModel.parameters()[i]));
+  }
+  EXPECT_LT(fromCpu, 1e-3);
+  EXPECT_LT(fromWhole, 1e-3);
+  cuda::DeviceOptions eager;
+  eager.overlapUpload = false;
+  eager.graphs = false;
+  Model eagerModel = model();
+  Recorder eagerRun;
+  run(eagerModel, o, eagerRun, /*cpu=*/false, eager);
+  EXPECT_EQ(eagerRun.losses, gpu.losses);
+  EXPECT_EQ(eagerModel.parameters(), gpuModel.parameters());
+}
+
 TEST_F(DeviceTraining, SgdMatchesTheCpuTrainer) {
   OPEN_OR_SKIP("STRINGRT_CUDA_VIT_SGD_PACKAGE");
   ASSERT_EQ(package->manifest().optimizer.kind, OptimizerKind::Sgd);
@@ -418,6 +465,54 @@ TEST_F(DeviceTraining, AQueuedStepIsOneGraphLaunchAndNoHostWait) {
   EXPECT_TRUE(outcome.applied);
   EXPECT_EQ(outcome.info.step, 3);
   EXPECT_EQ(device.stepCount(), 3);
+}
+
+// With SGD the update is linear in the gradient, so the accumulated
+// gradients themselves are compared: the device's update over two steps is
+// the CPU trainer's accumulated one within float rounding, relative to its
+// size (AdamW's normalised update would hide a wrongly weighted sum).
+TEST_F(DeviceTraining, AccumulatedSgdStepsMoveTheParametersAsTheCpu) {
+  OPEN_OR_SKIP("STRINGRT_CUDA_VIT_SGD_PACKAGE");
+  TrainOptions o = steps(2, 4);
+  o.accumulate = 3;
+  Model start = model(), gpuModel = model(), cpuModel = model();
+  start.initParameters();
+  Recorder gpu, cpu;
+  run(gpuModel, o, gpu);
+  run(cpuModel, o, cpu, /*cpu=*/true);
+  double largest = 0, error = 0;
+  for (size_t i = 0; i < start.parameters().size(); ++i) {
+    const double want = double(cpuModel.parameters()[i]) - start.parameters()[i];
+    const double got = double(gpuModel.parameters()[i]) - start.parameters()[i];
+    largest = std::max(largest, std::fabs(want));
+    error = std::max(error, std::fabs(got - want));
+  }
+  EXPECT_GT(largest, 0.0);
+  EXPECT_LT(error, 1e-3 * largest) << "largest update " << largest;
+}
+
+// The device model refuses a split finer than the staged batch before
+// touching it; the batch stays staged for a step that fits.
+TEST_F(DeviceTraining, AnAccumulationFinerThanTheBatchIsRefused) {
+  OPEN_OR_SKIP();
+  Model m = model();
+  m.initParameters();
+  DataSet set = loadModelData(m, data);
+  std::vector<Batch> keep;
+  auto batches = inputBatches(m, set, keep, 1, 2);
+  cuda::DeviceModel device(m.manifest(), section, m.parameters());
+  device.stage(batches[0]);
+  try {
+    device.queueStep(4, 3);
+    ADD_FAILURE() << "a batch of 2 split into 3 micro-batches was queued";
+  } catch (const Error &e) {
+    EXPECT_NE(std::string(e.what()).find("cannot split a batch of 2 into 3 micro-batches"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_TRUE(device.hasStagedBatch());
+  device.queueStep(4, 2);
+  EXPECT_TRUE(std::isfinite(device.collectStep().loss));
 }
 
 // Queueing a step before collecting the previous one changes nothing: the
@@ -518,6 +613,36 @@ TEST_F(DeviceTraining, DropoutFollowsTheCpuStepByStepAndResumesBitwise) {
   losses.insert(losses.end(), part2.losses.begin(), part2.losses.end());
   EXPECT_EQ(losses, gpu.losses);
   EXPECT_EQ(second.parameters(), gpuModel.parameters());
+
+  // Accumulated (batches of 4 in 2, 1, 1): each micro-batch draws the masks
+  // of its rows of the whole batch, as on the CPU; the run resumes bitwise.
+  const int64_t partSteps = 3;
+  TrainOptions parts = steps(partSteps, 4);
+  parts.accumulate = 3;
+  Model gpuParts = model(), cpuParts = model();
+  Recorder gotParts, wantParts;
+  run(gpuParts, parts, gotParts);
+  run(cpuParts, parts, wantParts, /*cpu=*/true);
+  ASSERT_EQ(gotParts.losses.size(), size_t(partSteps));
+  for (size_t i = 0; i < size_t(partSteps); ++i)
+    EXPECT_NEAR(gotParts.losses[i], wantParts.losses[i],
+                1e-4 * std::max(1.0f, std::fabs(wantParts.losses[i])))
+        << "accumulated step " << i + 1;
+  TrainOptions stopParts = parts;
+  stopParts.stopAfter = 2;
+  stopParts.checkpointPath = dir.file("dropout-parts.ckpt");
+  Model firstParts = model(), secondParts = model();
+  Recorder part1Parts, part2Parts;
+  run(firstParts, stopParts, part1Parts);
+  TrainOptions resumeParts;
+  resumeParts.resumePath = stopParts.checkpointPath;
+  resumeParts.evaluate = false;
+  resumeParts.accumulate = 3;
+  run(secondParts, resumeParts, part2Parts);
+  std::vector<float> partLosses = part1Parts.losses;
+  partLosses.insert(partLosses.end(), part2Parts.losses.begin(), part2Parts.losses.end());
+  EXPECT_EQ(partLosses, gotParts.losses);
+  EXPECT_EQ(secondParts.parameters(), gpuParts.parameters());
 }
 
 // The EMA of the weights on the device (STRINGRT_CUDA_VIT_EMA_PACKAGE:

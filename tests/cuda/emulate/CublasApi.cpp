@@ -284,3 +284,33 @@ STRINGRT_EMU_EXPORT cublasStatus_t cublasGemmStridedBatchedEx(
                 strideA, B, Btype, ldb, strideB, beta, C, Ctype, ldc, strideC, batchCount,
                 computeType, algo);
 }
+
+// y += alpha x on f32 vectors with unit strides (the only ones the runtime
+// passes; others are reported and refused), enqueued on the handle's stream.
+// Each element is one fused multiply-add, as cuBLAS computes it on the GPU.
+STRINGRT_EMU_EXPORT cublasStatus_t cublasSaxpy_v2(cublasHandle_t h, int n, const float *alpha,
+                                                  const float *x, int incx, float *y, int incy) {
+  Handle *handle = handleOf(h);
+  if (!handle)
+    return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (!alpha || n < 0)
+    return CUBLAS_STATUS_INVALID_VALUE;
+  if (n == 0)
+    return CUBLAS_STATUS_SUCCESS;
+  if (incx != 1 || incy != 1) {
+    report(fmt::format("cublasSaxpy: only unit strides are emulated (incx {}, incy {})", incx,
+                       incy));
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  }
+  const uint64_t bytes = uint64_t(n) * 4;
+  if (!insideAllocation(uint64_t(x), bytes, "cublasSaxpy vector x") ||
+      !insideAllocation(uint64_t(y), bytes, "cublasSaxpy vector y"))
+    return CUBLAS_STATUS_INVALID_VALUE;
+  const float a = *alpha;
+  CUresult result = enqueue(handle->stream, {fmt::format("cublasSaxpy (n {})", n), [=]() {
+                                               for (int i = 0; i < n; ++i)
+                                                 y[i] = std::fma(a, x[i], y[i]);
+                                               return CUDA_SUCCESS;
+                                             }});
+  return result == CUDA_SUCCESS ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;
+}

@@ -192,6 +192,9 @@ public:
                    GemmPrecision precision = GemmPrecision::Fp32) const;
   // Why runWithBias always declines (cuBLASLt not loaded), or "".
   std::string biasEpilogueUnavailable() const;
+  // y[i] += alpha x[i] for i < n, f32 (cublasSaxpy, on the stream; n = 0
+  // queues nothing): the device executor's gradient accumulation.
+  void axpy(int64_t n, float alpha, uint64_t x, uint64_t y, const std::string &step) const;
   // Later GEMMs run on `stream` (a CUstream; null: the default stream).
   void setStream(void *stream);
   // A caller-owned workspace (cublasSetWorkspace, and cuBLASLt's), so that

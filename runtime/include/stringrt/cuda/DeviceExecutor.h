@@ -94,6 +94,9 @@ public:
   // The refusals of the constructor that need no device (ops without steps,
   // launches that do not bind, the optimizer's kernels missing): throws Error.
   static void checkPackage(const Manifest &manifest, const CudaSection &section);
+  // Throws Error unless every input has the batch as its first dimension
+  // alone, which queueStep's accumulation needs.
+  static void checkAccumulation(const Manifest &manifest);
   DeviceModel(const DeviceModel &) = delete;
   DeviceModel &operator=(const DeviceModel &) = delete;
 
@@ -125,7 +128,16 @@ public:
   // parameters and the optimizer state alone, and so does every step after
   // it until setState(). Throws when kStepsInFlight steps are
   // queued and not collected.
-  void queueStep(int64_t totalSteps);
+  //
+  // accumulate > 1: the batch in that many consecutive micro-batches (the
+  // CPU trainer's split, TrainOptions::accumulate), each run through
+  // @gradients at its own size (at most two sizes) with the dropout masks
+  // its rows draw in the whole batch; the loss and the gradients are their
+  // means weighted by size, in micro-batch order, then one optimizer step.
+  // Activations take the memory of the largest micro-batch; still one
+  // graph replay a step. The inputs must have the batch as their first
+  // dimension alone.
+  void queueStep(int64_t totalSteps, int64_t accumulate = 1);
   // Steps queued and not yet collected.
   size_t stepsInFlight() const;
   // Waits for the oldest queued step (only for it); what it did: its loss

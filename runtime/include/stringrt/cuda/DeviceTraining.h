@@ -30,6 +30,9 @@ public:
   // "CUDA" before start().
   std::string name() const override;
   void start(const std::vector<float> &params, const Optimizer &optimizer) override;
+  // DeviceModel::queueStep's micro-batches (the package is checked here:
+  // DeviceModel::checkAccumulation).
+  void setAccumulate(int64_t parts) override;
   // The step is queued on the device (DeviceModel::queueStep), the next
   // batch assembled and staged while it computes; collect() waits for the
   // oldest step. One step more may be queued before the trainer collects
@@ -52,6 +55,7 @@ private:
   CudaSection section_;
   DeviceOptions options_;
   std::unique_ptr<DeviceModel> device_;
+  int64_t accumulate_ = 1;
 };
 
 } // namespace stringrt::cuda

@@ -85,9 +85,10 @@ EvalResult evaluateTestSplit(Model &model, const DataSet &data, int64_t batch, i
 // CPU (start and fetch have nothing to copy: they are the trainer's own).
 class CpuBackend : public TrainBackend {
 public:
-  CpuBackend(Model &model, Optimizer &optimizer, int threads, int64_t accumulate)
-      : model_(model), optimizer_(optimizer), threads_(threads), accumulate_(accumulate) {}
+  CpuBackend(Model &model, Optimizer &optimizer, int threads)
+      : model_(model), optimizer_(optimizer), threads_(threads) {}
   std::string name() const override { return ""; }
+  void setAccumulate(int64_t parts) override { accumulate_ = parts; }
   void start(const std::vector<float> &, const Optimizer &) override {}
   // The step runs when queued; collect() returns it.
   void queue(const std::map<std::string, HostTensor> &batch, const NextBatch &next,
@@ -171,7 +172,7 @@ private:
   Model &model_;
   Optimizer &optimizer_;
   int threads_;
-  int64_t accumulate_;
+  int64_t accumulate_ = 1;
   std::vector<float> grads_, microGrads_;
   float loss_ = 0;
   OptimizerStepInfo info_;
@@ -182,6 +183,13 @@ std::string optional(const std::optional<double> &v) {
 }
 
 } // namespace
+
+void TrainBackend::setAccumulate(int64_t parts) {
+  if (parts > 1)
+    throw Error(fmt::format("gradient accumulation (--accumulate {}) is not available on the {} "
+                            "backend: it takes each step's batch whole",
+                            parts, name()));
+}
 
 int64_t countCorrect(const float *logits, const int32_t *labels, int64_t rows,
                      int64_t classes) {
@@ -417,10 +425,6 @@ TrainResult train(Model &model, const DataSet &data, const TrainOptions &options
     throw Error(fmt::format("threads must be >= 1, got {}", options.threads));
   if (options.accumulate < 1)
     throw Error(fmt::format("accumulate must be >= 1, got {}", options.accumulate));
-  if (options.accumulate > 1 && backend)
-    throw Error(fmt::format("gradient accumulation (--accumulate {}) runs on the CPU only; "
-                            "the {} backend takes each step's batch whole",
-                            options.accumulate, backend->name()));
 
   std::vector<OptimizerSlot> slots = optimizerSlots(model);
   Optimizer optimizer(manifest.optimizer, slots, model.parameters().size());
@@ -520,8 +524,9 @@ TrainResult train(Model &model, const DataSet &data, const TrainOptions &options
     checkBatchMemory(model, (plan.batch + options.accumulate - 1) / options.accumulate, true,
                      options.evaluate && plan.testExamples > 0 ? options.threads : 0,
                      "training");
-  CpuBackend cpu(model, optimizer, options.threads, options.accumulate);
+  CpuBackend cpu(model, optimizer, options.threads);
   TrainBackend &run = backend ? *backend : cpu;
+  run.setAccumulate(options.accumulate);
   run.start(model.parameters(), optimizer);
   plan.device = run.name();
 
