@@ -12,7 +12,9 @@
 // own server threads when it loads, and each allocates its 128 MiB buffer
 // when it first runs: a thread that had not run yet when the limit fell
 // retried that allocation forever, and the child hung at exit joining it
-// (seen as a ctest timeout on 2-core machines, about one run in three).
+// (seen as a ctest timeout on 2-core machines, about one run in three). The
+// runtime now sets the variable itself before it opens OpenBLAS (Gemm.cpp);
+// the test keeps saying so explicitly.
 #include "stringrt/Error.h"
 #include "stringrt/cpu/ThreadPool.h"
 

@@ -11,14 +11,58 @@
 #include <vector>
 
 #ifdef STRINGRT_HAVE_OPENBLAS
+#include "stringrt/Error.h"
+
 #include <cblas.h>
-// Declared here as well: a netlib cblas.h (when that is the one found) lacks
-// it, and OpenBLAS's own declaration is the same.
-extern "C" void openblas_set_num_threads(int num_threads);
+#include <cstdlib>
+#include <dlfcn.h>
+#include <string>
 #endif
 
 namespace stringrt::cpu {
 namespace {
+
+#ifdef STRINGRT_HAVE_OPENBLAS
+// OpenBLAS, opened with dlopen on first use rather than linked. libopenblas
+// starts worker threads when it loads (sized by OPENBLAS_NUM_THREADS, else
+// the core count), and each allocates a 128 MiB buffer when it first runs.
+// The runtime never uses them (OpenBLAS runs single-threaded, gemm() splits
+// over the pool), and under a tight address-space limit (`ulimit -v`) such
+// a thread retried its allocation forever and the program hung at exit
+// joining it (`stringrun --help` under `ulimit -v 150000`). So the runtime
+// sets OPENBLAS_NUM_THREADS=1, unless the user set it, before the library
+// loads: it starts no thread.
+struct OpenBlas {
+  decltype(&::cblas_sgemm) sgemm = nullptr;
+  void (*setNumThreads)(int) = nullptr;
+};
+
+const OpenBlas &openBlas() {
+  static const OpenBlas loaded = [] {
+    setenv("OPENBLAS_NUM_THREADS", "1", /*overwrite=*/0);
+    std::string errors;
+    void *library = nullptr;
+    // The runtime's soname first, then the library found when it was built.
+    for (const char *name : {"libopenblas.so.0", STRINGRT_OPENBLAS_PATH}) {
+      if ((library = dlopen(name, RTLD_NOW | RTLD_LOCAL)))
+        break;
+      const char *why = dlerror();
+      errors += std::string(errors.empty() ? "" : "; ") + (why ? why : name);
+    }
+    if (!library)
+      throw Error("the CPU GEMMs need OpenBLAS (this runtime was built with it), which "
+                  "cannot be loaded: " + errors);
+    OpenBlas blas;
+    blas.sgemm = reinterpret_cast<decltype(blas.sgemm)>(dlsym(library, "cblas_sgemm"));
+    blas.setNumThreads =
+        reinterpret_cast<decltype(blas.setNumThreads)>(dlsym(library, "openblas_set_num_threads"));
+    if (!blas.sgemm || !blas.setNumThreads)
+      throw Error("the OpenBLAS library loaded has no cblas_sgemm or openblas_set_num_threads");
+    return blas;
+  }();
+  return loaded;
+}
+#endif
 
 //===----------------------------------------------------------------------===//
 // Blocked C++ kernel
@@ -222,7 +266,7 @@ int64_t blasRowBlock(int64_t M) {
 void blasGemm(const GemmArgs &g, int64_t row0, int64_t rows) {
   // Rows [row0, row0 + rows) of C: the same rows of op(A).
   const float *a = g.transA == Trans::No ? g.A + row0 * g.lda : g.A + row0;
-  cblas_sgemm(CblasRowMajor, g.transA == Trans::No ? CblasNoTrans : CblasTrans,
+  openBlas().sgemm(CblasRowMajor, g.transA == Trans::No ? CblasNoTrans : CblasTrans,
               g.transB == Trans::No ? CblasNoTrans : CblasTrans, static_cast<int>(rows),
               static_cast<int>(g.N), static_cast<int>(g.K), g.alpha, a, static_cast<int>(g.lda),
               g.B, static_cast<int>(g.ldb), g.beta, g.C + row0 * g.ldc, static_cast<int>(g.ldc));
@@ -281,7 +325,7 @@ void setBlasThreads(int n) {
 #ifdef STRINGRT_HAVE_OPENBLAS
   // One thread: gemm() parallelises over the pool instead (see there).
   (void)n;
-  openblas_set_num_threads(1);
+  openBlas().setNumThreads(1);
 #else
   (void)n;
 #endif
