@@ -87,6 +87,12 @@ struct EvalResult {
 EvalResult evaluate(Model &model, const DataSet &data, int64_t batch,
                     int threads = 1);
 
+// The sizes of the micro-batches a batch of `rows` is split into with
+// TrainOptions::accumulate = `parts` (consecutive rows, sizes differing by
+// at most one, the larger first): one definition for the CPU trainer and
+// the device executor, which must split alike.
+std::vector<int64_t> microBatchSizes(int64_t rows, int64_t parts);
+
 // The number of rows of `logits` ([rows, classes], row-major) whose argmax
 // (the first largest value) equals the row's label: evaluate()'s accuracy,
 // shared by every executor's evaluation.

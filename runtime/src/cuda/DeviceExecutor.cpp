@@ -245,6 +245,11 @@ struct DeviceModel::Impl {
     return batch.value_or(1);
   }
 
+  /// A device buffer of `bytes` (at least one alignment unit: never empty).
+  std::unique_ptr<Arena> newArena(uint64_t bytes) const {
+    return std::make_unique<Arena>(device, size_t(std::max<uint64_t>(bytes, kDeviceAlignment)));
+  }
+
   BatchBuffers &buffersFor(const std::string &name, int64_t batch) {
     auto key = std::make_pair(name, batch);
     auto it = buffers.find(key);
@@ -257,12 +262,9 @@ struct DeviceModel::Impl {
     if (const CudaProgramSteps *steps = section.stepsOf(name))
       for (const CudaOpSteps &op : steps->ops)
         scratchBytes = std::max(scratchBytes, scratchLayout(op, batch).bytes);
-    auto arena = [&](uint64_t bytes) {
-      return std::make_unique<Arena>(device, size_t(std::max<uint64_t>(bytes, kDeviceAlignment)));
-    };
-    b.arena = arena(b.placement.arenaBytes);
-    b.extra = arena(b.placement.extraBytes);
-    b.scratch = arena(scratchBytes);
+    b.arena = newArena(b.placement.arenaBytes);
+    b.extra = newArena(b.placement.extraBytes);
+    b.scratch = newArena(scratchBytes);
     return buffers.emplace(key, std::move(b)).first->second;
   }
 
@@ -520,10 +522,10 @@ struct DeviceModel::Impl {
     if (auto it = accumulated.find(key); it != accumulated.end())
       return it->second;
     AccumulatedStep s;
-    for (int64_t part = 0, begin = 0; part < parts; ++part) {
-      const int64_t size = rows / parts + (part < rows % parts ? 1 : 0);
+    s.sizes = microBatchSizes(rows, parts);
+    int64_t begin = 0;
+    for (int64_t size : s.sizes) {
       s.begins.push_back(begin);
-      s.sizes.push_back(size);
       begin += size;
     }
     checkAccumulation(manifest);
@@ -536,12 +538,9 @@ struct DeviceModel::Impl {
       s.rowBytes.push_back(row);
       bytes += (row * uint64_t(rows) + kDeviceAlignment - 1) / kDeviceAlignment * kDeviceAlignment;
     }
-    auto arena = [&](uint64_t n) {
-      return std::make_unique<Arena>(device, size_t(std::max<uint64_t>(n, kDeviceAlignment)));
-    };
-    s.inputs = arena(bytes);
-    s.keys = arena(uint64_t(parts) * kStepKeyWords * 4);
-    s.loss = arena(4);
+    s.inputs = newArena(bytes);
+    s.keys = newArena(uint64_t(parts) * kStepKeyWords * 4);
+    s.loss = newArena(4);
     for (int64_t size : s.sizes)
       buffersFor("gradients", size);
     return accumulated.emplace(key, std::move(s)).first->second;

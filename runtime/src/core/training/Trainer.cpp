@@ -136,8 +136,9 @@ private:
     const int64_t rows = batch.begin()->second.shape.at(0);
     double loss = 0;
     int64_t begin = 0;
-    for (int64_t part = 0; part < accumulate_; ++part) {
-      const int64_t size = rows / accumulate_ + (part < rows % accumulate_ ? 1 : 0);
+    const std::vector<int64_t> sizes = microBatchSizes(rows, accumulate_);
+    for (size_t part = 0; part < sizes.size(); ++part) {
+      const int64_t size = sizes[part];
       std::map<std::string, HostTensor> micro;
       for (const auto &[name, tensor] : batch)
         micro.emplace(name, rowsOf(tensor, begin, size));
@@ -183,6 +184,13 @@ std::string optional(const std::optional<double> &v) {
 }
 
 } // namespace
+
+std::vector<int64_t> microBatchSizes(int64_t rows, int64_t parts) {
+  std::vector<int64_t> sizes;
+  for (int64_t part = 0; part < parts; ++part)
+    sizes.push_back(rows / parts + (part < rows % parts ? 1 : 0));
+  return sizes;
+}
 
 void TrainBackend::setAccumulate(int64_t parts) {
   if (parts > 1)
