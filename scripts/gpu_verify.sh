@@ -90,7 +90,7 @@ status=0
 # 2. Every CUDA test (SKIP_TESTS=1 skips steps 2 and 3).
 if [ "${SKIP_TESTS:-0}" != 1 ]; then
   "$build/tests/stringrt_cuda_tests" --gtest_color=no > "$out/stringrt_cuda_tests.log" 2>&1 || status=1
-  grep -E '^\[  (PASSED|FAILED|SKIPPED) \]|^\[  FAILED  \]|tests ran' "$out/stringrt_cuda_tests.log" | tee -a "$summary" || true
+  grep -E '^\[  (PASSED|FAILED|SKIPPED) +\]|^\[  FAILED  \]|tests ran' "$out/stringrt_cuda_tests.log" | tee -a "$summary" || true
 fi
 # Fail loudly when the device was not usable: a skipped run proves nothing.
 if "$build/tests/stringrt_cuda_tests" --gtest_filter='CudaDevice.ArenaRoundTripAndBounds' 2>&1 | grep -q '\[  SKIPPED \]'; then

@@ -41,6 +41,10 @@
 //   its score is -inf (P = 0); causal blocks stop at the key tile of their
 //   last query, dK/dV blocks start at the first query tile that sees their
 //   first key. Tokens past T load as zeros and are never stored.
+// - Skipped work (skipOf): at head dim 64 a warp whose rows are all past T
+//   skips each tile's products (forward, statistics, dQ), and the forward
+//   and dQ skip the blocks of keys none of the warp's rows sees; chosen per
+//   kernel by what an H100 measured.
 //
 //===----------------------------------------------------------------------===//
 #include "AttentionCommon.h"
@@ -185,8 +189,16 @@ struct Warps : HeadBlock {
   }
   /// The lane's two fragment rows in the block, as tokens: the warp's row g
   /// and g + 8.
-  Value ownRow(int half) {
-    return k.add(k.add(k.add(blockStart, warpRow), group), k.i64(8 * half));
+  Value ownRow(int half) { return k.add(k.add(warpStart(), group), k.i64(8 * half)); }
+  /// The warp's first row, as a token.
+  Value warpStart() { return k.add(blockStart, warpRow); }
+  /// Some row of the warp is a token (< T): a warp-uniform condition.
+  Value warpHasRows() { return inRange(warpStart()); }
+  /// The end of the keys any row of the warp sees: min(T, last row +
+  /// lookahead + 1), the last row being min(T, warpStart + 16) - 1.
+  Value warpKeyEnd() {
+    Value lastRow = k.sub(minI(k, k.add(warpStart(), k.i64(16)), tokens), k.i64(1));
+    return minI(k, tokens, k.add(k.add(lastRow, lookahead), k.i64(1)));
   }
 
   /// The m16n8k16 A fragment of rows [row0, row0 + 16) and columns [col0,
@@ -388,6 +400,68 @@ std::vector<Frag> unflatten(ValueRange values, size_t from, size_t count) {
 }
 
 //===----------------------------------------------------------------------===//
+// Skipping work that cannot change the results
+//===----------------------------------------------------------------------===//
+
+/// What a kernel leaves out of a tile's work instead of computing and
+/// masking it. Every condition is warp-uniform (mma.sync and the quad
+/// shuffles need all 32 lanes), and a skipped product would only have added
+/// zeros (P = 0) or produced scores masked to -inf: the results are the same.
+enum class Skip {
+  Nothing, // every warp computes every product of the tile
+  Warps,   // a warp whose 16 rows are all past T skips the tile's products
+  Blocks,  // ...and the 8-key (16-key or 16-query) blocks its rows do not see
+};
+
+/// Chosen per kernel from `ncu` on an H100 (vit_s_rope, bf16, batch 256:
+/// T = 197, Dh = 64, 64-row blocks, so 13 of 16 warps have rows and 25 of 32
+/// key blocks of 8 are below T; docs/cuda.md, "Tensor-core attention"). In
+/// ms per step, Nothing / Warps / Blocks: forward 9.44 / 9.46 / 8.04,
+/// statistics 9.38 / 7.94 / 9.21, dQ 10.15 / 10.04 / 9.77, dK/dV 13.20 /
+/// 17.52 / 17.52 (the branches cost dK/dV more registers and scheduling than
+/// they save; a cap of 128 registers did not help it: 14.5-14.8). Not at
+/// Dh 16 and 32: with vit_rope's T = 50 there is nothing to skip, and the
+/// branches made its step 3% slower at batch 1024.
+Skip skipOf(Kind kind, int64_t dh) {
+  if (dh != 64)
+    return Skip::Nothing;
+  switch (kind) {
+  case Kind::Forward:
+  case Kind::Dq:
+    return Skip::Blocks;
+  case Kind::Stats:
+    return Skip::Warps;
+  case Kind::DkDv:
+    return Skip::Nothing;
+  }
+  return Skip::Nothing;
+}
+
+/// A tile's next carried values: `body()`, or (Skip::Warps and Blocks)
+/// `carried` unchanged for a warp without rows.
+SmallVector<Value> unlessRowless(KernelBuilder &k, Skip skip, Value hasRows, ValueRange carried,
+                                 const std::function<SmallVector<Value>()> &body) {
+  if (skip == Skip::Nothing)
+    return body();
+  ValueRange next = k.ifThenOr(hasRows, carried, body);
+  return SmallVector<Value>(next.begin(), next.end());
+}
+
+/// `then()`'s fragments, or (Skip::Blocks) `otherwise` where `seen` is false.
+std::vector<Frag> unlessUnseen(KernelBuilder &k, Skip skip, Value seen,
+                               const std::vector<Frag> &otherwise,
+                               const std::function<std::vector<Frag>()> &then) {
+  if (skip != Skip::Blocks)
+    return then();
+  std::vector<Value> flat = flatten(otherwise);
+  ValueRange chosen = k.ifThenOr(seen, flat, [&] {
+    std::vector<Value> computed = flatten(then());
+    return SmallVector<Value>(computed.begin(), computed.end());
+  });
+  return unflatten(chosen, 0, otherwise.size());
+}
+
+//===----------------------------------------------------------------------===//
 // Forward and statistics
 //===----------------------------------------------------------------------===//
 
@@ -403,6 +477,8 @@ void forwardBody(KernelBuilder &k, const Args &args, int64_t dh, Kind kind) {
   const std::vector<Frag> qa = warpRowFragments(w, qTile);
   const Value rows[2] = {w.ownRow(0), w.ownRow(1)};
   const Value lowest = k.f32(-FLT_MAX), minusInf = k.f32(-INFINITY), zero = k.f32(0.0);
+  const Value hasRows = w.warpHasRows(), keyEnd = w.warpKeyEnd();
+  const Skip skip = skipOf(kind, dh);
 
   // Carried: m (2 rows), l (the lane's partial sums, 2 rows), O fragments.
   SmallVector<Value> init = {lowest, lowest, zero, zero};
@@ -415,38 +491,50 @@ void forwardBody(KernelBuilder &k, const Args &args, int64_t dh, Kind kind) {
         stageTile(w, kTileMem, args("k"), table, start);
         stageTile(w, vTileMem, args("v"), Value(), start);
         barrier(k);
-        // Scores of 8 keys per fragment, scaled and masked.
-        std::vector<Frag> s(kTile / 8);
-        Value tileMax[2] = {minusInf, minusInf};
-        for (int64_t nb = 0; nb < kTile / 8; ++nb) {
-          s[nb] = rowsTimesTile(w, qa, kTileMem, 8 * nb);
-          for (int i = 0; i < 4; ++i) {
-            Value key = k.add(start, k.add(k.i64(8 * nb), w.fragColumn(i)));
-            s[nb][i] = select(k, w.visible(rows[i / 2], key), k.mul(s[nb][i], w.scale), minusInf);
-            tileMax[i / 2] = maxF(k, tileMax[i / 2], s[nb][i]);
+        return unlessRowless(k, skip, hasRows, carried, [&] {
+          // Scores of 8 keys per fragment, scaled and masked (-inf).
+          std::vector<Frag> s(kTile / 8);
+          Value tileMax[2] = {minusInf, minusInf};
+          const Frag hidden = {minusInf, minusInf, minusInf, minusInf};
+          for (int64_t nb = 0; nb < kTile / 8; ++nb) {
+            Value seen = cmpI(k, Pred::slt, k.add(start, k.i64(8 * nb)), keyEnd);
+            s[nb] = unlessUnseen(k, skip, seen, {hidden}, [&] {
+              return std::vector<Frag>{rowsTimesTile(w, qa, kTileMem, 8 * nb)};
+            })[0];
+            for (int i = 0; i < 4; ++i) {
+              Value key = k.add(start, k.add(k.i64(8 * nb), w.fragColumn(i)));
+              s[nb][i] = select(k, w.visible(rows[i / 2], key), k.mul(s[nb][i], w.scale), minusInf);
+              tileMax[i / 2] = maxF(k, tileMax[i / 2], s[nb][i]);
+            }
           }
-        }
-        Value m[2], alpha[2], l[2];
-        for (int r = 0; r < 2; ++r) {
-          m[r] = maxF(k, carried[r], quadReduce(k, tileMax[r], /*max=*/true));
-          alpha[r] = expF(k, k.sub(carried[r], m[r])); // 0 on the first tile seen
-          l[r] = k.mul(carried[2 + r], alpha[r]);
-        }
-        for (int64_t nb = 0; nb < kTile / 8; ++nb)
-          for (int i = 0; i < 4; ++i) {
-            s[nb][i] = expF(k, k.sub(s[nb][i], m[i / 2])); // exp(-inf) = 0
-            l[i / 2] = k.add(l[i / 2], s[nb][i]);
+          Value m[2], alpha[2], l[2];
+          for (int r = 0; r < 2; ++r) {
+            m[r] = maxF(k, carried[r], quadReduce(k, tileMax[r], /*max=*/true));
+            alpha[r] = expF(k, k.sub(carried[r], m[r])); // 0 on the first tile seen
+            l[r] = k.mul(carried[2 + r], alpha[r]);
           }
-        std::vector<Frag> o = unflatten(carried, 4, featureBlocks);
-        for (Frag &f : o)
-          for (int i = 0; i < 4; ++i)
-            f[i] = k.mul(f[i], alpha[i / 2]);
-        for (int64_t c = 0; c < kTile / 16; ++c)
-          accumulateTimesTile(w, o, toAFragment(k, s[2 * c], s[2 * c + 1]), vTileMem, 16 * c);
-        SmallVector<Value> next = {m[0], m[1], l[0], l[1]};
-        std::vector<Value> flat = flatten(o);
-        next.append(flat.begin(), flat.end());
-        return next;
+          for (int64_t nb = 0; nb < kTile / 8; ++nb)
+            for (int i = 0; i < 4; ++i) {
+              s[nb][i] = expF(k, k.sub(s[nb][i], m[i / 2])); // exp(-inf) = 0
+              l[i / 2] = k.add(l[i / 2], s[nb][i]);
+            }
+          std::vector<Frag> o = unflatten(carried, 4, featureBlocks);
+          for (Frag &f : o)
+            for (int i = 0; i < 4; ++i)
+              f[i] = k.mul(f[i], alpha[i / 2]);
+          for (int64_t c = 0; c < kTile / 16; ++c) {
+            Value seen = cmpI(k, Pred::slt, k.add(start, k.i64(16 * c)), keyEnd);
+            o = unlessUnseen(k, skip, seen, o, [&] {
+              std::vector<Frag> sum = o;
+              accumulateTimesTile(w, sum, toAFragment(k, s[2 * c], s[2 * c + 1]), vTileMem, 16 * c);
+              return sum;
+            });
+          }
+          SmallVector<Value> values = {m[0], m[1], l[0], l[1]};
+          std::vector<Value> flat = flatten(o);
+          values.append(flat.begin(), flat.end());
+          return values;
+        });
       });
 
   std::vector<Frag> o = unflatten(done, 4, featureBlocks);
@@ -536,6 +624,10 @@ void dkdvBody(KernelBuilder &k, const Args &args, int64_t dh) {
   const std::vector<Frag> ka = warpRowFragments(w, kRowsTile);
   const std::vector<Frag> va = warpRowFragments(w, vRowsTile);
   const Value keys[2] = {w.ownRow(0), w.ownRow(1)};
+  // The warp's keys are seen by queries in [warpStart - lookahead, T).
+  const Value hasRows = w.warpHasRows();
+  const Value queryBegin = k.sub(w.warpStart(), w.lookahead);
+  const Skip skip = skipOf(Kind::DkDv, dh);
 
   // Queries before blockStart - lookahead see none of the block's keys.
   Value firstQuery = k.sub(w.blockStart, w.lookahead);
@@ -555,30 +647,40 @@ void dkdvBody(KernelBuilder &k, const Args &args, int64_t dh) {
           k.store(loadStat(w, statsHalf, stats, query), deltaTile, w.thread);
         });
         barrier(k);
-        std::vector<Frag> dk = unflatten(carried, 0, featureBlocks);
-        std::vector<Frag> dv = unflatten(carried, 4 * featureBlocks, featureBlocks);
-        for (int64_t c = 0; c < kTile / 16; ++c) {
-          Frag p[2], ds[2];
-          for (int nb = 0; nb < 2; ++nb) {
-            const int64_t n0 = 16 * c + 8 * nb; // queries n0 .. n0 + 7 of the tile
-            p[nb] = rowsTimesTile(w, ka, qTile, n0);  // S^T
-            ds[nb] = rowsTimesTile(w, va, dyTile, n0); // dP^T
-            std::array<Value, 4> visible, lse, delta;
-            for (int i = 0; i < 4; ++i) {
-              Value local = k.add(k.i64(n0), w.fragColumn(i));
-              Value query = k.add(start, local);
-              visible[i] = andI(k, w.inRange(query), w.visible(query, keys[i / 2]));
-              lse[i] = k.load(lseTile, local);
-              delta[i] = k.load(deltaTile, local);
-            }
-            softmaxGrad(w, p[nb], ds[nb], visible, lse, delta);
+        return unlessRowless(k, skip, hasRows, carried, [&] {
+          std::vector<Frag> both = unflatten(carried, 0, 2 * featureBlocks);
+          for (int64_t c = 0; c < kTile / 16; ++c) {
+            // Queries [start + 16 c, + 16) against the warp's keys.
+            Value first = k.add(start, k.i64(16 * c));
+            Value seen =
+                andI(k, w.inRange(first), cmpI(k, Pred::sgt, k.add(first, k.i64(16)), queryBegin));
+            both = unlessUnseen(k, skip, seen, both, [&] {
+              std::vector<Frag> dk(both.begin(), both.begin() + featureBlocks);
+              std::vector<Frag> dv(both.begin() + featureBlocks, both.end());
+              Frag p[2], ds[2];
+              for (int nb = 0; nb < 2; ++nb) {
+                const int64_t n0 = 16 * c + 8 * nb;        // queries n0 .. n0 + 7 of the tile
+                p[nb] = rowsTimesTile(w, ka, qTile, n0);   // S^T
+                ds[nb] = rowsTimesTile(w, va, dyTile, n0); // dP^T
+                std::array<Value, 4> visible, lse, delta;
+                for (int i = 0; i < 4; ++i) {
+                  Value local = k.add(k.i64(n0), w.fragColumn(i));
+                  Value query = k.add(start, local);
+                  visible[i] = andI(k, w.inRange(query), w.visible(query, keys[i / 2]));
+                  lse[i] = k.load(lseTile, local);
+                  delta[i] = k.load(deltaTile, local);
+                }
+                softmaxGrad(w, p[nb], ds[nb], visible, lse, delta);
+              }
+              accumulateTimesTile(w, dv, toAFragment(k, p[0], p[1]), dyTile, 16 * c);
+              accumulateTimesTile(w, dk, toAFragment(k, ds[0], ds[1]), qTile, 16 * c);
+              dk.insert(dk.end(), dv.begin(), dv.end());
+              return dk;
+            });
           }
-          accumulateTimesTile(w, dv, toAFragment(k, p[0], p[1]), dyTile, 16 * c);
-          accumulateTimesTile(w, dk, toAFragment(k, ds[0], ds[1]), qTile, 16 * c);
-        }
-        std::vector<Value> next = flatten(dk), flatDv = flatten(dv);
-        next.insert(next.end(), flatDv.begin(), flatDv.end());
-        return SmallVector<Value>(next.begin(), next.end());
+          std::vector<Value> next = flatten(both);
+          return SmallVector<Value>(next.begin(), next.end());
+        });
       });
   storeRows(w, unflatten(done, 0, featureBlocks), w.scale, table, args("dk"));
   storeRows(w, unflatten(done, 4 * featureBlocks, featureBlocks), k.f32(1.0), Value(),
@@ -606,6 +708,8 @@ void dqBody(KernelBuilder &k, const Args &args, int64_t dh) {
                         loadStat(w, k.i64(0), stats, rows[1])};
   const Value delta[2] = {loadStat(w, statsHalf, stats, rows[0]),
                           loadStat(w, statsHalf, stats, rows[1])};
+  const Value hasRows = w.warpHasRows(), keyEnd = w.warpKeyEnd();
+  const Skip skip = skipOf(Kind::Dq, dh);
 
   std::vector<Value> zeros = flatten(std::vector<Frag>(featureBlocks, zeroFrag(k)));
   SmallVector<Value> init(zeros.begin(), zeros.end());
@@ -616,26 +720,34 @@ void dqBody(KernelBuilder &k, const Args &args, int64_t dh) {
         stageTile(w, kTileMem, args("k"), table, start);
         stageTile(w, vTileMem, args("v"), Value(), start);
         barrier(k);
-        std::vector<Frag> dq = unflatten(carried, 0, featureBlocks);
-        for (int64_t c = 0; c < kTile / 16; ++c) {
-          Frag ds[2];
-          for (int nb = 0; nb < 2; ++nb) {
-            const int64_t n0 = 16 * c + 8 * nb; // keys n0 .. n0 + 7 of the tile
-            Frag s = rowsTimesTile(w, qa, kTileMem, n0);
-            ds[nb] = rowsTimesTile(w, dya, vTileMem, n0); // dP
-            std::array<Value, 4> visible, rowLse, rowDelta;
-            for (int i = 0; i < 4; ++i) {
-              Value key = k.add(start, k.add(k.i64(n0), w.fragColumn(i)));
-              visible[i] = w.visible(rows[i / 2], key);
-              rowLse[i] = lse[i / 2];
-              rowDelta[i] = delta[i / 2];
-            }
-            softmaxGrad(w, s, ds[nb], visible, rowLse, rowDelta);
+        return unlessRowless(k, skip, hasRows, carried, [&] {
+          std::vector<Frag> dq = unflatten(carried, 0, featureBlocks);
+          for (int64_t c = 0; c < kTile / 16; ++c) {
+            // Keys [start + 16 c, + 16) against the warp's queries.
+            Value seen = cmpI(k, Pred::slt, k.add(start, k.i64(16 * c)), keyEnd);
+            dq = unlessUnseen(k, skip, seen, dq, [&] {
+              std::vector<Frag> sum = dq;
+              Frag ds[2];
+              for (int nb = 0; nb < 2; ++nb) {
+                const int64_t n0 = 16 * c + 8 * nb; // keys n0 .. n0 + 7 of the tile
+                Frag s = rowsTimesTile(w, qa, kTileMem, n0);
+                ds[nb] = rowsTimesTile(w, dya, vTileMem, n0); // dP
+                std::array<Value, 4> visible, rowLse, rowDelta;
+                for (int i = 0; i < 4; ++i) {
+                  Value key = k.add(start, k.add(k.i64(n0), w.fragColumn(i)));
+                  visible[i] = w.visible(rows[i / 2], key);
+                  rowLse[i] = lse[i / 2];
+                  rowDelta[i] = delta[i / 2];
+                }
+                softmaxGrad(w, s, ds[nb], visible, rowLse, rowDelta);
+              }
+              accumulateTimesTile(w, sum, toAFragment(k, ds[0], ds[1]), kTileMem, 16 * c);
+              return sum;
+            });
           }
-          accumulateTimesTile(w, dq, toAFragment(k, ds[0], ds[1]), kTileMem, 16 * c);
-        }
-        std::vector<Value> next = flatten(dq);
-        return SmallVector<Value>(next.begin(), next.end());
+          std::vector<Value> next = flatten(dq);
+          return SmallVector<Value>(next.begin(), next.end());
+        });
       });
   storeRows(w, unflatten(done, 0, featureBlocks), w.scale, table, args("dq"));
 }

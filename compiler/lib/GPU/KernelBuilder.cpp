@@ -92,6 +92,17 @@ void KernelBuilder::ifThen(Value cond, const std::function<void()> &body) {
   body();
 }
 
+ValueRange KernelBuilder::ifThenOr(Value cond, ValueRange otherwise,
+                                   const std::function<SmallVector<Value>()> &then) {
+  auto branch = b.create<scf::IfOp>(loc, otherwise.getTypes(), cond, /*withElseRegion=*/true);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(branch.thenBlock());
+  b.create<scf::YieldOp>(loc, then());
+  b.setInsertionPointToStart(branch.elseBlock());
+  b.create<scf::YieldOp>(loc, otherwise);
+  return branch.getResults();
+}
+
 Value KernelBuilder::warpSum(Value value) {
   Value width = i32(32);
   for (int offset = 16; offset >= 1; offset /= 2) {

@@ -59,6 +59,11 @@ public:
                                mlir::Value, mlir::ValueRange)> &body);
   /// if (cond) { body }
   void ifThen(mlir::Value cond, const std::function<void()> &body);
+  /// `then()`'s values when `cond`, else `otherwise` (values computed
+  /// before the branch, of the types `then` returns): an scf.if with results,
+  /// so work that would not change the values can be skipped.
+  mlir::ValueRange ifThenOr(mlir::Value cond, mlir::ValueRange otherwise,
+                            const std::function<llvm::SmallVector<mlir::Value>()> &then);
   /// The sum of `value` over the 32 lanes of the warp (xor butterfly, every
   /// lane gets the total). All 32 lanes must be active.
   mlir::Value warpSum(mlir::Value value);
