@@ -44,7 +44,7 @@
 // - Skipped work (skipOf): at head dim 64 a warp whose rows are all past T
 //   skips each tile's products (forward, statistics, dQ), and the forward
 //   and dQ skip the blocks of keys none of the warp's rows sees; chosen per
-//   kernel by what an H100 measured.
+//   kernel by what an H100 measured (dK/dV skips nothing).
 //
 //===----------------------------------------------------------------------===//
 #include "AttentionCommon.h"
@@ -419,7 +419,8 @@ enum class Skip {
 /// ms per step, Nothing / Warps / Blocks: forward 9.44 / 9.46 / 8.04,
 /// statistics 9.38 / 7.94 / 9.21, dQ 10.15 / 10.04 / 9.77, dK/dV 13.20 /
 /// 17.52 / 17.52 (the branches cost dK/dV more registers and scheduling than
-/// they save; a cap of 128 registers did not help it: 14.5-14.8). Not at
+/// they save; a cap of 128 registers did not help it: 14.5-14.8), so
+/// dkdvBody has no skipping. Not at
 /// Dh 16 and 32: with vit_rope's T = 50 there is nothing to skip, and the
 /// branches made its step 3% slower at batch 1024.
 Skip skipOf(Kind kind, int64_t dh) {
@@ -431,7 +432,7 @@ Skip skipOf(Kind kind, int64_t dh) {
     return Skip::Blocks;
   case Kind::Stats:
     return Skip::Warps;
-  case Kind::DkDv:
+  case Kind::DkDv: // skips nothing (dkdvBody): its skipping variants were slower
     return Skip::Nothing;
   }
   return Skip::Nothing;
@@ -624,10 +625,6 @@ void dkdvBody(KernelBuilder &k, const Args &args, int64_t dh) {
   const std::vector<Frag> ka = warpRowFragments(w, kRowsTile);
   const std::vector<Frag> va = warpRowFragments(w, vRowsTile);
   const Value keys[2] = {w.ownRow(0), w.ownRow(1)};
-  // The warp's keys are seen by queries in [warpStart - lookahead, T).
-  const Value hasRows = w.warpHasRows();
-  const Value queryBegin = k.sub(w.warpStart(), w.lookahead);
-  const Skip skip = skipOf(Kind::DkDv, dh);
 
   // Queries before blockStart - lookahead see none of the block's keys.
   Value firstQuery = k.sub(w.blockStart, w.lookahead);
@@ -647,40 +644,30 @@ void dkdvBody(KernelBuilder &k, const Args &args, int64_t dh) {
           k.store(loadStat(w, statsHalf, stats, query), deltaTile, w.thread);
         });
         barrier(k);
-        return unlessRowless(k, skip, hasRows, carried, [&] {
-          std::vector<Frag> both = unflatten(carried, 0, 2 * featureBlocks);
-          for (int64_t c = 0; c < kTile / 16; ++c) {
-            // Queries [start + 16 c, + 16) against the warp's keys.
-            Value first = k.add(start, k.i64(16 * c));
-            Value seen =
-                andI(k, w.inRange(first), cmpI(k, Pred::sgt, k.add(first, k.i64(16)), queryBegin));
-            both = unlessUnseen(k, skip, seen, both, [&] {
-              std::vector<Frag> dk(both.begin(), both.begin() + featureBlocks);
-              std::vector<Frag> dv(both.begin() + featureBlocks, both.end());
-              Frag p[2], ds[2];
-              for (int nb = 0; nb < 2; ++nb) {
-                const int64_t n0 = 16 * c + 8 * nb;        // queries n0 .. n0 + 7 of the tile
-                p[nb] = rowsTimesTile(w, ka, qTile, n0);   // S^T
-                ds[nb] = rowsTimesTile(w, va, dyTile, n0); // dP^T
-                std::array<Value, 4> visible, lse, delta;
-                for (int i = 0; i < 4; ++i) {
-                  Value local = k.add(k.i64(n0), w.fragColumn(i));
-                  Value query = k.add(start, local);
-                  visible[i] = andI(k, w.inRange(query), w.visible(query, keys[i / 2]));
-                  lse[i] = k.load(lseTile, local);
-                  delta[i] = k.load(deltaTile, local);
-                }
-                softmaxGrad(w, p[nb], ds[nb], visible, lse, delta);
-              }
-              accumulateTimesTile(w, dv, toAFragment(k, p[0], p[1]), dyTile, 16 * c);
-              accumulateTimesTile(w, dk, toAFragment(k, ds[0], ds[1]), qTile, 16 * c);
-              dk.insert(dk.end(), dv.begin(), dv.end());
-              return dk;
-            });
+        std::vector<Frag> dk = unflatten(carried, 0, featureBlocks);
+        std::vector<Frag> dv = unflatten(carried, 4 * featureBlocks, featureBlocks);
+        for (int64_t c = 0; c < kTile / 16; ++c) {
+          Frag p[2], ds[2];
+          for (int nb = 0; nb < 2; ++nb) {
+            const int64_t n0 = 16 * c + 8 * nb; // queries n0 .. n0 + 7 of the tile
+            p[nb] = rowsTimesTile(w, ka, qTile, n0);  // S^T
+            ds[nb] = rowsTimesTile(w, va, dyTile, n0); // dP^T
+            std::array<Value, 4> visible, lse, delta;
+            for (int i = 0; i < 4; ++i) {
+              Value local = k.add(k.i64(n0), w.fragColumn(i));
+              Value query = k.add(start, local);
+              visible[i] = andI(k, w.inRange(query), w.visible(query, keys[i / 2]));
+              lse[i] = k.load(lseTile, local);
+              delta[i] = k.load(deltaTile, local);
+            }
+            softmaxGrad(w, p[nb], ds[nb], visible, lse, delta);
           }
-          std::vector<Value> next = flatten(both);
-          return SmallVector<Value>(next.begin(), next.end());
-        });
+          accumulateTimesTile(w, dv, toAFragment(k, p[0], p[1]), dyTile, 16 * c);
+          accumulateTimesTile(w, dk, toAFragment(k, ds[0], ds[1]), qTile, 16 * c);
+        }
+        std::vector<Value> next = flatten(dk), flatDv = flatten(dv);
+        next.insert(next.end(), flatDv.begin(), flatDv.end());
+        return SmallVector<Value>(next.begin(), next.end());
       });
   storeRows(w, unflatten(done, 0, featureBlocks), w.scale, table, args("dk"));
   storeRows(w, unflatten(done, 4 * featureBlocks, featureBlocks), k.f32(1.0), Value(),
