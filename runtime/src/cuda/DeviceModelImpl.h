@@ -1,0 +1,319 @@
+// DeviceModel::Impl (DeviceExecutor.h): the device executor's state and the
+// work it queues, shared by the files that implement it:
+//   DeviceExecutor.cpp     construction, the public API, evaluation
+//   DeviceBuffers.cpp      layouts, batch buffers, staging, copies, the profile
+//   DeviceProgramWalk.cpp  the walk of a step program: launches, GEMMs, gradients
+//   DeviceTrainStep.cpp    training steps (accumulated too), the optimizer, CUDA graphs
+// Private to runtime/src/cuda.
+#ifndef STRINGRT_CUDA_DEVICEMODELIMPL_H
+#define STRINGRT_CUDA_DEVICEMODELIMPL_H
+
+#include "stringrt/cuda/DeviceExecutor.h"
+
+#include "BatchStaging.h"
+#include "DeviceStepControl.h"
+#include "DriverApi.h"
+#include "PinnedArray.h"
+#include "stringrt/Error.h"
+#include "stringrt/Optimizer.h"
+#include "stringrt/cuda/CudaBackend.h"
+#include "stringrt/cuda/StepBinding.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace stringrt::cuda {
+
+inline constexpr int64_t kMaxPartials = kCudaMaxPartials; // pe_sumsq_partials' grid cap
+
+/// Device work queued alike run after run (a training step, an evaluation
+/// batch): eagerly on its first run, captured into `graph` on its second
+/// and replayed from then on (Impl::runMaybeGraphed).
+struct ReplayedWork {
+  int64_t runs = 0;
+  CUgraphExec graph = nullptr;
+  ReplayedWork() = default;
+  ReplayedWork(ReplayedWork &&other) noexcept : runs(other.runs), graph(other.graph) {
+    other.graph = nullptr;
+  }
+  ReplayedWork &operator=(ReplayedWork &&) = delete;
+  ~ReplayedWork() {
+    if (graph)
+      if (const driver::Api *api = driver::api())
+        api->graphExecDestroy(graph);
+  }
+};
+
+/// A program's device buffers at one batch size.
+struct BatchBuffers {
+  ProgramPlacement placement;
+  std::unique_ptr<Arena> arena, extra, scratch;
+  ReplayedWork work; // training steps (@gradients) / evaluation batches (@forward)
+};
+
+/// What a training step of `rows` examples in micro-batches (queueStep's
+/// `accumulate`) needs besides each micro-batch size's BatchBuffers: the
+/// whole staged batch (sliced into each micro-batch's inputs inside the
+/// step), each micro-batch's step key, the step's weighted loss.
+struct AccumulatedStep {
+  std::vector<int64_t> begins, sizes;           // the micro-batches' rows, in order
+  std::vector<uint64_t> inputOffsets, rowBytes; // each input's place in `inputs`
+  std::unique_ptr<Arena> inputs, keys, loss;
+  ReplayedWork work;
+};
+
+struct DeviceModel::Impl {
+  Manifest manifest;
+  CudaSection section;
+  DeviceOptions options;
+  std::shared_ptr<Device> device;
+  std::unique_ptr<KernelSet> kernels;
+  std::unique_ptr<Gemm> gemm;
+  GemmPrecision gemmPrecision = GemmPrecision::Fp32; // of every GEMM of the steps
+  CUstream stream = nullptr;
+  // The parameters at their device offsets (deviceParameterLayout: aligned,
+  // zeros between), `total` floats in the device's flat buffers; the host's
+  // flat vectors pack them (`hostTotal` floats, the Model's layout).
+  std::vector<OptimizerSlot> slots;
+  int64_t total = 0, hostTotal = 0;
+  std::unique_ptr<Arena> params, grads, moment1, moment2, partials, workspace;
+  std::unique_ptr<Arena> ema; // the EMA of the weights (optimizer ema = d > 0)
+  // The section's constant arrays (index tables), uploaded once; their
+  // device addresses are every op's OpPointers::constants.
+  std::unique_ptr<Arena> constants;
+  std::vector<uint64_t> constantAddresses;
+  // The step key the dropout kernels read (CudaArgKind::StepKey), when the
+  // package has such a launch: kStepKeyWords u32, written before each step.
+  std::unique_ptr<Arena> stepKeyBuffer;
+  uint64_t stepKeyAddress = 0;
+  StepKey stepKey; // the key of the next step (setStepKey)
+  bool graphsFailed = false;
+  std::unique_ptr<PinnedArray<float>> hostReturn; // the loss of gradients()
+  // The step counter, the schedule's constants and each step's scalars on
+  // the device, and their copies back (DeviceStepControl.h).
+  std::unique_ptr<StepControl> control;
+  // Batches of trainStaged / gradients / forward, and of evaluate() (its
+  // own, so that evaluating between two steps leaves the staged training
+  // batch alone).
+  std::unique_ptr<BatchStaging> staging, evalStaging;
+  int64_t steps = 0;       // optimizer steps applied, as of the last step collected
+  int64_t stepsQueued = 0; // steps before the state given + steps queued since (names them)
+  std::map<std::pair<std::string, int64_t>, BatchBuffers> buffers;
+  // Accumulated steps by (rows, micro-batches).
+  std::map<std::pair<int64_t, int64_t>, AccumulatedStep> accumulated;
+  // DeviceOptions::profile: the spans queued since the last collection, by
+  // kind, and the events they used (reused).
+  struct TimedSpan {
+    std::string kind;
+    CUevent start = nullptr, end = nullptr;
+  };
+  std::vector<TimedSpan> spans;
+  bool inTrainingStep = false; // only training steps are profiled
+  std::vector<CUevent> freeEvents, allEvents;
+
+  bool adamw() const { return manifest.optimizer.kind == OptimizerKind::AdamW; }
+  bool keepsEma() const { return manifest.optimizer.emaDecay > 0; }
+
+  ~Impl();
+
+  const Program &program(const std::string &name) const { return manifest.program(name); }
+
+  /// Queues `work` bracketed by two events when profiling (kind: the op
+  /// kind, "gradient copies" or "optimizer"), else just queues it.
+  template <typename Work> void timed(const std::string &kind, Work &&work) {
+    if (!options.profile || !inTrainingStep) {
+      work();
+      return;
+    }
+    auto take = [&] {
+      if (freeEvents.empty()) {
+        CUevent event = nullptr;
+        driver::check(driver::require().eventCreate(&event, CU_EVENT_DEFAULT), "profiling the step",
+                      "cuEventCreate");
+        allEvents.push_back(event);
+        return event;
+      }
+      CUevent event = freeEvents.back();
+      freeEvents.pop_back();
+      return event;
+    };
+    TimedSpan span{kind, take(), take()};
+    driver::check(driver::require().eventRecord(span.start, stream), "profiling the step",
+                  "cuEventRecord");
+    work();
+    driver::check(driver::require().eventRecord(span.end, stream), "profiling the step",
+                  "cuEventRecord");
+    spans.push_back(std::move(span));
+  }
+
+  /// Adds the queued spans' times to the profile (waits for the stream).
+  void collectProfile();
+
+  /// A host flat vector (packed, hostTotal floats) in the device layout.
+  std::vector<float> toDeviceLayout(const float *packed) const;
+  /// The device layout's values back into a packed host vector.
+  void toHostLayout(const std::vector<float> &padded, float *packed) const;
+  void uploadFlat(Arena &arena, const float *packed, const char *what);
+  void downloadFlat(const Arena &arena, float *packed, const char *what);
+
+  /// The batch size of `inputs` (checked against the manifest's inputs).
+  int64_t batchOf(const std::map<std::string, HostTensor> &inputs) const;
+
+  /// A device buffer of `bytes` (at least one alignment unit: never empty).
+  std::unique_ptr<Arena> newArena(uint64_t bytes) const {
+    return std::make_unique<Arena>(device, size_t(std::max<uint64_t>(bytes, kDeviceAlignment)));
+  }
+
+  BatchBuffers &buffersFor(const std::string &name, int64_t batch);
+
+  uint64_t address(const BatchBuffers &b, ValueId v) const;
+
+  /// Stages `inputs` (checked against the manifest) for the next step (on
+  /// `into`, default `staging`).
+  void stage(const std::map<std::string, HostTensor> &inputs, BatchStaging *into = nullptr);
+
+  /// The staged batch's size (throws when none is staged).
+  int64_t stagedBatch(const BatchStaging *from = nullptr) const;
+
+  /// Queues the copy of the staged batch into program `name`'s inputs.
+  void consumeStaged(const BatchBuffers &b, const std::string &name, BatchStaging *from = nullptr);
+
+  /// Runs program `name` on the device (asynchronously, on the stream).
+  void walk(const std::string &name, BatchBuffers &b, int64_t batch);
+
+  /// One GEMM of the step program in the package's precision; a bias
+  /// epilogue as one cuBLASLt matmul where it can run, else the GEMM then
+  /// pe_add_bias (the loader checked the package has it).
+  void runGemm(const BoundGemm &g, const std::string &where);
+
+  /// Calls f(slot, address) for each gradient output of @gradients in `b`:
+  /// its parameter's slot and the output's device address.
+  template <typename F> void forEachGradientOutput(const BatchBuffers &b, F &&f) const {
+    const Program &p = program("gradients");
+    for (const ProgramOutput &out : p.outputs) {
+      if (!out.isGrad())
+        continue;
+      auto slot = std::find_if(slots.begin(), slots.end(),
+                               [&](const OptimizerSlot &s) { return s.name == out.grad; });
+      if (slot == slots.end())
+        throw Error(fmt::format("gradients output for unknown parameter '{}'", out.grad));
+      if (b.placement.values[out.value].bytes != uint64_t(slot->size) * 4)
+        throw Error(fmt::format("the gradient of '{}' has the wrong size", out.grad));
+      f(*slot, address(b, out.value));
+    }
+  }
+
+  /// After @gradients: each gradient output into its slot of `grads`.
+  void collectGradients(const BatchBuffers &b);
+
+  void copyOnDevice(uint64_t to, uint64_t from, uint64_t bytes, const std::string &what);
+
+  void zeroOnDevice(uint64_t at, uint64_t floats, const std::string &what);
+
+  void copyBack(float *host, uint64_t device, size_t bytes, const char *what);
+
+  void sync(const std::string &what);
+
+  /// DeviceOptions::syncEachLaunch: waits for the launch just queued, so
+  /// that its failure names it.
+  void checkLaunch(const std::string &launch);
+
+  /// The device address of @gradients' loss (its first output).
+  uint64_t lossAddress(const BatchBuffers &b) const;
+
+  /// Queues the write of `stepKey` into the step key buffer (nothing when
+  /// the package reads none), for a step of `batch` samples: four one-word
+  /// memsets on the stream, before the step's work and outside its graph,
+  /// so that a replayed step reads its own key. Throws Error, naming `where`,
+  /// for a key outside the masks' domain (dropoutDomainError).
+  void writeStepKey(int64_t batch, const std::string &where);
+
+  /// writeStepKey's memsets of `key` at `address`.
+  void writeKeyWords(uint64_t address, const StepKey &key, int64_t batch, const std::string &where);
+
+  /// Runs @gradients on the staged batch: the gradients into `grads`, the
+  /// loss into hostReturn[0].
+  void runGradients();
+
+  /// The number of gradient-norm partials pe_sumsq_partials writes.
+  int64_t partialBlocks() const;
+
+  /// Queues a whole training step, nothing of it passing through the host:
+  /// @gradients, the gradient copies, the norm's partials, the step's scalars
+  /// (pe_optimizer_scalars: clipping factor, learning rate, bias
+  /// corrections, into the control block) and the optimizer, which reads
+  /// them there.
+  void enqueueTrainStep(BatchBuffers &b, int64_t batch);
+
+  /// The micro-batches of a step of `rows` examples in `parts` (the CPU
+  /// trainer's split: consecutive rows, sizes differing by at most one, the
+  /// larger first) and the buffers that step needs, the BatchBuffers of each
+  /// micro-batch size included (nothing is allocated while a step is
+  /// captured). The inputs must carry the batch in their first dimension
+  /// alone, as the CPU trainer's split assumes.
+  AccumulatedStep &accumulatedFor(int64_t rows, int64_t parts);
+
+  /// Queues an accumulated training step, nothing of it passing through the
+  /// host: for each micro-batch, its step key (from s.keys) and its rows of
+  /// the whole batch into @gradients' inputs at its size, the walk, and its
+  /// loss and gradients added, weighted by size / rows, into the step's loss
+  /// and the flat gradient buffer (cuBLAS axpy); then the optimizer, as in
+  /// enqueueTrainStep.
+  void enqueueAccumulatedStep(const AccumulatedStep &s, int64_t rows);
+
+  /// The gradient norm's partials, the step's scalars (from the step's loss
+  /// at device address `loss`) and the update.
+  void enqueueOptimizer(uint64_t loss);
+
+  /// Captures `enqueue` (the device part of a training step or evaluation
+  /// batch) into work.graph; false (nothing queued) when capture fails.
+  bool capture(ReplayedWork &work, const std::function<void()> &enqueue, const char *what);
+
+  /// Queues `enqueue` (the device work of `work`): eagerly on its first
+  /// run, captured on the second and replayed from then on
+  /// (DeviceOptions::graphs).
+  void runMaybeGraphed(ReplayedWork &work, const std::function<void()> &enqueue, const char *what,
+                       const std::string &step);
+
+  /// The state buffers of the device optimizer, in Optimizer::stateBuffers()
+  /// order: AdamW m, v; SGD u; then the EMA of the weights when kept.
+  std::vector<Arena *> stateArenas() const;
+
+  /// Calls `f(begin, n)` for each maximal run of trainable slots (floats of
+  /// the device layout); frozen slots are never touched.
+  template <typename F> void forTrainableRuns(F &&f) const {
+    for (size_t s = 0; s < slots.size();) {
+      if (slots[s].frozen) {
+        ++s;
+        continue;
+      }
+      size_t begin = slots[s].offset, end = begin;
+      for (; s < slots.size() && !slots[s].frozen; ++s)
+        end = slots[s].offset + slots[s].size;
+      if (end > begin)
+        f(begin, end - begin);
+    }
+  }
+
+  /// Queues the optimizer's kernel (and pe_ema after it, with an EMA) once
+  /// per maximal run of trainable slots; the step's scalars come from the
+  /// control block.
+  void launchOptimizer();
+
+  /// Queues copies of every trainable slot of `from` into `to` (device
+  /// layout; the padding between slots is left alone).
+  void copyTrainableSlots(const Arena &to, const Arena &from, const char *what);
+};
+
+} // namespace stringrt::cuda
+
+#endif // STRINGRT_CUDA_DEVICEMODELIMPL_H

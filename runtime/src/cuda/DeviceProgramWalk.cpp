@@ -1,0 +1,141 @@
+// The walk of a step program on the device (DeviceModelImpl.h): each op's
+// launches bound to pointers and sizes (StepBinding.cpp), the GEMMs, the step
+// key, and the gradients of @gradients into their slots.
+#include "DeviceModelImpl.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace stringrt::cuda {
+
+/// Runs program `name` on the device (asynchronously, on the stream).
+void DeviceModel::Impl::walk(const std::string &name, BatchBuffers &b, int64_t batch) {
+  const Program &p = program(name);
+  const CudaProgramSteps &steps = *section.stepsOf(name);
+  size_t next = 0; // the next entry of steps.ops
+  for (size_t i = 0; i < p.ops.size(); ++i) {
+    const ProgramOp &op = p.ops[i];
+    if (op.is(OpCode::GetParam))
+      continue;
+    if (op.is(OpCode::ArithConstant)) {
+      // Constants share arena slots with other values: fill at their place.
+      ValueId r = op.results[0];
+      const ValuePlace &place = b.placement.values[r];
+      double value = op.getFloat("value");
+      uint32_t bits = 0;
+      if (p.values[r].dtype == DType::I32) {
+        int32_t v = int32_t(value);
+        std::memcpy(&bits, &v, 4);
+      } else {
+        float v = float(value);
+        std::memcpy(&bits, &v, 4);
+      }
+      if (place.bytes)
+        driver::check(driver::require().memsetD32Async(CUdeviceptr(address(b, r)), bits,
+                                                       place.bytes / 4, stream),
+                      fmt::format("{} op {} (arith.constant)", name, i), "cuMemsetD32Async");
+      continue;
+    }
+    if (next >= steps.ops.size() || steps.ops[next].op != int64_t(i))
+      throw Error(fmt::format("{} op {} ({}) has no GPU steps", name, i, op.op));
+    const CudaOpSteps &opSteps = steps.ops[next++];
+    OpPointers pointers;
+    pointers.constants = constantAddresses;
+    pointers.stepKey = stepKeyAddress;
+    for (ValueId v : op.operands)
+      pointers.operands.push_back(address(b, v));
+    for (ValueId v : op.results)
+      pointers.results.push_back(address(b, v));
+    ScratchLayout scratch = scratchLayout(opSteps, batch);
+    for (size_t s = 0; s < scratch.offsets.size(); ++s) {
+      uint64_t bytes = scratch.offsets.size() > s + 1 ? scratch.offsets[s + 1] - scratch.offsets[s]
+                                                      : scratch.bytes - scratch.offsets[s];
+      pointers.scratch.push_back(bytes ? b.scratch->at(scratch.offsets[s], bytes) : 0);
+    }
+    timed(op.op, [&] {
+      for (size_t l = 0; l < opSteps.launches.size(); ++l) {
+        std::string where = fmt::format("{} op {} ({}) launch {}", name, i, op.op, l);
+        BoundLaunch bound = bindLaunch(section, opSteps.launches[l], pointers, batch, where);
+        if (bound.gemm) {
+          runGemm(*bound.gemm, where);
+          checkLaunch(where + " (GEMM)");
+        } else if (!bound.empty()) { // no block at this batch: nothing to do
+          kernels->launch(bound.kernel->name, bound.args, where,
+                          bound.grid ? &*bound.grid : nullptr, stream);
+          checkLaunch(where + " (kernel " + bound.kernel->name + ")");
+        }
+      }
+    });
+  }
+}
+
+/// One GEMM of the step program in the package's precision; a bias
+/// epilogue as one cuBLASLt matmul where it can run, else the GEMM then
+/// pe_add_bias (the loader checked the package has it).
+void DeviceModel::Impl::runGemm(const BoundGemm &g, const std::string &where) {
+  if (g.bias) {
+    if (gemm->runWithBias(g.transA, g.transB, g.m, g.n, g.k, g.alpha, g.a, g.b, g.bias, g.c, where,
+                          gemmPrecision))
+      return;
+    gemm->run(g.transA, g.transB, g.m, g.n, g.k, g.alpha, g.a, g.b, 0.0f, g.c, where,
+              gemmPrecision);
+    if (g.m > 0 && g.n > 0)
+      kernels->launch("pe_add_bias",
+                      {KernelArg::pointer(g.c), KernelArg::pointer(g.bias),
+                       KernelArg::integer(g.m * g.n), KernelArg::integer(g.n)},
+                      where + " (bias)", nullptr, stream);
+    return;
+  }
+  gemm->runStridedBatched(g.transA, g.transB, g.m, g.n, g.k, g.alpha, g.a, g.strideA, g.b,
+                          g.strideB, g.beta, g.c, g.strideC, g.count, where, gemmPrecision);
+}
+
+/// After @gradients: each gradient output into its slot of `grads`.
+void DeviceModel::Impl::collectGradients(const BatchBuffers &b) {
+  forEachGradientOutput(b, [&](const OptimizerSlot &slot, uint64_t from) {
+    const uint64_t bytes = uint64_t(slot.size) * 4;
+    copyOnDevice(grads->at(slot.offset * 4, bytes), from, bytes, "collecting the gradients");
+  });
+}
+
+/// The device address of @gradients' loss (its first output).
+uint64_t DeviceModel::Impl::lossAddress(const BatchBuffers &b) const {
+  return address(b, program("gradients").outputs.at(0).value);
+}
+
+/// Queues the write of `stepKey` into the step key buffer (nothing when
+/// the package reads none), for a step of `batch` samples: four one-word
+/// memsets on the stream, before the step's work and outside its graph,
+/// so that a replayed step reads its own key. Throws Error, naming `where`,
+/// for a key outside the masks' domain (dropoutDomainError).
+void DeviceModel::Impl::writeStepKey(int64_t batch, const std::string &where) {
+  if (stepKeyAddress != 0)
+    writeKeyWords(stepKeyAddress, stepKey, batch, where);
+}
+
+/// writeStepKey's memsets of `key` at `address`.
+void DeviceModel::Impl::writeKeyWords(uint64_t address, const StepKey &key, int64_t batch,
+                                      const std::string &where) {
+  if (std::string why = dropoutDomainError(0.0, 0, key, batch, 0); !why.empty())
+    throw Error(fmt::format("{}: the dropout masks' key: {}", where, why));
+  const uint32_t words[kStepKeyWords] = {uint32_t(key.seed), uint32_t(key.seed >> 32),
+                                         uint32_t(key.step), uint32_t(key.firstSample)};
+  for (int w = 0; w < kStepKeyWords; ++w)
+    driver::check(
+        driver::require().memsetD32Async(CUdeviceptr(address + 4 * w), words[w], 1, stream),
+        where + " (writing the step key)", "cuMemsetD32Async");
+}
+
+/// Runs @gradients on the staged batch: the gradients into `grads`, the
+/// loss into hostReturn[0].
+void DeviceModel::Impl::runGradients() {
+  int64_t batch = stagedBatch();
+  BatchBuffers &b = buffersFor("gradients", batch);
+  writeStepKey(batch, "the gradients program");
+  consumeStaged(b, "gradients");
+  walk("gradients", b, batch);
+  collectGradients(b);
+  copyBack(hostReturn->data(), lossAddress(b), 4, "copying the loss back");
+}
+
+} // namespace stringrt::cuda
