@@ -8,15 +8,19 @@
 #
 #   bash tests/bench/gpu_package_ab.sh STRINGRUN DATA "NAME=DIR ..." "MODEL:BATCH ..." [ROUNDS]
 #
-# DIR holds MODEL.pkg for every MODEL (as gpu/examples-bf16 does); ROUNDS
+# DIR holds MODEL.pkg for every MODEL (as gpu/examples-bf16 does); DATA is
+# the Fashion-MNIST directory, or - for stringrun's synthetic batches; ROUNDS
 # defaults to 3, STEPS (environment) to 30. A failed bench prints its error
-# and counts as 0 images/s.
+# and counts as 0 images/s. CTest runs it under the emulator
+# (gpu-package-ab-emulated).
 set -u
 if [ $# -lt 4 ]; then
   echo "usage: gpu_package_ab.sh STRINGRUN DATA \"NAME=DIR ...\" \"MODEL:BATCH ...\" [ROUNDS]" >&2
   exit 2
 fi
 stringrun=$1 data=$2 variants=$3 steps_set=$4 rounds=${5:-3}
+data_option=(--data "$data")
+[ "$data" = - ] && data_option=()
 results=$(mktemp)
 trap 'rm -f "$results"' EXIT
 for ((round = 1; round <= rounds; ++round)); do
@@ -25,7 +29,7 @@ for ((round = 1; round <= rounds; ++round)); do
     for variant in $variants; do
       name=${variant%%=*} dir=${variant#*=}
       line=$(timeout 120 "$stringrun" bench "$dir/$model.pkg" --device cuda --batch "$batch" \
-               --steps "${STEPS:-30}" --data "$data" 2>&1 | grep -E 'images/s|error' | tail -1)
+               --steps "${STEPS:-30}" "${data_option[@]}" 2>&1 | grep -E 'images/s|error' | tail -1)
       rate=$(echo "$line" | grep -oE '[0-9.]+ images/s' | grep -oE '^[0-9.]+')
       [ -n "$rate" ] || { echo "$name $model $batch: ${line:-no output}" >&2; rate=0; }
       echo "$model $batch $name $rate" >> "$results"
