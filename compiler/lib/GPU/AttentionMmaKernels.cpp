@@ -410,7 +410,7 @@ std::vector<Frag> unflatten(ValueRange values, size_t from, size_t count) {
 enum class Skip {
   Nothing, // every warp computes every product of the tile
   Warps,   // a warp whose 16 rows are all past T skips the tile's products
-  Blocks,  // ...and the 8-key (16-key or 16-query) blocks its rows do not see
+  Blocks,  // ...and the blocks of keys its rows do not see (8 forward, 16 dQ)
 };
 
 /// Chosen per kernel from `ncu` on an H100 (vit_s_rope, bf16, batch 256:
@@ -420,9 +420,9 @@ enum class Skip {
 /// statistics 9.38 / 7.94 / 9.21, dQ 10.15 / 10.04 / 9.77, dK/dV 13.20 /
 /// 17.52 / 17.52 (the branches cost dK/dV more registers and scheduling than
 /// they save; a cap of 128 registers did not help it: 14.5-14.8), so
-/// dkdvBody has no skipping. Not at
-/// Dh 16 and 32: with vit_rope's T = 50 there is nothing to skip, and the
-/// branches made its step 3% slower at batch 1024.
+/// dkdvBody has no skipping. Nothing at Dh 16 and 32: with vit_rope's T = 50
+/// there is nothing to skip, and the branches made its step 3% slower at
+/// batch 1024.
 Skip skipOf(Kind kind, int64_t dh) {
   if (dh != 64)
     return Skip::Nothing;
