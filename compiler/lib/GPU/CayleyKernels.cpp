@@ -5,6 +5,13 @@
 // reference/PositionCayley.cpp on the CPU):
 // - skew / skew_grad: one thread per output element; skew_grad finds the
 //   pair (i, j) of upper-triangle index k by walking the rows (dim steps);
+// - sparse_skew / sparse_skew_grad: one thread per output element, the
+//   support a constant buffer of the package (LaunchArg::constant, uploaded
+//   once): `entry` (i32, dim * dim) is 0 for a zero of S, m + 1 where S
+//   holds params[m], -(m + 1) where it holds -params[m]; `pairs` (i32, 2K)
+//   the flat indices (i_m d + j_m, j_m d + i_m) of support entry m. An entry
+//   out of range (a corrupt package) gives NaN, never a read outside a
+//   buffer;
 // - `pe_cayley_factors`: one block of 1024 threads per matrix inverts
 //   A = I + S by Gauss-Jordan elimination with partial pivoting on [A | I]
 //   and writes M = A^-1 and the Cayley weight W = U^T = 2 M^T - I
@@ -26,6 +33,8 @@
 #include "stringc/Dialect/PE/PEOps.h"
 
 #include "mlir/Dialect/Math/IR/Math.h"
+
+#include <limits>
 
 using namespace mlir;
 
@@ -101,6 +110,39 @@ void appendSkewKernels(std::vector<KernelDef> &defs) {
                       k.store(k.sub(upper, lower), k.arg(0), e);
                     });
                   }});
+}
+
+void appendSparseSkewKernels(std::vector<KernelDef> &defs) {
+  // s[e] = sign(entry[e]) params[|entry[e]| - 1], 0 where entry[e] = 0.
+  defs.push_back(
+      {makeSpec("pe_sparse_skew", pe::SparseSkewOp::getOperationName(),
+                {{"s", P}, {"params", P}, {"entry", P}, {"n", I}, {"params_count", I}}),
+       [](KernelBuilder &k) {
+         k.forGridStride(k.arg(3), [&](Value e) {
+           Value entry = loadI32AsI64(k, k.arg(2), e);
+           Value negative = cmpI(k, Pred::slt, entry, k.i64(0));
+           Value m = k.sub(select(k, negative, k.sub(k.i64(0), entry), entry), k.i64(1));
+           Value valid = inRange(k, m, k.arg(4));
+           Value p = k.load(k.arg(1), select(k, valid, m, k.i64(0)));
+           Value value = select(k, negative, k.sub(k.f32(0.0), p), p);
+           Value zero = cmpI(k, Pred::eq, entry, k.i64(0));
+           k.store(select(k, zero, k.f32(0.0), select(k, valid, value, nanF32(k))), k.arg(0), e);
+         });
+       }});
+  // dparams[m] = dy[pairs[2m]] - dy[pairs[2m + 1]].
+  defs.push_back(
+      {makeSpec("pe_sparse_skew_grad", pe::SparseSkewGradOp::getOperationName(),
+                {{"dparams", P}, {"dy", P}, {"pairs", P}, {"n", I}, {"dy_count", I}}),
+       [](KernelBuilder &k) {
+         k.forGridStride(k.arg(3), [&](Value m) {
+           Value upper = loadI32AsI64(k, k.arg(2), k.mul(m, k.i64(2)));
+           Value lower = loadI32AsI64(k, k.arg(2), k.add(k.mul(m, k.i64(2)), k.i64(1)));
+           Value valid = andI(k, inRange(k, upper, k.arg(4)), inRange(k, lower, k.arg(4)));
+           Value a = k.load(k.arg(1), select(k, valid, upper, k.i64(0)));
+           Value b = k.load(k.arg(1), select(k, valid, lower, k.i64(0)));
+           k.store(select(k, valid, k.sub(a, b), nanF32(k)), k.arg(0), m);
+         });
+       }});
 }
 
 void appendCayleyTransformKernels(std::vector<KernelDef> &defs) {
@@ -187,28 +229,95 @@ void appendCayleyTransformKernels(std::vector<KernelDef> &defs) {
 // Lowerings
 //===----------------------------------------------------------------------===//
 
-OpSteps single(std::string kernel, std::vector<LaunchArg> args) {
+constexpr int64_t kMaxI32 = std::numeric_limits<int32_t>::max();
+
+
+/// The (i, j) pair of upper-triangle index `k` of a dim x dim matrix, in the
+/// order of pe.skew: (0, 1), (0, 2), ..., (1, 2), ...; nullopt out of range.
+std::optional<std::pair<int64_t, int64_t>> upperPair(int64_t dim, int64_t k) {
+  if (k < 0)
+    return std::nullopt;
+  for (int64_t i = 0; i + 1 < dim; ++i) {
+    int64_t length = dim - 1 - i;
+    if (k < length)
+      return std::make_pair(i, i + 1 + k);
+    k -= length;
+  }
+  return std::nullopt;
+}
+
+/// Checks sparse_skew's shapes and support (params [K], s [dim, dim]) and
+/// returns the pairs of the support; nullopt when the op is not served.
+std::optional<std::vector<std::pair<int64_t, int64_t>>>
+supportPairs(int64_t dim, ArrayRef<int64_t> support, Value params, Value matrix) {
+  auto p = staticShape(params), s = staticShape(matrix);
+  if (dim < 2 || dim * dim > kMaxI32 || support.empty() || int64_t(support.size()) >= kMaxI32 ||
+      !p || *p != std::vector<int64_t>{int64_t(support.size())} || !s ||
+      *s != std::vector<int64_t>{dim, dim})
+    return std::nullopt;
+  std::vector<std::pair<int64_t, int64_t>> pairs;
+  for (int64_t k : support) {
+    auto pair = upperPair(dim, k);
+    if (!pair)
+      return std::nullopt;
+    pairs.push_back(*pair);
+  }
+  return pairs;
+}
+
+std::optional<OpSteps> lowerSparseSkew(Operation &op) {
+  auto skew = cast<pe::SparseSkewOp>(op);
+  int64_t dim = int64_t(skew.getDim());
+  auto pairs = supportPairs(dim, skew.getSupport(), skew.getParams(), skew.getResult());
+  if (!pairs)
+    return std::nullopt;
+  std::vector<int32_t> entry(size_t(dim * dim), 0);
+  for (size_t m = 0; m < pairs->size(); ++m) {
+    auto [i, j] = (*pairs)[m];
+    entry[size_t(i * dim + j)] = int32_t(m + 1);
+    entry[size_t(j * dim + i)] = -int32_t(m + 1);
+  }
   OpSteps steps;
-  steps.launches.push_back(Launch::kernelCall(std::move(kernel), std::move(args)));
+  steps.constants.push_back(ConstantArray::ints(std::move(entry)));
+  steps.launches.push_back(Launch::kernelCall(
+      "pe_sparse_skew", {A::result(0), A::operand(0), A::constant(0), A::i64(dim * dim),
+                         A::i64(int64_t(pairs->size()))}));
   return steps;
 }
 
-BatchAffine numel(Value v) { return elementCount(v.getType()); }
+std::optional<OpSteps> lowerSparseSkewGrad(Operation &op) {
+  auto grad = cast<pe::SparseSkewGradOp>(op);
+  int64_t dim = int64_t(grad.getDim());
+  auto pairs = supportPairs(dim, grad.getSupport(), grad.getDparams(), grad.getDy());
+  if (!pairs)
+    return std::nullopt;
+  std::vector<int32_t> flat;
+  for (auto [i, j] : *pairs) {
+    flat.push_back(int32_t(i * dim + j));
+    flat.push_back(int32_t(j * dim + i));
+  }
+  OpSteps steps;
+  steps.constants.push_back(ConstantArray::ints(std::move(flat)));
+  steps.launches.push_back(Launch::kernelCall(
+      "pe_sparse_skew_grad", {A::result(0), A::operand(0), A::constant(0),
+                              A::i64(int64_t(pairs->size())), A::i64(dim * dim)}));
+  return steps;
+}
 
 std::optional<OpSteps> lowerSkew(Operation &op) {
   int64_t dim = int64_t(cast<pe::SkewOp>(op).getDim());
   if (dim < 2)
     return std::nullopt;
-  return single("pe_skew", {A::result(0), A::operand(0), A::i64(numel(op.getResult(0))),
-                            A::i64(dim)});
+  return singleLaunch("pe_skew",
+                      {A::result(0), A::operand(0), A::i64(numel(op.getResult(0))), A::i64(dim)});
 }
 
 std::optional<OpSteps> lowerSkewGrad(Operation &op) {
   int64_t dim = int64_t(cast<pe::SkewGradOp>(op).getDim());
   if (dim < 2)
     return std::nullopt;
-  return single("pe_skew_grad", {A::result(0), A::operand(0), A::i64(numel(op.getResult(0))),
-                                 A::i64(dim)});
+  return singleLaunch("pe_skew_grad",
+                      {A::result(0), A::operand(0), A::i64(numel(op.getResult(0))), A::i64(dim)});
 }
 
 /// The static d of s [d, d].
@@ -311,12 +420,15 @@ std::optional<OpSteps> lowerCayleyGrad(Operation &op) {
 
 void appendCayleyKernels(std::vector<KernelDef> &defs) {
   appendSkewKernels(defs);
+  appendSparseSkewKernels(defs);
   appendCayleyTransformKernels(defs);
 }
 
 void appendCayleyLowerings(std::vector<OpLowering> &lowerings) {
   lowerings.push_back(loweringOf<pe::SkewOp>(lowerSkew));
   lowerings.push_back(loweringOf<pe::SkewGradOp>(lowerSkewGrad));
+  lowerings.push_back(loweringOf<pe::SparseSkewOp>(lowerSparseSkew));
+  lowerings.push_back(loweringOf<pe::SparseSkewGradOp>(lowerSparseSkewGrad));
   lowerings.push_back(loweringOf<pe::CayleyWeightOp>(lowerCayleyWeight));
   lowerings.push_back(loweringOf<pe::CayleyWeightGradOp>(lowerCayleyWeightGrad));
   lowerings.push_back(loweringOf<pe::CayleyOp>(lowerCayley));

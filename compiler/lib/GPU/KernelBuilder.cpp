@@ -157,12 +157,14 @@ const std::vector<KernelDef> &allKernelDefs() {
     appendNormKernels(all);
     appendOptimizerKernels(all);
     appendLinearKernels(all);
-    appendPositionKernels(all);
+    appendPositionTableKernels(all);
+    appendRotaryKernels(all);
+    appendRotationKernels(all);
+    appendGatherKernels(all);
     appendTokenKernels(all);
     appendCayleyKernels(all);
     appendAttentionKernels(all);
     appendAttentionMmaKernels(all);
-    appendIndexTableKernels(all);
     appendGeneratorKernels(all);
     return all;
   }();
@@ -176,12 +178,14 @@ const std::vector<OpLowering> &allOpLowerings() {
     appendDropoutLowerings(all);
     appendNormLowerings(all);
     appendLinearLowerings(all);
-    appendPositionLowerings(all);
+    appendPositionTableLowerings(all);
+    appendRotaryLowerings(all);
+    appendRotationLowerings(all);
+    appendGatherLowerings(all);
     appendTokenLowerings(all);
     appendCayleyLowerings(all);
     appendAttentionLowerings(all);
     appendAttentionMmaLowerings(all); // bf16 only, with a higher benefit
-    appendIndexTableLowerings(all);
     appendGeneratorLowerings(all);
     return all;
   }();

@@ -102,17 +102,20 @@ void appendNormKernels(std::vector<KernelDef> &defs);
 void appendOptimizerKernels(std::vector<KernelDef> &defs);
 
 void appendLinearKernels(std::vector<KernelDef> &defs);
-/// Position, token and Cayley ops (PositionKernels.cpp, TokenKernels.cpp,
-/// CayleyKernels.cpp; helpers in OpKernelUtil.h).
-void appendPositionKernels(std::vector<KernelDef> &defs);
+/// The position family by sub-family, named as the reference kernels are
+/// (PositionTableKernels.cpp, RotaryKernels.cpp, RotationKernels.cpp,
+/// CayleyKernels.cpp, GeneratorKernels.cpp), the gather family
+/// (GatherKernels.cpp) and the token ops (TokenKernels.cpp); helpers in
+/// OpKernelUtil.h.
+void appendPositionTableKernels(std::vector<KernelDef> &defs);
+void appendRotaryKernels(std::vector<KernelDef> &defs);
+void appendRotationKernels(std::vector<KernelDef> &defs);
+void appendGatherKernels(std::vector<KernelDef> &defs);
 void appendTokenKernels(std::vector<KernelDef> &defs);
 void appendCayleyKernels(std::vector<KernelDef> &defs);
 /// FlashAttention-style attention and its gradient: plain, RoPE, relative
 /// (AttentionKernels.cpp).
 void appendAttentionKernels(std::vector<KernelDef> &defs);
-/// Ops indexing with array attributes read as constant buffers
-/// (IndexTableKernels.cpp) and the generator ops (GeneratorKernels.cpp).
-void appendIndexTableKernels(std::vector<KernelDef> &defs);
 void appendGeneratorKernels(std::vector<KernelDef> &defs);
 /// The same ops on tensor cores, bf16 in and f32 accumulation
 /// (AttentionMmaKernels.cpp; --gpu-precision=bf16).
@@ -128,11 +131,13 @@ void appendElementwiseLowerings(std::vector<OpLowering> &lowerings);
 void appendDropoutLowerings(std::vector<OpLowering> &lowerings);
 void appendNormLowerings(std::vector<OpLowering> &lowerings);
 void appendLinearLowerings(std::vector<OpLowering> &lowerings);
-void appendPositionLowerings(std::vector<OpLowering> &lowerings);
+void appendPositionTableLowerings(std::vector<OpLowering> &lowerings);
+void appendRotaryLowerings(std::vector<OpLowering> &lowerings);
+void appendRotationLowerings(std::vector<OpLowering> &lowerings);
+void appendGatherLowerings(std::vector<OpLowering> &lowerings);
 void appendTokenLowerings(std::vector<OpLowering> &lowerings);
 void appendCayleyLowerings(std::vector<OpLowering> &lowerings);
 void appendAttentionLowerings(std::vector<OpLowering> &lowerings);
-void appendIndexTableLowerings(std::vector<OpLowering> &lowerings);
 void appendGeneratorLowerings(std::vector<OpLowering> &lowerings);
 /// For GpuPrecision::BF16 only, with a higher benefit than the f32 attention
 /// lowerings, which serve what they decline (skip masks, rel, other head

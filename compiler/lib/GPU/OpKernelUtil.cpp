@@ -1,4 +1,4 @@
-//===- OpKernelUtil.cpp - helpers of the position/token/Cayley kernels ----===//
+//===- OpKernelUtil.cpp - helpers shared by the kernel families ----------===//
 #include "OpKernelUtil.h"
 #include "stringc/Dialect/PE/PEOps.h"
 
@@ -78,6 +78,10 @@ Value minI(KernelBuilder &k, Value a, Value b) {
 }
 Value andI(KernelBuilder &k, Value a, Value b) {
   return k.builder().create<arith::AndIOp>(k.location(), a, b);
+}
+Value inRange(KernelBuilder &k, Value v, Value limit) {
+  return andI(k, cmpI(k, arith::CmpIPredicate::sge, v, k.i64(0)),
+              cmpI(k, arith::CmpIPredicate::slt, v, limit));
 }
 Value shrU(KernelBuilder &k, Value a, Value b) {
   return k.builder().create<arith::ShRUIOp>(k.location(), a, b);
@@ -389,6 +393,21 @@ std::optional<std::vector<int64_t>> batchShape(Type type) {
       shape[i] = -1;
     }
   return shape;
+}
+
+std::optional<std::vector<int64_t>> staticShape(Value v) {
+  auto shape = batchShape(v.getType());
+  if (!shape || llvm::any_of(*shape, [](int64_t d) { return d < 0; }))
+    return std::nullopt;
+  return shape;
+}
+
+BatchAffine numel(Value v) { return elementCount(v.getType()); }
+
+OpSteps singleLaunch(std::string kernel, std::vector<LaunchArg> args) {
+  OpSteps steps;
+  steps.launches.push_back(Launch::kernelCall(std::move(kernel), std::move(args)));
+  return steps;
 }
 
 std::optional<int64_t> staticProduct(const std::vector<int64_t> &shape, size_t from, size_t to) {

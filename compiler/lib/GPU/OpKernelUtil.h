@@ -1,7 +1,8 @@
-//===- OpKernelUtil.h - helpers of the position/token/Cayley kernels -*- C++ -*-===//
+//===- OpKernelUtil.h - helpers shared by the kernel families -*- C++ -*-===//
 //
-// Private to compiler/lib/GPU. Shared by the position, token, matrix,
-// index-table, generator, optimizer and attention kernel families:
+// Private to compiler/lib/GPU. Shared by the kernel families (position
+// tables, rotary, rotation, gather, token, Cayley, generator, optimizer,
+// attention):
 // - kernel-side helpers KernelBuilder lacks: i32 loads, f64 arithmetic (the
 //   constant tables are evaluated in f64 and rounded once, as the reference
 //   kernels do), integer and f32 comparisons, selects, bit operations, exp
@@ -13,7 +14,8 @@
 //   No atomics: the result does not depend on scheduling. The chunk count
 //   depends on the shape only and gives the partials launch at least
 //   kReductionBlocks blocks, so a sum over batch x tokens fills the GPU;
-// - lowering-side helpers: static shapes, BatchAffine arithmetic.
+// - lowering-side helpers: static shapes, BatchAffine arithmetic, one-launch
+//   steps.
 //
 // Integer parameters carry their natural values, 0 included (select_token's
 // index, skip_base, special). The runtime skips a launch only when its grid
@@ -69,6 +71,8 @@ mlir::Value remU(KernelBuilder &k, mlir::Value a, mlir::Value b);
 mlir::Value divU(KernelBuilder &k, mlir::Value a, mlir::Value b);
 mlir::Value minI(KernelBuilder &k, mlir::Value a, mlir::Value b);
 mlir::Value andI(KernelBuilder &k, mlir::Value a, mlir::Value b);
+/// 0 <= v < limit (i64): an index read from a buffer, checked.
+mlir::Value inRange(KernelBuilder &k, mlir::Value v, mlir::Value limit);
 /// Logical shift right, shift left and bitwise or of integers.
 mlir::Value shrU(KernelBuilder &k, mlir::Value a, mlir::Value b);
 mlir::Value shl(KernelBuilder &k, mlir::Value a, mlir::Value b);
@@ -165,6 +169,12 @@ void appendColumnSumTo(OpSteps &steps, LaunchArg x, BatchAffine rows, int64_t co
 /// The shape of a ranked tensor type whose dynamic dimensions (only dim 0
 /// may be one: the batch) are -1; nullopt for anything else.
 std::optional<std::vector<int64_t>> batchShape(mlir::Type type);
+/// The static shape of `v`, or nullopt when a dimension is dynamic.
+std::optional<std::vector<int64_t>> staticShape(mlir::Value v);
+/// The element count of a tensor value (elementCount of its type).
+BatchAffine numel(mlir::Value v);
+/// An op's steps that are one launch of `kernel`.
+OpSteps singleLaunch(std::string kernel, std::vector<LaunchArg> args);
 /// The product of dims [from, to) of a batch shape, all static (asserted by
 /// returning nullopt when one is dynamic).
 std::optional<int64_t> staticProduct(const std::vector<int64_t> &shape, size_t from, size_t to);

@@ -349,14 +349,6 @@ void appendCrossEntropyKernels(std::vector<KernelDef> &defs) {
 // Lowerings
 //===----------------------------------------------------------------------===//
 
-OpSteps single(std::string kernel, std::vector<LaunchArg> args) {
-  OpSteps steps;
-  steps.launches.push_back(Launch::kernelCall(std::move(kernel), std::move(args)));
-  return steps;
-}
-
-BatchAffine numel(Value v) { return elementCount(v.getType()); }
-
 /// out[0] = (sum of the n floats of x) / divisor: one warp (pe_sum_all) for
 /// a short static n, else kReductionBlocks partial sums first
 /// (pe_sum_partials), so a sum over the batch fills the GPU.
@@ -404,8 +396,8 @@ void appendSumAll(OpSteps &steps, Value x, LaunchArg xArg, LaunchArg out, BatchA
 std::optional<OpSteps> lowerSumTo(Operation &op) {
   Value x = op.getOperand(0), y = op.getResult(0);
   if (x.getType() == y.getType())
-    return single("pe_broadcast_to", {A::result(0), A::operand(0), A::i64(numel(y)),
-                                      A::i64(numel(x))});
+    return singleLaunch("pe_broadcast_to",
+                        {A::result(0), A::operand(0), A::i64(numel(y)), A::i64(numel(x))});
   auto shape = batchShape(y.getType());
   if (!shape)
     return std::nullopt;
@@ -455,8 +447,8 @@ std::optional<OpSteps> lowerMean(Operation &op) {
   if (!extent)
     return std::nullopt;
   BatchAffine outer = leadingCount(*batchShape(x.getType()), axis);
-  return single("pe_mean_axis", {A::result(0), A::operand(0), A::i64(outer * extent->inner),
-                                 A::i64(extent->inner), A::i64(extent->count)});
+  return singleLaunch("pe_mean_axis", {A::result(0), A::operand(0), A::i64(outer * extent->inner),
+                                       A::i64(extent->inner), A::i64(extent->count)});
 }
 
 std::optional<OpSteps> lowerMeanGrad(Operation &op) {
@@ -464,13 +456,13 @@ std::optional<OpSteps> lowerMeanGrad(Operation &op) {
   Value x = op.getOperand(0);
   BatchAffine n = numel(x);
   if (!grad.getAxis())
-    return single("pe_mean_grad",
-                  {A::result(0), A::operand(1), A::i64(n), A::i64(1), A::i64(n)});
+    return singleLaunch("pe_mean_grad",
+                        {A::result(0), A::operand(1), A::i64(n), A::i64(1), A::i64(n)});
   auto extent = axisExtent(x.getType(), size_t(*grad.getAxis()));
   if (!extent)
     return std::nullopt;
-  return single("pe_mean_grad", {A::result(0), A::operand(1), A::i64(n), A::i64(extent->inner),
-                                  A::i64(extent->count)});
+  return singleLaunch("pe_mean_grad", {A::result(0), A::operand(1), A::i64(n),
+                                       A::i64(extent->inner), A::i64(extent->count)});
 }
 
 std::optional<OpSteps> lowerExpandAxis(Operation &op) {
@@ -480,8 +472,9 @@ std::optional<OpSteps> lowerExpandAxis(Operation &op) {
   std::optional<int64_t> inner = staticProduct(*shape, axis, shape->size());
   if (!inner || *inner == 0)
     return std::nullopt;
-  return single("pe_expand_axis", {A::result(0), A::operand(0), A::i64(numel(op.getResult(0))),
-                                   A::i64(int64_t(expand.getSize())), A::i64(*inner)});
+  return singleLaunch("pe_expand_axis",
+                      {A::result(0), A::operand(0), A::i64(numel(op.getResult(0))),
+                       A::i64(int64_t(expand.getSize())), A::i64(*inner)});
 }
 
 /// The last two dims of a batch shape of rank `rank`, both static: (T, D)
@@ -502,9 +495,9 @@ std::optional<OpSteps> lowerClassToken(Operation &op) {
   auto td = tokensAndWidth(op.getResult(0).getType());
   if (!td)
     return std::nullopt;
-  return single("pe_class_token", {A::result(0), A::operand(0), A::operand(1),
-                                   A::i64(numel(op.getResult(0))), A::i64(td->first),
-                                   A::i64(td->second)});
+  return singleLaunch("pe_class_token",
+                      {A::result(0), A::operand(0), A::operand(1), A::i64(numel(op.getResult(0))),
+                       A::i64(td->first), A::i64(td->second)});
 }
 
 std::optional<OpSteps> lowerClassTokenGrad(Operation &op) {
@@ -526,8 +519,9 @@ std::optional<OpSteps> lowerSelectToken(Operation &op) {
   if (!td)
     return std::nullopt;
   int64_t index = int64_t(cast<pe::SelectTokenOp>(op).getIndex());
-  return single("pe_select_token", {A::result(0), A::operand(0), A::i64(numel(op.getResult(0))),
-                                    A::i64(td->first), A::i64(td->second), A::i64(index)});
+  return singleLaunch("pe_select_token",
+                      {A::result(0), A::operand(0), A::i64(numel(op.getResult(0))),
+                       A::i64(td->first), A::i64(td->second), A::i64(index)});
 }
 
 std::optional<OpSteps> lowerSelectTokenGrad(Operation &op) {
@@ -535,9 +529,9 @@ std::optional<OpSteps> lowerSelectTokenGrad(Operation &op) {
   if (!td)
     return std::nullopt;
   int64_t index = int64_t(cast<pe::SelectTokenGradOp>(op).getIndex());
-  return single("pe_select_token_grad",
-                {A::result(0), A::operand(0), A::i64(numel(op.getResult(0))), A::i64(td->first),
-                 A::i64(td->second), A::i64(index)});
+  return singleLaunch("pe_select_token_grad",
+                      {A::result(0), A::operand(0), A::i64(numel(op.getResult(0))),
+                       A::i64(td->first), A::i64(td->second), A::i64(index)});
 }
 
 /// (V, D) of an embedding table [V, D] with static sizes.
@@ -549,9 +543,9 @@ std::optional<OpSteps> lowerTokenEmbed(Operation &op) {
   auto table = vocabAndWidth(op.getOperand(1).getType());
   if (!table)
     return std::nullopt;
-  return single("pe_token_embed", {A::result(0), A::operand(0), A::operand(1),
-                                   A::i64(numel(op.getResult(0))), A::i64(table->second),
-                                   A::i64(table->first)});
+  return singleLaunch("pe_token_embed",
+                      {A::result(0), A::operand(0), A::operand(1), A::i64(numel(op.getResult(0))),
+                       A::i64(table->second), A::i64(table->first)});
 }
 
 std::optional<OpSteps> lowerTokenEmbedGrad(Operation &op) {
@@ -663,14 +657,15 @@ std::optional<OpSteps> lowerCrossEntropyGrad(Operation &op) {
     return std::nullopt;
   auto [keep, spread] =
       smoothingArgs(cast<pe::CrossEntropyGradOp>(op).getSmoothing().convertToDouble(), classes);
-  return single("pe_cross_entropy_grad",
-                {A::result(0), A::operand(0), A::operand(1), A::operand(2),
-                 A::i64(numel(op.getOperand(1))), A::i64(classes), keep, spread});
+  return singleLaunch("pe_cross_entropy_grad",
+                      {A::result(0), A::operand(0), A::operand(1), A::operand(2),
+                       A::i64(numel(op.getOperand(1))), A::i64(classes), keep, spread});
 }
 
 std::optional<OpSteps> lowerBroadcastTo(Operation &op) {
-  return single("pe_broadcast_to", {A::result(0), A::operand(0), A::i64(numel(op.getResult(0))),
-                                    A::i64(numel(op.getOperand(0)))});
+  return singleLaunch("pe_broadcast_to",
+                      {A::result(0), A::operand(0), A::i64(numel(op.getResult(0))),
+                       A::i64(numel(op.getOperand(0)))});
 }
 
 } // namespace

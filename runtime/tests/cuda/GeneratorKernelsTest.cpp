@@ -1,5 +1,6 @@
 // The index-table and generator kernels of compiler/lib/GPU
-// (IndexTableKernels.cpp, GeneratorKernels.cpp) launched on the GPU (or the
+// (sparse_skew in CayleyKernels.cpp, the pair gathers in GatherKernels.cpp,
+// GeneratorKernels.cpp) launched on the GPU (or the
 // host emulator) on random data as the compiler's op lowerings compose
 // them, the index tables built as the lowerings build the package's
 // constant arrays, and compared with the runtime's reference kernels. The

@@ -118,7 +118,7 @@ void attentionGrad(TensorRef<const float> q, TensorRef<const float> k,
                    TensorRef<float> dv, OptionalOutput<float> drel);
 
 //===----------------------------------------------------------------------===//
-// Rotary embedding (PositionKernels.cpp)
+// Rotary embedding (RotaryKernels.cpp)
 //===----------------------------------------------------------------------===//
 
 // cos / sin of every (token, pair) angle computed once per call (in double,

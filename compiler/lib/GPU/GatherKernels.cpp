@@ -1,17 +1,14 @@
-//===- IndexTableKernels.cpp - ops whose index arrays are attributes ------===//
+//===- GatherKernels.cpp - skip-n shifts, offset tables, pair gathers -----===//
 //
-// Kernels and op lowerings of the ops that index with an array attribute
-// (docs/cuda.md, "Index-table and generator kernels"): the array travels as a
-// constant buffer of the package (LaunchArg::constant, uploaded once when the
-// device model is created), in a form that makes every kernel one thread per
-// output element with no search:
-// - sparse_skew: `entry` (i32, dim * dim): 0 for a zero of S, m + 1 where
-//   S holds params[m], -(m + 1) where it holds -params[m];
-// - sparse_skew_grad: `pairs` (i32, 2K): the flat indices (i_m d + j_m,
-//   j_m d + i_m) of support entry m;
+// Kernels and op lowerings of the gather family (the reference's
+// GatherKernels.cpp; docs/cuda.md, "Index-table and generator kernels"), one
+// thread per output element:
+// - skip_gather / skip_gather_grad: head s of token t reads token t - shift
+//   (t + shift for the gradient), shift = skip_base + s, zeros outside;
 // - offset_table: the offsets as an f32 constant, copied by pe_broadcast_to
 //   (exact: |offset| <= 2^24);
-// - pair_gather: `index` (i32, T * T) as the attribute;
+// - pair_gather: `index` (i32, T * T) as a constant buffer of the package
+//   (LaunchArg::constant, uploaded once when the device model is created);
 // - pair_gather_grad: the inverse of `index` in compressed rows: `starts`
 //   (i32, U + 1) and `pairs` (i32, T * T, the pairs reading row u in
 //   increasing order at starts[u] .. starts[u + 1] - 1). One thread per
@@ -37,42 +34,39 @@ const ParamKind P = ParamKind::Ptr, I = ParamKind::I64;
 using A = LaunchArg;
 using Pred = arith::CmpIPredicate;
 
-/// 0 <= v < limit (i64)
-Value inRange(KernelBuilder &k, Value v, Value limit) {
-  return andI(k, cmpI(k, Pred::sge, v, k.i64(0)), cmpI(k, Pred::slt, v, limit));
-}
-
-void appendSparseSkewKernels(std::vector<KernelDef> &defs) {
-  // s[e] = sign(entry[e]) params[|entry[e]| - 1], 0 where entry[e] = 0.
-  defs.push_back(
-      {makeSpec("pe_sparse_skew", pe::SparseSkewOp::getOperationName(),
-                {{"s", P}, {"params", P}, {"entry", P}, {"n", I}, {"params_count", I}}),
-       [](KernelBuilder &k) {
-         k.forGridStride(k.arg(3), [&](Value e) {
-           Value entry = loadI32AsI64(k, k.arg(2), e);
-           Value negative = cmpI(k, Pred::slt, entry, k.i64(0));
-           Value m = k.sub(select(k, negative, k.sub(k.i64(0), entry), entry), k.i64(1));
-           Value valid = inRange(k, m, k.arg(4));
-           Value p = k.load(k.arg(1), select(k, valid, m, k.i64(0)));
-           Value value = select(k, negative, k.sub(k.f32(0.0), p), p);
-           Value zero = cmpI(k, Pred::eq, entry, k.i64(0));
-           k.store(select(k, zero, k.f32(0.0), select(k, valid, value, nanF32(k))), k.arg(0), e);
-         });
-       }});
-  // dparams[m] = dy[pairs[2m]] - dy[pairs[2m + 1]].
-  defs.push_back(
-      {makeSpec("pe_sparse_skew_grad", pe::SparseSkewGradOp::getOperationName(),
-                {{"dparams", P}, {"dy", P}, {"pairs", P}, {"n", I}, {"dy_count", I}}),
-       [](KernelBuilder &k) {
-         k.forGridStride(k.arg(3), [&](Value m) {
-           Value upper = loadI32AsI64(k, k.arg(2), k.mul(m, k.i64(2)));
-           Value lower = loadI32AsI64(k, k.arg(2), k.add(k.mul(m, k.i64(2)), k.i64(1)));
-           Value valid = andI(k, inRange(k, upper, k.arg(4)), inRange(k, lower, k.arg(4)));
-           Value a = k.load(k.arg(1), select(k, valid, upper, k.i64(0)));
-           Value b = k.load(k.arg(1), select(k, valid, lower, k.i64(0)));
-           k.store(select(k, valid, k.sub(a, b), nanF32(k)), k.arg(0), m);
-         });
-       }});
+void appendSkipGatherKernels(std::vector<KernelDef> &defs) {
+  // Head s of token t reads token t - shift (gather, direction -1) or
+  // t + shift (its gradient, +1), shift = skip_base + s; zeros outside [0, T).
+  for (int direction : {-1, 1}) {
+    std::string name = direction < 0 ? "pe_skip_gather" : "pe_skip_gather_grad";
+    llvm::StringRef op = direction < 0 ? pe::SkipGatherOp::getOperationName()
+                                       : pe::SkipGatherGradOp::getOperationName();
+    defs.push_back({makeSpec(name, op,
+                             {{"y", P},
+                              {"v", P},
+                              {"n", I},
+                              {"tokens", I},
+                              {"d", I},
+                              {"head_dim", I},
+                              {"skip_base", I}}),
+                    [direction](KernelBuilder &k) {
+                      Value tokens = k.arg(3), d = k.arg(4), dh = k.arg(5);
+                      Value skipBase = k.arg(6);
+                      k.forGridStride(k.arg(2), [&](Value i) {
+                        Value col = remU(k, i, d);
+                        Value t = remU(k, divU(k, i, d), tokens);
+                        Value shift = k.add(skipBase, divU(k, col, dh));
+                        Value src = direction < 0 ? k.sub(t, shift) : k.add(t, shift);
+                        Value inside = andI(k, cmpI(k, Pred::sge, src, k.i64(0)),
+                                            cmpI(k, Pred::slt, src, tokens));
+                        Value offset = k.mul(shift, d);
+                        Value at = direction < 0 ? k.sub(i, offset) : k.add(i, offset);
+                        // Outside, read element i itself (in bounds) and write 0.
+                        Value v = k.load(k.arg(1), select(k, inside, at, i));
+                        k.store(select(k, inside, v, k.f32(0.0)), k.arg(0), i);
+                      });
+                    }});
+  }
 }
 
 void appendPairGatherKernels(std::vector<KernelDef> &defs) {
@@ -122,84 +116,16 @@ void appendPairGatherKernels(std::vector<KernelDef> &defs) {
 
 constexpr int64_t kMaxI32 = std::numeric_limits<int32_t>::max();
 
-/// The static shape of `v`, or nullopt when a dimension is dynamic.
-std::optional<std::vector<int64_t>> staticShape(Value v) {
-  auto shape = batchShape(v.getType());
-  if (!shape || llvm::any_of(*shape, [](int64_t d) { return d < 0; }))
+template <typename SkipOp> std::optional<OpSteps> lowerSkip(Operation &op, const char *kernel) {
+  auto skip = cast<SkipOp>(op);
+  auto shape = batchShape(op.getOperand(0).getType());
+  int64_t heads = int64_t(skip.getHeads());
+  if (!shape || shape->size() != 3 || heads <= 0 || (*shape)[2] % heads)
     return std::nullopt;
-  return shape;
-}
-
-/// The (i, j) pair of upper-triangle index `k` of a dim x dim matrix, in the
-/// order of pe.skew: (0, 1), (0, 2), ..., (1, 2), ...; nullopt out of range.
-std::optional<std::pair<int64_t, int64_t>> upperPair(int64_t dim, int64_t k) {
-  if (k < 0)
-    return std::nullopt;
-  for (int64_t i = 0; i + 1 < dim; ++i) {
-    int64_t length = dim - 1 - i;
-    if (k < length)
-      return std::make_pair(i, i + 1 + k);
-    k -= length;
-  }
-  return std::nullopt;
-}
-
-/// Checks sparse_skew's shapes and support (params [K], s [dim, dim]) and
-/// returns the pairs of the support; nullopt when the op is not served.
-std::optional<std::vector<std::pair<int64_t, int64_t>>>
-supportPairs(int64_t dim, ArrayRef<int64_t> support, Value params, Value matrix) {
-  auto p = staticShape(params), s = staticShape(matrix);
-  if (dim < 2 || dim * dim > kMaxI32 || support.empty() || int64_t(support.size()) >= kMaxI32 ||
-      !p || *p != std::vector<int64_t>{int64_t(support.size())} || !s ||
-      *s != std::vector<int64_t>{dim, dim})
-    return std::nullopt;
-  std::vector<std::pair<int64_t, int64_t>> pairs;
-  for (int64_t k : support) {
-    auto pair = upperPair(dim, k);
-    if (!pair)
-      return std::nullopt;
-    pairs.push_back(*pair);
-  }
-  return pairs;
-}
-
-std::optional<OpSteps> lowerSparseSkew(Operation &op) {
-  auto skew = cast<pe::SparseSkewOp>(op);
-  int64_t dim = int64_t(skew.getDim());
-  auto pairs = supportPairs(dim, skew.getSupport(), skew.getParams(), skew.getResult());
-  if (!pairs)
-    return std::nullopt;
-  std::vector<int32_t> entry(size_t(dim * dim), 0);
-  for (size_t m = 0; m < pairs->size(); ++m) {
-    auto [i, j] = (*pairs)[m];
-    entry[size_t(i * dim + j)] = int32_t(m + 1);
-    entry[size_t(j * dim + i)] = -int32_t(m + 1);
-  }
-  OpSteps steps;
-  steps.constants.push_back(ConstantArray::ints(std::move(entry)));
-  steps.launches.push_back(Launch::kernelCall(
-      "pe_sparse_skew", {A::result(0), A::operand(0), A::constant(0), A::i64(dim * dim),
-                         A::i64(int64_t(pairs->size()))}));
-  return steps;
-}
-
-std::optional<OpSteps> lowerSparseSkewGrad(Operation &op) {
-  auto grad = cast<pe::SparseSkewGradOp>(op);
-  int64_t dim = int64_t(grad.getDim());
-  auto pairs = supportPairs(dim, grad.getSupport(), grad.getDparams(), grad.getDy());
-  if (!pairs)
-    return std::nullopt;
-  std::vector<int32_t> flat;
-  for (auto [i, j] : *pairs) {
-    flat.push_back(int32_t(i * dim + j));
-    flat.push_back(int32_t(j * dim + i));
-  }
-  OpSteps steps;
-  steps.constants.push_back(ConstantArray::ints(std::move(flat)));
-  steps.launches.push_back(Launch::kernelCall(
-      "pe_sparse_skew_grad", {A::result(0), A::operand(0), A::constant(0),
-                              A::i64(int64_t(pairs->size())), A::i64(dim * dim)}));
-  return steps;
+  int64_t tokens = (*shape)[1], d = (*shape)[2];
+  return singleLaunch(kernel,
+                      {A::result(0), A::operand(0), A::i64(numel(op.getResult(0))), A::i64(tokens),
+                       A::i64(d), A::i64(d / heads), A::i64(int64_t(skip.getSkipBase()))});
 }
 
 std::optional<OpSteps> lowerOffsetTable(Operation &op) {
@@ -292,14 +218,18 @@ std::optional<OpSteps> lowerPairGatherGrad(Operation &op) {
 
 } // namespace
 
-void appendIndexTableKernels(std::vector<KernelDef> &defs) {
-  appendSparseSkewKernels(defs);
+void appendGatherKernels(std::vector<KernelDef> &defs) {
+  appendSkipGatherKernels(defs);
   appendPairGatherKernels(defs);
 }
 
-void appendIndexTableLowerings(std::vector<OpLowering> &lowerings) {
-  lowerings.push_back(loweringOf<pe::SparseSkewOp>(lowerSparseSkew));
-  lowerings.push_back(loweringOf<pe::SparseSkewGradOp>(lowerSparseSkewGrad));
+void appendGatherLowerings(std::vector<OpLowering> &lowerings) {
+  lowerings.push_back(loweringOf<pe::SkipGatherOp>([](Operation &op) {
+                         return lowerSkip<pe::SkipGatherOp>(op, "pe_skip_gather");
+                       }));
+  lowerings.push_back(loweringOf<pe::SkipGatherGradOp>([](Operation &op) {
+                         return lowerSkip<pe::SkipGatherGradOp>(op, "pe_skip_gather_grad");
+                       }));
   lowerings.push_back(loweringOf<pe::OffsetTableOp>(lowerOffsetTable));
   lowerings.push_back(loweringOf<pe::PairGatherOp>(lowerPairGather));
   lowerings.push_back(loweringOf<pe::PairGatherGradOp>(lowerPairGatherGrad));
