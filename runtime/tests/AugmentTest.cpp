@@ -6,6 +6,7 @@
 #include "stringrt/Data.h"
 #include "stringrt/Error.h"
 #include "stringrt/Philox.h"
+#include "stringrt/cpu/ThreadPool.h"
 
 #include <gtest/gtest.h>
 
@@ -235,6 +236,29 @@ TEST(AugmentTest, SampleDoesNotDependOnBatchSize) {
   augmentImages(everything(), 77, 123, small.data(), 4, C, H, W);
   augmentImages(everything(), 77, 123, large.data(), 9, C, H, W);
   EXPECT_EQ(std::memcmp(small.data(), large.data(), sizeof(float) * size_t(4 * n)), 0);
+}
+
+// Large images split the batch over the CPU pool (a chunk per few samples):
+// every thread count gives the bits of the formula written out by hand.
+TEST(AugmentTest, AnyThreadCountGivesTheSameBits) {
+  const int64_t B = 40, C = 3, H = 64, W = 64, n = C * H * W;
+  const std::vector<float> input = distinctImages(B, C, H, W);
+  const int original = cpu::numThreads();
+  std::vector<std::vector<float>> results;
+  for (int threads : {1, 2, 4, 7}) {
+    cpu::setNumThreads(threads);
+    std::vector<float> images = input;
+    augmentImages(everything(), 2026, 11, images.data(), B, C, H, W);
+    results.push_back(std::move(images));
+  }
+  cpu::setNumThreads(original);
+  for (size_t r = 1; r < results.size(); ++r)
+    EXPECT_TRUE(sameBits(results[r], results[0])) << "thread count #" << r;
+  for (int64_t b = 0; b < B; ++b) {
+    const std::vector<float> want = byHand(everything(), 2026, 11, b, input.data() + b * n, C, H, W);
+    EXPECT_EQ(std::memcmp(want.data(), results[0].data() + b * n, sizeof(float) * size_t(n)), 0)
+        << "sample " << b;
+  }
 }
 
 // The (sy, sx) in [-P, P]^2 with out[c][y][x] = in[c][y + sy][x + sx] (0

@@ -5,6 +5,7 @@
 
 #include "TestFiles.h"
 #include "stringrt/Error.h"
+#include "stringrt/cpu/ThreadPool.h"
 
 #include <gtest/gtest.h>
 
@@ -83,6 +84,60 @@ TEST(DataTest, IdxBatchesAreNormalisedImagesAndLabels) {
   EXPECT_THROW(data.range(Split::Test, 2, 6), Error);
 }
 
+// Large images are gathered in parallel on the CPU pool: every thread count
+// gives pixel / 255 of the chosen images, in order, and their labels; so
+// does a batch made in a recycled one's buffers.
+TEST(DataTest, ImageBatchesAreTheSameOnAnyThreadCountAndRecycled) {
+  const int64_t count = 24, C = 3, H = 48, W = 48, n = C * H * W;
+  for (bool asFloat : {false, true}) {
+    ImageSplit train, test;
+    for (int64_t i = 0; i < count; ++i) {
+      for (int64_t p = 0; p < n; ++p) {
+        const auto pixel = static_cast<uint8_t>((i * 31 + p * 7) % 256);
+        if (asFloat)
+          train.f32.push_back(static_cast<float>(pixel) / 255.0f);
+        else
+          train.u8.push_back(pixel);
+      }
+      train.labels.push_back(static_cast<int32_t>(i % 10));
+    }
+    test = train;
+    DataSet data = DataSet::images(C, H, W, std::move(train), std::move(test));
+    std::vector<int64_t> indices;
+    for (int64_t k = 0; k < 20; ++k)
+      indices.push_back((k * 7 + 3) % count);
+    const int original = cpu::numThreads();
+    std::vector<Batch> batches;
+    for (int threads : {1, 3, 8}) {
+      cpu::setNumThreads(threads);
+      batches.push_back(data.batch(Split::Train, indices.data(), indices.size()));
+    }
+    cpu::setNumThreads(original);
+    for (const Batch &b : batches) {
+      ASSERT_EQ(b.tensors[0].f32.size(), indices.size() * size_t(n));
+      for (size_t k = 0; k < indices.size(); ++k) {
+        EXPECT_EQ(b.tensors[1].i32[k], indices[k] % 10);
+        for (int64_t p = 0; p < n; p += 97) {
+          const auto pixel = static_cast<uint8_t>((indices[k] * 31 + p * 7) % 256);
+          ASSERT_EQ(b.tensors[0].f32[k * size_t(n) + size_t(p)], static_cast<float>(pixel) / 255.0f)
+              << "sample " << k << " value " << p;
+        }
+      }
+      EXPECT_EQ(b.tensors[0].f32, batches[0].tensors[0].f32);
+    }
+    // A recycled batch lends its buffers and is written over entirely.
+    Batch old = data.batch(Split::Train, indices.data() + 1, indices.size() - 1);
+    old.tensors[0].f32.resize(indices.size() * size_t(n), -1.0f);
+    const float *buffer = old.tensors[0].f32.data();
+    Batch again = data.batch(Split::Train, indices.data(), indices.size(), std::move(old));
+    EXPECT_EQ(again.tensors[0].f32.data(), buffer);
+    EXPECT_EQ(again.size, int64_t(indices.size()));
+    EXPECT_EQ(again.tensors[0].shape, (std::vector<int64_t>{int64_t(indices.size()), C, H, W}));
+    EXPECT_EQ(again.tensors[0].f32, batches[0].tensors[0].f32);
+    EXPECT_EQ(again.tensors[1].i32, batches[0].tensors[1].i32);
+  }
+}
+
 TEST(DataTest, EpochOrderIsASeededPermutation) {
   std::vector<int64_t> a = epochOrder(100, 42, 0);
   std::vector<int64_t> sorted = a;
@@ -132,6 +187,10 @@ TEST(DataTest, TextWindows) {
             (std::vector<int32_t>{16, 17, 18, 19, 4, 5, 6, 7}));
   EXPECT_EQ(b.tensors[1].i32,
             (std::vector<int32_t>{17, 18, 19, 20, 5, 6, 7, 8}));
+  const int64_t other[] = {0, 2};
+  Batch recycled = data.batch(Split::Train, other, 2, std::move(b));
+  EXPECT_EQ(recycled.tensors[0].i32, (std::vector<int32_t>{0, 1, 2, 3, 8, 9, 10, 11}));
+  EXPECT_EQ(recycled.tensors[1].i32, (std::vector<int32_t>{1, 2, 3, 4, 9, 10, 11, 12}));
   Batch t = data.range(Split::Test, 0, 1);
   EXPECT_EQ(t.tensors[0].i32, (std::vector<int32_t>{100, 101, 102, 103}));
   EXPECT_EQ(t.tensors[1].i32, (std::vector<int32_t>{101, 102, 103, 104}));

@@ -16,6 +16,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <memory>
 #include <mutex>
@@ -229,6 +230,17 @@ void parallelFor(int64_t begin, int64_t end, int64_t grain,
     fn(begin + n * c / chunks, begin + n * (c + 1) / chunks);
   };
   pool.run(chunks, task);
+}
+
+void parallelCopy(void *to, const void *from, size_t bytes) {
+  constexpr int64_t kBlock = int64_t(1) << 20;
+  const auto blocks = static_cast<int64_t>((bytes + kBlock - 1) / kBlock);
+  parallelFor(0, blocks, 1, [&](int64_t b, int64_t e) {
+    const auto first = static_cast<size_t>(b * kBlock);
+    const size_t last = std::min(bytes, static_cast<size_t>(e * kBlock));
+    std::memcpy(static_cast<char *>(to) + first, static_cast<const char *>(from) + first,
+                last - first);
+  });
 }
 
 } // namespace stringrt::cpu

@@ -2,6 +2,7 @@
 #include "BatchStaging.h"
 
 #include "stringrt/Error.h"
+#include "stringrt/cpu/ThreadPool.h"
 #include "stringrt/cuda/CudaBackend.h"
 
 #include <fmt/format.h>
@@ -114,10 +115,11 @@ void BatchStaging::stage(const std::vector<HostTensor> &tensors, int64_t batch) 
   // The slot's previous upload (two batches ago) has read the host buffer.
   if (slot.uploadRecorded)
     driver::check(api.eventSynchronize(slot.uploaded), "staging a batch", "cuEventSynchronize");
+  // On the CPU pool: a batch of large images is hundreds of megabytes.
   for (size_t i = 0; i < tensors.size(); ++i)
     if (slot.sizes[i])
-      std::memcpy(static_cast<char *>(slot.host) + slot.offsets[i], tensors[i].data,
-                  slot.sizes[i]);
+      cpu::parallelCopy(static_cast<char *>(slot.host) + slot.offsets[i], tensors[i].data,
+                        slot.sizes[i]);
   // ... and the compute stream has copied its device buffer out.
   if (slot.consumeRecorded)
     driver::check(api.streamWaitEvent(upload_, slot.consumed, 0), "staging a batch",

@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <mutex>
 #include <stdexcept>
@@ -91,6 +92,23 @@ TEST(ThreadPool, ExceptionsReachTheCallerAndThePoolStaysUsable) {
       sum += i;
   });
   EXPECT_EQ(sum.load(), 999 * 1000 / 2);
+}
+
+TEST(ThreadPool, ParallelCopyCopiesEveryByteOnAnyThreadCount) {
+  const size_t sizes[] = {0, 1, 4096, (size_t(1) << 20) + 3, 5 * (size_t(1) << 20) + 7};
+  for (int threads : {1, 3, 4}) {
+    ScopedThreads scoped(threads);
+    for (size_t bytes : sizes) {
+      std::vector<unsigned char> from(bytes), to(bytes + 2, 0xAB);
+      for (size_t i = 0; i < bytes; ++i)
+        from[i] = static_cast<unsigned char>(i * 131 + i / 977);
+      parallelCopy(to.data() + 1, from.data(), bytes);
+      EXPECT_EQ(to.front(), 0xAB);
+      EXPECT_EQ(to.back(), 0xAB); // nothing written past the end
+      EXPECT_TRUE(std::equal(from.begin(), from.end(), to.begin() + 1))
+          << bytes << " bytes on " << threads << " threads";
+    }
+  }
 }
 
 TEST(ThreadPool, RejectsANonPositiveThreadCount) {

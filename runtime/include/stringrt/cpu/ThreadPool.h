@@ -22,6 +22,7 @@
 // so that every thread count gives the same numbers.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -54,5 +55,9 @@ void setNumThreads(int n);
 // indices; nothing happens when end <= begin.
 void parallelFor(int64_t begin, int64_t end, int64_t grain,
                  const std::function<void(int64_t, int64_t)> &fn);
+
+// memcpy of `bytes` bytes in parallel chunks of at least 1 MiB (a batch of
+// large images into the pinned staging buffer of a device).
+void parallelCopy(void *to, const void *from, size_t bytes);
 
 } // namespace stringrt::cpu

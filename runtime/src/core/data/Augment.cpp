@@ -1,8 +1,10 @@
 #include "stringrt/Augment.h"
 
+#include "SampleChunks.h"
 #include "stringrt/Data.h"
 #include "stringrt/Error.h"
 #include "stringrt/Philox.h"
+#include "stringrt/cpu/ThreadPool.h"
 
 #include <fmt/format.h>
 
@@ -192,25 +194,30 @@ void augmentImages(const AugmentPolicy &policy, uint64_t seed, int64_t step,
     return;
   const int64_t P = policy.cropPadding;
   const int64_t image = C * H * W;
-  std::vector<float> scratch;
-  if (P > 0 || policy.flipProbability > 0)
-    scratch.resize(static_cast<size_t>(image));
-  for (int64_t b = 0; b < B; ++b) {
-    float *sample = images + b * image;
-    const auto u = sampleBlock(seed, step, b, 0);
-    int64_t oy = 0, ox = 0;
-    if (P > 0) {
-      const auto offsets = static_cast<uint32_t>(2 * P + 1);
-      oy = static_cast<int64_t>(below(u[0], offsets)) - P;
-      ox = static_cast<int64_t>(below(u[1], offsets)) - P;
+  // Samples in parallel on the CPU pool: each depends on (seed, step, b)
+  // only and is written by one chunk, so any thread count gives the same
+  // bits.
+  cpu::parallelFor(0, B, detail::samplesPerChunk(image), [&](int64_t begin, int64_t end) {
+    std::vector<float> scratch;
+    if (P > 0 || policy.flipProbability > 0)
+      scratch.resize(static_cast<size_t>(image));
+    for (int64_t b = begin; b < end; ++b) {
+      float *sample = images + b * image;
+      const auto u = sampleBlock(seed, step, b, 0);
+      int64_t oy = 0, ox = 0;
+      if (P > 0) {
+        const auto offsets = static_cast<uint32_t>(2 * P + 1);
+        oy = static_cast<int64_t>(below(u[0], offsets)) - P;
+        ox = static_cast<int64_t>(below(u[1], offsets)) - P;
+      }
+      const bool flip =
+          policy.flipProbability > 0 && chance(u[2], policy.flipProbability);
+      if (oy != 0 || ox != 0 || flip)
+        cropAndFlip(sample, scratch.data(), C, H, W, oy, ox, flip);
+      if (policy.eraseProbability > 0 && chance(u[3], policy.eraseProbability))
+        randomErase(sample, C, H, W, seed, step, b);
     }
-    const bool flip =
-        policy.flipProbability > 0 && chance(u[2], policy.flipProbability);
-    if (oy != 0 || ox != 0 || flip)
-      cropAndFlip(sample, scratch.data(), C, H, W, oy, ox, flip);
-    if (policy.eraseProbability > 0 && chance(u[3], policy.eraseProbability))
-      randomErase(sample, C, H, W, seed, step, b);
-  }
+  });
 }
 
 void augmentBatchImages(const AugmentPolicy &policy, uint64_t seed,

@@ -1,9 +1,11 @@
 #include "stringrt/Data.h"
 
+#include "SampleChunks.h"
 #include "execution/Initializers.h"
 #include "stringrt/Error.h"
 #include "stringrt/Idx.h"
 #include "stringrt/TextCorpus.h"
+#include "stringrt/cpu/ThreadPool.h"
 
 #include <fmt/format.h>
 
@@ -164,7 +166,7 @@ std::vector<DType> DataSet::dtypes() const {
   return {DType::F32, DType::I32};
 }
 
-Batch DataSet::batch(Split split, const int64_t *indices, size_t n) const {
+Batch DataSet::batch(Split split, const int64_t *indices, size_t n, Batch recycled) const {
   const bool train = split == Split::Train;
   const int64_t total = count(split);
   for (size_t k = 0; k < n; ++k)
@@ -172,12 +174,16 @@ Batch DataSet::batch(Split split, const int64_t *indices, size_t n) const {
       throw Error(fmt::format("example {} is out of range for a split of {}",
                               indices[k], total));
   const auto b = static_cast<int64_t>(n);
-  Batch batch;
+  Batch batch = std::move(recycled);
   batch.size = b;
   batch.tensors.resize(2);
   BatchTensor &first = batch.tensors[0];
   BatchTensor &second = batch.tensors[1];
+  // A recycled tensor of the same size is written over without a resize
+  // (resizing an emptied vector would zero-fill it again).
   if (text_) {
+    first.f32.clear();
+    second.f32.clear();
     const std::vector<int32_t> &tokens = train ? trainTokens_ : testTokens_;
     const auto t = static_cast<size_t>(context_);
     first.dtype = second.dtype = DType::I32;
@@ -194,25 +200,32 @@ Batch DataSet::batch(Split split, const int64_t *indices, size_t n) const {
   }
   const ImageSplit &images = train ? train_ : test_;
   const auto image = static_cast<size_t>(channels_ * rows_ * cols_);
+  first.i32.clear();
+  second.f32.clear();
   first.dtype = DType::F32;
   first.shape = {b, channels_, rows_, cols_};
   first.f32.resize(n * image);
   second.dtype = DType::I32;
   second.shape = {b};
   second.i32.resize(n);
-  for (size_t k = 0; k < n; ++k) {
-    const auto i = static_cast<size_t>(indices[k]);
-    float *dst = first.f32.data() + k * image;
-    if (images.f32.empty()) {
-      const uint8_t *src = images.u8.data() + i * image;
-      for (size_t p = 0; p < image; ++p)
-        dst[p] = static_cast<float>(src[p]) / 255.0f;
-    } else {
-      const float *src = images.f32.data() + i * image;
-      std::copy(src, src + image, dst);
+  // Samples in parallel on the CPU pool, each written by one chunk: the
+  // same bits on any thread count.
+  const int64_t grain = detail::samplesPerChunk(static_cast<int64_t>(image));
+  cpu::parallelFor(0, b, grain, [&](int64_t kb, int64_t ke) {
+    for (auto k = static_cast<size_t>(kb); k < static_cast<size_t>(ke); ++k) {
+      const auto i = static_cast<size_t>(indices[k]);
+      float *dst = first.f32.data() + k * image;
+      if (images.f32.empty()) {
+        const uint8_t *src = images.u8.data() + i * image;
+        for (size_t p = 0; p < image; ++p)
+          dst[p] = static_cast<float>(src[p]) / 255.0f;
+      } else {
+        const float *src = images.f32.data() + i * image;
+        std::copy(src, src + image, dst);
+      }
+      second.i32[k] = images.labels[i];
     }
-    second.i32[k] = images.labels[i];
-  }
+  });
   return batch;
 }
 

@@ -547,6 +547,10 @@ TrainResult train(Model &model, const DataSet &data, const TrainOptions &options
   result.plan = plan;
   std::vector<int64_t> order;
   int64_t orderEpoch = -1;
+  // The batch of the step before last, whose buffers the next batch reuses
+  // (by then no backend reads it: the CPU has run that step, a device has
+  // staged it).
+  Batch spare;
   // The batch of global step s (the data order of its epoch).
   auto batchOf = [&](int64_t s) {
     const int64_t epoch = s / plan.stepsPerEpoch;
@@ -555,7 +559,7 @@ TrainResult train(Model &model, const DataSet &data, const TrainOptions &options
       orderEpoch = epoch;
     }
     Batch b = data.batch(Split::Train, order.data() + (s % plan.stepsPerEpoch) * plan.batch,
-                         static_cast<size_t>(plan.batch));
+                         static_cast<size_t>(plan.batch), std::move(spare));
     // On the host, before any backend sees the batch: the same bits for
     // the CPU and the GPU, and a resumed run augments as an unbroken one.
     if (plan.augment.enabled())
@@ -692,8 +696,10 @@ TrainResult train(Model &model, const DataSet &data, const TrainOptions &options
       queued.pop_front();
       finish(done, loss, info);
     }
-    if (next)
+    if (next) {
+      spare = std::move(batch);
       batch = std::move(*next);
+    }
   }
   run.fetch(model.parameters(), optimizer);
   result.finished = result.steps == plan.totalSteps;
