@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <deque>
 #include <filesystem>
@@ -19,6 +20,7 @@
 #include <limits>
 #include <memory>
 #include <sstream>
+#include <thread>
 
 namespace stringrt {
 namespace {
@@ -174,8 +176,10 @@ struct Recorder : TrainObserver {
   std::vector<int64_t> steps;
   std::vector<EvalResult> evals;
   std::vector<int64_t> checkpoints;
+  std::vector<EpochReport> epochs;
   TrainPlan plan;
   void onStart(const TrainPlan &p) override { plan = p; }
+  void onEpochEnd(const TrainPlan &, const EpochReport &r) override { epochs.push_back(r); }
   void onStep(const TrainPlan &, const StepReport &r) override {
     losses.push_back(static_cast<float>(r.loss));
     steps.push_back(r.step);
@@ -737,6 +741,45 @@ TEST(TrainerTest, StepsQueuedAheadAreReportedInOrderAndNeverCrossAnEpoch) {
     expected.push_back("fetch"); // the end of the run
     EXPECT_EQ(backend.calls, expected) << ahead;
   }
+}
+
+// A device whose steps take 20 ms to finish after they are queued.
+class SlowDeviceBackend : public QueueingBackend {
+public:
+  using QueueingBackend::QueueingBackend;
+  OptimizerStepInfo collect(float &loss) override {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    return QueueingBackend::collect(loss);
+  }
+};
+
+// Each epoch's report splits its time: assembling batches on the host, and
+// waiting in collect() for the backend (the CPU computes in queue()).
+TEST(TrainerTest, EpochReportsSplitBatchAndWaitTime) {
+  ImageFixture fx;
+  TrainOptions o;
+  o.epochs = 2;
+  o.batch = 4; // 7 steps per epoch
+  o.evaluate = false;
+  Model cpu(imageManifest());
+  DataSet data = loadModelData(cpu, fx.data);
+  Recorder onCpu;
+  train(cpu, data, o, &onCpu);
+  Model model(imageManifest());
+  SlowDeviceBackend device(model, 1);
+  Recorder onDevice;
+  train(model, data, o, &onDevice, &device);
+  for (const Recorder *r : {&onCpu, &onDevice}) {
+    ASSERT_EQ(r->epochs.size(), 2u);
+    for (const EpochReport &e : r->epochs) {
+      EXPECT_GT(e.batchSeconds, 0);
+      EXPECT_LE(e.batchSeconds + e.waitSeconds, e.seconds);
+    }
+  }
+  for (const EpochReport &e : onCpu.epochs)
+    EXPECT_LT(e.waitSeconds, 0.05);
+  for (const EpochReport &e : onDevice.epochs)
+    EXPECT_GE(e.waitSeconds, 7 * 0.020); // 7 steps collected, 20 ms each
 }
 
 // The image classifier with an infinite (frozen) bias: every loss is NaN.

@@ -160,6 +160,12 @@ struct EpochReport {
   int64_t step = 0;    // Global steps taken.
   double meanLoss = 0; // Over this epoch's steps of this invocation.
   double seconds = 0;
+  // Of `seconds`: assembling the training batches on the host (gathering,
+  // augmenting), and waiting for the backend's steps to finish (collect();
+  // about 0 on the CPU, which computes as a step is queued). A device run
+  // that waits about 0 is bound by the host's batch work, not the device.
+  double batchSeconds = 0;
+  double waitSeconds = 0;
   bool complete = true;
 };
 

@@ -551,8 +551,12 @@ TrainResult train(Model &model, const DataSet &data, const TrainOptions &options
   // (by then no backend reads it: the CPU has run that step, a device has
   // staged it).
   Batch spare;
+  // Host time this epoch spent assembling batches, and waiting in collect()
+  // for a backend's steps (a device's; the CPU computes in queue()).
+  double epochBatchSeconds = 0, epochWaitSeconds = 0;
   // The batch of global step s (the data order of its epoch).
   auto batchOf = [&](int64_t s) {
+    const auto assembleStart = Clock::now();
     const int64_t epoch = s / plan.stepsPerEpoch;
     if (epoch != orderEpoch) {
       order = epochOrder(plan.trainExamples, plan.seed, epoch);
@@ -564,6 +568,7 @@ TrainResult train(Model &model, const DataSet &data, const TrainOptions &options
     // the CPU and the GPU, and a resumed run augments as an unbroken one.
     if (plan.augment.enabled())
       augmentBatchImages(plan.augment, plan.seed, s, b);
+    epochBatchSeconds += secondsSince(assembleStart);
     return b;
   };
   const auto runStart = Clock::now();
@@ -612,6 +617,8 @@ TrainResult train(Model &model, const DataSet &data, const TrainOptions &options
     er.step = s + 1;
     er.meanLoss = epochLoss / static_cast<double>(epochSteps);
     er.seconds = epochSeconds;
+    er.batchSeconds = epochBatchSeconds;
+    er.waitSeconds = epochWaitSeconds;
     er.complete = epochDone;
     obs.onEpochEnd(plan, er);
     if (options.evaluate && plan.testExamples > 0) {
@@ -644,6 +651,7 @@ TrainResult train(Model &model, const DataSet &data, const TrainOptions &options
       obs.onCheckpoint(plan, options.checkpointPath, s + 1);
     }
     epochStart = Clock::now();
+    epochBatchSeconds = epochWaitSeconds = 0;
     epochLoss = 0;
     epochSteps = 0;
   };
@@ -688,7 +696,9 @@ TrainResult train(Model &model, const DataSet &data, const TrainOptions &options
       float loss = 0;
       OptimizerStepInfo info;
       try {
+        const auto waitStart = Clock::now();
         info = run.collect(loss);
+        epochWaitSeconds += secondsSince(waitStart);
       } catch (const std::bad_alloc &) {
         throw outOfMemory(queued.front());
       }
