@@ -8,6 +8,7 @@
 #   2. stringrun bench --device cuda (CUDA graphs on): images/s of vit_rope and
 #      at batch 128, 256, 1024, vit_cayley at 128, 1024 (fp32) and vit_s_rope
 #      at 256 (fp32 and bf16) by default (BENCH_SET);
+#      then the host's batch work on all its cores (tests/bench/host_batch.py);
 #   3. stringrun bench --profile (GPU time by op kind) beside the launch
 #      report's prediction for vit_rope 1024 and vit_s_rope 256 bf16;
 #   4. ncu per-kernel GPU time of one step (when ncu can read the counters),
@@ -58,6 +59,14 @@ for step in ${BENCH_SET:-vit_rope:128 vit_rope:256 vit_rope:1024 vit_cayley:128 
   case $name in vit_rope|vit_s_rope) bench "$(packageOf "$name" bf16)" "$batch" ;; esac
 done
 note "bench done ($(elapsed))"
+
+# 2b. The host's batch work on this machine's cores (what a GPU step may wait
+# for: tests/bench/host_batch.py), beside PyTorch's gather.
+if [ -x "$build/tests/stringrt_host_batch_bench" ]; then
+  timeout "$limit" python3 tests/bench/host_batch.py \
+    --bench "$build/tests/stringrt_host_batch_bench" --threads "$(nproc)" > "$logs/host-batch.log" 2>&1
+  note "host batch work, exit $?:"; tee -a "$summary" < "$logs/host-batch.log"
+fi
 
 # 3. GPU time by op kind beside the prediction.
 for step in ${PROFILE_SET:-vit_rope:1024:fp32 vit_s_rope:256:bf16}; do

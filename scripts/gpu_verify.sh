@@ -59,7 +59,8 @@ note() { echo "$*" | tee -a "$summary"; }
 
 command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi --query-gpu=name,compute_cap,memory.total,driver_version --format=csv | tee "$out/nvidia-smi.txt" || true
 cmake -S runtime -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release > "$out/cmake.log" 2>&1 || { cat "$out/cmake.log"; exit 1; }
-ninja -C "$build" -j"$jobs" stringrt_cuda_tests stringrun stringrt_attention_bench > "$out/build.log" 2>&1 || { tail -50 "$out/build.log"; exit 1; }
+ninja -C "$build" -j"$jobs" stringrt_cuda_tests stringrun stringrt_attention_bench \
+  stringrt_host_batch_bench > "$out/build.log" 2>&1 || { tail -50 "$out/build.log"; exit 1; }
 stringrun=$build/stringrun/stringrun
 
 if [ -n "$package" ]; then
