@@ -94,8 +94,9 @@ public:
   // one of 256 x 3 x 224 x 224 floats spends about 60 ms zero-filling and
   // faulting in new pages. Its contents are overwritten.
   Batch batch(Split split, const int64_t *indices, size_t n, Batch recycled = {}) const;
-  // The batch of examples [begin, end) in order (for evaluation).
-  Batch range(Split split, int64_t begin, int64_t end) const;
+  // The batch of examples [begin, end) in order (for evaluation), in a
+  // recycled batch's buffers as batch() does.
+  Batch range(Split split, int64_t begin, int64_t end, Batch recycled = {}) const;
 
 private:
   DataSet() = default;

@@ -386,8 +386,10 @@ EvalResult DeviceModel::evaluate(const DataSet &data, int64_t batch) {
     }
     return inputs;
   };
-  auto rangeOf = [&](int64_t i) {
-    return data.range(Split::Test, i * batch, std::min(count, (i + 1) * batch));
+  // Batch i, in the buffers of `recycled` (a batch already staged).
+  auto rangeOf = [&](int64_t i, Batch recycled = {}) {
+    return data.range(Split::Test, i * batch, std::min(count, (i + 1) * batch),
+                      std::move(recycled));
   };
 
   double lossSum = 0;
@@ -417,7 +419,7 @@ EvalResult DeviceModel::evaluate(const DataSet &data, int64_t batch) {
                    "copying the evaluation logits back");
       }
       if (i + 1 < last) { // prepared and uploaded while batch i computes
-        current = rangeOf(i + 1);
+        current = rangeOf(i + 1, std::move(current));
         m.stage(inputsOf(current), m.evalStaging.get());
       }
     }

@@ -229,7 +229,7 @@ Batch DataSet::batch(Split split, const int64_t *indices, size_t n, Batch recycl
   return batch;
 }
 
-Batch DataSet::range(Split split, int64_t begin, int64_t end) const {
+Batch DataSet::range(Split split, int64_t begin, int64_t end, Batch recycled) const {
   if (begin < 0 || end < begin || end > count(split))
     throw Error(fmt::format("examples [{}, {}) are out of range for a split "
                             "of {}",
@@ -237,7 +237,7 @@ Batch DataSet::range(Split split, int64_t begin, int64_t end) const {
   std::vector<int64_t> indices;
   for (int64_t i = begin; i < end; ++i)
     indices.push_back(i);
-  return batch(split, indices.data(), indices.size());
+  return batch(split, indices.data(), indices.size(), std::move(recycled));
 }
 
 } // namespace stringrt

@@ -55,9 +55,10 @@ struct EvalPart {
   bool hasAccuracy = false;
 };
 
-EvalPart evalBatch(Model &model, const DataSet &data, int64_t begin,
-                   int64_t end) {
-  Batch batch = data.range(Split::Test, begin, end);
+// `spare` lends its buffers to the batch and gets them back after.
+EvalPart evalBatch(Model &model, const DataSet &data, int64_t begin, int64_t end,
+                   Batch &spare) {
+  Batch batch = data.range(Split::Test, begin, end, std::move(spare));
   auto outputs = model.run("forward", modelInputs(model, batch));
   auto loss = outputs.find("loss");
   if (loss == outputs.end() || loss->second.values.size() != 1)
@@ -74,6 +75,7 @@ EvalPart evalBatch(Model &model, const DataSet &data, int64_t begin,
       part.correct = countCorrect(l.values.data(), labels.data(), batch.size, l.shape[1]);
     }
   }
+  spare = std::move(batch);
   return part;
 }
 
@@ -345,14 +347,16 @@ EvalResult evaluateBatches(Model &model, const DataSet &data, int64_t batch, int
     throw Error("evaluation: the test split is empty");
   const int64_t batches = (count + batch - 1) / batch;
   std::vector<EvalPart> parts(static_cast<size_t>(batches));
-  auto runBatch = [&](Model &m, int64_t b) {
+  // Each worker's batches reuse one batch's buffers.
+  auto runBatch = [&](Model &m, int64_t b, Batch &spare) {
     parts[static_cast<size_t>(b)] =
-        evalBatch(m, data, b * batch, std::min(count, (b + 1) * batch));
+        evalBatch(m, data, b * batch, std::min(count, (b + 1) * batch), spare);
   };
   const int64_t workers = std::min<int64_t>(threads, batches);
   if (workers <= 1) {
+    Batch spare;
     for (int64_t b = 0; b < batches; ++b)
-      runBatch(model, b);
+      runBatch(model, b, spare);
   } else {
     // Replicas with the same parameters; each batch's result lands in its
     // slot, and they are summed in batch order below.
@@ -366,8 +370,9 @@ EvalResult evaluateBatches(Model &model, const DataSet &data, int64_t batch, int
     std::vector<std::exception_ptr> errors(static_cast<size_t>(workers));
     auto work = [&](Model &m, size_t w) {
       try {
+        Batch spare;
         for (int64_t b = next++; b < batches; b = next++)
-          runBatch(m, b);
+          runBatch(m, b, spare);
       } catch (...) {
         errors[w] = std::current_exception();
         next = batches;
