@@ -535,6 +535,104 @@ TEST(AugmentTest, AugmentImagesRejectsBadArguments) {
   EXPECT_THROW(augmentImages({}, 0, 0, nullptr, 1, 1, 4, 4), Error);
 }
 
+// The two halves a device uses (its kernel applies the host's draws):
+// drawing then applying is augmentImages, bit for bit, and each draw is the
+// documented formula's.
+TEST(AugmentTest, DrawingThenApplyingIsAugmentImages) {
+  const int64_t B = 24, C = 3, H = 13, W = 17;
+  const std::vector<float> input = distinctImages(B, C, H, W);
+  AugmentPolicy certain = everything();
+  certain.eraseProbability = 1.0;
+  for (const AugmentPolicy &policy : {everything(), certain}) {
+    for (int64_t step : {int64_t(0), int64_t(7), int64_t(1) << 33}) {
+      std::vector<int32_t> draws(size_t(B * kAugmentDrawWords), -99);
+      drawAugmentation(policy, 42, step, B, H, W, draws.data());
+      std::vector<float> applied = input, whole = input;
+      applyAugmentation(draws.data(), applied.data(), B, C, H, W);
+      augmentImages(policy, 42, step, whole.data(), B, C, H, W);
+      EXPECT_TRUE(sameBits(applied, whole)) << "step " << step;
+      for (int64_t b = 0; b < B; ++b) {
+        const int32_t *d = draws.data() + b * kAugmentDrawWords;
+        const Block u = philox4x32({uint32_t(b), uint32_t(uint64_t(step)),
+                                    uint32_t(uint64_t(step) >> 32), 0},
+                                   {42u, 0u});
+        EXPECT_EQ(d[kDrawOffsetY], int32_t(below(u[0], 9)) - 4);
+        EXPECT_EQ(d[kDrawOffsetX], int32_t(below(u[1], 9)) - 4);
+        EXPECT_EQ(d[kDrawFlip], double(uniformFloat(u[2])) < 0.5 ? 1 : 0);
+        const bool erase = double(uniformFloat(u[3])) < policy.eraseProbability;
+        EXPECT_EQ(d[kDrawEraseHeight] > 0, erase) << "sample " << b;
+        if (erase) { // within the image, and of the documented area
+          EXPECT_LT(d[kDrawEraseTop] + d[kDrawEraseHeight], H + 1);
+          EXPECT_LT(d[kDrawEraseLeft] + d[kDrawEraseWidth], W + 1);
+          const double area = double(d[kDrawEraseHeight]) * d[kDrawEraseWidth] / double(H * W);
+          EXPECT_GT(area, 0.0);
+          EXPECT_LT(area, 0.5);
+        }
+      }
+    }
+  }
+  // An off policy draws the identity.
+  std::vector<int32_t> none(size_t(B * kAugmentDrawWords), -1);
+  drawAugmentation({}, 42, 3, B, H, W, none.data());
+  EXPECT_EQ(none, std::vector<int32_t>(none.size(), 0));
+  std::vector<float> same = input;
+  applyAugmentation(none.data(), same.data(), B, C, H, W);
+  EXPECT_TRUE(sameBits(same, input));
+}
+
+// applyAugmentation on draws written here: what each word does, and a
+// rectangle reaching past the image is clipped to it.
+TEST(AugmentTest, ApplyFollowsEachDrawWord) {
+  const int64_t C = 2, H = 4, W = 5;
+  const std::vector<float> in = distinctImages(1, C, H, W);
+  auto apply = [&](std::array<int32_t, kAugmentDrawWords> draw) {
+    std::vector<float> out = in;
+    applyAugmentation(draw.data(), out.data(), 1, C, H, W);
+    return out;
+  };
+  auto at = [&](const std::vector<float> &v, int64_t c, int64_t y, int64_t x) {
+    return v[size_t((c * H + y) * W + x)];
+  };
+  // Shift by (1, -2): out[y][x] = in[y + 1][x - 2], 0 outside.
+  std::vector<float> shifted = apply({1, -2, 0, 0, 0, 0, 0});
+  for (int64_t c = 0; c < C; ++c)
+    for (int64_t y = 0; y < H; ++y)
+      for (int64_t x = 0; x < W; ++x) {
+        const bool inside = y + 1 < H && x - 2 >= 0;
+        EXPECT_EQ(at(shifted, c, y, x), inside ? at(in, c, y + 1, x - 2) : 0.0f);
+      }
+  // Flip, then the offset: out[y][x] = in[y][(W - 1 - x) + 1].
+  std::vector<float> flipped = apply({0, 1, 1, 0, 0, 0, 0});
+  for (int64_t x = 0; x < W; ++x)
+    EXPECT_EQ(at(flipped, 1, 2, x), W - x < W ? at(in, 1, 2, W - x) : 0.0f) << x;
+  // Shifted past the image: all zero.
+  EXPECT_EQ(apply({0, int32_t(W), 0, 0, 0, 0, 0}), std::vector<float>(in.size(), 0.0f));
+  // Erase rows [1, 3) x columns [3, 8): clipped at W = 5.
+  std::vector<float> erased = apply({0, 0, 0, 1, 3, 2, 5});
+  for (int64_t c = 0; c < C; ++c)
+    for (int64_t y = 0; y < H; ++y)
+      for (int64_t x = 0; x < W; ++x) {
+        const bool gone = y >= 1 && y < 3 && x >= 3;
+        EXPECT_EQ(at(erased, c, y, x), gone ? 0.0f : at(in, c, y, x));
+      }
+}
+
+TEST(AugmentTest, DrawAndApplyRejectBadArguments) {
+  std::vector<int32_t> draws(kAugmentDrawWords);
+  std::vector<float> images(16, 1.0f);
+  EXPECT_THROW(drawAugmentation(everything(), 0, 0, 1, 4, 4, nullptr), Error);
+  EXPECT_THROW(drawAugmentation(everything(), 0, 0, 0, 4, 4, draws.data()), Error);
+  EXPECT_THROW(drawAugmentation(everything(), 0, 0, 1, 0, 4, draws.data()), Error);
+  // Draws are int32: an image side beyond that is refused, not wrapped.
+  EXPECT_THROW(drawAugmentation(everything(), 0, 0, 1, int64_t(1) << 31, 4, draws.data()), Error);
+  AugmentPolicy bad;
+  bad.flipProbability = 2;
+  EXPECT_THROW(drawAugmentation(bad, 0, 0, 1, 4, 4, draws.data()), Error);
+  EXPECT_THROW(applyAugmentation(nullptr, images.data(), 1, 1, 4, 4), Error);
+  EXPECT_THROW(applyAugmentation(draws.data(), nullptr, 1, 1, 4, 4), Error);
+  EXPECT_THROW(applyAugmentation(draws.data(), images.data(), 1, 1, 0, 4), Error);
+}
+
 // `stringrun train --augment SPEC`.
 TEST(AugmentTest, ParsesThePolicyOfTheCommandLine) {
   AugmentPolicy all = parseAugmentPolicy("crop=4,flip=0.5,erase=0.25");

@@ -69,6 +69,35 @@ AugmentPolicy parseAugmentPolicy(std::string_view spec);
 void augmentImages(const AugmentPolicy &policy, uint64_t seed, int64_t step,
                    float *images, int64_t B, int64_t C, int64_t H, int64_t W);
 
+// Each sample's draws (the parameters the header comment's formula draws
+// for it), kAugmentDrawWords int32 per sample, in this order. A device
+// applies them in a kernel (pe_augment_images): the exp and log of the
+// erase draw are computed once, here, so both devices use the same bits.
+enum AugmentDrawWord : int64_t {
+  kDrawOffsetY,     // crop: the source row of output row y is y + offsetY
+  kDrawOffsetX,     // and of output column x, (flipped x) + offsetX
+  kDrawFlip,        // 1: mirror x (x -> W - 1 - x) before the offset
+  kDrawEraseTop,    // the erased rectangle: rows [top, top + height),
+  kDrawEraseLeft,   // columns [left, left + width); height 0: none
+  kDrawEraseHeight,
+  kDrawEraseWidth,
+  kAugmentDrawWords
+};
+
+// Writes the draws of samples [0, B) of `step` (B * kAugmentDrawWords
+// int32) for images of H x W pixels. Checks as augmentImages does (C is
+// not needed), and that H and W fit an int32. An off policy draws zeros
+// (the identity).
+void drawAugmentation(const AugmentPolicy &policy, uint64_t seed, int64_t step, int64_t B,
+                      int64_t H, int64_t W, int32_t *draws);
+
+// Applies the draws of drawAugmentation to `images` (f32 [B, C, H, W]), in
+// place: out[c][y][x] = 0 inside the erased rectangle, else
+// in[c][y + offsetY][x' + offsetX] (x' = W - 1 - x when flipped), 0 when that
+// is outside the image. Exact: pixels are copied or zeroed, never computed.
+void applyAugmentation(const int32_t *draws, float *images, int64_t B, int64_t C, int64_t H,
+                       int64_t W);
+
 // augmentImages on the images of a batch of an image set (Data.h): its first
 // tensor, which must be f32 [B, C, H, W] (Error otherwise).
 void augmentBatchImages(const AugmentPolicy &policy, uint64_t seed,

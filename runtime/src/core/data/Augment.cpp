@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -63,10 +64,10 @@ void cropAndFlip(float *image, float *scratch, int64_t C, int64_t H, int64_t W,
   }
 }
 
-// The first of the ten erase attempts whose rectangle fits, zeroed in every
-// channel; nothing when none fits.
-void randomErase(float *image, int64_t C, int64_t H, int64_t W, uint64_t seed,
-                 int64_t step, int64_t b) {
+// The first of the ten erase attempts whose rectangle fits (top, left,
+// height, width); all zero when none fits.
+std::array<int64_t, 4> eraseRectangle(int64_t H, int64_t W, uint64_t seed, int64_t step,
+                                      int64_t b) {
   const double area = static_cast<double>(H) * static_cast<double>(W);
   const double logMin = std::log(kEraseRatioMin);
   const double logMax = std::log(kEraseRatioMax);
@@ -82,13 +83,51 @@ void randomErase(float *image, int64_t C, int64_t H, int64_t W, uint64_t seed,
       continue;
     const int64_t top = below(w[2], static_cast<uint32_t>(H - eh + 1));
     const int64_t left = below(w[3], static_cast<uint32_t>(W - ew + 1));
-    for (int64_t c = 0; c < C; ++c)
-      for (int64_t y = top; y < top + eh; ++y) {
-        float *row = image + (c * H + y) * W;
-        std::fill(row + left, row + left + ew, 0.0f);
-      }
-    return;
+    return {top, left, eh, ew};
   }
+  return {0, 0, 0, 0};
+}
+
+// Sample b's draws (kAugmentDrawWords words at `out`).
+void drawSample(const AugmentPolicy &policy, uint64_t seed, int64_t step, int64_t b,
+                int64_t H, int64_t W, int32_t *out) {
+  std::fill(out, out + kAugmentDrawWords, 0);
+  const int64_t P = policy.cropPadding;
+  const auto u = sampleBlock(seed, step, b, 0);
+  if (P > 0) {
+    const auto offsets = static_cast<uint32_t>(2 * P + 1);
+    out[kDrawOffsetY] = static_cast<int32_t>(static_cast<int64_t>(below(u[0], offsets)) - P);
+    out[kDrawOffsetX] = static_cast<int32_t>(static_cast<int64_t>(below(u[1], offsets)) - P);
+  }
+  out[kDrawFlip] = policy.flipProbability > 0 && chance(u[2], policy.flipProbability);
+  if (policy.eraseProbability > 0 && chance(u[3], policy.eraseProbability)) {
+    const std::array<int64_t, 4> r = eraseRectangle(H, W, seed, step, b);
+    for (int64_t i = 0; i < 4; ++i)
+      out[kDrawEraseTop + i] = static_cast<int32_t>(r[size_t(i)]);
+  }
+}
+
+// Applies one sample's draws to its C x H x W pixels; `scratch` holds C*H*W
+// when the sample is cropped or flipped.
+void applySample(const int32_t *draw, float *sample, std::vector<float> &scratch, int64_t C,
+                 int64_t H, int64_t W) {
+  const int64_t oy = draw[kDrawOffsetY], ox = draw[kDrawOffsetX];
+  const bool flip = draw[kDrawFlip] != 0;
+  if (oy != 0 || ox != 0 || flip) {
+    scratch.resize(static_cast<size_t>(C * H * W));
+    cropAndFlip(sample, scratch.data(), C, H, W, oy, ox, flip);
+  }
+  // Clamped to the image: the draws come from drawAugmentation, but a
+  // rectangle outside it must not write outside the sample.
+  const int64_t top = std::clamp<int64_t>(draw[kDrawEraseTop], 0, H);
+  const int64_t left = std::clamp<int64_t>(draw[kDrawEraseLeft], 0, W);
+  const int64_t bottom = std::clamp<int64_t>(top + draw[kDrawEraseHeight], top, H);
+  const int64_t right = std::clamp<int64_t>(left + draw[kDrawEraseWidth], left, W);
+  for (int64_t c = 0; c < C; ++c)
+    for (int64_t y = top; y < bottom; ++y) {
+      float *row = sample + (c * H + y) * W;
+      std::fill(row + left, row + right, 0.0f);
+    }
 }
 
 void checkShape(const float *images, int64_t B, int64_t C, int64_t H,
@@ -186,38 +225,49 @@ AugmentPolicy parseAugmentPolicy(std::string_view spec) {
   return policy;
 }
 
+void drawAugmentation(const AugmentPolicy &policy, uint64_t seed, int64_t step, int64_t B,
+                      int64_t H, int64_t W, int32_t *draws) {
+  checkAugmentPolicy(policy);
+  if (!draws)
+    throw Error("drawAugmentation: draws is null");
+  if (B < 1 || H < 1 || W < 1)
+    throw Error(fmt::format("drawAugmentation: a batch of {} images of {} x {} is empty", B,
+                            H, W));
+  constexpr int64_t kMax32 = std::numeric_limits<uint32_t>::max();
+  constexpr int64_t kMaxI32 = std::numeric_limits<int32_t>::max();
+  if (B > kMax32 + 1 || H > kMaxI32 || W > kMaxI32)
+    throw Error(fmt::format("drawAugmentation: a batch of {} images of {} x {} is too large",
+                            B, H, W));
+  for (int64_t b = 0; b < B; ++b)
+    drawSample(policy, seed, step, b, H, W, draws + b * kAugmentDrawWords);
+}
+
+void applyAugmentation(const int32_t *draws, float *images, int64_t B, int64_t C, int64_t H,
+                       int64_t W) {
+  checkShape(images, B, C, H, W);
+  if (!draws)
+    throw Error("applyAugmentation: draws is null");
+  const int64_t image = C * H * W;
+  // Samples in parallel on the CPU pool: each is written by one chunk, so
+  // any thread count gives the same bits.
+  cpu::parallelFor(0, B, detail::samplesPerChunk(image), [&](int64_t begin, int64_t end) {
+    std::vector<float> scratch;
+    for (int64_t b = begin; b < end; ++b)
+      applySample(draws + b * kAugmentDrawWords, images + b * image, scratch, C, H, W);
+  });
+}
+
 void augmentImages(const AugmentPolicy &policy, uint64_t seed, int64_t step,
                    float *images, int64_t B, int64_t C, int64_t H, int64_t W) {
   checkAugmentPolicy(policy);
   checkShape(images, B, C, H, W);
   if (!policy.enabled())
     return;
-  const int64_t P = policy.cropPadding;
-  const int64_t image = C * H * W;
-  // Samples in parallel on the CPU pool: each depends on (seed, step, b)
-  // only and is written by one chunk, so any thread count gives the same
-  // bits.
-  cpu::parallelFor(0, B, detail::samplesPerChunk(image), [&](int64_t begin, int64_t end) {
-    std::vector<float> scratch;
-    if (P > 0 || policy.flipProbability > 0)
-      scratch.resize(static_cast<size_t>(image));
-    for (int64_t b = begin; b < end; ++b) {
-      float *sample = images + b * image;
-      const auto u = sampleBlock(seed, step, b, 0);
-      int64_t oy = 0, ox = 0;
-      if (P > 0) {
-        const auto offsets = static_cast<uint32_t>(2 * P + 1);
-        oy = static_cast<int64_t>(below(u[0], offsets)) - P;
-        ox = static_cast<int64_t>(below(u[1], offsets)) - P;
-      }
-      const bool flip =
-          policy.flipProbability > 0 && chance(u[2], policy.flipProbability);
-      if (oy != 0 || ox != 0 || flip)
-        cropAndFlip(sample, scratch.data(), C, H, W, oy, ox, flip);
-      if (policy.eraseProbability > 0 && chance(u[3], policy.eraseProbability))
-        randomErase(sample, C, H, W, seed, step, b);
-    }
-  });
+  // Each sample's draws depend on (seed, step, b) only (microseconds for a
+  // batch); the pixels then move on the pool.
+  std::vector<int32_t> draws(static_cast<size_t>(B * kAugmentDrawWords));
+  drawAugmentation(policy, seed, step, B, H, W, draws.data());
+  applyAugmentation(draws.data(), images, B, C, H, W);
 }
 
 void augmentBatchImages(const AugmentPolicy &policy, uint64_t seed,
