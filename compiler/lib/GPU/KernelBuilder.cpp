@@ -166,6 +166,7 @@ const std::vector<KernelDef> &allKernelDefs() {
     appendAttentionKernels(all);
     appendAttentionMmaKernels(all);
     appendGeneratorKernels(all);
+    appendAugmentKernels(all);
     return all;
   }();
   return defs;

@@ -117,6 +117,9 @@ void appendCayleyKernels(std::vector<KernelDef> &defs);
 /// (AttentionKernels.cpp).
 void appendAttentionKernels(std::vector<KernelDef> &defs);
 void appendGeneratorKernels(std::vector<KernelDef> &defs);
+/// The training images' augmentation, launched by the runtime as a batch
+/// enters its step (AugmentKernels.cpp).
+void appendAugmentKernels(std::vector<KernelDef> &defs);
 /// The same ops on tensor cores, bf16 in and f32 accumulation
 /// (AttentionMmaKernels.cpp; --gpu-precision=bf16).
 void appendAttentionMmaKernels(std::vector<KernelDef> &defs);

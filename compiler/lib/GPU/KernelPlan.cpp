@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 #include "KernelBuilder.h"
 #include "stringc/GPU/GPUPipeline.h"
+#include "stringrt/CudaSection.h"
 
 #include "stringc/Dialect/PE/PEDialect.h"
 #include "stringc/Dialect/PE/PEOps.h"
@@ -42,6 +43,18 @@ const llvm::DenseMap<TypeID, std::vector<const OpLowering *>> &loweringsByOp() {
     return map;
   }();
   return byOp;
+}
+
+/// Whether @forward's first argument is a batch of f32 [B, C, H, W] images
+/// (the input a training run's augmentation applies to).
+bool takesImages(ModuleOp module) {
+  auto forward = module.lookupSymbol<func::FuncOp>("forward");
+  if (!forward || forward.getNumArguments() == 0)
+    return false;
+  auto images = dyn_cast<RankedTensorType>(forward.getArgument(0).getType());
+  return images && images.getElementType().isF32() && images.getRank() == 4 &&
+         images.isDynamicDim(0) && !images.isDynamicDim(1) && !images.isDynamicDim(2) &&
+         !images.isDynamicDim(3);
 }
 
 /// The steps of `op` from the best lowering of its class (for `precision`)
@@ -254,6 +267,10 @@ FailureOr<KernelPlan> planKernels(ModuleOp module, bool allKernels, GpuPrecision
         failed(use("pe_ema", {"optimizer", -1})))
       return failure();
   }
+  // The augmentation of the training images, launched by the runtime as
+  // each batch enters its step, when the first input is a batch of images.
+  if (takesImages(module) && failed(use(stringrt::kAugmentImagesKernel, {"data", -1})))
+    return failure();
   if (allKernels)
     for (const KernelDef &def : allKernelDefs())
       if (!index.count(def.spec.name) && (!def.tensorCores || precision == GpuPrecision::BF16)) {

@@ -40,9 +40,15 @@ constexpr int64_t kCudaMaxPartials = 1024;
 int64_t cudaRuleGridX(CudaGridRule rule, int64_t blockX, int64_t blockY, int64_t firstInt,
                       int64_t secondInt);
 
+// Kernels the runtime launches itself, outside the programs: the
+// optimizer's (use program "optimizer") and the augmentation of the
+// training images as each batch enters its step (use program "data"):
+// out, in, draws (Augment.h's words), n, channels, height, width.
+inline constexpr char kAugmentImagesKernel[] = "pe_augment_images";
+
 struct CudaKernelUse {
-  std::string program; // "forward", "gradients" or "optimizer"
-  int64_t op = -1;     // op index in the program; -1 for "optimizer"
+  std::string program; // "forward", "gradients", "optimizer" or "data"
+  int64_t op = -1;     // op index in the program; -1 for "optimizer" and "data"
 };
 
 struct CudaKernel {

@@ -212,6 +212,11 @@ TEST_F(CudaSectionTest, RejectsUsesThatDoNotMatchTheManifest) {
          "grid": "elements", "block": [256, 1], "ptx": "ptx.k", "cubin": "cubin.k",
          "uses": [{"program": "eval", "op": 0}])")),
                  "unknown program \"eval\"");
+  // The runtime's own uses ("optimizer", "data") take op -1 only.
+  expectRejected(write(section(R"("name": "k", "op": "pe.dataset", "params": ["ptr", "i64"],
+         "grid": "elements", "block": [256, 1], "ptx": "ptx.k", "cubin": "cubin.k",
+         "uses": [{"program": "data", "op": 0}])")),
+                 "a runtime use's op must be an integer in [-1, -1]");
 }
 
 TEST_F(CudaSectionTest, RejectsCorruptSteps) {

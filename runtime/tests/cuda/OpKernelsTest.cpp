@@ -17,6 +17,7 @@
 //          cuBLAS compositions (patch_embed, cayley, their gradients)
 #include "GpuKernelSession.h"
 
+#include "stringrt/Augment.h"
 #include "stringrt/Error.h"
 #include "stringrt/Package.h"
 #include "stringrt/cuda/CudaBackend.h"
@@ -30,6 +31,7 @@
 #include <array>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <limits>
 #include <map>
@@ -316,6 +318,51 @@ TEST_F(GpuOpKernels, SkipGatherAndGradient) {
         expectClose(get(y, want.size()), want, 0, grad ? "skip_gather_grad" : "skip_gather");
       }
     }
+}
+
+// pe_augment_images applies the host's draws (Augment.h) bit for bit, as
+// applyAugmentation does: drawn ones, with every component certain or
+// likely, and edge cases written by hand (shifted past the image, flipped
+// and shifted, a rectangle reaching past the image, the identity).
+TEST_F(GpuOpKernels, AugmentImagesIsTheHostsApplyBitwise) {
+  struct Case {
+    int64_t B, C, H, W;
+  };
+  for (Case c : {Case{5, 3, 7, 9}, Case{3, 1, 28, 28}, Case{2, 2, 1, 6}}) {
+    const int64_t n = c.B * c.C * c.H * c.W;
+    std::vector<float> images = random(static_cast<size_t>(n));
+    images[0] = -0.0f; // copied as it is
+    AugmentPolicy policy;
+    policy.cropPadding = 3;
+    policy.flipProbability = 0.5;
+    policy.eraseProbability = 1.0;
+    std::vector<std::vector<int32_t>> drawSets;
+    for (int64_t step : {0, 5, 12}) {
+      std::vector<int32_t> draws(size_t(c.B * kAugmentDrawWords));
+      drawAugmentation(policy, 99, step, c.B, c.H, c.W, draws.data());
+      drawSets.push_back(std::move(draws));
+    }
+    std::vector<int32_t> byHand(size_t(c.B * kAugmentDrawWords), 0);
+    const std::vector<std::array<int32_t, kAugmentDrawWords>> edges = {
+        {0, int32_t(c.W), 0, 0, 0, 0, 0}, {-1, 2, 1, 0, 0, 0, 0}, {1, 0, 0, 0, 1, 9, 9},
+        {0, 0, 0, 0, 0, 0, 0}};
+    for (int64_t b = 0; b < c.B; ++b)
+      std::copy(edges[size_t(b) % edges.size()].begin(), edges[size_t(b) % edges.size()].end(),
+                byHand.begin() + b * kAugmentDrawWords);
+    drawSets.push_back(byHand);
+    uint64_t source = put(images);
+    for (const std::vector<int32_t> &draws : drawSets) {
+      uint64_t gdraws = putInts(draws), y = output(size_t(n));
+      launch("pe_augment_images", {KA::pointer(y), KA::pointer(source), KA::pointer(gdraws),
+                                   KA::integer(n), KA::integer(c.C), KA::integer(c.H),
+                                   KA::integer(c.W)});
+      std::vector<float> want = images;
+      applyAugmentation(draws.data(), want.data(), c.B, c.C, c.H, c.W);
+      std::vector<float> got = get(y, want.size());
+      EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0)
+          << c.B << "x" << c.C << "x" << c.H << "x" << c.W;
+    }
+  }
 }
 
 //===----------------------------------------------------------------------===//

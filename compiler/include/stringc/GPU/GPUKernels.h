@@ -46,8 +46,9 @@ using GridRule = stringrt::CudaGridRule;
 
 /// One use of a kernel by an op of a package program.
 struct KernelUse {
-  std::string program; // "forward" or "gradients"; "optimizer" for adamw
-  int64_t op = -1;     // index in the program's op list; -1 for the optimizer
+  std::string program; // "forward" or "gradients"; "optimizer" for the
+                       // optimizer's, "data" for the images' augmentation
+  int64_t op = -1;     // index in the program's op list; -1 for the runtime's
 };
 
 /// One kernel: its name (also the gpu.module's and gpu.func's), the pe op it

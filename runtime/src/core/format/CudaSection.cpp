@@ -277,8 +277,8 @@ private:
       const JsonValue &u = object(use, where + ": a use", {"program", "op"});
       CudaKernelUse parsed;
       parsed.program = string(member(u, "program"), where + ": a use's program");
-      if (parsed.program == "optimizer") {
-        parsed.op = integer(member(u, "op"), where + ": an optimizer use's op", -1, -1);
+      if (parsed.program == "optimizer" || parsed.program == "data") {
+        parsed.op = integer(member(u, "op"), where + ": a runtime use's op", -1, -1);
       } else if (parsed.program == "forward" || parsed.program == "gradients") {
         const Program &program = manifest.program(parsed.program);
         parsed.op = integer(member(u, "op"), where + ": a use's op", 0,
@@ -523,8 +523,8 @@ private:
   void checkUses(const CudaSection &section) const {
     for (size_t k = 0; k < section.kernels.size(); ++k)
       for (const CudaKernelUse &use : section.kernels[k].uses) {
-        if (use.program == "optimizer")
-          continue;
+        if (use.program == "optimizer" || use.program == "data")
+          continue; // launched by the runtime
         const CudaProgramSteps *steps = section.stepsOf(use.program);
         bool launched = false;
         for (const CudaOpSteps &op : steps->ops)
