@@ -70,6 +70,7 @@ stringrt::cuda::DeviceOptions deviceOptions(const stringrt::CudaSection *cuda,
   options.tf32 = run.tf32;
   options.graphs = run.graphs;
   options.overlapUpload = run.overlapUpload;
+  options.augmentOnDevice = run.deviceAugment;
   options.syncEachLaunch = run.syncEachLaunch;
   return options;
 }

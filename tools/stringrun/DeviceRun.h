@@ -25,6 +25,7 @@ struct DeviceRunOptions {
   bool tf32 = false;
   bool graphs = true; // CUDA graphs for the training step (--no-graphs: off)
   bool overlapUpload = true; // batch upload on a second stream (--no-overlap: off)
+  bool deviceAugment = true; // augmentation in a kernel (--host-augment: off)
   bool syncEachLaunch = false; // wait after every launch (--sync-launches)
   bool profile = false; // bench: GPU time by op kind (--profile; graphs off)
   std::string outPath; // gradients: the safetensors file of the GPU's gradients

@@ -12,7 +12,7 @@
 //                           [--params FILE]
 // and, for every command, [--kernels compiled|fast|reference] [--threads N] [--no-arena];
 // every command also runs on a GPU with --device cuda [--tf32] [--no-graphs]
-// [--no-overlap] [--sync-launches] (a package of target cuda; DeviceRun.h).
+// [--no-overlap] [--host-augment] [--sync-launches] (a package of target cuda; DeviceRun.h).
 //
 // Exit status: 0 on success, 1 on an error (bad package, data or checkpoint,
 // failed I/O, a diverging loss), 2 on a usage error.
@@ -153,6 +153,9 @@ options:
   --no-overlap       with --device cuda: upload each batch when its step
                      begins instead of on a second stream while the previous
                      step computes
+  --host-augment     with --device cuda: augment the training images on the
+                     host rather than in a kernel on the device as each batch
+                     enters its step (the same bits; for comparison)
   --sync-launches    with --device cuda: wait after every kernel and GEMM,
                      so that a kernel's fault is reported naming the op,
                      launch and kernel (for debugging; slow, no graphs; also
@@ -181,6 +184,7 @@ struct Args {
   bool tf32 = false;    // --tf32 (--device cuda)
   bool noGraphs = false; // --no-graphs (--device cuda)
   bool noOverlap = false; // --no-overlap (--device cuda)
+  bool hostAugment = false; // --host-augment (--device cuda)
   bool syncLaunches = false; // --sync-launches (--device cuda)
 };
 
@@ -189,6 +193,7 @@ const std::pair<const char *, bool Args::*> kDeviceFlags[] = {
     {"--tf32", &Args::tf32},
     {"--no-graphs", &Args::noGraphs},
     {"--no-overlap", &Args::noOverlap},
+    {"--host-augment", &Args::hostAugment},
     {"--sync-launches", &Args::syncLaunches},
 };
 
@@ -461,7 +466,8 @@ public:
     if (!p.device.empty())
       resume += ", on " + p.device;
     if (p.augment.enabled())
-      resume += ", augment " + stringrt::describeAugmentPolicy(p.augment);
+      resume += ", augment " + stringrt::describeAugmentPolicy(p.augment) +
+                (p.augmentOnBackend ? " (on the device)" : "");
     line(fmt::format("training '{}': {} train / {} test examples, batch {}, {} "
                      "steps per epoch, {} steps ({} epoch{}), seed {}{}",
                      model_, p.trainExamples, p.testExamples, p.batch,
@@ -746,6 +752,7 @@ int run(int argc, char **argv) {
       options.tf32 = args.tf32;
       options.graphs = !args.noGraphs;
       options.overlapUpload = !args.noOverlap;
+      options.deviceAugment = !args.hostAugment;
       options.syncEachLaunch = args.syncLaunches;
       options.outPath = value(args, "--out").value_or("");
       options.profile = args.profile;

@@ -142,6 +142,9 @@ struct TrainPlan {
   std::string unit;       // "images" / "tokens".
   std::string device;     // TrainBackend::name(): "" on the CPU.
   AugmentPolicy augment;  // Of the training batches (off: none).
+  // Whether the backend augments them (a device, in a kernel) rather than
+  // the host; the same bits either way.
+  bool augmentOnBackend = false;
 };
 
 struct StepReport {
@@ -208,6 +211,12 @@ public:
   // are averaged (TrainOptions::accumulate; set before start). The default
   // refuses parts > 1: the backend takes each batch whole.
   virtual void setAccumulate(int64_t parts);
+  // Offers the backend the augmentation of the training images (`policy`,
+  // enabled, and the run's seed; after start). True: it augments each
+  // step's batch as augmentBatchImages would on the host, with the step of
+  // queue()'s key (the next batch: that step + 1), and the trainer hands it
+  // batches not augmented. The default declines (the host augments).
+  virtual bool takeAugmentation(const AugmentPolicy &policy, uint64_t seed);
   // Queues one training step (gradients, clipping, the optimizer) on
   // `batch`. `next` assembles the batch of the following step and returns it
   // (nullptr for the last step; a second call returns the same): the backend

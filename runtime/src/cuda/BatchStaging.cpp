@@ -56,6 +56,10 @@ BatchStaging::~BatchStaging() {
   }
   if (upload_)
     api->streamDestroy(upload_);
+  if (augmentSource_) {
+    api->streamSynchronize(compute_); // the last augmentation may still read it
+    device_->release(augmentSource_);
+  }
 }
 
 void BatchStaging::release(Slot &slot) {
@@ -88,10 +92,17 @@ void BatchStaging::reserve(Slot &slot, size_t bytes) {
   slot.capacity = bytes;
 }
 
-void BatchStaging::stage(const std::vector<HostTensor> &tensors, int64_t batch) {
+void BatchStaging::stage(const std::vector<HostTensor> &given, int64_t batch,
+                         const HostTensor *imageDraws) {
   if (pending_)
     throw Error("device executor: a batch is already staged and not yet used");
+  if (imageDraws && given.empty())
+    throw Error("device executor: image draws staged without images");
   batch_ = batch;
+  drawsStaged_ = imageDraws != nullptr;
+  std::vector<HostTensor> tensors = given;
+  if (imageDraws)
+    tensors.push_back(*imageDraws);
   if (!overlap_) {
     copies_.clear();
     for (const HostTensor &t : tensors) {
@@ -133,11 +144,48 @@ void BatchStaging::stage(const std::vector<HostTensor> &tensors, int64_t batch) 
   pending_ = true;
 }
 
+/// Not overlapped: uploads the images and their draws into augmentSource_
+/// on the compute stream, then augments them into `destination`.
+void BatchStaging::augmentUploaded(const std::vector<char> &images,
+                                   const std::vector<char> &draws, uint64_t destination,
+                                   const Augmenter &augment) {
+  const driver::Api &api = driver::require();
+  const size_t drawsAt = alignUp(images.size());
+  const size_t bytes = drawsAt + draws.size();
+  if (bytes > augmentSourceBytes_) {
+    if (augmentSource_) {
+      // The compute stream may still read the smaller buffer.
+      driver::check(api.streamSynchronize(compute_), "growing the augmentation buffer",
+                    "cuStreamSynchronize");
+      device_->release(augmentSource_);
+      augmentSource_ = 0;
+      augmentSourceBytes_ = 0;
+    }
+    augmentSource_ = device_->allocate(bytes, "allocating the augmentation buffer");
+    augmentSourceBytes_ = bytes;
+  }
+  driver::check(api.memcpyHtoDAsync(CUdeviceptr(augmentSource_), images.data(), images.size(),
+                                    compute_),
+                "uploading the batch", "cuMemcpyHtoDAsync");
+  if (!draws.empty())
+    driver::check(api.memcpyHtoDAsync(CUdeviceptr(augmentSource_ + drawsAt), draws.data(),
+                                      draws.size(), compute_),
+                  "uploading the batch's augmentation draws", "cuMemcpyHtoDAsync");
+  augment(compute_, augmentSource_, augmentSource_ + drawsAt, destination);
+}
+
 void BatchStaging::consume(const std::vector<uint64_t> &destinations,
-                           const std::vector<uint64_t> &bytes) {
+                           const std::vector<uint64_t> &bytes, const Augmenter &augment) {
   if (!pending_)
     throw Error("device executor: no batch was staged for this step");
+  if (drawsStaged_ && !augment)
+    throw Error("device executor: the staged batch is to be augmented, and no kernel was given");
   const driver::Api &api = driver::require();
+  // The staged tensors the program reads (the draws, last, are not one).
+  const size_t inputs = (overlap_ ? slots_[size_t((staged_ - 1) % 2)].sizes.size()
+                                  : copies_.size()) -
+                        (drawsStaged_ ? 1 : 0);
+  auto augmented = [&](size_t i) { return drawsStaged_ && i == 0; };
   auto checkSize = [&](size_t i, size_t staged) {
     if (destinations.size() != bytes.size() || i >= bytes.size() ||
         (destinations[i] && bytes[i] != staged))
@@ -145,27 +193,35 @@ void BatchStaging::consume(const std::vector<uint64_t> &destinations,
                               "takes {}",
                               i, staged, i < bytes.size() ? bytes[i] : 0));
   };
+  if (inputs != destinations.size())
+    throw Error("device executor: the staged batch has the wrong number of inputs");
   if (!overlap_) {
-    if (copies_.size() != destinations.size())
-      throw Error("device executor: the staged batch has the wrong number of inputs");
-    for (size_t i = 0; i < copies_.size(); ++i) {
+    for (size_t i = 0; i < inputs; ++i) {
       checkSize(i, copies_[i].size());
-      if (destinations[i] && !copies_[i].empty())
-        driver::check(api.memcpyHtoDAsync(CUdeviceptr(destinations[i]), copies_[i].data(),
-                                          copies_[i].size(), compute_),
-                      "uploading the batch", "cuMemcpyHtoDAsync");
+      if (!destinations[i] || copies_[i].empty())
+        continue;
+      if (augmented(i)) {
+        augmentUploaded(copies_[i], copies_.back(), destinations[i], augment);
+        continue;
+      }
+      driver::check(api.memcpyHtoDAsync(CUdeviceptr(destinations[i]), copies_[i].data(),
+                                        copies_[i].size(), compute_),
+                    "uploading the batch", "cuMemcpyHtoDAsync");
     }
     pending_ = false;
     return;
   }
   Slot &slot = slots_[size_t((staged_ - 1) % 2)];
-  if (slot.sizes.size() != destinations.size())
-    throw Error("device executor: the staged batch has the wrong number of inputs");
   driver::check(api.streamWaitEvent(compute_, slot.uploaded, 0), "using the staged batch",
                 "cuStreamWaitEvent");
-  for (size_t i = 0; i < slot.sizes.size(); ++i) {
+  for (size_t i = 0; i < inputs; ++i) {
     checkSize(i, slot.sizes[i]);
-    if (destinations[i] && slot.sizes[i])
+    if (!destinations[i] || !slot.sizes[i])
+      continue;
+    if (augmented(i))
+      augment(compute_, slot.device + slot.offsets[i], slot.device + slot.offsets.back(),
+              destinations[i]);
+    else
       driver::check(api.memcpyDtoDAsync(CUdeviceptr(destinations[i]),
                                         CUdeviceptr(slot.device + slot.offsets[i]),
                                         slot.sizes[i], compute_),

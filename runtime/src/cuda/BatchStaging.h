@@ -18,6 +18,11 @@
 //
 // Not overlapped: stage() keeps a host copy and consume() uploads it on the
 // compute stream straight into the inputs (one stream, no events).
+//
+// Augmented on the device: a batch staged with the draws of its images
+// (Augment.h) carries them as one more staged tensor, and consume() writes
+// the first input with a kernel (the caller's Augmenter, pe_augment_images)
+// reading the staged images and draws instead of copying them.
 #pragma once
 
 #include "DriverApi.h"
@@ -26,6 +31,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -47,14 +53,23 @@ public:
   // The staged batch's size (the caller's batch dimension).
   int64_t batch() const { return batch_; }
 
+  // Queues on `stream` the kernel that writes the augmented images at
+  // `destination` from the staged images and their draws (device addresses).
+  using Augmenter = std::function<void(CUstream stream, uint64_t images, uint64_t draws,
+                                       uint64_t destination)>;
+
   // Stages `tensors` (a batch of size `batch`, in the program's input order;
-  // they may be reused as soon as this returns). Throws when a batch is
-  // already pending.
-  void stage(const std::vector<HostTensor> &tensors, int64_t batch);
+  // they may be reused as soon as this returns), and `imageDraws` when
+  // given: the draws of tensors[0]'s images, to be augmented by consume().
+  // Throws when a batch is already pending.
+  void stage(const std::vector<HostTensor> &tensors, int64_t batch,
+             const HostTensor *imageDraws = nullptr);
   // Queues on the compute stream the copy of the pending batch's tensor i
   // into destinations[i] (a device address; 0 skips the tensor), each
-  // `bytes[i]` long, which must equal the staged tensor's size.
-  void consume(const std::vector<uint64_t> &destinations, const std::vector<uint64_t> &bytes);
+  // `bytes[i]` long, which must equal the staged tensor's size; with draws,
+  // tensor 0 through `augment` instead (required then).
+  void consume(const std::vector<uint64_t> &destinations, const std::vector<uint64_t> &bytes,
+               const Augmenter &augment = {});
 
 private:
   struct Slot {
@@ -66,6 +81,8 @@ private:
     std::vector<size_t> offsets, sizes; // the staged tensors in the slot
   };
   void reserve(Slot &slot, size_t bytes);
+  void augmentUploaded(const std::vector<char> &images, const std::vector<char> &draws,
+                       uint64_t destination, const Augmenter &augment);
   void release(Slot &slot);
 
   std::shared_ptr<Device> device_;
@@ -75,8 +92,12 @@ private:
   int64_t staged_ = 0; // batches staged so far (the slot is staged_ % 2)
   bool pending_ = false;
   int64_t batch_ = 0;
-  // Not overlapped: the pending batch's bytes, tensor by tensor.
+  bool drawsStaged_ = false; // the pending batch's last staged tensor is its image draws
+  // Not overlapped: the pending batch's bytes, tensor by tensor; and a
+  // device buffer the images and draws go through to be augmented.
   std::vector<std::vector<char>> copies_;
+  uint64_t augmentSource_ = 0;
+  size_t augmentSourceBytes_ = 0;
 };
 
 } // namespace stringrt::cuda

@@ -136,12 +136,38 @@ uint64_t DeviceModel::Impl::address(const BatchBuffers &b, ValueId v) const {
 
 /// Stages `inputs` (checked against the manifest) for the next step (on
 /// `into`, default `staging`).
-void DeviceModel::Impl::stage(const std::map<std::string, HostTensor> &inputs, BatchStaging *into) {
+void DeviceModel::Impl::stage(const std::map<std::string, HostTensor> &inputs, BatchStaging *into,
+                              const HostTensor *imageDraws) {
   int64_t batch = batchOf(inputs);
   std::vector<HostTensor> ordered;
   for (const ManifestInput &in : manifest.inputs)
     ordered.push_back(inputs.at(in.name));
-  (into ? into : staging.get())->stage(ordered, batch);
+  (into ? into : staging.get())->stage(ordered, batch, imageDraws);
+}
+
+bool DeviceModel::Impl::canAugmentImages() const {
+  using K = CudaParamKind;
+  const K P = K::Ptr, I = K::I64;
+  const CudaKernel *kernel = section.find(kAugmentImagesKernel);
+  if (!kernel || kernel->params != std::vector<K>{P, P, P, I, I, I, I} || manifest.inputs.empty())
+    return false;
+  const ManifestInput &images = manifest.inputs.front();
+  return images.dtype == DType::F32 && images.shape.size() == 4 && images.shape[0] < 0 &&
+         images.shape[1] > 0 && images.shape[2] > 0 && images.shape[3] > 0;
+}
+
+BatchStaging::Augmenter DeviceModel::Impl::imageAugmenter(int64_t batch) {
+  const std::vector<int64_t> &shape = manifest.inputs.front().shape;
+  const int64_t C = shape[1], H = shape[2], W = shape[3];
+  return [this, batch, C, H, W](CUstream on, uint64_t images, uint64_t draws,
+                                uint64_t destination) {
+    kernels->launch(kAugmentImagesKernel,
+                    {KernelArg::pointer(destination), KernelArg::pointer(images),
+                     KernelArg::pointer(draws), KernelArg::integer(batch * C * H * W),
+                     KernelArg::integer(C), KernelArg::integer(H), KernelArg::integer(W)},
+                    "augmenting the batch's images", nullptr, on);
+    checkLaunch("augmenting the batch's images (kernel pe_augment_images)");
+  };
 }
 
 /// The staged batch's size (throws when none is staged).
@@ -161,7 +187,9 @@ void DeviceModel::Impl::consumeStaged(const BatchBuffers &b, const std::string &
     destinations.push_back(address(b, p.inputs[i]));
     bytes.push_back(b.placement.values[p.inputs[i]].bytes);
   }
-  (from ? from : staging.get())->consume(destinations, bytes);
+  BatchStaging &source = from ? *from : *staging;
+  source.consume(destinations, bytes, canAugmentImages() ? imageAugmenter(source.batch())
+                                                         : BatchStaging::Augmenter());
 }
 
 void DeviceModel::Impl::copyOnDevice(uint64_t to, uint64_t from, uint64_t bytes,

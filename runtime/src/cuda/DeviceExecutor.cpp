@@ -166,6 +166,35 @@ void DeviceModel::stage(const std::map<std::string, HostTensor> &inputs) {
   impl_->stage(inputs);
 }
 
+bool DeviceModel::augmentOnDevice(const AugmentPolicy &policy, uint64_t seed) {
+  Impl &m = *impl_;
+  checkAugmentPolicy(policy);
+  if (!m.canAugmentImages())
+    return false;
+  m.deviceAugment = policy;
+  m.augmentSeed = seed;
+  return true;
+}
+
+void DeviceModel::stageTraining(const std::map<std::string, HostTensor> &inputs, int64_t step) {
+  Impl &m = *impl_;
+  if (!m.deviceAugment || !m.deviceAugment->enabled()) {
+    m.stage(inputs);
+    return;
+  }
+  // The draws of the step's samples (microseconds); the pixels move on the
+  // device as the batch enters the step.
+  const HostTensor &images = inputs.at(m.manifest.inputs.front().name);
+  if (images.shape.size() != 4)
+    throw Error("device executor: the images to augment are not [B, C, H, W]");
+  const int64_t B = images.shape[0];
+  m.imageDraws.resize(size_t(B * kAugmentDrawWords));
+  drawAugmentation(*m.deviceAugment, m.augmentSeed, step, B, images.shape[2], images.shape[3],
+                   m.imageDraws.data());
+  const HostTensor draws(m.imageDraws.data(), {B, kAugmentDrawWords});
+  m.stage(inputs, nullptr, &draws);
+}
+
 bool DeviceModel::hasStagedBatch() const { return impl_->staging->pending(); }
 
 void DeviceModel::setStepKey(const StepKey &key) { impl_->stepKey = key; }
@@ -199,7 +228,8 @@ void DeviceModel::queueStep(int64_t totalSteps, int64_t accumulate) {
       bytes.push_back(s.rowBytes[i] * uint64_t(batch));
       destinations.push_back(s.inputs->at(s.inputOffsets[i], bytes.back()));
     }
-    m.staging->consume(destinations, bytes);
+    m.staging->consume(destinations, bytes,
+                       m.canAugmentImages() ? m.imageAugmenter(batch) : BatchStaging::Augmenter());
     m.runMaybeGraphed(s.work, [&] { m.enqueueAccumulatedStep(s, batch); }, "training step",
                       where);
   } else {

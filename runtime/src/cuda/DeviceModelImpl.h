@@ -14,6 +14,7 @@
 #include "DeviceStepControl.h"
 #include "DriverApi.h"
 #include "PinnedArray.h"
+#include "stringrt/Augment.h"
 #include "stringrt/Error.h"
 #include "stringrt/Optimizer.h"
 #include "stringrt/cuda/CudaBackend.h"
@@ -105,6 +106,11 @@ struct DeviceModel::Impl {
   // own, so that evaluating between two steps leaves the staged training
   // batch alone).
   std::unique_ptr<BatchStaging> staging, evalStaging;
+  // Augmentation of the training images on the device (augmentOnDevice):
+  // the policy and seed, and the draws of the batch being staged.
+  std::optional<AugmentPolicy> deviceAugment;
+  uint64_t augmentSeed = 0;
+  std::vector<int32_t> imageDraws;
   int64_t steps = 0;       // optimizer steps applied, as of the last step collected
   int64_t stepsQueued = 0; // steps before the state given + steps queued since (names them)
   std::map<std::pair<std::string, int64_t>, BatchBuffers> buffers;
@@ -179,7 +185,15 @@ struct DeviceModel::Impl {
 
   /// Stages `inputs` (checked against the manifest) for the next step (on
   /// `into`, default `staging`).
-  void stage(const std::map<std::string, HostTensor> &inputs, BatchStaging *into = nullptr);
+  void stage(const std::map<std::string, HostTensor> &inputs, BatchStaging *into = nullptr,
+             const HostTensor *imageDraws = nullptr);
+
+  /// Whether the package has pe_augment_images as this runtime launches it
+  /// and its first input is f32 [B, C, H, W] images.
+  bool canAugmentImages() const;
+  /// The kernel consume() augments the staged images with (the staged
+  /// batch's size).
+  BatchStaging::Augmenter imageAugmenter(int64_t batch);
 
   /// The staged batch's size (throws when none is staged).
   int64_t stagedBatch(const BatchStaging *from = nullptr) const;

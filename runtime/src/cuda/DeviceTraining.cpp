@@ -41,6 +41,10 @@ void DeviceTrainBackend::setAccumulate(int64_t parts) {
   accumulate_ = parts;
 }
 
+bool DeviceTrainBackend::takeAugmentation(const AugmentPolicy &policy, uint64_t seed) {
+  return options_.augmentOnDevice && started().augmentOnDevice(policy, seed);
+}
+
 void DeviceTrainBackend::queue(const std::map<std::string, HostTensor> &batch,
                                const NextBatch &next, int64_t totalSteps,
                                const StepKey &key) {
@@ -48,11 +52,11 @@ void DeviceTrainBackend::queue(const std::map<std::string, HostTensor> &batch,
   device.setStepKey(key);
   // The previous step staged this batch when it was its `next`.
   if (!device.hasStagedBatch())
-    device.stage(batch);
+    device.stageTraining(batch, key.step);
   device.queueStep(totalSteps, accumulate_);
   // While the step computes, the next batch is assembled and uploaded.
   if (const std::map<std::string, HostTensor> *inputs = next())
-    device.stage(*inputs);
+    device.stageTraining(*inputs, key.step + 1);
 }
 
 OptimizerStepInfo DeviceTrainBackend::collect(float &loss) {

@@ -341,6 +341,51 @@ TEST_F(DeviceTraining, OverlappedUploadAndGraphsChangeNoBits) {
   }
 }
 
+// Augmentation in a kernel as each batch enters its step (the package has
+// pe_augment_images: its first input is a batch of images) gives the bits
+// of the host's augmentation, with and without the overlapped upload (two
+// paths into the kernel) and in micro-batches; and it augments: the losses
+// are not those of the plain run.
+TEST_F(DeviceTraining, AugmentationOnTheDeviceIsTheHostsBits) {
+  OPEN_OR_SKIP();
+  ASSERT_TRUE(section.find(kAugmentImagesKernel));
+  TrainOptions o = steps(4, 4);
+  o.augment = AugmentPolicy{};
+  o.augment->cropPadding = 3;
+  o.augment->flipProbability = 0.5;
+  o.augment->eraseProbability = 0.75;
+  struct Variant {
+    bool onDevice, overlap;
+    int64_t accumulate;
+  };
+  std::vector<std::vector<float>> losses, params;
+  for (Variant v : {Variant{true, true, 1}, Variant{true, false, 1}, Variant{false, true, 1},
+                    Variant{true, true, 2}, Variant{false, true, 2}}) {
+    cuda::DeviceOptions device;
+    device.augmentOnDevice = v.onDevice;
+    device.overlapUpload = v.overlap;
+    TrainOptions options = o;
+    options.accumulate = v.accumulate;
+    Model m = model();
+    Recorder r;
+    TrainResult result = run(m, options, r, false, device);
+    EXPECT_EQ(result.plan.augmentOnBackend, v.onDevice);
+    ASSERT_EQ(r.losses.size(), 4u);
+    losses.push_back(r.losses);
+    params.push_back(m.parameters());
+  }
+  for (size_t i : {1, 2}) {
+    EXPECT_EQ(losses[i], losses[0]) << "variant " << i;
+    EXPECT_EQ(params[i], params[0]) << "variant " << i;
+  }
+  EXPECT_EQ(losses[3], losses[4]) << "accumulated";
+  EXPECT_EQ(params[3], params[4]) << "accumulated";
+  Model plain = model();
+  Recorder r;
+  run(plain, steps(4, 4), r);
+  EXPECT_NE(r.losses, losses[0]);
+}
+
 // Gradient accumulation on the device (TrainOptions::accumulate): batches of
 // 4 in micro-batches of 2, 1 and 1 (two sizes: two programs' buffers in one
 // step) follow the CPU trainer's accumulated run and the device's own

@@ -30,6 +30,7 @@
 // A package whose programs have ops without steps is refused, naming them.
 #pragma once
 
+#include "stringrt/Augment.h"
 #include "stringrt/CudaSection.h"
 #include "stringrt/Data.h"
 #include "stringrt/DropoutMask.h"
@@ -66,6 +67,10 @@ struct DeviceOptions {
   // while the previous step computes (BatchStaging.h); off: on the compute
   // stream when the step begins (for comparison: the results are the same).
   bool overlapUpload = true;
+  // Augment the training images (TrainOptions::augment) in a kernel as each
+  // batch enters its step (pe_augment_images, when the package has it);
+  // off: on the host. The same bits either way.
+  bool augmentOnDevice = true;
   // For debugging a kernel that faults: wait after every kernel launch and
   // GEMM and check for errors, so that an asynchronous failure (an illegal
   // address, a trap) is reported with the program, op, launch and kernel
@@ -113,6 +118,16 @@ public:
   // staged at a time.
   void stage(const std::map<std::string, HostTensor> &inputs);
   bool hasStagedBatch() const;
+  // Augments the images of the training batches staged from now on with
+  // stageTraining (the first input, f32 [B, C, H, W]) on the device, as
+  // augmentBatchImages(policy, seed, step) does on the host: the same bits.
+  // False, and nothing changes, when the package cannot (no
+  // pe_augment_images kernel: compiled by an older stringc, or its first
+  // input is not a batch of images).
+  bool augmentOnDevice(const AugmentPolicy &policy, uint64_t seed);
+  // stage() of the batch of training step `step`, augmented on the device
+  // when augmentOnDevice was accepted.
+  void stageTraining(const std::map<std::string, HostTensor> &inputs, int64_t step);
 
   // The key of the dropout masks (DropoutMask.h) of the steps queued and the
   // gradients run from now on, as Model::setStepKey: queueStep and

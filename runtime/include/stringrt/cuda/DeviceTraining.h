@@ -33,6 +33,8 @@ public:
   // DeviceModel::queueStep's micro-batches (the package is checked here:
   // DeviceModel::checkAccumulation).
   void setAccumulate(int64_t parts) override;
+  // DeviceModel::augmentOnDevice, unless DeviceOptions::augmentOnDevice is off.
+  bool takeAugmentation(const AugmentPolicy &policy, uint64_t seed) override;
   // The step is queued on the device (DeviceModel::queueStep), the next
   // batch assembled and staged while it computes; collect() waits for the
   // oldest step. One step more may be queued before the trainer collects

@@ -201,6 +201,8 @@ void TrainBackend::setAccumulate(int64_t parts) {
                             parts, name()));
 }
 
+bool TrainBackend::takeAugmentation(const AugmentPolicy &, uint64_t) { return false; }
+
 int64_t countCorrect(const float *logits, const int32_t *labels, int64_t rows,
                      int64_t classes) {
   int64_t correct = 0;
@@ -542,6 +544,8 @@ TrainResult train(Model &model, const DataSet &data, const TrainOptions &options
   run.setAccumulate(options.accumulate);
   run.start(model.parameters(), optimizer);
   plan.device = run.name();
+  plan.augmentOnBackend = plan.augment.enabled() && run.takeAugmentation(plan.augment, plan.seed);
+  const bool hostAugments = plan.augment.enabled() && !plan.augmentOnBackend;
 
   detail::TrainLog log(options.logPath, options.resumePath.empty()
                                            ? std::nullopt
@@ -569,9 +573,11 @@ TrainResult train(Model &model, const DataSet &data, const TrainOptions &options
     }
     Batch b = data.batch(Split::Train, order.data() + (s % plan.stepsPerEpoch) * plan.batch,
                          static_cast<size_t>(plan.batch), std::move(spare));
-    // On the host, before any backend sees the batch: the same bits for
-    // the CPU and the GPU, and a resumed run augments as an unbroken one.
-    if (plan.augment.enabled())
+    // On the host, before the backend sees the batch, unless the backend
+    // took it over: the same bits either way (the draws depend on the
+    // seed, the step and the sample only), and a resumed run augments as
+    // an unbroken one.
+    if (hostAugments)
       augmentBatchImages(plan.augment, plan.seed, s, b);
     epochBatchSeconds += secondsSince(assembleStart);
     return b;
