@@ -2,8 +2,7 @@
 // (batch, head) pairs: each pair owns its Dh-column slice of y / dq / dk / dv,
 // so the tasks never write the same memory and need no reduction. With the
 // relative rotations rel (masks none / causal) the scores are per-pair
-// bilinear forms computed directly; drel, shared by every batch and head, is
-// reduced in a second pass threaded over its query rows (fixed order).
+// bilinear forms, in passes over the pairs (RelativeAttention.cpp).
 //
 // Head h of token t owns columns h*Dh .. (h+1)*Dh - 1, so a head's q, k, v,
 // y are [T, Dh] matrices with row stride D, fed to the GEMMs in place.
@@ -13,6 +12,7 @@
 #include "Gemm.h"
 #include "AttentionGeometry.h"
 #include "KernelUtil.h"
+#include "RelativeAttention.h"
 #include "Softmax.h"
 
 #include <algorithm>
@@ -52,116 +52,6 @@ void attentionProbs(const Geometry &g, const float *qh, const float *kh, float s
     const int64_t visible = causal ? i + 1 : g.T;
     softmaxRow(row, visible, g.T);
   }
-}
-
-// rel[i, j] as a row-major [Dh, Dh] matrix.
-const float *relPair(const Geometry &g, const float *rel, int64_t i, int64_t j) {
-  return rel + (i * g.T + j) * g.Dh * g.Dh;
-}
-
-// P = softmax(scale [q_i^T R_ij k_j]_ij) of one (batch, head), as
-// attentionProbs but with the relative rotations R_ij = rel[i, j]: each score
-// is its own bilinear form, q_i . (R_ij k_j), a [Dh, Dh] mat-vec per pair.
-void relAttentionProbs(const Geometry &g, const float *qh, const float *kh, const float *rel,
-                       float scale, bool causal, float *p) {
-  const int64_t Dh = g.Dh;
-  for (int64_t i = 0; i < g.T; ++i) {
-    float *row = p + i * g.T;
-    const float *qi = qh + i * g.D;
-    const int64_t visible = causal ? i + 1 : g.T;
-    for (int64_t j = 0; j < visible; ++j) {
-      const float *R = relPair(g, rel, i, j), *kj = kh + j * g.D;
-      float s = 0.0f;
-      for (int64_t d = 0; d < Dh; ++d) {
-        const float *Rd = R + d * Dh;
-        float acc = 0.0f;
-        for (int64_t e = 0; e < Dh; ++e)
-          acc += Rd[e] * kj[e];
-        s += qi[d] * acc;
-      }
-      row[j] = scale * s;
-    }
-    softmaxRow(row, visible, g.T);
-  }
-}
-
-// Backward with rel, masks none / causal. Pass 1, threaded over (batch,
-// head): P, dV = P^T dY, dS, then per visible pair (c = scale dS_ij)
-//   dq_i += c R_ij k_j,  dk_j += c R_ij^T q_i
-// (each task owns its head's columns of dq / dk / dv). Pass 2, threaded over
-// query rows i: drel[i, j] = sum_{b, h} c_bhij q_i k_j^T in a fixed (b, h)
-// order, each task owning whole rows i of drel: deterministic, no atomics.
-void relAttentionGrad(const Geometry &g, const float *q, const float *k, const float *v,
-                      const float *dy, const float *rel, float s, bool causal, float *dq,
-                      float *dk, float *dv, float *drel) {
-  const int64_t T = g.T, Dh = g.Dh, tasks = g.B * g.heads;
-  // dS of every (batch, head), kept for pass 2 only when drel is wanted.
-  std::vector<float> dSAll(drel ? static_cast<size_t>(tasks * T * T) : 0);
-  parallelFor(0, tasks, 1, [&](int64_t t0, int64_t t1) {
-    thread_local std::vector<float> p, dSLocal, dqRow;
-    p.resize(static_cast<size_t>(T * T));
-    dqRow.resize(static_cast<size_t>(Dh));
-    if (!drel)
-      dSLocal.resize(static_cast<size_t>(T * T));
-    for (int64_t task = t0; task < t1; ++task) {
-      const int64_t off = g.head(task / g.heads, task % g.heads);
-      const float *qh = q + off, *kh = k + off, *vh = v + off, *dyh = dy + off;
-      float *dS = drel ? dSAll.data() + task * T * T : dSLocal.data();
-      relAttentionProbs(g, qh, kh, rel, s, causal, p.data());
-      gemmSerial(Trans::Yes, Trans::No, T, Dh, T, 1.0f, p.data(), T, dyh, g.D, 0.0f, dv + off,
-                 g.D);
-      gemmSerial(Trans::No, Trans::Yes, T, T, Dh, 1.0f, dyh, g.D, vh, g.D, 0.0f, dS, T);
-      softmaxBackwardRows(T, p.data(), dS);
-      float *dkh = dk + off;
-      for (int64_t j = 0; j < T; ++j)
-        std::fill(dkh + j * g.D, dkh + j * g.D + Dh, 0.0f);
-      for (int64_t i = 0; i < T; ++i) {
-        const float *qi = qh + i * g.D;
-        const int64_t visible = causal ? i + 1 : T;
-        std::fill(dqRow.begin(), dqRow.end(), 0.0f);
-        for (int64_t j = 0; j < visible; ++j) {
-          const float c = s * dS[i * T + j];
-          const float *R = relPair(g, rel, i, j), *kj = kh + j * g.D;
-          float *dkj = dkh + j * g.D;
-          for (int64_t d = 0; d < Dh; ++d) {
-            const float *Rd = R + d * Dh;
-            const float cq = c * qi[d];
-            float acc = 0.0f;
-            for (int64_t e = 0; e < Dh; ++e) {
-              acc += Rd[e] * kj[e];
-              dkj[e] += cq * Rd[e];
-            }
-            dqRow[d] += c * acc;
-          }
-        }
-        std::copy(dqRow.begin(), dqRow.end(), dq + off + i * g.D);
-      }
-    }
-  });
-  if (!drel)
-    return;
-  const int64_t pair = Dh * Dh;
-  parallelFor(0, T, 1, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) {
-      float *rowOut = drel + i * T * pair;
-      std::fill(rowOut, rowOut + T * pair, 0.0f);
-      const int64_t visible = causal ? i + 1 : T;
-      for (int64_t j = 0; j < visible; ++j) {
-        float *out = rowOut + j * pair;
-        for (int64_t task = 0; task < tasks; ++task) {
-          const int64_t off = g.head(task / g.heads, task % g.heads);
-          const float c = s * dSAll[static_cast<size_t>(task * T * T + i * T + j)];
-          const float *qi = q + off + i * g.D, *kj = k + off + j * g.D;
-          for (int64_t d = 0; d < Dh; ++d) {
-            const float cq = c * qi[d];
-            float *od = out + d * Dh;
-            for (int64_t e = 0; e < Dh; ++e)
-              od[e] += cq * kj[e];
-          }
-        }
-      }
-    }
-  });
 }
 
 // The key query i of head h sees under the skip mask (negative: none).
@@ -219,17 +109,18 @@ void attention(TensorRef<const float> q, TensorRef<const float> k, TensorRef<con
     return;
   }
   const bool causal = mask == AttentionMask::Causal;
+  if (rel) {
+    relAttention(g, q.data, k.data, v.data, rel->data, static_cast<float>(scale), causal,
+                 y.data);
+    return;
+  }
   parallelFor(0, g.B * g.heads, 1, [&](int64_t t0, int64_t t1) {
     thread_local std::vector<float> p;
     p.resize(static_cast<size_t>(g.T * g.T));
     for (int64_t task = t0; task < t1; ++task) {
       const int64_t off = g.head(task / g.heads, task % g.heads);
-      if (rel)
-        relAttentionProbs(g, q.data + off, k.data + off, rel->data, static_cast<float>(scale),
-                          causal, p.data());
-      else
-        attentionProbs(g, q.data + off, k.data + off, static_cast<float>(scale), causal,
-                       p.data());
+      attentionProbs(g, q.data + off, k.data + off, static_cast<float>(scale), causal,
+                     p.data());
       // Y = P V  ([T, T] x [T, Dh])
       gemmSerial(Trans::No, Trans::No, g.T, g.Dh, g.T, 1.0f, p.data(), g.T, v.data + off, g.D,
                  0.0f, y.data + off, g.D);

@@ -169,6 +169,9 @@ const std::vector<AttentionCase> kAttentionCases = {
     {1, 50, 64, 4, false}, {3, 50, 64, 4, false}, {2, 7, 12, 3, false}, {2, 5, 6, 1, false},
     {5, 1, 8, 2, false},   {2, 7, 12, 3, true},   {1, 50, 64, 4, true},
     {3, 9, 16, 2, true},   {2, 1, 4, 1, true},
+    // rel at head dims 16 and 32 (blocks of 4 tasks, RelativeAttention.cpp),
+    // with tasks left over after the blocks and without.
+    {3, 9, 48, 3, true},   {2, 6, 64, 2, true},   {3, 5, 64, 2, true},
 };
 
 struct MaskCase {

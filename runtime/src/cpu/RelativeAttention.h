@@ -1,0 +1,21 @@
+// Fast attention with relative rotations, masks none and causal (private to
+// src/cpu; called by AttentionKernels.cpp): pair-outer passes so that each
+// R_ij is read once for every batch and head (RelativeAttention.cpp).
+#pragma once
+
+#include "AttentionGeometry.h"
+
+namespace stringrt::cpu::util {
+
+// y = softmax(scale [q_i^T R_ij k_j]_ij) V per (batch, head), R_ij = rel[i, j]
+// ([T, T, Dh, Dh]); causal: j <= i.
+void relAttention(const AttentionGeometry &g, const float *q, const float *k, const float *v,
+                  const float *rel, float scale, bool causal, float *y);
+
+// Its gradients dq, dk, dv, and drel when not null (summed over every batch
+// and head).
+void relAttentionGrad(const AttentionGeometry &g, const float *q, const float *k,
+                      const float *v, const float *dy, const float *rel, float scale,
+                      bool causal, float *dq, float *dk, float *dv, float *drel);
+
+} // namespace stringrt::cpu::util
