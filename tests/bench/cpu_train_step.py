@@ -4,7 +4,8 @@ eager PyTorch in one run: same model, batch, data and thread count. Prints
 images/s for both and the ratio stringc / PyTorch.
 
 Run with Debian's torch: /usr/bin/python3 tests/bench/cpu_train_step.py
-  [--model vit_rope|vit_cayley|vit_rope_dropout] [--batch 128] [--steps 20] [--threads 2]
+  [--model vit_rope|vit_cayley|vit_rope_dropout|vit_generators] [--batch 128] [--steps 20]
+  [--threads 2]
   [--bin build/bin]
 The peer gets its best set-up: OpenBLAS (libopenblas0-pthread behind
 libblas.so.3, installed by scripts/setup.sh), and the fastest of its thread
@@ -60,13 +61,17 @@ def time_torch(model, batch, steps, threads):
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     variant = torch_vit.DROPOUT_VARIANT if model == "vit_rope_dropout" else {}
-    net = torch_vit.ViT(cayley=(model == "vit_cayley"), **variant)
+    if model == "vit_generators":
+        net = torch_vit.GeneratorViT()
+    else:
+        net = torch_vit.ViT(cayley=(model == "vit_cayley"), **variant)
+    penalty = getattr(net, "penalty", lambda: 0.0)
     opt = torch.optim.AdamW(net.parameters(), lr=2e-3, weight_decay=0.05)
     images = torch.rand(batch, 1, 28, 28)
     labels = torch.randint(0, 10, (batch,))
 
     def step():
-        loss = F.cross_entropy(net(images), labels)
+        loss = F.cross_entropy(net(images), labels) + penalty()
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
@@ -98,7 +103,7 @@ def time_torch_best(model, batch, steps, threads):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="vit_rope",
-                        choices=["vit_rope", "vit_cayley", "vit_rope_dropout"])
+                        choices=["vit_rope", "vit_cayley", "vit_rope_dropout", "vit_generators"])
     parser.add_argument("--batch", type=int, default=128)
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--threads", type=int, default=os.cpu_count())

@@ -1,5 +1,7 @@
 """The ViT examples written as idiomatic eager PyTorch: the benchmark's peer.
 
+(GeneratorViT, at the end: examples/vit_generators.pe.)
+
 Same architecture, sizes and math as examples/vit_rope.pe (and vit_cayley.pe):
 pre-norm encoder blocks, 2D axial RoPE on Q and K (interleaved pairs, RoPE-ViT
 axial layout, CLS unrotated), multi-head softmax attention, GELU MLP, CLS head.
@@ -132,4 +134,86 @@ class ViT(nn.Module):
         x = torch.cat([self.cls.expand(b, 1, -1), self.embed(patches)], dim=1)
         for block in self.blocks:
             x = block(x, self.cos, self.sin)
+        return self.head(self.ln(x)[:, 0])
+
+
+def skew_matrices(params, dim):
+    """[K, P] upper-triangle parameters -> [K, dim, dim] skew-symmetric
+    matrices (row-major pairs (i, j), i < j, as the language's skew)."""
+    i, j = torch.triu_indices(dim, dim, 1)
+    L = params.new_zeros(params.shape[0], dim, dim)
+    L[:, i, j] = params
+    L[:, j, i] = -params
+    return L
+
+
+class GeneratorBlock(Block):
+    """A pre-norm block whose attention scores are q_i^T R_ij k_j with the
+    per-pair rotations R [T, T, Dh, Dh] (no RoPE)."""
+
+    def __init__(self, dim, heads, mlp):
+        super().__init__(dim, heads, mlp, cayley=False)
+
+    def forward(self, x, R):
+        b, t, d = x.shape
+        dh = d // self.heads
+        h = self.ln1(x)
+        split = lambda z: z.view(b, t, self.heads, dh).transpose(1, 2)   # [B, H, T, Dh]
+        q, k, v = split(self.wq(h)), split(self.wk(h)), split(self.wv(h))
+        # The fastest form found (tests/bench/README.md): u_i = q_i^T R_i for
+        # every query row i as one batched GEMM, then the dot with k_j.
+        qi = q.permute(2, 0, 1, 3).reshape(t, b * self.heads, dh)           # [T, BH, Dh]
+        Ri = R.permute(0, 2, 1, 3).reshape(t, dh, t * dh)                   # [T, Dh, T*Dh]
+        u = torch.bmm(qi, Ri).reshape(t, b, self.heads, t, dh)
+        scores = (u * k.unsqueeze(0)).sum(-1).permute(1, 2, 0, 3) / math.sqrt(dh)
+        a = scores.softmax(dim=-1) @ v
+        a = a.transpose(1, 2).reshape(b, t, d)
+        x = x + self.wo(a)
+        h = F.gelu(self.fc1(self.ln2(x)))
+        return x + self.fc2(h)
+
+
+class GeneratorViT(nn.Module):
+    """examples/vit_generators.pe: one learned skew generator per image axis,
+    R_ij = exp(sum_a (p_j - p_i)_a L_a) (matrix_exp of the distinct offsets
+    only, gathered to every pair, as stringc's pe-distinct-offsets), shared
+    by every layer, and the commutator penalty lambda ||L_0 L_1 - L_1 L_0||_F
+    in the loss (GeneratorViT.penalty())."""
+
+    def __init__(self, dim=64, heads=4, depth=4, mlp=128, patch=4, classes=10, lam=0.01):
+        super().__init__()
+        self.patch, self.heads, self.lam = patch, heads, lam
+        grid = 28 // patch
+        dh = dim // heads
+        self.embed = nn.Linear(patch * patch, dim)
+        self.cls = nn.Parameter(torch.randn(dim) * 0.02)
+        self.gen = nn.Parameter(torch.randn(2, dh * (dh - 1) // 2) * 0.05)
+        self.blocks = nn.ModuleList(GeneratorBlock(dim, heads, mlp) for _ in range(depth))
+        self.ln = nn.LayerNorm(dim)
+        self.head = nn.Linear(dim, classes)
+        cells = torch.arange(grid * grid)
+        pos = torch.cat([torch.zeros(1, 2), torch.stack([cells % grid, cells // grid], 1).float()])
+        offsets = pos.unsqueeze(0) - pos.unsqueeze(1)                       # [T, T, 2]
+        distinct, index = torch.unique(offsets.reshape(-1, 2), dim=0, return_inverse=True)
+        self.register_buffer("offsets", distinct)                           # [U, 2]
+        self.register_buffer("pair_index", index)                           # [T * T]
+        self.tokens = pos.shape[0]
+
+    def generators(self):
+        return skew_matrices(self.gen, self.embed.out_features // self.heads)
+
+    def penalty(self):
+        L = self.generators()
+        return self.lam * torch.linalg.matrix_norm(L[0] @ L[1] - L[1] @ L[0])
+
+    def forward(self, image):
+        b = image.shape[0]
+        p = self.patch
+        L = self.generators()
+        R = torch.linalg.matrix_exp(torch.einsum("uk,kij->uij", self.offsets, L))
+        R = R[self.pair_index].reshape(self.tokens, self.tokens, *L.shape[1:])
+        patches = image.unfold(2, p, p).unfold(3, p, p).reshape(b, -1, p * p)
+        x = torch.cat([self.cls.expand(b, 1, -1), self.embed(patches)], dim=1)
+        for block in self.blocks:
+            x = block(x, R)
         return self.head(self.ln(x)[:, 0])
