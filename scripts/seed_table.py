@@ -52,7 +52,8 @@ def summary(values):
 
 
 def minutes(seconds):
-    return f"{int(seconds // 60)} min {int(round(seconds % 60)):02d} s"
+    whole = int(round(seconds))  # rounded first: 179.6 s is 3 min 00 s, not 2 min 60 s
+    return f"{whole // 60} min {whole % 60:02d} s"
 
 
 def main():
