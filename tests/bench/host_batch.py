@@ -57,14 +57,15 @@ def main():
     a = p.parse_args()
     print(f"host batch work, {a.threads} threads, best of {a.rounds} (ms)")
     print(f"{'batch':>20} {'torch gather':>13} {'gather':>8} {'recycled':>9} {'ratio':>6}"
-          f" {'augment':>8} {'stage copy':>11}")
+          f" {'augment':>8} {'stage copy':>11} {'draw':>7}")
     for shape in SHAPES:
         ours = stringrt_times(a.bench, shape, a.threads, a.rounds)
         peer = torch_gather_ms(shape, a.threads, a.rounds)
         print(f"{str(list(shape)):>20} {peer:13.2f} {ours['gather_fresh']:8.2f}"
               f" {ours['gather_recycled']:9.2f} {peer / ours['gather_recycled']:5.2f}x"
-              f" {ours['augment']:8.2f} {ours['stage_copy']:11.2f}")
+              f" {ours['augment']:8.2f} {ours['stage_copy']:11.2f} {ours['draw']:7.3f}")
     print("ratio: torch's gather time over stringrt's recycled gather (the trainer's); > 1 is faster")
+    print("draw: the augmentation's parameters alone, the host's share when a device augments")
     return 0
 
 

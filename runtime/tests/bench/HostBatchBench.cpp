@@ -3,13 +3,15 @@
 // batch of uint8 images into floats (DataSet::batch, fresh and in a recycled
 // batch's buffers, as the trainer does), augmenting it (augmentImages: crop,
 // flip, erase) and copying it into a staging buffer (cpu::parallelCopy, as
-// BatchStaging does), on the CPU pool. Prints one line per measure for
+// BatchStaging does), on the CPU pool; and drawing the augmentation's
+// parameters alone (drawAugmentation), the host's whole share of it when a
+// device augments in its kernel. Prints one line per measure for
 // tests/bench/host_batch.py to set beside PyTorch's gather.
 //
 //   stringrt_host_batch_bench BATCH CHANNELS ROWS COLS THREADS [ROUNDS]
 //
 // Each figure is the best of ROUNDS (default 5), in milliseconds:
-//   gather_fresh MS / gather_recycled MS / augment MS / stage_copy MS
+//   gather_fresh MS / gather_recycled MS / augment MS / stage_copy MS / draw MS
 #include "stringrt/Augment.h"
 #include "stringrt/Data.h"
 #include "stringrt/Error.h"
@@ -94,8 +96,13 @@ int main(int argc, char **argv) {
     const double copy = bestOf(rounds, [&] {
       cpu::parallelCopy(staging.data(), spare.tensors[0].f32.data(), staging.size() * sizeof(float));
     });
-    std::printf("gather_fresh %.3f\ngather_recycled %.3f\naugment %.3f\nstage_copy %.3f\n", fresh,
-                recycled, augment, copy);
+    const std::vector<int64_t> &shape = spare.tensors[0].shape;
+    std::vector<int32_t> draws(size_t(shape[0] * kAugmentDrawWords));
+    const double draw = bestOf(rounds, [&] {
+      drawAugmentation(policy, 1234, step++, shape[0], shape[2], shape[3], draws.data());
+    });
+    std::printf("gather_fresh %.3f\ngather_recycled %.3f\naugment %.3f\nstage_copy %.3f\ndraw %.4f\n",
+                fresh, recycled, augment, copy, draw);
     return 0;
   } catch (const std::exception &e) {
     std::fprintf(stderr, "stringrt_host_batch_bench: %s\n", e.what());
