@@ -182,12 +182,10 @@ void DeviceModel::stageTraining(const std::map<std::string, HostTensor> &inputs,
     m.stage(inputs);
     return;
   }
-  // The draws of the step's samples (microseconds); the pixels move on the
-  // device as the batch enters the step.
-  const HostTensor &images = inputs.at(m.manifest.inputs.front().name);
-  if (images.shape.size() != 4)
-    throw Error("device executor: the images to augment are not [B, C, H, W]");
-  const int64_t B = images.shape[0];
+  // The draws of the step's samples (microseconds: tests/bench/host_batch.py);
+  // the pixels move on the device as the batch enters the step.
+  const int64_t B = m.batchOf(inputs); // every input checked against the manifest
+  const HostTensor &images = inputs.at(m.manifest.inputs.front().name); // f32 [B, C, H, W]
   m.imageDraws.resize(size_t(B * kAugmentDrawWords));
   drawAugmentation(*m.deviceAugment, m.augmentSeed, step, B, images.shape[2], images.shape[3],
                    m.imageDraws.data());
