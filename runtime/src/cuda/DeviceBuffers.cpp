@@ -157,6 +157,8 @@ bool DeviceModel::Impl::canAugmentImages() const {
 }
 
 BatchStaging::Augmenter DeviceModel::Impl::imageAugmenter(int64_t batch) {
+  if (!canAugmentImages())
+    return {};
   const std::vector<int64_t> &shape = manifest.inputs.front().shape;
   const int64_t C = shape[1], H = shape[2], W = shape[3];
   return [this, batch, C, H, W](CUstream on, uint64_t images, uint64_t draws,
@@ -188,8 +190,7 @@ void DeviceModel::Impl::consumeStaged(const BatchBuffers &b, const std::string &
     bytes.push_back(b.placement.values[p.inputs[i]].bytes);
   }
   BatchStaging &source = from ? *from : *staging;
-  source.consume(destinations, bytes, canAugmentImages() ? imageAugmenter(source.batch())
-                                                         : BatchStaging::Augmenter());
+  source.consume(destinations, bytes, imageAugmenter(source.batch()));
 }
 
 void DeviceModel::Impl::copyOnDevice(uint64_t to, uint64_t from, uint64_t bytes,

@@ -226,8 +226,7 @@ void DeviceModel::queueStep(int64_t totalSteps, int64_t accumulate) {
       bytes.push_back(s.rowBytes[i] * uint64_t(batch));
       destinations.push_back(s.inputs->at(s.inputOffsets[i], bytes.back()));
     }
-    m.staging->consume(destinations, bytes,
-                       m.canAugmentImages() ? m.imageAugmenter(batch) : BatchStaging::Augmenter());
+    m.staging->consume(destinations, bytes, m.imageAugmenter(batch));
     m.runMaybeGraphed(s.work, [&] { m.enqueueAccumulatedStep(s, batch); }, "training step",
                       where);
   } else {

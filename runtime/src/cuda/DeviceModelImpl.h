@@ -192,7 +192,7 @@ struct DeviceModel::Impl {
   /// and its first input is f32 [B, C, H, W] images.
   bool canAugmentImages() const;
   /// The kernel consume() augments the staged images with (the staged
-  /// batch's size).
+  /// batch's size); none when the package cannot (canAugmentImages).
   BatchStaging::Augmenter imageAugmenter(int64_t batch);
 
   /// The staged batch's size (throws when none is staged).
