@@ -71,14 +71,20 @@ int64_t taskOffset(const Geometry &g, int64_t task) { return g.head(task / g.hea
 // same bits. `w` holds Dh floats.
 constexpr int64_t kBlock = 4;
 
-// The first task of the block and its rows of a [B, T, D] tensor at row r.
+// Row r of a [B, T, D] tensor for each task of a block.
 struct TaskRows {
   const float *at[kBlock];
-  TaskRows(const Geometry &g, const float *x, int64_t task, int64_t r) {
-    for (int64_t b = 0; b < kBlock; ++b)
-      at[b] = x + taskOffset(g, task + b) + r * g.D;
-  }
 };
+
+// (A function, not a constructor: Clang does not emit an inline
+// constructor called only from target_clones copies.)
+[[gnu::always_inline]] inline TaskRows taskRows(const Geometry &g, const float *x, int64_t task,
+                                                int64_t r) {
+  TaskRows rows;
+  for (int64_t b = 0; b < kBlock; ++b)
+    rows.at[b] = x + taskOffset(g, task + b) + r * g.D;
+  return rows;
+}
 
 // w_b = R k_b for the block's tasks (sums over e ascending).
 template <int64_t DH>
@@ -103,8 +109,8 @@ template <int64_t DH>
   const int64_t T = g.T, blocked = g.B * g.heads / kBlock * kBlock;
   for (int64_t task = 0; task < blocked; task += kBlock) {
     float w[kBlock][DH];
-    rotateBlock<DH>(Rt, TaskRows(g, k, task, j), w);
-    const TaskRows qi(g, q, task, i);
+    rotateBlock<DH>(Rt, taskRows(g, k, task, j), w);
+    const TaskRows qi = taskRows(g, q, task, i);
     float s[kBlock] = {};
     for (int64_t d = 0; d < DH; ++d)
       for (int64_t b = 0; b < kBlock; ++b)
@@ -149,7 +155,7 @@ template <int64_t DH>
       for (int64_t e = 0; e < DH; ++e)
         rel[d][e] = out[d * DH + e];
   for (int64_t task = 0; task < blocked; task += kBlock) {
-    const TaskRows kj(g, k, task, j);
+    const TaskRows kj = taskRows(g, k, task, j);
     float w[kBlock][DH];
     rotateBlock<DH>(Rt, kj, w);
     float ct[kBlock];
@@ -161,7 +167,7 @@ template <int64_t DH>
     }
     if (!out)
       continue;
-    const TaskRows qi(g, q, task, i);
+    const TaskRows qi = taskRows(g, q, task, i);
     for (int64_t b = 0; b < kBlock; ++b) // tasks ascending, as the plain loop
       for (int64_t d = 0; d < DH; ++d) {
         const float cq = ct[b] * qi.at[b][d];
@@ -213,7 +219,7 @@ template <int64_t DH>
                                                  int64_t j, float *__restrict dkRows) {
   const int64_t T = g.T, blocked = g.B * g.heads / kBlock * kBlock;
   for (int64_t task = 0; task < blocked; task += kBlock) {
-    const TaskRows qi(g, q, task, i);
+    const TaskRows qi = taskRows(g, q, task, i);
     float ct[kBlock], acc[kBlock][DH];
     for (int64_t b = 0; b < kBlock; ++b) {
       ct[b] = c[((task + b) * T + i) * T + j];
