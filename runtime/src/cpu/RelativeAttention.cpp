@@ -304,7 +304,7 @@ void relAttentionGrad(const Geometry &g, const float *q, const float *k, const f
                       const float *dy, const float *rel, float s, bool causal, float *dq,
                       float *dk, float *dv, float *drel) {
   const int64_t T = g.T, Dh = g.Dh, D = g.D, tasks = g.B * g.heads;
-  // P, then dS, of every task.
+  // P, then c = scale dS, of every task.
   std::vector<float> P(static_cast<size_t>(tasks * T * T)), dS(P.size());
   relScores(g, q, k, rel, s, causal, P.data());
   parallelFor(0, tasks, 1, [&](int64_t t0, int64_t t1) {
@@ -317,11 +317,10 @@ void relAttentionGrad(const Geometry &g, const float *q, const float *k, const f
       gemmSerial(Trans::Yes, Trans::No, T, Dh, T, 1.0f, p, T, dy + off, D, 0.0f, dv + off, D);
       gemmSerial(Trans::No, Trans::Yes, T, T, Dh, 1.0f, dy + off, D, v + off, D, 0.0f, dSt, T);
       softmaxBackwardRows(T, p, dSt);
+      for (int64_t e = 0; e < T * T; ++e) // c = scale dS, while the rows are in cache
+        dSt[e] *= s;
     }
   });
-  // c = scale dS, in place.
-  for (float &value : dS)
-    value *= s;
 
   // dq (and drel) by query rows i.
   parallelFor(0, T, 1, [&](int64_t i0, int64_t i1) {
