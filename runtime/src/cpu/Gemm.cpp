@@ -1,6 +1,7 @@
 // Single-precision GEMM: OpenBLAS when built with it, else a blocked,
 // packed C++ kernel (GotoBLAS layout, small enough to read) on the pool.
 #include "Gemm.h"
+#include "GemmOuterProduct.h"
 #include "TargetClones.h"
 
 #include "stringrt/cpu/ThreadPool.h"
@@ -288,6 +289,11 @@ void gemm(Trans transA, Trans transB, int64_t M, int64_t N, int64_t K, float alp
           int64_t ldc) {
   if (M <= 0 || N <= 0)
     return;
+  if (transA == Trans::Yes && transB == Trans::No && outerProductGemmSuits(M, N, K)) {
+    // A weight gradient's shape: no packing at all (GemmOuterProduct.h).
+    outerProductGemm(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    return;
+  }
   const GemmArgs g = makeArgs(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 #ifdef STRINGRT_HAVE_OPENBLAS
   // K = 0 is only beta C, which the blocked path does without BLAS's

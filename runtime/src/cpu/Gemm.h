@@ -11,7 +11,9 @@
 // pool, when the runtime is built with OpenBLAS; else the blocked C++ kernel
 // below spread over the pool. gemmSerial() always runs on the calling thread
 // with the blocked C++ kernel: it is the one to call from inside parallelFor
-// (many small per-head products).
+// (many small per-head products). gemm() of A^T B with K long against M
+// and N (a weight gradient) takes the outer-product kernel instead
+// (GemmOuterProduct.h), with or without OpenBLAS.
 //
 // Results never depend on the thread count, bit for bit: the work is cut
 // into the same calls (OpenBLAS) or the same K order per element (blocked

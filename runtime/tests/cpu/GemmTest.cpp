@@ -40,7 +40,10 @@ std::vector<float> naive(Trans ta, Trans tb, const Case &c, float alpha, const s
 
 TEST(CpuGemm, MatchesPlainProductEveryTransposeAndSize) {
   const std::vector<Case> cases = {{1, 1, 1},    {5, 17, 3},   {4, 16, 256}, {33, 70, 300},
-                                   {64, 128, 9}, {130, 5, 513}, {3, 3, 0}};
+                                   {64, 128, 9}, {130, 5, 513}, {3, 3, 0},
+                                   // A^T B with a long K (the outer-product kernel):
+                                   // full tiles, partial rows and columns, a partial chunk
+                                   {16, 32, 600}, {37, 45, 777}, {6, 70, 1200}};
   uint32_t seed = 1;
   for (const Case &c : cases)
     for (Trans ta : {Trans::No, Trans::Yes})
@@ -86,7 +89,8 @@ TEST(CpuGemm, MatchesPlainProductEveryTransposeAndSize) {
 TEST(CpuGemm, SameResultForEveryThreadCount) {
   // Shapes of the models' products (tokens x features, a weight gradient's
   // long K) and odd ones; every transpose of A.
-  const Case cases[] = {{70, 90, 700}, {200, 64, 64}, {6400, 64, 64}, {64, 64, 6400}, {33, 17, 5}};
+  const Case cases[] = {{70, 90, 700}, {200, 64, 64}, {6400, 64, 64}, {64, 64, 6400}, {33, 17, 5},
+                          {50, 130, 4000}};
   for (const Case &c : cases)
     for (Trans ta : {Trans::No, Trans::Yes}) {
       const std::vector<float> A = randomTensor({c.M * c.K}, 1).values;

@@ -1,0 +1,203 @@
+// The outer-product GEMM of GemmOuterProduct.h.
+//
+// K is cut into slabs (their number from the shape alone). A task owns a
+// slab and a partial C: for each micro tile of C (kTileRows x 32 floats in
+// registers) it adds the slab's outer products, row by row: kTileRows
+// broadcasts of A and two 16-float rows of B per k. The slab's A and B
+// (about 1 MB at the models' widths) come from memory once and stay in L2
+// while the micro tiles walk them. C = alpha (P_0 + P_1 + ...) + beta C
+// then adds the partials in slab order.
+//
+// Tried first, on a 2-core Sapphire Rapids VM (vit_rope's step): tasks by
+// tiles of C over all of K (A and B read from memory once per tile) were
+// slower than OpenBLAS, and short K chunks per micro tile spent their time
+// moving the partial C through L1.
+//
+// The micro tile is 8 rows with AVX-512 (16 of its 32 registers hold the
+// accumulators), 4 with AVX2 (its 16 registers) and in the baseline build.
+// Shapes whose M or N is not a multiple of 8 x 32 copy each slab into
+// zero-padded scratch first.
+#include "GemmOuterProduct.h"
+
+#include "stringrt/cpu/ThreadPool.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+namespace stringrt::cpu {
+namespace {
+
+constexpr int64_t kTileCols = 32;          // C columns per micro tile (two 16-float vectors)
+constexpr int64_t kPadRows = 8;            // M padded to a multiple of every micro tile's rows
+constexpr int64_t kSlabRows = 1024;        // K rows per slab, at least
+constexpr int64_t kMaxSlabs = 8;
+constexpr int64_t kMaxPartial = 64 * 1024; // padded M x N, floats
+
+// acc[m, :] += sum_k a[k * lda + m] b[k * ldb + :] for m < Rows, k = 0..kc-1
+// in order; acc's rows are accLd apart.
+#if defined(__GNUC__)
+typedef float Vec16 __attribute__((vector_size(16 * sizeof(float))));
+
+template <int Rows>
+__attribute__((always_inline)) inline void
+addOuterProducts(int64_t kc, const float *__restrict a, int64_t lda, const float *__restrict b,
+                 int64_t ldb, float *__restrict acc, int64_t accLd) {
+  Vec16 lo[Rows], hi[Rows];
+  for (int m = 0; m < Rows; ++m) {
+    std::memcpy(&lo[m], acc + m * accLd, sizeof(Vec16));
+    std::memcpy(&hi[m], acc + m * accLd + 16, sizeof(Vec16));
+  }
+  for (int64_t k = 0; k < kc; ++k) {
+    Vec16 b0, b1;
+    std::memcpy(&b0, b + k * ldb, sizeof b0);
+    std::memcpy(&b1, b + k * ldb + 16, sizeof b1);
+    for (int m = 0; m < Rows; ++m) {
+      const float am = a[k * lda + m];
+      lo[m] += am * b0;
+      hi[m] += am * b1;
+    }
+  }
+  for (int m = 0; m < Rows; ++m) {
+    std::memcpy(acc + m * accLd, &lo[m], sizeof(Vec16));
+    std::memcpy(acc + m * accLd + 16, &hi[m], sizeof(Vec16));
+  }
+}
+#else
+template <int Rows>
+void addOuterProducts(int64_t kc, const float *a, int64_t lda, const float *b, int64_t ldb,
+                      float *acc, int64_t accLd) {
+  for (int64_t k = 0; k < kc; ++k)
+    for (int m = 0; m < Rows; ++m)
+      for (int64_t n = 0; n < kTileCols; ++n)
+        acc[m * accLd + n] += a[k * lda + m] * b[k * ldb + n];
+}
+#endif
+
+// One slab into a partial C of width accLd (rows a multiple of kPadRows,
+// columns of kTileCols), per instruction set.
+using SlabKernel = void (*)(int64_t kc, int64_t rows, int64_t cols, const float *a, int64_t lda,
+                            const float *b, int64_t ldb, float *acc, int64_t accLd);
+
+template <int Rows>
+__attribute__((always_inline)) inline void
+slabTiles(int64_t kc, int64_t rows, int64_t cols, const float *a, int64_t lda, const float *b,
+          int64_t ldb, float *acc, int64_t accLd) {
+  for (int64_t j0 = 0; j0 < cols; j0 += kTileCols)
+    for (int64_t m0 = 0; m0 < rows; m0 += Rows)
+      addOuterProducts<Rows>(kc, a + m0, lda, b + j0, ldb, acc + m0 * accLd + j0, accLd);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__) && defined(__linux__)
+__attribute__((target("avx512f"))) void slabAvx512(int64_t kc, int64_t rows, int64_t cols,
+                                                   const float *a, int64_t lda, const float *b,
+                                                   int64_t ldb, float *acc, int64_t accLd) {
+  slabTiles<8>(kc, rows, cols, a, lda, b, ldb, acc, accLd);
+}
+__attribute__((target("fma"))) void slabFma(int64_t kc, int64_t rows, int64_t cols,
+                                            const float *a, int64_t lda, const float *b,
+                                            int64_t ldb, float *acc, int64_t accLd) {
+  slabTiles<4>(kc, rows, cols, a, lda, b, ldb, acc, accLd);
+}
+#endif
+void slabBaseline(int64_t kc, int64_t rows, int64_t cols, const float *a, int64_t lda,
+                  const float *b, int64_t ldb, float *acc, int64_t accLd) {
+  slabTiles<4>(kc, rows, cols, a, lda, b, ldb, acc, accLd);
+}
+
+SlabKernel slabKernel() {
+#if defined(__x86_64__) && defined(__GNUC__) && defined(__linux__)
+  static const SlabKernel chosen = [] {
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f"))
+      return &slabAvx512;
+    if (__builtin_cpu_supports("fma") && __builtin_cpu_supports("avx2"))
+      return &slabFma;
+    return &slabBaseline;
+  }();
+  return chosen;
+#else
+  return &slabBaseline;
+#endif
+}
+
+int64_t roundUp(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
+
+// kc rows of cols floats from src (row stride ld) into dst[kc][width],
+// zeros past cols.
+void copyPadded(const float *src, int64_t ld, int64_t kc, int64_t cols, int64_t width,
+                float *dst) {
+  for (int64_t k = 0; k < kc; ++k) {
+    std::copy(src + k * ld, src + k * ld + cols, dst + k * width);
+    std::fill(dst + k * width + cols, dst + (k + 1) * width, 0.0f);
+  }
+}
+
+struct Problem {
+  int64_t M, N, K;
+  const float *A;
+  int64_t lda;
+  const float *B;
+  int64_t ldb;
+  int64_t paddedM, paddedN;
+};
+
+// partial[paddedM x paddedN] = the outer products of rows [k0, k1).
+void sumSlab(const Problem &p, int64_t k0, int64_t k1, float *partial) {
+  std::fill(partial, partial + p.paddedM * p.paddedN, 0.0f);
+  const int64_t kc = k1 - k0;
+  const float *a = p.A + k0 * p.lda, *b = p.B + k0 * p.ldb;
+  int64_t lda = p.lda, ldb = p.ldb;
+  std::vector<float> paddedA, paddedB;
+  if (p.paddedM != p.M) {
+    paddedA.resize(static_cast<size_t>(kc * p.paddedM));
+    copyPadded(a, p.lda, kc, p.M, p.paddedM, paddedA.data());
+    a = paddedA.data(), lda = p.paddedM;
+  }
+  if (p.paddedN != p.N) {
+    paddedB.resize(static_cast<size_t>(kc * p.paddedN));
+    copyPadded(b, p.ldb, kc, p.N, p.paddedN, paddedB.data());
+    b = paddedB.data(), ldb = p.paddedN;
+  }
+  slabKernel()(kc, p.paddedM, p.paddedN, a, lda, b, ldb, partial, p.paddedN);
+}
+
+} // namespace
+
+bool outerProductGemmSuits(int64_t M, int64_t N, int64_t K) {
+  // K at least 16 times the larger side (the packed GEMMs' packing of the
+  // K-long operands then costs about as much as their arithmetic), and the
+  // partial C small enough to stay in cache beside a slab.
+  return M > 0 && N > 0 && K >= 16 * std::max(M, N) &&
+         roundUp(M, kPadRows) * roundUp(N, kTileCols) <= kMaxPartial;
+}
+
+void outerProductGemm(int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+                      const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+  if (M <= 0 || N <= 0)
+    return;
+  const Problem p{M, N, K, A, lda, B, ldb, roundUp(M, kPadRows), roundUp(N, kTileCols)};
+  const int64_t slabs = std::clamp<int64_t>(K / kSlabRows, 1, kMaxSlabs);
+  const int64_t slabRows = (K + slabs - 1) / slabs;
+  const int64_t size = p.paddedM * p.paddedN;
+  thread_local std::vector<float> partials; // per calling thread, reused
+  partials.resize(static_cast<size_t>(slabs * size));
+  float *P = partials.data();
+  parallelFor(0, slabs, 1, [&](int64_t s0, int64_t s1) {
+    for (int64_t s = s0; s < s1; ++s)
+      sumSlab(p, std::min(K, s * slabRows), std::min(K, (s + 1) * slabRows), P + s * size);
+  });
+  parallelFor(0, M, 1, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      float *c = C + i * ldc;
+      for (int64_t j = 0; j < N; ++j) {
+        float sum = P[i * p.paddedN + j];
+        for (int64_t s = 1; s < slabs; ++s)
+          sum += P[s * size + i * p.paddedN + j];
+        c[j] = beta == 0.0f ? alpha * sum : alpha * sum + beta * c[j];
+      }
+    }
+  });
+}
+
+} // namespace stringrt::cpu
