@@ -12,6 +12,7 @@
 #include "stringc/Dialect/PE/PEOps.h"
 #include "stringc/Transforms/Explain.h"
 
+#include "stringrt/Augment.h"
 #include "stringrt/CudaSection.h"
 #include "stringrt/cuda/StepControl.h"
 
@@ -186,6 +187,34 @@ std::vector<LaunchEstimate> optimizerLaunches(ModuleOp train, int64_t n) {
   return launches;
 }
 
+/// pe_augment_images over a batch of `batch` images, when the plan has the
+/// kernel: it reads the images and the draws (kAugmentDrawWords int32 a
+/// sample) and writes the augmented images.
+std::optional<LaunchEstimate> augmentationLaunch(ModuleOp train, const KernelPlan &plan,
+                                                 int64_t batch) {
+  auto spec = std::find_if(plan.kernels.begin(), plan.kernels.end(), [](const GpuKernelSpec &k) {
+    return k.name == stringrt::kAugmentImagesKernel;
+  });
+  auto forward = train.lookupSymbol<func::FuncOp>("forward");
+  if (spec == plan.kernels.end() || !forward || forward.getNumArguments() == 0)
+    return std::nullopt;
+  auto images = dyn_cast<RankedTensorType>(forward.getArgument(0).getType());
+  if (!images || images.getRank() != 4)
+    return std::nullopt;
+  const double elements = double(batch) * double(images.getDimSize(1)) *
+                          double(images.getDimSize(2)) * double(images.getDimSize(3));
+  LaunchEstimate e;
+  e.program = "data";
+  e.opName = "augmentation";
+  e.kernel = spec->name;
+  e.threadsPerBlock = spec->blockX * spec->blockY;
+  e.blocks = stringrt::cudaRuleGridX(spec->grid, spec->blockX, spec->blockY,
+                                     int64_t(elements), 0);
+  e.bytes = 8.0 * elements + 4.0 * double(stringrt::kAugmentDrawWords) * double(batch);
+  e.growsWithBatch = true;
+  return e;
+}
+
 int64_t trainableElements(ModuleOp train) {
   int64_t n = 0;
   for (pe::ParameterOp param : train.getOps<pe::ParameterOp>())
@@ -236,6 +265,9 @@ FailureOr<StepEstimate> estimateTrainingStep(ModuleOp train, const KernelPlan &p
     step.boundSeconds += e.boundSeconds;
     step.predictedSeconds += e.predictedSeconds;
   }
+  step.augmentation = augmentationLaunch(train, plan, batch);
+  if (step.augmentation)
+    applyRoofline(*step.augmentation, machine);
   return step;
 }
 
@@ -311,6 +343,11 @@ void printLaunchReport(const StepEstimate &step, const GpuMachineModel &machine,
      << llvm::format("%.1f", step.boundSeconds * 1e6) << " us (predicted / bound "
      << llvm::format("%.2f", step.boundSeconds > 0 ? step.predictedSeconds / step.boundSeconds : 1)
      << "x)\n";
+  if (const std::optional<LaunchEstimate> &a = step.augmentation)
+    os << "runs that augment (--augment, or the model's data section) add 1 launch, "
+       << a->kernel << " on " << a->blocks << " blocks: predicted "
+       << llvm::format("%.1f", a->predictedSeconds * 1e6) << " us, roofline bound "
+       << llvm::format("%.1f", a->boundSeconds * 1e6) << " us (not in the step above)\n";
   os << "launches that grow with the batch on fewer blocks than SMs: " << underfilled << "\n";
 }
 

@@ -33,6 +33,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -54,7 +55,7 @@ enum class LaunchArithmetic { F32, TF32, BF16 };
 const char *launchArithmeticName(LaunchArithmetic arithmetic); // "f32", "tf32", "bf16"
 
 struct LaunchEstimate {
-  std::string program;  // "gradients" or "optimizer"
+  std::string program;  // "gradients", "optimizer" or "data"
   int64_t op = -1;      // op index in the program; -1 for the optimizer's launches
   std::string opName;   // "pe.layer_norm_grad", or "optimizer"
   std::string kernel;   // kernel name, or "cublas gemm"
@@ -78,6 +79,10 @@ struct StepEstimate {
   int64_t batch = 0;
   std::vector<LaunchEstimate> launches;
   double boundSeconds = 0, predictedSeconds = 0;
+  /// pe_augment_images, when the plan has it (program "data"): the runtime
+  /// launches it as each batch enters its step, only in runs that augment,
+  /// so it is not in `launches` or the step's times.
+  std::optional<LaunchEstimate> augmentation;
 };
 
 /// The launches of one training step at `batch` (the module must be the one
