@@ -38,13 +38,20 @@ constexpr int64_t kMaxSlabs = 8;
 constexpr int64_t kChunkRows = 128;        // K rows per pass over the micro tiles
 constexpr int64_t kMaxPartial = 64 * 1024; // padded M x N, floats
 
+// The tile loops are inlined into each instruction set's build below.
+#if defined(__GNUC__)
+#define STRINGRT_INLINE_INTO_CALLER __attribute__((always_inline)) inline
+#else
+#define STRINGRT_INLINE_INTO_CALLER inline
+#endif
+
 // acc[m, :] += sum_k a[k * lda + m] b[k * ldb + :] for m < Rows, k = 0..kc-1
 // in order; acc's rows are accLd apart.
 #if defined(__GNUC__)
 typedef float Vec16 __attribute__((vector_size(16 * sizeof(float))));
 
 template <int Rows>
-__attribute__((always_inline)) inline void
+STRINGRT_INLINE_INTO_CALLER void
 addOuterProducts(int64_t kc, const float *__restrict a, int64_t lda, const float *__restrict b,
                  int64_t ldb, float *__restrict acc, int64_t accLd) {
   Vec16 lo[Rows], hi[Rows];
@@ -84,7 +91,7 @@ using SlabKernel = void (*)(int64_t kc, int64_t rows, int64_t cols, const float 
                             const float *b, int64_t ldb, float *acc, int64_t accLd);
 
 template <int Rows>
-__attribute__((always_inline)) inline void
+STRINGRT_INLINE_INTO_CALLER void
 slabTiles(int64_t kc, int64_t rows, int64_t cols, const float *a, int64_t lda, const float *b,
           int64_t ldb, float *acc, int64_t accLd) {
   for (int64_t j0 = 0; j0 < cols; j0 += kTileCols)
