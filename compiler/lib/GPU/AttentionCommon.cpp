@@ -171,6 +171,17 @@ std::vector<LaunchArg> concat(std::vector<LaunchArg> a, const std::vector<Launch
   return a;
 }
 
+Launch relLayoutLaunch(const AttentionShape &s, LaunchArg from, LaunchArg to, bool keyFastest) {
+  const int64_t entries = s.dh * s.dh;
+  return Launch::kernelCall("pe_rel_layout",
+                            {to, from, A::i64(s.tokens * s.tokens * entries), A::i64(s.tokens),
+                             A::i64(entries), A::i64(keyFastest ? 1 : 0)});
+}
+
+BatchAffine relLayoutBytes(const AttentionShape &s) {
+  return BatchAffine::fixed(s.tokens * s.tokens * s.dh * s.dh * 4);
+}
+
 OpSteps gradSteps(Enc enc, const AttentionShape &s, const std::vector<LaunchArg> &sizes,
                   KindLaunch launch) {
   OpSteps steps;
@@ -179,19 +190,26 @@ OpSteps gradSteps(Enc enc, const AttentionShape &s, const std::vector<LaunchArg>
   std::vector<LaunchArg> inputs = {A::operand(0), A::operand(1), A::operand(2)};
   if (enc == Enc::Rope)
     inputs.push_back(A::operand(3));
-  if (enc == Enc::Rel)
-    inputs.push_back(A::operand(4));
+  if (enc == Enc::Rel) {
+    // dS per (batch, head, query, key): B * H * T * T floats; rel by query, by key.
+    steps.scratchBytes.push_back(s.batch * (s.heads * s.tokens * s.tokens * 4));
+    steps.scratchBytes.push_back(relLayoutBytes(s));
+    steps.scratchBytes.push_back(relLayoutBytes(s));
+    steps.launches.push_back(relLayoutLaunch(s, A::operand(4), A::scratch(2), false));
+    steps.launches.push_back(relLayoutLaunch(s, A::operand(4), A::scratch(3), true));
+    inputs.push_back(A::scratch(2));
+  }
   inputs.push_back(A::operand(enc == Enc::Rope ? 4 : 3)); // dy
   steps.launches.push_back(launch(Kind::Stats, concat(concat({A::scratch(0)}, inputs), sizes)));
+  std::vector<LaunchArg> keyInputs = inputs; // dK/dV: a thread per key
+  if (enc == Enc::Rel)
+    keyInputs[3] = A::scratch(3);
   steps.launches.push_back(launch(
       Kind::DkDv,
-      concat(concat(concat({A::result(1), A::result(2)}, inputs), {A::scratch(0)}), sizes)));
+      concat(concat(concat({A::result(1), A::result(2)}, keyInputs), {A::scratch(0)}), sizes)));
   std::vector<LaunchArg> dqFront = {A::result(0)};
-  if (enc == Enc::Rel) {
-    // dS per (batch, head, query, key): B * H * T * T floats.
-    steps.scratchBytes.push_back(s.batch * (s.heads * s.tokens * s.tokens * 4));
+  if (enc == Enc::Rel)
     dqFront.push_back(A::scratch(1));
-  }
   steps.launches.push_back(
       launch(Kind::Dq, concat(concat(concat(dqFront, inputs), {A::scratch(0)}), sizes)));
   return steps;

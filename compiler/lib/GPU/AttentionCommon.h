@@ -134,10 +134,20 @@ std::vector<LaunchArg> concat(std::vector<LaunchArg> a, const std::vector<Launch
 /// are the kernel family's).
 using KindLaunch = llvm::function_ref<Launch(Kind kind, std::vector<LaunchArg> args)>;
 
+/// The launch of pe_rel_layout: rel [T, T, Dh, Dh] (`from`) copied into
+/// `to` with the query's token fastest, [j, Dh, Dh, i], for the kernels with
+/// a thread per query, or with the key's, [i, Dh, Dh, j] (`keyFastest`), for
+/// dK/dV: their loads of R_ij are then coalesced across a warp.
+Launch relLayoutLaunch(const AttentionShape &s, LaunchArg from, LaunchArg to, bool keyFastest);
+/// The bytes of one such copy (T * T * Dh * Dh floats).
+BatchAffine relLayoutBytes(const AttentionShape &s);
+
 /// The backward launches: statistics into scratch 0 (lse and delta, 2 * B *
 /// H * T floats), then dK/dV and dQ; for Rel, dQ also writes dS into scratch
-/// 1 (B * H * T * T floats). Operands q, k, v, then table, dy (Rope), dy,
-/// rel (Rel) or dy; results dq, dk, dv. The sizes are the sizeArgs.
+/// 1 (B * H * T * T floats), and rel's two layouts (relLayoutLaunch) go to
+/// scratch 2 (query fastest) and 3 (key fastest) first. Operands q, k, v,
+/// then table, dy (Rope), dy, rel (Rel) or dy; results dq, dk, dv. The sizes
+/// are the sizeArgs.
 OpSteps gradSteps(Enc enc, const AttentionShape &s, const std::vector<LaunchArg> &sizes,
                   KindLaunch launch);
 

@@ -36,7 +36,11 @@
 //   dq += scale dS w) or u = R_ij^T q_i (dK/dV: s = u . k and dk += scale dS
 //   u). The dQ kernel also writes dS [B * H, T, T] to a scratch buffer, and
 //   pe_rel_attention_grad_drel sums drel[i, j] = scale sum_{b,h} dS q_i k_j^T
-//   with one thread per (i, j, d), again without atomics.
+//   with one thread per (i, j, d), again without atomics. The kernels read R
+//   from a copy that pe_rel_layout writes first, with the thread's own token
+//   fastest ([j, Dh, Dh, i] for a thread per query, [i, Dh, Dh, j] for dK/dV):
+//   read from rel itself, each thread's R_ij is its own 1 KB, so a warp's
+//   load of one entry touched 32 cache lines.
 //
 // Kernels are specialised by head dimension (16, 32, 64): a thread's own
 // rows and accumulators are unrolled over it (registers; for Dh = 64 the
@@ -273,14 +277,17 @@ void stageTile(Block &g, Value tile, Value x, Value table, Value start) {
   });
 }
 
-/// The relative rotation R = rel[i, j] ([T, T, Dh, Dh], `i` and `j` in
-/// range) applied to row c of a tile: (R t)[d] = sum_e R[d, e] t[e], or its
-/// transpose (R^T t)[e] = sum_d R[d, e] t[d].
-std::vector<Value> rotateTileRow(Block &g, Value rel, Value i, Value j, Value tile, Value c,
-                                 bool transpose) {
+/// The relative rotation R = rel[i, j] applied to row c of a tile:
+/// (R t)[d] = sum_e R[d, e] t[e], or its transpose (R^T t)[e] = sum_d R[d, e]
+/// t[d]. `rel` is not the op's [T, T, Dh, Dh] but a copy that pe_rel_layout
+/// wrote with the thread's own token fastest, [other, Dh, Dh, own] (own = i
+/// for a thread per query, j for a thread per key; both in range): a warp's
+/// load of one entry reads consecutive floats instead of one line per thread.
+std::vector<Value> rotateTileRow(Block &g, Value rel, Value own, Value other, Value tile,
+                                 Value c, bool transpose) {
   KernelBuilder &k = g.k;
   const int64_t dh = g.dh;
-  Value base = k.mul(k.add(k.mul(i, g.tokens), j), k.i64(dh * dh));
+  Value base = k.add(k.mul(other, k.mul(k.i64(dh * dh), g.tokens)), own);
   Value rowBase = k.mul(c, k.i64(dh));
   std::vector<Value> t;
   for (int64_t e = 0; e < dh; ++e)
@@ -290,7 +297,7 @@ std::vector<Value> rotateTileRow(Block &g, Value rel, Value i, Value j, Value ti
     Value sum = k.f32(0.0);
     for (int64_t b = 0; b < dh; ++b) {
       int64_t at = transpose ? b * dh + a : a * dh + b; // R[b, a] or R[a, b]
-      sum = fma(k, k.load(rel, k.add(base, k.i64(at))), t[b], sum);
+      sum = fma(k, k.load(rel, k.add(base, k.mul(k.i64(at), g.tokens))), t[b], sum);
     }
     out.push_back(sum);
   }
@@ -474,7 +481,7 @@ void dkdvBody(KernelBuilder &k, const Args &args, int64_t dh) {
       // With rel, q_i enters as u = R_ij^T q_i: s = scale u . k_j, dk_j += scale dS u.
       std::vector<Value> u;
       if (rel)
-        u = rotateTileRow(g, rel, query, g.clamp(g.row), qTileMem, c, true);
+        u = rotateTileRow(g, rel, g.clamp(g.row), query, qTileMem, c, true);
       Value dot = k.f32(0.0);
       if (rel)
         for (int64_t d = 0; d < dh; ++d)
@@ -668,6 +675,30 @@ KernelDef relGradKernel(int64_t dh) {
           }};
 }
 
+/// out[other, a, b, own] = rel[i, j, a, b]: rel [T, T, Dh, Dh] with the
+/// token of the kernels' threads fastest (rotateTileRow), own = i
+/// (`key_fastest` 0: the forward, stats and dQ kernels, a thread per query)
+/// or own = j (`key_fastest` 1: dK/dV, a thread per key). One thread per
+/// output element, so the writes are coalesced.
+KernelDef relLayoutKernel() {
+  const ParamKind P = ParamKind::Ptr, I = ParamKind::I64;
+  std::vector<std::pair<std::string, ParamKind>> params = {
+      {"out", P}, {"rel", P}, {"n", I}, {"tokens", I}, {"entries", I}, {"key_fastest", I}};
+  return {makeSpec("pe_rel_layout", pe::AttentionOp::getOperationName(), params),
+          [params](KernelBuilder &k) {
+            Args args{k, params};
+            Value tokens = args("tokens"), entries = args("entries");
+            Value keyFastest = cmpI(k, Pred::ne, args("key_fastest"), k.i64(0));
+            k.forGridStride(args("n"), [&](Value e) {
+              Value own = remU(k, e, tokens), rest = divU(k, e, tokens);
+              Value at = remU(k, rest, entries), other = divU(k, rest, entries);
+              Value i = select(k, keyFastest, other, own), j = select(k, keyFastest, own, other);
+              Value from = k.add(k.mul(k.add(k.mul(i, tokens), j), entries), at);
+              k.store(k.load(args("rel"), from), args("out"), e);
+            });
+          }};
+}
+
 //===----------------------------------------------------------------------===//
 // Lowering side
 //===----------------------------------------------------------------------===//
@@ -717,10 +748,12 @@ std::optional<OpSteps> lowerAttention(Operation &op) {
   if (Value rel = attention.getRel()) {
     if (!flashServes(*s) || !relFits(*s, rel.getType(), attention.getMask()))
       return std::nullopt;
-    OpSteps steps;
+    OpSteps steps; // rel with the query's token fastest (rotateTileRow), then the kernel
+    steps.scratchBytes.push_back(relLayoutBytes(*s));
+    steps.launches.push_back(relLayoutLaunch(*s, A::operand(3), A::scratch(0), false));
     steps.launches.push_back(flashLaunch(
         *s, Kind::Forward, Enc::Rel,
-        concat({A::result(0), A::operand(0), A::operand(1), A::operand(2), A::operand(3)},
+        concat({A::result(0), A::operand(0), A::operand(1), A::operand(2), A::scratch(0)},
                sizeArgs(*s, attention.getMask(), scale))));
     return steps;
   }
@@ -808,6 +841,7 @@ void appendAttentionKernels(std::vector<KernelDef> &defs) {
       defs.push_back(attentionKernel(kind, Enc::Rel, dh));
     defs.push_back(relGradKernel(dh));
   }
+  defs.push_back(relLayoutKernel());
   appendSkipKernels(defs);
 }
 

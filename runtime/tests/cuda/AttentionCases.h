@@ -211,16 +211,31 @@ inline void runCase(Backend &backend, const Case &c, bool backward, std::mt19937
   if (c.rope)
     inputs.push_back(KA::pointer(table));
   const std::vector<int64_t> relShape = {T, T, c.headDim, c.headDim};
-  const uint64_t rel = c.rel ? backend.put(d.rel) : 0;
-  if (c.rel)
-    inputs.push_back(KA::pointer(rel));
+  const int64_t relCount = T * T * c.headDim * c.headDim;
+  // The kernels read rel as pe_rel_layout copies it, with the thread's own
+  // token fastest: by query for the forward, stats and dQ, by key for dK/dV.
+  uint64_t relByQuery = 0, relByKey = 0;
+  if (c.rel) {
+    const uint64_t rel = backend.put(d.rel);
+    relByQuery = backend.output(size_t(relCount));
+    relByKey = backend.output(size_t(relCount));
+    for (auto [out, byKey] : {std::pair{relByQuery, 0}, std::pair{relByKey, 1}})
+      backend.launch("pe_rel_layout",
+                     {KA::pointer(out), KA::pointer(rel), KA::integer(relCount), KA::integer(T),
+                      KA::integer(c.headDim * c.headDim), KA::integer(byKey)},
+                     nullptr);
+    inputs.push_back(KA::pointer(relByQuery));
+  }
   using Rel = ref::OptionalInput<float>;
   const Rel refRel = c.rel ? Rel(in(d.rel, relShape)) : Rel(std::nullopt);
   const std::vector<KA> sizes = {KA::integer(T), KA::integer(D), KA::integer(H),
                                  KA::integer(lookahead), KA::real(float(scale))};
-  auto call = [&](const std::string &part, std::vector<KA> front, std::vector<KA> middle) {
+  auto call = [&](const std::string &part, std::vector<KA> front, std::vector<KA> middle,
+                  bool threadPerKey = false) {
     std::vector<KA> args = std::move(front);
     args.insert(args.end(), inputs.begin(), inputs.end());
+    if (c.rel && threadPerKey)
+      args[args.size() - 1] = KA::pointer(relByKey);
     args.insert(args.end(), middle.begin(), middle.end());
     args.insert(args.end(), sizes.begin(), sizes.end());
     backend.launch(flashKernel(c, part), args, &grid);
@@ -245,14 +260,14 @@ inline void runCase(Backend &backend, const Case &c, bool backward, std::mt19937
   uint64_t dq = backend.output(size_t(n)), dk = backend.output(size_t(n)),
            dv = backend.output(size_t(n));
   call("_grad_stats", {KA::pointer(stats)}, {KA::pointer(dy)});
-  call("_grad_dkdv", {KA::pointer(dk), KA::pointer(dv)}, {KA::pointer(dy), KA::pointer(stats)});
+  call("_grad_dkdv", {KA::pointer(dk), KA::pointer(dv)}, {KA::pointer(dy), KA::pointer(stats)},
+       /*threadPerKey=*/true);
   // With rel, the dQ kernel also writes dS [B * H, T, T] for the drel kernel.
   const uint64_t ds = c.rel ? backend.output(size_t(B * H * T * T)) : 0;
   std::vector<KA> dqFront = {KA::pointer(dq)};
   if (c.rel)
     dqFront.push_back(KA::pointer(ds));
   call("_grad_dq", dqFront, {KA::pointer(dy), KA::pointer(stats)});
-  const int64_t relCount = T * T * c.headDim * c.headDim;
   const uint64_t drel = c.rel ? backend.output(size_t(relCount)) : 0;
   if (c.rel)
     backend.launch(flashKernel(c, "_grad_drel"),
