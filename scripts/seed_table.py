@@ -128,13 +128,12 @@ def main():
                     sys.exit(f"seed_table: stringc {model} failed:\n{compiled.stderr}")
             logs = os.path.join(work, f"{index}-{name}")
             os.makedirs(logs)
+            label = f"`{name}`"
             if model.endswith(".pkg"):  # packages of one model may come from several folders
-                name += f"` ({os.path.dirname(model) or '.'})"
-            else:
-                name += "`"
-            queued.append((name, [pool.submit(train, stringrun, package, s, args, logs)
-                                  for s in seeds]))
-        for name, futures in queued:
+                label += f" ({os.path.dirname(model) or '.'})"
+            queued.append((label, [pool.submit(train, stringrun, package, s, args, logs)
+                                   for s in seeds]))
+        for label, futures in queued:
             try:
                 runs = [f.result() for f in futures]
             except RunFailed as failure:
@@ -145,7 +144,7 @@ def main():
             accuracies = [a for a, _ in runs]
             mean, std = summary(accuracies)
             wall = sum(t for _, t in runs) / len(runs)
-            print(f"| `{name} | {args.epochs}, {args.batch} | {args.seeds} "
+            print(f"| {label} | {args.epochs}, {args.batch} | {args.seeds} "
                   f"| {mean:.2f}% +- {std:.2f} ({min(accuracies):.2f}-{max(accuracies):.2f}%) "
                   f"| {minutes(wall)} |", flush=True)
 
