@@ -114,18 +114,23 @@ def main():
     print("|---|---|---|---|---|")
     with tempfile.TemporaryDirectory(prefix="seed_table.") as work, \
             concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
-        # Every run is queued first (so that --jobs runs overlap across
-        # models); the rows are printed in the models' order.
-        queued = []
-        for index, model in enumerate(args.models):
+        # Every model compiled first (a broken one stops the table before any
+        # run starts), then every run queued (so that --jobs runs overlap
+        # across models); the rows are printed in the models' order.
+        packages = []
+        for model in args.models:
             name = os.path.splitext(os.path.basename(model))[0]
             package = model
             if not model.endswith(".pkg"):
-                package = os.path.join(work, name + ".pkg")
+                package = os.path.join(work, f"{len(packages)}-{name}.pkg")
                 compiled = subprocess.run([stringc, model, "--target=cpu", "-o", package],
                                           capture_output=True, text=True)
                 if compiled.returncode != 0:
                     sys.exit(f"seed_table: stringc {model} failed:\n{compiled.stderr}")
+            packages.append(package)
+        queued = []
+        for index, (model, package) in enumerate(zip(args.models, packages)):
+            name = os.path.splitext(os.path.basename(model))[0]
             logs = os.path.join(work, f"{index}-{name}")
             os.makedirs(logs)
             label = f"`{name}`"
