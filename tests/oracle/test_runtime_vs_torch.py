@@ -67,8 +67,6 @@ BATCH = {"vit_generators.pe": 1}
 # Variants written at test time from an example by one textual change, for
 # the features no example uses: (variant, example, text, replacement).
 VARIANTS = [
-    ("vit_rope_label_smoothing.pe", "vit_rope.pe", "loss cross_entropy(logits, label)",
-     "loss cross_entropy(logits, label, smoothing = 0.1)"),
     ("gpt_rope_causal_label_smoothing.pe", "gpt_rope_causal.pe",
      "loss cross_entropy(logits, targets)", "loss cross_entropy(logits, targets, smoothing = 0.2)"),
     # The runtime's dropout masks (stringrun gradients: step key 0, 0, 0)
