@@ -69,9 +69,10 @@ def time_torch(model, batch, steps, threads):
     opt = torch.optim.AdamW(net.parameters(), lr=2e-3, weight_decay=0.05)
     images = torch.rand(batch, 1, 28, 28)
     labels = torch.randint(0, 10, (batch,))
+    smoothing = torch_vit.label_smoothing(model)
 
     def step():
-        loss = F.cross_entropy(net(images), labels) + penalty()
+        loss = F.cross_entropy(net(images), labels, label_smoothing=smoothing) + penalty()
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)

@@ -81,10 +81,11 @@ def make_step(model, batch, compile_mode, bf16):
     images = torch.rand(batch, 1, 28, 28, device="cuda")
     labels = torch.randint(0, 10, (batch,), device="cuda")
     forward = net if compile_mode is None else torch.compile(net, mode=compile_mode)
+    smoothing = torch_vit.label_smoothing(model)
 
     def step():
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=bf16):
-            loss = F.cross_entropy(forward(images), labels)
+            loss = F.cross_entropy(forward(images), labels, label_smoothing=smoothing)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)

@@ -10,6 +10,8 @@ through the oracle's op-by-op functions, so the comparison is with PyTorch as
 people use it.
 """
 import math
+import os
+import re
 
 import torch
 import torch.nn as nn
@@ -69,6 +71,21 @@ def vit_rope_dropout_source(vit_rope_text):
         raise ValueError("examples/vit_rope.pe no longer has the line " + VIT_MLP_LINE)
     return vit_rope_text.replace(VIT_MLP_LINE, VIT_DROPOUT_MLP_LINE)
 
+
+
+EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
+    __file__)))), "examples")
+SMOOTHING = re.compile(r"^loss cross_entropy\([^)]*smoothing = ([0-9.eE+-]+)\)", re.M)
+
+
+def label_smoothing(model):
+    """The label smoothing of the example behind `model` (examples/MODEL.pe;
+    vit_rope_dropout: vit_rope.pe), 0 where its loss has none, so that the
+    peer's loss is the example's: F.cross_entropy(..., label_smoothing=...)."""
+    name = "vit_rope" if model == "vit_rope_dropout" else model
+    with open(os.path.join(EXAMPLES, name + ".pe")) as f:
+        match = SMOOTHING.search(f.read())
+    return float(match.group(1)) if match else 0.0
 
 class Block(nn.Module):
     def __init__(self, dim, heads, mlp, cayley, sdpa=False, dropout=0.0, drop_path=0.0):
