@@ -18,7 +18,10 @@ needed: on a GPU machine, with the packages of scripts/gpu_packages.sh,
       --stringrun build-gpu-runtime/stringrun/stringrun
 
 --jobs N runs N trainings at once (on a GPU, with MPS started, they share
-it): the wall times are then those of runs that shared the machine.
+it): the wall times are then those of runs that shared the machine. Without
+--augment each model trains with its own declared recipe (the small ViT
+examples: label smoothing 0.1 and flips); --augment replaces the
+augmentation of every run.
 """
 import argparse
 import concurrent.futures

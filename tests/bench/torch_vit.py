@@ -72,7 +72,6 @@ def vit_rope_dropout_source(vit_rope_text):
     return vit_rope_text.replace(VIT_MLP_LINE, VIT_DROPOUT_MLP_LINE)
 
 
-
 EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
     __file__)))), "examples")
 SMOOTHING = re.compile(r"^loss cross_entropy\([^)]*smoothing = ([0-9.eE+-]+)\)", re.M)
@@ -86,6 +85,7 @@ def label_smoothing(model):
     with open(os.path.join(EXAMPLES, name + ".pe")) as f:
         match = SMOOTHING.search(f.read())
     return float(match.group(1)) if match else 0.0
+
 
 class Block(nn.Module):
     def __init__(self, dim, heads, mlp, cayley, sdpa=False, dropout=0.0, drop_path=0.0):
