@@ -27,7 +27,9 @@ namespace stringrun {
 
 bool deviceBackendBuilt() { return false; }
 std::string deviceUnavailableReason() {
-  return "this stringrun was built without the CUDA backend (no CUDA toolkit at configure time)";
+  return "this stringrun was built without the CUDA backend (no CUDA toolkit at configure "
+         "time, or configured with -DSTRINGC_WITH_CUDA=OFF as scripts/main.sh does on a fresh "
+         "build directory; `bash scripts/build.sh` builds everything)";
 }
 namespace {
 [[noreturn]] void unavailable() {

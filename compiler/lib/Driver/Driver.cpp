@@ -57,6 +57,13 @@ int writeModelPackage(const ModelGraph &graph, const std::string &path,
 int compileModelForCuda(const ModelGraph &graph, const CompileOptions &options,
                         const CudaOptions &cuda, CudaEmit emit, std::ostream &out,
                         const std::string &path, std::ostream &err) {
+  if (!cudaTargetBuilt()) {
+    err << "stringc: error: this stringc has no CUDA target: it was configured with "
+           "-DSTRINGC_WITH_CUDA=OFF (scripts/main.sh does so on a fresh build directory, "
+           "to build less); `bash scripts/build.sh` builds everything, the CUDA target "
+           "included\n";
+    return 1;
+  }
   Compilation compilation(graph, err, options, /*withCuda=*/true);
   FailureOr<OwningOpRef<ModuleOp>> module = compilation.build(EmitStage::Train);
   if (failed(module))

@@ -203,6 +203,8 @@ private:
 
 } // namespace
 
+bool cudaTargetBuilt() { return true; }
+
 void registerCudaTargetDialects(DialectRegistry &registry) {
   cudagen::registerGPUCodegenDialects(registry);
 }

@@ -21,6 +21,11 @@
 
 namespace stringc {
 
+/// Whether this stringc has the CUDA target: false where it was configured
+/// with -DSTRINGC_WITH_CUDA=OFF (scripts/main.sh on a fresh build directory),
+/// whose Driver/CudaTargetMissing.cpp stands in for compiler/lib/GPU.
+bool cudaTargetBuilt();
+
 /// The dialects the CUDA target adds to the driver's context (the kernel
 /// module's gpu, nvvm, llvm, ... and their translations).
 void registerCudaTargetDialects(mlir::DialectRegistry &registry);
