@@ -60,11 +60,12 @@ bool onlyFeedsQueryKey(Value value, pe::AttentionOp attention) {
   });
 }
 
-struct Match {
+/// The rotations of q and k that the fused op takes in.
+struct RotatedQueryKey {
   pe::RopeApplyOp query, key;
 };
 
-std::optional<Match> match(pe::AttentionOp attention) {
+std::optional<RotatedQueryKey> match(pe::AttentionOp attention) {
   if (attention.getRel() || attention.getMask() == pe::MaskKind::Skip)
     return std::nullopt;
   auto query = attention.getQ().getDefiningOp<pe::RopeApplyOp>();
@@ -84,7 +85,7 @@ std::optional<Match> match(pe::AttentionOp attention) {
                             << ": the table is trainable\n");
     return std::nullopt;
   }
-  return Match{query, key};
+  return RotatedQueryKey{query, key};
 }
 
 struct FuseAttentionPass
@@ -96,11 +97,11 @@ struct FuseAttentionPass
     SmallVector<pe::AttentionOp> attentions;
     module.walk([&](pe::AttentionOp op) { attentions.push_back(op); });
     for (pe::AttentionOp attention : attentions)
-      if (std::optional<Match> m = match(attention))
+      if (std::optional<RotatedQueryKey> m = match(attention))
         rewrite(attention, *m);
   }
 
-  void rewrite(pe::AttentionOp attention, Match m) {
+  void rewrite(pe::AttentionOp attention, RotatedQueryKey m) {
     SmallVector<Operation *> matched = {m.query, attention};
     if (m.key != m.query)
       matched.push_back(m.key);

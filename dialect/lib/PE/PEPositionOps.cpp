@@ -76,14 +76,6 @@ LogicalResult RopeOp::verify() {
   return success();
 }
 
-/// Shared by gelu_grad and relu_grad: `x`, `dy` and `dx` of one shape.
-static LogicalResult verifyElementwiseGrad(Operation *op, Value x, Value dy) {
-  if (failed(checkActivation(op, x, "x", kAnyRank)) ||
-      failed(checkDy(op, dy, shapeOf(x), "the shape of 'x'")))
-    return failure();
-  return checkResult(op, 0, "dx", shapeOf(x), "the shape of 'x'");
-}
-
 /// Shared by rope_grad_freqs and householder_grad_freqs: the rules of
 /// pe.rope / pe.householder (checkPairRotation), `dy` of the shape of `x`,
 /// and result `i` (`d<table>`) of the shape of table `i`.
