@@ -4,10 +4,13 @@
 #include "stringrt/Optimizer.h"
 
 #include "stringrt/Error.h"
+#include "stringrt/cpu/ThreadPool.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 
 namespace stringrt {
 namespace {
@@ -267,6 +270,80 @@ TEST(OptimizerTest, EmaOfTheWeights) {
   EXPECT_EQ(plain.stateBuffers().size(), 1u);
   EXPECT_THROW(plain.emaParameters(params), Error);
   EXPECT_THROW(opt.emaParameters({1.0f}), Error);
+}
+
+// Large slots are updated in parallel chunks over the CPU pool (runs of
+// adjacent trainable slots merged, frozen ones skipped): every thread count
+// gives the same bits, the frozen slot keeps its values, and the trainable
+// ones follow AdamW's formula (AdamWThreeSteps) and the EMA's.
+TEST(OptimizerTest, AnyThreadCountGivesTheSameBits) {
+  // a [0, 50000) trainable, f [50000, 51000) frozen, then b and c adjacent.
+  const std::vector<OptimizerSlot> slots = {{"a", {50000}, 0, 50000, false},
+                                            {"f", {1000}, 50000, 1000, true},
+                                            {"b", {40000}, 51000, 40000, false},
+                                            {"c", {30000}, 91000, 30000, false}};
+  const size_t n = 121000;
+  ManifestOptimizer c = adamw();
+  c.lr = 1e-3;
+  c.clipNorm = 0; // the formula below has no clipping
+  c.emaDecay = 0.9;
+  auto initial = [&] {
+    std::vector<float> w(n);
+    for (size_t i = 0; i < n; ++i)
+      w[i] = std::sin(0.001f * static_cast<float>(i));
+    return w;
+  };
+  auto grads = [&](int t) {
+    std::vector<float> g(n);
+    for (size_t i = 0; i < n; ++i)
+      g[i] = std::cos(0.002f * static_cast<float>(i) + static_cast<float>(t));
+    return g;
+  };
+  struct Result {
+    std::vector<float> params, m, v, ema;
+  };
+  auto run = [&](int threads) {
+    cpu::setNumThreads(threads);
+    Optimizer opt(c, slots, n);
+    std::vector<float> params = initial();
+    for (int t = 0; t < 3; ++t)
+      opt.step(params, grads(t), 3);
+    auto state = opt.stateBuffers();
+    return Result{params, *state[0].values, *state[1].values, opt.emaParameters(params)};
+  };
+  auto sameBits = [](const std::vector<float> &a, const std::vector<float> &b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+  };
+  const int original = cpu::numThreads();
+  const Result one = run(1);
+  for (int threads : {2, 4, 7}) {
+    const Result r = run(threads);
+    EXPECT_TRUE(sameBits(r.params, one.params)) << threads << " threads";
+    EXPECT_TRUE(sameBits(r.m, one.m)) << threads << " threads";
+    EXPECT_TRUE(sameBits(r.v, one.v)) << threads << " threads";
+    EXPECT_TRUE(sameBits(r.ema, one.ema)) << threads << " threads";
+  }
+  cpu::setNumThreads(original);
+
+  // By hand, in double: AdamW's moments and update, the EMA.
+  const std::vector<float> w0 = initial();
+  for (size_t i : {size_t{0}, size_t{31337}, size_t{49999}, size_t{51000}, size_t{90999},
+                   size_t{91000}, size_t{120999}}) {
+    double w = w0[i], m = 0, v = 0, e = 0;
+    for (int t = 0; t < 3; ++t) {
+      const double g = grads(t)[i];
+      m = 0.9 * m + 0.1 * g;
+      v = 0.999 * v + 0.001 * g * g;
+      const double mHat = m / (1 - std::pow(0.9, t + 1)), vHat = v / (1 - std::pow(0.999, t + 1));
+      w -= 1e-3 * (mHat / (std::sqrt(vHat) + 1e-8) + 0.01 * w);
+      e = t == 0 ? w : 0.9 * e + 0.1 * w;
+    }
+    EXPECT_NEAR(one.params[i], w, 1e-6) << "element " << i;
+    EXPECT_NEAR(one.m[i], m, 1e-6) << "element " << i;
+    EXPECT_NEAR(one.ema[i], e, 1e-6) << "element " << i;
+  }
+  for (size_t i = 50000; i < 51000; ++i)
+    ASSERT_EQ(one.params[i], w0[i]) << "frozen element " << i;
 }
 
 TEST(OptimizerTest, RejectsBadConfigurationAndBuffers) {

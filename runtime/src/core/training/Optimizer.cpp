@@ -1,6 +1,7 @@
 #include "stringrt/Optimizer.h"
 
 #include "stringrt/Error.h"
+#include "stringrt/cpu/ThreadPool.h"
 
 #include <fmt/format.h>
 
@@ -71,6 +72,35 @@ double learningRate(const ManifestOptimizer &opt, int64_t step,
   }
   throw Error("learningRate: unknown schedule");
 }
+
+namespace {
+
+// Elements per chunk of the parallel updates below: a few thousand cycles
+// of work each, so that small models stay on the calling thread.
+constexpr int64_t kUpdateGrain = 16384;
+
+// Calls update(begin, end) over the elements of the trainable slots, runs
+// of adjacent slots merged, in parallel chunks. For elementwise updates
+// only: then the chunking changes no result.
+template <class Update>
+void forTrainableElements(const std::vector<OptimizerSlot> &slots, Update &&update) {
+  for (size_t i = 0; i < slots.size();) {
+    if (slots[i].frozen) {
+      ++i;
+      continue;
+    }
+    const size_t begin = slots[i].offset;
+    size_t end = begin + slots[i].size;
+    for (++i; i < slots.size() && !slots[i].frozen && slots[i].offset == end; ++i)
+      end += slots[i].size;
+    cpu::parallelFor(static_cast<int64_t>(begin), static_cast<int64_t>(end), kUpdateGrain,
+                     [&](int64_t b, int64_t e) {
+                       update(static_cast<size_t>(b), static_cast<size_t>(e));
+                     });
+  }
+}
+
+} // namespace
 
 double globalNorm(const float *grads, size_t count) {
   double sum = 0.0;
@@ -156,14 +186,12 @@ std::vector<float> Optimizer::emaParameters(const std::vector<float> &params) co
 
 void Optimizer::updateEma(const std::vector<float> &params, int64_t t) {
   const double d = config_.emaDecay;
-  for (const OptimizerSlot &slot : slots_) {
-    if (slot.frozen)
-      continue;
-    for (size_t i = slot.offset, e = slot.offset + slot.size; i < e; ++i)
+  forTrainableElements(slots_, [&](size_t begin, size_t end) {
+    for (size_t i = begin; i < end; ++i)
       ema_[i] = t == 1 ? params[i]
                        : static_cast<float>(d * static_cast<double>(ema_[i]) +
                                             (1.0 - d) * static_cast<double>(params[i]));
-  }
+  });
 }
 
 OptimizerStepInfo Optimizer::step(std::vector<float> &params,
@@ -199,10 +227,8 @@ OptimizerStepInfo Optimizer::step(std::vector<float> &params,
     const double t = static_cast<double>(info.step);
     const double bc1 = 1.0 - std::pow(b1, t);
     const double bc2 = 1.0 - std::pow(b2, t);
-    for (const OptimizerSlot &slot : slots_) {
-      if (slot.frozen)
-        continue;
-      for (size_t i = slot.offset, e = slot.offset + slot.size; i < e; ++i) {
+    forTrainableElements(slots_, [&](size_t begin, size_t end) {
+      for (size_t i = begin; i < end; ++i) {
         const double g = scale * static_cast<double>(grads[i]);
         const double w = params[i];
         const double m = b1 * static_cast<double>(m_[i]) + (1.0 - b1) * g;
@@ -212,20 +238,18 @@ OptimizerStepInfo Optimizer::step(std::vector<float> &params,
         const double update = m / bc1 / (std::sqrt(v / bc2) + eps) + wd * w;
         params[i] = static_cast<float>(w - lr * update);
       }
-    }
+    });
   } else {
     const double mu = config_.momentum;
-    for (const OptimizerSlot &slot : slots_) {
-      if (slot.frozen)
-        continue;
-      for (size_t i = slot.offset, e = slot.offset + slot.size; i < e; ++i) {
+    forTrainableElements(slots_, [&](size_t begin, size_t end) {
+      for (size_t i = begin; i < end; ++i) {
         const double g = scale * static_cast<double>(grads[i]);
         const double w = params[i];
         const double u = mu * static_cast<double>(u_[i]) + g + wd * w;
         u_[i] = static_cast<float>(u);
         params[i] = static_cast<float>(w - lr * u);
       }
-    }
+    });
   }
   if (hasEma())
     updateEma(params, info.step);
