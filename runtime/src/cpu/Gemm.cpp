@@ -2,7 +2,6 @@
 // packed C++ kernel (GotoBLAS layout, small enough to read) on the pool.
 #include "Gemm.h"
 #include "GemmOuterProduct.h"
-#include "TargetClones.h"
 
 #include "stringrt/cpu/ThreadPool.h"
 
@@ -146,30 +145,76 @@ void packB(const GemmArgs &g, int64_t p0, int64_t kc, int64_t j0, int64_t nc, fl
 }
 
 // out[m NR + n] = sum_k a[k MR + m] b[k NR + n]: one MR x NR block of A B
-// over a K-slice. Each of the MR accumulator rows is one NR-float SIMD value
-// (GCC / Clang vector extensions: one zmm with AVX-512, two ymm with AVX,
-// four xmm with SSE2), updated per k by a broadcast of a[k, m] times the
-// packed B row - the register-blocked outer product every BLAS uses. Left
-// to the auto-vectoriser, the same loops came out as a slow shuffle mess.
-#if defined(__GNUC__)
-typedef float PanelRow __attribute__((vector_size(kNR * sizeof(float))));
+// over a K-slice. Each accumulator row is NR floats in SIMD values of the
+// instruction set's width (GCC / Clang vector extensions: one zmm with
+// AVX-512, two ymm with AVX2, four xmm with SSE2), updated per k by a
+// broadcast of a[k, m] times the packed B row - the register-blocked outer
+// product every BLAS uses. Left to the auto-vectoriser, the same loops came
+// out as a slow shuffle mess; so did one 16-float vector type built for AVX2
+// (GCC 12 moved it through the stack on every update), hence a vector type
+// per instruction set.
+using MicroKernel = void (*)(int64_t kc, const float *a, const float *b, float *out);
 
-// One build of the micro kernel per ISA (TargetClones.h): AVX-512, AVX + FMA
-// ("fma" implies AVX), baseline.
-STRINGRT_TARGET_CLONES("avx512f", "fma", "default")
-void microKernel(int64_t kc, const float *__restrict a, const float *__restrict b,
-                 float *__restrict out) {
-  PanelRow acc[kMR] = {};
-  for (int64_t k = 0; k < kc; ++k) {
-    PanelRow bk;
-    std::memcpy(&bk, b + k * kNR, sizeof bk); // packed rows are not 64-byte aligned
-    for (int64_t m = 0; m < kMR; ++m)
-      acc[m] += a[k * kMR + m] * bk;
-  }
-  std::memcpy(out, acc, sizeof acc);
+#if defined(__GNUC__)
+#define STRINGRT_INLINE_INTO_CALLER __attribute__((always_inline)) inline
+
+template <int Lanes> struct SimdOf {
+  typedef float type __attribute__((vector_size(Lanes * sizeof(float))));
+};
+
+template <int Lanes>
+STRINGRT_INLINE_INTO_CALLER void microKernelOf(int64_t kc, const float *__restrict a,
+                                               const float *__restrict b, float *__restrict out) {
+  using Vec = typename SimdOf<Lanes>::type;
+  constexpr int64_t kParts = kNR / Lanes;
+  Vec acc[kMR][kParts];
+  for (int64_t m = 0; m < kMR; ++m)
+    for (int64_t part = 0; part < kParts; ++part)
+      acc[m][part] = Vec{};
+  for (int64_t k = 0; k < kc; ++k)
+    for (int64_t part = 0; part < kParts; ++part) {
+      Vec bk; // packed rows are not 64-byte aligned
+      std::memcpy(&bk, b + k * kNR + part * Lanes, sizeof bk);
+      for (int64_t m = 0; m < kMR; ++m)
+        acc[m][part] += a[k * kMR + m] * bk;
+    }
+  for (int64_t m = 0; m < kMR; ++m)
+    for (int64_t part = 0; part < kParts; ++part)
+      std::memcpy(out + m * kNR + part * Lanes, &acc[m][part], sizeof(Vec));
+}
+
+#if defined(__x86_64__) && defined(__linux__)
+// AVX-512 and AVX2 contract each update to one FMA: the same bits.
+__attribute__((target("avx512f"))) void microKernelAvx512(int64_t kc, const float *a,
+                                                          const float *b, float *out) {
+  microKernelOf<16>(kc, a, b, out);
+}
+__attribute__((target("avx2,fma"))) void microKernelAvx2(int64_t kc, const float *a,
+                                                         const float *b, float *out) {
+  microKernelOf<8>(kc, a, b, out);
+}
+#endif
+void microKernelBaseline(int64_t kc, const float *a, const float *b, float *out) {
+  microKernelOf<4>(kc, a, b, out);
+}
+
+MicroKernel microKernel() {
+#if defined(__x86_64__) && defined(__linux__)
+  static const MicroKernel widest = [] {
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f"))
+      return &microKernelAvx512;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+      return &microKernelAvx2;
+    return &microKernelBaseline;
+  }();
+  return widest;
+#else
+  return &microKernelBaseline;
+#endif
 }
 #else
-void microKernel(int64_t kc, const float *a, const float *b, float *out) {
+void microKernelPlain(int64_t kc, const float *a, const float *b, float *out) {
   float acc[kMR][kNR] = {};
   for (int64_t k = 0; k < kc; ++k)
     for (int64_t m = 0; m < kMR; ++m)
@@ -177,6 +222,8 @@ void microKernel(int64_t kc, const float *a, const float *b, float *out) {
         acc[m][n] += a[k * kMR + m] * b[k * kNR + n];
   std::memcpy(out, acc, sizeof acc);
 }
+
+MicroKernel microKernel() { return &microKernelPlain; }
 #endif
 
 // One C tile [i0, i0 + mc) x [j0, j0 + nc): beta first, then every K block.
@@ -195,13 +242,14 @@ void gemmTile(const GemmArgs &g, int64_t i0, int64_t mc, int64_t j0, int64_t nc)
   packedA.resize(static_cast<size_t>(panelsA * kMR * kKC));
   packedB.resize(static_cast<size_t>(panelsB * kNR * kKC));
   float acc[kMR * kNR];
+  const MicroKernel kernel = microKernel();
   for (int64_t p0 = 0; p0 < g.K; p0 += kKC) {
     const int64_t kc = std::min(kKC, g.K - p0);
     packA(g, i0, mc, p0, kc, packedA.data());
     packB(g, p0, kc, j0, nc, packedB.data());
     for (int64_t r = 0; r < panelsA; ++r)
       for (int64_t c = 0; c < panelsB; ++c) {
-        microKernel(kc, packedA.data() + r * kc * kMR, packedB.data() + c * kc * kNR, acc);
+        kernel(kc, packedA.data() + r * kc * kMR, packedB.data() + c * kc * kNR, acc);
         const int64_t rows = std::min(kMR, mc - r * kMR), cols = std::min(kNR, nc - c * kNR);
         for (int64_t m = 0; m < rows; ++m) {
           float *out = g.C + (i0 + r * kMR + m) * g.ldc + j0 + c * kNR;
@@ -317,6 +365,14 @@ void gemm(Trans transA, Trans transB, int64_t M, int64_t N, int64_t K, float alp
   }
 #endif
   blockedGemm(g, true);
+}
+
+bool blockedGemmUsesFma() {
+#if defined(__GNUC__) && defined(__x86_64__) && defined(__linux__)
+  return microKernel() != &microKernelBaseline;
+#else
+  return false;
+#endif
 }
 
 bool gemmUsesBlas() {

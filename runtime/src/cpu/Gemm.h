@@ -34,6 +34,10 @@ void gemmSerial(Trans transA, Trans transB, int64_t M, int64_t N, int64_t K, flo
                 const float *A, int64_t lda, const float *B, int64_t ldb, float beta, float *C,
                 int64_t ldc);
 
+// Whether the blocked kernel adds each term with one FMA on this CPU (its
+// AVX-512 and AVX2 builds; the baseline build multiplies, rounds and adds).
+bool blockedGemmUsesFma();
+
 // Whether gemm() goes through OpenBLAS in this build.
 bool gemmUsesBlas();
 

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 namespace stringrt::cpu {
 
@@ -24,5 +25,16 @@ bool outerProductGemmSuits(int64_t M, int64_t N, int64_t K);
 // On the pool; beta = 0 overwrites C without reading it.
 void outerProductGemm(int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
                       const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
+
+// The instruction sets the kernel is built for. AVX-512 and AVX2 add each
+// term with one FMA and give the same bits; the baseline multiplies, rounds
+// and adds.
+enum class OuterProductIsa { Avx512, Avx2, Baseline };
+
+// The widest of them the running CPU has (the one outerProductGemm uses).
+OuterProductIsa widestOuterProductIsa();
+
+// For tests: run `isa`'s kernel (one the CPU has) instead; nullopt undoes it.
+void forceOuterProductIsa(std::optional<OuterProductIsa> isa);
 
 } // namespace stringrt::cpu

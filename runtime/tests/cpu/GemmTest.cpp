@@ -1,12 +1,15 @@
 // The private GEMM (src/cpu/Gemm.h), pooled and serial, against a plain
 // double-precision product: every transpose pair, odd and multi-block sizes,
-// strided operands, alpha / beta, beta = 0 ignoring NaNs in C, K = 0.
+// strided operands, alpha / beta, beta = 0 ignoring NaNs in C, K = 0; the
+// outer-product kernel of every instruction set the CPU has.
 #include "Gemm.h"
+#include "GemmOuterProduct.h"
 
 #include "CpuTestUtil.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -109,6 +112,92 @@ TEST(CpuGemm, SameResultForEveryThreadCount) {
                                  std::to_string(c.K) + " " + std::to_string(threads) +
                                  " threads vs 1",
                              run(threads), one));
+    }
+}
+
+// The outer-product kernel's bits: each slab's sum in K order, one FMA a
+// term, then the slabs in order (GemmOuterProduct.cpp: slabs of at least
+// 1024 rows, at most 8, by the shape alone).
+std::vector<float> outerProductByFmas(int64_t M, int64_t N, int64_t K, float alpha,
+                                      const std::vector<float> &A, const std::vector<float> &B) {
+  const int64_t slabs = std::clamp<int64_t>(K / 1024, 1, 8), slabRows = (K + slabs - 1) / slabs;
+  std::vector<float> C(static_cast<size_t>(M * N));
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      float total = 0.0f;
+      for (int64_t s = 0; s < slabs; ++s) {
+        float acc = 0.0f;
+        for (int64_t k = s * slabRows; k < std::min(K, (s + 1) * slabRows); ++k)
+          acc = std::fma(A[k * M + i], B[k * N + j], acc);
+        total = s == 0 ? acc : total + acc;
+      }
+      C[i * N + j] = alpha * total;
+    }
+  return C;
+}
+
+TEST(CpuGemm, OuterProductKernelOfEveryInstructionSetTheCpuHas) {
+  std::vector<OuterProductIsa> isas = {OuterProductIsa::Baseline};
+  if (widestOuterProductIsa() != OuterProductIsa::Baseline)
+    isas.push_back(OuterProductIsa::Avx2); // every AVX-512 CPU has AVX2 and FMA
+  if (widestOuterProductIsa() == OuterProductIsa::Avx512)
+    isas.push_back(OuterProductIsa::Avx512);
+  // Whole tiles, partial rows and columns, a partial chunk, several slabs.
+  const Case cases[] = {{64, 64, 6400}, {128, 64, 3000}, {37, 45, 777}, {6, 70, 1200}};
+  for (const Case &c : cases) {
+    ASSERT_TRUE(outerProductGemmSuits(c.M, c.N, c.K));
+    const std::vector<float> A = randomTensor({c.K * c.M}, 3).values;
+    const std::vector<float> B = randomTensor({c.K * c.N}, 4).values;
+    const std::vector<float> byFmas = outerProductByFmas(c.M, c.N, c.K, 0.5f, A, B);
+    const std::vector<float> plain =
+        naive(Trans::Yes, Trans::No, c, 0.5f, A, c.M, B, c.N, 0.0f, std::vector<float>(c.M * c.N), c.N);
+    for (OuterProductIsa isa : isas) {
+      forceOuterProductIsa(isa);
+      std::vector<float> C(static_cast<size_t>(c.M * c.N), std::nanf(""));
+      outerProductGemm(c.M, c.N, c.K, 0.5f, A.data(), c.M, B.data(), c.N, 0.0f, C.data(), c.N);
+      forceOuterProductIsa(std::nullopt);
+      const std::string name = std::to_string(c.M) + "x" + std::to_string(c.N) + "x" +
+                               std::to_string(c.K) + " kernel " +
+                               std::to_string(static_cast<int>(isa));
+      // Float sums of thousands of terms: absolute error ~1e-4 where they cancel.
+      EXPECT_TRUE(near(name, TF({c.M, c.N}, C), TF({c.M, c.N}, plain), 1e-4, 3e-4));
+      if (isa != OuterProductIsa::Baseline) // FMA kernels: exactly the FMA chain
+        EXPECT_TRUE(sameBits(name + " vs the FMA chain", TF({c.M, c.N}, C),
+                             TF({c.M, c.N}, byFmas)));
+    }
+  }
+}
+
+// The blocked kernel's bits on an FMA CPU: per K block of 256, a chain of
+// FMAs of alpha a (A is packed pre-scaled) and b from 0, added to C block by
+// block (beta = 0: C starts at 0).
+TEST(CpuGemm, SerialKernelAddsEachTermWithOneFma) {
+  if (!blockedGemmUsesFma())
+    GTEST_SKIP() << "this CPU runs the baseline (no FMA) build of the kernel";
+  const Case cases[] = {{50, 50, 16}, {50, 16, 50}, {9, 37, 600}};
+  for (const Case &c : cases)
+    for (Trans ta : {Trans::No, Trans::Yes}) {
+      const std::vector<float> A = randomTensor({c.M * c.K}, 5).values;
+      const std::vector<float> B = randomTensor({c.K * c.N}, 6).values;
+      const int64_t lda = ta == Trans::No ? c.K : c.M;
+      const float alpha = 0.3f;
+      std::vector<float> expected(static_cast<size_t>(c.M * c.N), 0.0f);
+      for (int64_t i = 0; i < c.M; ++i)
+        for (int64_t j = 0; j < c.N; ++j)
+          for (int64_t k0 = 0; k0 < c.K; k0 += 256) {
+            float acc = 0.0f;
+            for (int64_t k = k0; k < std::min(c.K, k0 + 256); ++k) {
+              const float a = ta == Trans::No ? A[i * lda + k] : A[k * lda + i];
+              acc = std::fma(alpha * a, B[k * c.N + j], acc);
+            }
+            expected[i * c.N + j] += acc;
+          }
+      std::vector<float> got(static_cast<size_t>(c.M * c.N), std::nanf(""));
+      gemmSerial(ta, Trans::No, c.M, c.N, c.K, alpha, A.data(), lda, B.data(), c.N, 0.0f,
+                 got.data(), c.N);
+      EXPECT_TRUE(sameBits("gemmSerial " + std::to_string(c.M) + "x" + std::to_string(c.N) + "x" +
+                               std::to_string(c.K) + (ta == Trans::Yes ? " At" : ""),
+                           TF({c.M, c.N}, got), TF({c.M, c.N}, expected)));
     }
 }
 
