@@ -17,8 +17,8 @@
 // time moving the partial C through L1.
 //
 // The micro tile is 8 rows x 32 floats with AVX-512 (16 of its 32 registers
-// hold the accumulators), 4 x 16 with AVX2 (8 of its 16) and 4 x 32 in the
-// baseline build. The tile's shape never changes a result.
+// hold the accumulators), 4 x 16 with AVX2 (8 of its 16) and 4 x 8 in the
+// baseline build (SSE2). The tile's shape never changes a result.
 // Shapes whose M or N is not a multiple of 8 x 32 copy each slab into
 // zero-padded scratch first.
 #include "GemmOuterProduct.h"
@@ -30,14 +30,11 @@
 #include <cstring>
 #include <vector>
 
-#if defined(__x86_64__) && defined(__GNUC__) && defined(__linux__)
-#include <immintrin.h>
-#endif
 
 namespace stringrt::cpu {
 namespace {
 
-constexpr int64_t kTileCols = 32;          // C columns per micro tile (two 16-float vectors)
+constexpr int64_t kTileCols = 32;          // N padded to a multiple of every micro tile's columns
 constexpr int64_t kPadRows = 8;            // M padded to a multiple of every micro tile's rows
 constexpr int64_t kSlabRows = 1024;        // K rows per slab, at least
 constexpr int64_t kMaxSlabs = 8;
@@ -51,42 +48,45 @@ constexpr int64_t kMaxPartial = 64 * 1024; // padded M x N, floats
 #define STRINGRT_INLINE_INTO_CALLER inline
 #endif
 
-// acc[m, :] += sum_k a[k * lda + m] b[k * ldb + :] for m < Rows, k = 0..kc-1
-// in order; acc's rows are accLd apart.
+// acc[m, :Cols] += sum_k a[k * lda + m] b[k * ldb + :Cols] for m < Rows,
+// k = 0..kc-1 in order; acc's rows are accLd apart. A row of the tile is
+// Cols / Lanes SIMD values of Lanes floats (the instruction set's width: a
+// wider vector type made GCC 12 move the accumulators through the stack on
+// every update; on a Zen 3 EPYC with AVX2 the weight gradients took 82% of
+// vit_rope's step, 539 ms of 657).
 #if defined(__GNUC__)
-typedef float Vec16 __attribute__((vector_size(16 * sizeof(float))));
+template <int Lanes> struct SimdOf {
+  typedef float type __attribute__((vector_size(Lanes * sizeof(float))));
+};
 
-template <int Rows>
+template <int Rows, int Lanes, int Cols>
 STRINGRT_INLINE_INTO_CALLER void
 addOuterProducts(int64_t kc, const float *__restrict a, int64_t lda, const float *__restrict b,
                  int64_t ldb, float *__restrict acc, int64_t accLd) {
-  Vec16 lo[Rows], hi[Rows];
-  for (int m = 0; m < Rows; ++m) {
-    std::memcpy(&lo[m], acc + m * accLd, sizeof(Vec16));
-    std::memcpy(&hi[m], acc + m * accLd + 16, sizeof(Vec16));
-  }
-  for (int64_t k = 0; k < kc; ++k) {
-    Vec16 b0, b1;
-    std::memcpy(&b0, b + k * ldb, sizeof b0);
-    std::memcpy(&b1, b + k * ldb + 16, sizeof b1);
-    for (int m = 0; m < Rows; ++m) {
-      const float am = a[k * lda + m];
-      lo[m] += am * b0;
-      hi[m] += am * b1;
+  using Vec = typename SimdOf<Lanes>::type;
+  constexpr int kParts = Cols / Lanes;
+  Vec sum[Rows][kParts];
+  for (int m = 0; m < Rows; ++m)
+    for (int part = 0; part < kParts; ++part)
+      std::memcpy(&sum[m][part], acc + m * accLd + part * Lanes, sizeof(Vec));
+  for (int64_t k = 0; k < kc; ++k)
+    for (int part = 0; part < kParts; ++part) {
+      Vec bk;
+      std::memcpy(&bk, b + k * ldb + part * Lanes, sizeof bk);
+      for (int m = 0; m < Rows; ++m)
+        sum[m][part] += a[k * lda + m] * bk;
     }
-  }
-  for (int m = 0; m < Rows; ++m) {
-    std::memcpy(acc + m * accLd, &lo[m], sizeof(Vec16));
-    std::memcpy(acc + m * accLd + 16, &hi[m], sizeof(Vec16));
-  }
+  for (int m = 0; m < Rows; ++m)
+    for (int part = 0; part < kParts; ++part)
+      std::memcpy(acc + m * accLd + part * Lanes, &sum[m][part], sizeof(Vec));
 }
 #else
-template <int Rows>
+template <int Rows, int Lanes, int Cols>
 void addOuterProducts(int64_t kc, const float *a, int64_t lda, const float *b, int64_t ldb,
                       float *acc, int64_t accLd) {
   for (int64_t k = 0; k < kc; ++k)
     for (int m = 0; m < Rows; ++m)
-      for (int64_t n = 0; n < kTileCols; ++n)
+      for (int64_t n = 0; n < Cols; ++n)
         acc[m * accLd + n] += a[k * lda + m] * b[k * ldb + n];
 }
 #endif
@@ -96,60 +96,34 @@ void addOuterProducts(int64_t kc, const float *a, int64_t lda, const float *b, i
 using SlabKernel = void (*)(int64_t kc, int64_t rows, int64_t cols, const float *a, int64_t lda,
                             const float *b, int64_t ldb, float *acc, int64_t accLd);
 
-template <int Rows>
+// Micro tiles of Rows x Cols (dividing kPadRows x kTileCols).
+template <int Rows, int Lanes, int Cols>
 STRINGRT_INLINE_INTO_CALLER void
 slabTiles(int64_t kc, int64_t rows, int64_t cols, const float *a, int64_t lda, const float *b,
           int64_t ldb, float *acc, int64_t accLd) {
-  for (int64_t j0 = 0; j0 < cols; j0 += kTileCols)
+  static_assert(kPadRows % Rows == 0 && kTileCols % Cols == 0 && Cols % Lanes == 0);
+  for (int64_t j0 = 0; j0 < cols; j0 += Cols)
     for (int64_t m0 = 0; m0 < rows; m0 += Rows)
-      addOuterProducts<Rows>(kc, a + m0, lda, b + j0, ldb, acc + m0 * accLd + j0, accLd);
+      addOuterProducts<Rows, Lanes, Cols>(kc, a + m0, lda, b + j0, ldb, acc + m0 * accLd + j0,
+                                          accLd);
 }
 
 #if defined(__x86_64__) && defined(__GNUC__) && defined(__linux__)
+// AVX-512 and AVX2 contract each update to one FMA: the same bits.
 __attribute__((target("avx512f"))) void slabAvx512(int64_t kc, int64_t rows, int64_t cols,
                                                    const float *a, int64_t lda, const float *b,
                                                    int64_t ldb, float *acc, int64_t accLd) {
-  slabTiles<8>(kc, rows, cols, a, lda, b, ldb, acc, accLd);
+  slabTiles<8, 16, 32>(kc, rows, cols, a, lda, b, ldb, acc, accLd); // 16 of 32 zmm
 }
-
-// AVX2 + FMA: 4 rows x 16 floats (two ymm a row) in registers, spelled in
-// intrinsics. The 16-float vector type of addOuterProducts, built for AVX2,
-// came out of GCC 12 as stack shuffles (every update through memory): on a
-// Zen 3 EPYC the weight gradients took 82% of vit_rope's step, 539 ms of
-// 657. Each element still gets acc + a b in K order, one FMA a term: the
-// bits of the AVX-512 kernel.
 __attribute__((target("avx2,fma"))) void slabAvx2(int64_t kc, int64_t rows, int64_t cols,
                                                   const float *a, int64_t lda, const float *b,
                                                   int64_t ldb, float *acc, int64_t accLd) {
-  for (int64_t j0 = 0; j0 < cols; j0 += 16)
-    for (int64_t m0 = 0; m0 < rows; m0 += 4) {
-      float *c = acc + m0 * accLd + j0;
-      __m256 lo0 = _mm256_loadu_ps(c), hi0 = _mm256_loadu_ps(c + 8);
-      __m256 lo1 = _mm256_loadu_ps(c + accLd), hi1 = _mm256_loadu_ps(c + accLd + 8);
-      __m256 lo2 = _mm256_loadu_ps(c + 2 * accLd), hi2 = _mm256_loadu_ps(c + 2 * accLd + 8);
-      __m256 lo3 = _mm256_loadu_ps(c + 3 * accLd), hi3 = _mm256_loadu_ps(c + 3 * accLd + 8);
-      const float *ak = a + m0, *bk = b + j0;
-      for (int64_t k = 0; k < kc; ++k, ak += lda, bk += ldb) {
-        const __m256 b0 = _mm256_loadu_ps(bk), b1 = _mm256_loadu_ps(bk + 8);
-        __m256 am = _mm256_broadcast_ss(ak);
-        lo0 = _mm256_fmadd_ps(am, b0, lo0), hi0 = _mm256_fmadd_ps(am, b1, hi0);
-        am = _mm256_broadcast_ss(ak + 1);
-        lo1 = _mm256_fmadd_ps(am, b0, lo1), hi1 = _mm256_fmadd_ps(am, b1, hi1);
-        am = _mm256_broadcast_ss(ak + 2);
-        lo2 = _mm256_fmadd_ps(am, b0, lo2), hi2 = _mm256_fmadd_ps(am, b1, hi2);
-        am = _mm256_broadcast_ss(ak + 3);
-        lo3 = _mm256_fmadd_ps(am, b0, lo3), hi3 = _mm256_fmadd_ps(am, b1, hi3);
-      }
-      _mm256_storeu_ps(c, lo0), _mm256_storeu_ps(c + 8, hi0);
-      _mm256_storeu_ps(c + accLd, lo1), _mm256_storeu_ps(c + accLd + 8, hi1);
-      _mm256_storeu_ps(c + 2 * accLd, lo2), _mm256_storeu_ps(c + 2 * accLd + 8, hi2);
-      _mm256_storeu_ps(c + 3 * accLd, lo3), _mm256_storeu_ps(c + 3 * accLd + 8, hi3);
-    }
+  slabTiles<4, 8, 16>(kc, rows, cols, a, lda, b, ldb, acc, accLd); // 8 of 16 ymm
 }
 #endif
 void slabBaseline(int64_t kc, int64_t rows, int64_t cols, const float *a, int64_t lda,
                   const float *b, int64_t ldb, float *acc, int64_t accLd) {
-  slabTiles<4>(kc, rows, cols, a, lda, b, ldb, acc, accLd);
+  slabTiles<4, 4, 8>(kc, rows, cols, a, lda, b, ldb, acc, accLd); // 8 of 16 xmm
 }
 
 SlabKernel slabKernel(OuterProductIsa isa) {
