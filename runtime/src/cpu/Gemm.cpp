@@ -2,6 +2,7 @@
 // packed C++ kernel (GotoBLAS layout, small enough to read) on the pool.
 #include "Gemm.h"
 #include "GemmOuterProduct.h"
+#include "RegisterTile.h"
 
 #include "stringrt/cpu/ThreadPool.h"
 
@@ -145,45 +146,19 @@ void packB(const GemmArgs &g, int64_t p0, int64_t kc, int64_t j0, int64_t nc, fl
 }
 
 // out[m NR + n] = sum_k a[k MR + m] b[k NR + n]: one MR x NR block of A B
-// over a K-slice. Each accumulator row is NR floats in SIMD values of the
-// instruction set's width (GCC / Clang vector extensions: one zmm with
-// AVX-512, two ymm with AVX2, four xmm with SSE2), updated per k by a
-// broadcast of a[k, m] times the packed B row - the register-blocked outer
-// product every BLAS uses. Left to the auto-vectoriser, the same loops came
-// out as a slow shuffle mess; so did one 16-float vector type built for AVX2
-// (GCC 12 moved it through the stack on every update), hence a vector type
-// per instruction set.
+// over a K-slice, in registers (RegisterTile.h: a vector type per
+// instruction set's width; left to the auto-vectoriser, the same loops came
+// out as a slow shuffle mess).
 using MicroKernel = void (*)(int64_t kc, const float *a, const float *b, float *out);
 
-#if defined(__GNUC__)
-#define STRINGRT_INLINE_INTO_CALLER __attribute__((always_inline)) inline
-
-template <int Lanes> struct SimdOf {
-  typedef float type __attribute__((vector_size(Lanes * sizeof(float))));
-};
-
 template <int Lanes>
-STRINGRT_INLINE_INTO_CALLER void microKernelOf(int64_t kc, const float *__restrict a,
-                                               const float *__restrict b, float *__restrict out) {
-  using Vec = typename SimdOf<Lanes>::type;
-  constexpr int64_t kParts = kNR / Lanes;
-  Vec acc[kMR][kParts];
-  for (int64_t m = 0; m < kMR; ++m)
-    for (int64_t part = 0; part < kParts; ++part)
-      acc[m][part] = Vec{};
-  for (int64_t k = 0; k < kc; ++k)
-    for (int64_t part = 0; part < kParts; ++part) {
-      Vec bk; // packed rows are not 64-byte aligned
-      std::memcpy(&bk, b + k * kNR + part * Lanes, sizeof bk);
-      for (int64_t m = 0; m < kMR; ++m)
-        acc[m][part] += a[k * kMR + m] * bk;
-    }
-  for (int64_t m = 0; m < kMR; ++m)
-    for (int64_t part = 0; part < kParts; ++part)
-      std::memcpy(out + m * kNR + part * Lanes, &acc[m][part], sizeof(Vec));
+STRINGRT_INLINE_INTO_CALLER void microKernelOf(int64_t kc, const float *a, const float *b,
+                                               float *out) {
+  std::memset(out, 0, kMR * kNR * sizeof(float));
+  util::addOuterProducts<kMR, Lanes, kNR>(kc, a, kMR, b, kNR, out, kNR);
 }
 
-#if defined(__x86_64__) && defined(__linux__)
+#if defined(__x86_64__) && defined(__GNUC__) && defined(__linux__)
 // AVX-512 and AVX2 contract each update to one FMA: the same bits.
 __attribute__((target("avx512f"))) void microKernelAvx512(int64_t kc, const float *a,
                                                           const float *b, float *out) {
@@ -199,7 +174,7 @@ void microKernelBaseline(int64_t kc, const float *a, const float *b, float *out)
 }
 
 MicroKernel microKernel() {
-#if defined(__x86_64__) && defined(__linux__)
+#if defined(__x86_64__) && defined(__GNUC__) && defined(__linux__)
   static const MicroKernel widest = [] {
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx512f"))
@@ -213,18 +188,6 @@ MicroKernel microKernel() {
   return &microKernelBaseline;
 #endif
 }
-#else
-void microKernelPlain(int64_t kc, const float *a, const float *b, float *out) {
-  float acc[kMR][kNR] = {};
-  for (int64_t k = 0; k < kc; ++k)
-    for (int64_t m = 0; m < kMR; ++m)
-      for (int64_t n = 0; n < kNR; ++n)
-        acc[m][n] += a[k * kMR + m] * b[k * kNR + n];
-  std::memcpy(out, acc, sizeof acc);
-}
-
-MicroKernel microKernel() { return &microKernelPlain; }
-#endif
 
 // One C tile [i0, i0 + mc) x [j0, j0 + nc): beta first, then every K block.
 void gemmTile(const GemmArgs &g, int64_t i0, int64_t mc, int64_t j0, int64_t nc) {
@@ -368,7 +331,7 @@ void gemm(Trans transA, Trans transB, int64_t M, int64_t N, int64_t K, float alp
 }
 
 bool blockedGemmUsesFma() {
-#if defined(__GNUC__) && defined(__x86_64__) && defined(__linux__)
+#if defined(__x86_64__) && defined(__GNUC__) && defined(__linux__)
   return microKernel() != &microKernelBaseline;
 #else
   return false;

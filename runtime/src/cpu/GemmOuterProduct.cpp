@@ -16,12 +16,13 @@
 // slower than OpenBLAS, and chunks of 32 rows (with 4-row tiles) spent their
 // time moving the partial C through L1.
 //
-// The micro tile is 8 rows x 32 floats with AVX-512 (16 of its 32 registers
-// hold the accumulators), 4 x 16 with AVX2 (8 of its 16) and 4 x 8 in the
-// baseline build (SSE2). The tile's shape never changes a result.
+// The micro tile (RegisterTile.h) is 8 rows x 32 floats with AVX-512 (16 of
+// its 32 registers hold the accumulators), 4 x 16 with AVX2 (8 of its 16)
+// and 4 x 8 in the baseline build (SSE2). Its shape never changes a result.
 // Shapes whose M or N is not a multiple of 8 x 32 copy each slab into
 // zero-padded scratch first.
 #include "GemmOuterProduct.h"
+#include "RegisterTile.h"
 
 #include "stringrt/cpu/ThreadPool.h"
 
@@ -34,62 +35,14 @@
 namespace stringrt::cpu {
 namespace {
 
+using util::addOuterProducts;
+
 constexpr int64_t kTileCols = 32;          // N padded to a multiple of every micro tile's columns
 constexpr int64_t kPadRows = 8;            // M padded to a multiple of every micro tile's rows
 constexpr int64_t kSlabRows = 1024;        // K rows per slab, at least
 constexpr int64_t kMaxSlabs = 8;
 constexpr int64_t kChunkRows = 128;        // K rows per pass over the micro tiles
 constexpr int64_t kMaxPartial = 64 * 1024; // padded M x N, floats
-
-// The tile loops are inlined into each instruction set's build below.
-#if defined(__GNUC__)
-#define STRINGRT_INLINE_INTO_CALLER __attribute__((always_inline)) inline
-#else
-#define STRINGRT_INLINE_INTO_CALLER inline
-#endif
-
-// acc[m, :Cols] += sum_k a[k * lda + m] b[k * ldb + :Cols] for m < Rows,
-// k = 0..kc-1 in order; acc's rows are accLd apart. A row of the tile is
-// Cols / Lanes SIMD values of Lanes floats (the instruction set's width: a
-// wider vector type made GCC 12 move the accumulators through the stack on
-// every update; on a Zen 3 EPYC with AVX2 the weight gradients took 82% of
-// vit_rope's step, 539 ms of 657).
-#if defined(__GNUC__)
-template <int Lanes> struct SimdOf {
-  typedef float type __attribute__((vector_size(Lanes * sizeof(float))));
-};
-
-template <int Rows, int Lanes, int Cols>
-STRINGRT_INLINE_INTO_CALLER void
-addOuterProducts(int64_t kc, const float *__restrict a, int64_t lda, const float *__restrict b,
-                 int64_t ldb, float *__restrict acc, int64_t accLd) {
-  using Vec = typename SimdOf<Lanes>::type;
-  constexpr int kParts = Cols / Lanes;
-  Vec sum[Rows][kParts];
-  for (int m = 0; m < Rows; ++m)
-    for (int part = 0; part < kParts; ++part)
-      std::memcpy(&sum[m][part], acc + m * accLd + part * Lanes, sizeof(Vec));
-  for (int64_t k = 0; k < kc; ++k)
-    for (int part = 0; part < kParts; ++part) {
-      Vec bk;
-      std::memcpy(&bk, b + k * ldb + part * Lanes, sizeof bk);
-      for (int m = 0; m < Rows; ++m)
-        sum[m][part] += a[k * lda + m] * bk;
-    }
-  for (int m = 0; m < Rows; ++m)
-    for (int part = 0; part < kParts; ++part)
-      std::memcpy(acc + m * accLd + part * Lanes, &sum[m][part], sizeof(Vec));
-}
-#else
-template <int Rows, int Lanes, int Cols>
-void addOuterProducts(int64_t kc, const float *a, int64_t lda, const float *b, int64_t ldb,
-                      float *acc, int64_t accLd) {
-  for (int64_t k = 0; k < kc; ++k)
-    for (int m = 0; m < Rows; ++m)
-      for (int64_t n = 0; n < Cols; ++n)
-        acc[m * accLd + n] += a[k * lda + m] * b[k * ldb + n];
-}
-#endif
 
 // One slab into a partial C of width accLd (rows a multiple of kPadRows,
 // columns of kTileCols), per instruction set.
@@ -101,7 +54,7 @@ template <int Rows, int Lanes, int Cols>
 STRINGRT_INLINE_INTO_CALLER void
 slabTiles(int64_t kc, int64_t rows, int64_t cols, const float *a, int64_t lda, const float *b,
           int64_t ldb, float *acc, int64_t accLd) {
-  static_assert(kPadRows % Rows == 0 && kTileCols % Cols == 0 && Cols % Lanes == 0);
+  static_assert(kPadRows % Rows == 0 && kTileCols % Cols == 0, "tiles divide the padding");
   for (int64_t j0 = 0; j0 < cols; j0 += Cols)
     for (int64_t m0 = 0; m0 < rows; m0 += Rows)
       addOuterProducts<Rows, Lanes, Cols>(kc, a + m0, lda, b + j0, ldb, acc + m0 * accLd + j0,
