@@ -41,21 +41,12 @@ using namespace mlir;
 namespace stringc::cudagen {
 namespace {
 
-const ParamKind P = ParamKind::Ptr, I = ParamKind::I64;
+using namespace param_kinds;
 using A = LaunchArg;
 using Pred = arith::CmpIPredicate;
 
 constexpr int64_t kFactorThreads = 1024;
 constexpr int64_t kSharedDim = 64; // the largest dim whose [A | I] fits in shared memory
-
-/// for (i = threadIdx.x; i < n; i += blockDim.x)
-void forBlockStride(KernelBuilder &k, Value n, const std::function<void(Value)> &body) {
-  k.forLoop(k.threadId(gpu::Dimension::x), n, k.blockDim(gpu::Dimension::x), {},
-            [&](Value i, ValueRange) {
-              body(i);
-              return SmallVector<Value>{};
-            });
-}
 
 void appendSkewKernels(std::vector<KernelDef> &defs) {
   // S[l, i, j] = p[l, k(i, j)] (i < j), -p[l, k(j, i)] (i > j), 0 (i = j),
@@ -229,7 +220,6 @@ void appendCayleyTransformKernels(std::vector<KernelDef> &defs) {
 // Lowerings
 //===----------------------------------------------------------------------===//
 
-constexpr int64_t kMaxI32 = std::numeric_limits<int32_t>::max();
 
 
 /// The (i, j) pair of upper-triangle index `k` of a dim x dim matrix, in the

@@ -30,7 +30,7 @@ using namespace mlir;
 namespace stringc::cudagen {
 namespace {
 
-const ParamKind P = ParamKind::Ptr, I = ParamKind::I64;
+using namespace param_kinds;
 using A = LaunchArg;
 using Pred = arith::CmpIPredicate;
 
@@ -114,7 +114,6 @@ void appendPairGatherKernels(std::vector<KernelDef> &defs) {
 // Lowerings
 //===----------------------------------------------------------------------===//
 
-constexpr int64_t kMaxI32 = std::numeric_limits<int32_t>::max();
 
 template <typename SkipOp> std::optional<OpSteps> lowerSkip(Operation &op, const char *kernel) {
   auto skip = cast<SkipOp>(op);

@@ -51,7 +51,7 @@ using namespace mlir;
 namespace stringc::cudagen {
 namespace {
 
-const ParamKind P = ParamKind::Ptr, I = ParamKind::I64;
+using namespace param_kinds;
 using A = LaunchArg;
 using Pred = arith::CmpIPredicate;
 
@@ -85,15 +85,6 @@ Value absF64(KernelBuilder &k, Value x) {
   Value negative =
       k.builder().create<arith::CmpFOp>(k.location(), arith::CmpFPredicate::OLT, x, f64(k, 0.0));
   return select(k, negative, k.builder().create<arith::NegFOp>(k.location(), x), x);
-}
-
-/// for (i = threadIdx.x; i < n; i += blockDim.x)
-void forBlockStride(KernelBuilder &k, Value n, const std::function<void(Value)> &body) {
-  k.forLoop(k.threadId(gpu::Dimension::x), n, k.blockDim(gpu::Dimension::x), {},
-            [&](Value i, ValueRange) {
-              body(i);
-              return SmallVector<Value>{};
-            });
 }
 
 /// Loop-carried (first, second) through scf.for; `body` gets and returns them.
@@ -512,13 +503,6 @@ void appendCommutatorKernels(std::vector<KernelDef> &defs) {
 //===----------------------------------------------------------------------===//
 // Lowerings
 //===----------------------------------------------------------------------===//
-
-std::optional<std::vector<int64_t>> staticShape(Value v) {
-  auto shape = batchShape(v.getType());
-  if (!shape || llvm::any_of(*shape, [](int64_t d) { return d < 0; }))
-    return std::nullopt;
-  return shape;
-}
 
 /// generators [K, d, d] (static, K >= minCount, 1 <= d <= kMaxDim).
 struct Generators {

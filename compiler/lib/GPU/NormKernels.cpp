@@ -29,9 +29,6 @@ using namespace mlir;
 namespace stringc::cudagen {
 namespace {
 
-constexpr int64_t kWarp = 32;
-constexpr int64_t kRowsPerBlock = 4;
-
 struct RowContext {
   Value lane, row, base, d, dF;
 };

@@ -18,6 +18,14 @@ namespace stringc::cudagen {
 // Kernel side
 //===----------------------------------------------------------------------===//
 
+void forBlockStride(KernelBuilder &k, Value n, const std::function<void(Value)> &body) {
+  k.forLoop(k.threadId(gpu::Dimension::x), n, k.blockDim(gpu::Dimension::x), {},
+            [&](Value i, ValueRange) {
+              body(i);
+              return SmallVector<Value>{};
+            });
+}
+
 Value loadI32AsI64(KernelBuilder &k, Value ptr, Value index) {
   OpBuilder &b = k.builder();
   Location loc = k.location();
@@ -400,6 +408,13 @@ std::optional<std::vector<int64_t>> staticShape(Value v) {
   if (!shape || llvm::any_of(*shape, [](int64_t d) { return d < 0; }))
     return std::nullopt;
   return shape;
+}
+
+std::optional<std::pair<int64_t, int64_t>> positionShape(Value pos) {
+  auto shape = batchShape(pos.getType());
+  if (!shape || shape->size() != 2 || (*shape)[0] <= 0 || (*shape)[1] <= 0)
+    return std::nullopt;
+  return std::make_pair((*shape)[0], (*shape)[1]);
 }
 
 BatchAffine numel(Value v) { return elementCount(v.getType()); }

@@ -32,8 +32,12 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 
+#include <cstdint>
+#include <functional>
+#include <limits>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace stringc::cudagen {
@@ -41,6 +45,19 @@ namespace stringc::cudagen {
 //===----------------------------------------------------------------------===//
 // Kernel side
 //===----------------------------------------------------------------------===//
+
+/// The parameter kinds of the kernel specs' tables, by their short names.
+namespace param_kinds {
+inline constexpr ParamKind P = ParamKind::Ptr, I = ParamKind::I64, F = ParamKind::F32;
+} // namespace param_kinds
+
+/// Row kernels (norms, softmax rows): one warp of kWarp lanes per row,
+/// kRowsPerBlock rows per block (blockDim (kWarp, kRowsPerBlock)).
+inline constexpr int64_t kWarp = 32;
+inline constexpr int64_t kRowsPerBlock = 4;
+
+/// for (i = threadIdx.x; i < n; i += blockDim.x) body(i)
+void forBlockStride(KernelBuilder &k, mlir::Value n, const std::function<void(mlir::Value)> &body);
 
 /// `ptr[index]` of an i32 buffer (ids, labels), sign-extended to i64.
 mlir::Value loadI32AsI64(KernelBuilder &k, mlir::Value ptr, mlir::Value index);
@@ -171,6 +188,10 @@ void appendColumnSumTo(OpSteps &steps, LaunchArg x, BatchAffine rows, int64_t co
 std::optional<std::vector<int64_t>> batchShape(mlir::Type type);
 /// The static shape of `v`, or nullopt when a dimension is dynamic.
 std::optional<std::vector<int64_t>> staticShape(mlir::Value v);
+/// A position tensor pos [T, A] (static, both > 0): (T, A).
+std::optional<std::pair<int64_t, int64_t>> positionShape(mlir::Value pos);
+/// The largest i32, for the checks of sizes a kernel indexes in i32.
+inline constexpr int64_t kMaxI32 = std::numeric_limits<int32_t>::max();
 /// The element count of a tensor value (elementCount of its type).
 BatchAffine numel(mlir::Value v);
 /// An op's steps that are one launch of `kernel`.

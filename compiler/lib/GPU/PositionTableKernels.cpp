@@ -20,7 +20,7 @@ using namespace mlir;
 namespace stringc::cudagen {
 namespace {
 
-const ParamKind P = ParamKind::Ptr, I = ParamKind::I64, F = ParamKind::F32;
+using namespace param_kinds;
 using A = LaunchArg;
 using Pred = arith::CmpIPredicate;
 
@@ -121,14 +121,6 @@ void appendTableKernels(std::vector<KernelDef> &defs) {
 std::pair<float, float> splitBase(double base) {
   float hi = float(base);
   return {hi, float(base - double(hi))};
-}
-
-/// pos [T, A] -> (T, A)
-std::optional<std::pair<int64_t, int64_t>> positionShape(Value pos) {
-  auto shape = batchShape(pos.getType());
-  if (!shape || shape->size() != 2 || (*shape)[0] <= 0 || (*shape)[1] <= 0)
-    return std::nullopt;
-  return std::make_pair((*shape)[0], (*shape)[1]);
 }
 
 std::optional<OpSteps> lowerSeqPositions(Operation &op) {

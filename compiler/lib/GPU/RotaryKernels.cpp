@@ -23,7 +23,7 @@ using namespace mlir;
 namespace stringc::cudagen {
 namespace {
 
-const ParamKind P = ParamKind::Ptr, I = ParamKind::I64, F = ParamKind::F32;
+using namespace param_kinds;
 using A = LaunchArg;
 
 /// theta = sum_a pos[t * axes + a] * freqs[j * axes + a], in f64.
@@ -195,14 +195,6 @@ void appendRotaryApplyKernels(std::vector<KernelDef> &defs) {
 //===----------------------------------------------------------------------===//
 // Lowerings
 //===----------------------------------------------------------------------===//
-
-/// pos [T, A] -> (T, A)
-std::optional<std::pair<int64_t, int64_t>> positionShape(Value pos) {
-  auto shape = batchShape(pos.getType());
-  if (!shape || shape->size() != 2 || (*shape)[0] <= 0 || (*shape)[1] <= 0)
-    return std::nullopt;
-  return std::make_pair((*shape)[0], (*shape)[1]);
-}
 
 /// x [..., T, D] with static T, D (D even): (T, D).
 std::optional<std::pair<int64_t, int64_t>> rotaryShape(Value x) {

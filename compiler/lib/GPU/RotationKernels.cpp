@@ -19,7 +19,7 @@ using namespace mlir;
 namespace stringc::cudagen {
 namespace {
 
-const ParamKind P = ParamKind::Ptr, I = ParamKind::I64;
+using namespace param_kinds;
 using A = LaunchArg;
 
 void appendSpdGateKernels(std::vector<KernelDef> &defs) {

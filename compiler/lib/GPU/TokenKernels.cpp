@@ -36,11 +36,9 @@ using namespace mlir;
 namespace stringc::cudagen {
 namespace {
 
-const ParamKind P = ParamKind::Ptr, I = ParamKind::I64, F = ParamKind::F32;
+using namespace param_kinds;
 using A = LaunchArg;
 using Pred = arith::CmpIPredicate;
-
-constexpr int64_t kWarp = 32, kRowsPerBlock = 4;
 
 /// Runs `body(lane, row)` for the row of this warp (blockDim (32, 4)), if it
 /// exists; the test is uniform per warp, so shuffles see 32 lanes.
