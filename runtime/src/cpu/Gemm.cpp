@@ -174,19 +174,20 @@ void microKernelBaseline(int64_t kc, const float *a, const float *b, float *out)
 }
 
 MicroKernel microKernel() {
+  switch (util::widestSimdLevel()) {
 #if defined(__x86_64__) && defined(__GNUC__) && defined(__linux__)
-  static const MicroKernel widest = [] {
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f"))
-      return &microKernelAvx512;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-      return &microKernelAvx2;
-    return &microKernelBaseline;
-  }();
-  return widest;
+  case util::SimdLevel::Avx512:
+    return &microKernelAvx512;
+  case util::SimdLevel::Avx2:
+    return &microKernelAvx2;
 #else
-  return &microKernelBaseline;
+  case util::SimdLevel::Avx512:
+  case util::SimdLevel::Avx2:
 #endif
+  case util::SimdLevel::Sse2:
+    break;
+  }
+  return &microKernelBaseline;
 }
 
 // One C tile [i0, i0 + mc) x [j0, j0 + nc): beta first, then every K block.
@@ -330,13 +331,7 @@ void gemm(Trans transA, Trans transB, int64_t M, int64_t N, int64_t K, float alp
   blockedGemm(g, true);
 }
 
-bool blockedGemmUsesFma() {
-#if defined(__x86_64__) && defined(__GNUC__) && defined(__linux__)
-  return microKernel() != &microKernelBaseline;
-#else
-  return false;
-#endif
-}
+bool blockedGemmUsesFma() { return util::widestSimdLevel() != util::SimdLevel::Sse2; }
 
 bool gemmUsesBlas() {
 #ifdef STRINGRT_HAVE_OPENBLAS

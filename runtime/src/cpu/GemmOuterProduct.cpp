@@ -22,20 +22,18 @@
 // Shapes whose M or N is not a multiple of 8 x 32 copy each slab into
 // zero-padded scratch first.
 #include "GemmOuterProduct.h"
-#include "RegisterTile.h"
 
 #include "stringrt/cpu/ThreadPool.h"
 
 #include <algorithm>
 #include <atomic>
-#include <cstring>
 #include <vector>
-
 
 namespace stringrt::cpu {
 namespace {
 
 using util::addOuterProducts;
+using util::SimdLevel;
 
 constexpr int64_t kTileCols = 32;          // N padded to a multiple of every micro tile's columns
 constexpr int64_t kPadRows = 8;            // M padded to a multiple of every micro tile's rows
@@ -79,31 +77,29 @@ void slabBaseline(int64_t kc, int64_t rows, int64_t cols, const float *a, int64_
   slabTiles<4, 4, 8>(kc, rows, cols, a, lda, b, ldb, acc, accLd); // 8 of 16 xmm
 }
 
-SlabKernel slabKernel(OuterProductIsa isa) {
-  switch (isa) {
+SlabKernel slabKernel(SimdLevel level) {
+  switch (level) {
 #if defined(__x86_64__) && defined(__GNUC__) && defined(__linux__)
-  case OuterProductIsa::Avx512:
+  case SimdLevel::Avx512:
     return &slabAvx512;
-  case OuterProductIsa::Avx2:
+  case SimdLevel::Avx2:
     return &slabAvx2;
 #else
-  case OuterProductIsa::Avx512:
-  case OuterProductIsa::Avx2:
+  case SimdLevel::Avx512:
+  case SimdLevel::Avx2:
 #endif
-  case OuterProductIsa::Baseline:
+  case SimdLevel::Sse2:
     break;
   }
   return &slabBaseline;
 }
 
 // The widest kernel the running CPU has, or the one a test forced.
-std::atomic<int> forcedIsa{-1};
+std::atomic<int> forcedLevel{-1};
 
-OuterProductIsa chosenIsa() {
-  const int forced = forcedIsa.load(std::memory_order_relaxed);
-  if (forced >= 0)
-    return static_cast<OuterProductIsa>(forced);
-  return widestOuterProductIsa();
+SimdLevel chosenLevel() {
+  const int forced = forcedLevel.load(std::memory_order_relaxed);
+  return forced >= 0 ? static_cast<SimdLevel>(forced) : util::widestSimdLevel();
 }
 
 int64_t roundUp(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
@@ -144,7 +140,7 @@ void sumSlab(const Problem &p, int64_t k0, int64_t k1, float *partial) {
     copyPadded(b, p.ldb, kc, p.N, p.paddedN, paddedB.data());
     b = paddedB.data(), ldb = p.paddedN;
   }
-  const SlabKernel kernel = slabKernel(chosenIsa());
+  const SlabKernel kernel = slabKernel(chosenLevel());
   for (int64_t c0 = 0; c0 < kc; c0 += kChunkRows)
     kernel(std::min(kChunkRows, kc - c0), p.paddedM, p.paddedN, a + c0 * lda, lda, b + c0 * ldb,
            ldb, partial, p.paddedN);
@@ -152,24 +148,8 @@ void sumSlab(const Problem &p, int64_t k0, int64_t k1, float *partial) {
 
 } // namespace
 
-OuterProductIsa widestOuterProductIsa() {
-#if defined(__x86_64__) && defined(__GNUC__) && defined(__linux__)
-  static const OuterProductIsa widest = [] {
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f"))
-      return OuterProductIsa::Avx512;
-    if (__builtin_cpu_supports("fma") && __builtin_cpu_supports("avx2"))
-      return OuterProductIsa::Avx2;
-    return OuterProductIsa::Baseline;
-  }();
-  return widest;
-#else
-  return OuterProductIsa::Baseline;
-#endif
-}
-
-void forceOuterProductIsa(std::optional<OuterProductIsa> isa) {
-  forcedIsa.store(isa ? static_cast<int>(*isa) : -1, std::memory_order_relaxed);
+void forceOuterProductSimdLevel(std::optional<util::SimdLevel> level) {
+  forcedLevel.store(level ? static_cast<int>(*level) : -1, std::memory_order_relaxed);
 }
 
 bool outerProductGemmSuits(int64_t M, int64_t N, int64_t K) {

@@ -13,6 +13,8 @@
 // size: the same bits on any thread count.
 #pragma once
 
+#include "RegisterTile.h"
+
 #include <cstdint>
 #include <optional>
 
@@ -26,15 +28,8 @@ bool outerProductGemmSuits(int64_t M, int64_t N, int64_t K);
 void outerProductGemm(int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
                       const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
 
-// The instruction sets the kernel is built for. AVX-512 and AVX2 add each
-// term with one FMA and give the same bits; the baseline multiplies, rounds
-// and adds.
-enum class OuterProductIsa { Avx512, Avx2, Baseline };
-
-// The widest of them the running CPU has (the one outerProductGemm uses).
-OuterProductIsa widestOuterProductIsa();
-
-// For tests: run `isa`'s kernel (one the CPU has) instead; nullopt undoes it.
-void forceOuterProductIsa(std::optional<OuterProductIsa> isa);
+// For tests: run the kernel built for `level` (one the CPU has) instead of
+// the widest (RegisterTile.h); nullopt undoes it.
+void forceOuterProductSimdLevel(std::optional<util::SimdLevel> level);
 
 } // namespace stringrt::cpu

@@ -18,6 +18,28 @@
 
 namespace stringrt::cpu::util {
 
+// The instruction sets the tile kernels are built for, widest first. AVX-512
+// and AVX2 (with FMA) add each term with one FMA and give the same bits;
+// SSE2, the x86-64 baseline (and every other CPU), multiplies, rounds and adds.
+enum class SimdLevel { Avx512, Avx2, Sse2 };
+
+// The widest of them the running CPU has (decided once per process).
+inline SimdLevel widestSimdLevel() {
+#if defined(__x86_64__) && defined(__GNUC__) && defined(__linux__)
+  static const SimdLevel widest = [] {
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f"))
+      return SimdLevel::Avx512;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+      return SimdLevel::Avx2;
+    return SimdLevel::Sse2;
+  }();
+  return widest;
+#else
+  return SimdLevel::Sse2;
+#endif
+}
+
 // Inlined into each instruction set's build of the caller.
 #if defined(__GNUC__)
 #define STRINGRT_INLINE_INTO_CALLER __attribute__((always_inline)) inline

@@ -136,12 +136,13 @@ std::vector<float> outerProductByFmas(int64_t M, int64_t N, int64_t K, float alp
   return C;
 }
 
-TEST(CpuGemm, OuterProductKernelOfEveryInstructionSetTheCpuHas) {
-  std::vector<OuterProductIsa> isas = {OuterProductIsa::Baseline};
-  if (widestOuterProductIsa() != OuterProductIsa::Baseline)
-    isas.push_back(OuterProductIsa::Avx2); // every AVX-512 CPU has AVX2 and FMA
-  if (widestOuterProductIsa() == OuterProductIsa::Avx512)
-    isas.push_back(OuterProductIsa::Avx512);
+TEST(CpuGemm, OuterProductKernelOfEverySimdLevelTheCpuHas) {
+  using util::SimdLevel;
+  std::vector<SimdLevel> levels = {SimdLevel::Sse2};
+  if (util::widestSimdLevel() != SimdLevel::Sse2)
+    levels.push_back(SimdLevel::Avx2); // every AVX-512 CPU has AVX2 and FMA
+  if (util::widestSimdLevel() == SimdLevel::Avx512)
+    levels.push_back(SimdLevel::Avx512);
   // Whole tiles, partial rows and columns, a partial chunk, several slabs.
   const Case cases[] = {{64, 64, 6400}, {128, 64, 3000}, {37, 45, 777}, {6, 70, 1200}};
   for (const Case &c : cases) {
@@ -151,17 +152,17 @@ TEST(CpuGemm, OuterProductKernelOfEveryInstructionSetTheCpuHas) {
     const std::vector<float> byFmas = outerProductByFmas(c.M, c.N, c.K, 0.5f, A, B);
     const std::vector<float> plain =
         naive(Trans::Yes, Trans::No, c, 0.5f, A, c.M, B, c.N, 0.0f, std::vector<float>(c.M * c.N), c.N);
-    for (OuterProductIsa isa : isas) {
-      forceOuterProductIsa(isa);
+    for (SimdLevel level : levels) {
+      forceOuterProductSimdLevel(level);
       std::vector<float> C(static_cast<size_t>(c.M * c.N), std::nanf(""));
       outerProductGemm(c.M, c.N, c.K, 0.5f, A.data(), c.M, B.data(), c.N, 0.0f, C.data(), c.N);
-      forceOuterProductIsa(std::nullopt);
+      forceOuterProductSimdLevel(std::nullopt);
       const std::string name = std::to_string(c.M) + "x" + std::to_string(c.N) + "x" +
                                std::to_string(c.K) + " kernel " +
-                               std::to_string(static_cast<int>(isa));
+                               std::to_string(static_cast<int>(level));
       // Float sums of thousands of terms: absolute error ~1e-4 where they cancel.
       EXPECT_TRUE(near(name, TF({c.M, c.N}, C), TF({c.M, c.N}, plain), 1e-4, 3e-4));
-      if (isa != OuterProductIsa::Baseline) // FMA kernels: exactly the FMA chain
+      if (level != SimdLevel::Sse2) // FMA kernels: exactly the FMA chain
         EXPECT_TRUE(sameBits(name + " vs the FMA chain", TF({c.M, c.N}, C),
                              TF({c.M, c.N}, byFmas)));
     }
