@@ -17,7 +17,7 @@
 // time moving the partial C through L1.
 //
 // The micro tile (RegisterTile.h) is 8 rows x 32 floats with AVX-512 (16 of
-// its 32 registers hold the accumulators), 4 x 16 with AVX2 (8 of its 16)
+// its 32 registers hold the accumulators), 6 x 16 with AVX2 (12 of its 16)
 // and 4 x 8 in the baseline build (SSE2). Its shape never changes a result.
 // Shapes whose M or N is not a multiple of 8 x 32 copy each slab into
 // zero-padded scratch first.
@@ -66,10 +66,25 @@ __attribute__((target("avx512f"))) void slabAvx512(int64_t kc, int64_t rows, int
                                                    int64_t ldb, float *acc, int64_t accLd) {
   slabTiles<8, 16, 32>(kc, rows, cols, a, lda, b, ldb, acc, accLd); // 16 of 32 zmm
 }
+// AVX2: tiles of 6 x 16 (12 of the 16 ymm hold accumulators, 12 independent
+// FMA chains for the 2 FMA units' 4-cycle latency), the rows past the last
+// multiple of 6 (2 or 4, rows being a multiple of kPadRows) by one 4- or
+// 2-row tile.
 __attribute__((target("avx2,fma"))) void slabAvx2(int64_t kc, int64_t rows, int64_t cols,
                                                   const float *a, int64_t lda, const float *b,
                                                   int64_t ldb, float *acc, int64_t accLd) {
-  slabTiles<4, 8, 16>(kc, rows, cols, a, lda, b, ldb, acc, accLd); // 8 of 16 ymm
+  constexpr int kCols = 16;
+  for (int64_t j0 = 0; j0 < cols; j0 += kCols) {
+    int64_t m0 = 0;
+    for (; m0 + 6 <= rows; m0 += 6)
+      addOuterProducts<6, 8, kCols>(kc, a + m0, lda, b + j0, ldb, acc + m0 * accLd + j0, accLd);
+    if (rows - m0 >= 4) {
+      addOuterProducts<4, 8, kCols>(kc, a + m0, lda, b + j0, ldb, acc + m0 * accLd + j0, accLd);
+      m0 += 4;
+    }
+    if (rows - m0 >= 2)
+      addOuterProducts<2, 8, kCols>(kc, a + m0, lda, b + j0, ldb, acc + m0 * accLd + j0, accLd);
+  }
 }
 #endif
 void slabBaseline(int64_t kc, int64_t rows, int64_t cols, const float *a, int64_t lda,

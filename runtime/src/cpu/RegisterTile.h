@@ -61,13 +61,19 @@ addOuterProducts(int64_t kc, const float *__restrict a, int64_t lda, const float
   for (int m = 0; m < Rows; ++m)
     for (int part = 0; part < kParts; ++part)
       std::memcpy(&sum[m][part], acc + m * accLd + part * Lanes, sizeof(Vec));
-  for (int64_t k = 0; k < kc; ++k)
-    for (int part = 0; part < kParts; ++part) {
-      Vec bk; // rows need not be aligned
-      std::memcpy(&bk, b + k * ldb + part * Lanes, sizeof bk);
-      for (int m = 0; m < Rows; ++m)
-        sum[m][part] += a[k * lda + m] * bk;
+  for (int64_t k = 0; k < kc; ++k) {
+    Vec bk[kParts];
+    for (int part = 0; part < kParts; ++part) // rows need not be aligned
+      std::memcpy(&bk[part], b + k * ldb + part * Lanes, sizeof(Vec));
+    // Row by row, each broadcast of a used at once: with the parts outside
+    // (every broadcast live at once), GCC 12 spilled three of the 12
+    // accumulators of the AVX2 6 x 16 tile through the stack.
+    for (int m = 0; m < Rows; ++m) {
+      const float am = a[k * lda + m];
+      for (int part = 0; part < kParts; ++part)
+        sum[m][part] += am * bk[part];
     }
+  }
   for (int m = 0; m < Rows; ++m)
     for (int part = 0; part < kParts; ++part)
       std::memcpy(acc + m * accLd + part * Lanes, &sum[m][part], sizeof(Vec));
