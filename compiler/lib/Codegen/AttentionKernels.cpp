@@ -22,7 +22,8 @@
 //   table's transpose as they are stored.
 // Both kinds of inner loop are explicit vectors. Over keys j (scores, the
 // softmax, dP): blocks of kKeyBlock = 16 keys as vector<16xf32>, the Dh
-// products of a block summed in a register (kT / vT padded to a multiple
+// products of a block summed in registers, four interleaved partial sums
+// over d (kT / vT padded to a multiple
 // of 16 keys, the lanes past the visible keys masked: -inf before the max,
 // exactly 0 after exp); max and sum by a fixed halving tree. Over the head
 // width d (y_i, dv_j, dq_i, dk_j, the rotations): one vector<Dh x f32>
@@ -198,15 +199,26 @@ private:
   void storeRow(Value row, Value out, Value bi, Value t, Value col0) {
     vstore(rotate(row, t, col0, true), out, {bi, t, col0});
   }
-  /// sum over r in [lb, ub) of weight(r) * row(r), a head row: four
-  /// interleaved partial sums (rows r = 0, 1, 2, 3 mod 4 from lb, then the
-  /// tail into the first), added as (s0 + s1) + (s2 + s3). One running sum
-  /// would be a chain of dependent FMAs, bound by their latency.
+  /// sum over r in [lb, ub) of term(r, acc) (a vector of type t, term
+  /// adding its r-th summand to acc): four interleaved partial sums (r = 0,
+  /// 1, 2, 3 mod 4 from lb, then the tail into the first), added as
+  /// (s0 + s1) + (s2 + s3). One running sum would be a chain of dependent
+  /// FMAs, bound by their latency (4 cycles each; 2 FMAs issue per cycle).
+  Value interleavedSum(VectorType t, Value lb, Value ub,
+                       const std::function<Value(Value, Value)> &term);
+  /// sum over r in [lb, ub) of weight(r) * row(r), a head row.
   Value weightedSum(Value lb, Value ub, const std::function<Value(Value)> &weight,
-                    const std::function<Value(Value)> &row);
+                    const std::function<Value(Value)> &row) {
+    return interleavedSum(rowType, lb, ub, [&](Value r, Value acc) {
+      return vfma(splat(rowType, weight(r)), row(r), acc);
+    });
+  }
   /// sum_d a(d) * tile[d, j0 .. j0 + W) over the head width: a key block.
+  /// (One running sum over d was a 16-FMA chain per block at Dh = 16: the
+  /// score and dP loops waited on it, 37% of rope_attention_grad's time on
+  /// a Zen 3 core.)
   Value blockProduct(const std::function<Value(Value)> &a, Value tile, Value j0) {
-    return kb.reduce(kb.index(0), kb.index(Dh), vfill(blockType, 0), [&](Value d, Value acc) {
+    return interleavedSum(blockType, kb.index(0), kb.index(Dh), [&](Value d, Value acc) {
       return vfma(splat(blockType, a(d)), vload(blockType, tile, {d, j0}), acc);
     });
   }
@@ -256,12 +268,11 @@ Value AttentionBuilder::rotate(Value x, Value t, Value col0, bool inverse) {
   return vfma(x, c, vmul(swapped, vmul(s, vconst(rowType, sign))));
 }
 
-Value AttentionBuilder::weightedSum(Value lb, Value ub, const std::function<Value(Value)> &weight,
-                                    const std::function<Value(Value)> &row) {
+Value AttentionBuilder::interleavedSum(VectorType t, Value lb, Value ub,
+                                       const std::function<Value(Value, Value)> &term) {
   constexpr int64_t kWays = 4;
-  Value zero = vfill(rowType, 0);
+  Value zero = vfill(t, 0);
   Value mainEnd = addi(lb, muli(divc(subi(ub, lb), kWays), kWays));
-  auto term = [&](Value r, Value acc) { return vfma(splat(rowType, weight(r)), row(r), acc); };
   auto main = b.create<scf::ForOp>(loc, lb, mainEnd, kb.index(kWays),
                                    ValueRange{zero, zero, zero, zero});
   {
