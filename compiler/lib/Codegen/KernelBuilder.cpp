@@ -1,6 +1,8 @@
 //===- KernelBuilder.cpp - helpers for writing kernels on memrefs ---------===//
 #include "KernelBuilder.h"
 
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
 #include "llvm/ADT/STLExtras.h"
 
 using namespace mlir;
@@ -73,6 +75,59 @@ Value KernelBuilder::reduce(Value lb, Value ub, Value init,
     builder.create<scf::YieldOp>(location, next);
   }
   return forOp.getResult(0);
+}
+
+Value KernelBuilder::loadLanes(Value m, ValueRange indices, int64_t lanes) {
+  if (lanes == 1)
+    return load(m, indices);
+  auto type = VectorType::get({lanes}, builder.getF32Type());
+  return builder.create<vector::LoadOp>(location, type, m, indices);
+}
+
+Value KernelBuilder::splat(Value x, int64_t lanes) {
+  if (lanes == 1)
+    return x;
+  auto type = VectorType::get({lanes}, builder.getF32Type());
+  return builder.create<vector::BroadcastOp>(location, type, x);
+}
+
+Value KernelBuilder::sum(int64_t n, const std::function<Value(Value, int64_t)> &term) {
+  constexpr int64_t kLanes = 8;
+  const int64_t blocks = n / kLanes;
+  Value total = f32(0);
+  if (blocks > 0) {
+    auto type = VectorType::get({kLanes}, builder.getF32Type());
+    Value zero = builder.create<arith::ConstantOp>(
+        location, DenseElementsAttr::get(type, builder.getF32FloatAttr(0)));
+    // Blocks 2p and 2p + 1 into the even and odd partial sums.
+    auto pairs = builder.create<scf::ForOp>(location, index(0), index(blocks / 2 * 2 * kLanes),
+                                            index(2 * kLanes), ValueRange{zero, zero});
+    {
+      OpBuilder::InsertionGuard guard(builder);
+      builder.setInsertionPointToStart(pairs.getBody());
+      Value d = pairs.getInductionVar();
+      Value odd = builder.create<arith::AddIOp>(location, d, index(kLanes));
+      builder.create<scf::YieldOp>(
+          location, ValueRange{add(pairs.getRegionIterArgs()[0], term(d, kLanes)),
+                               add(pairs.getRegionIterArgs()[1], term(odd, kLanes))});
+    }
+    Value even = pairs.getResult(0);
+    if (blocks % 2 == 1)
+      even = add(even, term(index((blocks - 1) * kLanes), kLanes));
+    Value v = add(even, pairs.getResult(1));
+    for (int64_t w = kLanes; w > 1; w /= 2) {
+      SmallVector<int64_t> lo, hi;
+      for (int64_t l = 0; l < w / 2; ++l) {
+        lo.push_back(l);
+        hi.push_back(l + w / 2);
+      }
+      v = add(builder.create<vector::ShuffleOp>(location, v, v, lo),
+              builder.create<vector::ShuffleOp>(location, v, v, hi));
+    }
+    total = builder.create<vector::ExtractOp>(location, v, 0);
+  }
+  return reduce(index(blocks * kLanes), index(n), total,
+                [&](Value d, Value acc) { return add(acc, term(d, 1)); });
 }
 
 void KernelBuilder::finish() { builder.create<func::ReturnOp>(location); }

@@ -86,6 +86,22 @@ public:
   mlir::Value reduce(mlir::Value lb, mlir::Value ub, mlir::Value init,
                      const std::function<mlir::Value(mlir::Value, mlir::Value)> &body);
 
+  /// `lanes` consecutive floats of m from `indices` on (the last index
+  /// the first lane's) as a vector<lanes x f32>; lanes 1: the float.
+  mlir::Value loadLanes(mlir::Value m, mlir::ValueRange indices, int64_t lanes);
+  /// The float x in each of `lanes` lanes; lanes 1: x itself.
+  mlir::Value splat(mlir::Value x, int64_t lanes);
+  /// The f32 sum of the terms of [0, n), n static, in a fixed order.
+  /// term(d, lanes) returns terms d .. d + lanes - 1: a vector<lanes x f32>
+  /// (built from loadLanes, splat and the arithmetic above), or the float
+  /// when lanes is 1. Blocks of 8 terms go to two vector partial sums (even
+  /// and odd blocks), which are added, then halved lane-wise (8 -> 4 -> 2 ->
+  /// 1: lanes l and l + w/2 added); the last n mod 8 terms are then added
+  /// one by one. A `reassoc` reduction over a short static row was fully
+  /// unrolled by LLVM into one chain of 64 dependent scalar adds (the
+  /// layer-norm rows of the ViTs) instead of vectorised.
+  mlir::Value sum(int64_t n, const std::function<mlir::Value(mlir::Value, int64_t)> &term);
+
   void finish(); // func.return
 
 private:

@@ -3,9 +3,10 @@
 // x [..., D] is seen as [d0, M, D] (M the product of the middle dimensions;
 // a rank-1 x as [1, 1, D]); the parallel loop runs over d0, each (i, q) a
 // row. Row statistics as the runtime's fast kernel computes them: the mean
-// and the centred sum of squares in float (two passes; the sums carry
-// `reassoc` so that LLVM vectorises them, which changes only the order of
-// the float additions), rstd = 1 / sqrt(sq / D + epsilon) in double.
+// and the centred sum of squares in float (two passes, each row sum in
+// KernelBuilder::sum's fixed order: vectors of 8 terms, which differs from
+// the runtime's only in the order of the float additions),
+// rstd = 1 / sqrt(sq / D + epsilon) in double.
 //
 // layer_norm_grad is two kernels:
 //   *_dx      rows in parallel: dx = rstd (g - mean(g) - xhat mean(g xhat)),
@@ -49,14 +50,11 @@ struct RowStats {
 
 /// Mean and rstd of row (i, q) of the view `x`.
 RowStats rowStats(KernelBuilder &kb, Value x, Value i, Value q, int64_t D, double epsilon) {
-  Value zero = kb.index(0), width = kb.index(D);
-  Value sum = kb.reduce(zero, width, kb.f32(0), [&](Value d, Value acc) {
-    return kb.add(acc, kb.load(x, {i, q, d}), /*reassoc=*/true);
-  });
+  Value sum = kb.sum(D, [&](Value d, int64_t lanes) { return kb.loadLanes(x, {i, q, d}, lanes); });
   Value mean = kb.div(sum, kb.f32(double(D)));
-  Value sq = kb.reduce(zero, width, kb.f32(0), [&](Value d, Value acc) {
-    Value c = kb.sub(kb.load(x, {i, q, d}), mean);
-    return kb.add(acc, kb.mul(c, c), /*reassoc=*/true);
+  Value sq = kb.sum(D, [&](Value d, int64_t lanes) {
+    Value c = kb.sub(kb.loadLanes(x, {i, q, d}, lanes), kb.splat(mean, lanes));
+    return kb.mul(c, c);
   });
   Value var = kb.add(kb.div(kb.toF64(sq), kb.f64(double(D))), kb.f64(epsilon));
   Value root = kb.b().create<math::SqrtOp>(kb.loc(), var);
@@ -87,14 +85,16 @@ void buildLayerNormGradDx(const KernelSpec &spec, KernelBuilder &kb, double epsi
     kb.loop(kb.index(0), kb.index(view[1]), [&](Value q) {
       RowStats s = rowStats(kb, x, i, q, D, epsilon);
       Value zero = kb.index(0), width = kb.index(D);
-      auto g = [&](Value d) { return kb.mul(kb.load(dy, {i, q, d}), kb.load(gamma, {d})); };
-      auto xhat = [&](Value d) { return kb.mul(kb.sub(kb.load(x, {i, q, d}), s.mean), s.rstd); };
-      Value sumG = kb.reduce(zero, width, kb.f32(0), [&](Value d, Value acc) {
-        return kb.add(acc, g(d), /*reassoc=*/true);
-      });
-      Value sumGX = kb.reduce(zero, width, kb.f32(0), [&](Value d, Value acc) {
-        return kb.add(acc, kb.mul(g(d), xhat(d)), /*reassoc=*/true);
-      });
+      // d .. d + lanes - 1 of g = dy gamma and of xhat (lanes 1: d's floats).
+      auto g = [&](Value d, int64_t lanes = 1) {
+        return kb.mul(kb.loadLanes(dy, {i, q, d}, lanes), kb.loadLanes(gamma, {d}, lanes));
+      };
+      auto xhat = [&](Value d, int64_t lanes = 1) {
+        return kb.mul(kb.sub(kb.loadLanes(x, {i, q, d}, lanes), kb.splat(s.mean, lanes)),
+                      kb.splat(s.rstd, lanes));
+      };
+      Value sumG = kb.sum(D, g);
+      Value sumGX = kb.sum(D, [&](Value d, int64_t lanes) { return kb.mul(g(d, lanes), xhat(d, lanes)); });
       Value meanG = kb.div(sumG, kb.f32(double(D)));
       Value meanGX = kb.div(sumGX, kb.f32(double(D)));
       kb.loop(zero, width, [&](Value d) {

@@ -3,7 +3,9 @@
 // One pe module whose @forward returns every op kind the CPU code generator
 // supports, in every view it builds (same shapes, a trailing-suffix operand
 // on either side, a scalar operand, static and batched shapes, rank 1 and
-// 3, both gelu forms, layer norm on batched and static rows). It is compiled
+// 3, both gelu forms, layer norm on batched and static rows, of 8 floats
+// and of 21: two rounds of KernelBuilder::sum's eight partial sums and a
+// tail). It is compiled
 // to a "cpu" package and run with the compiled kernels and with the
 // reference kernels on the same inputs. add/sub/mul/scale/relu/relu_grad
 // and sum_to must agree bit for bit (the same float operations, sum_to's
@@ -27,9 +29,12 @@ module @ops {
   pe.parameter @s : tensor<f32> frozen {init = "constant", value = 1.5 : f64}
   pe.parameter @w : tensor<5x8xf32> frozen {init = "normal", mean = 0.5 : f64, std = 2.0 : f64, seed = 3 : i64}
   pe.parameter @g : tensor<8xf32> frozen {init = "normal", mean = 1.0 : f64, std = 0.5 : f64, seed = 4 : i64}
+  pe.parameter @g21 : tensor<21xf32> frozen {init = "normal", mean = 1.0 : f64, std = 0.5 : f64, seed = 5 : i64}
+  pe.parameter @b21 : tensor<21xf32> frozen {init = "normal", mean = 0.0 : f64, std = 1.0 : f64, seed = 6 : i64}
   pe.optimizer {kind = "sgd"}
   func.func @forward(%x: tensor<?x3x8xf32> {pe.input = "x"}, %y: tensor<?x3x8xf32> {pe.input = "y"},
-                     %z: tensor<?xf32> {pe.input = "z"})
+                     %z: tensor<?xf32> {pe.input = "z"}, %u: tensor<?x2x21xf32> {pe.input = "u"},
+                     %v: tensor<?x2x21xf32> {pe.input = "v"})
       -> (tensor<f32> {pe.output = "loss"},
           tensor<?x3x8xf32> {pe.output = "add"}, tensor<?x3x8xf32> {pe.output = "add_suffix"},
           tensor<?x3x8xf32> {pe.output = "sub_lhs_suffix"}, tensor<?x3x8xf32> {pe.output = "mul_scalar"},
@@ -41,12 +46,16 @@ module @ops {
           tensor<?x3x8xf32> {pe.output = "layer_norm"}, tensor<5x8xf32> {pe.output = "layer_norm_static"},
           tensor<?x3x8xf32> {pe.output = "ln_dx"}, tensor<8xf32> {pe.output = "ln_dgamma"},
           tensor<8xf32> {pe.output = "ln_dbeta"}, tensor<8xf32> {pe.output = "sum_to"},
-          tensor<3x8xf32> {pe.output = "sum_to_rows"}) {
+          tensor<3x8xf32> {pe.output = "sum_to_rows"},
+          tensor<?x2x21xf32> {pe.output = "layer_norm_21"}, tensor<?x2x21xf32> {pe.output = "ln21_dx"},
+          tensor<21xf32> {pe.output = "ln21_dgamma"}, tensor<21xf32> {pe.output = "ln21_dbeta"}) {
     %b = pe.get_param @b : tensor<8xf32>
     %c = pe.get_param @c : tensor<3x8xf32>
     %s = pe.get_param @s : tensor<f32>
     %w = pe.get_param @w : tensor<5x8xf32>
     %g = pe.get_param @g : tensor<8xf32>
+    %g21 = pe.get_param @g21 : tensor<21xf32>
+    %b21 = pe.get_param @b21 : tensor<21xf32>
     %0 = pe.add %x, %y : tensor<?x3x8xf32>, tensor<?x3x8xf32> -> tensor<?x3x8xf32>
     %1 = pe.add %x, %b : tensor<?x3x8xf32>, tensor<8xf32> -> tensor<?x3x8xf32>
     %2 = pe.sub %c, %x : tensor<3x8xf32>, tensor<?x3x8xf32> -> tensor<?x3x8xf32>
@@ -66,16 +75,21 @@ module @ops {
     %16:3 = pe.layer_norm_grad %x, %g, %y : tensor<?x3x8xf32>, tensor<8xf32>, tensor<?x3x8xf32> -> (tensor<?x3x8xf32>, tensor<8xf32>, tensor<8xf32>)
     %17 = pe.sum_to %x : tensor<?x3x8xf32> -> tensor<8xf32>
     %18 = pe.sum_to %y : tensor<?x3x8xf32> -> tensor<3x8xf32>
+    %19 = pe.layer_norm %u, %g21, %b21 : tensor<?x2x21xf32>, tensor<21xf32>, tensor<21xf32> -> tensor<?x2x21xf32>
+    %20:3 = pe.layer_norm_grad %u, %g21, %v : tensor<?x2x21xf32>, tensor<21xf32>, tensor<?x2x21xf32> -> (tensor<?x2x21xf32>, tensor<21xf32>, tensor<21xf32>)
     %loss = pe.mean %0 : tensor<?x3x8xf32> -> tensor<f32>
-    return %loss, %0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16#0, %16#1, %16#2, %17, %18
+    return %loss, %0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16#0, %16#1, %16#2, %17, %18,
+           %19, %20#0, %20#1, %20#2
         : tensor<f32>, tensor<?x3x8xf32>, tensor<?x3x8xf32>, tensor<?x3x8xf32>, tensor<?x3x8xf32>,
           tensor<5x8xf32>, tensor<?x3x8xf32>, tensor<?x3x8xf32>, tensor<?x3x8xf32>, tensor<?x3x8xf32>,
           tensor<?x3x8xf32>, tensor<?x3x8xf32>, tensor<?x3x8xf32>, tensor<?xf32>, tensor<8xf32>,
           tensor<?x3x8xf32>, tensor<5x8xf32>, tensor<?x3x8xf32>, tensor<8xf32>, tensor<8xf32>,
-          tensor<8xf32>, tensor<3x8xf32>
+          tensor<8xf32>, tensor<3x8xf32>,
+          tensor<?x2x21xf32>, tensor<?x2x21xf32>, tensor<21xf32>, tensor<21xf32>
   }
   func.func @gradients(%x: tensor<?x3x8xf32> {pe.input = "x"}, %y: tensor<?x3x8xf32> {pe.input = "y"},
-                       %z: tensor<?xf32> {pe.input = "z"}) -> (tensor<f32> {pe.output = "loss"}) {
+                       %z: tensor<?xf32> {pe.input = "z"}, %u: tensor<?x2x21xf32> {pe.input = "u"},
+                       %v: tensor<?x2x21xf32> {pe.input = "v"}) -> (tensor<f32> {pe.output = "loss"}) {
     %loss = pe.mean %x : tensor<?x3x8xf32> -> tensor<f32>
     return %loss : tensor<f32>
   }
