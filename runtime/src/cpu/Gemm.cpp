@@ -2,6 +2,7 @@
 // packed C++ kernel (GotoBLAS layout, small enough to read) on the pool.
 #include "Gemm.h"
 #include "GemmOuterProduct.h"
+#include "GemmRowTiles.h"
 #include "RegisterTile.h"
 
 #include "stringrt/cpu/ThreadPool.h"
@@ -304,6 +305,11 @@ void gemm(Trans transA, Trans transB, int64_t M, int64_t N, int64_t K, float alp
   if (transA == Trans::Yes && transB == Trans::No && outerProductGemmSuits(M, N, K)) {
     // A weight gradient's shape: no packing at all (GemmOuterProduct.h).
     outerProductGemm(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    return;
+  }
+  if (rowTileGemmSuits(transA, N, K, alpha, beta)) {
+    // A linear layer's X W or dY W^T on an AVX2 CPU (GemmRowTiles.h).
+    rowTileGemm(transB, M, N, K, A, lda, B, ldb, beta, C, ldc);
     return;
   }
   const GemmArgs g = makeArgs(transA, transB, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);

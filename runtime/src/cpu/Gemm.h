@@ -13,7 +13,10 @@
 // with the blocked C++ kernel: it is the one to call from inside parallelFor
 // (many small per-head products). gemm() of A^T B with K long against M
 // and N (a weight gradient) takes the outer-product kernel instead
-// (GemmOuterProduct.h), with or without OpenBLAS.
+// (GemmOuterProduct.h), with or without OpenBLAS; on a CPU whose widest
+// instruction set is AVX2, A op(B) with a short K and N a multiple of 16 (a
+// linear layer's forward and input gradient) takes the row-tile kernel
+// (GemmRowTiles.h).
 //
 // Results never depend on the thread count, bit for bit: the work is cut
 // into the same calls (OpenBLAS) or the same K order per element (blocked

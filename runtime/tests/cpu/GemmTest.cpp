@@ -1,9 +1,11 @@
 // The private GEMM (src/cpu/Gemm.h), pooled and serial, against a plain
 // double-precision product: every transpose pair, odd and multi-block sizes,
 // strided operands, alpha / beta, beta = 0 ignoring NaNs in C, K = 0; the
-// outer-product kernel of every instruction set the CPU has.
+// outer-product kernel of every instruction set the CPU has; the row-tile
+// kernel's bits (and gemm()'s, on a CPU where gemm() takes it).
 #include "Gemm.h"
 #include "GemmOuterProduct.h"
+#include "GemmRowTiles.h"
 
 #include "CpuTestUtil.h"
 
@@ -200,6 +202,54 @@ TEST(CpuGemm, SerialKernelAddsEachTermWithOneFma) {
                                std::to_string(c.K) + (ta == Trans::Yes ? " At" : ""),
                            TF({c.M, c.N}, got), TF({c.M, c.N}, expected)));
     }
+}
+
+// The row-tile kernel (GemmRowTiles.h): each element the FMA chain over k
+// from 0, stored (beta 0, over NaNs) or added to C (beta 1); whole and
+// partial 6-row tiles, one and several 16-column blocks, several row blocks
+// of the pool, strided operands, B and B^T. Where gemm() takes the kernel
+// (an AVX2 CPU), gemm() must give the same bits.
+TEST(CpuGemm, RowTileKernelIsOneFmaChainPerElement) {
+  if (!rowTileGemmRuns())
+    GTEST_SKIP() << "this CPU has no AVX2 and FMA";
+  const Case cases[] = {{1, 16, 1}, {5, 48, 64}, {6, 16, 7}, {7, 64, 130}, {200, 32, 64},
+                        {97, 128, 17}};
+  for (const Case &c : cases)
+    for (Trans tb : {Trans::No, Trans::Yes})
+      for (float beta : {0.0f, 1.0f}) {
+        const int64_t lda = c.K + 3, ldb = (tb == Trans::No ? c.N : c.K) + 2, ldc = c.N + 5;
+        const std::vector<float> A = randomTensor({c.M * lda}, 7).values;
+        const std::vector<float> B =
+            randomTensor({(tb == Trans::No ? c.K : c.N) * ldb}, 8).values;
+        const std::vector<float> prior = randomTensor({c.M * ldc}, 9).values;
+        std::vector<float> expected = prior;
+        for (int64_t i = 0; i < c.M; ++i)
+          for (int64_t j = 0; j < c.N; ++j) {
+            float acc = 0.0f;
+            for (int64_t k = 0; k < c.K; ++k)
+              acc = std::fma(A[i * lda + k], tb == Trans::No ? B[k * ldb + j] : B[j * ldb + k], acc);
+            expected[i * ldc + j] = beta == 1.0f ? prior[i * ldc + j] + acc : acc;
+          }
+        const std::string name = "M" + std::to_string(c.M) + " N" + std::to_string(c.N) + " K" +
+                                 std::to_string(c.K) + (tb == Trans::Yes ? " Bt" : "") +
+                                 " beta " + std::to_string(beta);
+        auto run = [&](bool viaGemm) {
+          std::vector<float> C = prior;
+          if (beta == 0.0f) // must not be read
+            for (int64_t i = 0; i < c.M; ++i)
+              std::fill(C.begin() + i * ldc, C.begin() + i * ldc + c.N, std::nanf(""));
+          if (viaGemm)
+            gemm(Trans::No, tb, c.M, c.N, c.K, 1.0f, A.data(), lda, B.data(), ldb, beta,
+                 C.data(), ldc);
+          else
+            rowTileGemm(tb, c.M, c.N, c.K, A.data(), lda, B.data(), ldb, beta, C.data(), ldc);
+          return C;
+        };
+        EXPECT_TRUE(sameBits(name, TF({c.M, ldc}, run(false)), TF({c.M, ldc}, expected)));
+        if (rowTileGemmSuits(Trans::No, c.N, c.K, 1.0f, beta))
+          EXPECT_TRUE(sameBits(name + " through gemm()", TF({c.M, ldc}, run(true)),
+                               TF({c.M, ldc}, expected)));
+      }
 }
 
 } // namespace

@@ -1,0 +1,133 @@
+// The row-tile GEMM of GemmRowTiles.h.
+#include "GemmRowTiles.h"
+#include "RegisterTile.h"
+
+#include "stringrt/cpu/ThreadPool.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+namespace stringrt::cpu {
+namespace {
+
+constexpr int64_t kTileRows = 6;
+constexpr int64_t kTileCols = 16;
+constexpr int64_t kRowTileMaxK = 1024; // B's 16-column slice (64 KB at most) stays in L2
+constexpr int64_t kBlockRows = 16 * kTileRows; // rows per task of the pool
+
+#if defined(__x86_64__) && defined(__GNUC__) && defined(__linux__)
+#define STRINGRT_ROW_TILES_AVX2 1
+using Vec = util::SimdOf<8>::type;
+
+// Rows x 16 of C from rows of A (a[m * lda + k]) and columns of B
+// (b[k * ldb + :16]): per element an FMA chain over k from 0, then stored
+// (beta 0) or added to C (beta 1). Inlined into rowBlock's AVX2 build.
+template <int Rows>
+STRINGRT_INLINE_INTO_CALLER void rowTile(int64_t K, const float *a, int64_t lda, const float *b, int64_t ldb, bool addToC,
+        float *c, int64_t ldc) {
+  Vec acc[Rows][2];
+  for (int m = 0; m < Rows; ++m)
+    acc[m][0] = acc[m][1] = Vec{};
+  for (int64_t k = 0; k < K; ++k) {
+    Vec b0, b1;
+    std::memcpy(&b0, b + k * ldb, sizeof b0);
+    std::memcpy(&b1, b + k * ldb + 8, sizeof b1);
+    for (int m = 0; m < Rows; ++m) { // each broadcast used at once (RegisterTile.h)
+      const float am = a[m * lda + k];
+      acc[m][0] += am * b0;
+      acc[m][1] += am * b1;
+    }
+  }
+  for (int m = 0; m < Rows; ++m)
+    for (int part = 0; part < 2; ++part) {
+      float *out = c + m * ldc + 8 * part;
+      Vec v = acc[m][part];
+      if (addToC) {
+        Vec prior;
+        std::memcpy(&prior, out, sizeof prior);
+        v = prior + v;
+      }
+      std::memcpy(out, &v, sizeof v);
+    }
+}
+
+// Rows [0, rows) of C.
+__attribute__((target("avx2,fma"))) void rowBlock(int64_t rows, int64_t N, int64_t K,
+                                                  const float *A, int64_t lda, const float *B,
+                                                  int64_t ldb, bool addToC, float *C,
+                                                  int64_t ldc) {
+  int64_t m0 = 0;
+  for (; m0 + kTileRows <= rows; m0 += kTileRows)
+    for (int64_t j0 = 0; j0 < N; j0 += kTileCols)
+      rowTile<kTileRows>(K, A + m0 * lda, lda, B + j0, ldb, addToC, C + m0 * ldc + j0, ldc);
+  const float *a = A + m0 * lda;
+  for (int64_t j0 = 0; j0 < N; j0 += kTileCols) {
+    float *c = C + m0 * ldc + j0;
+    switch (rows - m0) {
+    case 5: rowTile<5>(K, a, lda, B + j0, ldb, addToC, c, ldc); break;
+    case 4: rowTile<4>(K, a, lda, B + j0, ldb, addToC, c, ldc); break;
+    case 3: rowTile<3>(K, a, lda, B + j0, ldb, addToC, c, ldc); break;
+    case 2: rowTile<2>(K, a, lda, B + j0, ldb, addToC, c, ldc); break;
+    case 1: rowTile<1>(K, a, lda, B + j0, ldb, addToC, c, ldc); break;
+    default: break;
+    }
+  }
+}
+#else
+// Elsewhere (never chosen by gemm(): rowTileGemmRuns() is false): the same
+// FMA chains, one element at a time.
+void rowBlock(int64_t rows, int64_t N, int64_t K, const float *A, int64_t lda, const float *B,
+              int64_t ldb, bool addToC, float *C, int64_t ldc) {
+  for (int64_t m = 0; m < rows; ++m)
+    for (int64_t n = 0; n < N; ++n) {
+      float acc = 0.0f;
+      for (int64_t k = 0; k < K; ++k)
+        acc = std::fma(A[m * lda + k], B[k * ldb + n], acc);
+      C[m * ldc + n] = addToC ? C[m * ldc + n] + acc : acc;
+    }
+}
+#endif
+
+} // namespace
+
+bool rowTileGemmRuns() {
+#ifdef STRINGRT_ROW_TILES_AVX2
+  return util::widestSimdLevel() != util::SimdLevel::Sse2;
+#else
+  return false;
+#endif
+}
+
+bool rowTileGemmSuits(Trans transA, int64_t N, int64_t K, float alpha, float beta) {
+  return transA == Trans::No && alpha == 1.0f && (beta == 0.0f || beta == 1.0f) && N > 0 &&
+         N % kTileCols == 0 && K > 0 && K <= kRowTileMaxK &&
+         util::widestSimdLevel() == util::SimdLevel::Avx2;
+}
+
+void rowTileGemm(Trans transB, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
+                 const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+  if (M <= 0 || N <= 0)
+    return;
+  // op(B) as K x N rows: B itself, or B^T packed once (a weight: small).
+  thread_local std::vector<float> packed; // per calling thread, reused
+  if (transB == Trans::Yes) {
+    packed.resize(static_cast<size_t>(K * N));
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t k = 0; k < K; ++k)
+        packed[k * N + n] = B[n * ldb + k];
+    B = packed.data(), ldb = N;
+  }
+  const bool addToC = beta == 1.0f;
+  const int64_t blocks = (M + kBlockRows - 1) / kBlockRows;
+  parallelFor(0, blocks, 1, [&](int64_t b0, int64_t b1) {
+    for (int64_t blk = b0; blk < b1; ++blk) {
+      const int64_t row0 = blk * kBlockRows;
+      rowBlock(std::min(kBlockRows, M - row0), N, K, A + row0 * lda, lda, B, ldb, addToC,
+               C + row0 * ldc, ldc);
+    }
+  });
+}
+
+} // namespace stringrt::cpu
