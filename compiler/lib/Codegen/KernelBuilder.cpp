@@ -96,25 +96,26 @@ Value KernelBuilder::sum(int64_t n, const std::function<Value(Value, int64_t)> &
   const int64_t blocks = n / kLanes;
   Value total = f32(0);
   if (blocks > 0) {
-    auto type = VectorType::get({kLanes}, builder.getF32Type());
-    Value zero = builder.create<arith::ConstantOp>(
-        location, DenseElementsAttr::get(type, builder.getF32FloatAttr(0)));
-    // Blocks 2p and 2p + 1 into the even and odd partial sums.
-    auto pairs = builder.create<scf::ForOp>(location, index(0), index(blocks / 2 * 2 * kLanes),
-                                            index(2 * kLanes), ValueRange{zero, zero});
-    {
-      OpBuilder::InsertionGuard guard(builder);
-      builder.setInsertionPointToStart(pairs.getBody());
-      Value d = pairs.getInductionVar();
-      Value odd = builder.create<arith::AddIOp>(location, d, index(kLanes));
-      builder.create<scf::YieldOp>(
-          location, ValueRange{add(pairs.getRegionIterArgs()[0], term(d, kLanes)),
-                               add(pairs.getRegionIterArgs()[1], term(odd, kLanes))});
+    // Blocks 0, 2, 4, .. into one vector, blocks 1, 3, 5, .. into another.
+    Value v = term(index(0), kLanes);
+    if (blocks > 1) {
+      auto pairs = builder.create<scf::ForOp>(location, index(2 * kLanes),
+                                              index(blocks / 2 * 2 * kLanes), index(2 * kLanes),
+                                              ValueRange{v, term(index(kLanes), kLanes)});
+      {
+        OpBuilder::InsertionGuard guard(builder);
+        builder.setInsertionPointToStart(pairs.getBody());
+        Value d = pairs.getInductionVar();
+        Value odd = builder.create<arith::AddIOp>(location, d, index(kLanes));
+        builder.create<scf::YieldOp>(
+            location, ValueRange{add(pairs.getRegionIterArgs()[0], term(d, kLanes)),
+                                 add(pairs.getRegionIterArgs()[1], term(odd, kLanes))});
+      }
+      Value even = pairs.getResult(0);
+      if (blocks % 2 == 1)
+        even = add(even, term(index((blocks - 1) * kLanes), kLanes));
+      v = add(even, pairs.getResult(1));
     }
-    Value even = pairs.getResult(0);
-    if (blocks % 2 == 1)
-      even = add(even, term(index((blocks - 1) * kLanes), kLanes));
-    Value v = add(even, pairs.getResult(1));
     for (int64_t w = kLanes; w > 1; w /= 2) {
       SmallVector<int64_t> lo, hi;
       for (int64_t l = 0; l < w / 2; ++l) {

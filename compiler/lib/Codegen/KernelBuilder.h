@@ -94,10 +94,11 @@ public:
   /// The f32 sum of the terms of [0, n), n static, in a fixed order.
   /// term(d, lanes) returns terms d .. d + lanes - 1: a vector<lanes x f32>
   /// (built from loadLanes, splat and the arithmetic above), or the float
-  /// when lanes is 1. Blocks of 8 terms go to two vector partial sums (even
-  /// and odd blocks), which are added, then halved lane-wise (8 -> 4 -> 2 ->
-  /// 1: lanes l and l + w/2 added); the last n mod 8 terms are then added
-  /// one by one. A `reassoc` reduction over a short static row was fully
+  /// when lanes is 1. Blocks of 8 terms go to two vector partial sums (the
+  /// even blocks and the odd ones, each from its first block), which are
+  /// added, then halved lane-wise (8 -> 4 -> 2 -> 1: lanes l and l + w/2
+  /// added); the last n mod 8 terms are then added one by one (to 0 when n
+  /// < 8). A `reassoc` reduction over a short static row was fully
   /// unrolled by LLVM into one chain of 64 dependent scalar adds (the
   /// layer-norm rows of the ViTs) instead of vectorised.
   mlir::Value sum(int64_t n, const std::function<mlir::Value(mlir::Value, int64_t)> &term);
