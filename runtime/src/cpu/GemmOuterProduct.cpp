@@ -36,7 +36,7 @@ using util::addOuterProducts;
 using util::SimdLevel;
 
 constexpr int64_t kTileCols = 32;          // N padded to a multiple of every micro tile's columns
-constexpr int64_t kPadRows = 8;            // M padded to a multiple of every micro tile's rows
+constexpr int64_t kPadRows = 8;            // M padded to a multiple of 8 (slabAvx2: 6-row tiles, then one of 2 or 4)
 constexpr int64_t kSlabRows = 1024;        // K rows per slab, at least
 constexpr int64_t kMaxSlabs = 8;
 constexpr int64_t kChunkRows = 128;        // K rows per pass over the micro tiles
@@ -47,7 +47,8 @@ constexpr int64_t kMaxPartial = 64 * 1024; // padded M x N, floats
 using SlabKernel = void (*)(int64_t kc, int64_t rows, int64_t cols, const float *a, int64_t lda,
                             const float *b, int64_t ldb, float *acc, int64_t accLd);
 
-// Micro tiles of Rows x Cols (dividing kPadRows x kTileCols).
+// Micro tiles of Rows x Cols (dividing kPadRows x kTileCols): the AVX-512
+// and baseline builds.
 template <int Rows, int Lanes, int Cols>
 STRINGRT_INLINE_INTO_CALLER void
 slabTiles(int64_t kc, int64_t rows, int64_t cols, const float *a, int64_t lda, const float *b,

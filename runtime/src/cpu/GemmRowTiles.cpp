@@ -22,28 +22,19 @@ constexpr int64_t kBlockRows = 16 * kTileRows; // rows per task of the pool
 using Vec = util::SimdOf<8>::type;
 
 // Rows x 16 of C from rows of A (a[m * lda + k]) and columns of B
-// (b[k * ldb + :16]): per element an FMA chain over k from 0, then stored
-// (beta 0) or added to C (beta 1). Inlined into rowBlock's AVX2 build.
+// (b[k * ldb + :16]): per element an FMA chain over k from 0 (the register
+// tile of RegisterTile.h, from zeros), then stored (beta 0) or added to C
+// (beta 1). Inlined into rowBlock's AVX2 build.
 template <int Rows>
-STRINGRT_INLINE_INTO_CALLER void rowTile(int64_t K, const float *a, int64_t lda, const float *b, int64_t ldb, bool addToC,
-        float *c, int64_t ldc) {
-  Vec acc[Rows][2];
-  for (int m = 0; m < Rows; ++m)
-    acc[m][0] = acc[m][1] = Vec{};
-  for (int64_t k = 0; k < K; ++k) {
-    Vec b0, b1;
-    std::memcpy(&b0, b + k * ldb, sizeof b0);
-    std::memcpy(&b1, b + k * ldb + 8, sizeof b1);
-    for (int m = 0; m < Rows; ++m) { // each broadcast used at once (RegisterTile.h)
-      const float am = a[m * lda + k];
-      acc[m][0] += am * b0;
-      acc[m][1] += am * b1;
-    }
-  }
+STRINGRT_INLINE_INTO_CALLER void rowTile(int64_t K, const float *a, int64_t lda, const float *b,
+                                         int64_t ldb, bool addToC, float *c, int64_t ldc) {
+  float acc[Rows * kTileCols] = {};
+  util::addOuterProductsStrided<Rows, 8, kTileCols>(K, a, 1, lda, b, ldb, acc, kTileCols);
   for (int m = 0; m < Rows; ++m)
     for (int part = 0; part < 2; ++part) {
       float *out = c + m * ldc + 8 * part;
-      Vec v = acc[m][part];
+      Vec v;
+      std::memcpy(&v, acc + m * kTileCols + 8 * part, sizeof v);
       if (addToC) {
         Vec prior;
         std::memcpy(&prior, out, sizeof prior);

@@ -48,12 +48,15 @@ template <int Lanes> struct SimdOf {
   typedef float type __attribute__((vector_size(Lanes * sizeof(float))));
 };
 
-// acc[m, :Cols] += sum_k a[k * lda + m] b[k * ldb + :Cols] for m < Rows,
-// k = 0..kc-1 in order; acc's rows are accLd apart.
+// acc[m, :Cols] += sum_k a[k * aStepK + m * aStepM] b[k * ldb + :Cols] for
+// m < Rows, k = 0..kc-1 in order; acc's rows are accLd apart. Column k of
+// A^T-shaped panels (GEMM packing, weight gradients) has aStepM 1; rows of
+// A (GemmRowTiles.cpp) have aStepK 1.
 template <int Rows, int Lanes, int Cols>
 STRINGRT_INLINE_INTO_CALLER void
-addOuterProducts(int64_t kc, const float *__restrict a, int64_t lda, const float *__restrict b,
-                 int64_t ldb, float *__restrict acc, int64_t accLd) {
+addOuterProductsStrided(int64_t kc, const float *__restrict a, int64_t aStepK, int64_t aStepM,
+                        const float *__restrict b, int64_t ldb, float *__restrict acc,
+                        int64_t accLd) {
   static_assert(Cols % Lanes == 0, "a tile row is whole SIMD values");
   using Vec = typename SimdOf<Lanes>::type;
   constexpr int kParts = Cols / Lanes;
@@ -69,7 +72,7 @@ addOuterProducts(int64_t kc, const float *__restrict a, int64_t lda, const float
     // (every broadcast live at once), GCC 12 spilled three of the 12
     // accumulators of the AVX2 6 x 16 tile through the stack.
     for (int m = 0; m < Rows; ++m) {
-      const float am = a[k * lda + m];
+      const float am = a[k * aStepK + m * aStepM];
       for (int part = 0; part < kParts; ++part)
         sum[m][part] += am * bk[part];
     }
@@ -77,6 +80,14 @@ addOuterProducts(int64_t kc, const float *__restrict a, int64_t lda, const float
   for (int m = 0; m < Rows; ++m)
     for (int part = 0; part < kParts; ++part)
       std::memcpy(acc + m * accLd + part * Lanes, &sum[m][part], sizeof(Vec));
+}
+
+// acc[m, :Cols] += sum_k a[k * lda + m] b[k * ldb + :Cols]: columns of A^T.
+template <int Rows, int Lanes, int Cols>
+STRINGRT_INLINE_INTO_CALLER void
+addOuterProducts(int64_t kc, const float *__restrict a, int64_t lda, const float *__restrict b,
+                 int64_t ldb, float *__restrict acc, int64_t accLd) {
+  addOuterProductsStrided<Rows, Lanes, Cols>(kc, a, lda, 1, b, ldb, acc, accLd);
 }
 #else
 #define STRINGRT_INLINE_INTO_CALLER inline
