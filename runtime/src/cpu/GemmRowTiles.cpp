@@ -28,13 +28,14 @@ using Vec = util::SimdOf<8>::type;
 template <int Rows>
 STRINGRT_INLINE_INTO_CALLER void rowTile(int64_t K, const float *a, int64_t lda, const float *b,
                                          int64_t ldb, bool addToC, float *c, int64_t ldc) {
-  float acc[Rows * kTileCols] = {};
-  util::addOuterProductsStrided<Rows, 8, kTileCols>(K, a, 1, lda, b, ldb, acc, kTileCols);
+  util::Tile<Rows, 8, kTileCols> tile;
+  for (int m = 0; m < Rows; ++m)
+    tile.v[m][0] = tile.v[m][1] = Vec{};
+  util::addOuterProductsTo(tile, K, a, 1, lda, b, ldb);
   for (int m = 0; m < Rows; ++m)
     for (int part = 0; part < 2; ++part) {
       float *out = c + m * ldc + 8 * part;
-      Vec v;
-      std::memcpy(&v, acc + m * kTileCols + 8 * part, sizeof v);
+      Vec v = tile.v[m][part];
       if (addToC) {
         Vec prior;
         std::memcpy(&prior, out, sizeof prior);

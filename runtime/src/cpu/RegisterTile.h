@@ -48,22 +48,24 @@ template <int Lanes> struct SimdOf {
   typedef float type __attribute__((vector_size(Lanes * sizeof(float))));
 };
 
-// acc[m, :Cols] += sum_k a[k * aStepK + m * aStepM] b[k * ldb + :Cols] for
-// m < Rows, k = 0..kc-1 in order; acc's rows are accLd apart. Column k of
-// A^T-shaped panels (GEMM packing, weight gradients) has aStepM 1; rows of
-// A (GemmRowTiles.cpp) have aStepK 1.
-template <int Rows, int Lanes, int Cols>
-STRINGRT_INLINE_INTO_CALLER void
-addOuterProductsStrided(int64_t kc, const float *__restrict a, int64_t aStepK, int64_t aStepM,
-                        const float *__restrict b, int64_t ldb, float *__restrict acc,
-                        int64_t accLd) {
+// A Rows x Cols tile in registers: Cols / Lanes SIMD values per row.
+template <int Rows, int Lanes, int Cols> struct Tile {
   static_assert(Cols % Lanes == 0, "a tile row is whole SIMD values");
+  static constexpr int kParts = Cols / Lanes;
+  typename SimdOf<Lanes>::type v[Rows][kParts];
+};
+
+// tile[m, :Cols] += sum_k a[k * aStepK + m * aStepM] b[k * ldb + :Cols] for
+// m < Rows, k = 0..kc-1 in order. Columns of A^T-shaped panels (GEMM
+// packing, weight gradients) have aStepM 1; rows of A (GemmRowTiles.cpp)
+// aStepK 1. The tile stays in registers (callers inline it and pass a local).
+template <int Rows, int Lanes, int Cols>
+STRINGRT_INLINE_INTO_CALLER void addOuterProductsTo(Tile<Rows, Lanes, Cols> &tile, int64_t kc,
+                                                    const float *__restrict a, int64_t aStepK,
+                                                    int64_t aStepM, const float *__restrict b,
+                                                    int64_t ldb) {
   using Vec = typename SimdOf<Lanes>::type;
-  constexpr int kParts = Cols / Lanes;
-  Vec sum[Rows][kParts];
-  for (int m = 0; m < Rows; ++m)
-    for (int part = 0; part < kParts; ++part)
-      std::memcpy(&sum[m][part], acc + m * accLd + part * Lanes, sizeof(Vec));
+  constexpr int kParts = Tile<Rows, Lanes, Cols>::kParts;
   for (int64_t k = 0; k < kc; ++k) {
     Vec bk[kParts];
     for (int part = 0; part < kParts; ++part) // rows need not be aligned
@@ -74,20 +76,26 @@ addOuterProductsStrided(int64_t kc, const float *__restrict a, int64_t aStepK, i
     for (int m = 0; m < Rows; ++m) {
       const float am = a[k * aStepK + m * aStepM];
       for (int part = 0; part < kParts; ++part)
-        sum[m][part] += am * bk[part];
+        tile.v[m][part] += am * bk[part];
     }
   }
-  for (int m = 0; m < Rows; ++m)
-    for (int part = 0; part < kParts; ++part)
-      std::memcpy(acc + m * accLd + part * Lanes, &sum[m][part], sizeof(Vec));
 }
 
-// acc[m, :Cols] += sum_k a[k * lda + m] b[k * ldb + :Cols]: columns of A^T.
+// acc[m, :Cols] += sum_k a[k * lda + m] b[k * ldb + :Cols] for m < Rows,
+// k = 0..kc-1 in order (columns of A^T); acc's rows are accLd apart.
 template <int Rows, int Lanes, int Cols>
 STRINGRT_INLINE_INTO_CALLER void
 addOuterProducts(int64_t kc, const float *__restrict a, int64_t lda, const float *__restrict b,
                  int64_t ldb, float *__restrict acc, int64_t accLd) {
-  addOuterProductsStrided<Rows, Lanes, Cols>(kc, a, lda, 1, b, ldb, acc, accLd);
+  using Vec = typename SimdOf<Lanes>::type;
+  Tile<Rows, Lanes, Cols> tile;
+  for (int m = 0; m < Rows; ++m)
+    for (int part = 0; part < tile.kParts; ++part)
+      std::memcpy(&tile.v[m][part], acc + m * accLd + part * Lanes, sizeof(Vec));
+  addOuterProductsTo(tile, kc, a, lda, 1, b, ldb);
+  for (int m = 0; m < Rows; ++m)
+    for (int part = 0; part < tile.kParts; ++part)
+      std::memcpy(acc + m * accLd + part * Lanes, &tile.v[m][part], sizeof(Vec));
 }
 #else
 #define STRINGRT_INLINE_INTO_CALLER inline
