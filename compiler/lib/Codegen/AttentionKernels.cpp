@@ -7,11 +7,14 @@
 // constant or the batch, not batch * heads); each iteration does all the
 // heads of its batch element, one (b, h) tile [T, Dh] at a time.
 //
-// Forward, per tile (no T x T matrix: one row of scores at a time):
+// Forward, per tile (no T x T matrix: the scores of a group of kGroup = 4
+// queries at a time):
 //   kT [Dh, T]  = k^T of the head (rotated by the table for rope)
-//   for each query i:  qi = scale q_i (rotated), s_j = qi . kT[:, j]
-//                      (j < n_i: all keys, or j <= i when causal),
-//                      e_j = exp(s_j - max s), y_i = (sum_j e_j v_j) / sum_j e_j
+//   qs [T, Dh]  = scale q (rotated)
+//   for each group of queries: s_ij = qs_i . kT[:, j] (j < n: all keys, or
+//     j <= the group's last query when causal); per query e_ij = exp(s_ij -
+//     max_j s_ij) over the keys it sees (0 for the others);
+//     y_i = (sum_j e_ij v_j) / sum_j e_ij
 // Backward, per tile, following the reference's attention_grad:
 //   P [T, T] = softmax rows as above (hidden keys exactly 0)
 //   dv_j = sum_i P_ij dy_i
@@ -20,18 +23,20 @@
 //   dk_j = sum_i P_ij q_i
 //   rope: q, k rotated as they are loaded; dq, dk turned back by the
 //   table's transpose as they are stored.
-// Both kinds of inner loop are explicit vectors. Over keys j (scores, the
-// softmax, dP): blocks of kKeyBlock = 16 keys as vector<16xf32>, the Dh
-// products of a block summed in registers, four interleaved partial sums
-// over d (kT / vT padded to a multiple
-// of 16 keys, the lanes past the visible keys masked: -inf before the max,
-// exactly 0 after exp); max and sum by a fixed halving tree. Over the head
-// width d (y_i, dv_j, dq_i, dk_j, the rotations): one vector<Dh x f32>
-// value per head row (vector.load / vector.fma / vector.shuffle), summed in
-// four interleaved partial sums. Written as scalar loops for LLVM's loop
-// vectoriser, the kernels were 2-2.6x slower than the runtime's: LLVM fully
-// unrolled the short Dh loop before vectorising and kept Dh scalar
-// accumulators, and left the row max as a scalar llvm.maximum chain.
+// Every loop runs over a group of queries (scores, dP, y, dq) or of keys
+// (dv, dk) at once, then the rest of T one at a time; each member's result
+// is one running sum in a fixed order (d from 0, or j / i from the first),
+// the same whatever its group. Both kinds of inner loop are explicit
+// vectors. Over keys j (scores, the softmax, dP): blocks of kKeyBlock = 16
+// keys as vector<16xf32> (kT / vT padded to a multiple of 16 keys, the
+// lanes past the visible keys masked: -inf before the max, exactly 0 after
+// exp); max and sum by a fixed halving tree. Over the head width d (y_i,
+// dv_j, dq_i, dk_j, the rotations): one vector<Dh x f32> value per head row
+// (vector.load / vector.fma / vector.shuffle). Written as scalar loops for
+// LLVM's loop vectoriser, the kernels were 2-2.6x slower than the
+// runtime's: LLVM fully unrolled the short Dh loop before vectorising and
+// kept Dh scalar accumulators, and left the row max as a scalar
+// llvm.maximum chain.
 // The table is seen as [T, D]: head h's pairs of token t are the Dh floats
 // [c0 s0 c1 s1 ..] at column h * Dh, loaded as one vector.
 // The scratch tiles are allocas at the function entry (static sizes): one
@@ -113,6 +118,14 @@ std::optional<AttentionOp> describe(Operation *op) {
 /// a multiple of W in the scratch tiles.
 constexpr int64_t kKeyBlock = 16;
 int64_t paddedTokens(int64_t T) { return (T + kKeyBlock - 1) / kKeyBlock * kKeyBlock; }
+
+/// Queries (or keys) computed together, a group: each key block of K^T
+/// or V^T and each head row loaded feeds one FMA per member, and the
+/// members' running sums are independent chains. (One query at a time,
+/// with four partial sums over d or over keys, the kernels made 1.5 vector
+/// loads per FMA and issued about one FMA a cycle of the two a Zen 3 core
+/// can.)
+constexpr int64_t kGroup = 4;
 
 /// Geometry and helpers shared by the kernel bodies.
 class AttentionBuilder {
@@ -199,29 +212,26 @@ private:
   void storeRow(Value row, Value out, Value bi, Value t, Value col0) {
     vstore(rotate(row, t, col0, true), out, {bi, t, col0});
   }
-  /// sum over r in [lb, ub) of term(r, acc) (a vector of type t, term
-  /// adding its r-th summand to acc): four interleaved partial sums (r = 0,
-  /// 1, 2, 3 mod 4 from lb, then the tail into the first), added as
-  /// (s0 + s1) + (s2 + s3). One running sum would be a chain of dependent
-  /// FMAs, bound by their latency (4 cycles each; 2 FMAs issue per cycle).
-  Value interleavedSum(VectorType t, Value lb, Value ub,
-                       const std::function<Value(Value, Value)> &term);
-  /// sum over r in [lb, ub) of weight(r) * row(r), a head row.
-  Value weightedSum(Value lb, Value ub, const std::function<Value(Value)> &weight,
-                    const std::function<Value(Value)> &row) {
-    return interleavedSum(rowType, lb, ub, [&](Value r, Value acc) {
-      return vfma(splat(rowType, weight(r)), row(r), acc);
-    });
+  /// body(first, size) for the groups of kGroup consecutive indices of
+  /// [0, T), then for the rest one at a time. Query groups and key groups
+  /// are the same, so a key group never starts inside a query group.
+  void groups(const std::function<void(Value, int64_t)> &body) {
+    const int64_t whole = T / kGroup;
+    kb.loop(kb.index(0), kb.index(whole), [&](Value g) { body(muli(g, kGroup), kGroup); });
+    kb.loop(kb.index(whole * kGroup), kb.index(T), [&](Value i) { body(i, 1); });
   }
-  /// sum_d a(d) * tile[d, j0 .. j0 + W) over the head width: a key block.
-  /// (One running sum over d was a 16-FMA chain per block at Dh = 16: the
-  /// score and dP loops waited on it, 37% of rope_attention_grad's time on
-  /// a Zen 3 core.)
-  Value blockProduct(const std::function<Value(Value)> &a, Value tile, Value j0) {
-    return interleavedSum(blockType, kb.index(0), kb.index(Dh), [&](Value d, Value acc) {
-      return vfma(splat(blockType, a(d)), vload(blockType, tile, {d, j0}), acc);
-    });
-  }
+  /// For each member r < members: sum_d a(r, d) * tile[d, j0 .. j0 + W),
+  /// a key block, one running sum over d (d = 0 first), the block loaded
+  /// once for all members.
+  SmallVector<Value> blockProducts(int64_t members, const std::function<Value(int64_t, Value)> &a,
+                                   Value tile, Value j0);
+  /// For each member r < members: sum over j in [lb, ub) of weight(r, j) *
+  /// row(j), a head row, one running sum over j (lb first), each row
+  /// loaded once for all members (wide heads: for each chunk of members
+  /// whose sums fit in 64 floats, eight AVX2 registers).
+  SmallVector<Value> weightedSums(int64_t members, Value lb, Value ub,
+                                  const std::function<Value(int64_t, Value)> &weight,
+                                  const std::function<Value(Value)> &row);
   /// Head rows of tokens t0 .. t0 + 7 (`rows`, vector<Dh>) transposed into
   /// tile[d, t0 .. t0 + 7] for every d; Dh a multiple of 8. Each 8 x 8 block
   /// by the shuffles of the AVX 8 x 8 transpose (unpack pairs of rows, then
@@ -240,12 +250,20 @@ private:
     });
   }
 
-  /// Query i's exponentials e_j = exp(s_j - max s) into p[i0.., j] (`at(j0)`
-  /// the indices of a key block) over the blocks covering its visible keys,
-  /// 0 for hidden ones, from qi ([Dh], scale q_i) and kT ([Dh, Tp]).
-  /// Returns 1 / sum_j e_j.
-  Value exponentials(Value qi, Value kT, Value p, Value n,
+  /// One query's softmax numerators in place: p[at(j0)] holds its scores
+  /// for the key blocks covering [0, cover); keys at or past n (hidden from
+  /// it) are -inf before the max and exactly 0 after exp. Returns
+  /// 1 / sum_j e_j.
+  Value exponentials(Value p, Value n, Value cover,
                      const std::function<SmallVector<Value>(Value)> &at);
+  /// Zeroes the key blocks of row i of p ([T, Tp]) past those covering
+  /// [0, cover): the later columns' gradient loops read them.
+  void zeroBlocksPast(Value p, Value i, Value cover) {
+    Value first = divc(addc(cover, kKeyBlock - 1), kKeyBlock);
+    kb.loop(first, kb.index(Tp / kKeyBlock), [&](Value jb) {
+      vstore(vfill(blockType, 0), p, {i, muli(jb, kKeyBlock)});
+    });
+  }
 
   void buildForward();
   void buildBackward();
@@ -303,40 +321,61 @@ void AttentionBuilder::storeTransposed8(llvm::ArrayRef<Value> rows, Value tile, 
   }
 }
 
-Value AttentionBuilder::interleavedSum(VectorType t, Value lb, Value ub,
-                                       const std::function<Value(Value, Value)> &term) {
-  constexpr int64_t kWays = 4;
-  Value zero = vfill(t, 0);
-  Value mainEnd = addi(lb, muli(divc(subi(ub, lb), kWays), kWays));
-  auto main = b.create<scf::ForOp>(loc, lb, mainEnd, kb.index(kWays),
-                                   ValueRange{zero, zero, zero, zero});
+SmallVector<Value> AttentionBuilder::blockProducts(int64_t members,
+                                                   const std::function<Value(int64_t, Value)> &a,
+                                                   Value tile, Value j0) {
+  SmallVector<Value> zeros(members, vfill(blockType, 0));
+  auto loop = b.create<scf::ForOp>(loc, kb.index(0), kb.index(Dh), kb.index(1), zeros);
   {
     OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(main.getBody());
+    b.setInsertionPointToStart(loop.getBody());
+    Value d = loop.getInductionVar();
+    Value keys = vload(blockType, tile, {d, j0});
     SmallVector<Value> next;
-    for (int64_t w = 0; w < kWays; ++w)
-      next.push_back(term(addc(main.getInductionVar(), w), main.getRegionIterArgs()[w]));
+    for (int64_t r = 0; r < members; ++r)
+      next.push_back(vfma(splat(blockType, a(r, d)), keys, loop.getRegionIterArgs()[r]));
     b.create<scf::YieldOp>(loc, next);
   }
-  Value first = kb.reduce(mainEnd, ub, main.getResult(0), term);
-  return vadd(vadd(first, main.getResult(1)), vadd(main.getResult(2), main.getResult(3)));
+  return SmallVector<Value>(loop.getResults());
 }
 
-Value AttentionBuilder::exponentials(Value qi, Value kT, Value p, Value n,
+SmallVector<Value> AttentionBuilder::weightedSums(int64_t members, Value lb, Value ub,
+                                                  const std::function<Value(int64_t, Value)> &weight,
+                                                  const std::function<Value(Value)> &row) {
+  const int64_t chunk = std::clamp<int64_t>(64 / Dh, 1, members);
+  SmallVector<Value> sums;
+  for (int64_t first = 0; first < members; first += chunk) {
+    const int64_t count = std::min(chunk, members - first);
+    SmallVector<Value> zeros(count, vfill(rowType, 0));
+    auto loop = b.create<scf::ForOp>(loc, lb, ub, kb.index(1), zeros);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(loop.getBody());
+      Value j = loop.getInductionVar();
+      Value x = row(j);
+      SmallVector<Value> next;
+      for (int64_t c = 0; c < count; ++c)
+        next.push_back(vfma(splat(rowType, weight(first + c, j)), x, loop.getRegionIterArgs()[c]));
+      b.create<scf::YieldOp>(loc, next);
+    }
+    llvm::append_range(sums, loop.getResults());
+  }
+  return sums;
+}
+
+Value AttentionBuilder::exponentials(Value p, Value n, Value cover,
                                      const std::function<SmallVector<Value>(Value)> &at) {
   Value minusInf = vfill(blockType, -INFINITY);
-  // Scores, masked to -inf past the visible keys, and their running max.
-  Value maxes = reduceKeyBlocks(n, minusInf, [&](Value j0, Value acc) {
-    Value s = blockProduct([&](Value d) { return kb.load(qi, {d}); }, kT, j0);
-    s = b.create<arith::SelectOp>(loc, blockMask(j0, n), s, minusInf);
-    vstore(s, p, at(j0));
+  // The max of the visible scores (the rest masked to -inf).
+  Value maxes = reduceKeyBlocks(cover, minusInf, [&](Value j0, Value acc) {
+    Value s = b.create<arith::SelectOp>(loc, blockMask(j0, n), vload(blockType, p, at(j0)), minusInf);
     return b.create<arith::MaxNumFOp>(loc, acc, s);
   });
   Value mx = splat(blockType, horizontal(maxes, [&](Value x, Value y) {
                      return b.create<arith::MaxNumFOp>(loc, x, y);
                    }));
   Value zero = vfill(blockType, 0);
-  Value sums = reduceKeyBlocks(n, zero, [&](Value j0, Value acc) {
+  Value sums = reduceKeyBlocks(cover, zero, [&](Value j0, Value acc) {
     Value e = b.create<math::ExpOp>(loc, vsub(vload(blockType, p, at(j0)), mx));
     e = b.create<arith::SelectOp>(loc, blockMask(j0, n), e, zero); // exactly 0 when hidden
     vstore(e, p, at(j0));
@@ -351,36 +390,54 @@ void AttentionBuilder::buildForward() {
   if (a.rope)
     table = kb.arg(3);
   Value y = kb.arg(a.rope ? 4 : 3);
-  Value kr = scratch({T, Dh}), kT = scratch({Dh, Tp}), qi = scratch({Dh}), row = scratch({Tp});
+  Value kr = scratch({T, Dh}), kT = scratch({Dh, Tp}), qs = scratch({T, Dh});
+  Value p = scratch({kGroup, Tp}); // a group's scores, then exponentials
   Value zero = kb.index(0);
   Value scale = splat(rowType, kb.f32(a.scale));
   zeroPadding(kT);
   kb.loop(kb.begin(), kb.end(), [&](Value bi) {
     kb.loop(zero, kb.index(a.heads), [&](Value h) {
       Value col0 = muli(h, Dh);
-      // K^T of the head (rotated): eight tokens at a time by shuffles where
-      // Dh allows, the rest token by token.
+      // scale * q (rotated) into qs, K^T of the head (rotated): eight
+      // tokens at a time by shuffles where Dh allows, the rest token by
+      // token.
+      auto loadTokens = [&](Value t) {
+        vstore(vmul(scale, loadRow(q, bi, t, col0)), qs, {t, zero});
+        return loadRow(k, bi, t, col0);
+      };
       const int64_t byEight = transposesBy8() ? T / 8 * 8 : 0;
       kb.loop(zero, kb.index(byEight / 8), [&](Value group) {
         Value t0 = muli(group, 8);
         SmallVector<Value, 8> rows;
         for (int64_t r = 0; r < 8; ++r)
-          rows.push_back(loadRow(k, bi, addc(t0, r), col0));
+          rows.push_back(loadTokens(addc(t0, r)));
         storeTransposed8(rows, kT, t0);
       });
       kb.loop(kb.index(byEight), kb.index(T), [&](Value t) {
-        vstore(loadRow(k, bi, t, col0), kr, {t, zero});
+        vstore(loadTokens(t), kr, {t, zero});
         kb.loop(zero, kb.index(Dh), [&](Value d) { kb.store(kb.load(kr, {t, d}), kT, {d, t}); });
       });
-      kb.loop(zero, kb.index(T), [&](Value i) {
-        vstore(vmul(scale, loadRow(q, bi, i, col0)), qi, {zero});
-        Value n = visible(i);
-        Value inv = exponentials(qi, kT, row, n, [](Value j0) { return SmallVector<Value>{j0}; });
-        // y_i = (sum_j e_j v_j) / sum_j e_j.
-        Value acc = weightedSum(
-            zero, n, [&](Value j) { return kb.load(row, {j}); },
+      // A group of queries i0 ..: their scores over the key blocks the
+      // last one sees, each one's exponentials (its hidden keys 0), then
+      // y_i = (sum_j e_j v_j) / sum_j e_j.
+      groups([&](Value i0, int64_t members) {
+        Value cover = visible(addc(i0, members - 1));
+        keyBlocks(cover, [&](Value j0) {
+          SmallVector<Value> s = blockProducts(
+              members, [&](int64_t r, Value d) { return kb.load(qs, {addc(i0, r), d}); }, kT, j0);
+          for (int64_t r = 0; r < members; ++r)
+            vstore(s[r], p, {kb.index(r), j0});
+        });
+        SmallVector<Value> inv;
+        for (int64_t r = 0; r < members; ++r)
+          inv.push_back(exponentials(p, visible(addc(i0, r)), cover, [&](Value j0) {
+            return SmallVector<Value>{kb.index(r), j0};
+          }));
+        SmallVector<Value> sums = weightedSums(
+            members, zero, cover, [&](int64_t r, Value j) { return kb.load(p, {kb.index(r), j}); },
             [&](Value j) { return vload(rowType, v, {bi, j, col0}); });
-        vstore(vmul(acc, splat(rowType, inv)), y, {bi, i, col0});
+        for (int64_t r = 0; r < members; ++r)
+          vstore(vmul(sums[r], splat(rowType, inv[r])), y, {bi, addc(i0, r), col0});
       });
     });
   });
@@ -396,7 +453,7 @@ void AttentionBuilder::buildBackward() {
   unsigned next = a.rope ? 4 : 3;
   Value dy = kb.arg(next), dq = kb.arg(next + 1), dk = kb.arg(next + 2), dv = kb.arg(next + 3);
   Value kr = scratch({T, Dh}), kT = scratch({Dh, Tp}), vT = scratch({Dh, Tp});
-  Value p = scratch({T, Tp}), row = scratch({Tp}), qi = scratch({Dh});
+  Value p = scratch({T, Tp}), dp = scratch({kGroup, Tp}), qs = scratch({T, Dh});
   // Rotated q rows for rope; plain attention reads q itself.
   Value qr = a.rope ? scratch({T, Dh}) : Value();
   Value zero = kb.index(0), tokens = kb.index(T);
@@ -410,15 +467,17 @@ void AttentionBuilder::buildBackward() {
       auto qRow = [&](Value t) {
         return a.rope ? vload(rowType, qr, {t, zero}) : vload(rowType, q, {bi, t, col0});
       };
-      // The rotated rows of k (and q) into kr (qr), K^T and V^T: eight
-      // tokens at a time by shuffles where Dh allows, the rest token by
-      // token, lane by lane (the other loop order vectorises into gathers,
-      // slow on some CPUs).
+      // The rotated rows of k (and q) into kr (qr), scale * q into qs, K^T
+      // and V^T: eight tokens at a time by shuffles where Dh allows, the
+      // rest token by token, lane by lane (the other loop order vectorises
+      // into gathers, slow on some CPUs).
       auto loadTokens = [&](Value t) {
         Value kRow = loadRow(k, bi, t, col0), vRow = vload(rowType, v, {bi, t, col0});
+        Value qRotated = loadRow(q, bi, t, col0);
         vstore(kRow, kr, {t, zero});
+        vstore(vmul(scaleRow, qRotated), qs, {t, zero});
         if (a.rope)
-          vstore(loadRow(q, bi, t, col0), qr, {t, zero});
+          vstore(qRotated, qr, {t, zero});
         return std::make_pair(kRow, vRow);
       };
       const int64_t byEight = transposesBy8() ? T / 8 * 8 : 0;
@@ -440,47 +499,74 @@ void AttentionBuilder::buildBackward() {
           kb.store(b.create<vector::ExtractOp>(loc, vRow, d), vT, {kb.index(d), t});
         }
       });
-      // P, row by row: the blocks covering the visible keys (hidden keys
-      // exactly 0; blocks past them are never read).
-      kb.loop(zero, tokens, [&](Value i) {
-        auto at = [&](Value j0) { return SmallVector<Value>{i, j0}; };
-        vstore(vmul(scaleRow, qRow(i)), qi, {zero});
-        Value n = visible(i);
-        Value inv = splat(blockType, exponentials(qi, kT, p, n, at));
-        keyBlocks(n, [&](Value j0) { vstore(vmul(vload(blockType, p, at(j0)), inv), p, at(j0)); });
+      // P, a group of queries at a time: scores over the blocks the last
+      // one sees, then each row's softmax (hidden keys exactly 0, and the
+      // blocks past the group's 0 too: the column loops below read them).
+      groups([&](Value i0, int64_t members) {
+        Value cover = visible(addc(i0, members - 1));
+        keyBlocks(cover, [&](Value j0) {
+          SmallVector<Value> s = blockProducts(
+              members, [&](int64_t r, Value d) { return kb.load(qs, {addc(i0, r), d}); }, kT, j0);
+          for (int64_t r = 0; r < members; ++r)
+            vstore(s[r], p, {addc(i0, r), j0});
+        });
+        for (int64_t r = 0; r < members; ++r) {
+          Value i = addc(i0, r);
+          auto at = [&](Value j0) { return SmallVector<Value>{i, j0}; };
+          Value inv = splat(blockType, exponentials(p, visible(i), cover, at));
+          keyBlocks(cover, [&](Value j0) { vstore(vmul(vload(blockType, p, at(j0)), inv), p, at(j0)); });
+          if (a.mask == pe::MaskKind::Causal)
+            zeroBlocksPast(p, i, cover);
+        }
       });
-      // dv_j = sum_i P_ij dy_i (causal: the queries i >= j that see key j).
-      kb.loop(zero, tokens, [&](Value j) {
-        Value acc = weightedSum(
-            firstQuery(j), tokens, [&](Value i) { return kb.load(p, {i, j}); },
+      // dv_j = sum_i P_ij dy_i, a group of keys at a time (causal: from
+      // the group's first key, the first query that sees it; P is 0 where
+      // hidden).
+      groups([&](Value j0, int64_t members) {
+        SmallVector<Value> sums = weightedSums(
+            members, firstQuery(j0), tokens,
+            [&](int64_t r, Value i) { return kb.load(p, {i, addc(j0, r)}); },
             [&](Value i) { return vload(rowType, dy, {bi, i, col0}); });
-        vstore(acc, dv, {bi, j, col0});
+        for (int64_t r = 0; r < members; ++r)
+          vstore(sums[r], dv, {bi, addc(j0, r), col0});
       });
-      // Row i: dP_i = dy_i V^T and sum_j P_ij dP_ij, then scale dS_i in
-      // place of P_i, then dq_i.
-      kb.loop(zero, tokens, [&](Value i) {
-        Value n = visible(i);
-        Value dots = reduceKeyBlocks(n, vfill(blockType, 0), [&](Value j0, Value acc) {
-          Value dp = blockProduct([&](Value d) { return kb.load(dy, {bi, i, addi(col0, d)}); }, vT, j0);
-          vstore(dp, row, {j0});
-          return vfma(vload(blockType, p, {i, j0}), dp, acc);
+      // A group of queries: dP = dy V^T over the blocks the last one sees;
+      // for each row sum_j P_ij dP_ij, then scale dS in place of P; then
+      // dq_i = sum_j (scale dS_ij) k_j.
+      groups([&](Value i0, int64_t members) {
+        Value cover = visible(addc(i0, members - 1));
+        keyBlocks(cover, [&](Value j0) {
+          SmallVector<Value> s = blockProducts(
+              members, [&](int64_t r, Value d) { return kb.load(dy, {bi, addc(i0, r), addi(col0, d)}); },
+              vT, j0);
+          for (int64_t r = 0; r < members; ++r)
+            vstore(s[r], dp, {kb.index(r), j0});
         });
-        Value dot = splat(blockType, horizontal(dots, [&](Value x, Value y) { return vadd(x, y); }));
         Value scale = splat(blockType, scaleF);
-        keyBlocks(n, [&](Value j0) {
-          Value ds = vmul(vload(blockType, p, {i, j0}), vsub(vload(blockType, row, {j0}), dot));
-          vstore(vmul(scale, ds), p, {i, j0});
-        });
-        Value acc = weightedSum(
-            zero, n, [&](Value j) { return kb.load(p, {i, j}); },
+        for (int64_t r = 0; r < members; ++r) {
+          Value i = addc(i0, r), member = kb.index(r);
+          Value dots = reduceKeyBlocks(cover, vfill(blockType, 0), [&](Value j0, Value acc) {
+            return vfma(vload(blockType, p, {i, j0}), vload(blockType, dp, {member, j0}), acc);
+          });
+          Value dot = splat(blockType, horizontal(dots, [&](Value x, Value y) { return vadd(x, y); }));
+          keyBlocks(cover, [&](Value j0) {
+            Value ds = vmul(vload(blockType, p, {i, j0}), vsub(vload(blockType, dp, {member, j0}), dot));
+            vstore(vmul(scale, ds), p, {i, j0});
+          });
+        }
+        SmallVector<Value> sums = weightedSums(
+            members, zero, cover, [&](int64_t r, Value j) { return kb.load(p, {addc(i0, r), j}); },
             [&](Value j) { return vload(rowType, kr, {j, zero}); });
-        storeRow(acc, dq, bi, i, col0);
+        for (int64_t r = 0; r < members; ++r)
+          storeRow(sums[r], dq, bi, addc(i0, r), col0);
       });
-      // dk_j = sum_i (scale dS_ij) q_i.
-      kb.loop(zero, tokens, [&](Value j) {
-        Value acc = weightedSum(
-            firstQuery(j), tokens, [&](Value i) { return kb.load(p, {i, j}); }, qRow);
-        storeRow(acc, dk, bi, j, col0);
+      // dk_j = sum_i (scale dS_ij) q_i, a group of keys at a time.
+      groups([&](Value j0, int64_t members) {
+        SmallVector<Value> sums = weightedSums(
+            members, firstQuery(j0), tokens,
+            [&](int64_t r, Value i) { return kb.load(p, {i, addc(j0, r)}); }, qRow);
+        for (int64_t r = 0; r < members; ++r)
+          storeRow(sums[r], dk, bi, addc(j0, r), col0);
       });
     });
   });
@@ -560,10 +646,10 @@ int64_t scratchFloats(const AttentionOp &a, int64_t T, int64_t Dh) {
   const int64_t Tp = paddedTokens(T);
   if (a.mask == pe::MaskKind::Skip)
     return 0;
-  if (!a.grad) // kr, kT, qi, row
-    return T * Dh + Dh * Tp + Dh + Tp;
-  // kr, kT, vT, p, row, qi (, qr)
-  return T * Dh + 2 * Dh * Tp + T * Tp + Tp + Dh + (a.rope ? T * Dh : 0);
+  if (!a.grad) // kr, kT, qs, p
+    return T * Dh + Dh * Tp + T * Dh + kGroup * Tp;
+  // kr, kT, vT, p, dp, qs (, qr)
+  return T * Dh + 2 * Dh * Tp + T * Tp + kGroup * Tp + T * Dh + (a.rope ? T * Dh : 0);
 }
 
 } // namespace
