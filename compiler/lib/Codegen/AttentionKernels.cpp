@@ -376,7 +376,7 @@ Value AttentionBuilder::exponentials(Value p, Value n, Value cover,
                    }));
   Value zero = vfill(blockType, 0);
   Value sums = reduceKeyBlocks(cover, zero, [&](Value j0, Value acc) {
-    Value e = b.create<math::ExpOp>(loc, vsub(vload(blockType, p, at(j0)), mx));
+    Value e = kb.expOfNonPositive(vsub(vload(blockType, p, at(j0)), mx));
     e = b.create<arith::SelectOp>(loc, blockMask(j0, n), e, zero); // exactly 0 when hidden
     vstore(e, p, at(j0));
     return vadd(acc, e);

@@ -13,9 +13,9 @@
 //
 // The arithmetic is the runtime's: add/sub/mul in float (exact, the
 // reference's bit for bit), scale in double rounded once (also bit for bit),
-// gelu and its gradient in float with math.erf / math.tanh / math.exp,
-// which the lowering replaces by MLIR's polynomial approximations (a few
-// float ulps; docs/codegen.md).
+// gelu and its gradient in float: erf and exp(-x^2/2) by KernelMath.cpp's
+// approximations, tanh (the approximate form) by MLIR's polynomial one
+// (a few float ulps; docs/codegen.md).
 //
 //===----------------------------------------------------------------------===//
 #include "KernelBuilder.h"
@@ -102,12 +102,13 @@ Value elementValue(Operation *op, KernelBuilder &kb, ValueRange in) {
     return kb.mul(in[1], kb.add(left, right));
   }
   // cdf = (1 + erf(x / sqrt 2)) / 2
-  Value erf = b.create<math::ErfOp>(loc, kb.mul(x, kb.f32(kInvSqrt2)));
+  Value erf = kb.erf(kb.mul(x, kb.f32(kInvSqrt2)));
   Value cdf = kb.mul(half, kb.add(one, erf));
   if (isa<pe::GeluOp>(op))
     return kb.mul(x, cdf);
-  // cdf + x exp(-x^2/2) / sqrt(2 pi)
-  Value e = b.create<math::ExpOp>(loc, kb.mul(kb.f32(-0.5), kb.mul(x, x)));
+  // cdf + x exp(-x^2/2) / sqrt(2 pi) (for |x| > 13.2, exp(-87) ~ 1.6e-38
+  // in place of a smaller number)
+  Value e = kb.expOfNonPositive(kb.mul(kb.f32(-0.5), kb.mul(x, x)));
   Value pdf = kb.mul(e, kb.f32(kInvSqrt2Pi));
   return kb.mul(in[1], kb.add(cdf, kb.mul(x, pdf)));
 }

@@ -103,6 +103,17 @@ public:
   /// layer-norm rows of the ViTs) instead of vectorised.
   mlir::Value sum(int64_t n, const std::function<mlir::Value(mlir::Value, int64_t)> &term);
 
+  // KernelMath.cpp, on an f32 or a vector of f32:
+  /// exp(x) for x <= 0 (a softmax score minus its row's max, gelu's
+  /// -x^2/2); arguments are clamped to [-87, 0] (exp(-87) is still a normal
+  /// float; positive ones give 1). Cephes' expf polynomial, as MLIR's
+  /// math.exp, whose lowering also handles any x (two more clamps, a floor,
+  /// a conversion): here n = round(x log2 e) and 2^n both come from one FMA
+  /// onto 1.5 * 2^23 + 127.
+  mlir::Value expOfNonPositive(mlir::Value x);
+  /// erf(x), within 3.4e-7 (a rational function on [-4, 4]).
+  mlir::Value erf(mlir::Value x);
+
   void finish(); // func.return
 
 private:
