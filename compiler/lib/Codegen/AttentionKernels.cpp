@@ -55,6 +55,7 @@
 #include "stringc/Dialect/PE/PEOps.h"
 
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "llvm/ADT/StringExtras.h"
 
@@ -175,12 +176,15 @@ private:
     }
     return b.create<vector::ExtractOp>(loc, v, 0);
   }
+  /// A key block of `width` keys (kKeyBlock, or half of it for a last
+  /// block, see lastBlockWidth).
+  VectorType block(int64_t width) { return VectorType::get({width}, b.getF32Type()); }
   /// Lanes of the key block at j0 that are visible keys (j0 + l < n).
-  Value blockMask(Value j0, Value n) {
+  Value blockMask(Value j0, Value n, int64_t width = kKeyBlock) {
     std::vector<int32_t> lanes;
-    for (int32_t l = 0; l < kKeyBlock; ++l)
+    for (int32_t l = 0; l < width; ++l)
       lanes.push_back(l);
-    auto laneType = VectorType::get({kKeyBlock}, b.getI32Type());
+    auto laneType = VectorType::get({width}, b.getI32Type());
     Value laneIds = b.create<arith::ConstantOp>(loc, DenseElementsAttr::get(laneType, llvm::ArrayRef(lanes)));
     Value left = b.create<arith::IndexCastOp>(loc, b.getI32Type(), subi(n, j0));
     return b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::slt, laneIds,
@@ -193,14 +197,47 @@ private:
   Value visible(Value i) { return a.mask == pe::MaskKind::Causal ? addc(i, 1) : kb.index(T); }
   /// First query that sees key j: 0, or j when causal.
   Value firstQuery(Value j) { return a.mask == pe::MaskKind::Causal ? j : kb.index(0); }
-  /// for each key block covering [0, n): body(j0).
-  void keyBlocks(Value n, const std::function<void(Value)> &body) {
-    kb.loop(kb.index(0), divc(addc(n, kKeyBlock - 1), kKeyBlock),
-            [&](Value jb) { body(muli(jb, kKeyBlock)); });
+  /// Keys of the last block of a loop over [0, n): half a block when n is
+  /// static and at most half of its last block is visible (T = 50: keys 48
+  /// and 49 of 48 .. 63), so that the other half, all padding, is never
+  /// computed; a whole block otherwise (and for the causal mask's dynamic n).
+  int64_t lastBlockWidth(Value n) {
+    std::optional<int64_t> keys = getConstantIntValue(n);
+    const int64_t last = keys ? *keys % kKeyBlock : 0;
+    return last != 0 && last <= kKeyBlock / 2 ? kKeyBlock / 2 : kKeyBlock;
   }
-  Value reduceKeyBlocks(Value n, Value init, const std::function<Value(Value, Value)> &body) {
-    return kb.reduce(kb.index(0), divc(addc(n, kKeyBlock - 1), kKeyBlock), init,
-                     [&](Value jb, Value acc) { return body(muli(jb, kKeyBlock), acc); });
+  /// for each key block covering [0, n): body(j0, width), width the block's
+  /// keys (lastBlockWidth for the last one).
+  void keyBlocks(Value n, const std::function<void(Value, int64_t)> &body) {
+    if (lastBlockWidth(n) == kKeyBlock)
+      return kb.loop(kb.index(0), divc(addc(n, kKeyBlock - 1), kKeyBlock),
+                     [&](Value jb) { body(muli(jb, kKeyBlock), kKeyBlock); });
+    const int64_t whole = *getConstantIntValue(n) / kKeyBlock;
+    kb.loop(kb.index(0), kb.index(whole), [&](Value jb) { body(muli(jb, kKeyBlock), kKeyBlock); });
+    body(kb.index(whole * kKeyBlock), kKeyBlock / 2);
+  }
+  /// acc = init (a whole block); for each key block covering [0, n): acc =
+  /// body(j0, width, acc), a half block combining into the low half of acc
+  /// only. The high half is left as it was, as a whole block of padding
+  /// (max with -inf, sums of exact zeros) would have left it: the same bits.
+  Value reduceKeyBlocks(Value n, Value init,
+                        const std::function<Value(Value, int64_t, Value)> &body) {
+    auto whole = [&](Value blocks) {
+      return kb.reduce(kb.index(0), blocks, init, [&](Value jb, Value acc) {
+        return body(muli(jb, kKeyBlock), kKeyBlock, acc);
+      });
+    };
+    if (lastBlockWidth(n) == kKeyBlock)
+      return whole(divc(addc(n, kKeyBlock - 1), kKeyBlock));
+    const int64_t blocks = *getConstantIntValue(n) / kKeyBlock, half = kKeyBlock / 2;
+    Value acc = whole(kb.index(blocks));
+    Value lo = shuffle(acc, half, [](int64_t l) { return l; });
+    Value hi = shuffle(acc, half, [&](int64_t l) { return l + half; });
+    lo = body(kb.index(blocks * kKeyBlock), half, lo);
+    SmallVector<int64_t> both;
+    for (int64_t l = 0; l < kKeyBlock; ++l)
+      both.push_back(l);
+    return b.create<vector::ShuffleOp>(loc, lo, hi, both);
   }
 
   /// Row t of head h of x ([d0, T, D]): rotated by table row t for rope
@@ -224,7 +261,7 @@ private:
   /// a key block, one running sum over d (d = 0 first), the block loaded
   /// once for all members.
   SmallVector<Value> blockProducts(int64_t members, const std::function<Value(int64_t, Value)> &a,
-                                   Value tile, Value j0);
+                                   Value tile, Value j0, int64_t width);
   /// For each member r < members: sum over j in [lb, ub) of weight(r, j) *
   /// row(j), a head row, one running sum over j (lb first), each row
   /// loaded once for all members (wide heads: for each chunk of members
@@ -323,17 +360,18 @@ void AttentionBuilder::storeTransposed8(llvm::ArrayRef<Value> rows, Value tile, 
 
 SmallVector<Value> AttentionBuilder::blockProducts(int64_t members,
                                                    const std::function<Value(int64_t, Value)> &a,
-                                                   Value tile, Value j0) {
-  SmallVector<Value> zeros(members, vfill(blockType, 0));
+                                                   Value tile, Value j0, int64_t width) {
+  VectorType keysType = block(width);
+  SmallVector<Value> zeros(members, vfill(keysType, 0));
   auto loop = b.create<scf::ForOp>(loc, kb.index(0), kb.index(Dh), kb.index(1), zeros);
   {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(loop.getBody());
     Value d = loop.getInductionVar();
-    Value keys = vload(blockType, tile, {d, j0});
+    Value keys = vload(keysType, tile, {d, j0});
     SmallVector<Value> next;
     for (int64_t r = 0; r < members; ++r)
-      next.push_back(vfma(splat(blockType, a(r, d)), keys, loop.getRegionIterArgs()[r]));
+      next.push_back(vfma(splat(keysType, a(r, d)), keys, loop.getRegionIterArgs()[r]));
     b.create<scf::YieldOp>(loc, next);
   }
   return SmallVector<Value>(loop.getResults());
@@ -365,19 +403,16 @@ SmallVector<Value> AttentionBuilder::weightedSums(int64_t members, Value lb, Val
 
 Value AttentionBuilder::exponentials(Value p, Value n, Value cover,
                                      const std::function<SmallVector<Value>(Value)> &at) {
-  Value minusInf = vfill(blockType, -INFINITY);
   // The max of the visible scores (the rest masked to -inf).
-  Value maxes = reduceKeyBlocks(cover, minusInf, [&](Value j0, Value acc) {
-    Value s = b.create<arith::SelectOp>(loc, blockMask(j0, n), vload(blockType, p, at(j0)), minusInf);
+  Value maxes = reduceKeyBlocks(cover, vfill(blockType, -INFINITY), [&](Value j0, int64_t w, Value acc) {
+    Value s = b.create<arith::SelectOp>(loc, blockMask(j0, n, w), vload(block(w), p, at(j0)),
+                                        vfill(block(w), -INFINITY));
     return b.create<arith::MaxNumFOp>(loc, acc, s);
   });
-  Value mx = splat(blockType, horizontal(maxes, [&](Value x, Value y) {
-                     return b.create<arith::MaxNumFOp>(loc, x, y);
-                   }));
-  Value zero = vfill(blockType, 0);
-  Value sums = reduceKeyBlocks(cover, zero, [&](Value j0, Value acc) {
-    Value e = kb.expOfNonPositive(vsub(vload(blockType, p, at(j0)), mx));
-    e = b.create<arith::SelectOp>(loc, blockMask(j0, n), e, zero); // exactly 0 when hidden
+  Value mx = horizontal(maxes, [&](Value x, Value y) { return b.create<arith::MaxNumFOp>(loc, x, y); });
+  Value sums = reduceKeyBlocks(cover, vfill(blockType, 0), [&](Value j0, int64_t w, Value acc) {
+    Value e = kb.expOfNonPositive(vsub(vload(block(w), p, at(j0)), splat(block(w), mx)));
+    e = b.create<arith::SelectOp>(loc, blockMask(j0, n, w), e, vfill(block(w), 0)); // exactly 0 when hidden
     vstore(e, p, at(j0));
     return vadd(acc, e);
   });
@@ -422,9 +457,9 @@ void AttentionBuilder::buildForward() {
       // y_i = (sum_j e_j v_j) / sum_j e_j.
       groups([&](Value i0, int64_t members) {
         Value cover = visible(addc(i0, members - 1));
-        keyBlocks(cover, [&](Value j0) {
+        keyBlocks(cover, [&](Value j0, int64_t width) {
           SmallVector<Value> s = blockProducts(
-              members, [&](int64_t r, Value d) { return kb.load(qs, {addc(i0, r), d}); }, kT, j0);
+              members, [&](int64_t r, Value d) { return kb.load(qs, {addc(i0, r), d}); }, kT, j0, width);
           for (int64_t r = 0; r < members; ++r)
             vstore(s[r], p, {kb.index(r), j0});
         });
@@ -504,17 +539,19 @@ void AttentionBuilder::buildBackward() {
       // blocks past the group's 0 too: the column loops below read them).
       groups([&](Value i0, int64_t members) {
         Value cover = visible(addc(i0, members - 1));
-        keyBlocks(cover, [&](Value j0) {
+        keyBlocks(cover, [&](Value j0, int64_t width) {
           SmallVector<Value> s = blockProducts(
-              members, [&](int64_t r, Value d) { return kb.load(qs, {addc(i0, r), d}); }, kT, j0);
+              members, [&](int64_t r, Value d) { return kb.load(qs, {addc(i0, r), d}); }, kT, j0, width);
           for (int64_t r = 0; r < members; ++r)
             vstore(s[r], p, {addc(i0, r), j0});
         });
         for (int64_t r = 0; r < members; ++r) {
           Value i = addc(i0, r);
           auto at = [&](Value j0) { return SmallVector<Value>{i, j0}; };
-          Value inv = splat(blockType, exponentials(p, visible(i), cover, at));
-          keyBlocks(cover, [&](Value j0) { vstore(vmul(vload(blockType, p, at(j0)), inv), p, at(j0)); });
+          Value inv = exponentials(p, visible(i), cover, at);
+          keyBlocks(cover, [&](Value j0, int64_t w) {
+            vstore(vmul(vload(block(w), p, at(j0)), splat(block(w), inv)), p, at(j0));
+          });
           if (a.mask == pe::MaskKind::Causal)
             zeroBlocksPast(p, i, cover);
         }
@@ -535,23 +572,22 @@ void AttentionBuilder::buildBackward() {
       // dq_i = sum_j (scale dS_ij) k_j.
       groups([&](Value i0, int64_t members) {
         Value cover = visible(addc(i0, members - 1));
-        keyBlocks(cover, [&](Value j0) {
+        keyBlocks(cover, [&](Value j0, int64_t width) {
           SmallVector<Value> s = blockProducts(
               members, [&](int64_t r, Value d) { return kb.load(dy, {bi, addc(i0, r), addi(col0, d)}); },
-              vT, j0);
+              vT, j0, width);
           for (int64_t r = 0; r < members; ++r)
             vstore(s[r], dp, {kb.index(r), j0});
         });
-        Value scale = splat(blockType, scaleF);
         for (int64_t r = 0; r < members; ++r) {
           Value i = addc(i0, r), member = kb.index(r);
-          Value dots = reduceKeyBlocks(cover, vfill(blockType, 0), [&](Value j0, Value acc) {
-            return vfma(vload(blockType, p, {i, j0}), vload(blockType, dp, {member, j0}), acc);
+          Value dots = reduceKeyBlocks(cover, vfill(blockType, 0), [&](Value j0, int64_t w, Value acc) {
+            return vfma(vload(block(w), p, {i, j0}), vload(block(w), dp, {member, j0}), acc);
           });
-          Value dot = splat(blockType, horizontal(dots, [&](Value x, Value y) { return vadd(x, y); }));
-          keyBlocks(cover, [&](Value j0) {
-            Value ds = vmul(vload(blockType, p, {i, j0}), vsub(vload(blockType, dp, {member, j0}), dot));
-            vstore(vmul(scale, ds), p, {i, j0});
+          Value dot = horizontal(dots, [&](Value x, Value y) { return vadd(x, y); });
+          keyBlocks(cover, [&](Value j0, int64_t w) {
+            Value ds = vmul(vload(block(w), p, {i, j0}), vsub(vload(block(w), dp, {member, j0}), splat(block(w), dot)));
+            vstore(vmul(splat(block(w), scaleF), ds), p, {i, j0});
           });
         }
         SmallVector<Value> sums = weightedSums(
