@@ -21,13 +21,21 @@ constexpr int64_t kBlockRows = 16 * kTileRows; // rows per task of the pool
 #define STRINGRT_ROW_TILES_AVX2 1
 using Vec = util::SimdOf<8>::type;
 
+// What a tile's sums are added to as they are stored: nothing (beta 0), C
+// itself (beta 1), or a row vector, the same for every row (a bias: the
+// bits of beta 1 over C filled with it, without that pass over C).
+struct Addend {
+  bool toC = false;
+  const float *row = nullptr; // 16 floats from the tile's first column
+};
+
 // Rows x 16 of C from rows of A (a[m * lda + k]) and columns of B
 // (b[k * ldb + :16]): per element an FMA chain over k from 0 (the register
-// tile of RegisterTile.h, from zeros), then stored (beta 0) or added to C
-// (beta 1). Inlined into rowBlock's AVX2 build.
+// tile of RegisterTile.h, from zeros), then the addend added (addend + sum)
+// and stored. Inlined into rowBlock's AVX2 build.
 template <int Rows>
 STRINGRT_INLINE_INTO_CALLER void rowTile(int64_t K, const float *a, int64_t lda, const float *b,
-                                         int64_t ldb, bool addToC, float *c, int64_t ldc) {
+                                         int64_t ldb, Addend addend, float *c, int64_t ldc) {
   util::Tile<Rows, 8, kTileCols> tile;
   for (int m = 0; m < Rows; ++m)
     tile.v[m][0] = tile.v[m][1] = Vec{};
@@ -36,9 +44,9 @@ STRINGRT_INLINE_INTO_CALLER void rowTile(int64_t K, const float *a, int64_t lda,
     for (int part = 0; part < 2; ++part) {
       float *out = c + m * ldc + 8 * part;
       Vec v = tile.v[m][part];
-      if (addToC) {
+      if (addend.toC || addend.row) {
         Vec prior;
-        std::memcpy(&prior, out, sizeof prior);
+        std::memcpy(&prior, addend.toC ? out : addend.row + 8 * part, sizeof prior);
         v = prior + v;
       }
       std::memcpy(out, &v, sizeof v);
@@ -48,21 +56,22 @@ STRINGRT_INLINE_INTO_CALLER void rowTile(int64_t K, const float *a, int64_t lda,
 // Rows [0, rows) of C.
 __attribute__((target("avx2,fma"))) void rowBlock(int64_t rows, int64_t N, int64_t K,
                                                   const float *A, int64_t lda, const float *B,
-                                                  int64_t ldb, bool addToC, float *C,
-                                                  int64_t ldc) {
+                                                  int64_t ldb, bool addToC, const float *bias,
+                                                  float *C, int64_t ldc) {
+  auto addend = [&](int64_t j0) { return Addend{addToC, bias ? bias + j0 : nullptr}; };
   int64_t m0 = 0;
   for (; m0 + kTileRows <= rows; m0 += kTileRows)
     for (int64_t j0 = 0; j0 < N; j0 += kTileCols)
-      rowTile<kTileRows>(K, A + m0 * lda, lda, B + j0, ldb, addToC, C + m0 * ldc + j0, ldc);
+      rowTile<kTileRows>(K, A + m0 * lda, lda, B + j0, ldb, addend(j0), C + m0 * ldc + j0, ldc);
   const float *a = A + m0 * lda;
   for (int64_t j0 = 0; j0 < N; j0 += kTileCols) {
     float *c = C + m0 * ldc + j0;
     switch (rows - m0) {
-    case 5: rowTile<5>(K, a, lda, B + j0, ldb, addToC, c, ldc); break;
-    case 4: rowTile<4>(K, a, lda, B + j0, ldb, addToC, c, ldc); break;
-    case 3: rowTile<3>(K, a, lda, B + j0, ldb, addToC, c, ldc); break;
-    case 2: rowTile<2>(K, a, lda, B + j0, ldb, addToC, c, ldc); break;
-    case 1: rowTile<1>(K, a, lda, B + j0, ldb, addToC, c, ldc); break;
+    case 5: rowTile<5>(K, a, lda, B + j0, ldb, addend(j0), c, ldc); break;
+    case 4: rowTile<4>(K, a, lda, B + j0, ldb, addend(j0), c, ldc); break;
+    case 3: rowTile<3>(K, a, lda, B + j0, ldb, addend(j0), c, ldc); break;
+    case 2: rowTile<2>(K, a, lda, B + j0, ldb, addend(j0), c, ldc); break;
+    case 1: rowTile<1>(K, a, lda, B + j0, ldb, addend(j0), c, ldc); break;
     default: break;
     }
   }
@@ -71,13 +80,13 @@ __attribute__((target("avx2,fma"))) void rowBlock(int64_t rows, int64_t N, int64
 // Elsewhere (never chosen by gemm(): rowTileGemmRuns() is false): the same
 // FMA chains, one element at a time.
 void rowBlock(int64_t rows, int64_t N, int64_t K, const float *A, int64_t lda, const float *B,
-              int64_t ldb, bool addToC, float *C, int64_t ldc) {
+              int64_t ldb, bool addToC, const float *bias, float *C, int64_t ldc) {
   for (int64_t m = 0; m < rows; ++m)
     for (int64_t n = 0; n < N; ++n) {
       float acc = 0.0f;
       for (int64_t k = 0; k < K; ++k)
         acc = std::fma(A[m * lda + k], B[k * ldb + n], acc);
-      C[m * ldc + n] = addToC ? C[m * ldc + n] + acc : acc;
+      C[m * ldc + n] = addToC ? C[m * ldc + n] + acc : bias ? bias[n] + acc : acc;
     }
 }
 #endif
@@ -98,8 +107,9 @@ bool rowTileGemmSuits(Trans transA, int64_t N, int64_t K, float alpha, float bet
          util::widestSimdLevel() == util::SimdLevel::Avx2;
 }
 
-void rowTileGemm(Trans transB, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
-                 const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+namespace {
+void rowTiles(Trans transB, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
+              const float *B, int64_t ldb, bool addToC, const float *bias, float *C, int64_t ldc) {
   if (M <= 0 || N <= 0)
     return;
   // op(B) as K x N rows: B itself, or B^T packed once (a weight: small).
@@ -111,15 +121,25 @@ void rowTileGemm(Trans transB, int64_t M, int64_t N, int64_t K, const float *A, 
         packed[k * N + n] = B[n * ldb + k];
     B = packed.data(), ldb = N;
   }
-  const bool addToC = beta == 1.0f;
   const int64_t blocks = (M + kBlockRows - 1) / kBlockRows;
   parallelFor(0, blocks, 1, [&](int64_t b0, int64_t b1) {
     for (int64_t blk = b0; blk < b1; ++blk) {
       const int64_t row0 = blk * kBlockRows;
-      rowBlock(std::min(kBlockRows, M - row0), N, K, A + row0 * lda, lda, B, ldb, addToC,
+      rowBlock(std::min(kBlockRows, M - row0), N, K, A + row0 * lda, lda, B, ldb, addToC, bias,
                C + row0 * ldc, ldc);
     }
   });
+}
+} // namespace
+
+void rowTileGemm(Trans transB, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
+                 const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
+  rowTiles(transB, M, N, K, A, lda, B, ldb, beta == 1.0f, nullptr, C, ldc);
+}
+
+void rowTileGemmBias(Trans transB, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
+                     const float *B, int64_t ldb, const float *bias, float *C, int64_t ldc) {
+  rowTiles(transB, M, N, K, A, lda, B, ldb, false, bias, C, ldc);
 }
 
 } // namespace stringrt::cpu

@@ -39,4 +39,11 @@ bool rowTileGemmRuns();
 void rowTileGemm(Trans transB, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
                  const float *B, int64_t ldb, float beta, float *C, int64_t ldc);
 
+// C = bias + A op(B), the row vector bias [N] added to every row as the
+// tiles are stored: the bits of beta 1 over C filled with the bias, without
+// that pass over C (a linear layer's forward). Same requirements as
+// rowTileGemm with beta 1.
+void rowTileGemmBias(Trans transB, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
+                     const float *B, int64_t ldb, const float *bias, float *C, int64_t ldc);
+
 } // namespace stringrt::cpu

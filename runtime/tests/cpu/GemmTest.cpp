@@ -252,4 +252,33 @@ TEST(CpuGemm, RowTileKernelIsOneFmaChainPerElement) {
       }
 }
 
+// rowTileGemmBias: the bias added to every row as the tiles are stored, the
+// bits of filling C's rows with the bias and running the kernel with beta 1
+// (a linear layer's forward before it), C never read (NaNs).
+TEST(CpuGemm, RowTileBiasIsTheFillAndBetaOne) {
+  if (!rowTileGemmRuns())
+    GTEST_SKIP() << "this CPU has no AVX2 and FMA";
+  const Case cases[] = {{1, 16, 1}, {5, 48, 64}, {7, 64, 130}, {200, 32, 64}, {97, 128, 17}};
+  for (const Case &c : cases) {
+    const int64_t lda = c.K + 3, ldc = c.N + 5;
+    const std::vector<float> A = randomTensor({c.M * lda}, 17).values;
+    const std::vector<float> B = randomTensor({c.K * c.N}, 18).values;
+    const std::vector<float> bias = randomTensor({c.N}, 19).values;
+    std::vector<float> filled(static_cast<size_t>(c.M * ldc), 0.0f);
+    for (int64_t i = 0; i < c.M; ++i)
+      std::copy(bias.begin(), bias.end(), filled.begin() + i * ldc);
+    rowTileGemm(Trans::No, c.M, c.N, c.K, A.data(), lda, B.data(), c.N, 1.0f, filled.data(), ldc);
+    std::vector<float> fused(static_cast<size_t>(c.M * ldc), 0.0f);
+    for (int64_t i = 0; i < c.M; ++i)
+      std::fill(fused.begin() + i * ldc, fused.begin() + i * ldc + c.N, std::nanf(""));
+    rowTileGemmBias(Trans::No, c.M, c.N, c.K, A.data(), lda, B.data(), c.N, bias.data(),
+                    fused.data(), ldc);
+    const std::string name = "M" + std::to_string(c.M) + " N" + std::to_string(c.N) + " K" +
+                             std::to_string(c.K);
+    EXPECT_TRUE(sameBits(name, TF({c.M, ldc}, fused), TF({c.M, ldc}, filled)));
+    // Not just the bias: the products are there.
+    EXPECT_NE(fused[0], bias[0]) << name;
+  }
+}
+
 } // namespace
