@@ -262,6 +262,16 @@ private:
   /// once for all members.
   SmallVector<Value> blockProducts(int64_t members, const std::function<Value(int64_t, Value)> &a,
                                    Value tile, Value j0, int64_t width);
+  /// blockProducts of the group's members for every key block covering
+  /// [0, cover), stored to out[row(r), block].
+  void storeBlockProducts(int64_t members, const std::function<Value(int64_t, Value)> &a, Value tile,
+                          Value cover, Value out, const std::function<Value(int64_t)> &row) {
+    keyBlocks(cover, [&](Value j0, int64_t width) {
+      SmallVector<Value> s = blockProducts(members, a, tile, j0, width);
+      for (int64_t r = 0; r < members; ++r)
+        vstore(s[r], out, {row(r), j0});
+    });
+  }
   /// For each member r < members: sum over j in [lb, ub) of weight(r, j) *
   /// row(j), a head row, one running sum over j (lb first), each row
   /// loaded once for all members (wide heads: for each chunk of members
@@ -457,12 +467,9 @@ void AttentionBuilder::buildForward() {
       // y_i = (sum_j e_j v_j) / sum_j e_j.
       groups([&](Value i0, int64_t members) {
         Value cover = visible(addc(i0, members - 1));
-        keyBlocks(cover, [&](Value j0, int64_t width) {
-          SmallVector<Value> s = blockProducts(
-              members, [&](int64_t r, Value d) { return kb.load(qs, {addc(i0, r), d}); }, kT, j0, width);
-          for (int64_t r = 0; r < members; ++r)
-            vstore(s[r], p, {kb.index(r), j0});
-        });
+        storeBlockProducts(
+            members, [&](int64_t r, Value d) { return kb.load(qs, {addc(i0, r), d}); }, kT, cover, p,
+            [&](int64_t r) { return kb.index(r); });
         SmallVector<Value> inv;
         for (int64_t r = 0; r < members; ++r)
           inv.push_back(exponentials(p, visible(addc(i0, r)), cover, [&](Value j0) {
@@ -539,12 +546,9 @@ void AttentionBuilder::buildBackward() {
       // blocks past the group's 0 too: the column loops below read them).
       groups([&](Value i0, int64_t members) {
         Value cover = visible(addc(i0, members - 1));
-        keyBlocks(cover, [&](Value j0, int64_t width) {
-          SmallVector<Value> s = blockProducts(
-              members, [&](int64_t r, Value d) { return kb.load(qs, {addc(i0, r), d}); }, kT, j0, width);
-          for (int64_t r = 0; r < members; ++r)
-            vstore(s[r], p, {addc(i0, r), j0});
-        });
+        storeBlockProducts(
+            members, [&](int64_t r, Value d) { return kb.load(qs, {addc(i0, r), d}); }, kT, cover, p,
+            [&](int64_t r) { return addc(i0, r); });
         for (int64_t r = 0; r < members; ++r) {
           Value i = addc(i0, r);
           auto at = [&](Value j0) { return SmallVector<Value>{i, j0}; };
@@ -572,13 +576,9 @@ void AttentionBuilder::buildBackward() {
       // dq_i = sum_j (scale dS_ij) k_j.
       groups([&](Value i0, int64_t members) {
         Value cover = visible(addc(i0, members - 1));
-        keyBlocks(cover, [&](Value j0, int64_t width) {
-          SmallVector<Value> s = blockProducts(
-              members, [&](int64_t r, Value d) { return kb.load(dy, {bi, addc(i0, r), addi(col0, d)}); },
-              vT, j0, width);
-          for (int64_t r = 0; r < members; ++r)
-            vstore(s[r], dp, {kb.index(r), j0});
-        });
+        storeBlockProducts(
+            members, [&](int64_t r, Value d) { return kb.load(dy, {bi, addc(i0, r), addi(col0, d)}); },
+            vT, cover, dp, [&](int64_t r) { return kb.index(r); });
         for (int64_t r = 0; r < members; ++r) {
           Value i = addc(i0, r), member = kb.index(r);
           Value dots = reduceKeyBlocks(cover, vfill(blockType, 0), [&](Value j0, int64_t w, Value acc) {
