@@ -14,7 +14,7 @@
 //   *_dparams columns in parallel (range D): dgamma = sum_rows dy xhat and
 //             dbeta = sum_rows dy, each column summed in row order in
 //             double (so the result does not depend on the thread count),
-//             two rows per pass over the columns; each column chunk
+//             four rows per pass over the columns; each column chunk
 //             recomputes the row statistics, so the grain keeps the chunks
 //             few.
 //
@@ -107,6 +107,9 @@ void buildLayerNormGradDx(const KernelSpec &spec, KernelBuilder &kb, double epsi
   kb.finish();
 }
 
+/// Rows per pass of layer_norm_grad_dparams (the remainder two at a time).
+constexpr int64_t kRowsPerPass = 4;
+
 void buildLayerNormGradParams(const KernelSpec &spec, KernelBuilder &kb, double epsilon) {
   Value x = kb.arg(0), dy = kb.arg(2), dgamma = kb.arg(4), dbeta = kb.arg(5);
   const Shape &view = spec.views[0];
@@ -121,9 +124,12 @@ void buildLayerNormGradParams(const KernelSpec &spec, KernelBuilder &kb, double 
     kb.store(kb.f64(0), accB, {d});
   });
   // Rows q, q + 1, .. of batch element i (`rows` of them) into the
-  // accumulators, each column's terms added in row order: two rows per pass
-  // over the columns load and store each accumulator once for both (a
-  // third of the kernel's time went to those loads and stores).
+  // accumulators, each column's terms added in row order: several rows per
+  // pass over the columns load and store each accumulator once for all of
+  // them (a third of the kernel's time went to those loads and stores at
+  // one row a pass), and their row statistics are independent chains of
+  // sums, square root and division that overlap (four rows: 12% faster
+  // than two on a Zen 3 EPYC; eight: no faster than four).
   auto addRows = [&](Value i, Value q, int64_t rows) {
     SmallVector<RowStats, 2> stats;
     for (int64_t r = 0; r < rows; ++r)
@@ -143,11 +149,11 @@ void buildLayerNormGradParams(const KernelSpec &spec, KernelBuilder &kb, double 
   };
   const int64_t M = view[1];
   kb.loop(kb.index(0), kb.dim(x, 0), [&](Value i) {
-    kb.loop(kb.index(0), kb.index(M / 2), [&](Value pair) {
-      addRows(i, b.create<arith::MulIOp>(kb.loc(), pair, kb.index(2)), 2);
+    kb.loop(kb.index(0), kb.index(M / kRowsPerPass), [&](Value pass) {
+      addRows(i, b.create<arith::MulIOp>(kb.loc(), pass, kb.index(kRowsPerPass)), kRowsPerPass);
     });
-    if (M % 2 == 1)
-      addRows(i, kb.index(M - 1), 1);
+    for (int64_t q = M / kRowsPerPass * kRowsPerPass; q < M; q += 2)
+      addRows(i, kb.index(q), std::min<int64_t>(2, M - q));
   });
   kb.loop(kb.begin(), kb.end(), [&](Value d) {
     kb.store(kb.toF32(kb.load(accG, {d})), dgamma, {d});
