@@ -131,7 +131,7 @@ void buildLayerNormGradParams(const KernelSpec &spec, KernelBuilder &kb, double 
   // sums, square root and division that overlap (four rows: 12% faster
   // than two on a Zen 3 EPYC; eight: no faster than four).
   auto addRows = [&](Value i, Value q, int64_t rows) {
-    SmallVector<RowStats, 2> stats;
+    SmallVector<RowStats, kRowsPerPass> stats;
     for (int64_t r = 0; r < rows; ++r)
       stats.push_back(rowStats(kb, x, i, b.create<arith::AddIOp>(kb.loc(), q, kb.index(r)), D, epsilon));
     kb.loop(kb.begin(), kb.end(), [&](Value d) {

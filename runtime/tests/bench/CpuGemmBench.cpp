@@ -34,7 +34,8 @@ namespace {
 int usage(const char *why) {
   std::fprintf(stderr,
                "%s\nusage: stringrt_cpu_gemm_bench forward|grad_input|grad_weight ROWS IN OUT "
-               "THREADS ROUNDS (each a positive integer; ROWS x max(IN, OUT) at most 2^28)\n",
+               "THREADS ROUNDS (positive integers; ROWS x max(IN, OUT) and IN x OUT at most 2^28, "
+               "ROUNDS at most 10000)\n",
                why);
   return 2;
 }
@@ -82,8 +83,12 @@ int main(int argc, char **argv) {
   if (!positive(argv[2], rows) || !positive(argv[3], in) || !positive(argv[4], out) ||
       !positive(argv[5], threads) || !positive(argv[6], rounds))
     return usage("ROWS, IN, OUT, THREADS and ROUNDS must be positive integers");
-  if (rows * std::max(in, out) > (int64_t(1) << 28) || in * out > (int64_t(1) << 28))
+  // Divisions, not products: absurd sizes must not overflow int64.
+  constexpr int64_t kMaxFloats = int64_t(1) << 28;
+  if (rows > kMaxFloats / std::max(in, out) || in > kMaxFloats / out)
     return usage("the operands would exceed 2^28 floats");
+  if (rounds > 10000)
+    return usage("ROUNDS must be at most 10000");
   if (threads > maxThreads())
     return usage(tooManyThreads(threads).c_str());
 
