@@ -55,8 +55,13 @@ def kernel_library(package):
     if not isinstance(entry, dict) or "data_offsets" not in entry:
         fail(f"{package} has no generated kernels (no kernels.so tensor): compile it with "
              f"stringc --target=cpu")
-    begin, end = entry["data_offsets"]
-    blob = data[8 + length + begin:8 + length + end]
+    offsets, body = entry["data_offsets"], len(data) - 8 - length
+    if (not isinstance(offsets, list) or len(offsets) != 2
+            or not all(isinstance(o, int) for o in offsets)
+            or not 0 <= offsets[0] <= offsets[1] <= body):
+        fail(f"{package}: kernels.so's data_offsets {offsets!r} do not lie within the file's "
+             f"{body} bytes of data")
+    blob = data[8 + length + offsets[0]:8 + length + offsets[1]]
     if not blob.startswith(b"\x7fELF"):
         fail(f"{package}: kernels.so is not an ELF shared object")
     return blob
@@ -184,10 +189,10 @@ def main():
             fail(f"--{name} must be a positive integer")
     if a.steps > 100000 or a.batch > 1 << 20:
         fail("--steps at most 100000 and --batch at most 2^20")
+    blob = kernel_library(a.package)  # a bad package is refused before any tool runs
     for tool in ("perf", "nm", "objdump", "readelf"):
         if shutil.which(tool) is None:
             fail(f"{tool} is not installed (perf: Debian's linux-perf; the rest: binutils)")
-    blob = kernel_library(a.package)
     with tempfile.TemporaryDirectory() as scratch:
         so = os.path.join(scratch, "kernels.so")
         with open(so, "wb") as f:
