@@ -52,7 +52,10 @@ options:
                  runtime, with compiler-generated kernels for the
                  elementwise ops and layer norm (docs/codegen.md) in a
                  shared object for this machine's CPU; needs -o (packages
-                 are binary)
+                 are binary). Runs the CPU target's own default passes
+                 (pe-fuse-residual) after the others; with --emit=pe-opt,
+                 --emit=pe-train or --explain, prints what such a package
+                 runs instead of writing it (any --target does so)
   --emit=package the same as --target=cpu
   --target=cpu-reference
                  a CPU package without generated kernels (the runtime's
@@ -110,6 +113,12 @@ pass options (docs/passes.md):
 enum class Emit {
   Mlir, Graph, PeOpt, PeTrain, Package, Explain, Nvvm, Ptx, Kernels, Llvm, LaunchReport
 };
+
+/// The outputs that show the module after the passes, which may name the
+/// target whose passes to run (--target=cpu adds its own).
+bool isPassView(Emit emit) {
+  return emit == Emit::PeOpt || emit == Emit::PeTrain || emit == Emit::Explain;
+}
 
 struct Options {
   std::string input;
@@ -252,12 +261,20 @@ std::optional<int> parseOptions(int argc, char **argv, Options &options) {
   bool cpuEmit = options.emit == Emit::Kernels || options.emit == Emit::Llvm;
   if (cpuEmit && options.target && *options.target != "cpu")
     return usageError("--emit=kernels and --emit=llvm are for --target=cpu");
-  if (options.target && !gpuEmit && !cpuEmit) {
+  // The passes' view of a target: --emit=pe-opt, pe-train and --explain
+  // show what that target's package runs (--target=cpu adds its own passes).
+  bool passView = isPassView(options.emit);
+  if (options.target && !gpuEmit && !cpuEmit && !passView) {
     if (options.emitGiven && options.emit != Emit::Package)
       return usageError("--target=" + *options.target +
-                        " writes a package; it cannot be combined with another --emit kind");
+                        " writes a package; it cannot be combined with another --emit kind "
+                        "than pe-opt, pe-train or --explain");
     options.emit = Emit::Package;
   }
+  if (cpuEmit)
+    options.compile.target = "cpu";
+  else if (options.target)
+    options.compile.target = *options.target;
   if (options.emit == Emit::Package && (!options.output || *options.output == "-"))
     return usageError("a package is a binary file: give it a name with -o FILE");
   return std::nullopt;
@@ -406,7 +423,7 @@ int main(int argc, char **argv) {
   if (std::optional<int> refused = refuseOutputOverInput(options, *graph))
     return *refused;
 
-  if (options.target && *options.target == "cuda")
+  if (options.target && *options.target == "cuda" && !isPassView(options.emit))
     return emitCuda(*graph, options);
   if (options.emit == Emit::Package)
     return emitPackage(*graph, *options.output, options);

@@ -30,6 +30,7 @@ PipelineOptions pipelineOptions(const CompileOptions &options, bool explain) {
   pipeline.pipeline = options.passPipeline;
   pipeline.explain = explain;
   pipeline.approximate = options.approximate;
+  pipeline.target = options.target;
   return pipeline;
 }
 
@@ -124,7 +125,7 @@ FailureOr<OwningOpRef<ModuleOp>> Compilation::build(EmitStage stage, bool explai
   }
   if (options.passStatistics) {
     diagStream << "stringc: pass statistics (rewrites that fired):\n";
-    for (StringRef name : optimizationPassNames())
+    for (StringRef name : defaultPassNames(pipeline.target))
       if (!pipeline.disabled.count(name.str()))
         diagStream << "  " << name << std::string(name.size() < 28 ? 28 - name.size() : 1, ' ')
                    << rewrites[name.str()] << "\n";

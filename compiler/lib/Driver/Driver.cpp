@@ -34,7 +34,12 @@ int printModelAsMLIR(const ModelGraph &graph, std::ostream &out, std::ostream &e
 int writeModelPackage(const ModelGraph &graph, const std::string &path,
                       const std::string &target, std::ostream &err,
                       const CompileOptions &options) {
-  Compilation compilation(graph, err, options);
+  // The target's own default passes, unless the caller chose another
+  // target's (a test: the CPU target's passes on a cpu-reference package).
+  CompileOptions forTarget = options;
+  if (forTarget.target.empty())
+    forTarget.target = target;
+  Compilation compilation(graph, err, forTarget);
   FailureOr<OwningOpRef<ModuleOp>> module = compilation.build(EmitStage::Train);
   if (failed(module))
     return 1;

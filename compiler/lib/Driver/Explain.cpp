@@ -112,7 +112,7 @@ int explainModel(const ModelGraph &graph, std::ostream &out, std::ostream &err,
   if (options.passPipeline)
     return 0;
   out << "  each pass switched off alone (--disable-pass=NAME):\n";
-  for (StringRef name : optimizationPassNames()) {
+  for (StringRef name : defaultPassNames(options.target)) {
     if (options.disabledPasses.count(name.str()))
       continue;
     CompileOptions quiet = options;

@@ -6,7 +6,8 @@
 //
 // Each only when the linear's result feeds nothing else (it is not
 // materialised any more) and, for the add, when neither side is broadcast.
-// docs/passes.md.
+// pe-fuse-epilogue (opt-in) does both, pe-fuse-residual (a default pass of
+// --target=cpu) the residual adds alone. docs/passes.md.
 //
 //===----------------------------------------------------------------------===//
 
@@ -22,6 +23,7 @@
 
 namespace stringc {
 #define GEN_PASS_DEF_FUSEEPILOGUE
+#define GEN_PASS_DEF_FUSERESIDUAL
 #include "stringc/Transforms/Passes.h.inc"
 } // namespace stringc
 
@@ -37,6 +39,48 @@ pe::LinearOp singleUseLinear(Value value) {
   return linear;
 }
 
+/// `add(r, linear(x, w, b))` (either order) as `linear_residual(r, x, w,
+/// b)` when the linear feeds only the add and neither side is broadcast.
+/// Returns whether it fused.
+bool fuseResidual(pe::AddOp add, bool explain, StringRef passName) {
+  Value residual;
+  pe::LinearOp linear = singleUseLinear(add.getRhs());
+  if (linear) {
+    residual = add.getLhs();
+  } else if ((linear = singleUseLinear(add.getLhs()))) {
+    residual = add.getRhs();
+  } else {
+    return false;
+  }
+  // Broadcasting adds (a [D] bias, a [T, D] table) keep their own kernel.
+  if (residual.getType() != add.getType() || linear.getType() != add.getType())
+    return false;
+  Operation *matched[] = {linear, add};
+  stringc::OpCost before = stringc::estimateCost(matched, 1);
+  OpBuilder builder(add);
+  auto fused = builder.create<pe::LinearResidualOp>(add.getLoc(), add.getType(), residual,
+                                                    linear.getX(), linear.getW(), linear.getB());
+  add.replaceAllUsesWith(fused.getResult());
+  add.erase();
+  linear.erase();
+  if (explain)
+    stringc::reportRewrite(fused, passName,
+                           "fused the residual add into the dense layer (the linear's result is "
+                           "never stored apart)",
+                           before, stringc::estimateCost(fused.getOperation(), 1));
+  return true;
+}
+
+/// Every residual add of `module` that fuses; returns how many did.
+int fuseResiduals(ModuleOp module, bool explain, StringRef passName) {
+  SmallVector<pe::AddOp> adds;
+  module.walk([&](pe::AddOp op) { adds.push_back(op); });
+  int fusedCount = 0;
+  for (pe::AddOp add : adds)
+    fusedCount += fuseResidual(add, explain, passName);
+  return fusedCount;
+}
+
 struct FuseEpiloguePass : stringc::impl::FuseEpilogueBase<FuseEpiloguePass> {
   using FuseEpilogueBase::FuseEpilogueBase;
 
@@ -47,10 +91,7 @@ struct FuseEpiloguePass : stringc::impl::FuseEpilogueBase<FuseEpiloguePass> {
       if (pe::LinearOp linear = singleUseLinear(gelu.getX()))
         fuseGelu(gelu, linear);
 
-    SmallVector<pe::AddOp> adds;
-    getOperation().walk([&](pe::AddOp op) { adds.push_back(op); });
-    for (pe::AddOp add : adds)
-      fuseResidual(add);
+    numResidual += fuseResiduals(getOperation(), explain, getArgument());
   }
 
   void fuseGelu(pe::GeluOp gelu, pe::LinearOp linear) {
@@ -71,37 +112,13 @@ struct FuseEpiloguePass : stringc::impl::FuseEpilogueBase<FuseEpiloguePass> {
                              before,
                              stringc::estimateCost(fused.getOperation(), 1));
   }
+};
 
-  void fuseResidual(pe::AddOp add) {
-    Value residual;
-    pe::LinearOp linear = singleUseLinear(add.getRhs());
-    if (linear) {
-      residual = add.getLhs();
-    } else if ((linear = singleUseLinear(add.getLhs()))) {
-      residual = add.getRhs();
-    } else {
-      return;
-    }
-    // Broadcasting adds (a [D] bias, a [T, D] table) keep their own kernel.
-    if (residual.getType() != add.getType() ||
-        linear.getType() != add.getType())
-      return;
-    Operation *matched[] = {linear, add};
-    stringc::OpCost before = stringc::estimateCost(matched, 1);
-    OpBuilder builder(add);
-    auto fused = builder.create<pe::LinearResidualOp>(
-        add.getLoc(), add.getType(), residual, linear.getX(), linear.getW(),
-        linear.getB());
-    add.replaceAllUsesWith(fused.getResult());
-    add.erase();
-    linear.erase();
-    ++numResidual;
-    if (explain)
-      stringc::reportRewrite(
-          fused, "pe-fuse-epilogue",
-          "fused the residual add into the dense layer (the residual is the "
-          "GEMM's accumulator)",
-          before, stringc::estimateCost(fused.getOperation(), 1));
+struct FuseResidualPass : stringc::impl::FuseResidualBase<FuseResidualPass> {
+  using FuseResidualBase::FuseResidualBase;
+
+  void runOnOperation() override {
+    numResidual += fuseResiduals(getOperation(), explain, getArgument());
   }
 };
 

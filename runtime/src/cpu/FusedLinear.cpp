@@ -1,10 +1,11 @@
 // Fast dense layers with fused epilogues: linear + GELU (the pre-activation
-// kept for the backward) and linear + residual add (the residual as the
-// GEMM's accumulator, beta = 1).
+// kept for the backward) and linear + residual add (the residual added as
+// the GEMM's tiles are stored).
 #include "stringrt/cpu/FusedKernels.h"
 #include "stringrt/cpu/ThreadPool.h"
 
 #include "Gemm.h"
+#include "GemmRowTiles.h"
 #include "KernelUtil.h"
 
 #include <algorithm>
@@ -34,18 +35,20 @@ void linearResidual(TensorRef<const float> residual, TensorRef<const float> x,
   checkShape("linear_residual: result", y, withLast(x.shape, O));
   checkShape("linear_residual: residual", residual, y.shape);
   const int64_t N = rowCount(x.shape);
+  // residual + (b + x W): the bits of pe.linear followed by pe.add, so that
+  // fusing them (pe-fuse-residual) changes no result.
+  if (rowTileGemmSuits(Trans::No, O, I, 1.0f, 1.0f)) {
+    // The residual added as the row-tile kernel stores each tile: the
+    // linear's result is never written nor read back.
+    rowTileGemmResidual(Trans::No, N, O, I, x.data, I, w.data, O, b ? b->data : nullptr,
+                        residual.data, O, y.data, O);
+    return;
+  }
+  linear(x, w, b, y);
   parallelFor(0, N, rowGrain(O), [&](int64_t n0, int64_t n1) {
-    for (int64_t n = n0; n < n1; ++n) {
-      const float *r = residual.data + n * O;
-      float *out = y.data + n * O;
-      if (b)
-        for (int64_t o = 0; o < O; ++o)
-          out[o] = r[o] + b->data[o];
-      else
-        std::copy(r, r + O, out);
-    }
+    for (int64_t i = n0 * O; i < n1 * O; ++i)
+      y.data[i] = residual.data[i] + y.data[i];
   });
-  gemm(Trans::No, Trans::No, N, O, I, 1.0f, x.data, I, w.data, O, 1.0f, y.data, O);
 }
 
 } // namespace stringrt::cpu

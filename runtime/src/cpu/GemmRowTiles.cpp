@@ -17,16 +17,29 @@ constexpr int64_t kTileCols = 16;
 constexpr int64_t kRowTileMaxK = 1024; // B's 16-column slice (64 KB at most) stays in L2
 constexpr int64_t kBlockRows = 16 * kTileRows; // rows per task of the pool
 
+// What is added to the products as C is stored (rowTile's Addend for the
+// whole of C): C itself (beta 1) or a bias row, then a residual matrix.
+struct Epilogue {
+  bool addToC = false;
+  const float *bias = nullptr;     // [N]
+  const float *residual = nullptr; // M x N, rows ldr apart
+  int64_t ldr = 0;
+};
+
 #if defined(__x86_64__) && defined(__GNUC__) && defined(__linux__)
 #define STRINGRT_ROW_TILES_AVX2 1
 using Vec = util::SimdOf<8>::type;
 
 // What a tile's sums are added to as they are stored: nothing (beta 0), C
 // itself (beta 1), or a row vector, the same for every row (a bias: the
-// bits of beta 1 over C filled with it, without that pass over C).
+// bits of beta 1 over C filled with it, without that pass over C), and then
+// a matrix of C's shape (a residual: r + (b + sum), the bits of the linear
+// layer followed by the residual add).
 struct Addend {
   bool toC = false;
-  const float *row = nullptr; // 16 floats from the tile's first column
+  const float *row = nullptr;      // 16 floats from the tile's first column
+  const float *residual = nullptr; // the tile's first element, rows ldr apart
+  int64_t ldr = 0;
 };
 
 // Rows x 16 of C from rows of A (a[m * lda + k]) and columns of B
@@ -49,6 +62,11 @@ STRINGRT_INLINE_INTO_CALLER void rowTile(int64_t K, const float *a, int64_t lda,
         std::memcpy(&prior, addend.toC ? out : addend.row + 8 * part, sizeof prior);
         v = prior + v;
       }
+      if (addend.residual) {
+        Vec r;
+        std::memcpy(&r, addend.residual + m * addend.ldr + 8 * part, sizeof r);
+        v = r + v;
+      }
       std::memcpy(out, &v, sizeof v);
     }
 }
@@ -56,22 +74,27 @@ STRINGRT_INLINE_INTO_CALLER void rowTile(int64_t K, const float *a, int64_t lda,
 // Rows [0, rows) of C.
 __attribute__((target("avx2,fma"))) void rowBlock(int64_t rows, int64_t N, int64_t K,
                                                   const float *A, int64_t lda, const float *B,
-                                                  int64_t ldb, bool addToC, const float *bias,
+                                                  int64_t ldb, const Epilogue &epilogue,
                                                   float *C, int64_t ldc) {
-  auto addend = [&](int64_t j0) { return Addend{addToC, bias ? bias + j0 : nullptr}; };
+  auto addend = [&](int64_t m0, int64_t j0) {
+    return Addend{epilogue.addToC, epilogue.bias ? epilogue.bias + j0 : nullptr,
+                  epilogue.residual ? epilogue.residual + m0 * epilogue.ldr + j0 : nullptr,
+                  epilogue.ldr};
+  };
   int64_t m0 = 0;
   for (; m0 + kTileRows <= rows; m0 += kTileRows)
     for (int64_t j0 = 0; j0 < N; j0 += kTileCols)
-      rowTile<kTileRows>(K, A + m0 * lda, lda, B + j0, ldb, addend(j0), C + m0 * ldc + j0, ldc);
+      rowTile<kTileRows>(K, A + m0 * lda, lda, B + j0, ldb, addend(m0, j0), C + m0 * ldc + j0,
+                         ldc);
   const float *a = A + m0 * lda;
   for (int64_t j0 = 0; j0 < N; j0 += kTileCols) {
     float *c = C + m0 * ldc + j0;
     switch (rows - m0) {
-    case 5: rowTile<5>(K, a, lda, B + j0, ldb, addend(j0), c, ldc); break;
-    case 4: rowTile<4>(K, a, lda, B + j0, ldb, addend(j0), c, ldc); break;
-    case 3: rowTile<3>(K, a, lda, B + j0, ldb, addend(j0), c, ldc); break;
-    case 2: rowTile<2>(K, a, lda, B + j0, ldb, addend(j0), c, ldc); break;
-    case 1: rowTile<1>(K, a, lda, B + j0, ldb, addend(j0), c, ldc); break;
+    case 5: rowTile<5>(K, a, lda, B + j0, ldb, addend(m0, j0), c, ldc); break;
+    case 4: rowTile<4>(K, a, lda, B + j0, ldb, addend(m0, j0), c, ldc); break;
+    case 3: rowTile<3>(K, a, lda, B + j0, ldb, addend(m0, j0), c, ldc); break;
+    case 2: rowTile<2>(K, a, lda, B + j0, ldb, addend(m0, j0), c, ldc); break;
+    case 1: rowTile<1>(K, a, lda, B + j0, ldb, addend(m0, j0), c, ldc); break;
     default: break;
     }
   }
@@ -80,13 +103,18 @@ __attribute__((target("avx2,fma"))) void rowBlock(int64_t rows, int64_t N, int64
 // Elsewhere (never chosen by gemm(): rowTileGemmRuns() is false): the same
 // FMA chains, one element at a time.
 void rowBlock(int64_t rows, int64_t N, int64_t K, const float *A, int64_t lda, const float *B,
-              int64_t ldb, bool addToC, const float *bias, float *C, int64_t ldc) {
+              int64_t ldb, const Epilogue &epilogue, float *C, int64_t ldc) {
   for (int64_t m = 0; m < rows; ++m)
     for (int64_t n = 0; n < N; ++n) {
       float acc = 0.0f;
       for (int64_t k = 0; k < K; ++k)
         acc = std::fma(A[m * lda + k], B[k * ldb + n], acc);
-      C[m * ldc + n] = addToC ? C[m * ldc + n] + acc : bias ? bias[n] + acc : acc;
+      float v = epilogue.addToC ? C[m * ldc + n] + acc
+                : epilogue.bias ? epilogue.bias[n] + acc
+                                : acc;
+      if (epilogue.residual)
+        v = epilogue.residual[m * epilogue.ldr + n] + v;
+      C[m * ldc + n] = v;
     }
 }
 #endif
@@ -109,7 +137,7 @@ bool rowTileGemmSuits(Trans transA, int64_t N, int64_t K, float alpha, float bet
 
 namespace {
 void rowTiles(Trans transB, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
-              const float *B, int64_t ldb, bool addToC, const float *bias, float *C, int64_t ldc) {
+              const float *B, int64_t ldb, const Epilogue &epilogue, float *C, int64_t ldc) {
   if (M <= 0 || N <= 0)
     return;
   // op(B) as K x N rows: B itself, or B^T packed once (a weight: small).
@@ -125,7 +153,10 @@ void rowTiles(Trans transB, int64_t M, int64_t N, int64_t K, const float *A, int
   parallelFor(0, blocks, 1, [&](int64_t b0, int64_t b1) {
     for (int64_t blk = b0; blk < b1; ++blk) {
       const int64_t row0 = blk * kBlockRows;
-      rowBlock(std::min(kBlockRows, M - row0), N, K, A + row0 * lda, lda, B, ldb, addToC, bias,
+      Epilogue rows = epilogue;
+      if (rows.residual)
+        rows.residual += row0 * rows.ldr;
+      rowBlock(std::min(kBlockRows, M - row0), N, K, A + row0 * lda, lda, B, ldb, rows,
                C + row0 * ldc, ldc);
     }
   });
@@ -134,12 +165,18 @@ void rowTiles(Trans transB, int64_t M, int64_t N, int64_t K, const float *A, int
 
 void rowTileGemm(Trans transB, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
                  const float *B, int64_t ldb, float beta, float *C, int64_t ldc) {
-  rowTiles(transB, M, N, K, A, lda, B, ldb, beta == 1.0f, nullptr, C, ldc);
+  rowTiles(transB, M, N, K, A, lda, B, ldb, Epilogue{beta == 1.0f}, C, ldc);
 }
 
 void rowTileGemmBias(Trans transB, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
                      const float *B, int64_t ldb, const float *bias, float *C, int64_t ldc) {
-  rowTiles(transB, M, N, K, A, lda, B, ldb, false, bias, C, ldc);
+  rowTiles(transB, M, N, K, A, lda, B, ldb, Epilogue{false, bias}, C, ldc);
+}
+
+void rowTileGemmResidual(Trans transB, int64_t M, int64_t N, int64_t K, const float *A,
+                         int64_t lda, const float *B, int64_t ldb, const float *bias,
+                         const float *residual, int64_t ldr, float *C, int64_t ldc) {
+  rowTiles(transB, M, N, K, A, lda, B, ldb, Epilogue{false, bias, residual, ldr}, C, ldc);
 }
 
 } // namespace stringrt::cpu

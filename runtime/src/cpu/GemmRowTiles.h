@@ -46,4 +46,13 @@ void rowTileGemm(Trans transB, int64_t M, int64_t N, int64_t K, const float *A, 
 void rowTileGemmBias(Trans transB, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
                      const float *B, int64_t ldb, const float *bias, float *C, int64_t ldc);
 
+// C = residual + (bias + A op(B)) (bias may be null: residual + A op(B)),
+// the residual M x N with row stride ldr, added as the tiles are stored:
+// the bits of a linear layer followed by the residual add, without the
+// linear's result ever written (pe.linear_residual). C must not overlap the
+// residual. Same requirements as rowTileGemm with beta 1.
+void rowTileGemmResidual(Trans transB, int64_t M, int64_t N, int64_t K, const float *A,
+                         int64_t lda, const float *B, int64_t ldb, const float *bias,
+                         const float *residual, int64_t ldr, float *C, int64_t ldc);
+
 } // namespace stringrt::cpu

@@ -12,9 +12,13 @@
 //   forward      y [ROWS, OUT] = x w
 //   grad_input   dx [ROWS, IN] = dy w^T
 //   grad_weight  dw [IN, OUT]  = x^T dy
+// and a dense layer with a bias b [OUT] feeding a residual add, r [ROWS, OUT]:
+//   linear_add       y = r + (x w + b) as two kernels: cpu::linear, cpu::add
+//   linear_residual  the same fused (cpu::linearResidual, pe-fuse-residual)
 // Output: two lines, "warm MS" and "cold MS".
 #include "Gemm.h"
 
+#include "stringrt/cpu/FusedKernels.h"
 #include "stringrt/cpu/ThreadPool.h"
 
 #include <algorithm>
@@ -33,7 +37,8 @@ namespace {
 
 int usage(const char *why) {
   std::fprintf(stderr,
-               "%s\nusage: stringrt_cpu_gemm_bench forward|grad_input|grad_weight ROWS IN OUT "
+               "%s\nusage: stringrt_cpu_gemm_bench forward|grad_input|grad_weight|linear_add|linear_residual "
+               "ROWS IN OUT "
                "THREADS ROUNDS (positive integers; ROWS x max(IN, OUT) and IN x OUT at most 2^28, "
                "ROUNDS at most 10000)\n",
                why);
@@ -96,6 +101,13 @@ int main(int argc, char **argv) {
   const std::vector<float> x = randomValues(rows * in, 1), w = randomValues(in * out, 2),
                            dy = randomValues(rows * out, 3);
   std::vector<float> result;
+  // The dense layer with its bias and residual (linear_add, linear_residual).
+  const std::vector<float> bias = randomValues(out, 4), residual = randomValues(rows * out, 5);
+  std::vector<float> linearResult;
+  using stringrt::ref::TensorRef;
+  auto view = [](const std::vector<float> &v, std::vector<int64_t> shape) {
+    return TensorRef<const float>{v.data(), std::move(shape)};
+  };
   if (op == "forward") {
     result.resize(static_cast<size_t>(rows * out));
     product = [&] {
@@ -113,6 +125,21 @@ int main(int argc, char **argv) {
     product = [&] {
       gemm(Trans::Yes, Trans::No, in, out, rows, 1.0f, x.data(), in, dy.data(), out, 0.0f,
            result.data(), out);
+    };
+  } else if (op == "linear_add" || op == "linear_residual") {
+    result.resize(static_cast<size_t>(rows * out));
+    linearResult.resize(result.size());
+    const bool fused = op == "linear_residual";
+    product = [&, fused] {
+      TensorRef<const float> xs = view(x, {rows, in}), ws = view(w, {in, out}),
+                             bs = view(bias, {out}), rs = view(residual, {rows, out});
+      TensorRef<float> y{result.data(), {rows, out}}, l{linearResult.data(), {rows, out}};
+      if (fused) {
+        linearResidual(rs, xs, ws, bs, y);
+      } else {
+        linear(xs, ws, bs, l);
+        add(rs, l, y);
+      }
     };
   } else {
     return usage(("unknown OP '" + op + "'").c_str());

@@ -122,5 +122,36 @@ TEST(FastFusedEpilogue, LinearGeluAndResidualMatchReference) {
   }
 }
 
+// pe-fuse-residual's promise: linear_residual gives the bits of cpu::linear
+// followed by cpu::add (r + (b + x W)), on the row-tile kernel's shapes (O a
+// multiple of 16: partial row tiles, K up to 128) and on the others (the
+// linear, then the add), with and without a bias, on 1 and 3 threads.
+TEST(FastFusedLinear, ResidualIsBitForBitLinearThenAdd) {
+  struct Case {
+    int64_t rows, in, out;
+  };
+  uint32_t seed = 60;
+  for (Case c : {Case{150, 64, 64}, Case{7, 128, 64}, Case{13, 5, 16}, Case{9, 8, 24}})
+    for (bool bias : {false, true})
+      for (int threads : {1, 3}) {
+        SCOPED_TRACE(std::to_string(c.rows) + "x" + std::to_string(c.in) + "x" +
+                     std::to_string(c.out) + (bias ? " bias" : "") + " threads " +
+                     std::to_string(threads));
+        ScopedThreads scoped(threads);
+        const TF x = randomTensor({c.rows, c.in}, seed++), w = randomTensor({c.in, c.out}, seed++),
+                 b = randomTensor({c.out}, seed++), r = randomTensor({c.rows, c.out}, seed++);
+        ref::OptionalInput<float> bv;
+        if (bias)
+          bv = b.cref();
+        TF fused = TF::zeros({c.rows, c.out}), l = TF::zeros({c.rows, c.out}),
+           unfused = TF::zeros({c.rows, c.out});
+        cpu::linearResidual(r.cref(), x.cref(), w.cref(), bv, fused.ref());
+        cpu::linear(x.cref(), w.cref(), bv, l.ref());
+        cpu::add(r.cref(), l.cref(), unfused.ref());
+        for (int64_t i = 0; i < fused.numel(); ++i)
+          ASSERT_EQ(fused.values[i], unfused.values[i]) << "element " << i;
+      }
+}
+
 } // namespace
 } // namespace stringrt::cpu::testing

@@ -11,7 +11,7 @@
 // CHECK-NEXT:    %[[Y:.*]] = pe.linear_residual %[[X]], %[[H]], %[[W2]], %[[B2]] : tensor<?x5x4xf32>, tensor<?x5x8xf32>, tensor<8x4xf32>, tensor<4xf32> -> tensor<?x5x4xf32>
 // CHECK-NEXT:    return %[[Y]]
 // EXPLAIN: remark: [pe-fuse-epilogue] fused the GELU into the dense layer's epilogue (forward per example:
-// EXPLAIN: remark: [pe-fuse-epilogue] fused the residual add into the dense layer (the residual is the GEMM's accumulator) (forward per example:
+// EXPLAIN: remark: [pe-fuse-epilogue] fused the residual add into the dense layer (the linear's result is never stored apart) (forward per example:
 func.func @mlp(%x: tensor<?x5x4xf32>, %w1: tensor<4x8xf32>, %b1: tensor<8xf32>, %w2: tensor<8x4xf32>, %b2: tensor<4xf32>) -> tensor<?x5x4xf32> {
   %l1 = pe.linear %x, %w1, %b1 : tensor<?x5x4xf32>, tensor<4x8xf32>, tensor<8xf32> -> tensor<?x5x8xf32>
   %h = pe.gelu %l1 approximate(true) : tensor<?x5x8xf32> -> tensor<?x5x8xf32>

@@ -145,8 +145,12 @@ Comparison comparePass(const PassCase &c) {
   result.lossError = result.outputError = result.gradientError = inf;
 
   // A default pass is switched off for the second compilation; an opt-in
-  // one (--enable-pass) is switched on for the first.
+  // one (--enable-pass) is switched on for the first. A pass of the CPU
+  // target's own runs with that target's passes (on the harness's
+  // cpu-reference packages).
   CompileOptions with = c.base, without = c.base;
+  if (llvm::is_contained(cpuTargetPassNames(), llvm::StringRef(c.pass)))
+    with.target = without.target = "cpu";
   if (llvm::is_contained(optInPassNames(), llvm::StringRef(c.pass))) {
     with.enabledPasses.insert(c.pass);
     without.enabledPasses.erase(c.pass);

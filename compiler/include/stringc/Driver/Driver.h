@@ -48,6 +48,9 @@ struct CompileOptions {
   bool printIRAfterAll = false; // --print-ir-after-all (to the error stream)
   bool passStatistics = false;  // --pass-statistics (to stderr)
   bool timePhases = false;      // --time-phases: each phase and pass timed
+  // The target the module is for ("cpu" adds its own default passes,
+  // Pipeline.h); writeModelPackage sets it from its `target`.
+  std::string target;
 };
 
 /// Checks the pass switches of `options` (pass names, opt-in passes, the

@@ -84,4 +84,24 @@ def FuseEpilogue : Pass<"pe-fuse-epilogue", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::pe::PEDialect"];
 }
 
+def FuseResidual : Pass<"pe-fuse-residual", "::mlir::ModuleOp"> {
+  let summary = "fuses residual adds into the dense layers that feed them";
+  let description = [{
+    The residual half of pe-fuse-epilogue, alone: `pe.add(r, pe.linear(x,
+    w, b))` (either order), the linear read only by the add, `r` of the
+    result's type (no broadcast), becomes `pe.linear_residual(r, x, w, b)`.
+    A default pass of `--target=cpu` packages, whose kernel adds the
+    residual as the GEMM's tiles are stored: the bits of the unfused graph,
+    one pass over the activation fewer.
+  }];
+  let options = [
+    Option<"explain", "explain", "bool", "false",
+           "report each rewrite as a remark (stringc --explain)">,
+  ];
+  let statistics = [
+    Statistic<"numResidual", "linear-residual", "residual add + linear fused">,
+  ];
+  let dependentDialects = ["::mlir::pe::PEDialect"];
+}
+
 #endif // STRINGC_TRANSFORMS_FUSION_PASSES_TD

@@ -1,8 +1,8 @@
 //===- Pipeline.h - the order of stringc's passes ----------------*- C++ -*-===//
 //
 // stringc compiles a model through the optimisation passes (in
-// optimizationPassNames() order, minus the ones switched off), then
-// pe-autodiff. `--disable-pass=NAME` removes one, `--enable-pass=NAME` adds
+// optimizationPassNames() order, then for --target=cpu
+// cpuTargetPassNames(), minus the ones switched off), then pe-autodiff. `--disable-pass=NAME` removes one, `--enable-pass=NAME` adds
 // an opt-in one; `--pass-pipeline=` replaces
 // the optimisation part with a textual MLIR pipeline.
 //
@@ -19,6 +19,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
 namespace stringc {
 
@@ -36,6 +37,9 @@ struct PipelineOptions {
   bool approximate = false;
   /// Stop after the optimisation passes (no pe-autodiff).
   bool skipAutodiff = false;
+  /// The target compiled for ("cpu", "cpu-reference", "cuda"; empty for
+  /// none): "cpu" adds cpuTargetPassNames() after the default passes.
+  std::string target;
 };
 
 /// The default optimisation passes, in the order they run.
@@ -43,6 +47,12 @@ llvm::ArrayRef<llvm::StringRef> optimizationPassNames();
 /// Passes that run only when asked for (--enable-pass=NAME), after the
 /// default ones: exact, but measured not to pay on the CPU target yet.
 llvm::ArrayRef<llvm::StringRef> optInPassNames();
+/// Default passes of the CPU target alone (--target=cpu), after
+/// optimizationPassNames(): they pay with the CPU runtime's kernels and were
+/// not measured on the GPU's.
+llvm::ArrayRef<llvm::StringRef> cpuTargetPassNames();
+/// The default passes for `target` ("" for none), in the order they run.
+std::vector<llvm::StringRef> defaultPassNames(llvm::StringRef target);
 
 /// Adds the optimisation passes and then pe-autodiff to `pm`. Fails with a
 /// message in `error` for an unknown pass name or a malformed pipeline.

@@ -164,9 +164,10 @@ def PE_LinearGeluOp : PE_ComputeOp<"linear_gelu", [PE_Differentiable]> {
 def PE_LinearResidualOp : PE_ComputeOp<"linear_residual", [PE_Differentiable]> {
   let summary = "dense layer added to a residual stream";
   let description = [{
-    `y = residual + x w + b` (no `+ b` without `b`): `add(residual,
-    linear(x, w, b))` in one kernel, the residual entering the GEMM as its
-    accumulator (`C` with `beta = 1`).
+    `y = residual + (x w + b)` (no `+ b` without `b`): `add(residual,
+    linear(x, w, b))` in one kernel, the linear's result never stored
+    apart (the CPU adds the residual as the GEMM's tiles are stored, the
+    GPU enters it as the GEMM's accumulator, `C` with `beta = 1`).
 
     Shapes: `residual` of the result type `[..., O]`; `x`, `w`, `b` as in
     `pe.linear`.

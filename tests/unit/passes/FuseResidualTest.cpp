@@ -1,0 +1,78 @@
+//===- FuseResidualTest.cpp - pe-fuse-residual against the graph without it
+//
+// pe-fuse-residual is a default pass of --target=cpu only: the harness
+// compiles both sides with the CPU target's passes (on cpu-reference
+// packages, run on the kernels of each case) and switches it off in one.
+
+#include "FusionModels.h"
+#include "PassEquivalence.h"
+
+#include "stringc/Transforms/Pipeline.h"
+
+#include <gtest/gtest.h>
+
+namespace stringc::test {
+namespace {
+
+Comparison compareFuse(PassCase c) {
+  c.pass = "pe-fuse-residual";
+  return comparePass(c);
+}
+
+TEST(FuseResidualTest, TheCpuTargetRunsItAfterTheDefaultPasses) {
+  std::vector<llvm::StringRef> cpu = defaultPassNames("cpu");
+  std::vector<llvm::StringRef> none = defaultPassNames("");
+  ASSERT_EQ(cpu.size(), none.size() + 1);
+  EXPECT_EQ(cpu.back(), "pe-fuse-residual");
+  EXPECT_EQ(defaultPassNames("cuda"), none);
+  EXPECT_EQ(defaultPassNames("cpu-reference"), none);
+}
+
+// The fast kernel adds the residual as the row-tile GEMM stores its tiles
+// (on AVX2 CPUs; elsewhere the linear, then the add): the bits of the
+// unfused linear and add, so the step is the same to the last bit. The
+// reference kernel sums in double, within rounding of the unfused graph.
+TEST(FuseResidualTest, VitRopeTheSameBitsWithTheFastKernels) {
+  for (stringrt::KernelSet kernels : {stringrt::KernelSet::Reference, stringrt::KernelSet::Fast}) {
+    SCOPED_TRACE(kernels == stringrt::KernelSet::Fast ? "fast" : "reference");
+    PassCase c;
+    c.example = "vit_rope.pe";
+    c.kernels = kernels;
+    c.batch = 3; // 150 rows: row tiles of 6 and a remainder block
+    Comparison r = compareFuse(c);
+    EXPECT_TRUE(r.modulesDiffer);
+    EXPECT_NE(r.irWith.find("pe.linear_residual"), std::string::npos);
+    EXPECT_EQ(r.irWith.find("pe.linear_gelu"), std::string::npos); // residuals only
+    EXPECT_EQ(r.irWithout.find("pe.linear_residual"), std::string::npos);
+    if (kernels == stringrt::KernelSet::Fast)
+      EXPECT_EQ(r.maxError(), 0.0) << r.worstGradient;
+    else
+      EXPECT_LE(r.maxError(), 1e-5) << r.worstGradient;
+    EXPECT_GT(r.gradientsCompared, 0);
+  }
+}
+
+TEST(FuseResidualTest, GptAndMixedRopeTheSameBitsWithTheFastKernels) {
+  for (const char *example : {"gpt_rope_causal.pe", ""}) {
+    SCOPED_TRACE(*example ? example : "mixed rope");
+    PassCase c;
+    c.example = example;
+    if (c.example.empty())
+      c.source = kMixedRopeViT;
+    c.kernels = stringrt::KernelSet::Fast;
+    Comparison r = compareFuse(c);
+    EXPECT_TRUE(r.modulesDiffer);
+    EXPECT_EQ(r.maxError(), 0.0) << r.worstGradient;
+  }
+}
+
+TEST(FuseResidualTest, NothingToFuse) {
+  PassCase c;
+  c.source = kPlainMLP;
+  Comparison r = compareFuse(c);
+  EXPECT_FALSE(r.modulesDiffer);
+  EXPECT_EQ(r.maxError(), 0.0);
+}
+
+} // namespace
+} // namespace stringc::test
