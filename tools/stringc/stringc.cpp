@@ -271,6 +271,12 @@ std::optional<int> parseOptions(int argc, char **argv, Options &options) {
                         "than pe-opt, pe-train or --explain");
     options.emit = Emit::Package;
   }
+  if (passView && (options.gpuArch || options.gpuAllKernels || options.gpuPrecision))
+    return usageError(std::string(options.gpuArch         ? "--gpu-arch"
+                                  : options.gpuPrecision ? "--gpu-precision"
+                                                         : "--gpu-all-kernels") +
+                      " shapes the GPU kernels, which --emit=pe-opt, --emit=pe-train and "
+                      "--explain do not show");
   if (cpuEmit)
     options.compile.target = "cpu";
   else if (options.target)
