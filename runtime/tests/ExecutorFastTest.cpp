@@ -44,7 +44,8 @@ const std::set<std::string> kFastOps = {
     "pe.spd_gate_grad",
     // The fused ops with a fast kernel (ExecutorFusedOps.cpp).
     "pe.rope_apply",       "pe.rope_apply_grad_table", "pe.rope_attention",
-    "pe.rope_attention_grad", "pe.linear_gelu",     "pe.linear_residual"};
+    "pe.rope_attention_grad", "pe.linear_gelu",     "pe.linear_residual",
+    "pe.linear_grad_input_acc"};
 
 TEST(ExecutorFastTest, TheFastTableOverridesExactlyTheFastOps) {
   const detail::OpTable &reference = opTable(KernelSet::Reference);
@@ -292,6 +293,8 @@ std::vector<OpCase> cases() {
                 {f32({B, T, O}), act, f32({D, O}), f32({O})}, {f32({B, T, O})}, {}});
   cs.push_back({"linear_residual_no_bias", "pe.linear_residual", {f32({B, T, O}), act, f32({D, O})},
                 {f32({B, T, O})}, {}});
+  cs.push_back({"linear_grad_input_acc", "pe.linear_grad_input_acc",
+                {act, f32({B, T, O}), f32({D, O})}, {act}, {}});
   return cs;
 }
 

@@ -270,6 +270,8 @@ GRAD_OPS = {
         x[0], a["axis"], a["size"]))),
     "pe.mean_grad": (_one(lambda x, a, t: pg.mean_grad(x[0], x[1], a.get("axis")))),
     "pe.linear_grad_input": (_one(lambda x, a, t: pg.linear_grad_input(*x))),
+    # pe-fuse-residual's gradient sums (after pe-autodiff, --target=cpu).
+    "pe.linear_grad_input_acc": (_one(lambda x, a, t: x[0] + pg.linear_grad_input(x[1], x[2]))),
     "pe.linear_grad_weight": (_one(lambda x, a, t: pg.linear_grad_weight(*x))),
     "pe.layer_norm_grad": (lambda x, a, t: pg.layer_norm_grad(
         *x, eps=a["epsilon"])),

@@ -39,6 +39,7 @@ OP_SCHEMA = {
     'pe.linear': (2, 3, 1, 1, 'fff', {}),
     'pe.linear_gelu': (2, 3, 2, 2, 'fff', {'approximate': ('Bool', False, False, ())}),
     'pe.linear_grad_input': (2, 2, 1, 1, 'ff', {}),
+    'pe.linear_grad_input_acc': (3, 3, 1, 1, 'fff', {}),
     'pe.linear_grad_weight': (2, 2, 1, 1, 'ff', {}),
     'pe.linear_residual': (3, 4, 1, 1, 'ffff', {}),
     'pe.mean': (1, 1, 1, 1, 'f', {'axis': ('Int', False, None, ())}),

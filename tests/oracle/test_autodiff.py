@@ -307,6 +307,31 @@ class TestAutodiffPass(Case):
         self.assertEqual(dropouts(after, "forward"), [])
         self.assertEqual(sorted(dropouts(after, "gradients")), [False, False, True, True])
 
+    def test_cpu_target_training_program(self):
+        """The training program of a --target=cpu package (all the passes,
+        and after pe-autodiff the CPU's own: residual adds fused into
+        pe.linear_residual, the sums of Q, K and V's input gradients into
+        pe.linear_grad_input_acc) has the loss and gradients autograd gives
+        through the model as written."""
+        self.need_tools()
+        example = os.path.join(EXAMPLES, "vit_rope.pe")
+        train = self.run_tool([self.stringc, example, "--target=cpu", "--emit=pe-train"])
+        module = ii.load_module(self.run_tool([self.opt, "--mlir-print-op-generic", "-"], train))
+        ops = [op.name for op in mg.walk([module.function("gradients")])]
+        self.assertEqual(ops.count("pe.linear_residual"), 8)  # 2 residual adds x 4 blocks
+        self.assertEqual(ops.count("pe.linear_grad_input_acc"), 8)  # (gv + gk) + gq x 4
+        _, source = self.differentiate(example, with_source=True)
+        written = ii.load_module(source)
+        params = perturbed_init_params(module)
+        inputs = random_inputs(module, batch=2, seed=7)
+        ref, want = ii.loss_and_grads(written, params, inputs, dtype=D64)
+        with torch.no_grad():
+            got = ii.evaluate(module, params, inputs, dtype=D64, function="gradients")
+        self.close(got["loss"], ref["loss"].detach(), what="loss")
+        scale = max(g.abs().max().item() for g in want.values())
+        for n, g in want.items():
+            self.close(got[n], g, rel=REL_TOL, floor=1e-6 * scale, what=n)
+
     def check_example(self, example, batch, step_key=(0, 0, 0)):
         name = os.path.basename(example)
         text, source = self.differentiate(example, with_source=True)

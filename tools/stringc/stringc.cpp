@@ -53,7 +53,7 @@ options:
                  elementwise ops and layer norm (docs/codegen.md) in a
                  shared object for this machine's CPU; needs -o (packages
                  are binary). Runs the CPU target's own default passes
-                 (pe-fuse-residual) after the others; with --emit=pe-opt,
+                 (pe-fuse-residual) after pe-autodiff; with --emit=pe-opt,
                  --emit=pe-train or --explain, prints what such a package
                  runs instead of writing it (any --target does so)
   --emit=package the same as --target=cpu

@@ -7,7 +7,11 @@
 // Each only when the linear's result feeds nothing else (it is not
 // materialised any more) and, for the add, when neither side is broadcast.
 // pe-fuse-epilogue (opt-in) does both, pe-fuse-residual (a default pass of
-// --target=cpu) the residual adds alone. docs/passes.md.
+// --target=cpu, after pe-autodiff) the residual adds alone, and also
+//
+//   add(p, linear_grad_input(dy, w)) -> linear_grad_input_acc(p, dy, w)
+//
+// (either order), the sums of input gradients of the backward. docs/passes.md.
 //
 //===----------------------------------------------------------------------===//
 
@@ -81,6 +85,46 @@ int fuseResiduals(ModuleOp module, bool explain, StringRef passName) {
   return fusedCount;
 }
 
+/// The linear_grad_input defining `value` when `value` has exactly one use.
+pe::LinearGradInputOp singleUseGradInput(Value value) {
+  auto gradInput = value.getDefiningOp<pe::LinearGradInputOp>();
+  if (!gradInput || !value.hasOneUse())
+    return nullptr;
+  return gradInput;
+}
+
+/// `add(prior, linear_grad_input(dy, w))` (either order) as
+/// `linear_grad_input_acc(prior, dy, w)` when the input gradient feeds only
+/// the add and neither side is broadcast: the sums pe-autodiff builds for an
+/// activation that several dense layers read.
+bool fuseGradientSum(pe::AddOp add, bool explain, StringRef passName) {
+  Value prior;
+  pe::LinearGradInputOp gradInput = singleUseGradInput(add.getRhs());
+  if (gradInput) {
+    prior = add.getLhs();
+  } else if ((gradInput = singleUseGradInput(add.getLhs()))) {
+    prior = add.getRhs();
+  } else {
+    return false;
+  }
+  if (prior.getType() != add.getType() || gradInput.getType() != add.getType())
+    return false;
+  Operation *matched[] = {gradInput, add};
+  stringc::OpCost before = stringc::estimateCost(matched, 1);
+  OpBuilder builder(add);
+  auto fused = builder.create<pe::LinearGradInputAccOp>(add.getLoc(), add.getType(), prior,
+                                                        gradInput.getDy(), gradInput.getW());
+  add.replaceAllUsesWith(fused.getResult());
+  add.erase();
+  gradInput.erase();
+  if (explain)
+    stringc::reportRewrite(fused, passName,
+                           "fused the sum of input gradients into the dense layer's "
+                           "backward (the input gradient is never stored apart)",
+                           before, stringc::estimateCost(fused.getOperation(), 1));
+  return true;
+}
+
 struct FuseEpiloguePass : stringc::impl::FuseEpilogueBase<FuseEpiloguePass> {
   using FuseEpilogueBase::FuseEpilogueBase;
 
@@ -119,6 +163,10 @@ struct FuseResidualPass : stringc::impl::FuseResidualBase<FuseResidualPass> {
 
   void runOnOperation() override {
     numResidual += fuseResiduals(getOperation(), explain, getArgument());
+    SmallVector<pe::AddOp> adds;
+    getOperation().walk([&](pe::AddOp op) { adds.push_back(op); });
+    for (pe::AddOp add : adds)
+      numGradientSum += fuseGradientSum(add, explain, getArgument());
   }
 };
 

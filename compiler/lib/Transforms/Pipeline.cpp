@@ -52,10 +52,11 @@ ArrayRef<StringRef> optInPassNames() {
 }
 
 ArrayRef<StringRef> cpuTargetPassNames() {
-  // pe-fuse-residual: the CPU's linear_residual adds the residual as the
-  // row-tile GEMM stores its tiles, the bits of the unfused graph, one pass
-  // over the activation fewer (docs/passes.md). The CUDA target keeps the
-  // unfused graph: its speed with the fused op was not measured.
+  // After pe-autodiff. pe-fuse-residual: the CPU's linear_residual and
+  // linear_grad_input_acc add the residual or the prior sum as the row-tile
+  // GEMM stores its tiles, the bits of the unfused graph, one pass over the
+  // activation fewer (docs/passes.md). The CUDA target keeps the unfused
+  // graph: its speed with the fused ops was not measured.
   static const std::vector<StringRef> names = {
       "pe-fuse-residual",
   };
@@ -131,7 +132,7 @@ LogicalResult buildPipeline(OpPassManager &pm, const PipelineOptions &options,
   if (options.pipeline) {
     pipeline = *options.pipeline;
   } else {
-    std::vector<StringRef> names = defaultPassNames(options.target);
+    std::vector<StringRef> names(optimizationPassNames().begin(), optimizationPassNames().end());
     for (StringRef name : optInPassNames())
       if (options.enabled.count(name.str()))
         names.push_back(name);
@@ -145,8 +146,18 @@ LogicalResult buildPipeline(OpPassManager &pm, const PipelineOptions &options,
   }
   if (!pipeline.empty() && failed(parsePassPipeline(pipeline, pm, errors)))
     return failure();
-  if (!options.skipAutodiff)
-    pm.addPass(createAutodiff());
+  if (options.skipAutodiff)
+    return success();
+  pm.addPass(createAutodiff());
+  // The target's own passes, on the training program (a --pass-pipeline
+  // replaces them too).
+  std::string targetPipeline;
+  if (!options.pipeline && options.target == "cpu")
+    for (StringRef name : cpuTargetPassNames())
+      if (!options.disabled.count(name.str()))
+        targetPipeline += (targetPipeline.empty() ? "" : ",") + passWithOptions(name, options);
+  if (!targetPipeline.empty() && failed(parsePassPipeline(targetPipeline, pm, errors)))
+    return failure();
   return success();
 }
 

@@ -134,6 +134,16 @@ LogicalResult LinearResidualOp::verify() {
   return checkResultShape(op, shape);
 }
 
+LogicalResult LinearGradInputAccOp::verify() {
+  Operation *op = getOperation();
+  if (failed(checkLinearWeight(op, getDy(), "dy", getW(), 1)))
+    return failure();
+  SmallVector<int64_t> shape = replaceLast(shapeOf(getDy()), {shapeOf(getW())[0]});
+  if (failed(checkShape(op, getPrior(), "prior", shape, "the result shape [..., I]")))
+    return failure();
+  return checkResult(op, 0, "dx", shape, "[..., I]");
+}
+
 LogicalResult RopeTableGradOp::verify() {
   Operation *op = getOperation();
   if (failed(checkTableInputs(op, getPos(), getFreqs())))
@@ -318,6 +328,11 @@ double LinearGeluOp::estimateFlops(int64_t batch) { // x W + b, then gelu
 double LinearResidualOp::estimateFlops(int64_t batch) { // r + x W + b
   double out = resultElements(*this, batch);
   return 2 * out * dimFromEnd((*this)->getOperand(2), 1, batch) + 2 * out;
+}
+
+double LinearGradInputAccOp::estimateFlops(int64_t batch) { // prior + dy W^T: inner O
+  return 2 * resultElements(*this, batch) * dimFromEnd((*this)->getOperand(2), 0, batch) +
+         resultElements(*this, batch);
 }
 
 double RopeTableGradOp::estimateFlops(int64_t batch) {

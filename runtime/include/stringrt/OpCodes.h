@@ -40,6 +40,7 @@ enum class OpCode : uint8_t {
   Linear, // pe.linear
   LinearGelu, // pe.linear_gelu
   LinearGradInput, // pe.linear_grad_input
+  LinearGradInputAcc, // pe.linear_grad_input_acc
   LinearGradWeight, // pe.linear_grad_weight
   LinearResidual, // pe.linear_residual
   Mean, // pe.mean
@@ -81,6 +82,6 @@ enum class OpCode : uint8_t {
   TokenEmbedGrad, // pe.token_embed_grad
 };
 
-inline constexpr size_t kOpCodeCount = 71;
+inline constexpr size_t kOpCodeCount = 72;
 
 } // namespace stringrt

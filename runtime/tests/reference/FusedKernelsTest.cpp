@@ -181,6 +181,19 @@ TEST(FusedEpilogue, LinearResidualIsAddOfLinear) {
                Error);
 }
 
+TEST(FusedEpilogue, LinearGradInputAccIsAddOfGradInput) {
+  const TD prior = fd::random({2, 3, 4}, 50), dy = fd::random({2, 3, 5}, 51),
+           w = fd::random({4, 5}, 52);
+  TD dx = TD::zeros(prior.shape), g = TD::zeros(prior.shape);
+  linearGradInputAcc<double>(prior.cref(), dy.cref(), w.cref(), dx.ref());
+  linearGradInput<double>(dy.cref(), w.cref(), g.ref());
+  for (size_t i = 0; i < g.values.size(); ++i)
+    g.values[i] += prior.values[i];
+  EXPECT_TRUE(fd::allClose("linear_grad_input_acc", dx, g, 0.0));
+  TD bad = TD::zeros({2, 3, 5});
+  EXPECT_THROW(linearGradInputAcc<double>(bad.cref(), dy.cref(), w.cref(), dx.ref()), Error);
+}
+
 TEST(FusedKernels, FloatMatchesDouble) {
   const TD x = fd::random({2, 4, 8}, 40), table = fd::random({4, 4, 2}, 41);
   EXPECT_TRUE(fd::floatMatchesDouble("rope_apply", [&](auto zero) {

@@ -1,6 +1,8 @@
 // pe-fuse-residual: add(r, linear(x, w, b)) (either order) becomes
 // linear_residual(r, x, w, b) when the linear feeds nothing else and the add
-// does not broadcast; unlike pe-fuse-epilogue, a gelu keeps its own op.
+// does not broadcast; unlike pe-fuse-epilogue, a gelu keeps its own op. And
+// add(p, linear_grad_input(dy, w)) becomes linear_grad_input_acc(p, dy, w)
+// on the same conditions: the backward's sums of input gradients.
 // RUN: string-opt --pe-fuse-residual -split-input-file %s | FileCheck %s
 // RUN: string-opt --pe-fuse-residual=explain=true -split-input-file %s -o /dev/null 2>&1 | FileCheck %s --check-prefix=EXPLAIN
 
@@ -49,4 +51,40 @@ func.func @left_alone(%x: tensor<?x5x4xf32>, %w: tensor<4x4xf32>, %t: tensor<5x4
   %l3 = pe.linear %t, %w : tensor<5x4xf32>, tensor<4x4xf32> -> tensor<5x4xf32>
   %bt = pe.add %x, %l3 : tensor<?x5x4xf32>, tensor<5x4xf32> -> tensor<?x5x4xf32>
   return %r, %b, %bt, %l : tensor<?x5x4xf32>, tensor<?x5x4xf32>, tensor<?x5x4xf32>, tensor<?x5x4xf32>
+}
+
+// -----
+
+// The input gradient of an activation read by three dense layers (Q, K and
+// V), as pe-autodiff sums it: ((gv + gk) + gq). The first product stays,
+// the other two accumulate onto the sum so far.
+// CHECK-LABEL: func.func @gradient_sum(
+// CHECK-SAME:    %[[DQ:[^:]*]]: tensor<?x5x4xf32>, %[[DK:[^:]*]]: tensor<?x5x4xf32>, %[[DV:[^:]*]]: tensor<?x5x4xf32>, %[[WQ:[^:]*]]: tensor<8x4xf32>, %[[WK:[^:]*]]: tensor<8x4xf32>, %[[WV:[^:]*]]: tensor<8x4xf32>)
+// CHECK-NEXT:    %[[GV:.*]] = pe.linear_grad_input %[[DV]], %[[WV]]
+// CHECK-NEXT:    %[[S:.*]] = pe.linear_grad_input_acc %[[GV]], %[[DK]], %[[WK]] : tensor<?x5x8xf32>, tensor<?x5x4xf32>, tensor<8x4xf32> -> tensor<?x5x8xf32>
+// CHECK-NEXT:    %[[T:.*]] = pe.linear_grad_input_acc %[[S]], %[[DQ]], %[[WQ]] : tensor<?x5x8xf32>, tensor<?x5x4xf32>, tensor<8x4xf32> -> tensor<?x5x8xf32>
+// CHECK-NEXT:    return %[[T]]
+// EXPLAIN: remark: [pe-fuse-residual] fused the sum of input gradients into the dense layer's backward (the input gradient is never stored apart) (forward per example:
+// EXPLAIN: remark: [pe-fuse-residual] fused the sum of input gradients
+func.func @gradient_sum(%dq: tensor<?x5x4xf32>, %dk: tensor<?x5x4xf32>, %dv: tensor<?x5x4xf32>, %wq: tensor<8x4xf32>, %wk: tensor<8x4xf32>, %wv: tensor<8x4xf32>) -> tensor<?x5x8xf32> {
+  %gv = pe.linear_grad_input %dv, %wv : tensor<?x5x4xf32>, tensor<8x4xf32> -> tensor<?x5x8xf32>
+  %gk = pe.linear_grad_input %dk, %wk : tensor<?x5x4xf32>, tensor<8x4xf32> -> tensor<?x5x8xf32>
+  %s = pe.add %gv, %gk : tensor<?x5x8xf32>, tensor<?x5x8xf32> -> tensor<?x5x8xf32>
+  %gq = pe.linear_grad_input %dq, %wq : tensor<?x5x4xf32>, tensor<8x4xf32> -> tensor<?x5x8xf32>
+  %t = pe.add %s, %gq : tensor<?x5x8xf32>, tensor<?x5x8xf32> -> tensor<?x5x8xf32>
+  return %t : tensor<?x5x8xf32>
+}
+
+// -----
+
+// Left alone: an input gradient read twice, a broadcast prior.
+// CHECK-LABEL: func.func @gradient_left_alone(
+// CHECK-NOT:     pe.linear_grad_input_acc
+// CHECK:         return
+func.func @gradient_left_alone(%dy: tensor<?x5x4xf32>, %w: tensor<8x4xf32>, %t: tensor<5x8xf32>) -> (tensor<?x5x8xf32>, tensor<?x5x8xf32>) {
+  %g = pe.linear_grad_input %dy, %w : tensor<?x5x4xf32>, tensor<8x4xf32> -> tensor<?x5x8xf32>
+  %a = pe.add %g, %g : tensor<?x5x8xf32>, tensor<?x5x8xf32> -> tensor<?x5x8xf32>
+  %g2 = pe.linear_grad_input %dy, %w : tensor<?x5x4xf32>, tensor<8x4xf32> -> tensor<?x5x8xf32>
+  %b = pe.add %g2, %t : tensor<?x5x8xf32>, tensor<5x8xf32> -> tensor<?x5x8xf32>
+  return %a, %b : tensor<?x5x8xf32>, tensor<?x5x8xf32>
 }

@@ -85,14 +85,20 @@ def FuseEpilogue : Pass<"pe-fuse-epilogue", "::mlir::ModuleOp"> {
 }
 
 def FuseResidual : Pass<"pe-fuse-residual", "::mlir::ModuleOp"> {
-  let summary = "fuses residual adds into the dense layers that feed them";
+  let summary = "fuses residual adds and gradient sums into the dense layers that feed them";
   let description = [{
-    The residual half of pe-fuse-epilogue, alone: `pe.add(r, pe.linear(x,
-    w, b))` (either order), the linear read only by the add, `r` of the
-    result's type (no broadcast), becomes `pe.linear_residual(r, x, w, b)`.
-    A default pass of `--target=cpu` packages, whose kernel adds the
-    residual as the GEMM's tiles are stored: the bits of the unfused graph,
-    one pass over the activation fewer.
+    A default pass of `--target=cpu` packages, after pe-autodiff (on the
+    training program):
+    - the residual half of pe-fuse-epilogue: `pe.add(r, pe.linear(x, w,
+      b))` (either order), the linear read only by the add, `r` of the
+      result's type (no broadcast), becomes `pe.linear_residual(r, x, w,
+      b)`;
+    - `pe.add(p, pe.linear_grad_input(dy, w))` (either order), the input
+      gradient read only by the add, `p` of the result's type, becomes
+      `pe.linear_grad_input_acc(p, dy, w)` (the backward's sums over the
+      dense layers that read one activation, Q, K and V).
+    The CPU's kernels add `r` or `p` as the GEMM's tiles are stored: the
+    bits of the unfused graph, one pass over the activation fewer.
   }];
   let options = [
     Option<"explain", "explain", "bool", "false",
@@ -100,6 +106,7 @@ def FuseResidual : Pass<"pe-fuse-residual", "::mlir::ModuleOp"> {
   ];
   let statistics = [
     Statistic<"numResidual", "linear-residual", "residual add + linear fused">,
+    Statistic<"numGradientSum", "gradient-sum", "gradient sum + linear_grad_input fused">,
   ];
   let dependentDialects = ["::mlir::pe::PEDialect"];
 }

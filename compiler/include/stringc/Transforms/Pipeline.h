@@ -1,8 +1,8 @@
 //===- Pipeline.h - the order of stringc's passes ----------------*- C++ -*-===//
 //
 // stringc compiles a model through the optimisation passes (in
-// optimizationPassNames() order, then for --target=cpu
-// cpuTargetPassNames(), minus the ones switched off), then pe-autodiff. `--disable-pass=NAME` removes one, `--enable-pass=NAME` adds
+// optimizationPassNames() order, minus the ones switched off), then
+// pe-autodiff, then for --target=cpu cpuTargetPassNames(). `--disable-pass=NAME` removes one, `--enable-pass=NAME` adds
 // an opt-in one; `--pass-pipeline=` replaces
 // the optimisation part with a textual MLIR pipeline.
 //
@@ -47,9 +47,9 @@ llvm::ArrayRef<llvm::StringRef> optimizationPassNames();
 /// Passes that run only when asked for (--enable-pass=NAME), after the
 /// default ones: exact, but measured not to pay on the CPU target yet.
 llvm::ArrayRef<llvm::StringRef> optInPassNames();
-/// Default passes of the CPU target alone (--target=cpu), after
-/// optimizationPassNames(): they pay with the CPU runtime's kernels and were
-/// not measured on the GPU's.
+/// Default passes of the CPU target alone (--target=cpu), run after
+/// pe-autodiff on the training program: they pay with the CPU runtime's
+/// kernels and were not measured on the GPU's.
 llvm::ArrayRef<llvm::StringRef> cpuTargetPassNames();
 /// The default passes for `target` ("" for none), in the order they run.
 std::vector<llvm::StringRef> defaultPassNames(llvm::StringRef target);

@@ -189,6 +189,29 @@ def PE_LinearResidualOp : PE_ComputeOp<"linear_residual", [PE_Differentiable]> {
   }];
 }
 
+def PE_LinearGradInputAccOp : PE_ComputeOp<"linear_grad_input_acc"> {
+  let summary = "gradient of pe.linear with respect to its input, added to a prior sum";
+  let description = [{
+    `dx = prior + dy W^T`: `add(prior, linear_grad_input(dy, w))` in one
+    kernel, the input gradient never stored apart. pe-fuse-residual
+    creates it after pe-autodiff, where an activation read by several dense
+    layers (Q, K and V of a block) sums their input gradients. A backward
+    op: no gradient of its own.
+
+    Shapes: `dy` and `w` as in `pe.linear_grad_input`; `prior` of the
+    result type `[..., I]`.
+
+    ```mlir
+    %dx = pe.linear_grad_input_acc %prior, %dy, %w : tensor<?x50x64xf32>, tensor<?x50x64xf32>, tensor<64x64xf32> -> tensor<?x50x64xf32>
+    ```
+  }];
+  let arguments = (ins PE_FloatTensor:$prior, PE_FloatTensor:$dy, PE_FloatTensor:$w);
+  let results = (outs PE_FloatTensor:$dx);
+  let assemblyFormat = [{
+    $prior `,` $dy `,` $w attr-dict `:` type($prior) `,` type($dy) `,` type($w) `->` type($dx)
+  }];
+}
+
 //===----------------------------------------------------------------------===//
 // Backward ops
 //===----------------------------------------------------------------------===//
