@@ -15,6 +15,9 @@
 // and a dense layer with a bias b [OUT] feeding a residual add, r [ROWS, OUT]:
 //   linear_add       y = r + (x w + b) as two kernels: cpu::linear, cpu::add
 //   linear_residual  the same fused (cpu::linearResidual, pe-fuse-residual)
+// and an input gradient added to a prior sum p [ROWS, IN]:
+//   grad_input_add   dx = p + dy w^T as cpu::linearGradInput, cpu::add
+//   grad_input_acc   the same fused (cpu::linearGradInputAcc)
 // Output: two lines, "warm MS" and "cold MS".
 #include "Gemm.h"
 
@@ -37,8 +40,8 @@ namespace {
 
 int usage(const char *why) {
   std::fprintf(stderr,
-               "%s\nusage: stringrt_cpu_gemm_bench forward|grad_input|grad_weight|linear_add|linear_residual "
-               "ROWS IN OUT "
+               "%s\nusage: stringrt_cpu_gemm_bench forward|grad_input|grad_weight|linear_add|linear_residual|"
+               "grad_input_add|grad_input_acc ROWS IN OUT "
                "THREADS ROUNDS (positive integers; ROWS x max(IN, OUT) and IN x OUT at most 2^28, "
                "ROUNDS at most 10000)\n",
                why);
@@ -139,6 +142,22 @@ int main(int argc, char **argv) {
       } else {
         linear(xs, ws, bs, l);
         add(rs, l, y);
+      }
+    };
+  } else if (op == "grad_input_add" || op == "grad_input_acc") {
+    result.resize(static_cast<size_t>(rows * in));
+    linearResult.resize(result.size());
+    const std::vector<float> prior = randomValues(rows * in, 6);
+    const bool fused = op == "grad_input_acc";
+    product = [&, prior, fused] {
+      TensorRef<const float> dys = view(dy, {rows, out}), ws = view(w, {in, out}),
+                             ps = view(prior, {rows, in});
+      TensorRef<float> dx{result.data(), {rows, in}}, g{linearResult.data(), {rows, in}};
+      if (fused) {
+        linearGradInputAcc(ps, dys, ws, dx);
+      } else {
+        linearGradInput(dys, ws, g);
+        add(ps, g, dx);
       }
     };
   } else {
