@@ -35,44 +35,53 @@ using namespace mlir;
 
 namespace {
 
-/// The linear defining `value` when `value` has exactly one use.
-pe::LinearOp singleUseLinear(Value value) {
-  auto linear = value.getDefiningOp<pe::LinearOp>();
-  if (!linear || !value.hasOneUse())
+/// The `Op` defining `value` when `value` has exactly one use.
+template <typename Op> Op singleUse(Value value) {
+  auto op = value.getDefiningOp<Op>();
+  if (!op || !value.hasOneUse())
     return nullptr;
-  return linear;
+  return op;
 }
 
-/// `add(r, linear(x, w, b))` (either order) as `linear_residual(r, x, w,
-/// b)` when the linear feeds only the add and neither side is broadcast.
-/// Returns whether it fused.
-bool fuseResidual(pe::AddOp add, bool explain, StringRef passName) {
-  Value residual;
-  pe::LinearOp linear = singleUseLinear(add.getRhs());
-  if (linear) {
-    residual = add.getLhs();
-  } else if ((linear = singleUseLinear(add.getLhs()))) {
-    residual = add.getRhs();
+/// `add(other, producer(...))` (either order), the producer's result read
+/// only by the add and neither side broadcast, replaced by the op that
+/// `build(builder, other, producer)` creates. Returns whether it fused.
+template <typename ProducerOp, typename Build>
+bool fuseAddOf(pe::AddOp add, bool explain, StringRef passName, StringRef what, Build build) {
+  Value other;
+  ProducerOp producer = singleUse<ProducerOp>(add.getRhs());
+  if (producer) {
+    other = add.getLhs();
+  } else if ((producer = singleUse<ProducerOp>(add.getLhs()))) {
+    other = add.getRhs();
   } else {
     return false;
   }
   // Broadcasting adds (a [D] bias, a [T, D] table) keep their own kernel.
-  if (residual.getType() != add.getType() || linear.getType() != add.getType())
+  if (other.getType() != add.getType() || producer.getType() != add.getType())
     return false;
-  Operation *matched[] = {linear, add};
+  Operation *matched[] = {producer, add};
   stringc::OpCost before = stringc::estimateCost(matched, 1);
   OpBuilder builder(add);
-  auto fused = builder.create<pe::LinearResidualOp>(add.getLoc(), add.getType(), residual,
-                                                    linear.getX(), linear.getW(), linear.getB());
-  add.replaceAllUsesWith(fused.getResult());
+  Operation *fused = build(builder, other, producer);
+  add.replaceAllUsesWith(fused->getResult(0));
   add.erase();
-  linear.erase();
+  producer.erase();
   if (explain)
-    stringc::reportRewrite(fused, passName,
-                           "fused the residual add into the dense layer (the linear's result is "
-                           "never stored apart)",
-                           before, stringc::estimateCost(fused.getOperation(), 1));
+    stringc::reportRewrite(fused, passName, what, before, stringc::estimateCost(fused, 1));
   return true;
+}
+
+/// `add(r, linear(x, w, b))` as `linear_residual(r, x, w, b)`.
+bool fuseResidual(pe::AddOp add, bool explain, StringRef passName) {
+  return fuseAddOf<pe::LinearOp>(
+      add, explain, passName,
+      "fused the residual add into the dense layer (the linear's result is never stored apart)",
+      [&](OpBuilder &builder, Value residual, pe::LinearOp linear) {
+        return builder.create<pe::LinearResidualOp>(add.getLoc(), add.getType(), residual,
+                                                    linear.getX(), linear.getW(), linear.getB())
+            .getOperation();
+      });
 }
 
 /// Every residual add of `module` that fuses; returns how many did.
@@ -85,44 +94,19 @@ int fuseResiduals(ModuleOp module, bool explain, StringRef passName) {
   return fusedCount;
 }
 
-/// The linear_grad_input defining `value` when `value` has exactly one use.
-pe::LinearGradInputOp singleUseGradInput(Value value) {
-  auto gradInput = value.getDefiningOp<pe::LinearGradInputOp>();
-  if (!gradInput || !value.hasOneUse())
-    return nullptr;
-  return gradInput;
-}
-
-/// `add(prior, linear_grad_input(dy, w))` (either order) as
-/// `linear_grad_input_acc(prior, dy, w)` when the input gradient feeds only
-/// the add and neither side is broadcast: the sums pe-autodiff builds for an
-/// activation that several dense layers read.
+/// `add(prior, linear_grad_input(dy, w))` as `linear_grad_input_acc(prior,
+/// dy, w)`: the sums pe-autodiff builds for an activation that several
+/// dense layers read.
 bool fuseGradientSum(pe::AddOp add, bool explain, StringRef passName) {
-  Value prior;
-  pe::LinearGradInputOp gradInput = singleUseGradInput(add.getRhs());
-  if (gradInput) {
-    prior = add.getLhs();
-  } else if ((gradInput = singleUseGradInput(add.getLhs()))) {
-    prior = add.getRhs();
-  } else {
-    return false;
-  }
-  if (prior.getType() != add.getType() || gradInput.getType() != add.getType())
-    return false;
-  Operation *matched[] = {gradInput, add};
-  stringc::OpCost before = stringc::estimateCost(matched, 1);
-  OpBuilder builder(add);
-  auto fused = builder.create<pe::LinearGradInputAccOp>(add.getLoc(), add.getType(), prior,
-                                                        gradInput.getDy(), gradInput.getW());
-  add.replaceAllUsesWith(fused.getResult());
-  add.erase();
-  gradInput.erase();
-  if (explain)
-    stringc::reportRewrite(fused, passName,
-                           "fused the sum of input gradients into the dense layer's "
-                           "backward (the input gradient is never stored apart)",
-                           before, stringc::estimateCost(fused.getOperation(), 1));
-  return true;
+  return fuseAddOf<pe::LinearGradInputOp>(
+      add, explain, passName,
+      "fused the sum of input gradients into the dense layer's backward (the input gradient "
+      "is never stored apart)",
+      [&](OpBuilder &builder, Value prior, pe::LinearGradInputOp gradInput) {
+        return builder.create<pe::LinearGradInputAccOp>(add.getLoc(), add.getType(), prior,
+                                                        gradInput.getDy(), gradInput.getW())
+            .getOperation();
+      });
 }
 
 struct FuseEpiloguePass : stringc::impl::FuseEpilogueBase<FuseEpiloguePass> {
@@ -132,7 +116,7 @@ struct FuseEpiloguePass : stringc::impl::FuseEpilogueBase<FuseEpiloguePass> {
     SmallVector<pe::GeluOp> gelus;
     getOperation().walk([&](pe::GeluOp op) { gelus.push_back(op); });
     for (pe::GeluOp gelu : gelus)
-      if (pe::LinearOp linear = singleUseLinear(gelu.getX()))
+      if (auto linear = singleUse<pe::LinearOp>(gelu.getX()))
         fuseGelu(gelu, linear);
 
     numResidual += fuseResiduals(getOperation(), explain, getArgument());
