@@ -45,7 +45,7 @@ const std::set<std::string> kFastOps = {
     // The fused ops with a fast kernel (ExecutorFusedOps.cpp).
     "pe.rope_apply",       "pe.rope_apply_grad_table", "pe.rope_attention",
     "pe.rope_attention_grad", "pe.linear_gelu",     "pe.linear_residual",
-    "pe.linear_grad_input_acc"};
+    "pe.linear_grad_input_acc", "pe.layer_norm_grad_acc"};
 
 TEST(ExecutorFastTest, TheFastTableOverridesExactlyTheFastOps) {
   const detail::OpTable &reference = opTable(KernelSet::Reference);
@@ -295,6 +295,8 @@ std::vector<OpCase> cases() {
                 {f32({B, T, O})}, {}});
   cs.push_back({"linear_grad_input_acc", "pe.linear_grad_input_acc",
                 {act, f32({B, T, O}), f32({D, O})}, {act}, {}});
+  cs.push_back({"layer_norm_grad_acc", "pe.layer_norm_grad_acc",
+                {act, act, f32({D}), act}, {act, f32({D}), f32({D})}, {{"epsilon", 1e-6}}});
   return cs;
 }
 

@@ -262,6 +262,12 @@ def _one(fn):
     return lambda x, a, t: (fn(x, a, t),)
 
 
+def _with_prior(prior, grads):
+    """The results of a gradient op whose first (dx) is added to `prior`: the
+    _acc ops pe-fuse-residual makes after pe-autodiff (--target=cpu)."""
+    return (prior + grads[0],) + tuple(grads[1:])
+
+
 # Each entry: fn(args, attrs, result types) -> tuple of tensors.
 GRAD_OPS = {
     "pe.sum_to": (_sum_to),
@@ -275,6 +281,8 @@ GRAD_OPS = {
     "pe.linear_grad_weight": (_one(lambda x, a, t: pg.linear_grad_weight(*x))),
     "pe.layer_norm_grad": (lambda x, a, t: pg.layer_norm_grad(
         *x, eps=a["epsilon"])),
+    "pe.layer_norm_grad_acc": (lambda x, a, t: _with_prior(x[0], pg.layer_norm_grad(
+        *x[1:], eps=a["epsilon"]))),
     "pe.gelu_grad": (_one(lambda x, a, t: pg.gelu_grad(
         *x, approximate=a["approximate"]))),
     "pe.relu_grad": (_one(lambda x, a, t: pg.relu_grad(*x))),

@@ -36,6 +36,7 @@ OP_SCHEMA = {
     'pe.householder_grad_freqs': (5, 5, 2, 2, 'fffff', {}),
     'pe.layer_norm': (3, 3, 1, 1, 'fff', {'epsilon': ('Float', False, 1e-05, ())}),
     'pe.layer_norm_grad': (3, 3, 3, 3, 'fff', {'epsilon': ('Float', False, 1e-05, ())}),
+    'pe.layer_norm_grad_acc': (4, 4, 3, 3, 'ffff', {'epsilon': ('Float', False, 1e-05, ())}),
     'pe.linear': (2, 3, 1, 1, 'fff', {}),
     'pe.linear_gelu': (2, 3, 2, 2, 'fff', {'approximate': ('Bool', False, False, ())}),
     'pe.linear_grad_input': (2, 2, 1, 1, 'ff', {}),

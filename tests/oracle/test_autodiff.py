@@ -311,7 +311,8 @@ class TestAutodiffPass(Case):
         """The training program of a --target=cpu package (all the passes,
         and after pe-autodiff the CPU's own: residual adds fused into
         pe.linear_residual, the sums of Q, K and V's input gradients into
-        pe.linear_grad_input_acc) has the loss and gradients autograd gives
+        pe.linear_grad_input_acc, the residual stream's into
+        pe.layer_norm_grad_acc) has the loss and gradients autograd gives
         through the model as written."""
         self.need_tools()
         example = os.path.join(EXAMPLES, "vit_rope.pe")
@@ -320,6 +321,8 @@ class TestAutodiffPass(Case):
         ops = [op.name for op in mg.walk([module.function("gradients")])]
         self.assertEqual(ops.count("pe.linear_residual"), 8)  # 2 residual adds x 4 blocks
         self.assertEqual(ops.count("pe.linear_grad_input_acc"), 8)  # (gv + gk) + gq x 4
+        self.assertEqual(ops.count("pe.layer_norm_grad_acc"), 8)  # 2 pre-norms x 4 blocks
+        self.assertEqual(ops.count("pe.add"), 0)  # every add of the step fused
         _, source = self.differentiate(example, with_source=True)
         written = ii.load_module(source)
         params = perturbed_init_params(module)

@@ -31,8 +31,9 @@ using namespace detail;
 
 bool hasKernelFor(Operation *op) {
   return isa<pe::AddOp, pe::SubOp, pe::MulOp, pe::ScaleOp, pe::GeluOp, pe::ReluOp,
-             pe::GeluGradOp, pe::ReluGradOp, pe::LayerNormOp, pe::LayerNormGradOp, pe::SumToOp,
-             pe::AttentionOp, pe::AttentionGradOp, pe::RopeAttentionOp, pe::RopeAttentionGradOp,
+             pe::GeluGradOp, pe::ReluGradOp, pe::LayerNormOp, pe::LayerNormGradOp,
+             pe::LayerNormGradAccOp, pe::SumToOp, pe::AttentionOp, pe::AttentionGradOp,
+             pe::RopeAttentionOp, pe::RopeAttentionGradOp,
              pe::RopeApplyOp, pe::RopeApplyGradTableOp, pe::TokenEmbedOp, pe::TokenEmbedGradOp,
              pe::ClassTokenOp, pe::ClassTokenGradOp, pe::SelectTokenOp, pe::SelectTokenGradOp,
              pe::CrossEntropyGradOp>(op);

@@ -8,7 +8,8 @@
 // the runtime's only in the order of the float additions),
 // rstd = 1 / sqrt(sq / D + epsilon) in double.
 //
-// layer_norm_grad is two kernels:
+// layer_norm_grad is two kernels (layer_norm_grad_acc the same two, its dx
+// kernel adding the prior as it stores dx: prior + dx, the add's bits):
 //   *_dx      rows in parallel: dx = rstd (g - mean(g) - xhat mean(g xhat)),
 //             g = dy gamma;
 //   *_dparams columns in parallel (range D): dgamma = sum_rows dy xhat and
@@ -42,8 +43,23 @@ Shape rowView(const Shape &x) {
 double epsilonOf(Operation *op) {
   if (auto norm = dyn_cast<pe::LayerNormOp>(op))
     return norm.getEpsilon().convertToDouble();
+  if (auto acc = dyn_cast<pe::LayerNormGradAccOp>(op))
+    return acc.getEpsilon().convertToDouble();
   return cast<pe::LayerNormGradOp>(op).getEpsilon().convertToDouble();
 }
+
+/// The kernel arguments of layer_norm_grad (x, gamma, dy -> dx, dgamma,
+/// dbeta) or, after a leading prior, of layer_norm_grad_acc.
+struct GradArgs {
+  bool hasPrior;
+  unsigned x, gamma, dy, dx, dgamma, dbeta;
+
+  explicit GradArgs(bool hasPrior)
+      : hasPrior(hasPrior), x(hasPrior), gamma(x + 1), dy(x + 2), dx(x + 3), dgamma(x + 4),
+        dbeta(x + 5) {}
+};
+
+bool isAccKind(llvm::StringRef kind) { return kind.starts_with("layer_norm_grad_acc"); }
 
 struct RowStats {
   Value mean, rstd; // f32
@@ -78,9 +94,12 @@ void buildLayerNorm(const KernelSpec &spec, KernelBuilder &kb, double epsilon) {
   kb.finish();
 }
 
-void buildLayerNormGradDx(const KernelSpec &spec, KernelBuilder &kb, double epsilon) {
-  Value x = kb.arg(0), gamma = kb.arg(1), dy = kb.arg(2), dx = kb.arg(3);
-  const Shape &view = spec.views[0];
+void buildLayerNormGradDx(const KernelSpec &spec, KernelBuilder &kb, double epsilon,
+                          GradArgs args) {
+  Value x = kb.arg(args.x), gamma = kb.arg(args.gamma), dy = kb.arg(args.dy),
+        dx = kb.arg(args.dx);
+  Value prior = args.hasPrior ? kb.arg(0) : Value();
+  const Shape &view = spec.views[args.x];
   const int64_t D = view[2];
   kb.loop(kb.begin(), kb.end(), [&](Value i) {
     kb.loop(kb.index(0), kb.index(view[1]), [&](Value q) {
@@ -100,7 +119,12 @@ void buildLayerNormGradDx(const KernelSpec &spec, KernelBuilder &kb, double epsi
       Value meanGX = kb.div(sumGX, kb.f32(double(D)));
       kb.loop(zero, width, [&](Value d) {
         Value v = kb.sub(kb.sub(g(d), meanG), kb.mul(xhat(d), meanGX));
-        kb.store(kb.mul(s.rstd, v), dx, {i, q, d});
+        Value grad = kb.mul(s.rstd, v);
+        // prior + grad, each rounded: the bits of the add after the op
+        // (no contraction into an FMA: the ops carry no fastmath flags).
+        if (prior)
+          grad = kb.add(kb.load(prior, {i, q, d}), grad);
+        kb.store(grad, dx, {i, q, d});
       });
     });
   });
@@ -110,9 +134,11 @@ void buildLayerNormGradDx(const KernelSpec &spec, KernelBuilder &kb, double epsi
 /// Rows per pass of layer_norm_grad_dparams (the remainder two at a time).
 constexpr int64_t kRowsPerPass = 4;
 
-void buildLayerNormGradParams(const KernelSpec &spec, KernelBuilder &kb, double epsilon) {
-  Value x = kb.arg(0), dy = kb.arg(2), dgamma = kb.arg(4), dbeta = kb.arg(5);
-  const Shape &view = spec.views[0];
+void buildLayerNormGradParams(const KernelSpec &spec, KernelBuilder &kb, double epsilon,
+                              GradArgs args) {
+  Value x = kb.arg(args.x), dy = kb.arg(args.dy), dgamma = kb.arg(args.dgamma),
+        dbeta = kb.arg(args.dbeta);
+  const Shape &view = spec.views[args.x];
   const int64_t D = view[2];
   OpBuilder &b = kb.b();
   // Per-column accumulators in double, on the stack (D is static).
@@ -165,9 +191,10 @@ void buildLayerNormGradParams(const KernelSpec &spec, KernelBuilder &kb, double 
 } // namespace
 
 std::vector<KernelSpec> normSpecs(Operation *op) {
-  if (!isa<pe::LayerNormOp, pe::LayerNormGradOp>(op))
+  if (!isa<pe::LayerNormOp, pe::LayerNormGradOp, pe::LayerNormGradAccOp>(op))
     return {};
-  std::optional<Shape> x = kernelShape(op->getOperand(0).getType());
+  const bool hasPrior = isa<pe::LayerNormGradAccOp>(op);
+  std::optional<Shape> x = kernelShape(op->getOperand(GradArgs(hasPrior).x).getType());
   if (!x || x->empty() || ShapedType::isDynamic(x->back()))
     return {};
   // Every other operand and result: x's shape or [D].
@@ -184,11 +211,14 @@ std::vector<KernelSpec> normSpecs(Operation *op) {
       "eps" + llvm::utohexstr(llvm::APFloat(epsilonOf(op)).bitcastToAPInt().getZExtValue());
 
   KernelSpec spec;
-  // layer_norm: x, gamma, beta -> y; layer_norm_grad: x, gamma, dy -> dx, dgamma, dbeta.
+  // layer_norm: x, gamma, beta -> y; layer_norm_grad: x, gamma, dy -> dx,
+  // dgamma, dbeta; layer_norm_grad_acc: prior, then as layer_norm_grad.
   if (isa<pe::LayerNormOp>(op))
     spec.views = {row, column, column, row};
   else
     spec.views = {row, column, row, row, column, column};
+  if (hasPrior)
+    spec.views.insert(spec.views.begin(), row);
   spec.range = ShapedType::isDynamic(row[0]) ? -1 : row[0];
   spec.grain = grainFor(row[1] * D);
   std::string views;
@@ -200,10 +230,11 @@ std::vector<KernelSpec> normSpecs(Operation *op) {
     spec.key = spec.kind + "|" + attrs + views;
     return {spec};
   }
+  const std::string family = hasPrior ? "layer_norm_grad_acc" : "layer_norm_grad";
   KernelSpec dx = spec, dparams = spec;
-  dx.kind = "layer_norm_grad_dx";
+  dx.kind = family + "_dx";
   dx.key = dx.kind + "|" + attrs + views;
-  dparams.kind = "layer_norm_grad_dparams";
+  dparams.kind = family + "_dparams";
   dparams.key = dparams.kind + "|" + attrs + views;
   dparams.range = D;
   dparams.grain = std::max<int64_t>(1, (D + 3) / 4); // at most 4 chunks
@@ -214,10 +245,10 @@ void buildNormKernel(Operation *op, const KernelSpec &spec, KernelBuilder &kb) {
   double epsilon = epsilonOf(op);
   if (spec.kind == "layer_norm")
     buildLayerNorm(spec, kb, epsilon);
-  else if (spec.kind == "layer_norm_grad_dx")
-    buildLayerNormGradDx(spec, kb, epsilon);
+  else if (llvm::StringRef(spec.kind).ends_with("_dx"))
+    buildLayerNormGradDx(spec, kb, epsilon, GradArgs(isAccKind(spec.kind)));
   else
-    buildLayerNormGradParams(spec, kb, epsilon);
+    buildLayerNormGradParams(spec, kb, epsilon, GradArgs(isAccKind(spec.kind)));
 }
 
 } // namespace stringc::codegen::detail

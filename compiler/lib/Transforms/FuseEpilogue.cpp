@@ -9,7 +9,8 @@
 // pe-fuse-epilogue (opt-in) does both, pe-fuse-residual (a default pass of
 // --target=cpu, after pe-autodiff) the residual adds alone, and also
 //
-//   add(p, linear_grad_input(dy, w)) -> linear_grad_input_acc(p, dy, w)
+//   add(p, linear_grad_input(dy, w))     -> linear_grad_input_acc(p, dy, w)
+//   add(p, layer_norm_grad(x, g, dy).dx) -> layer_norm_grad_acc(p, x, g, dy)
 //
 // (either order), the sums of input gradients of the backward. docs/passes.md.
 //
@@ -35,17 +36,31 @@ using namespace mlir;
 
 namespace {
 
-/// The `Op` defining `value` when `value` has exactly one use.
+/// The `Op` defining `value` as its result #0 when `value` has exactly one
+/// use.
 template <typename Op> Op singleUse(Value value) {
   auto op = value.getDefiningOp<Op>();
-  if (!op || !value.hasOneUse())
+  if (!op || op->getResult(0) != value || !value.hasOneUse())
     return nullptr;
   return op;
 }
 
-/// `add(other, producer(...))` (either order), the producer's result read
-/// only by the add and neither side broadcast, replaced by the op that
-/// `build(builder, other, producer)` creates. Returns whether it fused.
+/// Whether every use of `producer`'s results but `summed` (result 0, read by
+/// `add`) comes after `add` in its block: the fused op, created at the add,
+/// then dominates them.
+bool otherResultsUsedAfter(Operation *producer, pe::AddOp add) {
+  for (Value result : producer->getResults().drop_front())
+    for (Operation *user : result.getUsers())
+      if (user->getBlock() != add->getBlock() || !add->isBeforeInBlock(user))
+        return false;
+  return true;
+}
+
+/// `add(other, producer(...))` (either order), the producer's result #0
+/// read only by the add and neither side broadcast, replaced by the op that
+/// `build(builder, other, producer)` creates, whose results stand for the
+/// producer's (result #0 for the sum; the others, if any, for the
+/// producer's others). Returns whether it fused.
 template <typename ProducerOp, typename Build>
 bool fuseAddOf(pe::AddOp add, bool explain, StringRef passName, StringRef what, Build build) {
   Value other;
@@ -58,7 +73,8 @@ bool fuseAddOf(pe::AddOp add, bool explain, StringRef passName, StringRef what, 
     return false;
   }
   // Broadcasting adds (a [D] bias, a [T, D] table) keep their own kernel.
-  if (other.getType() != add.getType() || producer.getType() != add.getType())
+  if (other.getType() != add.getType() || producer->getResult(0).getType() != add.getType() ||
+      !otherResultsUsedAfter(producer, add))
     return false;
   Operation *matched[] = {producer, add};
   stringc::OpCost before = stringc::estimateCost(matched, 1);
@@ -66,6 +82,7 @@ bool fuseAddOf(pe::AddOp add, bool explain, StringRef passName, StringRef what, 
   Operation *fused = build(builder, other, producer);
   add.replaceAllUsesWith(fused->getResult(0));
   add.erase();
+  producer->replaceAllUsesWith(fused->getResults());
   producer.erase();
   if (explain)
     stringc::reportRewrite(fused, passName, what, before, stringc::estimateCost(fused, 1));
@@ -105,6 +122,23 @@ bool fuseGradientSum(pe::AddOp add, bool explain, StringRef passName) {
       [&](OpBuilder &builder, Value prior, pe::LinearGradInputOp gradInput) {
         return builder.create<pe::LinearGradInputAccOp>(add.getLoc(), add.getType(), prior,
                                                         gradInput.getDy(), gradInput.getW())
+            .getOperation();
+      });
+}
+
+/// `add(prior, layer_norm_grad(x, g, dy).dx)` as `layer_norm_grad_acc(prior,
+/// x, g, dy)`: the residual stream's sums, the gradient through a block's
+/// pre-norm and the one that skips the block.
+bool fuseNormGradientSum(pe::AddOp add, bool explain, StringRef passName) {
+  return fuseAddOf<pe::LayerNormGradOp>(
+      add, explain, passName,
+      "fused the residual stream's gradient sum into the layer norm's backward (its input "
+      "gradient is never stored apart)",
+      [&](OpBuilder &builder, Value prior, pe::LayerNormGradOp grad) {
+        return builder
+            .create<pe::LayerNormGradAccOp>(add.getLoc(), grad->getResultTypes(), prior,
+                                            grad.getX(), grad.getGamma(), grad.getDy(),
+                                            grad.getEpsilonAttr())
             .getOperation();
       });
 }
@@ -149,8 +183,12 @@ struct FuseResidualPass : stringc::impl::FuseResidualBase<FuseResidualPass> {
     numResidual += fuseResiduals(getOperation(), explain, getArgument());
     SmallVector<pe::AddOp> adds;
     getOperation().walk([&](pe::AddOp op) { adds.push_back(op); });
-    for (pe::AddOp add : adds)
-      numGradientSum += fuseGradientSum(add, explain, getArgument());
+    for (pe::AddOp add : adds) {
+      if (fuseGradientSum(add, explain, getArgument()))
+        ++numGradientSum;
+      else if (fuseNormGradientSum(add, explain, getArgument()))
+        ++numNormGradientSum;
+    }
   }
 };
 

@@ -144,6 +144,22 @@ LogicalResult LinearGradInputAccOp::verify() {
   return checkResult(op, 0, "dx", shape, "[..., I]");
 }
 
+LogicalResult LayerNormGradAccOp::verify() {
+  Operation *op = getOperation();
+  if (failed(checkLayerNorm(op, getX(), {{getGamma(), "gamma"}},
+                            getEpsilon().convertToDouble())))
+    return failure();
+  ArrayRef<int64_t> x = shapeOf(getX());
+  int64_t d = x.back();
+  if (failed(checkDy(op, getDy(), x, "the shape of 'x'")) ||
+      failed(checkShape(op, getPrior(), "prior", x, "the shape of 'x'")) ||
+      failed(checkResult(op, 0, "dx", x, "the shape of 'x'")) ||
+      failed(checkResult(op, 1, "dgamma", {d}, "[D]")) ||
+      failed(checkResult(op, 2, "dbeta", {d}, "[D]")))
+    return failure();
+  return success();
+}
+
 LogicalResult RopeTableGradOp::verify() {
   Operation *op = getOperation();
   if (failed(checkTableInputs(op, getPos(), getFreqs())))
@@ -333,6 +349,10 @@ double LinearResidualOp::estimateFlops(int64_t batch) { // r + x W + b
 double LinearGradInputAccOp::estimateFlops(int64_t batch) { // prior + dy W^T: inner O
   return 2 * resultElements(*this, batch) * dimFromEnd((*this)->getOperand(2), 0, batch) +
          resultElements(*this, batch);
+}
+
+double LayerNormGradAccOp::estimateFlops(int64_t batch) { // layer_norm_grad's 10, + prior
+  return perElement(*this, batch, 11);
 }
 
 double RopeTableGradOp::estimateFlops(int64_t batch) {

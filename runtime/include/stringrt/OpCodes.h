@@ -37,6 +37,7 @@ enum class OpCode : uint8_t {
   HouseholderGradFreqs, // pe.householder_grad_freqs
   LayerNorm, // pe.layer_norm
   LayerNormGrad, // pe.layer_norm_grad
+  LayerNormGradAcc, // pe.layer_norm_grad_acc
   Linear, // pe.linear
   LinearGelu, // pe.linear_gelu
   LinearGradInput, // pe.linear_grad_input
@@ -82,6 +83,6 @@ enum class OpCode : uint8_t {
   TokenEmbedGrad, // pe.token_embed_grad
 };
 
-inline constexpr size_t kOpCodeCount = 72;
+inline constexpr size_t kOpCodeCount = 73;
 
 } // namespace stringrt

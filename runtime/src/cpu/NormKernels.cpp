@@ -80,14 +80,19 @@ void layerNorm(TensorRef<const float> x, TensorRef<const float> gamma,
   });
 }
 
+namespace {
+
 // Pass 1, rows in parallel: the row statistics (kept) and
-//   dx = rstd (g - mean(g) - xhat mean(g xhat)),  g = dy gamma.
+//   dx = rstd (g - mean(g) - xhat mean(g xhat)),  g = dy gamma,
+// plus prior (when given) as dx is stored: prior + dx rounded after dx, the
+// bits of the add after it.
 // Pass 2, columns in parallel: dgamma = sum_rows dy xhat, dbeta = sum_rows dy,
 // each column in row order - a sum split over rows would depend on the
 // thread count.
-void layerNormGrad(TensorRef<const float> x, TensorRef<const float> gamma,
-                   TensorRef<const float> dy, double epsilon, TensorRef<float> dx,
-                   TensorRef<float> dgamma, TensorRef<float> dbeta) {
+void layerNormGradWithPrior(const float *prior, TensorRef<const float> x,
+                            TensorRef<const float> gamma, TensorRef<const float> dy,
+                            double epsilon, TensorRef<float> dx, TensorRef<float> dgamma,
+                            TensorRef<float> dbeta) {
   const int64_t D = checkLayerNormShapes("layer_norm_grad", x, gamma, epsilon);
   checkShape("layer_norm_grad: dy", dy, x.shape);
   checkShape("layer_norm_grad: dx", dx, x.shape);
@@ -117,6 +122,9 @@ void layerNormGrad(TensorRef<const float> x, TensorRef<const float> gamma,
         const float xhat = (row[d] - mean) * rstd;
         out[d] = rstd * (dyRow[d] * gamma.data[d] - meanG - xhat * meanGXhat);
       }
+      if (prior)
+        for (int64_t d = 0; d < D; ++d)
+          out[d] = prior[n * D + d] + out[d];
     }
   });
 
@@ -136,6 +144,21 @@ void layerNormGrad(TensorRef<const float> x, TensorRef<const float> gamma,
       dbeta.data[d] = static_cast<float>(db[d - d0]);
     }
   });
+}
+
+} // namespace
+
+void layerNormGrad(TensorRef<const float> x, TensorRef<const float> gamma,
+                   TensorRef<const float> dy, double epsilon, TensorRef<float> dx,
+                   TensorRef<float> dgamma, TensorRef<float> dbeta) {
+  layerNormGradWithPrior(nullptr, x, gamma, dy, epsilon, dx, dgamma, dbeta);
+}
+
+void layerNormGradAcc(TensorRef<const float> prior, TensorRef<const float> x,
+                      TensorRef<const float> gamma, TensorRef<const float> dy, double epsilon,
+                      TensorRef<float> dx, TensorRef<float> dgamma, TensorRef<float> dbeta) {
+  checkShape("layer_norm_grad_acc: prior", prior, x.shape);
+  layerNormGradWithPrior(prior.data, x, gamma, dy, epsilon, dx, dgamma, dbeta);
 }
 
 void gelu(TensorRef<const float> x, bool approximate, TensorRef<float> y) {

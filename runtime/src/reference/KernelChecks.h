@@ -100,6 +100,15 @@ int64_t layerNormGrad(const TensorRef<const T> &x, const TensorRef<const T> &gam
   return D;
 }
 
+template <typename T>
+int64_t layerNormGradAcc(const TensorRef<const T> &prior, const TensorRef<const T> &x,
+                         const TensorRef<const T> &gamma, const TensorRef<const T> &dy,
+                         double epsilon, const TensorRef<T> &dx, const TensorRef<T> &dgamma,
+                         const TensorRef<T> &dbeta) {
+  checkShape("layer_norm_grad_acc: prior", prior, x.shape);
+  return checks::layerNormGrad(x, gamma, dy, epsilon, dx, dgamma, dbeta);
+}
+
 // Attention's q, k, v [B, T, D] with `heads` dividing D, rel [T, T, Dh,
 // Dh] when given, skip_base >= 0 with mask skip.
 struct AttentionShape {

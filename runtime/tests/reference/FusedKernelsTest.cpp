@@ -194,6 +194,26 @@ TEST(FusedEpilogue, LinearGradInputAccIsAddOfGradInput) {
   EXPECT_THROW(linearGradInputAcc<double>(bad.cref(), dy.cref(), w.cref(), dx.ref()), Error);
 }
 
+TEST(FusedEpilogue, LayerNormGradAccIsAddOfLayerNormGrad) {
+  const TD prior = fd::random({2, 3, 4}, 53), x = fd::random({2, 3, 4}, 54),
+           gamma = fd::random({4}, 55), dy = fd::random({2, 3, 4}, 56);
+  TD dx = TD::zeros(x.shape), dgamma = TD::zeros({4}), dbeta = TD::zeros({4});
+  TD g = TD::zeros(x.shape), wantGamma = TD::zeros({4}), wantBeta = TD::zeros({4});
+  layerNormGradAcc<double>(prior.cref(), x.cref(), gamma.cref(), dy.cref(), 1e-3, dx.ref(),
+                           dgamma.ref(), dbeta.ref());
+  layerNormGrad<double>(x.cref(), gamma.cref(), dy.cref(), 1e-3, g.ref(), wantGamma.ref(),
+                        wantBeta.ref());
+  for (size_t i = 0; i < g.values.size(); ++i)
+    g.values[i] += prior.values[i];
+  EXPECT_TRUE(fd::allClose("layer_norm_grad_acc dx", dx, g, 0.0));
+  EXPECT_TRUE(fd::allClose("layer_norm_grad_acc dgamma", dgamma, wantGamma, 0.0));
+  EXPECT_TRUE(fd::allClose("layer_norm_grad_acc dbeta", dbeta, wantBeta, 0.0));
+  TD bad = TD::zeros({2, 3, 5});
+  EXPECT_THROW(layerNormGradAcc<double>(bad.cref(), x.cref(), gamma.cref(), dy.cref(), 1e-3,
+                                        dx.ref(), dgamma.ref(), dbeta.ref()),
+               Error);
+}
+
 TEST(FusedKernels, FloatMatchesDouble) {
   const TD x = fd::random({2, 4, 8}, 40), table = fd::random({4, 4, 2}, 41);
   EXPECT_TRUE(fd::floatMatchesDouble("rope_apply", [&](auto zero) {

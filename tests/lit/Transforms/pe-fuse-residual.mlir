@@ -2,7 +2,10 @@
 // linear_residual(r, x, w, b) when the linear feeds nothing else and the add
 // does not broadcast; unlike pe-fuse-epilogue, a gelu keeps its own op. And
 // add(p, linear_grad_input(dy, w)) becomes linear_grad_input_acc(p, dy, w)
-// on the same conditions: the backward's sums of input gradients.
+// on the same conditions: the backward's sums of input gradients; and
+// add(p, layer_norm_grad(x, g, dy).dx) becomes layer_norm_grad_acc(p, x, g,
+// dy) when dgamma and dbeta are read only after the add: the residual
+// stream's sums.
 // RUN: string-opt --pe-fuse-residual -split-input-file %s | FileCheck %s
 // RUN: string-opt --pe-fuse-residual=explain=true -split-input-file %s -o /dev/null 2>&1 | FileCheck %s --check-prefix=EXPLAIN
 
@@ -87,4 +90,48 @@ func.func @gradient_left_alone(%dy: tensor<?x5x4xf32>, %w: tensor<8x4xf32>, %t: 
   %g2 = pe.linear_grad_input %dy, %w : tensor<?x5x4xf32>, tensor<8x4xf32> -> tensor<?x5x8xf32>
   %b = pe.add %g2, %t : tensor<?x5x8xf32>, tensor<5x8xf32> -> tensor<?x5x8xf32>
   return %a, %b : tensor<?x5x8xf32>, tensor<?x5x8xf32>
+}
+
+// -----
+
+// The residual stream's gradient: the gradient through a pre-norm added to
+// the one that skips it (either order). dgamma and dbeta keep their uses.
+// CHECK-LABEL: func.func @norm_gradient_sum(
+// CHECK-SAME:    %[[P:[^:]*]]: tensor<?x5x4xf32>, %[[X:[^:]*]]: tensor<?x5x4xf32>, %[[G:[^:]*]]: tensor<4xf32>, %[[DY:[^:]*]]: tensor<?x5x4xf32>)
+// CHECK-NEXT:    %[[A:[^,]*]], %[[AG:[^,]*]], %[[AB:[^ ]*]] = pe.layer_norm_grad_acc %[[P]], %[[X]], %[[G]], %[[DY]] epsilon(1.000000e-03) : tensor<?x5x4xf32>, tensor<?x5x4xf32>, tensor<4xf32>, tensor<?x5x4xf32> -> (tensor<?x5x4xf32>, tensor<4xf32>, tensor<4xf32>)
+// CHECK-NEXT:    %[[B:[^,]*]], %[[BG:[^,]*]], %[[BB:[^ ]*]] = pe.layer_norm_grad_acc %[[A]], %[[X]], %[[G]], %[[DY]] :
+// CHECK-NEXT:    %[[S:.*]] = pe.add %[[AG]], %[[BB]]
+// CHECK-NEXT:    return %[[B]], %[[S]], %[[AB]], %[[BG]]
+// EXPLAIN: remark: [pe-fuse-residual] fused the residual stream's gradient sum into the layer norm's backward (its input gradient is never stored apart) (forward per example:
+// EXPLAIN: remark: [pe-fuse-residual] fused the residual stream's gradient sum
+func.func @norm_gradient_sum(%p: tensor<?x5x4xf32>, %x: tensor<?x5x4xf32>, %g: tensor<4xf32>, %dy: tensor<?x5x4xf32>) -> (tensor<?x5x4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) {
+  %dx, %dg, %db = pe.layer_norm_grad %x, %g, %dy epsilon(1.000000e-03) : tensor<?x5x4xf32>, tensor<4xf32>, tensor<?x5x4xf32> -> (tensor<?x5x4xf32>, tensor<4xf32>, tensor<4xf32>)
+  %s = pe.add %p, %dx : tensor<?x5x4xf32>, tensor<?x5x4xf32> -> tensor<?x5x4xf32>
+  %dx2, %dg2, %db2 = pe.layer_norm_grad %x, %g, %dy : tensor<?x5x4xf32>, tensor<4xf32>, tensor<?x5x4xf32> -> (tensor<?x5x4xf32>, tensor<4xf32>, tensor<4xf32>)
+  %t = pe.add %dx2, %s : tensor<?x5x4xf32>, tensor<?x5x4xf32> -> tensor<?x5x4xf32>
+  %sum = pe.add %dg, %db2 : tensor<4xf32>, tensor<4xf32> -> tensor<4xf32>
+  return %t, %sum, %db, %dg2 : tensor<?x5x4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
+}
+
+// -----
+
+// Left alone: dx read twice, a broadcast prior, dgamma read before the add
+// (the fused op, placed at the add, would come after that use), and an add
+// of dgamma (not dx) to a prior of its type.
+// CHECK-LABEL: func.func @norm_gradient_left_alone(
+// CHECK-NOT:     pe.layer_norm_grad_acc
+// CHECK:         return
+// EXPLAIN-NOT:   remark: [pe-fuse-residual]
+func.func @norm_gradient_left_alone(%x: tensor<?x5x4xf32>, %g: tensor<4xf32>, %dy: tensor<?x5x4xf32>, %t: tensor<5x4xf32>, %v: tensor<4xf32>) -> (tensor<?x5x4xf32>, tensor<?x5x4xf32>, tensor<?x5x4xf32>, tensor<4xf32>, tensor<4xf32>) {
+  %dx, %dg, %db = pe.layer_norm_grad %x, %g, %dy : tensor<?x5x4xf32>, tensor<4xf32>, tensor<?x5x4xf32> -> (tensor<?x5x4xf32>, tensor<4xf32>, tensor<4xf32>)
+  %a = pe.add %dx, %dx : tensor<?x5x4xf32>, tensor<?x5x4xf32> -> tensor<?x5x4xf32>
+  %dx2, %dg2, %db2 = pe.layer_norm_grad %x, %g, %dy : tensor<?x5x4xf32>, tensor<4xf32>, tensor<?x5x4xf32> -> (tensor<?x5x4xf32>, tensor<4xf32>, tensor<4xf32>)
+  %b = pe.add %dx2, %t : tensor<?x5x4xf32>, tensor<5x4xf32> -> tensor<?x5x4xf32>
+  %dx3, %dg3, %db3 = pe.layer_norm_grad %x, %g, %dy : tensor<?x5x4xf32>, tensor<4xf32>, tensor<?x5x4xf32> -> (tensor<?x5x4xf32>, tensor<4xf32>, tensor<4xf32>)
+  %early = pe.add %dg3, %db3 : tensor<4xf32>, tensor<4xf32> -> tensor<4xf32>
+  %c = pe.add %dy, %dx3 : tensor<?x5x4xf32>, tensor<?x5x4xf32> -> tensor<?x5x4xf32>
+  %r:3 = pe.layer_norm_grad %v, %g, %v : tensor<4xf32>, tensor<4xf32>, tensor<4xf32> -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+  %d = pe.add %v, %r#1 : tensor<4xf32>, tensor<4xf32> -> tensor<4xf32>
+  %e = pe.add %d, %r#0 : tensor<4xf32>, tensor<4xf32> -> tensor<4xf32>
+  return %a, %b, %c, %early, %e : tensor<?x5x4xf32>, tensor<?x5x4xf32>, tensor<?x5x4xf32>, tensor<4xf32>, tensor<4xf32>
 }

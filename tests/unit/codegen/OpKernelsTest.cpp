@@ -48,7 +48,11 @@ module @ops {
           tensor<8xf32> {pe.output = "ln_dbeta"}, tensor<8xf32> {pe.output = "sum_to"},
           tensor<3x8xf32> {pe.output = "sum_to_rows"},
           tensor<?x2x21xf32> {pe.output = "layer_norm_21"}, tensor<?x2x21xf32> {pe.output = "ln21_dx"},
-          tensor<21xf32> {pe.output = "ln21_dgamma"}, tensor<21xf32> {pe.output = "ln21_dbeta"}) {
+          tensor<21xf32> {pe.output = "ln21_dgamma"}, tensor<21xf32> {pe.output = "ln21_dbeta"},
+          tensor<?x3x8xf32> {pe.output = "ln_acc_dx"}, tensor<8xf32> {pe.output = "ln_acc_dgamma"},
+          tensor<8xf32> {pe.output = "ln_acc_dbeta"}, tensor<?x3x8xf32> {pe.output = "ln_add_dx"},
+          tensor<?x2x21xf32> {pe.output = "ln21_acc_dx"}, tensor<21xf32> {pe.output = "ln21_acc_dgamma"},
+          tensor<?x2x21xf32> {pe.output = "ln21_add_dx"}) {
     %b = pe.get_param @b : tensor<8xf32>
     %c = pe.get_param @c : tensor<3x8xf32>
     %s = pe.get_param @s : tensor<f32>
@@ -77,15 +81,22 @@ module @ops {
     %18 = pe.sum_to %y : tensor<?x3x8xf32> -> tensor<3x8xf32>
     %19 = pe.layer_norm %u, %g21, %b21 : tensor<?x2x21xf32>, tensor<21xf32>, tensor<21xf32> -> tensor<?x2x21xf32>
     %20:3 = pe.layer_norm_grad %u, %g21, %v : tensor<?x2x21xf32>, tensor<21xf32>, tensor<?x2x21xf32> -> (tensor<?x2x21xf32>, tensor<21xf32>, tensor<21xf32>)
+    // pe-fuse-residual's layer_norm_grad_acc beside the add it replaces.
+    %21:3 = pe.layer_norm_grad_acc %0, %x, %g, %y : tensor<?x3x8xf32>, tensor<?x3x8xf32>, tensor<8xf32>, tensor<?x3x8xf32> -> (tensor<?x3x8xf32>, tensor<8xf32>, tensor<8xf32>)
+    %22 = pe.add %0, %16#0 : tensor<?x3x8xf32>, tensor<?x3x8xf32> -> tensor<?x3x8xf32>
+    %23:3 = pe.layer_norm_grad_acc %v, %u, %g21, %v : tensor<?x2x21xf32>, tensor<?x2x21xf32>, tensor<21xf32>, tensor<?x2x21xf32> -> (tensor<?x2x21xf32>, tensor<21xf32>, tensor<21xf32>)
+    %24 = pe.add %20#0, %v : tensor<?x2x21xf32>, tensor<?x2x21xf32> -> tensor<?x2x21xf32>
     %loss = pe.mean %0 : tensor<?x3x8xf32> -> tensor<f32>
     return %loss, %0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16#0, %16#1, %16#2, %17, %18,
-           %19, %20#0, %20#1, %20#2
+           %19, %20#0, %20#1, %20#2, %21#0, %21#1, %21#2, %22, %23#0, %23#1, %24
         : tensor<f32>, tensor<?x3x8xf32>, tensor<?x3x8xf32>, tensor<?x3x8xf32>, tensor<?x3x8xf32>,
           tensor<5x8xf32>, tensor<?x3x8xf32>, tensor<?x3x8xf32>, tensor<?x3x8xf32>, tensor<?x3x8xf32>,
           tensor<?x3x8xf32>, tensor<?x3x8xf32>, tensor<?x3x8xf32>, tensor<?xf32>, tensor<8xf32>,
           tensor<?x3x8xf32>, tensor<5x8xf32>, tensor<?x3x8xf32>, tensor<8xf32>, tensor<8xf32>,
           tensor<8xf32>, tensor<3x8xf32>,
-          tensor<?x2x21xf32>, tensor<?x2x21xf32>, tensor<21xf32>, tensor<21xf32>
+          tensor<?x2x21xf32>, tensor<?x2x21xf32>, tensor<21xf32>, tensor<21xf32>,
+          tensor<?x3x8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<?x3x8xf32>,
+          tensor<?x2x21xf32>, tensor<21xf32>, tensor<?x2x21xf32>
   }
   func.func @gradients(%x: tensor<?x3x8xf32> {pe.input = "x"}, %y: tensor<?x3x8xf32> {pe.input = "y"},
                        %z: tensor<?xf32> {pe.input = "z"}, %u: tensor<?x2x21xf32> {pe.input = "u"},
@@ -126,10 +137,30 @@ TEST_F(OpKernels, EveryOpIsCompiled) {
     bool supported = op.op != "pe.mean" && op.op != "pe.get_param";
     EXPECT_EQ(!op.kernels.empty(), supported) << op.op;
   }
-  // layer_norm_grad is two kernels (rows, then parameter columns).
+  // layer_norm_grad(_acc) is two kernels (rows, then parameter columns).
   for (const stringrt::ProgramOp &op : package->manifest().forward.ops)
-    if (op.op == "pe.layer_norm_grad")
+    if (op.op == "pe.layer_norm_grad" || op.op == "pe.layer_norm_grad_acc")
       ASSERT_EQ(op.kernels.size(), 2u);
+}
+
+// layer_norm_grad_acc adds the prior as its dx kernel stores each element:
+// the bits of layer_norm_grad's kernel followed by the add's, and its dgamma
+// and dbeta those of layer_norm_grad (D = 8, one vector a row, and D = 21,
+// vectors and a remainder).
+TEST_F(OpKernels, LayerNormGradAccIsBitForBitTheGradientThenTheAdd) {
+  stringrt::Model compiled(*package);
+  compiled.initParameters();
+  for (int64_t batch : {1, 7}) {
+    SCOPED_TRACE("batch " + std::to_string(batch));
+    Batch in = randomBatch(package->manifest(), batch, 23 + uint32_t(batch), 2.0f);
+    auto out = compiled.run("forward", in.views);
+    EXPECT_EQ(out.at("ln_acc_dx").values, out.at("ln_add_dx").values);
+    EXPECT_EQ(out.at("ln_acc_dgamma").values, out.at("ln_dgamma").values);
+    EXPECT_EQ(out.at("ln_acc_dbeta").values, out.at("ln_dbeta").values);
+    EXPECT_EQ(out.at("ln21_acc_dx").values, out.at("ln21_add_dx").values);
+    EXPECT_EQ(out.at("ln21_acc_dgamma").values, out.at("ln21_dgamma").values);
+    EXPECT_NE(out.at("ln_acc_dx").values, out.at("ln_dx").values); // the prior is not zero
+  }
 }
 
 TEST_F(OpKernels, CompiledMatchesReference) {

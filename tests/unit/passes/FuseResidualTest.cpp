@@ -31,8 +31,8 @@ TEST(FuseResidualTest, TheCpuTargetRunsItAfterTheDefaultPasses) {
 
 // The fast kernels add the residual (the prior sum of input gradients) as
 // the row-tile GEMM stores its tiles (on AVX2 CPUs; elsewhere the product,
-// then the add): the bits of the unfused ops, so the step is the same to
-// the last bit. The reference linear_residual sums in double, within
+// then the add), and layer_norm_grad_acc as it stores each row of dx: the
+// bits of the unfused ops, so the step is the same to the last bit. The reference linear_residual sums in double, within
 // rounding of the unfused graph.
 TEST(FuseResidualTest, VitRopeTheSameBitsWithTheFastKernels) {
   for (stringrt::KernelSet kernels : {stringrt::KernelSet::Reference, stringrt::KernelSet::Fast}) {
@@ -45,6 +45,8 @@ TEST(FuseResidualTest, VitRopeTheSameBitsWithTheFastKernels) {
     EXPECT_TRUE(r.modulesDiffer);
     EXPECT_NE(r.irWith.find("pe.linear_residual"), std::string::npos);
     EXPECT_NE(r.irWith.find("pe.linear_grad_input_acc"), std::string::npos); // dh of q, k, v
+    EXPECT_NE(r.irWith.find("pe.layer_norm_grad_acc"), std::string::npos); // the residual stream
+    EXPECT_EQ(r.irWith.find("pe.add "), std::string::npos);                 // no add left
     EXPECT_EQ(r.irWith.find("pe.linear_gelu"), std::string::npos); // no gelu fusion
     EXPECT_EQ(r.irWithout.find("pe.linear_residual"), std::string::npos);
     if (kernels == stringrt::KernelSet::Fast)

@@ -96,9 +96,14 @@ def FuseResidual : Pass<"pe-fuse-residual", "::mlir::ModuleOp"> {
     - `pe.add(p, pe.linear_grad_input(dy, w))` (either order), the input
       gradient read only by the add, `p` of the result's type, becomes
       `pe.linear_grad_input_acc(p, dy, w)` (the backward's sums over the
-      dense layers that read one activation, Q, K and V).
-    The CPU's kernels add `r` or `p` as the GEMM's tiles are stored: the
-    bits of the unfused graph, one pass over the activation fewer.
+      dense layers that read one activation, Q, K and V);
+    - `pe.add(p, pe.layer_norm_grad(x, g, dy).dx)` (either order), `dx`
+      read only by the add, `p` of its type, `dgamma` and `dbeta` read only
+      after the add, becomes `pe.layer_norm_grad_acc(p, x, g, dy)` (the
+      residual stream's sums over a block's pre-norm and its skip).
+    The CPU's kernels add `r` or `p` as the GEMM's tiles or the layer norm's
+    rows are stored: the bits of the unfused graph, one pass over the
+    activation fewer.
   }];
   let options = [
     Option<"explain", "explain", "bool", "false",
@@ -107,6 +112,8 @@ def FuseResidual : Pass<"pe-fuse-residual", "::mlir::ModuleOp"> {
   let statistics = [
     Statistic<"numResidual", "linear-residual", "residual add + linear fused">,
     Statistic<"numGradientSum", "gradient-sum", "gradient sum + linear_grad_input fused">,
+    Statistic<"numNormGradientSum", "norm-gradient-sum",
+              "gradient sum + layer_norm_grad fused">,
   ];
   let dependentDialects = ["::mlir::pe::PEDialect"];
 }

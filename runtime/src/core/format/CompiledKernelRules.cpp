@@ -71,14 +71,14 @@ std::optional<std::vector<KernelRule>> kernelRules(const ProgramOp &op, const Pr
       return std::nullopt;
     return std::vector<KernelRule>{{kind, s.in(0)[0]}};
   }
-  if (kind == "layer_norm" || kind == "layer_norm_grad") {
-    const Shape &x = s.in(0);
+  if (kind == "layer_norm" || kind == "layer_norm_grad" || kind == "layer_norm_grad_acc") {
+    const Shape &x = s.in(kind == "layer_norm_grad_acc" ? 1 : 0); // after the prior
     if (x.empty())
       return std::nullopt;
     if (kind == "layer_norm")
       return std::vector<KernelRule>{{kind, leadingRows(x)}};
-    return std::vector<KernelRule>{{"layer_norm_grad_dx", leadingRows(x)},
-                                   {"layer_norm_grad_dparams", x.back()}};
+    return std::vector<KernelRule>{{kind + "_dx", leadingRows(x)},
+                                   {kind + "_dparams", x.back()}};
   }
   if (kind == "sum_to")
     return std::vector<KernelRule>{{kind, staticNumel(s.out(0))}};

@@ -212,6 +212,36 @@ def PE_LinearGradInputAccOp : PE_ComputeOp<"linear_grad_input_acc"> {
   }];
 }
 
+def PE_LayerNormGradAccOp : PE_ComputeOp<"layer_norm_grad_acc"> {
+  let summary = "gradient of pe.layer_norm, its input gradient added to a prior sum";
+  let description = [{
+    `pe.layer_norm_grad` whose `dx` is `prior + dx`: `add(prior,
+    layer_norm_grad(x, gamma, dy).dx)` in one kernel, the layer norm's input
+    gradient never stored apart; `dgamma` and `dbeta` as in
+    `pe.layer_norm_grad`. pe-fuse-residual creates it after pe-autodiff,
+    where the residual stream's gradient sums the gradient through a block's
+    pre-norm with the one that skips it. A backward op: no gradient of its
+    own.
+
+    Shapes: `x`, `gamma`, `dy` and `epsilon` as in `pe.layer_norm_grad`;
+    `prior` and `dx` the shape of `x`.
+
+    ```mlir
+    %dx, %dg, %db = pe.layer_norm_grad_acc %prior, %x, %g, %dy : tensor<?x50x64xf32>, tensor<?x50x64xf32>, tensor<64xf32>, tensor<?x50x64xf32> -> (tensor<?x50x64xf32>, tensor<64xf32>, tensor<64xf32>)
+    ```
+  }];
+  let arguments = (ins PE_FloatTensor:$prior, PE_FloatTensor:$x, PE_FloatTensor:$gamma,
+                       PE_FloatTensor:$dy,
+                       DefaultValuedAttr<F64Attr, "1.0e-5">:$epsilon);
+  let results = (outs PE_FloatTensor:$dx, PE_FloatTensor:$dgamma,
+                      PE_FloatTensor:$dbeta);
+  let assemblyFormat = [{
+    $prior `,` $x `,` $gamma `,` $dy (`epsilon` `(` $epsilon^ `)`)? attr-dict `:`
+    type($prior) `,` type($x) `,` type($gamma) `,` type($dy) `->`
+    `(` type($dx) `,` type($dgamma) `,` type($dbeta) `)`
+  }];
+}
+
 //===----------------------------------------------------------------------===//
 // Backward ops
 //===----------------------------------------------------------------------===//
