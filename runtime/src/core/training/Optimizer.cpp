@@ -1,5 +1,7 @@
 #include "stringrt/Optimizer.h"
 
+#include "training/AdamWUpdate.h"
+
 #include "stringrt/Error.h"
 #include "stringrt/cpu/ThreadPool.h"
 
@@ -223,21 +225,18 @@ OptimizerStepInfo Optimizer::step(std::vector<float> &params,
   const double wd = config_.weightDecay;
   const double scale = info.clipScale;
   if (adamw_) {
-    const double b1 = config_.beta1, b2 = config_.beta2, eps = config_.eps;
     const double t = static_cast<double>(info.step);
-    const double bc1 = 1.0 - std::pow(b1, t);
-    const double bc2 = 1.0 - std::pow(b2, t);
+    const detail::AdamWConstants constants{lr,
+                                           wd,
+                                           scale,
+                                           config_.beta1,
+                                           config_.beta2,
+                                           config_.eps,
+                                           1.0 - std::pow(config_.beta1, t),
+                                           1.0 - std::pow(config_.beta2, t)};
     forTrainableElements(slots_, [&](size_t begin, size_t end) {
-      for (size_t i = begin; i < end; ++i) {
-        const double g = scale * static_cast<double>(grads[i]);
-        const double w = params[i];
-        const double m = b1 * static_cast<double>(m_[i]) + (1.0 - b1) * g;
-        const double v = b2 * static_cast<double>(v_[i]) + (1.0 - b2) * g * g;
-        m_[i] = static_cast<float>(m);
-        v_[i] = static_cast<float>(v);
-        const double update = m / bc1 / (std::sqrt(v / bc2) + eps) + wd * w;
-        params[i] = static_cast<float>(w - lr * update);
-      }
+      detail::adamwUpdate(constants, grads.data(), params.data(), m_.data(), v_.data(), begin,
+                          end);
     });
   } else {
     const double mu = config_.momentum;
