@@ -76,18 +76,8 @@ LogicalResult LayerNormOp::verify() {
 }
 
 LogicalResult LayerNormGradOp::verify() {
-  Operation *op = getOperation();
-  if (failed(checkLayerNorm(op, getX(), {{getGamma(), "gamma"}},
-                            getEpsilon().convertToDouble())))
-    return failure();
-  ArrayRef<int64_t> x = shapeOf(getX());
-  int64_t d = x.back();
-  if (failed(checkDy(op, getDy(), x, "the shape of 'x'")) ||
-      failed(checkResult(op, 0, "dx", x, "the shape of 'x'")) ||
-      failed(checkResult(op, 1, "dgamma", {d}, "[D]")) ||
-      failed(checkResult(op, 2, "dbeta", {d}, "[D]")))
-    return failure();
-  return success();
+  return checkLayerNormGrad(getOperation(), getX(), getGamma(), getDy(),
+                            getEpsilon().convertToDouble());
 }
 
 LogicalResult GeluOp::verify() {

@@ -155,6 +155,20 @@ LogicalResult checkLayerNorm(Operation *op, Value x,
   return checkPositive(op, "epsilon", epsilon);
 }
 
+LogicalResult checkLayerNormGrad(Operation *op, Value x, Value gamma, Value dy,
+                                 double epsilon) {
+  if (failed(checkLayerNorm(op, x, {{gamma, "gamma"}}, epsilon)))
+    return failure();
+  ArrayRef<int64_t> shape = shapeOf(x);
+  int64_t d = shape.back();
+  if (failed(checkDy(op, dy, shape, "the shape of 'x'")) ||
+      failed(checkResult(op, 0, "dx", shape, "the shape of 'x'")) ||
+      failed(checkResult(op, 1, "dgamma", {d}, "[D]")) ||
+      failed(checkResult(op, 2, "dbeta", {d}, "[D]")))
+    return failure();
+  return success();
+}
+
 LogicalResult checkPatch(Operation *op, Value image, int64_t patch) {
   if (patch <= 0)
     return op->emitOpError() << "patch must be positive, got " << patch;

@@ -88,6 +88,12 @@ LogicalResult checkLayerNorm(Operation *op, Value x,
                              ArrayRef<std::pair<Value, StringRef>> params,
                              double epsilon);
 
+/// pe.layer_norm_grad / pe.layer_norm_grad_acc: checkLayerNorm of `x` and
+/// `gamma`, `dy` and result 0 (`dx`) the shape of `x`, results 1 and 2
+/// (`dgamma`, `dbeta`) `[D]`.
+LogicalResult checkLayerNormGrad(Operation *op, Value x, Value gamma, Value dy,
+                                 double epsilon);
+
 /// pe.patch_embed / pe.patch_embed_grad: `patch` is positive and divides the
 /// height and width of the `[B, C, H, W]` operand 'image' (already checked).
 LogicalResult checkPatch(Operation *op, Value image, int64_t patch);
