@@ -118,3 +118,36 @@ func.func @f(%q: tensor<?x5x8xf32>, %t: tensor<5x4x2xf32>, %dy: tensor<?x5x4xf32
   %a, %b, %c = pe.rope_attention_grad %q, %q, %q, %t, %dy heads(2) scale(5.000000e-01) mask(none) : tensor<?x5x8xf32>, tensor<?x5x8xf32>, tensor<?x5x8xf32>, tensor<5x4x2xf32>, tensor<?x5x4xf32> -> (tensor<?x5x8xf32>, tensor<?x5x8xf32>, tensor<?x5x8xf32>)
   return
 }
+
+// -----
+
+func.func @f(%p: tensor<?x5x4xf32>, %dy: tensor<?x5x8xf32>, %w: tensor<6x8xf32>) {
+  // expected-error @+1 {{'pe.linear_grad_input_acc' op operand 'prior' must have shape [?, 5, 6] (the result shape [..., I])}}
+  %d = pe.linear_grad_input_acc %p, %dy, %w : tensor<?x5x4xf32>, tensor<?x5x8xf32>, tensor<6x8xf32> -> tensor<?x5x6xf32>
+  return
+}
+
+// -----
+
+func.func @f(%p: tensor<?x5x4xf32>, %x: tensor<?x5x8xf32>, %g: tensor<8xf32>) {
+  // expected-error @+1 {{'pe.layer_norm_grad_acc' op operand 'prior' must have shape [?, 5, 8] (the shape of 'x')}}
+  %a, %b, %c = pe.layer_norm_grad_acc %p, %x, %g, %x : tensor<?x5x4xf32>, tensor<?x5x8xf32>, tensor<8xf32>, tensor<?x5x8xf32> -> (tensor<?x5x8xf32>, tensor<8xf32>, tensor<8xf32>)
+  return
+}
+
+// -----
+
+// The rules of pe.layer_norm_grad hold too.
+func.func @f(%x: tensor<?x5x8xf32>, %g: tensor<4xf32>) {
+  // expected-error @+1 {{'pe.layer_norm_grad_acc' op operand 'gamma' must have shape [8] ([D]), got 'tensor<4xf32>'}}
+  %a, %b, %c = pe.layer_norm_grad_acc %x, %x, %g, %x : tensor<?x5x8xf32>, tensor<?x5x8xf32>, tensor<4xf32>, tensor<?x5x8xf32> -> (tensor<?x5x8xf32>, tensor<4xf32>, tensor<4xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<?x5x8xf32>, %g: tensor<8xf32>) {
+  // expected-error @+1 {{'pe.layer_norm_grad_acc' op result 'dgamma' must have shape [8] ([D])}}
+  %a, %b, %c = pe.layer_norm_grad_acc %x, %x, %g, %x : tensor<?x5x8xf32>, tensor<?x5x8xf32>, tensor<8xf32>, tensor<?x5x8xf32> -> (tensor<?x5x8xf32>, tensor<5xf32>, tensor<8xf32>)
+  return
+}
