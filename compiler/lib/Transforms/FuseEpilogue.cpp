@@ -45,8 +45,8 @@ template <typename Op> Op singleUse(Value value) {
   return op;
 }
 
-/// Whether every use of `producer`'s results but `summed` (result 0, read by
-/// `add`) comes after `add` in its block: the fused op, created at the add,
+/// Whether every use of `producer`'s results other than #0 (the one `add`
+/// reads) comes after `add` in its block: the fused op, created at the add,
 /// then dominates them.
 bool otherResultsUsedAfter(Operation *producer, pe::AddOp add) {
   for (Value result : producer->getResults().drop_front())

@@ -28,8 +28,8 @@ void adamwUpdateScalar(const AdamWConstants &c, const float *grads, float *param
 #ifdef STRINGRT_ADAMW_AVX2
 namespace {
 
-// "avx2" alone, not "fma": GCC may not contract a product and a sum into one
-// rounding, which would change the bits.
+// "avx2" alone, not "fma", so that the compiler cannot contract a product
+// and a sum into one rounding, which would change the bits.
 __attribute__((target("avx2"))) void adamwUpdateAvx2(const AdamWConstants &c, const float *grads,
                                                      float *params, float *m, float *v,
                                                      size_t begin, size_t end) {
