@@ -63,11 +63,11 @@ vit_variant() {
     echo "gpu_packages: examples/vit_rope.pe no longer says '$from': no gpu/$name.pkg" >&2
   fi
 }
-adamw="optimizer adamw(lr = 2e-3, weight_decay = 0.05, clip = 1.0)"
+adamw="optimizer adamw(lr = 3e-3, weight_decay = 0.05, clip = 1.0)"
 vit_variant vit_rope_sgd "$adamw" \
   "optimizer sgd(lr = 0.05, momentum = 0.9, weight_decay = 0.01, clip = 1.0)"
 vit_variant vit_rope_ema "$adamw" \
-  "optimizer adamw(lr = 2e-3, weight_decay = 0.05, clip = 1.0, ema = 0.9)"
+  "optimizer adamw(lr = 3e-3, weight_decay = 0.05, clip = 1.0, ema = 0.9)"
 vit_variant vit_rope_dropout "return x + linear(gelu(linear(h, w1, b1)), w2, b2)" \
   "return x + drop_path(linear(dropout(gelu(linear(h, w1, b1)), p = 0.3), w2, b2), p = 0.25)"
 data=/usr/share/datasets/fashion-mnist

@@ -66,7 +66,7 @@ def time_torch(model, batch, steps, threads):
     else:
         net = torch_vit.ViT(cayley=(model == "vit_cayley"), **variant)
     penalty = getattr(net, "penalty", lambda: 0.0)
-    opt = torch.optim.AdamW(net.parameters(), lr=2e-3, weight_decay=0.05)
+    opt = torch.optim.AdamW(net.parameters(), **torch_vit.adamw_settings(model))
     images = torch.rand(batch, 1, 28, 28)
     labels = torch.randint(0, 10, (batch,))
     smoothing = torch_vit.label_smoothing(model)

@@ -77,7 +77,7 @@ def time_stringc(bin_dir, package, batch, steps, precision, data):
 def make_step(model, batch, compile_mode, bf16):
     torch.manual_seed(0)
     net = torch_vit.ViT(sdpa=True, **MODELS[model]).cuda()
-    opt = torch.optim.AdamW(net.parameters(), lr=2e-3, weight_decay=0.05, fused=True)
+    opt = torch.optim.AdamW(net.parameters(), **torch_vit.adamw_settings(model), fused=True)
     images = torch.rand(batch, 1, 28, 28, device="cuda")
     labels = torch.randint(0, 10, (batch,), device="cuda")
     forward = net if compile_mode is None else torch.compile(net, mode=compile_mode)

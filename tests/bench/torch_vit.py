@@ -87,6 +87,21 @@ def label_smoothing(model):
     return float(match.group(1)) if match else 0.0
 
 
+ADAMW = re.compile(r"^optimizer adamw\(lr = ([0-9.eE+-]+), weight_decay = ([0-9.eE+-]+)", re.M)
+
+
+def adamw_settings(model):
+    """The example's AdamW learning rate and weight decay (examples/MODEL.pe;
+    vit_rope_dropout: vit_rope.pe), so that the peer's optimizer step is the
+    example's: torch.optim.AdamW(params, **adamw_settings(model))."""
+    name = "vit_rope" if model == "vit_rope_dropout" else model
+    with open(os.path.join(EXAMPLES, name + ".pe")) as f:
+        match = ADAMW.search(f.read())
+    if not match:
+        raise ValueError(f"examples/{name}.pe declares no `optimizer adamw(lr = ..., weight_decay = ...)`")
+    return {"lr": float(match.group(1)), "weight_decay": float(match.group(2))}
+
+
 class Block(nn.Module):
     def __init__(self, dim, heads, mlp, cayley, sdpa=False, dropout=0.0, drop_path=0.0):
         super().__init__()
