@@ -77,13 +77,22 @@ EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.
 SMOOTHING = re.compile(r"^loss cross_entropy\([^)]*smoothing = ([0-9.eE+-]+)\)", re.M)
 
 
+def example_name(model):
+    """The example behind `model` (examples/NAME.pe): vit_rope_dropout is
+    vit_rope.pe with one line replaced, the others are their own file."""
+    return "vit_rope" if model == "vit_rope_dropout" else model
+
+
+def example_source(model):
+    with open(os.path.join(EXAMPLES, example_name(model) + ".pe")) as f:
+        return f.read()
+
+
 def label_smoothing(model):
-    """The label smoothing of the example behind `model` (examples/MODEL.pe;
-    vit_rope_dropout: vit_rope.pe), 0 where its loss has none, so that the
-    peer's loss is the example's: F.cross_entropy(..., label_smoothing=...)."""
-    name = "vit_rope" if model == "vit_rope_dropout" else model
-    with open(os.path.join(EXAMPLES, name + ".pe")) as f:
-        match = SMOOTHING.search(f.read())
+    """The label smoothing of the example behind `model`, 0 where its loss has
+    none, so that the peer's loss is the example's:
+    F.cross_entropy(..., label_smoothing=...)."""
+    match = SMOOTHING.search(example_source(model))
     return float(match.group(1)) if match else 0.0
 
 
@@ -91,14 +100,13 @@ ADAMW = re.compile(r"^optimizer adamw\(lr = ([0-9.eE+-]+), weight_decay = ([0-9.
 
 
 def adamw_settings(model):
-    """The example's AdamW learning rate and weight decay (examples/MODEL.pe;
-    vit_rope_dropout: vit_rope.pe), so that the peer's optimizer step is the
-    example's: torch.optim.AdamW(params, **adamw_settings(model))."""
-    name = "vit_rope" if model == "vit_rope_dropout" else model
-    with open(os.path.join(EXAMPLES, name + ".pe")) as f:
-        match = ADAMW.search(f.read())
+    """The AdamW learning rate and weight decay of the example behind `model`,
+    so that the peer's optimizer step is the example's:
+    torch.optim.AdamW(params, **adamw_settings(model))."""
+    match = ADAMW.search(example_source(model))
     if not match:
-        raise ValueError(f"examples/{name}.pe declares no `optimizer adamw(lr = ..., weight_decay = ...)`")
+        raise ValueError(f"examples/{example_name(model)}.pe declares no "
+                         "`optimizer adamw(lr = ..., weight_decay = ...)`")
     return {"lr": float(match.group(1)), "weight_decay": float(match.group(2))}
 
 
