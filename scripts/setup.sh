@@ -10,6 +10,7 @@ packages=(
   python3-torch python3-matplotlib libopenblas-dev libopenblas0-pthread
   dataset-fashion-mnist
   clang-19 libclang-rt-19-dev
+  ccache
 )
 
 missing=()
