@@ -80,7 +80,11 @@ options:
                  step (grid, bytes, FLOPs) with its roofline time on an
                  H100 model, the share of each op kind and the step's
                  predicted time and bound (docs/cuda.md); --batch=N sets
-                 the batch (default 128); no package is written
+                 the batch (default 128); no package is written;
+                 --launch-report=json prints it as one JSON object
+  --gpu-model=h100|h200[,KEY=VALUE...]
+                 the GPU the launch report predicts for (default h100);
+                 KEY: bandwidth, latency_ns, min_us, f32, tf32, bf16, sms
   -o FILE        write the output to FILE instead of standard output
                  (written only on success, atomically)
 
@@ -129,6 +133,8 @@ struct Options {
   std::optional<std::string> gpuArch; // --gpu-arch=ARCH as given
   bool gpuAllKernels = false;          // --gpu-all-kernels
   std::optional<std::string> gpuPrecision; // --gpu-precision=fp32|bf16 as given
+  std::string reportFormat = "text";       // --launch-report[=text|json]
+  std::optional<std::string> gpuModel;     // --gpu-model=h100|h200[,KEY=VALUE...]
   stringc::CompileOptions compile;
   int64_t explainBatch = 128;
 };
@@ -200,9 +206,16 @@ std::optional<int> parseOptions(int argc, char **argv, Options &options) {
     } else if (arg == "--emit=pe-train") {
       options.emit = Emit::PeTrain;
       options.emitGiven = true;
-    } else if (arg == "--launch-report") {
+    } else if (arg == "--launch-report" || arg.rfind("--launch-report=", 0) == 0) {
       options.emit = Emit::LaunchReport;
       options.emitGiven = true;
+      if (arg.size() > 15)
+        options.reportFormat = arg.substr(16);
+      if (options.reportFormat != "text" && options.reportFormat != "json")
+        return usageError("unknown --launch-report format '" + options.reportFormat +
+                          "' (expected text or json)");
+    } else if (arg.rfind("--gpu-model=", 0) == 0) {
+      options.gpuModel = arg.substr(12);
     } else if (arg == "--emit=nvvm" || arg == "--emit=ptx") {
       options.emit = arg == "--emit=nvvm" ? Emit::Nvvm : Emit::Ptx;
       options.emitGiven = true;
@@ -380,6 +393,9 @@ int emitCuda(const stringc::ModelGraph &graph, const Options &options) {
   cuda.allKernels = options.gpuAllKernels;
   if (options.gpuPrecision)
     cuda.precision = *options.gpuPrecision;
+  cuda.reportFormat = options.reportFormat;
+  if (options.gpuModel)
+    cuda.reportMachine = *options.gpuModel;
   cuda.reportBatch = options.explainBatch;
   stringc::CudaEmit what = options.emit == Emit::Nvvm           ? stringc::CudaEmit::NVVM
                            : options.emit == Emit::Ptx          ? stringc::CudaEmit::PTX

@@ -21,6 +21,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/raw_os_ostream.h"
@@ -115,15 +116,8 @@ public:
         cudagen::planKernels(train, options.allKernels, *precision);
     if (failed(plan))
       return 1;
-    if (emit == CudaEmit::LaunchReport) {
-      FailureOr<cudagen::StepEstimate> step =
-          cudagen::estimateTrainingStep(train, *plan, *precision, options.reportBatch);
-      if (failed(step))
-        return 1;
-      cudagen::printLaunchReport(*step, cudagen::GpuMachineModel{}, llvmStream(out));
-      outStream->flush();
-      return 0;
-    }
+    if (emit == CudaEmit::LaunchReport)
+      return launchReport(*plan, *precision, options, out);
     OwningOpRef<ModuleOp> kernels = cudagen::buildKernelModule(context, *plan, options.arch);
     if (failed(verify(*kernels)) || failed(cudagen::lowerKernelsToNVVM(*kernels)))
       return 1;
@@ -153,6 +147,50 @@ public:
   }
 
 private:
+  /// The launch report (LaunchReport.h), with each kernel's registers and
+  /// shared memory from ptxas -v when the toolkit is there (else a note in
+  /// the report and full occupancy).
+  int launchReport(const cudagen::KernelPlan &plan, cudagen::GpuPrecision precision,
+                   const CudaOptions &options, std::ostream &out) {
+    std::string message;
+    FailureOr<cudagen::GpuMachineModel> machine =
+        cudagen::gpuMachineByName(options.reportMachine, message);
+    if (failed(machine)) {
+      errStream << "stringc: error: " << message << "\n";
+      return 1;
+    }
+    cudagen::KernelResourceTable resources;
+    std::string occupancy = "ptxas -v " + options.arch;
+    {
+      // The kernels' PTX, as for a package; failures are not the report's.
+      OwningOpRef<ModuleOp> kernels = cudagen::buildKernelModule(context, plan, options.arch);
+      std::map<std::string, std::string> ptx;
+      ScopedDiagnosticHandler quiet(&context, [&](Diagnostic &d) {
+        message = d.str();
+        return success();
+      });
+      if (failed(verify(*kernels)) || failed(cudagen::lowerKernelsToNVVM(*kernels)) ||
+          failed(cudagen::serializeKernelsToPTX(*kernels, ptx)))
+        occupancy = "not known (no PTX: " + message + ")";
+      else if (failed(cudagen::measureKernelResources(ptx, options.arch, resources, message)))
+        occupancy = "not known (" + message.substr(0, message.find('\n')) + ")";
+    }
+    if (occupancy.rfind("not known", 0) == 0)
+      resources.clear();
+    FailureOr<cudagen::StepEstimate> step = cudagen::estimateTrainingStep(
+        train, plan, precision, options.reportBatch, *machine, resources.empty() ? nullptr : &resources);
+    if (failed(step))
+      return 1;
+    step->occupancy = resources.empty() ? occupancy + ": every kernel counted as fully occupying"
+                                        : occupancy;
+    if (options.reportFormat == "json")
+      cudagen::printLaunchReportJson(*step, *machine, llvmStream(out));
+    else
+      cudagen::printLaunchReport(*step, *machine, llvmStream(out));
+    outStream->flush();
+    return 0;
+  }
+
   /// The precision option, refused when unknown or (bf16) when the arch has
   /// no bf16 mma.sync (sm_80 and newer have it).
   static std::optional<cudagen::GpuPrecision> parsePrecision(const CudaOptions &options,

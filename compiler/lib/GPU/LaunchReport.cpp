@@ -1,13 +1,16 @@
 //===- LaunchReport.cpp - a training step's launches against a roofline ---===//
 //
-// The model is in LaunchReport.h. The grid of a kernel launch comes from the
-// runtime's own rule (stringrt::cudaRuleGridX), so the report sees the grids
-// the GPU will run.
+// The launches of a step and their bytes, FLOPs and grids; the model is in
+// LaunchReport.h and its parts in LaunchModel.h; the printers in
+// LaunchReportPrint.cpp. The grid of a kernel launch comes from the runtime's
+// own rule (stringrt::cudaRuleGridX), so the report sees the grids the GPU
+// will run.
 //
 //===----------------------------------------------------------------------===//
 #include "stringc/GPU/LaunchReport.h"
 
 #include "KernelBuilder.h"
+#include "LaunchModel.h"
 #include "stringc/Dialect/PE/PECost.h"
 #include "stringc/Dialect/PE/PEOps.h"
 #include "stringc/Transforms/Explain.h"
@@ -53,14 +56,38 @@ double peakOf(LaunchArithmetic arithmetic, const GpuMachineModel &machine) {
   return machine.f32FlopsPerSecond;
 }
 
-/// Fills in the two times of a launch whose grid, bytes and FLOPs are set.
+/// The roofline bound of a launch whose bytes and FLOPs are set.
 void applyRoofline(LaunchEstimate &launch, const GpuMachineModel &machine) {
   launch.boundSeconds = std::max(launch.bytes / machine.bytesPerSecond,
                                  launch.flops / peakOf(launch.arithmetic, machine));
-  double share = launch.blocks < 0 ? 1.0
-                                   : std::min(1.0, double(launch.blocks) / double(machine.sms));
-  launch.predictedSeconds =
-      std::max(machine.minLaunchSeconds, share > 0 ? launch.boundSeconds / share : 0.0);
+}
+
+/// The times of a launch (LaunchReport.h): cuBLAS from the measured GEMMs,
+/// a copy at the bandwidth, a generated kernel by the kernel model.
+void applyModel(Operation *op, LaunchEstimate &e, int64_t batch, const KernelResourceTable *table,
+                const GpuMachineModel &machine) {
+  applyRoofline(e, machine);
+  if (e.kernel == "cublas gemm") {
+    ExtraTerm gemm = gemmTime(e.arithmetic, e.flops, e.bytes, machine);
+    e.chainSeconds = gemm.seconds;
+    e.chain = gemm.what;
+    e.predictedSeconds = std::max(machine.minLaunchSeconds, gemm.seconds);
+    e.limit = gemm.seconds > machine.minLaunchSeconds ? "gemm" : "min";
+    return;
+  }
+  if (e.blocks < 0) { // the runtime's copies
+    e.memorySeconds = e.bytes / machine.bytesPerSecond;
+    e.predictedSeconds = std::max(machine.minLaunchSeconds, e.memorySeconds);
+    e.limit = e.memorySeconds > machine.minLaunchSeconds ? "memory" : "min";
+    return;
+  }
+  const KernelResources *resources = nullptr;
+  if (table) {
+    auto found = table->find(e.kernel);
+    if (found != table->end())
+      resources = &found->second;
+  }
+  applyKernelModel(op, e, batch, resources, machine);
 }
 
 /// The launches of one op at `batch`, without times.
@@ -127,6 +154,8 @@ std::vector<LaunchEstimate> opLaunches(Operation &op, const OpSteps &steps,
     }
     std::vector<int64_t> seenBuffers; // each buffer once: (kind << 32) | index
     for (const LaunchArg &arg : launch.args) {
+      if (arg.kind == LaunchArgKind::I64)
+        e.integers.push_back(arg.integer.at(batch));
       if (!arg.isPointer())
         continue;
       int64_t key = (int64_t(arg.kind) << 32) | arg.index;
@@ -134,6 +163,8 @@ std::vector<LaunchEstimate> opLaunches(Operation &op, const OpSteps &steps,
         continue;
       seenBuffers.push_back(key);
       e.bytes += bufferBytes(arg);
+      if (arg.kind == LaunchArgKind::Operand || arg.kind == LaunchArgKind::Constant)
+        ++e.readStreams;
     }
     kernelBytes += e.bytes;
     launches.push_back(std::move(e));
@@ -227,7 +258,8 @@ int64_t trainableElements(ModuleOp train) {
 
 FailureOr<StepEstimate> estimateTrainingStep(ModuleOp train, const KernelPlan &plan,
                                              GpuPrecision precision, int64_t batch,
-                                             const GpuMachineModel &machine) {
+                                             const GpuMachineModel &machine,
+                                             const KernelResourceTable *resources) {
   auto func = train.lookupSymbol<func::FuncOp>("gradients");
   if (!func)
     return train.emitError() << "the launch report needs @gradients (run pe-autodiff first)";
@@ -255,100 +287,25 @@ FailureOr<StepEstimate> estimateTrainingStep(ModuleOp train, const KernelPlan &p
       // By bytes: the FLOPs of a small kernel (a sum's finish) are a share
       // of the op's, which may grow while the kernel's own work does not.
       now[l].growsWithBatch = more[l].bytes > now[l].bytes;
+      applyModel(&op, now[l], batch, resources, machine);
       step.launches.push_back(std::move(now[l]));
     }
   }
-  for (LaunchEstimate &e : optimizerLaunches(train, trainableElements(train)))
+  for (LaunchEstimate &e : optimizerLaunches(train, trainableElements(train))) {
+    e.readStreams = e.kernel == "pe_adamw" ? 4 : e.kernel == "pe_sgd" ? 3 : 1;
+    applyModel(nullptr, e, batch, resources, machine);
     step.launches.push_back(std::move(e));
-  for (LaunchEstimate &e : step.launches) {
-    applyRoofline(e, machine);
+  }
+  for (const LaunchEstimate &e : step.launches) {
     step.boundSeconds += e.boundSeconds;
     step.predictedSeconds += e.predictedSeconds;
   }
   step.augmentation = augmentationLaunch(train, plan, batch);
-  if (step.augmentation)
-    applyRoofline(*step.augmentation, machine);
+  if (step.augmentation) {
+    step.augmentation->readStreams = 2;
+    applyModel(nullptr, *step.augmentation, batch, resources, machine);
+  }
   return step;
-}
-
-namespace {
-
-std::string scaled(double value, const char *unit) {
-  const char *prefixes[] = {"", "K", "M", "G", "T"};
-  int index = 0;
-  while (value >= 1000 && index < 4) {
-    value /= 1000;
-    ++index;
-  }
-  char text[32];
-  std::snprintf(text, sizeof text, index ? "%.1f %s%s" : "%.0f %s%s", value, prefixes[index],
-                unit);
-  return text;
-}
-
-/// printf into a std::string (llvm::format takes no string literals).
-template <typename... Args> std::string formatted(const char *format, Args... args) {
-  char text[256];
-  std::snprintf(text, sizeof text, format, args...);
-  return text;
-}
-
-} // namespace
-
-void printLaunchReport(const StepEstimate &step, const GpuMachineModel &machine,
-                       llvm::raw_ostream &os) {
-  os << "launch report: one training step at batch " << step.batch << ", predicted for an "
-     << machine.name << " (" << machine.sms << " SMs, "
-     << llvm::format("%.2f", machine.bytesPerSecond / 1e12) << " TB/s, "
-     << llvm::format("%.0f", machine.f32FlopsPerSecond / 1e12) << " TFLOP/s f32, "
-     << llvm::format("%.0f", machine.tf32FlopsPerSecond / 1e12) << " tf32, "
-     << llvm::format("%.0f", machine.bf16FlopsPerSecond / 1e12) << " bf16)\n";
-  os << formatted("%4s %-28s %-40s %8s %7s %10s %11s %5s %10s %12s\n", "#", "op", "kernel",
-                  "blocks", "threads", "bytes", "FLOPs", "unit", "bound us", "predicted us");
-  for (size_t i = 0; i < step.launches.size(); ++i) {
-    const LaunchEstimate &e = step.launches[i];
-    std::string op = e.op >= 0 ? e.opName + " #" + std::to_string(e.op) : e.opName;
-    std::string blocks = e.blocks < 0 ? "-" : std::to_string(e.blocks);
-    std::string threads = e.threadsPerBlock ? std::to_string(e.threadsPerBlock) : "-";
-    os << formatted("%4zu %-28s %-40s %8s %7s %10s %11s %5s %10.2f %12.2f%s\n", i + 1,
-                       op.c_str(), e.kernel.c_str(), blocks.c_str(), threads.c_str(),
-                       scaled(e.bytes, "B").c_str(), scaled(e.flops, "FLOP").c_str(),
-                       launchArithmeticName(e.arithmetic), e.boundSeconds * 1e6,
-                       e.predictedSeconds * 1e6, e.underfilled(machine) ? "  UNDERFILLED" : "");
-  }
-
-  // The share of each op kind, largest first.
-  std::map<std::string, std::pair<int64_t, double>> kinds;
-  for (const LaunchEstimate &e : step.launches) {
-    auto &[count, seconds] = kinds[e.opName];
-    ++count;
-    seconds += e.predictedSeconds;
-  }
-  std::vector<std::pair<std::string, std::pair<int64_t, double>>> sorted(kinds.begin(),
-                                                                         kinds.end());
-  std::stable_sort(sorted.begin(), sorted.end(),
-                   [](const auto &a, const auto &b) { return a.second.second > b.second.second; });
-  os << "\nby op kind:\n";
-  os << formatted("  %-28s %8s %12s %7s\n", "op", "launches", "predicted us", "share");
-  for (const auto &[name, entry] : sorted)
-    os << formatted("  %-28s %8lld %12.2f %6.1f%%\n", name.c_str(), (long long)entry.first,
-                       entry.second * 1e6,
-                       step.predictedSeconds > 0 ? 100 * entry.second / step.predictedSeconds : 0);
-
-  int64_t underfilled = 0;
-  for (const LaunchEstimate &e : step.launches)
-    underfilled += e.underfilled(machine);
-  os << "\nstep: " << step.launches.size() << " launches, predicted "
-     << llvm::format("%.1f", step.predictedSeconds * 1e6) << " us, roofline bound "
-     << llvm::format("%.1f", step.boundSeconds * 1e6) << " us (predicted / bound "
-     << llvm::format("%.2f", step.boundSeconds > 0 ? step.predictedSeconds / step.boundSeconds : 1)
-     << "x)\n";
-  if (const std::optional<LaunchEstimate> &a = step.augmentation)
-    os << "runs that augment (--augment, or the model's data section) add 1 launch, "
-       << a->kernel << " on " << a->blocks << " blocks: predicted "
-       << llvm::format("%.1f", a->predictedSeconds * 1e6) << " us, roofline bound "
-       << llvm::format("%.1f", a->boundSeconds * 1e6) << " us (not in the step above)\n";
-  os << "launches that grow with the batch on fewer blocks than SMs: " << underfilled << "\n";
 }
 
 } // namespace stringc::cudagen

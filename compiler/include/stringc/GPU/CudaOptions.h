@@ -36,6 +36,11 @@ struct CudaOptions {
   std::string precision = "fp32";
   /// The batch size of CudaEmit::LaunchReport.
   int64_t reportBatch = 128;
+  /// CudaEmit::LaunchReport as "text" or "json" (LaunchReport.h).
+  std::string reportFormat = "text";
+  /// The GPU CudaEmit::LaunchReport predicts for: "h100" or "h200", then
+  /// optional ",KEY=VALUE" overrides (gpuMachineByName, LaunchReport.h).
+  std::string reportMachine = "h100";
 };
 
 } // namespace stringc

@@ -1,0 +1,118 @@
+//===- SerialChains.cpp - kernels whose time is a dependent sequence ------===//
+//
+// Kernels whose bytes and FLOPs say little of their time (docs/cuda.md,
+// "Launch report"), counted from their structure with the machine's
+// latencies (GpuMachineModel):
+//
+// - pe_cayley_factors (CayleyKernels.cpp): one block of 1024 threads (32
+//   warps, 8 a scheduler) per matrix, Gauss-Jordan on [A | I] (d x 2d) in
+//   shared memory. Per pivot column c of d: every thread scans rows c..d-1
+//   for the pivot, a dependent chain of (d - c) shared loads and compares;
+//   five barriers; the swap, factor and normalise phases (one element a
+//   thread: a shared load and a store each); and the elimination of d x 2d
+//   elements, 2 d^2 / 1024 a thread, each with a 64-bit division and
+//   remainder by 2d (emulated, i64DivideCycles of issue each) and ~12 other
+//   instructions, issued for the scheduler's 8 warps in turn. Matrices
+//   beyond one block per SM run in further waves.
+// - pe_generator_exp, pe_generator_exp_grad_blocks (GeneratorKernels.cpp):
+//   one block of 256 threads (2 warps a scheduler) per matrix, f64: the
+//   degree-13 Pade approximant's six d x d products (d^2 / 256 elements a
+//   thread, each a chain of d dependent f64 FMAs and an index division)
+//   and one Gauss-Jordan solve as above on [d | d]; the squarings depend on
+//   the matrix's norm (data) and are not counted: a lower bound. The
+//   gradient works on pairs of blocks: twice the products.
+// - the relative attention (pe_rel_attention_*_dNN but drel): each thread
+//   reads its own R_ij (Dh x Dh floats) for every key: B H T^2 Dh^2 x 4
+//   bytes a kernel, from L2 (R is T^2 Dh^2 x 4 bytes, 2.6 MB at T 50, Dh
+//   16) at the L2's bandwidth.
+//
+//===----------------------------------------------------------------------===//
+#include "LaunchModel.h"
+
+#include "mlir/IR/BuiltinTypes.h"
+#include "llvm/ADT/StringRef.h"
+
+#include <algorithm>
+#include <cmath>
+
+using namespace mlir;
+
+namespace stringc::cudagen {
+namespace {
+
+/// Cycles of one Gauss-Jordan solve on a d x w augmented matrix in shared
+/// memory by a block of `threads` (see the header).
+double gaussJordanCycles(double d, double w, double threads, const GpuMachineModel &m) {
+  const double warpsPerScheduler = std::max(1.0, threads / 32 / 4);
+  const double eliminate = std::ceil(d * w / threads) * warpsPerScheduler *
+                           (2 * m.i64DivideCycles + 12);
+  const double smallPhases = 3 * (m.sharedLoadCycles + m.fmaCycles);
+  double cycles = 0;
+  for (double c = 0; c < d; ++c)
+    cycles += (d - c) * (m.sharedLoadCycles + 2 * m.fmaCycles) + 5 * m.barrierCycles +
+              smallPhases + eliminate;
+  return cycles;
+}
+
+/// Waves of `blocks` at `perSM` resident blocks.
+double waves(int64_t blocks, int64_t perSM, const GpuMachineModel &m) {
+  return std::ceil(double(std::max<int64_t>(1, blocks)) /
+                   double(m.sms * std::max<int64_t>(1, perSM)));
+}
+
+} // namespace
+
+std::optional<ExtraTerm> serialChain(Operation &op, const LaunchEstimate &e,
+                                     const GpuMachineModel &m) {
+  llvm::StringRef kernel = e.kernel;
+  char text[160];
+  if (kernel == "pe_cayley_factors" && !e.integers.empty()) {
+    double d = double(e.integers[0]);
+    double cycles = gaussJordanCycles(d, 2 * d, double(e.threadsPerBlock), m);
+    // the fill of [I + S | I] and the copy out: one pass, two divisions each
+    cycles += 2 * std::ceil(2 * d * d / double(e.threadsPerBlock)) * 8 *
+              (2 * m.i64DivideCycles + 12);
+    double w = waves(e.blocks, e.blocksPerSM, m);
+    std::snprintf(text, sizeof text, "chain: Gauss-Jordan d %.0f on one block, %.0f kcycles x %.0f waves",
+                  d, cycles / 1e3, w);
+    return ExtraTerm{w * cycles / m.clockHz, text};
+  }
+  if ((kernel == "pe_generator_exp" || kernel == "pe_generator_exp_grad_blocks") &&
+      e.integers.size() >= 3) {
+    // (matrices, count, dim); the gradient's matrices are pairs of blocks.
+    double d = double(e.integers[2]), matrices = double(e.integers[0]);
+    double threads = double(e.threadsPerBlock);
+    double products = kernel == "pe_generator_exp" ? 6 : 12;
+    double product = std::ceil(d * d / threads) *
+                     (d * m.f64FmaCycles + 2 * m.i64DivideCycles) + m.barrierCycles;
+    double cycles = products * product + gaussJordanCycles(d, 2 * d, threads, m);
+    // blocks loop over the matrices
+    double perBlock = std::ceil(matrices / double(std::max<int64_t>(1, e.blocks)));
+    double w = waves(e.blocks, e.blocksPerSM, m);
+    std::snprintf(text, sizeof text,
+                  "chain: f64 Pade-13 d %.0f, %.0f kcycles a matrix x %.0f a block x %.0f waves",
+                  d, cycles / 1e3, perBlock, w);
+    return ExtraTerm{w * perBlock * cycles / m.clockHz, text};
+  }
+  if (kernel.starts_with("pe_rel_attention") && !kernel.contains("drel")) {
+    // q, k, v [B, T, H Dh] and rel [T, T, Dh, Dh]: the first rank-4 operand.
+    for (Value operand : op.getOperands()) {
+      auto rel = dyn_cast<RankedTensorType>(operand.getType());
+      if (!rel || rel.getRank() != 4 || !rel.hasStaticShape())
+        continue;
+      double t = double(rel.getDimSize(0)), dh = double(rel.getDimSize(2));
+      // threads cover B H T rows (one per query or key), each reading T
+      // tables of Dh^2 floats
+      auto q = dyn_cast<RankedTensorType>(op.getOperand(0).getType());
+      if (!q || q.getRank() != 3)
+        return std::nullopt;
+      double rows = double(e.blocks) / std::ceil(t / double(e.threadsPerBlock)) * t;
+      double bytes = rows * t * dh * dh * 4;
+      std::snprintf(text, sizeof text, "chain: R_ij re-read from L2, %.2f GB", bytes / 1e9);
+      return ExtraTerm{bytes / m.l2BytesPerSecond, text};
+    }
+  }
+  return std::nullopt;
+}
+
+} // namespace stringc::cudagen
