@@ -20,6 +20,12 @@
 # Packages and reports come from scripts/gpu_packages.sh (carry gpu/). Every
 # step has a time limit (STEP_LIMIT seconds, default 120) so that the call
 # ends inside its budget; logs go to $OUT (tarred as logs.tgz at the end).
+#
+# Records: every step time of 2. and every ncu table of 4. is also written as
+# a measurement record (tests/perf/records/README.md) to
+# $OUT/records/DATE-CARD.json, the raw ncu logs beside it under ncu/; copy
+# $OUT/records/ into tests/perf/records/ and commit them (COMMIT names the
+# packages' commit when the copy here has no .git).
 set -u
 cd "$(dirname "$0")/.."
 out=${OUT:-gpu-speed-logs}
@@ -34,6 +40,20 @@ elapsed() { echo "$(( $(date +%s) - start )) s"; }
 data=gpu/fashion-mnist
 build=build-gpu-runtime
 stringrun=$build/stringrun/stringrun
+# Measurement records (tests/perf/perf_records.py): the card, the day, the commit.
+card=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+case $card in *H200*) card_short=H200 ;; *H100*) card_short=H100 ;; *) card_short= ;; esac
+day=$(date -u +%F)
+commit=${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
+records=$out/records/$day-$(echo "$card_short" | tr 'A-Z' 'a-z').json
+record() {  # add-step|add-kernels MODEL BATCH PRECISION COMMAND [more options]
+  [ -n "$card_short" ] || return 0
+  what=$1 model=$2 batch=$3 precision=$4 command=$5; shift 5
+  python3 tests/perf/perf_records.py "$what" "$records" --card "$card_short" --card-detail "$card" \
+    --date "$day" --commit "$commit" --model "$model" --batch "$batch" --precision "$precision" \
+    --command "$command" --source "scripts/gpu_speed.sh (\$OUT/summary.txt of that call)" "$@" \
+    >> "$logs/records.log" 2>&1 || note "record $what $model $batch $precision: failed (records.log)"
+}
 # The package of example $1 in precision $2 (fp32 or bf16).
 packageOf() { if [ "$2" = bf16 ]; then echo "gpu/examples-bf16/$1.pkg"; else echo "gpu/examples/$1.pkg"; fi; }
 
@@ -47,16 +67,21 @@ grep -h -E 'MISMATCH|^FAIL|^\[  FAILED' "$logs"/verify/*.log 2>/dev/null | head 
 [ -x "$stringrun" ] || { note "no stringrun: build failed"; tail -30 "$logs/verify.log"; exit 1; }
 
 # 2. images/s with CUDA graphs.
-bench() {  # package batch [extra options]
-  pkg=$1 batch=$2; shift 2
+bench() {  # model precision batch [extra options]
+  name=$1 precision=$2 batch=$3; shift 3
+  pkg=$(packageOf "$name" "$precision")
   line=$(timeout "$limit" "$stringrun" bench "$pkg" --device cuda --batch "$batch" --steps "${STEPS:-30}" \
            --data "$data" "$@" 2>&1 | grep -E 'images/s|error' | tail -1)
   note "bench $(basename "$(dirname "$pkg")")/$(basename "$pkg" .pkg) batch $batch $*: $line"
+  ips=$(echo "$line" | sed -n 's/.* \([0-9.][0-9.]*\) images\/s.*/\1/p')
+  [ -n "$ips" ] && [ $# -eq 0 ] && record add-step "$name" "$batch" "$precision" \
+    "stringrun bench $pkg --device cuda --batch $batch --steps ${STEPS:-30} (CUDA graphs on)" \
+    --images-per-second "$ips"
 }
 for step in ${BENCH_SET:-vit_rope:128 vit_rope:256 vit_rope:1024 vit_cayley:128 vit_cayley:1024 vit_s_rope:256}; do
   name=${step%:*} batch=${step#*:}
-  bench "$(packageOf "$name" fp32)" "$batch"
-  case $name in vit_rope|vit_s_rope) bench "$(packageOf "$name" bf16)" "$batch" ;; esac
+  bench "$name" fp32 "$batch"
+  case $name in vit_rope|vit_s_rope) bench "$name" bf16 "$batch" ;; esac
 done
 note "bench done ($(elapsed))"
 
@@ -91,8 +116,12 @@ if command -v ncu > /dev/null 2>&1; then
     log=$logs/ncu-$name-$batch-$precision.txt
     timeout "$limit" ncu --print-summary per-kernel --metrics gpu__time_duration.sum \
       "$stringrun" bench "$pkg" --device cuda --batch "$batch" --steps 1 --no-graphs --data "$data" > "$log" 2>&1
-    note "ncu $name $batch $precision: exit $? ($(elapsed))"
+    status=$?
+    note "ncu $name $batch $precision: exit $status ($(elapsed))"
     python3 scripts/ncu_table.py "$log" 2>&1 | head -25 | tee -a "$summary"
+    [ "$status" = 0 ] && record add-kernels "$name" "$batch" "$precision" \
+      "ncu --print-summary per-kernel --metrics gpu__time_duration.sum stringrun bench $pkg --device cuda --batch $batch --steps 1 --no-graphs" \
+      --ncu "$log" --steps 2
   done
 fi
 
@@ -127,6 +156,7 @@ if [ "${PEERS:-0}" = 1 ]; then
     note "peer $precision $models $batches: exit $? ($(elapsed))"; tee -a "$summary" < "$logs/peer-$precision-$models.log"
   done
 fi
+[ -f "$records" ] && { note "records: $records"; python3 tests/perf/perf_records.py check "$out/records" | tee -a "$summary"; }
 note "gpu_speed: done in $(elapsed)"
 find "$logs" -name '*.safetensors' -delete
 tar czf "$out/logs.tgz" -C "$out" logs && rm -rf "$logs"
