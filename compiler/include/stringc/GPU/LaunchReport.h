@@ -14,11 +14,13 @@
 //               flight / memory latency)     (Little's law, over the SMs the
 //               grid fills);
 //   compute   = FLOPs / (peak x the fraction of SMs the grid fills);
-//   chain     = the kernel's serial chain where it has one (SerialChains.h:
-//               a block-serial solve, a thread's dependent loop over keys);
+//   chain     = the kernel's serial chain where it has one (SerialChains.cpp:
+//               a block-serial solve, the relative attention's re-reads),
+//               or its measured time per work (MeasuredKernels.cpp: the
+//               attention kernels);
 //   predicted = max(minimum, memory, compute, chain).
-// A cuBLAS GEMM: the table of GEMMs measured on an H100 (GemmTable.h), by
-// arithmetic, FLOPs and bytes. The step's prediction is the sum of its
+// A cuBLAS GEMM: the table of GEMMs measured on an H100 (MeasuredKernels.cpp),
+// by arithmetic, FLOPs and bytes. The step's prediction is the sum of its
 // launches'; its bound the sum of max(bytes / bandwidth, FLOPs / peak).
 //
 //===----------------------------------------------------------------------===//
@@ -51,7 +53,7 @@ struct GpuMachineModel {
   double tf32FlopsPerSecond = 495e12;
   double bf16FlopsPerSecond = 989e12;
   double minLaunchSeconds = 3e-6;
-  double l2BytesPerSecond = 5.5e12;    // L2 hits (re-read tables, SerialChains.h)
+  double l2BytesPerSecond = 5.5e12;    // L2 hits (re-read tables, SerialChains.cpp)
   /// Little's law: a load's latency from DRAM (unloaded, ~600 cycles) and
   /// the bytes one warp keeps in flight per operand stream it reads (32
   /// lanes x 4 bytes: the generated kernels load one f32 per lane per
@@ -64,7 +66,7 @@ struct GpuMachineModel {
   int64_t maxBlocksPerSM = 32;
   int64_t sharedBytesPerSM = 228 * 1024;
   int64_t sharedReservedPerBlock = 1024;
-  /// Latencies of the serial chains (SerialChains.h), in cycles: a dependent
+  /// Latencies of the serial chains (SerialChains.cpp), in cycles: a dependent
   /// f32 FMA, an f64 FMA, a shared-memory load, a block barrier, and the
   /// issue cycles of one warp's 64-bit integer division or remainder (an
   /// emulated sequence of ~70 instructions on sm_90: no hardware i64 divide).
