@@ -271,6 +271,8 @@ std::optional<int> parseOptions(int argc, char **argv, Options &options) {
                                   : options.gpuPrecision ? "--gpu-precision"
                                                          : "--gpu-all-kernels") +
                       " is for --target=cuda");
+  if (options.gpuModel && options.emit != Emit::LaunchReport)
+    return usageError("--gpu-model is for --launch-report");
   bool cpuEmit = options.emit == Emit::Kernels || options.emit == Emit::Llvm;
   if (cpuEmit && options.target && *options.target != "cpu")
     return usageError("--emit=kernels and --emit=llvm are for --target=cpu");
