@@ -72,7 +72,9 @@ bench() {  # model precision batch [extra options]
   pkg=$(packageOf "$name" "$precision")
   line=$(timeout "$limit" "$stringrun" bench "$pkg" --device cuda --batch "$batch" --steps "${STEPS:-30}" \
            --data "$data" "$@" 2>&1 | grep -E 'images/s|error' | tail -1)
-  note "bench $(basename "$(dirname "$pkg")")/$(basename "$pkg" .pkg) batch $batch $*: $line"
+  report=gpu/reports/$name-$batch-$precision.txt  # scripts/gpu_packages.sh's (an H100's)
+  predicted=$([ -f "$report" ] && sed -n 's/^step: .* predicted \([0-9.]*\) us.*/\1/p' "$report")
+  note "bench $(basename "$(dirname "$pkg")")/$(basename "$pkg" .pkg) batch $batch $*: $line${predicted:+ (launch report: $predicted us a step on an H100)}"
   ips=$(echo "$line" | sed -n 's/.* \([0-9.][0-9.]*\) images\/s.*/\1/p')
   [ -n "$ips" ] && [ $# -eq 0 ] && record add-step "$name" "$batch" "$precision" \
     "stringrun bench $pkg --device cuda --batch $batch --steps ${STEPS:-30} (CUDA graphs on)" \
