@@ -5,12 +5,14 @@
 //   stringc model.pe --emit=kernels|llvm           (the CPU kernels)
 //   stringc model.pe --target=cuda [--gpu-arch=sm_90] -o model.pkg | --emit=nvvm|ptx
 //   stringc model.pe --explain                     (what the passes do)
+//   stringc model.pe -D NAME=VALUE ...             (a constant set anew)
 //
 // Exit status: 0 on success, 1 when the model has errors (or output fails),
 // 2 on a usage error (bad flag, unreadable input file).
 //
 //===----------------------------------------------------------------------===//
 
+#include "stringc/Frontend/ConstantOverrides.h"
 #include "stringc/Frontend/Frontend.h"
 #include "stringc/Frontend/Graph.h"
 #include "stringc/Driver/Driver.h"
@@ -27,6 +29,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <vector>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -87,6 +90,11 @@ options:
                  KEY: bandwidth, latency_ns, min_us, f32, tf32, bf16, sms
   -o FILE        write the output to FILE instead of standard output
                  (written only on success, atomically)
+  -D NAME=VALUE  set the top-level constant NAME to VALUE (a number) in
+                 place of the file's value, e.g. -D image=40 (repeatable;
+                 also -DNAME=VALUE): the constants computed from it follow
+                 and the file's checks apply; a NAME that is no top-level
+                 constant is an error
 
 pass options (docs/passes.md):
   --explain      print each rewrite that fires (source location, what it did,
@@ -137,6 +145,7 @@ struct Options {
   std::optional<std::string> gpuModel;     // --gpu-model=h100|h200[,KEY=VALUE...]
   stringc::CompileOptions compile;
   int64_t explainBatch = 128;
+  std::vector<stringc::ConstantOverride> overrides; // -D NAME=VALUE
 };
 
 /// Splits "a,b" into its non-empty names.
@@ -248,6 +257,18 @@ std::optional<int> parseOptions(int argc, char **argv, Options &options) {
       if (i + 1 >= argc || !*argv[i + 1])
         return usageError("-o needs a file name");
       options.output = argv[++i];
+    } else if (arg.rfind("-D", 0) == 0) {
+      if (arg == "-D" && (i + 1 >= argc || !*argv[i + 1]))
+        return usageError("-D needs NAME=VALUE");
+      std::string error;
+      std::optional<stringc::ConstantOverride> given =
+          stringc::parseConstantOverride(arg == "-D" ? argv[++i] : arg.substr(2), error);
+      if (!given)
+        return usageError(error);
+      for (const stringc::ConstantOverride &other : options.overrides)
+        if (other.name == given->name)
+          return usageError("-D " + given->name + " given twice");
+      options.overrides.push_back(*given);
     } else if (arg.size() > 1 && arg[0] == '-') {
       return usageError("unknown option '" + arg + "' (see stringc --help)");
     } else if (haveInput) {
@@ -432,7 +453,7 @@ int main(int argc, char **argv) {
   stringc::DiagnosticEngine diags(*sources);
   auto frontendStart = std::chrono::steady_clock::now();
   std::optional<stringc::ModelGraph> graph =
-      stringc::compileModel(*sources, diags, stringc::modelBaseDir(options.input));
+      stringc::compileModel(*sources, diags, stringc::modelBaseDir(options.input), options.overrides);
   if (options.compile.timePhases) {
     std::chrono::duration<double, std::milli> elapsed = std::chrono::steady_clock::now() - frontendStart;
     char text[32];

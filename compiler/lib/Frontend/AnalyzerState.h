@@ -120,6 +120,11 @@ private:
   void execFor(const ast::ForStmt &stmt);
   void execOutput(const ast::OutputStmt &stmt);
   void execLoss(const ast::LossStmt &stmt);
+  /// The value of top-level constant `stmt`: `fileValue`, or the -D
+  /// override of its name (then every later error notes it).
+  Value overriddenConstant(const ast::ConstStmt &stmt, const Value &fileValue);
+  /// Reports the -D overrides that named no top-level constant.
+  void reportUnusedOverrides();
   void finish();
   bool stopping() const { return aborted_ || diags_.shouldStop(); }
 
@@ -170,6 +175,8 @@ private:
   int64_t steps_ = 0;
   int64_t supportEntries_ = 0;
   int64_t randomStreams_ = 0;
+  /// Per entry of options_.overrides: whether a constant took it.
+  std::vector<bool> overrideUsed_;
   /// Counts one step; reports and aborts when the budget is spent.
   bool step(SourceRange where);
 

@@ -10,12 +10,13 @@
 namespace stringc {
 
 std::optional<ModelGraph> compileModel(const SourceManager &sources, DiagnosticEngine &diags,
-                                       const std::string &baseDir) {
+                                       const std::string &baseDir,
+                                       const std::vector<ConstantOverride> &overrides) {
   Parser parser(sources, diags);
   ast::Module module = parser.parseModule();
   // Analyze even after syntax errors: the statements that parsed are still
   // checked, so one run reports as much as it can.
-  return analyzeModule(module, sources, diags, AnalyzerOptions{baseDir});
+  return analyzeModule(module, sources, diags, AnalyzerOptions{baseDir, overrides});
 }
 
 std::string modelBaseDir(const std::string &path) {

@@ -37,7 +37,9 @@ std::optional<ModelGraph> Analyzer::run(const Module &module) {
     if (!(module.stmts.empty() && diags_.hasErrors()))
       diags_.error(at, "a model file must start with 'model NAME'");
   }
+  overrideUsed_.assign(options_.overrides.size(), false);
   execAll(module.stmts);
+  reportUnusedOverrides();
   if (!stopping())
     finish();
   if (diags_.hasErrors() || aborted_)
@@ -107,12 +109,50 @@ void Analyzer::execConst(const ConstStmt &stmt) {
                                                 stmt.name.name, describeValue(value)));
     value = Value::poison();
   }
+  if (!current().isBlock)
+    value = overriddenConstant(stmt, value);
   if (define(stmt.name, Binding{Binding::Kind::Const, value, stmt.name.range}) && !current().isBlock &&
       value.isNumber()) {
     GraphConstant constant{stmt.name.name, value.intValue};
     if (value.kind == Value::Kind::Float)
       constant.value = value.floatValue;
     graph_.constants.push_back(std::move(constant));
+  }
+}
+
+Value Analyzer::overriddenConstant(const ConstStmt &stmt, const Value &fileValue) {
+  for (size_t i = 0; i < options_.overrides.size(); ++i) {
+    const ConstantOverride &given = options_.overrides[i];
+    // The first definition takes it; a second one is a redefinition error.
+    if (given.name != stmt.name.name || overrideUsed_[i])
+      continue;
+    overrideUsed_[i] = true;
+    // Any error from here on may come from the new value: each one notes it
+    // at the constant's line (a context that stays for the rest of the run).
+    std::string file = fileValue.isNumber() ? formatNumber(fileValue) : "no valid value";
+    diags_.pushContext(stmt.name.range, fmt::format("'{}' is {} here, set by -D {}={} (the file gives {})",
+                                                    given.name, given.text, given.name, given.text,
+                                                    file));
+    return given.isFloat ? Value::real(given.floatValue) : Value::integer(given.intValue);
+  }
+  return fileValue;
+}
+
+void Analyzer::reportUnusedOverrides() {
+  if (stopping()) // the constant may lie beyond where analysis stopped
+    return;
+  std::string constants;
+  for (const GraphConstant &constant : graph_.constants)
+    constants += (constants.empty() ? "" : ", ") + constant.name;
+  SourceRange at = model_ ? model_->name.range : SourceRange{0, 0};
+  for (size_t i = 0; i < options_.overrides.size(); ++i) {
+    if (overrideUsed_[i])
+      continue;
+    const ConstantOverride &given = options_.overrides[i];
+    diags_.error(at, fmt::format("-D {}={}: model '{}' has no top-level constant '{}' ({})", given.name,
+                                 given.text, graph_.modelName, given.name,
+                                 constants.empty() ? "it has none"
+                                                   : "its constants: " + constants));
   }
 }
 

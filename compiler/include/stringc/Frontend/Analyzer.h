@@ -13,11 +13,13 @@
 #define STRINGC_FRONTEND_SEMA_H
 
 #include "stringc/Frontend/AST.h"
+#include "stringc/Frontend/ConstantOverrides.h"
 #include "stringc/Frontend/Diagnostics.h"
 #include "stringc/Frontend/Graph.h"
 
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace stringc {
 
@@ -25,6 +27,8 @@ struct AnalyzerOptions {
   /// Relative paths in `load(...)` and `data ...` are resolved against this
   /// directory (the .pe file's); empty means the current directory.
   std::string baseDir;
+  /// Top-level constants whose values replace the file's (stringc -D).
+  std::vector<ConstantOverride> overrides;
 };
 
 /// Checks `module` and returns its graph, or nullopt if any error was reported.
