@@ -58,7 +58,7 @@ INSTANTIATE_TEST_SUITE_P(Examples, ExampleKernels,
                                            "gpt_sinusoidal_skip.pe", "vit_reflection.pe",
                                            "gpt_rope_causal.pe", "vit_generators.pe",
                                            "vit_polar.pe", "vit_sparse_cayley.pe",
-                                           "vit_string.pe"),
+                                           "vit_string.pe", "vit_ape.pe", "vit_nope.pe"),
                          [](const auto &info) {
                            std::string name = info.param.substr(0, info.param.size() - 3);
                            return name;
