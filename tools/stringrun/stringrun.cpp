@@ -7,6 +7,7 @@
 //                       [--log FILE.csv] [--accumulate N] [--augment SPEC]
 //                       [--no-eval]
 //   stringrun eval PKG [--data PATH] [--batch B] [--params FILE | --resume FILE [--ema]]
+//                      [--resize N [--resize-positions]]
 //   stringrun bench PKG [--data PATH] [--batch B] [--steps N] [--profile]
 //   stringrun gradients PKG --out FILE [--data PATH] [--batch B] [--seed S] [--init-seed S]
 //                           [--params FILE]
@@ -21,6 +22,7 @@
 #include "GradientDump.h"
 #include "OutputPaths.h"
 #include "ProfileTable.h"
+#include "ResizePositions.h"
 
 #include "stringrt/Checkpoint.h"
 #include "stringrt/Error.h"
@@ -104,6 +106,17 @@ options:
   --params FILE      eval, gradients: parameters from a checkpoint or
                      safetensors file (default: freshly initialised)
   --out FILE         gradients: the safetensors file to write (required)
+  --resize N         eval: resize the test images to N x N pixels first
+                     (bilinear, as torch's F.interpolate with
+                     align_corners=False, antialias=False), for a package
+                     compiled for N x N images (stringc -D image_size=N)
+                     evaluating parameters trained at another size
+                     (docs/experiments.md)
+  --resize-positions eval: a learned position table of the parameters
+                     ([1 + n*n, D], class row first, or [n*n, D]) of
+                     another grid than the package's is resized to it
+                     (bicubic, as DeiT and timm; the class row kept);
+                     without it such a table is an error
   --log FILE.csv     train: CSV log of every step and evaluation (when
                      resuming, its rows after the checkpoint's step are
                      dropped, then it is appended to)
@@ -186,6 +199,7 @@ struct Args {
   bool noOverlap = false; // --no-overlap (--device cuda)
   bool hostAugment = false; // --host-augment (--device cuda)
   bool syncLaunches = false; // --sync-launches (--device cuda)
+  bool resizePositions = false; // --resize-positions (eval)
 };
 
 // The flags that only --device cuda takes.
@@ -200,7 +214,7 @@ const std::pair<const char *, bool Args::*> kDeviceFlags[] = {
 const std::vector<std::string> kValueOptions = {
     "--data", "--epochs", "--steps",  "--batch",  "--seed",   "--checkpoint",
     "--resume", "--params", "--log", "--threads", "--stop-after", "--out",
-    "--kernels", "--device", "--accumulate", "--augment", "--init-seed"};
+    "--kernels", "--device", "--accumulate", "--augment", "--init-seed", "--resize"};
 
 // The options naming files: none may be empty.
 const std::vector<std::string> kPathOptions = {"--data", "--checkpoint", "--resume",
@@ -240,6 +254,10 @@ Args parseArgs(int argc, char **argv) {
       }
       if (name == "--profile" && !inlineValue) {
         args.profile = true;
+        continue;
+      }
+      if (name == "--resize-positions" && !inlineValue) {
+        args.resizePositions = true;
         continue;
       }
       auto deviceFlag = std::find_if(std::begin(kDeviceFlags), std::end(kDeviceFlags),
@@ -286,7 +304,7 @@ Args parseArgs(int argc, char **argv) {
       {"train",
        {"--data", "--epochs", "--steps", "--batch", "--seed", "--checkpoint",
         "--resume", "--log", "--stop-after", "--accumulate", "--augment", "--init-seed"}},
-      {"eval", {"--data", "--batch", "--params", "--resume"}},
+      {"eval", {"--data", "--batch", "--params", "--resume", "--resize"}},
       {"bench", {"--data", "--batch", "--steps"}},
       {"gradients", {"--data", "--batch", "--seed", "--init-seed", "--params", "--out"}},
   };
@@ -305,6 +323,9 @@ Args parseArgs(int argc, char **argv) {
   if (args.profile && args.command != "bench")
     throw UsageError{
         fmt::format("option '--profile' does not apply to '{}'", args.command)};
+  if (args.resizePositions && args.command != "eval")
+    throw UsageError{
+        fmt::format("option '--resize-positions' does not apply to '{}'", args.command)};
   if (args.noEval && args.command != "train")
     throw UsageError{
         fmt::format("option '--no-eval' does not apply to '{}'", args.command)};
@@ -579,22 +600,27 @@ int runEval(const Args &args, stringrt::Model &model, int replicas,
             stringrt::TrainBackend *backend = nullptr) {
   const int64_t batch =
       number<int64_t>(args, "--batch", 1).value_or(stringrt::kDefaultBatch);
+  const int64_t resize = number<int64_t>(args, "--resize", 1).value_or(0);
   stringrt::DataSet data =
-      stringrt::loadModelData(model, value(args, "--data").value_or(""));
+      stringrt::loadModelData(model, value(args, "--data").value_or(""), resize);
   model.initParameters();
   std::string source = "initial parameters";
   const std::string name = model.manifest().model;
   auto slots = stringrt::optimizerSlots(model);
   if (auto path = value(args, "--params")) {
-    stringrt::loadParameters(*path, name, slots, model.parameters());
+    stringrt::loadParameters(*path, name, slots, model.parameters(), false,
+                             stringrun::positionTableAdapter(*path, args.resizePositions));
     source = *path;
   } else if (auto ckpt = value(args, "--resume")) {
     stringrt::CheckpointInfo info = stringrt::readCheckpointInfo(*ckpt);
-    stringrt::loadParameters(*ckpt, name, slots, model.parameters(), args.ema);
+    stringrt::loadParameters(*ckpt, name, slots, model.parameters(), args.ema,
+                             stringrun::positionTableAdapter(*ckpt, args.resizePositions));
     source = fmt::format("{}{} (step {})", args.ema ? "the EMA weights of " : "", *ckpt,
                          info.step);
   }
   std::string on;
+  if (resize > 0)
+    on = fmt::format(" at {} x {} (test images resized)", resize, resize);
   stringrt::EvalResult e;
   if (backend) {
     stringrt::ManifestOptimizer config = model.manifest().optimizer;
@@ -602,7 +628,7 @@ int runEval(const Args &args, stringrt::Model &model, int replicas,
     backend->start(model.parameters(),
                    stringrt::Optimizer(config, slots, model.parameters().size()));
     e = backend->evaluate(data, batch);
-    on = " on " + backend->name();
+    on += " on " + backend->name();
   } else {
     e = stringrt::evaluate(model, data, batch, replicas);
   }
@@ -703,6 +729,7 @@ int run(int argc, char **argv) {
     threadsOption(args);
     number<int64_t>(args, "--stop-after", 1);
     number<int64_t>(args, "--accumulate", 1);
+    number<int64_t>(args, "--resize", 1);
     augmentOption(args);
     kernelSet(args);
     if (args.values.count("--epochs") && args.values.count("--steps"))

@@ -11,6 +11,7 @@
 #include "stringrt/Optimizer.h"
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -60,8 +61,17 @@ CheckpointInfo loadCheckpoint(const std::string &path, const std::string &model,
 // weights a checkpoint keeps (Optimizer::emaParameters: "ema.<name>" for the
 // trainable slots, the parameters for the frozen ones); a file without one is
 // rejected.
+//
+// `adapt`, when given, is asked for each parameter whose tensor in the file
+// has another shape than the model's (a learned position table trained at
+// another image size): it returns the values in the model's shape or throws.
+// Without it such a tensor is an error naming both shapes.
+using ParameterAdapter = std::function<std::vector<float>(
+    const std::string &name, const std::vector<int64_t> &fileShape, std::vector<float> values,
+    const std::vector<int64_t> &modelShape)>;
 void loadParameters(const std::string &path, const std::string &model,
                     const std::vector<OptimizerSlot> &slots,
-                    std::vector<float> &params, bool ema = false);
+                    std::vector<float> &params, bool ema = false,
+                    const ParameterAdapter &adapt = nullptr);
 
 } // namespace stringrt

@@ -98,6 +98,12 @@ public:
   // recycled batch's buffers as batch() does.
   Batch range(Split split, int64_t begin, int64_t end, Batch recycled = {}) const;
 
+  // For evaluation at another image size: an image set whose test split is
+  // this one's, each image resized to rows x cols bilinearly as f32 pixels
+  // (stringrt/Resize.h, torch's convention), and whose train split is empty
+  // (training on it is refused). Defined in Resize.cpp.
+  DataSet withTestImagesResized(int64_t rows, int64_t cols) const;
+
 private:
   DataSet() = default;
 

@@ -38,8 +38,10 @@ std::vector<OptimizerSlot> optimizerSlots(const Model &model);
 // with the context length from the first input's shape. An array file holds
 // tokens when the model's first input is i32, else images; its labels or
 // tokens must be below the logits' last dimension.
-// Checks that the data fits the model's inputs (dtype and shape).
-DataSet loadModelData(const Model &model, const std::string &path);
+// Checks that the data fits the model's inputs (dtype and shape). With
+// `resize` > 0 the test images are first resized to resize x resize
+// (DataSet::withTestImagesResized: for evaluating at another image size).
+DataSet loadModelData(const Model &model, const std::string &path, int64_t resize = 0);
 
 // The bytes of memory the system can still give this process: MemAvailable
 // of /proc/meminfo, else the free physical pages (sysconf); -1 when unknown.

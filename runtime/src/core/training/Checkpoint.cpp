@@ -140,15 +140,24 @@ void checkModel(const std::string &path, const CheckpointInfo &info,
                                   info.model, model));
 }
 
-// Reads tensor `name` (F32 of `shape`) into `out`.
+// Reads tensor `name` (F32 of `shape`) into `out`; one of another shape
+// goes through `adapt` when there is one.
 void readTensor(const SafetensorsFile &file, const std::string &name,
-                const std::vector<int64_t> &shape, std::vector<float> &out) {
+                const std::vector<int64_t> &shape, std::vector<float> &out,
+                const ParameterAdapter *adapt = nullptr) {
   const TensorInfo *t = file.find(name);
   if (!t)
     throw Error(file.path(), fmt::format("tensor '{}' is missing", name));
   if (t->dtype != DType::F32)
     throw Error(file.path(), fmt::format("tensor '{}' is {}, expected F32",
                                          name, dtypeName(t->dtype)));
+  if (t->shape != shape && adapt && *adapt) {
+    out = (*adapt)(name, t->shape, file.readF32(name), shape);
+    if (static_cast<int64_t>(out.size()) != ref::shapeNumel(shape))
+      throw Error(file.path(), fmt::format("tensor '{}' was adapted to {} values, expected {}",
+                                           name, out.size(), ref::shapeToString(shape)));
+    return;
+  }
   if (t->shape != shape)
     throw Error(file.path(),
                 fmt::format("tensor '{}' has shape {}, expected {}", name,
@@ -162,12 +171,13 @@ void readTensor(const SafetensorsFile &file, const std::string &name,
 std::vector<float> readSlots(const SafetensorsFile &file,
                              const std::vector<OptimizerSlot> &slots,
                              const std::string &prefix, bool trainableOnly,
-                             std::vector<float> base) {
+                             std::vector<float> base,
+                             const ParameterAdapter *adapt = nullptr) {
   std::vector<float> values;
   for (const OptimizerSlot &slot : slots) {
     if (trainableOnly && slot.frozen)
       continue;
-    readTensor(file, prefix + slot.name, slot.shape, values);
+    readTensor(file, prefix + slot.name, slot.shape, values, adapt);
     std::memcpy(base.data() + slot.offset, values.data(),
                 slot.size * sizeof(float));
   }
@@ -272,7 +282,8 @@ CheckpointInfo loadCheckpoint(const std::string &path, const std::string &model,
 
 void loadParameters(const std::string &path, const std::string &model,
                     const std::vector<OptimizerSlot> &slots,
-                    std::vector<float> &params, bool ema) {
+                    std::vector<float> &params, bool ema,
+                    const ParameterAdapter &adapt) {
   SafetensorsFile file = SafetensorsFile::open(path);
   auto format = file.metadata().find("format");
   const bool checkpoint = format != file.metadata().end() && format->second == kCheckpointFormat;
@@ -282,14 +293,14 @@ void loadParameters(const std::string &path, const std::string &model,
     verifyChecksum(file);
   }
   checkSlots(path, slots, params.size());
-  std::vector<float> newParams = readSlots(file, slots, "", false, params);
+  std::vector<float> newParams = readSlots(file, slots, "", false, params, &adapt);
   if (ema) {
     auto trainable = std::find_if(slots.begin(), slots.end(),
                                   [](const OptimizerSlot &s) { return !s.frozen; });
     if (!checkpoint || (trainable != slots.end() && !file.find("ema." + trainable->name)))
       throw Error(path, "holds no EMA of the weights (only checkpoints of a model whose "
                         "optimizer has ema = d do)");
-    newParams = readSlots(file, slots, "ema.", true, std::move(newParams));
+    newParams = readSlots(file, slots, "ema.", true, std::move(newParams), &adapt);
   }
   params.swap(newParams);
 }

@@ -226,7 +226,7 @@ std::vector<OptimizerSlot> optimizerSlots(const Model &model) {
   return slots;
 }
 
-DataSet loadModelData(const Model &model, const std::string &path) {
+DataSet loadModelData(const Model &model, const std::string &path, int64_t resize) {
   const Manifest &manifest = model.manifest();
   std::string where = path;
   if (where.empty()) {
@@ -279,6 +279,8 @@ DataSet loadModelData(const Model &model, const std::string &path) {
       classes = static_cast<int>(*c);
     return DataSet::idx(where, classes);
   }();
+  if (resize > 0)
+    data = data.withTestImagesResized(resize, resize);
   auto shapes = data.exampleShapes();
   auto dtypes = data.dtypes();
   for (size_t i = 0; i < 2; ++i) {
