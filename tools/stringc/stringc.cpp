@@ -91,7 +91,7 @@ options:
   -o FILE        write the output to FILE instead of standard output
                  (written only on success, atomically)
   -D NAME=VALUE  set the top-level constant NAME to VALUE (a number) in
-                 place of the file's value, e.g. -D image=40 (repeatable;
+                 place of the file's value, e.g. -D image_size=40 (repeatable;
                  also -DNAME=VALUE): the constants computed from it follow
                  and the file's checks apply; a NAME that is no top-level
                  constant is an error
