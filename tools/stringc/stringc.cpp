@@ -16,6 +16,7 @@
 #include "stringc/Frontend/Frontend.h"
 #include "stringc/Frontend/Graph.h"
 #include "stringc/Driver/Driver.h"
+#include "stringc/EmitPytorch/EmitPytorch.h"
 
 #include <cerrno>
 #include <chrono>
@@ -51,6 +52,7 @@ options:
                  and the gradient of every trainable parameter (the
                  pe-autodiff pass, docs/autodiff.md); what a package runs
   --emit=graph   print the checked model graph (a readable dump)
+  --emit=pytorch write the model as a PyTorch module (docs/pytorch.md)
   --target=cpu   compile to a model package (docs/package.md) for the CPU
                  runtime, with compiler-generated kernels for the
                  elementwise ops and layer norm (docs/codegen.md) in a
@@ -123,7 +125,8 @@ pass options (docs/passes.md):
 )";
 
 enum class Emit {
-  Mlir, Graph, PeOpt, PeTrain, Package, Explain, Nvvm, Ptx, Kernels, Llvm, LaunchReport
+  Mlir, Graph, PeOpt, PeTrain, Package, Explain, Nvvm, Ptx, Kernels, Llvm, LaunchReport,
+  Pytorch
 };
 
 /// The outputs that show the module after the passes, which may name the
@@ -180,6 +183,9 @@ std::optional<int> parseOptions(int argc, char **argv, Options &options) {
       options.emitGiven = true;
     } else if (arg == "--emit=graph") {
       options.emit = Emit::Graph;
+      options.emitGiven = true;
+    } else if (arg == "--emit=pytorch") {
+      options.emit = Emit::Pytorch;
       options.emitGiven = true;
     } else if (arg == "--emit=pe-opt") {
       options.emit = Emit::PeOpt;
@@ -476,6 +482,9 @@ int main(int argc, char **argv) {
   std::ostringstream text;
   if (options.emit == Emit::Graph) {
     stringc::printGraph(*graph, text);
+  } else if (options.emit == Emit::Pytorch) {
+    if (!stringc::emitPytorch(*graph, text, std::cerr))
+      return 1;
   } else if (int status = emitMlir(*graph, text, options.emit, options)) {
     return status;
   }

@@ -1,0 +1,270 @@
+//===- PytorchOps.cpp - one pe op as a PyTorch expression -----------------===//
+//
+// Simple ops are written inline (`x @ w + b`, F.layer_norm, F.gelu); the
+// rest call the pe_ops.py function of the same name, which the emitted file
+// carries. Attribute names are docs/dialect.md's, and so are the keyword
+// arguments of pe_ops.py's functions.
+//
+//===----------------------------------------------------------------------===//
+#include "PytorchOps.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <sstream>
+
+namespace stringc::pytorch {
+
+namespace {
+
+// pe_ops.py, embedded at build time (CMakeLists.txt).
+#include "PeOpsSource.inc"
+
+std::string formatDouble(double value) {
+  char text[64];
+  // Whole numbers as Python writes them (100.0, not 1e+02).
+  if (value == static_cast<double>(static_cast<int64_t>(value)) && value > -1e15 && value < 1e15)
+    return std::to_string(static_cast<int64_t>(value)) + ".0";
+  for (int precision = 1; precision <= 17; ++precision) {
+    std::snprintf(text, sizeof text, "%.*g", precision, value);
+    if (std::strtod(text, nullptr) == value)
+      break;
+  }
+  std::string result = text;
+  if (result == "inf")
+    return "math.inf";
+  if (result == "-inf")
+    return "-math.inf";
+  if (result == "nan")
+    return "math.nan";
+  if (result.find_first_of(".e") == std::string::npos)
+    result += ".0";
+  return result;
+}
+
+std::string quote(const std::string &text) {
+  std::string result = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\')
+      result += '\\';
+    result += c;
+  }
+  return result + "\"";
+}
+
+// NAME(operands..., key=attr, ...) for the attributes the op has, `keys`
+// in order; the function comes from pe_ops.py.
+std::string call(const std::string &name, const std::vector<std::string> &operands,
+                 const std::vector<std::string> &keys, const AttrText &attr,
+                 std::set<std::string> &helpers, const std::string &dtype = "") {
+  helpers.insert(name);
+  std::string text = name + "(";
+  bool first = true;
+  auto add = [&](const std::string &part) {
+    text += (first ? "" : ", ") + part;
+    first = false;
+  };
+  for (const std::string &operand : operands)
+    add(operand);
+  for (const std::string &key : keys)
+    if (std::optional<std::string> value = attr(key))
+      add(key + "=" + *value);
+  if (!dtype.empty())
+    add("dtype=" + dtype);
+  return text + ")";
+}
+
+const std::map<std::string, std::string> &nouns() {
+  static const std::map<std::string, std::string> table = {
+      {"pe.linear", "projected"},        {"pe.layer_norm", "normed"},
+      {"pe.gelu", "activated"},          {"pe.relu", "activated"},
+      {"pe.add", "summed"},              {"pe.sub", "difference"},
+      {"pe.mul", "product"},             {"pe.scale", "scaled"},
+      {"pe.mean", "mean"},               {"pe.patch_embed", "patches"},
+      {"pe.token_embed", "embedded"},    {"pe.class_token", "tokens"},
+      {"pe.select_token", "selected"},   {"pe.cross_entropy", "cross_entropy_loss"},
+      {"pe.seq_positions", "positions"}, {"pe.grid_positions", "positions"},
+      {"pe.rope_freqs", "freqs"},        {"pe.rope", "rotated"},
+      {"pe.householder", "reflected"},   {"pe.skew", "skew_matrix"},
+      {"pe.sparse_skew", "skew_matrix"}, {"pe.cayley", "rotated"},
+      {"pe.relative_positions", "offsets"}, {"pe.generator_exp", "rotations"},
+      {"pe.apply_rotation", "rotated"},  {"pe.commutator_norm", "commutator"},
+      {"pe.spd_gate", "gated"},          {"pe.sinusoidal", "sinusoids"},
+      {"pe.attention", "attended"},
+  };
+  return table;
+}
+
+} // namespace
+
+std::string pythonLiteral(const AttrValue &value) {
+  struct Visitor {
+    std::string operator()(int64_t v) const { return std::to_string(v); }
+    std::string operator()(double v) const { return formatDouble(v); }
+    std::string operator()(bool v) const { return v ? "True" : "False"; }
+    std::string operator()(const std::string &v) const { return quote(v); }
+    std::string operator()(const EnumValue &v) const { return quote(v.name); }
+    std::string operator()(const std::vector<int64_t> &v) const {
+      std::string text = "[";
+      for (size_t i = 0; i < v.size(); ++i)
+        text += (i ? ", " : "") + std::to_string(v[i]);
+      return text + "]";
+    }
+  };
+  return std::visit(Visitor{}, value);
+}
+
+bool needsDtype(const GraphOp &op) {
+  return op.name == "pe.seq_positions" || op.name == "pe.grid_positions" ||
+         op.name == "pe.rope_freqs" || op.name == "pe.sinusoidal";
+}
+
+std::string resultNoun(const GraphOp &op) {
+  auto it = nouns().find(op.name);
+  if (it != nouns().end())
+    return it->second;
+  return op.name.substr(op.name.find('.') + 1) + "_out";
+}
+
+std::optional<std::string> renderOp(const GraphOp &op, const std::vector<std::string> &x,
+                                    const AttrText &attr, const std::string &dtype,
+                                    std::set<std::string> &helpers, std::string &error) {
+  const std::string &name = op.name;
+  const size_t n = x.size();
+  if (name == "pe.linear" && (n == 2 || n == 3))
+    return x[0] + " @ " + x[1] + (n == 3 ? " + " + x[2] : "");
+  if (name == "pe.add" && n == 2)
+    return x[0] + " + " + x[1];
+  if (name == "pe.sub" && n == 2)
+    return x[0] + " - " + x[1];
+  if (name == "pe.mul" && n == 2)
+    return x[0] + " * " + x[1];
+  if (name == "pe.scale" && n == 1) {
+    std::string text = attr("factor").value_or("1.0") + " * " + x[0];
+    std::optional<std::string> bias = attr("bias");
+    if (bias && *bias != "0.0")
+      text += " + " + *bias;
+    return text;
+  }
+  if (name == "pe.layer_norm" && n == 3) {
+    const std::vector<int64_t> &dims = op.result.dims;
+    return "F.layer_norm(" + x[0] + ", (" + std::to_string(dims.back()) + ",), " + x[1] + ", " +
+           x[2] + ", eps=" + attr("epsilon").value_or("1e-05") + ")";
+  }
+  if (name == "pe.gelu" && n == 1)
+    return "F.gelu(" + x[0] + (attr("approximate").value_or("False") == "True"
+                                   ? ", approximate=\"tanh\")"
+                                   : ")");
+  if (name == "pe.relu" && n == 1)
+    return "torch.relu(" + x[0] + ")";
+  if (name == "pe.mean" && n == 1) {
+    std::optional<std::string> axis = attr("axis");
+    return x[0] + (axis ? ".mean(dim=" + *axis + ")" : ".mean()");
+  }
+  if (name == "pe.token_embed" && n == 2)
+    return x[1] + "[" + x[0] + ".long()]";
+  if (name == "pe.select_token" && n == 1)
+    return x[0] + "[:, " + attr("index").value_or("0") + "]";
+  if (name == "pe.patch_embed" && (n == 2 || n == 3)) {
+    std::vector<std::string> operands = x;
+    if (n == 2)
+      operands.push_back("None");
+    return call("patch_embed", operands, {"patch"}, attr, helpers);
+  }
+  if (name == "pe.attention" && (n == 3 || n == 4)) {
+    std::string text = call("attention", {x[0], x[1], x[2]}, {"heads", "scale", "mask", "skip_base"},
+                            attr, helpers);
+    if (n == 4)
+      text.insert(text.size() - 1, ", relative=" + x[3]);
+    return text;
+  }
+  // Ops that are a pe_ops.py function of the same name: its operands, then
+  // these attributes.
+  static const std::map<std::string, std::pair<size_t, std::vector<std::string>>> functions = {
+      {"pe.class_token", {2, {}}},
+      {"pe.cross_entropy", {2, {"smoothing"}}},
+      {"pe.seq_positions", {0, {"length", "special"}}},
+      {"pe.grid_positions", {0, {"rows", "cols", "special"}}},
+      {"pe.rope_freqs", {0, {"kind", "dim", "heads", "base"}}},
+      {"pe.sinusoidal", {0, {"length", "dim", "base"}}},
+      {"pe.relative_positions", {1, {}}},
+      {"pe.rope", {3, {}}},
+      {"pe.householder", {4, {}}},
+      {"pe.skew", {1, {"dim"}}},
+      {"pe.sparse_skew", {1, {"dim", "support"}}},
+      {"pe.cayley", {2, {}}},
+      {"pe.generator_exp", {2, {}}},
+      {"pe.apply_rotation", {2, {"heads"}}},
+      {"pe.commutator_norm", {1, {}}},
+      {"pe.spd_gate", {2, {}}},
+  };
+  auto it = functions.find(name);
+  if (it != functions.end() && it->second.first == n)
+    return call(name.substr(3), x, it->second.second, attr, helpers,
+                needsDtype(op) ? dtype : "");
+  error = "'" + name + "' (" + std::to_string(n) + " operand" + (n == 1 ? "" : "s") +
+          ") has no PyTorch form";
+  return std::nullopt;
+}
+
+namespace {
+
+// pe_ops.py's functions: each `def NAME(` at column 0 up to the next.
+struct Function {
+  std::string name, text;
+  std::vector<std::string> uses;
+};
+
+std::vector<Function> parseFunctions() {
+  std::vector<Function> functions;
+  std::istringstream in(kPeOpsSource);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("def ", 0) == 0) {
+      functions.push_back({line.substr(4, line.find('(') - 4), "", {}});
+    } else if (functions.empty()) {
+      continue; // the file's header comment
+    }
+    if (line.find("# uses:") != std::string::npos) {
+      std::istringstream words(line.substr(line.find("# uses:") + 7));
+      for (std::string word; words >> word;)
+        functions.back().uses.push_back(word);
+      continue;
+    }
+    functions.back().text += line + "\n";
+  }
+  return functions;
+}
+
+} // namespace
+
+std::vector<std::string> supportFunctionNames() {
+  std::vector<std::string> names;
+  for (const Function &f : parseFunctions())
+    names.push_back(f.name);
+  return names;
+}
+
+std::string supportFunctions(const std::set<std::string> &helpers) {
+  static const std::vector<Function> functions = parseFunctions();
+  std::set<std::string> wanted = helpers;
+  for (bool grew = true; grew;) {
+    grew = false;
+    for (const Function &f : functions)
+      if (wanted.count(f.name))
+        for (const std::string &use : f.uses)
+          grew |= wanted.insert(use).second;
+  }
+  std::string text;
+  for (const Function &f : functions) {
+    if (!wanted.count(f.name))
+      continue;
+    std::string body = f.text;
+    while (body.size() > 1 && body[body.size() - 1] == '\n' && body[body.size() - 2] == '\n')
+      body.pop_back();
+    text += "\n\n" + body;
+  }
+  return text;
+}
+
+} // namespace stringc::pytorch
