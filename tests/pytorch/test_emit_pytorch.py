@@ -18,6 +18,9 @@ For every examples/*.pe whose dataset is on this machine:
      test's tolerances; and in float64 against the PyTorch oracle
      (tests/oracle/ir_interpreter.py on the same @forward): the loss and
      the outputs within 1e-6 relative.
+And a trained checkpoint: vit_rope after a short `stringrun train` has the
+same test accuracy in the emitted module (float32) as in `stringrun eval`,
+within 0.05 points.
 
 Tools from $STRINGC_BIN_DIR.
 """
@@ -218,6 +221,50 @@ class EmitPytorchTest(unittest.TestCase):
         print(f"{name}: batch {batch}, loss {loss64.item():.6f}; runtime vs emitted (float64): "
               f"loss {loss_err:.1e}, worst gradient {worst:.1e}", flush=True)
         return 1
+
+
+def read_idx(path):
+    """The array of a gzipped IDX file (uint8 data)."""
+    import gzip
+    with gzip.open(path) as f:
+        raw = f.read()
+    dims = raw[3]
+    shape = [int.from_bytes(raw[4 + 4 * d:8 + 4 * d], "big") for d in range(dims)]
+    return torch.frombuffer(bytearray(raw[4 + 4 * dims:]), dtype=torch.uint8).reshape(shape)
+
+
+class TrainedCheckpointTest(unittest.TestCase):
+    def test_accuracy_equals_stringrun_eval(self):
+        data = "/usr/share/datasets/fashion-mnist"
+        if not os.path.exists(data):
+            self.skipTest(f"{data} is not on this machine")
+        example = os.path.join(REPO, "examples", "vit_rope.pe")
+        with tempfile.TemporaryDirectory() as tmp:
+            package = os.path.join(tmp, "vit_rope.pkg")
+            checkpoint = os.path.join(tmp, "vit_rope.ckpt")
+            run([tool("stringc"), example, "--target=cpu", "-o", package])
+            run([tool("stringrun"), "train", package, "--steps", "40", "--batch", "64",
+                 "--no-eval", "--checkpoint", checkpoint])
+            evaluated = run([tool("stringrun"), "eval", package, "--params", checkpoint])
+            runtime_accuracy = float(re.search(r"accuracy ([0-9.]+)%", evaluated).group(1))
+            emitted_path = os.path.join(tmp, "vit_rope_model.py")
+            run([tool("stringc"), example, "--emit=pytorch", "-o", emitted_path])
+            emitted = import_file(emitted_path)
+            model = emitted.VitRope()
+            model.load_state_dict(emitted.load_checkpoint(checkpoint))
+        images = read_idx(os.path.join(data, "t10k-images-idx3-ubyte.gz"))
+        labels = read_idx(os.path.join(data, "t10k-labels-idx1-ubyte.gz")).long()
+        images = (images.float() / 255).reshape(-1, 1, 28, 28)
+        correct = 0
+        with torch.no_grad():
+            for start in range(0, len(labels), 1000):
+                logits = model(images[start:start + 1000])
+                correct += (logits.argmax(-1) == labels[start:start + 1000]).sum().item()
+        accuracy = 100.0 * correct / len(labels)
+        print(f"vit_rope after 40 steps: test accuracy {accuracy:.2f}% in PyTorch, "
+              f"{runtime_accuracy:.2f}% in stringrun eval", flush=True)
+        self.assertGreater(accuracy, 20.0)  # it learned something: not a chance-level check
+        self.assertLessEqual(abs(accuracy - runtime_accuracy), 0.05 + 0.005)
 
 
 if __name__ == "__main__":
