@@ -2,13 +2,13 @@
 # writes (docs/pytorch.md). stringc embeds this file and copies into each
 # module the functions its model uses (each `def` at column 0 up to the
 # next, with the functions a `# uses:` line names), so an emitted module
-# imports only torch. The semantics are docs/dialect.md's, as in the
-# oracle tests/oracle/pe_torch.py (tests/pytorch/test_emit_pytorch.py checks
-# each function against it): activations [batch, tokens, width]; heads are
-# contiguous slices of the width; rotary pairs are columns (2j, 2j + 1);
-# positions [tokens, axes]; skew parameters in the row-major order of
-# torch.triu_indices. Tables without operands are computed in float64 and
-# rounded once to `dtype`.
+# imports only torch. The semantics are docs/dialect.md's, as in the oracle
+# tests/oracle/pe_torch.py (tests/pytorch/test_emit_pytorch.py checks every
+# example's module against the runtime and the oracle): activations
+# [batch, tokens, width]; heads are contiguous slices of the width; rotary
+# pairs are columns (2j, 2j + 1); positions [tokens, axes]; skew parameters
+# in the row-major order of torch.triu_indices. Tables without operands are
+# computed in float64 and rounded once to `dtype`.
 
 
 def patch_embed(image, weight, bias, patch):
