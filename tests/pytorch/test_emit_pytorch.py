@@ -55,6 +55,15 @@ GRAD_REL_TOL = 1e-4
 F32_ERROR_FACTOR = 5
 FLOOR = 1e-6
 F64_REL_TOL = 1e-6
+# Variants written at test time from an example by one textual change, for
+# what no example uses (as tests/oracle/test_runtime_vs_torch.py): dropout
+# and drop-path, whose masks the emitted module draws as the runtime does,
+# for `stringrun gradients --seed` (the key (seed, 0, 0)).
+VARIANTS = [
+    ("vit_rope_dropout.pe", "vit_rope.pe", "return x + linear(gelu(linear(h, w1, b1)), w2, b2)",
+     "return x + drop_path(linear(dropout(gelu(linear(h, w1, b1)), p = 0.3), w2, b2), p = 0.25)"),
+]
+SEED = {"vit_rope_dropout.pe": (1 << 33) + 5}
 
 
 def tool(name):
@@ -109,11 +118,21 @@ class EmitPytorchTest(unittest.TestCase):
         only = os.environ.get("STRINGC_EMIT_EXAMPLES")
         if only:
             examples = [e for e in examples if os.path.basename(e)[:-3] in only.split(",")]
-        self.assertTrue(examples)
         checked = 0
-        for example in examples:
-            with self.subTest(example=os.path.basename(example)):
-                checked += self.check_example(example)
+        with tempfile.TemporaryDirectory() as variants:
+            for variant, base, text, replacement in VARIANTS:
+                if only and variant[:-3] not in only.split(","):
+                    continue
+                with open(os.path.join(REPO, "examples", base)) as f:
+                    source = f.read()
+                self.assertEqual(source.count(text), 1, f"{base} changed: update VARIANTS")
+                examples.append(os.path.join(variants, variant))
+                with open(examples[-1], "w") as f:
+                    f.write(source.replace(text, replacement))
+            self.assertTrue(examples)
+            for example in examples:
+                with self.subTest(example=os.path.basename(example)):
+                    checked += self.check_example(example)
         self.assertGreater(checked, 0, "no example's dataset is on this machine")
 
     def check_readable(self, name, source, emitted, model_name):
@@ -127,7 +146,8 @@ class EmitPytorchTest(unittest.TestCase):
             self.assertEqual(methods, ["__init__", "forward"], f"{name}: block {block}")
         model = classes[camel_case(model_name)]
         methods = [n.name for n in model.body if isinstance(n, ast.FunctionDef)]
-        self.assertEqual(methods, ["__init__", "forward", "loss"], name)
+        dropout = ["set_step_key"] if "dropout(" in source or "drop_path(" in source else []
+        self.assertEqual(methods, ["__init__", "forward", "loss"] + dropout, name)
 
     def check_example(self, example):
         name = os.path.basename(example)
@@ -148,8 +168,9 @@ class EmitPytorchTest(unittest.TestCase):
             emitted_module = import_file(emitted_path)
             package = os.path.join(tmp, "model.pkg")
             run([tool("stringc"), example, "--target=cpu-reference", "-o", package])
+            seed = SEED.get(name, 0)
             gradients = [tool("stringrun"), "gradients", package, "--batch", str(batch),
-                         "--kernels", "reference"]
+                         "--kernels", "reference", "--seed", str(seed)]
             first = os.path.join(tmp, "initial.safetensors")
             run(gradients + ["--out", first])
             initial, _ = read_safetensors(first)
@@ -181,6 +202,8 @@ class EmitPytorchTest(unittest.TestCase):
         def evaluate(dtype):
             model = cls()
             model.load_state_dict(params)  # strict: every name and shape
+            if hasattr(model, "set_step_key"):
+                model.set_step_key(seed, 0)
             model.to(dtype)
             cast = {n: (t.to(dtype) if t.is_floating_point() else t) for n, t in inputs.items()}
             loss = model.loss(**cast)
@@ -210,7 +233,8 @@ class EmitPytorchTest(unittest.TestCase):
 
         # The emitted model against the oracle's interpretation, float64.
         with torch.no_grad():
-            want = ii.evaluate(oracle, params, inputs, dtype=torch.float64, function="forward")
+            want = ii.evaluate(oracle, params, inputs, dtype=torch.float64, function="forward",
+                               step_key=(seed, 0, 0))
         self.assertLessEqual(abs(want["loss"].item() - loss64.item()),
                              F64_REL_TOL * abs(want["loss"].item()), f"{name}: float64 loss")
         outputs = outputs64 if isinstance(outputs64, dict) else {

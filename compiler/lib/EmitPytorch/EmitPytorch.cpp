@@ -76,6 +76,10 @@ std::string variableName(const std::string &name, const char *suffix) {
   return name.size() == 1 ? name + suffix : name;
 }
 
+// The dropout masks' key of a class with dropout (pe_ops.py's dropout).
+const char *const kStepKeyInit =
+    "        self.step_key = (0, 0, 0)  # (seed, step, first sample): set_step_key\n";
+
 class Emitter {
 public:
   Emitter(const ModelGraph &graph, std::ostream &errors) : graph_(graph), errors_(errors) {}
@@ -126,6 +130,7 @@ private:
   std::set<std::string> helpers_{"load_checkpoint"};
   std::set<std::string> reserved_;
   bool failed_ = false;
+  bool usesDropout_ = false; // a dropout anywhere: the model gets set_step_key
   std::string forwardParams_, lossParams_; // "image", "image, label"
 };
 
@@ -277,9 +282,11 @@ bool Emitter::buildClass(const std::string &block) {
       ++nameCount[where.second];
     }
   }
+  std::map<std::string, int> nameSeen; // stream_1, stream_2: in body order
   for (const auto &where : differing) {
-    std::string arg = nameCount[where.second] == 1 ? where.second
-                                                   : where.second + "_" + std::to_string(where.first);
+    std::string arg = nameCount[where.second] == 1
+                          ? where.second
+                          : where.second + "_" + std::to_string(++nameSeen[where.second]);
     cls.ctorArgs[where] = arg;
     cls.ctorOrder.push_back(arg);
     for (Instance *use : cls.uses)
@@ -446,6 +453,7 @@ std::string Emitter::writeClass(const BlockClass &cls) {
       listed.push_back(item.child->block);
       text += moduleListOf(first, &cls, item.child->block);
     }
+  const size_t initEnd = text.size();
   std::set<std::string> names;
   std::map<int, std::string> exprs;
   text += "\n    def forward(self";
@@ -463,6 +471,10 @@ std::string Emitter::writeClass(const BlockClass &cls) {
   text += body + "        return ";
   for (size_t r = 0; r < first.results.size(); ++r)
     text += (r ? ", " : "") + exprs.at(first.results[r]);
+  if (body.find("self.step_key") != std::string::npos) {
+    text.insert(initEnd, kStepKeyInit);
+    usesDropout_ = true;
+  }
   return text + "\n";
 }
 
@@ -533,6 +545,7 @@ bool Emitter::writeModel(std::string &text) {
       text += moduleListOf(root, nullptr, item.child->block);
     }
 
+  const size_t initEnd = text.size();
   // forward: the outputs.
   std::set<std::string> names;
   std::map<int, std::string> exprs;
@@ -590,6 +603,17 @@ bool Emitter::writeModel(std::string &text) {
   if (!emitItems(root, nullptr, lossItems, exprs, names, body))
     return false;
   text += body + "        return " + exprs.at(graph_.lossId) + "\n";
+  if (text.find("self.step_key", initEnd) != std::string::npos) {
+    text.insert(initEnd, kStepKeyInit);
+    usesDropout_ = true;
+  }
+  if (usesDropout_)
+    text += "\n    def set_step_key(self, seed, step, first_sample=0):\n"
+            "        \"\"\"The key of the dropout masks of the steps to come, as the runtime's\n"
+            "        (DropoutMask.h): `stringrun train --seed S` draws step t's with (S, t - 1, 0).\"\"\"\n"
+            "        for module in self.modules():\n"
+            "            if hasattr(module, \"step_key\"):\n"
+            "                module.step_key = (seed, step, first_sample)\n";
   return true;
 }
 

@@ -90,7 +90,7 @@ const std::map<std::string, std::string> &nouns() {
       {"pe.relative_positions", "offsets"}, {"pe.generator_exp", "rotations"},
       {"pe.apply_rotation", "rotated"},  {"pe.commutator_norm", "commutator"},
       {"pe.spd_gate", "gated"},          {"pe.sinusoidal", "sinusoids"},
-      {"pe.attention", "attended"},
+      {"pe.attention", "attended"},      {"pe.dropout", "dropped"},
   };
   return table;
 }
@@ -170,6 +170,16 @@ std::optional<std::string> renderOp(const GraphOp &op, const std::vector<std::st
     if (n == 2)
       operands.push_back("None");
     return call("patch_embed", operands, {"patch"}, attr, helpers);
+  }
+  if (name == "pe.dropout" && n == 1) {
+    // Only while training, as the runtime (its forward program has none),
+    // with its masks for the key the model's set_step_key gives.
+    helpers.insert("dropout");
+    std::string text = "dropout(" + x[0] + ", rate=" + attr("p").value_or("0.0") +
+                       ", stream=" + attr("stream").value_or("0");
+    if (attr("per_sample").value_or("False") == "True")
+      text += ", per_sample=True";
+    return text + ", key=self.step_key) if self.training else " + x[0];
   }
   if (name == "pe.attention" && (n == 3 || n == 4)) {
     std::string text = call("attention", {x[0], x[1], x[2]}, {"heads", "scale", "mask", "skip_base"},

@@ -257,3 +257,56 @@ def load_checkpoint(path, ema=False):
         for name in state:
             state[name] = tensors.get("ema." + name, state[name])
     return state
+
+
+def philox_block(counter, key):
+    """The four 32-bit words (uint64 tensors) of Philox4x32-10's block at
+    `counter` (four integers or int64 tensors, broadcast) under `key` (two
+    integers): runtime/include/stringrt/Philox.h, computed exactly in int64."""
+    mask = 0xFFFFFFFF
+    words = [torch.as_tensor(part, dtype=torch.int64) & mask for part in counter]
+    key_low, key_high = int(key[0]) & mask, int(key[1]) & mask
+    for round_index in range(10):
+        if round_index > 0:
+            key_low, key_high = (key_low + 0x9E3779B9) & mask, (key_high + 0xBB67AE85) & mask
+        # Products of two 32-bit numbers, split into 16-bit halves so that int64 never overflows.
+        high_first, low_first = multiply_high_low(words[0], 0xD2511F53)
+        high_second, low_second = multiply_high_low(words[2], 0xCD9E8D57)
+        words = [high_second ^ words[1] ^ key_low, low_second,
+                 high_first ^ words[3] ^ key_high, low_first]
+    return words
+
+
+def multiply_high_low(value, factor):
+    """(high, low) 32-bit words of value * factor for 32-bit value and factor (int64 tensors)."""
+    mask = 0xFFFFFFFF
+    value_low, value_high = value & 0xFFFF, value >> 16
+    factor_low, factor_high = factor & 0xFFFF, factor >> 16
+    low_low = value_low * factor_low
+    middle = value_high * factor_low + (low_low >> 16)
+    middle_low, middle_high = middle & 0xFFFF, middle >> 16
+    middle_low = middle_low + value_low * factor_high
+    high = value_high * factor_high + middle_high + (middle_low >> 16)
+    low = ((middle_low & 0xFFFF) << 16) | (low_low & 0xFFFF)
+    return high & mask, low & mask
+
+
+def dropout(values, rate, stream, per_sample=False, key=(0, 0, 0)):
+    """values / (1 - rate) where the runtime's mask keeps, 0 where it drops: the
+    mask of runtime/include/stringrt/DropoutMask.h at key = (seed, step, first
+    sample), per element (or per sample with per_sample) of the Philox words."""
+    # uses: philox_block multiply_high_low
+    seed, step, first = key
+    batch = values.shape[0]
+    per_row = math.prod(values.shape[1:])
+    samples = torch.arange(first, first + batch, dtype=torch.int64).reshape(batch, 1)
+    elements = torch.zeros(1, 1 if per_sample else per_row, dtype=torch.int64)
+    if not per_sample:
+        elements[0] = torch.arange(per_row, dtype=torch.int64)
+    words = philox_block((elements // 4, samples, step, 0x80000000 | stream), (seed, seed >> 32))
+    word = torch.stack(torch.broadcast_tensors(*words)).gather(
+        0, (elements % 4).expand(batch, -1).unsqueeze(0)).squeeze(0)
+    keep = (word >> 8).to(torch.float64) / 16777216.0 >= rate
+    keep = keep.expand(batch, per_row).reshape(values.shape).to(values.device)
+    factor = torch.tensor(1.0 / (1.0 - rate), dtype=torch.float64).to(values.dtype)
+    return torch.where(keep, values * factor, torch.zeros((), dtype=values.dtype, device=values.device))
