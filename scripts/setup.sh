@@ -12,6 +12,7 @@ packages=(
   clang-19 libclang-rt-19-dev
   ccache
   pybind11-dev python3-pybind11 python3-dev
+  libopenmpi-dev openmpi-bin
 )
 
 missing=()

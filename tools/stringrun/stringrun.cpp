@@ -5,7 +5,8 @@
 //   stringrun train PKG [--data PATH] [--epochs N] [--steps N] [--batch B]
 //                       [--seed S] [--init-seed S] [--checkpoint FILE] [--resume FILE]
 //                       [--log FILE.csv] [--accumulate N] [--augment SPEC]
-//                       [--no-eval]
+//                       [--no-eval] [--rank-timeout S]
+//   mpirun -np N stringrun train PKG ...   data-parallel on N CPU ranks (RankRun.h)
 //   stringrun eval PKG [--data PATH] [--batch B] [--params FILE | --resume FILE [--ema]]
 //                      [--resize N [--resize-positions]]
 //   stringrun bench PKG [--data PATH] [--batch B] [--steps N] [--profile]
@@ -23,6 +24,7 @@
 #include "OutputPaths.h"
 #include "ProfileTable.h"
 #include "ResizePositions.h"
+#include "RankRun.h"
 
 #include "stringrt/Checkpoint.h"
 #include "stringrt/Error.h"
@@ -91,6 +93,9 @@ options:
                      (random erasing with probability p); e.g.
                      crop=4,flip=0.5 (deterministic from --seed, the step
                      and the sample; docs/data.md)
+  --rank-timeout S   train under mpirun (N ranks, docs/distributed.md): stop
+                     every rank, naming the silent one, when a rank sends no
+                     gradients for S seconds (default 300)
   --stop-after N     train: stop after global step N (the run and its
                      schedule are unchanged; --resume continues it)
   --seed S           train, gradients: the seed of the data order and of the
@@ -214,7 +219,8 @@ const std::pair<const char *, bool Args::*> kDeviceFlags[] = {
 const std::vector<std::string> kValueOptions = {
     "--data", "--epochs", "--steps",  "--batch",  "--seed",   "--checkpoint",
     "--resume", "--params", "--log", "--threads", "--stop-after", "--out",
-    "--kernels", "--device", "--accumulate", "--augment", "--init-seed", "--resize"};
+    "--kernels", "--device", "--accumulate", "--augment", "--init-seed", "--resize",
+    "--rank-timeout"};
 
 // The options naming files: none may be empty.
 const std::vector<std::string> kPathOptions = {"--data", "--checkpoint", "--resume",
@@ -303,7 +309,8 @@ Args parseArgs(int argc, char **argv) {
   std::map<std::string, std::vector<std::string>> allowed = {
       {"train",
        {"--data", "--epochs", "--steps", "--batch", "--seed", "--checkpoint",
-        "--resume", "--log", "--stop-after", "--accumulate", "--augment", "--init-seed"}},
+        "--resume", "--log", "--stop-after", "--accumulate", "--augment", "--init-seed",
+        "--rank-timeout"}},
       {"eval", {"--data", "--batch", "--params", "--resume", "--resize"}},
       {"bench", {"--data", "--batch", "--steps"}},
       {"gradients", {"--data", "--batch", "--seed", "--init-seed", "--params", "--out"}},
@@ -564,8 +571,11 @@ private:
 };
 
 // `backend`: where the steps and evaluations run (nullptr: the CPU).
+// `ranks`: this process is one rank of a data-parallel run (RankRun.h):
+// rank 0 alone prints, logs and checkpoints.
 int runTrain(const Args &args, stringrt::Model &model, Printer &printer,
-             int replicas, stringrt::TrainBackend *backend = nullptr) {
+             int replicas, stringrt::TrainBackend *backend = nullptr,
+             stringrt::Communicator *ranks = nullptr) {
   stringrt::TrainOptions options;
   options.epochs = number<int64_t>(args, "--epochs", 1).value_or(0);
   options.steps = number<int64_t>(args, "--steps", 1).value_or(0);
@@ -582,8 +592,22 @@ int runTrain(const Args &args, stringrt::Model &model, Printer &printer,
   options.evaluate = !args.noEval;
   stringrt::DataSet data =
       stringrt::loadModelData(model, value(args, "--data").value_or(""));
+  std::unique_ptr<stringrt::TrainBackend> onRanks;
+  const bool lead = !ranks || ranks->rank() == 0;
+  if (ranks) {
+    onRanks = stringrt::makeDataParallelBackend(model, *ranks, replicas);
+    backend = onRanks.get();
+    if (!lead)
+      options.logPath = options.checkpointPath = "";
+    else
+      std::printf("data-parallel on %d ranks: each takes its share of every batch, as "
+                  "--accumulate %d splits it\n",
+                  ranks->size(), ranks->size());
+  }
   stringrt::TrainResult result =
-      stringrt::train(model, data, options, &printer, backend);
+      stringrt::train(model, data, options, lead ? &printer : nullptr, backend);
+  if (!lead)
+    return 0;
   printer.finish();
   if (result.finished)
     std::printf("trained %lld steps, final loss %.6f\n",
@@ -730,6 +754,7 @@ int run(int argc, char **argv) {
     number<int64_t>(args, "--stop-after", 1);
     number<int64_t>(args, "--accumulate", 1);
     number<int64_t>(args, "--resize", 1);
+    number<int64_t>(args, "--rank-timeout", 1);
     augmentOption(args);
     kernelSet(args);
     if (args.values.count("--epochs") && args.values.count("--steps"))
@@ -744,6 +769,8 @@ int run(int argc, char **argv) {
     const std::optional<stringrt::KernelSet> kernels = kernelSet(args);
     stringrt::Package package = stringrt::Package::load(args.package);
     checkOutputs(args, package.manifest());
+    stringrun::refuseRanks(args.command,
+                           value(args, "--device") == std::optional<std::string>("cuda"));
     if (value(args, "--device") == std::optional<std::string>("cuda")) {
       // Checked before the device and any data: the package, the
       // checkpoint's header (the trainer validates the rest before the
@@ -804,6 +831,11 @@ int run(int argc, char **argv) {
     const int replicas = applyThreads(args, model.kernels());
     if (args.command == "train") {
       printer.emplace(model.manifest().model);
+      if (std::unique_ptr<stringrt::Communicator> ranks = stringrun::joinRanks(
+              static_cast<double>(number<int64_t>(args, "--rank-timeout", 1).value_or(300))))
+        return stringrun::onRank(
+            *ranks, [&] { return runTrain(args, model, *printer, replicas, nullptr, ranks.get()); },
+            [&] { printer->finish(); });
       return runTrain(args, model, *printer, replicas);
     }
     if (args.command == "eval")

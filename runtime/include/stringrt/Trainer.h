@@ -95,6 +95,12 @@ EvalResult evaluate(Model &model, const DataSet &data, int64_t batch,
 // the device executor, which must split alike.
 std::vector<int64_t> microBatchSizes(int64_t rows, int64_t parts);
 
+// sum[i] += weight * part[i] for i < n: how the micro-batches' gradients
+// are summed (weight = the micro-batch's rows / the batch's). One
+// definition for the CPU trainer and the data-parallel ranks
+// (Distributed.h), which must add alike, bit for bit.
+void addWeighted(float *sum, const float *part, float weight, size_t n);
+
 // The number of rows of `logits` ([rows, classes], row-major) whose argmax
 // (the first largest value) equals the row's label: evaluate()'s accuracy,
 // shared by every executor's evaluation.

@@ -154,8 +154,7 @@ private:
       const float weight = static_cast<float>(size) / static_cast<float>(rows);
       if (part == 0)
         grads_.assign(microGrads_.size(), 0.0f);
-      for (size_t i = 0; i < grads_.size(); ++i)
-        grads_[i] += weight * microGrads_[i];
+      addWeighted(grads_.data(), microGrads_.data(), weight, grads_.size());
       loss += static_cast<double>(weight) * microLoss;
       begin += size;
     }
@@ -192,6 +191,11 @@ std::vector<int64_t> microBatchSizes(int64_t rows, int64_t parts) {
   for (int64_t part = 0; part < parts; ++part)
     sizes.push_back(rows / parts + (part < rows % parts ? 1 : 0));
   return sizes;
+}
+
+void addWeighted(float *sum, const float *part, float weight, size_t n) {
+  for (size_t i = 0; i < n; ++i)
+    sum[i] += weight * part[i];
 }
 
 void TrainBackend::setAccumulate(int64_t parts) {
