@@ -1,0 +1,247 @@
+#!/usr/bin/env python3
+"""Data-parallel training on CPU ranks under mpirun (docs/distributed.md).
+
+test_ranks.py STRINGC STRINGRUN INPUTS WORKDIR MODE [N]
+
+MODE
+  equal N    `mpirun -np N stringrun train` logs the losses, learning rates,
+             gradient norms and evaluations of one process with
+             `--accumulate N` and ends with its checkpoint, bit for bit; a
+             second run of the ranks is identical to the first.
+  resume     ranks stopped (--stop-after) and resumed with the same N and
+             with another N at the same global batch end as one process with
+             --accumulate (N then N') does, bit for bit.
+  killed     rank 1 of 3 killed with SIGKILL mid-run: the run stops within a
+             bounded time, non-zero, naming rank 1; the last checkpoint loads.
+  hung       rank 1 of 3 stopped with SIGSTOP: the other ranks stop after
+             --rank-timeout, non-zero, naming rank 1; the checkpoint loads.
+
+Exits 77 (CTest's skip) where mpirun is missing or stringrun was built
+without MPI.
+"""
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+SKIP = 77
+TRAIN = ["--batch", "6", "--threads", "1", "--augment", "flip=0.5", "--kernels", "fast"]
+
+
+def main():
+    stringc, stringrun, inputs, work, mode = sys.argv[1:6]
+    ranks = int(sys.argv[6]) if len(sys.argv) > 6 else 2
+    mpirun = shutil.which("mpirun")
+    if mpirun is None:
+        print("skipped: no mpirun (install openmpi-bin)")
+        return SKIP
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    # The stringrun lit tests' tiny images: 12 train, 6 test, 3 classes.
+    make_idx = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lit", "stringc",
+                            "Inputs", "make_tiny_idx.py")
+    run([sys.executable, make_idx, os.path.join(work, "data")])
+    pkg = os.path.join(work, "m.pkg")
+    run([stringc, os.path.join(inputs, "tiny_vit_dp.pe"), "--target=cpu", "-o", pkg])
+    t = Tools(mpirun, stringrun, pkg, os.path.join(work, "data"), work)
+    probe = t.ranks(2, "probe", ["--steps", "1", "--no-eval"], check=False)
+    if "built without MPI" in probe.stderr:
+        print("skipped: stringrun was built without MPI")
+        return SKIP
+    if probe.returncode != 0:
+        sys.exit(f"mpirun -np 2 stringrun failed:\n{probe.stdout}\n{probe.stderr}")
+    return {"equal": equal, "resume": resume, "killed": killed, "hung": hung}[mode](t, ranks)
+
+
+def run(cmd, check=True, env=None, timeout=300):
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
+    if check and p.returncode != 0:
+        sys.exit(f"failed ({p.returncode}): {' '.join(cmd)}\n{p.stdout}\n{p.stderr}")
+    return p
+
+
+def mpi_env(tag=""):
+    env = dict(os.environ)
+    env.update({"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+                # Containers often refuse the cross-memory attach.
+                "OMPI_MCA_btl_vader_single_copy_mechanism": "none",
+                "STRINGC_DP_TEST": tag})
+    return env
+
+
+class Tools:
+    def __init__(self, mpirun, stringrun, pkg, data, work):
+        self.mpirun, self.stringrun, self.pkg, self.data, self.work = (
+            mpirun, stringrun, pkg, data, work)
+
+    def path(self, name):
+        return os.path.join(self.work, name)
+
+    def train_args(self, name, extra):
+        return ([self.stringrun, "train", self.pkg, "--data", self.data, "--log",
+                 self.path(name + ".csv"), "--checkpoint", self.path(name + ".ckpt")]
+                + TRAIN + extra)
+
+    def mpi_cmd(self, n, name, extra):
+        return ([self.mpirun, "--oversubscribe", "--bind-to", "none", "-np", str(n)]
+                + self.train_args(name, extra))
+
+    def one(self, name, extra):
+        return run(self.train_args(name, extra))
+
+    def ranks(self, n, name, extra, check=True):
+        return run(self.mpi_cmd(n, name, extra), check=check, env=mpi_env())
+
+
+def log_rows(path):
+    """The log without its speed column (the last), which is wall time."""
+    with open(path) as f:
+        return [",".join(line.rstrip("\n").split(",")[:-1]) for line in f]
+
+
+def same(a_name, b_name, t, train_only=False):
+    a, b = log_rows(t.path(a_name + ".csv")), log_rows(t.path(b_name + ".csv"))
+    if train_only:
+        a = [row for row in a if row.startswith("train,")]
+        b = [row for row in b if row.startswith("train,")]
+    if a != b:
+        diff = next(i for i, (x, y) in enumerate(zip(a + [""], b + [""])) if x != y)
+        sys.exit(f"{a_name}.csv and {b_name}.csv differ at line {diff + 1}:\n"
+                 f"  {a[diff] if diff < len(a) else '(end)'}\n"
+                 f"  {b[diff] if diff < len(b) else '(end)'}")
+    with open(t.path(a_name + ".ckpt"), "rb") as f, open(t.path(b_name + ".ckpt"), "rb") as g:
+        if f.read() != g.read():
+            sys.exit(f"{a_name}.ckpt and {b_name}.ckpt differ")
+    return len(a)
+
+
+def equal(t, n):
+    # 3 epochs of 2 steps: evaluations (and the EMA's) and checkpoints at
+    # every epoch's end.
+    extra = ["--steps", "6", "--seed", "3"]
+    t.one("one", extra + ["--accumulate", str(n)])
+    out = t.ranks(n, "ranks", extra).stdout
+    if f"data-parallel on {n} ranks" not in out or "trained 6 steps" not in out:
+        sys.exit(f"unexpected output of the ranks:\n{out}")
+    if out.count("training 'tiny_vit_dp'") != 1:
+        sys.exit(f"more than rank 0 printed:\n{out}")
+    rows = same("one", "ranks", t)
+    t.ranks(n, "again", extra)
+    same("ranks", "again", t)
+    # And not by accident: the whole batch at once is another step's bits.
+    t.one("whole", extra)
+    if log_rows(t.path("whole.csv")) == log_rows(t.path("one.csv")):
+        sys.exit("the whole batch logs --accumulate's bits: the test cannot tell them apart")
+    print(f"ok: {n} ranks log --accumulate {n}'s {rows - 1} rows and write its checkpoint bit "
+          f"for bit; a second run is identical")
+    return 0
+
+
+def resume(t, _):
+    extra = ["--steps", "8", "--seed", "5"]
+    # One process: 3 steps with --accumulate 2, then the rest with 3.
+    t.one("one", extra + ["--accumulate", "2", "--stop-after", "3"])
+    t.one("one", extra + ["--accumulate", "3", "--resume", t.path("one.ckpt")])
+    t.ranks(2, "ranks", extra + ["--stop-after", "3"])
+    t.ranks(3, "ranks", extra + ["--resume", t.path("ranks.ckpt")])
+    same("one", "ranks", t)
+    # The same N: ranks stopped and resumed equal ranks unbroken.
+    t.ranks(2, "unbroken", extra)
+    t.ranks(2, "broken", extra + ["--stop-after", "5"])
+    t.ranks(2, "broken", extra + ["--resume", t.path("broken.ckpt")])
+    # (the broken run also evaluated where it stopped)
+    same("unbroken", "broken", t, train_only=True)
+    print("ok: resumed on 3 ranks after 2 as one process with --accumulate 2 then 3; "
+          "2 ranks resumed as 2 ranks unbroken; bit for bit")
+    return 0
+
+
+def rank_pid(tag, rank):
+    """The pid of the process of `rank` whose environment carries `tag`."""
+    want = {f"STRINGC_DP_TEST={tag}".encode(), f"OMPI_COMM_WORLD_RANK={rank}".encode()}
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                env = set(f.read().split(b"\0"))
+            with open(f"/proc/{pid}/comm") as f:
+                comm = f.read().strip()
+        except OSError:
+            continue
+        if comm == "stringrun" and want <= env:
+            return int(pid)
+    return None
+
+
+def fault(t, sig, extra, bound):
+    tag = f"{t.work}:{time.time()}"
+    ckpt = t.path("ranks.ckpt")
+    # Epochs of 2 steps, so checkpoints follow each other; far more steps
+    # than the test waits for.
+    p = subprocess.Popen(t.mpi_cmd(3, "ranks", ["--steps", "1000000", "--no-eval"] + extra),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env=mpi_env(tag))
+    try:
+        deadline = time.time() + 60
+        while not os.path.exists(ckpt) and time.time() < deadline and p.poll() is None:
+            time.sleep(0.05)
+        pid = rank_pid(tag, 1)
+        if not os.path.exists(ckpt) or pid is None:
+            p.kill()
+            out, err = p.communicate()
+            sys.exit(f"no checkpoint or no rank 1 to stop:\n{out}\n{err}")
+        time.sleep(0.3)  # mid-run
+        os.kill(pid, sig)
+        start = time.time()
+        try:
+            out, err = p.communicate(timeout=bound)
+        except subprocess.TimeoutExpired:
+            os.kill(pid, signal.SIGKILL)
+            p.kill()
+            p.communicate()
+            sys.exit(f"the ranks did not stop within {bound} s of rank 1's {sig.name}")
+        took = time.time() - start
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    if p.returncode == 0:
+        sys.exit(f"mpirun exited 0 after rank 1's {sig.name}:\n{out}\n{err}")
+    return out + err, took
+
+
+def loads(t):
+    r = run([t.stringrun, "eval", t.pkg, "--data", t.data, "--resume", t.path("ranks.ckpt"),
+             "--threads", "1"], check=False)
+    if r.returncode != 0:
+        sys.exit(f"the last checkpoint does not load:\n{r.stderr}")
+    return r.stdout.strip()
+
+
+def killed(t, _):
+    text, took = fault(t, signal.SIGKILL, [], 60)
+    if "rank 1" not in text:
+        sys.exit(f"the error does not name rank 1:\n{text}")
+    print(f"ok: rank 1 killed: the run stopped in {took:.1f} s (bound 60 s), non-zero, naming "
+          f"rank 1; {loads(t)}")
+    return 0
+
+
+def hung(t, _):
+    text, took = fault(t, signal.SIGSTOP, ["--rank-timeout", "2"], 40)
+    # Rank 0 or 2 names rank 1: it sent nothing, or took nothing (the
+    # transport holds a large message until the receiver takes it).
+    if not re.search(r"error: rank [02] of 3: rank [02]: (nothing from rank 1 for 2 s|rank 1 "
+                     r"took nothing from it for 2 s)", text):
+        sys.exit(f"no rank named rank 1 as silent:\n{text}")
+    print(f"ok: rank 1 stopped: the others stopped in {took:.1f} s (timeout 2 s), non-zero, "
+          f"naming rank 1; {loads(t)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
