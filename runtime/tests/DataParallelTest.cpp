@@ -1,0 +1,304 @@
+// The data-parallel trainer (stringrt/Distributed.h) on ranks that are
+// threads of this process, talking through an in-process Communicator: N
+// ranks take one process's --accumulate N steps bit for bit (losses, the
+// parameters on every rank, the evaluations), with dropout, uneven shares and
+// SGD or AdamW; a silent rank is named after the timeout. The MPI transport
+// itself is tested under mpirun (tests/distributed/test_ranks.py).
+#include "stringrt/Distributed.h"
+
+#include "ProgramBuilder.h"
+#include "TestFiles.h"
+#include "stringrt/Error.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <exception>
+#include <filesystem>
+#include <mutex>
+#include <thread>
+
+namespace stringrt {
+namespace {
+
+using test::f32;
+using test::i32;
+using test::ProgramBuilder;
+using test::TempDir;
+using test::writeFile;
+
+// Messages between the threads of one run: a queue per (from, to).
+class Mailboxes {
+public:
+  explicit Mailboxes(int ranks) : ranks_(ranks), queues_(size_t(ranks * ranks)) {}
+  int ranks() const { return ranks_; }
+  void put(int from, int to, std::vector<char> message) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    queues_[size_t(from * ranks_ + to)].push_back(std::move(message));
+    ready_.notify_all();
+  }
+  // The oldest message from `from` to `to`; nullopt after `timeout`.
+  std::optional<std::vector<char>> take(int from, int to, std::chrono::milliseconds timeout) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    auto &queue = queues_[size_t(from * ranks_ + to)];
+    if (!ready_.wait_for(lock, timeout, [&] { return !queue.empty(); }))
+      return std::nullopt;
+    std::vector<char> message = std::move(queue.front());
+    queue.pop_front();
+    return message;
+  }
+
+private:
+  int ranks_;
+  std::mutex mutex_;
+  std::condition_variable ready_;
+  std::vector<std::deque<std::vector<char>>> queues_;
+};
+
+class ThreadCommunicator : public Communicator {
+public:
+  ThreadCommunicator(Mailboxes &boxes, int rank, std::chrono::milliseconds timeout)
+      : boxes_(boxes), rank_(rank), timeout_(timeout) {}
+  int rank() const override { return rank_; }
+  int size() const override { return boxes_.ranks(); }
+  void exchange(const std::vector<Send> &send, const std::vector<Receive> &receive,
+                const std::string &what, bool bounded) override {
+    for (int k = 0; k < size(); ++k)
+      if (k != rank_) {
+        const char *data = static_cast<const char *>(send[size_t(k)].data);
+        boxes_.put(rank_, k, std::vector<char>(data, data + send[size_t(k)].bytes));
+      }
+    for (int r = 0; r < size(); ++r) {
+      if (r == rank_)
+        continue;
+      auto message = boxes_.take(r, rank_, bounded ? timeout_ : std::chrono::hours(1));
+      if (!message)
+        throw Error("rank " + std::to_string(rank_) + ": nothing from rank " +
+                    std::to_string(r) + " during " + what);
+      if (message->size() != receive[size_t(r)].bytes)
+        throw Error("a message of the wrong size during " + what);
+      if (!message->empty())
+        std::memcpy(receive[size_t(r)].data, message->data(), message->size());
+    }
+  }
+  [[noreturn]] void abort(int) override { std::terminate(); }
+
+private:
+  Mailboxes &boxes_;
+  int rank_;
+  std::chrono::milliseconds timeout_;
+};
+
+// image [B, 1, 2, 2] -> patch_embed -> dropout (p 0.5, in the gradients
+// program only, as pe-autodiff builds it) -> token 0 -> logits [B, 3].
+Manifest imageManifest(OptimizerKind optimizer) {
+  Manifest m;
+  m.model = "tiny_image_dp";
+  m.inputs = {{"image", DType::F32, {-1, 1, 2, 2}}, {"label", DType::I32, {-1}}};
+  ManifestParam w;
+  w.name = "w";
+  w.shape = {4, 3};
+  w.init = ParamInit::Normal;
+  w.std = 0.3;
+  w.seed = 5;
+  ManifestParam b;
+  b.name = "b";
+  b.shape = {3};
+  b.init = ParamInit::Constant;
+  b.value = 0.1;
+  m.params = {w, b};
+  m.optimizer.kind = optimizer;
+  m.optimizer.lr = 0.05;
+  m.optimizer.weightDecay = 0.01;
+  m.optimizer.clipNorm = 1.0;
+  m.optimizer.momentum = 0.9;
+  m.optimizer.emaDecay = 0.8;
+  for (bool grads : {false, true}) {
+    ProgramBuilder g;
+    ValueId image = g.input(f32({-1, 1, 2, 2}));
+    ValueId label = g.input(i32({-1}));
+    ValueId wv = g.param("w", {4, 3});
+    ValueId bv = g.param("b", {3});
+    ValueId x = g.op1("pe.patch_embed", {image, wv, bv}, f32({-1, 1, 3}),
+                      {{"patch", int64_t(2)}});
+    const std::map<std::string, AttrValue> dropped = {{"p", 0.5}, {"stream", int64_t(0)}};
+    if (grads)
+      x = g.op1("pe.dropout", {x}, f32({-1, 1, 3}), dropped);
+    ValueId logits = g.op1("pe.select_token", {x}, f32({-1, 3}), {{"index", int64_t(0)}});
+    ValueId loss = g.op1("pe.cross_entropy", {logits, label}, f32({}));
+    g.output("loss", loss);
+    if (!grads) {
+      g.output("logits", logits);
+      m.forward = g.program;
+      continue;
+    }
+    ValueId one = g.op1("arith.constant", {}, f32({}), {{"value", 1.0}});
+    ValueId dlogits = g.op1("pe.cross_entropy_grad", {logits, label, one}, f32({-1, 3}));
+    ValueId dx = g.op1("pe.select_token_grad", {dlogits}, f32({-1, 1, 3}),
+                       {{"index", int64_t(0)}});
+    dx = g.op1("pe.dropout", {dx}, f32({-1, 1, 3}), dropped);
+    auto dwb = g.op("pe.patch_embed_grad", {image, dx}, {f32({4, 3}), f32({3})},
+                    {{"patch", int64_t(2)}});
+    g.grad("w", dwb[0]);
+    g.grad("b", dwb[1]);
+    m.gradients = g.program;
+  }
+  return m;
+}
+
+std::string bigEndian(uint32_t v) {
+  std::string s(4, '\0');
+  for (int i = 0; i < 4; ++i)
+    s[size_t(i)] = static_cast<char>((v >> (24 - 8 * i)) & 0xFF);
+  return s;
+}
+
+// 2x2 images of 3 classes: class c has pixel c bright.
+void writeImages(const std::string &dir, const std::string &prefix, uint32_t count) {
+  std::string images =
+      std::string("\0\0\x08\x03", 4) + bigEndian(count) + bigEndian(2) + bigEndian(2);
+  std::string labels = std::string("\0\0\x08\x01", 4) + bigEndian(count);
+  for (uint32_t i = 0; i < count; ++i) {
+    uint32_t c = i % 3;
+    for (uint32_t p = 0; p < 4; ++p)
+      images += static_cast<char>(p == c ? 220 + i % 30 : (i * 7 + p * 13) % 50);
+    labels += static_cast<char>(c);
+  }
+  writeFile(dir + "/" + prefix + "-images-idx3-ubyte", images);
+  writeFile(dir + "/" + prefix + "-labels-idx1-ubyte", labels);
+}
+
+struct Recorder : TrainObserver {
+  std::vector<double> losses, lrs, norms, evals;
+  void onStep(const TrainPlan &, const StepReport &r) override {
+    losses.push_back(r.loss);
+    lrs.push_back(r.lr);
+    norms.push_back(r.gradNorm);
+  }
+  void onEval(const TrainPlan &, int64_t, const EvalResult &e) override {
+    evals.push_back(e.loss);
+  }
+};
+
+struct RankRun {
+  Recorder record;
+  std::vector<std::vector<float>> params; // per rank
+};
+
+// `ranks` threads training as one data-parallel run (rank 0 observed).
+RankRun onRanks(const Manifest &manifest, const std::string &data, const TrainOptions &options,
+            int ranks) {
+  Mailboxes boxes(ranks);
+  RankRun run;
+  run.params.resize(size_t(ranks));
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(ranks));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < ranks; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        Model model(manifest);
+        DataSet set = loadModelData(model, data);
+        ThreadCommunicator comm(boxes, r, std::chrono::seconds(30));
+        auto backend = makeDataParallelBackend(model, comm);
+        train(model, set, options, r == 0 ? &run.record : nullptr, backend.get());
+        run.params[size_t(r)] = model.parameters();
+      } catch (...) {
+        errors[size_t(r)] = std::current_exception();
+      }
+    });
+  for (std::thread &t : threads)
+    t.join();
+  for (const std::exception_ptr &e : errors)
+    if (e)
+      std::rethrow_exception(e);
+  return run;
+}
+
+RankRun oneProcess(const Manifest &manifest, const std::string &data, TrainOptions options,
+               int64_t accumulate) {
+  options.accumulate = accumulate;
+  Model model(manifest);
+  DataSet set = loadModelData(model, data);
+  RankRun run;
+  train(model, set, options, &run.record);
+  run.params = {model.parameters()};
+  return run;
+}
+
+TEST(DataParallelTest, RanksTakeTheAccumulatedStepsBitForBit) {
+  TempDir dir;
+  const std::string data = dir.path().string() + "/data";
+  std::filesystem::create_directory(data);
+  writeImages(data, "train", 30);
+  writeImages(data, "t10k", 9);
+  TrainOptions o;
+  o.epochs = 2;
+  o.batch = 7; // 4 steps an epoch; 2 ranks: 4 + 3, 3 ranks: 3 + 2 + 2
+  o.seed = 3;
+  for (OptimizerKind kind : {OptimizerKind::AdamW, OptimizerKind::Sgd}) {
+    const Manifest manifest = imageManifest(kind);
+    for (int ranks : {1, 2, 3, 7}) {
+      SCOPED_TRACE(testing::Message() << ranks << " ranks, "
+                                      << (kind == OptimizerKind::AdamW ? "adamw" : "sgd"));
+      RankRun want = oneProcess(manifest, data, o, ranks);
+      RankRun got = onRanks(manifest, data, o, ranks);
+      EXPECT_EQ(got.record.losses, want.record.losses);
+      EXPECT_EQ(got.record.lrs, want.record.lrs);
+      EXPECT_EQ(got.record.norms, want.record.norms);
+      EXPECT_EQ(got.record.evals, want.record.evals); // the EMA's too
+      for (int r = 0; r < ranks; ++r)
+        EXPECT_EQ(got.params[size_t(r)], want.params[0]) << "rank " << r;
+    }
+    // And not by accident: the whole batch at once is other bits.
+    EXPECT_NE(oneProcess(manifest, data, o, 1).record.losses,
+              oneProcess(manifest, data, o, 2).record.losses);
+  }
+}
+
+TEST(DataParallelTest, ShareAndRefusals) {
+  EXPECT_EQ(rankShare(7, 0, 3).begin, 0);
+  EXPECT_EQ(rankShare(7, 0, 3).count, 3);
+  EXPECT_EQ(rankShare(7, 1, 3).begin, 3);
+  EXPECT_EQ(rankShare(7, 2, 3).begin, 5);
+  EXPECT_EQ(rankShare(7, 2, 3).count, 2);
+
+  TempDir dir;
+  const std::string data = dir.path().string() + "/data";
+  std::filesystem::create_directory(data);
+  writeImages(data, "train", 30);
+  writeImages(data, "t10k", 9);
+  TrainOptions o;
+  o.steps = 1;
+  o.batch = 2;
+  EXPECT_TRUE(test::failsWith([&] { onRanks(imageManifest(OptimizerKind::Sgd), data, o, 3); },
+                              "", {"a batch of 2 examples cannot be shared by 3 ranks"}));
+  o.batch = 6;
+  o.accumulate = 2;
+  EXPECT_TRUE(test::failsWith([&] { onRanks(imageManifest(OptimizerKind::Sgd), data, o, 2); },
+                              "", {"--accumulate 2 with 2 ranks"}));
+}
+
+// A rank that never sends: the other names it when the wait times out.
+TEST(DataParallelTest, SilentRankIsNamed) {
+  TempDir dir;
+  const std::string data = dir.path().string() + "/data";
+  std::filesystem::create_directory(data);
+  writeImages(data, "train", 30);
+  writeImages(data, "t10k", 9);
+  Mailboxes boxes(2);
+  Model model(imageManifest(OptimizerKind::Sgd));
+  DataSet set = loadModelData(model, data);
+  ThreadCommunicator comm(boxes, 0, std::chrono::milliseconds(50));
+  auto backend = makeDataParallelBackend(model, comm);
+  TrainOptions o;
+  o.steps = 1;
+  o.batch = 6;
+  EXPECT_TRUE(test::failsWith([&] { train(model, set, o, nullptr, backend.get()); }, "",
+                              {"rank 0: nothing from rank 1 during the gradients of step 1"}));
+}
+
+} // namespace
+} // namespace stringrt
