@@ -90,6 +90,13 @@ options:
   --gpu-model=h100|h200[,KEY=VALUE...]
                  the GPU the launch report predicts for (default h100);
                  KEY: bandwidth, latency_ns, min_us, f32, tf32, bf16, sms
+  --ranks=N      with --launch-report: add the data-parallel scaling on N
+                 GPUs (--batch each): the gradients' all-reduce, how much
+                 hides behind the backward, the scaling efficiency
+                 (docs/distributed.md)
+  --interconnect=nvlink|ib
+                 with --ranks: the link (default nvlink up to 8 GPUs, ib
+                 beyond)
   -o FILE        write the output to FILE instead of standard output
                  (written only on success, atomically)
   -D NAME=VALUE  set the top-level constant NAME to VALUE (a number) in
@@ -149,6 +156,8 @@ struct Options {
   stringc::CompileOptions compile;
   int64_t explainBatch = 128;
   std::vector<stringc::ConstantOverride> overrides; // -D NAME=VALUE
+  int64_t ranks = 0;        // --ranks=N (--launch-report)
+  std::string interconnect; // --interconnect=nvlink|ib
 };
 
 /// Splits "a,b" into its non-empty names.
@@ -204,6 +213,20 @@ std::optional<int> parseOptions(int argc, char **argv, Options &options) {
         return usageError("--batch " + value + " is too large (at most " +
                           std::to_string(kMaxBatch) + ")");
       options.explainBatch = batch;
+    } else if (arg == "--ranks" || arg.rfind("--ranks=", 0) == 0) {
+      std::string value = arg.size() > 7 ? arg.substr(8) : i + 1 < argc ? argv[++i] : "";
+      char *end = nullptr;
+      errno = 0;
+      long long ranks = std::strtoll(value.c_str(), &end, 10);
+      if (value.empty() || *end != '\0' || ranks <= 0 || errno == ERANGE || ranks > 1000000)
+        return usageError("--ranks needs a positive integer (at most 1000000), got '" + value +
+                          "'");
+      options.ranks = ranks;
+    } else if (arg == "--interconnect" || arg.rfind("--interconnect=", 0) == 0) {
+      options.interconnect = arg.size() > 14 ? arg.substr(15) : i + 1 < argc ? argv[++i] : "";
+      if (options.interconnect != "nvlink" && options.interconnect != "ib")
+        return usageError("unknown --interconnect '" + options.interconnect +
+                          "' (expected nvlink or ib)");
     } else if (arg.rfind("--disable-pass=", 0) == 0) {
       addPassNames(arg.substr(15), options.compile.disabledPasses);
     } else if (arg.rfind("--enable-pass=", 0) == 0) {
@@ -292,6 +315,13 @@ std::optional<int> parseOptions(int argc, char **argv, Options &options) {
     return usageError("--emit=nvvm, --emit=ptx and --launch-report are for --target=cuda");
   if (gpuEmit)
     options.target = "cuda";
+  if ((options.ranks > 0 || !options.interconnect.empty()) && options.emit != Emit::LaunchReport)
+    return usageError(options.ranks > 0 ? "--ranks is for --launch-report"
+                                        : "--interconnect is for --launch-report --ranks=N");
+  if (!options.interconnect.empty() && options.ranks == 0)
+    return usageError("--interconnect is for --launch-report --ranks=N");
+  if (options.ranks > 0 && options.reportFormat == "json")
+    return usageError("--ranks is for the text launch report, not --launch-report=json");
   if ((options.gpuArch || options.gpuAllKernels || options.gpuPrecision) &&
       (!options.target || *options.target != "cuda"))
     return usageError(std::string(options.gpuArch         ? "--gpu-arch"
@@ -426,6 +456,8 @@ int emitCuda(const stringc::ModelGraph &graph, const Options &options) {
   if (options.gpuModel)
     cuda.reportMachine = *options.gpuModel;
   cuda.reportBatch = options.explainBatch;
+  cuda.reportRanks = options.ranks;
+  cuda.reportInterconnect = options.interconnect;
   stringc::CudaEmit what = options.emit == Emit::Nvvm           ? stringc::CudaEmit::NVVM
                            : options.emit == Emit::Ptx          ? stringc::CudaEmit::PTX
                            : options.emit == Emit::LaunchReport ? stringc::CudaEmit::LaunchReport

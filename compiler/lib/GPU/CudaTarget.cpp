@@ -13,6 +13,7 @@
 #include "stringc/GPU/GPUKernels.h"
 #include "stringc/GPU/GPUPipeline.h"
 #include "stringc/GPU/LaunchReport.h"
+#include "stringc/GPU/ScalingReport.h"
 
 #include "stringc/Target/PackageBuilder.h"
 
@@ -187,6 +188,10 @@ private:
       cudagen::printLaunchReportJson(*step, *machine, llvmStream(out));
     else
       cudagen::printLaunchReport(*step, *machine, llvmStream(out));
+    if (options.reportRanks > 0 &&
+        failed(cudagen::reportScaling(train, *step, options.reportRanks,
+                                      options.reportInterconnect, llvmStream(out))))
+      return 1;
     outStream->flush();
     return 0;
   }

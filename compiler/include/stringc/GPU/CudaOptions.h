@@ -41,6 +41,11 @@ struct CudaOptions {
   /// The GPU CudaEmit::LaunchReport predicts for: "h100" or "h200", then
   /// optional ",KEY=VALUE" overrides (gpuMachineByName, LaunchReport.h).
   std::string reportMachine = "h100";
+  /// > 0: the launch report adds the data-parallel scaling on this many
+  /// GPUs (ScalingReport.h) over `reportInterconnect` ("nvlink", "ib", or
+  /// "": NVLink up to 8 GPUs, InfiniBand beyond).
+  int64_t reportRanks = 0;
+  std::string reportInterconnect;
 };
 
 } // namespace stringc
