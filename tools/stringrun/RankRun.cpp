@@ -1,6 +1,7 @@
 #include "RankRun.h"
 
 #include "stringrt/Error.h"
+#include "stringrt/cpu/ThreadPool.h"
 
 #ifdef STRINGRUN_HAVE_MPI
 #include "stringrt/MpiCommunicator.h"
@@ -8,9 +9,12 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <new>
+#include <thread>
 
 namespace stringrun {
 
@@ -37,6 +41,19 @@ std::unique_ptr<stringrt::Communicator> joinRanks(double timeoutSeconds) {
   throw stringrt::Error("started by an MPI launcher, but this stringrun was built without "
                         "MPI (install libopenmpi-dev and reconfigure; docs/distributed.md)");
 #endif
+}
+
+void shareCores(bool threadsGiven) {
+  if (threadsGiven || std::getenv("STRINGRT_THREADS"))
+    return;
+  for (const char *name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"})
+    if (const char *value = std::getenv(name)) {
+      const long local = std::strtol(value, nullptr, 10);
+      const long cores = static_cast<long>(std::thread::hardware_concurrency());
+      if (local > 1 && cores > 0)
+        stringrt::cpu::setNumThreads(static_cast<int>(std::max(1L, cores / local)));
+      return;
+    }
 }
 
 int onRank(stringrt::Communicator &ranks, const std::function<int()> &body,

@@ -22,6 +22,13 @@ void refuseRanks(const std::string &command, bool cuda);
 // stringrun has no MPI.
 std::unique_ptr<stringrt::Communicator> joinRanks(double timeoutSeconds);
 
+// Where neither --threads nor STRINGRT_THREADS sets the kernel pool, shares
+// this machine's cores among the ranks the launcher put on it
+// (OMPI_COMM_WORLD_LOCAL_SIZE, MPI_LOCALNRANKS): each gets cores / ranks,
+// at least 1, rather than every core. Speed only: the bits do not depend on
+// it.
+void shareCores(bool threadsGiven);
+
 // Runs `body` on this rank: returns its status, or, when it throws, prints
 // the error naming this rank and ends the whole run (every rank) with
 // status 1, so that no rank waits for this one.

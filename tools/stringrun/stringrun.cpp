@@ -832,10 +832,13 @@ int run(int argc, char **argv) {
     if (args.command == "train") {
       printer.emplace(model.manifest().model);
       if (std::unique_ptr<stringrt::Communicator> ranks = stringrun::joinRanks(
-              static_cast<double>(number<int64_t>(args, "--rank-timeout", 1).value_or(300))))
+              static_cast<double>(number<int64_t>(args, "--rank-timeout", 1).value_or(300)))) {
+        if (model.kernels() != stringrt::KernelSet::Reference)
+          stringrun::shareCores(args.values.count("--threads") != 0);
         return stringrun::onRank(
             *ranks, [&] { return runTrain(args, model, *printer, replicas, nullptr, ranks.get()); },
             [&] { printer->finish(); });
+      }
       return runTrain(args, model, *printer, replicas);
     }
     if (args.command == "eval")
