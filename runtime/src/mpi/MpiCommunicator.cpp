@@ -62,8 +62,8 @@ public:
     requests.reserve(2 * n);
     auto check = [&](int code, const char *call, int other) {
       if (code != MPI_SUCCESS)
-        throw Error(fmt::format("rank {}: {} with rank {} failed during {}: {}", rank_, call,
-                                other, what, mpiError(code)));
+        throw Error(fmt::format("{} with rank {} failed during {}: {}", call, other, what,
+                                mpiError(code)));
     };
     for (size_t r = 0; r < n; ++r) {
       if (static_cast<int>(r) == rank_)
@@ -123,8 +123,8 @@ private:
         for (int i = 0; i < count; ++i)
           if (statuses[static_cast<size_t>(i)].MPI_ERROR != MPI_SUCCESS)
             other = peer[static_cast<size_t>(done[static_cast<size_t>(i)])];
-        throw Error(fmt::format("rank {}: the messages with rank {} failed during {}: {}",
-                                rank_, other, what, mpiError(code)));
+        throw Error(fmt::format("the messages with rank {} failed during {}: {}", other, what,
+                                mpiError(code)));
       }
       if (count == MPI_UNDEFINED)
         break;
@@ -154,13 +154,12 @@ private:
         };
         const std::vector<int> silent = pending(0, receives);
         if (!silent.empty())
-          throw Error(fmt::format("rank {}: nothing from {} for {:g} s during {}: stopped, "
-                                  "hung or dead (--rank-timeout)",
-                                  rank_, named(silent), timeout_, what));
-        throw Error(fmt::format("rank {}: {} took nothing from it for {:g} s during {}: "
-                                "stopped, hung or dead (--rank-timeout)",
-                                rank_, named(pending(receives, requests.size())), timeout_,
-                                what));
+          throw Error(fmt::format("nothing from {} for {:g} s during {}: stopped, hung or "
+                                  "dead (--rank-timeout)",
+                                  named(silent), timeout_, what));
+        throw Error(fmt::format("{} took nothing from this rank for {:g} s during {}: stopped, "
+                                "hung or dead (--rank-timeout)",
+                                named(pending(receives, requests.size())), timeout_, what));
       }
       std::this_thread::sleep_for(std::chrono::microseconds(pause));
       pause = std::min(pause * 2, 1000);
