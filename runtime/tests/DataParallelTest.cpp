@@ -65,7 +65,7 @@ public:
   int rank() const override { return rank_; }
   int size() const override { return boxes_.ranks(); }
   void exchange(const std::vector<Send> &send, const std::vector<Receive> &receive,
-                const std::string &what, bool bounded) override {
+                const std::string &what) override {
     for (int k = 0; k < size(); ++k)
       if (k != rank_) {
         const char *data = static_cast<const char *>(send[size_t(k)].data);
@@ -74,7 +74,7 @@ public:
     for (int r = 0; r < size(); ++r) {
       if (r == rank_)
         continue;
-      auto message = boxes_.take(r, rank_, bounded ? timeout_ : std::chrono::hours(1));
+      auto message = boxes_.take(r, rank_, timeout_);
       if (!message)
         throw Error("nothing from rank " + std::to_string(r) + " during " + what);
       if (message->size() != receive[size_t(r)].bytes)

@@ -595,7 +595,7 @@ int runTrain(const Args &args, stringrt::Model &model, Printer &printer,
   std::unique_ptr<stringrt::TrainBackend> onRanks;
   const bool lead = !ranks || ranks->rank() == 0;
   if (ranks) {
-    onRanks = stringrt::makeDataParallelBackend(model, *ranks, replicas);
+    onRanks = stringrt::makeDataParallelBackend(model, *ranks);
     backend = onRanks.get();
     if (!lead)
       options.logPath = options.checkpointPath = "";

@@ -38,12 +38,12 @@ public:
   // One round of messages: sends send[k] to every rank k != rank() and
   // receives from every rank r != rank() its message into receive[r] (its
   // size must be the one sent); send[rank()] and receive[rank()] are not
-  // used. Returns when all have arrived. `what` names the round in errors
-  // ("the gradients of step 12"). bounded: a rank whose message has not
-  // arrived within the timeout is an Error naming it; otherwise the wait has
-  // no limit (a rank still working, as rank 0 in an evaluation).
+  // used. Returns when all have arrived. A rank whose message has not
+  // arrived, or that has not taken this rank's, within the communicator's
+  // timeout is an Error naming it; `what` names the round in errors ("the
+  // gradients of step 12").
   virtual void exchange(const std::vector<Send> &send, const std::vector<Receive> &receive,
-                        const std::string &what, bool bounded = true) = 0;
+                        const std::string &what) = 0;
   // Ends the whole run at once with `code` (every rank exits): after an
   // error on one rank, so that the others do not wait for it.
   [[noreturn]] virtual void abort(int code) = 0;
@@ -64,12 +64,11 @@ RankShare rankShare(int64_t rows, int rank, int ranks);
 std::optional<int> launcherRanks();
 
 // The CPU trainer on the ranks of `comm`: give it to train() on every rank.
-// The model's parameters and the optimizer state stay equal on every rank;
-// evaluate() runs on rank 0 alone (the others wait for it) and returns an
-// empty result elsewhere. Each rank's steps run on its model's kernels
-// (`threads` evaluation replicas, as evaluate()). Refuses --accumulate (the
+// The model's parameters and the optimizer state stay equal on every rank.
+// The evaluation is shared out: each rank evaluates a run of consecutive
+// test batches and every rank sums all batches' parts in batch order, so
+// every rank gets evaluate()'s result bit for bit. Refuses --accumulate (the
 // ranks already split each batch) and a batch smaller than the ranks.
-std::unique_ptr<TrainBackend> makeDataParallelBackend(Model &model, Communicator &comm,
-                                                      int threads = 1);
+std::unique_ptr<TrainBackend> makeDataParallelBackend(Model &model, Communicator &comm);
 
 } // namespace stringrt

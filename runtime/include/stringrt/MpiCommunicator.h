@@ -13,7 +13,7 @@ namespace stringrt {
 
 // Initialises MPI and joins MPI_COMM_WORLD (call once per process, where
 // launcherRanks() says a launcher started it). `timeoutSeconds` bounds
-// Communicator::exchange's bounded waits. MPI is finalised when the
+// Communicator::exchange's waits. MPI is finalised when the
 // communicator is destroyed.
 std::unique_ptr<Communicator> joinMpi(double timeoutSeconds);
 

@@ -89,6 +89,21 @@ struct EvalResult {
 EvalResult evaluate(Model &model, const DataSet &data, int64_t batch,
                     int threads = 1);
 
+// evaluate() in pieces, for evaluations shared out (Distributed.h): the
+// examples [begin, end) of the test split (one batch) give their summed
+// loss (loss * rows) and correct argmax predictions (when there are logits
+// to compare); `spare` lends its buffers to the batch and gets them back.
+// combineEvalParts sums every batch's part in batch order, as evaluate()
+// does: the same parts give evaluate()'s result, bit for bit (seconds 0).
+struct EvalPart {
+  double lossSum = 0;
+  int64_t correct = 0;
+  bool hasAccuracy = false;
+};
+EvalPart evalBatch(Model &model, const DataSet &data, int64_t begin, int64_t end,
+                   Batch &spare);
+EvalResult combineEvalParts(const std::vector<EvalPart> &parts, const DataSet &data);
+
 // The sizes of the micro-batches a batch of `rows` is split into with
 // TrainOptions::accumulate = `parts` (consecutive rows, sizes differing by
 // at most one, the larger first): one definition for the CPU trainer and

@@ -51,7 +51,7 @@ public:
   int size() const override { return size_; }
 
   void exchange(const std::vector<Send> &send, const std::vector<Receive> &receive,
-                const std::string &what, bool bounded) override {
+                const std::string &what) override {
     const size_t n = static_cast<size_t>(size_);
     if (send.size() != n || receive.size() != n)
       throw Error(fmt::format("{}: {} messages to send and {} to receive for {} ranks", what,
@@ -84,7 +84,7 @@ public:
                       kTag, MPI_COMM_WORLD, &requests.back()),
             "MPI_Isend", static_cast<int>(k));
     }
-    wait(requests, peer, receives, what, bounded);
+    wait(requests, peer, receives, what);
   }
 
   [[noreturn]] void abort(int code) override {
@@ -105,7 +105,7 @@ private:
   }
 
   void wait(std::vector<MPI_Request> &requests, const std::vector<int> &peer, size_t receives,
-            const std::string &what, bool bounded) {
+            const std::string &what) {
     using Clock = std::chrono::steady_clock;
     const auto start = Clock::now();
     auto lastProgress = start;
@@ -135,7 +135,7 @@ private:
         continue;
       }
       const double idle = std::chrono::duration<double>(Clock::now() - lastProgress).count();
-      if (bounded && idle > timeout_) {
+      if (idle > timeout_) {
         // The ranks this one waits for: those whose message has not come,
         // else those that have not taken this one's (a stopped rank takes
         // nothing, and the transport holds a large message until it does).

@@ -11,6 +11,10 @@
 // all-reduce moves, and a result that does not depend on the transport's
 // order. The losses travel whole in round 1 and are summed in double in rank
 // order, as the accumulation does.
+//
+// The evaluation is shared out the same way: rank r evaluates the r-th run of
+// consecutive test batches, and every rank sums every batch's part in batch
+// order (combineEvalParts), as evaluate() does.
 #include "stringrt/Distributed.h"
 
 #include "stringrt/Error.h"
@@ -18,6 +22,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <optional>
 
@@ -36,8 +41,8 @@ namespace {
 
 class DataParallelBackend : public TrainBackend {
 public:
-  DataParallelBackend(Model &model, Communicator &comm, int threads)
-      : model_(model), comm_(comm), threads_(threads), ranks_(comm.size()),
+  DataParallelBackend(Model &model, Communicator &comm)
+      : model_(model), comm_(comm), ranks_(comm.size()),
         me_(comm.rank()) {}
 
   std::string name() const override { return ""; }
@@ -94,24 +99,22 @@ public:
   }
 
   EvalResult evaluate(const DataSet &data, int64_t batch) override {
-    return onRankZero("the evaluation", [&] { return stringrt::evaluate(model_, data, batch,
-                                                                        threads_); });
+    return sharedEvaluation(data, batch, "the evaluation");
   }
 
+  // The EMA weights in place of the raw ones, then back.
   EvalResult evaluateEma(const DataSet &data, int64_t batch) override {
-    return onRankZero("the evaluation of the EMA weights", [&] {
-      std::vector<float> raw = model_.parameters();
-      model_.parameters() = optimizer_->emaParameters(raw);
-      EvalResult ema;
-      try {
-        ema = stringrt::evaluate(model_, data, batch, threads_);
-      } catch (...) {
-        model_.parameters() = std::move(raw);
-        throw;
-      }
+    std::vector<float> raw = model_.parameters();
+    model_.parameters() = optimizer_->emaParameters(raw);
+    EvalResult ema;
+    try {
+      ema = sharedEvaluation(data, batch, "the evaluation of the EMA weights");
+    } catch (...) {
       model_.parameters() = std::move(raw);
-      return ema;
-    });
+      throw;
+    }
+    model_.parameters() = std::move(raw);
+    return ema;
   }
 
   void fetch(std::vector<float> &params, Optimizer &optimizer) override {
@@ -181,27 +184,41 @@ private:
     comm_.exchange(send, receive, "the summed gradients of " + step);
   }
 
-  // Runs `work` on rank 0 while the others wait for it (without a time
-  // limit: it may take long), then every rank goes on.
-  template <typename Work>
-  EvalResult onRankZero(const std::string &what, Work work) {
-    EvalResult result;
-    if (me_ == 0)
-      result = work();
+  // evaluate() shared out: rank r evaluates the r-th of `ranks_` runs of
+  // consecutive test batches, every rank gets every batch's part, and each
+  // sums them in batch order as evaluate() does: its result, bit for bit.
+  EvalResult sharedEvaluation(const DataSet &data, int64_t batch, const std::string &what) {
+    const auto start = std::chrono::steady_clock::now();
+    const int64_t count = data.count(Split::Test);
+    if (count == 0)
+      throw Error("evaluation: the test split is empty");
+    if (batch < 1)
+      throw Error(fmt::format("evaluation batch must be >= 1, got {}", batch));
+    const int64_t batches = (count + batch - 1) / batch;
     const size_t n = static_cast<size_t>(ranks_);
+    auto first = [&](size_t r) { return batches * static_cast<int64_t>(r) / ranks_; };
+    std::vector<EvalPart> parts(static_cast<size_t>(batches));
+    Batch spare;
+    for (int64_t b = first(static_cast<size_t>(me_)); b < first(static_cast<size_t>(me_) + 1);
+         ++b)
+      parts[static_cast<size_t>(b)] =
+          evalBatch(model_, data, b * batch, std::min(count, (b + 1) * batch), spare);
     std::vector<Communicator::Send> send(n);
     std::vector<Communicator::Receive> receive(n);
-    // Rank 0 says it is done; the others say nothing (empty messages).
-    char done = 1, got = 0;
-    for (size_t k = 0; k < n; ++k) {
-      if (static_cast<int>(k) == me_)
+    const size_t mine = static_cast<size_t>(first(static_cast<size_t>(me_)));
+    const size_t myCount = static_cast<size_t>(first(static_cast<size_t>(me_) + 1)) - mine;
+    for (size_t r = 0; r < n; ++r) {
+      if (static_cast<int>(r) == me_)
         continue;
-      if (me_ == 0)
-        send[k] = {&done, 1};
-      if (k == 0)
-        receive[k] = {&got, 1};
+      send[r] = {parts.data() + mine, myCount * sizeof(EvalPart)};
+      const size_t theirs = static_cast<size_t>(first(r));
+      receive[r] = {parts.data() + theirs,
+                    (static_cast<size_t>(first(r + 1)) - theirs) * sizeof(EvalPart)};
     }
-    comm_.exchange(send, receive, what + " on rank 0", /*bounded=*/false);
+    comm_.exchange(send, receive, what);
+    EvalResult result = combineEvalParts(parts, data);
+    result.seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return result;
   }
 
@@ -217,7 +234,6 @@ private:
 
   Model &model_;
   Communicator &comm_;
-  int threads_;
   int ranks_, me_;
   std::optional<Optimizer> optimizer_;
   std::vector<size_t> sliceBegin_;
@@ -230,11 +246,10 @@ private:
 
 } // namespace
 
-std::unique_ptr<TrainBackend> makeDataParallelBackend(Model &model, Communicator &comm,
-                                                      int threads) {
+std::unique_ptr<TrainBackend> makeDataParallelBackend(Model &model, Communicator &comm) {
   if (comm.size() < 1 || comm.rank() < 0 || comm.rank() >= comm.size())
     throw Error(fmt::format("rank {} of {} ranks", comm.rank(), comm.size()));
-  return std::make_unique<DataParallelBackend>(model, comm, threads);
+  return std::make_unique<DataParallelBackend>(model, comm);
 }
 
 } // namespace stringrt

@@ -47,15 +47,8 @@ std::optional<int64_t> logitsClasses(const Manifest &manifest) {
   return std::nullopt;
 }
 
-// Examples [begin, end) of the test split: the summed loss (loss * n) and the
-// number of correct argmax predictions (when there are logits to compare).
-struct EvalPart {
-  double lossSum = 0;
-  int64_t correct = 0;
-  bool hasAccuracy = false;
-};
+} // namespace
 
-// `spare` lends its buffers to the batch and gets them back after.
 EvalPart evalBatch(Model &model, const DataSet &data, int64_t begin, int64_t end,
                    Batch &spare) {
   Batch batch = data.range(Split::Test, begin, end, std::move(spare));
@@ -78,6 +71,28 @@ EvalPart evalBatch(Model &model, const DataSet &data, int64_t begin, int64_t end
   spare = std::move(batch);
   return part;
 }
+
+EvalResult combineEvalParts(const std::vector<EvalPart> &parts, const DataSet &data) {
+  const int64_t count = data.count(Split::Test);
+  EvalResult result;
+  result.examples = count;
+  double lossSum = 0;
+  int64_t correct = 0;
+  bool accuracy = !parts.empty();
+  for (const EvalPart &p : parts) {
+    lossSum += p.lossSum;
+    correct += p.correct;
+    accuracy = accuracy && p.hasAccuracy;
+  }
+  result.loss = lossSum / static_cast<double>(count);
+  if (accuracy)
+    result.accuracy = static_cast<double>(correct) / static_cast<double>(count);
+  if (data.isText())
+    result.perplexity = std::exp(result.loss);
+  return result;
+}
+
+namespace {
 
 // evaluate() without its memory check: train() checks once for the whole
 // run, and its evaluations reuse the forward program's arena.
@@ -407,21 +422,7 @@ EvalResult evaluateBatches(Model &model, const DataSet &data, int64_t batch, int
       if (e)
         std::rethrow_exception(e);
   }
-  EvalResult result;
-  result.examples = count;
-  double lossSum = 0;
-  int64_t correct = 0;
-  bool accuracy = !parts.empty();
-  for (const EvalPart &p : parts) {
-    lossSum += p.lossSum;
-    correct += p.correct;
-    accuracy = accuracy && p.hasAccuracy;
-  }
-  result.loss = lossSum / static_cast<double>(count);
-  if (accuracy)
-    result.accuracy = static_cast<double>(correct) / static_cast<double>(count);
-  if (data.isText())
-    result.perplexity = std::exp(result.loss);
+  EvalResult result = combineEvalParts(parts, data);
   result.seconds = secondsSince(start);
   return result;
 }
