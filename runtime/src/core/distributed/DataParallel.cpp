@@ -42,8 +42,7 @@ namespace {
 class DataParallelBackend : public TrainBackend {
 public:
   DataParallelBackend(Model &model, Communicator &comm)
-      : model_(model), comm_(comm), ranks_(comm.size()),
-        me_(comm.rank()) {}
+      : model_(model), comm_(comm), ranks_(comm.size()), me_(comm.rank()) {}
 
   std::string name() const override { return ""; }
 
