@@ -15,12 +15,14 @@ cuda=${CUDA_HOME:-${CUDA_PATH:-/usr/local/cuda}}
 [ -x "$cuda/bin/ptxas" ] || command -v ptxas >/dev/null || { echo "SKIP: no ptxas (CUDA_HOME=$cuda)"; exit 77; }
 [ -f "$cuda/nvvm/libdevice/libdevice.10.bc" ] || { echo "SKIP: no libdevice under $cuda"; exit 77; }
 rm -rf "$out" && mkdir -p "$out" || exit 1
+count=0
 for model in "$root"/examples/*.pe; do
+  count=$((count + 1))
   name=$(basename "$model" .pe)
   "$stringc" "$model" --target=cuda -o "$out/$name.pkg" || { echo "FAIL: $name: stringc --target=cuda failed"; exit 1; }
 done
 log="$out/gtest.log"
-STRINGRT_CUDA_EXAMPLE_PACKAGES="$out" "$tests" \
+STRINGRT_CUDA_EXAMPLE_PACKAGES="$out" STRINGRT_CUDA_EXAMPLE_COUNT="$count" "$tests" \
   --gtest_filter=CompiledSteps.EveryExamplePackageIsCoveredAndBinds >"$log" 2>&1
 status=$?
 cat "$log"
