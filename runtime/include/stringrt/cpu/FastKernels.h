@@ -150,6 +150,29 @@ void cayleyGrad(TensorRef<const float> x, TensorRef<const float> s, TensorRef<co
                 TensorRef<float> dx, TensorRef<float> ds);
 
 //===----------------------------------------------------------------------===//
+// Matrix functions of the encodings (MatrixFunctions.cpp): the reference's
+// algorithms in double, vectorised d x d products, generator_exp's matrices
+// spread over the pool (the same bits on any thread count)
+//===----------------------------------------------------------------------===//
+
+// W = U^T, U = (I - S)(I + S)^-1 = 2 (I + S)^-1 - I; the inverse by
+// Gauss-Jordan with partial pivoting (a singular I + S throws as the
+// reference does).
+void cayleyWeight(TensorRef<const float> s, TensorRef<float> w);
+
+// ds = -(M dw (I + U))^T = -2 (M dw M)^T, M = (I + S)^-1.
+void cayleyWeightGrad(TensorRef<const float> s, TensorRef<const float> dw, TensorRef<float> ds);
+
+// R[p] = exp(sum_k r[p, k] L_k): scaling and squaring, degree-13 Pade.
+void generatorExp(TensorRef<const float> r, TensorRef<const float> generators,
+                  TensorRef<float> rotations);
+
+// dL_k = sum_p r[p, k] dA(p), dA(p) the top-right block of
+// exp([[A^T, dR], [0, A^T]]) computed on the block-triangular pairs.
+void generatorExpGrad(TensorRef<const float> r, TensorRef<const float> generators,
+                      TensorRef<const float> dy, TensorRef<float> dgenerators);
+
+//===----------------------------------------------------------------------===//
 // Loss (LossKernels.cpp)
 //===----------------------------------------------------------------------===//
 

@@ -118,6 +118,12 @@ void runCayleyGrad(const OpContext &c) {
   cpu::cayleyGrad(c.in(0), c.in(1), c.in(2), c.out(0), c.out(1));
 }
 
+void runGeneratorExp(const OpContext &c) { cpu::generatorExp(c.in(0), c.in(1), c.out(0)); }
+
+void runGeneratorExpGrad(const OpContext &c) {
+  cpu::generatorExpGrad(c.in(0), c.in(1), c.in(2), c.out(0));
+}
+
 void runSpdGateGrad(const OpContext &c) {
   cpu::spdGateGrad(c.in(0), c.in(1), c.in(2), c.out(0), c.out(1));
 }
@@ -152,6 +158,8 @@ void addFastOps(OpTable &table) {
       {OpCode::SumTo, runSumTo},
       {OpCode::CayleyGrad, runCayleyGrad},
       {OpCode::SpdGateGrad, runSpdGateGrad},
+      {OpCode::GeneratorExp, runGeneratorExp},
+      {OpCode::GeneratorExpGrad, runGeneratorExpGrad},
   };
   for (const auto &[code, run] : fast) {
     if (!table.find(code)) // a fast adapter must override a reference one

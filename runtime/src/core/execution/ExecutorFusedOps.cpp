@@ -8,6 +8,7 @@
 #include "execution/Executor.h"
 
 #include "../reference/KernelChecks.h"
+#include "stringrt/cpu/FastKernels.h"
 #include "stringrt/cpu/FusedKernels.h"
 #include "stringrt/reference/FusedKernels.h"
 
@@ -137,6 +138,12 @@ void runFastLayerNormGradAcc(const OpContext &c) {
                         c.out(1), c.out(2));
 }
 
+void runFastCayleyWeight(const OpContext &c) { cpu::cayleyWeight(c.in(0), c.out(0)); }
+
+void runFastCayleyWeightGrad(const OpContext &c) {
+  cpu::cayleyWeightGrad(c.in(0), c.in(1), c.out(0));
+}
+
 } // namespace
 
 void addFusedOps(OpTable &table) {
@@ -155,6 +162,8 @@ void addFusedOps(OpTable &table) {
 }
 
 void addFastFusedOps(OpTable &table) {
+  table[OpCode::CayleyWeight].run = runFastCayleyWeight;
+  table[OpCode::CayleyWeightGrad].run = runFastCayleyWeightGrad;
   table[OpCode::RopeApply].run = runFastRopeApply;
   table[OpCode::RopeApplyGradTable].run = runFastRopeApplyGradTable;
   table[OpCode::RopeAttention].run = runFastRopeAttention;

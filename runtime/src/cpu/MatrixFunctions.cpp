@@ -1,0 +1,394 @@
+// Fast matrix functions of the positional encodings: the Cayley weight and
+// its gradient, generator_exp and its Frechet gradient.
+//
+// The reference kernels (reference/FusedKernels.cpp, PositionGenerators.cpp)
+// work in double with naive loops, one matrix after another; these keep
+// double (see below) and the reference's algorithms, but
+// - the d x d products run with unit-stride rows (i k j order), which the
+//   compiler vectorises (4 doubles a vector with AVX2);
+// - the inverse is Gauss-Jordan with partial pivoting on [A | I] (the same
+//   pivots as the reference's LU: both take the first largest |entry| of the
+//   column), vectorised row operations;
+// - generator_exp's matrices (one per distinct offset after
+//   pe-distinct-offsets: 169 for vit_generators) are spread over the
+//   runtime's pool; each result depends only on its own matrix, so every
+//   thread count gives the same bits;
+// - generator_exp_grad's Frechet derivative is the top-right block of
+//   exp([[A^T, E], [0, A^T]]) (the reference's formula), computed on the
+//   block-upper-triangular pairs (X, Y) = [[X, Y], [0, X]] directly:
+//   (X1, Y1)(X2, Y2) = (X1 X2, X1 Y2 + Y1 X2), three d x d products where
+//   the reference multiplies 2d x 2d matrices (eight), and the Pade solve
+//   (N1, N2) Z = (P1, P2) as N1 Z1 = P1, N1 Z2 = P2 - N2 Z1 with one
+//   factorisation of N1. The squarings are the reference's: the 1-norm of
+//   the block matrix is max over columns of the left half (|X| column sums)
+//   and the right half (|Y| + |X| column sums). dL_k = sum_p r[p, k] dA(p)
+//   is summed in p order after the parallel part.
+//
+// Why double stays: the matrices are few and small (the products are
+// d^3 = 4096 multiply-adds at d = 16), so the exponentials cost well under 1%
+// of a vit_generators step in double (docs/results.md), and double keeps
+// the results within a float rounding of the reference (tests:
+// runtime/tests/cpu/MatrixFunctionsTest.cpp), where an f32 Pade with two or
+// three squarings loses ~1e-6 relative and the Frechet sum over 169 offsets
+// more.
+#include "stringrt/cpu/FastKernels.h"
+#include "stringrt/cpu/ThreadPool.h"
+
+#include "KernelUtil.h"
+
+#include "stringrt/Error.h"
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+namespace stringrt::cpu {
+
+using namespace util;
+
+namespace {
+
+using Mat = std::vector<double>;
+
+// c = a b (n x n, row-major), rows of b at unit stride.
+void matmul(const double *a, const double *b, int64_t n, double *c) {
+  for (int64_t i = 0; i < n; ++i) {
+    double *ci = c + i * n;
+    for (int64_t j = 0; j < n; ++j)
+      ci[j] = 0.0;
+    for (int64_t k = 0; k < n; ++k) {
+      const double aik = a[i * n + k];
+      const double *bk = b + k * n;
+      for (int64_t j = 0; j < n; ++j)
+        ci[j] += aik * bk[j];
+    }
+  }
+}
+
+// c += a b.
+void matmulAdd(const double *a, const double *b, int64_t n, double *c) {
+  for (int64_t i = 0; i < n; ++i) {
+    double *ci = c + i * n;
+    for (int64_t k = 0; k < n; ++k) {
+      const double aik = a[i * n + k];
+      const double *bk = b + k * n;
+      for (int64_t j = 0; j < n; ++j)
+        ci[j] += aik * bk[j];
+    }
+  }
+}
+
+// Solves A X = B in place (A n x n destroyed, B n x m overwritten by X) by
+// Gauss-Jordan with partial pivoting (first largest |entry| of the column).
+// Returns false when a pivot is exactly 0.
+bool solveInPlace(double *a, double *b, int64_t n, int64_t m) {
+  for (int64_t c = 0; c < n; ++c) {
+    int64_t pivot = c;
+    for (int64_t r = c + 1; r < n; ++r)
+      if (std::fabs(a[r * n + c]) > std::fabs(a[pivot * n + c]))
+        pivot = r;
+    if (a[pivot * n + c] == 0.0)
+      return false;
+    if (pivot != c) {
+      for (int64_t j = 0; j < n; ++j)
+        std::swap(a[c * n + j], a[pivot * n + j]);
+      for (int64_t j = 0; j < m; ++j)
+        std::swap(b[c * m + j], b[pivot * m + j]);
+    }
+    const double inv = 1.0 / a[c * n + c];
+    for (int64_t j = c; j < n; ++j)
+      a[c * n + j] *= inv;
+    for (int64_t j = 0; j < m; ++j)
+      b[c * m + j] *= inv;
+    for (int64_t r = 0; r < n; ++r) {
+      if (r == c)
+        continue;
+      const double f = a[r * n + c];
+      if (f == 0.0)
+        continue;
+      for (int64_t j = c; j < n; ++j)
+        a[r * n + j] -= f * a[c * n + j];
+      for (int64_t j = 0; j < m; ++j)
+        b[r * m + j] -= f * b[c * m + j];
+    }
+  }
+  return true;
+}
+
+[[noreturn]] void singular(const std::string &what, int64_t n) {
+  throw Error(what + " (" + std::to_string(n) + "x" + std::to_string(n) + ") is singular");
+}
+
+// M = (I + S)^-1 in double.
+Mat cayleyInverse(const char *what, const TensorRef<const float> &s, int64_t d) {
+  Mat a(static_cast<size_t>(d * d)), m(static_cast<size_t>(d * d), 0.0);
+  for (int64_t i = 0; i < d * d; ++i)
+    a[i] = static_cast<double>(s.data[i]);
+  for (int64_t i = 0; i < d; ++i) {
+    a[i * d + i] += 1.0;
+    m[i * d + i] = 1.0;
+  }
+  if (!solveInPlace(a.data(), m.data(), d, d))
+    singular(std::string(what) + ": I + S", d);
+  return m;
+}
+
+int64_t checkCayleyS(const char *what, const TensorRef<const float> &s) {
+  checkRank((std::string(what) + ": 's'").c_str(), s, 2);
+  const int64_t d = s.dim(0);
+  checkShape((std::string(what) + ": 's'").c_str(), s, {d, d});
+  return d;
+}
+
+// --- generator_exp ----------------------------------------------------------
+
+// The degree-13 Pade coefficients and theta13 (Higham 2005), as the
+// reference's linalg::expm.
+constexpr double kPade[14] = {64764752532480000.0, 32382376266240000.0, 7771770303897600.0,
+                              1187353796428800.0,  129060195264000.0,   10559470521600.0,
+                              670442572800.0,      33522128640.0,       1323241920.0,
+                              40840800.0,          960960.0,            16380.0,
+                              182.0,               1.0};
+constexpr double kTheta13 = 5.371920351148152;
+
+int squaringsFor(double norm) {
+  return norm > kTheta13 ? static_cast<int>(std::ceil(std::log2(norm / kTheta13))) : 0;
+}
+
+// A block-upper-triangular pair (X, Y) = [[X, Y], [0, X]]; Y empty for a
+// plain matrix (then only X is computed).
+struct Pair {
+  Mat x, y;
+};
+
+struct PairOps {
+  int64_t n;
+  bool frechet;
+  size_t size() const { return static_cast<size_t>(n * n); }
+  Pair zeros() const { return {Mat(size(), 0.0), frechet ? Mat(size(), 0.0) : Mat()}; }
+  // c = a b
+  void mul(const Pair &a, const Pair &b, Pair &c) const {
+    matmul(a.x.data(), b.x.data(), n, c.x.data());
+    if (frechet) {
+      matmul(a.x.data(), b.y.data(), n, c.y.data());
+      matmulAdd(a.y.data(), b.x.data(), n, c.y.data());
+    }
+  }
+  // out = c6 s6 + c4 s4 + c2 s2 + c0 I
+  void sum4(const Pair &s6, const Pair &s4, const Pair &s2, double c6, double c4, double c2,
+            double c0, Pair &out) const {
+    for (size_t i = 0; i < size(); ++i)
+      out.x[i] = c6 * s6.x[i] + c4 * s4.x[i] + c2 * s2.x[i];
+    for (int64_t i = 0; i < n; ++i)
+      out.x[i * n + i] += c0;
+    if (frechet)
+      for (size_t i = 0; i < size(); ++i)
+        out.y[i] = c6 * s6.y[i] + c4 * s4.y[i] + c2 * s2.y[i];
+  }
+};
+
+// exp of the pair a (scaled by 2^-squarings first), the reference's
+// scaling and squaring with the degree-13 Pade approximant.
+Pair expmPair(const PairOps &ops, Pair s, int squarings) {
+  const double scale = std::ldexp(1.0, -squarings);
+  for (double &v : s.x)
+    v *= scale;
+  for (double &v : s.y)
+    v *= scale;
+  Pair s2 = ops.zeros(), s4 = ops.zeros(), s6 = ops.zeros(), t = ops.zeros(), w = ops.zeros();
+  ops.mul(s, s, s2);
+  ops.mul(s2, s2, s4);
+  ops.mul(s4, s2, s6);
+  // U = S [S6 (b13 S6 + b11 S4 + b9 S2) + b7 S6 + b5 S4 + b3 S2 + b1 I]
+  ops.sum4(s6, s4, s2, kPade[13], kPade[11], kPade[9], 0.0, t);
+  ops.mul(s6, t, w);
+  ops.sum4(s6, s4, s2, kPade[7], kPade[5], kPade[3], kPade[1], t);
+  for (size_t i = 0; i < ops.size(); ++i)
+    w.x[i] += t.x[i];
+  if (ops.frechet)
+    for (size_t i = 0; i < ops.size(); ++i)
+      w.y[i] += t.y[i];
+  Pair u = ops.zeros();
+  ops.mul(s, w, u);
+  // V = S6 (b12 S6 + b10 S4 + b8 S2) + b6 S6 + b4 S4 + b2 S2 + b0 I
+  ops.sum4(s6, s4, s2, kPade[12], kPade[10], kPade[8], 0.0, t);
+  Pair v = ops.zeros();
+  ops.mul(s6, t, v);
+  ops.sum4(s6, s4, s2, kPade[6], kPade[4], kPade[2], kPade[0], t);
+  // N = V - U (into t), P = V + U (into v).
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const double vx = v.x[i] + t.x[i];
+    t.x[i] = vx - u.x[i];
+    v.x[i] = vx + u.x[i];
+  }
+  if (ops.frechet)
+    for (size_t i = 0; i < ops.size(); ++i) {
+      const double vy = v.y[i] + t.y[i];
+      t.y[i] = vy - u.y[i];
+      v.y[i] = vy + u.y[i];
+    }
+  // r13 = N^-1 P: N1 Z1 = P1, then N1 Z2 = P2 - N2 Z1 (one matrix N1).
+  Mat n1 = t.x;
+  if (!solveInPlace(n1.data(), v.x.data(), ops.n, ops.n))
+    singular("expm: V - U", ops.n * (ops.frechet ? 2 : 1));
+  if (ops.frechet) {
+    matmul(t.y.data(), v.x.data(), ops.n, w.x.data()); // N2 Z1
+    for (size_t i = 0; i < ops.size(); ++i)
+      v.y[i] -= w.x[i];
+    n1 = t.x;
+    solveInPlace(n1.data(), v.y.data(), ops.n, ops.n); // N1 is nonsingular: Z1 was solved
+  }
+  Pair r = std::move(v), next = ops.zeros();
+  for (int i = 0; i < squarings; ++i) {
+    ops.mul(r, r, next);
+    std::swap(r, next);
+  }
+  return r;
+}
+
+int64_t checkGenerators(const char *what, const TensorRef<const float> &g) {
+  checkRank((std::string(what) + ": 'generators'").c_str(), g, 3);
+  const int64_t count = g.dim(0), d = g.dim(1);
+  check(count >= 1 && d >= 1 && g.dim(2) == d, what,
+        "'generators' must be [K, d, d] with K, d >= 1, got " + ref::shapeToString(g.shape));
+  return d;
+}
+
+int64_t checkCoefficients(const char *what, const TensorRef<const float> &r, int64_t count) {
+  check(r.rank() >= 1 && r.dim(-1) == count, what,
+        "'r' must be [..., " + std::to_string(count) +
+            "] (one coefficient per generator), got " + ref::shapeToString(r.shape));
+  return rowCount(r.shape);
+}
+
+// A = sum_k r[p, k] L_k in double (k ascending, as the reference).
+void combination(const TensorRef<const float> &r, const TensorRef<const float> &g, int64_t p,
+                 int64_t count, int64_t d, double *a) {
+  for (int64_t i = 0; i < d * d; ++i)
+    a[i] = 0.0;
+  for (int64_t k = 0; k < count; ++k) {
+    const double c = r.data[p * count + k];
+    const float *l = g.data + k * d * d;
+    for (int64_t i = 0; i < d * d; ++i)
+      a[i] += c * static_cast<double>(l[i]);
+  }
+}
+
+double norm1(const double *a, int64_t n) {
+  double best = 0.0;
+  for (int64_t j = 0; j < n; ++j) {
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; ++i)
+      sum += std::fabs(a[i * n + j]);
+    best = std::max(best, sum);
+  }
+  return best;
+}
+
+// r's leading dims, then [d, d].
+std::vector<int64_t> matrixShape(std::vector<int64_t> shape, int64_t d) {
+  shape.back() = d;
+  shape.push_back(d);
+  return shape;
+}
+
+// Matrices per parallelFor chunk (a 16 x 16 exponential is ~20 us).
+constexpr int64_t kMatrixGrain = 4;
+
+} // namespace
+
+void cayleyWeight(TensorRef<const float> s, TensorRef<float> w) {
+  const int64_t d = checkCayleyS("cayley_weight", s);
+  const Mat m = cayleyInverse("cayley_weight", s, d);
+  checkShape("cayley_weight: result", w, {d, d});
+  // W = U^T with U = (I - S) M = 2 M - I: W[r, c] = 2 M[c, r] - [r = c].
+  for (int64_t r = 0; r < d; ++r)
+    for (int64_t c = 0; c < d; ++c)
+      w.data[r * d + c] = static_cast<float>(2.0 * m[c * d + r] - (r == c ? 1.0 : 0.0));
+}
+
+void cayleyWeightGrad(TensorRef<const float> s, TensorRef<const float> dw, TensorRef<float> ds) {
+  const int64_t d = checkCayleyS("cayley_weight_grad", s);
+  const Mat m = cayleyInverse("cayley_weight_grad", s, d);
+  checkShape("cayley_weight_grad: 'dw'", dw, {d, d});
+  checkShape("cayley_weight_grad: result", ds, {d, d});
+  // ds = -(M dw (I + U))^T = -2 (M dw M)^T  (I + U = 2 M).
+  Mat g(static_cast<size_t>(d * d)), t(g.size()), prod(g.size());
+  for (int64_t i = 0; i < d * d; ++i)
+    g[i] = static_cast<double>(dw.data[i]);
+  matmul(m.data(), g.data(), d, t.data());
+  matmul(t.data(), m.data(), d, prod.data());
+  for (int64_t r = 0; r < d; ++r)
+    for (int64_t c = 0; c < d; ++c)
+      ds.data[r * d + c] = static_cast<float>(-2.0 * prod[c * d + r]);
+}
+
+void generatorExp(TensorRef<const float> r, TensorRef<const float> generators,
+                  TensorRef<float> rotations) {
+  const int64_t d = checkGenerators("generator_exp", generators);
+  const int64_t count = generators.dim(0);
+  const int64_t positions = checkCoefficients("generator_exp", r, count);
+  checkShape("generator_exp: result", rotations, matrixShape(r.shape, d));
+  const PairOps ops{d, false};
+  parallelFor(0, positions, kMatrixGrain, [&](int64_t p0, int64_t p1) {
+    Pair a = ops.zeros();
+    for (int64_t p = p0; p < p1; ++p) {
+      combination(r, generators, p, count, d, a.x.data());
+      const Pair e = expmPair(ops, a, squaringsFor(norm1(a.x.data(), d)));
+      float *out = rotations.data + p * d * d;
+      for (int64_t i = 0; i < d * d; ++i)
+        out[i] = static_cast<float>(e.x[i]);
+    }
+  });
+}
+
+void generatorExpGrad(TensorRef<const float> r, TensorRef<const float> generators,
+                      TensorRef<const float> dy, TensorRef<float> dgenerators) {
+  const int64_t d = checkGenerators("generator_exp_grad", generators);
+  const int64_t count = generators.dim(0);
+  const int64_t positions = checkCoefficients("generator_exp_grad", r, count);
+  checkShape("generator_exp_grad: 'dy'", dy, matrixShape(r.shape, d));
+  checkShape("generator_exp_grad: result 'dgenerators'", dgenerators, generators.shape);
+  const int64_t dd = d * d;
+  Mat da(static_cast<size_t>(positions * dd));
+  const PairOps ops{d, true};
+  parallelFor(0, positions, 1, [&](int64_t p0, int64_t p1) {
+    Mat a(static_cast<size_t>(dd));
+    Pair block = ops.zeros();
+    for (int64_t p = p0; p < p1; ++p) {
+      combination(r, generators, p, count, d, a.data());
+      // (A^T, dR): the 2d x 2d matrix [[A^T, dR], [0, A^T]].
+      for (int64_t i = 0; i < d; ++i)
+        for (int64_t j = 0; j < d; ++j) {
+          block.x[i * d + j] = a[j * d + i];
+          block.y[i * d + j] = static_cast<double>(dy.data[p * dd + i * d + j]);
+        }
+      // Its 1-norm: left columns |X|, right columns |Y| + |X|.
+      double norm = 0.0;
+      for (int64_t j = 0; j < d; ++j) {
+        double left = 0.0, right = 0.0;
+        for (int64_t i = 0; i < d; ++i) {
+          left += std::fabs(block.x[i * d + j]);
+          right += std::fabs(block.y[i * d + j]);
+        }
+        norm = std::max(norm, std::max(left, right + left));
+      }
+      const Pair e = expmPair(ops, block, squaringsFor(norm));
+      std::copy(e.y.begin(), e.y.end(), da.begin() + p * dd);
+    }
+  });
+  // dL_k = sum_p r[p, k] dA(p), p ascending.
+  Mat sum(static_cast<size_t>(count * dd), 0.0);
+  for (int64_t p = 0; p < positions; ++p)
+    for (int64_t k = 0; k < count; ++k) {
+      const double c = r.data[p * count + k];
+      double *out = sum.data() + k * dd;
+      const double *in = da.data() + p * dd;
+      for (int64_t i = 0; i < dd; ++i)
+        out[i] += c * in[i];
+    }
+  for (int64_t i = 0; i < count * dd; ++i)
+    dgenerators.data[i] = static_cast<float>(sum[i]);
+}
+
+} // namespace stringrt::cpu
