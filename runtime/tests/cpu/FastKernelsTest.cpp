@@ -172,6 +172,8 @@ const std::vector<AttentionCase> kAttentionCases = {
     // rel at head dims 16 and 32 (blocks of 4 tasks, RelativeAttention.cpp),
     // with tasks left over after the blocks and without.
     {3, 9, 48, 3, true},   {2, 6, 64, 2, true},   {3, 5, 64, 2, true},
+    // More tasks than a chunk of the gradient's row pass (32), with a tail.
+    {17, 5, 32, 2, true},  {35, 3, 32, 1, true},
 };
 
 struct MaskCase {
