@@ -7,6 +7,14 @@ Run with Debian's torch: /usr/bin/python3 tests/bench/cpu_train_step.py
   [--model vit_rope|vit_cayley|vit_rope_dropout|vit_generators] [--batch 128] [--steps 20]
   [--threads 2]
   [--bin build/bin]
+or, for the encodings' overhead (stringc only, no peer):
+  /usr/bin/python3 tests/bench/cpu_train_step.py --encodings [--batch 128] [--steps 10]
+    [--threads 2] [--rounds 2]
+which times every ViT example's step (ENCODINGS) and prints it as a ratio to
+vit_rope's step in the same run: vit_rope is timed before each example and
+after the last, each example's ratio taken to the mean of the vit_rope runs
+on either side of it (alternated A/B, for a machine shared with other work),
+and each example's best of --rounds such rounds kept.
 The peer gets its best set-up: OpenBLAS (libopenblas0-pthread behind
 libblas.so.3, installed by scripts/setup.sh), and the fastest of its thread
 settings: torch's intra-op threads from 1 to --threads, each with OpenBLAS's
@@ -55,6 +63,33 @@ def time_stringc(bin_dir, model, batch, steps, threads):
     if not match:
         sys.exit("cannot read images/s from stringrun bench output:\n" + out)
     return float(match.group(1))
+
+
+# The ViT examples of issue 43's table: every encoding at the cost of RoPE.
+ENCODINGS = ["vit_cayley", "vit_sparse_cayley", "vit_string", "vit_polar", "vit_reflection",
+             "vit_generators"]
+
+
+def encoding_overhead(bin_dir, batch, steps, threads, rounds):
+    """Each ENCODINGS step (ms) and its ratio to vit_rope's, alternated with vit_rope."""
+    def step_ms(model):
+        return 1000.0 * batch / time_stringc(bin_dir, model, batch, steps, threads)
+    best = {}
+    for _ in range(rounds):
+        rope = step_ms("vit_rope")
+        for model in ENCODINGS:
+            ours = step_ms(model)
+            after = step_ms("vit_rope")
+            ratio = ours / ((rope + after) / 2)
+            if model not in best or ratio < best[model][1]:
+                best[model] = (ours, ratio, (rope + after) / 2)
+            rope = after
+    print(f"encodings vs vit_rope, batch {batch}, {threads} threads, {os.cpu_count()} cores, "
+          f"best of {rounds} alternated rounds")
+    print(f"  {'example':<18} {'step ms':>9} {'vit_rope ms':>11} {'ratio':>6}")
+    for model in ENCODINGS:
+        ours, ratio, rope = best[model]
+        print(f"  {model:<18} {ours:9.1f} {rope:11.1f} {ratio:5.2f}x")
 
 
 def time_torch(model, batch, steps, threads):
@@ -109,7 +144,13 @@ def main():
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--bin", default=os.path.join(ROOT, "build", "bin"))
+    parser.add_argument("--encodings", action="store_true",
+                        help="time every ViT example against vit_rope (stringc only)")
+    parser.add_argument("--rounds", type=int, default=2, help="--encodings: alternated rounds")
     args = parser.parse_args()
+    if args.encodings:
+        encoding_overhead(args.bin, args.batch, args.steps, args.threads, args.rounds)
+        return
 
     ours = time_stringc(args.bin, args.model, args.batch, args.steps, args.threads)
     peer, torch_threads, blas_threads = time_torch_best(args.model, args.batch, args.steps, args.threads)

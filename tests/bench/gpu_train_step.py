@@ -13,6 +13,11 @@ scripts/gpu_packages.sh compiles the packages and the reports here, then there:
         [--models vit_rope,vit_cayley,vit_s_rope] [--batches 128,256,1024] [--steps 50] \
         [--precision fp32|tf32|bf16] [--data gpu/fashion-mnist] [--reports gpu/reports] \
         [--max-autotune]
+With --encodings (no peer): every ViT example's package in --packages
+(ENCODINGS) timed against vit_rope's in the same run, alternated, each
+printed as its step and the ratio to vit_rope's step (issue 43's goal:
+<= 1.15x, vit_generators <= 1.5x), with the launch report's predicted ratio
+beside it when --reports has the reports.
 The peer gets its best set-up: F.scaled_dot_product_attention, fused AdamW,
 the same float32 parameters; torch.compile's "max-autotune" too with
 --max-autotune (it compiled for 5 minutes on an H100 for one model: off by
@@ -116,6 +121,37 @@ def predicted(reports, model, batch, precision):
     return batch / (float(match.group(1)) * 1e-6) if match else None
 
 
+# The ViT examples of issue 43's table, timed against vit_rope.
+ENCODINGS = ["vit_cayley", "vit_sparse_cayley", "vit_string", "vit_polar", "vit_reflection",
+             "vit_generators"]
+
+
+def encoding_overhead(args):
+    """Each ENCODINGS step and its ratio to vit_rope's (alternated), per batch."""
+    print(f"{'model':<18} {'batch':>5} {'step ms':>9} {'vit_rope ms':>11} {'ratio':>6} "
+          f"{'predicted ratio':>15}")
+    for batch in [int(b) for b in args.batches.split(",")]:
+        def step_ms(model):
+            ours, why = time_stringc(args.bin, package_path(args.packages, model), batch,
+                                     args.steps, args.precision, args.data)
+            return (1000.0 * batch / ours if ours else None), why
+        rope, _ = step_ms("vit_rope")
+        guess_rope = predicted(args.reports, "vit_rope", batch, args.precision)
+        for model in ENCODINGS:
+            ours, why = step_ms(model)
+            after, _ = step_ms("vit_rope")
+            guess = predicted(args.reports, model, batch, args.precision)
+            guess_text = f"{guess_rope / guess:14.2f}x" if guess and guess_rope else f"{'-':>15}"
+            if ours is None or rope is None or after is None:
+                print(f"{model:<18} {batch:>5} {'failed':>9}   {' '.join(why)}")
+            else:
+                base = (rope + after) / 2
+                print(f"{model:<18} {batch:>5} {ours:9.3f} {base:11.3f} {ours / base:5.2f}x "
+                      f"{guess_text}")
+            rope = after
+            sys.stdout.flush()
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--packages", required=True, help="directory of MODEL.pkg (target cuda)")
@@ -131,7 +167,12 @@ def main():
     parser.add_argument("--modes", default="default,reduce-overhead",
                         help="torch.compile modes to time beside eager (comma list; each compiles "
                              "for tens of seconds per model and batch)")
+    parser.add_argument("--encodings", action="store_true",
+                        help="time every ViT example against vit_rope (stringc only)")
     args = parser.parse_args()
+    if args.encodings:
+        encoding_overhead(args)
+        return
     if not torch.cuda.is_available():
         sys.exit("no CUDA device visible to PyTorch")
     for model in args.models.split(","):
