@@ -157,7 +157,7 @@ template <int64_t DH>
     const TaskRows qi = taskRows(g, q, task, i);
     float ct[kBlock], acc[kBlock][DH];
     for (int64_t b = 0; b < kBlock; ++b) {
-      ct[b] = c[((task + b) * T + i) * T + j];
+      ct[b] = c[((task + b) * T + j) * T + i];
       for (int64_t e = 0; e < DH; ++e)
         acc[b][e] = dkRows[(task + b) * DH + e];
     }
@@ -174,7 +174,8 @@ template <int64_t DH>
   return blocked;
 }
 
-// dk_j += c sum_d q_i[d] R_ij[d, :] into dkRows (row j of every task).
+// dk_j += c sum_d q_i[d] R_ij[d, :] into dkRows (row j of every task); c is
+// transposed here, cT[t, j, i] (the pass walks i for a fixed j).
 STRINGRT_TARGET_CLONES("avx512f", "fma", "default")
 void dkOfPair(const Geometry &g, const float *__restrict R, const float *q, const float *c,
               int64_t i, int64_t j, float *__restrict dkRows) {
@@ -183,7 +184,7 @@ void dkOfPair(const Geometry &g, const float *__restrict R, const float *q, cons
                  : Dh == 32 ? dkBlocked<32>(g, R, q, c, i, j, dkRows)
                             : 0;
   for (const int64_t tasks = g.B * g.heads; task < tasks; ++task) {
-    const float ct = c[(task * T + i) * T + j];
+    const float ct = c[(task * T + j) * T + i];
     const float *qi = q + taskOffset(g, task) + i * g.D;
     float *dkRow = dkRows + task * Dh;
     for (int64_t d = 0; d < Dh; ++d) {
@@ -421,13 +422,27 @@ void relAttentionGrad(const Geometry &g, const float *q, const float *k, const f
     }
   });
 
+  // c transposed per task, cT[t, j, i], so that the dk pass reads each
+  // task's c for key j contiguously (c[t, i, j] over i is T floats apart:
+  // a cache line per entry).
+  std::vector<float> &cT = P; // P is read by nothing after dV
+  parallelFor(0, tasks, 1, [&](int64_t t0, int64_t t1) {
+    for (int64_t task = t0; task < t1; ++task) {
+      const float *c = dS.data() + task * T * T;
+      float *out = cT.data() + task * T * T;
+      for (int64_t i = 0; i < T; ++i)
+        for (int64_t j = 0; j < T; ++j)
+          out[j * T + i] = c[i * T + j];
+    }
+  });
+
   // dk by key rows j: the queries that see key j, ascending.
   parallelFor(0, T, 1, [&](int64_t j0, int64_t j1) {
     std::vector<float> dkRows(static_cast<size_t>(tasks * Dh)); // row j of every task
     for (int64_t j = j0; j < j1; ++j) {
       std::fill(dkRows.begin(), dkRows.end(), 0.0f);
       for (int64_t i = causal ? j : 0; i < T; ++i)
-        dkOfPair(g, relPair(g, rel, i, j), q, dS.data(), i, j, dkRows.data());
+        dkOfPair(g, relPair(g, rel, i, j), q, cT.data(), i, j, dkRows.data());
       for (int64_t task = 0; task < tasks; ++task)
         std::copy_n(dkRows.data() + task * Dh, Dh, dk + taskOffset(g, task) + j * D);
     }
