@@ -173,6 +173,20 @@ void generatorExpGrad(TensorRef<const float> r, TensorRef<const float> generator
                       TensorRef<const float> dy, TensorRef<float> dgenerators);
 
 //===----------------------------------------------------------------------===//
+// Per-token rotations (TokenRotation.cpp)
+//===----------------------------------------------------------------------===//
+
+// y[b, t, head h] = R[t] x[b, t, head h] (rotations [T, Dh, Dh]), in float.
+void applyRotation(TensorRef<const float> x, TensorRef<const float> rotations, int64_t heads,
+                   TensorRef<float> y);
+
+// dx = R[t]^T dy per head slice; dR[t] = sum over batch and heads of dy x^T
+// (batch, then heads ascending; threaded over tokens).
+void applyRotationGrad(TensorRef<const float> x, TensorRef<const float> rotations,
+                       TensorRef<const float> dy, int64_t heads, TensorRef<float> dx,
+                       TensorRef<float> drotations);
+
+//===----------------------------------------------------------------------===//
 // Loss (LossKernels.cpp)
 //===----------------------------------------------------------------------===//
 

@@ -124,6 +124,15 @@ void runGeneratorExpGrad(const OpContext &c) {
   cpu::generatorExpGrad(c.in(0), c.in(1), c.in(2), c.out(0));
 }
 
+void runApplyRotation(const OpContext &c) {
+  cpu::applyRotation(c.in(0), c.in(1), c.op().getInt("heads"), c.out(0));
+}
+
+void runApplyRotationGrad(const OpContext &c) {
+  cpu::applyRotationGrad(c.in(0), c.in(1), c.in(2), c.op().getInt("heads"), c.out(0),
+                         c.out(1));
+}
+
 void runSpdGateGrad(const OpContext &c) {
   cpu::spdGateGrad(c.in(0), c.in(1), c.in(2), c.out(0), c.out(1));
 }
@@ -160,6 +169,8 @@ void addFastOps(OpTable &table) {
       {OpCode::SpdGateGrad, runSpdGateGrad},
       {OpCode::GeneratorExp, runGeneratorExp},
       {OpCode::GeneratorExpGrad, runGeneratorExpGrad},
+      {OpCode::ApplyRotation, runApplyRotation},
+      {OpCode::ApplyRotationGrad, runApplyRotationGrad},
   };
   for (const auto &[code, run] : fast) {
     if (!table.find(code)) // a fast adapter must override a reference one
