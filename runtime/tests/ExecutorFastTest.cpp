@@ -41,11 +41,13 @@ const std::set<std::string> kFastOps = {
     "pe.mul",              "pe.scale",              "pe.sum_to",
     "pe.dropout",
     "pe.cayley",           "pe.cayley_grad",        "pe.spd_gate",
-    "pe.spd_gate_grad",
+    "pe.spd_gate_grad",    "pe.generator_exp",      "pe.generator_exp_grad",
+    "pe.apply_rotation",   "pe.apply_rotation_grad",
     // The fused ops with a fast kernel (ExecutorFusedOps.cpp).
     "pe.rope_apply",       "pe.rope_apply_grad_table", "pe.rope_attention",
     "pe.rope_attention_grad", "pe.linear_gelu",     "pe.linear_residual",
-    "pe.linear_grad_input_acc", "pe.layer_norm_grad_acc"};
+    "pe.linear_grad_input_acc", "pe.layer_norm_grad_acc", "pe.cayley_weight",
+    "pe.cayley_weight_grad"};
 
 TEST(ExecutorFastTest, TheFastTableOverridesExactlyTheFastOps) {
   const detail::OpTable &reference = opTable(KernelSet::Reference);
@@ -253,6 +255,17 @@ std::vector<OpCase> cases() {
       {"cayley_grad_general", "pe.cayley_grad", {act, f32({D, D}), act}, {act, f32({D, D})}, {}},
       {"spd_gate", "pe.spd_gate", {act, f32({D})}, {act}, {}},
       {"spd_gate_grad", "pe.spd_gate_grad", {act, f32({T, D}), act}, {act, f32({T, D})}, {}},
+      {"generator_exp", "pe.generator_exp", {f32({T, T, 2}), f32({2, Dh, Dh})},
+       {f32({T, T, Dh, Dh})}, {}},
+      {"generator_exp_grad", "pe.generator_exp_grad",
+       {f32({T, T, 2}), f32({2, Dh, Dh}), f32({T, T, Dh, Dh})}, {f32({2, Dh, Dh})}, {}},
+      {"apply_rotation", "pe.apply_rotation", {act, f32({T, Dh, Dh})}, {act},
+       {{"heads", int64_t(H)}}},
+      {"apply_rotation_grad", "pe.apply_rotation_grad", {act, f32({T, Dh, Dh}), act},
+       {act, f32({T, Dh, Dh})}, {{"heads", int64_t(H)}}},
+      {"cayley_weight", "pe.cayley_weight", {f32({D, D})}, {f32({D, D})}, {}, 1, 0},
+      {"cayley_weight_grad", "pe.cayley_weight_grad", {f32({D, D}), f32({D, D})},
+       {f32({D, D})}, {}, 1, 0},
   };
   for (std::string op : {"add", "sub", "mul"}) {
     cs.push_back({op, "pe." + op, {act, act}, {act}, {}});
