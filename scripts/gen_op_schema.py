@@ -9,8 +9,11 @@ the op's optional operand is), operand element types, and attributes with
 their kinds, whether they are required, their defaults and enum keywords.
 
 Outputs (checked in; CTest `op-schema-up-to-date` runs this with --check):
-  runtime/include/stringrt/OpCodes.h      enum class OpCode, one per op
+  runtime/include/stringrt/OpCodes.h      enum class OpCode, one per op, and
+                                          STRINGRT_FOR_EACH_OP, the X-macro list
   runtime/src/core/format/OpSchemaTable.inc      the schema rows, by OpCode
+  runtime/src/core/format/OpAttrs.h       per op, typed accessors of its
+                                          attributes with their ODS defaults
   tests/oracle/op_schema.py               the same rows for the oracle
 
 Usage: gen_op_schema.py [--check] [--tblgen PATH] [--root DIR]
@@ -171,13 +174,79 @@ def cpp_default(attr):
 
 def render_opcodes(ops):
     lines = [f"// {HEADER_NOTE}", "#pragma once", "", "#include <cstddef>", "#include <cstdint>",
-             "", "namespace stringrt {", "",
-             "// Every op a package program may hold, in name order.",
-             "enum class OpCode : uint8_t {"]
-    for op in ops:
-        lines.append(f"  {op['enum']}, // {op['name']}")
-    lines += ["};", "", f"inline constexpr size_t kOpCodeCount = {len(ops)};", "",
+             "",
+             "// Every op a package program may hold, in name order: X(Enum, \"name\").",
+             "#define STRINGRT_FOR_EACH_OP(X) \\"]
+    for i, op in enumerate(ops):
+        tail = " \\" if i + 1 < len(ops) else ""
+        lines.append(f"  X({op['enum']}, {cpp_string(op['name'])}){tail}")
+    lines += ["", "namespace stringrt {", "",
+              "enum class OpCode : uint8_t {",
+              "#define STRINGRT_OP_ENUMERATOR(Enum, name) Enum,",
+              "  STRINGRT_FOR_EACH_OP(STRINGRT_OP_ENUMERATOR)",
+              "#undef STRINGRT_OP_ENUMERATOR",
+              "};", "", f"inline constexpr size_t kOpCodeCount = {len(ops)};", "",
               "} // namespace stringrt", ""]
+    return "\n".join(lines)
+
+
+def lower_camel(name):
+    c = camel(name)
+    return c[0].lower() + c[1:]
+
+
+# The C++ type and ProgramOp getter of each attribute kind.
+ACCESSOR_TYPES = {
+    "Int": ("int64_t", "getInt"), "Float": ("double", "getFloat"), "Bool": ("bool", "getBool"),
+    "String": ("const std::string &", "getString"), "Enum": ("const std::string &", "getString"),
+    "Ints": ("const std::vector<int64_t> &", "getInts"),
+}
+
+
+def cpp_default_value(attr):
+    d = attr["default"]
+    if attr["kind"] == "Bool":
+        return "true" if d else "false"
+    if attr["kind"] == "Int":
+        return str(int(d))
+    return repr(float(d))
+
+
+def render_attrs(ops):
+    lines = [f"// {HEADER_NOTE}",
+             "// Per op with attributes, a view of a ProgramOp that reads them by their",
+             "// ODS names: a required attribute as its value, an OptionalAttr as an",
+             "// std::optional, a DefaultValuedAttr as its value or, when the op leaves it",
+             "// out, its ODS default (kFooDefault). The executors read attributes through",
+             "// these, so no default is written twice.",
+             "#pragma once", "", '#include "stringrt/Manifest.h"', "", "#include <cstdint>",
+             "#include <optional>", "#include <string>", "#include <vector>", "",
+             "namespace stringrt::attrs {"]
+    for op in ops:
+        if not op["attrs"] or not op["name"].startswith("pe."):
+            continue
+        lines += ["", f"// {op['name']}", f"struct {op['enum']} {{", "  const ProgramOp &op;"]
+        for a in op["attrs"]:
+            type_, getter = ACCESSOR_TYPES[a["kind"]]
+            sep = "" if type_.endswith("&") else " "
+            name = cpp_string(a["name"])
+            method = lower_camel(a["name"])
+            if a["required"]:
+                lines.append(f"  {type_}{sep}{method}() const {{ return op.{getter}({name}); }}")
+            elif a["default"] is not None:
+                const = f"k{camel(a['name'])}Default"
+                lines.append(f"  static constexpr {type_} {const} = {cpp_default_value(a)};")
+                lines.append(f"  {type_}{sep}{method}() const {{")
+                lines.append(f"    return op.has({name}) ? op.{getter}({name}) : {const};")
+                lines.append("  }")
+            elif a["kind"] == "Int":
+                lines.append(f"  std::optional<int64_t> {method}() const {{ "
+                             f"return op.getOptionalInt({name}); }}")
+            else:
+                sys.exit(f"gen_op_schema.py: {op['name']}.{a['name']}: an OptionalAttr of kind "
+                         f"{a['kind']} has no accessor: add it to render_attrs()")
+        lines.append("};")
+    lines += ["", "} // namespace stringrt::attrs", ""]
     return "\n".join(lines)
 
 
@@ -229,6 +298,7 @@ def render_python(ops):
 OUTPUTS = {
     "runtime/include/stringrt/OpCodes.h": render_opcodes,
     "runtime/src/core/format/OpSchemaTable.inc": render_table,
+    "runtime/src/core/format/OpAttrs.h": render_attrs,
     "tests/oracle/op_schema.py": render_python,
 }
 

@@ -3,6 +3,9 @@
 // few ops the runtime relies on.
 #include "stringrt/OpSchema.h"
 
+#include "format/OpAttrs.h"
+#include "stringrt/Error.h"
+
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -59,6 +62,50 @@ TEST(OpSchema, SaysWhatTheDialectSays) {
   EXPECT_EQ(linearGelu.resultCount(3), 2);
   EXPECT_EQ(opSchema(OpCode::GetParam).findAttr("param")->kind, AttrKind::String);
   EXPECT_EQ(opSchema(OpCode::SparseSkew).findAttr("support")->kind, AttrKind::Ints);
+}
+
+// STRINGRT_FOR_EACH_OP (OpCodes.h) and the schema rows (OpSchemaTable.inc)
+// are generated separately: they must list the same ops in the same order.
+TEST(OpSchema, TheXMacroListsTheSchemaRows) {
+  size_t count = 0;
+#define CHECK_OP(Enum, name)                                                                       \
+  EXPECT_STREQ(opName(OpCode::Enum), name);                                                        \
+  EXPECT_EQ(static_cast<size_t>(OpCode::Enum), count);                                             \
+  ++count;
+  STRINGRT_FOR_EACH_OP(CHECK_OP)
+#undef CHECK_OP
+  EXPECT_EQ(count, kOpCodeCount);
+}
+
+// The generated accessors (format/OpAttrs.h): an absent DefaultValuedAttr
+// reads as the schema's ODS default, a present one as its value.
+TEST(OpSchema, AttributeAccessorsHaveTheOdsDefaults) {
+  ProgramOp layerNorm;
+  layerNorm.op = "pe.layer_norm";
+  EXPECT_EQ(attrs::LayerNorm{layerNorm}.epsilon(),
+            *opSchema(OpCode::LayerNorm).findAttr("epsilon")->defaultValue);
+  EXPECT_EQ(attrs::LayerNorm::kEpsilonDefault, 1e-5);
+  layerNorm.attrs["epsilon"] = 1e-6;
+  EXPECT_EQ(attrs::LayerNorm{layerNorm}.epsilon(), 1e-6);
+
+  ProgramOp gelu;
+  gelu.op = "pe.gelu";
+  EXPECT_FALSE(attrs::Gelu{gelu}.approximate());
+  gelu.attrs["approximate"] = true;
+  EXPECT_TRUE(attrs::Gelu{gelu}.approximate());
+
+  ProgramOp seq;
+  seq.op = "pe.seq_positions";
+  seq.attrs["length"] = int64_t{7};
+  EXPECT_EQ(attrs::SeqPositions{seq}.length(), 7);
+  EXPECT_EQ(attrs::SeqPositions{seq}.special(), 0);
+  EXPECT_THROW(attrs::Scale{seq}.factor(), Error); // required, absent: an error
+
+  ProgramOp attention;
+  attention.op = "pe.attention";
+  EXPECT_EQ(attrs::Attention{attention}.skipBase(), std::nullopt); // OptionalAttr
+  attention.attrs["skip_base"] = int64_t{3};
+  EXPECT_EQ(attrs::Attention{attention}.skipBase(), 3);
 }
 
 } // namespace

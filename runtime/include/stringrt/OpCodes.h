@@ -4,83 +4,88 @@
 #include <cstddef>
 #include <cstdint>
 
+// Every op a package program may hold, in name order: X(Enum, "name").
+#define STRINGRT_FOR_EACH_OP(X) \
+  X(ArithConstant, "arith.constant") \
+  X(Add, "pe.add") \
+  X(ApplyRotation, "pe.apply_rotation") \
+  X(ApplyRotationGrad, "pe.apply_rotation_grad") \
+  X(Attention, "pe.attention") \
+  X(AttentionGrad, "pe.attention_grad") \
+  X(BroadcastTo, "pe.broadcast_to") \
+  X(Cayley, "pe.cayley") \
+  X(CayleyGrad, "pe.cayley_grad") \
+  X(CayleyWeight, "pe.cayley_weight") \
+  X(CayleyWeightGrad, "pe.cayley_weight_grad") \
+  X(ClassToken, "pe.class_token") \
+  X(ClassTokenGrad, "pe.class_token_grad") \
+  X(CommutatorNorm, "pe.commutator_norm") \
+  X(CommutatorNormGrad, "pe.commutator_norm_grad") \
+  X(CrossEntropy, "pe.cross_entropy") \
+  X(CrossEntropyGrad, "pe.cross_entropy_grad") \
+  X(Dropout, "pe.dropout") \
+  X(ExpandAxis, "pe.expand_axis") \
+  X(Gelu, "pe.gelu") \
+  X(GeluGrad, "pe.gelu_grad") \
+  X(GeneratorExp, "pe.generator_exp") \
+  X(GeneratorExpGrad, "pe.generator_exp_grad") \
+  X(GetParam, "pe.get_param") \
+  X(GridPositions, "pe.grid_positions") \
+  X(Householder, "pe.householder") \
+  X(HouseholderGradFreqs, "pe.householder_grad_freqs") \
+  X(LayerNorm, "pe.layer_norm") \
+  X(LayerNormGrad, "pe.layer_norm_grad") \
+  X(LayerNormGradAcc, "pe.layer_norm_grad_acc") \
+  X(Linear, "pe.linear") \
+  X(LinearGelu, "pe.linear_gelu") \
+  X(LinearGradInput, "pe.linear_grad_input") \
+  X(LinearGradInputAcc, "pe.linear_grad_input_acc") \
+  X(LinearGradWeight, "pe.linear_grad_weight") \
+  X(LinearResidual, "pe.linear_residual") \
+  X(Mean, "pe.mean") \
+  X(MeanGrad, "pe.mean_grad") \
+  X(Mul, "pe.mul") \
+  X(OffsetTable, "pe.offset_table") \
+  X(PairGather, "pe.pair_gather") \
+  X(PairGatherGrad, "pe.pair_gather_grad") \
+  X(PatchEmbed, "pe.patch_embed") \
+  X(PatchEmbedGrad, "pe.patch_embed_grad") \
+  X(RelativePositions, "pe.relative_positions") \
+  X(Relu, "pe.relu") \
+  X(ReluGrad, "pe.relu_grad") \
+  X(Rope, "pe.rope") \
+  X(RopeApply, "pe.rope_apply") \
+  X(RopeApplyGradTable, "pe.rope_apply_grad_table") \
+  X(RopeAttention, "pe.rope_attention") \
+  X(RopeAttentionGrad, "pe.rope_attention_grad") \
+  X(RopeFreqs, "pe.rope_freqs") \
+  X(RopeGradFreqs, "pe.rope_grad_freqs") \
+  X(RopeTable, "pe.rope_table") \
+  X(RopeTableGrad, "pe.rope_table_grad") \
+  X(Scale, "pe.scale") \
+  X(SelectToken, "pe.select_token") \
+  X(SelectTokenGrad, "pe.select_token_grad") \
+  X(SeqPositions, "pe.seq_positions") \
+  X(Sinusoidal, "pe.sinusoidal") \
+  X(Skew, "pe.skew") \
+  X(SkewGrad, "pe.skew_grad") \
+  X(SkipGather, "pe.skip_gather") \
+  X(SkipGatherGrad, "pe.skip_gather_grad") \
+  X(SparseSkew, "pe.sparse_skew") \
+  X(SparseSkewGrad, "pe.sparse_skew_grad") \
+  X(SpdGate, "pe.spd_gate") \
+  X(SpdGateGrad, "pe.spd_gate_grad") \
+  X(Sub, "pe.sub") \
+  X(SumTo, "pe.sum_to") \
+  X(TokenEmbed, "pe.token_embed") \
+  X(TokenEmbedGrad, "pe.token_embed_grad")
+
 namespace stringrt {
 
-// Every op a package program may hold, in name order.
 enum class OpCode : uint8_t {
-  ArithConstant, // arith.constant
-  Add, // pe.add
-  ApplyRotation, // pe.apply_rotation
-  ApplyRotationGrad, // pe.apply_rotation_grad
-  Attention, // pe.attention
-  AttentionGrad, // pe.attention_grad
-  BroadcastTo, // pe.broadcast_to
-  Cayley, // pe.cayley
-  CayleyGrad, // pe.cayley_grad
-  CayleyWeight, // pe.cayley_weight
-  CayleyWeightGrad, // pe.cayley_weight_grad
-  ClassToken, // pe.class_token
-  ClassTokenGrad, // pe.class_token_grad
-  CommutatorNorm, // pe.commutator_norm
-  CommutatorNormGrad, // pe.commutator_norm_grad
-  CrossEntropy, // pe.cross_entropy
-  CrossEntropyGrad, // pe.cross_entropy_grad
-  Dropout, // pe.dropout
-  ExpandAxis, // pe.expand_axis
-  Gelu, // pe.gelu
-  GeluGrad, // pe.gelu_grad
-  GeneratorExp, // pe.generator_exp
-  GeneratorExpGrad, // pe.generator_exp_grad
-  GetParam, // pe.get_param
-  GridPositions, // pe.grid_positions
-  Householder, // pe.householder
-  HouseholderGradFreqs, // pe.householder_grad_freqs
-  LayerNorm, // pe.layer_norm
-  LayerNormGrad, // pe.layer_norm_grad
-  LayerNormGradAcc, // pe.layer_norm_grad_acc
-  Linear, // pe.linear
-  LinearGelu, // pe.linear_gelu
-  LinearGradInput, // pe.linear_grad_input
-  LinearGradInputAcc, // pe.linear_grad_input_acc
-  LinearGradWeight, // pe.linear_grad_weight
-  LinearResidual, // pe.linear_residual
-  Mean, // pe.mean
-  MeanGrad, // pe.mean_grad
-  Mul, // pe.mul
-  OffsetTable, // pe.offset_table
-  PairGather, // pe.pair_gather
-  PairGatherGrad, // pe.pair_gather_grad
-  PatchEmbed, // pe.patch_embed
-  PatchEmbedGrad, // pe.patch_embed_grad
-  RelativePositions, // pe.relative_positions
-  Relu, // pe.relu
-  ReluGrad, // pe.relu_grad
-  Rope, // pe.rope
-  RopeApply, // pe.rope_apply
-  RopeApplyGradTable, // pe.rope_apply_grad_table
-  RopeAttention, // pe.rope_attention
-  RopeAttentionGrad, // pe.rope_attention_grad
-  RopeFreqs, // pe.rope_freqs
-  RopeGradFreqs, // pe.rope_grad_freqs
-  RopeTable, // pe.rope_table
-  RopeTableGrad, // pe.rope_table_grad
-  Scale, // pe.scale
-  SelectToken, // pe.select_token
-  SelectTokenGrad, // pe.select_token_grad
-  SeqPositions, // pe.seq_positions
-  Sinusoidal, // pe.sinusoidal
-  Skew, // pe.skew
-  SkewGrad, // pe.skew_grad
-  SkipGather, // pe.skip_gather
-  SkipGatherGrad, // pe.skip_gather_grad
-  SparseSkew, // pe.sparse_skew
-  SparseSkewGrad, // pe.sparse_skew_grad
-  SpdGate, // pe.spd_gate
-  SpdGateGrad, // pe.spd_gate_grad
-  Sub, // pe.sub
-  SumTo, // pe.sum_to
-  TokenEmbed, // pe.token_embed
-  TokenEmbedGrad, // pe.token_embed_grad
+#define STRINGRT_OP_ENUMERATOR(Enum, name) Enum,
+  STRINGRT_FOR_EACH_OP(STRINGRT_OP_ENUMERATOR)
+#undef STRINGRT_OP_ENUMERATOR
 };
 
 inline constexpr size_t kOpCodeCount = 73;

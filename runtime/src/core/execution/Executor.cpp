@@ -228,18 +228,6 @@ ref::TensorRef<int32_t> OpContext::outI32(size_t k) const {
 DType OpContext::resultType(size_t k) const { return result(k).dtype; }
 DType OpContext::operandType(size_t k) const { return operand(k).dtype; }
 
-double OpContext::floatOr(std::string_view name, double fallback) const {
-  return op_.has(name) ? op_.getFloat(name) : fallback;
-}
-
-int64_t OpContext::intOr(std::string_view name, int64_t fallback) const {
-  return op_.has(name) ? op_.getInt(name) : fallback;
-}
-
-bool OpContext::boolOr(std::string_view name, bool fallback) const {
-  return op_.has(name) ? op_.getBool(name) : fallback;
-}
-
 //===----------------------------------------------------------------------===//
 // The op table
 //===----------------------------------------------------------------------===//

@@ -32,6 +32,7 @@
 #pragma once
 
 #include "execution/ArenaPlan.h"
+#include "format/OpAttrs.h"
 #include "stringrt/DType.h"
 #include "stringrt/DropoutMask.h"
 #include "stringrt/HostTensor.h"
@@ -126,7 +127,9 @@ private:
 
 // What an adapter sees of the op it runs: the op (attributes), its operands
 // (read-only) and its results (allocated with their shapes; the adapter fills
-// them through the kernel).
+// them through the kernel). Adapters read attributes through the generated
+// accessors (format/OpAttrs.h: `attrs::LayerNorm{c.op()}.epsilon()`), which
+// hold the ODS defaults, so no adapter writes a default of its own.
 class OpContext {
 public:
   OpContext(const ProgramOp &op, std::vector<ExecValue> &values, const StepKey &key = {})
@@ -146,11 +149,6 @@ public:
   ref::TensorRef<int32_t> outI32(size_t k) const;
   DType resultType(size_t k) const;
   DType operandType(size_t k) const;
-
-  // Attributes with the defaults the dialect leaves out of the text form.
-  double floatOr(std::string_view name, double fallback) const;
-  int64_t intOr(std::string_view name, int64_t fallback) const;
-  bool boolOr(std::string_view name, bool fallback) const;
 
   // Throws an Error about this op.
   [[noreturn]] void fail(const std::string &message) const;

@@ -23,10 +23,12 @@ namespace {
 void runLinear(const OpContext &c) { cpu::linear(c.in(0), c.in(1), c.optIn(2), c.out(0)); }
 
 void runLayerNorm(const OpContext &c) {
-  cpu::layerNorm(c.in(0), c.in(1), c.in(2), c.floatOr("epsilon", 1e-5), c.out(0));
+  cpu::layerNorm(c.in(0), c.in(1), c.in(2), attrs::LayerNorm{c.op()}.epsilon(), c.out(0));
 }
 
-void runGelu(const OpContext &c) { cpu::gelu(c.in(0), c.boolOr("approximate", false), c.out(0)); }
+void runGelu(const OpContext &c) {
+  cpu::gelu(c.in(0), attrs::Gelu{c.op()}.approximate(), c.out(0));
+}
 
 void runPatchEmbed(const OpContext &c) {
   cpu::patchEmbed(c.in(0), c.in(1), c.in(2), c.op().getInt("patch"), c.out(0));
@@ -41,7 +43,7 @@ void runAttention(const OpContext &c) {
 }
 
 void runCrossEntropy(const OpContext &c) {
-  cpu::crossEntropy(c.in(0), c.inI32(1), c.out(0), c.floatOr("smoothing", 0.0));
+  cpu::crossEntropy(c.in(0), c.inI32(1), c.out(0), attrs::CrossEntropy{c.op()}.smoothing());
 }
 
 void runRope(const OpContext &c) {
@@ -54,7 +56,7 @@ void runSub(const OpContext &c) { cpu::sub(c.in(0), c.in(1), c.out(0)); }
 void runMul(const OpContext &c) { cpu::mul(c.in(0), c.in(1), c.out(0)); }
 
 void runScale(const OpContext &c) {
-  cpu::scale(c.in(0), c.op().getFloat("factor"), c.floatOr("bias", 0.0), c.out(0));
+  cpu::scale(c.in(0), attrs::Scale{c.op()}.factor(), attrs::Scale{c.op()}.bias(), c.out(0));
 }
 
 void runCayley(const OpContext &c) { cpu::cayley(c.in(0), c.in(1), c.out(0)); }
@@ -72,12 +74,12 @@ void runLinearGradWeight(const OpContext &c) {
 }
 
 void runLayerNormGrad(const OpContext &c) {
-  cpu::layerNormGrad(c.in(0), c.in(1), c.in(2), c.floatOr("epsilon", 1e-5), c.out(0), c.out(1),
-                     c.out(2));
+  cpu::layerNormGrad(c.in(0), c.in(1), c.in(2), attrs::LayerNormGrad{c.op()}.epsilon(), c.out(0),
+                     c.out(1), c.out(2));
 }
 
 void runGeluGrad(const OpContext &c) {
-  cpu::geluGrad(c.in(0), c.in(1), c.boolOr("approximate", false), c.out(0));
+  cpu::geluGrad(c.in(0), c.in(1), attrs::GeluGrad{c.op()}.approximate(), c.out(0));
 }
 
 void runPatchEmbedGrad(const OpContext &c) {
@@ -103,14 +105,15 @@ void runAttentionGrad(const OpContext &c) {
 }
 
 void runCrossEntropyGrad(const OpContext &c) {
-  cpu::crossEntropyGrad(c.in(0), c.inI32(1), c.in(2), c.out(0), c.floatOr("smoothing", 0.0));
+  cpu::crossEntropyGrad(c.in(0), c.inI32(1), c.in(2), c.out(0),
+                        attrs::CrossEntropyGrad{c.op()}.smoothing());
 }
 
 // The target shape is the result's (batch substituted).
 void runSumTo(const OpContext &c) { cpu::sumTo(c.in(0), c.out(0)); }
 
 void runDropout(const OpContext &c) {
-  cpu::dropout(c.in(0), c.op().getFloat("p"), c.boolOr("per_sample", false),
+  cpu::dropout(c.in(0), attrs::Dropout{c.op()}.p(), attrs::Dropout{c.op()}.perSample(),
                c.op().getInt("stream"), c.stepKey(), c.out(0));
 }
 

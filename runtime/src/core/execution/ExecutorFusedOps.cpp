@@ -46,13 +46,14 @@ void checkRopeAttentionGrad(const OpContext &c) {
 }
 void checkLayerNormGradAcc(const OpContext &c) {
   ref::checks::layerNormGradAcc<float>(c.in(0), c.in(1), c.in(2), c.in(3),
-                                       c.floatOr("epsilon", 1e-5), c.out(0), c.out(1), c.out(2));
+                                       attrs::LayerNormGradAcc{c.op()}.epsilon(), c.out(0),
+                                       c.out(1), c.out(2));
 }
 
 void runRopeTable(const OpContext &c) { ref::ropeTable<float>(c.in(0), c.in(1), c.out(0)); }
 
 void runRopeApply(const OpContext &c) {
-  ref::ropeApply<float>(c.in(0), c.in(1), c.boolOr("inverse", false), c.out(0));
+  ref::ropeApply<float>(c.in(0), c.in(1), attrs::RopeApply{c.op()}.inverse(), c.out(0));
 }
 
 void runCayleyWeight(const OpContext &c) { ref::cayleyWeight<float>(c.in(0), c.out(0)); }
@@ -63,8 +64,8 @@ void runRopeAttention(const OpContext &c) {
 }
 
 void runLinearGelu(const OpContext &c) {
-  ref::linearGelu<float>(c.in(0), c.in(1), c.optIn(2), c.boolOr("approximate", false), c.out(0),
-                         c.out(1));
+  ref::linearGelu<float>(c.in(0), c.in(1), c.optIn(2), attrs::LinearGelu{c.op()}.approximate(),
+                         c.out(0), c.out(1));
 }
 
 void runLinearResidual(const OpContext &c) {
@@ -76,8 +77,9 @@ void runLinearGradInputAcc(const OpContext &c) {
 }
 
 void runLayerNormGradAcc(const OpContext &c) {
-  ref::layerNormGradAcc<float>(c.in(0), c.in(1), c.in(2), c.in(3), c.floatOr("epsilon", 1e-5),
-                               c.out(0), c.out(1), c.out(2));
+  ref::layerNormGradAcc<float>(c.in(0), c.in(1), c.in(2), c.in(3),
+                               attrs::LayerNormGradAcc{c.op()}.epsilon(), c.out(0), c.out(1),
+                               c.out(2));
 }
 
 void runRopeTableGrad(const OpContext &c) {
@@ -85,7 +87,8 @@ void runRopeTableGrad(const OpContext &c) {
 }
 
 void runRopeApplyGradTable(const OpContext &c) {
-  ref::ropeApplyGradTable<float>(c.in(0), c.in(1), c.boolOr("inverse", false), c.out(0));
+  ref::ropeApplyGradTable<float>(c.in(0), c.in(1), attrs::RopeApplyGradTable{c.op()}.inverse(),
+                                 c.out(0));
 }
 
 void runCayleyWeightGrad(const OpContext &c) {
@@ -103,11 +106,11 @@ void runRopeAttentionGrad(const OpContext &c) {
 //===----------------------------------------------------------------------===//
 
 void runFastRopeApply(const OpContext &c) {
-  cpu::ropeApply(c.in(0), c.in(1), c.boolOr("inverse", false), c.out(0));
+  cpu::ropeApply(c.in(0), c.in(1), attrs::RopeApply{c.op()}.inverse(), c.out(0));
 }
 
 void runFastRopeApplyGradTable(const OpContext &c) {
-  cpu::ropeApplyGradTable(c.in(0), c.in(1), c.boolOr("inverse", false), c.out(0));
+  cpu::ropeApplyGradTable(c.in(0), c.in(1), attrs::RopeApplyGradTable{c.op()}.inverse(), c.out(0));
 }
 
 void runFastRopeAttention(const OpContext &c) {
@@ -121,7 +124,7 @@ void runFastRopeAttentionGrad(const OpContext &c) {
 }
 
 void runFastLinearGelu(const OpContext &c) {
-  cpu::linearGelu(c.in(0), c.in(1), c.optIn(2), c.boolOr("approximate", false), c.out(0),
+  cpu::linearGelu(c.in(0), c.in(1), c.optIn(2), attrs::LinearGelu{c.op()}.approximate(), c.out(0),
                   c.out(1));
 }
 
@@ -134,8 +137,8 @@ void runFastLinearGradInputAcc(const OpContext &c) {
 }
 
 void runFastLayerNormGradAcc(const OpContext &c) {
-  cpu::layerNormGradAcc(c.in(0), c.in(1), c.in(2), c.in(3), c.floatOr("epsilon", 1e-5), c.out(0),
-                        c.out(1), c.out(2));
+  cpu::layerNormGradAcc(c.in(0), c.in(1), c.in(2), c.in(3),
+                        attrs::LayerNormGradAcc{c.op()}.epsilon(), c.out(0), c.out(1), c.out(2));
 }
 
 void runFastCayleyWeight(const OpContext &c) { cpu::cayleyWeight(c.in(0), c.out(0)); }

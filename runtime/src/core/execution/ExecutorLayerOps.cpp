@@ -47,18 +47,20 @@ void runLinearGradWeight(const OpContext &c) {
 }
 
 void runLayerNorm(const OpContext &c) {
-  layerNorm<float>(c.in(0), c.in(1), c.in(2), c.floatOr("epsilon", 1e-5), c.out(0));
+  layerNorm<float>(c.in(0), c.in(1), c.in(2), attrs::LayerNorm{c.op()}.epsilon(), c.out(0));
 }
 
 void runLayerNormGrad(const OpContext &c) {
-  layerNormGrad<float>(c.in(0), c.in(1), c.in(2), c.floatOr("epsilon", 1e-5), c.out(0),
+  layerNormGrad<float>(c.in(0), c.in(1), c.in(2), attrs::LayerNormGrad{c.op()}.epsilon(), c.out(0),
                        c.out(1), c.out(2));
 }
 
-void runGelu(const OpContext &c) { gelu<float>(c.in(0), c.boolOr("approximate", false), c.out(0)); }
+void runGelu(const OpContext &c) {
+  gelu<float>(c.in(0), attrs::Gelu{c.op()}.approximate(), c.out(0));
+}
 
 void runGeluGrad(const OpContext &c) {
-  geluGrad<float>(c.in(0), c.in(1), c.boolOr("approximate", false), c.out(0));
+  geluGrad<float>(c.in(0), c.in(1), attrs::GeluGrad{c.op()}.approximate(), c.out(0));
 }
 
 void runRelu(const OpContext &c) { relu<float>(c.in(0), c.out(0)); }
@@ -72,12 +74,12 @@ void runSub(const OpContext &c) { sub<float>(c.in(0), c.in(1), c.out(0)); }
 void runMul(const OpContext &c) { mul<float>(c.in(0), c.in(1), c.out(0)); }
 
 void runScale(const OpContext &c) {
-  scale<float>(c.in(0), c.op().getFloat("factor"), c.floatOr("bias", 0.0), c.out(0));
+  scale<float>(c.in(0), attrs::Scale{c.op()}.factor(), attrs::Scale{c.op()}.bias(), c.out(0));
 }
 
 // Dropout and drop-path; the backward is this op again on dy.
 void runDropout(const OpContext &c) {
-  dropout<float>(c.in(0), c.op().getFloat("p"), c.boolOr("per_sample", false),
+  dropout<float>(c.in(0), attrs::Dropout{c.op()}.p(), attrs::Dropout{c.op()}.perSample(),
                  c.op().getInt("stream"), c.stepKey(), c.out(0));
 }
 
@@ -179,20 +181,21 @@ void runAttentionGrad(const OpContext &c) {
 }
 
 void runCrossEntropy(const OpContext &c) {
-  crossEntropy<float>(c.in(0), c.inI32(1), c.out(0), c.floatOr("smoothing", 0.0));
+  crossEntropy<float>(c.in(0), c.inI32(1), c.out(0), attrs::CrossEntropy{c.op()}.smoothing());
 }
 
 void runCrossEntropyGrad(const OpContext &c) {
-  crossEntropyGrad<float>(c.in(0), c.inI32(1), c.in(2), c.out(0), c.floatOr("smoothing", 0.0));
+  crossEntropyGrad<float>(c.in(0), c.inI32(1), c.in(2), c.out(0),
+                          attrs::CrossEntropyGrad{c.op()}.smoothing());
 }
 
 // The argument checks of the reference kernels above.
 void checkLayerNorm(const OpContext &c) {
-  checks::layerNorm<float>(c.in(0), c.in(1), c.in(2), c.floatOr("epsilon", 1e-5), c.out(0));
+  checks::layerNorm<float>(c.in(0), c.in(1), c.in(2), attrs::LayerNorm{c.op()}.epsilon(), c.out(0));
 }
 void checkLayerNormGrad(const OpContext &c) {
-  checks::layerNormGrad<float>(c.in(0), c.in(1), c.in(2), c.floatOr("epsilon", 1e-5), c.out(0),
-                               c.out(1), c.out(2));
+  checks::layerNormGrad<float>(c.in(0), c.in(1), c.in(2), attrs::LayerNormGrad{c.op()}.epsilon(),
+                               c.out(0), c.out(1), c.out(2));
 }
 void checkGelu(const OpContext &c) { checks::unary<float>("gelu", c.in(0), c.out(0)); }
 void checkGeluGrad(const OpContext &c) {
@@ -237,7 +240,8 @@ void checkAttentionGrad(const OpContext &c) {
                                c.out(1), c.out(2), drel);
 }
 void checkCrossEntropyGrad(const OpContext &c) {
-  checks::crossEntropyGrad<float>(c.in(0), c.inI32(1), c.in(2), c.out(0), c.floatOr("smoothing", 0.0));
+  checks::crossEntropyGrad<float>(c.in(0), c.inI32(1), c.in(2), c.out(0),
+                                  attrs::CrossEntropyGrad{c.op()}.smoothing());
 }
 
 } // namespace

@@ -24,12 +24,13 @@ namespace {
 using namespace stringrt::ref;
 
 void runSeqPositions(const OpContext &c) {
-  seqPositions<float>(c.op().getInt("length"), c.intOr("special", 0), c.out(0));
+  seqPositions<float>(attrs::SeqPositions{c.op()}.length(), attrs::SeqPositions{c.op()}.special(),
+                      c.out(0));
 }
 
 void runGridPositions(const OpContext &c) {
-  gridPositions<float>(c.op().getInt("rows"), c.op().getInt("cols"), c.intOr("special", 0),
-                       c.out(0));
+  gridPositions<float>(attrs::GridPositions{c.op()}.rows(), attrs::GridPositions{c.op()}.cols(),
+                       attrs::GridPositions{c.op()}.special(), c.out(0));
 }
 
 void runRopeFreqs(const OpContext &c) {
