@@ -717,7 +717,6 @@ std::vector<KernelSpec> attentionSpecs(Operation *op) {
     return {};
 
   spec.kind = std::string(a->rope ? "rope_" : "") + (a->grad ? "attention_grad" : "attention");
-  spec.range = ShapedType::isDynamic((*x)[0]) ? -1 : (*x)[0];
   // Work per batch element: about heads * T^2 * Dh multiply-adds (2-3x in
   // the backward); the runtime's grain per element.
   spec.grain = grainFor(a->heads * T * T * Dh);

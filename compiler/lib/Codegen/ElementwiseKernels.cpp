@@ -158,7 +158,6 @@ std::vector<KernelSpec> elementwiseSpecs(Operation *op) {
     }
   }
   spec.views.push_back(out);
-  spec.range = ShapedType::isDynamic(out[0]) ? -1 : out[0];
   spec.grain = grainFor(numel(llvm::ArrayRef<int64_t>(out).drop_front()));
   spec.key = spec.kind + "|" + attrKey(op);
   for (const Shape &v : spec.views)

@@ -34,7 +34,9 @@ class KernelBuilder;
 struct KernelSpec {
   std::string kind;                 // "add", "layer_norm_grad_dx", ...: the symbol's tail
   std::vector<Shape> views;         // one memref view per operand, then per result
-  int64_t range = 1;                // outer iterations; -1: the batch size
+  // Outer iterations (-1: the batch size): KernelGen sets it from the
+  // compiled-kernel ABI's rule for `kind` (stringrt/abi/CompiledKernels.h).
+  int64_t range = 1;
   int64_t grain = 1;                // fewest outer iterations per thread
   std::string key;                  // identical keys share one kernel
   /// Per view: whether it holds i32 (token ids, labels); empty: all f32.

@@ -2,16 +2,21 @@
 //
 // Walks @forward and @gradients in order and asks each op family for the
 // kernels of an op (KernelBuilder.h); an op no family takes stays on the
-// runtime's kernel library. Kernels are keyed by (kind, attributes, views),
-// so the repeated blocks of a model share them; symbols are
-// `stringc_k<N>_<digest>_<kind>` in order of first use, the digest that of
-// the op's buffer sizes (stringrt::kernelSizeDigest).
+// runtime's kernel library. Which kernels an op runs, their kinds and the
+// ranges of their parallel loops are the compiled-kernel ABI's
+// (stringrt/abi/CompiledKernels.h, which the runtime checks packages
+// against); the families build their bodies. Kernels are keyed by (kind,
+// attributes, views), so the repeated blocks of a model share them; symbols
+// are `stringc_k<N>_<digest>_<kind>` in order of first use, the digest that
+// of the op's buffer sizes (stringrt::kernelSizeDigest).
 //
 //===----------------------------------------------------------------------===//
 #include "stringc/Codegen/KernelGen.h"
 #include "stringc/Dialect/PE/PEOps.h"
 #include "stringrt/KernelLibrary.h"
 #include "stringrt/Manifest.h"
+#include "stringrt/OpSchema.h"
+#include "stringrt/abi/CompiledKernels.h"
 
 #include "KernelBuilder.h"
 
@@ -29,14 +34,36 @@ namespace stringc::codegen {
 
 using namespace detail;
 
+namespace {
+
+std::optional<stringrt::OpCode> opCodeOf(Operation *op) {
+  llvm::StringRef name = op->getName().getStringRef();
+  return stringrt::findOpCode(std::string_view(name.data(), name.size()));
+}
+
+/// An op's operand and result shapes as the value table writes them (-1 for
+/// the batch).
+std::pair<std::vector<stringrt::abi::Shape>, std::vector<stringrt::abi::Shape>>
+bufferShapes(Operation &op) {
+  auto shapeOf = [](Type type) {
+    stringrt::abi::Shape shape;
+    for (int64_t dim : cast<RankedTensorType>(type).getShape())
+      shape.push_back(ShapedType::isDynamic(dim) ? stringrt::kBatchDim : dim);
+    return shape;
+  };
+  std::vector<stringrt::abi::Shape> operands, results;
+  for (Type type : op.getOperandTypes())
+    operands.push_back(shapeOf(type));
+  for (Type type : op.getResultTypes())
+    results.push_back(shapeOf(type));
+  return {std::move(operands), std::move(results)};
+}
+
+} // namespace
+
 bool hasKernelFor(Operation *op) {
-  return isa<pe::AddOp, pe::SubOp, pe::MulOp, pe::ScaleOp, pe::GeluOp, pe::ReluOp,
-             pe::GeluGradOp, pe::ReluGradOp, pe::LayerNormOp, pe::LayerNormGradOp,
-             pe::LayerNormGradAccOp, pe::SumToOp, pe::AttentionOp, pe::AttentionGradOp,
-             pe::RopeAttentionOp, pe::RopeAttentionGradOp,
-             pe::RopeApplyOp, pe::RopeApplyGradTableOp, pe::TokenEmbedOp, pe::TokenEmbedGradOp,
-             pe::ClassTokenOp, pe::ClassTokenGradOp, pe::SelectTokenOp, pe::SelectTokenGradOp,
-             pe::CrossEntropyGradOp>(op);
+  std::optional<stringrt::OpCode> code = opCodeOf(op);
+  return code && stringrt::abi::generatesKernels(*code);
 }
 
 namespace {
@@ -57,6 +84,8 @@ public:
       for (Operation &op : func.getBody().front().without_terminator())
         generate(op);
     }
+    if (broken)
+      return failure();
     // Fold the builders' repeated constants and trivial loops.
     PassManager pm(ctx);
     pm.addPass(createCanonicalizerPass());
@@ -86,31 +115,44 @@ private:
       specs = lossSpecs(&op);
     if (specs.empty())
       return; // shapes the generator does not handle: the runtime's kernel
+    // The ABI says which kernels the op runs and over which range; the
+    // family's specs must be those kernels, in that order.
+    auto [operands, results] = bufferShapes(op);
+    std::optional<std::vector<stringrt::abi::KernelRule>> rules =
+        stringrt::abi::compiledKernelRules(*opCodeOf(&op), operands, results);
+    if (!rules || rules->size() != specs.size()) {
+      broken = true;
+      op.emitError() << "internal error: the CPU code generator built " << specs.size()
+                     << " kernels for this op, the compiled-kernel ABI "
+                     << (rules ? std::to_string(rules->size()) : std::string("none"))
+                     << " (stringrt/abi/CompiledKernels.h)";
+      return;
+    }
     auto &calls = plan.calls[&op];
-    for (const KernelSpec &spec : specs)
-      calls.push_back({kernelFor(op, spec), spec.range, spec.grain});
+    for (auto [spec, rule] : llvm::zip_equal(specs, *rules)) {
+      const char *kind = stringrt::abi::kernelKindName(rule.kind);
+      if (spec.kind != kind) {
+        broken = true;
+        op.emitError() << "internal error: the CPU code generator built a '" << spec.kind
+                       << "' kernel where the compiled-kernel ABI has a '" << kind << "' kernel";
+        return;
+      }
+      spec.range = rule.range;
+      calls.push_back({kernelFor(op, spec, rule.kind), spec.range, spec.grain});
+    }
     ++plan.coveredOps;
   }
 
   /// stringrt::kernelSizeDigest of `op`'s operands and results, their shapes
   /// as the value table writes them (-1 for the batch).
   static std::string sizeDigest(Operation &op) {
-    std::vector<std::vector<int64_t>> shapes;
-    auto add = [&](Type type) {
-      std::vector<int64_t> shape;
-      for (int64_t dim : cast<RankedTensorType>(type).getShape())
-        shape.push_back(ShapedType::isDynamic(dim) ? stringrt::kBatchDim : dim);
-      shapes.push_back(std::move(shape));
-    };
-    for (Type type : op.getOperandTypes())
-      add(type);
-    for (Type type : op.getResultTypes())
-      add(type);
+    auto [shapes, results] = bufferShapes(op);
+    shapes.insert(shapes.end(), results.begin(), results.end());
     return stringrt::kernelSizeDigest(shapes);
   }
 
   /// The symbol of the kernel for `spec`, built on first use.
-  std::string kernelFor(Operation &op, const KernelSpec &spec) {
+  std::string kernelFor(Operation &op, const KernelSpec &spec, stringrt::abi::KernelKind kind) {
     // The symbol carries the digest of the op's buffer sizes, which the
     // runtime recomputes from the value table (stringrt::kernelSizeDigest).
     std::string digest = sizeDigest(op);
@@ -118,8 +160,7 @@ private:
     auto found = byKey.find(key);
     if (found != byKey.end())
       return found->second;
-    std::string symbol =
-        "stringc_k" + std::to_string(byKey.size()) + "_" + digest + "_" + spec.kind;
+    std::string symbol = stringrt::abi::kernelSymbol(byKey.size(), digest, kind);
     byKey[key] = symbol;
 
     OpBuilder b(ctx);
@@ -151,6 +192,7 @@ private:
   MLIRContext *ctx;
   KernelPlan plan;
   llvm::StringMap<std::string> byKey;
+  bool broken = false; // a family's kernels disagreed with the ABI (reported)
 };
 
 } // namespace

@@ -102,7 +102,6 @@ std::vector<KernelSpec> lossSpecs(Operation *op) {
   spec.kind = "cross_entropy_grad";
   spec.views = {rows, {rows[0], rows[1]}, {1}, rows};
   spec.i32Views = {false, true, false, false};
-  spec.range = ShapedType::isDynamic(rows[0]) ? -1 : rows[0];
   spec.grain = grainFor(rows[1] * rows[2]);
   spec.build = buildCrossEntropyGrad;
   spec.key = spec.kind;

@@ -219,7 +219,6 @@ std::vector<KernelSpec> normSpecs(Operation *op) {
     spec.views = {row, column, row, row, column, column};
   if (hasPrior)
     spec.views.insert(spec.views.begin(), row);
-  spec.range = ShapedType::isDynamic(row[0]) ? -1 : row[0];
   spec.grain = grainFor(row[1] * D);
   std::string views;
   for (const Shape &v : spec.views)
@@ -236,7 +235,6 @@ std::vector<KernelSpec> normSpecs(Operation *op) {
   dx.key = dx.kind + "|" + attrs + views;
   dparams.kind = family + "_dparams";
   dparams.key = dparams.kind + "|" + attrs + views;
-  dparams.range = D;
   dparams.grain = std::max<int64_t>(1, (D + 3) / 4); // at most 4 chunks
   return {dx, dparams};
 }

@@ -39,7 +39,6 @@ std::vector<KernelSpec> sumToSpecs(Operation *op) {
   KernelSpec spec;
   spec.kind = "sum_to";
   spec.views = {{dims[0], m, n}, {n}};
-  spec.range = n;
   // Every chunk reads all the rows: keep at most about 8 of them.
   spec.grain = std::max<int64_t>(16, (n + 7) / 8);
   spec.key = spec.kind + "|" + shapeKey(spec.views[0]) + "|" + shapeKey(spec.views[1]);

@@ -127,13 +127,11 @@ std::vector<KernelSpec> ropeSpecs(Operation *op) {
   if (apply) {
     spec.kind = "rope_apply";
     spec.views = {rows, flatTable, rows};
-    spec.range = ShapedType::isDynamic(rows[0]) ? -1 : rows[0];
     spec.grain = grainFor(rows[1] * T * D);
     spec.build = buildRopeApply;
   } else {
     spec.kind = "rope_apply_grad_table";
     spec.views = {rows, rows, flatTable};
-    spec.range = T;
     spec.grain = 1; // each token sums over every row of the batch
     spec.build = buildRopeApplyGradTable;
   }

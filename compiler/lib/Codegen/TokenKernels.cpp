@@ -23,6 +23,7 @@
 #include "KernelBuilder.h"
 
 #include "stringc/Dialect/PE/PEOps.h"
+#include "stringrt/abi/CompiledKernels.h"
 
 #include <algorithm>
 
@@ -32,7 +33,7 @@ namespace stringc::codegen::detail {
 namespace {
 
 /// Table rows per iteration of token_embed_grad's parallel loop.
-constexpr int64_t kVocabBlock = 16;
+constexpr int64_t kVocabBlock = stringrt::abi::kTokenEmbedGradBlock;
 
 /// class_token's and class_token_grad's row copies are memory-bound: split
 /// over threads at the elementwise grain they measured slower than the
@@ -182,10 +183,6 @@ void buildSelectTokenGrad(Operation *op, const KernelSpec &spec, KernelBuilder &
   kb.finish();
 }
 
-int64_t batchRange(const Shape &view) {
-  return ShapedType::isDynamic(view[0]) ? -1 : view[0];
-}
-
 std::string keyOf(const KernelSpec &spec, const std::string &attrs = "") {
   std::string key = spec.kind + attrs;
   for (const Shape &v : spec.views)
@@ -221,7 +218,6 @@ std::vector<KernelSpec> tokenEmbedSpecs(Operation *op) {
       return {};
     spec.kind = "token_embed";
     spec.views = {*ids, table, *result};
-    spec.range = batchRange(*ids);
     spec.grain = grainFor((*ids)[1] * table[1]);
     spec.build = buildTokenEmbed;
   } else {
@@ -232,9 +228,9 @@ std::vector<KernelSpec> tokenEmbedSpecs(Operation *op) {
       return {};
     spec.kind = "token_embed_grad";
     spec.views = {*ids, *other, table};
-    spec.range = (table[0] + kVocabBlock - 1) / kVocabBlock;
     // Every block scans all the ids: keep at most about 8 chunks.
-    spec.grain = std::max<int64_t>(1, (spec.range + 7) / 8);
+    const int64_t blocks = (table[0] + kVocabBlock - 1) / kVocabBlock;
+    spec.grain = std::max<int64_t>(1, (blocks + 7) / 8);
     spec.build = buildTokenEmbedGrad;
   }
   spec.key = keyOf(spec);
@@ -260,7 +256,6 @@ std::vector<KernelSpec> tokenSpecs(Operation *op) {
       return {};
     spec.kind = "class_token";
     spec.views = {x, (*ins)[1], (*outs)[0]};
-    spec.range = batchRange(x);
     spec.grain = std::max<int64_t>(1, kCopyChunkElements / ((x[1] + 1) * x[2]));
     spec.build = buildClassToken;
     spec.key = keyOf(spec);
@@ -275,12 +270,10 @@ std::vector<KernelSpec> tokenSpecs(Operation *op) {
     spec.views = {dy, (*outs)[0], (*outs)[1]};
     KernelSpec dx = spec, dcls = spec;
     dx.kind = "class_token_grad_dx";
-    dx.range = batchRange(dy);
     dx.grain = std::max<int64_t>(1, kCopyChunkElements / (dy[1] * dy[2]));
     dx.build = buildClassTokenGradDx;
     dx.key = keyOf(dx);
     dcls.kind = "class_token_grad_dcls";
-    dcls.range = dy[2];
     // B x D additions: one chunk (each would read a row of every batch element).
     dcls.grain = dy[2];
     dcls.build = buildClassTokenGradDcls;
@@ -295,7 +288,6 @@ std::vector<KernelSpec> tokenSpecs(Operation *op) {
       return {};
     spec.kind = "select_token";
     spec.views = {x, (*outs)[0]};
-    spec.range = batchRange(x);
     spec.grain = grainFor(x[2]);
     spec.build = buildSelectToken;
   } else {
@@ -305,7 +297,6 @@ std::vector<KernelSpec> tokenSpecs(Operation *op) {
       return {};
     spec.kind = "select_token_grad";
     spec.views = {(*ins)[0], dx};
-    spec.range = batchRange(dx);
     spec.grain = grainFor(dx[1] * dx[2]);
     spec.build = buildSelectTokenGrad;
   }

@@ -1,10 +1,11 @@
 // Which compiled kernels an op may name (target "cpu", docs/package.md):
-// the kernels stringc generates for each op kind (docs/codegen.md), their
-// symbols' kind and the range of their parallel loop, derived here from the
-// op's shapes. A generated kernel cannot check its arguments, so the runtime
-// refuses a manifest whose kernel entries are not exactly these (a kernel of
-// another op swapped in, a range enlarged past the op's rows) before any
-// code of the library runs. Private to the runtime.
+// the kernels stringc generates for each op kind, their symbols' kind and the
+// range of their parallel loop, by the compiled-kernel ABI's rules
+// (stringrt/abi/CompiledKernels.h, which the code generator follows too).
+// A generated kernel cannot check its arguments, so the runtime refuses a
+// manifest whose kernel entries are not exactly these (a kernel of another
+// op swapped in, a range enlarged past the op's rows) before any code of the
+// library runs. Private to the runtime.
 #pragma once
 
 #include "stringrt/Manifest.h"
@@ -14,13 +15,6 @@
 #include <vector>
 
 namespace stringrt::detail {
-
-// One kernel of an op: its kind (the symbol is
-// "stringc_k<N>_<digest>_<kind>") and its range (-1: the batch size).
-struct KernelRule {
-  std::string kind;
-  int64_t range = 1;
-};
 
 // Checks `op`'s kernel entries against the rules for its kind and shapes
 // (the value table of `program`): as many kernels as the op runs, each
