@@ -14,6 +14,9 @@ Outputs (checked in; CTest `op-schema-up-to-date` runs this with --check):
   runtime/src/core/format/OpSchemaTable.inc      the schema rows, by OpCode
   runtime/src/core/format/OpAttrs.h       per op, typed accessors of its
                                           attributes with their ODS defaults
+  runtime/include/stringrt/OdsDefaults.h  what the runtime takes from the module
+                                          ops: pe.optimizer's defaults, pe.dataset's
+                                          bounds (PE_DatasetLimits)
   tests/oracle/op_schema.py               the same rows for the oracle
 
 Usage: gen_op_schema.py [--check] [--tblgen PATH] [--root DIR]
@@ -142,6 +145,28 @@ def operand_type(records, op_name, type_def):
     if type_def == "PE_IntTensor":
         return "i"
     sys.exit(f"{op_name}: operand type {type_def} has no runtime element type")
+
+
+def module_defaults(records):
+    """pe.optimizer's DefaultValuedAttrs and PE_DatasetLimits' fields."""
+    optimizer = next(records[d] for d in records["!instanceof"]["Op"]
+                     if records[d].get("opName") == "optimizer")
+    defaults = []
+    for arg, name in optimizer["arguments"]["args"]:
+        record = records[arg["def"]]
+        if "DefaultValuedAttr" not in record["!superclasses"]:
+            continue
+        text = record["defaultValue"]
+        if "DefaultValuedStrAttr" in record["!superclasses"]:
+            defaults.append((name, "const char", "[]", text))  # a quoted C++ string
+        else:
+            kind, _ = attr_kind(records, record["baseAttr"]["def"])
+            value = parse_default(kind, text)
+            ctype = {"Float": "double", "Int": "int64_t", "Bool": "bool"}[kind]
+            cpp = repr(float(value)) if kind == "Float" else str(value).lower()
+            defaults.append((name, ctype, "", cpp))
+    limits = {k: v for k, v in records["PE_DatasetLimits"].items() if not k.startswith("!")}
+    return defaults, limits
 
 
 def collect_ops(records):
@@ -273,6 +298,23 @@ def render_table(ops):
     return "\n".join(lines)
 
 
+def render_module_defaults(module):
+    defaults, limits = module
+    lines = [f"// {HEADER_NOTE}",
+             "// What the runtime takes from the PE dialect's module ops (PEModuleOps.td):",
+             "// pe.optimizer's ODS defaults, which are stringrt::kOptimizerDefaults",
+             "// (Manifest.h), and the bounds of pe.dataset's attributes (PE_DatasetLimits).",
+             "#pragma once", "", "#include <cstdint>", "", "namespace stringrt::ods {", "",
+             "// pe.optimizer's DefaultValuedAttrs."]
+    for name, ctype, suffix, value in defaults:
+        lines.append(f"inline constexpr {ctype} kOptimizer{camel(name)}{suffix} = {value};")
+    lines += ["", "// PE_DatasetLimits."]
+    for name, value in limits.items():
+        lines.append(f"inline constexpr int64_t k{name[0].upper()}{name[1:]} = {int(value)};")
+    lines += ["", "} // namespace stringrt::ods", ""]
+    return "\n".join(lines)
+
+
 def render_python(ops):
     lines = [f'"""{HEADER_NOTE}', "",
              "OP_SCHEMA[name] = (min operands, max operands, min results, max results,",
@@ -295,11 +337,13 @@ def render_python(ops):
     return "\n".join(lines)
 
 
+# Each output's renderer takes the ops and the module ops' defaults and limits.
 OUTPUTS = {
-    "runtime/include/stringrt/OpCodes.h": render_opcodes,
-    "runtime/src/core/format/OpSchemaTable.inc": render_table,
-    "runtime/src/core/format/OpAttrs.h": render_attrs,
-    "tests/oracle/op_schema.py": render_python,
+    "runtime/include/stringrt/OpCodes.h": lambda ops, module: render_opcodes(ops),
+    "runtime/include/stringrt/OdsDefaults.h": lambda ops, module: render_module_defaults(module),
+    "runtime/src/core/format/OpSchemaTable.inc": lambda ops, module: render_table(ops),
+    "runtime/src/core/format/OpAttrs.h": lambda ops, module: render_attrs(ops),
+    "tests/oracle/op_schema.py": lambda ops, module: render_python(ops),
 }
 
 
@@ -311,10 +355,12 @@ def main():
     parser.add_argument("--root", default=os.path.join(os.path.dirname(__file__), ".."))
     args = parser.parse_args()
     root = os.path.abspath(args.root)
-    ops = collect_ops(dump_records(find_tblgen(args.tblgen), root))
+    records = dump_records(find_tblgen(args.tblgen), root)
+    ops = collect_ops(records)
+    module = module_defaults(records)
     stale = []
     for path, render in OUTPUTS.items():
-        text = render(ops)
+        text = render(ops, module)
         full = os.path.join(root, path)
         if args.check:
             try:

@@ -9,9 +9,6 @@
 
 #include "PEVerify.h"
 
-#include "stringrt/Augment.h"
-#include "stringrt/Manifest.h"
-
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
 #include "llvm/ADT/STLExtras.h"
@@ -41,12 +38,6 @@ static ParseResult parseEnumKeyword(OpAsmParser &parser, EnumAttrT &attr) {
   attr = EnumAttrT::get(parser.getContext(), *value);
   return success();
 }
-
-// pe.optimizer's ODS defaults are the runtime's stringrt::kOptimizerDefaults
-// (PEModuleOps.td), except the schedule's, a word the header cannot hold as
-// a constant expression:
-static_assert(stringrt::kOptimizerDefaults.schedule == stringrt::LrSchedule::Constant,
-              "pe.optimizer's default schedule is \"constant\" (PEModuleOps.td)");
 
 #define GET_OP_CLASSES
 #include "stringc/Dialect/PE/PEOps.cpp.inc"
@@ -223,8 +214,8 @@ LogicalResult DatasetOp::verify() {
   if ((crop || flip || erase) && getKind() != "idx")
     return emitOpError()
            << "crop_padding, flip and erase apply only to kind \"idx\"";
-  if (crop && (crop.getInt() < 0 || crop.getInt() > stringrt::kMaxCropPadding))
-    return emitOpError() << "crop_padding must be in [0, " << stringrt::kMaxCropPadding
+  if (crop && (crop.getInt() < 0 || crop.getInt() > kMaxCropPadding))
+    return emitOpError() << "crop_padding must be in [0, " << kMaxCropPadding
                          << "], got " << crop.getInt();
   for (auto [name, p] : {std::pair{"flip", flip}, std::pair{"erase", erase}}) {
     // Written as !(in range) so that NaN is refused too.

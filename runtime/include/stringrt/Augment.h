@@ -25,6 +25,8 @@
 // 0 is the same whichever components are on).
 #pragma once
 
+#include "stringrt/OdsDefaults.h"
+
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -46,8 +48,9 @@ struct AugmentPolicy {
   }
 };
 
-// The largest crop padding accepted.
-constexpr int64_t kMaxCropPadding = 64;
+// The largest crop padding accepted: pe.dataset's bound (PE_DatasetLimits in
+// PEModuleOps.td, generated into OdsDefaults.h).
+constexpr int64_t kMaxCropPadding = ods::kMaxCropPadding;
 
 // Throws Error unless cropPadding is in [0, kMaxCropPadding] and
 // flipProbability and eraseProbability are finite numbers in [0, 1].

@@ -9,6 +9,7 @@
 
 #include "stringrt/Augment.h"
 #include "stringrt/DType.h"
+#include "stringrt/OdsDefaults.h"
 #include "stringrt/OpCodes.h"
 
 #include <cstddef>
@@ -62,25 +63,36 @@ enum class LrSchedule { Constant, WarmupCosine };
 const char *optimizerKindName(OptimizerKind kind);
 const char *lrScheduleName(LrSchedule schedule);
 
+// The schedule a word names, at compile time (pe.optimizer's ODS default is
+// a word); a word that names none does not compile where it is a constant.
+constexpr LrSchedule lrScheduleOfWord(std::string_view word) {
+  return word == "constant"        ? LrSchedule::Constant
+         : word == "warmup_cosine" ? LrSchedule::WarmupCosine
+                                   : throw "not a learning-rate schedule";
+}
+
+// The defaults are pe.optimizer's ODS defaults (PEModuleOps.td), generated
+// into OdsDefaults.h.
 struct ManifestOptimizer {
   OptimizerKind kind = OptimizerKind::AdamW;
-  double lr = 1e-3;
-  double beta1 = 0.9;
-  double beta2 = 0.999;
-  double eps = 1e-8;
-  double weightDecay = 0.0;
-  double momentum = 0.0;
-  double clipNorm = 0.0; // 0: no clipping.
-  LrSchedule schedule = LrSchedule::Constant;
-  int64_t warmupSteps = 0;
-  double minLr = 0.0;
-  double emaDecay = 0.0; // > 0: keep an EMA of the weights (Optimizer.h); 0: none.
+  double lr = ods::kOptimizerLr;
+  double beta1 = ods::kOptimizerBeta1;
+  double beta2 = ods::kOptimizerBeta2;
+  double eps = ods::kOptimizerEps;
+  double weightDecay = ods::kOptimizerWeightDecay;
+  double momentum = ods::kOptimizerMomentum;
+  double clipNorm = ods::kOptimizerClipNorm; // 0: no clipping.
+  LrSchedule schedule = lrScheduleOfWord(ods::kOptimizerSchedule);
+  int64_t warmupSteps = ods::kOptimizerWarmupSteps;
+  double minLr = ods::kOptimizerMinLr;
+  // > 0: keep an EMA of the weights (Optimizer.h); 0: none.
+  double emaDecay = ods::kOptimizerEmaDecay;
 };
 
 // The defaults of an optimizer: what a `.pe` file's optimizer and schedule
-// leave out (the frontend takes them from here) and pe.optimizer's ODS
-// defaults (PEModuleOps.td; the test
-// PackageBuilder.WritesDefaultValuedAttributes keeps the two equal).
+// leave out (the frontend takes them from here), pe.optimizer's ODS defaults
+// (the test PackageBuilder.WritesDefaultValuedAttributes checks that packages
+// carry them).
 inline constexpr ManifestOptimizer kOptimizerDefaults{};
 
 enum class DatasetKind { Idx, Text };

@@ -111,27 +111,33 @@ def PE_OptimizerOp : PE_Op<"optimizer", [HasParent<"::mlir::ModuleOp">]> {
     pe.optimizer {kind = "adamw", lr = 3.000000e-04 : f64, schedule = "warmup_cosine", warmup_steps = 100 : i64}
     ```
   }];
-  // The defaults are the runtime's stringrt::kOptimizerDefaults (Manifest.h,
-  // included by PEOps.cpp), which the frontend uses too: one definition.
-  // The schedule's is a word, checked against it by a static_assert in
-  // PEOps.cpp; PackageBuilder.WritesDefaultValuedAttributes checks that
-  // packages carry them all.
+  // The one definition of the optimizer's defaults: scripts/gen_op_schema.py
+  // writes them into the runtime (stringrt/OdsDefaults.h), whose
+  // stringrt::kOptimizerDefaults the frontend and the trainer use;
+  // PackageBuilder.WritesDefaultValuedAttributes checks that packages carry
+  // them all.
   let arguments = (ins
     StrAttr:$kind,
-    DefaultValuedAttr<F64Attr, "::stringrt::kOptimizerDefaults.lr">:$lr,
-    DefaultValuedAttr<F64Attr, "::stringrt::kOptimizerDefaults.beta1">:$beta1,
-    DefaultValuedAttr<F64Attr, "::stringrt::kOptimizerDefaults.beta2">:$beta2,
-    DefaultValuedAttr<F64Attr, "::stringrt::kOptimizerDefaults.eps">:$eps,
-    DefaultValuedAttr<F64Attr, "::stringrt::kOptimizerDefaults.weightDecay">:$weight_decay,
-    DefaultValuedAttr<F64Attr, "::stringrt::kOptimizerDefaults.momentum">:$momentum,
-    DefaultValuedAttr<F64Attr, "::stringrt::kOptimizerDefaults.clipNorm">:$clip_norm,
+    DefaultValuedAttr<F64Attr, "1e-3">:$lr,
+    DefaultValuedAttr<F64Attr, "0.9">:$beta1,
+    DefaultValuedAttr<F64Attr, "0.999">:$beta2,
+    DefaultValuedAttr<F64Attr, "1e-8">:$eps,
+    DefaultValuedAttr<F64Attr, "0.0">:$weight_decay,
+    DefaultValuedAttr<F64Attr, "0.0">:$momentum,
+    DefaultValuedAttr<F64Attr, "0.0">:$clip_norm,
     DefaultValuedStrAttr<StrAttr, "constant">:$schedule,
-    DefaultValuedAttr<I64Attr, "::stringrt::kOptimizerDefaults.warmupSteps">:$warmup_steps,
-    DefaultValuedAttr<F64Attr, "::stringrt::kOptimizerDefaults.minLr">:$min_lr,
-    DefaultValuedAttr<F64Attr, "::stringrt::kOptimizerDefaults.emaDecay">:$ema_decay
+    DefaultValuedAttr<I64Attr, "0">:$warmup_steps,
+    DefaultValuedAttr<F64Attr, "0.0">:$min_lr,
+    DefaultValuedAttr<F64Attr, "0.0">:$ema_decay
   );
   let assemblyFormat = "attr-dict";
   let hasVerifier = 1;
+}
+
+// The bounds of pe.dataset's attributes that the runtime enforces too:
+// scripts/gen_op_schema.py writes them into stringrt/OdsDefaults.h.
+def PE_DatasetLimits {
+  int maxCropPadding = 64;
 }
 
 def PE_DatasetOp : PE_Op<"dataset", [HasParent<"::mlir::ModuleOp">]> {
@@ -162,6 +168,8 @@ def PE_DatasetOp : PE_Op<"dataset", [HasParent<"::mlir::ModuleOp">]> {
     OptionalAttr<F64Attr>:$flip,
     OptionalAttr<F64Attr>:$erase
   );
+  let extraClassDeclaration = "static constexpr int64_t kMaxCropPadding = " #
+                              !cast<string>(PE_DatasetLimits.maxCropPadding) # ";";
   let assemblyFormat = "attr-dict";
   let hasVerifier = 1;
 }
