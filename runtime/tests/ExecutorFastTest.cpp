@@ -210,6 +210,7 @@ std::map<std::string, AttrValue> attention(const std::string &mask) {
 std::vector<OpCase> cases() {
   const ProgramValue act = f32({B, T, D});
   const ProgramValue rel = f32({T, T, Dh, Dh});
+  const ProgramValue lse = f32({B, H, T}); // the forward's log-sum-exp
   std::vector<OpCase> cs = {
       {"linear", "pe.linear", {act, f32({D, O})}, {f32({B, T, O})}, {}},
       {"linear_bias", "pe.linear", {act, f32({D, O}), f32({O})}, {f32({B, T, O})}, {}},
@@ -276,12 +277,16 @@ std::vector<OpCase> cases() {
   }
   for (std::string mask : {"none", "causal", "skip"}) {
     cs.push_back({"attention_" + mask, "pe.attention", {act, act, act}, {act}, attention(mask)});
+    cs.push_back({"attention_lse_" + mask, "pe.attention", {act, act, act}, {act, lse},
+                  attention(mask)});
     cs.push_back({"attention_rel_" + mask, "pe.attention", {act, act, act, rel}, {act},
                   attention(mask)});
-    cs.push_back({"attention_grad_" + mask, "pe.attention_grad", {act, act, act, act},
+    cs.push_back({"attention_rel_lse_" + mask, "pe.attention", {act, act, act, rel},
+                  {act, lse}, attention(mask)});
+    cs.push_back({"attention_grad_" + mask, "pe.attention_grad", {act, act, act, act, lse, act},
                   {act, act, act}, attention(mask)});
-    cs.push_back({"attention_grad_rel_" + mask, "pe.attention_grad", {act, act, act, act, rel},
-                  {act, act, act, rel}, attention(mask)});
+    cs.push_back({"attention_grad_rel_" + mask, "pe.attention_grad",
+                  {act, act, act, act, lse, act, rel}, {act, act, act, rel}, attention(mask)});
   }
   // The fused ops (ExecutorFusedOps.cpp); rope_attention takes no skip mask.
   const ProgramValue table = f32({T, D / 2, 2});
@@ -295,8 +300,10 @@ std::vector<OpCase> cases() {
   for (std::string mask : {"none", "causal"}) {
     cs.push_back({"rope_attention_" + mask, "pe.rope_attention", {act, act, act, table}, {act},
                   attention(mask)});
+    cs.push_back({"rope_attention_lse_" + mask, "pe.rope_attention", {act, act, act, table},
+                  {act, lse}, attention(mask)});
     cs.push_back({"rope_attention_grad_" + mask, "pe.rope_attention_grad",
-                  {act, act, act, table, act}, {act, act, act}, attention(mask)});
+                  {act, act, act, table, act, lse, act}, {act, act, act}, attention(mask)});
   }
   cs.push_back({"linear_gelu", "pe.linear_gelu", {act, f32({D, O}), f32({O})},
                 {f32({B, T, O}), f32({B, T, O})}, {{"approximate", false}}});

@@ -351,9 +351,11 @@ Manifest attentionManifest() {
 
   struct Forward {
     ValueId tokens, targets, emb, gamma, beta, wq, wk, wv, wo, e, h, q, k, v, pos, freqs, qr, kr,
-        a, r, g, logits, loss;
+        a, lse, r, g, logits, loss;
   };
-  auto forward = [&](ProgramBuilder &b) {
+  // The gradients program's attention also returns its log-sum-exp, which
+  // attention_grad reads (as pe-autodiff builds it).
+  auto forward = [&](ProgramBuilder &b, bool saveLse) {
     Forward f;
     f.tokens = b.input(i32({-1, kT}));
     f.targets = b.input(i32({-1, kT}));
@@ -378,7 +380,14 @@ Manifest attentionManifest() {
                      {"base", 10.0}});
     f.qr = b.op1("pe.rope", {f.q, f.pos, f.freqs}, act, {{"mode", std::string("seq")}});
     f.kr = b.op1("pe.rope", {f.k, f.pos, f.freqs}, act, {{"mode", std::string("seq")}});
-    f.a = b.op1("pe.attention", {f.qr, f.kr, f.v}, act, attn);
+    if (saveLse) {
+      std::vector<ValueId> out =
+          b.op("pe.attention", {f.qr, f.kr, f.v}, {act, f32({-1, kHeads, kT})}, attn);
+      f.a = out[0];
+      f.lse = out[1];
+    } else {
+      f.a = b.op1("pe.attention", {f.qr, f.kr, f.v}, act, attn);
+    }
     f.r = b.op1("pe.add", {f.a, f.e}, act);
     f.g = b.op1("pe.gelu", {f.r}, act, {{"approximate", false}});
     f.logits = b.op1("pe.linear", {f.g, f.wo}, f32({-1, kT, kV}));
@@ -387,19 +396,20 @@ Manifest attentionManifest() {
   };
 
   ProgramBuilder fb;
-  Forward f = forward(fb);
+  Forward f = forward(fb, false);
   fb.output("loss", f.loss);
   fb.output("logits", f.logits);
   m.forward = fb.program;
 
   ProgramBuilder gb;
-  f = forward(gb);
+  f = forward(gb, true);
   ValueId one = gb.constant(1.0);
   ValueId dlogits = gb.op1("pe.cross_entropy_grad", {f.logits, f.targets, one}, f32({-1, kT, kV}));
   ValueId dwo = gb.op1("pe.linear_grad_weight", {f.g, dlogits}, f32({kD, kV}));
   ValueId dg = gb.op1("pe.linear_grad_input", {dlogits, f.wo}, act);
   ValueId dr = gb.op1("pe.gelu_grad", {f.r, dg}, act, {{"approximate", false}});
-  std::vector<ValueId> dqkv = gb.op("pe.attention_grad", {f.qr, f.kr, f.v, dr}, {act, act, act}, attn);
+  std::vector<ValueId> dqkv = gb.op("pe.attention_grad", {f.qr, f.kr, f.v, f.a, f.lse, dr},
+                                       {act, act, act}, attn);
   ValueId negFreqs = gb.op1("pe.scale", {f.freqs}, f32({kD / 2, 1}), {{"factor", -1.0}, {"bias", 0.0}});
   ValueId dq = gb.op1("pe.rope", {dqkv[0], f.pos, negFreqs}, act, {{"mode", std::string("seq")}});
   ValueId dk = gb.op1("pe.rope", {dqkv[1], f.pos, negFreqs}, act, {{"mode", std::string("seq")}});

@@ -35,10 +35,20 @@ TEST(OpSchema, RowsAreInCodeAndNameOrderAndEveryNameIsFound) {
 TEST(OpSchema, SaysWhatTheDialectSays) {
   const OpSchema &attentionGrad = opSchema(OpCode::AttentionGrad);
   EXPECT_STREQ(attentionGrad.name, "pe.attention_grad");
-  EXPECT_EQ(attentionGrad.minOperands, 4);
-  EXPECT_EQ(attentionGrad.maxOperands, 5);
-  EXPECT_EQ(attentionGrad.resultCount(4), 3); // no rel, no drel
-  EXPECT_EQ(attentionGrad.resultCount(5), 4);
+  EXPECT_EQ(attentionGrad.minOperands, 6); // q, k, v, y, lse, dy
+  EXPECT_EQ(attentionGrad.maxOperands, 7); // and rel
+  EXPECT_EQ(attentionGrad.resultCount(6), 3); // no rel, no drel
+  EXPECT_EQ(attentionGrad.resultCount(7), 4);
+  EXPECT_TRUE(attentionGrad.acceptsResults(7, 4));
+  EXPECT_FALSE(attentionGrad.acceptsResults(7, 3));
+  // pe.attention's log-sum-exp: a saved result, with or without it.
+  const OpSchema &attention = opSchema(OpCode::Attention);
+  EXPECT_TRUE(attention.savedResult);
+  EXPECT_TRUE(attention.acceptsResults(3, 1));
+  EXPECT_TRUE(attention.acceptsResults(3, 2));
+  EXPECT_TRUE(attention.acceptsResults(4, 2));
+  EXPECT_FALSE(attention.acceptsResults(3, 3));
+  EXPECT_FALSE(attention.acceptsResults(3, 0));
   const AttrSchema *mask = attentionGrad.findAttr("mask");
   ASSERT_NE(mask, nullptr);
   EXPECT_EQ(mask->kind, AttrKind::Enum);

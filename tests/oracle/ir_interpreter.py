@@ -32,7 +32,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import pe_torch as pt                                       # noqa: E402
 import pe_torch_grad as pg                                  # noqa: E402
 from mlir_generic import TensorType, parse, walk            # noqa: E402
-from op_schema import OP_SCHEMA, RESULTS_FOLLOW_OPERANDS    # noqa: E402
+from op_schema import OP_SCHEMA, RESULTS_FOLLOW_OPERANDS, SAVED_RESULT    # noqa: E402
 from safetensors_io import params_from_safetensors, save_safetensors  # noqa: E402
 
 
@@ -140,15 +140,22 @@ def _rope(args, a):
     return pt.rope(x, pos, freqs)
 
 
-def _attention(args, a):
+def _attention(args, a, types):
+    """y, and the log-sum-exp when the op has its second result."""
     q, k, v = args[:3]
     rel = args[3] if len(args) > 3 else None
     mask = a["mask"]
     if mask == "skip" and "skip_base" not in a:
         raise InterpreterError("pe.attention: mask skip without skip_base")
-    return pt.attention(q, k, v, heads=a["heads"],
-                        scale=a["scale"], mask=mask,
-                        skip_base=a.get("skip_base", 0), rel=rel)
+    out = pt.attention(q, k, v, heads=a["heads"], scale=a["scale"], mask=mask,
+                       skip_base=a.get("skip_base", 0), rel=rel, return_lse=len(types) == 2)
+    return out if len(types) == 2 else (out,)
+
+
+def _rope_attention(args, a, types):
+    out = pt.rope_attention(*args, heads=a["heads"], scale=a["scale"], mask=a["mask"],
+                            return_lse=len(types) == 2)
+    return out if len(types) == 2 else (out,)
 
 
 # Each entry: fn(args, attrs, dtype) -> tensor. Operand, result and attribute
@@ -170,7 +177,6 @@ OPS = {
     "pe.class_token": (lambda x, a, d: pt.class_token(*x)),
     "pe.select_token": (lambda x, a, d: pt.select_token(
         x[0], a["index"])),
-    "pe.attention": (lambda x, a, d: _attention(x, a)),
     "pe.cross_entropy": (lambda x, a, d: pt.cross_entropy(*x, smoothing=a["smoothing"])),
     "pe.seq_positions": (lambda x, a, d: pt.seq_positions(
         a["length"], a["special"], dtype=d)),
@@ -206,9 +212,6 @@ OPS = {
     "pe.rope_apply": (lambda x, a, d: pt.rope_apply(
         x[0], x[1], inverse=a["inverse"])),
     "pe.cayley_weight": (lambda x, a, d: pt.cayley_weight(x[0])),
-    "pe.rope_attention": (lambda x, a, d: pt.rope_attention(
-        *x, heads=a["heads"],
-        scale=a["scale"], mask=a["mask"])),
     "pe.linear_residual": (lambda x, a, d: pt.linear_residual(*x)),
 }
 
@@ -244,15 +247,15 @@ def _broadcast_to(args, a, types):
 
 
 def _attention_grad(args, a, types):
-    q, k, v, dy = args[:4]
-    rel = args[4] if len(args) > 4 else None
+    q, k, v, y, lse, dy = args[:6]
+    rel = args[6] if len(args) > 6 else None
     if len(types) != (4 if rel is not None else 3):
         raise InterpreterError(f"pe.attention_grad: {len(types)} results for "
                                f"{len(args)} operands (drel exactly when rel is given)")
     mask = a["mask"]
     if (mask == "skip") != ("skip_base" in a):
         raise InterpreterError("pe.attention_grad: skip_base goes with mask skip, and only with it")
-    return pg.attention_grad(q, k, v, dy, heads=a["heads"],
+    return pg.attention_grad(q, k, v, y, lse, dy, heads=a["heads"],
                              scale=a["scale"], mask=mask,
                              skip_base=a.get("skip_base", 0), rel=rel)
 
@@ -315,6 +318,10 @@ GRAD_OPS = {
         a["skip_base"]))),
     "pe.pair_gather_grad": (_one(lambda x, a, t: pg.pair_gather_grad(
         x[0], a["index"], _static(t[0], 0, "pe.pair_gather_grad")))),
+    # Forward ops with a second result when asked for it (pe-autodiff): the
+    # attention ops' log-sum-exp.
+    "pe.attention": (_attention),
+    "pe.rope_attention": (_rope_attention),
     # Hoisted and fused ops: pe.linear_gelu is a forward op with two results.
     "pe.linear_gelu": (lambda x, a, t: pt.linear_gelu(
         *x, approximate=a["approximate"])),
@@ -347,7 +354,8 @@ def _checked_attrs(op, args):
     if not min_ops <= len(args) <= max_ops:
         raise InterpreterError(f"line {op.line}: {op.name}: {len(args)} operands")
     follows = op.name in RESULTS_FOLLOW_OPERANDS and len(args) < max_ops
-    if len(op.results) != (min_res if follows else max_res):
+    want = min_res if follows else max_res
+    if len(op.results) != want and not (op.name in SAVED_RESULT and len(op.results) == want - 1):
         raise InterpreterError(f"line {op.line}: {op.name}: {len(op.results)} results")
     attrs = dict(op.attributes)
     for name, (_kind, required, default, _keywords) in attr_schema.items():

@@ -4,15 +4,16 @@ OP_SCHEMA[name] = (min operands, max operands, min results, max results,
                    operand element types ('f' or 'i' each),
                    {attribute: (kind, required, default, keywords)}).
 An op with an optional result has it exactly when its optional operand is
-given (RESULTS_FOLLOW_OPERANDS)."""
+given (RESULTS_FOLLOW_OPERANDS); one with a saved result (SAVED_RESULT)
+has it or not (min results = max results - 1)."""
 
 OP_SCHEMA = {
     'arith.constant': (0, 0, 1, 1, '', {'value': ('Float', True, None, ())}),
     'pe.add': (2, 2, 1, 1, 'ff', {}),
     'pe.apply_rotation': (2, 2, 1, 1, 'ff', {'heads': ('Int', True, None, ())}),
     'pe.apply_rotation_grad': (3, 3, 2, 2, 'fff', {'heads': ('Int', True, None, ())}),
-    'pe.attention': (3, 4, 1, 1, 'ffff', {'heads': ('Int', True, None, ()), 'scale': ('Float', True, None, ()), 'mask': ('Enum', True, None, ('none', 'causal', 'skip')), 'skip_base': ('Int', False, None, ())}),
-    'pe.attention_grad': (4, 5, 3, 4, 'fffff', {'heads': ('Int', True, None, ()), 'scale': ('Float', True, None, ()), 'mask': ('Enum', True, None, ('none', 'causal', 'skip')), 'skip_base': ('Int', False, None, ())}),
+    'pe.attention': (3, 4, 1, 2, 'ffff', {'heads': ('Int', True, None, ()), 'scale': ('Float', True, None, ()), 'mask': ('Enum', True, None, ('none', 'causal', 'skip')), 'skip_base': ('Int', False, None, ())}),
+    'pe.attention_grad': (6, 7, 3, 4, 'fffffff', {'heads': ('Int', True, None, ()), 'scale': ('Float', True, None, ()), 'mask': ('Enum', True, None, ('none', 'causal', 'skip')), 'skip_base': ('Int', False, None, ())}),
     'pe.broadcast_to': (1, 2, 1, 1, 'ff', {}),
     'pe.cayley': (2, 2, 1, 1, 'ff', {}),
     'pe.cayley_grad': (3, 3, 2, 2, 'fff', {}),
@@ -57,8 +58,8 @@ OP_SCHEMA = {
     'pe.rope': (3, 3, 1, 1, 'fff', {'mode': ('Enum', True, None, ('seq', 'axial', 'mixed'))}),
     'pe.rope_apply': (2, 2, 1, 1, 'ff', {'inverse': ('Bool', False, False, ())}),
     'pe.rope_apply_grad_table': (2, 2, 1, 1, 'ff', {'inverse': ('Bool', False, False, ())}),
-    'pe.rope_attention': (4, 4, 1, 1, 'ffff', {'heads': ('Int', True, None, ()), 'scale': ('Float', True, None, ()), 'mask': ('Enum', True, None, ('none', 'causal', 'skip'))}),
-    'pe.rope_attention_grad': (5, 5, 3, 3, 'fffff', {'heads': ('Int', True, None, ()), 'scale': ('Float', True, None, ()), 'mask': ('Enum', True, None, ('none', 'causal', 'skip'))}),
+    'pe.rope_attention': (4, 4, 1, 2, 'ffff', {'heads': ('Int', True, None, ()), 'scale': ('Float', True, None, ()), 'mask': ('Enum', True, None, ('none', 'causal', 'skip'))}),
+    'pe.rope_attention_grad': (7, 7, 3, 3, 'fffffff', {'heads': ('Int', True, None, ()), 'scale': ('Float', True, None, ()), 'mask': ('Enum', True, None, ('none', 'causal', 'skip'))}),
     'pe.rope_freqs': (0, 0, 1, 1, '', {'kind': ('Enum', True, None, ('seq', 'axial')), 'dim': ('Int', True, None, ()), 'heads': ('Int', True, None, ()), 'base': ('Float', True, None, ())}),
     'pe.rope_grad_freqs': (4, 4, 1, 1, 'ffff', {}),
     'pe.rope_table': (2, 2, 1, 1, 'ff', {}),
@@ -83,3 +84,4 @@ OP_SCHEMA = {
 }
 
 RESULTS_FOLLOW_OPERANDS = frozenset(['pe.attention_grad'])
+SAVED_RESULT = frozenset(['pe.attention', 'pe.rope_attention'])

@@ -380,12 +380,13 @@ def cayley_weight(S):
     return ((eye - S) @ torch.linalg.inv(eye + S)).transpose(0, 1)
 
 
-def rope_attention(q, k, v, table, heads, scale=None, mask="none"):
-    """attention(rope_apply(q, table), rope_apply(k, table), v); mask none or causal."""
+def rope_attention(q, k, v, table, heads, scale=None, mask="none", return_lse=False):
+    """attention(rope_apply(q, table), rope_apply(k, table), v); mask none or causal.
+    With return_lse, (y, lse) as attention's."""
     if mask == "skip":
         raise ValueError("rope_attention: mask skip is not supported")
     return attention(rope_apply(q, table), rope_apply(k, table), v, heads, scale=scale,
-                     mask=mask)
+                     mask=mask, return_lse=return_lse)
 
 
 def linear_gelu(x, w, b=None, approximate=False):
@@ -417,11 +418,14 @@ def attention_mask(T, heads, mask="none", skip_base=0, device=None):
     raise ValueError(f"unknown mask {mask!r}")
 
 
-def attention(q, k, v, heads, scale=None, mask="none", skip_base=0, rel=None):
+def attention(q, k, v, heads, scale=None, mask="none", skip_base=0, rel=None,
+              return_lse=False):
     """Multi-head attention: per head, s_ij = scale * q_i^T k_j (or
     q_i^T rel[i, j] k_j), y_i = sum_j softmax_j(s_ij | visible) v_j.
     scale defaults to 1/sqrt(Dh). A query with no visible key outputs exact
-    zeros, with zero (never NaN) gradients."""
+    zeros, with zero (never NaN) gradients. With return_lse, (y, lse): lse
+    [B, heads, T] the log-sum-exp of each row's visible scores (-inf for a
+    row without one), pe.attention's second result."""
     B, T, D = q.shape
     if D % heads:
         raise ValueError(f"heads {heads} does not divide {D}")
@@ -440,8 +444,9 @@ def attention(q, k, v, heads, scale=None, mask="none", skip_base=0, rel=None):
         s = torch.einsum("bhid,bhijd->bhij", qh, rk)
     s = scale * s
     vis = attention_mask(T, heads, mask, skip_base, device=q.device)
+    lse = torch.logsumexp(s.masked_fill(~vis, -math.inf), dim=-1)   # [B, H, T]
     s = s.masked_fill(~vis, torch.finfo(s.dtype).min)
     p = torch.softmax(s, dim=-1) * vis.to(s.dtype)
-    y = p @ vh                                                # [B, H, T, Dh]
-    return y.transpose(1, 2).reshape(B, T, D)
+    y = (p @ vh).transpose(1, 2).reshape(B, T, D)            # [B, T, D]
+    return (y, lse) if return_lse else y
 

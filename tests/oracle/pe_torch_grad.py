@@ -304,12 +304,14 @@ def spd_gate_grad(x, gamma, dy):
 
 # ------------------------------------------------------------- attention --
 
-def attention_grad(q, k, v, dy, heads, scale=None, mask="none", skip_base=0, rel=None):
-    """Backward of pe_torch.attention, recomputing the softmax per head:
-    s_ij = scale q_i^T R_ij k_j (R_ij = I without rel), P = softmax over the
-    visible keys (a row with no visible key is all zero), y_i = sum_j P_ij v_j.
+def attention_grad(q, k, v, y, lse, dy, heads, scale=None, mask="none", skip_base=0, rel=None):
+    """Backward of pe_torch.attention from its saved result y and log-sum-exp
+    lse [B, heads, T] (FlashAttention-2's backward, as pe.attention_grad):
+    s_ij = scale q_i^T R_ij k_j (R_ij = I without rel), P_ij = exp(s_ij -
+    lse_i) over the visible keys (0 elsewhere; a row without one is all zero),
+    D_i = dy_i . y_i (= sum_l P_il dP_il for the forward's y),
       dv_j = sum_i P_ij dy_i,   dP_ij = dy_i . v_j,
-      ds_ij = P_ij (dP_ij - sum_l P_il dP_il),
+      ds_ij = P_ij (dP_ij - D_i),
       dq_i = scale sum_j ds_ij R_ij k_j,   dk_j = scale sum_i ds_ij R_ij^T q_i,
       drel[i, j] = scale sum_{b,h} ds_ij q_i k_j^T.
     Returns (dq, dk, dv), plus drel when rel is given."""
@@ -326,7 +328,7 @@ def attention_grad(q, k, v, dy, heads, scale=None, mask="none", skip_base=0, rel
     def merge(t):
         return t.transpose(1, 2).reshape(B, T, D)
 
-    qh, kh, vh, gh = split(q), split(k), split(v), split(dy)
+    qh, kh, vh, yh, gh = split(q), split(k), split(v), split(y), split(dy)
     if rel is None:
         s = qh @ kh.transpose(-1, -2)
     else:
@@ -334,11 +336,11 @@ def attention_grad(q, k, v, dy, heads, scale=None, mask="none", skip_base=0, rel
         s = torch.einsum("bhid,bhijd->bhij", qh, rk)
     s = scale * s
     vis = pt.attention_mask(T, heads, mask, skip_base, device=q.device)
-    s = s.masked_fill(~vis, torch.finfo(s.dtype).min)
-    p = torch.softmax(s, dim=-1) * vis.to(s.dtype)            # empty rows: 0
+    # Hidden keys (and rows without a key, lse = -inf) are exactly 0.
+    p = torch.where(vis, torch.exp(s - lse.unsqueeze(-1)), torch.zeros((), dtype=s.dtype))
     dv = p.transpose(-1, -2) @ gh
     dp = gh @ vh.transpose(-1, -2)
-    ds = p * (dp - (p * dp).sum(dim=-1, keepdim=True))
+    ds = p * (dp - (gh * yh).sum(dim=-1, keepdim=True))
     if rel is None:
         dq = scale * (ds @ kh)
         dk = scale * (ds.transpose(-1, -2) @ qh)
@@ -379,8 +381,9 @@ def cayley_weight_grad(S, dw):
     return -(m @ dw @ (eye + u)).transpose(0, 1)
 
 
-def rope_attention_grad(q, k, v, table, dy, heads, scale=None, mask="none"):
-    """attention_grad on the rotated q, k; dq, dk turned back by R^T."""
+def rope_attention_grad(q, k, v, table, y, lse, dy, heads, scale=None, mask="none"):
+    """attention_grad on the rotated q, k (with the forward's y and lse); dq,
+    dk turned back by R^T."""
     qr, kr = pt.rope_apply(q, table), pt.rope_apply(k, table)
-    dqr, dkr, dv = attention_grad(qr, kr, v, dy, heads, scale=scale, mask=mask)
+    dqr, dkr, dv = attention_grad(qr, kr, v, y, lse, dy, heads, scale=scale, mask=mask)
     return pt.rope_apply(dqr, table, inverse=True), pt.rope_apply(dkr, table, inverse=True), dv

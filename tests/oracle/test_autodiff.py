@@ -80,9 +80,13 @@ def backward_ops_direct(i):
     ln = pg.layer_norm_grad(x, i["g"], dy, eps=1e-3)
     pe = pg.patch_embed_grad(i["image"], i["dyp"], 2)
     ct = pg.class_token_grad(dy)
-    att = pg.attention_grad(x, dy, lin_dx, dy, 2, 0.5, "causal")
-    rel = pg.attention_grad(x, lin_dx, dy, dy, 2, 0.75, "none", rel=i["rel"])
-    skip = pg.attention_grad(dy, x, x, dy, 2, 1.0, "skip", 1)
+    # attention_grad reads the forward's y and lse (pe.attention's two results).
+    y, lse = pt.attention(x, dy, lin_dx, 2, 0.5, "causal", return_lse=True)
+    att = pg.attention_grad(x, dy, lin_dx, y, lse, dy, 2, 0.5, "causal")
+    y, lse = pt.attention(x, lin_dx, dy, 2, 0.75, "none", rel=i["rel"], return_lse=True)
+    rel = pg.attention_grad(x, lin_dx, dy, y, lse, dy, 2, 0.75, "none", rel=i["rel"])
+    y, lse = pt.attention(dy, x, x, 2, 1.0, "skip", 1, return_lse=True)
+    skip = pg.attention_grad(dy, x, x, y, lse, dy, 2, 1.0, "skip", 1)
     hh = pg.householder_grad_freqs(x, i["pos"], i["f1"], i["f2"], dy)
     cay = pg.cayley_grad(x, i["ds"], dy)
     rot = pg.apply_rotation_grad(x, i["rot"], dy, 2)
@@ -179,8 +183,9 @@ class TestBackwardOpsInterpreted(Case):
 
     def test_errors(self):
         inputs = backward_ops_inputs(self.module)
-        three = self.edit_backward_ops('"pe.attention_grad"(%arg0, %9, %arg1, %arg1, %arg10)',
-                                       '"pe.attention_grad"(%arg0, %9, %arg1, %arg1)')
+        three = self.edit_backward_ops(
+            '"pe.attention_grad"(%arg0, %9, %arg1, %40#0, %40#1, %arg1, %arg10)',
+            '"pe.attention_grad"(%arg0, %9, %arg1, %40#0, %40#1, %arg1)')
         with self.assertRaisesRegex(ii.InterpreterError, "pe.attention_grad: 4 results"):
             ii.evaluate(three, {}, inputs, D64, "backward_ops")
         unlike = self.edit_backward_ops(

@@ -67,7 +67,9 @@ class FusedOps(unittest.TestCase):
             want = pt.attention(pt.rope_apply(q, table), pt.rope_apply(k, table), v, 2, 0.6, mask)
             self.close(fused(q, k, v), want)
             dy = randn(2, 5, 8, seed=18)
-            got = pg.rope_attention_grad(q, k, v, table, dy, 2, 0.6, mask)
+            y, lse = pt.rope_attention(q, k, v, table, 2, 0.6, mask, return_lse=True)
+            self.close(y, want)
+            got = pg.rope_attention_grad(q, k, v, table, y, lse, dy, 2, 0.6, mask)
             for g, w in zip(got, vjp(fused, [q, k, v], dy)):
                 self.close(g, w)
         with self.assertRaises(ValueError):

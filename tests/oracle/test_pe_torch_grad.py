@@ -350,7 +350,9 @@ class TestAttention(Case):
             return pt.attention(q, k, v, heads, scale, mask, skip_base, rel=r)
 
         want = vjp(fwd, args, dy)
-        got = pg.attention_grad(q, k, v, dy, heads, scale, mask, skip_base,
+        y, lse = pt.attention(q, k, v, heads, scale, mask, skip_base,
+                              rel=args[3] if rel else None, return_lse=True)
+        got = pg.attention_grad(q, k, v, y, lse, dy, heads, scale, mask, skip_base,
                                 rel=args[3] if rel else None)
         self.assertEqual(len(got), 4 if rel else 3)
         for n, a, w in zip(("dq", "dk", "dv", "drel"), got, want):
@@ -386,8 +388,21 @@ class TestAttention(Case):
     def test_default_scale(self):
         q, k, v, dy = (randn(1, 4, 8, seed=s) for s in (71, 72, 73, 74))
         want = vjp(lambda *t: pt.attention(*t, 2), [q, k, v], dy)
-        for a, w in zip(pg.attention_grad(q, k, v, dy, 2), want):
+        y, lse = pt.attention(q, k, v, 2, return_lse=True)
+        for a, w in zip(pg.attention_grad(q, k, v, y, lse, dy, 2), want):
             self.close(a, w)
+
+    def test_lse(self):
+        # The log-sum-exp of each row's visible scores: -inf for a skip row
+        # without a key, the one score for a row with one.
+        q, k, v = randn(2, 5, 6, seed=75), randn(2, 5, 6, seed=76), randn(2, 5, 6, seed=77)
+        _, lse = pt.attention(q, k, v, 2, 0.4, "causal", return_lse=True)
+        s = 0.4 * q.reshape(2, 5, 2, 3).transpose(1, 2) @ k.reshape(2, 5, 2, 3).permute(0, 2, 3, 1)
+        want = torch.stack([torch.logsumexp(s[..., i, :i + 1], dim=-1) for i in range(5)], -1)
+        self.close(lse, want)
+        _, lse = pt.attention(q, k, v, 2, 0.4, "skip", 1, return_lse=True)
+        self.assertTrue(torch.isneginf(lse[:, 0, 0]).all() and torch.isneginf(lse[:, 1, :2]).all())
+        self.close(lse[:, 0, 1:], torch.stack([s[:, 0, i, i - 1] for i in range(1, 5)], -1))
 
 
 if __name__ == "__main__":

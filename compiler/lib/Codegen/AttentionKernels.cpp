@@ -14,8 +14,10 @@
 //   for each group of queries: s_ij = qs_i . kT[:, j] (j < n: all keys, or
 //     j <= the group's last query when causal); per query e_ij = exp(s_ij -
 //     max_j s_ij) over the keys it sees (0 for the others);
-//     y_i = (sum_j e_ij v_j) / sum_j e_ij
-// Backward, per tile, following the reference's attention_grad:
+//     y_i = (sum_j e_ij v_j) / sum_j e_ij, and (when the op returns it,
+//     in @gradients) lse_i = max_j s_ij + log(sum_j e_ij)
+// Backward, per tile, following the reference's attention_grad (the saved
+// y and lse operands are not read: P is one pass of products here):
 //   P [T, T] = softmax rows as above (hidden keys exactly 0)
 //   dv_j = sum_i P_ij dy_i
 //   row i: dP_ij = dy_i . vT[:, j]; P_ij <- scale P_ij (dP_ij - sum_l P_il dP_il)
@@ -72,6 +74,7 @@ constexpr int64_t kMaxScratchBytes = 256 * 1024;
 /// What a kernel computes, from the op.
 struct AttentionOp {
   bool grad = false, rope = false;
+  bool lse = false; // a forward op that returns its log-sum-exp
   pe::MaskKind mask = pe::MaskKind::None;
   int64_t heads = 1, skipBase = 0;
   double scale = 1.0;
@@ -86,6 +89,7 @@ std::optional<AttentionOp> describe(Operation *op) {
     a.scale = fwd.getScale().convertToDouble();
     a.mask = fwd.getMask();
     a.skipBase = fwd.getSkipBase().value_or(0);
+    a.lse = bool(fwd.getLse());
   } else if (auto bwd = dyn_cast<pe::AttentionGradOp>(op)) {
     if (bwd.getRel())
       return std::nullopt;
@@ -96,6 +100,7 @@ std::optional<AttentionOp> describe(Operation *op) {
     a.skipBase = bwd.getSkipBase().value_or(0);
   } else if (auto rope = dyn_cast<pe::RopeAttentionOp>(op)) {
     a.rope = true;
+    a.lse = bool(rope.getLse());
     a.heads = rope.getHeads();
     a.scale = rope.getScale().convertToDouble();
     a.mask = rope.getMask();
@@ -111,6 +116,8 @@ std::optional<AttentionOp> describe(Operation *op) {
     return std::nullopt; // the verifier forbids it; the library reports it
   if (a.mask == pe::MaskKind::Skip && a.skipBase < 0)
     return std::nullopt;
+  if (a.mask == pe::MaskKind::Skip && a.lse)
+    return std::nullopt; // the runtime's kernels compute a skip row's one score
   return a;
 }
 
@@ -300,9 +307,9 @@ private:
   /// One query's softmax numerators in place: p[at(j0)] holds its scores
   /// for the key blocks covering [0, cover); keys at or past n (hidden from
   /// it) are -inf before the max and exactly 0 after exp. Returns
-  /// 1 / sum_j e_j.
+  /// 1 / sum_j e_j, and sets *lse to max + log(sum_j e_j) when lse is given.
   Value exponentials(Value p, Value n, Value cover,
-                     const std::function<SmallVector<Value>(Value)> &at);
+                     const std::function<SmallVector<Value>(Value)> &at, Value *lse = nullptr);
   /// Zeroes the key blocks of row i of p ([T, Tp]) past those covering
   /// [0, cover): the later columns' gradient loops read them.
   void zeroBlocksPast(Value p, Value i, Value cover) {
@@ -412,7 +419,8 @@ SmallVector<Value> AttentionBuilder::weightedSums(int64_t members, Value lb, Val
 }
 
 Value AttentionBuilder::exponentials(Value p, Value n, Value cover,
-                                     const std::function<SmallVector<Value>(Value)> &at) {
+                                     const std::function<SmallVector<Value>(Value)> &at,
+                                     Value *lse) {
   // The max of the visible scores (the rest masked to -inf).
   Value maxes = reduceKeyBlocks(cover, vfill(blockType, -INFINITY), [&](Value j0, int64_t w, Value acc) {
     Value s = b.create<arith::SelectOp>(loc, blockMask(j0, n, w), vload(block(w), p, at(j0)),
@@ -426,15 +434,19 @@ Value AttentionBuilder::exponentials(Value p, Value n, Value cover,
     vstore(e, p, at(j0));
     return vadd(acc, e);
   });
-  return kb.div(kb.f32(1), horizontal(sums, [&](Value x, Value y) { return vadd(x, y); }));
+  Value sum = horizontal(sums, [&](Value x, Value y) { return vadd(x, y); });
+  if (lse)
+    *lse = b.create<arith::AddFOp>(loc, mx, b.create<math::LogOp>(loc, sum));
+  return kb.div(kb.f32(1), sum);
 }
 
 void AttentionBuilder::buildForward() {
-  // Operands q, k, v (, table), result y.
+  // Operands q, k, v (, table), results y (, lse [d0, heads, T]).
   Value q = kb.arg(0), k = kb.arg(1), v = kb.arg(2);
   if (a.rope)
     table = kb.arg(3);
   Value y = kb.arg(a.rope ? 4 : 3);
+  Value lse = a.lse ? kb.arg(a.rope ? 5 : 4) : Value();
   Value kr = scratch({T, Dh}), kT = scratch({Dh, Tp}), qs = scratch({T, Dh});
   Value p = scratch({kGroup, Tp}); // a group's scores, then exponentials
   Value zero = kb.index(0);
@@ -471,10 +483,15 @@ void AttentionBuilder::buildForward() {
             members, [&](int64_t r, Value d) { return kb.load(qs, {addc(i0, r), d}); }, kT, cover, p,
             [&](int64_t r) { return kb.index(r); });
         SmallVector<Value> inv;
-        for (int64_t r = 0; r < members; ++r)
-          inv.push_back(exponentials(p, visible(addc(i0, r)), cover, [&](Value j0) {
-            return SmallVector<Value>{kb.index(r), j0};
-          }));
+        for (int64_t r = 0; r < members; ++r) {
+          Value rowLse;
+          inv.push_back(exponentials(
+              p, visible(addc(i0, r)), cover,
+              [&](Value j0) { return SmallVector<Value>{kb.index(r), j0}; },
+              lse ? &rowLse : nullptr));
+          if (lse)
+            kb.store(rowLse, lse, {bi, h, addc(i0, r)});
+        }
         SmallVector<Value> sums = weightedSums(
             members, zero, cover, [&](int64_t r, Value j) { return kb.load(p, {kb.index(r), j}); },
             [&](Value j) { return vload(rowType, v, {bi, j, col0}); });
@@ -487,12 +504,12 @@ void AttentionBuilder::buildForward() {
 }
 
 void AttentionBuilder::buildBackward() {
-  // Operands q, k, v, dy (attention_grad) or q, k, v, table, dy
-  // (rope_attention_grad); results dq, dk, dv.
+  // Operands q, k, v, y, lse, dy (attention_grad) or q, k, v, table, y,
+  // lse, dy (rope_attention_grad); results dq, dk, dv. y and lse unread.
   Value q = kb.arg(0), k = kb.arg(1), v = kb.arg(2);
   if (a.rope)
     table = kb.arg(3);
-  unsigned next = a.rope ? 4 : 3;
+  unsigned next = (a.rope ? 4 : 3) + 2;
   Value dy = kb.arg(next), dq = kb.arg(next + 1), dk = kb.arg(next + 2), dv = kb.arg(next + 3);
   Value kr = scratch({T, Dh}), kT = scratch({Dh, Tp}), vT = scratch({Dh, Tp});
   Value p = scratch({T, Tp}), dp = scratch({kGroup, Tp}), qs = scratch({T, Dh});
@@ -638,7 +655,8 @@ void AttentionBuilder::buildSkipForward() {
 }
 
 void AttentionBuilder::buildSkipBackward() {
-  Value dy = kb.arg(3), dq = kb.arg(4), dk = kb.arg(5), dv = kb.arg(6);
+  // Operands q, k, v, y, lse, dy; results dq, dk, dv.
+  Value dy = kb.arg(5), dq = kb.arg(6), dk = kb.arg(7), dv = kb.arg(8);
   Value zero = kb.index(0);
   kb.loop(kb.begin(), kb.end(), [&](Value bi) {
     kb.loop(zero, kb.index(T), [&](Value t) {
@@ -702,16 +720,21 @@ std::vector<KernelSpec> attentionSpecs(Operation *op) {
   const Shape tableView = {T, D}; // pair p of token t at columns 2p, 2p + 1
   if (a->rope && Dh % 2 != 0)
     return {};
-  // Every operand and result is x's shape, but the table.
+  // Every operand and result is x's shape, but the table and the
+  // log-sum-exp [d0, heads, T] (the forward's second result; the
+  // gradient's operand after y).
   SmallVector<Type> types(op->getOperandTypes());
   llvm::append_range(types, op->getResultTypes());
+  const size_t tableAt = a->rope ? 3 : types.size();
+  const size_t lseAt = a->grad ? (a->rope ? 5 : 4) : (a->lse ? op->getNumOperands() + 1 : types.size());
+  const Shape lse = {(*x)[0], a->heads, T};
   KernelSpec spec;
   for (auto [n, t] : llvm::enumerate(types)) {
     std::optional<Shape> s = kernelShape(t);
-    bool isTable = a->rope && n == 3;
-    if (!s || *s != (isTable ? table : *x))
+    const Shape &want = n == tableAt ? table : n == lseAt ? lse : *x;
+    if (!s || *s != want)
       return {};
-    spec.views.push_back(isTable ? tableView : *s);
+    spec.views.push_back(n == tableAt ? tableView : *s);
   }
   if (scratchFloats(*a, T, Dh) * int64_t(sizeof(float)) > kMaxScratchBytes)
     return {};

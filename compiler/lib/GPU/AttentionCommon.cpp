@@ -1,6 +1,7 @@
 //===- AttentionCommon.cpp - what the f32 and MMA attention kernels share -===//
 #include "AttentionCommon.h"
 
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/ErrorHandling.h"
 
@@ -14,9 +15,6 @@ std::string kernelName(llvm::StringRef family, Kind kind, int64_t dh) {
   std::string name = family.str();
   switch (kind) {
   case Kind::Forward:
-    break;
-  case Kind::Stats:
-    name += "_grad_stats";
     break;
   case Kind::DkDv:
     name += "_grad_dkdv";
@@ -33,10 +31,7 @@ ParamList kernelParams(Kind kind, Enc enc) {
   ParamList params;
   switch (kind) {
   case Kind::Forward:
-    params = {{"y", P}};
-    break;
-  case Kind::Stats:
-    params = {{"stats", P}};
+    params = {{"y", P}, {"lse", P}};
     break;
   case Kind::DkDv:
     params = {{"dk", P}, {"dv", P}};
@@ -53,9 +48,7 @@ ParamList kernelParams(Kind kind, Enc enc) {
   if (enc == Enc::Rel)
     params.push_back({"rel", P});
   if (kind != Kind::Forward)
-    params.push_back({"dy", P});
-  if (kind == Kind::DkDv || kind == Kind::Dq)
-    params.push_back({"stats", P});
+    params.insert(params.end(), {{"dy", P}, {"lse", P}, {"delta", P}});
   params.insert(params.end(),
                 {{"tokens", I}, {"width", I}, {"heads", I}, {"lookahead", I}, {"scale", F}});
   return params;
@@ -121,8 +114,7 @@ KernelDef kindKernel(std::string name, Kind kind, Enc enc, int64_t dh, int64_t t
             NamedArgs args{k, params};
             switch (kind) {
             case Kind::Forward:
-            case Kind::Stats:
-              bodies.forward(k, args, dh, kind);
+              bodies.forward(k, args, dh);
               break;
             case Kind::DkDv:
               bodies.dkdv(k, args, dh);
@@ -131,6 +123,36 @@ KernelDef kindKernel(std::string name, Kind kind, Enc enc, int64_t dh, int64_t t
               bodies.dq(k, args, dh);
               break;
             }
+          }};
+}
+
+KernelDef deltaKernel(std::string name, llvm::StringRef servedOp,
+                      Value (*roundDy)(KernelBuilder &k, Value x)) {
+  const ParamKind P = ParamKind::Ptr, I = ParamKind::I64;
+  ParamList params = {{"delta", P},  {"y", P},     {"dy", P},    {"rows", I},
+                      {"tokens", I}, {"width", I}, {"heads", I}};
+  return {makeSpec(std::move(name), servedOp, params), [params, roundDy](KernelBuilder &k) {
+            NamedArgs args{k, params};
+            Value tokens = args("tokens"), width = args("width"), heads = args("heads");
+            Value dh = divU(k, width, heads);
+            k.forGridStride(args("rows"), [&](Value r) {
+              // r = bh * T + i, bh = b * H + h: elements (b, i, h * Dh + d).
+              Value bh = divU(k, r, tokens), i = remU(k, r, tokens);
+              Value b = divU(k, bh, heads), h = remU(k, bh, heads);
+              Value base = k.add(k.mul(k.add(k.mul(b, tokens), i), width), k.mul(h, dh));
+              ValueRange sum = k.forLoop(k.i64(0), dh, k.i64(1), {k.f32(0.0)},
+                                         [&](Value d, ValueRange acc) {
+                                           Value at = k.add(base, d);
+                                           Value g = k.load(args("dy"), at);
+                                           if (roundDy)
+                                             g = roundDy(k, g);
+                                           Value y = k.load(args("y"), at);
+                                           return SmallVector<Value>{
+                                               k.builder().create<LLVM::FMAOp>(
+                                                   k.location(), g.getType(), g, y, acc[0])};
+                                         });
+              k.store(sum[0], args("delta"), r);
+            });
           }};
 }
 
@@ -182,11 +204,24 @@ BatchAffine relLayoutBytes(const AttentionShape &s) {
   return BatchAffine::fixed(s.tokens * s.tokens * s.dh * s.dh * 4);
 }
 
+LaunchArg forwardLse(Operation &op, const AttentionShape &s, OpSteps &steps) {
+  if (op.getNumResults() == 2)
+    return A::result(1);
+  steps.scratchBytes.push_back(s.batch * (s.heads * s.tokens * 4));
+  return A::scratch(steps.scratchBytes.size() - 1);
+}
+
 OpSteps gradSteps(Enc enc, const AttentionShape &s, const std::vector<LaunchArg> &sizes,
-                  KindLaunch launch) {
+                  llvm::StringRef deltaKernel, KindLaunch launch) {
   OpSteps steps;
-  // lse and delta per (batch, head, query): 2 * B * H * T floats.
-  steps.scratchBytes.push_back(s.batch * (2 * s.heads * s.tokens * 4));
+  // Operands q, k, v, [table,] y, lse, dy[, rel].
+  const unsigned yAt = enc == Enc::Rope ? 4 : 3, lseAt = yAt + 1, dyAt = yAt + 2;
+  // delta per (batch, head, query): B * H * T floats.
+  const BatchAffine rows = s.batch * (s.heads * s.tokens);
+  steps.scratchBytes.push_back(rows * 4);
+  steps.launches.push_back(Launch::kernelCall(
+      deltaKernel.str(), {A::scratch(0), A::operand(yAt), A::operand(dyAt), A::i64(rows),
+                          A::i64(s.tokens), A::i64(s.width), A::i64(s.heads)}));
   std::vector<LaunchArg> inputs = {A::operand(0), A::operand(1), A::operand(2)};
   if (enc == Enc::Rope)
     inputs.push_back(A::operand(3));
@@ -195,23 +230,22 @@ OpSteps gradSteps(Enc enc, const AttentionShape &s, const std::vector<LaunchArg>
     steps.scratchBytes.push_back(s.batch * (s.heads * s.tokens * s.tokens * 4));
     steps.scratchBytes.push_back(relLayoutBytes(s));
     steps.scratchBytes.push_back(relLayoutBytes(s));
-    steps.launches.push_back(relLayoutLaunch(s, A::operand(4), A::scratch(2), false));
-    steps.launches.push_back(relLayoutLaunch(s, A::operand(4), A::scratch(3), true));
+    const unsigned relAt = dyAt + 1;
+    steps.launches.push_back(relLayoutLaunch(s, A::operand(relAt), A::scratch(2), false));
+    steps.launches.push_back(relLayoutLaunch(s, A::operand(relAt), A::scratch(3), true));
     inputs.push_back(A::scratch(2));
   }
-  inputs.push_back(A::operand(enc == Enc::Rope ? 4 : 3)); // dy
-  steps.launches.push_back(launch(Kind::Stats, concat(concat({A::scratch(0)}, inputs), sizes)));
+  // dy, the forward's lse, delta.
+  inputs.insert(inputs.end(), {A::operand(dyAt), A::operand(lseAt), A::scratch(0)});
   std::vector<LaunchArg> keyInputs = inputs; // dK/dV: a thread per key
   if (enc == Enc::Rel)
     keyInputs[3] = A::scratch(3);
-  steps.launches.push_back(launch(
-      Kind::DkDv,
-      concat(concat(concat({A::result(1), A::result(2)}, keyInputs), {A::scratch(0)}), sizes)));
+  steps.launches.push_back(
+      launch(Kind::DkDv, concat(concat({A::result(1), A::result(2)}, keyInputs), sizes)));
   std::vector<LaunchArg> dqFront = {A::result(0)};
   if (enc == Enc::Rel)
     dqFront.push_back(A::scratch(1));
-  steps.launches.push_back(
-      launch(Kind::Dq, concat(concat(concat(dqFront, inputs), {A::scratch(0)}), sizes)));
+  steps.launches.push_back(launch(Kind::Dq, concat(concat(dqFront, inputs), sizes)));
   return steps;
 }
 

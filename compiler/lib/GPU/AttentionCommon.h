@@ -2,14 +2,17 @@
 //
 // Private to compiler/lib/GPU. AttentionKernels.cpp (f32 FMA) and
 // AttentionMmaKernels.cpp (bf16 tensor cores) implement the same FlashAttention-2
-// scheme with the same kernel interface: four kernels per op (forward, and
-// for the gradient statistics, dK/dV, dQ), the same parameters in the same
-// order, a grid of (B * H, row tiles), and the same statistics scratch. This
-// file holds that interface once:
+// scheme with the same kernel interface: three kernels per op (the forward,
+// which also writes each query row's log-sum-exp, and for the gradient dK/dV
+// and dQ, which read it), the same parameters in the same order, a grid of
+// (B * H, row tiles), and a gradient that starts with the row sums
+// delta_i = dy_i . y_i of a small kernel (deltaKernel). This file holds that
+// interface once:
 // - kernel side: the kernel kinds, names, parameter lists and the op a kernel
 //   serves, and the named-argument lookup of a kernel body;
 // - lowering side: the attention shape of q, the RoPE table check, the
-//   trailing size arguments, the grid, and the three backward launches.
+//   trailing size arguments, the grid, where the forward's lse goes, and the
+//   three backward launches.
 //
 //===----------------------------------------------------------------------===//
 #ifndef STRINGC_GPU_ATTENTIONCOMMON_H
@@ -32,9 +35,9 @@ namespace stringc::cudagen::attention {
 // Kernel side
 //===----------------------------------------------------------------------===//
 
-/// The four kernels of an attention op: the forward, then the gradient's
-/// statistics (lse, delta), dK/dV and dQ.
-enum class Kind { Forward, Stats, DkDv, Dq };
+/// The kernels of an attention op: the forward (y and lse), then the
+/// gradient's dK/dV and dQ (after the delta kernel).
+enum class Kind { Forward, DkDv, Dq };
 /// How positions enter the scores: not at all, RoPE on q and k (a table), or
 /// a relative rotation per (query, key) (`rel`; f32 kernels only).
 enum class Enc { Plain, Rope, Rel };
@@ -49,9 +52,10 @@ using ParamList = std::vector<std::pair<std::string, ParamKind>>;
 /// `family` (e.g. "pe_rope_attention") + the kind's suffix + "_d<dh>".
 std::string kernelName(llvm::StringRef family, Kind kind, int64_t dh);
 
-/// The parameters of a kernel, in order: its outputs (y; stats; dk, dv; dq
-/// [, ds for Rel]), q, k, v, [table | rel], [dy], [stats], then tokens,
-/// width, heads, lookahead (i64) and scale (f32).
+/// The parameters of a kernel, in order: its outputs (y, lse; dk, dv; dq
+/// [, ds for Rel]), q, k, v, [table | rel], [dy, lse, delta], then tokens,
+/// width, heads, lookahead (i64) and scale (f32). lse and delta are f32
+/// [B, H, T] (index bh * T + i).
 ParamList kernelParams(Kind kind, Enc enc);
 
 /// The pe op a kernel serves: pe.[rope_]attention[_grad].
@@ -91,9 +95,9 @@ struct HeadBlock {
 /// threadIdx.x).
 HeadBlock makeHeadBlock(KernelBuilder &k, const NamedArgs &args, int64_t dh);
 
-/// The forward (and statistics), dK/dV and dQ bodies of a kernel family.
+/// The forward, dK/dV and dQ bodies of a kernel family.
 struct KindBodies {
-  void (*forward)(KernelBuilder &k, const NamedArgs &args, int64_t dh, Kind kind);
+  void (*forward)(KernelBuilder &k, const NamedArgs &args, int64_t dh);
   void (*dkdv)(KernelBuilder &k, const NamedArgs &args, int64_t dh);
   void (*dq)(KernelBuilder &k, const NamedArgs &args, int64_t dh);
 };
@@ -104,6 +108,15 @@ struct KindBodies {
 /// `sharedBytes` exceeds the static shared-memory limit.
 KernelDef kindKernel(std::string name, Kind kind, Enc enc, int64_t dh, int64_t threads,
                      int64_t sharedBytes, const KindBodies &bodies);
+
+/// The gradient's first kernel: delta[bh * T + i] = dy_i . y_i (= sum_j
+/// P_ij dP_ij) for every (batch, head, query), one thread per row, f32 sums
+/// over the head dim in order. `roundDy`, when given, rounds each dy element
+/// first (the MMA kernels' dP = dO V^T reads dO in bf16, and dS = P (dP -
+/// delta) cancels: delta must see the same dO). Parameters: delta, y, dy,
+/// rows (= B * H * T), tokens, width, heads; grid `elements`.
+KernelDef deltaKernel(std::string name, llvm::StringRef servedOp,
+                      mlir::Value (*roundDy)(KernelBuilder &k, mlir::Value x));
 
 //===----------------------------------------------------------------------===//
 // Lowering side
@@ -142,14 +155,19 @@ Launch relLayoutLaunch(const AttentionShape &s, LaunchArg from, LaunchArg to, bo
 /// The bytes of one such copy (T * T * Dh * Dh floats).
 BatchAffine relLayoutBytes(const AttentionShape &s);
 
-/// The backward launches: statistics into scratch 0 (lse and delta, 2 * B *
-/// H * T floats), then dK/dV and dQ; for Rel, dQ also writes dS into scratch
-/// 1 (B * H * T * T floats), and rel's two layouts (relLayoutLaunch) go to
-/// scratch 2 (query fastest) and 3 (key fastest) first. Operands q, k, v,
-/// then table, dy (Rope), dy, rel (Rel) or dy; results dq, dk, dv. The sizes
-/// are the sizeArgs.
+/// Where the forward writes its log-sum-exp: the op's second result when
+/// it has one (@gradients), else a scratch buffer of B * H * T floats
+/// added to `steps` (@forward: nothing reads it).
+LaunchArg forwardLse(mlir::Operation &op, const AttentionShape &s, OpSteps &steps);
+
+/// The backward launches: `deltaKernel` (the family's deltaKernel) into
+/// scratch 0 (B * H * T floats), then dK/dV and dQ reading the forward's lse
+/// operand and delta; for Rel, dQ also writes dS into scratch 1 (B * H * T *
+/// T floats), and rel's two layouts (relLayoutLaunch) go to scratch 2 (query
+/// fastest) and 3 (key fastest) first. Operands q, k, v, [table,] y, lse,
+/// dy[, rel]; results dq, dk, dv. The sizes are the sizeArgs.
 OpSteps gradSteps(Enc enc, const AttentionShape &s, const std::vector<LaunchArg> &sizes,
-                  KindLaunch launch);
+                  llvm::StringRef deltaKernel, KindLaunch launch);
 
 } // namespace stringc::cudagen::attention
 

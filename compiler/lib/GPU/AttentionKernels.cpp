@@ -21,9 +21,12 @@
 //   their last query and the dK/dV blocks start at the first query tile that
 //   can see their keys. `skip` masks have exactly one key per query: plain
 //   gather kernels (pe_attention_skip*), no softmax.
-// - Backward (FA2): pe_attention_grad_stats recomputes each query row's
-//   log-sum-exp and delta_i = dy_i . y_i (= sum_j P_ij dP_ij) into a scratch
-//   buffer; pe_attention_grad_dkdv (one thread per key, looping over the
+// - The forward writes y and each query row's log-sum-exp lse_i = m + log l
+//   (the op's second result in @gradients, a scratch buffer otherwise).
+// - Backward (FA2): pe_attention_grad_delta computes delta_i = dy_i . y_i
+//   (= sum_j P_ij dP_ij) from the forward's y into a scratch buffer; P is
+//   rebuilt as exp(s - lse) from the forward's lse (no second pass over the
+//   keys); pe_attention_grad_dkdv (one thread per key, looping over the
 //   query tiles) accumulates dK and dV in registers; pe_attention_grad_dq
 //   (one thread per query, looping over the key tiles) accumulates dQ. No
 //   atomics: every gradient element is summed by one thread in a fixed order.
@@ -62,6 +65,7 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 
 #include <cfloat>
+#include <cmath>
 
 using namespace mlir;
 
@@ -97,7 +101,6 @@ int64_t sharedFloats(Kind kind, int64_t dh) {
   const int64_t rows = rowsPerBlock(dh), own = ownRowsShared(dh) ? rows * dh : 0;
   switch (kind) {
   case Kind::Forward:
-  case Kind::Stats:
     return 2 * kTile * dh + kTile * rows + own; // K, V tiles, scores, q
   case Kind::DkDv:
     return 2 * kTile * dh + 2 * kTile + 2 * own; // Q, dO tiles, lse, delta, k, v
@@ -400,7 +403,7 @@ std::vector<Value> normalised(Block &g, const RowSoftmax &row) {
   return out;
 }
 
-void forwardBody(KernelBuilder &k, const Args &args, int64_t dh, Kind kind) {
+void forwardBody(KernelBuilder &k, const Args &args, int64_t dh) {
   Block g = makeBlock(k, args, dh);
   Value table = args.optional("table");
   Value qShared = ownRowsShared(dh) ? sharedArray(k, "attn_own_q", g.rows * dh) : Value();
@@ -408,33 +411,24 @@ void forwardBody(KernelBuilder &k, const Args &args, int64_t dh, Kind kind) {
   RowSoftmax row = forwardRow(g, args, q);
   std::vector<Value> y = normalised(g, row);
   k.ifThen(g.inRange(g.row), [&] {
-    if (kind == Kind::Forward) {
-      storeHeadRow(g, args("y"), g.row, y);
-      return;
-    }
-    // stats[bh * T + i] = lse_i, stats[BH * T + bh * T + i] = delta_i = dy_i . y_i.
-    // A row with no visible key gets lse = FLT_MAX: exp(s - lse) = 0 in the
-    // gradient kernels.
+    storeHeadRow(g, args("y"), g.row, y);
+    // lse[bh * T + i] = m + log l. A row with no visible key would get
+    // FLT_MAX (exp(s - lse) = 0 in the gradient kernels); with the masks
+    // served here every query sees a key.
     Value positive = cmpF(k, arith::CmpFPredicate::OGT, row.l, k.f32(0.0));
     Value safeL = select(k, positive, row.l, k.f32(1.0));
     Value lse = select(k, positive, k.add(row.m, logF(k, safeL)), k.f32(FLT_MAX));
-    Value base = g.at(g.row);
-    Value delta = k.f32(0.0);
-    for (int64_t d = 0; d < dh; ++d)
-      delta = fma(k, k.load(args("dy"), k.add(base, k.i64(d))), y[d], delta);
-    Value stats = args("stats");
     Value bh = k.blockId(gpu::Dimension::x);
-    Value at = k.add(k.mul(bh, g.tokens), g.row);
-    k.store(lse, stats, at);
-    k.store(delta, stats, k.add(k.mul(g.batchHeads, g.tokens), at));
+    k.store(lse, args("lse"), k.add(k.mul(bh, g.tokens), g.row));
   });
 }
 
-/// Loads stats[offset + bh * T + token] (0 for token >= T).
-Value loadStat(Block &g, Value stats, Value offset, Value token) {
+/// Loads stat[bh * T + token] (0 for token >= T): the forward's lse or the
+/// delta kernel's row sums.
+Value loadStat(Block &g, Value stat, Value token) {
   KernelBuilder &k = g.k;
   Value bh = k.blockId(gpu::Dimension::x);
-  Value v = k.load(stats, k.add(offset, k.add(k.mul(bh, g.tokens), g.clamp(token))));
+  Value v = k.load(stat, k.add(k.mul(bh, g.tokens), g.clamp(token)));
   return select(k, g.inRange(token), v, k.f32(0.0));
 }
 
@@ -452,8 +446,7 @@ void dkdvBody(KernelBuilder &k, const Args &args, int64_t dh) {
   Value dyTileMem = sharedArray(k, "attn_dy_tile", kTile * dh);
   Value lseTile = sharedArray(k, "attn_lse_tile", kTile);
   Value deltaTile = sharedArray(k, "attn_delta_tile", kTile);
-  Value stats = args("stats");
-  Value statsHalf = k.mul(g.batchHeads, g.tokens);
+  Value lseIn = args("lse"), deltaIn = args("delta");
   // Query i sees key j when i >= j - lookahead: the block's first key
   // tileStart is seen from query tileStart - lookahead on (rounded down to a
   // tile).
@@ -470,8 +463,8 @@ void dkdvBody(KernelBuilder &k, const Args &args, int64_t dh) {
     stageTile(g, dyTileMem, args("dy"), Value(), start);
     k.forLoop(g.thread, k.i64(kTile), k.i64(g.rows), {}, [&](Value c, ValueRange) {
       Value token = k.add(start, c);
-      k.store(loadStat(g, stats, k.i64(0), token), lseTile, c);
-      k.store(loadStat(g, stats, statsHalf, token), deltaTile, c);
+      k.store(loadStat(g, lseIn, token), lseTile, c);
+      k.store(loadStat(g, deltaIn, token), deltaTile, c);
       return SmallVector<Value>{};
     });
     barrier(k);
@@ -522,9 +515,8 @@ void dqBody(KernelBuilder &k, const Args &args, int64_t dh) {
                         shared ? sharedArray(k, "attn_own_q", g.rows * dh) : Value());
   OwnRow dy = makeOwnRow(g, loadHeadRow(g, args("dy"), Value(), g.row),
                          shared ? sharedArray(k, "attn_own_dy", g.rows * dh) : Value());
-  Value stats = args("stats");
-  Value lse = loadStat(g, stats, k.i64(0), g.row);
-  Value delta = loadStat(g, stats, k.mul(g.batchHeads, g.tokens), g.row);
+  Value lse = loadStat(g, args("lse"), g.row);
+  Value delta = loadStat(g, args("delta"), g.row);
   Value kTileMem = sharedArray(k, "attn_k_tile", kTile * dh);
   Value vTileMem = sharedArray(k, "attn_v_tile", kTile * dh);
   Value keysEnd = g.keysEnd();
@@ -611,6 +603,32 @@ void appendSkipKernels(std::vector<KernelDef> &defs) {
                       Value safe = select(k, valid, key, k.i64(0));
                       Value x = k.load(v, k.add(k.mul(k.add(s.rowBase, safe), width), s.col));
                       k.store(select(k, valid, x, k.f32(0.0)), y, e);
+                    });
+                  }});
+  // lse[bh * T + i] = scale q_i . k_{i - lag(h)}, the one visible score, or
+  // -inf without a key (the log of an empty sum): one thread per (b, h, i).
+  defs.push_back({makeSpec("pe_attention_skip_lse", pe::AttentionOp::getOperationName(),
+                           {{"lse", P}, {"q", P}, {"k", P}, {"n", I}, {"tokens", I}, {"width", I},
+                            {"heads", I}, {"skip_base", I}, {"scale", ParamKind::F32}}),
+                  [](KernelBuilder &k) {
+                    Value lse = k.arg(0), q = k.arg(1), keys = k.arg(2), tokens = k.arg(4);
+                    Value width = k.arg(5), heads = k.arg(6);
+                    Value dh = divU(k, width, heads);
+                    k.forGridStride(k.arg(3), [&](Value r) {
+                      Value bh = divU(k, r, tokens), i = remU(k, r, tokens);
+                      Value b = divU(k, bh, heads), h = remU(k, bh, heads);
+                      Value key = k.sub(i, k.add(k.arg(7), h));
+                      Value valid = cmpI(k, Pred::sge, key, k.i64(0));
+                      Value safe = select(k, valid, key, k.i64(0));
+                      Value col = k.mul(h, dh), rowBase = k.mul(b, tokens);
+                      Value qAt = k.add(k.mul(k.add(rowBase, i), width), col);
+                      Value kAt = k.add(k.mul(k.add(rowBase, safe), width), col);
+                      ValueRange dot = k.forLoop(
+                          k.i64(0), dh, k.i64(1), {k.f32(0.0)}, [&](Value d, ValueRange acc) {
+                            return SmallVector<Value>{fma(k, k.load(q, k.add(qAt, d)),
+                                                          k.load(keys, k.add(kAt, d)), acc[0])};
+                          });
+                      k.store(select(k, valid, k.mul(k.arg(8), dot[0]), k.f32(-INFINITY)), lse, r);
                     });
                   }});
   // dq = dk = 0 exactly (P is one-hot: dS = P (dP - P dP) = 0);
@@ -719,7 +737,8 @@ Launch flashLaunch(const AttentionShape &s, Kind kind, Enc enc, std::vector<Laun
 /// The backward launches (attention::gradSteps), then for Rel the drel sum.
 OpSteps flashGradSteps(const AttentionShape &s, Enc enc, pe::MaskKind mask, double scale) {
   std::vector<LaunchArg> sizes = sizeArgs(s, mask, scale);
-  OpSteps steps = gradSteps(enc, s, sizes, [&](Kind kind, std::vector<LaunchArg> args) {
+  OpSteps steps = gradSteps(enc, s, sizes, "pe_attention_grad_delta",
+                            [&](Kind kind, std::vector<LaunchArg> args) {
     return flashLaunch(s, kind, enc, std::move(args));
   });
   if (enc == Enc::Rel)
@@ -751,9 +770,10 @@ std::optional<OpSteps> lowerAttention(Operation &op) {
     OpSteps steps; // rel with the query's token fastest (rotateTileRow), then the kernel
     steps.scratchBytes.push_back(relLayoutBytes(*s));
     steps.launches.push_back(relLayoutLaunch(*s, A::operand(3), A::scratch(0), false));
+    LaunchArg lse = forwardLse(op, *s, steps);
     steps.launches.push_back(flashLaunch(
         *s, Kind::Forward, Enc::Rel,
-        concat({A::result(0), A::operand(0), A::operand(1), A::operand(2), A::scratch(0)},
+        concat({A::result(0), lse, A::operand(0), A::operand(1), A::operand(2), A::scratch(0)},
                sizeArgs(*s, attention.getMask(), scale))));
     return steps;
   }
@@ -766,14 +786,21 @@ std::optional<OpSteps> lowerAttention(Operation &op) {
         "pe_attention_skip",
         {A::result(0), A::operand(2), A::i64(elementCount(op.getResult(0).getType())),
          A::i64(s->tokens), A::i64(s->width), A::i64(s->dh), A::i64(int64_t(*base))}));
+    if (op.getNumResults() == 2) // the one score of each query (-inf without a key)
+      steps.launches.push_back(Launch::kernelCall(
+          "pe_attention_skip_lse",
+          {A::result(1), A::operand(0), A::operand(1), A::i64(numel(attention.getLse())),
+           A::i64(s->tokens), A::i64(s->width), A::i64(s->heads), A::i64(int64_t(*base)),
+           A::f32(float(scale))}));
     return steps;
   }
   if (!flashServes(*s))
     return std::nullopt;
   OpSteps steps;
+  LaunchArg lse = forwardLse(op, *s, steps);
   steps.launches.push_back(flashLaunch(
       *s, Kind::Forward, Enc::Plain,
-      concat({A::result(0), A::operand(0), A::operand(1), A::operand(2)},
+      concat({A::result(0), lse, A::operand(0), A::operand(1), A::operand(2)},
              sizeArgs(*s, attention.getMask(), scale))));
   return steps;
 }
@@ -795,7 +822,7 @@ std::optional<OpSteps> lowerAttentionGrad(Operation &op) {
     OpSteps steps;
     steps.launches.push_back(Launch::kernelCall(
         "pe_attention_skip_grad",
-        {A::result(0), A::result(1), A::result(2), A::operand(3),
+        {A::result(0), A::result(1), A::result(2), A::operand(5),
          A::i64(elementCount(op.getResult(0).getType())), A::i64(s->tokens), A::i64(s->width),
          A::i64(s->dh), A::i64(int64_t(*base))}));
     return steps;
@@ -812,9 +839,10 @@ std::optional<OpSteps> lowerRopeAttention(Operation &op) {
       !ropeTableFits(*s, attention.getTable().getType()))
     return std::nullopt;
   OpSteps steps;
+  LaunchArg lse = forwardLse(op, *s, steps);
   steps.launches.push_back(flashLaunch(
       *s, Kind::Forward, Enc::Rope,
-      concat({A::result(0), A::operand(0), A::operand(1), A::operand(2), A::operand(3)},
+      concat({A::result(0), lse, A::operand(0), A::operand(1), A::operand(2), A::operand(3)},
              sizeArgs(*s, attention.getMask(), attention.getScale().convertToDouble()))));
   return steps;
 }
@@ -831,7 +859,7 @@ std::optional<OpSteps> lowerRopeAttentionGrad(Operation &op) {
 } // namespace
 
 void appendAttentionKernels(std::vector<KernelDef> &defs) {
-  const Kind kinds[] = {Kind::Forward, Kind::Stats, Kind::DkDv, Kind::Dq};
+  const Kind kinds[] = {Kind::Forward, Kind::DkDv, Kind::Dq};
   for (Enc enc : {Enc::Plain, Enc::Rope})
     for (int64_t dh : kHeadDims)
       for (Kind kind : kinds)
@@ -842,6 +870,8 @@ void appendAttentionKernels(std::vector<KernelDef> &defs) {
     defs.push_back(relGradKernel(dh));
   }
   defs.push_back(relLayoutKernel());
+  defs.push_back(deltaKernel("pe_attention_grad_delta", pe::AttentionGradOp::getOperationName(),
+                             nullptr));
   appendSkipKernels(defs);
 }
 

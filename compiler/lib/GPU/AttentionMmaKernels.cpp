@@ -6,11 +6,12 @@
 // FlashAttention-2 algorithm of AttentionKernels.cpp with every product on
 // the tensor cores, `mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32`
 // (bf16 operands, f32 accumulation). The kernels take the same parameters
-// and the same statistics scratch as the f32 kernels; skip masks, `rel` and
+// as the f32 kernels (the forward writes the log-sum-exp, the gradient
+// kernels read it and delta); skip masks, `rel` and
 // other head dims stay on the f32 kernels (these lowerings decline them).
 //
 // - Blocks of 4 warps, grid (B * H, ceil(T / 64), 1): each warp owns 16 rows
-//   (queries for the forward, statistics and dQ kernels; keys for dK/dV), 64
+//   (queries for the forward and dQ kernels; keys for dK/dV), 64
 //   per block. The other side goes through static shared memory 64 tokens at
 //   a time.
 // - Shared tiles hold bf16, one token per row, `dh + 8` halfwords apart (the
@@ -27,10 +28,11 @@
 //   columns, so P and dS never leave the registers.
 // - Forward: S = Q K^T, scaled and masked (-inf) in f32, online softmax per
 //   row with the row maximum and sum across the 4 lanes of a quad (xor
-//   shuffles 1 and 2), P in bf16, O += P V. y = O / l and the statistics
-//   (lse = m + log l, delta = dy . y) in f32.
-// - Backward (three launches, no atomics, like the f32 kernels): the
-//   statistics kernel, then dK/dV (a warp owns 16 keys and computes S^T = K
+//   shuffles 1 and 2), P in bf16, O += P V. y = O / l and lse = m + log l
+//   in f32.
+// - Backward (three launches, no atomics, like the f32 kernels): the delta
+//   kernel (delta = bf16(dy) . y from the forward's y), then dK/dV (a warp
+//   owns 16 keys and computes S^T = K
 //   Q^T and dP^T = V dO^T directly, P^T = exp(scale S^T - lse), dS^T = P^T
 //   (dP^T - delta), dV += P^T dO, dK += dS^T Q over the query tiles, 16
 //   queries at a time) and dQ (S = Q K^T, dP = dO V^T, dQ += dS K over the
@@ -42,7 +44,7 @@
 //   last query, dK/dV blocks start at the first query tile that sees their
 //   first key. Tokens past T load as zeros and are never stored.
 // - Skipped work (skipOf): at head dim 64 a warp whose rows are all past T
-//   skips each tile's products (forward, statistics, dQ), and the forward
+//   skips each tile's products (forward, dQ), and the forward
 //   and dQ skip the blocks of keys none of the warp's rows sees; chosen per
 //   kernel by what an H100 measured (dK/dV skips nothing).
 //
@@ -77,6 +79,9 @@ constexpr int64_t kThreads = 32 * kWarps;
 /// Rows a block owns (16 per warp); also the tokens per shared tile.
 constexpr int64_t kRows = 16 * kWarps;
 constexpr int64_t kTile = kRows;
+/// The gradient's delta kernel of this family (attention::deltaKernel, dy
+/// rounded to bf16).
+constexpr const char *kDeltaKernel = "pe_attention_mma_grad_delta";
 
 /// Halfwords between the tokens of a shared tile (see the file comment).
 int64_t tileStride(int64_t dh) { return dh + 8; }
@@ -91,7 +96,6 @@ int64_t sharedBytes(Kind kind, int64_t dh) {
   const int64_t tile = kTile * tileStride(dh) * 2;
   switch (kind) {
   case Kind::Forward:
-  case Kind::Stats:
     return 3 * tile; // q, k, v
   case Kind::DkDv:
     return 4 * tile + 2 * kTile * 4; // k, v rows; q, dy tiles; lse, delta
@@ -430,8 +434,6 @@ Skip skipOf(Kind kind, int64_t dh) {
   case Kind::Forward:
   case Kind::Dq:
     return Skip::Blocks;
-  case Kind::Stats:
-    return Skip::Warps;
   case Kind::DkDv: // skips nothing (dkdvBody): its skipping variants were slower
     return Skip::Nothing;
   }
@@ -463,10 +465,11 @@ std::vector<Frag> unlessUnseen(KernelBuilder &k, Skip skip, Value seen,
 }
 
 //===----------------------------------------------------------------------===//
-// Forward and statistics
+// Forward
 //===----------------------------------------------------------------------===//
 
-void forwardBody(KernelBuilder &k, const Args &args, int64_t dh, Kind kind) {
+void forwardBody(KernelBuilder &k, const Args &args, int64_t dh) {
+  const Kind kind = Kind::Forward;
   Warps w = makeWarps(k, args, dh);
   Value table = args.optional("table");
   const int64_t stride = tileStride(dh), featureBlocks = dh / 8;
@@ -550,36 +553,17 @@ void forwardBody(KernelBuilder &k, const Args &args, int64_t dh, Kind kind) {
   for (Frag &f : o)
     for (int i = 0; i < 4; ++i)
       f[i] = k.mul(f[i], inverse[i / 2]);
-  if (kind == Kind::Forward) {
-    storeRows(w, o, k.f32(1.0), Value(), args("y"));
-    return;
-  }
-  // stats[bh * T + i] = lse_i, stats[BH * T + bh * T + i] = delta_i = dy_i . y_i;
-  // lse = FLT_MAX for a row without visible keys (exp(s - lse) = 0). dy is
-  // rounded to bf16 as the dQ and dK/dV kernels round it for dP = dO V^T:
-  // dS = P (dP - delta) cancels, and an f32 delta against a bf16 dP left
-  // the q and k gradients of vit_s_rope 5-20% off the f32 ones.
-  Value stats = args("stats"), dy = args("dy");
+  storeRows(w, o, k.f32(1.0), Value(), args("y"));
+  // lse[bh * T + i] = m + log l (FLT_MAX for a row without visible keys, so
+  // that exp(s - lse) = 0; only padding rows have none, and they are not
+  // stored).
   for (int r = 0; r < 2; ++r) {
-    Value base = w.at(w.clamp(rows[r]));
-    Value delta = zero;
-    for (int64_t nb = 0; nb < featureBlocks; ++nb)
-      for (int j = 0; j < 2; ++j) {
-        Value d = k.add(k.i64(8 * nb), w.fragColumn(j));
-        Value dyRounded = roundedToBf16(k, k.load(dy, k.add(base, d)));
-        delta = k.add(delta, k.mul(o[nb][2 * r + j], dyRounded));
-      }
-    delta = quadReduce(k, delta, /*max=*/false);
     Value positive = cmpF(k, arith::CmpFPredicate::OGT, sum[r], zero);
     Value lse = select(k, positive, k.add(done[r], logF(k, select(k, positive, sum[r],
                                                                     k.f32(1.0)))),
                        k.f32(FLT_MAX));
     Value writer = andI(k, w.inRange(rows[r]), cmpI(k, Pred::eq, w.tig, k.i64(0)));
-    k.ifThen(writer, [&] {
-      Value at = k.add(k.mul(w.bh, w.tokens), rows[r]);
-      k.store(lse, stats, at);
-      k.store(delta, stats, k.add(k.mul(w.batchHeads, w.tokens), at));
-    });
+    k.ifThen(writer, [&] { k.store(lse, args("lse"), k.add(k.mul(w.bh, w.tokens), rows[r])); });
   }
 }
 
@@ -587,10 +571,10 @@ void forwardBody(KernelBuilder &k, const Args &args, int64_t dh, Kind kind) {
 // Backward: dK/dV and dQ
 //===----------------------------------------------------------------------===//
 
-/// stats[offset + bh * T + token] (0 for token >= T).
-Value loadStat(Warps &w, Value offset, Value stats, Value token) {
+/// stat[bh * T + token] (0 for token >= T): the forward's lse or delta.
+Value loadStat(Warps &w, Value stat, Value token) {
   KernelBuilder &k = w.k;
-  Value v = k.load(stats, k.add(offset, k.add(k.mul(w.bh, w.tokens), w.clamp(token))));
+  Value v = k.load(stat, k.add(k.mul(w.bh, w.tokens), w.clamp(token)));
   return select(k, w.inRange(token), v, k.f32(0.0));
 }
 
@@ -618,7 +602,7 @@ void dkdvBody(KernelBuilder &k, const Args &args, int64_t dh) {
   Value dyTile = sharedHalves(k, "mma_dy_tile", kTile * stride);
   Value lseTile = sharedArray(k, "mma_lse_tile", kTile);
   Value deltaTile = sharedArray(k, "mma_delta_tile", kTile);
-  Value stats = args("stats"), statsHalf = k.mul(w.batchHeads, w.tokens);
+  Value lseIn = args("lse"), deltaIn = args("delta");
   stageTile(w, kRowsTile, args("k"), table, w.blockStart);
   stageTile(w, vRowsTile, args("v"), Value(), w.blockStart);
   barrier(k);
@@ -640,8 +624,8 @@ void dkdvBody(KernelBuilder &k, const Args &args, int64_t dh) {
         stageTile(w, dyTile, args("dy"), Value(), start);
         k.ifThen(cmpI(k, Pred::slt, w.thread, k.i64(kTile)), [&] {
           Value query = k.add(start, w.thread);
-          k.store(loadStat(w, k.i64(0), stats, query), lseTile, w.thread);
-          k.store(loadStat(w, statsHalf, stats, query), deltaTile, w.thread);
+          k.store(loadStat(w, lseIn, query), lseTile, w.thread);
+          k.store(loadStat(w, deltaIn, query), deltaTile, w.thread);
         });
         barrier(k);
         std::vector<Frag> dk = unflatten(carried, 0, featureBlocks);
@@ -690,11 +674,9 @@ void dqBody(KernelBuilder &k, const Args &args, int64_t dh) {
   const std::vector<Frag> qa = warpRowFragments(w, qRowsTile);
   const std::vector<Frag> dya = warpRowFragments(w, dyRowsTile);
   const Value rows[2] = {w.ownRow(0), w.ownRow(1)};
-  Value stats = args("stats"), statsHalf = k.mul(w.batchHeads, w.tokens);
-  const Value lse[2] = {loadStat(w, k.i64(0), stats, rows[0]),
-                        loadStat(w, k.i64(0), stats, rows[1])};
-  const Value delta[2] = {loadStat(w, statsHalf, stats, rows[0]),
-                          loadStat(w, statsHalf, stats, rows[1])};
+  const Value lse[2] = {loadStat(w, args("lse"), rows[0]), loadStat(w, args("lse"), rows[1])};
+  const Value delta[2] = {loadStat(w, args("delta"), rows[0]),
+                          loadStat(w, args("delta"), rows[1])};
   const Value hasRows = w.warpHasRows(), keyEnd = w.warpKeyEnd();
   const Skip skip = skipOf(Kind::Dq, dh);
 
@@ -767,11 +749,13 @@ Launch mmaLaunch(const AttentionShape &s, Kind kind, bool rope, std::vector<Laun
 }
 
 /// The forward launch: y = result 0 from operands q, k, v[, table].
-OpSteps forwardSteps(const AttentionShape &s, bool rope, pe::MaskKind mask, double scale) {
-  std::vector<LaunchArg> front = {A::result(0), A::operand(0), A::operand(1), A::operand(2)};
+OpSteps forwardSteps(Operation &op, const AttentionShape &s, bool rope, pe::MaskKind mask,
+                     double scale) {
+  OpSteps steps;
+  std::vector<LaunchArg> front = {A::result(0), forwardLse(op, s, steps), A::operand(0),
+                                  A::operand(1), A::operand(2)};
   if (rope)
     front.push_back(A::operand(3));
-  OpSteps steps;
   steps.launches.push_back(
       mmaLaunch(s, Kind::Forward, rope, concat(std::move(front), sizeArgs(s, mask, scale))));
   return steps;
@@ -779,7 +763,7 @@ OpSteps forwardSteps(const AttentionShape &s, bool rope, pe::MaskKind mask, doub
 
 /// The backward launches of attention::gradSteps on the MMA kernels.
 OpSteps mmaGradSteps(const AttentionShape &s, bool rope, pe::MaskKind mask, double scale) {
-  return gradSteps(rope ? Enc::Rope : Enc::Plain, s, sizeArgs(s, mask, scale),
+  return gradSteps(rope ? Enc::Rope : Enc::Plain, s, sizeArgs(s, mask, scale), kDeltaKernel,
                    [&](Kind kind, std::vector<LaunchArg> args) {
                      return mmaLaunch(s, kind, rope, std::move(args));
                    });
@@ -791,7 +775,8 @@ std::optional<OpSteps> lowerAttention(Operation &op) {
                     attention.getMask());
   if (!s || attention.getRel())
     return std::nullopt;
-  return forwardSteps(*s, false, attention.getMask(), attention.getScale().convertToDouble());
+  return forwardSteps(op, *s, false, attention.getMask(),
+                      attention.getScale().convertToDouble());
 }
 
 std::optional<OpSteps> lowerAttentionGrad(Operation &op) {
@@ -808,7 +793,8 @@ std::optional<OpSteps> lowerRopeAttention(Operation &op) {
                     attention.getMask());
   if (!s || !ropeTableFits(*s, attention.getTable().getType()))
     return std::nullopt;
-  return forwardSteps(*s, true, attention.getMask(), attention.getScale().convertToDouble());
+  return forwardSteps(op, *s, true, attention.getMask(),
+                      attention.getScale().convertToDouble());
 }
 
 std::optional<OpSteps> lowerRopeAttentionGrad(Operation &op) {
@@ -824,8 +810,15 @@ std::optional<OpSteps> lowerRopeAttentionGrad(Operation &op) {
 void appendAttentionMmaKernels(std::vector<KernelDef> &defs) {
   for (bool rope : {false, true})
     for (int64_t dh : kHeadDims)
-      for (Kind kind : {Kind::Forward, Kind::Stats, Kind::DkDv, Kind::Dq})
+      for (Kind kind : {Kind::Forward, Kind::DkDv, Kind::Dq})
         defs.push_back(mmaKernel(kind, rope, dh));
+  // dy rounded to bf16 as the dQ and dK/dV kernels round it for dP = dO V^T:
+  // dS = P (dP - delta) cancels, and an f32 delta against a bf16 dP left the
+  // q and k gradients of vit_s_rope 5-20% off the f32 ones.
+  KernelDef delta = deltaKernel(kDeltaKernel, pe::AttentionGradOp::getOperationName(),
+                                roundedToBf16);
+  delta.tensorCores = true; // generated for bf16 packages only, as the kernels above
+  defs.push_back(std::move(delta));
 }
 
 void appendAttentionMmaLowerings(std::vector<OpLowering> &lowerings) {

@@ -171,6 +171,22 @@ private:
   LogicalResult differentiateModule(ModuleOp module);
 };
 
+/// Ops whose backward reads more of the forward than their results (the
+/// attention ops' log-sum-exp) are replaced by copies that return it too.
+void saveForBackward(Block &body) {
+  for (Operation &op : llvm::make_early_inc_range(body.without_terminator())) {
+    auto vjp = dyn_cast<pe::DifferentiableOpInterface>(&op);
+    if (!vjp)
+      continue;
+    OpBuilder builder(&op);
+    Operation *saved = vjp.withSavedResults(builder);
+    if (!saved)
+      continue;
+    op.replaceAllUsesWith(saved->getResults().take_front(op.getNumResults()));
+    op.erase();
+  }
+}
+
 /// Checks that `forward` is a definition returning the loss first.
 LogicalResult checkForward(func::FuncOp forward) {
   if (forward.isExternal())
@@ -218,6 +234,7 @@ LogicalResult AutodiffPass::differentiateModule(ModuleOp module) {
   symbols.insert(gradients, std::next(forward->getIterator()));
 
   Block &body = gradients.getBody().front();
+  saveForBackward(body);
   auto ret = cast<func::ReturnOp>(body.getTerminator());
   Value loss = ret.getOperand(0);
   Activity activity(body, loss, trainable);

@@ -110,7 +110,10 @@ struct FactorGeneratorsPass : stringc::impl::FactorGeneratorsBase<FactorGenerato
     absoluteOf.clear();
     rotatedOf.clear();
     SmallVector<pe::AttentionOp> attentions;
-    getOperation().walk([&](pe::AttentionOp op) { attentions.push_back(op); });
+    getOperation().walk([&](pe::AttentionOp op) {
+      if (!op.getLse()) // before pe-autodiff, which adds the log-sum-exp
+        attentions.push_back(op);
+    });
     for (pe::AttentionOp attention : attentions) {
       std::optional<RelativeRotation> match = matchRelative(attention);
       if (!match)
@@ -182,7 +185,8 @@ struct FactorGeneratorsPass : stringc::impl::FactorGeneratorsBase<FactorGenerato
     Value q = rotate(attention.getQ());
     Value k = rotate(attention.getK());
     auto factored = builder.create<pe::AttentionOp>(
-        loc, attention.getType(), q, k, attention.getV(), /*rel=*/Value(),
+        loc, attention.getResult().getType(), /*lse=*/Type(), q, k, attention.getV(),
+        /*rel=*/Value(),
         attention.getHeadsAttr(), attention.getScaleAttr(), attention.getMaskAttr(),
         attention.getSkipBaseAttr());
     attention.getResult().replaceAllUsesWith(factored.getResult());

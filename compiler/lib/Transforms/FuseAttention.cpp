@@ -74,7 +74,7 @@ std::optional<RotatedQueryKey> match(pe::AttentionOp attention) {
       query.getInverse() || key.getInverse())
     return std::nullopt;
   // The fused kernel rotates whole pairs inside each head's tile.
-  int64_t width = cast<RankedTensorType>(attention.getType()).getDimSize(2);
+  int64_t width = attention.getResult().getType().getDimSize(2);
   if ((width / attention.getHeads()) % 2 != 0)
     return std::nullopt;
   if (!onlyFeedsQueryKey(query.getResult(), attention) ||
@@ -95,7 +95,12 @@ struct FuseAttentionPass
   void runOnOperation() override {
     ModuleOp module = getOperation();
     SmallVector<pe::AttentionOp> attentions;
-    module.walk([&](pe::AttentionOp op) { attentions.push_back(op); });
+    // Not an op returning its log-sum-exp (pe-autodiff's, in @gradients):
+    // this pass runs before pe-autodiff.
+    module.walk([&](pe::AttentionOp op) {
+      if (!op.getLse())
+        attentions.push_back(op);
+    });
     for (pe::AttentionOp attention : attentions)
       if (std::optional<RotatedQueryKey> m = match(attention))
         rewrite(attention, *m);
@@ -109,11 +114,11 @@ struct FuseAttentionPass
 
     OpBuilder builder(attention);
     auto fused = builder.create<pe::RopeAttentionOp>(
-        attention.getLoc(), attention.getType(), m.query.getX(),
+        attention.getLoc(), attention.getResult().getType(), /*lse=*/Type(), m.query.getX(),
         m.key.getX(), attention.getV(), m.query.getTable(),
         attention.getHeadsAttr(), attention.getScaleAttr(),
         attention.getMaskAttr());
-    attention.replaceAllUsesWith(fused.getResult());
+    attention.getResult().replaceAllUsesWith(fused.getResult());
     attention.erase();
     if (m.query.use_empty())
       m.query.erase();

@@ -36,7 +36,7 @@ struct SkipGatherPass : stringc::impl::SkipGatherBase<SkipGatherPass> {
   void runOnOperation() override {
     SmallVector<pe::AttentionOp> attentions;
     getOperation().walk([&](pe::AttentionOp op) {
-      if (op.getMask() == pe::MaskKind::Skip && op.getSkipBaseAttr())
+      if (op.getMask() == pe::MaskKind::Skip && op.getSkipBaseAttr() && !op.getLse())
         attentions.push_back(op);
     });
     for (pe::AttentionOp attention : attentions)
@@ -55,7 +55,8 @@ struct SkipGatherPass : stringc::impl::SkipGatherBase<SkipGatherPass> {
           stringc::gather::deadAfterDropping(attention, scoreOperands), 1);
 
     OpBuilder builder(attention);
-    auto gather = builder.create<pe::SkipGatherOp>(attention.getLoc(), attention.getType(),
+    auto gather = builder.create<pe::SkipGatherOp>(attention.getLoc(),
+                                                   attention.getResult().getType(),
                                                    attention.getV(), attention.getHeadsAttr(),
                                                    attention.getSkipBaseAttr());
     attention.getResult().replaceAllUsesWith(gather.getResult());

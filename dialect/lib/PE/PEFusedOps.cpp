@@ -111,6 +111,11 @@ LogicalResult RopeAttentionOp::verify() {
                                 getHeadsAttr().getInt(),
                                 getScaleAttr().getValueAsDouble(), getMask())))
     return failure();
+  if (getLse() &&
+      failed(checkResult(*this, 1, "lse",
+                         attentionLseShape(getQ(), getHeadsAttr().getInt()),
+                         "[B, heads, T]")))
+    return failure();
   return checkResultShape(*this, shapeOf(getQ()));
 }
 
@@ -198,7 +203,9 @@ LogicalResult RopeAttentionGradOp::verify() {
                                 getScaleAttr().getValueAsDouble(), getMask())))
     return failure();
   ArrayRef<int64_t> q = shapeOf(getQ());
-  if (failed(checkShape(op, getDy(), "dy", q, "the shape of 'q'")))
+  if (failed(checkAttentionSaved(op, getQ(), getY(), getLse(),
+                                 getHeadsAttr().getInt())) ||
+      failed(checkShape(op, getDy(), "dy", q, "the shape of 'q'")))
     return failure();
   for (auto [index, name] :
        llvm::enumerate(ArrayRef<StringRef>{"dq", "dk", "dv"}))
@@ -246,13 +253,31 @@ LogicalResult CayleyWeightOp::buildVJP(OpBuilder &builder,
 
 /// The table gets no gradient: pe-fuse-attention only fuses constant tables
 /// (docs/passes.md); autodiff reports a trainable one.
+Operation *RopeAttentionOp::withSavedResults(OpBuilder &builder) {
+  if (getLse())
+    return nullptr;
+  OperationState state(getLoc(), getOperationName());
+  state.addOperands(getOperation()->getOperands());
+  state.addAttributes((*this)->getAttrs());
+  state.addTypes({getResult().getType(),
+                  RankedTensorType::get(
+                      attentionLseShape(getQ(), getHeadsAttr().getInt()),
+                      builder.getF32Type())});
+  return builder.create(state);
+}
+
+/// As pe.attention's: the backward reads the result and the log-sum-exp.
 LogicalResult RopeAttentionOp::buildVJP(OpBuilder &builder,
                                         ValueRange resultGrads,
                                         SmallVectorImpl<Value> &operandGrads) {
+  if (!getLse())
+    return emitOpError() << "cannot differentiate without its 'lse' result "
+                            "(pe-autodiff adds it)";
   Type type = getQ().getType();
   auto grad = builder.create<RopeAttentionGradOp>(
       getLoc(), type, type, type, getQ(), getK(), getV(), getTable(),
-      resultGrads[0], getHeadsAttr(), getScaleAttr(), getMaskAttr());
+      getResult(), getLse(), resultGrads[0], getHeadsAttr(), getScaleAttr(),
+      getMaskAttr());
   operandGrads.append({grad.getDq(), grad.getDk(), grad.getDv(), Value()});
   return success();
 }

@@ -365,6 +365,11 @@ LogicalResult AttentionOp::verify() {
                             getScaleAttr().getValueAsDouble(),
                             getMask() == MaskKind::Skip, getSkipBaseAttr())))
     return failure();
+  if (getLse() &&
+      failed(checkResult(op, 1, "lse",
+                         attentionLseShape(getQ(), getHeadsAttr().getInt()),
+                         "[B, heads, T]")))
+    return failure();
   return checkSameAsInput(op, getQ());
 }
 
@@ -376,7 +381,9 @@ LogicalResult AttentionGradOp::verify() {
                             getMask() == MaskKind::Skip, getSkipBaseAttr())))
     return failure();
   ArrayRef<int64_t> q = shapeOf(getQ());
-  if (failed(checkDy(op, getDy(), q, "the shape of 'q'")))
+  if (failed(checkAttentionSaved(op, getQ(), getY(), getLse(),
+                                 getHeadsAttr().getInt())) ||
+      failed(checkDy(op, getDy(), q, "the shape of 'q'")))
     return failure();
   if (getRel() && !getDrel())
     return emitOpError() << "operand 'rel' needs a fourth result 'drel'";
@@ -554,14 +561,43 @@ LogicalResult SelectTokenOp::buildVJP(OpBuilder &builder,
   return success();
 }
 
+/// The log-sum-exp result type of an attention op on `q`: f32 [B, heads, T].
+static Type lseType(Value q, int64_t heads) {
+  return RankedTensorType::get(verify::attentionLseShape(q, heads),
+                               Float32Type::get(q.getContext()));
+}
+
+/// The copy of an attention op (same operands and attributes) with its
+/// log-sum-exp as a second result; null when it has it already.
+template <typename Op>
+static Operation *withLse(Op op, OpBuilder &builder) {
+  if (op.getLse())
+    return nullptr;
+  OperationState state(op.getLoc(), op->getName());
+  state.addOperands(op->getOperands());
+  state.addAttributes(op->getAttrs());
+  state.addTypes({op.getResult().getType(),
+                  lseType(op.getQ(), op.getHeadsAttr().getInt())});
+  return builder.create(state);
+}
+
+Operation *AttentionOp::withSavedResults(OpBuilder &builder) {
+  return withLse(*this, builder);
+}
+
+/// The backward reads the forward's result and log-sum-exp (pe-autodiff
+/// asked for it through withSavedResults before building this product).
 LogicalResult AttentionOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
                                     SmallVectorImpl<Value> &operandGrads) {
+  if (!getLse())
+    return emitOpError() << "cannot differentiate without its 'lse' result "
+                            "(pe-autodiff adds it)";
   Type type = getQ().getType();
   Type relType = getRel() ? getRel().getType() : Type();
   auto grad = builder.create<AttentionGradOp>(
-      getLoc(), type, type, type, relType, getQ(), getK(), getV(),
-      resultGrads[0], getRel(), getHeadsAttr(), getScaleAttr(), getMaskAttr(),
-      getSkipBaseAttr());
+      getLoc(), type, type, type, relType, getQ(), getK(), getV(), getResult(),
+      getLse(), resultGrads[0], getRel(), getHeadsAttr(), getScaleAttr(),
+      getMaskAttr(), getSkipBaseAttr());
   operandGrads.append({grad.getDq(), grad.getDk(), grad.getDv()});
   if (getRel())
     operandGrads.push_back(grad.getDrel());

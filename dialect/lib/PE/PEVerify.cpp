@@ -218,6 +218,19 @@ LogicalResult checkAttention(Operation *op, Value q, Value k, Value v,
   return success();
 }
 
+SmallVector<int64_t> attentionLseShape(Value q, int64_t heads) {
+  ArrayRef<int64_t> qs = shapeOf(q);
+  return {qs[0], heads, qs[1]};
+}
+
+LogicalResult checkAttentionSaved(Operation *op, Value q, Value y, Value lse,
+                                  int64_t heads) {
+  if (failed(checkShape(op, y, "y", shapeOf(q), "the shape of 'q'")))
+    return failure();
+  return checkShape(op, lse, "lse", attentionLseShape(q, heads),
+                    "[B, heads, T]");
+}
+
 LogicalResult checkCrossEntropy(Operation *op, Value logits, Value labels,
                                 double smoothing) {
   // Written as !(in range) so that NaN is refused too.

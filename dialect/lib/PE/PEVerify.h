@@ -137,6 +137,14 @@ LogicalResult checkGenerators(Operation *op, Value generators);
 /// `generators` `[K, d, d]`.
 LogicalResult checkGeneratorExp(Operation *op, Value r, Value generators);
 
+/// The log-sum-exp of an attention op on `q` `[B, T, D]`: `[B, heads, T]`.
+SmallVector<int64_t> attentionLseShape(Value q, int64_t heads);
+
+/// The saved forward values an attention gradient op reads: `y` of the
+/// shape of `q` and `lse` `[B, heads, T]`.
+LogicalResult checkAttentionSaved(Operation *op, Value q, Value y, Value lse,
+                                  int64_t heads);
+
 /// pe.apply_rotation / pe.apply_rotation_grad: `x` `[B, T, D]`, `heads`
 /// dividing D, and `rotations` static `[T, Dh, Dh]`.
 LogicalResult checkApplyRotation(Operation *op, Value x, Value rotations,

@@ -35,12 +35,19 @@ struct OpSchema {
   // An optional result that exists exactly when the optional operand is
   // given (pe.attention_grad's drel, with rel).
   bool resultsFollowOperands;
+  // A last result the op returns only when asked for (pe.attention's lse,
+  // which pe-autodiff adds in @gradients): maxResults with it, one fewer
+  // without.
+  bool savedResult;
   const char *operandTypes; // 'f' (f32) or 'i' (i32) per operand position.
   std::vector<AttrSchema> attrs;
 
   // How many results the op has with `numOperands` operands (within the
   // operand range); for most ops, maxResults.
   int resultCount(int numOperands) const;
+  // Whether `numResults` results are valid with `numOperands` operands:
+  // resultCount, or one fewer for an op with a saved result.
+  bool acceptsResults(int numOperands, int numResults) const;
   const AttrSchema *findAttr(std::string_view attr) const;
 };
 

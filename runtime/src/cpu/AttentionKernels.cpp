@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 namespace stringrt::cpu {
@@ -44,13 +45,14 @@ Geometry checkAttention(const std::string &kernel, const TensorRef<const float> 
 // over the visible keys (j <= i when causal, all otherwise); hidden entries
 // are exact zeros.
 // Without rel, none and causal always leave key 0 visible: no empty rows.
+// Each row's log-sum-exp into lse[i] when lse is not null.
 void attentionProbs(const Geometry &g, const float *qh, const float *kh, float scale,
-                    bool causal, float *p) {
+                    bool causal, float *p, float *lse = nullptr) {
   gemmSerial(Trans::No, Trans::Yes, g.T, g.T, g.Dh, scale, qh, g.D, kh, g.D, 0.0f, p, g.T);
   for (int64_t i = 0; i < g.T; ++i) {
     float *row = p + i * g.T;
     const int64_t visible = causal ? i + 1 : g.T;
-    softmaxRow(row, visible, g.T);
+    softmaxRow(row, visible, g.T, lse ? lse + i : nullptr);
   }
 }
 
@@ -70,6 +72,28 @@ void skipAttention(const Geometry &g, const float *v, int64_t skipBase, float *y
           std::copy(v + off + j * g.D, v + off + j * g.D + g.Dh, out);
         else
           std::fill(out, out + g.Dh, 0.0f);
+      }
+    }
+  });
+}
+
+// Skip log-sum-exp: the one score, scale q_i . k_{i - (skipBase + h)}, or
+// -inf for a query without a key (the log of an empty sum).
+void skipLse(const Geometry &g, const float *q, const float *k, float scale, int64_t skipBase,
+             float *lse) {
+  parallelFor(0, g.B * g.heads, 1, [&](int64_t t0, int64_t t1) {
+    for (int64_t task = t0; task < t1; ++task) {
+      const int64_t b = task / g.heads, h = task % g.heads, off = g.head(b, h);
+      for (int64_t i = 0; i < g.T; ++i) {
+        const int64_t j = skipKey(skipBase, h, i);
+        float s = -std::numeric_limits<float>::infinity();
+        if (j >= 0) {
+          float dot = 0.0f;
+          for (int64_t d = 0; d < g.Dh; ++d)
+            dot += q[off + i * g.D + d] * k[off + j * g.D + d];
+          s = scale * dot;
+        }
+        lse[task * g.T + i] = s;
       }
     }
   });
@@ -101,17 +125,22 @@ void skipAttentionGrad(const Geometry &g, const float *dy, int64_t skipBase, flo
 
 void attention(TensorRef<const float> q, TensorRef<const float> k, TensorRef<const float> v,
                OptionalInput<float> rel, int64_t heads, double scale, AttentionMask mask,
-               int64_t skipBase, TensorRef<float> y) {
+               int64_t skipBase, TensorRef<float> y, OptionalOutput<float> lse) {
   const Geometry g = checkAttention("attention", q, k, v, rel, heads, mask, skipBase);
   checkShape("attention: result", y, q.shape);
+  if (lse)
+    checkShape("attention: lse", *lse, {g.B, g.heads, g.T});
+  float *lseData = lse ? lse->data : nullptr;
   if (mask == AttentionMask::Skip) {
     skipAttention(g, v.data, skipBase, y.data);
+    if (lseData)
+      skipLse(g, q.data, k.data, static_cast<float>(scale), skipBase, lseData);
     return;
   }
   const bool causal = mask == AttentionMask::Causal;
   if (rel) {
     relAttention(g, q.data, k.data, v.data, rel->data, static_cast<float>(scale), causal,
-                 y.data);
+                 y.data, lseData);
     return;
   }
   parallelFor(0, g.B * g.heads, 1, [&](int64_t t0, int64_t t1) {
@@ -120,7 +149,7 @@ void attention(TensorRef<const float> q, TensorRef<const float> k, TensorRef<con
     for (int64_t task = t0; task < t1; ++task) {
       const int64_t off = g.head(task / g.heads, task % g.heads);
       attentionProbs(g, q.data + off, k.data + off, static_cast<float>(scale), causal,
-                     p.data());
+                     p.data(), lseData ? lseData + task * g.T : nullptr);
       // Y = P V  ([T, T] x [T, Dh])
       gemmSerial(Trans::No, Trans::No, g.T, g.Dh, g.T, 1.0f, p.data(), g.T, v.data + off, g.D,
                  0.0f, y.data + off, g.D);

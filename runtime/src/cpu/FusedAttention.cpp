@@ -56,21 +56,25 @@ void storeRotatedBack(const Geometry &g, const float *tile, const float *table, 
               out + t * g.D);
 }
 
-// P = softmax(scale Qr Kr^T) for contiguous [T, Dh] tiles.
+// P = softmax(scale Qr Kr^T) for contiguous [T, Dh] tiles; each row's
+// log-sum-exp into lse[i] when lse is not null.
 void probs(const Geometry &g, const float *qr, const float *kr, float scale, bool causal,
-           float *p) {
+           float *p, float *lse = nullptr) {
   gemmSerial(Trans::No, Trans::Yes, g.T, g.T, g.Dh, scale, qr, g.Dh, kr, g.Dh, 0.0f, p, g.T);
   for (int64_t i = 0; i < g.T; ++i)
-    softmaxRow(p + i * g.T, causal ? i + 1 : g.T, g.T);
+    softmaxRow(p + i * g.T, causal ? i + 1 : g.T, g.T, lse ? lse + i : nullptr);
 }
 
 } // namespace
 
 void ropeAttention(TensorRef<const float> q, TensorRef<const float> k, TensorRef<const float> v,
                    TensorRef<const float> table, int64_t heads, double scale, AttentionMask mask,
-                   TensorRef<float> y) {
+                   TensorRef<float> y, OptionalOutput<float> lse) {
   const Geometry g = checkRopeAttention("rope_attention", q, k, v, table, heads, mask);
   checkShape("rope_attention: result", y, q.shape);
+  if (lse)
+    checkShape("rope_attention: lse", *lse, {g.B, g.heads, g.T});
+  float *lseData = lse ? lse->data : nullptr;
   const bool causal = mask == AttentionMask::Causal;
   parallelFor(0, g.B * g.heads, 1, [&](int64_t t0, int64_t t1) {
     thread_local std::vector<float> qr, kr, p;
@@ -81,7 +85,8 @@ void ropeAttention(TensorRef<const float> q, TensorRef<const float> k, TensorRef
       const int64_t h = task % g.heads, off = g.head(task / g.heads, h);
       loadRotated(g, q.data + off, table.data, h, qr.data());
       loadRotated(g, k.data + off, table.data, h, kr.data());
-      probs(g, qr.data(), kr.data(), static_cast<float>(scale), causal, p.data());
+      probs(g, qr.data(), kr.data(), static_cast<float>(scale), causal, p.data(),
+            lseData ? lseData + task * g.T : nullptr);
       gemmSerial(Trans::No, Trans::No, g.T, g.Dh, g.T, 1.0f, p.data(), g.T, v.data + off, g.D,
                  0.0f, y.data + off, g.D);
     }

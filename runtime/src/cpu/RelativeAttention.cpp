@@ -349,22 +349,25 @@ void relScores(const Geometry &g, const float *q, const float *k, const float *r
   });
 }
 
-// P = softmax of each task's score rows, in place (hidden keys 0).
-void softmaxScores(const Geometry &g, bool causal, float *S, int64_t t0, int64_t t1) {
+// P = softmax of each task's score rows, in place (hidden keys 0); each
+// row's log-sum-exp into lse[task * T + i] when lse is given.
+void softmaxScores(const Geometry &g, bool causal, float *S, int64_t t0, int64_t t1,
+                   float *lse = nullptr) {
   for (int64_t task = t0; task < t1; ++task)
     for (int64_t i = 0; i < g.T; ++i)
-      softmaxRow(S + (task * g.T + i) * g.T, visibleKeys(g, causal, i), g.T);
+      softmaxRow(S + (task * g.T + i) * g.T, visibleKeys(g, causal, i), g.T,
+                 lse ? lse + task * g.T + i : nullptr);
 }
 
 } // namespace
 
 void relAttention(const Geometry &g, const float *q, const float *k, const float *v,
-                  const float *rel, float scale, bool causal, float *y) {
+                  const float *rel, float scale, bool causal, float *y, float *lse) {
   const int64_t T = g.T, tasks = g.B * g.heads;
   std::vector<float> P(static_cast<size_t>(tasks * T * T));
   relScores(g, q, k, rel, scale, causal, P.data());
   parallelFor(0, tasks, 1, [&](int64_t t0, int64_t t1) {
-    softmaxScores(g, causal, P.data(), t0, t1);
+    softmaxScores(g, causal, P.data(), t0, t1, lse);
     for (int64_t task = t0; task < t1; ++task) {
       const int64_t off = taskOffset(g, task);
       // Y = P V  ([T, T] x [T, Dh])

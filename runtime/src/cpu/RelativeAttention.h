@@ -10,7 +10,7 @@ namespace stringrt::cpu::util {
 // y = softmax(scale [q_i^T R_ij k_j]_ij) V per (batch, head), R_ij = rel[i, j]
 // ([T, T, Dh, Dh]); causal: j <= i.
 void relAttention(const AttentionGeometry &g, const float *q, const float *k, const float *v,
-                  const float *rel, float scale, bool causal, float *y);
+                  const float *rel, float scale, bool causal, float *y, float *lse = nullptr);
 
 // Its gradients dq, dk, dv, and drel when not null (summed over every batch
 // and head).

@@ -4,16 +4,20 @@
 #include "KernelUtil.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace stringrt::cpu::util {
 
-void softmaxRow(float *row, int64_t visible, int64_t length) {
+void softmaxRow(float *row, int64_t visible, int64_t length, float *lse) {
   float maxScore = row[0];
   for (int64_t j = 1; j < visible; ++j)
     maxScore = std::max(maxScore, row[j]);
   for (int64_t j = 0; j < visible; ++j)
     row[j] = fastExp(row[j] - maxScore);
-  const float inv = 1.0f / sumFloats(row, visible);
+  const float sum = sumFloats(row, visible);
+  const float inv = 1.0f / sum;
+  if (lse)
+    *lse = maxScore + std::log(sum);
   for (int64_t j = 0; j < visible; ++j)
     row[j] *= inv;
   std::fill(row + visible, row + length, 0.0f);

@@ -49,9 +49,10 @@ bool visible(AttentionMask mask, int64_t skipBase, int64_t h, int64_t i, int64_t
 
 // The softmax row of query i (batch b, head h): p[j] = P_ij (0 where key j
 // is hidden; all 0 when no key is visible), and rk[j*Dh + d] = (R_ij k_j)[d]
-// for the visible keys j (k_j itself without rel).
+// for the visible keys j (k_j itself without rel). Returns the row's
+// log-sum-exp, max + log(sum of the exponentials) (-inf without a visible key).
 template <typename T>
-void softmaxRow(const Geometry &g, const TensorRef<const T> &q, const TensorRef<const T> &k,
+Acc softmaxRow(const Geometry &g, const TensorRef<const T> &q, const TensorRef<const T> &k,
                 const OptionalInput<T> &rel, double scale, AttentionMask mask, int64_t skipBase,
                 int64_t b, int64_t h, int64_t i, std::vector<Acc> &p, std::vector<Acc> &rk) {
   Acc maxScore = -std::numeric_limits<Acc>::infinity();
@@ -79,7 +80,7 @@ void softmaxRow(const Geometry &g, const TensorRef<const T> &q, const TensorRef<
     any = true;
   }
   if (!any)
-    return;
+    return -std::numeric_limits<Acc>::infinity();
   Acc sum = 0;
   for (int64_t j = 0; j < g.T; ++j)
     if (visible(mask, skipBase, h, i, j)) {
@@ -88,6 +89,7 @@ void softmaxRow(const Geometry &g, const TensorRef<const T> &q, const TensorRef<
     }
   for (int64_t j = 0; j < g.T; ++j)
     p[j] /= sum;
+  return maxScore + std::log(sum);
 }
 
 } // namespace
@@ -96,14 +98,18 @@ void softmaxRow(const Geometry &g, const TensorRef<const T> &q, const TensorRef<
 template <typename T>
 void attention(TensorRef<const T> q, TensorRef<const T> k, TensorRef<const T> v,
                OptionalInput<T> rel, int64_t heads, double scale, AttentionMask mask,
-               int64_t skipBase, TensorRef<T> y) {
+               int64_t skipBase, TensorRef<T> y, OptionalOutput<T> lse) {
   const Geometry g = geometry(checks::attention(q, k, v, rel, heads, mask, skipBase, y));
+  if (lse)
+    checkShape("attention: lse", *lse, {g.B, g.heads, g.T});
   std::vector<Acc> p(static_cast<size_t>(g.T)), rk(static_cast<size_t>(g.T * g.Dh));
   std::vector<Acc> out(static_cast<size_t>(g.Dh));
   for (int64_t b = 0; b < g.B; ++b)
     for (int64_t h = 0; h < g.heads; ++h)
       for (int64_t i = 0; i < g.T; ++i) {
-        softmaxRow(g, q, k, rel, scale, mask, skipBase, b, h, i, p, rk);
+        const Acc rowLse = softmaxRow(g, q, k, rel, scale, mask, skipBase, b, h, i, p, rk);
+        if (lse)
+          lse->data[(b * g.heads + h) * g.T + i] = static_cast<T>(rowLse);
         std::fill(out.begin(), out.end(), Acc(0));
         for (int64_t j = 0; j < g.T; ++j) {
           if (p[j] == 0)
@@ -187,7 +193,7 @@ void attentionGrad(TensorRef<const T> q, TensorRef<const T> k, TensorRef<const T
 #define STRINGRT_INSTANTIATE(T)                                                              \
   template void attention<T>(TensorRef<const T>, TensorRef<const T>, TensorRef<const T>,     \
                              OptionalInput<T>, int64_t, double, AttentionMask, int64_t,      \
-                             TensorRef<T>);                                                  \
+                             TensorRef<T>, OptionalOutput<T>);                               \
   template void attentionGrad<T>(TensorRef<const T>, TensorRef<const T>, TensorRef<const T>, \
                                  TensorRef<const T>, OptionalInput<T>, int64_t, double,      \
                                  AttentionMask, int64_t, TensorRef<T>, TensorRef<T>,         \

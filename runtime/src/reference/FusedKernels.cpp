@@ -198,12 +198,12 @@ void cayleyWeightGrad(TensorRef<const T> s, TensorRef<const T> dw, TensorRef<T> 
 template <typename T>
 void ropeAttention(TensorRef<const T> q, TensorRef<const T> k, TensorRef<const T> v,
                    TensorRef<const T> table, int64_t heads, double scale, AttentionMask mask,
-                   TensorRef<T> y) {
+                   TensorRef<T> y, OptionalOutput<T> lse) {
   checks::ropeAttention(q, k, v, table, heads, mask, y);
   Tensor<T> qr = Tensor<T>::zeros(q.shape), kr = Tensor<T>::zeros(k.shape);
   ropeApply(q, table, false, qr.ref());
   ropeApply(k, table, false, kr.ref());
-  attention<T>(qr.cref(), kr.cref(), v, std::nullopt, heads, scale, mask, 0, y);
+  attention<T>(qr.cref(), kr.cref(), v, std::nullopt, heads, scale, mask, 0, y, lse);
 }
 
 template <typename T>
@@ -271,7 +271,7 @@ void layerNormGradAcc(TensorRef<const T> prior, TensorRef<const T> x, TensorRef<
   template void cayleyWeightGrad<T>(TensorRef<const T>, TensorRef<const T>, TensorRef<T>);         \
   template void ropeAttention<T>(TensorRef<const T>, TensorRef<const T>, TensorRef<const T>,       \
                                  TensorRef<const T>, int64_t, double, AttentionMask,               \
-                                 TensorRef<T>);                                                    \
+                                 TensorRef<T>, OptionalOutput<T>);                                 \
   template void ropeAttentionGrad<T>(TensorRef<const T>, TensorRef<const T>, TensorRef<const T>,   \
                                      TensorRef<const T>, TensorRef<const T>, int64_t, double,      \
                                      AttentionMask, TensorRef<T>, TensorRef<T>, TensorRef<T>);     \

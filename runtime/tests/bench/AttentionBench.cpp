@@ -105,7 +105,8 @@ int main(int argc, char **argv) {
     const std::vector<float> zeros(size_t(n), 0.0f);
     const uint64_t y = buffers.put(zeros), dq = buffers.put(zeros), dk = buffers.put(zeros),
                    dv = buffers.put(zeros),
-                   stats = buffers.put(std::vector<float>(size_t(2 * B * H * T), 0.0f));
+                   lse = buffers.put(std::vector<float>(size_t(B * H * T), 0.0f)),
+                   delta = buffers.put(std::vector<float>(size_t(B * H * T), 0.0f));
 
     using KA = KernelArg;
     // Rows per block: the f32 kernels' (AttentionKernels.cpp), or 4 warps of
@@ -130,11 +131,18 @@ int main(int argc, char **argv) {
       args.insert(args.end(), sizes.begin(), sizes.end());
       kernels.launch(family + part + suffix, args, "attention bench", &grid);
     };
-    auto forward = [&] { call("", {KA::pointer(y)}, {}); };
+    // The forward writes y and lse; the backward (delta = dy . y, then dK/dV
+    // and dQ) reads them, as the step program runs them.
+    auto forward = [&] { call("", {KA::pointer(y), KA::pointer(lse)}, {}); };
+    const std::string deltaKernel = bf16 ? "pe_attention_mma_grad_delta" : "pe_attention_grad_delta";
+    const std::vector<KA> saved = {KA::pointer(dy), KA::pointer(lse), KA::pointer(delta)};
     auto backward = [&] {
-      call("_grad_stats", {KA::pointer(stats)}, {KA::pointer(dy)});
-      call("_grad_dkdv", {KA::pointer(dk), KA::pointer(dv)}, {KA::pointer(dy), KA::pointer(stats)});
-      call("_grad_dq", {KA::pointer(dq)}, {KA::pointer(dy), KA::pointer(stats)});
+      kernels.launch(deltaKernel,
+                     {KA::pointer(delta), KA::pointer(y), KA::pointer(dy), KA::integer(B * H * T),
+                      KA::integer(T), KA::integer(D), KA::integer(H)},
+                     "attention bench", nullptr);
+      call("_grad_dkdv", {KA::pointer(dk), KA::pointer(dv)}, saved);
+      call("_grad_dq", {KA::pointer(dq)}, saved);
     };
     auto seconds = [&](bool withBackward) {
       for (int i = 0; i < 3; ++i) { // warm-up

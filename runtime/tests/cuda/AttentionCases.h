@@ -175,10 +175,28 @@ inline void runCase(Backend &backend, const Case &c, bool backward, std::mt19937
       std::vector<KA> args = {KA::pointer(y), KA::pointer(v)};
       args.insert(args.end(), sizes.begin(), sizes.end());
       backend.launch("pe_attention_skip", args, nullptr);
-      std::vector<float> want(static_cast<size_t>(n));
+      // The log-sum-exp of a skip row: its one score, -inf without a key.
+      const int64_t rows = B * H * T;
+      uint64_t lse = backend.output(size_t(rows));
+      backend.launch("pe_attention_skip_lse",
+                     {KA::pointer(lse), KA::pointer(q), KA::pointer(k), KA::integer(rows),
+                      KA::integer(T), KA::integer(D), KA::integer(H), KA::integer(c.skipBase),
+                      KA::real(float(scale))},
+                     nullptr);
+      std::vector<float> want(static_cast<size_t>(n)), wantLse(static_cast<size_t>(rows));
       ref::attention<float>(in(d.q, shape), in(d.k, shape), in(d.v, shape), std::nullopt, H,
-                            scale, mask, c.skipBase, {want.data(), shape});
+                            scale, mask, c.skipBase, {want.data(), shape},
+                            TensorRef<float>{wantLse.data(), {B, H, T}});
       expectClose(backend.get(y, size_t(n)), want, 0, "skip attention y");
+      const std::vector<float> gotLse = backend.get(lse, size_t(rows));
+      for (size_t r = 0; r < gotLse.size(); ++r) {
+        if (std::isinf(wantLse[r])) {
+          ASSERT_TRUE(std::isinf(gotLse[r]) && gotLse[r] < 0) << "skip lse at " << r;
+          continue;
+        }
+        ASSERT_NEAR(gotLse[r], wantLse[r], 1e-5 * (1 + std::fabs(wantLse[r])))
+            << "skip lse at " << r;
+      }
       return;
     }
     uint64_t dq = backend.output(size_t(n)), dk = backend.output(size_t(n)),
@@ -242,32 +260,46 @@ inline void runCase(Backend &backend, const Case &c, bool backward, std::mt19937
   };
   const std::vector<int64_t> tableShape = {T, D / 2, 2};
 
+  // The forward (y and lse [B, H, T]); the backward reads both, as the
+  // gradient op's operands.
+  const int64_t rows = B * H * T;
+  uint64_t y = backend.output(size_t(n)), lse = backend.output(size_t(rows));
+  call("", {KA::pointer(y), KA::pointer(lse)}, {});
   if (!backward) {
-    uint64_t y = backend.output(size_t(n));
-    call("", {KA::pointer(y)}, {});
-    std::vector<float> want(static_cast<size_t>(n));
+    std::vector<float> want(static_cast<size_t>(n)), wantLse(static_cast<size_t>(rows));
+    const TensorRef<float> refLse{wantLse.data(), {B, H, T}};
     if (c.rope)
       ref::ropeAttention<float>(in(d.q, shape), in(d.k, shape), in(d.v, shape),
-                                in(d.table, tableShape), H, scale, mask, {want.data(), shape});
+                                in(d.table, tableShape), H, scale, mask, {want.data(), shape},
+                                refLse);
     else
       ref::attention<float>(in(d.q, shape), in(d.k, shape), in(d.v, shape), refRel, H, scale,
-                            mask, 0, {want.data(), shape});
+                            mask, 0, {want.data(), shape}, refLse);
     compare(backend.get(y, size_t(n)), want, 1e-2, "attention y");
+    // lse in f32 either way (bf16 scores: within a few bf16 roundings of the
+    // scores' size).
+    const std::vector<float> gotLse = backend.get(lse, size_t(rows));
+    for (size_t r = 0; r < gotLse.size(); ++r)
+      ASSERT_NEAR(gotLse[r], wantLse[r], (c.bf16 ? 3e-2 : 1e-4) * (1 + std::fabs(wantLse[r])))
+          << "attention lse at " << r;
     return;
   }
-  // stats (scratch: lse then delta, B * H * T each), dK/dV, dQ.
-  uint64_t stats = backend.output(size_t(2 * B * H * T));
+  // delta (scratch: B * H * T), then dK/dV and dQ from the forward's lse.
+  uint64_t delta = backend.output(size_t(rows));
   uint64_t dq = backend.output(size_t(n)), dk = backend.output(size_t(n)),
            dv = backend.output(size_t(n));
-  call("_grad_stats", {KA::pointer(stats)}, {KA::pointer(dy)});
-  call("_grad_dkdv", {KA::pointer(dk), KA::pointer(dv)}, {KA::pointer(dy), KA::pointer(stats)},
-       /*threadPerKey=*/true);
+  backend.launch(c.bf16 ? "pe_attention_mma_grad_delta" : "pe_attention_grad_delta",
+                 {KA::pointer(delta), KA::pointer(y), KA::pointer(dy), KA::integer(rows),
+                  KA::integer(T), KA::integer(D), KA::integer(H)},
+                 nullptr);
+  const std::vector<KA> saved = {KA::pointer(dy), KA::pointer(lse), KA::pointer(delta)};
+  call("_grad_dkdv", {KA::pointer(dk), KA::pointer(dv)}, saved, /*threadPerKey=*/true);
   // With rel, the dQ kernel also writes dS [B * H, T, T] for the drel kernel.
   const uint64_t ds = c.rel ? backend.output(size_t(B * H * T * T)) : 0;
   std::vector<KA> dqFront = {KA::pointer(dq)};
   if (c.rel)
     dqFront.push_back(KA::pointer(ds));
-  call("_grad_dq", dqFront, {KA::pointer(dy), KA::pointer(stats)});
+  call("_grad_dq", dqFront, saved);
   const uint64_t drel = c.rel ? backend.output(size_t(relCount)) : 0;
   if (c.rel)
     backend.launch(flashKernel(c, "_grad_drel"),

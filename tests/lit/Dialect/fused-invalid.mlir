@@ -113,9 +113,9 @@ func.func @f(%s: tensor<4x4xf32>, %dw: tensor<4x3xf32>) {
 
 // -----
 
-func.func @f(%q: tensor<?x5x8xf32>, %t: tensor<5x4x2xf32>, %dy: tensor<?x5x4xf32>) {
+func.func @f(%q: tensor<?x5x8xf32>, %t: tensor<5x4x2xf32>, %dy: tensor<?x5x4xf32>, %lse: tensor<?x2x5xf32>) {
   // expected-error @+1 {{'pe.rope_attention_grad' op operand 'dy' must have shape [?, 5, 8] (the shape of 'q')}}
-  %a, %b, %c = pe.rope_attention_grad %q, %q, %q, %t, %dy heads(2) scale(5.000000e-01) mask(none) : tensor<?x5x8xf32>, tensor<?x5x8xf32>, tensor<?x5x8xf32>, tensor<5x4x2xf32>, tensor<?x5x4xf32> -> (tensor<?x5x8xf32>, tensor<?x5x8xf32>, tensor<?x5x8xf32>)
+  %a, %b, %c = pe.rope_attention_grad %q, %q, %q, %t, %q, %lse, %dy heads(2) scale(5.000000e-01) mask(none) : tensor<?x5x8xf32>, tensor<?x5x8xf32>, tensor<?x5x8xf32>, tensor<5x4x2xf32>, tensor<?x5x8xf32>, tensor<?x2x5xf32>, tensor<?x5x4xf32> -> (tensor<?x5x8xf32>, tensor<?x5x8xf32>, tensor<?x5x8xf32>)
   return
 }
 
@@ -149,5 +149,21 @@ func.func @f(%x: tensor<?x5x8xf32>, %g: tensor<4xf32>) {
 func.func @f(%x: tensor<?x5x8xf32>, %g: tensor<8xf32>) {
   // expected-error @+1 {{'pe.layer_norm_grad_acc' op result 'dgamma' must have shape [8] ([D])}}
   %a, %b, %c = pe.layer_norm_grad_acc %x, %x, %g, %x : tensor<?x5x8xf32>, tensor<?x5x8xf32>, tensor<8xf32>, tensor<?x5x8xf32> -> (tensor<?x5x8xf32>, tensor<5xf32>, tensor<8xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<?x5x8xf32>, %t: tensor<5x4x2xf32>) {
+  // expected-error @+1 {{'pe.rope_attention' op result 'lse' must have shape [?, 2, 5] ([B, heads, T]), got 'tensor<?x5x2xf32>'}}
+  %o, %l = pe.rope_attention %q, %q, %q, %t heads(2) scale(5.000000e-01) mask(none) : tensor<?x5x8xf32>, tensor<?x5x8xf32>, tensor<?x5x8xf32>, tensor<5x4x2xf32> -> tensor<?x5x8xf32>, tensor<?x5x2xf32>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<?x5x8xf32>, %t: tensor<5x4x2xf32>, %lse: tensor<?x2x5xf32>) {
+  // expected-error @+1 {{'pe.rope_attention_grad' op operand 'y' must have shape [?, 5, 8] (the shape of 'q'), got 'tensor<?x2x5xf32>'}}
+  %a, %b, %c = pe.rope_attention_grad %q, %q, %q, %t, %lse, %lse, %q heads(2) scale(5.000000e-01) mask(none) : tensor<?x5x8xf32>, tensor<?x5x8xf32>, tensor<?x5x8xf32>, tensor<5x4x2xf32>, tensor<?x2x5xf32>, tensor<?x2x5xf32>, tensor<?x5x8xf32> -> (tensor<?x5x8xf32>, tensor<?x5x8xf32>, tensor<?x5x8xf32>)
   return
 }

@@ -614,142 +614,160 @@ func.func @f(%dy: tensor<?x64xf32>) {
 // -----
 
 // attention_grad: q is [B, T, D].
-func.func @f(%q: tensor<?x64xf32>) {
+func.func @f(%q: tensor<?x64xf32>, %lse: tensor<?x1x1xf32>) {
   // expected-error @+1 {{'pe.attention_grad' op operand 'q' must have rank 3, got 'tensor<?x64xf32>'}}
-  %0:3 = pe.attention_grad %q, %q, %q, %q heads(1) scale(1.0) mask(none) : tensor<?x64xf32>, tensor<?x64xf32>, tensor<?x64xf32>, tensor<?x64xf32> -> (tensor<?x64xf32>, tensor<?x64xf32>, tensor<?x64xf32>)
+  %0:3 = pe.attention_grad %q, %q, %q, %q, %lse, %q heads(1) scale(1.0) mask(none) : tensor<?x64xf32>, tensor<?x64xf32>, tensor<?x64xf32>, tensor<?x64xf32>, tensor<?x1x1xf32>, tensor<?x64xf32> -> (tensor<?x64xf32>, tensor<?x64xf32>, tensor<?x64xf32>)
   return
 }
 
 // -----
 
 // attention_grad: q, k and v share one type.
-func.func @f(%q: tensor<?x8x64xf32>, %k: tensor<?x8x64xf32>, %v: tensor<?x8x32xf32>) {
+func.func @f(%q: tensor<?x8x64xf32>, %k: tensor<?x8x64xf32>, %v: tensor<?x8x32xf32>, %lse: tensor<?x1x8xf32>) {
   // expected-error @+1 {{'pe.attention_grad' op operands 'q', 'k' and 'v' must have the same type, got 'tensor<?x8x64xf32>', 'tensor<?x8x64xf32>', 'tensor<?x8x32xf32>'}}
-  %0:3 = pe.attention_grad %q, %k, %v, %q heads(1) scale(1.0) mask(none) : tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x32xf32>, tensor<?x8x64xf32> -> (tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x64xf32>)
+  %0:3 = pe.attention_grad %q, %k, %v, %q, %lse, %q heads(1) scale(1.0) mask(none) : tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x32xf32>, tensor<?x8x64xf32>, tensor<?x1x8xf32>, tensor<?x8x64xf32> -> (tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x64xf32>)
   return
 }
 
 // -----
 
 // attention_grad: heads divide the width.
-func.func @f(%q: tensor<?x8x64xf32>) {
+func.func @f(%q: tensor<?x8x64xf32>, %lse: tensor<?x3x8xf32>) {
   // expected-error @+1 {{'pe.attention_grad' op heads (3) must be positive and divide the model width 64}}
-  %0:3 = pe.attention_grad %q, %q, %q, %q heads(3) scale(1.0) mask(none) : tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x64xf32> -> (tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x64xf32>)
+  %0:3 = pe.attention_grad %q, %q, %q, %q, %lse, %q heads(3) scale(1.0) mask(none) : tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x3x8xf32>, tensor<?x8x64xf32> -> (tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x64xf32>)
   return
 }
 
 // -----
 
 // attention_grad: rel is static.
-func.func @f(%q: tensor<?x8x64xf32>, %rel: tensor<?x8x16x16xf32>) {
+func.func @f(%q: tensor<?x8x64xf32>, %rel: tensor<?x8x16x16xf32>, %lse: tensor<?x4x8xf32>) {
   // expected-error @+1 {{'pe.attention_grad' op operand 'rel' must be fully static, got 'tensor<?x8x16x16xf32>'}}
-  %0:4 = pe.attention_grad %q, %q, %q, %q, %rel heads(4) scale(1.0) mask(none) : tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x16x16xf32> -> (tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x16x16xf32>)
+  %0:4 = pe.attention_grad %q, %q, %q, %q, %lse, %q, %rel heads(4) scale(1.0) mask(none) : tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x4x8xf32>, tensor<?x8x64xf32>, tensor<?x8x16x16xf32> -> (tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x16x16xf32>)
   return
 }
 
 // -----
 
 // attention_grad: rel is [T, T, Dh, Dh].
-func.func @f(%q: tensor<?x8x64xf32>, %rel: tensor<8x8x64x64xf32>) {
+func.func @f(%q: tensor<?x8x64xf32>, %rel: tensor<8x8x64x64xf32>, %lse: tensor<?x4x8xf32>) {
   // expected-error @+1 {{'pe.attention_grad' op operand 'rel' must have shape [8, 8, 16, 16] ([T, T, Dh, Dh]), got 'tensor<8x8x64x64xf32>'}}
-  %0:4 = pe.attention_grad %q, %q, %q, %q, %rel heads(4) scale(1.0) mask(none) : tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<8x8x64x64xf32> -> (tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<8x8x64x64xf32>)
+  %0:4 = pe.attention_grad %q, %q, %q, %q, %lse, %q, %rel heads(4) scale(1.0) mask(none) : tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x4x8xf32>, tensor<?x8x64xf32>, tensor<8x8x64x64xf32> -> (tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<8x8x64x64xf32>)
   return
 }
 
 // -----
 
 // attention_grad: scale is positive.
-func.func @f(%q: tensor<?x8x64xf32>) {
+func.func @f(%q: tensor<?x8x64xf32>, %lse: tensor<?x1x8xf32>) {
   // expected-error @+1 {{'pe.attention_grad' op scale must be positive, got 0}}
-  %0:3 = pe.attention_grad %q, %q, %q, %q heads(1) scale(0.0) mask(none) : tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x64xf32> -> (tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x64xf32>)
+  %0:3 = pe.attention_grad %q, %q, %q, %q, %lse, %q heads(1) scale(0.0) mask(none) : tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x1x8xf32>, tensor<?x8x64xf32> -> (tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x64xf32>)
   return
 }
 
 // -----
 
 // attention_grad: the skip mask requires skip_base ...
-func.func @f(%q: tensor<?x8x64xf32>) {
+func.func @f(%q: tensor<?x8x64xf32>, %lse: tensor<?x1x8xf32>) {
   // expected-error @+1 {{'pe.attention_grad' op mask 'skip' requires skip_base}}
-  %0:3 = pe.attention_grad %q, %q, %q, %q heads(1) scale(1.0) mask(skip) : tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x64xf32> -> (tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x64xf32>)
+  %0:3 = pe.attention_grad %q, %q, %q, %q, %lse, %q heads(1) scale(1.0) mask(skip) : tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x1x8xf32>, tensor<?x8x64xf32> -> (tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x64xf32>)
   return
 }
 
 // -----
 
 // ... and no other mask takes it ...
-func.func @f(%q: tensor<?x8x64xf32>) {
+func.func @f(%q: tensor<?x8x64xf32>, %lse: tensor<?x1x8xf32>) {
   // expected-error @+1 {{'pe.attention_grad' op skip_base applies only to mask 'skip'}}
-  %0:3 = pe.attention_grad %q, %q, %q, %q heads(1) scale(1.0) mask(causal) skip_base(1) : tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x64xf32> -> (tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x64xf32>)
+  %0:3 = pe.attention_grad %q, %q, %q, %q, %lse, %q heads(1) scale(1.0) mask(causal) skip_base(1) : tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x1x8xf32>, tensor<?x8x64xf32> -> (tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x64xf32>)
   return
 }
 
 // -----
 
 // ... which is non-negative.
-func.func @f(%q: tensor<?x8x64xf32>) {
+func.func @f(%q: tensor<?x8x64xf32>, %lse: tensor<?x1x8xf32>) {
   // expected-error @+1 {{'pe.attention_grad' op skip_base must be non-negative, got -1}}
-  %0:3 = pe.attention_grad %q, %q, %q, %q heads(1) scale(1.0) mask(skip) skip_base(-1) : tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x64xf32> -> (tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x64xf32>)
+  %0:3 = pe.attention_grad %q, %q, %q, %q, %lse, %q heads(1) scale(1.0) mask(skip) skip_base(-1) : tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x1x8xf32>, tensor<?x8x64xf32> -> (tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x64xf32>)
   return
 }
 
 // -----
 
 // attention_grad: dy has the shape of q.
-func.func @f(%q: tensor<?x8x64xf32>, %dy: tensor<?x8x32xf32>) {
+func.func @f(%q: tensor<?x8x64xf32>, %dy: tensor<?x8x32xf32>, %lse: tensor<?x1x8xf32>) {
   // expected-error @+1 {{'pe.attention_grad' op operand 'dy' must have shape [?, 8, 64] (the shape of 'q'), got 'tensor<?x8x32xf32>'}}
-  %0:3 = pe.attention_grad %q, %q, %q, %dy heads(1) scale(1.0) mask(none) : tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x32xf32> -> (tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x64xf32>)
+  %0:3 = pe.attention_grad %q, %q, %q, %q, %lse, %dy heads(1) scale(1.0) mask(none) : tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x1x8xf32>, tensor<?x8x32xf32> -> (tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x64xf32>)
+  return
+}
+
+// -----
+
+// attention_grad: y is the forward's result, of the shape of q ...
+func.func @f(%q: tensor<?x8x64xf32>, %y: tensor<?x7x64xf32>, %lse: tensor<?x1x8xf32>) {
+  // expected-error @+1 {{'pe.attention_grad' op operand 'y' must have shape [?, 8, 64] (the shape of 'q'), got 'tensor<?x7x64xf32>'}}
+  %0:3 = pe.attention_grad %q, %q, %q, %y, %lse, %q heads(1) scale(1.0) mask(none) : tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x7x64xf32>, tensor<?x1x8xf32>, tensor<?x8x64xf32> -> (tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x64xf32>)
+  return
+}
+
+// -----
+
+// ... and lse its log-sum-exp, [B, heads, T].
+func.func @f(%q: tensor<?x8x64xf32>, %lse: tensor<?x8x2xf32>) {
+  // expected-error @+1 {{'pe.attention_grad' op operand 'lse' must have shape [?, 2, 8] ([B, heads, T]), got 'tensor<?x8x2xf32>'}}
+  %0:3 = pe.attention_grad %q, %q, %q, %q, %lse, %q heads(2) scale(1.0) mask(none) : tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x2xf32>, tensor<?x8x64xf32> -> (tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x64xf32>)
   return
 }
 
 // -----
 
 // attention_grad: rel gets a gradient drel ...
-func.func @f(%q: tensor<?x8x64xf32>, %rel: tensor<8x8x16x16xf32>) {
+func.func @f(%q: tensor<?x8x64xf32>, %rel: tensor<8x8x16x16xf32>, %lse: tensor<?x4x8xf32>) {
   // expected-error @+1 {{'pe.attention_grad' op operand 'rel' needs a fourth result 'drel'}}
-  %0:3 = pe.attention_grad %q, %q, %q, %q, %rel heads(4) scale(1.0) mask(none) : tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<8x8x16x16xf32> -> (tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x64xf32>)
+  %0:3 = pe.attention_grad %q, %q, %q, %q, %lse, %q, %rel heads(4) scale(1.0) mask(none) : tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x4x8xf32>, tensor<?x8x64xf32>, tensor<8x8x16x16xf32> -> (tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x64xf32>)
   return
 }
 
 // -----
 
 // ... and there is no drel without rel.
-func.func @f(%q: tensor<?x8x64xf32>) {
+func.func @f(%q: tensor<?x8x64xf32>, %lse: tensor<?x4x8xf32>) {
   // expected-error @+1 {{'pe.attention_grad' op result 'drel' needs operand 'rel'}}
-  %0:4 = pe.attention_grad %q, %q, %q, %q heads(4) scale(1.0) mask(none) : tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x64xf32> -> (tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<8x8x16x16xf32>)
+  %0:4 = pe.attention_grad %q, %q, %q, %q, %lse, %q heads(4) scale(1.0) mask(none) : tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x4x8xf32>, tensor<?x8x64xf32> -> (tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<8x8x16x16xf32>)
   return
 }
 
 // -----
 
 // attention_grad: dq, dk and dv have the shape of q.
-func.func @f(%q: tensor<?x8x64xf32>) {
+func.func @f(%q: tensor<?x8x64xf32>, %lse: tensor<?x1x8xf32>) {
   // expected-error @+1 {{'pe.attention_grad' op result 'dq' must have shape [?, 8, 64] (the shape of 'q'), got 'tensor<2x8x64xf32>'}}
-  %0:3 = pe.attention_grad %q, %q, %q, %q heads(1) scale(1.0) mask(none) : tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x64xf32> -> (tensor<2x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x64xf32>)
+  %0:3 = pe.attention_grad %q, %q, %q, %q, %lse, %q heads(1) scale(1.0) mask(none) : tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x1x8xf32>, tensor<?x8x64xf32> -> (tensor<2x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x64xf32>)
   return
 }
 
 // -----
 
-func.func @f(%q: tensor<?x8x64xf32>) {
+func.func @f(%q: tensor<?x8x64xf32>, %lse: tensor<?x1x8xf32>) {
   // expected-error @+1 {{'pe.attention_grad' op result 'dk' must have shape [?, 8, 64] (the shape of 'k'), got 'tensor<?x8x32xf32>'}}
-  %0:3 = pe.attention_grad %q, %q, %q, %q heads(1) scale(1.0) mask(none) : tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x64xf32> -> (tensor<?x8x64xf32>, tensor<?x8x32xf32>, tensor<?x8x64xf32>)
+  %0:3 = pe.attention_grad %q, %q, %q, %q, %lse, %q heads(1) scale(1.0) mask(none) : tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x1x8xf32>, tensor<?x8x64xf32> -> (tensor<?x8x64xf32>, tensor<?x8x32xf32>, tensor<?x8x64xf32>)
   return
 }
 
 // -----
 
-func.func @f(%q: tensor<?x8x64xf32>) {
+func.func @f(%q: tensor<?x8x64xf32>, %lse: tensor<?x1x8xf32>) {
   // expected-error @+1 {{'pe.attention_grad' op result 'dv' must have shape [?, 8, 64] (the shape of 'v'), got 'tensor<?x7x64xf32>'}}
-  %0:3 = pe.attention_grad %q, %q, %q, %q heads(1) scale(1.0) mask(none) : tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x64xf32> -> (tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x7x64xf32>)
+  %0:3 = pe.attention_grad %q, %q, %q, %q, %lse, %q heads(1) scale(1.0) mask(none) : tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x1x8xf32>, tensor<?x8x64xf32> -> (tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x7x64xf32>)
   return
 }
 
 // -----
 
 // attention_grad: drel has the shape of rel.
-func.func @f(%q: tensor<?x8x64xf32>, %rel: tensor<8x8x16x16xf32>) {
+func.func @f(%q: tensor<?x8x64xf32>, %rel: tensor<8x8x16x16xf32>, %lse: tensor<?x4x8xf32>) {
   // expected-error @+1 {{'pe.attention_grad' op result 'drel' must have shape [8, 8, 16, 16] (the shape of 'rel'), got 'tensor<8x16x16xf32>'}}
-  %0:4 = pe.attention_grad %q, %q, %q, %q, %rel heads(4) scale(1.0) mask(none) : tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<8x8x16x16xf32> -> (tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<8x16x16xf32>)
+  %0:4 = pe.attention_grad %q, %q, %q, %q, %lse, %q, %rel heads(4) scale(1.0) mask(none) : tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x4x8xf32>, tensor<?x8x64xf32>, tensor<8x8x16x16xf32> -> (tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<?x8x64xf32>, tensor<8x16x16xf32>)
   return
 }
 

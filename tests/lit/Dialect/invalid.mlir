@@ -1580,3 +1580,12 @@ func.func @f() {
   %0 = pe.sinusoidal length(8) dim(16) base(10000.0) : tensor<16x8xf32>
   return
 }
+
+// -----
+
+// attention: the optional lse result is [B, heads, T].
+func.func @f(%q: tensor<?x50x64xf32>) {
+  // expected-error @+1 {{'pe.attention' op result 'lse' must have shape [?, 4, 50] ([B, heads, T]), got 'tensor<?x50x4xf32>'}}
+  %0, %1 = pe.attention %q, %q, %q heads(4) scale(0.25) mask(none) : tensor<?x50x64xf32>, tensor<?x50x64xf32>, tensor<?x50x64xf32> -> tensor<?x50x64xf32>, tensor<?x50x4xf32>
+  return
+}

@@ -256,8 +256,10 @@ module {
 // CHECK:         %[[F:.*]] = pe.rope_freqs
 // CHECK:         %[[Q:.*]] = pe.rope
 // CHECK:         %[[K:.*]] = pe.rope
+// The forward attention returns its log-sum-exp in @gradients (withSavedResults).
+// CHECK:         %[[Y:.*]], %[[LSE:.*]] = pe.attention %[[Q]], %[[K]], %[[X]] heads(2) scale(5.000000e-01) mask(causal) : tensor<?x4x8xf32>, tensor<?x4x8xf32>, tensor<?x4x8xf32> -> tensor<?x4x8xf32>, tensor<?x2x4xf32>
 // CHECK:         %[[DA:.*]] = pe.cross_entropy_grad
-// CHECK:         %[[DQ:.*]], %[[DK:.*]], %[[DV:.*]] = pe.attention_grad %[[Q]], %[[K]], %[[X]], %[[DA]] heads(2) scale(5.000000e-01) mask(causal) : tensor<?x4x8xf32>, tensor<?x4x8xf32>, tensor<?x4x8xf32>, tensor<?x4x8xf32> -> (tensor<?x4x8xf32>, tensor<?x4x8xf32>, tensor<?x4x8xf32>)
+// CHECK:         %[[DQ:.*]], %[[DK:.*]], %[[DV:.*]] = pe.attention_grad %[[Q]], %[[K]], %[[X]], %[[Y]], %[[LSE]], %[[DA]] heads(2) scale(5.000000e-01) mask(causal) : tensor<?x4x8xf32>, tensor<?x4x8xf32>, tensor<?x4x8xf32>, tensor<?x4x8xf32>, tensor<?x2x4xf32>, tensor<?x4x8xf32> -> (tensor<?x4x8xf32>, tensor<?x4x8xf32>, tensor<?x4x8xf32>)
 // CHECK:         %[[NF:.*]] = pe.scale %[[F]] factor(-1.000000e+00) : tensor<4x1xf32> -> tensor<4x1xf32>
 // CHECK:         %[[DK0:.*]] = pe.rope %[[DK]], %[[POS]], %[[NF]] mode(seq)
 // CHECK:         %[[NF2:.*]] = pe.scale %[[F]] factor(-1.000000e+00)
@@ -378,7 +380,7 @@ module {
 // CHECK:         %[[DC:.*]] = pe.scale %[[SEED]] factor(1.000000e-02) : tensor<f32> -> tensor<f32>
 // CHECK:         %[[DL1:.*]] = pe.commutator_norm_grad %[[L]], %[[DC]] : tensor<2x4x4xf32>, tensor<f32> -> tensor<2x4x4xf32>
 // CHECK:         %[[DA:.*]] = pe.cross_entropy_grad
-// CHECK:         %[[DQ:.*]], %{{.*}}, %{{.*}}, %[[DREL:.*]] = pe.attention_grad %[[Q]], %{{.*}}, %{{.*}}, %[[DA]], %[[R]] heads(2) scale(5.000000e-01) mask(none)
+// CHECK:         %[[DQ:.*]], %{{.*}}, %{{.*}}, %[[DREL:.*]] = pe.attention_grad %[[Q]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[DA]], %[[R]] heads(2) scale(5.000000e-01) mask(none)
 // CHECK-SAME:      -> (tensor<?x5x8xf32>, tensor<?x5x8xf32>, tensor<?x5x8xf32>, tensor<5x5x4x4xf32>)
 // CHECK:         %[[DQ1:.*]], %[[DGAMMA:.*]] = pe.spd_gate_grad %[[Q1]], %[[GAMMA]], %[[DQ]] : tensor<?x5x8xf32>, tensor<5x8xf32>, tensor<?x5x8xf32> -> (tensor<?x5x8xf32>, tensor<5x8xf32>)
 // CHECK:         %[[DQ0:.*]], %[[DRABS:.*]] = pe.apply_rotation_grad %[[Q0]], %[[RABS]], %[[DQ1]] heads(2) : tensor<?x5x8xf32>, tensor<5x4x4xf32>, tensor<?x5x8xf32> -> (tensor<?x5x8xf32>, tensor<5x4x4xf32>)

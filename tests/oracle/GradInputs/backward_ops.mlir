@@ -3,7 +3,8 @@
 // @forward / @gradients: a tiny model (frozen w_in, layer norm, linear head,
 // cross-entropy) and its backward pass written by hand as pe-autodiff builds
 // it. @backward_ops: every backward op once (attention_grad with and
-// without rel and with the skip mask; broadcast_to with `like`; mean_grad
+// without rel and with the skip mask, after the forward attention whose y and
+// lse it reads; broadcast_to with `like`; mean_grad
 // over the batch, over another axis and over everything), mapping random
 // inputs to results named by pe.output. test_autodiff.py checks both against
 // pe_torch_grad and autograd.
@@ -66,9 +67,12 @@
     %16 = "pe.token_embed_grad"(%arg8, %arg1) : (tensor<?x3xi32>, tensor<?x3x4xf32>) -> tensor<7x4xf32>
     %17:2 = "pe.class_token_grad"(%arg1) : (tensor<?x3x4xf32>) -> (tensor<?x2x4xf32>, tensor<4xf32>)
     %18 = "pe.select_token_grad"(%arg9) <{index = 1 : i64}> : (tensor<?x4xf32>) -> tensor<?x3x4xf32>
-    %19:3 = "pe.attention_grad"(%arg0, %arg1, %9, %arg1) <{heads = 2 : i64, mask = #pe.mask<causal>, scale = 5.000000e-01 : f64}> : (tensor<?x3x4xf32>, tensor<?x3x4xf32>, tensor<?x3x4xf32>, tensor<?x3x4xf32>) -> (tensor<?x3x4xf32>, tensor<?x3x4xf32>, tensor<?x3x4xf32>)
-    %20:4 = "pe.attention_grad"(%arg0, %9, %arg1, %arg1, %arg10) <{heads = 2 : i64, mask = #pe.mask<none>, scale = 7.500000e-01 : f64}> : (tensor<?x3x4xf32>, tensor<?x3x4xf32>, tensor<?x3x4xf32>, tensor<?x3x4xf32>, tensor<3x3x2x2xf32>) -> (tensor<?x3x4xf32>, tensor<?x3x4xf32>, tensor<?x3x4xf32>, tensor<3x3x2x2xf32>)
-    %21:3 = "pe.attention_grad"(%arg1, %arg0, %arg0, %arg1) <{heads = 2 : i64, mask = #pe.mask<skip>, scale = 1.000000e+00 : f64, skip_base = 1 : i64}> : (tensor<?x3x4xf32>, tensor<?x3x4xf32>, tensor<?x3x4xf32>, tensor<?x3x4xf32>) -> (tensor<?x3x4xf32>, tensor<?x3x4xf32>, tensor<?x3x4xf32>)
+    %39:2 = "pe.attention"(%arg0, %arg1, %9) <{heads = 2 : i64, mask = #pe.mask<causal>, scale = 5.000000e-01 : f64}> : (tensor<?x3x4xf32>, tensor<?x3x4xf32>, tensor<?x3x4xf32>) -> (tensor<?x3x4xf32>, tensor<?x2x3xf32>)
+    %19:3 = "pe.attention_grad"(%arg0, %arg1, %9, %39#0, %39#1, %arg1) <{heads = 2 : i64, mask = #pe.mask<causal>, scale = 5.000000e-01 : f64}> : (tensor<?x3x4xf32>, tensor<?x3x4xf32>, tensor<?x3x4xf32>, tensor<?x3x4xf32>, tensor<?x2x3xf32>, tensor<?x3x4xf32>) -> (tensor<?x3x4xf32>, tensor<?x3x4xf32>, tensor<?x3x4xf32>)
+    %40:2 = "pe.attention"(%arg0, %9, %arg1, %arg10) <{heads = 2 : i64, mask = #pe.mask<none>, scale = 7.500000e-01 : f64}> : (tensor<?x3x4xf32>, tensor<?x3x4xf32>, tensor<?x3x4xf32>, tensor<3x3x2x2xf32>) -> (tensor<?x3x4xf32>, tensor<?x2x3xf32>)
+    %20:4 = "pe.attention_grad"(%arg0, %9, %arg1, %40#0, %40#1, %arg1, %arg10) <{heads = 2 : i64, mask = #pe.mask<none>, scale = 7.500000e-01 : f64}> : (tensor<?x3x4xf32>, tensor<?x3x4xf32>, tensor<?x3x4xf32>, tensor<?x3x4xf32>, tensor<?x2x3xf32>, tensor<?x3x4xf32>, tensor<3x3x2x2xf32>) -> (tensor<?x3x4xf32>, tensor<?x3x4xf32>, tensor<?x3x4xf32>, tensor<3x3x2x2xf32>)
+    %41:2 = "pe.attention"(%arg1, %arg0, %arg0) <{heads = 2 : i64, mask = #pe.mask<skip>, scale = 1.000000e+00 : f64, skip_base = 1 : i64}> : (tensor<?x3x4xf32>, tensor<?x3x4xf32>, tensor<?x3x4xf32>) -> (tensor<?x3x4xf32>, tensor<?x2x3xf32>)
+    %21:3 = "pe.attention_grad"(%arg1, %arg0, %arg0, %41#0, %41#1, %arg1) <{heads = 2 : i64, mask = #pe.mask<skip>, scale = 1.000000e+00 : f64, skip_base = 1 : i64}> : (tensor<?x3x4xf32>, tensor<?x3x4xf32>, tensor<?x3x4xf32>, tensor<?x3x4xf32>, tensor<?x2x3xf32>, tensor<?x3x4xf32>) -> (tensor<?x3x4xf32>, tensor<?x3x4xf32>, tensor<?x3x4xf32>)
     %22 = "pe.cross_entropy_grad"(%arg2, %arg11, %arg5) : (tensor<?x3x5xf32>, tensor<?x3xi32>, tensor<f32>) -> tensor<?x3x5xf32>
     %23 = "pe.rope_grad_freqs"(%arg0, %arg12, %arg13, %arg1) : (tensor<?x3x4xf32>, tensor<3x2xf32>, tensor<2x2xf32>, tensor<?x3x4xf32>) -> tensor<2x2xf32>
     %24:2 = "pe.householder_grad_freqs"(%arg0, %arg12, %arg13, %arg14, %arg1) : (tensor<?x3x4xf32>, tensor<3x2xf32>, tensor<2x2xf32>, tensor<2x2xf32>, tensor<?x3x4xf32>) -> (tensor<2x2xf32>, tensor<2x2xf32>)

@@ -50,30 +50,35 @@ module @attn {
           tensor<?x50x32xf32> {pe.output = "rg50_none_dq"}, tensor<?x50x32xf32> {pe.output = "rg50_none_dk"},
           tensor<?x50x32xf32> {pe.output = "rg50_none_dv"},
           tensor<?x50x32xf32> {pe.output = "rg50_causal_dq"}, tensor<?x50x32xf32> {pe.output = "rg50_causal_dk"},
-          tensor<?x50x32xf32> {pe.output = "rg50_causal_dv"}) {
+          tensor<?x50x32xf32> {pe.output = "rg50_causal_dv"},
+          tensor<?x2x7xf32> {pe.output = "l7_none"}, tensor<?x3x7xf32> {pe.output = "l7_causal"},
+          tensor<?x3x7xf32> {pe.output = "lr7_causal"}, tensor<?x4x50xf32> {pe.output = "l50_causal"},
+          tensor<?x4x50xf32> {pe.output = "lr50_none"}) {
     %t7 = pe.get_param @t7 : tensor<7x6x2xf32>
     %t50 = pe.get_param @t50 : tensor<50x16x2xf32>
-    %a0 = pe.attention %q7, %k7, %v7 heads(2) scale(4.000000e-01) mask(none) : tensor<?x7x12xf32>, tensor<?x7x12xf32>, tensor<?x7x12xf32> -> tensor<?x7x12xf32>
-    %a1 = pe.attention %q7, %k7, %v7 heads(3) scale(5.000000e-01) mask(causal) : tensor<?x7x12xf32>, tensor<?x7x12xf32>, tensor<?x7x12xf32> -> tensor<?x7x12xf32>
+    %a0, %l0 = pe.attention %q7, %k7, %v7 heads(2) scale(4.000000e-01) mask(none) : tensor<?x7x12xf32>, tensor<?x7x12xf32>, tensor<?x7x12xf32> -> tensor<?x7x12xf32>, tensor<?x2x7xf32>
+    %a1, %l1 = pe.attention %q7, %k7, %v7 heads(3) scale(5.000000e-01) mask(causal) : tensor<?x7x12xf32>, tensor<?x7x12xf32>, tensor<?x7x12xf32> -> tensor<?x7x12xf32>, tensor<?x3x7xf32>
     %a2 = pe.attention %q7, %k7, %v7 heads(2) scale(4.000000e-01) mask(skip) skip_base(1) : tensor<?x7x12xf32>, tensor<?x7x12xf32>, tensor<?x7x12xf32> -> tensor<?x7x12xf32>
-    %g0:3 = pe.attention_grad %q7, %k7, %v7, %d7 heads(2) scale(4.000000e-01) mask(none) : tensor<?x7x12xf32>, tensor<?x7x12xf32>, tensor<?x7x12xf32>, tensor<?x7x12xf32> -> (tensor<?x7x12xf32>, tensor<?x7x12xf32>, tensor<?x7x12xf32>)
-    %g1:3 = pe.attention_grad %q7, %k7, %v7, %d7 heads(3) scale(5.000000e-01) mask(causal) : tensor<?x7x12xf32>, tensor<?x7x12xf32>, tensor<?x7x12xf32>, tensor<?x7x12xf32> -> (tensor<?x7x12xf32>, tensor<?x7x12xf32>, tensor<?x7x12xf32>)
-    %g2:3 = pe.attention_grad %q7, %k7, %v7, %d7 heads(2) scale(4.000000e-01) mask(skip) skip_base(1) : tensor<?x7x12xf32>, tensor<?x7x12xf32>, tensor<?x7x12xf32>, tensor<?x7x12xf32> -> (tensor<?x7x12xf32>, tensor<?x7x12xf32>, tensor<?x7x12xf32>)
-    %r0 = pe.rope_attention %q7, %k7, %v7, %t7 heads(2) scale(4.000000e-01) mask(none) : tensor<?x7x12xf32>, tensor<?x7x12xf32>, tensor<?x7x12xf32>, tensor<7x6x2xf32> -> tensor<?x7x12xf32>
-    %r1 = pe.rope_attention %q7, %k7, %v7, %t7 heads(3) scale(5.000000e-01) mask(causal) : tensor<?x7x12xf32>, tensor<?x7x12xf32>, tensor<?x7x12xf32>, tensor<7x6x2xf32> -> tensor<?x7x12xf32>
-    %rg0:3 = pe.rope_attention_grad %q7, %k7, %v7, %t7, %d7 heads(2) scale(4.000000e-01) mask(none) : tensor<?x7x12xf32>, tensor<?x7x12xf32>, tensor<?x7x12xf32>, tensor<7x6x2xf32>, tensor<?x7x12xf32> -> (tensor<?x7x12xf32>, tensor<?x7x12xf32>, tensor<?x7x12xf32>)
-    %rg1:3 = pe.rope_attention_grad %q7, %k7, %v7, %t7, %d7 heads(3) scale(5.000000e-01) mask(causal) : tensor<?x7x12xf32>, tensor<?x7x12xf32>, tensor<?x7x12xf32>, tensor<7x6x2xf32>, tensor<?x7x12xf32> -> (tensor<?x7x12xf32>, tensor<?x7x12xf32>, tensor<?x7x12xf32>)
+    %g0:3 = pe.attention_grad %q7, %k7, %v7, %a0, %l0, %d7 heads(2) scale(4.000000e-01) mask(none) : tensor<?x7x12xf32>, tensor<?x7x12xf32>, tensor<?x7x12xf32>, tensor<?x7x12xf32>, tensor<?x2x7xf32>, tensor<?x7x12xf32> -> (tensor<?x7x12xf32>, tensor<?x7x12xf32>, tensor<?x7x12xf32>)
+    %g1:3 = pe.attention_grad %q7, %k7, %v7, %a1, %l1, %d7 heads(3) scale(5.000000e-01) mask(causal) : tensor<?x7x12xf32>, tensor<?x7x12xf32>, tensor<?x7x12xf32>, tensor<?x7x12xf32>, tensor<?x3x7xf32>, tensor<?x7x12xf32> -> (tensor<?x7x12xf32>, tensor<?x7x12xf32>, tensor<?x7x12xf32>)
+    %g2:3 = pe.attention_grad %q7, %k7, %v7, %a0, %l0, %d7 heads(2) scale(4.000000e-01) mask(skip) skip_base(1) : tensor<?x7x12xf32>, tensor<?x7x12xf32>, tensor<?x7x12xf32>, tensor<?x7x12xf32>, tensor<?x2x7xf32>, tensor<?x7x12xf32> -> (tensor<?x7x12xf32>, tensor<?x7x12xf32>, tensor<?x7x12xf32>)
+    %r0, %lr0 = pe.rope_attention %q7, %k7, %v7, %t7 heads(2) scale(4.000000e-01) mask(none) : tensor<?x7x12xf32>, tensor<?x7x12xf32>, tensor<?x7x12xf32>, tensor<7x6x2xf32> -> tensor<?x7x12xf32>, tensor<?x2x7xf32>
+    %r1, %lr1 = pe.rope_attention %q7, %k7, %v7, %t7 heads(3) scale(5.000000e-01) mask(causal) : tensor<?x7x12xf32>, tensor<?x7x12xf32>, tensor<?x7x12xf32>, tensor<7x6x2xf32> -> tensor<?x7x12xf32>, tensor<?x3x7xf32>
+    %rg0:3 = pe.rope_attention_grad %q7, %k7, %v7, %t7, %r0, %lr0, %d7 heads(2) scale(4.000000e-01) mask(none) : tensor<?x7x12xf32>, tensor<?x7x12xf32>, tensor<?x7x12xf32>, tensor<7x6x2xf32>, tensor<?x7x12xf32>, tensor<?x2x7xf32>, tensor<?x7x12xf32> -> (tensor<?x7x12xf32>, tensor<?x7x12xf32>, tensor<?x7x12xf32>)
+    %rg1:3 = pe.rope_attention_grad %q7, %k7, %v7, %t7, %r1, %lr1, %d7 heads(3) scale(5.000000e-01) mask(causal) : tensor<?x7x12xf32>, tensor<?x7x12xf32>, tensor<?x7x12xf32>, tensor<7x6x2xf32>, tensor<?x7x12xf32>, tensor<?x3x7xf32>, tensor<?x7x12xf32> -> (tensor<?x7x12xf32>, tensor<?x7x12xf32>, tensor<?x7x12xf32>)
     %b0 = pe.attention %q50, %k50, %v50 heads(4) scale(3.535530e-01) mask(none) : tensor<?x50x32xf32>, tensor<?x50x32xf32>, tensor<?x50x32xf32> -> tensor<?x50x32xf32>
     %b1 = pe.attention %q50, %k50, %v50 heads(1) scale(1.767770e-01) mask(causal) : tensor<?x50x32xf32>, tensor<?x50x32xf32>, tensor<?x50x32xf32> -> tensor<?x50x32xf32>
-    %h1:3 = pe.attention_grad %q50, %k50, %v50, %d50 heads(4) scale(3.535530e-01) mask(causal) : tensor<?x50x32xf32>, tensor<?x50x32xf32>, tensor<?x50x32xf32>, tensor<?x50x32xf32> -> (tensor<?x50x32xf32>, tensor<?x50x32xf32>, tensor<?x50x32xf32>)
-    %s0 = pe.rope_attention %q50, %k50, %v50, %t50 heads(4) scale(3.535530e-01) mask(none) : tensor<?x50x32xf32>, tensor<?x50x32xf32>, tensor<?x50x32xf32>, tensor<50x16x2xf32> -> tensor<?x50x32xf32>
-    %s1 = pe.rope_attention %q50, %k50, %v50, %t50 heads(2) scale(2.500000e-01) mask(causal) : tensor<?x50x32xf32>, tensor<?x50x32xf32>, tensor<?x50x32xf32>, tensor<50x16x2xf32> -> tensor<?x50x32xf32>
-    %sg0:3 = pe.rope_attention_grad %q50, %k50, %v50, %t50, %d50 heads(4) scale(3.535530e-01) mask(none) : tensor<?x50x32xf32>, tensor<?x50x32xf32>, tensor<?x50x32xf32>, tensor<50x16x2xf32>, tensor<?x50x32xf32> -> (tensor<?x50x32xf32>, tensor<?x50x32xf32>, tensor<?x50x32xf32>)
-    %sg1:3 = pe.rope_attention_grad %q50, %k50, %v50, %t50, %d50 heads(2) scale(2.500000e-01) mask(causal) : tensor<?x50x32xf32>, tensor<?x50x32xf32>, tensor<?x50x32xf32>, tensor<50x16x2xf32>, tensor<?x50x32xf32> -> (tensor<?x50x32xf32>, tensor<?x50x32xf32>, tensor<?x50x32xf32>)
+    %b2, %lb2 = pe.attention %q50, %k50, %v50 heads(4) scale(3.535530e-01) mask(causal) : tensor<?x50x32xf32>, tensor<?x50x32xf32>, tensor<?x50x32xf32> -> tensor<?x50x32xf32>, tensor<?x4x50xf32>
+    %h1:3 = pe.attention_grad %q50, %k50, %v50, %b2, %lb2, %d50 heads(4) scale(3.535530e-01) mask(causal) : tensor<?x50x32xf32>, tensor<?x50x32xf32>, tensor<?x50x32xf32>, tensor<?x50x32xf32>, tensor<?x4x50xf32>, tensor<?x50x32xf32> -> (tensor<?x50x32xf32>, tensor<?x50x32xf32>, tensor<?x50x32xf32>)
+    %s0, %ls0 = pe.rope_attention %q50, %k50, %v50, %t50 heads(4) scale(3.535530e-01) mask(none) : tensor<?x50x32xf32>, tensor<?x50x32xf32>, tensor<?x50x32xf32>, tensor<50x16x2xf32> -> tensor<?x50x32xf32>, tensor<?x4x50xf32>
+    %s1, %ls1 = pe.rope_attention %q50, %k50, %v50, %t50 heads(2) scale(2.500000e-01) mask(causal) : tensor<?x50x32xf32>, tensor<?x50x32xf32>, tensor<?x50x32xf32>, tensor<50x16x2xf32> -> tensor<?x50x32xf32>, tensor<?x2x50xf32>
+    %sg0:3 = pe.rope_attention_grad %q50, %k50, %v50, %t50, %s0, %ls0, %d50 heads(4) scale(3.535530e-01) mask(none) : tensor<?x50x32xf32>, tensor<?x50x32xf32>, tensor<?x50x32xf32>, tensor<50x16x2xf32>, tensor<?x50x32xf32>, tensor<?x4x50xf32>, tensor<?x50x32xf32> -> (tensor<?x50x32xf32>, tensor<?x50x32xf32>, tensor<?x50x32xf32>)
+    %sg1:3 = pe.rope_attention_grad %q50, %k50, %v50, %t50, %s1, %ls1, %d50 heads(2) scale(2.500000e-01) mask(causal) : tensor<?x50x32xf32>, tensor<?x50x32xf32>, tensor<?x50x32xf32>, tensor<50x16x2xf32>, tensor<?x50x32xf32>, tensor<?x2x50xf32>, tensor<?x50x32xf32> -> (tensor<?x50x32xf32>, tensor<?x50x32xf32>, tensor<?x50x32xf32>)
     %loss = pe.mean %a0 : tensor<?x7x12xf32> -> tensor<f32>
     return %loss, %a0, %a1, %a2, %g0#0, %g0#1, %g0#2, %g1#0, %g1#1, %g1#2, %g2#0, %g2#1, %g2#2,
            %r0, %r1, %rg0#0, %rg0#1, %rg0#2, %rg1#0, %rg1#1, %rg1#2,
-           %b0, %b1, %h1#0, %h1#1, %h1#2, %s0, %s1, %sg0#0, %sg0#1, %sg0#2, %sg1#0, %sg1#1, %sg1#2
+           %b0, %b1, %h1#0, %h1#1, %h1#2, %s0, %s1, %sg0#0, %sg0#1, %sg0#2, %sg1#0, %sg1#1, %sg1#2,
+           %l0, %l1, %lr1, %lb2, %ls0
         : tensor<f32>, tensor<?x7x12xf32>, tensor<?x7x12xf32>, tensor<?x7x12xf32>,
           tensor<?x7x12xf32>, tensor<?x7x12xf32>, tensor<?x7x12xf32>,
           tensor<?x7x12xf32>, tensor<?x7x12xf32>, tensor<?x7x12xf32>,
@@ -85,7 +90,9 @@ module @attn {
           tensor<?x50x32xf32>, tensor<?x50x32xf32>, tensor<?x50x32xf32>,
           tensor<?x50x32xf32>, tensor<?x50x32xf32>,
           tensor<?x50x32xf32>, tensor<?x50x32xf32>, tensor<?x50x32xf32>,
-          tensor<?x50x32xf32>, tensor<?x50x32xf32>, tensor<?x50x32xf32>
+          tensor<?x50x32xf32>, tensor<?x50x32xf32>, tensor<?x50x32xf32>,
+          tensor<?x2x7xf32>, tensor<?x3x7xf32>, tensor<?x3x7xf32>, tensor<?x4x50xf32>,
+          tensor<?x4x50xf32>
   }
   func.func @gradients(%q7: tensor<?x7x12xf32> {pe.input = "q7"}, %k7: tensor<?x7x12xf32> {pe.input = "k7"},
                        %v7: tensor<?x7x12xf32> {pe.input = "v7"}, %d7: tensor<?x7x12xf32> {pe.input = "d7"},
@@ -156,8 +163,8 @@ module @declined {
           tensor<?x300x8xf32> {pe.output = "long"}, tensor<?x300x8xf32> {pe.output = "long_dq"}) {
     %rel = pe.get_param @rel : tensor<4x4x2x2xf32>
     %0 = pe.attention %x, %x, %x, %rel heads(2) scale(5.000000e-01) mask(none) : tensor<?x4x4xf32>, tensor<?x4x4xf32>, tensor<?x4x4xf32>, tensor<4x4x2x2xf32> -> tensor<?x4x4xf32>
-    %1 = pe.attention %l, %l, %l heads(2) scale(5.000000e-01) mask(none) : tensor<?x300x8xf32>, tensor<?x300x8xf32>, tensor<?x300x8xf32> -> tensor<?x300x8xf32>
-    %2:3 = pe.attention_grad %l, %l, %l, %l heads(2) scale(5.000000e-01) mask(none) : tensor<?x300x8xf32>, tensor<?x300x8xf32>, tensor<?x300x8xf32>, tensor<?x300x8xf32> -> (tensor<?x300x8xf32>, tensor<?x300x8xf32>, tensor<?x300x8xf32>)
+    %1, %lse = pe.attention %l, %l, %l heads(2) scale(5.000000e-01) mask(none) : tensor<?x300x8xf32>, tensor<?x300x8xf32>, tensor<?x300x8xf32> -> tensor<?x300x8xf32>, tensor<?x2x300xf32>
+    %2:3 = pe.attention_grad %l, %l, %l, %1, %lse, %l heads(2) scale(5.000000e-01) mask(none) : tensor<?x300x8xf32>, tensor<?x300x8xf32>, tensor<?x300x8xf32>, tensor<?x300x8xf32>, tensor<?x2x300xf32>, tensor<?x300x8xf32> -> (tensor<?x300x8xf32>, tensor<?x300x8xf32>, tensor<?x300x8xf32>)
     %loss = pe.mean %x : tensor<?x4x4xf32> -> tensor<f32>
     return %loss, %0, %1, %2#0 : tensor<f32>, tensor<?x4x4xf32>, tensor<?x300x8xf32>, tensor<?x300x8xf32>
   }

@@ -27,10 +27,10 @@ void ropeApplyGradTable(TensorRef<const float> x, TensorRef<const float> dy, boo
 // head's q and k tiles into thread-local [T, Dh] scratch as it loads them,
 // then S = scale Qr Kr^T, the softmax and Y = P V as per-head GEMMs. The
 // rotated tiles and P live only in that scratch (L1/L2-sized for the
-// models here), never in a model-sized buffer.
+// models here), never in a model-sized buffer. `lse` as cpu::attention's.
 void ropeAttention(TensorRef<const float> q, TensorRef<const float> k, TensorRef<const float> v,
                    TensorRef<const float> table, int64_t heads, double scale, AttentionMask mask,
-                   TensorRef<float> y);
+                   TensorRef<float> y, OptionalOutput<float> lse = std::nullopt);
 
 // Recomputes the rotated tiles and P per (batch, head) (nothing is kept
 // from the forward), then dV = P^T dY, dS, dQr = scale dS Kr and

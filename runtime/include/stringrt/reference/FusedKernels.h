@@ -46,11 +46,12 @@ template <typename T> void cayleyWeight(TensorRef<const T> s, TensorRef<T> w);
 template <typename T>
 void cayleyWeightGrad(TensorRef<const T> s, TensorRef<const T> dw, TensorRef<T> ds);
 
-// attention(rope_apply(q, table), rope_apply(k, table), v); mask None or Causal.
+// attention(rope_apply(q, table), rope_apply(k, table), v); mask None or
+// Causal; `lse` as attention's.
 template <typename T>
 void ropeAttention(TensorRef<const T> q, TensorRef<const T> k, TensorRef<const T> v,
                    TensorRef<const T> table, int64_t heads, double scale, AttentionMask mask,
-                   TensorRef<T> y);
+                   TensorRef<T> y, OptionalOutput<T> lse = std::nullopt);
 
 // dqr, dkr, dv = attention_grad(rope_apply(q), rope_apply(k), v, dy);
 // dq = rope_apply(dqr, inverse), dk = rope_apply(dkr, inverse).

@@ -172,14 +172,17 @@ enum class AttentionMask { None, Causal, Skip };
 // R_ij = rel[i, j] (the identity without rel):
 //   s_ij = scale q_i^T R_ij k_j,  P_i = softmax over the visible j,
 //   y_i = sum_j P_ij v_j;  a query with no visible key gets exact zeros.
-// q, k, v [B, T, D], rel? [T, T, Dh, Dh] -> y [B, T, D]. skipBase >= 0 is
-// required with Skip and ignored otherwise.
+// q, k, v [B, T, D], rel? [T, T, Dh, Dh] -> y [B, T, D] and, when `lse` is
+// given, lse [B, heads, T]: lse[b, h, i] = log sum_j exp(s_ij) over the
+// visible keys (-inf for a query with none). skipBase >= 0 is required with
+// Skip and ignored otherwise.
 template <typename T>
 void attention(TensorRef<const T> q, TensorRef<const T> k, TensorRef<const T> v,
                OptionalInput<T> rel, int64_t heads, double scale, AttentionMask mask,
-               int64_t skipBase, TensorRef<T> y);
+               int64_t skipBase, TensorRef<T> y, OptionalOutput<T> lse = std::nullopt);
 
-// Recomputes P (no stored scores), then
+// Recomputes P (no stored scores: the forward's y and lse, which
+// pe.attention_grad also takes, are not needed here), then
 //   dv_j = sum_i P_ij dy_i,  dP_ij = dy_i . v_j,  dS_ij = P_ij (dP_ij - sum_l P_il dP_il),
 //   dq_i = scale sum_j dS_ij R_ij k_j,  dk_j = scale sum_i dS_ij R_ij^T q_i,
 //   drel[i, j] = scale sum_{b,h} dS_ij q_i k_j^T.

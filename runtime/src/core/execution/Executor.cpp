@@ -352,7 +352,8 @@ Executor::Executor(const Program &program, std::string name,
       throw Error(where(i) + ": takes " + countRange(minOps, maxOps) + " operands, got " +
                   std::to_string(op.operands.size()));
     const size_t results = schema.resultCount(static_cast<int>(op.operands.size()));
-    if (op.results.size() != results)
+    if (!schema.acceptsResults(static_cast<int>(op.operands.size()),
+                               static_cast<int>(op.results.size())))
       throw Error(where(i) + ": has " + std::to_string(results) + " results with " +
                   std::to_string(op.operands.size()) + " operands, got " +
                   std::to_string(op.results.size()));

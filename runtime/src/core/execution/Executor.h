@@ -211,6 +211,14 @@ void addFastFusedOps(OpTable &table);
 // with mask skip, absent otherwise); throw Error for anything else.
 ref::AttentionMask attentionMask(const OpContext &c);
 int64_t attentionSkipBase(const OpContext &c, ref::AttentionMask mask);
+// The forward attention ops' optional second result, the log-sum-exp
+// [B, heads, T] (present in @gradients, where pe-autodiff asks for it).
+ref::OptionalOutput<float> attentionLse(const OpContext &c);
+// The gradient ops' saved forward operands y (at `yIndex`, the shape of q)
+// and lse (at yIndex + 1, [B, heads, T]). The CPU kernels recompute the
+// softmax instead of reading them (as cheap for them), so only their shapes
+// are checked.
+void checkAttentionSaved(const OpContext &c, size_t yIndex);
 // pe.rope's `mode` checked against its positions (operand 1: [T, 1] for seq,
 // [T, 2] for axial and mixed); throws Error otherwise.
 void checkRopeMode(const OpContext &c);

@@ -39,7 +39,8 @@ void runTokenEmbed(const OpContext &c) { cpu::tokenEmbed(c.inI32(0), c.in(1), c.
 void runAttention(const OpContext &c) {
   ref::AttentionMask mask = attentionMask(c);
   cpu::attention(c.in(0), c.in(1), c.in(2), c.optIn(3), c.op().getInt("heads"),
-                 c.op().getFloat("scale"), mask, attentionSkipBase(c, mask), c.out(0));
+                 c.op().getFloat("scale"), mask, attentionSkipBase(c, mask), c.out(0),
+                 attentionLse(c));
 }
 
 void runCrossEntropy(const OpContext &c) {
@@ -90,8 +91,10 @@ void runTokenEmbedGrad(const OpContext &c) {
   cpu::tokenEmbedGrad(c.inI32(0), c.in(1), c.out(0));
 }
 
+// Operands q, k, v, y, lse, dy, rel?: y and lse are not read (the fast
+// kernel recomputes P, one GEMM per head).
 void runAttentionGrad(const OpContext &c) {
-  bool hasRel = c.numOperands() == 5;
+  bool hasRel = c.numOperands() == 7;
   if (c.numResults() != (hasRel ? 4u : 3u))
     c.fail(std::to_string(c.numResults()) + " results for " + std::to_string(c.numOperands()) +
            " operands (drel exactly when rel is given)");
@@ -99,7 +102,8 @@ void runAttentionGrad(const OpContext &c) {
   ref::OptionalOutput<float> drel;
   if (hasRel)
     drel = c.out(3);
-  cpu::attentionGrad(c.in(0), c.in(1), c.in(2), c.in(3), c.optIn(4), c.op().getInt("heads"),
+  checkAttentionSaved(c, 3);
+  cpu::attentionGrad(c.in(0), c.in(1), c.in(2), c.in(5), c.optIn(6), c.op().getInt("heads"),
                      c.op().getFloat("scale"), mask, attentionSkipBase(c, mask), c.out(0),
                      c.out(1), c.out(2), drel);
 }

@@ -38,9 +38,16 @@ void checkRopeApplyGradTable(const OpContext &c) {
 void checkRopeAttention(const OpContext &c) {
   ref::checks::ropeAttention<float>(c.in(0), c.in(1), c.in(2), c.in(3), c.op().getInt("heads"),
                                     fusedMask(c), c.out(0));
+  if (ref::OptionalOutput<float> lse = attentionLse(c))
+    ref::checkShape("rope_attention: lse", *lse,
+                    {c.in(0).dim(0), c.op().getInt("heads"), c.in(0).dim(1)});
 }
+// rope_attention_grad's operands: q, k, v, table, y, lse, dy. The CPU
+// kernels recompute P from the rotated tiles and do not read y and lse.
+constexpr size_t kRopeGradY = 4, kRopeGradDy = 6;
 void checkRopeAttentionGrad(const OpContext &c) {
-  ref::checks::ropeAttentionGrad<float>(c.in(0), c.in(1), c.in(2), c.in(3), c.in(4),
+  checkAttentionSaved(c, kRopeGradY);
+  ref::checks::ropeAttentionGrad<float>(c.in(0), c.in(1), c.in(2), c.in(3), c.in(kRopeGradDy),
                                         c.op().getInt("heads"), fusedMask(c), c.out(0), c.out(1),
                                         c.out(2));
 }
@@ -60,7 +67,7 @@ void runCayleyWeight(const OpContext &c) { ref::cayleyWeight<float>(c.in(0), c.o
 
 void runRopeAttention(const OpContext &c) {
   ref::ropeAttention<float>(c.in(0), c.in(1), c.in(2), c.in(3), c.op().getInt("heads"),
-                            c.op().getFloat("scale"), fusedMask(c), c.out(0));
+                            c.op().getFloat("scale"), fusedMask(c), c.out(0), attentionLse(c));
 }
 
 void runLinearGelu(const OpContext &c) {
@@ -96,7 +103,8 @@ void runCayleyWeightGrad(const OpContext &c) {
 }
 
 void runRopeAttentionGrad(const OpContext &c) {
-  ref::ropeAttentionGrad<float>(c.in(0), c.in(1), c.in(2), c.in(3), c.in(4),
+  checkAttentionSaved(c, kRopeGradY);
+  ref::ropeAttentionGrad<float>(c.in(0), c.in(1), c.in(2), c.in(3), c.in(kRopeGradDy),
                                 c.op().getInt("heads"), c.op().getFloat("scale"), fusedMask(c),
                                 c.out(0), c.out(1), c.out(2));
 }
@@ -115,11 +123,13 @@ void runFastRopeApplyGradTable(const OpContext &c) {
 
 void runFastRopeAttention(const OpContext &c) {
   cpu::ropeAttention(c.in(0), c.in(1), c.in(2), c.in(3), c.op().getInt("heads"),
-                     c.op().getFloat("scale"), fusedMask(c), c.out(0));
+                     c.op().getFloat("scale"), fusedMask(c), c.out(0), attentionLse(c));
 }
 
 void runFastRopeAttentionGrad(const OpContext &c) {
-  cpu::ropeAttentionGrad(c.in(0), c.in(1), c.in(2), c.in(3), c.in(4), c.op().getInt("heads"),
+  checkAttentionSaved(c, kRopeGradY);
+  cpu::ropeAttentionGrad(c.in(0), c.in(1), c.in(2), c.in(3), c.in(kRopeGradDy),
+                         c.op().getInt("heads"),
                          c.op().getFloat("scale"), fusedMask(c), c.out(0), c.out(1), c.out(2));
 }
 

@@ -32,6 +32,20 @@ int64_t attentionSkipBase(const OpContext &c, ref::AttentionMask mask) {
   return skipBase.value_or(0);
 }
 
+ref::OptionalOutput<float> attentionLse(const OpContext &c) {
+  ref::OptionalOutput<float> lse;
+  if (c.numResults() == 2)
+    lse = c.out(1);
+  return lse;
+}
+
+void checkAttentionSaved(const OpContext &c, size_t yIndex) {
+  const ref::TensorRef<const float> q = c.in(0), y = c.in(yIndex), lse = c.in(yIndex + 1);
+  ref::checkShape("attention_grad: y", y, q.shape);
+  if (q.rank() == 3)
+    ref::checkShape("attention_grad: lse", lse, {q.dim(0), c.op().getInt("heads"), q.dim(1)});
+}
+
 namespace {
 
 using namespace stringrt::ref;
@@ -157,12 +171,16 @@ void runSelectTokenGrad(const OpContext &c) {
 void runAttention(const OpContext &c) {
   AttentionMask mask = attentionMask(c);
   attention<float>(c.in(0), c.in(1), c.in(2), c.optIn(3), c.op().getInt("heads"),
-                   c.op().getFloat("scale"), mask, attentionSkipBase(c, mask), c.out(0));
+                   c.op().getFloat("scale"), mask, attentionSkipBase(c, mask), c.out(0),
+                   attentionLse(c));
 }
 
-// attention_grad's drel: result 3, exactly when rel (operand 4) is given.
+// attention_grad's operands: q, k, v, y, lse, dy, rel?
+constexpr size_t kGradY = 3, kGradDy = 5, kGradRel = 6;
+
+// attention_grad's drel: result 3, exactly when rel (operand 6) is given.
 OptionalOutput<float> attentionGradDrel(const OpContext &c) {
-  bool hasRel = c.numOperands() == 5;
+  bool hasRel = c.numOperands() == kGradRel + 1;
   if (c.numResults() != (hasRel ? 4u : 3u))
     c.fail(std::to_string(c.numResults()) + " results for " + std::to_string(c.numOperands()) +
            " operands (drel exactly when rel is given)");
@@ -175,9 +193,10 @@ OptionalOutput<float> attentionGradDrel(const OpContext &c) {
 void runAttentionGrad(const OpContext &c) {
   OptionalOutput<float> drel = attentionGradDrel(c);
   AttentionMask mask = attentionMask(c);
-  attentionGrad<float>(c.in(0), c.in(1), c.in(2), c.in(3), c.optIn(4), c.op().getInt("heads"),
-                       c.op().getFloat("scale"), mask, attentionSkipBase(c, mask), c.out(0),
-                       c.out(1), c.out(2), drel);
+  checkAttentionSaved(c, kGradY);
+  attentionGrad<float>(c.in(0), c.in(1), c.in(2), c.in(kGradDy), c.optIn(kGradRel),
+                       c.op().getInt("heads"), c.op().getFloat("scale"), mask,
+                       attentionSkipBase(c, mask), c.out(0), c.out(1), c.out(2), drel);
 }
 
 void runCrossEntropy(const OpContext &c) {
@@ -231,11 +250,14 @@ void checkAttention(const OpContext &c) {
   AttentionMask mask = attentionMask(c);
   checks::attention<float>(c.in(0), c.in(1), c.in(2), c.optIn(3), c.op().getInt("heads"), mask,
                            attentionSkipBase(c, mask), c.out(0));
+  if (OptionalOutput<float> lse = attentionLse(c))
+    checkShape("attention: lse", *lse, {c.in(0).dim(0), c.op().getInt("heads"), c.in(0).dim(1)});
 }
 void checkAttentionGrad(const OpContext &c) {
   OptionalOutput<float> drel = attentionGradDrel(c);
   AttentionMask mask = attentionMask(c);
-  checks::attentionGrad<float>(c.in(0), c.in(1), c.in(2), c.in(3), c.optIn(4),
+  checkAttentionSaved(c, kGradY);
+  checks::attentionGrad<float>(c.in(0), c.in(1), c.in(2), c.in(kGradDy), c.optIn(kGradRel),
                                c.op().getInt("heads"), mask, attentionSkipBase(c, mask), c.out(0),
                                c.out(1), c.out(2), drel);
 }

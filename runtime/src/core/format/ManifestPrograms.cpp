@@ -276,9 +276,10 @@ public:
       op.results.push_back(id);
     }
     const int wantResults = schema->resultCount(numOperands);
-    if (int(op.results.size()) != wantResults)
-      fail(where, fmt::format("expected {} results, got {}", wantResults,
-                              op.results.size()));
+    if (!schema->acceptsResults(numOperands, int(op.results.size())))
+      fail(where, fmt::format("expected {}{} results, got {}",
+                              schema->savedResult ? fmt::format("{} or ", wantResults - 1) : "",
+                              wantResults, op.results.size()));
 
     parseAttrs(*member(entry, "attrs"), where, *schema, op);
     if (const JsonValue *kernels = member(entry, "kernels"))

@@ -23,6 +23,11 @@ int OpSchema::resultCount(int numOperands) const {
   return maxResults;
 }
 
+bool OpSchema::acceptsResults(int numOperands, int numResults) const {
+  const int want = resultCount(numOperands);
+  return numResults == want || (savedResult && numResults == want - 1);
+}
+
 const AttrSchema *OpSchema::findAttr(std::string_view attr) const {
   for (const AttrSchema &a : attrs)
     if (attr == a.name)

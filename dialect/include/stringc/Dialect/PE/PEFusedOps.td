@@ -103,7 +103,7 @@ def PE_CayleyWeightOp : PE_ComputeOp<"cayley_weight", [PE_Differentiable]> {
 // Fused kernels (pe-fuse-attention, pe-fuse-epilogue)
 //===----------------------------------------------------------------------===//
 
-def PE_RopeAttentionOp : PE_ComputeOp<"rope_attention", [PE_Differentiable]> {
+def PE_RopeAttentionOp : PE_ComputeOp<"rope_attention", [PE_DifferentiableSaving]> {
   let summary = "attention with RoPE on Q and K in its prologue";
   let description = [{
     `attention(rope_apply(q, table), rope_apply(k, table), v)` with the
@@ -114,7 +114,9 @@ def PE_RopeAttentionOp : PE_ComputeOp<"rope_attention", [PE_Differentiable]> {
     `q` and `k`: plain `pe.attention`); no `rel`.
 
     Shapes: `q`, `k`, `v` `[B, T, D]` of one type, `table` static
-    `[T, D/2, 2]` (`pe.rope_table`); the result has the type of `q`.
+    `[T, D/2, 2]` (`pe.rope_table`); the result has the type of `q`, and the
+    optional `lse` (f32 `[B, heads, T]`, added by pe-autodiff) is the log-sum-exp
+    of each query row's scores, as `pe.attention`'s.
 
     Differentiable in `q`, `k`, `v` (`pe.rope_attention_grad`); the table
     gets no gradient (pe-fuse-attention does not fire on a table that
@@ -127,11 +129,12 @@ def PE_RopeAttentionOp : PE_ComputeOp<"rope_attention", [PE_Differentiable]> {
   let arguments = (ins PE_FloatTensor:$q, PE_FloatTensor:$k,
                        PE_FloatTensor:$v, PE_FloatTensor:$table,
                        I64Attr:$heads, F64Attr:$scale, PE_MaskKindAttr:$mask);
-  let results = (outs PE_FloatTensor:$result);
+  let results = (outs PE_FloatTensor:$result, PE_SavedTensor:$lse);
   let assemblyFormat = [{
     $q `,` $k `,` $v `,` $table `heads` `(` $heads `)` `scale` `(` $scale `)`
     `mask` `(` custom<EnumKeyword>($mask) `)` attr-dict `:`
     type($q) `,` type($k) `,` type($v) `,` type($table) `->` type($result)
+    (`,` type($lse)^)?
   }];
 }
 
@@ -330,35 +333,39 @@ def PE_RopeAttentionGradOp : PE_ComputeOp<"rope_attention_grad"> {
   let summary = "gradient of pe.rope_attention";
   let description = [{
     With `qr = rope_apply(q, table)`, `kr = rope_apply(k, table)` recomputed
-    per (batch, head) tile and `dqr, dkr, dv = attention_grad(qr, kr, v,
-    dy)` (same `heads`, `scale`, `mask`):
+    per (batch, head) tile and `dqr, dkr, dv = attention_grad(qr, kr, v, y,
+    lse, dy)` (same `heads`, `scale`, `mask`):
 
     ```
     dq = rope_apply(dqr, table, inverse)
     dk = rope_apply(dkr, table, inverse)
     ```
 
-    Neither the rotated tiles nor the probabilities are stored between the
-    forward and the backward: both are recomputed here.
+    The rotated tiles are not stored between the forward and the backward
+    (they are rotated again here); the probabilities are rebuilt from the
+    forward's `lse`, `D_i = dy_i . y_i` from its result `y`.
 
-    Operands `q`, `k`, `v`, `dy` `[B, T, D]`, `table` `[T, D/2, 2]`; results
-    `dq`, `dk`, `dv` of the type of `q`.
+    Operands `q`, `k`, `v` `[B, T, D]`, `table` `[T, D/2, 2]`, the forward's
+    `y` `[B, T, D]` and `lse` `[B, heads, T]`, `dy` `[B, T, D]`; results `dq`,
+    `dk`, `dv` of the type of `q`.
 
     ```mlir
-    %dq, %dk, %dv = pe.rope_attention_grad %q, %k, %v, %t, %dy heads(4) scale(2.500000e-01) mask(none) : tensor<?x50x64xf32>, tensor<?x50x64xf32>, tensor<?x50x64xf32>, tensor<50x32x2xf32>, tensor<?x50x64xf32> -> (tensor<?x50x64xf32>, tensor<?x50x64xf32>, tensor<?x50x64xf32>)
+    %dq, %dk, %dv = pe.rope_attention_grad %q, %k, %v, %t, %y, %lse, %dy heads(4) scale(2.500000e-01) mask(none) : tensor<?x50x64xf32>, tensor<?x50x64xf32>, tensor<?x50x64xf32>, tensor<50x32x2xf32>, tensor<?x50x64xf32>, tensor<?x4x50xf32>, tensor<?x50x64xf32> -> (tensor<?x50x64xf32>, tensor<?x50x64xf32>, tensor<?x50x64xf32>)
     ```
   }];
   let arguments = (ins PE_FloatTensor:$q, PE_FloatTensor:$k,
                        PE_FloatTensor:$v, PE_FloatTensor:$table,
+                       PE_FloatTensor:$y, PE_FloatTensor:$lse,
                        PE_FloatTensor:$dy, I64Attr:$heads, F64Attr:$scale,
                        PE_MaskKindAttr:$mask);
   let results = (outs PE_FloatTensor:$dq, PE_FloatTensor:$dk,
                       PE_FloatTensor:$dv);
   let assemblyFormat = [{
-    $q `,` $k `,` $v `,` $table `,` $dy `heads` `(` $heads `)`
+    $q `,` $k `,` $v `,` $table `,` $y `,` $lse `,` $dy `heads` `(` $heads `)`
     `scale` `(` $scale `)` `mask` `(` custom<EnumKeyword>($mask) `)`
     attr-dict `:` type($q) `,` type($k) `,` type($v) `,` type($table) `,`
-    type($dy) `->` `(` type($dq) `,` type($dk) `,` type($dv) `)`
+    type($y) `,` type($lse) `,` type($dy) `->`
+    `(` type($dq) `,` type($dk) `,` type($dv) `)`
   }];
 }
 

@@ -28,6 +28,20 @@ def PE_DifferentiableOpInterface : OpInterface<"DifferentiableOpInterface"> {
       /*args=*/(ins "::mlir::OpBuilder &":$builder,
                     "::mlir::ValueRange":$resultGrads,
                     "::llvm::SmallVectorImpl<::mlir::Value> &":$operandGrads)
+    >,
+    InterfaceMethod<
+      /*desc=*/[{
+        A copy of this op, built at the builder's insertion point, that also
+        returns the saved results its VJP reads (pe.attention's log-sum-exp),
+        or null when the op has none or returns them already. pe-autodiff
+        calls it on every op of @gradients before it builds the backward,
+        and replaces the op's results with the copy's leading ones.
+      }],
+      /*retTy=*/"::mlir::Operation *",
+      /*methodName=*/"withSavedResults",
+      /*args=*/(ins "::mlir::OpBuilder &":$builder),
+      /*methodBody=*/[{}],
+      /*defaultImplementation=*/[{ return nullptr; }]
     >
   ];
 }

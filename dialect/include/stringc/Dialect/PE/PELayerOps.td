@@ -575,7 +575,7 @@ def PE_SelectTokenGradOp : PE_ComputeOp<"select_token_grad"> {
   }];
 }
 
-def PE_AttentionOp : PE_ComputeOp<"attention", [PE_Differentiable]> {
+def PE_AttentionOp : PE_ComputeOp<"attention", [PE_DifferentiableSaving]> {
   let summary = "multi-head scaled dot-product attention";
   let description = [{
     `q`, `k`, `v` are `[B, T, D]`; head `h` (of `heads`, which divides `D`)
@@ -601,39 +601,48 @@ def PE_AttentionOp : PE_ComputeOp<"attention", [PE_Differentiable]> {
     R(r_j - r_i)` and `s_ij` is relative-position attention. The result has
     the type of `q`; the output projection is a separate `pe.linear`.
 
+    The optional second result `lse` (f32 `[B, heads, T]`) is each query
+    row's log-sum-exp, `lse[b, h, i] = log sum_j exp(s_ij + mask_ij)` (`-inf`
+    for a row with no visible key), which `pe.attention_grad` reads to
+    rebuild the softmax without a second pass over the keys. pe-autodiff adds
+    it in @gradients (`withSavedResults`); @forward never computes it.
+
     ```mlir
     %o = pe.attention %q, %k, %v heads(4) scale(2.500000e-01) mask(causal) : tensor<?x64x128xf32>, tensor<?x64x128xf32>, tensor<?x64x128xf32> -> tensor<?x64x128xf32>
     %o = pe.attention %q, %k, %v heads(1) scale(5.000000e-01) mask(skip) skip_base(1) : tensor<?x8x4xf32>, tensor<?x8x4xf32>, tensor<?x8x4xf32> -> tensor<?x8x4xf32>
     %o = pe.attention %q, %k, %v, %rel heads(4) scale(2.500000e-01) mask(none) : tensor<?x50x64xf32>, tensor<?x50x64xf32>, tensor<?x50x64xf32>, tensor<50x50x16x16xf32> -> tensor<?x50x64xf32>
+    %o, %lse = pe.attention %q, %k, %v heads(4) scale(2.500000e-01) mask(causal) : tensor<?x64x128xf32>, tensor<?x64x128xf32>, tensor<?x64x128xf32> -> tensor<?x64x128xf32>, tensor<?x4x64xf32>
     ```
   }];
   let arguments = (ins PE_FloatTensor:$q, PE_FloatTensor:$k,
                        PE_FloatTensor:$v, Optional<PE_FloatTensor>:$rel,
                        I64Attr:$heads, F64Attr:$scale, PE_MaskKindAttr:$mask,
                        OptionalAttr<I64Attr>:$skip_base);
-  let results = (outs PE_FloatTensor:$result);
+  let results = (outs PE_FloatTensor:$result, PE_SavedTensor:$lse);
   let assemblyFormat = [{
     $q `,` $k `,` $v (`,` $rel^)? `heads` `(` $heads `)` `scale` `(` $scale `)`
     `mask` `(` custom<EnumKeyword>($mask) `)`
     (`skip_base` `(` $skip_base^ `)`)? attr-dict `:`
     type($q) `,` type($k) `,` type($v) (`,` type($rel)^)? `->` type($result)
+    (`,` type($lse)^)?
   }];
 }
 
 def PE_AttentionGradOp : PE_ComputeOp<"attention_grad"> {
   let summary = "gradient of pe.attention";
   let description = [{
-    Recomputes the forward pass per batch element and head (no stored score
-    matrix), with the notation of `pe.attention` (`q_i`, `k_j`, `v_j`,
-    `dy_i` the head-`h` slices of token `i` / `j`, column vectors; `R_ij =
-    rel[i, j]` or the identity without `rel`):
+    Rebuilds the softmax from the forward's saved log-sum-exp (no stored
+    score matrix), with the notation of `pe.attention` (`q_i`, `k_j`, `v_j`,
+    `y_i`, `dy_i` the head-`h` slices of token `i` / `j`, column vectors;
+    `R_ij = rel[i, j]` or the identity without `rel`):
 
     ```
     s_ij  = scale * q_i^T R_ij k_j
-    P_ij  = softmax_j(s_ij + mask_ij)          (a row with no visible key: P_i = 0)
+    P_ij  = exp(s_ij + mask_ij - lse_i)        (= softmax_j; a row with no visible key: P_i = 0)
+    D_i   = dy_i^T y_i                         (= sum_l P_il dP_il)
     dv_j  = sum_i P_ij dy_i
     dP_ij = dy_i^T v_j
-    dS_ij = P_ij (dP_ij - sum_l P_il dP_il)
+    dS_ij = P_ij (dP_ij - D_i)
     dq_i  = scale * sum_j dS_ij R_ij k_j
     dk_j  = scale * sum_i dS_ij R_ij^T q_i
     drel[i, j] = scale * sum_{b, h} dS_ij q_i k_j^T
@@ -643,28 +652,33 @@ def PE_AttentionGradOp : PE_ComputeOp<"attention_grad"> {
     the same rules. Rows without a visible key give exact zeros (never NaN)
     to every gradient.
 
-    Operands `q`, `k`, `v`, `dy` `[B, T, D]`, then the optional `rel`
-    `[T, T, Dh, Dh]` (after `dy`, unlike the forward op where it is last).
-    Results `dq`, `dk`, `dv` (the type of `q`), and `drel` (the shape of
-    `rel`) exactly when `rel` is present.
+    Operands `q`, `k`, `v`, the forward's result `y` `[B, T, D]` and its
+    `lse` `[B, heads, T]`, `dy` `[B, T, D]`, then the optional `rel`
+    `[T, T, Dh, Dh]` (last, after `dy`). `y` and `lse` must be those of the
+    forward op on the same operands: a kernel may use them (the CUDA ones do)
+    or recompute them (the CPU ones do, where that is as cheap). Results
+    `dq`, `dk`, `dv` (the type of `q`), and `drel` (the shape of `rel`)
+    exactly when `rel` is present.
 
     ```mlir
-    %dq, %dk, %dv = pe.attention_grad %q, %k, %v, %dy heads(4) scale(2.500000e-01) mask(causal) : tensor<?x64x128xf32>, tensor<?x64x128xf32>, tensor<?x64x128xf32>, tensor<?x64x128xf32> -> (tensor<?x64x128xf32>, tensor<?x64x128xf32>, tensor<?x64x128xf32>)
-    %dq, %dk, %dv, %drel = pe.attention_grad %q, %k, %v, %dy, %rel heads(4) scale(2.500000e-01) mask(none) : tensor<?x50x64xf32>, tensor<?x50x64xf32>, tensor<?x50x64xf32>, tensor<?x50x64xf32>, tensor<50x50x16x16xf32> -> (tensor<?x50x64xf32>, tensor<?x50x64xf32>, tensor<?x50x64xf32>, tensor<50x50x16x16xf32>)
+    %dq, %dk, %dv = pe.attention_grad %q, %k, %v, %y, %lse, %dy heads(4) scale(2.500000e-01) mask(causal) : tensor<?x64x128xf32>, tensor<?x64x128xf32>, tensor<?x64x128xf32>, tensor<?x64x128xf32>, tensor<?x4x64xf32>, tensor<?x64x128xf32> -> (tensor<?x64x128xf32>, tensor<?x64x128xf32>, tensor<?x64x128xf32>)
+    %dq, %dk, %dv, %drel = pe.attention_grad %q, %k, %v, %y, %lse, %dy, %rel heads(4) scale(2.500000e-01) mask(none) : tensor<?x50x64xf32>, tensor<?x50x64xf32>, tensor<?x50x64xf32>, tensor<?x50x64xf32>, tensor<?x4x50xf32>, tensor<?x50x64xf32>, tensor<50x50x16x16xf32> -> (tensor<?x50x64xf32>, tensor<?x50x64xf32>, tensor<?x50x64xf32>, tensor<50x50x16x16xf32>)
     ```
   }];
   let arguments = (ins PE_FloatTensor:$q, PE_FloatTensor:$k,
-                       PE_FloatTensor:$v, PE_FloatTensor:$dy,
+                       PE_FloatTensor:$v, PE_FloatTensor:$y,
+                       PE_FloatTensor:$lse, PE_FloatTensor:$dy,
                        Optional<PE_FloatTensor>:$rel,
                        I64Attr:$heads, F64Attr:$scale, PE_MaskKindAttr:$mask,
                        OptionalAttr<I64Attr>:$skip_base);
   let results = (outs PE_FloatTensor:$dq, PE_FloatTensor:$dk,
                       PE_FloatTensor:$dv, Optional<PE_FloatTensor>:$drel);
   let assemblyFormat = [{
-    $q `,` $k `,` $v `,` $dy (`,` $rel^)? `heads` `(` $heads `)`
+    $q `,` $k `,` $v `,` $y `,` $lse `,` $dy (`,` $rel^)? `heads` `(` $heads `)`
     `scale` `(` $scale `)` `mask` `(` custom<EnumKeyword>($mask) `)`
     (`skip_base` `(` $skip_base^ `)`)? attr-dict `:`
-    type($q) `,` type($k) `,` type($v) `,` type($dy) (`,` type($rel)^)? `->`
+    type($q) `,` type($k) `,` type($v) `,` type($y) `,` type($lse) `,`
+    type($dy) (`,` type($rel)^)? `->`
     `(` type($dq) `,` type($dk) `,` type($dv) (`,` type($drel)^)? `)`
   }];
 }

@@ -36,6 +36,10 @@ include "stringc/Dialect/PE/PEInterfaces.td"
 def PE_FloatTensor : RankedTensorOf<[F32]>;
 def PE_IntTensor : RankedTensorOf<[I32]>;
 def PE_ScalarTensor : 0DTensorOf<[F32]>;
+// A result a forward op returns only when pe-autodiff asks for it, for its
+// backward op to read (pe.attention's log-sum-exp): optional, and not tied to
+// an optional operand (scripts/gen_op_schema.py knows it by this name).
+def PE_SavedTensor : Optional<PE_FloatTensor>;
 
 // A compute op: pure, with a C++ verifier and a cost (its family's
 // PE<Family>Ops.cpp).
@@ -50,6 +54,10 @@ class PE_ComputeOp<string mnemonic, list<Trait> traits = []>
 // pe-autodiff pass. Ops without it are constants for autodiff.
 defvar PE_Differentiable =
     DeclareOpInterfaceMethods<PE_DifferentiableOpInterface>;
+// One that also returns, when asked, what its backward op reads
+// (`withSavedResults`): the attention ops' log-sum-exp.
+defvar PE_DifferentiableSaving =
+    DeclareOpInterfaceMethods<PE_DifferentiableOpInterface, ["withSavedResults"]>;
 
 include "stringc/Dialect/PE/PEModuleOps.td"
 include "stringc/Dialect/PE/PELayerOps.td"
