@@ -77,10 +77,11 @@ void skipAttention(const Geometry &g, const float *v, int64_t skipBase, float *y
   });
 }
 
-// Skip log-sum-exp: the one score, scale q_i . k_{i - (skipBase + h)}, or
-// -inf for a query without a key (the log of an empty sum).
-void skipLse(const Geometry &g, const float *q, const float *k, float scale, int64_t skipBase,
-             float *lse) {
+// Skip log-sum-exp: the one score, scale q_i . k_j (q_i^T R_ij k_j with
+// rel) for j = i - (skipBase + h), or -inf for a query without a key (the
+// log of an empty sum).
+void skipLse(const Geometry &g, const float *q, const float *k, const float *rel, float scale,
+             int64_t skipBase, float *lse) {
   parallelFor(0, g.B * g.heads, 1, [&](int64_t t0, int64_t t1) {
     for (int64_t task = t0; task < t1; ++task) {
       const int64_t b = task / g.heads, h = task % g.heads, off = g.head(b, h);
@@ -89,8 +90,16 @@ void skipLse(const Geometry &g, const float *q, const float *k, float scale, int
         float s = -std::numeric_limits<float>::infinity();
         if (j >= 0) {
           float dot = 0.0f;
-          for (int64_t d = 0; d < g.Dh; ++d)
-            dot += q[off + i * g.D + d] * k[off + j * g.D + d];
+          for (int64_t d = 0; d < g.Dh; ++d) {
+            float rk = k[off + j * g.D + d]; // (R_ij k_j)[d]
+            if (rel) {
+              rk = 0.0f;
+              const float *row = rel + ((i * g.T + j) * g.Dh + d) * g.Dh;
+              for (int64_t e = 0; e < g.Dh; ++e)
+                rk += row[e] * k[off + j * g.D + e];
+            }
+            dot += q[off + i * g.D + d] * rk;
+          }
           s = scale * dot;
         }
         lse[task * g.T + i] = s;
@@ -134,7 +143,8 @@ void attention(TensorRef<const float> q, TensorRef<const float> k, TensorRef<con
   if (mask == AttentionMask::Skip) {
     skipAttention(g, v.data, skipBase, y.data);
     if (lseData)
-      skipLse(g, q.data, k.data, static_cast<float>(scale), skipBase, lseData);
+      skipLse(g, q.data, k.data, rel ? rel->data : nullptr, static_cast<float>(scale), skipBase,
+              lseData);
     return;
   }
   const bool causal = mask == AttentionMask::Causal;
