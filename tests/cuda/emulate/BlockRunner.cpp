@@ -2,7 +2,10 @@
 // another, the CUDA threads of a block as fibers on this OS thread, switched
 // round-robin. A fiber runs until it finishes or waits: at bar.sync
 // (emu_barrier) until every thread of the block has arrived, at a warp
-// shuffle or mma.sync until every lane of the mask has. What hardware would
+// shuffle, mma.sync or ldmatrix until every lane of the mask has. A
+// thread's cp.async copies are queued and done when it waits for their group
+// (cp.async.wait_group), so a missing wait reads stale shared memory. What
+// hardware would
 // hang on or leave undefined is an error naming the kernel: a barrier some
 // threads exit without reaching, threads at two different barriers, lanes at
 // different warp collectives, a shuffle reading a lane outside its mask, no
@@ -11,9 +14,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <csetjmp>
 #include <csignal>
 #include <cstring>
+#include <deque>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -59,7 +64,15 @@ constexpr size_t kGuardBytes = size_t(4) << 10;  // PROT_NONE below each stack
 constexpr unsigned kWarp = 32;
 
 enum class State { Ready, AtBarrier, AtWarp, Done };
-enum class Collective { Shuffle, Mma };
+enum class Collective { Shuffle, Mma, Ldmatrix };
+
+// One cp.async copy: `bytes` from `src` to the shared `dst`, the bytes past
+// `srcBytes` zero-filled (cp.async's src-size).
+struct AsyncCopy {
+  void *dst = nullptr;
+  const void *src = nullptr;
+  uint32_t bytes = 0, srcBytes = 0;
+};
 
 struct Thread {
   void *sp = nullptr;
@@ -75,6 +88,16 @@ struct Thread {
   uint32_t result = 0;
   bool pred = false;
   float mmaD[4]{};
+  // ldmatrix: the row address this lane gives, the matrices (1, 2, 4),
+  // transposed or not, and the lane's registers.
+  const char *rowAddress = nullptr;
+  uint32_t matrices = 0;
+  bool transposed = false;
+  uint32_t fragments[4]{};
+  // cp.async: copies issued since the last commit_group, then the committed
+  // groups, oldest first.
+  std::vector<AsyncCopy> uncommitted;
+  std::deque<std::vector<AsyncCopy>> groups;
 };
 
 // Stacks for up to 1024 fibers, mapped once and reused.
@@ -146,6 +169,9 @@ void yieldToScheduler() { emu_switch(&self->sp, currentBlock->schedulerSp); }
     failBlock(fmt::format("exited while {} threads wait at a barrier (bar.sync not reached by "
                           "every thread)",
                           block.atBarrier));
+  if (!self->uncommitted.empty() || !self->groups.empty())
+    failBlock("exited with cp.async copies it never waited for (cp.async.wait_group); their "
+              "data is never known to be in shared memory");
   ++block.exited;
   self->state = State::Done;
   // A lane of this warp waiting for this one at a warp collective?
@@ -253,13 +279,50 @@ void completeMma(Block &block, unsigned warpBase) {
   }
 }
 
+// ldmatrix.sync.aligned.m8n8.x{1,2,4}[.trans].b16 (PTX ISA, "Warp-level
+// matrix load instruction: ldmatrix"): lanes 8 m .. 8 m + 7 give the
+// addresses of rows 0..7 of matrix m (16 bytes each, 16-byte aligned); lane
+// l receives in register m the elements (row l / 4, columns 2 (l % 4) and
+// the next) of matrix m, the lower column in the low half; with .trans, the
+// elements (rows 2 (l % 4) and the next, column l / 4).
+std::string completeLdmatrix(Block &block, unsigned warpBase) {
+  const Thread &first = block.threads[warpBase];
+  for (unsigned lane = 0; lane < kWarp; ++lane) {
+    const Thread &t = block.threads[warpBase + lane];
+    if (t.matrices != first.matrices || t.transposed != first.transposed)
+      return fmt::format("ldmatrix of lane {} (x{}{}) meets lane 0's (x{}{}): divergent shapes",
+                         lane, t.matrices, t.transposed ? ".trans" : "", first.matrices,
+                         first.transposed ? ".trans" : "");
+    if (lane < 8 * first.matrices && reinterpret_cast<uintptr_t>(t.rowAddress) % 16 != 0)
+      return fmt::format("ldmatrix: lane {} gives the row address {}, not 16-byte aligned",
+                         lane, static_cast<const void *>(t.rowAddress));
+  }
+  auto element = [&](unsigned m, unsigned row, unsigned col) {
+    uint16_t half;
+    std::memcpy(&half, block.threads[warpBase + 8 * m + row].rowAddress + 2 * col, 2);
+    return uint32_t(half);
+  };
+  for (unsigned lane = 0; lane < kWarp; ++lane) {
+    Thread &t = block.threads[warpBase + lane];
+    const unsigned g = lane / 4, pair = 2 * (lane % 4);
+    for (unsigned m = 0; m < first.matrices; ++m)
+      t.fragments[m] = first.transposed
+                           ? element(m, pair, g) | (element(m, pair + 1, g) << 16)
+                           : element(m, g, pair) | (element(m, g, pair + 1) << 16);
+    t.state = State::Ready;
+  }
+  return "";
+}
+
 // The calling lane arrives at a warp collective (its operands already in
 // *self); returns once every lane of the mask has arrived and the results
 // are in.
 void arriveAtWarpCollective(Collective kind, uint32_t mask) {
   Block &block = *currentBlock;
   unsigned lane = self->linear % kWarp, warpBase = self->linear - lane;
-  const char *name = kind == Collective::Mma ? "mma.sync" : "shfl.sync";
+  const char *name = kind == Collective::Mma        ? "mma.sync"
+                     : kind == Collective::Ldmatrix ? "ldmatrix.sync"
+                                                    : "shfl.sync";
   if (!((mask >> lane) & 1u))
     failBlock(fmt::format("{} with mask {:#010x}, which does not include the calling lane {}",
                           name, mask, lane));
@@ -287,6 +350,9 @@ void arriveAtWarpCollective(Collective kind, uint32_t mask) {
   if (all) {
     if (kind == Collective::Mma) {
       completeMma(block, warpBase);
+    } else if (kind == Collective::Ldmatrix) {
+      if (std::string error = completeLdmatrix(block, warpBase); !error.empty())
+        failBlock(error);
     } else if (std::string error = completeShuffle(block, warpBase, mask); !error.empty()) {
       failBlock(error);
     }
@@ -421,6 +487,47 @@ __attribute__((visibility("default"))) void emu_mma_m16n8k16_bf16(const uint32_t
   std::memcpy(self->mmaC, c, sizeof self->mmaC);
   arriveAtWarpCollective(Collective::Mma, 0xffffffffu);
   std::memcpy(d, self->mmaD, sizeof self->mmaD);
+}
+
+// ldmatrix.sync.aligned.m8n8.x`matrices`[.trans].b16 from the row address
+// `row` (a shared-memory pointer); the lane's `matrices` registers into out.
+__attribute__((visibility("default"))) void emu_ldmatrix(uint32_t matrices, uint32_t transposed,
+                                                         const char *row, uint32_t *out) {
+  self->matrices = matrices;
+  self->transposed = transposed != 0;
+  self->rowAddress = row;
+  arriveAtWarpCollective(Collective::Ldmatrix, 0xffffffffu);
+  std::memcpy(out, self->fragments, 4 * matrices);
+}
+
+// cp.async.{ca,cg}.shared.global [dst], [src], bytes[, srcBytes]: queued
+// until the thread waits for its group.
+__attribute__((visibility("default"))) void emu_cp_async(void *dst, const void *src,
+                                                         uint32_t bytes, uint32_t srcBytes) {
+  if (reinterpret_cast<uintptr_t>(dst) % bytes != 0 ||
+      reinterpret_cast<uintptr_t>(src) % bytes != 0)
+    failBlock(fmt::format("cp.async of {} bytes from {} to {}: not aligned to its size", bytes,
+                          src, dst));
+  self->uncommitted.push_back({dst, src, bytes, std::min(srcBytes, bytes)});
+}
+
+// cp.async.commit_group: the copies issued since the last one form a group.
+__attribute__((visibility("default"))) void emu_cp_async_commit() {
+  self->groups.push_back(std::move(self->uncommitted));
+  self->uncommitted.clear();
+}
+
+// cp.async.wait_group n: the copies of every group but the newest n are
+// done now, in order (this is when the emulator makes them; cp.async.wait_all
+// is commit_group, then wait_group 0).
+__attribute__((visibility("default"))) void emu_cp_async_wait(uint32_t pending) {
+  while (self->groups.size() > pending) {
+    for (const AsyncCopy &copy : self->groups.front()) {
+      std::memcpy(copy.dst, copy.src, copy.srcBytes);
+      std::memset(static_cast<char *>(copy.dst) + copy.srcBytes, 0, copy.bytes - copy.srcBytes);
+    }
+    self->groups.pop_front();
+  }
 }
 }
 

@@ -1,7 +1,8 @@
 // The CUDA emulator's own checks, through the driver and cuBLAS API it
 // exports, on the kernels of selftest_kernels.mlir (STRINGRT_EMULATED_KERNELS
 // names their host build): barriers, every shuffle mode, mma.sync's fragment
-// layout against a plain matrix product, bf16 rounding, what hardware would
+// layout against a plain matrix product, ldmatrix's fragments, cp.async's
+// groups, bf16 rounding, what hardware would
 // hang on (reported as launch failures), stream capture and its refusals,
 // and cuBLAS's column-major GEMM.
 #include <cublas_v2.h>
@@ -192,6 +193,63 @@ TEST_F(Emulator, MmaMatchesAMatrixProduct) {
         want += A[row][k] * B[k][col];
       EXPECT_EQ(got[4 * lane + i], want) << "D[" << row << "][" << col << "], lane " << lane;
     }
+}
+
+// ldmatrix.sync.aligned.m8n8 .b16 (PTX ISA, "Warp-level matrix load
+// instruction: ldmatrix"): lane l gives row l of a 32 x 8 tile (rows 8 m ..
+// 8 m + 7 are matrix m); register m of lane l holds elements (l / 4, 2 (l %
+// 4)) and the next column of matrix m, or with .trans (2 (l % 4), l / 4)
+// and the next row, the lower one in the low half.
+TEST_F(Emulator, LdmatrixLoadsTheFragmentsOfThePtxIsa) {
+  std::vector<uint16_t> tile(256);
+  for (int i = 0; i < 256; ++i)
+    tile[size_t(i)] = uint16_t(0x100 + i);
+  auto at = [&](int m, int row, int col) { return uint32_t(tile[size_t((8 * m + row) * 8 + col)]); };
+  CUfunction f = function("emu_test_ldmatrix", 2);
+  CUdeviceptr out = upload(std::vector<uint32_t>(32 * 11, 0)), in = upload(tile);
+  CU_OK(launch(f, 1, 32, {&out, &in}));
+  std::vector<uint32_t> got = download<uint32_t>(out, 32 * 11);
+  for (int lane = 0; lane < 32; ++lane) {
+    const int g = lane / 4, pair = 2 * (lane % 4);
+    const uint32_t *r = &got[size_t(11 * lane)];
+    for (int m = 0; m < 4; ++m) {
+      EXPECT_EQ(r[m], at(m, g, pair) | at(m, g, pair + 1) << 16) << "x4, lane " << lane;
+      EXPECT_EQ(r[4 + m], at(m, pair, g) | at(m, pair + 1, g) << 16) << "x4.trans, lane " << lane;
+    }
+    EXPECT_EQ(r[8], r[0]) << "x2, lane " << lane;
+    EXPECT_EQ(r[9], r[1]) << "x2, lane " << lane;
+    EXPECT_EQ(r[10], r[0]) << "x1, lane " << lane;
+  }
+}
+
+// cp.async copies land when the thread waits for their group: after
+// wait_group 1 the older group is in shared memory and the newer one is not
+// (the poisoned bytes show: stale data), after wait_group 0 both are; a
+// thread that exits without waiting fails the launch.
+TEST_F(Emulator, CpAsyncCopiesAtTheWaitForTheirGroup) {
+  std::vector<uint32_t> values(256);
+  for (uint32_t i = 0; i < 256; ++i)
+    values[i] = 1000 + i;
+  CUfunction f = function("emu_test_cp_async", 3);
+  CUdeviceptr out = upload(std::vector<uint32_t>(32 * 12, 0)), in = upload(values);
+  int64_t skipWait = 0;
+  CU_OK(launch(f, 1, 32, {&out, &in, &skipWait}));
+  std::vector<uint32_t> got = download<uint32_t>(out, 32 * 12);
+  for (int t = 0; t < 32; ++t)
+    for (int j = 0; j < 4; ++j) {
+      EXPECT_EQ(got[size_t(12 * t + j)], values[size_t(4 * t + j)]) << "group 1, thread " << t;
+      EXPECT_EQ(got[size_t(12 * t + 4 + j)], 0xFFFFFFFFu) << "group 2 before its wait, thread "
+                                                          << t;
+      EXPECT_EQ(got[size_t(12 * t + 8 + j)], values[size_t(128 + 4 * t + j)])
+          << "group 2 after its wait, thread " << t;
+    }
+  skipWait = 1;
+  testing::internal::CaptureStderr();
+  CU_OK(launch(f, 1, 32, {&out, &in, &skipWait}));
+  EXPECT_EQ(cuCtxSynchronize(), CUDA_ERROR_LAUNCH_FAILED);
+  EXPECT_NE(testing::internal::GetCapturedStderr().find(
+                "exited with cp.async copies it never waited for"),
+            std::string::npos);
 }
 
 TEST_F(Emulator, Bf16ConversionRoundsToNearestEven) {

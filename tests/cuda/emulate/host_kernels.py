@@ -11,10 +11,15 @@ host:
 - NVVM special registers and bar.sync become calls into the emulator
   (emu_tid_x, emu_ctaid_y, emu_barrier, ...), which runs a CUDA thread as a
   fiber;
-- warp shuffles and mma.sync become small LLVM functions that pass their
-  operands through memory to the emulator's warp rendezvous (emu_shfl,
-  emu_mma_m16n8k16_bf16): intrinsics returning structs ({float, i1},
-  {float x 4}) cannot be mapped 1:1 to C functions, whose ABI differs;
+- warp shuffles, mma.sync and ldmatrix become small LLVM functions that
+  pass their operands through memory to the emulator's warp rendezvous
+  (emu_shfl, emu_mma_m16n8k16_bf16, emu_ldmatrix): intrinsics returning
+  structs ({float, i1}, {float x 4}, {i32 x 4}) cannot be mapped 1:1 to C
+  functions, whose ABI differs;
+- cp.async (4, 8, 16 bytes, with or without src-size), commit_group,
+  wait_group and wait_all become calls of the emulator's per-thread copy
+  queue (emu_cp_async, emu_cp_async_commit, emu_cp_async_wait), which makes
+  a group's copies when the thread waits for it;
 - libdevice calls (__nv_expf, ...) stay external: the emulator defines them
   with the host's libm;
 - a wrapper NAME_packed(ptr) reads the kernel's arguments from an array of
@@ -99,6 +104,12 @@ def shuffle_wrapper(name, mode, kind, with_pred):
     return lines + ["}"]
 
 
+def declared_return(ll, intrinsic):
+    """The return type of the declaration of `intrinsic` in `ll`."""
+    ret = re.search(r"^declare (.*?) @" + re.escape(intrinsic) + r"\(", ll, re.M).group(1)
+    return re.sub(r"\b(noundef|nonnull|signext|zeroext)\s+", "", ret).strip()
+
+
 def mma_wrapper(name, declaration):
     expected = ("{ float, float, float, float } (i32, i32, i32, i32, i32, i32, float, float, "
                 "float, float)")
@@ -124,6 +135,92 @@ def mma_wrapper(name, declaration):
     return lines + ["  ret %s %s" % (ret, value), "}"]
 
 
+LDMATRIX = re.compile(r"llvm\.nvvm\.ldmatrix\.sync\.aligned\.m8n8\.x([124])(\.trans)?\.b16"
+                      r"(\.p\d+)?")
+CP_ASYNC = re.compile(r"llvm\.nvvm\.cp\.async\.(?:ca|cg)\.shared\.global\.(4|8|16)(\.s)?")
+
+
+def generic(pointer, value, lines):
+    """`value` of type `pointer` as a generic ptr (appending the cast)."""
+    if pointer.strip() == "ptr":
+        return value
+    lines.append("  %s.g = addrspacecast %s %s to ptr" % (value, pointer, value))
+    return value + ".g"
+
+
+def ldmatrix_wrapper(name, matrices, transposed, ret, params):
+    lines = ["define internal %s @%s(%s %%p) #90 {" % (ret, name, params),
+             "  %out = alloca [4 x i32]"]
+    row = generic(params, "%p", lines)
+    lines.append("  call void @emu_ldmatrix(i32 %d, i32 %d, ptr %s, ptr %%out)"
+                 % (matrices, 1 if transposed else 0, row))
+    values = []
+    for i in range(matrices):
+        lines.append("  %%rp%d = getelementptr i32, ptr %%out, i64 %d" % (i, i))
+        lines.append("  %%r%d = load i32, ptr %%rp%d" % (i, i))
+        values.append("%%r%d" % i)
+    if matrices == 1:
+        return lines + ["  ret i32 %r0", "}"]
+    value = "undef"
+    for i, v in enumerate(values):
+        lines.append("  %%s%d = insertvalue %s %s, i32 %s, %d" % (i, ret, value, v, i))
+        value = "%%s%d" % i
+    return lines + ["  ret %s %s" % (ret, value), "}"]
+
+
+def cp_async_wrapper(name, size, with_src_size, params):
+    types = [p.strip() for p in params.split(",")]
+    args = ["%s %%a%d" % (t, i) for i, t in enumerate(types)]
+    lines = ["define internal void @%s(%s) #90 {" % (name, ", ".join(args))]
+    dst = generic(types[0], "%a0", lines)
+    src = generic(types[1], "%a1", lines)
+    src_bytes = "%a2" if with_src_size else str(size)
+    lines.append("  call void @emu_cp_async(ptr %s, ptr %s, i32 %d, i32 %s)"
+                 % (dst, src, size, src_bytes))
+    return lines + ["  ret void", "}"]
+
+
+def cp_async_sync_wrapper(name, kind):
+    if kind == "commit":
+        return ["define internal void @%s() #90 {" % name,
+                "  call void @emu_cp_async_commit()", "  ret void", "}"]
+    if kind == "wait":
+        return ["define internal void @%s(i32 %%n) #90 {" % name,
+                "  call void @emu_cp_async_wait(i32 %n)", "  ret void", "}"]
+    return ["define internal void @%s() #90 {" % name,  # wait_all: commit, then wait 0
+            "  call void @emu_cp_async_commit()", "  call void @emu_cp_async_wait(i32 0)",
+            "  ret void", "}"]
+
+
+def nvvm_declarations(ll):
+    """{intrinsic: its parameter list} of the NVVM intrinsics `ll` declares
+    (the list may hold parentheses: ptr addrspace(3))."""
+    found = {}
+    for m in re.finditer(r"^declare [^@]*@(llvm\.nvvm\.[\w.]+)\(", ll, re.M):
+        depth, i = 1, m.end()
+        while depth:
+            depth += (ll[i] == "(") - (ll[i] == ")")
+            i += 1
+        # Only the types: parameter attributes (nocapture, readonly, ...) go.
+        types = [re.match(r"\s*(ptr(?: addrspace\(\d+\))?|[\w.]+)", p).group(1)
+                 for p in split_params(ll[m.end():i - 1])]
+        found[m.group(1)] = ", ".join(types)
+    return found
+
+
+def split_params(text):
+    """A parameter list split at its top-level commas."""
+    parts, depth, current = [], 0, ""
+    for ch in text:
+        depth += (ch in "({<[") - (ch in ")}>]")
+        if ch == "," and depth == 0:
+            parts.append(current)
+            current = ""
+        else:
+            current += ch
+    return parts + [current] if current.strip() else parts
+
+
 def rewrite(name, ll):
     """The module's LLVM IR with every NVVM intrinsic mapped for the host."""
     ll = re.sub(r"^(target (datalayout|triple)|!nvvm\.annotations).*$", "", ll, flags=re.M)
@@ -132,16 +229,27 @@ def rewrite(name, ll):
     ll = re.sub(r"@llvm\.nvvm\.read\.ptx\.sreg\.(laneid|warpsize)\b", r"@emu_\1", ll)
     ll = re.sub(r"@llvm\.nvvm\.barrier0\b", "@emu_barrier", ll)
     wrappers = []
-    declarations = dict(re.findall(r"^declare [^@]*@(llvm\.nvvm\.[\w.]+)\(([^)]*)\)", ll, re.M))
+    declarations = nvvm_declarations(ll)
     for intrinsic, params in sorted(declarations.items()):
         wrapped = "emu." + intrinsic[len("llvm."):]
         m = re.fullmatch(r"llvm\.nvvm\.shfl\.sync\.(up|down|bfly|idx)\.(f32|i32)(p?)", intrinsic)
         if m:
             wrappers += shuffle_wrapper(wrapped, m.group(1), m.group(2), m.group(3) == "p")
         elif re.fullmatch(r"llvm\.nvvm\.mma\.m16n8k16\.row\.col\.bf16", intrinsic):
-            ret = re.search(r"^declare (.*?) @" + re.escape(intrinsic) + r"\(", ll, re.M).group(1)
-            ret = re.sub(r"\b(noundef|nonnull)\s+", "", ret)
-            wrappers += mma_wrapper(wrapped, "%s (%s)" % (ret, params))
+            wrappers += mma_wrapper(wrapped, "%s (%s)" % (declared_return(ll, intrinsic), params))
+        elif LDMATRIX.fullmatch(intrinsic):
+            m = LDMATRIX.fullmatch(intrinsic)
+            wrappers += ldmatrix_wrapper(wrapped, int(m.group(1)), bool(m.group(2)),
+                                         declared_return(ll, intrinsic), params.strip())
+        elif CP_ASYNC.fullmatch(intrinsic):
+            m = CP_ASYNC.fullmatch(intrinsic)
+            wrappers += cp_async_wrapper(wrapped, int(m.group(1)), bool(m.group(2)), params)
+        elif intrinsic == "llvm.nvvm.cp.async.commit.group":
+            wrappers += cp_async_sync_wrapper(wrapped, "commit")
+        elif intrinsic == "llvm.nvvm.cp.async.wait.group":
+            wrappers += cp_async_sync_wrapper(wrapped, "wait")
+        elif intrinsic == "llvm.nvvm.cp.async.wait.all":
+            wrappers += cp_async_sync_wrapper(wrapped, "all")
         else:
             fail("kernel %s uses the NVVM intrinsic @%s, which the emulator does not implement"
                  % (name, intrinsic))
@@ -150,6 +258,10 @@ def rewrite(name, ll):
     if wrappers:
         wrappers += ["declare i32 @emu_shfl(i32, i32, i32, i32, i32, ptr) #91",
                      "declare void @emu_mma_m16n8k16_bf16(ptr, ptr, ptr, ptr) #91",
+                     "declare void @emu_ldmatrix(i32, i32, ptr, ptr) #91",
+                     "declare void @emu_cp_async(ptr, ptr, i32, i32) #91",
+                     "declare void @emu_cp_async_commit() #91",
+                     "declare void @emu_cp_async_wait(i32) #91",
                      "attributes #90 = { convergent nounwind }",
                      "attributes #91 = { convergent nounwind }"]
     left = re.search(r"@llvm\.nvvm\.[\w.]+", ll)

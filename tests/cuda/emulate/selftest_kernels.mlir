@@ -137,6 +137,110 @@ module attributes {gpu.container_module} {
       llvm.return
     }
   }
+  // ldmatrix: 32 threads copy in[8 t .. 8 t + 7] (i16) into a shared tile of
+  // 32 rows of 8 (four 8x8 matrices, row r of matrix m at row 8 m + r), then
+  // lane l gives the address of row l and writes its registers of x4, x4.trans,
+  // x2 and x1 to out[11 l ..] (4 + 4 + 2 + 1 i32).
+  gpu.module @emu_test_ldmatrix [#nvvm.target<chip = "sm_90">] {
+    llvm.mlir.global internal @ldm_tile() {addr_space = 3 : i32, alignment = 16 : i64} : !llvm.array<256 x i16>
+    llvm.func @emu_test_ldmatrix(%out: !llvm.ptr {llvm.noalias}, %in: !llvm.ptr {llvm.noalias}) attributes {gpu.kernel, nvvm.kernel} {
+      %c8 = llvm.mlir.constant(8 : i32) : i32
+      %c11 = llvm.mlir.constant(11 : i32) : i32
+      %tid = nvvm.read.ptx.sreg.tid.x : i32
+      %tile = llvm.mlir.addressof @ldm_tile : !llvm.ptr<3>
+      %row0 = llvm.mul %tid, %c8 : i32
+      %src = llvm.getelementptr %in[%row0] : (!llvm.ptr, i32) -> !llvm.ptr, i16
+      %row = llvm.getelementptr %tile[%row0] : (!llvm.ptr<3>, i32) -> !llvm.ptr<3>, i16
+      %v = llvm.load %src {alignment = 16 : i64} : !llvm.ptr -> vector<8xi16>
+      llvm.store %v, %row {alignment = 16 : i64} : vector<8xi16>, !llvm.ptr<3>
+      nvvm.barrier0
+      %x4 = nvvm.ldmatrix %row {num = 4 : i32, layout = #nvvm.mma_layout<row>} : (!llvm.ptr<3>) -> !llvm.struct<(i32, i32, i32, i32)>
+      %t4 = nvvm.ldmatrix %row {num = 4 : i32, layout = #nvvm.mma_layout<col>} : (!llvm.ptr<3>) -> !llvm.struct<(i32, i32, i32, i32)>
+      %x2 = nvvm.ldmatrix %row {num = 2 : i32, layout = #nvvm.mma_layout<row>} : (!llvm.ptr<3>) -> !llvm.struct<(i32, i32)>
+      %x1 = nvvm.ldmatrix %row {num = 1 : i32, layout = #nvvm.mma_layout<row>} : (!llvm.ptr<3>) -> i32
+      %base = llvm.mul %tid, %c11 : i32
+      %o = llvm.getelementptr %out[%base] : (!llvm.ptr, i32) -> !llvm.ptr, i32
+      %r0 = llvm.extractvalue %x4[0] : !llvm.struct<(i32, i32, i32, i32)>
+      %r1 = llvm.extractvalue %x4[1] : !llvm.struct<(i32, i32, i32, i32)>
+      %r2 = llvm.extractvalue %x4[2] : !llvm.struct<(i32, i32, i32, i32)>
+      %r3 = llvm.extractvalue %x4[3] : !llvm.struct<(i32, i32, i32, i32)>
+      %s0 = llvm.extractvalue %t4[0] : !llvm.struct<(i32, i32, i32, i32)>
+      %s1 = llvm.extractvalue %t4[1] : !llvm.struct<(i32, i32, i32, i32)>
+      %s2 = llvm.extractvalue %t4[2] : !llvm.struct<(i32, i32, i32, i32)>
+      %s3 = llvm.extractvalue %t4[3] : !llvm.struct<(i32, i32, i32, i32)>
+      %u0 = llvm.extractvalue %x2[0] : !llvm.struct<(i32, i32)>
+      %u1 = llvm.extractvalue %x2[1] : !llvm.struct<(i32, i32)>
+      %o1 = llvm.getelementptr %o[1] : (!llvm.ptr) -> !llvm.ptr, i32
+      %o2 = llvm.getelementptr %o[2] : (!llvm.ptr) -> !llvm.ptr, i32
+      %o3 = llvm.getelementptr %o[3] : (!llvm.ptr) -> !llvm.ptr, i32
+      %o4 = llvm.getelementptr %o[4] : (!llvm.ptr) -> !llvm.ptr, i32
+      %o5 = llvm.getelementptr %o[5] : (!llvm.ptr) -> !llvm.ptr, i32
+      %o6 = llvm.getelementptr %o[6] : (!llvm.ptr) -> !llvm.ptr, i32
+      %o7 = llvm.getelementptr %o[7] : (!llvm.ptr) -> !llvm.ptr, i32
+      %o8 = llvm.getelementptr %o[8] : (!llvm.ptr) -> !llvm.ptr, i32
+      %o9 = llvm.getelementptr %o[9] : (!llvm.ptr) -> !llvm.ptr, i32
+      %o10 = llvm.getelementptr %o[10] : (!llvm.ptr) -> !llvm.ptr, i32
+      llvm.store %r0, %o : i32, !llvm.ptr
+      llvm.store %r1, %o1 : i32, !llvm.ptr
+      llvm.store %r2, %o2 : i32, !llvm.ptr
+      llvm.store %r3, %o3 : i32, !llvm.ptr
+      llvm.store %s0, %o4 : i32, !llvm.ptr
+      llvm.store %s1, %o5 : i32, !llvm.ptr
+      llvm.store %s2, %o6 : i32, !llvm.ptr
+      llvm.store %s3, %o7 : i32, !llvm.ptr
+      llvm.store %u0, %o8 : i32, !llvm.ptr
+      llvm.store %u1, %o9 : i32, !llvm.ptr
+      llvm.store %x1, %o10 : i32, !llvm.ptr
+      llvm.return
+    }
+  }
+  // cp.async: thread t (of 32) copies 16 bytes in[4 t ..] to tile a and
+  // in[128 + 4 t ..] to tile b, each in its own group; after wait_group 1
+  // (group a done) it writes out[12 t ..] = a[4 t ..], b[4 t ..] (not copied
+  // yet: the poisoned shared memory), then after wait_group 0, b[4 t ..].
+  // With %skip_wait != 0 it exits without the last wait (an error).
+  gpu.module @emu_test_cp_async [#nvvm.target<chip = "sm_90">] {
+    llvm.mlir.global internal @cpa_a() {addr_space = 3 : i32, alignment = 16 : i64} : !llvm.array<128 x i32>
+    llvm.mlir.global internal @cpa_b() {addr_space = 3 : i32, alignment = 16 : i64} : !llvm.array<128 x i32>
+    llvm.func @emu_test_cp_async(%out: !llvm.ptr {llvm.noalias}, %in: !llvm.ptr {llvm.noalias}, %skip_wait: i64) attributes {gpu.kernel, nvvm.kernel} {
+      %c0 = llvm.mlir.constant(0 : i64) : i64
+      %c4 = llvm.mlir.constant(4 : i32) : i32
+      %c12 = llvm.mlir.constant(12 : i32) : i32
+      %c128 = llvm.mlir.constant(128 : i32) : i32
+      %tid = nvvm.read.ptx.sreg.tid.x : i32
+      %at = llvm.mul %tid, %c4 : i32
+      %a = llvm.mlir.addressof @cpa_a : !llvm.ptr<3>
+      %b = llvm.mlir.addressof @cpa_b : !llvm.ptr<3>
+      %ga = llvm.addrspacecast %in : !llvm.ptr to !llvm.ptr<1>
+      %srcA = llvm.getelementptr %ga[%at] : (!llvm.ptr<1>, i32) -> !llvm.ptr<1>, i32
+      %bt = llvm.add %at, %c128 : i32
+      %srcB = llvm.getelementptr %ga[%bt] : (!llvm.ptr<1>, i32) -> !llvm.ptr<1>, i32
+      %dstA = llvm.getelementptr %a[%at] : (!llvm.ptr<3>, i32) -> !llvm.ptr<3>, i32
+      %dstB = llvm.getelementptr %b[%at] : (!llvm.ptr<3>, i32) -> !llvm.ptr<3>, i32
+      nvvm.cp.async.shared.global %dstA, %srcA, 16, cache = ca : !llvm.ptr<3>, !llvm.ptr<1>
+      nvvm.cp.async.commit.group
+      nvvm.cp.async.shared.global %dstB, %srcB, 16, cache = cg : !llvm.ptr<3>, !llvm.ptr<1>
+      nvvm.cp.async.commit.group
+      nvvm.cp.async.wait.group 1
+      %o0 = llvm.mul %tid, %c12 : i32
+      %o = llvm.getelementptr %out[%o0] : (!llvm.ptr, i32) -> !llvm.ptr, i32
+      %va = llvm.load %dstA {alignment = 16 : i64} : !llvm.ptr<3> -> vector<4xi32>
+      %vb = llvm.load %dstB {alignment = 16 : i64} : !llvm.ptr<3> -> vector<4xi32>
+      %o4 = llvm.getelementptr %o[4] : (!llvm.ptr) -> !llvm.ptr, i32
+      %o8 = llvm.getelementptr %o[8] : (!llvm.ptr) -> !llvm.ptr, i32
+      llvm.store %va, %o {alignment = 16 : i64} : vector<4xi32>, !llvm.ptr
+      llvm.store %vb, %o4 {alignment = 16 : i64} : vector<4xi32>, !llvm.ptr
+      %skip = llvm.icmp "ne" %skip_wait, %c0 : i64
+      llvm.cond_br %skip, ^done, ^wait
+    ^wait:
+      nvvm.cp.async.wait.group 0
+      %vb2 = llvm.load %dstB {alignment = 16 : i64} : !llvm.ptr<3> -> vector<4xi32>
+      llvm.store %vb2, %o8 {alignment = 16 : i64} : vector<4xi32>, !llvm.ptr
+      llvm.br ^done
+    ^done:
+      llvm.return
+    }
+  }
   // bits[i] = the bf16 of x[i] (fptrunc, which x86 lowers to __truncsfbf2).
   gpu.module @emu_test_bf16 [#nvvm.target<chip = "sm_90">] {
     llvm.func @emu_test_bf16(%bits: !llvm.ptr {llvm.noalias}, %x: !llvm.ptr {llvm.noalias}, %n: i64) attributes {gpu.kernel, nvvm.kernel} {
