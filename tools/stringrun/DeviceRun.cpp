@@ -167,9 +167,12 @@ int deviceBench(const stringrt::CudaSection *cuda, stringrt::Model &model,
               1000.0 * seconds / double(steps), device->gemmPrecision(),
               device->options().graphs ? "on" : "off",
               device->options().overlapUpload ? "on" : "off");
-  if (options.profile)
+  if (options.profile) {
     printProfile(profile, steps, seconds,
                  "(not in a profiled span: host work, gaps between launches)");
+    for (const std::string &line : device->gemmAlgorithms())
+      std::printf("cuBLASLt: %s\n", line.c_str());
+  }
   return 0;
 }
 

@@ -94,6 +94,10 @@ stringrt::CudaSection cudaSection(const cudagen::KernelPlan &plan, const std::st
     }
   }
   section.constants = plan.constants;
+  for (const auto &[program, dtypes] : plan.valueDTypes)
+    for (stringrt::CudaProgramSteps &steps : section.steps)
+      if (steps.program == program)
+        steps.valueDTypes = dtypes;
   return section;
 }
 

@@ -65,6 +65,7 @@ void appendBinary(std::vector<KernelDef> &defs, const char *op, llvm::StringRef 
                         k.store(y, k.arg(0), i);
                       });
                     }});
+    defs.back().storageParams = {0, 1, 2};
   }
 }
 
@@ -80,6 +81,8 @@ void appendMap(std::vector<KernelDef> &defs, GpuKernelSpec spec,
                       k.store(f(k, xs), k.arg(0), i);
                     });
                   }});
+  for (unsigned p = 0; p <= inputs; ++p)
+    defs.back().storageParams.push_back(p);
 }
 
 Value geluValue(KernelBuilder &k, Value x, bool approximate) {
@@ -137,6 +140,7 @@ void appendElementwiseKernels(std::vector<KernelDef> &defs) {
                       k.store(y, k.arg(0), i);
                     });
                   }});
+  defs.back().storageParams = {0, 1};
 
   for (bool approximate : {false, true}) {
     std::string suffix = approximate ? "_tanh" : "";

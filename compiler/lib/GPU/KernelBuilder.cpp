@@ -5,6 +5,10 @@
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 
+#include <map>
+#include <memory>
+#include <mutex>
+
 using namespace mlir;
 
 namespace stringc::cudagen {
@@ -19,13 +23,40 @@ Value KernelBuilder::i32(int32_t value) {
   return b.create<arith::ConstantOp>(loc, b.getI32IntegerAttr(value));
 }
 
+bool KernelBuilder::isBf16(Value ptr) const {
+  auto arg = dyn_cast<BlockArgument>(ptr);
+  gpu::GPUFuncOp kernel = func; // an op handle: its accessors are not const
+  return arg && arg.getOwner() == &kernel.getBody().front() &&
+         arg.getArgNumber() < bf16Args.size() && bf16Args[arg.getArgNumber()];
+}
+
+Value KernelBuilder::bf16Bits(Value x) {
+  Type i32Type = b.getI32Type();
+  Value bits = b.create<arith::BitcastOp>(loc, i32Type, x);
+  Value sixteen = i32(16);
+  Value lsb = b.create<arith::AndIOp>(loc, b.create<arith::ShRUIOp>(loc, bits, sixteen), i32(1));
+  Value rounded = b.create<arith::ShRUIOp>(
+      loc, b.create<arith::AddIOp>(loc, b.create<arith::AddIOp>(loc, bits, i32(0x7fff)), lsb),
+      sixteen);
+  Value isNan = b.create<arith::CmpFOp>(loc, arith::CmpFPredicate::UNO, x, x);
+  return b.create<arith::SelectOp>(loc, isNan, i32(0x7fc0), rounded);
+}
+
 Value KernelBuilder::load(Value ptr, Value index) {
   auto ptrType = LLVM::LLVMPointerType::get(b.getContext());
+  if (isBf16(ptr)) {
+    Value address = b.create<LLVM::GEPOp>(loc, ptrType, b.getI16Type(), ptr, ValueRange{index});
+    Value half = b.create<LLVM::LoadOp>(loc, b.getI16Type(), address);
+    Value wide = b.create<arith::ShLIOp>(loc, b.create<arith::ExtUIOp>(loc, b.getI32Type(), half),
+                                         i32(16));
+    return b.create<arith::BitcastOp>(loc, b.getF32Type(), wide);
+  }
   Value address = b.create<LLVM::GEPOp>(loc, ptrType, b.getF32Type(), ptr, ValueRange{index});
   return b.create<LLVM::LoadOp>(loc, b.getF32Type(), address);
 }
 
 std::array<Value, 4> KernelBuilder::load4(Value ptr, Value index) {
+  assert(!isBf16(ptr) && "load4 reads f32");
   auto ptrType = LLVM::LLVMPointerType::get(b.getContext());
   Value address = b.create<LLVM::GEPOp>(loc, ptrType, b.getF32Type(), ptr, ValueRange{index});
   auto vectorType = VectorType::get({4}, b.getF32Type());
@@ -38,6 +69,12 @@ std::array<Value, 4> KernelBuilder::load4(Value ptr, Value index) {
 
 void KernelBuilder::store(Value value, Value ptr, Value index) {
   auto ptrType = LLVM::LLVMPointerType::get(b.getContext());
+  if (isBf16(ptr)) {
+    Value half = b.create<arith::TruncIOp>(loc, b.getI16Type(), bf16Bits(value));
+    Value address = b.create<LLVM::GEPOp>(loc, ptrType, b.getI16Type(), ptr, ValueRange{index});
+    b.create<LLVM::StoreOp>(loc, half, address);
+    return;
+  }
   Value address = b.create<LLVM::GEPOp>(loc, ptrType, b.getF32Type(), ptr, ValueRange{index});
   b.create<LLVM::StoreOp>(loc, value, address);
 }
@@ -193,11 +230,44 @@ const std::vector<OpLowering> &allOpLowerings() {
   return lowerings;
 }
 
+std::string kernelVariantName(const KernelDef &base, const std::vector<bool> &bf16) {
+  assert(bf16.size() == base.storageParams.size() && "one type per storage parameter");
+  if (llvm::none_of(bf16, [](bool b) { return b; }))
+    return base.spec.name;
+  std::string name = base.spec.name + "__";
+  for (bool b : bf16)
+    name += b ? 'b' : 'f';
+  return name;
+}
+
 const KernelDef *findKernelDef(llvm::StringRef name) {
   for (const KernelDef &def : allKernelDefs())
     if (def.spec.name == name)
       return &def;
-  return nullptr;
+  // A bf16 variant: NAME__ + a letter per storage parameter, made once.
+  size_t split = name.rfind("__");
+  if (split == llvm::StringRef::npos)
+    return nullptr;
+  static std::map<std::string, std::unique_ptr<KernelDef>> variants;
+  static std::mutex mutex;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (auto it = variants.find(name.str()); it != variants.end())
+    return it->second.get();
+  llvm::StringRef baseName = name.take_front(split), letters = name.drop_front(split + 2);
+  const KernelDef *base = nullptr;
+  for (const KernelDef &def : allKernelDefs())
+    if (def.spec.name == baseName)
+      base = &def;
+  if (!base || base->storageParams.empty() || letters.size() != base->storageParams.size() ||
+      !llvm::all_of(letters, [](char c) { return c == 'b' || c == 'f'; }) ||
+      !letters.contains('b'))
+    return nullptr;
+  auto variant = std::make_unique<KernelDef>(*base);
+  variant->spec.name = name.str();
+  variant->bf16Args.assign(base->spec.params.size(), false);
+  for (size_t i = 0; i < letters.size(); ++i)
+    variant->bf16Args[base->storageParams[i]] = letters[i] == 'b';
+  return variants.emplace(name.str(), std::move(variant)).first->second.get();
 }
 
 } // namespace stringc::cudagen

@@ -35,9 +35,21 @@ public:
   mlir::Value i64(int64_t value);
   mlir::Value i32(int32_t value);
 
-  /// `ptr[index]` as f32 (`index` is i64).
+  /// `ptr[index]` as f32 (`index` is i64). When `ptr` is a kernel argument
+  /// stored in bf16 (setBf16Args: a storage parameter of a bf16 variant),
+  /// the element is a bf16 (2 bytes), widened exactly to f32.
   mlir::Value load(mlir::Value ptr, mlir::Value index);
+  /// `ptr[index] = value`; into a bf16 argument, `value` rounded to the
+  /// nearest bf16 (ties to even, NaN kept: bf16Bits).
   void store(mlir::Value value, mlir::Value ptr, mlir::Value index);
+  /// The kernel's pointer arguments stored in bf16 (by argument index).
+  void setBf16Args(std::vector<bool> bf16) { bf16Args = std::move(bf16); }
+  /// Whether `ptr` is a kernel argument stored in bf16.
+  bool isBf16(mlir::Value ptr) const;
+  /// The bf16 nearest to f32 `x` (ties to even; NaN -> quiet NaN 0x7fc0), as
+  /// its 16 bits in an i32: integer arithmetic, the same bits on every GPU
+  /// and in the emulator (no cvt.rn.bf16, which needs sm_80).
+  mlir::Value bf16Bits(mlir::Value x);
   /// `ptr[index]` .. `ptr[index + 3]` as f32 with one 16-byte load (one
   /// ld.v4 instead of four: shared-memory tiles read in the inner loops).
   /// The caller guarantees `ptr` 16-byte aligned and `index` a multiple of 4.
@@ -83,6 +95,7 @@ private:
   mlir::OpBuilder &b;
   mlir::Location loc;
   mlir::gpu::GPUFuncOp func;
+  std::vector<bool> bf16Args;
 };
 
 /// A kernel: its spec (name, params, launch shape, the pe op) and the body.
@@ -92,7 +105,20 @@ struct KernelDef {
   /// Uses mma.sync on bf16 (sm_80 and newer): generated only for packages
   /// of precision bf16.
   bool tensorCores = false;
+  /// Storage parameters: pointer parameters (by index) the body reads and
+  /// writes only element-wise through KernelBuilder::load / store, so that
+  /// their tensor may be stored in bf16. A bf16 variant of the kernel is
+  /// named `NAME__` + one letter per storage parameter, `b` (bf16) or `f`
+  /// (f32), with at least one `b` (kernelVariantName); planKernels picks it
+  /// from the storage types of the values a launch binds there.
+  std::vector<unsigned> storageParams;
+  /// Of a variant: which arguments are bf16 (empty: none).
+  std::vector<bool> bf16Args;
 };
+
+/// `base`'s variant for the storage types of its storage parameters
+/// (true: bf16), or `base` itself when none is bf16.
+std::string kernelVariantName(const KernelDef &base, const std::vector<bool> &bf16);
 
 /// The kernels of each family (every kernel stringc can generate).
 void appendElementwiseKernels(std::vector<KernelDef> &defs);
@@ -126,6 +152,8 @@ void appendAttentionMmaKernels(std::vector<KernelDef> &defs);
 
 /// All kernels, by family; names are unique.
 const std::vector<KernelDef> &allKernelDefs();
+/// The kernel of that name, a bf16 variant (`NAME__bf...`) included; null
+/// when there is none.
 const KernelDef *findKernelDef(llvm::StringRef name);
 
 /// The op lowerings of each family (StepProgram.h): how an op becomes

@@ -20,6 +20,8 @@
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 
+#include "llvm/ADT/DenseSet.h"
+
 #include <cmath>
 #include <map>
 
@@ -187,6 +189,142 @@ void internConstants(OpSteps &steps, std::vector<ConstantArray> &table) {
 /// parameter buffer; the runtime fills a constant's buffer at its place.
 bool isFree(Operation &op) { return isa<pe::GetParamOp, arith::ConstantOp>(op); }
 
+/// Value ids as the package numbers them (PackageBuilder: the block's
+/// arguments, then every op's results in order).
+llvm::DenseMap<Value, int64_t> valueIds(Block &block) {
+  llvm::DenseMap<Value, int64_t> ids;
+  for (BlockArgument arg : block.getArguments())
+    ids[arg] = int64_t(ids.size());
+  for (Operation &op : block.without_terminator())
+    for (Value result : op.getResults())
+      ids[result] = int64_t(ids.size());
+  return ids;
+}
+
+/// The id of the value a pointer argument of `op`'s launch binds (an
+/// operand or a result), or -1 (scratch, constants, the step key).
+int64_t boundValue(Operation &op, const LaunchArg &arg,
+                   const llvm::DenseMap<Value, int64_t> &ids) {
+  if (arg.kind == LaunchArgKind::Operand)
+    return ids.lookup(op.getOperand(unsigned(arg.index)));
+  if (arg.kind == LaunchArgKind::Result)
+    return ids.lookup(op.getResult(unsigned(arg.index)));
+  return -1;
+}
+
+/// The storage type of every value of a program of a bf16 package (true:
+/// bf16), llm.c's layout: activations (f32 values with a batch dimension)
+/// in bf16 wherever every launch touching them reads and writes them
+/// through a kernel's storage parameters (KernelDef::storageParams) or as a
+/// single GEMM's matrices; parameters in bf16 (their bf16 copy) where
+/// only GEMMs read them. Inputs, outputs, constants and everything else
+/// (weight gradients, statistics) stay f32, as do the values of uncovered
+/// ops. Then the GEMMs' type rules (CudaGemm) are met by demoting to f32,
+/// to a fixed point: A and B alike, C bf16 only with bf16 A and B, the
+/// bias of C's type.
+std::vector<bool> assignStorage(Block &block, const std::vector<Operation *> &ops,
+                                const std::vector<OpSteps> &steps,
+                                const llvm::DenseMap<Value, int64_t> &ids) {
+  std::vector<bool> bf16(ids.size(), false), param(ids.size(), false);
+  for (Operation &op : block.without_terminator()) {
+    if (isa<arith::ConstantOp>(op))
+      continue;
+    for (Value result : op.getResults()) {
+      auto type = dyn_cast<RankedTensorType>(result.getType());
+      if (!type || !type.getElementType().isF32())
+        continue;
+      int64_t id = ids.lookup(result);
+      if (isa<pe::GetParamOp>(op))
+        bf16[size_t(id)] = param[size_t(id)] = true;
+      else if (type.getRank() > 0 && type.isDynamicDim(0))
+        bf16[size_t(id)] = true;
+    }
+  }
+  for (Value output : block.getTerminator()->getOperands())
+    bf16[size_t(ids.lookup(output))] = false;
+  llvm::DenseSet<Operation *> lowered(ops.begin(), ops.end());
+  for (Operation &op : block.without_terminator())
+    if (!isFree(op) && !lowered.count(&op)) { // uncovered: f32 around it
+      for (Value v : op.getOperands())
+        bf16[size_t(ids.lookup(v))] = false;
+      for (Value v : op.getResults())
+        bf16[size_t(ids.lookup(v))] = false;
+    }
+  auto keepF32 = [&](int64_t v) {
+    if (v >= 0)
+      bf16[size_t(v)] = false;
+  };
+  for (size_t o = 0; o < ops.size(); ++o)
+    for (const Launch &launch : steps[o].launches) {
+      if (launch.gemm) {
+        const GemmCall &g = *launch.gemm;
+        if (!(g.count == BatchAffine::fixed(1))) // strided-batched GEMMs: f32
+          for (const LaunchArg *m : {&g.a, &g.b, &g.c})
+            keepF32(boundValue(*ops[o], *m, ids));
+        continue;
+      }
+      const KernelDef *def = findKernelDef(launch.kernel);
+      for (size_t a = 0; a < launch.args.size(); ++a) {
+        int64_t v = launch.args[a].isPointer() ? boundValue(*ops[o], launch.args[a], ids) : -1;
+        if (v >= 0 && (param[size_t(v)] || !llvm::is_contained(def->storageParams, unsigned(a))))
+          keepF32(v);
+      }
+    }
+  for (bool changed = true; changed;) {
+    changed = false;
+    auto isBf16 = [&](int64_t v) { return v >= 0 && bf16[size_t(v)]; };
+    auto demote = [&](int64_t v) {
+      if (isBf16(v)) {
+        bf16[size_t(v)] = false;
+        changed = true;
+      }
+    };
+    for (size_t o = 0; o < ops.size(); ++o)
+      for (const Launch &launch : steps[o].launches) {
+        if (!launch.gemm)
+          continue;
+        const GemmCall &g = *launch.gemm;
+        int64_t a = boundValue(*ops[o], g.a, ids), b = boundValue(*ops[o], g.b, ids),
+                c = boundValue(*ops[o], g.c, ids);
+        if (isBf16(a) != isBf16(b)) {
+          demote(a);
+          demote(b);
+        }
+        if (isBf16(c) && !isBf16(a))
+          demote(c);
+        if (g.epilogue == GemmEpilogue::Bias) {
+          int64_t bias = boundValue(*ops[o], g.bias, ids);
+          if (isBf16(bias) != isBf16(c)) {
+            demote(bias);
+            demote(c);
+          }
+        }
+      }
+  }
+  return bf16;
+}
+
+/// Each launch of a kernel with storage parameters becomes its variant for
+/// the storage types of the values bound there (the kernel itself when
+/// they are all f32).
+void pickVariants(const std::vector<Operation *> &ops, std::vector<OpSteps> &steps,
+                  const llvm::DenseMap<Value, int64_t> &ids, const std::vector<bool> &bf16) {
+  for (size_t o = 0; o < ops.size(); ++o)
+    for (Launch &launch : steps[o].launches) {
+      if (launch.gemm)
+        continue;
+      const KernelDef *def = findKernelDef(launch.kernel);
+      if (def->storageParams.empty())
+        continue;
+      std::vector<bool> types;
+      for (unsigned p : def->storageParams) {
+        int64_t v = boundValue(*ops[o], launch.args[p], ids);
+        types.push_back(v >= 0 && bf16[size_t(v)]);
+      }
+      launch.kernel = kernelVariantName(*def, types);
+    }
+}
+
 } // namespace
 
 FailureOr<KernelPlan> planKernels(ModuleOp module, bool allKernels, GpuPrecision precision) {
@@ -205,6 +343,7 @@ FailureOr<KernelPlan> planKernels(ModuleOp module, bool allKernels, GpuPrecision
     return success();
   };
 
+  bool bf16Params = false; // some pe.get_param stored in bf16: the runtime keeps a copy
   for (const char *program : {"forward", "gradients"}) {
     auto func = module.lookupSymbol<func::FuncOp>(program);
     if (!func)
@@ -214,6 +353,7 @@ FailureOr<KernelPlan> planKernels(ModuleOp module, bool allKernels, GpuPrecision
       return func.emitError() << "a package program is a single block";
     std::vector<std::string> uncovered;
     std::vector<OpSteps> programSteps;
+    std::vector<Operation *> programOps; // the op of each entry of programSteps
     int64_t position = 0;
     for (Operation &op : func.getBody().front().without_terminator()) {
       int64_t opIndex = position++;
@@ -232,19 +372,40 @@ FailureOr<KernelPlan> planKernels(ModuleOp module, bool allKernels, GpuPrecision
       internConstants(*steps, plan.constants);
       ++plan.coveredOps;
       steps->op = opIndex;
+      programSteps.push_back(std::move(*steps));
+      programOps.push_back(&op);
+    }
+    Block &block = func.getBody().front();
+    llvm::DenseMap<Value, int64_t> ids = valueIds(block);
+    std::vector<bool> bf16(ids.size(), false);
+    if (precision == GpuPrecision::BF16) {
+      bf16 = assignStorage(block, programOps, programSteps, ids);
+      for (auto param : block.getOps<pe::GetParamOp>())
+        bf16Params = bf16Params || bf16[size_t(ids.lookup(param.getResult()))];
+      pickVariants(programOps, programSteps, ids, bf16);
+      std::vector<std::pair<int64_t, stringrt::DType>> dtypes;
+      for (size_t v = 0; v < bf16.size(); ++v)
+        if (bf16[v])
+          dtypes.push_back({int64_t(v), stringrt::DType::BF16});
+      plan.valueDTypes.push_back({program, std::move(dtypes)});
+    }
+    for (size_t o = 0; o < programSteps.size(); ++o) {
       std::vector<std::string> used; // each kernel's use once per op
-      for (const Launch &launch : steps->launches) {
-        // A bias epilogue may fall back to a kernel (GemmEpilogue).
-        std::string kernel = launch.gemm && launch.gemm->epilogue == GemmEpilogue::Bias
-                                 ? std::string(kBiasEpilogueFallbackKernel)
-                                 : launch.kernel;
+      for (const Launch &launch : programSteps[o].launches) {
+        // A bias epilogue may fall back to a kernel (GemmEpilogue), of C's type.
+        std::string kernel = launch.kernel;
+        if (launch.gemm && launch.gemm->epilogue == GemmEpilogue::Bias) {
+          int64_t c = boundValue(*programOps[o], launch.gemm->c, ids);
+          kernel = stringrt::cudaBiasFallbackKernel(c >= 0 && bf16[size_t(c)]
+                                                        ? stringrt::DType::BF16
+                                                        : stringrt::DType::F32);
+        }
         if (!kernel.empty() && llvm::find(used, kernel) == used.end()) {
           used.push_back(kernel);
-          if (failed(use(kernel, {program, opIndex})))
+          if (failed(use(kernel, {program, programSteps[o].op})))
             return failure();
         }
       }
-      programSteps.push_back(std::move(*steps));
     }
     plan.steps.push_back({program, std::move(programSteps)});
     plan.uncovered.push_back({program, std::move(uncovered)});
@@ -267,16 +428,33 @@ FailureOr<KernelPlan> planKernels(ModuleOp module, bool allKernels, GpuPrecision
         failed(use("pe_ema", {"optimizer", -1})))
       return failure();
   }
+  // The bf16 copy of the parameters, rewritten by the runtime after every
+  // change of the f32 parameters.
+  if (bf16Params && failed(use(stringrt::kBf16ParamsKernel, {"optimizer", -1})))
+    return failure();
+  // AdamW writes the copy as it updates (pe_adamw_bf16).
+  if (bf16Params && !optimizers.empty() && (*optimizers.begin()).getKind() == "adamw" &&
+      failed(use(stringrt::kAdamWBf16Kernel, {"optimizer", -1})))
+    return failure();
   // The augmentation of the training images, launched by the runtime as
   // each batch enters its step, when the first input is a batch of images.
   if (takesImages(module) && failed(use(stringrt::kAugmentImagesKernel, {"data", -1})))
     return failure();
   if (allKernels)
-    for (const KernelDef &def : allKernelDefs())
-      if (!index.count(def.spec.name) && (!def.tensorCores || precision == GpuPrecision::BF16)) {
-        index.emplace(def.spec.name, plan.kernels.size());
-        plan.kernels.push_back(def.spec);
-      }
+    for (const KernelDef &def : allKernelDefs()) {
+      std::vector<std::string> names;
+      if (!def.tensorCores || precision == GpuPrecision::BF16)
+        names.push_back(def.spec.name);
+      // With bf16, the variant of every storage parameter in bf16 too.
+      if (precision == GpuPrecision::BF16 && !def.storageParams.empty())
+        names.push_back(
+            kernelVariantName(def, std::vector<bool>(def.storageParams.size(), true)));
+      for (const std::string &name : names)
+        if (!index.count(name)) {
+          index.emplace(name, plan.kernels.size());
+          plan.kernels.push_back(findKernelDef(name)->spec);
+        }
+    }
   return plan;
 }
 
@@ -310,6 +488,7 @@ OwningOpRef<ModuleOp> buildKernelModule(MLIRContext &context, const KernelPlan &
         func.setArgAttr(i, LLVM::LLVMDialect::getNoAliasAttrName(), b.getUnitAttr());
     b.setInsertionPointToStart(&func.getBody().front());
     KernelBuilder kernel(b, loc, func);
+    kernel.setBf16Args(def->bf16Args);
     def->body(kernel);
     b.create<mlir::gpu::ReturnOp>(loc);
   }

@@ -21,9 +21,11 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinTypes.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/Support/Format.h"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 
 using namespace mlir;
@@ -93,13 +95,23 @@ void applyModel(Operation *op, LaunchEstimate &e, int64_t batch, const KernelRes
 /// The launches of one op at `batch`, without times.
 std::vector<LaunchEstimate> opLaunches(Operation &op, const OpSteps &steps,
                                        const KernelPlan &plan, GpuPrecision precision,
-                                       int64_t batch) {
+                                       int64_t batch,
+                                       const std::function<double(Value)> &elementBytes) {
+  // Each value at its stored type (KernelPlan::valueDTypes: bf16 or f32).
+  auto bytesOf = [&](const LaunchArg &arg) -> double {
+    if (arg.kind == LaunchArgKind::Operand || arg.kind == LaunchArgKind::Result)
+      return elementBytes(arg.kind == LaunchArgKind::Operand ? op.getOperand(unsigned(arg.index))
+                                                             : op.getResult(unsigned(arg.index)));
+    return 4;
+  };
   auto bufferBytes = [&](const LaunchArg &arg) -> double {
     switch (arg.kind) {
     case LaunchArgKind::Operand:
-      return 4 * pe::elementsAtBatch(op.getOperand(unsigned(arg.index)).getType(), batch);
+      return bytesOf(arg) *
+             pe::elementsAtBatch(op.getOperand(unsigned(arg.index)).getType(), batch);
     case LaunchArgKind::Result:
-      return 4 * pe::elementsAtBatch(op.getResult(unsigned(arg.index)).getType(), batch);
+      return bytesOf(arg) *
+             pe::elementsAtBatch(op.getResult(unsigned(arg.index)).getType(), batch);
     case LaunchArgKind::Scratch:
       return double(steps.scratchBytes[size_t(arg.index)].at(batch));
     case LaunchArgKind::Constant:
@@ -127,12 +139,16 @@ std::vector<LaunchEstimate> opLaunches(Operation &op, const OpSteps &steps,
       auto copies = [&](const BatchAffine &stride) { return stride.at(batch) == 0 ? 1 : count; };
       e.kernel = "cublas gemm";
       e.flops = 2 * m * n * k * count;
-      e.bytes = 4 * (m * k * copies(g.strideA) + k * n * copies(g.strideB) +
-                     m * n * copies(g.strideC) * (g.beta != 0.0f ? 2 : 1));
+      e.bytes = bytesOf(g.a) * m * k * copies(g.strideA) +
+                bytesOf(g.b) * k * n * copies(g.strideB) +
+                bytesOf(g.c) * m * n * copies(g.strideC) * (g.beta != 0.0f ? 2 : 1);
       if (g.epilogue == GemmEpilogue::Bias)
-        e.bytes += 4 * n;
-      e.arithmetic =
-          precision == GpuPrecision::BF16 ? LaunchArithmetic::TF32 : LaunchArithmetic::F32;
+        e.bytes += bytesOf(g.c) * n;
+      // bf16 matrices run on the bf16 tensor cores; f32 ones of a bf16
+      // package as TF32 (what cuBLAS picked on the H100 and H200).
+      e.arithmetic = bytesOf(g.a) == 2              ? LaunchArithmetic::BF16
+                     : precision == GpuPrecision::BF16 ? LaunchArithmetic::TF32
+                                                       : LaunchArithmetic::F32;
       gemmFlops += e.flops;
       launches.push_back(std::move(e));
       continue;
@@ -277,12 +293,27 @@ FailureOr<StepEstimate> estimateTrainingStep(ModuleOp train, const KernelPlan &p
       return train.emitError() << "the launch report needs every op on the GPU; "
                                << names.front() << " has no GPU steps";
 
+  // The values @gradients stores in bf16, by the package's value ids (the
+  // block's arguments, then every op's results).
+  llvm::DenseSet<Value> bf16Values;
+  for (const auto &[program, dtypes] : plan.valueDTypes)
+    if (program == "gradients") {
+      std::vector<Value> byId(func.getArguments().begin(), func.getArguments().end());
+      for (Operation *op : ops)
+        byId.insert(byId.end(), op->getResults().begin(), op->getResults().end());
+      for (const auto &[id, dtype] : dtypes)
+        if (dtype == stringrt::DType::BF16)
+          bf16Values.insert(byId[size_t(id)]);
+    }
+  auto elementBytes = [&](Value v) -> double { return bf16Values.count(v) ? 2 : 4; };
+
   StepEstimate step;
   step.batch = batch;
   for (const OpSteps &s : *steps) {
     Operation &op = *ops[size_t(s.op)];
-    std::vector<LaunchEstimate> now = opLaunches(op, s, plan, precision, batch);
-    std::vector<LaunchEstimate> more = opLaunches(op, s, plan, precision, batch + 1);
+    std::vector<LaunchEstimate> now = opLaunches(op, s, plan, precision, batch, elementBytes);
+    std::vector<LaunchEstimate> more =
+        opLaunches(op, s, plan, precision, batch + 1, elementBytes);
     for (size_t l = 0; l < now.size(); ++l) {
       // By bytes: the FLOPs of a small kernel (a sum's finish) are a share
       // of the op's, which may grow while the kernel's own work does not.
@@ -291,8 +322,37 @@ FailureOr<StepEstimate> estimateTrainingStep(ModuleOp train, const KernelPlan &p
       step.launches.push_back(std::move(now[l]));
     }
   }
-  for (LaunchEstimate &e : optimizerLaunches(train, trainableElements(train))) {
-    e.readStreams = e.kernel == "pe_adamw" ? 4 : e.kernel == "pe_sgd" ? 3 : 1;
+  std::vector<LaunchEstimate> optimizer = optimizerLaunches(train, trainableElements(train));
+  // The bf16 copy of the parameters, when the package keeps one: written
+  // by AdamW as it updates (2 bytes more a trainable element), else
+  // rewritten after the update (f32 read, bf16 written).
+  auto planned = [&](const char *name) {
+    return llvm::any_of(plan.kernels, [&](const GpuKernelSpec &k) { return k.name == name; });
+  };
+  if (planned(stringrt::kAdamWBf16Kernel)) {
+    for (LaunchEstimate &e : optimizer)
+      if (e.kernel == "pe_adamw") {
+        e.kernel = stringrt::kAdamWBf16Kernel;
+        e.bytes += 2.0 * double(trainableElements(train));
+      }
+  } else if (const KernelDef *copy = findKernelDef(stringrt::kBf16ParamsKernel);
+             copy && planned(stringrt::kBf16ParamsKernel)) {
+    int64_t n = 0;
+    for (pe::ParameterOp param : train.getOps<pe::ParameterOp>())
+      n += param.getTensorType().getNumElements();
+    LaunchEstimate e;
+    e.program = "optimizer";
+    e.opName = "optimizer";
+    e.kernel = stringrt::kBf16ParamsKernel;
+    e.threadsPerBlock = copy->spec.blockX * copy->spec.blockY;
+    e.blocks = stringrt::cudaRuleGridX(copy->spec.grid, copy->spec.blockX, copy->spec.blockY, n, 0);
+    e.bytes = 6.0 * double(n);
+    optimizer.push_back(std::move(e));
+  }
+  for (LaunchEstimate &e : optimizer) {
+    e.readStreams = e.kernel == "pe_adamw" || e.kernel == stringrt::kAdamWBf16Kernel ? 4
+                    : e.kernel == "pe_sgd"                                          ? 3
+                                                                                    : 1;
     applyModel(nullptr, e, batch, resources, machine);
     step.launches.push_back(std::move(e));
   }

@@ -112,6 +112,7 @@ void appendLinearKernels(std::vector<KernelDef> &defs) {
                       k.store(k.add(k.load(k.arg(0), i), k.load(k.arg(1), column)), k.arg(0), i);
                     });
                   }});
+  defs.back().storageParams = {0, 1}; // y, b: of C's type (pe_add_bias__bb for a bf16 C)
 }
 
 void appendLinearLowerings(std::vector<OpLowering> &lowerings) {

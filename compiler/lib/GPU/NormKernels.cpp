@@ -105,6 +105,7 @@ void appendNormKernels(std::vector<KernelDef> &defs) {
            });
          });
        }});
+  defs.back().storageParams = {0, 1}; // y, x
 
   // dx = rstd (g - mean(g) - xhat mean(g xhat)), g = dy gamma; stats = (mean, rstd)
   defs.push_back(
@@ -134,6 +135,7 @@ void appendNormKernels(std::vector<KernelDef> &defs) {
            });
          });
        }});
+  defs.back().storageParams = {0, 2, 4}; // dx, x, dy
 
   // The partial sums of dgamma (columns c < d: dy xhat) and dbeta (columns
   // d + c: dy) over a chunk of rows.
@@ -151,6 +153,7 @@ void appendNormKernels(std::vector<KernelDef> &defs) {
         Value g = k.load(dy, at);
         return select(k, isGamma, k.mul(g, xhat), g);
       }));
+  defs.back().storageParams = {1, 2}; // x, dy
 }
 
 } // namespace stringc::cudagen

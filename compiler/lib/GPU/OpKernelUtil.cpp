@@ -270,6 +270,7 @@ void appendColumnSumKernels(std::vector<KernelDef> &defs) {
       [](KernelBuilder &k, Value r, Value c) {
         return k.load(k.arg(1), k.add(k.mul(r, k.arg(5)), c));
       }));
+  defs.back().storageParams = {1}; // x
 
   // out[c] = (sum_g partials[g * cols + c]) / divisor: one warp per
   // column, lane l adding chunks l, l + 32, ... in order, then the fixed

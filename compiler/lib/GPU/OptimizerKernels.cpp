@@ -143,35 +143,49 @@ void appendOptimizerKernels(std::vector<KernelDef> &defs) {
                     });
                   }});
 
-  GpuKernelSpec adamw;
-  adamw.name = "pe_adamw";
-  adamw.peOp = pe::OptimizerOp::getOperationName();
-  adamw.params = {{"param", P}, {"m", P},     {"v", P},   {"grad", P},         {"n", I},
-                  {"control", P}, {"beta1", F}, {"beta2", F}, {"eps", F}, {"weight_decay", F}};
-  defs.push_back({adamw, [](KernelBuilder &k) {
-                    Value param = k.arg(0), mBuf = k.arg(1), vBuf = k.arg(2), grad = k.arg(3);
-                    Value block = k.arg(5);
-                    Value b1 = k.arg(6), b2 = k.arg(7), eps = k.arg(8), wd = k.arg(9);
-                    k.ifThen(stepApplied(k, block), [&] {
-                      Value lr = f64ToF32(k, control(k, block, kControlLr));
-                      Value bc1 = f64ToF32(k, control(k, block, kControlBiasCorrection1));
-                      Value bc2 = f64ToF32(k, control(k, block, kControlBiasCorrection2));
-                      Value scale = f64ToF32(k, control(k, block, kControlClipScale));
-                      Value one = k.f32(1.0);
-                      k.forGridStride(k.arg(4), [&](Value i) {
-                        Value g = k.mul(scale, k.load(grad, i));
-                        Value w = k.load(param, i);
-                        Value m = k.add(k.mul(b1, k.load(mBuf, i)), k.mul(k.sub(one, b1), g));
-                        Value v = k.add(k.mul(b2, k.load(vBuf, i)),
-                                        k.mul(k.sub(one, b2), k.mul(g, g)));
-                        k.store(m, mBuf, i);
-                        k.store(v, vBuf, i);
-                        Value denom = k.add(k.sqrtRn(k.div(v, bc2)), eps);
-                        Value update = k.add(k.div(k.div(m, bc1), denom), k.mul(wd, w));
-                        k.store(k.sub(w, k.mul(lr, update)), param, i);
+  // pe_adamw_bf16 also writes the updated parameters, rounded to bf16, into
+  // `param_bf16`: the bf16 copy the GEMMs of a bf16 package read
+  // (stringrt::kBf16ParamsKernel rewrites it after the other changes).
+  for (bool copy : {false, true}) {
+    GpuKernelSpec adamw;
+    adamw.name = copy ? "pe_adamw_bf16" : "pe_adamw";
+    adamw.peOp = pe::OptimizerOp::getOperationName();
+    adamw.params = {{"param", P},   {"m", P},     {"v", P},     {"grad", P}, {"n", I},
+                    {"control", P}, {"beta1", F}, {"beta2", F}, {"eps", F},  {"weight_decay", F}};
+    if (copy)
+      adamw.params.push_back({"param_bf16", P});
+    defs.push_back({adamw, [copy](KernelBuilder &k) {
+                      Value param = k.arg(0), mBuf = k.arg(1), vBuf = k.arg(2), grad = k.arg(3);
+                      Value block = k.arg(5);
+                      Value b1 = k.arg(6), b2 = k.arg(7), eps = k.arg(8), wd = k.arg(9);
+                      k.ifThen(stepApplied(k, block), [&] {
+                        Value lr = f64ToF32(k, control(k, block, kControlLr));
+                        Value bc1 = f64ToF32(k, control(k, block, kControlBiasCorrection1));
+                        Value bc2 = f64ToF32(k, control(k, block, kControlBiasCorrection2));
+                        Value scale = f64ToF32(k, control(k, block, kControlClipScale));
+                        Value one = k.f32(1.0);
+                        k.forGridStride(k.arg(4), [&](Value i) {
+                          Value g = k.mul(scale, k.load(grad, i));
+                          Value w = k.load(param, i);
+                          Value m = k.add(k.mul(b1, k.load(mBuf, i)), k.mul(k.sub(one, b1), g));
+                          Value v = k.add(k.mul(b2, k.load(vBuf, i)),
+                                          k.mul(k.sub(one, b2), k.mul(g, g)));
+                          k.store(m, mBuf, i);
+                          k.store(v, vBuf, i);
+                          Value denom = k.add(k.sqrtRn(k.div(v, bc2)), eps);
+                          Value update = k.add(k.div(k.div(m, bc1), denom), k.mul(wd, w));
+                          Value next = k.sub(w, k.mul(lr, update));
+                          k.store(next, param, i);
+                          if (copy)
+                            k.store(next, k.arg(10), i); // a bf16 argument: rounded
+                        });
                       });
-                    });
-                  }});
+                    }});
+    if (copy) {
+      defs.back().bf16Args.assign(adamw.params.size(), false);
+      defs.back().bf16Args[10] = true;
+    }
+  }
 
   GpuKernelSpec sgd;
   sgd.name = "pe_sgd";

@@ -77,6 +77,7 @@ void appendCopyKernels(std::vector<KernelDef> &defs) {
                       k.store(k.load(k.arg(1), remU(k, i, k.arg(3))), k.arg(0), i);
                     });
                   }});
+  defs.back().storageParams = {0, 1}; // y, x
 
   // y[(o * size + s) * inner + r] = x[o * inner + r]
   defs.push_back({makeSpec("pe_expand_axis", pe::ExpandAxisOp::getOperationName(),

@@ -45,6 +45,15 @@ int64_t cudaRuleGridX(CudaGridRule rule, int64_t blockX, int64_t blockY, int64_t
 // training images as each batch enters its step (use program "data"):
 // out, in, draws (Augment.h's words), n, channels, height, width.
 inline constexpr char kAugmentImagesKernel[] = "pe_augment_images";
+// The bf16 copy of the parameters (a package whose steps store a
+// pe.get_param result in bf16) is rewritten from the f32 parameters by this
+// kernel (y bf16, x f32, n, n_x = n; use program "optimizer") after every
+// change of them: the optimizer's update, uploads, the EMA's swaps.
+inline constexpr char kBf16ParamsKernel[] = "pe_broadcast_to__bf";
+// pe_adamw with the bf16 copy of the parameters it updates as an eleventh
+// argument (param_bf16), written as it updates them; in packages with the
+// copy and AdamW.
+inline constexpr char kAdamWBf16Kernel[] = "pe_adamw_bf16";
 
 struct CudaKernelUse {
   std::string program; // "forward", "gradients", "optimizer" or "data"
@@ -144,8 +153,14 @@ struct CudaConstant {
 // for i < count, op(A_i) m x k, op(B_i) k x n, strides in elements.
 // With epilogue Bias ("epilogue": "bias"), `bias` (n floats) is added to
 // every row of C (count 1, beta 0): one cuBLASLt matmul, or the GEMM then
-// the package's pe_add_bias kernel.
+// the package's pe_add_bias kernel (pe_add_bias__bb when C is bf16).
+// The matrices' element types are their values' (CudaProgramSteps::
+// valueDTypes): A and B both f32 or both bf16; C bf16 only with bf16 A and
+// B; the bias of C's type.
 enum class CudaGemmEpilogue { None, Bias };
+// The kernel a bias epilogue falls back to, by C's storage type:
+// "pe_add_bias" (f32) or "pe_add_bias__bb" (bf16 C and bias).
+const char *cudaBiasFallbackKernel(DType c);
 struct CudaGemm {
   CudaArg a, b, c;
   CudaAffine m, n, k, count{0, 1}, strideA, strideB, strideC;
@@ -171,6 +186,16 @@ struct CudaOpSteps {
 struct CudaProgramSteps {
   std::string program; // "forward" or "gradients"
   std::vector<CudaOpSteps> ops; // in program order
+  // The storage type of the program's values on the device, where it is
+  // not F32 ("value_dtypes" in the package): (value id, BF16) pairs in
+  // increasing id order. A BF16 value holds bf16 elements (2 bytes each, in
+  // the value's f32-sized buffer); a BF16 pe.get_param result is the
+  // parameter's slice of the bf16 copy of the parameters. Only packages of
+  // precision bf16 have any. Inputs, outputs and arith.constant results are
+  // always F32.
+  std::vector<std::pair<int64_t, DType>> valueDTypes;
+  // The storage type of value `v` (F32 unless listed).
+  DType dtypeOf(int64_t v) const;
 };
 
 struct CudaSection {
@@ -196,6 +221,8 @@ struct CudaSection {
   bool usesStepKey() const;
   // The steps of `program`; nullptr when the section has none for it.
   const CudaProgramSteps *stepsOf(std::string_view program) const;
+  // Whether some value of the steps is stored in bf16 (valueDTypes).
+  bool storesBf16() const;
 };
 
 // Parses and validates the `cuda` metadata JSON of the package `path`

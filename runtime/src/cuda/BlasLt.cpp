@@ -40,6 +40,7 @@ LoadedApi<Api> load() {
   get(a.preferenceSetAttribute, "cublasLtMatmulPreferenceSetAttribute");
   get(a.algoGetHeuristic, "cublasLtMatmulAlgoGetHeuristic");
   get(a.matmul, "cublasLtMatmul");
+  get(a.algoConfigGetAttribute, "cublasLtMatmulAlgoConfigGetAttribute");
   get(a.getStatusString, "cublasLtGetStatusString");
   if (const char *missing = get.firstMissing()) {
     loaded.why = fmt::format("the cuBLASLt library has no {}", missing);

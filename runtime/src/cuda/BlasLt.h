@@ -26,6 +26,7 @@ struct Api {
   decltype(&::cublasLtMatmulPreferenceSetAttribute) preferenceSetAttribute;
   decltype(&::cublasLtMatmulAlgoGetHeuristic) algoGetHeuristic;
   decltype(&::cublasLtMatmul) matmul;
+  decltype(&::cublasLtMatmulAlgoConfigGetAttribute) algoConfigGetAttribute;
   decltype(&::cublasLtGetStatusString) getStatusString;
 };
 

@@ -106,7 +106,7 @@ BatchBuffers &DeviceModel::Impl::buffersFor(const std::string &name, int64_t bat
     return it->second;
   BatchBuffers b;
   const Program &p = program(name);
-  b.placement = placeValues(manifest, p, name, batch);
+  b.placement = placeValues(manifest, p, name, batch, section.stepsOf(name));
   uint64_t scratchBytes = 0;
   if (const CudaProgramSteps *steps = section.stepsOf(name))
     for (const CudaOpSteps &op : steps->ops)
@@ -124,6 +124,8 @@ uint64_t DeviceModel::Impl::address(const BatchBuffers &b, ValueId v) const {
   switch (place.region) {
   case Region::Params:
     return params->at(place.offset, place.bytes);
+  case Region::ParamsBf16:
+    return paramsBf16->at(place.offset, place.bytes);
   case Region::Arena:
     return b.arena->at(place.offset, place.bytes);
   case Region::Extra:

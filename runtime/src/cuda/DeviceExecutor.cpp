@@ -15,6 +15,18 @@
 #include <functional>
 
 namespace stringrt::cuda {
+
+namespace {
+// Whether some pe.get_param result is stored in bf16: the executor then
+// keeps a bf16 copy of the parameters (DeviceModel::Impl::paramsBf16).
+bool usesBf16ParamsOf(const Manifest &manifest, const CudaSection &section) {
+  for (const CudaProgramSteps &steps : section.steps)
+    for (const ProgramOp &op : manifest.program(steps.program).ops)
+      if (op.is(OpCode::GetParam) && steps.dtypeOf(op.results[0]) == DType::BF16)
+        return true;
+  return false;
+}
+} // namespace
 namespace {
 
 constexpr size_t kGemmWorkspace = size_t(32) << 20; // cuBLAS workspace (graph capture)
@@ -129,8 +141,17 @@ DeviceModel::DeviceModel(const Manifest &manifest, const CudaSection &section,
   m.gemm->setWorkspace(m.workspace->at(0, kGemmWorkspace), kGemmWorkspace);
   m.hostReturn = std::make_unique<PinnedArray<float>>(1);
   m.control = std::make_unique<StepControl>(m.device, manifest.optimizer);
-  if (m.total > 0)
+  if (usesBf16ParamsOf(m.manifest, m.section)) {
+    if (!m.kernels->has(kBf16ParamsKernel))
+      throw Error(fmt::format("the package reads a bf16 copy of the parameters but has no {} "
+                              "kernel: compile it again with this stringc",
+                              kBf16ParamsKernel));
+    m.paramsBf16 = std::make_unique<Arena>(m.device, bytes / 2);
+  }
+  if (m.total > 0) {
     m.uploadFlat(*m.params, parameters.data(), "uploading the parameters");
+    m.refreshBf16Params("uploading the parameters");
+  }
   ConstantLayout constants = constantLayout(m.section);
   m.constants = std::make_unique<Arena>(
       m.device, size_t(std::max<uint64_t>(constants.bytes, kDeviceAlignment)));
@@ -158,6 +179,10 @@ DeviceModel::DeviceModel(const Manifest &manifest, const CudaSection &section,
 DeviceModel::~DeviceModel() = default;
 
 const std::string &DeviceModel::deviceName() const { return impl_->device->name(); }
+std::vector<std::string> DeviceModel::gemmAlgorithms() const {
+  return impl_->gemm->chosenAlgorithms();
+}
+
 const char *DeviceModel::gemmPrecision() const { return gemmPrecisionName(impl_->gemmPrecision); }
 int64_t DeviceModel::stepCount() const { return impl_->steps; }
 const DeviceOptions &DeviceModel::options() const { return impl_->options; }
@@ -338,6 +363,7 @@ void DeviceModel::setState(const std::vector<float> &params, const Optimizer &op
   m.control->discardPending(); // results of steps of an abandoned run (the trainer stopped)
   if (m.total > 0) {
     m.uploadFlat(*m.params, params.data(), "uploading the parameters");
+    m.refreshBf16Params("uploading the parameters");
     std::vector<Arena *> arenas = m.stateArenas();
     auto buffers = optimizer.stateBuffers();
     for (size_t i = 0; i < arenas.size(); ++i)
@@ -488,14 +514,17 @@ EvalResult DeviceModel::evaluateEma(const DataSet &data, int64_t batch) {
   // come back after: stream-ordered copies, the evaluation's graphs unchanged.
   m.copyTrainableSlots(*m.grads, *m.params, "keeping the weights aside");
   m.copyTrainableSlots(*m.params, *m.ema, "putting the EMA in place of the weights");
+  m.refreshBf16Params("putting the EMA in place of the weights");
   EvalResult result;
   try {
     result = evaluate(data, batch);
   } catch (...) {
     m.copyTrainableSlots(*m.params, *m.grads, "putting the weights back");
+  m.refreshBf16Params("putting the weights back");
     throw;
   }
   m.copyTrainableSlots(*m.params, *m.grads, "putting the weights back");
+  m.refreshBf16Params("putting the weights back");
   result.ema = true;
   return result;
 }

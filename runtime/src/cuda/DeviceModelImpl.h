@@ -88,6 +88,11 @@ struct DeviceModel::Impl {
   int64_t total = 0, hostTotal = 0;
   std::unique_ptr<Arena> params, grads, moment1, moment2, partials, workspace;
   std::unique_ptr<Arena> ema; // the EMA of the weights (optimizer ema = d > 0)
+  // The bf16 copy of the parameters the GEMMs of a bf16 package read (its
+  // bf16 pe.get_param values), 2 bytes an element at the f32 layout's
+  // element offsets; null when no value reads it. Rewritten from `params`
+  // after every change of them (refreshBf16Params).
+  std::unique_ptr<Arena> paramsBf16;
   // The section's constant arrays (index tables), uploaded once; their
   // device addresses are every op's OpPointers::constants.
   std::unique_ptr<Arena> constants;
@@ -128,6 +133,11 @@ struct DeviceModel::Impl {
 
   bool adamw() const { return manifest.optimizer.kind == OptimizerKind::AdamW; }
   bool keepsEma() const { return manifest.optimizer.emaDecay > 0; }
+  // AdamW updates the bf16 copy of the parameters itself (pe_adamw_bf16;
+  // nothing else in a step changes the parameters: pe_ema writes the EMA).
+  bool adamWritesBf16() const {
+    return paramsBf16 && adamw() && kernels->has(kAdamWBf16Kernel);
+  }
 
   ~Impl();
 
@@ -322,6 +332,10 @@ struct DeviceModel::Impl {
   /// per maximal run of trainable slots; the step's scalars come from the
   /// control block.
   void launchOptimizer();
+
+  // Queues the bf16 copy of the parameters rewritten from `params` (one
+  // pe_broadcast_to__bf over the whole buffer); nothing without a copy.
+  void refreshBf16Params(const char *what);
 
   /// Queues copies of every trainable slot of `from` into `to` (device
   /// layout; the padding between slots is left alone).

@@ -42,10 +42,14 @@ void DeviceModel::Impl::walk(const std::string &name, BatchBuffers &b, int64_t b
     OpPointers pointers;
     pointers.constants = constantAddresses;
     pointers.stepKey = stepKeyAddress;
-    for (ValueId v : op.operands)
+    for (ValueId v : op.operands) {
       pointers.operands.push_back(address(b, v));
-    for (ValueId v : op.results)
+      pointers.operandTypes.push_back(steps.dtypeOf(v));
+    }
+    for (ValueId v : op.results) {
       pointers.results.push_back(address(b, v));
+      pointers.resultTypes.push_back(steps.dtypeOf(v));
+    }
     ScratchLayout scratch = scratchLayout(opSteps, batch);
     for (size_t s = 0; s < scratch.offsets.size(); ++s) {
       uint64_t bytes = scratch.offsets.size() > s + 1 ? scratch.offsets[s + 1] - scratch.offsets[s]
@@ -75,19 +79,23 @@ void DeviceModel::Impl::walk(const std::string &name, BatchBuffers &b, int64_t b
 void DeviceModel::Impl::runGemm(const BoundGemm &g, const std::string &where) {
   if (g.bias) {
     if (gemm->runWithBias(g.transA, g.transB, g.m, g.n, g.k, g.alpha, g.a, g.b, g.bias, g.c, where,
-                          gemmPrecision))
+                          gemmPrecision, g.typeA, g.typeC))
       return;
     gemm->run(g.transA, g.transB, g.m, g.n, g.k, g.alpha, g.a, g.b, 0.0f, g.c, where,
-              gemmPrecision);
+              gemmPrecision, g.typeA, g.typeC);
     if (g.m > 0 && g.n > 0)
-      kernels->launch("pe_add_bias",
+      kernels->launch(cudaBiasFallbackKernel(g.typeC),
                       {KernelArg::pointer(g.c), KernelArg::pointer(g.bias),
                        KernelArg::integer(g.m * g.n), KernelArg::integer(g.n)},
                       where + " (bias)", nullptr, stream);
     return;
   }
-  gemm->runStridedBatched(g.transA, g.transB, g.m, g.n, g.k, g.alpha, g.a, g.strideA, g.b,
-                          g.strideB, g.beta, g.c, g.strideC, g.count, where, gemmPrecision);
+  if (g.count == 1) // bf16 matrices only here (CudaGemm)
+    gemm->run(g.transA, g.transB, g.m, g.n, g.k, g.alpha, g.a, g.b, g.beta, g.c, where,
+              gemmPrecision, g.typeA, g.typeC);
+  else
+    gemm->runStridedBatched(g.transA, g.transB, g.m, g.n, g.k, g.alpha, g.a, g.strideA, g.b,
+                            g.strideB, g.beta, g.c, g.strideC, g.count, where, gemmPrecision);
 }
 
 /// After @gradients: each gradient output into its slot of `grads`.

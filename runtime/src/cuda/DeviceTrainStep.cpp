@@ -210,14 +210,18 @@ void DeviceModel::Impl::launchOptimizer() {
   const KernelArg controlArg = KernelArg::pointer(control->address());
   forTrainableRuns([&](size_t begin, size_t n) {
     auto slice = [&](const Arena &a) { return KernelArg::pointer(a.at(begin * 4, n * 4)); };
-    if (adamw())
-      kernels->launch("pe_adamw",
-                      {slice(*params), slice(*moment1), slice(*moment2), slice(*grads),
-                       KernelArg::integer(int64_t(n)), controlArg,
-                       KernelArg::real(float(config.beta1)), KernelArg::real(float(config.beta2)),
-                       KernelArg::real(float(config.eps)),
-                       KernelArg::real(float(config.weightDecay))},
-                      "AdamW", nullptr, stream);
+    if (adamw()) {
+      std::vector<KernelArg> args = {
+          slice(*params),      slice(*moment1), slice(*moment2),
+          slice(*grads),       KernelArg::integer(int64_t(n)), controlArg,
+          KernelArg::real(float(config.beta1)), KernelArg::real(float(config.beta2)),
+          KernelArg::real(float(config.eps)),   KernelArg::real(float(config.weightDecay))};
+      // With a bf16 copy of the parameters, AdamW writes it as it updates.
+      if (adamWritesBf16())
+        args.push_back(KernelArg::pointer(paramsBf16->at(begin * 2, n * 2)));
+      kernels->launch(adamWritesBf16() ? kAdamWBf16Kernel : "pe_adamw", args, "AdamW", nullptr,
+                      stream);
+    }
     else
       kernels->launch("pe_sgd",
                       {slice(*params), slice(*moment1), slice(*grads),
@@ -230,6 +234,18 @@ void DeviceModel::Impl::launchOptimizer() {
                       {slice(*ema), slice(*params), KernelArg::integer(int64_t(n)), controlArg},
                       "the EMA of the weights", nullptr, stream);
   });
+  if (!adamWritesBf16()) // SGD: the copy rewritten after the update
+    refreshBf16Params("the bf16 copy of the parameters");
+}
+
+void DeviceModel::Impl::refreshBf16Params(const char *what) {
+  if (!paramsBf16 || total == 0)
+    return;
+  kernels->launch(kBf16ParamsKernel,
+                  {KernelArg::pointer(paramsBf16->at(0, size_t(total) * 2)),
+                   KernelArg::pointer(params->at(0, size_t(total) * 4)),
+                   KernelArg::integer(total), KernelArg::integer(total)},
+                  what, nullptr, stream);
 }
 
 /// Queues copies of every trainable slot of `from` into `to` (device

@@ -103,20 +103,40 @@ Gemm::~Gemm() {
     lt->destroy(cublasLtHandle_t(ltHandle_));
 }
 
+namespace {
+cudaDataType dataType(DType type) { return type == DType::BF16 ? CUDA_R_16BF : CUDA_R_32F; }
+// bf16 data is exact in f32: its products are taken in f32 (the tensor
+// cores' bf16 path), whatever the package's precision says of f32 data.
+cublasComputeType_t computeFor(GemmPrecision precision, DType inputs) {
+  return inputs == DType::BF16 ? CUBLAS_COMPUTE_32F : computeType(precision);
+}
+void checkTypes(DType inputs, DType output, const std::string &step) {
+  if ((inputs != DType::F32 && inputs != DType::BF16) ||
+      (output != DType::F32 && output != DType::BF16) ||
+      (output == DType::BF16 && inputs != DType::BF16))
+    throw Error(fmt::format("{}: GEMM types {} x {} -> {} are not supported", step,
+                            dtypeName(inputs), dtypeName(inputs), dtypeName(output)));
+}
+} // namespace
+
 void Gemm::run(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, uint64_t A,
                uint64_t B, float beta, uint64_t C, const std::string &step,
-               GemmPrecision precision) const {
+               GemmPrecision precision, DType inputs, DType output) const {
+  checkTypes(inputs, output, step);
   int m = asInt(M, step, "M"), n = asInt(N, step, "N"), k = asInt(K, step, "K");
   if (m == 0 || n == 0)
+    return;
+  if (inputs == DType::BF16 &&
+      runLt(transA, transB, M, N, K, alpha, A, B, beta, C, 0, step, precision, inputs, output))
     return;
   int lda = std::max(1, transA ? m : k);
   int ldb = std::max(1, transB ? k : n);
   checkBlas(blas::require().gemmEx(cublasHandle_t(handle_), transB ? CUBLAS_OP_T : CUBLAS_OP_N,
                                    transA ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha,
-                                   reinterpret_cast<const void *>(B), CUDA_R_32F, ldb,
-                                   reinterpret_cast<const void *>(A), CUDA_R_32F, lda, &beta,
-                                   reinterpret_cast<void *>(C), CUDA_R_32F, n,
-                                   computeType(precision), CUBLAS_GEMM_DEFAULT),
+                                   reinterpret_cast<const void *>(B), dataType(inputs), ldb,
+                                   reinterpret_cast<const void *>(A), dataType(inputs), lda, &beta,
+                                   reinterpret_cast<void *>(C), dataType(output), n,
+                                   computeFor(precision, inputs), CUBLAS_GEMM_DEFAULT),
             step, "cublasGemmEx");
 }
 
@@ -151,11 +171,23 @@ void Gemm::runStridedBatched(bool transA, bool transB, int64_t M, int64_t N, int
 
 bool Gemm::runWithBias(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha,
                        uint64_t A, uint64_t B, uint64_t bias, uint64_t C,
-                       const std::string &step, GemmPrecision precision) const {
-  const blaslt::Api *lt = blaslt::api();
+                       const std::string &step, GemmPrecision precision, DType inputs,
+                       DType output) const {
   // 16 bytes: the alignment the bias epilogue is known to need on hardware
   // (cuBLASLt documents none, but its heuristic reads the pointer's).
-  if (!lt || !ltHandle_ || bias % 16 != 0)
+  if (bias == 0 || bias % 16 != 0)
+    return false;
+  return runLt(transA, transB, M, N, K, alpha, A, B, 0.0f, C, bias, step, precision, inputs,
+               output);
+}
+
+bool Gemm::runLt(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha,
+                 uint64_t A, uint64_t B, float beta, uint64_t C, uint64_t bias,
+                 const std::string &step, GemmPrecision precision, DType inputs,
+                 DType output) const {
+  checkTypes(inputs, output, step);
+  const blaslt::Api *lt = blaslt::api();
+  if (!lt || !ltHandle_)
     return false;
   int m = asInt(M, step, "M"), n = asInt(N, step, "N"), k = asInt(K, step, "K");
   if (m == 0 || n == 0 || k == 0)
@@ -165,10 +197,10 @@ bool Gemm::runWithBias(bool transA, bool transB, int64_t M, int64_t N, int64_t K
   LtCall call{*lt};
   cublasOperation_t opB = transB ? CUBLAS_OP_T : CUBLAS_OP_N;
   cublasOperation_t opA = transA ? CUBLAS_OP_T : CUBLAS_OP_N;
-  cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
-  cudaDataType biasType = CUDA_R_32F;
+  cublasLtEpilogue_t epilogue = bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+  cudaDataType biasType = dataType(output), in = dataType(inputs), out = dataType(output);
   const void *biasPointer = reinterpret_cast<const void *>(bias);
-  checkLt(lt->matmulDescCreate(&call.desc, computeType(precision), CUDA_R_32F), step,
+  checkLt(lt->matmulDescCreate(&call.desc, computeFor(precision, inputs), CUDA_R_32F), step,
           "cublasLtMatmulDescCreate");
   auto set = [&](cublasLtMatmulDescAttributes_t attribute, const void *value, size_t bytes) {
     checkLt(lt->matmulDescSetAttribute(call.desc, attribute, value, bytes), step,
@@ -177,17 +209,16 @@ bool Gemm::runWithBias(bool transA, bool transB, int64_t M, int64_t N, int64_t K
   set(CUBLASLT_MATMUL_DESC_TRANSA, &opB, sizeof opB);
   set(CUBLASLT_MATMUL_DESC_TRANSB, &opA, sizeof opA);
   set(CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue);
-  set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, &biasPointer, sizeof biasPointer);
-  set(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &biasType, sizeof biasType);
+  if (bias) {
+    set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, &biasPointer, sizeof biasPointer);
+    set(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &biasType, sizeof biasType);
+  }
   // Our B stored row-major [K, N] (or [N, K]) is column-major [N, K] (or [K, N]).
-  checkLt(lt->matrixLayoutCreate(&call.a, CUDA_R_32F, transB ? k : n, transB ? n : k,
-                                 transB ? k : n),
+  checkLt(lt->matrixLayoutCreate(&call.a, in, transB ? k : n, transB ? n : k, transB ? k : n),
           step, "cublasLtMatrixLayoutCreate");
-  checkLt(lt->matrixLayoutCreate(&call.b, CUDA_R_32F, transA ? m : k, transA ? k : m,
-                                 transA ? m : k),
+  checkLt(lt->matrixLayoutCreate(&call.b, in, transA ? m : k, transA ? k : m, transA ? m : k),
           step, "cublasLtMatrixLayoutCreate");
-  checkLt(lt->matrixLayoutCreate(&call.c, CUDA_R_32F, n, m, n), step,
-          "cublasLtMatrixLayoutCreate");
+  checkLt(lt->matrixLayoutCreate(&call.c, out, n, m, n), step, "cublasLtMatrixLayoutCreate");
   checkLt(lt->preferenceCreate(&call.preference), step, "cublasLtMatmulPreferenceCreate");
   uint64_t workspace = workspaceBytes_;
   checkLt(lt->preferenceSetAttribute(call.preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
@@ -211,7 +242,7 @@ bool Gemm::runWithBias(bool transA, bool transB, int64_t M, int64_t N, int64_t K
   if (status == CUBLAS_STATUS_NOT_SUPPORTED || (status == CUBLAS_STATUS_SUCCESS && found == 0))
     return false; // no algorithm for this shape and these alignments
   checkLt(status, step, "cublasLtMatmulAlgoGetHeuristic");
-  float beta = 0.0f;
+  recordAlgorithm(lt, &heuristic.algo, inputs, output, transA, transB, m, n, k, bias != 0);
   checkLt(lt->matmul(cublasLtHandle_t(ltHandle_), call.desc, &alpha,
                      reinterpret_cast<const void *>(B), call.a, reinterpret_cast<const void *>(A),
                      call.b, &beta, reinterpret_cast<const void *>(C), call.c,
@@ -221,6 +252,34 @@ bool Gemm::runWithBias(bool transA, bool transB, int64_t M, int64_t N, int64_t K
           step, "cublasLtMatmul");
   return true;
 }
+
+void Gemm::recordAlgorithm(const void *ltApi, const void *algoPointer, DType inputs,
+                           DType output, bool transA, bool transB, int m, int n, int k,
+                           bool bias) const {
+  const blaslt::Api &lt = *static_cast<const blaslt::Api *>(ltApi);
+  const cublasLtMatmulAlgo_t &algo = *static_cast<const cublasLtMatmulAlgo_t *>(algoPointer);
+  std::string shape = fmt::format("{} x {} -> {}{}{} m {} n {} k {}{}", dtypeName(inputs),
+                                  dtypeName(inputs), dtypeName(output), transA ? " A^T" : "",
+                                  transB ? " B^T" : "", m, n, k, bias ? " +bias" : "");
+  for (const std::string &line : algorithms_)
+    if (line.compare(0, shape.size() + 1, shape + ":") == 0)
+      return;
+  auto attribute = [&](cublasLtMatmulAlgoConfigAttributes_t which) -> int64_t {
+    uint32_t value = 0;
+    size_t written = 0;
+    if (lt.algoConfigGetAttribute(&algo, which, &value, sizeof value, &written) !=
+        CUBLAS_STATUS_SUCCESS)
+      return -1;
+    return int64_t(value);
+  };
+  algorithms_.push_back(fmt::format("{}: algorithm {}, tile {}, stages {}, split-k {}", shape,
+                                    attribute(CUBLASLT_ALGO_CONFIG_ID),
+                                    attribute(CUBLASLT_ALGO_CONFIG_TILE_ID),
+                                    attribute(CUBLASLT_ALGO_CONFIG_STAGES_ID),
+                                    attribute(CUBLASLT_ALGO_CONFIG_SPLITK_NUM)));
+}
+
+std::vector<std::string> Gemm::chosenAlgorithms() const { return algorithms_; }
 
 std::string Gemm::biasEpilogueUnavailable() const {
   std::string why;

@@ -47,7 +47,8 @@ DeviceParamLayout deviceParameterLayout(const Manifest &manifest) {
 }
 
 ProgramPlacement placeValues(const Manifest &manifest, const Program &program,
-                             const std::string &name, int64_t batch) {
+                             const std::string &name, int64_t batch,
+                             const CudaProgramSteps *steps) {
   ProgramPlacement placement;
   placement.values.resize(program.values.size());
   std::map<std::string, int64_t> paramOffsets;
@@ -81,6 +82,11 @@ ProgramPlacement placeValues(const Manifest &manifest, const Program &program,
       place.region = Region::Params;
       place.offset = uint64_t(it->second) * 4;
       place.bytes = valueBytes(program.values[op.results[0]], batch);
+      if (steps && steps->dtypeOf(op.results[0]) == DType::BF16) {
+        place.region = Region::ParamsBf16;
+        place.offset /= 2;
+        place.bytes /= 2;
+      }
       continue;
     }
     for (ValueId r : op.results) {
@@ -165,6 +171,15 @@ BoundLaunch bindLaunch(const CudaSection &section, const CudaLaunch &launch,
     b.beta = g.beta;
     if (g.epilogue == CudaGemmEpilogue::Bias)
       b.bias = pointerOf(g.bias, pointers, where + " (gemm bias)");
+    auto typeOf = [&](const CudaArg &arg) {
+      const std::vector<DType> &types =
+          arg.kind == CudaArgKind::Operand ? pointers.operandTypes : pointers.resultTypes;
+      bool typed = arg.kind == CudaArgKind::Operand || arg.kind == CudaArgKind::Result;
+      return typed && size_t(arg.index) < types.size() ? types[size_t(arg.index)] : DType::F32;
+    };
+    b.typeA = typeOf(g.a);
+    b.typeB = typeOf(g.b);
+    b.typeC = typeOf(g.c);
     bound.gemm = b;
     return bound;
   }
@@ -221,9 +236,10 @@ int64_t checkProgramSteps(const Manifest &manifest, const CudaSection &section,
   const CudaProgramSteps *steps = section.stepsOf(name);
   if (!steps)
     throw Error(fmt::format("the cuda section has no steps for program '{}'", name));
-  ProgramPlacement placement = placeValues(manifest, program, name, batch);
+  ProgramPlacement placement = placeValues(manifest, program, name, batch, steps);
   // Fake, disjoint region bases: only extents are checked.
-  const uint64_t base[4] = {0, uint64_t(1) << 40, uint64_t(2) << 40, uint64_t(3) << 40};
+  const uint64_t base[5] = {0, uint64_t(1) << 40, uint64_t(7) << 40, uint64_t(2) << 40,
+                            uint64_t(3) << 40};
   const uint64_t scratchBase = uint64_t(4) << 40, constantBase = uint64_t(5) << 40,
                  stepKeyBase = uint64_t(6) << 40;
   ConstantLayout constants = constantLayout(section);
@@ -251,10 +267,12 @@ int64_t checkProgramSteps(const Manifest &manifest, const CudaSection &section,
     std::vector<uint64_t> operandBytes, resultBytes, scratchBytes;
     for (ValueId v : op.operands) {
       pointers.operands.push_back(addressOf(v));
+      pointers.operandTypes.push_back(steps->dtypeOf(v));
       operandBytes.push_back(placement.values[v].bytes);
     }
     for (ValueId v : op.results) {
       pointers.results.push_back(addressOf(v));
+      pointers.resultTypes.push_back(steps->dtypeOf(v));
       resultBytes.push_back(placement.values[v].bytes);
     }
     ScratchLayout scratch = scratchLayout(opSteps, batch);
@@ -278,17 +296,18 @@ int64_t checkProgramSteps(const Manifest &manifest, const CudaSection &section,
       if (!bound.gemm)
         continue;
       const BoundGemm &g = *bound.gemm;
-      auto reach = [&](int64_t rows, int64_t cols, int64_t stride) {
-        return uint64_t(g.count > 0 ? (g.count - 1) * stride + rows * cols : 0) * 4;
+      auto reach = [&](int64_t rows, int64_t cols, int64_t stride, DType type) {
+        return uint64_t(g.count > 0 ? (g.count - 1) * stride + rows * cols : 0) *
+               dtypeSize(type);
       };
       const std::pair<const char *, std::pair<uint64_t, const CudaArg *>> matrices[] = {
-          {"A", {reach(g.m, g.k, g.strideA), &launch.gemm->a}},
-          {"B", {reach(g.k, g.n, g.strideB), &launch.gemm->b}},
-          {"C", {reach(g.m, g.n, g.strideC), &launch.gemm->c}}};
+          {"A", {reach(g.m, g.k, g.strideA, g.typeA), &launch.gemm->a}},
+          {"B", {reach(g.k, g.n, g.strideB, g.typeB), &launch.gemm->b}},
+          {"C", {reach(g.m, g.n, g.strideC, g.typeC), &launch.gemm->c}}};
       if (launch.gemm->epilogue == CudaGemmEpilogue::Bias &&
-          uint64_t(g.n) * 4 > extent(launch.gemm->bias))
+          uint64_t(g.n) * dtypeSize(g.typeC) > extent(launch.gemm->bias))
         throw Error(fmt::format("{}: the GEMM's bias needs {} bytes, its buffer has {}", where,
-                                uint64_t(g.n) * 4, extent(launch.gemm->bias)));
+                                uint64_t(g.n) * dtypeSize(g.typeC), extent(launch.gemm->bias)));
       // cuBLAS runs its 16-byte ("align4") kernels only on aligned matrices:
       // parameters, arena slots and buffers are laid out for it.
       const std::pair<const char *, uint64_t> pointersOf[] = {

@@ -441,7 +441,8 @@ protected:
       "alpha": 1, "beta": )" + beta + extra + "}}";
   }
   std::string writeEpilogue(const std::string &gemmJson, bool withBiasKernel = true,
-                            const std::string &biasParams = R"(["ptr", "ptr", "i64", "i64"])") {
+                            const std::string &biasParams = R"(["ptr", "ptr", "i64", "i64"])",
+                            const std::string &valueDTypes = "") {
     std::string kernels = R"([{"name": "k", "op": "pe.sum_to", "params": ["ptr", "ptr", "i64"],
          "grid": "elements", "block": [256, 1], "ptx": "ptx.k", "cubin": "cubin.k",
          "uses": [{"program": "gradients", "op": 7}]})" +
@@ -450,7 +451,7 @@ protected:
       "coverage": {"ops": 5, "with_kernel": 1, "without_kernel": {"forward": ["pe.linear"]}},
       "steps": {"forward": [], "gradients": [{"op": 7, "scratch": [], "launches": [
         {"kernel": "k", "args": [{"result": 0}, {"operand": 0}, {"i64": [3, 0]}]}, )" +
-                       gemmJson + R"(]}]}, "constants": []})";
+                       gemmJson + R"(]}]}, "constants": [])" + valueDTypes + "}";
     std::string path = dir.file("epilogue.pkg");
     std::string ptx = kPtx, biasPtx = ".version 8.0\n.target sm_90\n.visible .entry "
                                       "pe_add_bias(\n.param .u64 p\n)\n{\nret;\n}\n";
@@ -511,6 +512,79 @@ TEST_F(CudaSectionEpilogueTest, RejectsCorruptEpilogues) {
   // pe_add_bias listed as used by an op whose steps have no bias epilogue.
   expectRejected(writeEpilogue(gemm("")),
                  "kernel \"pe_add_bias\" is used by gradients op 7, whose steps do not launch it");
+}
+
+// GEMM element types follow the values' storage types (CudaGemm): bf16 A
+// and B with an f32 C are a cuBLASLt combination; a bias of another type
+// than C, or A and B of different types, are refused.
+TEST_F(CudaSectionEpilogueTest, ChecksTheTypesOfBf16Gemms) {
+  const std::string bf16 = R"(, "value_dtypes": {"forward": [], "gradients": [[7, "BF16"]]})";
+  Package plain = Package::load(writeEpilogue(gemm(""), false, {}, bf16));
+  EXPECT_EQ(plain.cuda()->stepsOf("gradients")->dtypeOf(7), DType::BF16);
+  expectRejected(
+      writeEpilogue(gemm(R"(, "epilogue": "bias", "bias": {"operand": 0})"), true,
+                    R"(["ptr", "ptr", "i64", "i64"])", bf16),
+      "launch 1: GEMM types A BF16, B BF16, C F32, bias BF16 are not a supported combination");
+}
+
+// "value_dtypes": which values a bf16 package stores in bf16. Read, written
+// back by writeCudaSectionJson and read again the same; absent from a
+// section that stores nothing in bf16.
+TEST_F(CudaSectionTest, ReadsAndWritesValueDTypes) {
+  auto bf16Section = [](const std::string &dtypes, const std::string &precision = "bf16") {
+    std::string json = section();
+    json.replace(json.find("\"fp32\""), 6, "\"" + precision + "\"");
+    json.insert(json.rfind('}'), R"(, "value_dtypes": )" + dtypes);
+    return json;
+  };
+  // gradients: 0 x (input), 2 w and 3 b (parameters), 4 logits, 5 loss
+  // (output), 6 a constant, 7 dlogits, 8 dw (output), 9 db (output).
+  const std::string valid = R"({"forward": [[2, "BF16"]], "gradients": [[3, "BF16"], [4, "BF16"], [7, "BF16"]]})";
+  Package package = Package::load(write(bf16Section(valid)));
+  const CudaSection &cuda = *package.cuda();
+  EXPECT_TRUE(cuda.storesBf16());
+  const CudaProgramSteps &gradients = *cuda.stepsOf("gradients");
+  EXPECT_EQ(gradients.valueDTypes,
+            (std::vector<std::pair<int64_t, DType>>{{3, DType::BF16}, {4, DType::BF16}, {7, DType::BF16}}));
+  EXPECT_EQ(gradients.dtypeOf(7), DType::BF16);
+  EXPECT_EQ(gradients.dtypeOf(5), DType::F32);
+  EXPECT_EQ(cuda.stepsOf("forward")->dtypeOf(2), DType::BF16);
+  // The round trip.
+  std::string written = writeCudaSectionJson(cuda);
+  EXPECT_NE(written.find(R"("value_dtypes":{"forward":[[2,"BF16"]],"gradients":[[3,"BF16"],[4,"BF16"],[7,"BF16"]]})"),
+            std::string::npos)
+      << written;
+  Package again = Package::load(write(written));
+  EXPECT_EQ(again.cuda()->stepsOf("gradients")->valueDTypes, gradients.valueDTypes);
+  EXPECT_EQ(again.cuda()->stepsOf("forward")->valueDTypes, cuda.stepsOf("forward")->valueDTypes);
+  // Nothing in bf16: no key written (fp32 packages keep their bytes).
+  const CudaSection fp32 = *Package::load(write(section())).cuda();
+  EXPECT_FALSE(fp32.storesBf16());
+  EXPECT_EQ(writeCudaSectionJson(fp32).find("value_dtypes"), std::string::npos);
+
+  // Malformed fields, each refused with what is wrong.
+  const std::string at = "cuda.value_dtypes.gradients[0]";
+  expectRejected(write(bf16Section(R"({"forward": [], "gradients": [[7, "F16"]]})")),
+                 at + ": dtype \"F16\" is not a storage type of a value (only \"BF16\"");
+  expectRejected(write(bf16Section(R"({"forward": [], "gradients": [[7, "bf16"]]})")),
+                 at + ": dtype \"bf16\" is not a storage type");
+  expectRejected(write(bf16Section(R"({"forward": [], "gradients": [[7, 16]]})")),
+                 at + "[1] must be a string, got number");
+  expectRejected(write(bf16Section(R"({"forward": [], "gradients": [[7]]})")),
+                 at + " must be [value, dtype]");
+  expectRejected(write(bf16Section(R"({"forward": [], "gradients": [[10, "BF16"]]})")),
+                 at + "[0] must be an integer in [0, 9]");
+  expectRejected(write(bf16Section(R"({"forward": [], "gradients": [[7, "BF16"], [4, "BF16"]]})")),
+                 "cuda.value_dtypes.gradients[1]: value 4 is not after value 7");
+  for (const char *value : {"0", "5", "6", "8"}) // input, output, constant, no batch dimension
+    expectRejected(write(bf16Section(std::string(R"({"forward": [], "gradients": [[)") + value +
+                                     R"(, "BF16"]]})")),
+                   at + ": value " + value + " cannot be stored in bf16");
+  expectRejected(write(bf16Section(R"({"forward": [], "gradients": [[7, "BF16"]]})", "fp32")),
+                 at + ": value 7 is stored in bf16 in a package of precision fp32");
+  expectRejected(write(bf16Section(R"({"forward": []})")),
+                 "cuda.value_dtypes: missing key \"gradients\"");
+  expectRejected(write(bf16Section(R"([])")), "cuda.value_dtypes must be an object");
 }
 
 } // namespace

@@ -17,6 +17,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 
 namespace stringrt::cuda {
@@ -185,6 +186,101 @@ TEST_F(GpuGemmPrecision, BiasEpilogueAddsTheBiasToEveryRow) {
                                  arena.at(c, size_t(M) * N * 4), "misaligned bias"));
   device->synchronize("misaligned bias");
   EXPECT_EQ(arena.downloadVector<float>(c, size_t(M) * N), sentinel);
+}
+
+// bf16 storage (packages of --gpu-precision=bf16): A and B hold bf16, C f32
+// or bf16, with and without the bias epilogue (of C's type). bf16 values
+// are exact in f32, so against a host GEMM of the same bf16 values the
+// error is the f32 sum's, plus one rounding of a bf16 C (2^-9 relative).
+uint16_t toBf16(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, 4);
+  return uint16_t((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+}
+float fromBf16(uint16_t h) {
+  uint32_t bits = uint32_t(h) << 16;
+  float x;
+  std::memcpy(&x, &bits, 4);
+  return x;
+}
+
+TEST_F(GpuGemmPrecision, Bf16StorageGemmsMatchTheHost) {
+  const int M = 24, N = 40, K = 33;
+  std::vector<float> A = randomVector(size_t(M) * K, 31), B = randomVector(size_t(K) * N, 32),
+                     bias = randomVector(size_t(N), 33);
+  std::vector<uint16_t> A16, B16, bias16;
+  for (float &x : A) {
+    A16.push_back(toBf16(x));
+    x = fromBf16(A16.back());
+  }
+  for (float &x : B) {
+    B16.push_back(toBf16(x));
+    x = fromBf16(B16.back());
+  }
+  for (float x : bias)
+    bias16.push_back(toBf16(x));
+  std::vector<float> biasOfBf16;
+  for (uint16_t h : bias16)
+    biasOfBf16.push_back(fromBf16(h));
+  const size_t b = 4096, biasAt = 8192, bias16At = 8704, c = 12288;
+  Arena arena(device, c + size_t(M) * N * 4);
+  arena.uploadVector(0, A16);
+  arena.uploadVector(b, B16);
+  arena.uploadVector(biasAt, bias);
+  arena.uploadVector(bias16At, bias16);
+  const bool lt = gemm->biasEpilogueUnavailable().empty();
+  for (DType output : {DType::F32, DType::BF16})
+    for (bool withBias : {false, true})
+      for (bool ta : {false, true})
+        for (bool tb : {false, true}) {
+          std::string what = std::string("bf16 x bf16 -> ") + dtypeName(output) +
+                             (withBias ? " + bias" : "") + " transA " + std::to_string(ta) +
+                             " transB " + std::to_string(tb);
+          size_t outBytes = size_t(M) * N * dtypeSize(output);
+          uint64_t a = arena.at(0, A16.size() * 2), bm = arena.at(b, B16.size() * 2),
+                   cm = arena.at(c, outBytes);
+          if (withBias) {
+            if (!lt)
+              continue;
+            uint64_t biasPointer = output == DType::BF16 ? arena.at(bias16At, size_t(N) * 2)
+                                                         : arena.at(biasAt, size_t(N) * 4);
+            ASSERT_TRUE(gemm->runWithBias(ta, tb, M, N, K, 1.0f, a, bm, biasPointer, cm, what,
+                                          GemmPrecision::Bf16, DType::BF16, output))
+                << what << ": cuBLASLt declined an aligned bf16 GEMM";
+          } else {
+            gemm->run(ta, tb, M, N, K, 1.0f, a, bm, 0.0f, cm, what, GemmPrecision::Bf16,
+                      DType::BF16, output);
+          }
+          device->synchronize(what);
+          std::vector<float> got;
+          if (output == DType::BF16)
+            for (uint16_t h : arena.downloadVector<uint16_t>(c, size_t(M) * N))
+              got.push_back(fromBf16(h));
+          else
+            got = arena.downloadVector<float>(c, size_t(M) * N);
+          const std::vector<float> &hostBias = output == DType::BF16 ? biasOfBf16 : bias;
+          HostGemm want = hostGemm(ta, tb, M, N, K, A, B, withBias ? &hostBias : nullptr);
+          for (size_t i = 0; i < got.size(); ++i) {
+            double bound = K * std::ldexp(1.0, -24) * want.magnitude[i] + 1e-6 +
+                           (output == DType::BF16 ? std::ldexp(1.0, -8) * std::fabs(want.value[i])
+                                                  : 0.0);
+            ASSERT_LE(std::fabs(double(got[i]) - want.value[i]), bound)
+                << what << " at " << i << ": got " << got[i] << ", want " << want.value[i];
+          }
+        }
+  if (lt) { // cuBLASLt ran them: its choices are recorded, one line a shape
+    std::vector<std::string> algorithms = gemm->chosenAlgorithms();
+    EXPECT_EQ(algorithms.size(), 16u);
+    ASSERT_FALSE(algorithms.empty());
+    EXPECT_NE(algorithms[0].find("BF16 x BF16 -> F32 m 24 n 40 k 33: algorithm"),
+              std::string::npos)
+        << algorithms[0];
+  }
+  // Types cuBLAS has no GEMM for: refused before anything is queued.
+  EXPECT_THROW(gemm->run(false, false, M, N, K, 1.0f, arena.at(0, 4), arena.at(b, 4), 0.0f,
+                         arena.at(c, 4), "f32 -> bf16", GemmPrecision::Bf16, DType::F32,
+                         DType::BF16),
+               Error);
 }
 
 } // namespace

@@ -47,13 +47,14 @@ bool validShape(const GemmShape &g) {
 
 // Bytes [first, last] of a column-major matrix of `rows` x `cols`, `count`
 // of them `stride` apart, inside one allocation.
-bool matrixInside(const float *base, int rows, int cols, int ld, long long stride, int count,
-                  const char *name) {
+bool matrixInside(const void *base, int rows, int cols, int ld, long long stride, int count,
+                  const char *name, bool bf16 = false) {
   if (rows == 0 || cols == 0 || count == 0)
     return true;
+  const uint64_t size = bf16 ? 2 : 4;
   for (int i = 0; i < count; ++i) {
-    const float *first = base + i * stride;
-    uint64_t span = (uint64_t(cols - 1) * ld + rows) * 4;
+    uint64_t first = uint64_t(base) + uint64_t(i * stride) * size;
+    uint64_t span = (uint64_t(cols - 1) * ld + rows) * size;
     if (!insideAllocation(uint64_t(first), span,
                           fmt::format("cuBLAS GEMM matrix {} (batch {})", name, i)))
       return false;
@@ -66,34 +67,65 @@ bool matricesInside(const GemmShape &g) {
   int rowsA = g.transA ? g.k : g.m, colsA = g.transA ? g.m : g.k;
   int rowsB = g.transB ? g.n : g.k, colsB = g.transB ? g.k : g.n;
   if (g.k > 0 && g.alpha != 0.0f &&
-      (!matrixInside(g.A, rowsA, colsA, g.lda, g.strideA, g.batches, "A") ||
-       !matrixInside(g.B, rowsB, colsB, g.ldb, g.strideB, g.batches, "B")))
+      (!matrixInside(g.A, rowsA, colsA, g.lda, g.strideA, g.batches, "A", g.bf16Inputs) ||
+       !matrixInside(g.B, rowsB, colsB, g.ldb, g.strideB, g.batches, "B", g.bf16Inputs)))
     return false;
-  if (g.bias && !matrixInside(g.bias, g.m, 1, g.m, 0, 1, "bias"))
+  if (g.bias && !matrixInside(g.bias, g.m, 1, g.m, 0, 1, "bias", g.bf16Output))
     return false;
-  return matrixInside(g.C, g.m, g.n, g.ldc, g.strideC, g.batches, "C");
+  return matrixInside(g.C, g.m, g.n, g.ldc, g.strideC, g.batches, "C", g.bf16Output);
+}
+
+float widen(uint16_t bf16) {
+  uint32_t bits = uint32_t(bf16) << 16;
+  float x;
+  std::memcpy(&x, &bits, 4);
+  return x;
+}
+
+uint16_t narrow(float x) {
+  if (std::isnan(x))
+    return 0x7fc0;
+  uint32_t bits;
+  std::memcpy(&bits, &x, 4);
+  return uint16_t((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16); // to nearest even
+}
+
+// Element `index` of a matrix of f32 or bf16 elements.
+float element(const void *base, size_t index, bool bf16) {
+  return bf16 ? widen(static_cast<const uint16_t *>(base)[index])
+              : static_cast<const float *>(base)[index];
 }
 
 CUresult runGemm(const GemmShape &g) {
   auto in = [&](float x) { return roundInput(x, g.rounding); };
+  const size_t inSize = g.bf16Inputs ? 2 : 4, outSize = g.bf16Output ? 2 : 4;
   std::vector<float> column(size_t(std::max(g.m, 0)));
   for (int batch = 0; batch < g.batches; ++batch) {
-    const float *A = g.A + batch * g.strideA, *B = g.B + batch * g.strideB;
-    float *C = g.C + batch * g.strideC;
+    const char *A = reinterpret_cast<const char *>(g.A) + batch * g.strideA * inSize;
+    const char *B = reinterpret_cast<const char *>(g.B) + batch * g.strideB * inSize;
+    char *C = reinterpret_cast<char *>(g.C) + batch * g.strideC * outSize;
     for (int j = 0; j < g.n; ++j) {
       std::fill(column.begin(), column.end(), 0.0f);
       if (g.alpha != 0.0f)
         for (int p = 0; p < g.k; ++p) {
-          float b = in(g.transB ? B[j + size_t(p) * g.ldb] : B[p + size_t(j) * g.ldb]);
+          float b = in(element(B, g.transB ? j + size_t(p) * g.ldb : p + size_t(j) * g.ldb,
+                               g.bf16Inputs));
           for (int i = 0; i < g.m; ++i) {
-            float a = in(g.transA ? A[p + size_t(i) * g.lda] : A[i + size_t(p) * g.lda]);
+            float a = in(element(A, g.transA ? p + size_t(i) * g.lda : i + size_t(p) * g.lda,
+                                 g.bf16Inputs));
             column[i] = std::fma(a, b, column[i]);
           }
         }
       for (int i = 0; i < g.m; ++i) {
-        float &c = C[i + size_t(j) * g.ldc];
+        size_t at = i + size_t(j) * g.ldc;
+        float c = g.beta == 0.0f ? 0.0f : element(C, at, g.bf16Output);
         float value = g.beta == 0.0f ? g.alpha * column[i] : g.alpha * column[i] + g.beta * c;
-        c = g.bias ? value + g.bias[i] : value;
+        if (g.bias)
+          value += element(g.bias, size_t(i), g.bf16Output);
+        if (g.bf16Output)
+          reinterpret_cast<uint16_t *>(C)[at] = narrow(value);
+        else
+          reinterpret_cast<float *>(C)[at] = value;
       }
     }
   }
@@ -227,17 +259,28 @@ static cublasStatus_t gemmEx(const char *call, cublasHandle_t h, cublasOperation
       (transb != CUBLAS_OP_N && transb != CUBLAS_OP_T))
     return CUBLAS_STATUS_INVALID_VALUE;
   std::optional<InputRounding> rounding = roundingOf(computeType, handle->math);
-  if (Atype != CUDA_R_32F || Btype != CUDA_R_32F || Ctype != CUDA_R_32F || !rounding ||
+  // f32 A, B, C; or bf16 A and B (one matrix, not batched) with a bf16 or
+  // f32 C and CUBLAS_COMPUTE_32F, as cuBLAS's table of Ex type combinations has.
+  bool f32 = Atype == CUDA_R_32F && Btype == CUDA_R_32F && Ctype == CUDA_R_32F;
+  bool bf16 = Atype == CUDA_R_16BF && Btype == CUDA_R_16BF &&
+              (Ctype == CUDA_R_16BF || Ctype == CUDA_R_32F) &&
+              computeType == CUBLAS_COMPUTE_32F && batchCount == 1;
+  if (!(f32 || bf16) || !rounding ||
       (algo != CUBLAS_GEMM_DEFAULT && algo != CUBLAS_GEMM_DEFAULT_TENSOR_OP)) {
-    report(fmt::format("{}: only f32 matrices with a 32F compute type and the default "
-                       "algorithm are emulated (types {}, {}, {}, compute type {}, algo {})",
+    report(fmt::format("{}: only f32 matrices with a 32F compute type, or bf16 A and B (C bf16 "
+                       "or f32) with CUBLAS_COMPUTE_32F, and the default algorithm are emulated "
+                       "(types {}, {}, {}, compute type {}, algo {})",
                        call, int(Atype), int(Btype), int(Ctype), int(computeType), int(algo)));
     return CUBLAS_STATUS_NOT_SUPPORTED;
   }
+  if (bf16)
+    rounding = InputRounding::None; // bf16 is exact in f32
   GemmShape g{transa == CUBLAS_OP_T, transb == CUBLAS_OP_T, m, n, k,
               *static_cast<const float *>(alpha), *static_cast<const float *>(beta),
               static_cast<const float *>(A), lda, strideA, static_cast<const float *>(B), ldb,
               strideB, static_cast<float *>(C), ldc, strideC, batchCount, *rounding};
+  g.bf16Inputs = bf16;
+  g.bf16Output = Ctype == CUDA_R_16BF;
   return enqueueGemm(handle->stream, g, call);
 }
 

@@ -91,8 +91,15 @@ struct Shape {
 };
 std::optional<Shape> shapeOf(const MatmulDesc &d, const Layout &a, const Layout &b,
                              const Layout &c, const Layout &dl) {
+  // f32 everywhere, or bf16 A and B with C = D of bf16 or f32 (cuBLASLt's
+  // 32F-compute type table), CUBLAS_COMPUTE_32F for bf16 data.
+  bool f32 = a.type == CUDA_R_32F && b.type == CUDA_R_32F && c.type == CUDA_R_32F;
+  bool bf16 = a.type == CUDA_R_16BF && b.type == CUDA_R_16BF &&
+              (c.type == CUDA_R_16BF || c.type == CUDA_R_32F) && d.compute == CUBLAS_COMPUTE_32F;
+  if (!(f32 || bf16) || dl.type != c.type)
+    return std::nullopt;
   for (const Layout *l : {&a, &b, &c, &dl})
-    if (l->type != CUDA_R_32F || l->ld < int64_t(std::max<uint64_t>(l->rows, 1)) ||
+    if (l->ld < int64_t(std::max<uint64_t>(l->rows, 1)) ||
         l->rows > uint64_t(INT32_MAX) || l->cols > uint64_t(INT32_MAX) || l->ld > INT32_MAX)
       return std::nullopt;
   bool ta = d.transa == CUBLAS_OP_T, tb = d.transb == CUBLAS_OP_T;
@@ -113,13 +120,14 @@ std::optional<InputRounding> roundingOf(cublasComputeType_t type) {
   }
 }
 
-bool supported(const MatmulDesc &d) {
+// The bias is of D's type (the emulator accepts no other combination).
+bool supported(const MatmulDesc &d, const Layout &dl) {
   return roundingOf(d.compute) && d.scale == CUDA_R_32F &&
          (d.transa == CUBLAS_OP_N || d.transa == CUBLAS_OP_T) &&
          (d.transb == CUBLAS_OP_N || d.transb == CUBLAS_OP_T) &&
          d.pointerMode == CUBLASLT_POINTER_MODE_HOST &&
          (d.epilogue == CUBLASLT_EPILOGUE_DEFAULT ||
-          (d.epilogue == CUBLASLT_EPILOGUE_BIAS && d.biasType == CUDA_R_32F));
+          (d.epilogue == CUBLASLT_EPILOGUE_BIAS && d.biasType == dl.type));
 }
 
 } // namespace
@@ -230,7 +238,7 @@ STRINGRT_EMU_EXPORT cublasStatus_t cublasLtMatmulAlgoGetHeuristic(
   bool aligned = true;
   for (uint32_t alignment : preference->alignment)
     aligned = aligned && alignment >= 4;
-  if (!supported(*desc) || !shapeOf(*desc, *la, *lb, *lc, *ld) || !aligned ||
+  if (!supported(*desc, *ld) || !shapeOf(*desc, *la, *lb, *lc, *ld) || !aligned ||
       (desc->epilogue == CUBLASLT_EPILOGUE_BIAS && uint64_t(desc->bias) % 4 != 0))
     return CUBLAS_STATUS_NOT_SUPPORTED; // as cuBLASLt does when no algorithm fits
   cublasLtMatmulHeuristicResult_t result{};
@@ -257,7 +265,7 @@ STRINGRT_EMU_EXPORT cublasStatus_t cublasLtMatmul(
   if (!lookup<LtHandle>(handle) || !desc || !la || !lb || !lc || !ld || !alpha || !beta)
     return CUBLAS_STATUS_INVALID_VALUE;
   std::optional<Shape> shape = shapeOf(*desc, *la, *lb, *lc, *ld);
-  if (!supported(*desc) || !shape) {
+  if (!supported(*desc, *ld) || !shape) {
     report("cublasLtMatmul: descriptors the emulator does not run (see CublasLtApi.cpp)");
     return CUBLAS_STATUS_NOT_SUPPORTED;
   }
@@ -284,9 +292,10 @@ STRINGRT_EMU_EXPORT cublasStatus_t cublasLtMatmul(
                                           "cublasLtMatmul workspace"))
     return CUBLAS_STATUS_INVALID_VALUE;
   const float *bias = nullptr;
+  const bool bf16 = la->type == CUDA_R_16BF, bf16Out = ld->type == CUDA_R_16BF;
   if (desc->epilogue == CUBLASLT_EPILOGUE_BIAS) {
     bias = static_cast<const float *>(desc->bias);
-    if (!bias || uint64_t(bias) % 4 != 0) {
+    if (!bias || uint64_t(bias) % (bf16Out ? 2 : 4) != 0) {
       report("cublasLtMatmul: CUBLASLT_EPILOGUE_BIAS without an aligned bias pointer");
       return CUBLAS_STATUS_INVALID_VALUE;
     }
@@ -308,9 +317,37 @@ STRINGRT_EMU_EXPORT cublasStatus_t cublasLtMatmul(
               int(ld->ld),
               0,
               1,
-              *roundingOf(desc->compute),
+              bf16 ? InputRounding::None : *roundingOf(desc->compute),
               bias};
+  g.bf16Inputs = bf16;
+  g.bf16Output = bf16Out;
   return enqueueGemm(reinterpret_cast<CUstream>(stream), g, "cublasLtMatmul");
+}
+
+// The configuration of an algorithm the heuristic offered: the emulator has
+// one (id 0, tile 0, stages 0, no split-K).
+STRINGRT_EMU_EXPORT cublasStatus_t cublasLtMatmulAlgoConfigGetAttribute(
+    const cublasLtMatmulAlgo_t *algo, cublasLtMatmulAlgoConfigAttributes_t attribute,
+    void *buffer, size_t bytes, size_t *written) {
+  if (!algo || algo->data[0] != kAlgoMagic || !buffer)
+    return CUBLAS_STATUS_INVALID_VALUE;
+  uint32_t value = 0;
+  switch (attribute) {
+  case CUBLASLT_ALGO_CONFIG_ID:
+  case CUBLASLT_ALGO_CONFIG_TILE_ID:
+  case CUBLASLT_ALGO_CONFIG_STAGES_ID: value = 0; break;
+  case CUBLASLT_ALGO_CONFIG_SPLITK_NUM: value = 1; break;
+  default:
+    report(fmt::format("cublasLtMatmulAlgoConfigGetAttribute: attribute {} is not emulated",
+                       int(attribute)));
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  }
+  if (bytes < sizeof value)
+    return CUBLAS_STATUS_INVALID_VALUE;
+  std::memcpy(buffer, &value, sizeof value);
+  if (written)
+    *written = sizeof value;
+  return CUBLAS_STATUS_SUCCESS;
 }
 
 STRINGRT_EMU_EXPORT const char *cublasLtGetStatusString(cublasStatus_t status) {

@@ -32,6 +32,11 @@ struct GemmShape {
   int batches;
   InputRounding rounding;
   const float *bias = nullptr; // m floats (cuBLASLt's CUBLASLT_EPILOGUE_BIAS)
+  // bf16 storage (CUDA_R_16BF): A and B, and C (with the bias). The
+  // pointers above then address bf16 elements (2 bytes; leading
+  // dimensions and strides in elements); bf16 values widen exactly to f32,
+  // the products sum in f32, and a bf16 C is rounded once, to nearest even.
+  bool bf16Inputs = false, bf16Output = false;
 };
 
 // Checks the arguments as cuBLAS does and that every matrix (and the bias)

@@ -5,6 +5,7 @@
 // groups, bf16 rounding, what hardware would
 // hang on (reported as launch failures), stream capture and its refusals,
 // and cuBLAS's column-major GEMM.
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda.h>
 #include <gtest/gtest.h>
@@ -566,6 +567,79 @@ TEST_F(Emulator, CublasTf32RoundsTheInputs) {
   ASSERT_EQ(cublasSetMathMode(handle, CUBLAS_TF32_TENSOR_OP_MATH), CUBLAS_STATUS_SUCCESS);
   EXPECT_EQ(run(), 1.0f);
   ASSERT_EQ(cublasDestroy(handle), CUBLAS_STATUS_SUCCESS);
+}
+
+// cuBLASLt's bf16 layouts: bf16 A and B with a bf16 or f32 D run (products
+// exact in f32: bf16 widens exactly), and what cuBLASLt has no algorithm for
+// is refused by the heuristic: A and B of different types, bf16 D from f32
+// inputs, bf16 data with a TF32 compute type, a bias of another type than D.
+TEST_F(Emulator, CublasLtTakesBf16LayoutsAndRefusesMixedOnes) {
+  cublasLtHandle_t lt = nullptr;
+  ASSERT_EQ(cublasLtCreate(&lt), CUBLAS_STATUS_SUCCESS);
+  cublasLtMatmulPreference_t preference = nullptr;
+  ASSERT_EQ(cublasLtMatmulPreferenceCreate(&preference), CUBLAS_STATUS_SUCCESS);
+  // 1 x 1 x 2: (1 + 2^-7) (1 + 2^-7) + 1 * 2^-16 = 1 + 2^-6 + 2^-14 + 2^-16,
+  // exact in f32; rounded to bf16 on output: 1 + 2^-6.
+  const uint16_t a[2] = {0x3f81, 0x3f80}, b[2] = {0x3f81, 0x3780};
+  CUdeviceptr dA = upload(std::vector<uint16_t>(a, a + 2)), dB = upload(std::vector<uint16_t>(b, b + 2));
+  CUdeviceptr dF = upload(std::vector<float>(4, 0.0f)), dH = upload(std::vector<uint16_t>(8, 0));
+  auto matmul = [&](cudaDataType ab, cudaDataType bType, cudaDataType d, cublasComputeType_t compute,
+                    CUdeviceptr out, cudaDataType biasType = CUDA_R_32F, bool bias = false) {
+    cublasLtMatmulDesc_t desc = nullptr;
+    cublasLtMatrixLayout_t la = nullptr, lb = nullptr, ld = nullptr;
+    EXPECT_EQ(cublasLtMatmulDescCreate(&desc, compute, CUDA_R_32F), CUBLAS_STATUS_SUCCESS);
+    if (bias) {
+      cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+      const void *pointer = reinterpret_cast<const void *>(dF + 8);
+      cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue);
+      cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &pointer, sizeof pointer);
+      cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &biasType,
+                                     sizeof biasType);
+    }
+    cublasLtMatrixLayoutCreate(&la, ab, 1, 2, 1);
+    cublasLtMatrixLayoutCreate(&lb, bType, 2, 1, 2);
+    cublasLtMatrixLayoutCreate(&ld, d, 1, 1, 1);
+    cublasLtMatmulHeuristicResult_t result{};
+    int found = 0;
+    cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(lt, desc, la, lb, ld, ld, preference, 1,
+                                                           &result, &found);
+    if (status == CUBLAS_STATUS_SUCCESS) {
+      float alpha = 1.0f, beta = 0.0f;
+      EXPECT_EQ(cublasLtMatmul(lt, desc, &alpha, reinterpret_cast<const void *>(dA), la,
+                               reinterpret_cast<const void *>(dB), lb, &beta,
+                               reinterpret_cast<const void *>(out), ld,
+                               reinterpret_cast<void *>(out), ld, &result.algo, nullptr, 0, nullptr),
+                CUBLAS_STATUS_SUCCESS);
+      int32_t id = -1;
+      size_t written = 0;
+      EXPECT_EQ(cublasLtMatmulAlgoConfigGetAttribute(&result.algo, CUBLASLT_ALGO_CONFIG_ID, &id,
+                                                     sizeof id, &written),
+                CUBLAS_STATUS_SUCCESS);
+      EXPECT_EQ(written, sizeof id);
+    }
+    cublasLtMatrixLayoutDestroy(la);
+    cublasLtMatrixLayoutDestroy(lb);
+    cublasLtMatrixLayoutDestroy(ld);
+    cublasLtMatmulDescDestroy(desc);
+    return status;
+  };
+  EXPECT_EQ(matmul(CUDA_R_16BF, CUDA_R_16BF, CUDA_R_32F, CUBLAS_COMPUTE_32F, dF),
+            CUBLAS_STATUS_SUCCESS);
+  EXPECT_EQ(download<float>(dF, 1)[0], 1.0f + std::ldexp(1.0f, -6) + std::ldexp(1.0f, -14) +
+                                           std::ldexp(1.0f, -16));
+  EXPECT_EQ(matmul(CUDA_R_16BF, CUDA_R_16BF, CUDA_R_16BF, CUBLAS_COMPUTE_32F, dH),
+            CUBLAS_STATUS_SUCCESS);
+  EXPECT_EQ(download<uint16_t>(dH, 1)[0], 0x3f82); // 1 + 2^-6 in bf16
+  EXPECT_EQ(matmul(CUDA_R_16BF, CUDA_R_32F, CUDA_R_32F, CUBLAS_COMPUTE_32F, dF),
+            CUBLAS_STATUS_NOT_SUPPORTED);
+  EXPECT_EQ(matmul(CUDA_R_32F, CUDA_R_32F, CUDA_R_16BF, CUBLAS_COMPUTE_32F, dH),
+            CUBLAS_STATUS_NOT_SUPPORTED);
+  EXPECT_EQ(matmul(CUDA_R_16BF, CUDA_R_16BF, CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_TF32, dF),
+            CUBLAS_STATUS_NOT_SUPPORTED);
+  EXPECT_EQ(matmul(CUDA_R_16BF, CUDA_R_16BF, CUDA_R_16BF, CUBLAS_COMPUTE_32F, dH, CUDA_R_32F, true),
+            CUBLAS_STATUS_NOT_SUPPORTED);
+  ASSERT_EQ(cublasLtMatmulPreferenceDestroy(preference), CUBLAS_STATUS_SUCCESS);
+  ASSERT_EQ(cublasLtDestroy(lt), CUBLAS_STATUS_SUCCESS);
 }
 
 } // namespace

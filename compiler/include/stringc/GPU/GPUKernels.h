@@ -76,6 +76,10 @@ struct KernelPlan {
   /// The constant arrays of both programs' launches (LaunchArg::Constant
   /// indexes this table; equal arrays are stored once).
   std::vector<ConstantArray> constants;
+  /// Per program, the values stored in bf16 on the device (package value
+  /// ids, increasing; precision BF16 only): assignStorage in KernelPlan.cpp.
+  std::vector<std::pair<std::string, std::vector<std::pair<int64_t, stringrt::DType>>>>
+      valueDTypes;
 };
 
 /// Plans the step program of `module` (which must have @forward and

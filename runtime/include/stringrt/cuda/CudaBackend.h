@@ -173,9 +173,15 @@ public:
   ~Gemm();
   Gemm(const Gemm &) = delete;
   Gemm &operator=(const Gemm &) = delete;
+  // `inputs` is A's and B's element type, `output` C's: F32, or BF16
+  // (stored bf16; then the products are exact in f32 and summed in f32,
+  // CUBLAS_COMPUTE_32F, whatever `precision` says; C bf16 only with bf16
+  // A and B). A bf16 GEMM runs as one cuBLASLt matmul where it can
+  // (runLt), else cublasGemmEx on CUDA_R_16BF.
   void run(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, uint64_t A,
            uint64_t B, float beta, uint64_t C, const std::string &step,
-           GemmPrecision precision = GemmPrecision::Fp32) const;
+           GemmPrecision precision = GemmPrecision::Fp32, DType inputs = DType::F32,
+           DType output = DType::F32) const;
   // `count` GEMMs, matrix i at A + i * strideA (elements; 0 repeats one
   // matrix), likewise B and C (cublasGemmStridedBatchedEx; count 1 is run).
   void runStridedBatched(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha,
@@ -187,9 +193,23 @@ public:
   // nothing, when it cannot: cuBLASLt missing (biasEpilogueUnavailable()
   // says why), `bias` not 16-byte aligned, or no algorithm for the shape
   // and alignments; the caller then runs the GEMM and adds the bias itself.
+  // The bias is of C's type.
   bool runWithBias(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha,
                    uint64_t A, uint64_t B, uint64_t bias, uint64_t C, const std::string &step,
-                   GemmPrecision precision = GemmPrecision::Fp32) const;
+                   GemmPrecision precision = GemmPrecision::Fp32, DType inputs = DType::F32,
+                   DType output = DType::F32) const;
+  // C = alpha op(A) op(B) + beta C (+ bias when `bias` is not 0) as one
+  // cuBLASLt matmul; false, having queued nothing, when it cannot (as
+  // runWithBias). The algorithm the heuristic picks for each new shape is
+  // recorded (chosenAlgorithms).
+  bool runLt(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, uint64_t A,
+             uint64_t B, float beta, uint64_t C, uint64_t bias, const std::string &step,
+             GemmPrecision precision, DType inputs, DType output) const;
+  // One line per distinct cuBLASLt call shape run so far: the types,
+  // transposes, m n k, epilogue, and the algorithm cuBLASLt's heuristic
+  // picked (its id, tile, stages, split-K, from
+  // cublasLtMatmulAlgoConfigGetAttribute), in first-use order.
+  std::vector<std::string> chosenAlgorithms() const;
   // Why runWithBias always declines (cuBLASLt not loaded), or "".
   std::string biasEpilogueUnavailable() const;
   // y[i] += alpha x[i] for i < n, f32 (cublasSaxpy, on the stream; n = 0
@@ -208,6 +228,9 @@ private:
   void *stream_ = nullptr;
   uint64_t workspace_ = 0;
   size_t workspaceBytes_ = 0;
+  mutable std::vector<std::string> algorithms_; // chosenAlgorithms(), by shape
+  void recordAlgorithm(const void *lt, const void *algo, DType inputs, DType output, bool transA,
+                       bool transB, int m, int n, int k, bool bias) const;
 };
 
 } // namespace stringrt::cuda

@@ -109,6 +109,9 @@ public:
   // The precision of every GEMM of the steps: "bf16" for a bf16 package, else
   // "tf32" with DeviceOptions::tf32, else "fp32".
   const char *gemmPrecision() const;
+  // The algorithms cuBLASLt's heuristic picked, one line per GEMM shape run
+  // through it so far (Gemm::chosenAlgorithms).
+  std::vector<std::string> gemmAlgorithms() const;
   // The options in effect: those given, with syncEachLaunch also from
   // STRINGRT_CUDA_SYNC_LAUNCHES, which turns graphs off.
   const DeviceOptions &options() const;

@@ -25,6 +25,7 @@ constexpr uint64_t kDeviceAlignment = 256;
 enum class Region {
   None,   // not a value of the program (unused id)
   Params, // a slice of the flat parameter buffer (pe.get_param)
+  ParamsBf16, // a slice of the bf16 copy of the parameters (a bf16 pe.get_param)
   Arena,  // the program's arena (the package's arena plan), at this batch
   Extra,  // the executor's own per-batch buffer: inputs, constants, i32
           // results and f32 results outside the plan
@@ -58,8 +59,11 @@ DeviceParamLayout deviceParameterLayout(const Manifest &manifest);
 // (arenaLayout of the plan with 256-byte aligned slots; without a plan every
 // f32 op result goes to Extra), the rest in Extra, each 256-byte aligned.
 // Throws Error naming the program for an unknown parameter.
+// With `steps`, a pe.get_param result the steps store in bf16 is placed in
+// ParamsBf16 at the same element offset (2 bytes an element).
 ProgramPlacement placeValues(const Manifest &manifest, const Program &program,
-                             const std::string &name, int64_t batch);
+                             const std::string &name, int64_t batch,
+                             const CudaProgramSteps *steps = nullptr);
 
 // Byte offsets of an op's scratch buffers in one scratch block, 256-byte
 // aligned; `bytes` is the block's size.
@@ -84,6 +88,9 @@ ConstantLayout constantLayout(const CudaSection &section);
 struct OpPointers {
   std::vector<uint64_t> operands, results, scratch, constants;
   uint64_t stepKey = 0;
+  // The storage types of the operands and results (CudaProgramSteps::
+  // valueDTypes); empty: all F32.
+  std::vector<DType> operandTypes, resultTypes;
 };
 
 // A GEMM with its sizes evaluated.
@@ -92,7 +99,9 @@ struct BoundGemm {
   int64_t m = 0, n = 0, k = 0, count = 1, strideA = 0, strideB = 0, strideC = 0;
   bool transA = false, transB = false;
   float alpha = 1.0f, beta = 0.0f;
-  uint64_t bias = 0; // the bias epilogue's vector (n floats); 0: none
+  uint64_t bias = 0; // the bias epilogue's vector (n elements of C's type); 0: none
+  // The matrices' element types: F32 or BF16 (A and B alike; the bias C's).
+  DType typeA = DType::F32, typeB = DType::F32, typeC = DType::F32;
 };
 
 struct BoundLaunch {

@@ -91,6 +91,23 @@ bool CudaSection::usesStepKey() const {
   return false;
 }
 
+const char *cudaBiasFallbackKernel(DType c) {
+  return c == DType::BF16 ? "pe_add_bias__bb" : "pe_add_bias";
+}
+
+DType CudaProgramSteps::dtypeOf(int64_t v) const {
+  auto it = std::lower_bound(valueDTypes.begin(), valueDTypes.end(), v,
+                             [](const auto &entry, int64_t id) { return entry.first < id; });
+  return it != valueDTypes.end() && it->first == v ? it->second : DType::F32;
+}
+
+bool CudaSection::storesBf16() const {
+  for (const CudaProgramSteps &p : steps)
+    if (!p.valueDTypes.empty())
+      return true;
+  return false;
+}
+
 const CudaProgramSteps *CudaSection::stepsOf(std::string_view program) const {
   for (const CudaProgramSteps &p : steps)
     if (p.program == program)
@@ -112,8 +129,16 @@ public:
     } catch (const detail::JsonParseError &error) {
       fail(fmt::format("the cuda section is not valid JSON: {}", error.what()));
     }
-    const JsonValue &top = object(root, "the cuda section",
-                                  {"arch", "kernels", "coverage", "steps", "constants", "precision"});
+    // "value_dtypes" is optional: a package without it stores every value in f32.
+    bool hasDTypes = root.kind == JsonValue::Kind::Object &&
+                     std::any_of(root.members.begin(), root.members.end(),
+                                 [](const detail::JsonMember &m) { return m.key == "value_dtypes"; });
+    const JsonValue &top =
+        hasDTypes ? object(root, "the cuda section",
+                           {"arch", "kernels", "coverage", "steps", "constants", "precision",
+                            "value_dtypes"})
+                  : object(root, "the cuda section",
+                           {"arch", "kernels", "coverage", "steps", "constants", "precision"});
     CudaSection section;
     section.arch = string(member(top, "arch"), "cuda.arch");
     static const std::regex archPattern("sm_[0-9]{2,3}a?");
@@ -141,6 +166,8 @@ public:
     parseCoverage(member(top, "coverage"), section);
     parseConstants(member(top, "constants"), section);
     parseSteps(member(top, "steps"), section);
+    if (hasDTypes)
+      parseValueDTypes(member(top, "value_dtypes"), section);
     checkUses(section);
     checkConstantsRead(section);
     checkBiasFallback(section);
@@ -519,6 +546,88 @@ private:
     }
   }
 
+  // cuda.value_dtypes: {"forward": [[id, "BF16"], ...], "gradients": [...]},
+  // ids increasing; only in bf16 packages; only f32 values with a batch
+  // dimension (or pe.get_param results: the bf16 copy of the parameters),
+  // never an input, an output or an arith.constant result (the runtime
+  // reads and writes those as f32); GEMM operand types consistent
+  // (CudaGemm).
+  void parseValueDTypes(const JsonValue &value, CudaSection &section) {
+    const JsonValue &d = object(value, "cuda.value_dtypes", {"forward", "gradients"});
+    for (CudaProgramSteps &steps : section.steps) {
+      const Program &program = manifest.program(steps.program);
+      std::string where = fmt::format("cuda.value_dtypes.{}", steps.program);
+      std::vector<int> role(program.values.size(), 0); // 1 input/output, 2 constant, 3 param
+      for (ValueId v : program.inputs)
+        role[v] = 1;
+      for (const ProgramOutput &out : program.outputs)
+        role[out.value] = 1;
+      for (const ProgramOp &op : program.ops)
+        if (op.is(OpCode::ArithConstant) || op.is(OpCode::GetParam))
+          for (ValueId r : op.results)
+            role[r] = op.is(OpCode::GetParam) ? (role[r] ? role[r] : 3) : 2;
+      int64_t previous = -1;
+      for (const JsonValue &entry : array(member(d, steps.program.c_str()), where).elements) {
+        std::string at = fmt::format("{}[{}]", where, steps.valueDTypes.size());
+        const JsonValue &pair = array(entry, at);
+        if (pair.elements.size() != 2)
+          fail(fmt::format("{} must be [value, dtype]", at));
+        int64_t v = integer(pair.elements[0], at + "[0]", 0, int64_t(program.values.size()) - 1);
+        if (v <= previous)
+          fail(fmt::format("{}: value {} is not after value {} (increasing ids)", at, v,
+                           previous));
+        previous = v;
+        std::string name = string(pair.elements[1], at + "[1]");
+        std::optional<DType> dtype = parseDType(name);
+        if (!dtype || *dtype != DType::BF16)
+          fail(fmt::format("{}: dtype {} is not a storage type of a value (only \"BF16\"; "
+                           "values not listed are F32)",
+                           at, quoteForMessage(name)));
+        if (section.precision != "bf16")
+          fail(fmt::format("{}: value {} is stored in bf16 in a package of precision {}", at, v,
+                           section.precision));
+        const ProgramValue &pv = program.values[size_t(v)];
+        bool batched = !pv.shape.empty() && pv.shape[0] < 0;
+        if (pv.dtype != DType::F32 || role[size_t(v)] == 1 || role[size_t(v)] == 2 ||
+            (!batched && role[size_t(v)] != 3))
+          fail(fmt::format("{}: value {} cannot be stored in bf16 (only f32 values with a batch "
+                           "dimension or parameters, not inputs, outputs or constants)",
+                           at, v));
+        steps.valueDTypes.push_back({v, *dtype});
+      }
+    }
+    for (const CudaProgramSteps &steps : section.steps)
+      for (const CudaOpSteps &op : steps.ops)
+        for (size_t l = 0; l < op.launches.size(); ++l)
+          if (const std::optional<CudaGemm> &g = op.launches[l].gemm)
+            checkGemmTypes(*g, steps, op, l);
+  }
+
+  void checkGemmTypes(const CudaGemm &g, const CudaProgramSteps &steps, const CudaOpSteps &op,
+                      size_t l) const {
+    const ProgramOp &programOp = manifest.program(steps.program).ops[size_t(op.op)];
+    auto typeOf = [&](const CudaArg &a) {
+      if (a.kind == CudaArgKind::Operand)
+        return steps.dtypeOf(programOp.operands[size_t(a.index)]);
+      if (a.kind == CudaArgKind::Result)
+        return steps.dtypeOf(programOp.results[size_t(a.index)]);
+      return DType::F32;
+    };
+    DType a = typeOf(g.a), b = typeOf(g.b), c = typeOf(g.c);
+    bool ok = a == b && (c == DType::F32 || a == DType::BF16) &&
+              (g.epilogue != CudaGemmEpilogue::Bias || typeOf(g.bias) == c) &&
+              (a == DType::F32 || (g.count.perBatch == 0 && g.count.constant == 1));
+    if (!ok)
+      fail(fmt::format("cuda.steps.{} op {} ({}) launch {}: GEMM types A {}, B {}, C {}{} are "
+                       "not a supported combination (A and B alike, C bf16 only with bf16 A "
+                       "and B, the bias of C's type, bf16 only for one matrix)",
+                       steps.program, op.op, programOp.op, l, dtypeName(a), dtypeName(b),
+                       dtypeName(c),
+                       g.epilogue == CudaGemmEpilogue::Bias
+                           ? fmt::format(", bias {}", dtypeName(typeOf(g.bias)))
+                           : std::string()));
+  }
+
   // Every use of a kernel by a program op is a launch in that op's steps.
   void checkUses(const CudaSection &section) const {
     for (size_t k = 0; k < section.kernels.size(); ++k)
@@ -533,7 +642,7 @@ private:
               launched = launched || l.kernel == int64_t(k) ||
                          // the fallback of a bias epilogue (checkBiasFallback)
                          (l.gemm && l.gemm->epilogue == CudaGemmEpilogue::Bias &&
-                          section.kernels[k].name == "pe_add_bias");
+                          section.kernels[k].name == biasFallbackOf(*steps, op, *l.gemm));
         if (!launched)
           fail(fmt::format("kernel {} is used by {} op {}, whose steps do not launch it",
                            quoteForMessage(section.kernels[k].name), use.program, use.op));
@@ -602,24 +711,35 @@ private:
   // A bias epilogue falls back to the pe_add_bias kernel (y, b, n, d) where
   // cuBLASLt cannot run it, so a package using one carries that kernel.
   void checkBiasFallback(const CudaSection &section) const {
-    bool needed = false;
+    std::set<std::string> needed;
     for (const CudaProgramSteps &program : section.steps)
       for (const CudaOpSteps &op : program.ops)
         for (const CudaLaunch &l : op.launches)
-          needed = needed || (l.gemm && l.gemm->epilogue == CudaGemmEpilogue::Bias);
-    if (!needed)
-      return;
+          if (l.gemm && l.gemm->epilogue == CudaGemmEpilogue::Bias)
+            needed.insert(biasFallbackOf(program, op, *l.gemm));
     const std::vector<CudaParamKind> params = {CudaParamKind::Ptr, CudaParamKind::Ptr,
                                                CudaParamKind::I64, CudaParamKind::I64};
-    for (const CudaKernel &kernel : section.kernels)
-      if (kernel.name == "pe_add_bias") {
-        if (kernel.params != params || kernel.grid != CudaGridRule::Elements)
-          fail("cuda.kernels: pe_add_bias (the bias epilogue's fallback) must take (ptr, ptr, "
-               "i64, i64) with grid rule elements");
-        return;
-      }
-    fail("cuda.steps: a GEMM has a bias epilogue but cuda.kernels has no pe_add_bias (its "
-         "fallback)");
+    for (const std::string &name : needed) {
+      const CudaKernel *kernel = section.find(name);
+      if (!kernel)
+        fail(fmt::format("cuda.steps: a GEMM has a bias epilogue but cuda.kernels has no {} (its "
+                         "fallback)",
+                         name));
+      if (kernel->params != params || kernel->grid != CudaGridRule::Elements)
+        fail(fmt::format("cuda.kernels: {} (the bias epilogue's fallback) must take (ptr, ptr, "
+                         "i64, i64) with grid rule elements",
+                         name));
+    }
+  }
+
+  // The fallback kernel of a bias GEMM, by the type of its C.
+  std::string biasFallbackOf(const CudaProgramSteps &program, const CudaOpSteps &op,
+                             const CudaGemm &g) const {
+    const ProgramOp &programOp = manifest.program(program.program).ops[size_t(op.op)];
+    DType c = g.c.kind == CudaArgKind::Operand  ? program.dtypeOf(programOp.operands[size_t(g.c.index)])
+              : g.c.kind == CudaArgKind::Result ? program.dtypeOf(programOp.results[size_t(g.c.index)])
+                                                : DType::F32;
+    return cudaBiasFallbackKernel(c);
   }
 
   void parseCoverage(const JsonValue &value, CudaSection &section) {

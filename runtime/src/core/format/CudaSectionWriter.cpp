@@ -57,6 +57,22 @@ public:
     for (const CudaConstant &constant : section.constants)
       writeConstant(constant);
     json.endArray();
+    if (section.storesBf16()) { // absent: every value f32 (fp32 packages unchanged)
+      json.key("value_dtypes");
+      json.beginObject();
+      for (const CudaProgramSteps &program : section.steps) {
+        json.key(program.program);
+        json.beginArray();
+        for (const auto &[value, dtype] : program.valueDTypes) {
+          json.beginArray();
+          json.value(value);
+          json.value(dtypeName(dtype));
+          json.endArray();
+        }
+        json.endArray();
+      }
+      json.endObject();
+    }
     json.endObject();
     return json.take();
   }
