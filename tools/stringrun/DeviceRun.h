@@ -55,18 +55,20 @@ int deviceBench(const stringrt::CudaSection *cuda, stringrt::Model &model,
 // options.outPath, and returns 1 when the loss or a gradient is off by more
 // than the tolerance (kGradientTolerance and kLossTolerance;
 // kBf16GradientTolerance and kBf16LossTolerance for a package of precision
-// bf16, whose attention and GEMMs round their operands to bf16: 2^-9
-// relative, which the q/k projections' small gradients (dS = P (dP - delta)
-// cancels) and twelve layers of vit_s_rope grow to 1.0e-2 on an H200 at
-// batch 16 and 5.9e-2 (loss 1.3e-4) under the emulator at batch 2;
-// PyTorch's own bf16 autocast moves the same model's q/k gradients by
-// 12-24% and its loss by 2-4e-4 on the H200 at batch 16
+// bf16, which stores its activations in bf16 and whose attention and GEMMs
+// round their operands to bf16: 2^-9 relative at every store, which the
+// q/k projections' small gradients (dS = P (dP - delta) cancels) and twelve
+// layers of vit_s_rope grow, under the emulator at batch 2, to 1.26e-1
+// (encoder.7.wq) and a loss 1.4e-3 off (2026-12-01; 5.9e-2 and 1.3e-4 with
+// f32 activations). PyTorch's own bf16 autocast moves the same model's q/k
+// gradients by 50-100% and its loss by 4.7e-3 with the CPU's autocast at
+// batch 2, 12-24% and 2-4e-4 on an H200 at batch 16
 // (tests/bench/bf16_gradient_error.py). A wrong layout or a missing term
 // gives errors of order 1: the bounds still separate).
 constexpr double kGradientTolerance = 2e-3;
 constexpr double kLossTolerance = 1e-4;
-constexpr double kBf16GradientTolerance = 1e-1;
-constexpr double kBf16LossTolerance = 1e-3;
+constexpr double kBf16GradientTolerance = 2.5e-1;
+constexpr double kBf16LossTolerance = 5e-3;
 int deviceGradients(const stringrt::CudaSection *cuda, stringrt::Model &model,
                     const stringrt::DataSet &data, const DeviceRunOptions &options);
 
