@@ -1,0 +1,60 @@
+// stringrun train: a training run on the CPU, on a device (DeviceRun.h) or on
+// one rank of a data-parallel run (RankRun.h).
+
+#include "Commands.h"
+
+#include "stringrt/Error.h"
+
+#include <cstdio>
+#include <memory>
+
+namespace stringrun {
+
+int runTrain(const Args &args, stringrt::Model &model, Printer &printer,
+             int replicas, stringrt::TrainBackend *backend,
+             stringrt::Communicator *ranks) {
+  stringrt::TrainOptions options;
+  options.epochs = number<int64_t>(args, "--epochs", 1).value_or(0);
+  options.steps = number<int64_t>(args, "--steps", 1).value_or(0);
+  options.batch = number<int64_t>(args, "--batch", 1).value_or(0);
+  options.seed = number<uint64_t>(args, "--seed", 0);
+  options.initSeed = number<uint64_t>(args, "--init-seed", 0).value_or(0);
+  options.checkpointPath = value(args, "--checkpoint").value_or("");
+  options.resumePath = value(args, "--resume").value_or("");
+  options.logPath = value(args, "--log").value_or("");
+  options.threads = replicas;
+  options.stopAfter = number<int64_t>(args, "--stop-after", 1).value_or(0);
+  options.accumulate = number<int64_t>(args, "--accumulate", 1).value_or(1);
+  options.augment = augmentOption(args);
+  options.evaluate = !args.noEval;
+  stringrt::DataSet data =
+      stringrt::loadModelData(model, value(args, "--data").value_or(""));
+  std::unique_ptr<stringrt::TrainBackend> onRanks;
+  const bool lead = !ranks || ranks->rank() == 0;
+  if (ranks) {
+    onRanks = stringrt::makeDataParallelBackend(model, *ranks);
+    backend = onRanks.get();
+    if (!lead)
+      options.logPath = options.checkpointPath = "";
+    else
+      std::printf("data-parallel on %d ranks: each takes its share of every batch, as "
+                  "--accumulate %d splits it\n",
+                  ranks->size(), ranks->size());
+  }
+  stringrt::TrainResult result =
+      stringrt::train(model, data, options, lead ? &printer : nullptr, backend);
+  if (!lead)
+    return 0;
+  printer.finish();
+  if (result.finished)
+    std::printf("trained %lld steps, final loss %.6f\n",
+                static_cast<long long>(result.steps), result.lastLoss);
+  else
+    std::printf("stopped after step %lld of %lld, loss %.6f\n",
+                static_cast<long long>(result.steps),
+                static_cast<long long>(result.plan.totalSteps),
+                result.lastLoss);
+  return 0;
+}
+
+} // namespace stringrun
