@@ -1,6 +1,6 @@
 #include "stringrt/Trainer.h"
 
-#include "training/TrainLog.h"
+#include "training/TrainRun.h"
 #include "stringrt/ArrayData.h"
 #include "stringrt/TextCorpus.h"
 #include "stringrt/Error.h"
@@ -11,7 +11,6 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <deque>
 #include <cmath>
 #include <cstdio>
 #include <exception>
@@ -25,11 +24,8 @@ namespace stringrt {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double secondsSince(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
+using detail::Clock;
+using detail::secondsSince;
 
 std::string describe(DType dtype, const std::vector<int64_t> &shape) {
   return fmt::format("{} {}", dtype == DType::F32 ? "f32" : "i32",
@@ -194,10 +190,6 @@ private:
   float loss_ = 0;
   OptimizerStepInfo info_;
 };
-
-std::string optional(const std::optional<double> &v) {
-  return v ? fmt::format("{:.9g}", *v) : std::string();
-}
 
 } // namespace
 
@@ -561,174 +553,11 @@ TrainResult train(Model &model, const DataSet &data, const TrainOptions &options
 
   TrainResult result;
   result.plan = plan;
-  std::vector<int64_t> order;
-  int64_t orderEpoch = -1;
-  // The batch of the step before last, whose buffers the next batch reuses
-  // (by then no backend reads it: the CPU has run that step, a device has
-  // staged it).
-  Batch spare;
-  // Host time this epoch spent assembling batches, and waiting in collect()
-  // for a backend's steps (a device's; the CPU computes in queue()).
-  double epochBatchSeconds = 0, epochWaitSeconds = 0;
-  // The batch of global step s (the data order of its epoch).
-  auto batchOf = [&](int64_t s) {
-    const auto assembleStart = Clock::now();
-    const int64_t epoch = s / plan.stepsPerEpoch;
-    if (epoch != orderEpoch) {
-      order = epochOrder(plan.trainExamples, plan.seed, epoch);
-      orderEpoch = epoch;
-    }
-    Batch b = data.batch(Split::Train, order.data() + (s % plan.stepsPerEpoch) * plan.batch,
-                         static_cast<size_t>(plan.batch), std::move(spare));
-    // On the host, before the backend sees the batch, unless the backend
-    // took it over: the same bits either way (the draws depend on the
-    // seed, the step and the sample only), and a resumed run augments as
-    // an unbroken one.
-    if (hostAugments)
-      augmentBatchImages(plan.augment, plan.seed, s, b);
-    epochBatchSeconds += secondsSince(assembleStart);
-    return b;
-  };
-  const auto runStart = Clock::now();
-  auto epochStart = runStart;
-  double epochLoss = 0;
-  int64_t epochSteps = 0;
-  const int64_t units = data.unitsPerExample() * plan.batch;
-
-  // Step s's results: checked, logged and reported; at the end of an epoch
-  // or of the run, the evaluation and the checkpoint.
-  auto finish = [&](int64_t s, float loss, const OptimizerStepInfo &info) {
-    const int64_t epoch = s / plan.stepsPerEpoch;
-    const int64_t k = s % plan.stepsPerEpoch;
-    if (!std::isfinite(loss))
-      throw Error(fmt::format("step {} (epoch {}): the loss is {}; stopping",
-                              s + 1, epoch + 1, loss));
-    epochLoss += loss;
-    ++epochSteps;
-    const double epochSeconds = secondsSince(epochStart);
-    StepReport report;
-    report.step = s + 1;
-    report.epoch = epoch;
-    report.stepInEpoch = k + 1;
-    report.loss = loss;
-    report.lr = info.lr;
-    report.gradNorm = info.gradNorm;
-    report.unitsPerSecond =
-        epochSeconds > 0 ? static_cast<double>(units * epochSteps) / epochSeconds
-                         : 0.0;
-    const double perStep =
-        secondsSince(runStart) / static_cast<double>(s + 1 - plan.startStep);
-    report.etaSeconds = perStep * static_cast<double>(plan.totalSteps - s - 1);
-    log.line(fmt::format("train,{},{},{:.9g},{:.9g},{:.9g},,,{:.1f}",
-                         report.step, epoch + 1, loss, info.lr, info.gradNorm,
-                         report.unitsPerSecond));
-    obs.onStep(plan, report);
-    result.steps = s + 1;
-    result.lastLoss = loss;
-
-    const bool epochDone = (s + 1) % plan.stepsPerEpoch == 0;
-    const bool last = s + 1 == endStep;
-    if (!epochDone && !last)
-      return;
-    EpochReport er;
-    er.epoch = epoch;
-    er.step = s + 1;
-    er.meanLoss = epochLoss / static_cast<double>(epochSteps);
-    er.seconds = epochSeconds;
-    er.batchSeconds = epochBatchSeconds;
-    er.waitSeconds = epochWaitSeconds;
-    er.complete = epochDone;
-    obs.onEpochEnd(plan, er);
-    if (options.evaluate && plan.testExamples > 0) {
-      EvalResult eval = run.evaluate(data, plan.batch);
-      log.line(fmt::format("eval,{},{},{:.9g},,,{},{},", s + 1, epoch + 1,
-                           eval.loss, optional(eval.accuracy),
-                           optional(eval.perplexity)));
-      obs.onEval(plan, s + 1, eval);
-      result.lastEval = eval;
-      if (optimizer.hasEma()) {
-        EvalResult ema = run.evaluateEma(data, plan.batch);
-        ema.ema = true;
-        log.line(fmt::format("eval_ema,{},{},{:.9g},,,{},{},", s + 1, epoch + 1, ema.loss,
-                             optional(ema.accuracy), optional(ema.perplexity)));
-        obs.onEval(plan, s + 1, ema);
-        result.lastEmaEval = ema;
-      }
-    }
-    if (!options.checkpointPath.empty()) {
-      CheckpointInfo ci;
-      ci.model = manifest.model;
-      ci.step = s + 1;
-      ci.epoch = (s + 1) / plan.stepsPerEpoch;
-      ci.dataSeed = plan.seed;
-      ci.batch = plan.batch;
-      ci.totalSteps = plan.totalSteps;
-      run.fetch(model.parameters(), optimizer);
-      saveCheckpoint(options.checkpointPath, ci, slots, model.parameters(),
-                     optimizer);
-      obs.onCheckpoint(plan, options.checkpointPath, s + 1);
-    }
-    epochStart = Clock::now();
-    epochBatchSeconds = epochWaitSeconds = 0;
-    epochLoss = 0;
-    epochSteps = 0;
-  };
-
-  // Each step is queued with how to assemble the next step's batch (a
-  // backend does it, and may upload it, while the step computes). A backend
-  // may take run.stepsAhead() more steps before the trainer collects a
-  // step's results (the GPU: step s + 1 is queued before step s is read), but
-  // never across the end of an epoch or of the run: the evaluation and the
-  // checkpoint see exactly the parameters after their step.
-  Batch batch = batchOf(plan.startStep);
-  std::deque<int64_t> queued; // steps queued and not collected, oldest first
-  for (int64_t s = plan.startStep; s < endStep; ++s) {
-    std::optional<Batch> next;
-    std::map<std::string, HostTensor> nextInputs;
-    auto assembleNext = [&]() -> const std::map<std::string, HostTensor> * {
-      if (next || s + 1 >= endStep)
-        return next ? &nextInputs : nullptr;
-      next = batchOf(s + 1);
-      nextInputs = modelInputs(model, *next);
-      return &nextInputs;
-    };
-    // The step's memory was checked up front; anything left is reported by
-    // step, not as std::bad_alloc.
-    auto outOfMemory = [&](int64_t step) {
-      return Error(fmt::format("step {} (epoch {}): out of memory at batch {}: use a smaller "
-                               "--batch",
-                               step + 1, step / plan.stepsPerEpoch + 1, plan.batch));
-    };
-    try {
-      // The dropout masks of step s (DropoutMask.h): a resumed run draws
-      // those of the unbroken one.
-      run.queue(modelInputs(model, batch), assembleNext, plan.totalSteps, {plan.seed, s, 0});
-      assembleNext(); // (a backend that did not)
-    } catch (const std::bad_alloc &) {
-      throw outOfMemory(s);
-    }
-    queued.push_back(s);
-    const bool boundary = (s + 1) % plan.stepsPerEpoch == 0 || s + 1 == endStep;
-    while (!queued.empty() &&
-           (boundary || static_cast<int64_t>(queued.size()) > run.stepsAhead())) {
-      float loss = 0;
-      OptimizerStepInfo info;
-      try {
-        const auto waitStart = Clock::now();
-        info = run.collect(loss);
-        epochWaitSeconds += secondsSince(waitStart);
-      } catch (const std::bad_alloc &) {
-        throw outOfMemory(queued.front());
-      }
-      const int64_t done = queued.front();
-      queued.pop_front();
-      finish(done, loss, info);
-    }
-    if (next) {
-      spare = std::move(batch);
-      batch = std::move(*next);
-    }
-  }
+  // The steps (TrainSteps.cpp), with the evaluations and checkpoints at
+  // every epoch's end and the run's (TrainCadence.cpp).
+  detail::TrainRun state{model, data, options, plan, endStep, hostAugments, run, optimizer, slots, log, obs,
+                 result};
+  detail::runSteps(state);
   run.fetch(model.parameters(), optimizer);
   result.finished = result.steps == plan.totalSteps;
   return result;
