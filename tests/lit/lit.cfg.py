@@ -17,3 +17,14 @@ llvm_config.use_default_substitutions()
 llvm_config.add_tool_substitutions(
     ["stringc", "string-opt", "stringrun", "train_example", "c_example"], [config.stringc_tools_dir])
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+
+# Debian's python3-torch imports under /usr/bin/python3 (not always the
+# Python that runs lit): tests that import torch say `REQUIRES: torch` and run
+# `%torch_python`.
+import subprocess
+torch_python = "/usr/bin/python3"
+if os.path.exists(torch_python) and subprocess.run(
+        [torch_python, "-c", "import torch"], stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL).returncode == 0:
+    config.available_features.add("torch")
+config.substitutions.append(("%torch_python", torch_python))
