@@ -13,14 +13,28 @@
 //   out of range (a corrupt package) gives NaN, never a read outside a
 //   buffer;
 // - `pe_cayley_factors`: one block of 1024 threads per matrix inverts
-//   A = I + S by Gauss-Jordan elimination with partial pivoting on [A | I]
-//   and writes M = A^-1 and the Cayley weight W = U^T = 2 M^T - I
+//   A = I + S in place by Gauss-Jordan elimination without pivoting and
+//   writes M = A^-1 and the Cayley weight W = U^T = 2 M^T - I
 //   (U = (I - S)(I + S)^-1 = 2 (I + S)^-1 - I for any S with I + S
-//   invertible). The augmented matrix lives in static shared memory when
-//   dim <= 64 (33 KiB), else in the `work` scratch buffer (global memory);
-//   every phase of a pivot step ends at a barrier that all threads reach
-//   (the pivot loop has the same trip count in every thread, and each thread
-//   finds the pivot itself from the same data);
+//   invertible). Pivot step c maps a to a' with a'[c][c] = 1 / p,
+//   a'[c][j] = a[c][j] / p, a'[i][c] = -a[i][c] / p and
+//   a'[i][j] = a[i][j] - a[i][c] a[c][j] / p (p = a[c][c]): every element
+//   has one owner thread for the whole kernel, and the old row and column c
+//   sit in a double-buffered pair of line buffers that the owners of row and
+//   column c + 1 fill during step c, so a step is one barrier and no search.
+//   The matrix lives in static shared memory when dim <= 64 (16 KiB), else
+//   in the `work` scratch buffer (global memory, d^2 floats, then 4 d for the
+//   lines when dim > 128); the lines (4 x 128 floats) in shared memory.
+//   Why no pivoting: for a skew S the pivot of step c is the leading
+//   entry of the Schur complement I + S22 + S12^T (I + S11)^-1 S12 of the
+//   leading c x c block, whose symmetric part is
+//   I + S12^T (I + S11^T S11)^-1 S12 >= I: every pivot is >= 1 (no search
+//   needed, no division that amplifies), and elimination on a matrix with a
+//   positive-definite symmetric part is stable without pivoting (growth
+//   bounded in terms of ||S||; Golub and Van Loan, "Matrix Computations",
+//   unsymmetric positive definite systems). A zero pivot (an S that is not
+//   skew and makes a leading block of I + S singular) gives inf / NaN in
+//   M and W, never a silent finite answer;
 // - cayley_weight_grad: ds = -(M dw (I + U))^T = -2 M^T dw^T M^T, two cuBLAS
 //   GEMMs after the factor kernel; cayley / cayley_grad likewise (y = x W,
 //   dx = dy W^T, ds = -(dy + dx)^T (x M^T)).
@@ -46,7 +60,8 @@ using A = LaunchArg;
 using Pred = arith::CmpIPredicate;
 
 constexpr int64_t kFactorThreads = 1024;
-constexpr int64_t kSharedDim = 64; // the largest dim whose [A | I] fits in shared memory
+constexpr int64_t kSharedDim = 64; // the largest dim whose matrix lives in shared memory
+constexpr int64_t kLineDim = 128;  // the largest dim whose line buffers live in shared memory
 
 void appendSkewKernels(std::vector<KernelDef> &defs) {
   // S[l, i, j] = p[l, k(i, j)] (i < j), -p[l, k(j, i)] (i > j), 0 (i = j),
@@ -148,68 +163,72 @@ void appendCayleyTransformKernels(std::vector<KernelDef> &defs) {
     func.setKnownBlockSizeAttr(
         k.builder().getDenseI32ArrayAttr({int32_t(kFactorThreads), 1, 1}));
     Value d = k.arg(4), s = k.arg(3);
-    Value width = k.mul(d, k.i64(2));
-    Value shared = sharedArray(k, "pe_cayley_work", 2 * kSharedDim * kSharedDim + kSharedDim);
-    Value w = select(k, cmpI(k, Pred::sle, d, k.i64(kSharedDim)), shared, k.arg(2));
-    Value facBase = k.mul(d, width); // fac[r] = w[facBase + r]
+    Value dd = k.mul(d, d);
+    Value inShared = cmpI(k, Pred::sle, d, k.i64(kSharedDim));
+    Value w = select(k, inShared, sharedArray(k, "pe_cayley_work", kSharedDim * kSharedDim),
+                     k.arg(2));
+    // lines[b 2d + j] = row, lines[b 2d + d + i] = column of buffer b.
+    Value lines = select(k, cmpI(k, Pred::sle, d, k.i64(kLineDim)),
+                         sharedArray(k, "pe_cayley_lines", 4 * kLineDim),
+                         elementAddress(k, k.builder().getF32Type(), k.arg(2), dd));
     Value one = k.f32(1.0), zero = k.f32(0.0);
 
-    // [I + S | I]
-    forBlockStride(k, k.mul(d, width), [&](Value e) {
-      Value i = divU(k, e, width), j = remU(k, e, width);
-      Value left = cmpI(k, Pred::slt, j, d);
-      Value jr = select(k, left, j, k.sub(j, d));
-      Value identity = select(k, cmpI(k, Pred::eq, i, jr), one, zero);
-      Value sv = k.load(s, k.add(k.mul(i, d), select(k, left, j, k.i64(0))));
-      k.store(select(k, left, k.add(identity, sv), identity), w, e);
+    // Thread t owns the elements (i, j) with j = t mod cols (+ cols ...) and
+    // i = t / cols (+ rowStep ...): fixed for the whole kernel, no index
+    // division in the loops; the threads past rowStep * cols own none.
+    Value tid = k.threadId(gpu::Dimension::x);
+    Value cols = minI(k, d, k.i64(kFactorThreads));
+    Value rowStep = divU(k, k.i64(kFactorThreads), cols);
+    Value i0 = divU(k, tid, cols), j0 = remU(k, tid, cols);
+    Value iStart = select(k, cmpI(k, Pred::slt, i0, rowStep), i0, d);
+    auto forOwned = [&](const std::function<void(Value i, Value j, Value e)> &body) {
+      k.forLoop(j0, d, cols, {}, [&](Value j, ValueRange) {
+        k.forLoop(k.add(k.mul(iStart, d), j), dd, k.mul(rowStep, d), {iStart},
+                  [&](Value e, ValueRange i) {
+                    body(i[0], j, e);
+                    return SmallVector<Value>{k.add(i[0], rowStep)};
+                  });
+        return SmallVector<Value>{};
+      });
+    };
+
+    // A = I + S; buffer 0 gets row 0 and column 0.
+    forOwned([&](Value i, Value j, Value e) {
+      Value v = k.add(select(k, cmpI(k, Pred::eq, i, j), one, zero), k.load(s, e));
+      k.store(v, w, e);
+      k.ifThen(cmpI(k, Pred::eq, i, k.i64(0)), [&] { k.store(v, lines, j); });
+      k.ifThen(cmpI(k, Pred::eq, j, k.i64(0)), [&] { k.store(v, lines, k.add(d, i)); });
     });
     barrier(k);
 
+    // Pivot step c (no pivoting; see the header): every new element depends
+    // on old values only, its own and those of row c and column c, which
+    // the line buffer `cur` holds; the owners of row and column c + 1 copy
+    // their new values to the other buffer. One barrier a step.
     k.forLoop(k.i64(0), d, k.i64(1), {}, [&](Value c, ValueRange) {
-      OpBuilder &b = k.builder();
-      Location loc = k.location();
-      // Every thread finds the same pivot: the first row r >= c of largest |w[r, c]|.
-      ValueRange pivot = k.forLoop(c, d, k.i64(1), {c, k.f32(-1.0)}, [&](Value r, ValueRange acc) {
-        Value a = b.create<math::AbsFOp>(loc, k.load(w, k.add(k.mul(r, width), c)));
-        Value better = b.create<arith::CmpFOp>(loc, arith::CmpFPredicate::OGT, a, acc[1]);
-        return SmallVector<Value>{select(k, better, r, acc[0]), select(k, better, a, acc[1])};
-      });
-      Value p = pivot[0];
-      barrier(k); // column c read by all before the swap
-      forBlockStride(k, width, [&](Value j) {
-        Value atC = k.add(k.mul(c, width), j), atP = k.add(k.mul(p, width), j);
-        Value vc = k.load(w, atC), vp = k.load(w, atP);
-        k.store(vp, w, atC);
-        k.store(vc, w, atP);
-      });
-      barrier(k);
-      Value pivotValue = k.load(w, k.add(k.mul(c, width), c));
-      forBlockStride(k, d, [&](Value r) {
-        k.store(k.load(w, k.add(k.mul(r, width), c)), w, k.add(facBase, r));
-      });
-      barrier(k); // pivot and factors read before row c changes
-      forBlockStride(k, width, [&](Value j) {
-        Value at = k.add(k.mul(c, width), j);
-        k.store(k.div(k.load(w, at), pivotValue), w, at);
-      });
-      barrier(k);
-      forBlockStride(k, k.mul(d, width), [&](Value e) {
-        Value r = divU(k, e, width), j = remU(k, e, width);
-        k.ifThen(cmpI(k, Pred::ne, r, c), [&] {
-          Value f = k.load(w, k.add(facBase, r));
-          Value v = k.sub(k.load(w, e), k.mul(f, k.load(w, k.add(k.mul(c, width), j))));
-          k.store(v, w, e);
-        });
+      Value cur = k.mul(andI(k, c, k.i64(1)), k.mul(d, k.i64(2)));
+      Value next = k.sub(k.mul(d, k.i64(2)), cur);
+      Value r = k.div(one, k.load(lines, k.add(cur, c)));
+      Value c1 = k.add(c, k.i64(1));
+      forOwned([&](Value i, Value j, Value e) {
+        Value aik = k.load(lines, k.add(k.add(cur, d), i));
+        Value akjr = k.mul(k.load(lines, k.add(cur, j)), r);
+        Value rowC = cmpI(k, Pred::eq, i, c), colC = cmpI(k, Pred::eq, j, c);
+        Value general = k.sub(k.load(w, e), k.mul(aik, akjr));
+        Value column = k.sub(zero, k.mul(aik, r));
+        Value v = select(k, rowC, select(k, colC, r, akjr), select(k, colC, column, general));
+        k.store(v, w, e);
+        k.ifThen(cmpI(k, Pred::eq, i, c1), [&] { k.store(v, lines, k.add(next, j)); });
+        k.ifThen(cmpI(k, Pred::eq, j, c1), [&] { k.store(v, lines, k.add(k.add(next, d), i)); });
       });
       barrier(k);
       return SmallVector<Value>{};
     });
 
-    // inverse = right half; weight = 2 inverse^T - I
-    forBlockStride(k, k.mul(d, d), [&](Value e) {
-      Value i = divU(k, e, d), j = remU(k, e, d);
-      k.store(k.load(w, k.add(k.mul(i, width), k.add(d, j))), k.arg(0), e);
-      Value mt = k.load(w, k.add(k.mul(j, width), k.add(d, i)));
+    // inverse = w; weight = 2 inverse^T - I
+    forOwned([&](Value i, Value j, Value e) {
+      k.store(k.load(w, e), k.arg(0), e);
+      Value mt = k.load(w, k.add(k.mul(j, d), i));
       Value identity = select(k, cmpI(k, Pred::eq, i, j), one, zero);
       k.store(k.sub(k.mul(k.f32(2.0), mt), identity), k.arg(1), e);
     });
@@ -323,7 +342,7 @@ std::optional<int64_t> squareDim(Value s) {
 void appendFactors(OpSteps &steps, int64_t d, unsigned s, std::optional<LaunchArg> weight) {
   steps.scratchBytes.push_back(BatchAffine::fixed(d * d * 4));
   steps.scratchBytes.push_back(BatchAffine::fixed(weight ? 4 : d * d * 4));
-  steps.scratchBytes.push_back(BatchAffine::fixed((2 * d * d + d) * 4));
+  steps.scratchBytes.push_back(BatchAffine::fixed((d * d + 4 * d) * 4));
   Launch launch = Launch::kernelCall(
       "pe_cayley_factors",
       {A::scratch(0), weight ? *weight : A::scratch(1), A::scratch(2), A::operand(s), A::i64(d)});

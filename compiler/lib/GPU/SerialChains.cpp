@@ -5,20 +5,23 @@
 // latencies (GpuMachineModel):
 //
 // - pe_cayley_factors (CayleyKernels.cpp): one block of 1024 threads (32
-//   warps, 8 a scheduler) per matrix, Gauss-Jordan on [A | I] (d x 2d) in
-//   shared memory. Per pivot column c of d: every thread scans rows c..d-1
-//   for the pivot, a dependent chain of (d - c) shared loads and compares;
-//   five barriers; the swap, factor and normalise phases (one element a
-//   thread: a shared load and a store each); and the elimination of d x 2d
-//   elements, 2 d^2 / 1024 a thread, each with a 64-bit division and
-//   remainder by 2d (emulated, i64DivideCycles of issue each) and ~12 other
-//   instructions, issued for the scheduler's 8 warps in turn. Matrices
-//   beyond one block per SM run in further waves.
+//   warps, 8 a scheduler) per matrix, Gauss-Jordan in place on the d x d
+//   matrix without pivoting, each element owned by one thread. Per pivot
+//   column c of d: one barrier; the pivot's load from the line buffer and
+//   its reciprocal (a shared load and ~4 dependent FMA latencies); then the
+//   update of the thread's ceil(d^2 / 1024) elements, ~24 instructions each
+//   (three loads, a store, five FP operations, selects and 64-bit index
+//   arithmetic: counted from the PTX), issued for the scheduler's 8 warps in
+//   turn, or their load-to-store latency where that is longer. No pivot
+//   search, no index division in the loop. The fill of I + S and the copy
+//   out: one pass each, as the update; two i64 divisions to place the
+//   thread. Matrices beyond one block per SM run in further waves.
 // - pe_generator_exp, pe_generator_exp_grad_blocks (GeneratorKernels.cpp):
 //   one block of 256 threads (2 warps a scheduler) per matrix, f64: the
 //   degree-13 Pade approximant's six d x d products (d^2 / 256 elements a
 //   thread, each a chain of d dependent f64 FMAs and an index division)
-//   and one Gauss-Jordan solve as above on [d | d]; the squarings depend on
+//   and one Gauss-Jordan solve with partial pivoting on [d | d]
+//   (gaussJordanCycles); the squarings depend on
 //   the matrix's norm (data) and are not counted: a lower bound. The
 //   gradient works on pairs of blocks: twice the products.
 // - the relative attention (pe_rel_attention_*_dNN but drel): each thread
@@ -40,8 +43,14 @@ using namespace mlir;
 namespace stringc::cudagen {
 namespace {
 
-/// Cycles of one Gauss-Jordan solve on a d x w augmented matrix in shared
-/// memory by a block of `threads` (see the header).
+/// Cycles of one Gauss-Jordan solve with partial pivoting on a d x w
+/// augmented matrix in shared memory by a block of `threads`: per pivot
+/// column c, every thread scans rows c..d-1 for the pivot (a dependent
+/// chain of d - c shared loads and compares); five barriers; the swap,
+/// factor and normalise phases (one element a thread: a shared load and a
+/// store each); the elimination of d x w elements, each with a 64-bit
+/// division and remainder (emulated, i64DivideCycles of issue each) and ~12
+/// other instructions, issued for the scheduler's warps in turn.
 double gaussJordanCycles(double d, double w, double threads, const GpuMachineModel &m) {
   const double warpsPerScheduler = std::max(1.0, threads / 32 / 4);
   const double eliminate = std::ceil(d * w / threads) * warpsPerScheduler *
@@ -52,6 +61,18 @@ double gaussJordanCycles(double d, double w, double threads, const GpuMachineMod
     cycles += (d - c) * (m.sharedLoadCycles + 2 * m.fmaCycles) + 5 * m.barrierCycles +
               smallPhases + eliminate;
   return cycles;
+}
+
+/// Cycles of pe_cayley_factors on a d x d matrix by a block of `threads`
+/// (see the header).
+double cayleySweepCycles(double d, double threads, const GpuMachineModel &m) {
+  const double warpsPerScheduler = std::max(1.0, threads / 32 / 4);
+  const double perThread = std::ceil(d * d / threads);
+  const double instructionsPerElement = 24;
+  const double pass = std::max(perThread * warpsPerScheduler * instructionsPerElement,
+                               perThread * (m.sharedLoadCycles + 3 * m.fmaCycles));
+  const double step = m.barrierCycles + m.sharedLoadCycles + 4 * m.fmaCycles + pass;
+  return d * step + 2 * pass + 2 * m.i64DivideCycles;
 }
 
 /// Waves of `blocks` at `perSM` resident blocks.
@@ -68,12 +89,9 @@ std::optional<ExtraTerm> serialChain(Operation &op, const LaunchEstimate &e,
   char text[160];
   if (kernel == "pe_cayley_factors" && !e.integers.empty()) {
     double d = double(e.integers[0]);
-    double cycles = gaussJordanCycles(d, 2 * d, double(e.threadsPerBlock), m);
-    // the fill of [I + S | I] and the copy out: one pass, two divisions each
-    cycles += 2 * std::ceil(2 * d * d / double(e.threadsPerBlock)) * 8 *
-              (2 * m.i64DivideCycles + 12);
+    double cycles = cayleySweepCycles(d, double(e.threadsPerBlock), m);
     double w = waves(e.blocks, e.blocksPerSM, m);
-    std::snprintf(text, sizeof text, "chain: Gauss-Jordan d %.0f on one block, %.0f kcycles x %.0f waves",
+    std::snprintf(text, sizeof text, "chain: Gauss-Jordan d %.0f, one barrier a pivot, %.0f kcycles x %.0f waves",
                   d, cycles / 1e3, w);
     return ExtraTerm{w * cycles / m.clockHz, text};
   }

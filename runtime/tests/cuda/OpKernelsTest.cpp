@@ -665,8 +665,9 @@ TEST_F(GpuOpKernels, SkewAndGradient) {
   }
 }
 
-// A skew S (the case of the models) plus a small non-skew part: the kernels
-// hold for any S with I + S invertible.
+// A skew S (the case of the models) plus a small non-skew part: the factor
+// kernel eliminates without pivoting, which holds for any S whose leading
+// blocks of I + S are invertible (every skew S; CayleyKernels.cpp).
 std::vector<float> cayleyInput(std::mt19937 &rng, int64_t d) {
   std::normal_distribution<float> dist(0.0f, 0.3f);
   std::vector<float> s(static_cast<size_t>(d * d));
@@ -682,8 +683,9 @@ std::vector<float> cayleyInput(std::mt19937 &rng, int64_t d) {
 }
 
 TEST_F(GpuOpKernels, CayleyFactorsWeightAndGradients) {
-  // 64: the augmented matrix in shared memory; 70: in the work buffer.
-  for (int64_t d : {2, 5, 64, 70}) {
+  // 64: the matrix in shared memory; 70: in the work buffer; 130: the row
+  // and column lines in the work buffer too.
+  for (int64_t d : {2, 5, 64, 70, 130}) {
     std::string what = "d=" + std::to_string(d);
     std::vector<float> s = cayleyInput(rng, d);
     uint64_t gs = put(s), inverse = output(size_t(d * d)), weight = output(size_t(d * d));
@@ -734,6 +736,26 @@ TEST_F(GpuOpKernels, CayleyFactorsWeightAndGradients) {
                            out(wdx, {2, 3, d}), out(wdsx, {d, d}));
     expectClose(get(dx, wdx.size()), wdx, 1e-4, "cayley_grad dx " + what);
     expectClose(get(dsx, wdsx.size()), wdsx, 1e-4, "cayley_grad ds " + what);
+  }
+}
+
+// A singular I + S (S = -diag(1, 0, 0), not skew) gives non-finite M and W:
+// the reference throws, the kernel must not return a plausible matrix.
+TEST_F(GpuOpKernels, CayleyFactorsSingularIsNonFinite) {
+  const int64_t d = 3;
+  std::vector<float> s(size_t(d * d), 0.0f);
+  s[0] = -1.0f;
+  uint64_t gs = put(s), inverse = output(size_t(d * d)), weight = output(size_t(d * d));
+  uint64_t work = output(size_t(d * d + 4 * d));
+  launchGrid("pe_cayley_factors", {KA::pointer(inverse), KA::pointer(weight), KA::pointer(work),
+                                   KA::pointer(gs), KA::integer(d)},
+             {1, 1, 1});
+  for (const auto &[name, values] : {std::make_pair("M", get(inverse, size_t(d * d))),
+                                     std::make_pair("W", get(weight, size_t(d * d)))}) {
+    size_t nonFinite = 0;
+    for (float v : values)
+      nonFinite += !std::isfinite(v);
+    EXPECT_GT(nonFinite, 0u) << name << " of a singular I + S is all finite";
   }
 }
 
