@@ -41,14 +41,11 @@ KERNEL_SHARE = 0.8
 CUBLAS = re.compile(r"gemm|cutlass|splitKreduce|xmma|cublas", re.I)
 
 # (card, model, batch, precision, "step" or "kernel NAME") -> why the model
-# misses it (docs/cuda.md, "Launch report", "Calibration").
-_TF32 = ("cuBLAS's TF32 GEMMs: the one whole ncu table with them (2026-11-25, batch 128) "
-         "has cutlass_80 s1688 kernels at 79 TFLOP/s, the table's TF32 rate; at batch 256 "
-         "(2026-11-27) cuBLAS ran sm90_xmma TF32 kernels at ~180 TFLOP/s (the note's ~35 ms), "
-         "which no whole table measured: the model charges ~81 ms for ~35")
-KNOWN_MISSES = {
-    ("H100", "vit_s_rope", 256, "bf16", "step"): _TF32,
-}
+# misses it (docs/cuda.md, "Launch report", "Calibration"). Empty since the
+# one miss, vit_s_rope's bf16 step at 256 (cuBLAS's sm90 TF32 GEMMs at ~180
+# TFLOP/s, which no whole ncu table measured), went stale with bf16 storage
+# (69dd85d): its GEMMs are bf16 now.
+KNOWN_MISSES = {}
 
 
 class Reports:

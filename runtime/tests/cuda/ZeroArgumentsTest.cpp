@@ -126,17 +126,19 @@ TEST_F(GpuZeroArguments, CausalAttentionLookaheadZero) { // causal: lookahead = 
   const double scale = 1.0 / std::sqrt(double(Dh));
   const std::vector<float> q = random(size_t(B * T * D)), k = random(q.size()),
                            v = random(q.size());
-  const uint64_t y = output(q.size());
+  const uint64_t y = output(q.size()), lse = output(size_t(B * H * T));
   const std::array<int64_t, 3> grid = {B * H, 1, 1}; // T <= 64 rows per block
   launch("pe_attention_d16",
-         {KA::pointer(y), KA::pointer(put(q)), KA::pointer(put(k)), KA::pointer(put(v)),
-          KA::integer(T), KA::integer(D), KA::integer(H), KA::integer(0),
+         {KA::pointer(y), KA::pointer(lse), KA::pointer(put(q)), KA::pointer(put(k)),
+          KA::pointer(put(v)), KA::integer(T), KA::integer(D), KA::integer(H), KA::integer(0),
           KA::real(float(scale))},
          &grid);
-  std::vector<float> want(q.size());
+  std::vector<float> want(q.size()), wantLse(size_t(B * H * T));
   ref::attention<float>(in(q, {B, T, D}), in(k, {B, T, D}), in(v, {B, T, D}), std::nullopt, H,
-                        scale, ref::AttentionMask::Causal, 0, out(want, {B, T, D}));
+                        scale, ref::AttentionMask::Causal, 0, out(want, {B, T, D}),
+                        out(wantLse, {B, H, T}));
   expectClose(get(y, want.size()), want, 1e-4, "causal attention, lookahead 0");
+  expectClose(get(lse, wantLse.size()), wantLse, 1e-4, "causal attention's lse, lookahead 0");
 }
 
 // The one launch that is skipped: a grid with no block. A grid rule over a
