@@ -46,9 +46,12 @@ cc -std=c99 -O1 "$src/examples/cpp/c_example.c" $(pkg-config --cflags --libs str
 
 for how in cmake pkgconfig; do
   # Each program must load the installed libstringrt.so, not a build tree's.
-  ldd "$work/$how/c_example" | grep -q "$libdir/libstringrt.so" || {
+  # ldd's output is captured first: `ldd | grep -q` under pipefail fails
+  # whenever grep exits on its match before ldd has written everything.
+  loaded=$(ldd "$work/$how/c_example")
+  grep -q "$libdir/libstringrt.so" <<< "$loaded" || {
     echo "consume.sh: $how's c_example does not load $libdir/libstringrt.so:" >&2
-    ldd "$work/$how/c_example" >&2
+    echo "$loaded" >&2
     exit 1
   }
   "$work/$how/c_example" "$work/tiny.pkg" "$work/$how.ckpt" > "$work/$how-c.out"
