@@ -15,17 +15,25 @@
 //   per block. The other side goes through static shared memory 64 tokens at
 //   a time.
 // - Shared tiles hold bf16, one token per row, `dh + 8` halfwords apart (the
-//   8 pad the rows of a fragment over the 32 banks). q and k are rotated by
-//   RoPE in f32 as they load, then rounded to bf16 (nearest even) with
-//   integer arithmetic: the same bits on a GPU and in the host emulator.
+//   8 pad the 8 rows an ldmatrix phase reads over the 32 banks; 48, 80 and
+//   144 bytes a row, so every row address is 16-byte aligned). q and k are
+//   rotated by RoPE in f32 as they load, then rounded to bf16 (nearest
+//   even) with integer arithmetic: the same bits on a GPU and in the host
+//   emulator.
 // - Fragments (PTX ISA, m16n8k16; g = lane / 4, t = lane % 4) are read from
-//   the tiles with plain indexed loads, a transposed operand being the same
-//   tile read with swapped strides (loadA / loadB): A register j holds
-//   (row g + 8 (j & 1), columns 2t + 8 (j >> 1) and the next), B register j
-//   (k = 2t + 8 j and the next, n = g); C register i is (row g + 8 (i >= 2),
-//   column 2t + (i & 1)). Two f32 C fragments of adjacent 8-column blocks
-//   are, rounded to bf16, the A fragment of the next product over those 16
-//   columns, so P and dS never leave the registers.
+//   the tiles with ldmatrix.sync.aligned.m8n8 (lane l gives row l % 8 of
+//   matrix l / 8): A register j holds (row g + 8 (j & 1), columns 2t + 8
+//   (j >> 1) and the next), one x4 of the 16 x 16 square (loadA); B register
+//   j (k = 2t + 8 j and the next, n = g): from a tile (tokens k x features
+//   n) the same square read .trans gives the B fragments of two 8-feature
+//   blocks (loadBPair), from the transposed tile (features k x tokens n)
+//   x2 gives one of 16 features of 8 tokens (loadBTransposed). The
+//   registers are the bits the plain loads gave before (the outputs are
+//   bit-identical).
+//   C register i is (row g + 8 (i >= 2), column 2t + (i & 1)). Two f32 C
+//   fragments of adjacent 8-column blocks are, rounded to bf16, the A
+//   fragment of the next product over those 16 columns, so P and dS never
+//   leave the registers.
 // - Forward: S = Q K^T, scaled and masked (-inf) in f32, online softmax per
 //   row with the row maximum and sum across the 4 lanes of a quad (xor
 //   shuffles 1 and 2), P in bf16, O += P V. y = O / l and lse = m + log l
@@ -54,6 +62,7 @@
 #include "stringc/Dialect/PE/PEOps.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 
 #include <array>
@@ -148,36 +157,35 @@ Value halfAddress(KernelBuilder &k, Value ptr, Value index) {
   return b.create<LLVM::GEPOp>(k.location(), LLVM::LLVMPointerType::get(b.getContext()),
                                b.getI16Type(), ptr, ValueRange{index});
 }
-/// ptr[index] (bf16 bits), zero-extended to i32.
-Value loadHalf(KernelBuilder &k, Value ptr, Value index) {
-  OpBuilder &b = k.builder();
-  Value h = b.create<LLVM::LoadOp>(k.location(), b.getI16Type(), halfAddress(k, ptr, index));
-  return b.create<arith::ExtUIOp>(k.location(), b.getI32Type(), h);
-}
-/// ptr[index] and ptr[index + 1] as one i32 (`index` even: 4-byte aligned).
-Value loadHalfPair(KernelBuilder &k, Value ptr, Value index) {
-  OpBuilder &b = k.builder();
-  return b.create<LLVM::LoadOp>(k.location(), b.getI32Type(), halfAddress(k, ptr, index),
-                                /*alignment=*/4);
-}
 void storeHalfPair(KernelBuilder &k, Value packed, Value ptr, Value index) {
   k.builder().create<LLVM::StoreOp>(k.location(), packed, halfAddress(k, ptr, index),
                                     /*alignment=*/4);
 }
 
-/// A bf16 matrix in shared memory: element (r, c) at halfword r * rowStride +
-/// c * colStride of `ptr`. A tile read transposed is the same pointer with
-/// the strides swapped.
-struct SharedMatrix {
-  Value ptr;
-  int64_t rowStride, colStride;
-};
-
-/// Elements (r, c) and (r, c) + one step of `step` halfwords, packed.
-Value loadPair(KernelBuilder &k, Value ptr, Value first, int64_t step) {
-  if (step == 1)
-    return loadHalfPair(k, ptr, first);
-  return packPair(k, loadHalf(k, ptr, first), loadHalf(k, ptr, k.add(first, k.i64(step))));
+/// ldmatrix.sync.aligned.m8n8.x`count`[.trans].b16 (PTX ISA, "Warp-level
+/// matrix load instruction: ldmatrix"): lanes 8 m .. 8 m + 7 give the
+/// addresses of rows 0..7 of the 8 x 8 bf16 matrix m, here halfword `index`
+/// of the shared tile `ptr` (16-byte aligned); lane l receives in register m
+/// (row l / 4, columns 2 (l % 4) and the next) of matrix m, or with
+/// `transposed` (rows 2 (l % 4) and the next, column l / 4), the lower
+/// element in the low half. `count` is 2 or 4.
+SmallVector<Value, 4> ldmatrix(KernelBuilder &k, Value ptr, Value index, unsigned count,
+                               bool transposed) {
+  OpBuilder &b = k.builder();
+  Location loc = k.location();
+  MLIRContext *context = b.getContext();
+  constexpr unsigned kSharedAddressSpace = 3;
+  Value row = b.create<LLVM::AddrSpaceCastOp>(
+      loc, LLVM::LLVMPointerType::get(context, kSharedAddressSpace), halfAddress(k, ptr, index));
+  auto resultType =
+      LLVM::LLVMStructType::getLiteral(context, SmallVector<Type>(count, b.getI32Type()));
+  Value result = b.create<NVVM::LdMatrixOp>(loc, resultType, row, count,
+                                            transposed ? NVVM::MMALayout::col
+                                                       : NVVM::MMALayout::row);
+  SmallVector<Value, 4> registers;
+  for (unsigned m = 0; m < count; ++m)
+    registers.push_back(b.create<LLVM::ExtractValueOp>(loc, result, ArrayRef<int64_t>{m}));
+  return registers;
 }
 
 /// An MMA attention block (4 warps): a HeadBlock and the lane's place in its
@@ -186,6 +194,7 @@ struct Warps : HeadBlock {
   Value warp, group, tig; // warp = thread / 32; group = lane / 4; tig = lane % 4
   Value blockStart;       // blockIdx.y * 64: the block's first own row
   Value warpRow;          // warp * 16: the warp's first row in the block
+  Value matrix, matrixRow; // lane / 8, lane % 8: the ldmatrix row this lane addresses
 
   /// Key `key` is visible to query `query`: key <= query + lookahead and key < T.
   Value visible(Value query, Value key) {
@@ -205,39 +214,54 @@ struct Warps : HeadBlock {
     return minI(k, tokens, k.add(k.add(lastRow, lookahead), k.i64(1)));
   }
 
-  /// The m16n8k16 A fragment of rows [row0, row0 + 16) and columns [col0,
-  /// col0 + 16) of `m`.
-  Frag loadA(const SharedMatrix &m, Value row0, int64_t col0) {
-    Frag a;
-    for (int j = 0; j < 4; ++j) {
-      Value r = k.add(row0, k.add(group, k.i64(8 * (j & 1))));
-      Value c = k.add(k.i64(col0 + 8 * (j >> 1)), k.mul(tig, k.i64(2)));
-      Value first = k.add(k.mul(r, k.i64(m.rowStride)), k.mul(c, k.i64(m.colStride)));
-      a[j] = loadPair(k, m.ptr, first, m.colStride);
-    }
-    return a;
+  /// Halfword (row, col) of a tile (tokens x features, `tileStride(dh)`
+  /// halfwords a row: 16-byte aligned for every head dim, as ldmatrix needs).
+  Value tileIndex(Value row, Value col) { return k.add(k.mul(row, k.i64(tileStride(dh))), col); }
+  /// The 16 x 16 square of a tile from (row0, col0) as four 8 x 8 matrices
+  /// (ldmatrix.x4[.trans]) in the order of an A fragment's registers: rows
+  /// +0, +8, +0, +8 and columns +0, +0, +8, +8. Lane l gives row l % 8 of
+  /// matrix l / 8.
+  SmallVector<Value, 4> loadSquare(Value tile, Value row0, int64_t col0, bool transposed) {
+    Value row = k.add(row0, k.add(matrixRow, k.mul(remU(k, matrix, k.i64(2)), k.i64(8))));
+    Value col = k.add(k.i64(col0), k.mul(divU(k, matrix, k.i64(2)), k.i64(8)));
+    return ldmatrix(k, tile, tileIndex(row, col), 4, transposed);
   }
-  /// The B fragment (16 x 8, rows k of `m` from k0, columns n from n0).
-  BFrag loadB(const SharedMatrix &m, int64_t k0, int64_t n0) {
-    BFrag b;
-    for (int j = 0; j < 2; ++j) {
-      Value kk = k.add(k.i64(k0 + 8 * j), k.mul(tig, k.i64(2)));
-      Value n = k.add(k.i64(n0), group);
-      Value first = k.add(k.mul(kk, k.i64(m.rowStride)), k.mul(n, k.i64(m.colStride)));
-      b[j] = loadPair(k, m.ptr, first, m.rowStride);
-    }
-    return b;
+  /// The m16n8k16 A fragment of rows [row0, row0 + 16) and columns [col0,
+  /// col0 + 16) of a tile (ldmatrix.x4).
+  Frag loadA(Value tile, Value row0, int64_t col0) {
+    SmallVector<Value, 4> r = loadSquare(tile, row0, col0, /*transposed=*/false);
+    return {r[0], r[1], r[2], r[3]};
+  }
+  /// The B fragments (16 x 8: k rows [k0, k0 + 16), n columns n0 and n0 + 8
+  /// on) of a tile (tokens k x features n): B register j holds two tokens
+  /// of one feature, so the square is read transposed (ldmatrix.x4.trans).
+  std::array<BFrag, 2> loadBPair(Value tile, int64_t k0, int64_t n0) {
+    SmallVector<Value, 4> r = loadSquare(tile, k.i64(k0), n0, /*transposed=*/true);
+    return {BFrag{r[0], r[1]}, BFrag{r[2], r[3]}};
+  }
+  /// The B fragment of the transposed tile (features k x tokens n) of
+  /// features [k0, k0 + 16) and tokens [n0, n0 + 8) (ldmatrix.x2: matrix m
+  /// = features k0 + 8 m of the 8 tokens, one token per row as the tile
+  /// stores them). One x4 for two feature blocks cost more registers (ptxas,
+  /// sm_90: e.g. 105 instead of 96 in the forward at Dh 32).
+  BFrag loadBTransposed(Value tile, int64_t k0, int64_t n0) {
+    Value m = remU(k, matrix, k.i64(2)); // lanes 16..31: ignored by x2
+    Value index = tileIndex(k.add(k.i64(n0), matrixRow), k.add(k.i64(k0), k.mul(m, k.i64(8))));
+    SmallVector<Value, 4> r = ldmatrix(k, tile, index, 2, /*transposed=*/false);
+    return {r[0], r[1]};
   }
   /// Column of element i of a C fragment in its 8-column block: 2 t + (i & 1).
   Value fragColumn(int i) { return k.add(k.mul(tig, k.i64(2)), k.i64(i & 1)); }
 };
 
 Warps makeWarps(KernelBuilder &k, const Args &args, int64_t dh) {
-  Warps w{makeHeadBlock(k, args, dh), {}, {}, {}, {}, {}};
+  Warps w{makeHeadBlock(k, args, dh), {}, {}, {}, {}, {}, {}, {}};
   w.warp = divU(k, w.thread, k.i64(32));
   Value lane = remU(k, w.thread, k.i64(32));
   w.group = divU(k, lane, k.i64(4));
   w.tig = remU(k, lane, k.i64(4));
+  w.matrix = divU(k, lane, k.i64(8));
+  w.matrixRow = remU(k, lane, k.i64(8));
   w.blockStart = k.mul(k.blockId(gpu::Dimension::y), k.i64(kRows));
   w.warpRow = k.mul(w.warp, k.i64(16));
   return w;
@@ -320,11 +344,6 @@ void stageTile(Warps &w, Value tile, Value x, Value table, Value start) {
   });
 }
 
-/// The tile as the A operand / B operand of the products (row-major tokens
-/// x features, or its transpose).
-SharedMatrix tokensByFeatures(Value tile, int64_t dh) { return {tile, tileStride(dh), 1}; }
-SharedMatrix featuresByTokens(Value tile, int64_t dh) { return {tile, 1, tileStride(dh)}; }
-
 /// The end of the keys any row of this block sees: min(T, last row +
 /// lookahead + 1), the last row being min(T, blockStart + 64) - 1.
 Value blockKeyEnd(Warps &w) {
@@ -342,23 +361,26 @@ Value tilesUpTo(KernelBuilder &k, Value end) {
 Frag rowsTimesTile(Warps &w, const std::vector<Frag> &rows, Value tile, int64_t n0) {
   Frag c = zeroFrag(w.k);
   for (size_t kc = 0; kc < rows.size(); ++kc)
-    c = mma(w.k, rows[kc], w.loadB(featuresByTokens(tile, w.dh), int64_t(16 * kc), n0), c);
+    c = mma(w.k, rows[kc], w.loadBTransposed(tile, int64_t(16 * kc), n0), c);
   return c;
 }
 
 /// acc[nb] += P (16 x 16, A fragment) times rows [k0, k0 + 16) of a tile
-/// (tokens x features), for every 8 features nb.
+/// (tokens x features), for every 8 features nb (dh / 8 is even).
 void accumulateTimesTile(Warps &w, std::vector<Frag> &acc, const Frag &p, Value tile,
                          int64_t k0) {
-  for (size_t nb = 0; nb < acc.size(); ++nb)
-    acc[nb] = mma(w.k, p, w.loadB(tokensByFeatures(tile, w.dh), k0, int64_t(8 * nb)), acc[nb]);
+  for (size_t nb = 0; nb < acc.size(); nb += 2) {
+    std::array<BFrag, 2> b = w.loadBPair(tile, k0, int64_t(8 * nb));
+    for (size_t i = 0; i < 2; ++i)
+      acc[nb + i] = mma(w.k, p, b[i], acc[nb + i]);
+  }
 }
 
 /// The warp's 16 rows of a staged tile as A fragments, per 16 features.
 std::vector<Frag> warpRowFragments(Warps &w, Value tile) {
   std::vector<Frag> frags;
   for (int64_t kc = 0; kc < w.dh / 16; ++kc)
-    frags.push_back(w.loadA(tokensByFeatures(tile, w.dh), w.warpRow, 16 * kc));
+    frags.push_back(w.loadA(tile, w.warpRow, 16 * kc));
   return frags;
 }
 
