@@ -135,26 +135,30 @@ std::string readWhole(llvm::StringRef path) {
 
 } // namespace
 
-LogicalResult assembleCubin(const std::string &kernel, const std::string &ptx,
-                            const std::string &arch, std::string &cubin, std::string &message) {
-  std::string ptxas;
+std::string ptxasPath() {
   llvm::SmallString<256> inToolkit(cudaToolkitPath());
   llvm::sys::path::append(inToolkit, "bin", "ptxas");
-  if (llvm::sys::fs::can_execute(inToolkit)) {
-    ptxas = inToolkit.str().str();
-  } else if (auto found = llvm::sys::findProgramByName("ptxas")) {
-    ptxas = *found;
-  } else {
-    message = "ptxas not found (looked in '" + inToolkit.str().str() +
-              "' and PATH; set CUDA_HOME to the CUDA toolkit), needed to build the cubin of "
-              "kernel '" + kernel + "'";
+  if (llvm::sys::fs::can_execute(inToolkit))
+    return inToolkit.str().str();
+  if (auto found = llvm::sys::findProgramByName("ptxas"))
+    return *found;
+  return "";
+}
+
+LogicalResult runPtxas(const std::string &kernel, const std::string &ptx, const std::string &arch,
+                       bool verbose, std::string &cubin, std::string &log, std::string &message) {
+  std::string ptxas = ptxasPath();
+  if (ptxas.empty()) {
+    message = "ptxas not found (looked in '" + cudaToolkitPath() +
+              "/bin/ptxas' and PATH; set CUDA_HOME to the CUDA toolkit), needed " +
+              (verbose ? "for the registers of" : "to build the cubin of") + " kernel '" +
+              kernel + "'";
     return failure();
   }
-
-  TempFile input, output, log;
+  TempFile input, output, logFile;
   if (llvm::sys::fs::createTemporaryFile("stringc-" + kernel, "ptx", input.path) ||
       llvm::sys::fs::createTemporaryFile("stringc-" + kernel, "cubin", output.path) ||
-      llvm::sys::fs::createTemporaryFile("stringc-" + kernel, "log", log.path)) {
+      llvm::sys::fs::createTemporaryFile("stringc-" + kernel, "log", logFile.path)) {
     message = "cannot create temporary files for ptxas";
     return failure();
   }
@@ -168,15 +172,19 @@ LogicalResult assembleCubin(const std::string &kernel, const std::string &ptx,
     out << ptx;
   }
   std::string archFlag = "-arch=" + arch;
-  llvm::SmallVector<llvm::StringRef> args = {ptxas, archFlag, "-O3", input.path, "-o",
-                                             output.path};
-  std::optional<llvm::StringRef> redirects[] = {std::nullopt, log.path.str(), log.path.str()};
+  llvm::SmallVector<llvm::StringRef> args = {ptxas};
+  if (verbose)
+    args.push_back("-v");
+  args.append({archFlag, "-O3", input.path, "-o", output.path});
+  std::optional<llvm::StringRef> redirects[] = {std::nullopt, logFile.path.str(),
+                                                logFile.path.str()};
   std::string execError;
   int status = llvm::sys::ExecuteAndWait(ptxas, args, std::nullopt, redirects,
                                          /*SecondsToWait=*/120, 0, &execError);
+  log = readWhole(logFile.path);
   if (status != 0) {
-    message = "ptxas -arch=" + arch + " failed on kernel '" + kernel + "'" +
-              (execError.empty() ? "" : " (" + execError + ")") + ":\n" + readWhole(log.path);
+    message = std::string("ptxas ") + (verbose ? "-v " : "") + archFlag + " failed on kernel '" +
+              kernel + "'" + (execError.empty() ? "" : " (" + execError + ")") + ":\n" + log;
     return failure();
   }
   cubin = readWhole(output.path);
@@ -185,6 +193,12 @@ LogicalResult assembleCubin(const std::string &kernel, const std::string &ptx,
     return failure();
   }
   return success();
+}
+
+LogicalResult assembleCubin(const std::string &kernel, const std::string &ptx,
+                            const std::string &arch, std::string &cubin, std::string &message) {
+  std::string log;
+  return runPtxas(kernel, ptx, arch, /*verbose=*/false, cubin, log, message);
 }
 
 } // namespace stringc::cudagen

@@ -34,24 +34,6 @@ using namespace mlir;
 namespace stringc::cudagen {
 namespace {
 
-struct Temporary {
-  llvm::SmallString<128> path;
-  ~Temporary() {
-    if (!path.empty())
-      llvm::sys::fs::remove(path);
-  }
-};
-
-std::string ptxasPath() {
-  llvm::SmallString<256> inToolkit(cudaToolkitPath());
-  llvm::sys::path::append(inToolkit, "bin", "ptxas");
-  if (llvm::sys::fs::can_execute(inToolkit))
-    return inToolkit.str().str();
-  if (auto found = llvm::sys::findProgramByName("ptxas"))
-    return *found;
-  return "";
-}
-
 /// The cache file of a kernel's PTX for `arch`, or "" without a cache.
 std::string cachePath(const std::string &ptx, const std::string &arch) {
   const char *dir = std::getenv("STRINGC_PTXAS_CACHE");
@@ -89,8 +71,7 @@ std::optional<KernelResources> parsePtxasInfo(llvm::StringRef log, llvm::StringR
 LogicalResult measureKernelResources(const std::map<std::string, std::string> &ptx,
                                      const std::string &arch, KernelResourceTable &table,
                                      std::string &message) {
-  std::string ptxas = ptxasPath();
-  if (ptxas.empty()) {
+  if (ptxasPath().empty()) {
     message = "ptxas not found (set CUDA_HOME to the CUDA toolkit): the launch report's "
               "occupancy needs ptxas -v";
     return failure();
@@ -105,34 +86,9 @@ LogicalResult measureKernelResources(const std::map<std::string, std::string> &p
         continue;
       }
     }
-    Temporary input, output, log;
-    if (llvm::sys::fs::createTemporaryFile("stringc-" + kernel, "ptx", input.path) ||
-        llvm::sys::fs::createTemporaryFile("stringc-" + kernel, "cubin", output.path) ||
-        llvm::sys::fs::createTemporaryFile("stringc-" + kernel, "log", log.path)) {
-      message = "cannot create temporary files for ptxas -v";
+    std::string cubin, logText;
+    if (failed(runPtxas(kernel, text, arch, /*verbose=*/true, cubin, logText, message)))
       return failure();
-    }
-    {
-      std::error_code error;
-      llvm::raw_fd_ostream out(input.path, error);
-      if (error) {
-        message = "cannot write '" + input.path.str().str() + "': " + error.message();
-        return failure();
-      }
-      out << text;
-    }
-    std::string archFlag = "-arch=" + arch;
-    llvm::SmallVector<llvm::StringRef> args = {ptxas, "-v", archFlag, "-O3", input.path, "-o",
-                                               output.path};
-    std::optional<llvm::StringRef> redirects[] = {std::nullopt, log.path.str(), log.path.str()};
-    int status = llvm::sys::ExecuteAndWait(ptxas, args, std::nullopt, redirects,
-                                           /*SecondsToWait=*/120);
-    auto buffer = llvm::MemoryBuffer::getFile(log.path);
-    std::string logText = buffer ? (*buffer)->getBuffer().str() : "";
-    if (status != 0) {
-      message = "ptxas -v " + archFlag + " failed on kernel '" + kernel + "':\n" + logText;
-      return failure();
-    }
     std::optional<KernelResources> r = parsePtxasInfo(logText, kernel);
     if (!r) {
       message = "ptxas -v reported no registers for kernel '" + kernel + "':\n" + logText;

@@ -38,6 +38,19 @@ mlir::LogicalResult lowerKernelsToNVVM(mlir::ModuleOp module);
 mlir::LogicalResult serializeKernelsToPTX(mlir::ModuleOp module,
                                           std::map<std::string, std::string> &ptx);
 
+/// The ptxas of the CUDA toolkit (cudaToolkitPath()), else the one on PATH;
+/// "" when there is none.
+std::string ptxasPath();
+
+/// Runs `ptxas [-v] -arch=ARCH -O3` on `ptx` (one home for both callers:
+/// assembleCubin and the launch report's ptxas -v). On success `cubin` holds
+/// the assembled cubin and `log` what ptxas printed; on failure `message`
+/// says why (ptxas missing or failing, with its output). `kernel` names the
+/// kernel in messages and temporary files.
+mlir::LogicalResult runPtxas(const std::string &kernel, const std::string &ptx,
+                             const std::string &arch, bool verbose, std::string &cubin,
+                             std::string &log, std::string &message);
+
 /// Assembles `ptx` for `arch` with ptxas into `cubin`. `kernel` names the
 /// kernel in error messages (ptxas missing, ptxas failing with its output).
 mlir::LogicalResult assembleCubin(const std::string &kernel, const std::string &ptx,
