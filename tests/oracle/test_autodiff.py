@@ -30,6 +30,7 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 
 import ir_interpreter as ii  # noqa: E402
+from example_sizes import check_defines  # noqa: E402
 import mlir_generic as mg  # noqa: E402
 import pe_torch as pt  # noqa: E402
 import pe_torch_grad as pg  # noqa: E402
@@ -265,7 +266,7 @@ class TestAutodiffPass(Case):
     def differentiate(self, example, with_source=False):
         """The example's module in generic form, with @gradients (and, with
         with_source, the module as stringc built it, before the pass)."""
-        mlir = self.run_tool([self.stringc, example, "--emit=mlir"])
+        mlir = self.run_tool([self.stringc, example, "--emit=mlir"] + check_defines(example))
         out = self.run_tool([self.opt, "--pe-autodiff", "--mlir-print-op-generic", "-"], mlir)
         if not with_source:
             return out

@@ -24,6 +24,7 @@ sys.path.insert(0, HERE)
 
 import ir_interpreter as ii  # noqa: E402
 import mlir_generic as mg  # noqa: E402
+from example_sizes import check_defines  # noqa: E402
 import pe_torch as pt  # noqa: E402
 from safetensors_io import read_safetensors, save_safetensors  # noqa: E402
 
@@ -444,7 +445,8 @@ class TestPrinterOutput(Case):
             if not name.endswith(".pe"):
                 continue
             with self.subTest(example=name):
-                r = subprocess.run([stringc, "--emit=mlir", os.path.join(examples, name)],
+                path = os.path.join(examples, name)
+                r = subprocess.run([stringc, "--emit=mlir", path] + check_defines(path),
                                    capture_output=True, text=True, timeout=120)
                 self.assertEqual(r.returncode, 0, r.stderr)
                 text = self.generic(opt, ["-"], r.stdout)

@@ -52,6 +52,7 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 
 import ir_interpreter as ii  # noqa: E402
+from example_sizes import check_defines  # noqa: E402
 from safetensors_io import read_safetensors, save_safetensors  # noqa: E402
 
 torch.set_num_threads(1)
@@ -194,7 +195,8 @@ class TestRuntimeVsTorch(unittest.TestCase):
         """Compares one example; returns 0 (data missing: a skipped subtest) or 1."""
         name = os.path.basename(example)
         start = time.monotonic()
-        mlir = self.run_tool([self.tools["stringc"], example, "--emit=mlir"])
+        mlir = self.run_tool([self.tools["stringc"], example, "--emit=mlir"]
+                             + check_defines(example))
         module = ii.load_module(self.run_tool(
             [self.tools["string-opt"], "--pe-autodiff", "--mlir-print-op-generic", "-"], mlir))
         data = (module.dataset or {}).get("path")
@@ -207,7 +209,8 @@ class TestRuntimeVsTorch(unittest.TestCase):
             pkg = os.path.join(tmp, "model.pkg")
             first = os.path.join(tmp, "initial.safetensors")
             weights = os.path.join(tmp, "params.safetensors")
-            self.run_tool([self.tools["stringc"], example, "--target=cpu", "-o", pkg])
+            self.run_tool([self.tools["stringc"], example, "--target=cpu", "-o", pkg]
+                          + check_defines(example))
             seed = SEED.get(name, 0)
             gradients = [self.tools["stringrun"], "gradients", pkg, "--batch", str(batch),
                          "--seed", str(seed)]

@@ -18,7 +18,8 @@ For every examples/*.pe whose dataset is on this machine:
      test's tolerances; and in float64 against the PyTorch oracle
      (tests/oracle/ir_interpreter.py on the same @forward): the loss and
      the outputs within 1e-6 relative.
-And a trained checkpoint: vit_rope after a short `stringrun train` has the
+And a trained checkpoint: vit_rope (every Fashion-MNIST example with
+STRINGC_EMIT_ACCURACY_EXAMPLES=all) after a short `stringrun train` has the
 same test accuracy in the emitted module (float32) as in `stringrun eval`,
 within 0.05 points.
 
@@ -43,6 +44,7 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(REPO, "tests", "oracle"))
 
 import ir_interpreter as ii  # noqa: E402
+from example_sizes import check_defines  # noqa: E402
 from safetensors_io import read_safetensors, save_safetensors  # noqa: E402
 
 torch.set_num_threads(1)
@@ -153,7 +155,7 @@ class EmitPytorchTest(unittest.TestCase):
         name = os.path.basename(example)
         with open(example) as f:
             source = f.read()
-        mlir = run([tool("stringc"), example, "--emit=mlir"])
+        mlir = run([tool("stringc"), example, "--emit=mlir"] + check_defines(example))
         oracle = ii.load_module(run([tool("string-opt"), "--mlir-print-op-generic", "-"], mlir))
         data = (oracle.dataset or {}).get("path")
         if not data or not os.path.exists(data):
@@ -162,12 +164,14 @@ class EmitPytorchTest(unittest.TestCase):
         batch = BATCH.get(name, DEFAULT_BATCH)
         with tempfile.TemporaryDirectory() as tmp:
             emitted_path = os.path.join(tmp, name[:-3] + "_model.py")
-            run([tool("stringc"), example, "--emit=pytorch", "-o", emitted_path])
+            run([tool("stringc"), example, "--emit=pytorch", "-o", emitted_path]
+                + check_defines(example))
             with open(emitted_path) as f:
                 emitted = f.read()
             emitted_module = import_file(emitted_path)
             package = os.path.join(tmp, "model.pkg")
-            run([tool("stringc"), example, "--target=cpu-reference", "-o", package])
+            run([tool("stringc"), example, "--target=cpu-reference", "-o", package]
+                + check_defines(example))
             seed = SEED.get(name, 0)
             gradients = [tool("stringrun"), "gradients", package, "--batch", str(batch),
                          "--kernels", "reference", "--seed", str(seed)]
@@ -258,34 +262,56 @@ def read_idx(path):
 
 
 class TrainedCheckpointTest(unittest.TestCase):
+    """A short `stringrun train`, then the test set's accuracy in the emitted
+    module (float32) against `stringrun eval`'s. CI checks vit_rope;
+    STRINGC_EMIT_ACCURACY_EXAMPLES=all (or a comma list) checks those
+    examples of Fashion-MNIST (docs/pytorch.md gives the last run)."""
+
     def test_accuracy_equals_stringrun_eval(self):
         data = "/usr/share/datasets/fashion-mnist"
         if not os.path.exists(data):
             self.skipTest(f"{data} is not on this machine")
-        example = os.path.join(REPO, "examples", "vit_rope.pe")
+        wanted = os.environ.get("STRINGC_EMIT_ACCURACY_EXAMPLES", "vit_rope")
+        examples = []
+        for path in sorted(glob.glob(os.path.join(REPO, "examples", "*.pe"))):
+            with open(path) as f:
+                if data not in f.read():
+                    continue
+            name = os.path.basename(path)[:-3]
+            if wanted == "all" or name in wanted.split(","):
+                examples.append(path)
+        self.assertTrue(examples, f"no example of {data} among {wanted}")
+        images = read_idx(os.path.join(data, "t10k-images-idx3-ubyte.gz"))
+        labels = read_idx(os.path.join(data, "t10k-labels-idx1-ubyte.gz")).long()
+        images = (images.float() / 255).reshape(-1, 1, 28, 28)
+        for example in examples:
+            with self.subTest(example=os.path.basename(example)):
+                self.check_trained(example, images, labels)
+
+    def check_trained(self, example, images, labels):
+        name = os.path.basename(example)[:-3]
+        with open(example) as f:
+            model_name = re.search(r"^model\s+(\w+)", f.read(), re.M).group(1)
         with tempfile.TemporaryDirectory() as tmp:
-            package = os.path.join(tmp, "vit_rope.pkg")
-            checkpoint = os.path.join(tmp, "vit_rope.ckpt")
+            package = os.path.join(tmp, name + ".pkg")
+            checkpoint = os.path.join(tmp, name + ".ckpt")
             run([tool("stringc"), example, "--target=cpu", "-o", package])
             run([tool("stringrun"), "train", package, "--steps", "40", "--batch", "64",
                  "--no-eval", "--checkpoint", checkpoint])
             evaluated = run([tool("stringrun"), "eval", package, "--params", checkpoint])
             runtime_accuracy = float(re.search(r"accuracy ([0-9.]+)%", evaluated).group(1))
-            emitted_path = os.path.join(tmp, "vit_rope_model.py")
+            emitted_path = os.path.join(tmp, name + "_model.py")
             run([tool("stringc"), example, "--emit=pytorch", "-o", emitted_path])
             emitted = import_file(emitted_path)
-            model = emitted.VitRope()
+            model = getattr(emitted, camel_case(model_name))()
             model.load_state_dict(emitted.load_checkpoint(checkpoint))
-        images = read_idx(os.path.join(data, "t10k-images-idx3-ubyte.gz"))
-        labels = read_idx(os.path.join(data, "t10k-labels-idx1-ubyte.gz")).long()
-        images = (images.float() / 255).reshape(-1, 1, 28, 28)
         correct = 0
         with torch.no_grad():
             for start in range(0, len(labels), 1000):
                 logits = model(images[start:start + 1000])
                 correct += (logits.argmax(-1) == labels[start:start + 1000]).sum().item()
         accuracy = 100.0 * correct / len(labels)
-        print(f"vit_rope after 40 steps: test accuracy {accuracy:.2f}% in PyTorch, "
+        print(f"{name} after 40 steps: test accuracy {accuracy:.2f}% in PyTorch, "
               f"{runtime_accuracy:.2f}% in stringrun eval", flush=True)
         self.assertGreater(accuracy, 20.0)  # it learned something: not a chance-level check
         self.assertLessEqual(abs(accuracy - runtime_accuracy), 0.05 + 0.005)
