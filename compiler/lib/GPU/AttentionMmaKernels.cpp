@@ -9,6 +9,9 @@
 // as the f32 kernels (the forward writes the log-sum-exp, the gradient
 // kernels read it and delta); skip masks, `rel` and
 // other head dims stay on the f32 kernels (these lowerings decline them).
+// q, k, v, dy, y, dq, dk and dv are storage parameters (storageParams): a
+// bf16 package's variants read and write them in bf16 (KernelBuilder::load
+// / store); lse, delta and the RoPE table are always f32.
 //
 // - Blocks of 4 warps, grid (B * H, ceil(T / 64), 1): each warp owns 16 rows
 //   (queries for the forward and dQ kernels; keys for dK/dV), 64
@@ -17,9 +20,9 @@
 // - Shared tiles hold bf16, one token per row, `dh + 8` halfwords apart (the
 //   8 pad the 8 rows an ldmatrix phase reads over the 32 banks; 48, 80 and
 //   144 bytes a row, so every row address is 16-byte aligned). q and k are
-//   rotated by RoPE in f32 as they load, then rounded to bf16 (nearest
-//   even) with integer arithmetic: the same bits on a GPU and in the host
-//   emulator.
+//   rotated by RoPE in f32 as they load (widened from bf16 in a bf16
+//   variant), then rounded to bf16 (nearest even) with integer arithmetic:
+//   the same bits on a GPU and in the host emulator.
 // - Fragments (PTX ISA, m16n8k16; g = lane / 4, t = lane % 4) are read from
 //   the tiles with ldmatrix.sync.aligned.m8n8 (lane l gives row l % 8 of
 //   matrix l / 8): A register j holds (row g + 8 (j & 1), columns 2t + 8
@@ -45,7 +48,8 @@
 //   (dP^T - delta), dV += P^T dO, dK += dS^T Q over the query tiles, 16
 //   queries at a time) and dQ (S = Q K^T, dP = dO V^T, dQ += dS K over the
 //   key tiles, 16 keys at a time). dq and dk are scaled and rotated back
-//   (RoPE pairs are the two adjacent columns a lane holds) in f32.
+//   (RoPE pairs are the two adjacent columns a lane holds) in f32; y, dq,
+//   dk and dv are rounded once, as they are stored (bf16 variants).
 // - Masks: key j is visible to query i when j <= i + lookahead (0 for causal,
 //   T - 1 for none; an i64 that may be 0) and j < T, else
 //   its score is -inf (P = 0); causal blocks stop at the key tile of their
@@ -743,10 +747,24 @@ void dqBody(KernelBuilder &k, const Args &args, int64_t dh) {
   storeRows(w, unflatten(done, 0, featureBlocks), w.scale, table, args("dq"));
 }
 
+/// The parameters a kernel of this family reads or writes only through
+/// KernelBuilder::load / store, element by element (stageTile, storeRows):
+/// the activations q, k, v, dy and the results y, dq, dk, dv, which a bf16
+/// package may store in bf16 (KernelDef::storageParams). lse and delta (f32
+/// statistics) and the RoPE table stay f32.
+std::vector<unsigned> storageParams(const GpuKernelSpec &spec) {
+  std::vector<unsigned> params;
+  for (unsigned i = 0; i < spec.params.size(); ++i)
+    if (llvm::is_contained({"y", "dq", "dk", "dv", "q", "k", "v", "dy"}, spec.params[i].first))
+      params.push_back(i);
+  return params;
+}
+
 KernelDef mmaKernel(Kind kind, bool rope, int64_t dh) {
   KernelDef def = kindKernel(kernelName(kind, rope, dh), kind, rope ? Enc::Rope : Enc::Plain, dh,
                              kThreads, sharedBytes(kind, dh), {forwardBody, dkdvBody, dqBody});
   def.tensorCores = true;
+  def.storageParams = storageParams(def.spec);
   return def;
 }
 
@@ -840,6 +858,7 @@ void appendAttentionMmaKernels(std::vector<KernelDef> &defs) {
   KernelDef delta = deltaKernel(kDeltaKernel, pe::AttentionGradOp::getOperationName(),
                                 roundedToBf16);
   delta.tensorCores = true; // generated for bf16 packages only, as the kernels above
+  delta.storageParams = storageParams(delta.spec); // y, dy
   defs.push_back(std::move(delta));
 }
 

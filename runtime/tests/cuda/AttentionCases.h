@@ -24,6 +24,13 @@
 // (tol 1 and more). Peaked rows (q * 25) are not bf16 cases: an error of
 // 2^-9 in scores of +-100 moves probabilities by tens of percent, the
 // expected behaviour of bf16 attention rather than a kernel fault.
+//
+// The `storage` cases launch the tensor-core kernels' variants with every
+// storage parameter in bf16 (KernelDef::storageParams: q, k, v, dy read and
+// y, dq, dk, dv written as bf16, as a bf16 package stores its activations):
+// the inputs are the bf16 values of the random data (the reference gets the
+// same values), and each output is rounded once more, to bf16 (up to 2^-9
+// of the largest |want|), within the same bounds.
 #pragma once
 
 #include "stringrt/cuda/CudaBackend.h"
@@ -35,6 +42,8 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -47,12 +56,32 @@ public:
   virtual ~Backend() = default;
   virtual uint64_t put(const std::vector<float> &values) = 0;
   virtual std::vector<float> get(uint64_t address, size_t n) = 0;
+  // A buffer of bf16 elements (`values` rounded, toBf16) and one read back
+  // widened to f32.
+  virtual uint64_t putBf16(const std::vector<float> &values) = 0;
+  virtual std::vector<float> getBf16(uint64_t address, size_t n) = 0;
   // `grid` is null for kernels of a grid rule other than explicit.
   virtual void launch(const std::string &kernel, const std::vector<KernelArg> &args,
                       const std::array<int64_t, 3> *grid) = 0;
   // Filled with NaN: an element a kernel leaves unwritten fails the comparison.
   uint64_t output(size_t n) { return put(std::vector<float>(n, NAN)); }
+  uint64_t outputBf16(size_t n) { return putBf16(std::vector<float>(n, NAN)); }
 };
+
+// The bf16 nearest to `x` (ties to even; NaN -> 0x7fc0), as the kernels round.
+inline uint16_t toBf16(float x) {
+  if (std::isnan(x))
+    return 0x7fc0;
+  uint32_t bits;
+  std::memcpy(&bits, &x, 4);
+  return uint16_t((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+}
+inline float fromBf16(uint16_t h) {
+  uint32_t bits = uint32_t(h) << 16;
+  float x;
+  std::memcpy(&x, &bits, 4);
+  return x;
+}
 
 enum class Mask { None, Causal, Skip };
 
@@ -64,13 +93,14 @@ struct Case {
   double qScale = 1.0; // multiplies q: large values give peaked softmax rows
   bool rel = false;     // relative attention: a random rel [T, T, Dh, Dh]
   bool bf16 = false;    // the tensor-core kernels (--gpu-precision=bf16)
+  bool storage = false; // ...their variant with the activations in bf16 (bf16 only)
   int64_t width() const { return heads * headDim; }
   std::string describe() const {
     const char *masks[] = {"none", "causal", "skip"};
     return "B=" + std::to_string(batch) + " T=" + std::to_string(tokens) +
            " H=" + std::to_string(heads) + " Dh=" + std::to_string(headDim) +
            " mask=" + masks[int(mask)] + (rope ? " rope" : "") + (rel ? " rel" : "") +
-           (bf16 ? " bf16" : "") +
+           (bf16 ? " bf16" : "") + (storage ? " storage" : "") +
            (qScale != 1.0 ? " q*" + std::to_string(qScale) : "");
   }
 };
@@ -82,9 +112,14 @@ constexpr int64_t kMmaRowsPerBlock = 64;
 inline int64_t rowsPerBlock(const Case &c) {
   return c.bf16 ? kMmaRowsPerBlock : rowsPerBlock(c.headDim);
 }
+// The storage cases' variants (kernelVariantName): one `b` per storage
+// parameter, y q k v / dk dv q k v dy / dq q k v dy.
 inline std::string flashKernel(const Case &c, const std::string &part) {
+  std::string variant;
+  if (c.storage)
+    variant = "__" + std::string(part.empty() ? 4 : part == "_grad_dkdv" ? 6 : 5, 'b');
   return std::string(c.rope ? "pe_rope_attention" : c.rel ? "pe_rel_attention" : "pe_attention") +
-         (c.bf16 ? "_mma" : "") + part + "_d" + std::to_string(c.headDim);
+         (c.bf16 ? "_mma" : "") + part + "_d" + std::to_string(c.headDim) + variant;
 }
 
 inline void expectClose(const std::vector<float> &got, const std::vector<float> &want,
@@ -154,7 +189,11 @@ inline void runCase(Backend &backend, const Case &c, bool backward, std::mt19937
   SCOPED_TRACE(c.describe() + (backward ? " backward" : " forward"));
   const int64_t B = c.batch, T = c.tokens, D = c.width(), H = c.heads, n = B * T * D;
   const double scale = 1.0 / std::sqrt(double(c.headDim));
-  const Data d = randomData(c, rng);
+  Data d = randomData(c, rng);
+  if (c.storage) // the values a bf16 buffer holds
+    for (std::vector<float> *x : {&d.q, &d.k, &d.v, &d.dy})
+      for (float &e : *x)
+        e = fromBf16(toBf16(e));
   const std::vector<int64_t> shape = {B, T, D};
   using ref::TensorRef;
   auto in = [&](const std::vector<float> &v, std::vector<int64_t> s) {
@@ -164,8 +203,18 @@ inline void runCase(Backend &backend, const Case &c, bool backward, std::mt19937
                             : c.mask == Mask::Causal ? ref::AttentionMask::Causal
                                                      : ref::AttentionMask::Skip;
   using KA = KernelArg;
-  const uint64_t q = backend.put(d.q), k = backend.put(d.k), v = backend.put(d.v);
-  const uint64_t dy = backend.put(d.dy);
+  // Activations: bf16 buffers in the storage cases.
+  auto putActivation = [&](const std::vector<float> &x) {
+    return c.storage ? backend.putBf16(x) : backend.put(x);
+  };
+  auto outputActivation = [&](size_t count) {
+    return c.storage ? backend.outputBf16(count) : backend.output(count);
+  };
+  auto getActivation = [&](uint64_t address, size_t count) {
+    return c.storage ? backend.getBf16(address, count) : backend.get(address, count);
+  };
+  const uint64_t q = putActivation(d.q), k = putActivation(d.k), v = putActivation(d.v);
+  const uint64_t dy = putActivation(d.dy);
 
   if (c.mask == Mask::Skip) { // the gathers: head h lags skip_base + h
     const std::vector<KA> sizes = {KA::integer(n), KA::integer(T), KA::integer(D),
@@ -263,7 +312,7 @@ inline void runCase(Backend &backend, const Case &c, bool backward, std::mt19937
   // The forward (y and lse [B, H, T]); the backward reads both, as the
   // gradient op's operands.
   const int64_t rows = B * H * T;
-  uint64_t y = backend.output(size_t(n)), lse = backend.output(size_t(rows));
+  uint64_t y = outputActivation(size_t(n)), lse = backend.output(size_t(rows));
   call("", {KA::pointer(y), KA::pointer(lse)}, {});
   if (!backward) {
     std::vector<float> want(static_cast<size_t>(n)), wantLse(static_cast<size_t>(rows));
@@ -275,7 +324,7 @@ inline void runCase(Backend &backend, const Case &c, bool backward, std::mt19937
     else
       ref::attention<float>(in(d.q, shape), in(d.k, shape), in(d.v, shape), refRel, H, scale,
                             mask, 0, {want.data(), shape}, refLse);
-    compare(backend.get(y, size_t(n)), want, 1e-2, "attention y");
+    compare(getActivation(y, size_t(n)), want, 1e-2, "attention y");
     // lse in f32 either way (bf16 scores: within a few bf16 roundings of the
     // scores' size).
     const std::vector<float> gotLse = backend.get(lse, size_t(rows));
@@ -286,9 +335,11 @@ inline void runCase(Backend &backend, const Case &c, bool backward, std::mt19937
   }
   // delta (scratch: B * H * T), then dK/dV and dQ from the forward's lse.
   uint64_t delta = backend.output(size_t(rows));
-  uint64_t dq = backend.output(size_t(n)), dk = backend.output(size_t(n)),
-           dv = backend.output(size_t(n));
-  backend.launch(c.bf16 ? "pe_attention_mma_grad_delta" : "pe_attention_grad_delta",
+  uint64_t dq = outputActivation(size_t(n)), dk = outputActivation(size_t(n)),
+           dv = outputActivation(size_t(n));
+  backend.launch(c.storage ? "pe_attention_mma_grad_delta__bb"
+                 : c.bf16  ? "pe_attention_mma_grad_delta"
+                           : "pe_attention_grad_delta",
                  {KA::pointer(delta), KA::pointer(y), KA::pointer(dy), KA::integer(rows),
                   KA::integer(T), KA::integer(D), KA::integer(H)},
                  nullptr);
@@ -321,9 +372,9 @@ inline void runCase(Backend &backend, const Case &c, bool backward, std::mt19937
                               {wv.data(), shape},
                               c.rel ? Drel(ref::TensorRef<float>{wrel.data(), relShape})
                                     : Drel(std::nullopt));
-  compare(backend.get(dq, size_t(n)), wq, 2e-2, "attention dq");
-  compare(backend.get(dk, size_t(n)), wk, 2e-2, "attention dk");
-  compare(backend.get(dv, size_t(n)), wv, 2e-2, "attention dv");
+  compare(getActivation(dq, size_t(n)), wq, 2e-2, "attention dq");
+  compare(getActivation(dk, size_t(n)), wk, 2e-2, "attention dk");
+  compare(getActivation(dv, size_t(n)), wv, 2e-2, "attention dv");
   if (c.rel)
     expectClose(backend.get(drel, size_t(relCount)), wrel, 1e-4, "attention drel");
 }
@@ -373,6 +424,16 @@ inline std::vector<Case> bf16Cases() {
           c.bf16 = true;
           cases.push_back(c);
         }
+  return cases;
+}
+
+// The tensor-core kernels' bf16-storage variants on every case of bf16Cases.
+inline std::vector<Case> bf16StorageCases() {
+  std::vector<Case> cases;
+  for (Case c : bf16Cases()) {
+    c.storage = true;
+    cases.push_back(c);
+  }
   return cases;
 }
 

@@ -31,6 +31,19 @@ protected:
   std::vector<float> get(uint64_t address, size_t n) override {
     return GpuKernelSession::get(address, n);
   }
+  uint64_t putBf16(const std::vector<float> &values) override {
+    std::vector<uint16_t> halves;
+    for (float x : values)
+      halves.push_back(toBf16(x));
+    return putBytes(halves);
+  }
+  std::vector<float> getBf16(uint64_t address, size_t n) override {
+    device->synchronize("test");
+    std::vector<float> values;
+    for (uint16_t h : arena->downloadVector<uint16_t>(offsets.at(address), n))
+      values.push_back(fromBf16(h));
+    return values;
+  }
   void launch(const std::string &kernel, const std::vector<KernelArg> &args,
               const std::array<int64_t, 3> *grid) override {
     kernels->launch(kernel, args, kernel, grid);
@@ -76,6 +89,20 @@ TEST_F(GpuAttention, Bf16BackwardMatchesReference) {
       << "the test package has no tensor-core kernels: compile tests/cuda/kernels.pe with "
          "--gpu-all-kernels --gpu-precision=bf16";
   run(true, any, bf16Cases());
+}
+// Their variants reading and writing the activations in bf16 (a bf16
+// package's storage).
+TEST_F(GpuAttention, Bf16StorageForwardMatchesReference) {
+  ASSERT_NE(package->cuda()->find("pe_attention_mma_d16__bbbb"), nullptr)
+      << "the test package has no bf16-storage attention kernels: compile tests/cuda/kernels.pe "
+         "with --gpu-all-kernels --gpu-precision=bf16";
+  run(false, any, bf16StorageCases());
+}
+TEST_F(GpuAttention, Bf16StorageBackwardMatchesReference) {
+  ASSERT_NE(package->cuda()->find("pe_attention_mma_grad_dq_d16__bbbbb"), nullptr)
+      << "the test package has no bf16-storage attention kernels: compile tests/cuda/kernels.pe "
+         "with --gpu-all-kernels --gpu-precision=bf16";
+  run(true, any, bf16StorageCases());
 }
 
 TEST_F(GpuAttention, SkipGathersMatchReference) {
