@@ -100,8 +100,10 @@ ExtraTerm gemmTime(LaunchArithmetic arithmetic, double flops, double bytes,
 std::optional<ExtraTerm> attentionTime(Operation &op, const LaunchEstimate &e, int64_t batch,
                                        const GpuMachineModel &) {
   llvm::StringRef kernel = e.kernel;
+  // The delta kernels (delta_i = dy_i . y_i) are a row-wise dot product:
+  // bytes, as the memory term charges them, not an attention kernel's time.
   if (!kernel.contains("attention") || kernel.starts_with("pe_rel_attention") ||
-      kernel.contains("skip"))
+      kernel.contains("skip") || kernel.contains("grad_delta"))
     return std::nullopt;
   // W = B H T^2 Dh = (B T D) T of the first [B, T, D] operand.
   double work = 0;
