@@ -295,13 +295,15 @@ class TrainedCheckpointTest(unittest.TestCase):
         with tempfile.TemporaryDirectory() as tmp:
             package = os.path.join(tmp, name + ".pkg")
             checkpoint = os.path.join(tmp, name + ".ckpt")
-            run([tool("stringc"), example, "--target=cpu", "-o", package])
+            run([tool("stringc"), example, "--target=cpu", "-o", package]
+                + check_defines(example))
             run([tool("stringrun"), "train", package, "--steps", "40", "--batch", "64",
                  "--no-eval", "--checkpoint", checkpoint])
             evaluated = run([tool("stringrun"), "eval", package, "--params", checkpoint])
             runtime_accuracy = float(re.search(r"accuracy ([0-9.]+)%", evaluated).group(1))
             emitted_path = os.path.join(tmp, name + "_model.py")
-            run([tool("stringc"), example, "--emit=pytorch", "-o", emitted_path])
+            run([tool("stringc"), example, "--emit=pytorch", "-o", emitted_path]
+                + check_defines(example))
             emitted = import_file(emitted_path)
             model = getattr(emitted, camel_case(model_name))()
             model.load_state_dict(emitted.load_checkpoint(checkpoint))
