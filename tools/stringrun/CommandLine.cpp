@@ -26,6 +26,24 @@ const std::pair<const char *, bool Args::*> kDeviceFlags[] = {
     {"--sync-launches", &Args::syncLaunches},
 };
 
+/// The other options without a value.
+const std::pair<const char *, bool Args::*> kSwitches[] = {
+    {"--no-eval", &Args::noEval},   {"--ema", &Args::ema},
+    {"--no-arena", &Args::noArena}, {"--profile", &Args::profile},
+    {"--resize-positions", &Args::resizePositions},
+};
+
+/// The field an option without a value sets, or null.
+bool Args::*switchField(const std::string &name) {
+  for (const auto &[flag, field] : kSwitches)
+    if (name == flag)
+      return field;
+  for (const auto &[flag, field] : kDeviceFlags)
+    if (name == flag)
+      return field;
+  return nullptr;
+}
+
 const std::vector<std::string> kValueOptions = {
     "--data", "--epochs", "--steps",  "--batch",  "--seed",   "--checkpoint",
     "--resume", "--params", "--log", "--threads", "--stop-after", "--out",
@@ -58,30 +76,8 @@ Args parseArgs(int argc, char **argv) {
         value = arg.substr(eq + 1);
         inlineValue = true;
       }
-      if (name == "--no-eval" && !inlineValue) {
-        args.noEval = true;
-        continue;
-      }
-      if (name == "--ema" && !inlineValue) {
-        args.ema = true;
-        continue;
-      }
-      if (name == "--no-arena" && !inlineValue) {
-        args.noArena = true;
-        continue;
-      }
-      if (name == "--profile" && !inlineValue) {
-        args.profile = true;
-        continue;
-      }
-      if (name == "--resize-positions" && !inlineValue) {
-        args.resizePositions = true;
-        continue;
-      }
-      auto deviceFlag = std::find_if(std::begin(kDeviceFlags), std::end(kDeviceFlags),
-                                     [&](const auto &flag) { return name == flag.first; });
-      if (deviceFlag != std::end(kDeviceFlags) && !inlineValue) {
-        args.*(deviceFlag->second) = true;
+      if (bool Args::*field = switchField(name); field && !inlineValue) {
+        args.*field = true;
         continue;
       }
       if (!isValueOption(name))
