@@ -17,6 +17,12 @@
 //   (queries for the forward and dQ kernels; keys for dK/dV), 64
 //   per block. The other side goes through static shared memory 64 tokens at
 //   a time.
+// - Staging (TileStager, TileLoop): a tile whose tensor a variant stores in
+//   bf16 and that needs no rotation (v, dy; q and k without RoPE) is copied
+//   by cp.async, 16 bytes at a time; v (forward, dQ) and dy (dK/dV) a tile
+//   ahead into the other of two buffers, so the copy of tile t + 1 overlaps
+//   the products of tile t (FlashAttention-2's pipelining). The rest goes
+//   through registers (stageTile).
 // - Shared tiles hold bf16, one token per row, `dh + 8` halfwords apart (the
 //   8 pad the 8 rows an ldmatrix phase reads over the 32 banks; 48, 80 and
 //   144 bytes a row, so every row address is 16-byte aligned). q and k are
@@ -103,17 +109,19 @@ std::string kernelName(Kind kind, bool rope, int64_t dh) {
   return attention::kernelName(rope ? "pe_rope_attention_mma" : "pe_attention_mma", kind, dh);
 }
 
-/// Static shared memory of a kernel: bf16 tiles of kTile tokens (and the
-/// f32 lse and delta of a query tile for dK/dV).
+/// Static shared memory of a kernel at most (a variant that stores v or dy
+/// in bf16; TileStager): bf16 tiles of kTile tokens, two for the tile
+/// copied a step ahead (and the f32 lse and delta of a query tile for
+/// dK/dV).
 int64_t sharedBytes(Kind kind, int64_t dh) {
   const int64_t tile = kTile * tileStride(dh) * 2;
   switch (kind) {
   case Kind::Forward:
-    return 3 * tile; // q, k, v
+    return 4 * tile; // q, k, 2 x v
   case Kind::DkDv:
-    return 4 * tile + 2 * kTile * 4; // k, v rows; q, dy tiles; lse, delta
+    return 5 * tile + 2 * kTile * 4; // k, v rows; q, 2 x dy tiles; lse, delta
   case Kind::Dq:
-    return 4 * tile; // q, dy rows; k, v tiles
+    return 5 * tile; // q, dy rows; k, 2 x v tiles
   }
   return 0;
 }
@@ -348,6 +356,149 @@ void stageTile(Warps &w, Value tile, Value x, Value table, Value start) {
   });
 }
 
+/// cp.async.cg.shared.global of 16 bytes with a source size (PTX ISA,
+/// "cp.async"): the 8 bf16 from element `srcIndex` of the bf16 tensor `x`
+/// to halfword `dstIndex` of a shared tile, or 8 zeros when `valid` is
+/// false (source size 0: nothing is read). Both addresses are 16-byte
+/// aligned: tile rows are (dh + 8) halfwords and every tensor starts
+/// kDeviceAlignment-aligned with rows of D = heads * dh bf16. The copy lands
+/// when the thread waits for its group (waitGroups); other threads see it
+/// after the barrier that follows.
+void copy16Async(KernelBuilder &k, Value tile, Value dstIndex, Value x, Value srcIndex,
+                 Value valid) {
+  OpBuilder &b = k.builder();
+  Location loc = k.location();
+  MLIRContext *context = b.getContext();
+  constexpr unsigned kGlobal = 1, kShared = 3;
+  Value dst = b.create<LLVM::AddrSpaceCastOp>(loc, LLVM::LLVMPointerType::get(context, kShared),
+                                              halfAddress(k, tile, dstIndex));
+  Value src = b.create<LLVM::AddrSpaceCastOp>(loc, LLVM::LLVMPointerType::get(context, kGlobal),
+                                              halfAddress(k, x, srcIndex));
+  Value bytes = select(k, valid, k.i32(16), k.i32(0));
+  NamedAttribute attributes[] = {
+      b.getNamedAttr("intrin", b.getStringAttr("llvm.nvvm.cp.async.cg.shared.global.16.s")),
+      b.getNamedAttr("fastmathFlags",
+                     LLVM::FastmathFlagsAttr::get(context, LLVM::FastmathFlags::none))};
+  b.create<LLVM::CallIntrinsicOp>(loc, TypeRange{}, ValueRange{dst, src, bytes}, attributes);
+}
+
+/// cp.async.commit_group: the thread's copies issued since the last one
+/// form a group.
+void commitGroup(KernelBuilder &k) { k.builder().create<NVVM::CpAsyncCommitGroupOp>(k.location()); }
+/// cp.async.wait_group `pending`: the thread's groups but the newest
+/// `pending` are complete.
+void waitGroups(KernelBuilder &k, uint32_t pending) {
+  k.builder().create<NVVM::CpAsyncWaitGroupOp>(k.location(), pending);
+}
+
+/// Tokens [start, start + kTile) of the bf16 tensor x's head slice copied
+/// into the tile by cp.async (zeros for tokens >= T), 16 bytes a copy: what
+/// stageTile writes without a table, without passing through registers.
+void copyTileAsync(Warps &w, Value tile, Value x, Value start) {
+  KernelBuilder &k = w.k;
+  const int64_t chunks = w.dh / 8; // 16-byte copies a token
+  k.forLoop(w.thread, k.i64(kTile * chunks), k.i64(kThreads), {}, [&](Value e, ValueRange) {
+    Value c = divU(k, e, k.i64(chunks)), d0 = k.mul(remU(k, e, k.i64(chunks)), k.i64(8));
+    Value token = k.add(start, c);
+    copy16Async(k, tile, k.add(k.mul(c, k.i64(tileStride(w.dh))), d0), x,
+                k.add(w.at(w.clamp(token)), d0), w.inRange(token));
+    return SmallVector<Value>{};
+  });
+}
+
+/// One shared tile a kernel stages from tensor `x` (rotated by RoPE when
+/// `table`): by cp.async when x is stored in bf16 and nothing is applied on
+/// the way (the copy is the tile), else through registers (stageTile).
+/// `ahead`: the loop copies tile t + 1 while it computes tile t, into the
+/// other of two buffers (only a tile copied by cp.async; the others have one
+/// buffer and are staged at their step's start).
+struct TileStager {
+  Warps &w;
+  Value x, table;
+  Value memory; // one tile, or two when ahead
+  bool async, ahead;
+
+  TileStager(Warps &w, llvm::StringRef name, Value x, Value table, bool wantAhead)
+      : w(w), x(x), table(table), async(!table && w.k.isBf16(x)), ahead(wantAhead && async) {
+    memory = sharedHalves(w.k, ahead ? (name + "_x2").str() : name.str(),
+                          (ahead ? 2 : 1) * kTile * tileStride(w.dh));
+  }
+  /// The buffer of tile `t` (the loop's tile index).
+  Value buffer(Value t) {
+    if (!ahead)
+      return memory;
+    Value parity = remU(w.k, t, w.k.i64(2));
+    return halfAddress(w.k, memory, w.k.mul(parity, w.k.i64(kTile * tileStride(w.dh))));
+  }
+  /// Issues tile t's staging (tokens from t * kTile): complete after the
+  /// thread's wait for its group (when async) and a barrier.
+  void stage(Value t) {
+    Value start = w.k.mul(t, w.k.i64(kTile));
+    if (async)
+      copyTileAsync(w, buffer(t), x, start);
+    else
+      stageTile(w, buffer(t), x, table, start);
+  }
+};
+
+/// The other side of a kernel's loop over tiles: `first` (k or q) staged
+/// at each step's start, `second` (v or dy) a step ahead when it can be
+/// (TileStager::ahead). Every step: a barrier (all warps are done with the
+/// previous tile and with the buffer about to be refilled), `first` of tile
+/// t, `extra` (dK/dV's lse and delta), `second` of tile t + 1 (or of t),
+/// the thread's copies of tile t waited for, a barrier. Copy groups, in
+/// issue order: first(t) [+ second(t)], then second(t + 1); wait_group 1
+/// completes all but the newest.
+struct TileLoop {
+  Warps &w;
+  TileStager &first, &second;
+  Value end; // one past the loop's last tile
+
+  bool anyAsync() const { return first.async || second.async; }
+  /// Before the loop: the rows tiles (staged by the caller through
+  /// `stageRows`) and, when ahead, tile `begin`'s second; then the barrier
+  /// after which the rows may be read.
+  void prologue(Value begin, const std::function<void()> &stageRows) {
+    stageRows();
+    if (second.ahead) {
+      commitGroup(w.k);
+      w.k.ifThen(cmpI(w.k, Pred::slt, begin, end), [&] { second.stage(begin); });
+    }
+    finishStaging();
+  }
+  /// The step's staging of tile t, ending with the barrier after which its
+  /// tiles may be read.
+  void step(Value t, const std::function<void()> &extra) {
+    barrier(w.k);
+    first.stage(t);
+    if (extra)
+      extra();
+    if (second.ahead) {
+      commitGroup(w.k);
+      Value next = w.k.add(t, w.k.i64(1));
+      w.k.ifThen(cmpI(w.k, Pred::slt, next, end), [&] { second.stage(next); });
+    } else {
+      second.stage(t);
+    }
+    finishStaging();
+  }
+  /// After the loop: no copy left in flight (the last step's group of tile
+  /// `end` is empty, but a kernel exits with none pending).
+  void epilogue() {
+    if (anyAsync())
+      waitGroups(w.k, 0);
+  }
+
+private:
+  void finishStaging() {
+    if (anyAsync()) {
+      commitGroup(w.k);
+      waitGroups(w.k, second.ahead ? 1 : 0);
+    }
+    barrier(w.k);
+  }
+};
+
 /// The end of the keys any row of this block sees: min(T, last row +
 /// lookahead + 1), the last row being min(T, blockStart + 64) - 1.
 Value blockKeyEnd(Warps &w) {
@@ -498,13 +649,13 @@ void forwardBody(KernelBuilder &k, const Args &args, int64_t dh) {
   const Kind kind = Kind::Forward;
   Warps w = makeWarps(k, args, dh);
   Value table = args.optional("table");
-  const int64_t stride = tileStride(dh), featureBlocks = dh / 8;
-  Value qTile = sharedHalves(k, "mma_q_tile", kRows * stride);
-  Value kTileMem = sharedHalves(k, "mma_k_tile", kTile * stride);
-  Value vTileMem = sharedHalves(k, "mma_v_tile", kTile * stride);
-  stageTile(w, qTile, args("q"), table, w.blockStart);
-  barrier(k);
-  const std::vector<Frag> qa = warpRowFragments(w, qTile);
+  const int64_t featureBlocks = dh / 8;
+  TileStager qRows(w, "mma_q_tile", args("q"), table, /*ahead=*/false);
+  TileStager keys(w, "mma_k_tile", args("k"), table, /*ahead=*/false);
+  TileStager values(w, "mma_v_tile", args("v"), Value(), /*ahead=*/true);
+  TileLoop loop{w, keys, values, tilesUpTo(k, blockKeyEnd(w))};
+  loop.prologue(k.i64(0), [&] { qRows.stage(divU(k, w.blockStart, k.i64(kTile))); });
+  const std::vector<Frag> qa = warpRowFragments(w, qRows.memory);
   const Value rows[2] = {w.ownRow(0), w.ownRow(1)};
   const Value lowest = k.f32(-FLT_MAX), minusInf = k.f32(-INFINITY), zero = k.f32(0.0);
   const Value hasRows = w.warpHasRows(), keyEnd = w.warpKeyEnd();
@@ -515,12 +666,10 @@ void forwardBody(KernelBuilder &k, const Args &args, int64_t dh) {
   std::vector<Value> o0 = flatten(std::vector<Frag>(featureBlocks, zeroFrag(k)));
   init.append(o0.begin(), o0.end());
   ValueRange done = k.forLoop(
-      k.i64(0), tilesUpTo(k, blockKeyEnd(w)), k.i64(1), init, [&](Value t, ValueRange carried) {
+      k.i64(0), loop.end, k.i64(1), init, [&](Value t, ValueRange carried) {
         Value start = k.mul(t, k.i64(kTile));
-        barrier(k); // every warp is done with the previous tile
-        stageTile(w, kTileMem, args("k"), table, start);
-        stageTile(w, vTileMem, args("v"), Value(), start);
-        barrier(k);
+        loop.step(t, nullptr);
+        Value kTileMem = keys.memory, vTileMem = values.buffer(t);
         return unlessRowless(k, skip, hasRows, carried, [&] {
           // Scores of 8 keys per fragment, scaled and masked (-inf).
           std::vector<Frag> s(kTile / 8);
@@ -566,6 +715,7 @@ void forwardBody(KernelBuilder &k, const Args &args, int64_t dh) {
           return values;
         });
       });
+  loop.epilogue();
 
   std::vector<Frag> o = unflatten(done, 4, featureBlocks);
   Value inverse[2], sum[2];
@@ -621,39 +771,42 @@ void softmaxGrad(Warps &w, Frag &s, Frag &dp, const std::array<Value, 4> &visibl
 void dkdvBody(KernelBuilder &k, const Args &args, int64_t dh) {
   Warps w = makeWarps(k, args, dh);
   Value table = args.optional("table");
-  const int64_t stride = tileStride(dh), featureBlocks = dh / 8;
-  Value kRowsTile = sharedHalves(k, "mma_k_rows", kRows * stride);
-  Value vRowsTile = sharedHalves(k, "mma_v_rows", kRows * stride);
-  Value qTile = sharedHalves(k, "mma_q_tile", kTile * stride);
-  Value dyTile = sharedHalves(k, "mma_dy_tile", kTile * stride);
+  const int64_t featureBlocks = dh / 8;
+  TileStager kRows(w, "mma_k_rows", args("k"), table, /*ahead=*/false);
+  TileStager vRows(w, "mma_v_rows", args("v"), Value(), /*ahead=*/false);
+  TileStager queries(w, "mma_q_tile", args("q"), table, /*ahead=*/false);
+  TileStager grads(w, "mma_dy_tile", args("dy"), Value(), /*ahead=*/true);
   Value lseTile = sharedArray(k, "mma_lse_tile", kTile);
   Value deltaTile = sharedArray(k, "mma_delta_tile", kTile);
   Value lseIn = args("lse"), deltaIn = args("delta");
-  stageTile(w, kRowsTile, args("k"), table, w.blockStart);
-  stageTile(w, vRowsTile, args("v"), Value(), w.blockStart);
-  barrier(k);
-  const std::vector<Frag> ka = warpRowFragments(w, kRowsTile);
-  const std::vector<Frag> va = warpRowFragments(w, vRowsTile);
-  const Value keys[2] = {w.ownRow(0), w.ownRow(1)};
 
   // Queries before blockStart - lookahead see none of the block's keys.
   Value firstQuery = k.sub(w.blockStart, w.lookahead);
   firstQuery = k.builder().create<arith::MaxSIOp>(k.location(), firstQuery, k.i64(0));
   Value firstTile = divU(k, firstQuery, k.i64(kTile));
+  TileLoop loop{w, queries, grads, tilesUpTo(k, w.tokens)};
+  loop.prologue(firstTile, [&] {
+    Value own = divU(k, w.blockStart, k.i64(kTile));
+    kRows.stage(own);
+    vRows.stage(own);
+  });
+  const std::vector<Frag> ka = warpRowFragments(w, kRows.memory);
+  const std::vector<Frag> va = warpRowFragments(w, vRows.memory);
+  const Value keys[2] = {w.ownRow(0), w.ownRow(1)};
+
   std::vector<Value> zeros = flatten(std::vector<Frag>(2 * featureBlocks, zeroFrag(k)));
   SmallVector<Value> init(zeros.begin(), zeros.end());
   ValueRange done = k.forLoop(
-      firstTile, tilesUpTo(k, w.tokens), k.i64(1), init, [&](Value t, ValueRange carried) {
+      firstTile, loop.end, k.i64(1), init, [&](Value t, ValueRange carried) {
         Value start = k.mul(t, k.i64(kTile));
-        barrier(k);
-        stageTile(w, qTile, args("q"), table, start);
-        stageTile(w, dyTile, args("dy"), Value(), start);
-        k.ifThen(cmpI(k, Pred::slt, w.thread, k.i64(kTile)), [&] {
-          Value query = k.add(start, w.thread);
-          k.store(loadStat(w, lseIn, query), lseTile, w.thread);
-          k.store(loadStat(w, deltaIn, query), deltaTile, w.thread);
+        loop.step(t, [&] {
+          k.ifThen(cmpI(k, Pred::slt, w.thread, k.i64(kTile)), [&] {
+            Value query = k.add(start, w.thread);
+            k.store(loadStat(w, lseIn, query), lseTile, w.thread);
+            k.store(loadStat(w, deltaIn, query), deltaTile, w.thread);
+          });
         });
-        barrier(k);
+        Value qTile = queries.memory, dyTile = grads.buffer(t);
         std::vector<Frag> dk = unflatten(carried, 0, featureBlocks);
         std::vector<Frag> dv = unflatten(carried, 4 * featureBlocks, featureBlocks);
         for (int64_t c = 0; c < kTile / 16; ++c) {
@@ -679,6 +832,7 @@ void dkdvBody(KernelBuilder &k, const Args &args, int64_t dh) {
         next.insert(next.end(), flatDv.begin(), flatDv.end());
         return SmallVector<Value>(next.begin(), next.end());
       });
+  loop.epilogue();
   storeRows(w, unflatten(done, 0, featureBlocks), w.scale, table, args("dk"));
   storeRows(w, unflatten(done, 4 * featureBlocks, featureBlocks), k.f32(1.0), Value(),
             args("dv"));
@@ -689,16 +843,19 @@ void dkdvBody(KernelBuilder &k, const Args &args, int64_t dh) {
 void dqBody(KernelBuilder &k, const Args &args, int64_t dh) {
   Warps w = makeWarps(k, args, dh);
   Value table = args.optional("table");
-  const int64_t stride = tileStride(dh), featureBlocks = dh / 8;
-  Value qRowsTile = sharedHalves(k, "mma_q_rows", kRows * stride);
-  Value dyRowsTile = sharedHalves(k, "mma_dy_rows", kRows * stride);
-  Value kTileMem = sharedHalves(k, "mma_k_tile", kTile * stride);
-  Value vTileMem = sharedHalves(k, "mma_v_tile", kTile * stride);
-  stageTile(w, qRowsTile, args("q"), table, w.blockStart);
-  stageTile(w, dyRowsTile, args("dy"), Value(), w.blockStart);
-  barrier(k);
-  const std::vector<Frag> qa = warpRowFragments(w, qRowsTile);
-  const std::vector<Frag> dya = warpRowFragments(w, dyRowsTile);
+  const int64_t featureBlocks = dh / 8;
+  TileStager qRows(w, "mma_q_rows", args("q"), table, /*ahead=*/false);
+  TileStager dyRows(w, "mma_dy_rows", args("dy"), Value(), /*ahead=*/false);
+  TileStager keys(w, "mma_k_tile", args("k"), table, /*ahead=*/false);
+  TileStager values(w, "mma_v_tile", args("v"), Value(), /*ahead=*/true);
+  TileLoop loop{w, keys, values, tilesUpTo(k, blockKeyEnd(w))};
+  loop.prologue(k.i64(0), [&] {
+    Value own = divU(k, w.blockStart, k.i64(kTile));
+    qRows.stage(own);
+    dyRows.stage(own);
+  });
+  const std::vector<Frag> qa = warpRowFragments(w, qRows.memory);
+  const std::vector<Frag> dya = warpRowFragments(w, dyRows.memory);
   const Value rows[2] = {w.ownRow(0), w.ownRow(1)};
   const Value lse[2] = {loadStat(w, args("lse"), rows[0]), loadStat(w, args("lse"), rows[1])};
   const Value delta[2] = {loadStat(w, args("delta"), rows[0]),
@@ -709,12 +866,10 @@ void dqBody(KernelBuilder &k, const Args &args, int64_t dh) {
   std::vector<Value> zeros = flatten(std::vector<Frag>(featureBlocks, zeroFrag(k)));
   SmallVector<Value> init(zeros.begin(), zeros.end());
   ValueRange done = k.forLoop(
-      k.i64(0), tilesUpTo(k, blockKeyEnd(w)), k.i64(1), init, [&](Value t, ValueRange carried) {
+      k.i64(0), loop.end, k.i64(1), init, [&](Value t, ValueRange carried) {
         Value start = k.mul(t, k.i64(kTile));
-        barrier(k);
-        stageTile(w, kTileMem, args("k"), table, start);
-        stageTile(w, vTileMem, args("v"), Value(), start);
-        barrier(k);
+        loop.step(t, nullptr);
+        Value kTileMem = keys.memory, vTileMem = values.buffer(t);
         return unlessRowless(k, skip, hasRows, carried, [&] {
           std::vector<Frag> dq = unflatten(carried, 0, featureBlocks);
           for (int64_t c = 0; c < kTile / 16; ++c) {
@@ -744,6 +899,7 @@ void dqBody(KernelBuilder &k, const Args &args, int64_t dh) {
           return SmallVector<Value>(next.begin(), next.end());
         });
       });
+  loop.epilogue();
   storeRows(w, unflatten(done, 0, featureBlocks), w.scale, table, args("dq"));
 }
 
