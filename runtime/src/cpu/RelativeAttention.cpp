@@ -29,6 +29,7 @@
 #include "TargetClones.h"
 
 #include <algorithm>
+#include <memory>
 #include <vector>
 
 namespace stringrt::cpu::util {
@@ -212,14 +213,19 @@ PassKernels passKernels(int64_t Dh) {
 // The passes
 //===----------------------------------------------------------------------===//
 
+// n floats, not initialised (each pass writes what it later reads).
+std::unique_ptr<float[]> scratch(int64_t n) {
+  return std::unique_ptr<float[]>(new float[static_cast<size_t>(n)]);
+}
+
 // x [B, T, D] packed as [T][heads][B][Dh] (rel::packedRow).
-std::vector<float> packRows(const Geometry &g, const float *x) {
-  std::vector<float> packed(static_cast<size_t>(g.B * g.T * g.D));
+std::unique_ptr<float[]> packRows(const Geometry &g, const float *x) {
+  std::unique_ptr<float[]> packed = scratch(g.B * g.T * g.D);
   parallelFor(0, g.T, 1, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r)
       for (int64_t h = 0; h < g.heads; ++h)
         for (int64_t b = 0; b < g.B; ++b)
-          std::copy_n(x + g.head(b, h) + r * g.D, g.Dh, packed.data() + rel::packedRow(g, r, h, b));
+          std::copy_n(x + g.head(b, h) + r * g.D, g.Dh, packed.get() + rel::packedRow(g, r, h, b));
   });
   return packed;
 }
@@ -281,15 +287,15 @@ void relScores(const Geometry &g, const PassKernels &kernels, const float *q, co
 void relAttention(const Geometry &g, const float *q, const float *k, const float *v,
                   const float *rel, float scale, bool causal, float *y, float *lse) {
   const int64_t T = g.T, tasks = g.B * g.heads;
-  std::vector<float> P(static_cast<size_t>(tasks * T * T));
-  relScores(g, passKernels(g.Dh), packRows(g, q).data(), packRows(g, k).data(), rel, scale,
-            causal, P.data());
+  std::unique_ptr<float[]> P = scratch(tasks * T * T);
+  relScores(g, passKernels(g.Dh), packRows(g, q).get(), packRows(g, k).get(), rel, scale, causal,
+            P.get());
   parallelFor(0, tasks, 1, [&](int64_t t0, int64_t t1) {
-    softmaxScores(g, causal, P.data(), t0, t1, lse);
+    softmaxScores(g, causal, P.get(), t0, t1, lse);
     for (int64_t task = t0; task < t1; ++task) {
       const int64_t off = taskOffset(g, task);
       // Y = P V  ([T, T] x [T, Dh])
-      gemmSerial(Trans::No, Trans::No, T, g.Dh, T, 1.0f, P.data() + task * T * T, T, v + off,
+      gemmSerial(Trans::No, Trans::No, T, g.Dh, T, 1.0f, P.get() + task * T * T, T, v + off,
                  g.D, 0.0f, y + off, g.D);
     }
   });
@@ -300,17 +306,17 @@ void relAttentionGrad(const Geometry &g, const float *q, const float *k, const f
                       float *dk, float *dv, float *drel) {
   const int64_t T = g.T, Dh = g.Dh, D = g.D, tasks = g.B * g.heads;
   const PassKernels kernels = passKernels(Dh);
-  const std::vector<float> qPacked = packRows(g, q), kPacked = packRows(g, k);
-  const float *qp = qPacked.data(), *kp = kPacked.data();
+  const std::unique_ptr<float[]> qPacked = packRows(g, q), kPacked = packRows(g, k);
+  const float *qp = qPacked.get(), *kp = kPacked.get();
   // P and c = scale dS of every task, filled by the row pass.
-  std::vector<float> P(static_cast<size_t>(tasks * T * T)), dS(P.size());
+  std::unique_ptr<float[]> P = scratch(tasks * T * T), dS = scratch(tasks * T * T);
 
   // dP = dY V^T per task into dS (the row pass turns it into c in place).
   parallelFor(0, tasks, 1, [&](int64_t t0, int64_t t1) {
     for (int64_t task = t0; task < t1; ++task) {
       const int64_t off = taskOffset(g, task);
       gemmSerial(Trans::No, Trans::Yes, T, T, Dh, 1.0f, dy + off, D, v + off, D, 0.0f,
-                 dS.data() + task * T * T, T);
+                 dS.get() + task * T * T, T);
     }
   });
 
@@ -327,10 +333,10 @@ void relAttentionGrad(const Geometry &g, const float *q, const float *k, const f
       for (int64_t h = 0; h < g.heads; ++h)
         for (int64_t b0 = 0; b0 < g.B; b0 += kBlockBatches) {
           const int64_t b1 = std::min(g.B, b0 + kBlockBatches);
-          kernels.scores(g, RtRow.data(), qp, kp, i, visible, h, b0, b1, s, P.data(), W.data());
+          kernels.scores(g, RtRow.data(), qp, kp, i, visible, h, b0, b1, s, P.get(), W.data());
           for (int64_t b = b0; b < b1; ++b) {
             const int64_t task = b * g.heads + h;
-            float *p = P.data() + (task * T + i) * T, *c = dS.data() + (task * T + i) * T;
+            float *p = P.get() + (task * T + i) * T, *c = dS.get() + (task * T + i) * T;
             rowSoftmaxGrad(T, visible, s, p, c);
             dqFromRotated(W.data() + (b - b0) * Dh, (b1 - b0) * Dh, c, visible, Dh,
                           dq + g.head(b, h) + i * D);
@@ -339,7 +345,7 @@ void relAttentionGrad(const Geometry &g, const float *q, const float *k, const f
       if (drel) {
         float *drelRow = drel + i * T * Dh * Dh;
         for (int64_t j = 0; j < visible; ++j)
-          kernels.drel(g, qp, kp, dS.data(), i, j, X.data(), drelRow + j * Dh * Dh);
+          kernels.drel(g, qp, kp, dS.get(), i, j, X.data(), drelRow + j * Dh * Dh);
         std::fill(drelRow + visible * Dh * Dh, drelRow + T * Dh * Dh, 0.0f);
       }
     }
@@ -349,7 +355,7 @@ void relAttentionGrad(const Geometry &g, const float *q, const float *k, const f
   parallelFor(0, tasks, 1, [&](int64_t t0, int64_t t1) {
     for (int64_t task = t0; task < t1; ++task) {
       const int64_t off = taskOffset(g, task);
-      gemmSerial(Trans::Yes, Trans::No, T, Dh, T, 1.0f, P.data() + task * T * T, T, dy + off, D,
+      gemmSerial(Trans::Yes, Trans::No, T, Dh, T, 1.0f, P.get() + task * T * T, T, dy + off, D,
                  0.0f, dv + off, D);
     }
   });
@@ -357,11 +363,11 @@ void relAttentionGrad(const Geometry &g, const float *q, const float *k, const f
   // c transposed per task, cT[t, j, i], so that the dk pass reads each
   // task's c for key j contiguously (c[t, i, j] over i is T floats apart:
   // a cache line per entry).
-  std::vector<float> &cT = P; // P is read by nothing after dV
+  float *cT = P.get(); // P is read by nothing after dV
   parallelFor(0, tasks, 1, [&](int64_t t0, int64_t t1) {
     for (int64_t task = t0; task < t1; ++task) {
-      const float *c = dS.data() + task * T * T;
-      float *out = cT.data() + task * T * T;
+      const float *c = dS.get() + task * T * T;
+      float *out = cT + task * T * T;
       for (int64_t i = 0; i < T; ++i)
         for (int64_t j = 0; j < T; ++j)
           out[j * T + i] = c[i * T + j];
@@ -373,7 +379,7 @@ void relAttentionGrad(const Geometry &g, const float *q, const float *k, const f
     for (int64_t j = j0; j < j1; ++j)
       for (int64_t h = 0; h < g.heads; ++h)
         for (int64_t b0 = 0; b0 < g.B; b0 += kBlockBatches)
-          kernels.dk(g, rel, qp, cT.data(), j, h, b0, std::min(g.B, b0 + kBlockBatches), causal,
+          kernels.dk(g, rel, qp, cT, j, h, b0, std::min(g.B, b0 + kBlockBatches), causal,
                      dk);
   });
 }

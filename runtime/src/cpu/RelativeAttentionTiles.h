@@ -31,20 +31,41 @@ namespace stringrt::cpu::util::rel {
 
 #if defined(__GNUC__)
 
-// Lanes-wide SIMD values are summed lane-pairwise (halves, then halves
-// again): the same order for every element.
+// The sum of a SIMD value's lanes as a balanced tree of adjacent pairs,
+// ((v0 + v1) + (v2 + v3)) + ((v4 + v5) + (v6 + v7)) for 8 lanes: the
+// order laneSums8 keeps, so that a row's score has the same bits in a tile
+// of one row and of several.
 template <int Lanes>
-STRINGRT_INLINE_INTO_CALLER float laneSum(typename SimdOf<Lanes>::type v) {
-  if constexpr (Lanes == 1) {
-    return v[0];
-  } else {
-    using Half = typename SimdOf<Lanes / 2>::type;
-    Half lo, hi;
-    std::memcpy(&lo, &v, sizeof lo);
-    std::memcpy(&hi, reinterpret_cast<const char *>(&v) + sizeof lo, sizeof hi);
-    return laneSum<Lanes / 2>(lo + hi);
-  }
+STRINGRT_INLINE_INTO_CALLER float laneSum(const typename SimdOf<Lanes>::type &v) {
+  float x[Lanes];
+  std::memcpy(x, &v, sizeof x);
+  for (int n = Lanes; n > 1; n /= 2)
+    for (int l = 0; l < n / 2; ++l)
+      x[l] = x[2 * l] + x[2 * l + 1];
+  return x[0];
 }
+
+#if defined(__clang__) || __GNUC__ >= 12
+#define STRINGRT_REL_LANE_SUMS8 1
+// laneSum<8> of eight values at once, sums[m] for v[m]: the
+// same tree, each level one shuffle pair and an add for all eight rows
+// (three levels against eight rows of three dependent adds each).
+// (Operands by reference: a 32-byte vector by value in a function built
+// without AVX draws GCC's ABI warning.)
+STRINGRT_INLINE_INTO_CALLER void laneSums8(const SimdOf<8>::type (&v)[8], float (&sums)[8]) {
+  using V8 = SimdOf<8>::type;
+  V8 pairs[4], quads[2];
+  for (int r = 0; r < 4; ++r) // [v0 01, v1 01, v0 23, v1 23, v0 45, ...]
+    pairs[r] = __builtin_shufflevector(v[2 * r], v[2 * r + 1], 0, 8, 2, 10, 4, 12, 6, 14) +
+               __builtin_shufflevector(v[2 * r], v[2 * r + 1], 1, 9, 3, 11, 5, 13, 7, 15);
+  for (int r = 0; r < 2; ++r) // [v0 0-3, v1 0-3, v2 0-3, v3 0-3, v0 4-7, ...]
+    quads[r] = __builtin_shufflevector(pairs[2 * r], pairs[2 * r + 1], 0, 1, 8, 9, 4, 5, 12, 13) +
+               __builtin_shufflevector(pairs[2 * r], pairs[2 * r + 1], 2, 3, 10, 11, 6, 7, 14, 15);
+  const V8 all = __builtin_shufflevector(quads[0], quads[1], 0, 1, 2, 3, 8, 9, 10, 11) +
+                 __builtin_shufflevector(quads[0], quads[1], 4, 5, 6, 7, 12, 13, 14, 15);
+  std::memcpy(sums, &all, sizeof sums);
+}
+#endif
 
 // q and k reach the tiles packed, [T][heads][B][Dh] (packRows in
 // RelativeAttention.cpp): a tile's batches of one head at one token are
@@ -87,17 +108,34 @@ template <int Lanes, int DH> struct Tiles {
           tile.v[m][p] = Vec{};
       addOuterProductsTo(tile, DH, k + packedRow(g, j, h, bStart), 1, DH, RtRow + j * DH * DH,
                          DH);
+      Vec dots[Rows];
       for (int m = 0; m < Rows; ++m) {
         Vec qv[kParts];
         std::memcpy(qv, qRows + m * DH, sizeof qv);
-        Vec dot = qv[0] * tile.v[m][0];
+        dots[m] = qv[0] * tile.v[m][0];
         for (int p = 1; p < kParts; ++p)
-          dot += qv[p] * tile.v[m][p];
-        const int64_t task = (bStart + m) * g.heads + h;
-        S[(task * T + i) * T + j] = scale * laneSum<Lanes>(dot);
+          dots[m] += qv[p] * tile.v[m][p];
         if (W)
           std::memcpy(W + (j * (b1 - b0) + bStart + m - b0) * DH, tile.v[m], sizeof tile.v[m]);
       }
+      float sums[Rows];
+#if defined(STRINGRT_REL_LANE_SUMS8)
+      if constexpr (Lanes == 8 && Rows > 1) {
+        for (int m0 = 0; m0 < Rows; m0 += 8) {
+          Vec eight[8] = {};
+          for (int m = m0; m < std::min(Rows, m0 + 8); ++m)
+            eight[m - m0] = dots[m];
+          float r[8];
+          laneSums8(eight, r);
+          for (int m = m0; m < std::min(Rows, m0 + 8); ++m)
+            sums[m] = r[m - m0];
+        }
+      } else
+#endif
+        for (int m = 0; m < Rows; ++m)
+          sums[m] = laneSum<Lanes>(dots[m]);
+      for (int m = 0; m < Rows; ++m)
+        S[(((bStart + m) * g.heads + h) * T + i) * T + j] = scale * sums[m];
     }
   }
 
