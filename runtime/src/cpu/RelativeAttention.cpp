@@ -29,6 +29,7 @@
 #include "TargetClones.h"
 
 #include <algorithm>
+#include <atomic>
 #include <memory>
 #include <vector>
 
@@ -175,8 +176,11 @@ STRINGRT_REL_TILE_KERNELS(Avx2, __attribute__((target("avx2,fma"))), 8)
 STRINGRT_REL_TILE_KERNELS(Baseline, , 4)
 #undef STRINGRT_REL_TILE_KERNELS
 
+std::atomic<int> forcedLevel{-1}; // forceRelAttentionSimdLevel
+
 template <int DH> PassKernels tiledKernels() {
-  switch (widestSimdLevel()) {
+  const int forced = forcedLevel.load(std::memory_order_relaxed);
+  switch (forced >= 0 ? static_cast<SimdLevel>(forced) : widestSimdLevel()) {
 #if defined(__x86_64__) && defined(__linux__)
   case SimdLevel::Avx512:
     return kernelsAvx512<DH>();
@@ -283,6 +287,14 @@ void relScores(const Geometry &g, const PassKernels &kernels, const float *q, co
 }
 
 } // namespace
+
+void forceRelAttentionSimdLevel(std::optional<SimdLevel> level) {
+#if defined(__GNUC__)
+  forcedLevel.store(level ? static_cast<int>(*level) : -1, std::memory_order_relaxed);
+#else
+  (void)level;
+#endif
+}
 
 void relAttention(const Geometry &g, const float *q, const float *k, const float *v,
                   const float *rel, float scale, bool causal, float *y, float *lse) {

@@ -4,6 +4,9 @@
 #pragma once
 
 #include "AttentionGeometry.h"
+#include "RegisterTile.h"
+
+#include <optional>
 
 namespace stringrt::cpu::util {
 
@@ -17,5 +20,9 @@ void relAttention(const AttentionGeometry &g, const float *q, const float *k, co
 void relAttentionGrad(const AttentionGeometry &g, const float *q, const float *k,
                       const float *v, const float *dy, const float *rel, float scale,
                       bool causal, float *dq, float *dk, float *dv, float *drel);
+
+// For tests: run the tiles built for `level` (one the CPU has) instead of
+// the widest; nullopt undoes it.
+void forceRelAttentionSimdLevel(std::optional<SimdLevel> level);
 
 } // namespace stringrt::cpu::util
