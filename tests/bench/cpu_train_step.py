@@ -9,7 +9,7 @@ Run with Debian's torch: /usr/bin/python3 tests/bench/cpu_train_step.py
   [--bin build/bin]
 or, for the encodings' overhead (stringc only, no peer):
   /usr/bin/python3 tests/bench/cpu_train_step.py --encodings [--batch 128] [--steps 10]
-    [--threads 2] [--rounds 2]
+    [--threads 2] [--rounds 2] [--only vit_generators,...]
 which times every ViT example's step (ENCODINGS) and prints it as a ratio to
 vit_rope's step in the same run: vit_rope is timed before each example and
 after the last, each example's ratio taken to the mean of the vit_rope runs
@@ -70,14 +70,14 @@ ENCODINGS = ["vit_cayley", "vit_sparse_cayley", "vit_string", "vit_polar", "vit_
              "vit_generators"]
 
 
-def encoding_overhead(bin_dir, batch, steps, threads, rounds):
-    """Each ENCODINGS step (ms) and its ratio to vit_rope's, alternated with vit_rope."""
+def encoding_overhead(bin_dir, batch, steps, threads, rounds, examples=ENCODINGS):
+    """Each example's step (ms) and its ratio to vit_rope's, alternated with vit_rope."""
     def step_ms(model):
         return 1000.0 * batch / time_stringc(bin_dir, model, batch, steps, threads)
     best = {}
     for _ in range(rounds):
         rope = step_ms("vit_rope")
-        for model in ENCODINGS:
+        for model in examples:
             ours = step_ms(model)
             after = step_ms("vit_rope")
             ratio = ours / ((rope + after) / 2)
@@ -87,7 +87,7 @@ def encoding_overhead(bin_dir, batch, steps, threads, rounds):
     print(f"encodings vs vit_rope, batch {batch}, {threads} threads, {os.cpu_count()} cores, "
           f"best of {rounds} alternated rounds")
     print(f"  {'example':<18} {'step ms':>9} {'vit_rope ms':>11} {'ratio':>6}")
-    for model in ENCODINGS:
+    for model in examples:
         ours, ratio, rope = best[model]
         print(f"  {model:<18} {ours:9.1f} {rope:11.1f} {ratio:5.2f}x")
 
@@ -147,9 +147,15 @@ def main():
     parser.add_argument("--encodings", action="store_true",
                         help="time every ViT example against vit_rope (stringc only)")
     parser.add_argument("--rounds", type=int, default=2, help="--encodings: alternated rounds")
+    parser.add_argument("--only", default=",".join(ENCODINGS),
+                        help="--encodings: the examples to time, comma-separated (default: all)")
     args = parser.parse_args()
     if args.encodings:
-        encoding_overhead(args.bin, args.batch, args.steps, args.threads, args.rounds)
+        examples = [name for name in args.only.split(",") if name]
+        unknown = [name for name in examples if name not in ENCODINGS]
+        if unknown or not examples:
+            parser.error(f"--only takes names from {','.join(ENCODINGS)}; got {args.only!r}")
+        encoding_overhead(args.bin, args.batch, args.steps, args.threads, args.rounds, examples)
         return
 
     ours = time_stringc(args.bin, args.model, args.batch, args.steps, args.threads)
