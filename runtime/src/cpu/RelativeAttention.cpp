@@ -66,7 +66,8 @@ void transposeRow(const Geometry &g, const float *rel, int64_t i, float *RtRow) 
 // The three products, per instruction set and head dim
 //===----------------------------------------------------------------------===//
 
-// q and k come packed (rel::packedRow; packRows below), dk goes out as [B, T, D].
+// q and k come packed by task (rel::taskRow) to the scores and dk, by
+// token (rel::tokenRow) to drel; dk goes out as [B, T, D].
 // For batches [b0, b1) of head h at query i: S[task, i, j] and, when W is
 // given, W[j][b - b0] = R_ij k_j (Dh floats), for every visible j.
 using ScoresFn = void (*)(const Geometry &g, const float *RtRow, const float *q, const float *k,
@@ -96,7 +97,7 @@ void scoresPlain(const Geometry &g, const float *RtRow, const float *q, const fl
     const float *Rt = RtRow + j * Dh * Dh;
     for (int64_t b = b0; b < b1; ++b) {
       float *w = W ? W + (j * (b1 - b0) + b - b0) * Dh : local.data();
-      const float *kj = k + rel::packedRow(g, j, h, b), *qi = q + rel::packedRow(g, i, h, b);
+      const float *kj = k + rel::taskRow(g, j, h, b), *qi = q + rel::taskRow(g, i, h, b);
       std::fill(w, w + Dh, 0.0f);
       for (int64_t e = 0; e < Dh; ++e)
         for (int64_t d = 0; d < Dh; ++d)
@@ -117,7 +118,7 @@ void dkPlain(const Geometry &g, const float *rel, const float *q, const float *c
     std::fill(out, out + Dh, 0.0f);
     const float *c = cT + ((b * g.heads + h) * T + j) * T;
     for (int64_t i = causal ? j : 0; i < T; ++i) {
-      const float *qi = q + rel::packedRow(g, i, h, b), *R = rel + (i * T + j) * Dh * Dh;
+      const float *qi = q + rel::taskRow(g, i, h, b), *R = rel + (i * T + j) * Dh * Dh;
       for (int64_t d = 0; d < Dh; ++d) {
         const float x = c[i] * qi[d];
         for (int64_t e = 0; e < Dh; ++e)
@@ -134,7 +135,7 @@ void drelPlain(const Geometry &g, const float *q, const float *k, const float *c
   for (int64_t h = 0; h < g.heads; ++h)
     for (int64_t b = 0; b < g.B; ++b) {
       const float ct = c[((b * g.heads + h) * T + i) * T + j];
-      const float *qi = q + rel::packedRow(g, i, h, b), *kj = k + rel::packedRow(g, j, h, b);
+      const float *qi = q + rel::tokenRow(g, i, h, b), *kj = k + rel::tokenRow(g, j, h, b);
       for (int64_t d = 0; d < Dh; ++d) {
         const float x = ct * qi[d];
         for (int64_t e = 0; e < Dh; ++e)
@@ -222,14 +223,15 @@ std::unique_ptr<float[]> scratch(int64_t n) {
   return std::unique_ptr<float[]>(new float[static_cast<size_t>(n)]);
 }
 
-// x [B, T, D] packed as [T][heads][B][Dh] (rel::packedRow).
-std::unique_ptr<float[]> packRows(const Geometry &g, const float *x) {
+// x [B, T, D] packed by task or by token (rel::taskRow, rel::tokenRow).
+std::unique_ptr<float[]> packRows(const Geometry &g, const float *x, bool byToken) {
+  const auto row = byToken ? &rel::tokenRow : &rel::taskRow;
   std::unique_ptr<float[]> packed = scratch(g.B * g.T * g.D);
   parallelFor(0, g.T, 1, [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r)
       for (int64_t h = 0; h < g.heads; ++h)
         for (int64_t b = 0; b < g.B; ++b)
-          std::copy_n(x + g.head(b, h) + r * g.D, g.Dh, packed.get() + rel::packedRow(g, r, h, b));
+          std::copy_n(x + g.head(b, h) + r * g.D, g.Dh, packed.get() + row(g, r, h, b));
   });
   return packed;
 }
@@ -300,8 +302,8 @@ void relAttention(const Geometry &g, const float *q, const float *k, const float
                   const float *rel, float scale, bool causal, float *y, float *lse) {
   const int64_t T = g.T, tasks = g.B * g.heads;
   std::unique_ptr<float[]> P = scratch(tasks * T * T);
-  relScores(g, passKernels(g.Dh), packRows(g, q).get(), packRows(g, k).get(), rel, scale, causal,
-            P.get());
+  relScores(g, passKernels(g.Dh), packRows(g, q, false).get(), packRows(g, k, false).get(), rel,
+            scale, causal, P.get());
   parallelFor(0, tasks, 1, [&](int64_t t0, int64_t t1) {
     softmaxScores(g, causal, P.get(), t0, t1, lse);
     for (int64_t task = t0; task < t1; ++task) {
@@ -318,8 +320,8 @@ void relAttentionGrad(const Geometry &g, const float *q, const float *k, const f
                       float *dk, float *dv, float *drel) {
   const int64_t T = g.T, Dh = g.Dh, D = g.D, tasks = g.B * g.heads;
   const PassKernels kernels = passKernels(Dh);
-  const std::unique_ptr<float[]> qPacked = packRows(g, q), kPacked = packRows(g, k);
-  const float *qp = qPacked.get(), *kp = kPacked.get();
+  const std::unique_ptr<float[]> qByTask = packRows(g, q, false), kByTask = packRows(g, k, false),
+                                 qByToken = packRows(g, q, true), kByToken = packRows(g, k, true);
   // P and c = scale dS of every task, filled by the row pass.
   std::unique_ptr<float[]> P = scratch(tasks * T * T), dS = scratch(tasks * T * T);
 
@@ -345,7 +347,7 @@ void relAttentionGrad(const Geometry &g, const float *q, const float *k, const f
       for (int64_t h = 0; h < g.heads; ++h)
         for (int64_t b0 = 0; b0 < g.B; b0 += kBlockBatches) {
           const int64_t b1 = std::min(g.B, b0 + kBlockBatches);
-          kernels.scores(g, RtRow.data(), qp, kp, i, visible, h, b0, b1, s, P.get(), W.data());
+          kernels.scores(g, RtRow.data(), qByTask.get(), kByTask.get(), i, visible, h, b0, b1, s, P.get(), W.data());
           for (int64_t b = b0; b < b1; ++b) {
             const int64_t task = b * g.heads + h;
             float *p = P.get() + (task * T + i) * T, *c = dS.get() + (task * T + i) * T;
@@ -357,7 +359,7 @@ void relAttentionGrad(const Geometry &g, const float *q, const float *k, const f
       if (drel) {
         float *drelRow = drel + i * T * Dh * Dh;
         for (int64_t j = 0; j < visible; ++j)
-          kernels.drel(g, qp, kp, dS.get(), i, j, X.data(), drelRow + j * Dh * Dh);
+          kernels.drel(g, qByToken.get(), kByToken.get(), dS.get(), i, j, X.data(), drelRow + j * Dh * Dh);
         std::fill(drelRow + visible * Dh * Dh, drelRow + T * Dh * Dh, 0.0f);
       }
     }
@@ -391,7 +393,7 @@ void relAttentionGrad(const Geometry &g, const float *q, const float *k, const f
     for (int64_t j = j0; j < j1; ++j)
       for (int64_t h = 0; h < g.heads; ++h)
         for (int64_t b0 = 0; b0 < g.B; b0 += kBlockBatches)
-          kernels.dk(g, rel, qp, cT, j, h, b0, std::min(g.B, b0 + kBlockBatches), causal,
+          kernels.dk(g, rel, qByTask.get(), cT, j, h, b0, std::min(g.B, b0 + kBlockBatches), causal,
                      dk);
   });
 }

@@ -67,11 +67,15 @@ STRINGRT_INLINE_INTO_CALLER void laneSums8(const SimdOf<8>::type (&v)[8], float 
 }
 #endif
 
-// q and k reach the tiles packed, [T][heads][B][Dh] (packRows in
-// RelativeAttention.cpp): a tile's batches of one head at one token are
-// consecutive rows of Dh floats. Row (token r, head h, batch b) starts at
-// packedRow(g, r, h, b).
-inline int64_t packedRow(const AttentionGeometry &g, int64_t r, int64_t h, int64_t b) {
+// q and k reach the tiles packed (packRows in RelativeAttention.cpp) in
+// one of two layouts, so that a tile reads whole cache lines in streams:
+// by task, [heads][B][T][Dh], for the scores and dk (a tile walks the
+// tokens of its batches: one stream per batch); by token,
+// [T][heads][B][Dh], for drel (it walks every batch at one token).
+inline int64_t taskRow(const AttentionGeometry &g, int64_t r, int64_t h, int64_t b) {
+  return ((h * g.B + b) * g.T + r) * g.Dh;
+}
+inline int64_t tokenRow(const AttentionGeometry &g, int64_t r, int64_t h, int64_t b) {
   return ((r * g.heads + h) * g.B + b) * g.Dh;
 }
 
@@ -100,18 +104,19 @@ template <int Lanes, int DH> struct Tiles {
                                                     int64_t bStart, float scale, float *S,
                                                     float *W) {
     const int64_t T = g.T;
-    const float *qRows = q + packedRow(g, i, h, bStart);
+    const int64_t stride = T * DH; // between batches, by task
+    const float *qRows = q + taskRow(g, i, h, bStart);
     for (int64_t j = 0; j < visible; ++j) {
       Tile<Rows, Lanes, DH> tile;
       for (int m = 0; m < Rows; ++m)
         for (int p = 0; p < kParts; ++p)
           tile.v[m][p] = Vec{};
-      addOuterProductsTo(tile, DH, k + packedRow(g, j, h, bStart), 1, DH, RtRow + j * DH * DH,
+      addOuterProductsTo(tile, DH, k + taskRow(g, j, h, bStart), 1, stride, RtRow + j * DH * DH,
                          DH);
       Vec dots[Rows];
       for (int m = 0; m < Rows; ++m) {
         Vec qv[kParts];
-        std::memcpy(qv, qRows + m * DH, sizeof qv);
+        std::memcpy(qv, qRows + m * stride, sizeof qv);
         dots[m] = qv[0] * tile.v[m][0];
         for (int p = 1; p < kParts; ++p)
           dots[m] += qv[p] * tile.v[m][p];
@@ -170,10 +175,10 @@ template <int Lanes, int DH> struct Tiles {
       cRows[m] = cT + (((bStart + m) * g.heads + h) * T + j) * T;
     for (int64_t i = causal ? j : 0; i < T; ++i) {
       float x[Rows][DH];
-      const float *qRows = q + packedRow(g, i, h, bStart);
+      const float *qRows = q + taskRow(g, i, h, bStart);
       for (int m = 0; m < Rows; ++m) {
         const float c = cRows[m][i];
-        const float *qi = qRows + m * DH;
+        const float *qi = qRows + m * T * DH;
         for (int d = 0; d < DH; ++d)
           x[m][d] = c * qi[d];
       }
@@ -207,7 +212,7 @@ template <int Lanes, int DH> struct Tiles {
       for (int p = 0; p < kParts; ++p)
         tile.v[m][p] = Vec{};
     for (int64_t h = 0; h < g.heads; ++h)
-      addOuterProductsTo(tile, g.B, X + h * g.B * DH + d0, DH, 1, k + packedRow(g, j, h, 0), DH);
+      addOuterProductsTo(tile, g.B, X + h * g.B * DH + d0, DH, 1, k + tokenRow(g, j, h, 0), DH);
     for (int m = 0; m < Rows; ++m)
       std::memcpy(out + (d0 + m) * DH, tile.v[m], sizeof tile.v[m]);
   }
@@ -221,7 +226,7 @@ template <int Lanes, int DH> struct Tiles {
     for (int64_t h = 0; h < g.heads; ++h)
       for (int64_t b = 0; b < g.B; ++b) {
         const float ct = c[((b * g.heads + h) * T + i) * T + j];
-        const float *qi = q + packedRow(g, i, h, b);
+        const float *qi = q + tokenRow(g, i, h, b);
         float *x = X + (h * g.B + b) * DH;
         for (int d = 0; d < DH; ++d)
           x[d] = ct * qi[d];
