@@ -1,6 +1,7 @@
 // Fast attention with relative rotations, masks none and causal (private to
-// src/cpu; called by AttentionKernels.cpp): pair-outer passes so that each
-// R_ij is read once for every batch and head (RelativeAttention.cpp).
+// src/cpu; called by AttentionKernels.cpp): passes over the pairs (i, j),
+// each R_ij the shared operand of a register-tiled product over every batch
+// and head (RelativeAttention.cpp, RelativeAttentionTiles.h).
 #pragma once
 
 #include "AttentionGeometry.h"

@@ -85,17 +85,18 @@ inline int64_t tokenRow(const AttentionGeometry &g, int64_t r, int64_t h, int64_
 // caller's instruction set.)
 inline int64_t tileStart(int64_t r, int64_t n, int64_t rows) { return std::min(r, n - rows); }
 
-// The kernels for head dim DH on Lanes-wide SIMD values: tiles of Rows
-// batches (12 accumulators), and of DrelRows rows of drel.
+// The kernels for head dim DH on Lanes-wide SIMD values: tiles of kRows
+// batches (12 accumulators), and of kDrelRows rows of drel.
 template <int Lanes, int DH> struct Tiles {
   using Vec = typename SimdOf<Lanes>::type;
   static constexpr int kParts = DH / Lanes;
   static constexpr int kRows = kParts >= 12 ? 1 : 12 / kParts;
   static constexpr int kDrelRows = std::min(kRows, 8);
 
-  // For the batches [b0, b1) of head h at query i, every visible key j:
-  // S[task, i, j] = scale q . (R_ij k_j), and W[j][b - b0] = R_ij k_j
-  // (Dh floats each) when W is given. RtRow holds R_ij^T for every j.
+  // For the Rows batches from bStart (in the block [b0, b1)) of head h at
+  // query i, every visible key j: S[task, i, j] = scale q . (R_ij k_j), and
+  // W[j][b - b0] = R_ij k_j (Dh floats each) when W is given. RtRow holds
+  // R_ij^T for every j.
   template <int Rows>
   STRINGRT_INLINE_INTO_CALLER static void scoreTile(const AttentionGeometry &g,
                                                     const float *RtRow, const float *q,
