@@ -29,6 +29,24 @@
 
 namespace stringrt::cpu::util::rel {
 
+// q and k reach the tiles packed (packRows in RelativeAttention.cpp) in
+// one of two layouts, so that a tile reads whole cache lines in streams:
+// by task, [heads][B][T][Dh], for the scores and dk (a tile walks the
+// tokens of its batches: one stream per batch); by token,
+// [T][heads][B][Dh], for drel (it walks every batch at one token).
+inline int64_t taskRow(const AttentionGeometry &g, int64_t r, int64_t h, int64_t b) {
+  return ((h * g.B + b) * g.T + r) * g.Dh;
+}
+inline int64_t tokenRow(const AttentionGeometry &g, int64_t r, int64_t h, int64_t b) {
+  return ((r * g.heads + h) * g.B + b) * g.Dh;
+}
+
+// Tiles of `rows` over [0, n), n >= rows: for r = 0, rows, ... < n the
+// tile at tileStart(r, n, rows), the last one overlapping the one before.
+// (Loops, not a helper taking lambdas: a lambda would not be built for the
+// caller's instruction set.)
+inline int64_t tileStart(int64_t r, int64_t n, int64_t rows) { return std::min(r, n - rows); }
+
 #if defined(__GNUC__)
 
 // The sum of a SIMD value's lanes as a balanced tree of adjacent pairs,
@@ -66,24 +84,6 @@ STRINGRT_INLINE_INTO_CALLER void laneSums8(const SimdOf<8>::type (&v)[8], float 
   std::memcpy(sums, &all, sizeof sums);
 }
 #endif
-
-// q and k reach the tiles packed (packRows in RelativeAttention.cpp) in
-// one of two layouts, so that a tile reads whole cache lines in streams:
-// by task, [heads][B][T][Dh], for the scores and dk (a tile walks the
-// tokens of its batches: one stream per batch); by token,
-// [T][heads][B][Dh], for drel (it walks every batch at one token).
-inline int64_t taskRow(const AttentionGeometry &g, int64_t r, int64_t h, int64_t b) {
-  return ((h * g.B + b) * g.T + r) * g.Dh;
-}
-inline int64_t tokenRow(const AttentionGeometry &g, int64_t r, int64_t h, int64_t b) {
-  return ((r * g.heads + h) * g.B + b) * g.Dh;
-}
-
-// Tiles of `rows` over [0, n), n >= rows: for r = 0, rows, ... < n the
-// tile at tileStart(r, n, rows), the last one overlapping the one before.
-// (Loops, not a helper taking lambdas: a lambda would not be built for the
-// caller's instruction set.)
-inline int64_t tileStart(int64_t r, int64_t n, int64_t rows) { return std::min(r, n - rows); }
 
 // The kernels for head dim DH on Lanes-wide SIMD values: tiles of kRows
 // batches (12 accumulators), and of kDrelRows rows of drel.
