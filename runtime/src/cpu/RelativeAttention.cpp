@@ -365,21 +365,16 @@ void relAttentionGrad(const Geometry &g, const float *q, const float *k, const f
     }
   });
 
-  // dV = P^T dY per task.
+  // Per task: dV = P^T dY, then c transposed, cT[t, j, i], over the task's
+  // P (read by nothing after dV), so that the dk pass reads each task's c
+  // for key j contiguously (c[t, i, j] over i is T floats apart: a cache
+  // line per entry).
+  float *cT = P.get();
   parallelFor(0, tasks, 1, [&](int64_t t0, int64_t t1) {
     for (int64_t task = t0; task < t1; ++task) {
       const int64_t off = taskOffset(g, task);
       gemmSerial(Trans::Yes, Trans::No, T, Dh, T, 1.0f, P.get() + task * T * T, T, dy + off, D,
                  0.0f, dv + off, D);
-    }
-  });
-
-  // c transposed per task, cT[t, j, i], so that the dk pass reads each
-  // task's c for key j contiguously (c[t, i, j] over i is T floats apart:
-  // a cache line per entry).
-  float *cT = P.get(); // P is read by nothing after dV
-  parallelFor(0, tasks, 1, [&](int64_t t0, int64_t t1) {
-    for (int64_t task = t0; task < t1; ++task) {
       const float *c = dS.get() + task * T * T;
       float *out = cT + task * T * T;
       for (int64_t i = 0; i < T; ++i)
