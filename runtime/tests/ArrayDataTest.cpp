@@ -14,6 +14,9 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+
+#include <unistd.h>
 
 namespace stringrt {
 namespace {
@@ -197,6 +200,77 @@ TEST(ArrayDataTest, Float32ImagesAreTakenAsTheyAre) {
   Batch batch = data.range(Split::Train, 0, 2);
   EXPECT_EQ(batch.tensors[0].shape, (std::vector<int64_t>{2, 3, 2, 2}));
   EXPECT_EQ(batch.tensors[0].f32, train);
+}
+
+// Images of a safetensors file are read in place from a mapping, as the
+// batches take them: f32 ones give the .npz bits, a non-finite pixel is an
+// error of the batch that reads it (only), and loading touches no pixel.
+TEST(ArrayDataTest, SafetensorsImagesAreMappedAndReadAsBatchesTakeThem) {
+  TempDir dir;
+  std::vector<float> train(4 * 3 * 2 * 2), test(2 * 3 * 2 * 2);
+  for (size_t i = 0; i < train.size(); ++i)
+    train[i] = 0.25f * static_cast<float>(i) - 1.0f;
+  for (size_t i = 0; i < test.size(); ++i)
+    test[i] = 0.5f - 0.125f * static_cast<float>(i);
+  test[12 + 5] = std::nanf(""); // image 1 of the test split
+  std::vector<int64_t> trainLabels = {0, 1, 2, 0}, testLabels = {2, 1};
+  std::string npz = dir.file("f.npz"), st = dir.file("f.safetensors");
+  std::vector<float> testWithoutNan = test;
+  testWithoutNan[12 + 5] = 0.0f;
+  writeFile(npz, zip({{"train_images.npy", npy("<f4", "(4, 3, 2, 2)", test::bytesOf(train))},
+                      {"train_labels.npy", npy("<i8", "(4,)", test::bytesOf(trainLabels))},
+                      {"test_images.npy", npy("<f4", "(2, 3, 2, 2)", test::bytesOf(testWithoutNan))},
+                      {"test_labels.npy", npy("<i8", "(2,)", test::bytesOf(testLabels))}}));
+  writeSafetensors(st, {{"train_images", DType::F32, {4, 3, 2, 2}, train.data()},
+                        {"train_labels", DType::I64, {4}, trainLabels.data()},
+                        {"test_images", DType::F32, {2, 3, 2, 2}, test.data()},
+                        {"test_labels", DType::I64, {2}, testLabels.data()}});
+  DataSet fromNpz = loadArrayImages(npz, 3), mapped = loadArrayImages(st, 3);
+  Batch a = fromNpz.range(Split::Train, 0, 4), b = mapped.range(Split::Train, 0, 4);
+  EXPECT_EQ(a.tensors[0].f32, b.tensors[0].f32);
+  EXPECT_EQ(b.tensors[0].f32, train);
+  EXPECT_EQ(a.tensors[1].i32, b.tensors[1].i32);
+  const int64_t first = 0;
+  EXPECT_EQ(mapped.batch(Split::Test, &first, 1).tensors[0].f32,
+            std::vector<float>(test.begin(), test.begin() + 12));
+  const int64_t second = 1;
+  EXPECT_TRUE(failsWith([&] { mapped.batch(Split::Test, &second, 1); }, st,
+                        {"array \"test_images\" has a non-finite pixel (nan) at element 17"}));
+}
+
+TEST(ArrayDataTest, MappedImagesAreReadOnlyWhereBatchesTakeThem) {
+  // 96 MiB of u8 images: loading maps them without reading, a batch of 4
+  // images reads about its own pages (resident memory, /proc/self/statm).
+  TempDir dir;
+  const int64_t count = 1536, side = 256; // 64 KiB an image
+  std::string images(static_cast<size_t>(count * side * side), '\0');
+  for (size_t i = 0; i < images.size(); i += 4096)
+    images[i] = static_cast<char>(i / 4096 % 251);
+  std::vector<int64_t> trainLabels(static_cast<size_t>(count), 1), testLabels = {3};
+  std::string path = dir.file("big.safetensors");
+  writeSafetensors(path, {{"train_images", DType::U8, {count, side, side}, images.data()},
+                          {"train_labels", DType::I64, {count}, trainLabels.data()},
+                          {"test_images", DType::U8, {1, side, side}, images.data()},
+                          {"test_labels", DType::I64, {1}, testLabels.data()}});
+  images = std::string(); // not resident any more
+  auto residentBytes = [] {
+    std::ifstream statm("/proc/self/statm");
+    uint64_t size = 0, resident = 0;
+    statm >> size >> resident;
+    return resident * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  };
+  const uint64_t before = residentBytes();
+  DataSet data = loadArrayImages(path, 10);
+  const uint64_t loaded = residentBytes();
+  const int64_t indices[] = {7, 700, 1400, 1535};
+  Batch batch = data.batch(Split::Train, indices, 4);
+  const uint64_t batched = residentBytes();
+  EXPECT_EQ(batch.tensors[0].f32[0], static_cast<float>(7 * 16 % 251) / 255.0f);
+  EXPECT_EQ(batch.tensors[0].f32[3 * side * side], static_cast<float>(1535 * 16 % 251) / 255.0f);
+  // Without the mapping each would grow by the 96 MiB read (and the batch's
+  // floats, 1 MiB).
+  EXPECT_LT(loaded, before + (uint64_t(8) << 20)) << "loading read the images";
+  EXPECT_LT(batched, loaded + (uint64_t(8) << 20)) << "a batch of 4 read more than its images";
 }
 
 TEST(ArrayDataTest, TokensFromNpyAreSplitLikeText) {

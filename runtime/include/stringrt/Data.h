@@ -19,6 +19,7 @@
 #include "stringrt/DType.h"
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -51,12 +52,27 @@ struct Batch {
 enum class Split { Train, Test };
 
 // One split of an image set: count images of C x H x W pixels, row-major,
-// in exactly one of `u8` (scaled by 1/255 when batched) or `f32`, and one
-// label per image.
+// in exactly one of `u8` (scaled by 1/255 when batched), `f32` or a mapped
+// file, and one label per image.
 struct ImageSplit {
   std::vector<uint8_t> u8;
   std::vector<float> f32;
   std::vector<int32_t> labels;
+  // Or the pixels in place in a memory-mapped file (loadArrayImages of a
+  // safetensors file, docs/data.md): `mappedPixels` pixels of `mappedDType`
+  // (U8, or F32 little-endian and not necessarily aligned) at `mapped`,
+  // kept alive by `mapping`. A batch reads the images it takes, so a
+  // process touches only their pages (a data-parallel rank its share) and
+  // a data set larger than RAM trains; F32 pixels are checked to be finite
+  // as they are read (an error naming the file and the array), not at load.
+  std::shared_ptr<const void> mapping;
+  const uint8_t *mapped = nullptr;
+  DType mappedDType = DType::U8;
+  uint64_t mappedPixels = 0;
+  std::string mappedFile, mappedArray;
+
+  // Image i's `image` pixels as f32 into dst (u8 scaled by 1/255).
+  void imageAsF32(uint64_t i, uint64_t image, float *dst) const;
 };
 
 class DataSet {

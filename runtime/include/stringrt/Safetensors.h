@@ -19,6 +19,7 @@ namespace stringrt {
 
 namespace detail {
 class InputFile;
+class MappedRegion;
 }
 
 // Headers larger than this are rejected (the reference implementation's limit).
@@ -54,6 +55,10 @@ public:
 
   // A tensor's raw little-endian bytes. Throws if there is no such tensor.
   std::vector<uint8_t> readBytes(std::string_view name) const;
+  // A tensor's raw bytes mapped into memory in place (read from the file
+  // as they are touched; unaligned for its dtype in general). Throws if
+  // there is no such tensor.
+  std::shared_ptr<const detail::MappedRegion> mapBytes(std::string_view name) const;
   // A tensor's elements. Throws if there is no such tensor or it is not F32.
   std::vector<float> readF32(std::string_view name) const;
 

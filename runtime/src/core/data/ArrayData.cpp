@@ -3,6 +3,7 @@
 // values, and handing them to DataSet.
 #include "stringrt/ArrayData.h"
 
+#include "format/InputFile.h"
 #include "format/Json.h"
 #include "data/Npy.h"
 #include "data/Zip.h"
@@ -46,6 +47,15 @@ public:
   }
 
   const std::string &path() const { return path_; }
+
+  // The array `name` of a safetensors file, whose bytes can be mapped in
+  // place (map); none in an .npz file, whose members are read whole.
+  const TensorInfo *mappable(const std::string &name) const {
+    return safetensors_ ? safetensors_->find(name) : nullptr;
+  }
+  std::shared_ptr<const detail::MappedRegion> map(const std::string &name) const {
+    return safetensors_->mapBytes(name);
+  }
 
   DataArray require(const std::string &name) const {
     if (zip_) {
@@ -141,7 +151,11 @@ LoadedSplit loadImageSplit(const ArraySource &source, const std::string &prefix,
                            int64_t numClasses) {
   const std::string &path = source.path();
   const std::string imagesName = prefix + "_images", labelsName = prefix + "_labels";
-  DataArray images = source.require(imagesName);
+  // Images of a safetensors file stay in the file, mapped (ImageSplit);
+  // those of an .npz file are read whole.
+  const TensorInfo *inPlace = source.mappable(imagesName);
+  DataArray images = inPlace ? DataArray{inPlace->dtype, inPlace->shape, {}}
+                             : source.require(imagesName);
   DataArray labels = source.require(labelsName);
   LoadedSplit loaded;
   const std::vector<int64_t> &shape = images.shape;
@@ -164,7 +178,15 @@ LoadedSplit loadImageSplit(const ArraySource &source, const std::string &prefix,
     throw Error(path, fmt::format("array {} has {} images but {} has {} labels",
                                   quoteForMessage(imagesName), shape[0],
                                   quoteForMessage(labelsName), loaded.split.labels.size()));
-  if (images.dtype == DType::U8) {
+  if (inPlace && (images.dtype == DType::U8 || images.dtype == DType::F32)) {
+    std::shared_ptr<const detail::MappedRegion> region = source.map(imagesName);
+    loaded.split.mapped = region->data();
+    loaded.split.mappedPixels = region->size() / dtypeSize(images.dtype);
+    loaded.split.mappedDType = images.dtype;
+    loaded.split.mappedFile = path;
+    loaded.split.mappedArray = imagesName;
+    loaded.split.mapping = std::move(region);
+  } else if (images.dtype == DType::U8) {
     loaded.split.u8 = std::move(images.bytes);
   } else if (images.dtype == DType::F32) {
     std::vector<float> &f32 = loaded.split.f32;

@@ -2,6 +2,7 @@
 
 #include "SampleChunks.h"
 #include "execution/Initializers.h"
+#include "format/Json.h"
 #include "stringrt/Error.h"
 #include "stringrt/Idx.h"
 #include "stringrt/TextCorpus.h"
@@ -10,6 +11,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <utility>
 
 namespace stringrt {
@@ -76,6 +79,26 @@ DataSet DataSet::idx(const std::string &dir, int numClasses) {
                 split(data.train), split(data.test));
 }
 
+void ImageSplit::imageAsF32(uint64_t i, uint64_t image, float *dst) const {
+  if (mapped && mappedDType == DType::F32) {
+    std::memcpy(dst, mapped + i * image * sizeof(float), image * sizeof(float));
+    for (uint64_t p = 0; p < image; ++p)
+      if (!std::isfinite(dst[p]))
+        throw Error(mappedFile, fmt::format("array {} has a non-finite pixel ({}) at element {}",
+                                            detail::quoteForMessage(mappedArray), dst[p],
+                                            i * image + p));
+    return;
+  }
+  if (mapped || f32.empty()) {
+    const uint8_t *src = (mapped ? mapped : u8.data()) + i * image;
+    for (uint64_t p = 0; p < image; ++p)
+      dst[p] = static_cast<float>(src[p]) / 255.0f;
+    return;
+  }
+  std::copy(f32.begin() + static_cast<ptrdiff_t>(i * image),
+            f32.begin() + static_cast<ptrdiff_t>((i + 1) * image), dst);
+}
+
 DataSet DataSet::images(int64_t channels, int64_t rows, int64_t cols,
                         ImageSplit train, ImageSplit test) {
   if (channels < 1 || rows < 1 || cols < 1)
@@ -85,9 +108,14 @@ DataSet DataSet::images(int64_t channels, int64_t rows, int64_t cols,
   for (const auto &[split, name] : {std::pair{&train, "train"}, {&test, "test"}}) {
     if (split->labels.empty())
       throw Error(fmt::format("the {} split has no images", name));
-    if (!split->u8.empty() && !split->f32.empty())
-      throw Error(fmt::format("the {} split has both u8 and f32 pixels", name));
-    const uint64_t pixels = split->u8.size() + split->f32.size();
+    if (int(!split->u8.empty()) + int(!split->f32.empty()) + int(split->mapped != nullptr) > 1)
+      throw Error(fmt::format("the {} split has pixels in more than one of u8, f32 and a "
+                              "mapped file",
+                              name));
+    if (split->mapped && split->mappedDType != DType::U8 && split->mappedDType != DType::F32)
+      throw Error(fmt::format("the {} split's mapped pixels are {}, not U8 or F32", name,
+                              dtypeName(split->mappedDType)));
+    const uint64_t pixels = split->u8.size() + split->f32.size() + split->mappedPixels;
     if (pixels != split->labels.size() * image)
       throw Error(fmt::format("the {} split has {} pixels for {} labels of "
                               "{} x {} x {} images",
@@ -214,15 +242,7 @@ Batch DataSet::batch(Split split, const int64_t *indices, size_t n, Batch recycl
   cpu::parallelFor(0, b, grain, [&](int64_t kb, int64_t ke) {
     for (auto k = static_cast<size_t>(kb); k < static_cast<size_t>(ke); ++k) {
       const auto i = static_cast<size_t>(indices[k]);
-      float *dst = first.f32.data() + k * image;
-      if (images.f32.empty()) {
-        const uint8_t *src = images.u8.data() + i * image;
-        for (size_t p = 0; p < image; ++p)
-          dst[p] = static_cast<float>(src[p]) / 255.0f;
-      } else {
-        const float *src = images.f32.data() + i * image;
-        std::copy(src, src + image, dst);
-      }
+      images.imageAsF32(i, image, first.f32.data() + k * image);
       second.i32[k] = images.labels[i];
     }
   });

@@ -174,11 +174,7 @@ DataSet DataSet::withTestImagesResized(int64_t rows, int64_t cols) const {
   std::vector<float> pixels(static_cast<size_t>(image));
   for (int64_t i = 0; i < count; ++i) {
     // As a batch would feed it: u8 pixels / 255, f32 pixels as they are.
-    if (test_.f32.empty())
-      for (int64_t p = 0; p < image; ++p)
-        pixels[p] = static_cast<float>(test_.u8[i * image + p]) / 255.0f;
-    else
-      std::copy(test_.f32.begin() + i * image, test_.f32.begin() + (i + 1) * image, pixels.begin());
+    test_.imageAsF32(uint64_t(i), uint64_t(image), pixels.data());
     resizeBilinear(pixels.data(), channels_, rows_, cols_, set.test_.f32.data() + i * newImage, rows,
                    cols);
   }

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -36,6 +37,33 @@ InputFile::InputFile(const std::string &path) : path_(path) {
                                             : "is not a regular file");
   }
   size_ = static_cast<uint64_t>(info.st_size);
+}
+
+MappedRegion::MappedRegion(const InputFile &file, uint64_t offset, uint64_t length)
+    : length_(length) {
+  if (offset > file.size() || length > file.size() - offset)
+    throw Error(file.path(), fmt::format("bytes [{}, {}) are past the end of the file ({} bytes)",
+                                         offset, offset + length, file.size()));
+  if (length == 0) {
+    static const uint8_t nothing = 0;
+    data_ = &nothing;
+    return;
+  }
+  const auto page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  const uint64_t start = offset / page * page;
+  mappedBytes_ = static_cast<size_t>(offset - start + length);
+  base_ = ::mmap(nullptr, mappedBytes_, PROT_READ, MAP_PRIVATE, file.fd_, static_cast<off_t>(start));
+  if (base_ == MAP_FAILED) {
+    base_ = nullptr;
+    throw Error(file.path(), fmt::format("cannot map bytes [{}, {}) into memory: {}", offset,
+                                         offset + length, errnoText(errno)));
+  }
+  data_ = static_cast<const uint8_t *>(base_) + (offset - start);
+}
+
+MappedRegion::~MappedRegion() {
+  if (base_)
+    ::munmap(base_, mappedBytes_);
 }
 
 InputFile::~InputFile() {

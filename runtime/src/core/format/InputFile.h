@@ -32,9 +32,33 @@ public:
   std::vector<uint8_t> readAll(uint64_t maxBytes, const char *what) const;
 
 private:
+  friend class MappedRegion;
   std::string path_;
   int fd_ = -1;
   uint64_t size_ = 0;
+};
+
+// `length` bytes of an open file from `offset`, mapped read-only into memory
+// (mmap, MAP_PRIVATE): a page is read from the file when first touched, so a
+// process reads only the parts it uses and a file larger than RAM can be
+// used. The mapping outlives the InputFile. The file must not shrink while
+// mapped (reading a page past its new end is SIGBUS): the data loaders map
+// data sets, which nothing rewrites during a run.
+class MappedRegion {
+public:
+  MappedRegion(const InputFile &file, uint64_t offset, uint64_t length);
+  ~MappedRegion();
+  MappedRegion(const MappedRegion &) = delete;
+  MappedRegion &operator=(const MappedRegion &) = delete;
+
+  const uint8_t *data() const { return data_; }
+  uint64_t size() const { return length_; }
+
+private:
+  void *base_ = nullptr; // the page-aligned start of the mapping
+  size_t mappedBytes_ = 0;
+  const uint8_t *data_ = nullptr;
+  uint64_t length_ = 0;
 };
 
 // strerror for an errno value.

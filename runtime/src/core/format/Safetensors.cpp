@@ -303,6 +303,12 @@ std::vector<uint8_t> SafetensorsFile::readBytes(std::string_view name) const {
   return bytes;
 }
 
+std::shared_ptr<const detail::MappedRegion> SafetensorsFile::mapBytes(std::string_view name) const {
+  const TensorInfo &info = require(name);
+  return std::make_shared<const detail::MappedRegion>(*file_, dataStart_ + info.begin,
+                                                      info.end - info.begin);
+}
+
 std::vector<float> SafetensorsFile::readF32(std::string_view name) const {
   const TensorInfo &info = require(name);
   if (info.dtype != DType::F32)
