@@ -4,6 +4,7 @@
 // parameters on every rank, the evaluations), with dropout, uneven shares and
 // SGD or AdamW; a silent rank is named after the timeout. The MPI transport
 // itself is tested under mpirun (tests/distributed/test_ranks.py).
+#include "stringrt/Augment.h"
 #include "stringrt/Distributed.h"
 
 #include "ProgramBuilder.h"
@@ -257,12 +258,49 @@ TEST(DataParallelTest, RanksTakeTheAccumulatedStepsBitForBit) {
   }
 }
 
+// Each rank assembles and augments only its rows (TrainBackend::batchRows),
+// with the draws those rows get in the whole batch.
+TEST(DataParallelTest, RanksAugmentTheirRowsAsTheWholeBatchWould) {
+  TempDir dir;
+  const std::string data = dir.path().string() + "/data";
+  std::filesystem::create_directory(data);
+  writeImages(data, "train", 30);
+  writeImages(data, "t10k", 9);
+  TrainOptions o;
+  o.epochs = 1;
+  o.batch = 7;
+  o.seed = 5;
+  o.augment = parseAugmentPolicy("crop=1,flip=0.5");
+  const Manifest manifest = imageManifest(OptimizerKind::AdamW);
+  for (int ranks : {2, 3}) {
+    SCOPED_TRACE(testing::Message() << ranks << " ranks");
+    RankRun want = oneProcess(manifest, data, o, ranks);
+    RankRun got = onRanks(manifest, data, o, ranks);
+    EXPECT_EQ(got.record.losses, want.record.losses);
+    for (int r = 0; r < ranks; ++r)
+      EXPECT_EQ(got.params[size_t(r)], want.params[0]) << "rank " << r;
+  }
+  TrainOptions plain = o;
+  plain.augment = parseAugmentPolicy("none");
+  EXPECT_NE(oneProcess(manifest, data, plain, 2).record.losses,
+            oneProcess(manifest, data, o, 2).record.losses);
+}
+
 TEST(DataParallelTest, ShareAndRefusals) {
   EXPECT_EQ(rankShare(7, 0, 3).begin, 0);
   EXPECT_EQ(rankShare(7, 0, 3).count, 3);
   EXPECT_EQ(rankShare(7, 1, 3).begin, 3);
   EXPECT_EQ(rankShare(7, 2, 3).begin, 5);
   EXPECT_EQ(rankShare(7, 2, 3).count, 2);
+  {
+    // The backend reads its share of each batch.
+    Mailboxes boxes(3);
+    Model model(imageManifest(OptimizerKind::Sgd));
+    ThreadCommunicator comm(boxes, 1, std::chrono::seconds(1));
+    auto backend = makeDataParallelBackend(model, comm);
+    EXPECT_EQ(backend->batchRows(7).begin, 3);
+    EXPECT_EQ(backend->batchRows(7).count, 2);
+  }
 
   TempDir dir;
   const std::string data = dir.path().string() + "/data";

@@ -67,10 +67,13 @@ AugmentPolicy parseAugmentPolicy(std::string_view spec);
 
 // Augments `images`, f32 [B, C, H, W] row-major (B * C * H * W floats), in
 // place as the header comment describes; sample b uses the counter of index
-// b (b < 2^32). Checks the policy and that B, C, H, W >= 1 and images is not
-// null (Error otherwise). Does nothing when the policy is off.
+// firstSample + b (< 2^32): rows [firstSample, firstSample + B) of a step's
+// batch get the draws they get in the whole batch. Checks the policy and
+// that B, C, H, W >= 1 and images is not null (Error otherwise). Does
+// nothing when the policy is off.
 void augmentImages(const AugmentPolicy &policy, uint64_t seed, int64_t step,
-                   float *images, int64_t B, int64_t C, int64_t H, int64_t W);
+                   float *images, int64_t B, int64_t C, int64_t H, int64_t W,
+                   int64_t firstSample = 0);
 
 // Each sample's draws (the parameters the header comment's formula draws
 // for it), kAugmentDrawWords int32 per sample, in this order. A device
@@ -87,12 +90,12 @@ enum AugmentDrawWord : int64_t {
   kAugmentDrawWords
 };
 
-// Writes the draws of samples [0, B) of `step` (B * kAugmentDrawWords
-// int32) for images of H x W pixels. Checks as augmentImages does (C is
-// not needed), and that H and W fit an int32. An off policy draws zeros
-// (the identity).
+// Writes the draws of samples [firstSample, firstSample + B) of `step` (B *
+// kAugmentDrawWords int32) for images of H x W pixels. Checks as
+// augmentImages does (C is not needed), and that H and W fit an int32. An
+// off policy draws zeros (the identity).
 void drawAugmentation(const AugmentPolicy &policy, uint64_t seed, int64_t step, int64_t B,
-                      int64_t H, int64_t W, int32_t *draws);
+                      int64_t H, int64_t W, int32_t *draws, int64_t firstSample = 0);
 
 // Applies the draws of drawAugmentation to `images` (f32 [B, C, H, W]), in
 // place: out[c][y][x] = 0 inside the erased rectangle, else
@@ -102,8 +105,9 @@ void applyAugmentation(const int32_t *draws, float *images, int64_t B, int64_t C
                        int64_t W);
 
 // augmentImages on the images of a batch of an image set (Data.h): its first
-// tensor, which must be f32 [B, C, H, W] (Error otherwise).
+// tensor, which must be f32 [B, C, H, W] (Error otherwise); the batch holds
+// rows [firstSample, firstSample + B) of the step's batch.
 void augmentBatchImages(const AugmentPolicy &policy, uint64_t seed,
-                        int64_t step, Batch &batch);
+                        int64_t step, Batch &batch, int64_t firstSample = 0);
 
 } // namespace stringrt

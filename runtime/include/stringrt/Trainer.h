@@ -240,6 +240,15 @@ public:
   // queue()'s key (the next batch: that step + 1), and the trainer hands it
   // batches not augmented. The default declines (the host augments).
   virtual bool takeAugmentation(const AugmentPolicy &policy, uint64_t seed);
+  // The rows [begin, begin + count) of each step's batch of `rows` examples
+  // that the backend reads (after start): the trainer assembles and augments
+  // only those, and queue()'s `batch` holds them. A data-parallel rank reads
+  // its share, so it touches only its rows of the data (a memory-mapped data
+  // set: only their pages). The default: every row.
+  struct BatchRows {
+    int64_t begin = 0, count = 0;
+  };
+  virtual BatchRows batchRows(int64_t rows) const { return {0, rows}; }
   // Queues one training step (gradients, clipping, the optimizer) on
   // `batch`. `next` assembles the batch of the following step and returns it
   // (nullptr for the last step; a second call returns the same): the backend

@@ -226,7 +226,7 @@ AugmentPolicy parseAugmentPolicy(std::string_view spec) {
 }
 
 void drawAugmentation(const AugmentPolicy &policy, uint64_t seed, int64_t step, int64_t B,
-                      int64_t H, int64_t W, int32_t *draws) {
+                      int64_t H, int64_t W, int32_t *draws, int64_t firstSample) {
   checkAugmentPolicy(policy);
   if (!draws)
     throw Error("drawAugmentation: draws is null");
@@ -235,11 +235,12 @@ void drawAugmentation(const AugmentPolicy &policy, uint64_t seed, int64_t step, 
                             H, W));
   constexpr int64_t kMax32 = std::numeric_limits<uint32_t>::max();
   constexpr int64_t kMaxI32 = std::numeric_limits<int32_t>::max();
-  if (B > kMax32 + 1 || H > kMaxI32 || W > kMaxI32)
-    throw Error(fmt::format("drawAugmentation: a batch of {} images of {} x {} is too large",
-                            B, H, W));
+  if (firstSample < 0 || B > kMax32 + 1 - firstSample || H > kMaxI32 || W > kMaxI32)
+    throw Error(fmt::format("drawAugmentation: a batch of {} images of {} x {} from sample {} "
+                            "is too large",
+                            B, H, W, firstSample));
   for (int64_t b = 0; b < B; ++b)
-    drawSample(policy, seed, step, b, H, W, draws + b * kAugmentDrawWords);
+    drawSample(policy, seed, step, firstSample + b, H, W, draws + b * kAugmentDrawWords);
 }
 
 void applyAugmentation(const int32_t *draws, float *images, int64_t B, int64_t C, int64_t H,
@@ -258,7 +259,8 @@ void applyAugmentation(const int32_t *draws, float *images, int64_t B, int64_t C
 }
 
 void augmentImages(const AugmentPolicy &policy, uint64_t seed, int64_t step,
-                   float *images, int64_t B, int64_t C, int64_t H, int64_t W) {
+                   float *images, int64_t B, int64_t C, int64_t H, int64_t W,
+                   int64_t firstSample) {
   checkAugmentPolicy(policy);
   checkShape(images, B, C, H, W);
   if (!policy.enabled())
@@ -266,12 +268,12 @@ void augmentImages(const AugmentPolicy &policy, uint64_t seed, int64_t step,
   // Each sample's draws depend on (seed, step, b) only (microseconds for a
   // batch); the pixels then move on the pool.
   std::vector<int32_t> draws(static_cast<size_t>(B * kAugmentDrawWords));
-  drawAugmentation(policy, seed, step, B, H, W, draws.data());
+  drawAugmentation(policy, seed, step, B, H, W, draws.data(), firstSample);
   applyAugmentation(draws.data(), images, B, C, H, W);
 }
 
 void augmentBatchImages(const AugmentPolicy &policy, uint64_t seed,
-                        int64_t step, Batch &batch) {
+                        int64_t step, Batch &batch, int64_t firstSample) {
   if (batch.tensors.empty())
     throw Error("augmentBatchImages: the batch has no tensors");
   BatchTensor &images = batch.tensors.front();
@@ -286,7 +288,7 @@ void augmentBatchImages(const AugmentPolicy &policy, uint64_t seed,
     throw Error(fmt::format("augmentBatchImages: {} floats for images of "
                             "[{}, {}, {}, {}]",
                             images.f32.size(), s[0], s[1], s[2], s[3]));
-  augmentImages(policy, seed, step, images.f32.data(), s[0], s[1], s[2], s[3]);
+  augmentImages(policy, seed, step, images.f32.data(), s[0], s[1], s[2], s[3], firstSample);
 }
 
 } // namespace stringrt

@@ -64,21 +64,29 @@ public:
           total * static_cast<size_t>(k) / static_cast<size_t>(ranks_);
   }
 
-  void queue(const std::map<std::string, HostTensor> &batch, const NextBatch &next,
-             int64_t totalSteps, const StepKey &key) override {
-    const int64_t rows = batch.begin()->second.shape.at(0);
+  BatchRows batchRows(int64_t rows) const override {
     if (rows < ranks_)
       throw Error(fmt::format("a batch of {} examples cannot be shared by {} ranks: give "
                               "--batch >= {}",
                               rows, ranks_, ranks_));
+    globalRows_ = rows;
     const RankShare share = rankShare(rows, me_, ranks_);
+    return {share.begin, share.count};
+  }
+
+  // `mine`: this rank's rows of the step's batch (batchRows).
+  void queue(const std::map<std::string, HostTensor> &mine, const NextBatch &next,
+             int64_t totalSteps, const StepKey &key) override {
+    const int64_t rows = globalRows_;
+    const RankShare share = rankShare(rows, me_, ranks_);
+    if (rows < ranks_ || mine.begin()->second.shape.at(0) != share.count)
+      throw Error(fmt::format("rank {}: a step's rows are {} of a batch of {}, not its share "
+                              "of {} (batchRows)",
+                              me_, mine.begin()->second.shape.at(0), rows, share.count));
     if (!memoryChecked_) {
       checkBatchMemory(model_, share.count, true, 0, "training");
       memoryChecked_ = true;
     }
-    std::map<std::string, HostTensor> mine;
-    for (const auto &[name, tensor] : batch)
-      mine.emplace(name, rowsOf(tensor, share.begin, share.count));
     // The dropout masks of rows [begin, begin + count) of the whole batch.
     StepKey shareKey = key;
     shareKey.firstSample = key.firstSample + share.begin;
@@ -221,16 +229,6 @@ private:
     return result;
   }
 
-  // Rows [begin, begin + count) of a batched tensor, as a view.
-  static HostTensor rowsOf(const HostTensor &t, int64_t begin, int64_t count) {
-    HostTensor view = t;
-    const int64_t rowElements = t.shape.at(0) > 0 ? t.numel() / t.shape[0] : 0;
-    const size_t bytes = t.dtype == DType::I32 ? sizeof(int32_t) : sizeof(float);
-    view.data = static_cast<const char *>(t.data) + begin * rowElements * bytes;
-    view.shape[0] = count;
-    return view;
-  }
-
   Model &model_;
   Communicator &comm_;
   int ranks_, me_;
@@ -241,6 +239,7 @@ private:
   float loss_ = 0;
   OptimizerStepInfo info_;
   bool memoryChecked_ = false;
+  mutable int64_t globalRows_ = 0; // the step's whole batch (batchRows)
 };
 
 } // namespace

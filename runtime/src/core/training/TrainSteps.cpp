@@ -38,7 +38,12 @@ void runSteps(TrainRun &r) {
   // Host time this epoch spent assembling batches, and waiting in collect()
   // for a backend's steps (a device's; the CPU computes in queue()).
   double epochBatchSeconds = 0, epochWaitSeconds = 0;
-  // The batch of global step s (the data order of its epoch).
+  // The rows of each step's batch the backend reads (a rank its share).
+  const TrainBackend::BatchRows rows = run.batchRows(plan.batch);
+  if (rows.begin < 0 || rows.count < 1 || rows.begin + rows.count > plan.batch)
+    throw Error(fmt::format("the backend reads rows [{}, {}) of a batch of {}", rows.begin,
+                            rows.begin + rows.count, plan.batch));
+  // The batch of global step s (the data order of its epoch), those rows.
   auto batchOf = [&](int64_t s) {
     const auto assembleStart = Clock::now();
     const int64_t epoch = s / plan.stepsPerEpoch;
@@ -46,14 +51,15 @@ void runSteps(TrainRun &r) {
       order = epochOrder(plan.trainExamples, plan.seed, epoch);
       orderEpoch = epoch;
     }
-    Batch b = data.batch(Split::Train, order.data() + (s % plan.stepsPerEpoch) * plan.batch,
-                         static_cast<size_t>(plan.batch), std::move(spare));
+    Batch b = data.batch(Split::Train,
+                         order.data() + (s % plan.stepsPerEpoch) * plan.batch + rows.begin,
+                         static_cast<size_t>(rows.count), std::move(spare));
     // On the host, before the backend sees the batch, unless the backend
     // took it over: the same bits either way (the draws depend on the
     // seed, the step and the sample only), and a resumed run augments as
     // an unbroken one.
     if (hostAugments)
-      augmentBatchImages(plan.augment, plan.seed, s, b);
+      augmentBatchImages(plan.augment, plan.seed, s, b, rows.begin);
     epochBatchSeconds += secondsSince(assembleStart);
     return b;
   };
