@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "KernelBuilder.h"
+#include "PackageValues.h"
 #include "stringc/GPU/GPUPipeline.h"
 #include "stringrt/CudaSection.h"
 
@@ -189,18 +190,6 @@ void internConstants(OpSteps &steps, std::vector<ConstantArray> &table) {
 /// parameter buffer; the runtime fills a constant's buffer at its place.
 bool isFree(Operation &op) { return isa<pe::GetParamOp, arith::ConstantOp>(op); }
 
-/// Value ids as the package numbers them (PackageBuilder: the block's
-/// arguments, then every op's results in order).
-llvm::DenseMap<Value, int64_t> valueIds(Block &block) {
-  llvm::DenseMap<Value, int64_t> ids;
-  for (BlockArgument arg : block.getArguments())
-    ids[arg] = int64_t(ids.size());
-  for (Operation &op : block.without_terminator())
-    for (Value result : op.getResults())
-      ids[result] = int64_t(ids.size());
-  return ids;
-}
-
 /// The id of the value a pointer argument of `op`'s launch binds (an
 /// operand or a result), or -1 (scratch, constants, the step key).
 int64_t boundValue(Operation &op, const LaunchArg &arg,
@@ -327,6 +316,16 @@ void pickVariants(const std::vector<Operation *> &ops, std::vector<OpSteps> &ste
 
 } // namespace
 
+llvm::DenseMap<Value, int64_t> packageValueIds(Block &block) {
+  llvm::DenseMap<Value, int64_t> ids;
+  for (BlockArgument arg : block.getArguments())
+    ids[arg] = int64_t(ids.size());
+  for (Operation &op : block.without_terminator())
+    for (Value result : op.getResults())
+      ids[result] = int64_t(ids.size());
+  return ids;
+}
+
 FailureOr<KernelPlan> planKernels(ModuleOp module, bool allKernels, GpuPrecision precision) {
   KernelPlan plan;
   std::map<std::string, size_t> index; // kernel name -> position in plan.kernels
@@ -376,7 +375,7 @@ FailureOr<KernelPlan> planKernels(ModuleOp module, bool allKernels, GpuPrecision
       programOps.push_back(&op);
     }
     Block &block = func.getBody().front();
-    llvm::DenseMap<Value, int64_t> ids = valueIds(block);
+    llvm::DenseMap<Value, int64_t> ids = packageValueIds(block);
     std::vector<bool> bf16(ids.size(), false);
     if (precision == GpuPrecision::BF16) {
       bf16 = assignStorage(block, programOps, programSteps, ids);

@@ -11,6 +11,7 @@
 
 #include "KernelBuilder.h"
 #include "LaunchModel.h"
+#include "PackageValues.h"
 #include "stringc/Dialect/PE/PECost.h"
 #include "stringc/Dialect/PE/PEOps.h"
 #include "stringc/Transforms/Explain.h"
@@ -293,17 +294,18 @@ FailureOr<StepEstimate> estimateTrainingStep(ModuleOp train, const KernelPlan &p
       return train.emitError() << "the launch report needs every op on the GPU; "
                                << names.front() << " has no GPU steps";
 
-  // The values @gradients stores in bf16, by the package's value ids (the
-  // block's arguments, then every op's results).
+  // The values @gradients stores in bf16 (the plan lists them by the
+  // package's value ids).
   llvm::DenseSet<Value> bf16Values;
   for (const auto &[program, dtypes] : plan.valueDTypes)
     if (program == "gradients") {
-      std::vector<Value> byId(func.getArguments().begin(), func.getArguments().end());
-      for (Operation *op : ops)
-        byId.insert(byId.end(), op->getResults().begin(), op->getResults().end());
+      llvm::DenseSet<int64_t> bf16Ids;
       for (const auto &[id, dtype] : dtypes)
         if (dtype == stringrt::DType::BF16)
-          bf16Values.insert(byId[size_t(id)]);
+          bf16Ids.insert(id);
+      for (const auto &[value, id] : packageValueIds(func.getBody().front()))
+        if (bf16Ids.count(id))
+          bf16Values.insert(value);
     }
   auto elementBytes = [&](Value v) -> double { return bf16Values.count(v) ? 2 : 4; };
 
