@@ -20,7 +20,7 @@
 //   `none`, 0 for `causal`), so causal blocks stop at the key tile holding
 //   their last query and the dK/dV blocks start at the first query tile that
 //   can see their keys. `skip` masks have exactly one key per query: plain
-//   gather kernels (pe_attention_skip*), no softmax.
+//   gather kernels (pe_attention_skip*, SkipAttentionKernels.cpp), no softmax.
 // - The forward writes y and each query row's log-sum-exp lse_i = m + log l
 //   (the op's second result in @gradients, a scratch buffer otherwise).
 // - Backward (FA2): pe_attention_grad_delta computes delta_i = dy_i . y_i
@@ -35,15 +35,8 @@
 //   the table's (cos, sin) of their token; dq and dk are rotated back with
 //   the transposed rotation before they are stored.
 // - Relative variants (pe_rel_*, `rel` [T, T, Dh, Dh], Dh 16): the staged
-//   row enters rotated per pair, w = R_ij k_j (forward, dQ: s = q . w and
-//   dq += scale dS w) or u = R_ij^T q_i (dK/dV: s = u . k and dk += scale dS
-//   u). The dQ kernel also writes dS [B * H, T, T] to a scratch buffer, and
-//   pe_rel_attention_grad_drel sums drel[i, j] = scale sum_{b,h} dS q_i k_j^T
-//   with one thread per (i, j, d), again without atomics. The kernels read R
-//   from a copy that pe_rel_layout writes first, with the thread's own token
-//   fastest ([j, Dh, Dh, i] for a thread per query, [i, Dh, Dh, j] for dK/dV):
-//   read from rel itself, each thread's R_ij is its own 1 KB, so a warp's
-//   load of one entry touched 32 cache lines.
+//   row enters rotated by R_ij, and a drel kernel follows the gradient
+//   (RelativeAttentionKernels.cpp).
 //
 // Kernels are specialised by head dimension (16, 32, 64): a thread's own
 // rows and accumulators are unrolled over it (registers; for Dh = 64 the
@@ -57,7 +50,7 @@
 // or T - 1) and the skip gathers take skip_base itself.
 //
 //===----------------------------------------------------------------------===//
-#include "AttentionCommon.h"
+#include "AttentionF32.h"
 
 #include "stringc/Dialect/PE/PEOps.h"
 
@@ -84,9 +77,6 @@ constexpr int64_t kTile = 32;
 int64_t rowsPerBlock(int64_t dh) { return dh > 32 ? 32 : 64; }
 /// Whether a thread's read-only own rows live in shared memory (else registers).
 bool ownRowsShared(int64_t dh) { return dh > 32; }
-
-/// The head dimensions with relative-attention kernels (vit_generators).
-constexpr int64_t kRelHeadDims[] = {16};
 
 /// The kernel family of an encoding: pe_attention, pe_rope_attention, pe_rel_attention.
 std::string kernelName(Kind kind, Enc enc, int64_t dh) {
@@ -136,10 +126,6 @@ Block makeBlock(KernelBuilder &k, const Args &args, int64_t dh) {
   g.tileStart = k.mul(k.blockId(gpu::Dimension::y), k.i64(g.rows));
   g.row = k.add(g.tileStart, g.thread);
   return g;
-}
-
-Value fma(KernelBuilder &k, Value a, Value b, Value c) {
-  return k.builder().create<LLVM::FMAOp>(k.location(), a.getType(), a, b, c);
 }
 
 /// A shared-memory load that LLVM may neither hoist out of a loop nor merge
@@ -278,33 +264,6 @@ void stageTile(Block &g, Value tile, Value x, Value table, Value start) {
     k.store(select(k, valid, y1, zero), tile, k.add(dest, d1));
     return SmallVector<Value>{};
   });
-}
-
-/// The relative rotation R = rel[i, j] applied to row c of a tile:
-/// (R t)[d] = sum_e R[d, e] t[e], or its transpose (R^T t)[e] = sum_d R[d, e]
-/// t[d]. `rel` is not the op's [T, T, Dh, Dh] but a copy that pe_rel_layout
-/// wrote with the thread's own token fastest, [other, Dh, Dh, own] (own = i
-/// for a thread per query, j for a thread per key; both in range): a warp's
-/// load of one entry reads consecutive floats instead of one line per thread.
-std::vector<Value> rotateTileRow(Block &g, Value rel, Value own, Value other, Value tile,
-                                 Value c, bool transpose) {
-  KernelBuilder &k = g.k;
-  const int64_t dh = g.dh;
-  Value base = k.add(k.mul(other, k.mul(k.i64(dh * dh), g.tokens)), own);
-  Value rowBase = k.mul(c, k.i64(dh));
-  std::vector<Value> t;
-  for (int64_t e = 0; e < dh; ++e)
-    t.push_back(k.load(tile, k.add(rowBase, k.i64(e))));
-  std::vector<Value> out;
-  for (int64_t a = 0; a < dh; ++a) {
-    Value sum = k.f32(0.0);
-    for (int64_t b = 0; b < dh; ++b) {
-      int64_t at = transpose ? b * dh + a : a * dh + b; // R[b, a] or R[a, b]
-      sum = fma(k, k.load(rel, k.add(base, k.mul(k.i64(at), g.tokens))), t[b], sum);
-    }
-    out.push_back(sum);
-  }
-  return out;
 }
 
 /// sum_d row(d) * tile[c * Dh + d] (sequential FMAs).
@@ -574,149 +533,6 @@ KernelDef attentionKernel(Kind kind, Enc enc, int64_t dh) {
                     sharedFloats(kind, dh) * 4, {forwardBody, dkdvBody, dqBody});
 }
 
-/// Token t and column col of element e of a [B, T, D] tensor; row = b * T.
-struct SkipElement {
-  Value col, token, rowBase, lag;
-};
-
-SkipElement skipElement(KernelBuilder &k, Value e, Value tokens, Value width, Value dh,
-                        Value skipBase) {
-  Value col = remU(k, e, width), bt = divU(k, e, width);
-  Value token = remU(k, bt, tokens);
-  // head h sees the key lag(h) = skip_base + h before it.
-  Value lag = k.add(skipBase, divU(k, col, dh));
-  return {col, token, k.sub(bt, token), lag};
-}
-
-void appendSkipKernels(std::vector<KernelDef> &defs) {
-  const ParamKind P = ParamKind::Ptr, I = ParamKind::I64;
-  // y[b, i, col] = v[b, i - lag(h), col], 0 when i < lag(h).
-  defs.push_back({makeSpec("pe_attention_skip", pe::AttentionOp::getOperationName(),
-                           {{"y", P}, {"v", P}, {"n", I}, {"tokens", I}, {"width", I},
-                            {"head_dim", I}, {"skip_base", I}}),
-                  [](KernelBuilder &k) {
-                    Value y = k.arg(0), v = k.arg(1), tokens = k.arg(3), width = k.arg(4);
-                    k.forGridStride(k.arg(2), [&](Value e) {
-                      SkipElement s = skipElement(k, e, tokens, width, k.arg(5), k.arg(6));
-                      Value key = k.sub(s.token, s.lag);
-                      Value valid = cmpI(k, Pred::sge, key, k.i64(0));
-                      Value safe = select(k, valid, key, k.i64(0));
-                      Value x = k.load(v, k.add(k.mul(k.add(s.rowBase, safe), width), s.col));
-                      k.store(select(k, valid, x, k.f32(0.0)), y, e);
-                    });
-                  }});
-  // lse[bh * T + i] = scale q_i . k_{i - lag(h)}, the one visible score, or
-  // -inf without a key (the log of an empty sum): one thread per (b, h, i).
-  defs.push_back({makeSpec("pe_attention_skip_lse", pe::AttentionOp::getOperationName(),
-                           {{"lse", P}, {"q", P}, {"k", P}, {"n", I}, {"tokens", I}, {"width", I},
-                            {"heads", I}, {"skip_base", I}, {"scale", ParamKind::F32}}),
-                  [](KernelBuilder &k) {
-                    Value lse = k.arg(0), q = k.arg(1), keys = k.arg(2), tokens = k.arg(4);
-                    Value width = k.arg(5), heads = k.arg(6);
-                    Value dh = divU(k, width, heads);
-                    k.forGridStride(k.arg(3), [&](Value r) {
-                      Value bh = divU(k, r, tokens), i = remU(k, r, tokens);
-                      Value b = divU(k, bh, heads), h = remU(k, bh, heads);
-                      Value key = k.sub(i, k.add(k.arg(7), h));
-                      Value valid = cmpI(k, Pred::sge, key, k.i64(0));
-                      Value safe = select(k, valid, key, k.i64(0));
-                      Value col = k.mul(h, dh), rowBase = k.mul(b, tokens);
-                      Value qAt = k.add(k.mul(k.add(rowBase, i), width), col);
-                      Value kAt = k.add(k.mul(k.add(rowBase, safe), width), col);
-                      ValueRange dot = k.forLoop(
-                          k.i64(0), dh, k.i64(1), {k.f32(0.0)}, [&](Value d, ValueRange acc) {
-                            return SmallVector<Value>{fma(k, k.load(q, k.add(qAt, d)),
-                                                          k.load(keys, k.add(kAt, d)), acc[0])};
-                          });
-                      k.store(select(k, valid, k.mul(k.arg(8), dot[0]), k.f32(-INFINITY)), lse, r);
-                    });
-                  }});
-  // dq = dk = 0 exactly (P is one-hot: dS = P (dP - P dP) = 0);
-  // dv[b, j, col] = dy[b, j + lag(h), col], 0 when j + lag(h) >= T.
-  defs.push_back({makeSpec("pe_attention_skip_grad", pe::AttentionGradOp::getOperationName(),
-                           {{"dq", P}, {"dk", P}, {"dv", P}, {"dy", P}, {"n", I}, {"tokens", I},
-                            {"width", I}, {"head_dim", I}, {"skip_base", I}}),
-                  [](KernelBuilder &k) {
-                    Value dq = k.arg(0), dk = k.arg(1), dv = k.arg(2), dy = k.arg(3);
-                    Value tokens = k.arg(5), width = k.arg(6);
-                    k.forGridStride(k.arg(4), [&](Value e) {
-                      SkipElement s = skipElement(k, e, tokens, width, k.arg(7), k.arg(8));
-                      Value query = k.add(s.token, s.lag);
-                      Value valid = cmpI(k, Pred::slt, query, tokens);
-                      Value safe = select(k, valid, query, s.token);
-                      Value g = k.load(dy, k.add(k.mul(k.add(s.rowBase, safe), width), s.col));
-                      k.store(k.f32(0.0), dq, e);
-                      k.store(k.f32(0.0), dk, e);
-                      k.store(select(k, valid, g, k.f32(0.0)), dv, e);
-                    });
-                  }});
-}
-
-/// drel[i, j, d, e] = scale sum_{b, h} dS_ij q_i[d] k_j[e] (0 where key j
-/// is hidden from query i): one thread per (i, j, d), looping over the
-/// batch and heads in order, Dh accumulators. dS comes from the dQ kernel
-/// (ds[bh, i, j], written for every visible pair).
-KernelDef relGradKernel(int64_t dh) {
-  const ParamKind P = ParamKind::Ptr, I = ParamKind::I64, F = ParamKind::F32;
-  std::vector<std::pair<std::string, ParamKind>> params = {
-      {"drel", P},   {"q", P},     {"k", P},      {"ds", P},     {"n", I},    {"tokens", I},
-      {"width", I},  {"heads", I}, {"batch_heads", I}, {"lookahead", I}, {"scale", F}};
-  return {makeSpec("pe_rel_attention_grad_drel_d" + std::to_string(dh),
-                   pe::AttentionGradOp::getOperationName(), params),
-          [dh, params](KernelBuilder &k) {
-            Args args{k, params};
-            Value tokens = args("tokens"), width = args("width"), heads = args("heads");
-            k.forGridStride(args("n"), [&](Value e) {
-              Value d = remU(k, e, k.i64(dh)), ij = divU(k, e, k.i64(dh));
-              Value i = divU(k, ij, tokens), j = remU(k, ij, tokens);
-              SmallVector<Value> init(dh, k.f32(0.0));
-              ValueRange sums = k.forLoop(
-                  k.i64(0), args("batch_heads"), k.i64(1), init, [&](Value bh, ValueRange acc) {
-                    Value b = divU(k, bh, heads), h = remU(k, bh, heads);
-                    Value col = k.mul(h, k.i64(dh));
-                    Value qd = k.load(args("q"), k.add(k.add(k.mul(k.add(k.mul(b, tokens), i),
-                                                                   width), col), d));
-                    Value dS = k.load(args("ds"),
-                                      k.add(k.mul(k.add(k.mul(bh, tokens), i), tokens), j));
-                    Value f = k.mul(dS, qd);
-                    Value kRow = k.add(k.mul(k.add(k.mul(b, tokens), j), width), col);
-                    SmallVector<Value> next;
-                    for (int64_t x = 0; x < dh; ++x)
-                      next.push_back(fma(k, f, k.load(args("k"), k.add(kRow, k.i64(x))), acc[x]));
-                    return next;
-                  });
-              Value seen = cmpI(k, Pred::sle, j, k.add(i, args("lookahead")));
-              for (int64_t x = 0; x < dh; ++x)
-                k.store(select(k, seen, k.mul(args("scale"), sums[x]), k.f32(0.0)), args("drel"),
-                        k.add(k.mul(e, k.i64(dh)), k.i64(x)));
-            });
-          }};
-}
-
-/// out[other, a, b, own] = rel[i, j, a, b]: rel [T, T, Dh, Dh] with the
-/// token of the kernels' threads fastest (rotateTileRow), own = i
-/// (`key_fastest` 0: the forward, stats and dQ kernels, a thread per query)
-/// or own = j (`key_fastest` 1: dK/dV, a thread per key). One thread per
-/// output element, so the writes are coalesced.
-KernelDef relLayoutKernel() {
-  const ParamKind P = ParamKind::Ptr, I = ParamKind::I64;
-  std::vector<std::pair<std::string, ParamKind>> params = {
-      {"out", P}, {"rel", P}, {"n", I}, {"tokens", I}, {"entries", I}, {"key_fastest", I}};
-  return {makeSpec("pe_rel_layout", pe::AttentionOp::getOperationName(), params),
-          [params](KernelBuilder &k) {
-            Args args{k, params};
-            Value tokens = args("tokens"), entries = args("entries");
-            Value keyFastest = cmpI(k, Pred::ne, args("key_fastest"), k.i64(0));
-            k.forGridStride(args("n"), [&](Value e) {
-              Value own = remU(k, e, tokens), rest = divU(k, e, tokens);
-              Value at = remU(k, rest, entries), other = divU(k, rest, entries);
-              Value i = select(k, keyFastest, other, own), j = select(k, keyFastest, own, other);
-              Value from = k.add(k.mul(k.add(k.mul(i, tokens), j), entries), at);
-              k.store(k.load(args("rel"), from), args("out"), e);
-            });
-          }};
-}
-
 //===----------------------------------------------------------------------===//
 // Lowering side
 //===----------------------------------------------------------------------===//
@@ -750,14 +566,6 @@ OpSteps flashGradSteps(const AttentionShape &s, Enc enc, pe::MaskKind mask, doub
   return steps;
 }
 
-/// rel [T, T, Dh, Dh] for q of this shape, a head dim with rel kernels and a
-/// mask other than skip.
-bool relFits(const AttentionShape &s, Type rel, pe::MaskKind mask) {
-  auto shape = batchShape(rel);
-  return mask != pe::MaskKind::Skip && llvm::is_contained(kRelHeadDims, s.dh) && shape &&
-         *shape == std::vector<int64_t>{s.tokens, s.tokens, s.dh, s.dh};
-}
-
 std::optional<OpSteps> lowerAttention(Operation &op) {
   auto attention = cast<pe::AttentionOp>(op);
   auto s = attentionShape(attention.getQ().getType(), int64_t(attention.getHeads()));
@@ -777,23 +585,8 @@ std::optional<OpSteps> lowerAttention(Operation &op) {
                sizeArgs(*s, attention.getMask(), scale))));
     return steps;
   }
-  if (attention.getMask() == pe::MaskKind::Skip) {
-    auto base = attention.getSkipBase();
-    if (!base)
-      return std::nullopt;
-    OpSteps steps;
-    steps.launches.push_back(Launch::kernelCall(
-        "pe_attention_skip",
-        {A::result(0), A::operand(2), A::i64(elementCount(op.getResult(0).getType())),
-         A::i64(s->tokens), A::i64(s->width), A::i64(s->dh), A::i64(int64_t(*base))}));
-    if (op.getNumResults() == 2) // the one score of each query (-inf without a key)
-      steps.launches.push_back(Launch::kernelCall(
-          "pe_attention_skip_lse",
-          {A::result(1), A::operand(0), A::operand(1), A::i64(numel(attention.getLse())),
-           A::i64(s->tokens), A::i64(s->width), A::i64(s->heads), A::i64(int64_t(*base)),
-           A::f32(float(scale))}));
-    return steps;
-  }
+  if (attention.getMask() == pe::MaskKind::Skip)
+    return lowerSkipAttention(attention, *s);
   if (!flashServes(*s))
     return std::nullopt;
   OpSteps steps;
@@ -815,18 +608,8 @@ std::optional<OpSteps> lowerAttentionGrad(Operation &op) {
       return std::nullopt;
     return flashGradSteps(*s, Enc::Rel, grad.getMask(), grad.getScale().convertToDouble());
   }
-  if (grad.getMask() == pe::MaskKind::Skip) {
-    auto base = grad.getSkipBase();
-    if (!base)
-      return std::nullopt;
-    OpSteps steps;
-    steps.launches.push_back(Launch::kernelCall(
-        "pe_attention_skip_grad",
-        {A::result(0), A::result(1), A::result(2), A::operand(5),
-         A::i64(elementCount(op.getResult(0).getType())), A::i64(s->tokens), A::i64(s->width),
-         A::i64(s->dh), A::i64(int64_t(*base))}));
-    return steps;
-  }
+  if (grad.getMask() == pe::MaskKind::Skip)
+    return lowerSkipAttentionGrad(grad, *s);
   if (!flashServes(*s))
     return std::nullopt;
   return flashGradSteps(*s, Enc::Plain, grad.getMask(), grad.getScale().convertToDouble());
@@ -857,6 +640,10 @@ std::optional<OpSteps> lowerRopeAttentionGrad(Operation &op) {
 }
 
 } // namespace
+
+Value attention::fma(KernelBuilder &k, Value a, Value b, Value c) {
+  return k.builder().create<LLVM::FMAOp>(k.location(), a.getType(), a, b, c);
+}
 
 void appendAttentionKernels(std::vector<KernelDef> &defs) {
   const Kind kinds[] = {Kind::Forward, Kind::DkDv, Kind::Dq};
