@@ -47,9 +47,8 @@
 // stay on the runtime's kernels.
 //
 // Skip masks (attention / attention_grad only): one visible key per query,
-// so the softmax is exactly 1 and the kernel copies rows:
-//   y_i = v_{i - (n + h)} (0 when negative); dv_j = dy_{j + n + h} (0 past
-//   T); dq = dk = 0.
+// so the softmax is exactly 1 and the kernel copies rows
+// (AttentionSkipMask.cpp).
 //
 //===----------------------------------------------------------------------===//
 #include "KernelBuilder.h"
@@ -321,8 +320,6 @@ private:
 
   void buildForward();
   void buildBackward();
-  void buildSkipForward();
-  void buildSkipBackward();
 
   KernelBuilder &kb;
   OpBuilder &b;
@@ -626,74 +623,7 @@ void AttentionBuilder::buildBackward() {
   kb.finish();
 }
 
-void AttentionBuilder::buildSkipForward() {
-  Value v = kb.arg(2), y = kb.arg(3);
-  Value zero = kb.index(0);
-  kb.loop(kb.begin(), kb.end(), [&](Value bi) {
-    kb.loop(zero, kb.index(a.heads), [&](Value h) {
-      Value col0 = muli(h, Dh), offset = addc(h, a.skipBase);
-      kb.loop(zero, kb.index(T), [&](Value i) {
-        // Query i sees key i - (n + h); none before token n + h.
-        Value seen = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::sge, i, offset);
-        b.create<scf::IfOp>(
-            loc, seen,
-            [&](OpBuilder &, Location) {
-              Value j = b.create<arith::SubIOp>(loc, i, offset);
-              kb.loop(zero, kb.index(Dh), [&](Value d) {
-                kb.store(kb.load(v, {bi, j, addi(col0, d)}), y, {bi, i, addi(col0, d)});
-              });
-              b.create<scf::YieldOp>(loc);
-            },
-            [&](OpBuilder &, Location) {
-              kb.loop(zero, kb.index(Dh), [&](Value d) { kb.store(kb.f32(0), y, {bi, i, addi(col0, d)}); });
-              b.create<scf::YieldOp>(loc);
-            });
-      });
-    });
-  });
-  kb.finish();
-}
-
-void AttentionBuilder::buildSkipBackward() {
-  // Operands q, k, v, y, lse, dy; results dq, dk, dv.
-  Value dy = kb.arg(5), dq = kb.arg(6), dk = kb.arg(7), dv = kb.arg(8);
-  Value zero = kb.index(0);
-  kb.loop(kb.begin(), kb.end(), [&](Value bi) {
-    kb.loop(zero, kb.index(T), [&](Value t) {
-      kb.loop(zero, kb.index(D), [&](Value c) {
-        kb.store(kb.f32(0), dq, {bi, t, c});
-        kb.store(kb.f32(0), dk, {bi, t, c});
-      });
-    });
-    kb.loop(zero, kb.index(a.heads), [&](Value h) {
-      Value col0 = muli(h, Dh), offset = addc(h, a.skipBase);
-      kb.loop(zero, kb.index(T), [&](Value j) {
-        // Key j is seen by query j + n + h, if there is one.
-        Value i = addi(j, offset);
-        Value seen = b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::slt, i, kb.index(T));
-        b.create<scf::IfOp>(
-            loc, seen,
-            [&](OpBuilder &, Location) {
-              kb.loop(zero, kb.index(Dh), [&](Value d) {
-                kb.store(kb.load(dy, {bi, i, addi(col0, d)}), dv, {bi, j, addi(col0, d)});
-              });
-              b.create<scf::YieldOp>(loc);
-            },
-            [&](OpBuilder &, Location) {
-              kb.loop(zero, kb.index(Dh), [&](Value d) { kb.store(kb.f32(0), dv, {bi, j, addi(col0, d)}); });
-              b.create<scf::YieldOp>(loc);
-            });
-      });
-    });
-  });
-  kb.finish();
-}
-
-void AttentionBuilder::build() {
-  if (a.mask == pe::MaskKind::Skip)
-    return a.grad ? buildSkipBackward() : buildSkipForward();
-  return a.grad ? buildBackward() : buildForward();
-}
+void AttentionBuilder::build() { return a.grad ? buildBackward() : buildForward(); }
 
 /// Scratch floats of a kernel (see the builders).
 int64_t scratchFloats(const AttentionOp &a, int64_t T, int64_t Dh) {
@@ -752,7 +682,10 @@ std::vector<KernelSpec> attentionSpecs(Operation *op) {
 }
 
 void buildAttentionKernel(Operation *op, const KernelSpec &spec, KernelBuilder &kb) {
-  AttentionBuilder(kb, spec, *describe(op)).build();
+  const AttentionOp a = *describe(op);
+  if (a.mask == pe::MaskKind::Skip)
+    return buildSkipAttentionKernel(spec, kb, a.grad, a.heads, a.skipBase);
+  AttentionBuilder(kb, spec, a).build();
 }
 
 } // namespace stringc::codegen::detail

@@ -130,6 +130,10 @@ void buildElementwiseKernel(mlir::Operation *op, const KernelSpec &spec, KernelB
 void buildNormKernel(mlir::Operation *op, const KernelSpec &spec, KernelBuilder &kb);
 void buildSumToKernel(mlir::Operation *op, const KernelSpec &spec, KernelBuilder &kb);
 void buildAttentionKernel(mlir::Operation *op, const KernelSpec &spec, KernelBuilder &kb);
+/// Attention with a skip mask (AttentionSkipMask.cpp; buildAttentionKernel
+/// hands it over): the forward, or the gradient when `grad`.
+void buildSkipAttentionKernel(const KernelSpec &spec, KernelBuilder &kb, bool grad,
+                              int64_t heads, int64_t skipBase);
 
 /// The specs of the kernels for `op`, or nothing when the op is not supported
 /// with these shapes (it then runs on the runtime's kernels).
