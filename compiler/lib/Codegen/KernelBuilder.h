@@ -2,7 +2,7 @@
 //
 // Private to compiler/lib/Codegen. A KernelSpec describes one kernel to
 // build (its memref views and its parallel range); the builders of each op
-// family (ElementwiseKernels.cpp, NormKernels.cpp) fill a func.func body
+// family (ElementwiseGen.cpp, NormGen.cpp) fill a func.func body
 // through KernelBuilder's small vocabulary: constants, loads and stores,
 // loops, reductions.
 //
@@ -130,7 +130,7 @@ void buildElementwiseKernel(mlir::Operation *op, const KernelSpec &spec, KernelB
 void buildNormKernel(mlir::Operation *op, const KernelSpec &spec, KernelBuilder &kb);
 void buildSumToKernel(mlir::Operation *op, const KernelSpec &spec, KernelBuilder &kb);
 void buildAttentionKernel(mlir::Operation *op, const KernelSpec &spec, KernelBuilder &kb);
-/// Attention with a skip mask (AttentionSkipMask.cpp; buildAttentionKernel
+/// Attention with a skip mask (SkipAttentionGen.cpp; buildAttentionKernel
 /// hands it over): the forward, or the gradient when `grad`.
 void buildSkipAttentionKernel(const KernelSpec &spec, KernelBuilder &kb, bool grad,
                               int64_t heads, int64_t skipBase);
@@ -140,10 +140,10 @@ void buildSkipAttentionKernel(const KernelSpec &spec, KernelBuilder &kb, bool gr
 std::vector<KernelSpec> elementwiseSpecs(mlir::Operation *op);
 std::vector<KernelSpec> normSpecs(mlir::Operation *op);
 std::vector<KernelSpec> sumToSpecs(mlir::Operation *op);
-std::vector<KernelSpec> attentionSpecs(mlir::Operation *op); // AttentionKernels.cpp
-// These set KernelSpec::build: RopeKernels.cpp (rope_apply,
-// rope_apply_grad_table), TokenKernels.cpp (token_embed, class_token,
-// select_token and their gradients), LossKernels.cpp (cross_entropy_grad).
+std::vector<KernelSpec> attentionSpecs(mlir::Operation *op); // AttentionGen.cpp
+// These set KernelSpec::build: RopeGen.cpp (rope_apply,
+// rope_apply_grad_table), TokenGen.cpp (token_embed, class_token,
+// select_token and their gradients), LossGen.cpp (cross_entropy_grad).
 std::vector<KernelSpec> ropeSpecs(mlir::Operation *op);
 std::vector<KernelSpec> tokenSpecs(mlir::Operation *op);
 std::vector<KernelSpec> lossSpecs(mlir::Operation *op);

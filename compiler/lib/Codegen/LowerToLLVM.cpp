@@ -116,7 +116,7 @@ LogicalResult lowerKernelsToLLVM(ModuleOp kernels) {
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
   pm.addPass(createConvertSCFToCFPass());
-  // Kernels that carry whole rows as vectors (AttentionKernels.cpp): vector
+  // Kernels that carry whole rows as vectors (AttentionGen.cpp): vector
   // ops to LLVM vector ops and intrinsics (fmuladd, shufflevector).
   pm.addPass(createConvertVectorToLLVMPass());
   pm.addPass(createConvertMathToLLVMPass());

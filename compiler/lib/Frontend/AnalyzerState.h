@@ -3,7 +3,7 @@
 // Private to the frontend library. Statements.cpp runs statements,
 // Expressions.cpp evaluates expressions and instantiates blocks, the
 // Builtins*.cpp files check and emit the built-in functions,
-// Initializers.cpp and TrainingSetup.cpp handle parameters' initializers and
+// InitializerAnalysis.cpp and TrainingSetup.cpp handle parameters' initializers and
 // the optimizer, schedule and data statements.
 //
 // Scoping: the global scope holds constants, inputs, parameters, blocks, and
@@ -188,7 +188,7 @@ private:
   /// Where schedule's min_lr was given, to check it against lr at the end.
   std::optional<SourceRange> minLrRange_;
 
-  /// Opened safetensors headers by resolved path (see Initializers.cpp).
+  /// Opened safetensors headers by resolved path (see InitializerAnalysis.cpp).
   struct LoadCache;
   std::shared_ptr<LoadCache> loadCache_;
 };

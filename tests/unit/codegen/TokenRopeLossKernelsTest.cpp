@@ -1,6 +1,6 @@
 //===- TokenRopeLossKernelsTest.cpp - rope, token and loss kernels ---------===//
 //
-// The kernels of RopeKernels.cpp, TokenKernels.cpp and LossKernels.cpp
+// The kernels of RopeGen.cpp, TokenGen.cpp and LossGen.cpp
 // against the reference kernels, on one pe module whose @forward returns
 // each op in the views the generator builds: rope_apply (batched and static,
 // inverse, an odd number of pairs) and its table gradient; token_embed and token_embed_grad with i32 ids (a vocabulary of

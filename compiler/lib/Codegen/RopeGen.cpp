@@ -1,4 +1,4 @@
-//===- RopeKernels.cpp - rope_apply and rope_apply_grad_table kernels -----===//
+//===- RopeGen.cpp - rope_apply and rope_apply_grad_table kernels ---------===//
 //
 // pe.rope_apply turns the interleaved pairs of x [lead..., T, D] by the cos /
 // sin table [T, D/2, 2] (pe.rope_table, hoisted out of the blocks); with

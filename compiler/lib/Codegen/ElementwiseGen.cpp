@@ -1,4 +1,4 @@
-//===- ElementwiseKernels.cpp - add/sub/mul/scale/gelu/relu kernels -------===//
+//===- ElementwiseGen.cpp - add/sub/mul/scale/gelu/relu kernels -----------===//
 //
 // One loop nest per op, the innermost loop over contiguous elements (what
 // LLVM's loop vectoriser wants). The views:

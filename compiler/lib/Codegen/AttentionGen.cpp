@@ -1,4 +1,4 @@
-//===- AttentionKernels.cpp - attention and fused RoPE attention kernels --===//
+//===- AttentionGen.cpp - attention and fused RoPE attention kernels ------===//
 //
 // pe.attention / pe.attention_grad (masks none, causal, skip; no `rel`) and
 // pe.rope_attention / pe.rope_attention_grad (none, causal). q, k, v, dy and
@@ -48,7 +48,7 @@
 //
 // Skip masks (attention / attention_grad only): one visible key per query,
 // so the softmax is exactly 1 and the kernel copies rows
-// (AttentionSkipMask.cpp).
+// (SkipAttentionGen.cpp).
 //
 //===----------------------------------------------------------------------===//
 #include "KernelBuilder.h"

@@ -1,4 +1,4 @@
-//===- AttentionSkipMask.cpp - generated attention with a skip mask -------===//
+//===- SkipAttentionGen.cpp - generated attention with a skip mask --------===//
 //
 // The CPU kernels of pe.attention / pe.attention_grad with a `skip` mask:
 // query i of head h sees the one key i - (n + h) (n = skip_base; none
@@ -7,7 +7,7 @@
 //   y_i = v_{i - (n + h)} (0 when negative); dv_j = dy_{j + n + h} (0 past
 //   T); dq = dk = 0.
 // Scalar loops, no scratch; the parallel loop runs over the batch d0 as in
-// AttentionKernels.cpp, whose attentionSpecs makes their specs (kinds
+// AttentionGen.cpp, whose attentionSpecs makes their specs (kinds
 // attention / attention_grad, mask in the key) and whose
 // buildAttentionKernel hands a skip mask here.
 //

@@ -1,4 +1,4 @@
-//===- ReductionKernels.cpp - sum_to kernels ------------------------------===//
+//===- ReductionGen.cpp - sum_to kernels ----------------------------------===//
 //
 // pe.sum_to sums x [L..., S...] over its leading dimensions L into the
 // trailing shape S (the adjoint of broadcasting: bias and residual

@@ -1,4 +1,4 @@
-//===- Initializers.cpp - a parameter's initializer, incl. load(...) ------===//
+//===- InitializerAnalysis.cpp - a parameter's initializer, incl. load(...) -===//
 
 #include "AnalyzerState.h"
 #include "Builtins.h"

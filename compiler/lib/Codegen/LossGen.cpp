@@ -1,4 +1,4 @@
-//===- LossKernels.cpp - cross_entropy_grad kernel ------------------------===//
+//===- LossGen.cpp - cross_entropy_grad kernel ----------------------------===//
 //
 // pe.cross_entropy_grad: logits [lead..., C], labels [lead...] (i32), dy []
 // -> dlogits = dy (softmax(logits) - target) / N, N the number of rows,
@@ -10,7 +10,7 @@
 //   at the label; factor = float(double(dy) / N). With smoothing e > 0
 //   (a constant of the kernel, part of its key), factor e / C is subtracted
 //   everywhere and factor (1 - e) at the label, each rounded from double.
-// This is the fast kernel's algorithm (runtime/src/cpu/LossKernels.cpp);
+// This is the fast kernel's algorithm (runtime/src/cpu/LossGen.cpp);
 // against the reference (double exp and division) it agrees to float
 // rounding. The executor checks the labels against C before the call
 // (checkCompiledIndices).

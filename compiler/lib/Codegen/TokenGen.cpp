@@ -1,4 +1,4 @@
-//===- TokenKernels.cpp - token_embed, class_token, select_token ----------===//
+//===- TokenGen.cpp - token_embed, class_token, select_token --------------===//
 //
 // The token ops and their gradients, all over the batch dimension d0 but
 // for the two sums over it:

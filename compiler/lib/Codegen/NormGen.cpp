@@ -1,4 +1,4 @@
-//===- NormKernels.cpp - layer_norm and layer_norm_grad kernels -----------===//
+//===- NormGen.cpp - layer_norm and layer_norm_grad kernels ---------------===//
 //
 // x [..., D] is seen as [d0, M, D] (M the product of the middle dimensions;
 // a rank-1 x as [1, 1, D]); the parallel loop runs over d0, each (i, q) a
