@@ -11,6 +11,7 @@ packages=(
   dataset-fashion-mnist
   clang-19 libclang-rt-19-dev
   ccache
+  dpkg-dev
   pybind11-dev python3-pybind11 python3-dev
   libopenmpi-dev openmpi-bin
 )

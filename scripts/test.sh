@@ -57,6 +57,8 @@ stage runtime-alone runtime_alone
 # Its install, consumed by examples/cpp out of the tree (docs/install.md).
 stage install-consume bash tests/install/consume.sh build/runtime-alone \
   build/runtime-alone-consume "$PWD" build/bin/stringc
+# The whole build as a Debian package, its contents checked (docs/install.md).
+stage install-deb bash tests/install/deb.sh build build/deb
 stage ctest ctest --test-dir build --output-on-failure -j2
 stage sanitizers bash scripts/sanitize.sh
 stage fuzzing env FUZZ_JOBS=2 bash scripts/fuzz.sh 60
