@@ -3,17 +3,16 @@
 // What only the relative encoding of the f32 attention kernels needs
 // (pe.attention and pe.attention_grad with `rel` [T, T, Dh, Dh], Dh 16;
 // vit_generators). The pe_rel_attention* kernels themselves are the
-// FlashAttention-2 kernels of AttentionKernels.cpp with Enc::Rel:
-// - Relative variants (pe_rel_*): the staged row enters rotated per pair,
-//   w = R_ij k_j (forward, dQ: s = q . w and dq += scale dS w) or u = R_ij^T
-//   q_i (dK/dV: s = u . k and dk += scale dS u), by rotateTileRow below. The
-//   dQ kernel also writes dS [B * H, T, T] to a scratch buffer, and
-//   pe_rel_attention_grad_drel sums drel[i, j] = scale sum_{b,h} dS q_i k_j^T
-//   with one thread per (i, j, d), again without atomics. The kernels read R
-//   from a copy that pe_rel_layout writes first, with the thread's own token
-//   fastest ([j, Dh, Dh, i] for a thread per query, [i, Dh, Dh, j] for dK/dV):
-//   read from rel itself, each thread's R_ij is its own 1 KB, so a warp's
-//   load of one entry touched 32 cache lines.
+// FlashAttention-2 kernels of AttentionKernels.cpp with Enc::Rel, in which
+// the staged row enters rotated per pair, w = R_ij k_j (forward, dQ: s =
+// q . w and dq += scale dS w) or u = R_ij^T q_i (dK/dV: s = u . k and dk +=
+// scale dS u), by rotateTileRow below. The dQ kernel also writes dS
+// [B * H, T, T] to a scratch buffer, and pe_rel_attention_grad_drel sums
+// drel[i, j] = scale sum_{b,h} dS q_i k_j^T with one thread per (i, j, d),
+// without atomics. The kernels read R from a copy that pe_rel_layout writes
+// first, with the thread's own token fastest ([j, Dh, Dh, i] for a thread
+// per query, [i, Dh, Dh, j] for dK/dV): read from rel itself, each thread's
+// R_ij is its own 1 KB, so a warp's load of one entry touched 32 cache lines.
 //
 //===----------------------------------------------------------------------===//
 #include "AttentionF32.h"
