@@ -12,6 +12,7 @@
 
 #include <array>
 #include <functional>
+#include <initializer_list>
 #include <vector>
 
 namespace stringc::cudagen::mma {
@@ -246,16 +247,23 @@ struct TileLoop {
   Value end; // one past the loop's last tile
 
   bool anyAsync() const { return first.async || second.async; }
-  /// Before the loop: the rows tiles (staged by the caller through
-  /// `stageRows`) and, when ahead, tile `begin`'s second; then the barrier
-  /// after which the rows may be read.
-  void prologue(Value begin, const std::function<void()> &stageRows) {
-    stageRows();
+  /// Before the loop: the block's own rows (tile blockStart / kTile of each
+  /// of `rows`) and, when ahead, tile `begin`'s second; then the barrier
+  /// after which the rows may be read. A rows tile may be copied by
+  /// cp.async when first and second are not (a variant storing only dy in
+  /// bf16, say), so its copies are waited for here whatever they are.
+  void prologue(Value begin, std::initializer_list<TileStager *> rows) {
+    Value own = divU(w.k, w.blockStart, w.k.i64(kTile));
+    bool rowsAsync = false;
+    for (TileStager *tile : rows) {
+      tile->stage(own);
+      rowsAsync = rowsAsync || tile->async;
+    }
     if (second.ahead) {
       commitGroup(w.k);
       w.k.ifThen(cmpI(w.k, Pred::slt, begin, end), [&] { second.stage(begin); });
     }
-    finishStaging();
+    finishStaging(rowsAsync);
   }
   /// The step's staging of tile t, ending with the barrier after which its
   /// tiles may be read.
@@ -281,8 +289,8 @@ struct TileLoop {
   }
 
 private:
-  void finishStaging() {
-    if (anyAsync()) {
+  void finishStaging(bool rowsAsync = false) {
+    if (rowsAsync || anyAsync()) {
       commitGroup(w.k);
       waitGroups(w.k, second.ahead ? 1 : 0);
     }

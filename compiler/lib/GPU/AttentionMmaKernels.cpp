@@ -187,7 +187,7 @@ void forwardBody(KernelBuilder &k, const Args &args, int64_t dh) {
   TileStager keys(w, "mma_k_tile", args("k"), table, /*ahead=*/false);
   TileStager values(w, "mma_v_tile", args("v"), Value(), /*ahead=*/true);
   TileLoop loop{w, keys, values, tilesUpTo(k, blockKeyEnd(w))};
-  loop.prologue(k.i64(0), [&] { qRows.stage(divU(k, w.blockStart, k.i64(kTile))); });
+  loop.prologue(k.i64(0), {&qRows});
   const std::vector<Frag> qa = warpRowFragments(w, qRows.memory);
   const Value rows[2] = {w.ownRow(0), w.ownRow(1)};
   const Value lowest = k.f32(-FLT_MAX), minusInf = k.f32(-INFINITY), zero = k.f32(0.0);
@@ -318,11 +318,7 @@ void dkdvBody(KernelBuilder &k, const Args &args, int64_t dh) {
   firstQuery = k.builder().create<arith::MaxSIOp>(k.location(), firstQuery, k.i64(0));
   Value firstTile = divU(k, firstQuery, k.i64(kTile));
   TileLoop loop{w, queries, grads, tilesUpTo(k, w.tokens)};
-  loop.prologue(firstTile, [&] {
-    Value own = divU(k, w.blockStart, k.i64(kTile));
-    kRows.stage(own);
-    vRows.stage(own);
-  });
+  loop.prologue(firstTile, {&kRows, &vRows});
   const std::vector<Frag> ka = warpRowFragments(w, kRows.memory);
   const std::vector<Frag> va = warpRowFragments(w, vRows.memory);
   const Value keys[2] = {w.ownRow(0), w.ownRow(1)};
@@ -382,11 +378,7 @@ void dqBody(KernelBuilder &k, const Args &args, int64_t dh) {
   TileStager keys(w, "mma_k_tile", args("k"), table, /*ahead=*/false);
   TileStager values(w, "mma_v_tile", args("v"), Value(), /*ahead=*/true);
   TileLoop loop{w, keys, values, tilesUpTo(k, blockKeyEnd(w))};
-  loop.prologue(k.i64(0), [&] {
-    Value own = divU(k, w.blockStart, k.i64(kTile));
-    qRows.stage(own);
-    dyRows.stage(own);
-  });
+  loop.prologue(k.i64(0), {&qRows, &dyRows});
   const std::vector<Frag> qa = warpRowFragments(w, qRows.memory);
   const std::vector<Frag> dya = warpRowFragments(w, dyRows.memory);
   const Value rows[2] = {w.ownRow(0), w.ownRow(1)};
