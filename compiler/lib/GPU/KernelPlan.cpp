@@ -103,6 +103,15 @@ LogicalResult checkSteps(Operation &op, const OpSteps &steps) {
                                       &launch.gemm->bias})
         if (matrix->kind == LaunchArgKind::StepKey)
           return op.emitError() << "internal error: " << where << " reads the step key";
+      if (const std::optional<LaunchArg> &addend = launch.gemm->addend) {
+        const GemmCall &g = *launch.gemm;
+        if (failed(checkPointer(*addend, where + " gemm addend")))
+          return failure();
+        if (addend->kind == LaunchArgKind::StepKey || g.beta == 0.0f ||
+            g.count.perBatch != 0 || g.count.constant != 1)
+          return op.emitError() << "internal error: " << where
+                                << " has an addend with beta 0 or count != 1";
+      }
       if (failed(checkPointer(launch.gemm->a, where + " gemm a")) ||
           failed(checkPointer(launch.gemm->b, where + " gemm b")) ||
           failed(checkPointer(launch.gemm->c, where + " gemm c")))
@@ -113,9 +122,10 @@ LogicalResult checkSteps(Operation &op, const OpSteps &steps) {
         const GemmCall &g = *launch.gemm;
         if (failed(checkPointer(g.bias, where + " gemm bias")))
           return failure();
-        if (g.beta != 0.0f || g.count.perBatch != 0 || g.count.constant != 1)
+        if ((g.beta != 0.0f && !g.addend) || g.count.perBatch != 0 || g.count.constant != 1)
           return op.emitError() << "internal error: " << where
-                                << " has a bias epilogue with beta != 0 or count != 1";
+                                << " has a bias epilogue with beta != 0 (and no addend) or "
+                                   "count != 1";
       }
       continue;
     }
@@ -182,6 +192,8 @@ void internConstants(OpSteps &steps, std::vector<ConstantArray> &table) {
       renumber(launch.gemm->c);
       if (launch.gemm->epilogue == GemmEpilogue::Bias)
         renumber(launch.gemm->bias);
+      if (launch.gemm->addend)
+        renumber(*launch.gemm->addend);
     }
   }
 }
@@ -210,7 +222,7 @@ int64_t boundValue(Operation &op, const LaunchArg &arg,
 /// (weight gradients, statistics) stay f32, as do the values of uncovered
 /// ops. Then the GEMMs' type rules (CudaGemm) are met by demoting to f32,
 /// to a fixed point: A and B alike, C bf16 only with bf16 A and B, the
-/// bias of C's type.
+/// bias and the addend of C's type.
 std::vector<bool> assignStorage(Block &block, const std::vector<Operation *> &ops,
                                 const std::vector<OpSteps> &steps,
                                 const llvm::DenseMap<Value, int64_t> &ids) {
@@ -285,6 +297,13 @@ std::vector<bool> assignStorage(Block &block, const std::vector<Operation *> &op
           int64_t bias = boundValue(*ops[o], g.bias, ids);
           if (isBf16(bias) != isBf16(c)) {
             demote(bias);
+            demote(c);
+          }
+        }
+        if (g.addend) {
+          int64_t addend = boundValue(*ops[o], *g.addend, ids);
+          if (isBf16(addend) != isBf16(c)) {
+            demote(addend);
             demote(c);
           }
         }

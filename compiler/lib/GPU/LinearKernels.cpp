@@ -14,9 +14,12 @@
 // pe-fuse-epilogue reuse the same pieces: linear_gelu is the GEMM with its
 // bias into `pre`, then the gelu kernel into `result` (cuBLASLt's GELU
 // epilogues compute the tanh approximation only, and the separate kernel
-// serves both forms); linear_residual writes `residual (+ b)` into the
-// result with the broadcast add (or a copy through pe_scale) and
-// accumulates the GEMM onto it (beta = 1).
+// serves both forms). The fused ops of pe-fuse-residual (a default pass of
+// both targets) are one GEMM each whose addend (CudaGemm) is the residual
+// or the prior sum: linear_residual = residual + X W (+ b),
+// linear_grad_input_acc = prior + dY W^T, with beta 1, so the residual add
+// and the sum of input gradients cost no launch and no pass over the
+// activation of their own.
 //
 // pe.sum_to (the bias gradient among others) is lowered with the other
 // reductions in TokenKernels.cpp.
@@ -148,19 +151,15 @@ void appendLinearLowerings(std::vector<OpLowering> &lowerings) {
                          if (!sizes)
                            return std::nullopt;
                          auto [rows, in, out] = *sizes;
-                         BatchAffine n = elementCount(o.getResult(0).getType());
-                         OpSteps steps;
-                         if (fused.getB())
-                           steps.launches.push_back(Launch::kernelCall(
-                               "pe_add_br", {A::result(0), A::operand(0), A::operand(3), A::i64(n),
-                                             A::i64(n), A::i64(out)}));
-                         else // a copy
-                           steps.launches.push_back(Launch::kernelCall(
-                               "pe_scale",
-                               {A::result(0), A::operand(0), A::i64(n), A::f32(1.0f), A::f32(0.0f)}));
-                         steps.launches.push_back(Launch::gemmCall(rowsTimesWeight(
-                             A::operand(1), A::operand(2), A::result(0), rows, in, out, 1.0f)));
-                         return steps;
+                         // residual, x, w, b: X W + residual (+ b).
+                         GemmCall g = rowsTimesWeight(A::operand(1), A::operand(2), A::result(0),
+                                                      rows, in, out, 1.0f);
+                         g.addend = A::operand(0);
+                         if (fused.getB()) {
+                           g.epilogue = GemmEpilogue::Bias;
+                           g.bias = A::operand(3);
+                         }
+                         return gemmSteps(g);
                        }));
 
   lowerings.push_back(loweringOf<pe::LinearGradInputOp>([](Operation &o) -> std::optional<OpSteps> {
@@ -177,6 +176,24 @@ void appendLinearLowerings(std::vector<OpLowering> &lowerings) {
                          GemmCall g = rowsTimesWeight(A::operand(0), A::operand(1), A::result(0),
                                                       *rows, out, in, 0.0f);
                          g.transB = true;
+                         return gemmSteps(g);
+                       }));
+
+  lowerings.push_back(loweringOf<pe::LinearGradInputAccOp>([](Operation &o) -> std::optional<OpSteps> {
+                         auto grad = cast<pe::LinearGradInputAccOp>(o);
+                         // prior, dy [..., O], w [I, O]: prior + dY W^T.
+                         auto dims = weightDims(grad.getW().getType());
+                         if (!dims)
+                           return std::nullopt;
+                         auto [in, out] = *dims;
+                         std::optional<BatchAffine> rows =
+                             divideExactly(elementCount(grad.getDy().getType()), out);
+                         if (!rows)
+                           return std::nullopt;
+                         GemmCall g = rowsTimesWeight(A::operand(1), A::operand(2), A::result(0),
+                                                      *rows, out, in, 1.0f);
+                         g.transB = true;
+                         g.addend = A::operand(0);
                          return gemmSteps(g);
                        }));
 

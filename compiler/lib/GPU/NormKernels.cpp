@@ -72,6 +72,36 @@ void forRowColumns(KernelBuilder &k, const RowContext &r, const std::function<vo
   });
 }
 
+/// layer_norm_grad's row kernel: dx = rstd (g - mean(g) - xhat mean(g
+/// xhat)) with g = dy gamma, plus `prior` when it is set (the add of
+/// layer_norm_grad_acc, after the same arithmetic: the bits of the unfused
+/// add); each row's (mean, rstd) into `stats`.
+void layerNormGradRows(KernelBuilder &k, Value dx, Value stats, Value prior, Value x, Value gamma,
+                       Value dy, Value rows, Value d, Value eps) {
+  forWarpRow(k, rows, d, [&](const RowContext &r) {
+    Value mean, rstd;
+    std::tie(mean, rstd) = rowStatistics(k, r, x, eps);
+    auto g = [&](Value c) { return k.mul(k.load(dy, k.add(r.base, c)), k.load(gamma, c)); };
+    auto xhat = [&](Value c) { return k.mul(k.sub(k.load(x, k.add(r.base, c)), mean), rstd); };
+    Value meanG = k.div(rowSum(k, r, g), r.dF);
+    Value meanGX = k.div(rowSum(k, r, [&](Value c) { return k.mul(g(c), xhat(c)); }), r.dF);
+    forRowColumns(k, r, [&](Value c) {
+      Value at = k.add(r.base, c);
+      Value v = k.mul(rstd, k.sub(k.sub(g(c), meanG), k.mul(xhat(c), meanGX)));
+      if (prior)
+        v = k.add(k.load(prior, at), v);
+      k.store(v, dx, at);
+    });
+    OpBuilder &b = k.builder();
+    Value lane0 = b.create<arith::CmpIOp>(k.location(), arith::CmpIPredicate::eq, r.lane, k.i64(0));
+    k.ifThen(lane0, [&] {
+      Value at = k.mul(r.row, k.i64(2));
+      k.store(mean, stats, at);
+      k.store(rstd, stats, k.add(at, k.i64(1)));
+    });
+  });
+}
+
 GpuKernelSpec rowSpec(std::string name, llvm::StringRef peOp,
                    std::vector<std::pair<std::string, ParamKind>> params) {
   GpuKernelSpec spec;
@@ -113,29 +143,20 @@ void appendNormKernels(std::vector<KernelDef> &defs) {
                {{"dx", P}, {"stats", P}, {"x", P}, {"gamma", P}, {"dy", P},
                 {"rows", I}, {"d", I}, {"epsilon", F}}),
        [](KernelBuilder &k) {
-         Value dx = k.arg(0), stats = k.arg(1), x = k.arg(2), gamma = k.arg(3), dy = k.arg(4);
-         forWarpRow(k, k.arg(5), k.arg(6), [&](const RowContext &r) {
-           Value mean, rstd;
-           std::tie(mean, rstd) = rowStatistics(k, r, x, k.arg(7));
-           auto g = [&](Value c) { return k.mul(k.load(dy, k.add(r.base, c)), k.load(gamma, c)); };
-           auto xhat = [&](Value c) { return k.mul(k.sub(k.load(x, k.add(r.base, c)), mean), rstd); };
-           Value meanG = k.div(rowSum(k, r, g), r.dF);
-           Value meanGX = k.div(rowSum(k, r, [&](Value c) { return k.mul(g(c), xhat(c)); }), r.dF);
-           forRowColumns(k, r, [&](Value c) {
-             Value v = k.mul(rstd, k.sub(k.sub(g(c), meanG), k.mul(xhat(c), meanGX)));
-             k.store(v, dx, k.add(r.base, c));
-           });
-           OpBuilder &b = k.builder();
-           Value lane0 = b.create<arith::CmpIOp>(k.location(), arith::CmpIPredicate::eq, r.lane,
-                                                 k.i64(0));
-           k.ifThen(lane0, [&] {
-             Value at = k.mul(r.row, k.i64(2));
-             k.store(mean, stats, at);
-             k.store(rstd, stats, k.add(at, k.i64(1)));
-           });
-         });
+         layerNormGradRows(k, k.arg(0), k.arg(1), Value(), k.arg(2), k.arg(3), k.arg(4),
+                           k.arg(5), k.arg(6), k.arg(7));
        }});
   defs.back().storageParams = {0, 2, 4}; // dx, x, dy
+  // layer_norm_grad_acc: the same rows, dx = prior + the above.
+  defs.push_back(
+      {rowSpec("pe_layer_norm_grad_acc_rows", pe::LayerNormGradAccOp::getOperationName(),
+               {{"dx", P}, {"stats", P}, {"prior", P}, {"x", P}, {"gamma", P}, {"dy", P},
+                {"rows", I}, {"d", I}, {"epsilon", F}}),
+       [](KernelBuilder &k) {
+         layerNormGradRows(k, k.arg(0), k.arg(1), k.arg(2), k.arg(3), k.arg(4), k.arg(5),
+                           k.arg(6), k.arg(7), k.arg(8));
+       }});
+  defs.back().storageParams = {0, 2, 3, 5}; // dx, prior, x, dy
 
   // The partial sums of dgamma (columns c < d: dy xhat) and dbeta (columns
   // d + c: dy) over a chunk of rows.
@@ -179,25 +200,37 @@ void appendNormLowerings(std::vector<OpLowering> &lowerings) {
                               A::f32(float(ln.getEpsilon().convertToDouble()))}));
                          return steps;
                        }));
-  lowerings.push_back(loweringOf<pe::LayerNormGradOp>(
-      [](Operation &o) -> std::optional<OpSteps> {
-         auto grad = cast<pe::LayerNormGradOp>(o);
-         Type x = o.getOperand(0).getType();
-         int64_t d = lastDimension(x);
-         std::optional<BatchAffine> rows = divideExactly(elementCount(x), d);
-         if (!rows)
-           return std::nullopt;
-         OpSteps steps;
-         steps.scratchBytes.push_back({rows->perBatch * 8, rows->constant * 8});
-         float eps = float(grad.getEpsilon().convertToDouble());
-         steps.launches.push_back(Launch::kernelCall(
-             "pe_layer_norm_grad_rows", {A::result(0), A::scratch(0), A::operand(0), A::operand(1),
-                                         A::operand(2), A::i64(*rows), A::i64(d), A::f32(eps)}));
-         appendColumnSumPair(steps, "pe_layer_norm_grad_partials",
-                             {A::operand(0), A::operand(2), A::scratch(0)}, *rows, d,
-                             {A::i64(d)}, A::result(1), A::result(2));
-         return steps;
-       }));
+  // layer_norm_grad and layer_norm_grad_acc (prior first): the row kernel,
+  // then dgamma and dbeta as one column sum over (x, dy, stats).
+  auto gradSteps = [](Operation &o, float eps, bool accumulate) -> std::optional<OpSteps> {
+    const unsigned x = accumulate ? 1 : 0;
+    Type xType = o.getOperand(x).getType();
+    int64_t d = lastDimension(xType);
+    std::optional<BatchAffine> rows = divideExactly(elementCount(xType), d);
+    if (!rows)
+      return std::nullopt;
+    OpSteps steps;
+    steps.scratchBytes.push_back({rows->perBatch * 8, rows->constant * 8});
+    std::vector<LaunchArg> args = {A::result(0), A::scratch(0)};
+    if (accumulate)
+      args.push_back(A::operand(0));
+    for (unsigned i = x; i < x + 3; ++i) // x, gamma, dy
+      args.push_back(A::operand(i));
+    args.insert(args.end(), {A::i64(*rows), A::i64(d), A::f32(eps)});
+    steps.launches.push_back(Launch::kernelCall(
+        accumulate ? "pe_layer_norm_grad_acc_rows" : "pe_layer_norm_grad_rows", args));
+    appendColumnSumPair(steps, "pe_layer_norm_grad_partials",
+                        {A::operand(x), A::operand(x + 2), A::scratch(0)}, *rows, d, {A::i64(d)},
+                        A::result(1), A::result(2));
+    return steps;
+  };
+  lowerings.push_back(loweringOf<pe::LayerNormGradOp>([gradSteps](Operation &o) {
+    return gradSteps(o, float(cast<pe::LayerNormGradOp>(o).getEpsilon().convertToDouble()), false);
+  }));
+  lowerings.push_back(loweringOf<pe::LayerNormGradAccOp>([gradSteps](Operation &o) {
+    return gradSteps(o, float(cast<pe::LayerNormGradAccOp>(o).getEpsilon().convertToDouble()),
+                     true);
+  }));
 }
 
 } // namespace stringc::cudagen

@@ -180,6 +180,9 @@ void appendTokenOpKernels(std::vector<KernelDef> &defs) {
            });
          });
        }});
+  // y, x: the residual stream starts here, in bf16 in a bf16 package (the
+  // residual adds are GEMM epilogues whose addend is of the output's type).
+  defs.back().storageParams = {0, 1};
   // dx[b, t, :] = dy[b, t + 1, :]   (tokens_in = N)
   defs.push_back({makeSpec("pe_class_token_grad_x", pe::ClassTokenGradOp::getOperationName(),
                            {{"dx", P}, {"dy", P}, {"n", I}, {"tokens_in", I}, {"d", I}}),
@@ -192,6 +195,7 @@ void appendTokenOpKernels(std::vector<KernelDef> &defs) {
                       k.store(k.load(k.arg(1), k.add(k.mul(row, d), col)), k.arg(0), i);
                     });
                   }});
+  defs.back().storageParams = {0, 1}; // dx, dy
   // y[b, :] = x[b, index, :]
   defs.push_back({makeSpec("pe_select_token", pe::SelectTokenOp::getOperationName(),
                            {{"y", P},

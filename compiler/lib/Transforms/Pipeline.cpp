@@ -51,22 +51,26 @@ ArrayRef<StringRef> optInPassNames() {
   return names;
 }
 
-ArrayRef<StringRef> cpuTargetPassNames() {
+ArrayRef<StringRef> targetPassNames() {
   // After pe-autodiff. pe-fuse-residual: the CPU's linear_residual and
   // linear_grad_input_acc add the residual or the prior sum as the row-tile
   // GEMM stores its tiles, the bits of the unfused graph, one pass over the
-  // activation fewer (docs/passes.md). The CUDA target keeps the unfused
-  // graph: its speed with the fused ops was not measured.
+  // activation fewer (docs/passes.md); on the GPU each is one GEMM with
+  // the residual or prior as its addend (cuBLASLt's C apart from D), and
+  // layer_norm_grad_acc adds the prior in its row kernel: one launch and
+  // one pass over the activation fewer for each add.
   static const std::vector<StringRef> names = {
       "pe-fuse-residual",
   };
   return names;
 }
 
+bool runsTargetPasses(StringRef target) { return target == "cpu" || target == "cuda"; }
+
 std::vector<StringRef> defaultPassNames(StringRef target) {
   std::vector<StringRef> names(optimizationPassNames().begin(), optimizationPassNames().end());
-  if (target == "cpu")
-    names.insert(names.end(), cpuTargetPassNames().begin(), cpuTargetPassNames().end());
+  if (runsTargetPasses(target))
+    names.insert(names.end(), targetPassNames().begin(), targetPassNames().end());
   return names;
 }
 
@@ -95,8 +99,8 @@ LogicalResult buildPipeline(OpPassManager &pm, const PipelineOptions &options,
     errors << " (the passes are:";
     for (StringRef known : optimizationPassNames())
       errors << " " << known;
-    errors << "; --target=cpu also:";
-    for (StringRef known : cpuTargetPassNames())
+    errors << "; --target=cpu and cuda also:";
+    for (StringRef known : targetPassNames())
       errors << " " << known;
     errors << "; opt-in:";
     for (StringRef known : optInPassNames())
@@ -109,7 +113,7 @@ LogicalResult buildPipeline(OpPassManager &pm, const PipelineOptions &options,
       return failure();
     }
     if (!llvm::is_contained(optimizationPassNames(), StringRef(name)) &&
-        !llvm::is_contained(cpuTargetPassNames(), StringRef(name)) &&
+        !llvm::is_contained(targetPassNames(), StringRef(name)) &&
         !llvm::is_contained(optInPassNames(), StringRef(name))) {
       errors << "unknown pass '" << name << "' in --disable-pass";
       listPasses();
@@ -152,8 +156,8 @@ LogicalResult buildPipeline(OpPassManager &pm, const PipelineOptions &options,
   // The target's own passes, on the training program (a --pass-pipeline
   // replaces them too).
   std::string targetPipeline;
-  if (!options.pipeline && options.target == "cpu")
-    for (StringRef name : cpuTargetPassNames())
+  if (!options.pipeline && runsTargetPasses(options.target))
+    for (StringRef name : targetPassNames())
       if (!options.disabled.count(name.str()))
         targetPipeline += (targetPipeline.empty() ? "" : ",") + passWithOptions(name, options);
   if (!targetPipeline.empty() && failed(parsePassPipeline(targetPipeline, pm, errors)))

@@ -154,9 +154,16 @@ struct CudaConstant {
 // With epilogue Bias ("epilogue": "bias"), `bias` (n floats) is added to
 // every row of C (count 1, beta 0): one cuBLASLt matmul, or the GEMM then
 // the package's pe_add_bias kernel (pe_add_bias__bb when C is bf16).
+// With an `addend` ("addend": an argument; count 1, beta != 0), the term
+// beta scales is read from the addend instead of C, which is only written:
+// C = alpha op(A) op(B) + beta addend (+ bias), one cuBLASLt matmul with
+// its C and D apart (the residual add or gradient sum of a dense layer as
+// the GEMM's epilogue), or a device copy of the addend into C and then the
+// GEMM where cuBLASLt cannot run it. A bias epilogue takes beta 0 unless
+// an addend is given.
 // The matrices' element types are their values' (CudaProgramSteps::
 // valueDTypes): A and B both f32 or both bf16; C bf16 only with bf16 A and
-// B; the bias of C's type.
+// B; the bias and the addend of C's type.
 enum class CudaGemmEpilogue { None, Bias };
 // The kernel a bias epilogue falls back to, by C's storage type:
 // "pe_add_bias" (f32) or "pe_add_bias__bb" (bf16 C and bias).
@@ -168,6 +175,7 @@ struct CudaGemm {
   float alpha = 1.0f, beta = 0.0f;
   CudaGemmEpilogue epilogue = CudaGemmEpilogue::None;
   CudaArg bias; // epilogue Bias only
+  std::optional<CudaArg> addend; // read in C's place by beta (count 1)
 };
 
 struct CudaLaunch {

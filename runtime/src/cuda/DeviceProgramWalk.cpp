@@ -74,20 +74,19 @@ void DeviceModel::Impl::walk(const std::string &name, BatchBuffers &b, int64_t b
 }
 
 /// One GEMM of the step program in the package's precision; a bias
-/// epilogue as one cuBLASLt matmul where it can run, else the GEMM then
-/// pe_add_bias (the loader checked the package has it).
+/// epilogue or an addend as one cuBLASLt matmul where it can run, else the
+/// addend copied into C, the GEMM with beta, then pe_add_bias (the loader
+/// checked the package has it).
 void DeviceModel::Impl::runGemm(const BoundGemm &g, const std::string &where) {
-  if (g.bias) {
-    if (gemm->runWithBias(g.transA, g.transB, g.m, g.n, g.k, g.alpha, g.a, g.b, g.bias, g.c, where,
-                          gemmPrecision, g.typeA, g.typeC))
+  if (g.addend) {
+    if (gemm->runWithAddend(g.transA, g.transB, g.m, g.n, g.k, g.alpha, g.a, g.b, g.beta,
+                            g.addend, g.bias, g.c, where, gemmPrecision, g.typeA, g.typeC))
       return;
-    gemm->run(g.transA, g.transB, g.m, g.n, g.k, g.alpha, g.a, g.b, 0.0f, g.c, where,
-              gemmPrecision, g.typeA, g.typeC);
-    if (g.m > 0 && g.n > 0)
-      kernels->launch(cudaBiasFallbackKernel(g.typeC),
-                      {KernelArg::pointer(g.c), KernelArg::pointer(g.bias),
-                       KernelArg::integer(g.m * g.n), KernelArg::integer(g.n)},
-                      where + " (bias)", nullptr, stream);
+    if (g.addend != g.c && g.m > 0 && g.n > 0)
+      copyOnDevice(g.c, g.addend, uint64_t(g.m) * uint64_t(g.n) * dtypeSize(g.typeC),
+                   where + " (addend)");
+  } else if (g.bias && gemm->runWithBias(g.transA, g.transB, g.m, g.n, g.k, g.alpha, g.a, g.b,
+                                         g.bias, g.c, where, gemmPrecision, g.typeA, g.typeC)) {
     return;
   }
   if (g.count == 1) // bf16 matrices only here (CudaGemm)
@@ -96,6 +95,11 @@ void DeviceModel::Impl::runGemm(const BoundGemm &g, const std::string &where) {
   else
     gemm->runStridedBatched(g.transA, g.transB, g.m, g.n, g.k, g.alpha, g.a, g.strideA, g.b,
                             g.strideB, g.beta, g.c, g.strideC, g.count, where, gemmPrecision);
+  if (g.bias && g.m > 0 && g.n > 0)
+    kernels->launch(cudaBiasFallbackKernel(g.typeC),
+                    {KernelArg::pointer(g.c), KernelArg::pointer(g.bias),
+                     KernelArg::integer(g.m * g.n), KernelArg::integer(g.n)},
+                    where + " (bias)", nullptr, stream);
 }
 
 /// After @gradients: each gradient output into its slot of `grads`.

@@ -181,10 +181,22 @@ bool Gemm::runWithBias(bool transA, bool transB, int64_t M, int64_t N, int64_t K
                output);
 }
 
+bool Gemm::runWithAddend(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha,
+                         uint64_t A, uint64_t B, float beta, uint64_t addend, uint64_t bias,
+                         uint64_t C, const std::string &step, GemmPrecision precision,
+                         DType inputs, DType output) const {
+  if (addend == 0 || (bias != 0 && bias % 16 != 0))
+    return false;
+  return runLt(transA, transB, M, N, K, alpha, A, B, beta, C, bias, step, precision, inputs,
+               output, addend);
+}
+
 bool Gemm::runLt(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha,
                  uint64_t A, uint64_t B, float beta, uint64_t C, uint64_t bias,
-                 const std::string &step, GemmPrecision precision, DType inputs,
-                 DType output) const {
+                 const std::string &step, GemmPrecision precision, DType inputs, DType output,
+                 uint64_t addend) const {
+  // cuBLASLt's C (what beta scales) is the addend; its D, our C, is written.
+  const uint64_t source = addend ? addend : C;
   checkTypes(inputs, output, step);
   const blaslt::Api *lt = blaslt::api();
   if (!lt || !ltHandle_)
@@ -227,7 +239,7 @@ bool Gemm::runLt(bool transA, bool transB, int64_t M, int64_t N, int64_t K, floa
   const std::pair<cublasLtMatmulPreferenceAttributes_t, uint64_t> alignments[] = {
       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, B},
       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, A},
-      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, C},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, source},
       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, C}};
   for (const auto &[attribute, address] : alignments) {
     uint32_t alignment = alignmentOf(address);
@@ -242,10 +254,11 @@ bool Gemm::runLt(bool transA, bool transB, int64_t M, int64_t N, int64_t K, floa
   if (status == CUBLAS_STATUS_NOT_SUPPORTED || (status == CUBLAS_STATUS_SUCCESS && found == 0))
     return false; // no algorithm for this shape and these alignments
   checkLt(status, step, "cublasLtMatmulAlgoGetHeuristic");
-  recordAlgorithm(lt, &heuristic.algo, inputs, output, transA, transB, m, n, k, bias != 0);
+  recordAlgorithm(lt, &heuristic.algo, inputs, output, transA, transB, m, n, k, bias != 0,
+                  addend != 0);
   checkLt(lt->matmul(cublasLtHandle_t(ltHandle_), call.desc, &alpha,
                      reinterpret_cast<const void *>(B), call.a, reinterpret_cast<const void *>(A),
-                     call.b, &beta, reinterpret_cast<const void *>(C), call.c,
+                     call.b, &beta, reinterpret_cast<const void *>(source), call.c,
                      reinterpret_cast<void *>(C), call.c, &heuristic.algo,
                      reinterpret_cast<void *>(workspace_), workspaceBytes_,
                      cudaStream_t(stream_)),
@@ -255,12 +268,13 @@ bool Gemm::runLt(bool transA, bool transB, int64_t M, int64_t N, int64_t K, floa
 
 void Gemm::recordAlgorithm(const void *ltApi, const void *algoPointer, DType inputs,
                            DType output, bool transA, bool transB, int m, int n, int k,
-                           bool bias) const {
+                           bool bias, bool addend) const {
   const blaslt::Api &lt = *static_cast<const blaslt::Api *>(ltApi);
   const cublasLtMatmulAlgo_t &algo = *static_cast<const cublasLtMatmulAlgo_t *>(algoPointer);
-  std::string shape = fmt::format("{} x {} -> {}{}{} m {} n {} k {}{}", dtypeName(inputs),
+  std::string shape = fmt::format("{} x {} -> {}{}{} m {} n {} k {}{}{}", dtypeName(inputs),
                                   dtypeName(inputs), dtypeName(output), transA ? " A^T" : "",
-                                  transB ? " B^T" : "", m, n, k, bias ? " +bias" : "");
+                                  transB ? " B^T" : "", m, n, k, bias ? " +bias" : "",
+                                  addend ? " +addend" : "");
   for (const std::string &line : algorithms_)
     if (line.compare(0, shape.size() + 1, shape + ":") == 0)
       return;

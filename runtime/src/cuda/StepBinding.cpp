@@ -171,6 +171,8 @@ BoundLaunch bindLaunch(const CudaSection &section, const CudaLaunch &launch,
     b.beta = g.beta;
     if (g.epilogue == CudaGemmEpilogue::Bias)
       b.bias = pointerOf(g.bias, pointers, where + " (gemm bias)");
+    if (g.addend)
+      b.addend = pointerOf(*g.addend, pointers, where + " (gemm addend)");
     auto typeOf = [&](const CudaArg &arg) {
       const std::vector<DType> &types =
           arg.kind == CudaArgKind::Operand ? pointers.operandTypes : pointers.resultTypes;
@@ -308,10 +310,15 @@ int64_t checkProgramSteps(const Manifest &manifest, const CudaSection &section,
           uint64_t(g.n) * dtypeSize(g.typeC) > extent(launch.gemm->bias))
         throw Error(fmt::format("{}: the GEMM's bias needs {} bytes, its buffer has {}", where,
                                 uint64_t(g.n) * dtypeSize(g.typeC), extent(launch.gemm->bias)));
+      if (launch.gemm->addend &&
+          reach(g.m, g.n, g.strideC, g.typeC) > extent(*launch.gemm->addend))
+        throw Error(fmt::format("{}: the GEMM's addend needs {} bytes, its buffer has {}", where,
+                                reach(g.m, g.n, g.strideC, g.typeC),
+                                extent(*launch.gemm->addend)));
       // cuBLAS runs its 16-byte ("align4") kernels only on aligned matrices:
       // parameters, arena slots and buffers are laid out for it.
       const std::pair<const char *, uint64_t> pointersOf[] = {
-          {"A", g.a}, {"B", g.b}, {"C", g.c}, {"bias", g.bias}};
+          {"A", g.a}, {"B", g.b}, {"C", g.c}, {"bias", g.bias}, {"addend", g.addend}};
       for (const auto &[matrix, pointer] : pointersOf)
         if (pointer % 16 != 0)
           throw Error(fmt::format("{}: GEMM {} is not 16-byte aligned (offset {} in its buffer)",

@@ -499,10 +499,10 @@ TEST_F(CudaSectionEpilogueTest, RejectsCorruptEpilogues) {
   expectRejected(writeEpilogue(gemm(R"(, "epilogue": "bias", "bias": {"operand": 3})")),
                  "(operand of pe.sum_to) must be an integer in [0, 0]");
   expectRejected(writeEpilogue(gemm(R"(, "epilogue": "bias", "bias": {"operand": 0})", "1")),
-                 where + ": a bias epilogue needs beta 0 and count 1");
+                 where + ": a bias epilogue needs count 1, and beta 0 unless an addend is given");
   expectRejected(
       writeEpilogue(gemm(R"(, "epilogue": "bias", "bias": {"operand": 0})", "0", "[1, 0]")),
-      where + ": a bias epilogue needs beta 0 and count 1");
+      where + ": a bias epilogue needs count 1, and beta 0 unless an addend is given");
   // The fallback kernel: present, with its signature.
   expectRejected(writeEpilogue(gemm(R"(, "epilogue": "bias", "bias": {"operand": 0})"), false),
                  "a GEMM has a bias epilogue but cuda.kernels has no pe_add_bias");
@@ -512,6 +512,40 @@ TEST_F(CudaSectionEpilogueTest, RejectsCorruptEpilogues) {
   // pe_add_bias listed as used by an op whose steps have no bias epilogue.
   expectRejected(writeEpilogue(gemm("")),
                  "kernel \"pe_add_bias\" is used by gradients op 7, whose steps do not launch it");
+}
+
+// An addend (CudaGemm::addend): what beta scales in C's place, with or
+// without a bias epilogue; read, written back and read again the same.
+TEST_F(CudaSectionEpilogueTest, ReadsAnAddend) {
+  Package package = Package::load(writeEpilogue(
+      gemm(R"(, "epilogue": "bias", "bias": {"operand": 0}, "addend": {"operand": 0})", "1")));
+  const CudaGemm &g = *package.cuda()->stepsOf("gradients")->ops[0].launches[1].gemm;
+  ASSERT_TRUE(g.addend);
+  EXPECT_EQ(g.addend->kind, CudaArgKind::Operand);
+  EXPECT_EQ(g.addend->index, 0);
+  EXPECT_EQ(g.beta, 1.0f);
+  EXPECT_EQ(g.epilogue, CudaGemmEpilogue::Bias);
+  std::string json = writeCudaSectionJson(*package.cuda());
+  EXPECT_NE(json.find(R"("addend":{"operand":0})"), std::string::npos) << json;
+  Package plain = Package::load(writeEpilogue(gemm(""), false));
+  EXPECT_FALSE(plain.cuda()->stepsOf("gradients")->ops[0].launches[1].gemm->addend);
+}
+
+TEST_F(CudaSectionEpilogueTest, RejectsCorruptAddends) {
+  const std::string where = "cuda.steps.gradients op 7 (pe.sum_to) launch 1.gemm";
+  expectRejected(writeEpilogue(gemm(R"(, "addend": {"operand": 0})"), false),
+                 where + ": an addend needs beta != 0 and count 1");
+  expectRejected(writeEpilogue(gemm(R"(, "addend": {"operand": 0})", "1", "[0, 2]"), false),
+                 where + ": an addend needs beta != 0 and count 1");
+  expectRejected(writeEpilogue(gemm(R"(, "addend": {"f32": 1})", "1"), false),
+                 where + ".addend must be an operand, result, scratch buffer or constant");
+  expectRejected(writeEpilogue(gemm(R"(, "addend": {"operand": 2})", "1"), false),
+                 "(operand of pe.sum_to) must be an integer in [0, 0]");
+  // Of C's type: a bf16 addend with an f32 C is refused.
+  expectRejected(
+      writeEpilogue(gemm(R"(, "addend": {"operand": 0})", "1"), false, {},
+                    R"(, "value_dtypes": {"forward": [], "gradients": [[7, "BF16"]]})"),
+      "launch 1: GEMM types A BF16, B BF16, C F32, addend BF16 are not a supported combination");
 }
 
 // GEMM element types follow the values' storage types (CudaGemm): bf16 A

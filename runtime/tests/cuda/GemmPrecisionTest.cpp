@@ -188,6 +188,63 @@ TEST_F(GpuGemmPrecision, BiasEpilogueAddsTheBiasToEveryRow) {
   EXPECT_EQ(arena.downloadVector<float>(c, size_t(M) * N), sentinel);
 }
 
+// The addend (runWithAddend, a dense layer's residual add or gradient sum
+// as the GEMM's epilogue): C = op(A) op(B) + beta addend (+ bias), the
+// addend read in C's place and left as it was, or C itself (in place).
+TEST_F(GpuGemmPrecision, AddendIsReadInThePlaceOfC) {
+  std::string unavailable = gemm->biasEpilogueUnavailable();
+  if (!unavailable.empty())
+    GTEST_SKIP() << unavailable;
+  const int M = 21, N = 40, K = 19;
+  std::vector<float> A = randomVector(size_t(M) * K, 41), B = randomVector(size_t(K) * N, 42),
+                     bias = randomVector(size_t(N), 43), addend = randomVector(size_t(M) * N, 44);
+  const size_t b = 4096, biasAt = 8192, addendAt = 12288, c = 16384;
+  Arena arena(device, c + size_t(M) * N * 4);
+  arena.uploadVector(0, A);
+  arena.uploadVector(b, B);
+  arena.uploadVector(biasAt, bias);
+  const std::vector<float> sentinel(size_t(M) * N, 12345.0f);
+  for (GemmPrecision precision : {GemmPrecision::Fp32, GemmPrecision::Bf16})
+    for (bool withBias : {false, true})
+      for (bool inPlace : {false, true})
+        for (bool tb : {false, true}) {
+          const float beta = tb ? 0.5f : 1.0f;
+          std::string what = std::string("addend ") + gemmPrecisionName(precision) +
+                             (withBias ? " + bias" : "") + (inPlace ? " in place" : "") +
+                             " transB " + std::to_string(tb);
+          arena.uploadVector(addendAt, addend);
+          arena.uploadVector(c, inPlace ? addend : sentinel);
+          uint64_t cm = arena.at(c, size_t(M) * N * 4);
+          uint64_t source = inPlace ? cm : arena.at(addendAt, size_t(M) * N * 4);
+          ASSERT_TRUE(gemm->runWithAddend(false, tb, M, N, K, 1.0f, arena.at(0, A.size() * 4),
+                                          arena.at(b, B.size() * 4), beta, source,
+                                          withBias ? arena.at(biasAt, size_t(N) * 4) : 0, cm,
+                                          what, precision))
+              << what << ": cuBLASLt declined an aligned GEMM with an addend";
+          device->synchronize(what);
+          HostGemm want = hostGemm(false, tb, M, N, K, A, B, withBias ? &bias : nullptr);
+          for (size_t i = 0; i < want.value.size(); ++i) {
+            want.value[i] += double(beta) * addend[i];
+            want.magnitude[i] += std::fabs(double(beta) * addend[i]);
+          }
+          expectWithinBound(arena.downloadVector<float>(c, size_t(M) * N), want, K + 1,
+                            precision, what);
+          if (!inPlace)
+            EXPECT_EQ(arena.downloadVector<float>(addendAt, size_t(M) * N), addend) << what;
+        }
+  // No addend, or a bias only 4-byte aligned: declined, and nothing is written.
+  arena.uploadVector(c, sentinel);
+  EXPECT_FALSE(gemm->runWithAddend(false, false, M, N, K, 1.0f, arena.at(0, A.size() * 4),
+                                   arena.at(b, B.size() * 4), 1.0f, 0, 0,
+                                   arena.at(c, size_t(M) * N * 4), "no addend"));
+  EXPECT_FALSE(gemm->runWithAddend(
+      false, false, M, N, K, 1.0f, arena.at(0, A.size() * 4), arena.at(b, B.size() * 4), 1.0f,
+      arena.at(addendAt, size_t(M) * N * 4), arena.at(biasAt + 4, size_t(N) * 4),
+      arena.at(c, size_t(M) * N * 4), "misaligned bias"));
+  device->synchronize("declined");
+  EXPECT_EQ(arena.downloadVector<float>(c, size_t(M) * N), sentinel);
+}
+
 // bf16 storage (packages of --gpu-precision=bf16): A and B hold bf16, C f32
 // or bf16, with and without the bias epilogue (of C's type). bf16 values
 // are exact in f32, so against a host GEMM of the same bf16 values the

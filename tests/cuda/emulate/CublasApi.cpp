@@ -72,6 +72,10 @@ bool matricesInside(const GemmShape &g) {
     return false;
   if (g.bias && !matrixInside(g.bias, g.m, 1, g.m, 0, 1, "bias", g.bf16Output))
     return false;
+  if (g.source && g.beta != 0.0f &&
+      !matrixInside(g.source, g.m, g.n, g.ldc, g.strideC, g.batches, "C (the source)",
+                    g.bf16Output))
+    return false;
   return matrixInside(g.C, g.m, g.n, g.ldc, g.strideC, g.batches, "C", g.bf16Output);
 }
 
@@ -104,6 +108,9 @@ CUresult runGemm(const GemmShape &g) {
     const char *A = reinterpret_cast<const char *>(g.A) + batch * g.strideA * inSize;
     const char *B = reinterpret_cast<const char *>(g.B) + batch * g.strideB * inSize;
     char *C = reinterpret_cast<char *>(g.C) + batch * g.strideC * outSize;
+    const char *source = g.source ? reinterpret_cast<const char *>(g.source) +
+                                        batch * g.strideC * outSize
+                                  : C;
     for (int j = 0; j < g.n; ++j) {
       std::fill(column.begin(), column.end(), 0.0f);
       if (g.alpha != 0.0f)
@@ -118,7 +125,7 @@ CUresult runGemm(const GemmShape &g) {
         }
       for (int i = 0; i < g.m; ++i) {
         size_t at = i + size_t(j) * g.ldc;
-        float c = g.beta == 0.0f ? 0.0f : element(C, at, g.bf16Output);
+        float c = g.beta == 0.0f ? 0.0f : element(source, at, g.bf16Output);
         float value = g.beta == 0.0f ? g.alpha * column[i] : g.alpha * column[i] + g.beta * c;
         if (g.bias)
           value += element(g.bias, size_t(i), g.bf16Output);

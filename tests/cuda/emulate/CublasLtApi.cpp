@@ -1,6 +1,7 @@
 // The cuBLASLt entries the runtime uses (runtime/src/cuda/BlasLt.h), on the
 // host: f32 matmuls with the default epilogue or CUBLASLT_EPILOGUE_BIAS
-// (bias[i] added to row i of D, after alpha op(A) op(B) + beta C), through
+// (bias[i] added to row i of D, after alpha op(A) op(B) + beta C; C may be
+// apart from D, with D's layout, as the runtime's addend), through
 // the emulator's GEMM (EmulatedGemm.h: inputs rounded as the compute type
 // says), queued on the call's stream. What the emulator checks beyond the
 // arithmetic:
@@ -284,10 +285,6 @@ STRINGRT_EMU_EXPORT cublasStatus_t cublasLtMatmul(
     }
   float alphaValue = *static_cast<const float *>(alpha);
   float betaValue = *static_cast<const float *>(beta);
-  if (betaValue != 0.0f && C != D) {
-    report("cublasLtMatmul: beta != 0 with C != D is not emulated");
-    return CUBLAS_STATUS_NOT_SUPPORTED;
-  }
   if (workspaceBytes && !insideAllocation(uint64_t(workspace), workspaceBytes,
                                           "cublasLtMatmul workspace"))
     return CUBLAS_STATUS_INVALID_VALUE;
@@ -321,6 +318,8 @@ STRINGRT_EMU_EXPORT cublasStatus_t cublasLtMatmul(
               bias};
   g.bf16Inputs = bf16;
   g.bf16Output = bf16Out;
+  if (C != D)
+    g.source = static_cast<const float *>(C);
   return enqueueGemm(reinterpret_cast<CUstream>(stream), g, "cublasLtMatmul");
 }
 

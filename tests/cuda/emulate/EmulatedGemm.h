@@ -14,7 +14,8 @@ namespace stringrt::emulator {
 enum class InputRounding { None, Tf32, Bf16 };
 float roundInput(float x, InputRounding rounding);
 
-// C = alpha op(A) op(B) + beta C (+ bias[i] on row i, when bias is set),
+// C = alpha op(A) op(B) + beta C (or beta source, when set; + bias[i] on
+// row i, when bias is set),
 // `batches` times, matrix i at base + i * stride.
 struct GemmShape {
   bool transA, transB;
@@ -32,6 +33,9 @@ struct GemmShape {
   int batches;
   InputRounding rounding;
   const float *bias = nullptr; // m floats (cuBLASLt's CUBLASLT_EPILOGUE_BIAS)
+  // What beta scales when it is not C (cuBLASLt's C apart from its D, then
+  // written to C): the layout of C, one batch.
+  const float *source = nullptr;
   // bf16 storage (CUDA_R_16BF): A and B, and C (with the bias). The
   // pointers above then address bf16 elements (2 bytes; leading
   // dimensions and strides in elements); bf16 values widen exactly to f32,

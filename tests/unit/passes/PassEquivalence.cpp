@@ -149,7 +149,7 @@ Comparison comparePass(const PassCase &c) {
   // target's own runs with that target's passes (on the harness's
   // cpu-reference packages).
   CompileOptions with = c.base, without = c.base;
-  if (llvm::is_contained(cpuTargetPassNames(), llvm::StringRef(c.pass)))
+  if (llvm::is_contained(targetPassNames(), llvm::StringRef(c.pass)))
     with.target = without.target = "cpu";
   if (llvm::is_contained(optInPassNames(), llvm::StringRef(c.pass))) {
     with.enabledPasses.insert(c.pass);

@@ -48,13 +48,13 @@ TEST(PipelineTest, UnknownDisabledPassIsAnError) {
   EXPECT_NE(error.find("unknown pass 'pe-no-such-pass'"), std::string::npos) << error;
 }
 
-// The CPU target's own passes are known names: they can be switched off,
+// The compiled targets' own passes are known names: they can be switched off,
 // whatever the target (a no-op where they would not run).
-TEST(PipelineTest, CpuTargetPassesCanBeDisabled) {
+TEST(PipelineTest, TargetPassesCanBeDisabled) {
   for (const char *target : {"cpu", "cuda", ""}) {
     PipelineOptions options;
     options.target = target;
-    for (llvm::StringRef name : cpuTargetPassNames())
+    for (llvm::StringRef name : targetPassNames())
       options.disabled.insert(name.str());
     std::string error;
     EXPECT_TRUE(mlir::succeeded(build(options, error))) << error;

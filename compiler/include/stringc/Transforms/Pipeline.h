@@ -2,9 +2,10 @@
 //
 // stringc compiles a model through the optimisation passes (in
 // optimizationPassNames() order, minus the ones switched off), then
-// pe-autodiff, then for --target=cpu cpuTargetPassNames(). `--disable-pass=NAME` removes one, `--enable-pass=NAME` adds
-// an opt-in one; `--pass-pipeline=` replaces
-// the optimisation part with a textual MLIR pipeline.
+// pe-autodiff, then for --target=cpu and --target=cuda targetPassNames().
+// `--disable-pass=NAME` removes one, `--enable-pass=NAME` adds an opt-in one;
+// `--pass-pipeline=` replaces the optimisation part with a textual MLIR
+// pipeline.
 //
 //===----------------------------------------------------------------------===//
 
@@ -38,7 +39,7 @@ struct PipelineOptions {
   /// Stop after the optimisation passes (no pe-autodiff).
   bool skipAutodiff = false;
   /// The target compiled for ("cpu", "cpu-reference", "cuda"; empty for
-  /// none): "cpu" adds cpuTargetPassNames() after the default passes.
+  /// none): "cpu" and "cuda" add targetPassNames() after pe-autodiff.
   std::string target;
 };
 
@@ -47,10 +48,13 @@ llvm::ArrayRef<llvm::StringRef> optimizationPassNames();
 /// Passes that run only when asked for (--enable-pass=NAME), after the
 /// default ones: exact, but measured not to pay on the CPU target yet.
 llvm::ArrayRef<llvm::StringRef> optInPassNames();
-/// Default passes of the CPU target alone (--target=cpu), run after
-/// pe-autodiff on the training program: they pay with the CPU runtime's
-/// kernels and were not measured on the GPU's.
-llvm::ArrayRef<llvm::StringRef> cpuTargetPassNames();
+/// Default passes of the compiled targets (--target=cpu and --target=cuda),
+/// run after pe-autodiff on the training program: fusions that pay with the
+/// targets' kernels (on the GPU, GEMM epilogues), not with the reference
+/// kernels of --target=cpu-reference.
+llvm::ArrayRef<llvm::StringRef> targetPassNames();
+/// Whether `target` runs targetPassNames().
+bool runsTargetPasses(llvm::StringRef target);
 /// The default passes for `target` ("" for none), in the order they run.
 std::vector<llvm::StringRef> defaultPassNames(llvm::StringRef target);
 

@@ -198,13 +198,25 @@ public:
                    uint64_t A, uint64_t B, uint64_t bias, uint64_t C, const std::string &step,
                    GemmPrecision precision = GemmPrecision::Fp32, DType inputs = DType::F32,
                    DType output = DType::F32) const;
-  // C = alpha op(A) op(B) + beta C (+ bias when `bias` is not 0) as one
-  // cuBLASLt matmul; false, having queued nothing, when it cannot (as
-  // runWithBias). The algorithm the heuristic picks for each new shape is
-  // recorded (chosenAlgorithms).
+  // C = alpha op(A) op(B) + beta addend (+ bias when `bias` is not 0) in
+  // one cuBLASLt matmul whose C (the addend, of C's type and shape) is not
+  // its D (our C): a dense layer's residual add or a gradient sum as the
+  // GEMM's epilogue. `addend` may be C itself. Returns false, having queued
+  // nothing, when it cannot (as runWithBias; a bias then needs 16 bytes'
+  // alignment too); the caller copies the addend into C and runs the GEMM
+  // with beta.
+  bool runWithAddend(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha,
+                     uint64_t A, uint64_t B, float beta, uint64_t addend, uint64_t bias,
+                     uint64_t C, const std::string &step,
+                     GemmPrecision precision = GemmPrecision::Fp32, DType inputs = DType::F32,
+                     DType output = DType::F32) const;
+  // C = alpha op(A) op(B) + beta addend (+ bias when `bias` is not 0) as
+  // one cuBLASLt matmul, the addend C itself when 0; false, having queued
+  // nothing, when it cannot (as runWithBias). The algorithm the heuristic
+  // picks for each new shape is recorded (chosenAlgorithms).
   bool runLt(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, uint64_t A,
              uint64_t B, float beta, uint64_t C, uint64_t bias, const std::string &step,
-             GemmPrecision precision, DType inputs, DType output) const;
+             GemmPrecision precision, DType inputs, DType output, uint64_t addend = 0) const;
   // One line per distinct cuBLASLt call shape run so far: the types,
   // transposes, m n k, epilogue, and the algorithm cuBLASLt's heuristic
   // picked (its id, tile, stages, split-K, from
@@ -230,7 +242,7 @@ private:
   size_t workspaceBytes_ = 0;
   mutable std::vector<std::string> algorithms_; // chosenAlgorithms(), by shape
   void recordAlgorithm(const void *lt, const void *algo, DType inputs, DType output, bool transA,
-                       bool transB, int m, int n, int k, bool bias) const;
+                       bool transB, int m, int n, int k, bool bias, bool addend) const;
 };
 
 } // namespace stringrt::cuda

@@ -100,6 +100,8 @@ struct BoundGemm {
   bool transA = false, transB = false;
   float alpha = 1.0f, beta = 0.0f;
   uint64_t bias = 0; // the bias epilogue's vector (n elements of C's type); 0: none
+  // What beta scales, read in C's place (m x n of C's type); 0: C itself.
+  uint64_t addend = 0;
   // The matrices' element types: F32 or BF16 (A and B alike; the bias C's).
   DType typeA = DType::F32, typeB = DType::F32, typeC = DType::F32;
 };

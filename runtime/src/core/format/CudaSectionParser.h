@@ -37,7 +37,7 @@ private:
   [[noreturn]] void fail(const std::string &message) const { throw Error(path, message); }
 
   const JsonValue &object(const JsonValue &value, const std::string &what,
-                          std::initializer_list<const char *> keys) const {
+                          const std::vector<const char *> &keys) const {
     if (value.kind != JsonValue::Kind::Object)
       fail(fmt::format("{} must be an object, got {}", what, detail::jsonKindName(value.kind)));
     std::set<std::string> seen;

@@ -75,18 +75,20 @@ CudaArg CudaSectionParser::pointerArg(const JsonValue &value, const std::string 
 
 CudaGemm CudaSectionParser::gemm(const JsonValue &value, const std::string &what,
                                  const ProgramOp &op, size_t scratches) const {
-  bool hasEpilogue = false;
+  bool hasEpilogue = false, hasAddend = false;
   if (value.kind == JsonValue::Kind::Object)
-    for (const detail::JsonMember &m : value.members)
+    for (const detail::JsonMember &m : value.members) {
       hasEpilogue = hasEpilogue || m.key == "epilogue";
-  const JsonValue &g =
-      hasEpilogue ? object(value, what,
-                           {"a", "b", "c", "m", "n", "k", "count", "stride_a", "stride_b",
-                            "stride_c", "trans_a", "trans_b", "alpha", "beta", "epilogue",
-                            "bias"})
-                  : object(value, what,
-                           {"a", "b", "c", "m", "n", "k", "count", "stride_a", "stride_b",
-                            "stride_c", "trans_a", "trans_b", "alpha", "beta"});
+      hasAddend = hasAddend || m.key == "addend";
+    }
+  std::vector<const char *> keys = {"a",        "b",        "c",        "m",       "n",
+                                    "k",        "count",    "stride_a", "stride_b", "stride_c",
+                                    "trans_a",  "trans_b",  "alpha",    "beta"};
+  if (hasEpilogue)
+    keys.insert(keys.end(), {"epilogue", "bias"});
+  if (hasAddend)
+    keys.push_back("addend");
+  const JsonValue &g = object(value, what, keys);
   CudaGemm call;
   call.a = pointerArg(member(g, "a"), what + ".a", op, scratches);
   call.b = pointerArg(member(g, "b"), what + ".b", op, scratches);
@@ -117,8 +119,15 @@ CudaGemm CudaSectionParser::gemm(const JsonValue &value, const std::string &what
                        quoteForMessage(epilogue)));
     call.epilogue = CudaGemmEpilogue::Bias;
     call.bias = pointerArg(member(g, "bias"), what + ".bias", op, scratches);
-    if (call.beta != 0.0f || call.count.perBatch != 0 || call.count.constant != 1)
-      fail(fmt::format("{}: a bias epilogue needs beta 0 and count 1", what));
+    if ((call.beta != 0.0f && !hasAddend) || call.count.perBatch != 0 ||
+        call.count.constant != 1)
+      fail(fmt::format("{}: a bias epilogue needs count 1, and beta 0 unless an addend is given",
+                       what));
+  }
+  if (hasAddend) {
+    call.addend = pointerArg(member(g, "addend"), what + ".addend", op, scratches);
+    if (call.beta == 0.0f || call.count.perBatch != 0 || call.count.constant != 1)
+      fail(fmt::format("{}: an addend needs beta != 0 and count 1", what));
   }
   return call;
 }
@@ -286,16 +295,19 @@ void CudaSectionParser::checkGemmTypes(const CudaGemm &g, const CudaProgramSteps
   DType a = typeOf(g.a), b = typeOf(g.b), c = typeOf(g.c);
   bool ok = a == b && (c == DType::F32 || a == DType::BF16) &&
             (g.epilogue != CudaGemmEpilogue::Bias || typeOf(g.bias) == c) &&
+            (!g.addend || typeOf(*g.addend) == c) &&
             (a == DType::F32 || (g.count.perBatch == 0 && g.count.constant == 1));
   if (!ok)
     fail(fmt::format("cuda.steps.{} op {} ({}) launch {}: GEMM types A {}, B {}, C {}{} are "
                      "not a supported combination (A and B alike, C bf16 only with bf16 A "
-                     "and B, the bias of C's type, bf16 only for one matrix)",
+                     "and B, the bias and the addend of C's type, bf16 only for one matrix)",
                      steps.program, op.op, programOp.op, l, dtypeName(a), dtypeName(b),
                      dtypeName(c),
-                     g.epilogue == CudaGemmEpilogue::Bias
-                         ? fmt::format(", bias {}", dtypeName(typeOf(g.bias)))
-                         : std::string()));
+                     (g.epilogue == CudaGemmEpilogue::Bias
+                          ? fmt::format(", bias {}", dtypeName(typeOf(g.bias)))
+                          : std::string()) +
+                         (g.addend ? fmt::format(", addend {}", dtypeName(typeOf(*g.addend)))
+                                   : std::string())));
 }
 
 // Every use of a kernel by a program op is a launch in that op's steps.
@@ -336,6 +348,8 @@ void CudaSectionParser::checkConstantsRead(const CudaSection &section) const {
           mark(l.gemm->b);
           if (l.gemm->epilogue == CudaGemmEpilogue::Bias)
             mark(l.gemm->bias);
+          if (l.gemm->addend)
+            mark(*l.gemm->addend);
         }
       }
   for (size_t c = 0; c < read.size(); ++c)

@@ -184,6 +184,10 @@ private:
       json.key("bias");
       writeArg(g.bias);
     }
+    if (g.addend) {
+      json.key("addend");
+      writeArg(*g.addend);
+    }
     json.endObject();
   }
 

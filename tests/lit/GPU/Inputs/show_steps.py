@@ -3,7 +3,7 @@
 
   PROGRAM OP_INDEX OP_NAME scratch [SIZES]
   PROGRAM OP_INDEX OP_NAME: kernel NAME(ARGS) [grid X,Y,Z]
-  PROGRAM OP_INDEX OP_NAME: gemm a=.. b=.. c=.. m=.. n=.. k=.. count=.. ... [epilogue=bias bias=..]
+  PROGRAM OP_INDEX OP_NAME: gemm a=.. b=.. c=.. m=.. n=.. k=.. count=.. ... [epilogue=bias bias=..] [addend=..]
 
   constant K TYPE COUNT: FIRST_VALUES...   (the package's constant arrays)
 
@@ -54,7 +54,8 @@ for program in ("forward", "gradients"):
                                             affine(g["count"]), g["trans_a"], g["trans_b"],
                                             g["alpha"], g["beta"]) +
                       (" epilogue=%s bias=%s" % (g["epilogue"], arg(g["bias"]))
-                       if "epilogue" in g else ""))
+                       if "epilogue" in g else "") +
+                      (" addend=%s" % arg(g["addend"]) if "addend" in g else ""))
             else:
                 grid = launch.get("grid")
                 print("%s: kernel %s(%s)%s" % (
