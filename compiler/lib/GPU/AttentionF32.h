@@ -37,14 +37,37 @@ std::vector<mlir::Value> rotateTileRow(HeadBlock &g, mlir::Value rel, mlir::Valu
                                        mlir::Value other, mlir::Value tile, mlir::Value c,
                                        bool transpose);
 
-/// pe_rel_attention_grad_drel_d<dh>: drel from the dQ kernel's dS.
-KernelDef relGradKernel(int64_t dh);
+/// pe_rel_attention_grad_drel_d<dh>: drel from the dQ kernel's dS
+/// [B H, T, T], or pe_rel_attention_rows_grad_drel_d<dh> from dS [T, T, B H]
+/// (`pairMajor`, the rows kernels' dQ).
+KernelDef relGradKernel(int64_t dh, bool pairMajor);
+std::string relGradKernelName(int64_t dh, bool pairMajor);
 /// pe_rel_layout: rel with the token of the kernels' threads fastest.
 KernelDef relLayoutKernel();
 
 /// rel [T, T, Dh, Dh] for q of this shape, a head dim with rel kernels and a
 /// mask other than skip.
 bool relFits(const AttentionShape &s, mlir::Type rel, mlir::pe::MaskKind mask);
+
+//===----------------------------------------------------------------------===//
+// Relative attention over batch x head rows (RelativeAttentionRows.cpp)
+//===----------------------------------------------------------------------===//
+
+/// The head dimensions of the pe_rel_attention_rows_* kernels.
+inline constexpr int64_t kRelRowsHeadDims[] = {16, 32};
+
+/// pe_rel_attention_rows[_grad_dkdv|_grad_dq]_d<dh> and their drel kernel.
+void appendRelRowsKernels(std::vector<KernelDef> &defs);
+
+/// Whether the rows kernels serve rel [T, T, Dh, Dh] for q of this shape
+/// and this mask.
+bool relRowsFit(const AttentionShape &s, mlir::Type rel, mlir::pe::MaskKind mask);
+
+/// The launches of pe.attention (`op`) and of pe.attention_grad with rel on
+/// the rows kernels; `sizes` the sizeArgs.
+OpSteps relRowsForward(mlir::Operation &op, const AttentionShape &s,
+                       const std::vector<LaunchArg> &sizes);
+OpSteps relRowsGrad(const AttentionShape &s, const std::vector<LaunchArg> &sizes);
 
 //===----------------------------------------------------------------------===//
 // Skip masks (SkipAttentionKernels.cpp)

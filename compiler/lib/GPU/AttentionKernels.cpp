@@ -559,7 +559,7 @@ OpSteps flashGradSteps(const AttentionShape &s, Enc enc, pe::MaskKind mask, doub
   });
   if (enc == Enc::Rel)
     steps.launches.push_back(Launch::kernelCall(
-        "pe_rel_attention_grad_drel_d" + std::to_string(s.dh),
+        relGradKernelName(s.dh, /*pairMajor=*/false),
         {A::result(3), A::operand(0), A::operand(1), A::scratch(1),
          A::i64(s.tokens * s.tokens * s.dh), A::i64(s.tokens), A::i64(s.width), A::i64(s.heads),
          A::i64(s.batch * s.heads), sizes[3], sizes[4]}));
@@ -573,6 +573,8 @@ std::optional<OpSteps> lowerAttention(Operation &op) {
     return std::nullopt;
   const double scale = attention.getScale().convertToDouble();
   if (Value rel = attention.getRel()) {
+    if (relRowsFit(*s, rel.getType(), attention.getMask()))
+      return relRowsForward(op, *s, sizeArgs(*s, attention.getMask(), scale));
     if (!flashServes(*s) || !relFits(*s, rel.getType(), attention.getMask()))
       return std::nullopt;
     OpSteps steps; // rel with the query's token fastest (rotateTileRow), then the kernel
@@ -604,6 +606,8 @@ std::optional<OpSteps> lowerAttentionGrad(Operation &op) {
   if (!s)
     return std::nullopt;
   if (Value rel = grad.getRel()) {
+    if (relRowsFit(*s, rel.getType(), grad.getMask()))
+      return relRowsGrad(*s, sizeArgs(*s, grad.getMask(), grad.getScale().convertToDouble()));
     if (!flashServes(*s) || !relFits(*s, rel.getType(), grad.getMask()))
       return std::nullopt;
     return flashGradSteps(*s, Enc::Rel, grad.getMask(), grad.getScale().convertToDouble());
@@ -654,12 +658,13 @@ void appendAttentionKernels(std::vector<KernelDef> &defs) {
   for (int64_t dh : kRelHeadDims) {
     for (Kind kind : kinds)
       defs.push_back(attentionKernel(kind, Enc::Rel, dh));
-    defs.push_back(relGradKernel(dh));
+    defs.push_back(relGradKernel(dh, /*pairMajor=*/false));
   }
   defs.push_back(relLayoutKernel());
   defs.push_back(deltaKernel("pe_attention_grad_delta", pe::AttentionGradOp::getOperationName(),
                              nullptr));
   appendSkipKernels(defs);
+  appendRelRowsKernels(defs);
 }
 
 void appendAttentionLowerings(std::vector<OpLowering> &lowerings) {

@@ -56,18 +56,24 @@ std::vector<Value> rotateTileRow(HeadBlock &g, Value rel, Value own, Value other
   return out;
 }
 
+std::string relGradKernelName(int64_t dh, bool pairMajor) {
+  return std::string(pairMajor ? "pe_rel_attention_rows_grad_drel_d" : "pe_rel_attention_grad_drel_d") +
+         std::to_string(dh);
+}
+
 /// drel[i, j, d, e] = scale sum_{b, h} dS_ij q_i[d] k_j[e] (0 where key j
 /// is hidden from query i): one thread per (i, j, d), looping over the
-/// batch and heads in order, Dh accumulators. dS comes from the dQ kernel
-/// (ds[bh, i, j], written for every visible pair).
-KernelDef relGradKernel(int64_t dh) {
+/// batch and heads in order, Dh accumulators. dS comes from the dQ kernel,
+/// written for every visible pair: ds[bh, i, j] (the FA-2 kernels), or
+/// ds[i, j, bh] (`pairMajor`: RelativeAttentionRows.cpp).
+KernelDef relGradKernel(int64_t dh, bool pairMajor) {
   const ParamKind P = ParamKind::Ptr, I = ParamKind::I64, F = ParamKind::F32;
   std::vector<std::pair<std::string, ParamKind>> params = {
       {"drel", P},   {"q", P},     {"k", P},      {"ds", P},     {"n", I},    {"tokens", I},
       {"width", I},  {"heads", I}, {"batch_heads", I}, {"lookahead", I}, {"scale", F}};
-  return {makeSpec("pe_rel_attention_grad_drel_d" + std::to_string(dh),
-                   pe::AttentionGradOp::getOperationName(), params),
-          [dh, params](KernelBuilder &k) {
+  return {makeSpec(relGradKernelName(dh, pairMajor), pe::AttentionGradOp::getOperationName(),
+                   params),
+          [dh, pairMajor, params](KernelBuilder &k) {
             Args args{k, params};
             Value tokens = args("tokens"), width = args("width"), heads = args("heads");
             k.forGridStride(args("n"), [&](Value e) {
@@ -80,8 +86,10 @@ KernelDef relGradKernel(int64_t dh) {
                     Value col = k.mul(h, k.i64(dh));
                     Value qd = k.load(args("q"), k.add(k.add(k.mul(k.add(k.mul(b, tokens), i),
                                                                    width), col), d));
-                    Value dS = k.load(args("ds"),
-                                      k.add(k.mul(k.add(k.mul(bh, tokens), i), tokens), j));
+                    Value dS = k.load(
+                        args("ds"), pairMajor
+                                        ? k.add(k.mul(ij, args("batch_heads")), bh)
+                                        : k.add(k.mul(k.add(k.mul(bh, tokens), i), tokens), j));
                     Value f = k.mul(dS, qd);
                     Value kRow = k.add(k.mul(k.add(k.mul(b, tokens), j), width), col);
                     SmallVector<Value> next;

@@ -28,6 +28,17 @@
 //   reads its own R_ij (Dh x Dh floats) for every key: B H T^2 Dh^2 x 4
 //   bytes a kernel, from L2 (R is T^2 Dh^2 x 4 bytes, 2.6 MB at T 50, Dh
 //   16) at the L2's bandwidth.
+// - the relative attention over batch x head rows (pe_rel_attention_rows_*
+//   but drel, RelativeAttentionRows.cpp): its time is instruction issue.
+//   Each warp (32 rows, one own token) runs, per other token, the rotation
+//   (Dh^2 FMAs and Dh^2 / 4 16-byte shared loads of R, broadcast), its two
+//   rows' 16-byte loads (Dh / 2), ~4 Dh FMAs of dots and accumulators and
+//   ~12 of softmax and mask: relRowsInstructions. The busiest SM holds
+//   ceil(busy blocks / SMs) blocks of 4 warps and issues at most one
+//   instruction a cycle per scheduler (4); each staged tile adds a DRAM
+//   latency and two barriers that the block waits for. The staged bytes (R
+//   and rows, every tile of every busy block) at the L2's bandwidth bound
+//   it from below. Counted from the kernels' structure, not yet measured.
 //
 //===----------------------------------------------------------------------===//
 #include "LaunchModel.h"
@@ -75,6 +86,47 @@ double cayleySweepCycles(double d, double threads, const GpuMachineModel &m) {
   return d * step + 2 * pass + 2 * m.i64DivideCycles;
 }
 
+/// Warp instructions per (warp, other token) of a rows kernel (see the
+/// header): Dh^2 + Dh^2 / 4 + Dh / 2 + 4 Dh + 12.
+double relRowsInstructions(double dh) { return 1.25 * dh * dh + 4.5 * dh + 12; }
+
+/// The rows kernels' time (see the header); integers (tokens, width, heads,
+/// lookahead, batch_heads).
+std::optional<ExtraTerm> relRowsTime(llvm::StringRef kernel, const LaunchEstimate &e,
+                                     const GpuMachineModel &m) {
+  if (e.integers.size() < 5 || e.integers[2] <= 0)
+    return std::nullopt;
+  const int64_t t = e.integers[0], heads = e.integers[2], lookahead = e.integers[3];
+  const int64_t rows = e.integers[4], dh = e.integers[1] / heads;
+  const int64_t tile = dh <= 16 ? 4 : 1, groups = (t + 3) / 4;
+  const bool keys = kernel.contains("grad_dkdv");
+  // Other tokens a warp runs through, over the block's token groups.
+  double others = 0;
+  for (int64_t g = 0; g < groups; ++g) {
+    int64_t begin = keys ? std::max<int64_t>(0, 4 * g - lookahead) : 0;
+    int64_t end = keys ? t : std::min(t, 4 * g + 4 + lookahead);
+    others += double((end - begin + tile - 1) / tile * tile);
+  }
+  const double busy = double((rows + 31) / 32 * groups);
+  const double perSM = std::ceil(busy / double(m.sms));
+  const double resident = double(std::max<int64_t>(1, e.blocksPerSM));
+  const double tiles = others / double(groups) / double(tile);
+  const double issue = perSM * 4 * (others / double(groups)) * relRowsInstructions(double(dh)) /
+                       std::min(4.0, 4 * std::min(perSM, resident));
+  const double staging = std::ceil(perSM / resident) * tiles *
+                         (m.memoryLatencySeconds * m.clockHz + 2 * m.barrierCycles);
+  const double seconds = (issue + staging) / m.clockHz;
+  // R (4 x tile pairs) and 2 row tiles (k, v or q, dy) a staged tile
+  const double tileBytes = 4.0 * double(4 * tile * dh * dh) + 2.0 * double(tile * 32 * dh * 4);
+  const double l2 = busy * tiles * tileBytes / m.l2BytesPerSecond;
+  char text[160];
+  std::snprintf(text, sizeof text,
+                "chain: issue of %.0f blocks, %.0f tokens a warp x %.0f instructions, %.1f MB staged",
+                busy, others / double(groups), relRowsInstructions(double(dh)),
+                busy * tiles * tileBytes / 1e6);
+  return ExtraTerm{std::max(seconds, l2), text};
+}
+
 /// Waves of `blocks` at `perSM` resident blocks.
 double waves(int64_t blocks, int64_t perSM, const GpuMachineModel &m) {
   return std::ceil(double(std::max<int64_t>(1, blocks)) /
@@ -112,6 +164,8 @@ std::optional<ExtraTerm> serialChain(Operation &op, const LaunchEstimate &e,
                   d, cycles / 1e3, perBlock, w);
     return ExtraTerm{w * perBlock * cycles / m.clockHz, text};
   }
+  if (kernel.starts_with("pe_rel_attention_rows") && !kernel.contains("drel"))
+    return relRowsTime(kernel, e, m);
   if (kernel.starts_with("pe_rel_attention") && !kernel.contains("drel")) {
     // q, k, v [B, T, H Dh] and rel [T, T, Dh, Dh]: the first rank-4 operand.
     for (Value operand : op.getOperands()) {

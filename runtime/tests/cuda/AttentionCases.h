@@ -43,6 +43,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <random>
 #include <string>
@@ -94,13 +95,14 @@ struct Case {
   bool rel = false;     // relative attention: a random rel [T, T, Dh, Dh]
   bool bf16 = false;    // the tensor-core kernels (--gpu-precision=bf16)
   bool storage = false; // ...their variant with the activations in bf16 (bf16 only)
+  bool rows = false;    // rel on the batch x head rows kernels (pe_rel_attention_rows_*)
   int64_t width() const { return heads * headDim; }
   std::string describe() const {
     const char *masks[] = {"none", "causal", "skip"};
     return "B=" + std::to_string(batch) + " T=" + std::to_string(tokens) +
            " H=" + std::to_string(heads) + " Dh=" + std::to_string(headDim) +
            " mask=" + masks[int(mask)] + (rope ? " rope" : "") + (rel ? " rel" : "") +
-           (bf16 ? " bf16" : "") + (storage ? " storage" : "") +
+           (rows ? " rows" : "") + (bf16 ? " bf16" : "") + (storage ? " storage" : "") +
            (qScale != 1.0 ? " q*" + std::to_string(qScale) : "");
   }
 };
@@ -119,7 +121,16 @@ inline std::string flashKernel(const Case &c, const std::string &part) {
   if (c.storage)
     variant = "__" + std::string(part.empty() ? 4 : part == "_grad_dkdv" ? 6 : 5, 'b');
   return std::string(c.rope ? "pe_rope_attention" : c.rel ? "pe_rel_attention" : "pe_attention") +
-         (c.bf16 ? "_mma" : "") + part + "_d" + std::to_string(c.headDim) + variant;
+         (c.rows ? "_rows" : "") + (c.bf16 ? "_mma" : "") + part + "_d" +
+         std::to_string(c.headDim) + variant;
+}
+
+// The rows kernels (RelativeAttentionRows.cpp): blocks of 32 (batch, head)
+// rows by 4 tokens, grid (B ceil(H / 32), ceil(T / 4)).
+constexpr int64_t kRowsLanes = 32, kRowsTokens = 4;
+inline std::array<int64_t, 3> rowsGrid(const Case &c) {
+  return {c.batch * ((c.heads + kRowsLanes - 1) / kRowsLanes),
+          (c.tokens + kRowsTokens - 1) / kRowsTokens, 1};
 }
 
 inline void expectClose(const std::vector<float> &got, const std::vector<float> &want,
@@ -149,6 +160,19 @@ inline void expectCloseToLargest(const std::vector<float> &got, const std::vecto
   }
   ASSERT_LE(worst, tol * largest) << what << ": at " << worstAt << " " << got[worstAt] << " vs "
                                   << want[worstAt] << " (largest |want| " << largest << ")";
+}
+
+// Prints the largest |got - want| and |got - want| / (1 + |want|) (the
+// rows cases' accuracy, which docs/cuda.md quotes).
+inline void printErrors(const std::string &what, const std::vector<float> &got,
+                        const std::vector<float> &want) {
+  double abs = 0, rel = 0;
+  for (size_t i = 0; i < got.size() && i < want.size(); ++i) {
+    double e = std::fabs(double(got[i]) - want[i]);
+    abs = std::max(abs, e);
+    rel = std::max(rel, e / (1 + std::fabs(double(want[i]))));
+  }
+  std::printf("  %-14s max abs %.2e, max abs / (1 + |want|) %.2e\n", what.c_str(), abs, rel);
 }
 
 struct Data {
@@ -265,9 +289,12 @@ inline void runCase(Backend &backend, const Case &c, bool backward, std::mt19937
 
   // A query sees the keys up to `lookahead` tokens after its own.
   const int64_t lookahead = c.mask == Mask::Causal ? 0 : T - 1;
-  const std::array<int64_t, 3> grid = {B * H, (T + rowsPerBlock(c) - 1) / rowsPerBlock(c), 1};
+  const std::array<int64_t, 3> grid =
+      c.rows ? rowsGrid(c) : std::array<int64_t, 3>{B * H, (T + rowsPerBlock(c) - 1) / rowsPerBlock(c), 1};
   auto compare = [&](const std::vector<float> &got, const std::vector<float> &want,
                      double bf16Tol, const std::string &what) {
+    if (c.rows)
+      printErrors(c.describe() + ": " + what, got, want);
     if (c.bf16)
       expectCloseToLargest(got, want, bf16Tol, what);
     else
@@ -280,9 +307,13 @@ inline void runCase(Backend &backend, const Case &c, bool backward, std::mt19937
   const std::vector<int64_t> relShape = {T, T, c.headDim, c.headDim};
   const int64_t relCount = T * T * c.headDim * c.headDim;
   // The kernels read rel as pe_rel_layout copies it, with the thread's own
-  // token fastest: by query for the forward, stats and dQ, by key for dK/dV.
+  // token fastest: by query for the forward, stats and dQ, by key for dK/dV;
+  // the rows kernels read rel itself.
   uint64_t relByQuery = 0, relByKey = 0;
-  if (c.rel) {
+  if (c.rel && c.rows) {
+    relByQuery = relByKey = backend.put(d.rel);
+    inputs.push_back(KA::pointer(relByQuery));
+  } else if (c.rel) {
     const uint64_t rel = backend.put(d.rel);
     relByQuery = backend.output(size_t(relCount));
     relByKey = backend.output(size_t(relCount));
@@ -295,8 +326,10 @@ inline void runCase(Backend &backend, const Case &c, bool backward, std::mt19937
   }
   using Rel = ref::OptionalInput<float>;
   const Rel refRel = c.rel ? Rel(in(d.rel, relShape)) : Rel(std::nullopt);
-  const std::vector<KA> sizes = {KA::integer(T), KA::integer(D), KA::integer(H),
-                                 KA::integer(lookahead), KA::real(float(scale))};
+  std::vector<KA> sizes = {KA::integer(T), KA::integer(D), KA::integer(H),
+                           KA::integer(lookahead), KA::real(float(scale))};
+  if (c.rows) // and the (batch, head) rows
+    sizes.push_back(KA::integer(B * H));
   auto call = [&](const std::string &part, std::vector<KA> front, std::vector<KA> middle,
                   bool threadPerKey = false) {
     std::vector<KA> args = std::move(front);
@@ -345,7 +378,8 @@ inline void runCase(Backend &backend, const Case &c, bool backward, std::mt19937
                  nullptr);
   const std::vector<KA> saved = {KA::pointer(dy), KA::pointer(lse), KA::pointer(delta)};
   call("_grad_dkdv", {KA::pointer(dk), KA::pointer(dv)}, saved, /*threadPerKey=*/true);
-  // With rel, the dQ kernel also writes dS [B * H, T, T] for the drel kernel.
+  // With rel, the dQ kernel also writes dS [B * H, T, T] ([T, T, B * H] for
+  // the rows kernels) for the drel kernel.
   const uint64_t ds = c.rel ? backend.output(size_t(B * H * T * T)) : 0;
   std::vector<KA> dqFront = {KA::pointer(dq)};
   if (c.rel)
@@ -375,8 +409,12 @@ inline void runCase(Backend &backend, const Case &c, bool backward, std::mt19937
   compare(getActivation(dq, size_t(n)), wq, 2e-2, "attention dq");
   compare(getActivation(dk, size_t(n)), wk, 2e-2, "attention dk");
   compare(getActivation(dv, size_t(n)), wv, 2e-2, "attention dv");
-  if (c.rel)
-    expectClose(backend.get(drel, size_t(relCount)), wrel, 1e-4, "attention drel");
+  if (c.rel) {
+    const std::vector<float> got = backend.get(drel, size_t(relCount));
+    if (c.rows)
+      printErrors(c.describe() + ": attention drel", got, wrel);
+    expectClose(got, wrel, 1e-4, "attention drel");
+  }
 }
 
 // Every combination the tests cover: T in {7, 50, 64, 197}, the three head
@@ -405,6 +443,28 @@ inline std::vector<Case> allCases() {
       cases.push_back({B, T, 4, 16, Mask::None, 1, false, 1.0, true});
       cases.push_back({B, T, 4, 16, Mask::Causal, 1, false, 1.0, true});
     }
+  return cases;
+}
+
+// The relative rows kernels' cases: T in {7, 50, 130} (ragged ends of the
+// 4-token groups and of the 4-token (Dh 16) staged tiles), masks none and
+// causal, Dh 16 (4 heads) and 32 (2 heads); batch x heads 12 (one partly
+// filled 32-row tile, with blocks past it that return) and 36 (a full tile
+// and a partial one).
+inline std::vector<Case> relRowsCases() {
+  std::vector<Case> cases;
+  auto add = [&](int64_t B, int64_t T, int64_t H, int64_t Dh) {
+    for (Mask mask : {Mask::None, Mask::Causal}) {
+      Case c{B, T, H, Dh, mask, 1, false, 1.0, true};
+      c.rows = true;
+      cases.push_back(c);
+    }
+  };
+  for (int64_t T : {7, 50, 130})
+    add(3, T, 4, 16);
+  add(9, 50, 4, 16);
+  for (int64_t T : {7, 50})
+    add(3, T, 2, 32);
   return cases;
 }
 

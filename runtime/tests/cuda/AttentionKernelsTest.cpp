@@ -75,6 +75,13 @@ TEST_F(GpuAttention, RopeForwardMatchesReference) { run(false, rope); }
 TEST_F(GpuAttention, RopeBackwardMatchesReference) { run(true, rope); }
 TEST_F(GpuAttention, RelativeForwardMatchesReference) { run(false, relative); }
 TEST_F(GpuAttention, RelativeBackwardMatchesReference) { run(true, relative); }
+// The batch x head rows kernels that vit_generators' steps launch.
+TEST_F(GpuAttention, RelativeRowsForwardMatchesReference) {
+  run(false, relative, relRowsCases());
+}
+TEST_F(GpuAttention, RelativeRowsBackwardMatchesReference) {
+  run(true, relative, relRowsCases());
+}
 // The tensor-core kernels (--gpu-precision=bf16), in the test package when
 // it was compiled with that precision (as the build and gpu_packages.sh do).
 bool any(const Case &) { return true; }
