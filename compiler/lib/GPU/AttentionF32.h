@@ -1,12 +1,14 @@
 //===- AttentionF32.h - the f32 attention kernels' files share -*- C++ -*-===//
 //
-// Private to compiler/lib/GPU. The f32 FMA attention kernels live in three
+// Private to compiler/lib/GPU. The f32 FMA attention kernels live in four
 // files: AttentionKernels.cpp (the FlashAttention-2 kernels, plain, RoPE and
 // relative, and the lowering of the four attention ops),
 // RelativeAttentionKernels.cpp (what only the relative encoding needs: the
-// rotation of a staged row by R_ij, the drel sum, pe_rel_layout) and
+// rotation of a staged row by R_ij, the drel sum, pe_rel_layout),
+// RelativeAttentionRows.cpp (the relative attention with the batch x head
+// rows across a warp, which the lowerings prefer) and
 // SkipAttentionKernels.cpp (`skip` masks: gathers, no softmax). This header
-// is what the first takes from the other two.
+// is what the first takes from the other three.
 //
 //===----------------------------------------------------------------------===//
 #ifndef STRINGC_GPU_ATTENTIONF32_H

@@ -36,7 +36,9 @@
 //   the transposed rotation before they are stored.
 // - Relative variants (pe_rel_*, `rel` [T, T, Dh, Dh], Dh 16): the staged
 //   row enters rotated by R_ij, and a drel kernel follows the gradient
-//   (RelativeAttentionKernels.cpp).
+//   (RelativeAttentionKernels.cpp). The lowerings use them only where the
+//   batch x head rows kernels (pe_rel_attention_rows_*,
+//   RelativeAttentionRows.cpp: R_ij shared by a warp's 32 rows) decline.
 //
 // Kernels are specialised by head dimension (16, 32, 64): a thread's own
 // rows and accumulators are unrolled over it (registers; for Dh = 64 the
