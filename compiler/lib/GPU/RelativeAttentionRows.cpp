@@ -14,10 +14,12 @@
 // an H200 at batch 128).
 //
 // - Block: 4 warps, warp w owns token t0 + w (a query for the forward and
-//   dQ, a key for dK/dV), lane l the row bh = 32 x + l of the batch x heads
-//   (x = blockIdx.x; the grid's x is B ceil(H / 32), an affine count of the
-//   batch, so blocks past B H / 32 tiles have nothing to do and return).
-//   Grid y: ceil(T / 4) token groups.
+//   dQ, a key for dK/dV), lane l the row bh = r0 + l of the batch x heads:
+//   a work item (r0 / 32, t0 / 4) of the ceil(B H / 32) x ceil(T / 4). The
+//   grid is the `elements` rule's ceil(n / 128) blocks with n = 4 G B H +
+//   124 G (G = ceil(T / 4)): an affine count of the batch that is at least
+//   the work items (at most G - 1 more; the runtime caps it at 65536), and
+//   each block runs the items blockIdx.x, + gridDim.x, ...
 // - The other side goes through shared memory in tiles of `tile` tokens
 //   (4 for Dh 16, 1 for Dh 32): the block's R for its 4 x tile pairs, and
 //   the tile's rows of the other side for the block's 32 (batch, head) rows
@@ -68,9 +70,13 @@ std::string rowsKernelName(Kind kind, int64_t dh) {
   return kernelName("pe_rel_attention_rows", kind, dh);
 }
 
-/// kernelParams(kind, Rel) and the number of (batch, head) rows.
+/// kernelParams(kind, Rel) with the grid's element count `n` before the
+/// sizes (the `elements` rule reads the first integer) and the number of
+/// (batch, head) rows after them.
 ParamList rowsParams(Kind kind) {
   ParamList params = kernelParams(kind, Enc::Rel);
+  auto sizes = llvm::find_if(params, [](const auto &p) { return p.first == "tokens"; });
+  params.insert(sizes, {"n", ParamKind::I64});
   params.push_back({"batch_heads", ParamKind::I64});
   return params;
 }
@@ -91,8 +97,8 @@ struct RowsBlock {
   int64_t dh, tile;
   Value tokens, width, heads, lookahead, scale, batchHeads;
   Value thread, lane, warp;
-  Value rowBase;  // blockIdx.x * 32: the block's first (batch, head) row
-  Value ownStart; // blockIdx.y * 4
+  Value rowBase;  // the work item's first (batch, head) row
+  Value ownStart; // its first own token
   Value own;      // ownStart + warp: this warp's token
   Value bh;       // rowBase + lane, clamped to the last row (loads stay in bounds)
   Value valid;    // own < T and rowBase + lane < B H: the thread writes
@@ -105,15 +111,17 @@ struct RowsBlock {
   }
 };
 
-RowsBlock makeRowsBlock(KernelBuilder &k, const NamedArgs &args, int64_t dh) {
+/// The block's state for work item `work` of `groups` token groups a row tile.
+RowsBlock makeRowsBlock(KernelBuilder &k, const NamedArgs &args, int64_t dh, Value work,
+                        Value groups) {
   RowsBlock g{k, dh, otherTile(dh), args("tokens"), args("width"), args("heads"),
               args("lookahead"), args("scale"), args("batch_heads"), {}, {}, {}, {}, {}, {},
               {}, {}};
   g.thread = k.threadId(gpu::Dimension::x);
   g.lane = remU(k, g.thread, k.i64(kLanes));
   g.warp = divU(k, g.thread, k.i64(kLanes));
-  g.rowBase = k.mul(k.blockId(gpu::Dimension::x), k.i64(kLanes));
-  g.ownStart = k.mul(k.blockId(gpu::Dimension::y), k.i64(kOwnTokens));
+  g.rowBase = k.mul(divU(k, work, groups), k.i64(kLanes));
+  g.ownStart = k.mul(remU(k, work, groups), k.i64(kOwnTokens));
   g.own = k.add(g.ownStart, g.warp);
   Value row = k.add(g.rowBase, g.lane);
   g.bh = minI(k, row, k.sub(g.batchHeads, k.i64(1)));
@@ -269,18 +277,29 @@ Value keysEnd(RowsBlock &g) {
   return minI(k, g.tokens, k.add(k.add(g.ownStart, k.i64(kOwnTokens)), g.lookahead));
 }
 
-/// Runs `body` unless the block's rows all lie past B H (the grid's x is
-/// B ceil(H / 32)): the whole block returns, so its barriers stay uniform.
-void ifBlockHasRows(RowsBlock &g, const std::function<void()> &body) {
-  g.k.ifThen(cmpI(g.k, Pred::slt, g.rowBase, g.batchHeads), body);
+/// Runs `body` for each work item of the block (blockIdx.x, + gridDim.x,
+/// ... below ceil(B H / 32) ceil(T / 4)): uniform over the block, so its
+/// barriers are too.
+void forEachWork(KernelBuilder &k, const NamedArgs &args, int64_t dh,
+                 const std::function<void(RowsBlock &)> &body) {
+  Value groups = divU(k, k.add(args("tokens"), k.i64(kOwnTokens - 1)), k.i64(kOwnTokens));
+  Value tiles = divU(k, k.add(args("batch_heads"), k.i64(kLanes - 1)), k.i64(kLanes));
+  k.forLoop(k.blockId(gpu::Dimension::x), k.mul(tiles, groups), k.gridDim(gpu::Dimension::x),
+            {}, [&](Value work, ValueRange) {
+              RowsBlock g = makeRowsBlock(k, args, dh, work, groups);
+              body(g);
+              return SmallVector<Value>{};
+            });
 }
 
 void forwardBody(KernelBuilder &k, const NamedArgs &args, int64_t dh) {
-  RowsBlock g = makeRowsBlock(k, args, dh);
-  ifBlockHasRows(g, [&] {
-    Value r = sharedArray(k, "rel_rows_r", kOwnTokens * g.tile * dh * dh);
-    Value kTile = sharedArray(k, "rel_rows_k", g.tile * kLanes * rowStride(dh));
-    Value vTile = sharedArray(k, "rel_rows_v", g.tile * kLanes * rowStride(dh));
+  // Shared arrays first: sharedArray finds the gpu.module from the insertion
+  // block, which a loop body under construction is not yet inside.
+  const int64_t tile = otherTile(dh);
+  Value r = sharedArray(k, "rel_rows_r", kOwnTokens * tile * dh * dh);
+  Value kTile = sharedArray(k, "rel_rows_k", tile * kLanes * rowStride(dh));
+  Value vTile = sharedArray(k, "rel_rows_v", tile * kLanes * rowStride(dh));
+  forEachWork(k, args, dh, [&](RowsBlock &g) {
     RowStage stage = makeRowStage(g);
     std::vector<Value> q = ownRow(g, args("q"));
     Value end = keysEnd(g);
@@ -329,11 +348,13 @@ void forwardBody(KernelBuilder &k, const NamedArgs &args, int64_t dh) {
 
 /// dQ, and dS [T, T, B H] for the drel kernel.
 void dqBody(KernelBuilder &k, const NamedArgs &args, int64_t dh) {
-  RowsBlock g = makeRowsBlock(k, args, dh);
-  ifBlockHasRows(g, [&] {
-    Value r = sharedArray(k, "rel_rows_r", kOwnTokens * g.tile * dh * dh);
-    Value kTile = sharedArray(k, "rel_rows_k", g.tile * kLanes * rowStride(dh));
-    Value vTile = sharedArray(k, "rel_rows_v", g.tile * kLanes * rowStride(dh));
+  // Shared arrays first: sharedArray finds the gpu.module from the insertion
+  // block, which a loop body under construction is not yet inside.
+  const int64_t tile = otherTile(dh);
+  Value r = sharedArray(k, "rel_rows_r", kOwnTokens * tile * dh * dh);
+  Value kTile = sharedArray(k, "rel_rows_k", tile * kLanes * rowStride(dh));
+  Value vTile = sharedArray(k, "rel_rows_v", tile * kLanes * rowStride(dh));
+  forEachWork(k, args, dh, [&](RowsBlock &g) {
     RowStage stage = makeRowStage(g);
     std::vector<Value> q = ownRow(g, args("q")), dy = ownRow(g, args("dy"));
     Value stat = k.add(k.mul(g.bh, g.tokens), g.clampToken(g.own));
@@ -374,13 +395,15 @@ void dqBody(KernelBuilder &k, const NamedArgs &args, int64_t dh) {
 
 /// dK, dV: the own tokens are keys, over the query tiles that can see them.
 void dkdvBody(KernelBuilder &k, const NamedArgs &args, int64_t dh) {
-  RowsBlock g = makeRowsBlock(k, args, dh);
-  ifBlockHasRows(g, [&] {
-    Value r = sharedArray(k, "rel_rows_r", kOwnTokens * g.tile * dh * dh);
-    Value qTile = sharedArray(k, "rel_rows_q", g.tile * kLanes * rowStride(dh));
-    Value dyTile = sharedArray(k, "rel_rows_dy", g.tile * kLanes * rowStride(dh));
-    Value lseTile = sharedArray(k, "rel_rows_lse", g.tile * kLanes);
-    Value deltaTile = sharedArray(k, "rel_rows_delta", g.tile * kLanes);
+  // Shared arrays first: sharedArray finds the gpu.module from the insertion
+  // block, which a loop body under construction is not yet inside.
+  const int64_t tile = otherTile(dh);
+  Value r = sharedArray(k, "rel_rows_r", kOwnTokens * tile * dh * dh);
+  Value qTile = sharedArray(k, "rel_rows_q", tile * kLanes * rowStride(dh));
+  Value dyTile = sharedArray(k, "rel_rows_dy", tile * kLanes * rowStride(dh));
+  Value lseTile = sharedArray(k, "rel_rows_lse", tile * kLanes);
+  Value deltaTile = sharedArray(k, "rel_rows_delta", tile * kLanes);
+  forEachWork(k, args, dh, [&](RowsBlock &g) {
     RowStage stage = makeRowStage(g);
     std::vector<Value> key = ownRow(g, args("k")), value = ownRow(g, args("v"));
     // Query i sees key j when i >= j - lookahead.
@@ -429,7 +452,7 @@ KernelDef rowsKernel(Kind kind, int64_t dh) {
     llvm::report_fatal_error(llvm::Twine("attention kernel ") + name +
                              " exceeds 48 KiB of static shared memory");
   ParamList params = rowsParams(kind);
-  GpuKernelSpec spec = makeSpec(name, servedOp(kind, false), params, GridRule::Explicit, kThreads);
+  GpuKernelSpec spec = makeSpec(name, servedOp(kind, false), params, GridRule::Elements, kThreads);
   return {std::move(spec), [kind, dh, params](KernelBuilder &k) {
             NamedArgs args{k, params};
             switch (kind) {
@@ -446,19 +469,18 @@ KernelDef rowsKernel(Kind kind, int64_t dh) {
           }};
 }
 
-/// Grid (B ceil(H / 32), ceil(T / 4)).
-ExplicitGrid rowsGrid(const AttentionShape &s) {
-  ExplicitGrid grid;
-  grid.x = s.batch * ceilDiv(s.heads, kLanes);
-  grid.y = BatchAffine::fixed(ceilDiv(s.tokens, kOwnTokens));
-  return grid;
-}
-
-Launch rowsLaunch(const AttentionShape &s, Kind kind, std::vector<LaunchArg> args) {
+/// The launch: `front` (outputs and inputs), then n = 4 G B H + 124 G
+/// (ceil(n / 128) = ceil(G (B H + 31) / 32) blocks, at least the
+/// ceil(B H / 32) G work items), the sizes and B H.
+Launch rowsLaunch(const AttentionShape &s, Kind kind, std::vector<LaunchArg> front,
+                  const std::vector<LaunchArg> &sizes) {
+  const int64_t groups = ceilDiv(s.tokens, kOwnTokens);
+  BatchAffine n = s.batch * (s.heads * kOwnTokens * groups);
+  n.constant += (kThreads - kOwnTokens) * groups;
+  front.push_back(A::i64(n));
+  std::vector<LaunchArg> args = concat(std::move(front), sizes);
   args.push_back(A::i64(s.batch * s.heads));
-  Launch launch = Launch::kernelCall(rowsKernelName(kind, s.dh), std::move(args));
-  launch.grid = rowsGrid(s);
-  return launch;
+  return Launch::kernelCall(rowsKernelName(kind, s.dh), std::move(args));
 }
 
 } // namespace
@@ -484,8 +506,7 @@ OpSteps relRowsForward(Operation &op, const AttentionShape &s,
   LaunchArg lse = forwardLse(op, s, steps);
   steps.launches.push_back(rowsLaunch(
       s, Kind::Forward,
-      concat({A::result(0), lse, A::operand(0), A::operand(1), A::operand(2), A::operand(3)},
-             sizes)));
+      {A::result(0), lse, A::operand(0), A::operand(1), A::operand(2), A::operand(3)}, sizes));
   return steps;
 }
 
@@ -502,9 +523,9 @@ OpSteps relRowsGrad(const AttentionShape &s, const std::vector<LaunchArg> &sizes
                                          A::operand(6), A::operand(5), A::operand(4),
                                          A::scratch(0)};
   steps.launches.push_back(
-      rowsLaunch(s, Kind::DkDv, concat(concat({A::result(1), A::result(2)}, inputs), sizes)));
+      rowsLaunch(s, Kind::DkDv, concat({A::result(1), A::result(2)}, inputs), sizes));
   steps.launches.push_back(
-      rowsLaunch(s, Kind::Dq, concat(concat({A::result(0), A::scratch(1)}, inputs), sizes)));
+      rowsLaunch(s, Kind::Dq, concat({A::result(0), A::scratch(1)}, inputs), sizes));
   steps.launches.push_back(Launch::kernelCall(
       relGradKernelName(s.dh, /*pairMajor=*/true),
       {A::result(3), A::operand(0), A::operand(1), A::scratch(1),

@@ -33,11 +33,11 @@
 //   Each warp (32 rows, one own token) runs, per other token, the rotation
 //   (Dh^2 FMAs and Dh^2 / 4 16-byte shared loads of R, broadcast), its two
 //   rows' 16-byte loads (Dh / 2), ~4 Dh FMAs of dots and accumulators and
-//   ~12 of softmax and mask: relRowsInstructions. The busiest SM holds
-//   ceil(busy blocks / SMs) blocks of 4 warps and issues at most one
+//   ~12 of softmax and mask: relRowsInstructions. The busiest SM runs
+//   ceil(work items / SMs) items of 4 warps and issues at most one
 //   instruction a cycle per scheduler (4); each staged tile adds a DRAM
 //   latency and two barriers that the block waits for. The staged bytes (R
-//   and rows, every tile of every busy block) at the L2's bandwidth bound
+//   and rows, every tile of every work item) at the L2's bandwidth bound
 //   it from below. Counted from the kernels' structure, not yet measured.
 //
 //===----------------------------------------------------------------------===//
@@ -90,14 +90,14 @@ double cayleySweepCycles(double d, double threads, const GpuMachineModel &m) {
 /// header): Dh^2 + Dh^2 / 4 + Dh / 2 + 4 Dh + 12.
 double relRowsInstructions(double dh) { return 1.25 * dh * dh + 4.5 * dh + 12; }
 
-/// The rows kernels' time (see the header); integers (tokens, width, heads,
-/// lookahead, batch_heads).
+/// The rows kernels' time (see the header); integers (n, tokens, width,
+/// heads, lookahead, batch_heads).
 std::optional<ExtraTerm> relRowsTime(llvm::StringRef kernel, const LaunchEstimate &e,
                                      const GpuMachineModel &m) {
-  if (e.integers.size() < 5 || e.integers[2] <= 0)
+  if (e.integers.size() < 6 || e.integers[3] <= 0)
     return std::nullopt;
-  const int64_t t = e.integers[0], heads = e.integers[2], lookahead = e.integers[3];
-  const int64_t rows = e.integers[4], dh = e.integers[1] / heads;
+  const int64_t t = e.integers[1], heads = e.integers[3], lookahead = e.integers[4];
+  const int64_t rows = e.integers[5], dh = e.integers[2] / heads;
   const int64_t tile = dh <= 16 ? 4 : 1, groups = (t + 3) / 4;
   const bool keys = kernel.contains("grad_dkdv");
   // Other tokens a warp runs through, over the block's token groups.
@@ -107,8 +107,8 @@ std::optional<ExtraTerm> relRowsTime(llvm::StringRef kernel, const LaunchEstimat
     int64_t end = keys ? t : std::min(t, 4 * g + 4 + lookahead);
     others += double((end - begin + tile - 1) / tile * tile);
   }
-  const double busy = double((rows + 31) / 32 * groups);
-  const double perSM = std::ceil(busy / double(m.sms));
+  const double items = double((rows + 31) / 32 * groups);
+  const double perSM = std::ceil(items / double(m.sms));
   const double resident = double(std::max<int64_t>(1, e.blocksPerSM));
   const double tiles = others / double(groups) / double(tile);
   const double issue = perSM * 4 * (others / double(groups)) * relRowsInstructions(double(dh)) /
@@ -118,12 +118,12 @@ std::optional<ExtraTerm> relRowsTime(llvm::StringRef kernel, const LaunchEstimat
   const double seconds = (issue + staging) / m.clockHz;
   // R (4 x tile pairs) and 2 row tiles (k, v or q, dy) a staged tile
   const double tileBytes = 4.0 * double(4 * tile * dh * dh) + 2.0 * double(tile * 32 * dh * 4);
-  const double l2 = busy * tiles * tileBytes / m.l2BytesPerSecond;
+  const double l2 = items * tiles * tileBytes / m.l2BytesPerSecond;
   char text[160];
   std::snprintf(text, sizeof text,
-                "chain: issue of %.0f blocks, %.0f tokens a warp x %.0f instructions, %.1f MB staged",
-                busy, others / double(groups), relRowsInstructions(double(dh)),
-                busy * tiles * tileBytes / 1e6);
+                "chain: issue of %.0f work items, %.0f tokens a warp x %.0f instructions, %.1f MB staged",
+                items, others / double(groups), relRowsInstructions(double(dh)),
+                items * tiles * tileBytes / 1e6);
   return ExtraTerm{std::max(seconds, l2), text};
 }
 

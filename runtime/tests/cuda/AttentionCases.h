@@ -96,13 +96,14 @@ struct Case {
   bool bf16 = false;    // the tensor-core kernels (--gpu-precision=bf16)
   bool storage = false; // ...their variant with the activations in bf16 (bf16 only)
   bool rows = false;    // rel on the batch x head rows kernels (pe_rel_attention_rows_*)
+  int64_t rowsBlocks = 0; // ...on this many blocks (each loops over work items), not the lowering's
   int64_t width() const { return heads * headDim; }
   std::string describe() const {
     const char *masks[] = {"none", "causal", "skip"};
     return "B=" + std::to_string(batch) + " T=" + std::to_string(tokens) +
            " H=" + std::to_string(heads) + " Dh=" + std::to_string(headDim) +
            " mask=" + masks[int(mask)] + (rope ? " rope" : "") + (rel ? " rel" : "") +
-           (rows ? " rows" : "") + (bf16 ? " bf16" : "") + (storage ? " storage" : "") +
+           (rows ? " rows" : "") + (rowsBlocks ? " blocks=" + std::to_string(rowsBlocks) : "") + (bf16 ? " bf16" : "") + (storage ? " storage" : "") +
            (qScale != 1.0 ? " q*" + std::to_string(qScale) : "");
   }
 };
@@ -125,12 +126,14 @@ inline std::string flashKernel(const Case &c, const std::string &part) {
          std::to_string(c.headDim) + variant;
 }
 
-// The rows kernels (RelativeAttentionRows.cpp): blocks of 32 (batch, head)
-// rows by 4 tokens, grid (B ceil(H / 32), ceil(T / 4)).
-constexpr int64_t kRowsLanes = 32, kRowsTokens = 4;
-inline std::array<int64_t, 3> rowsGrid(const Case &c) {
-  return {c.batch * ((c.heads + kRowsLanes - 1) / kRowsLanes),
-          (c.tokens + kRowsTokens - 1) / kRowsTokens, 1};
+// The rows kernels (RelativeAttentionRows.cpp): work items of 32 (batch,
+// head) rows by 4 tokens on the `elements` grid of n = 4 G B H + 124 G
+// (G = ceil(T / 4)), as the lowering passes it.
+inline int64_t rowsGridElements(const Case &c) {
+  if (c.rowsBlocks)
+    return 128 * c.rowsBlocks;
+  const int64_t groups = (c.tokens + 3) / 4;
+  return 4 * groups * c.batch * c.heads + 124 * groups;
 }
 
 inline void expectClose(const std::vector<float> &got, const std::vector<float> &want,
@@ -289,8 +292,7 @@ inline void runCase(Backend &backend, const Case &c, bool backward, std::mt19937
 
   // A query sees the keys up to `lookahead` tokens after its own.
   const int64_t lookahead = c.mask == Mask::Causal ? 0 : T - 1;
-  const std::array<int64_t, 3> grid =
-      c.rows ? rowsGrid(c) : std::array<int64_t, 3>{B * H, (T + rowsPerBlock(c) - 1) / rowsPerBlock(c), 1};
+  const std::array<int64_t, 3> grid = {B * H, (T + rowsPerBlock(c) - 1) / rowsPerBlock(c), 1};
   auto compare = [&](const std::vector<float> &got, const std::vector<float> &want,
                      double bf16Tol, const std::string &what) {
     if (c.rows)
@@ -328,8 +330,10 @@ inline void runCase(Backend &backend, const Case &c, bool backward, std::mt19937
   const Rel refRel = c.rel ? Rel(in(d.rel, relShape)) : Rel(std::nullopt);
   std::vector<KA> sizes = {KA::integer(T), KA::integer(D), KA::integer(H),
                            KA::integer(lookahead), KA::real(float(scale))};
-  if (c.rows) // and the (batch, head) rows
+  if (c.rows) { // the grid's elements first, the (batch, head) rows last
+    sizes.insert(sizes.begin(), KA::integer(rowsGridElements(c)));
     sizes.push_back(KA::integer(B * H));
+  }
   auto call = [&](const std::string &part, std::vector<KA> front, std::vector<KA> middle,
                   bool threadPerKey = false) {
     std::vector<KA> args = std::move(front);
@@ -338,7 +342,7 @@ inline void runCase(Backend &backend, const Case &c, bool backward, std::mt19937
       args[args.size() - 1] = KA::pointer(relByKey);
     args.insert(args.end(), middle.begin(), middle.end());
     args.insert(args.end(), sizes.begin(), sizes.end());
-    backend.launch(flashKernel(c, part), args, &grid);
+    backend.launch(flashKernel(c, part), args, c.rows ? nullptr : &grid);
   };
   const std::vector<int64_t> tableShape = {T, D / 2, 2};
 
@@ -450,7 +454,7 @@ inline std::vector<Case> allCases() {
 // 4-token groups and of the 4-token (Dh 16) staged tiles), masks none and
 // causal, Dh 16 (4 heads) and 32 (2 heads); batch x heads 12 (one partly
 // filled 32-row tile, with blocks past it that return) and 36 (a full tile
-// and a partial one).
+// and a partial one), and one case on fewer blocks than work items.
 inline std::vector<Case> relRowsCases() {
   std::vector<Case> cases;
   auto add = [&](int64_t B, int64_t T, int64_t H, int64_t Dh) {
@@ -465,6 +469,12 @@ inline std::vector<Case> relRowsCases() {
   add(9, 50, 4, 16);
   for (int64_t T : {7, 50})
     add(3, T, 2, 32);
+  // 3 blocks for the 2 x 13 work items (the runtime caps a grid at 65536
+  // blocks): each block loops over several.
+  Case few{9, 50, 4, 16, Mask::Causal, 1, false, 1.0, true};
+  few.rows = true;
+  few.rowsBlocks = 3;
+  cases.push_back(few);
   return cases;
 }
 
