@@ -38,6 +38,16 @@
 // Every sum runs in a fixed order (the tile's tokens ascending, the
 // rotation over e ascending); no atomics.
 //
+// f32 FMAs, not tensor cores: the rotations of a warp's 32 rows by one R
+// are a [32, Dh] x [Dh, Dh] product that mma.sync m16n8k8 TF32 could run,
+// but TF32 rounds q and k to 10-bit significands (errors ~1e-3 where these
+// kernels are within 2e-6 of the f32 reference, as fp32 packages expect),
+// the CUDA emulator has no TF32 mma to test it with (bf16 m16n8k16 only),
+// and with the broadcast R the report already predicts these kernels at
+// about RoPE attention's measured time (25 us a call at vit_generators'
+// batch 128 against 30 us for pe_rope_attention_d16). A measured profile
+// showing them issue-bound would be the reason to go to 3xTF32 mma.
+//
 //===----------------------------------------------------------------------===//
 #include "AttentionF32.h"
 
