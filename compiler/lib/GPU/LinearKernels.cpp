@@ -98,6 +98,24 @@ GemmCall rowsTimesWeightPlusBias(bool hasBias, LaunchArg c, BatchAffine rows, in
   return g;
 }
 
+/// dx = dY W^T (+ the prior sum as the addend, beta 1): dy [..., O] and w
+/// [I, O] the op's operands `first` and `first + 1`, rows x O times (I x O)^T.
+std::optional<OpSteps> gradInputSteps(Value dy, Value w, unsigned first,
+                                      std::optional<LaunchArg> prior) {
+  auto dims = weightDims(w.getType());
+  if (!dims)
+    return std::nullopt;
+  auto [in, out] = *dims;
+  std::optional<BatchAffine> rows = divideExactly(elementCount(dy.getType()), out);
+  if (!rows)
+    return std::nullopt;
+  GemmCall g = rowsTimesWeight(A::operand(first), A::operand(first + 1), A::result(0), *rows,
+                               out, in, prior ? 1.0f : 0.0f);
+  g.transB = true;
+  g.addend = prior;
+  return gemmSteps(g);
+}
+
 } // namespace
 
 void appendLinearKernels(std::vector<KernelDef> &defs) {
@@ -164,37 +182,12 @@ void appendLinearLowerings(std::vector<OpLowering> &lowerings) {
 
   lowerings.push_back(loweringOf<pe::LinearGradInputOp>([](Operation &o) -> std::optional<OpSteps> {
                          auto grad = cast<pe::LinearGradInputOp>(o);
-                         // dy [..., O], w [I, O]: rows x O times (I x O)^T.
-                         auto dims = weightDims(grad.getW().getType());
-                         if (!dims)
-                           return std::nullopt;
-                         auto [in, out] = *dims;
-                         std::optional<BatchAffine> rows =
-                             divideExactly(elementCount(grad.getDy().getType()), out);
-                         if (!rows)
-                           return std::nullopt;
-                         GemmCall g = rowsTimesWeight(A::operand(0), A::operand(1), A::result(0),
-                                                      *rows, out, in, 0.0f);
-                         g.transB = true;
-                         return gemmSteps(g);
+                         return gradInputSteps(grad.getDy(), grad.getW(), 0, std::nullopt);
                        }));
 
   lowerings.push_back(loweringOf<pe::LinearGradInputAccOp>([](Operation &o) -> std::optional<OpSteps> {
                          auto grad = cast<pe::LinearGradInputAccOp>(o);
-                         // prior, dy [..., O], w [I, O]: prior + dY W^T.
-                         auto dims = weightDims(grad.getW().getType());
-                         if (!dims)
-                           return std::nullopt;
-                         auto [in, out] = *dims;
-                         std::optional<BatchAffine> rows =
-                             divideExactly(elementCount(grad.getDy().getType()), out);
-                         if (!rows)
-                           return std::nullopt;
-                         GemmCall g = rowsTimesWeight(A::operand(1), A::operand(2), A::result(0),
-                                                      *rows, out, in, 1.0f);
-                         g.transB = true;
-                         g.addend = A::operand(0);
-                         return gemmSteps(g);
+                         return gradInputSteps(grad.getDy(), grad.getW(), 1, A::operand(0));
                        }));
 
   lowerings.push_back(loweringOf<pe::LinearGradWeightOp>([](Operation &o) -> std::optional<OpSteps> {
