@@ -251,16 +251,6 @@ void linearGradInputAcc(TensorRef<const T> prior, TensorRef<const T> dy, TensorR
     dx[i] = prior[i] + dx[i];
 }
 
-template <typename T>
-void layerNormGradAcc(TensorRef<const T> prior, TensorRef<const T> x, TensorRef<const T> gamma,
-                      TensorRef<const T> dy, double epsilon, TensorRef<T> dx,
-                      TensorRef<T> dgamma, TensorRef<T> dbeta) {
-  checks::layerNormGradAcc(prior, x, gamma, dy, epsilon, dx, dgamma, dbeta);
-  layerNormGrad<T>(x, gamma, dy, epsilon, dx, dgamma, dbeta);
-  for (int64_t i = 0; i < dx.numel(); ++i)
-    dx[i] = prior[i] + dx[i];
-}
-
 #define STRINGRT_INSTANTIATE(T)                                                                    \
   template void ropeTable<T>(TensorRef<const T>, TensorRef<const T>, TensorRef<T>);                \
   template void ropeTableGrad<T>(TensorRef<const T>, TensorRef<const T>, TensorRef<const T>,       \
@@ -280,10 +270,7 @@ void layerNormGradAcc(TensorRef<const T> prior, TensorRef<const T> x, TensorRef<
   template void linearResidual<T>(TensorRef<const T>, TensorRef<const T>, TensorRef<const T>,      \
                                   OptionalInput<T>, TensorRef<T>);                                 \
   template void linearGradInputAcc<T>(TensorRef<const T>, TensorRef<const T>, TensorRef<const T>,  \
-                                      TensorRef<T>);                                               \
-  template void layerNormGradAcc<T>(TensorRef<const T>, TensorRef<const T>, TensorRef<const T>,    \
-                                    TensorRef<const T>, double, TensorRef<T>, TensorRef<T>,        \
-                                    TensorRef<T>);
+                                      TensorRef<T>);
 STRINGRT_INSTANTIATE(float)
 STRINGRT_INSTANTIATE(double)
 #undef STRINGRT_INSTANTIATE

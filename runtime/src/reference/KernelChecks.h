@@ -68,47 +68,6 @@ template <typename T> void sumTo(const TensorRef<const T> &x, const TensorRef<T>
             shapeToString(x.shape));
 }
 
-// x [..., D], gamma [D], epsilon > 0; returns D.
-template <typename T>
-int64_t layerNormInputs(const char *kernel, const TensorRef<const T> &x,
-                        const TensorRef<const T> &gamma, double epsilon) {
-  layer::checkHasLastDim((std::string(kernel) + ": x").c_str(), x);
-  const int64_t D = x.dim(-1);
-  checkShape((std::string(kernel) + ": gamma").c_str(), gamma, {D});
-  check(epsilon > 0, kernel, "epsilon must be > 0, got " + std::to_string(epsilon));
-  return D;
-}
-
-template <typename T>
-int64_t layerNorm(const TensorRef<const T> &x, const TensorRef<const T> &gamma,
-                  const TensorRef<const T> &beta, double epsilon, const TensorRef<T> &y) {
-  const int64_t D = layerNormInputs("layer_norm", x, gamma, epsilon);
-  checkShape("layer_norm: beta", beta, {D});
-  checkShape("layer_norm: result", y, x.shape);
-  return D;
-}
-
-template <typename T>
-int64_t layerNormGrad(const TensorRef<const T> &x, const TensorRef<const T> &gamma,
-                      const TensorRef<const T> &dy, double epsilon, const TensorRef<T> &dx,
-                      const TensorRef<T> &dgamma, const TensorRef<T> &dbeta) {
-  const int64_t D = layerNormInputs("layer_norm_grad", x, gamma, epsilon);
-  checkShape("layer_norm_grad: dy", dy, x.shape);
-  checkShape("layer_norm_grad: dx", dx, x.shape);
-  checkShape("layer_norm_grad: dgamma", dgamma, {D});
-  checkShape("layer_norm_grad: dbeta", dbeta, {D});
-  return D;
-}
-
-template <typename T>
-int64_t layerNormGradAcc(const TensorRef<const T> &prior, const TensorRef<const T> &x,
-                         const TensorRef<const T> &gamma, const TensorRef<const T> &dy,
-                         double epsilon, const TensorRef<T> &dx, const TensorRef<T> &dgamma,
-                         const TensorRef<T> &dbeta) {
-  checkShape("layer_norm_grad_acc: prior", prior, x.shape);
-  return checks::layerNormGrad(x, gamma, dy, epsilon, dx, dgamma, dbeta);
-}
-
 // Attention's q, k, v [B, T, D] with `heads` dividing D, rel [T, T, Dh,
 // Dh] when given, skip_base >= 0 with mask skip.
 struct AttentionShape {

@@ -1,4 +1,4 @@
-// Reference kernels: linear, layer_norm, gelu, relu and their backward ops.
+// Reference kernels: linear, gelu, relu, dropout and their backward ops.
 #include "stringrt/reference/LayerKernels.h"
 
 #include "KernelChecks.h"
@@ -74,72 +74,6 @@ void linearGradWeight(TensorRef<const T> x, TensorRef<const T> dy, TensorRef<T> 
     }
   for (int64_t j = 0; j < I * O; ++j)
     dw.data[j] = static_cast<T>(acc[j]);
-}
-
-namespace {
-
-// Mean and 1/sqrt(biased variance + epsilon) of one row of D values.
-template <typename T> void rowStatistics(const T *row, int64_t D, double epsilon, Acc &mu, Acc &rstd) {
-  Acc sum = 0;
-  for (int64_t d = 0; d < D; ++d)
-    sum += row[d];
-  mu = sum / Acc(D);
-  Acc sq = 0;
-  for (int64_t d = 0; d < D; ++d)
-    sq += (Acc(row[d]) - mu) * (Acc(row[d]) - mu);
-  rstd = 1.0 / std::sqrt(sq / Acc(D) + epsilon);
-}
-
-} // namespace
-
-// y = (x - mu) rstd gamma + beta, row by row.
-template <typename T>
-void layerNorm(TensorRef<const T> x, TensorRef<const T> gamma, TensorRef<const T> beta,
-               double epsilon, TensorRef<T> y) {
-  const int64_t D = checks::layerNorm(x, gamma, beta, epsilon, y);
-  const int64_t N = rowCount(x.shape);
-  for (int64_t n = 0; n < N; ++n) {
-    const T *row = x.data + n * D;
-    Acc mu, rstd;
-    rowStatistics(row, D, epsilon, mu, rstd);
-    for (int64_t d = 0; d < D; ++d)
-      y.data[n * D + d] =
-          static_cast<T>((Acc(row[d]) - mu) * rstd * Acc(gamma.data[d]) + Acc(beta.data[d]));
-  }
-}
-
-// dx = rstd (g - mean(g) - xhat mean(g xhat)), g = dy gamma;
-// dgamma += dy xhat, dbeta += dy over the rows.
-template <typename T>
-void layerNormGrad(TensorRef<const T> x, TensorRef<const T> gamma, TensorRef<const T> dy,
-                   double epsilon, TensorRef<T> dx, TensorRef<T> dgamma, TensorRef<T> dbeta) {
-  const int64_t D = checks::layerNormGrad(x, gamma, dy, epsilon, dx, dgamma, dbeta);
-  const int64_t N = rowCount(x.shape);
-  std::vector<Acc> dgammaAcc(static_cast<size_t>(D), 0), dbetaAcc(static_cast<size_t>(D), 0);
-  std::vector<Acc> xhat(static_cast<size_t>(D)), g(static_cast<size_t>(D));
-  for (int64_t n = 0; n < N; ++n) {
-    const T *row = x.data + n * D;
-    const T *dyRow = dy.data + n * D;
-    Acc mu, rstd;
-    rowStatistics(row, D, epsilon, mu, rstd);
-    Acc meanG = 0, meanGXhat = 0;
-    for (int64_t d = 0; d < D; ++d) {
-      xhat[d] = (Acc(row[d]) - mu) * rstd;
-      g[d] = Acc(dyRow[d]) * Acc(gamma.data[d]);
-      meanG += g[d];
-      meanGXhat += g[d] * xhat[d];
-      dgammaAcc[d] += Acc(dyRow[d]) * xhat[d];
-      dbetaAcc[d] += Acc(dyRow[d]);
-    }
-    meanG /= Acc(D);
-    meanGXhat /= Acc(D);
-    for (int64_t d = 0; d < D; ++d)
-      dx.data[n * D + d] = static_cast<T>(rstd * (g[d] - meanG - xhat[d] * meanGXhat));
-  }
-  for (int64_t d = 0; d < D; ++d) {
-    dgamma.data[d] = static_cast<T>(dgammaAcc[d]);
-    dbeta.data[d] = static_cast<T>(dbetaAcc[d]);
-  }
 }
 
 namespace {
@@ -230,10 +164,6 @@ void dropout(TensorRef<const T> x, double p, bool perSample, int64_t stream, con
                           TensorRef<T>);                                                     \
   template void linearGradInput<T>(TensorRef<const T>, TensorRef<const T>, TensorRef<T>);    \
   template void linearGradWeight<T>(TensorRef<const T>, TensorRef<const T>, TensorRef<T>);   \
-  template void layerNorm<T>(TensorRef<const T>, TensorRef<const T>, TensorRef<const T>,     \
-                             double, TensorRef<T>);                                          \
-  template void layerNormGrad<T>(TensorRef<const T>, TensorRef<const T>, TensorRef<const T>, \
-                                 double, TensorRef<T>, TensorRef<T>, TensorRef<T>);          \
   template void gelu<T>(TensorRef<const T>, bool, TensorRef<T>);                             \
   template void geluGrad<T>(TensorRef<const T>, TensorRef<const T>, bool, TensorRef<T>);     \
   template void relu<T>(TensorRef<const T>, TensorRef<T>);                                   \

@@ -32,7 +32,8 @@ using ref::OptionalOutput;
 using ref::TensorRef;
 
 //===----------------------------------------------------------------------===//
-// Dense layers, normalisation, activations (LinearKernels.cpp, NormKernels.cpp)
+// Dense layers, activations (LinearKernels.cpp, NormKernels.cpp; the op library's:
+// stringrt/ops/LayerOps.h)
 //===----------------------------------------------------------------------===//
 
 // One GEMM over the flattened leading dims: [N, I] x [I, O] (+ b) -> [N, O].
@@ -44,16 +45,6 @@ void linearGradInput(TensorRef<const float> dy, TensorRef<const float> w, Tensor
 
 // dw = X^T dy: [I, N] x [N, O] -> [I, O].
 void linearGradWeight(TensorRef<const float> x, TensorRef<const float> dy, TensorRef<float> dw);
-
-// Rows in parallel.
-void layerNorm(TensorRef<const float> x, TensorRef<const float> gamma,
-               TensorRef<const float> beta, double epsilon, TensorRef<float> y);
-
-// dx rows in parallel; dgamma, dbeta summed per fixed block of rows, the
-// blocks combined in order.
-void layerNormGrad(TensorRef<const float> x, TensorRef<const float> gamma,
-                   TensorRef<const float> dy, double epsilon, TensorRef<float> dx,
-                   TensorRef<float> dgamma, TensorRef<float> dbeta);
 
 // Elementwise in parallel; erf form, or tanh form when approximate.
 void gelu(TensorRef<const float> x, bool approximate, TensorRef<float> y);

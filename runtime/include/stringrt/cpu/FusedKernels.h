@@ -62,11 +62,4 @@ void linearResidual(TensorRef<const float> residual, TensorRef<const float> x,
 void linearGradInputAcc(TensorRef<const float> prior, TensorRef<const float> dy,
                         TensorRef<const float> w, TensorRef<float> dx);
 
-// dx = prior + layer_norm_grad's dx (dgamma and dbeta as cpu::layerNormGrad
-// gives them): the bits of cpu::layerNormGrad followed by the add, the
-// prior added as each row of dx is stored. dx must not overlap prior.
-void layerNormGradAcc(TensorRef<const float> prior, TensorRef<const float> x,
-                      TensorRef<const float> gamma, TensorRef<const float> dy, double epsilon,
-                      TensorRef<float> dx, TensorRef<float> dgamma, TensorRef<float> dbeta);
-
 } // namespace stringrt::cpu

@@ -80,12 +80,4 @@ template <typename T>
 void linearGradInputAcc(TensorRef<const T> prior, TensorRef<const T> dy, TensorRef<const T> w,
                         TensorRef<T> dx);
 
-// pe.layer_norm_grad_acc: layerNormGrad, then dx = prior + dx (each rounded
-// to T), as pe.layer_norm_grad then pe.add give it. prior and dx the shape
-// of x.
-template <typename T>
-void layerNormGradAcc(TensorRef<const T> prior, TensorRef<const T> x, TensorRef<const T> gamma,
-                      TensorRef<const T> dy, double epsilon, TensorRef<T> dx,
-                      TensorRef<T> dgamma, TensorRef<T> dbeta);
-
 } // namespace stringrt::ref

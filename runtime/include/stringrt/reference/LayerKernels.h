@@ -18,6 +18,7 @@
 #pragma once
 
 #include "stringrt/DropoutMask.h"
+#include "stringrt/ops/LayerOps.h" // the layer ops moved to the op library
 #include "stringrt/reference/Tensor.h"
 
 #include <cstdint>
@@ -37,7 +38,8 @@ template <typename T>
 using OptionalOutput = std::optional<TensorRef<typename detail::NonDeduced<T>::type>>;
 
 //===----------------------------------------------------------------------===//
-// Dense layers, normalisation, activations (LayerKernels.cpp)
+// Dense layers, activations (LayerKernels.cpp; the op library's layer ops:
+// stringrt/ops/LayerOps.h)
 //===----------------------------------------------------------------------===//
 
 // y[..., o] = sum_i x[..., i] w[i, o] + b[o]   x [..., I], w [I, O], b? [O] -> y [..., O]
@@ -51,19 +53,6 @@ void linearGradInput(TensorRef<const T> dy, TensorRef<const T> w, TensorRef<T> d
 // dw[i, o] = sum_l x[l, i] dy[l, o] over every leading index l   x [..., I], dy [..., O] -> dw [I, O]
 template <typename T>
 void linearGradWeight(TensorRef<const T> x, TensorRef<const T> dy, TensorRef<T> dw);
-
-// y = (x - mu) / sqrt(var + epsilon) * gamma + beta over the last dim (biased var).
-// x [..., D], gamma [D], beta [D] -> y [..., D]
-template <typename T>
-void layerNorm(TensorRef<const T> x, TensorRef<const T> gamma, TensorRef<const T> beta,
-               double epsilon, TensorRef<T> y);
-
-// xhat = (x - mu) rstd, g = dy gamma (per row, means over the last dim):
-//   dx = rstd (g - mean(g) - xhat mean(g xhat)),
-//   dgamma = sum_lead dy xhat,  dbeta = sum_lead dy.
-template <typename T>
-void layerNormGrad(TensorRef<const T> x, TensorRef<const T> gamma, TensorRef<const T> dy,
-                   double epsilon, TensorRef<T> dx, TensorRef<T> dgamma, TensorRef<T> dbeta);
 
 // y = x (1 + erf(x / sqrt 2)) / 2; approximate: x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) / 2
 template <typename T> void gelu(TensorRef<const T> x, bool approximate, TensorRef<T> y);

@@ -257,6 +257,7 @@ OpTable buildOpTable(KernelSet kernels) {
     addFastOps(table);
     addFastFusedOps(table);
   }
+  addLibraryOps(table, kernels);
   return table;
 }
 

@@ -206,6 +206,10 @@ void addFastOps(OpTable &table);
 // reference adapters, and the fast ones that replace some of them.
 void addFusedOps(OpTable &table);
 void addFastFusedOps(OpTable &table);
+// The ops of the op library (runtime/src/ops, OpLibrary.h), each with its
+// fast adapter where it has one and the set is not Reference; throws Error
+// for an op the table already has.
+void addLibraryOps(OpTable &table, KernelSet kernels);
 
 // pe.attention's and pe.attention_grad's `mask` and `skip_base` (required
 // with mask skip, absent otherwise); throw Error for anything else.

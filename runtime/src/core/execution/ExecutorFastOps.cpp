@@ -3,7 +3,8 @@
 // attributes exactly as its reference adapter does (ExecutorLayerOps.cpp,
 // ExecutorPositionOps.cpp) and calls the fast kernel of
 // the same name, which has the reference kernel's shapes and semantics.
-// Every other op keeps its reference adapter.
+// Every other op keeps its reference adapter; the ops of the op library
+// (runtime/src/ops) register their fast adapters themselves.
 //
 // pe.rope covers the rotary x-gradient too: pe-autodiff emits it as pe.rope
 // with negated frequencies (R(theta)^T = R(-theta)), so there is no separate
@@ -21,10 +22,6 @@ namespace {
 //===----------------------------------------------------------------------===//
 
 void runLinear(const OpContext &c) { cpu::linear(c.in(0), c.in(1), c.optIn(2), c.out(0)); }
-
-void runLayerNorm(const OpContext &c) {
-  cpu::layerNorm(c.in(0), c.in(1), c.in(2), attrs::LayerNorm{c.op()}.epsilon(), c.out(0));
-}
 
 void runGelu(const OpContext &c) {
   cpu::gelu(c.in(0), attrs::Gelu{c.op()}.approximate(), c.out(0));
@@ -72,11 +69,6 @@ void runLinearGradInput(const OpContext &c) { cpu::linearGradInput(c.in(0), c.in
 
 void runLinearGradWeight(const OpContext &c) {
   cpu::linearGradWeight(c.in(0), c.in(1), c.out(0));
-}
-
-void runLayerNormGrad(const OpContext &c) {
-  cpu::layerNormGrad(c.in(0), c.in(1), c.in(2), attrs::LayerNormGrad{c.op()}.epsilon(), c.out(0),
-                     c.out(1), c.out(2));
 }
 
 void runGeluGrad(const OpContext &c) {
@@ -149,7 +141,6 @@ void runSpdGateGrad(const OpContext &c) {
 void addFastOps(OpTable &table) {
   const std::pair<OpCode, OpAdapter> fast[] = {
       {OpCode::Linear, runLinear},
-      {OpCode::LayerNorm, runLayerNorm},
       {OpCode::Gelu, runGelu},
       {OpCode::PatchEmbed, runPatchEmbed},
       {OpCode::TokenEmbed, runTokenEmbed},
@@ -165,7 +156,6 @@ void addFastOps(OpTable &table) {
       {OpCode::SpdGate, runSpdGate},
       {OpCode::LinearGradInput, runLinearGradInput},
       {OpCode::LinearGradWeight, runLinearGradWeight},
-      {OpCode::LayerNormGrad, runLayerNormGrad},
       {OpCode::GeluGrad, runGeluGrad},
       {OpCode::PatchEmbedGrad, runPatchEmbedGrad},
       {OpCode::TokenEmbedGrad, runTokenEmbedGrad},

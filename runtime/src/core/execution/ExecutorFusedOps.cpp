@@ -1,6 +1,7 @@
 // Executor adapters of the hoisted and fused ops (PEFusedOps.td: rope_table,
 // rope_apply, cayley_weight, rope_attention, linear_gelu, linear_residual
-// and their backward ops, linear_grad_input_acc, layer_norm_grad_acc): the
+// and their backward ops, linear_grad_input_acc; the fused ops of the op
+// library, runtime/src/ops, register themselves): the
 // reference adapters (addFusedOps) and the fast ones that replace them in
 // KernelSet::Fast (addFastFusedOps). The
 // defaulted attributes (`inverse`, `approximate`) are optional in the
@@ -51,11 +52,6 @@ void checkRopeAttentionGrad(const OpContext &c) {
                                         c.op().getInt("heads"), fusedMask(c), c.out(0), c.out(1),
                                         c.out(2));
 }
-void checkLayerNormGradAcc(const OpContext &c) {
-  ref::checks::layerNormGradAcc<float>(c.in(0), c.in(1), c.in(2), c.in(3),
-                                       attrs::LayerNormGradAcc{c.op()}.epsilon(), c.out(0),
-                                       c.out(1), c.out(2));
-}
 
 void runRopeTable(const OpContext &c) { ref::ropeTable<float>(c.in(0), c.in(1), c.out(0)); }
 
@@ -81,12 +77,6 @@ void runLinearResidual(const OpContext &c) {
 
 void runLinearGradInputAcc(const OpContext &c) {
   ref::linearGradInputAcc<float>(c.in(0), c.in(1), c.in(2), c.out(0));
-}
-
-void runLayerNormGradAcc(const OpContext &c) {
-  ref::layerNormGradAcc<float>(c.in(0), c.in(1), c.in(2), c.in(3),
-                               attrs::LayerNormGradAcc{c.op()}.epsilon(), c.out(0), c.out(1),
-                               c.out(2));
 }
 
 void runRopeTableGrad(const OpContext &c) {
@@ -146,11 +136,6 @@ void runFastLinearGradInputAcc(const OpContext &c) {
   cpu::linearGradInputAcc(c.in(0), c.in(1), c.in(2), c.out(0));
 }
 
-void runFastLayerNormGradAcc(const OpContext &c) {
-  cpu::layerNormGradAcc(c.in(0), c.in(1), c.in(2), c.in(3),
-                        attrs::LayerNormGradAcc{c.op()}.epsilon(), c.out(0), c.out(1), c.out(2));
-}
-
 void runFastCayleyWeight(const OpContext &c) { cpu::cayleyWeight(c.in(0), c.out(0)); }
 
 void runFastCayleyWeightGrad(const OpContext &c) {
@@ -167,7 +152,6 @@ void addFusedOps(OpTable &table) {
   table[OpCode::LinearGelu] = {runLinearGelu};
   table[OpCode::LinearResidual] = {runLinearResidual};
   table[OpCode::LinearGradInputAcc] = {runLinearGradInputAcc};
-  table[OpCode::LayerNormGradAcc] = {runLayerNormGradAcc, checkLayerNormGradAcc};
   table[OpCode::RopeTableGrad] = {runRopeTableGrad};
   table[OpCode::RopeApplyGradTable] = {runRopeApplyGradTable, checkRopeApplyGradTable};
   table[OpCode::CayleyWeightGrad] = {runCayleyWeightGrad};
@@ -184,7 +168,6 @@ void addFastFusedOps(OpTable &table) {
   table[OpCode::LinearGelu].run = runFastLinearGelu;
   table[OpCode::LinearResidual].run = runFastLinearResidual;
   table[OpCode::LinearGradInputAcc].run = runFastLinearGradInputAcc;
-  table[OpCode::LayerNormGradAcc].run = runFastLayerNormGradAcc;
 }
 
 } // namespace stringrt::detail

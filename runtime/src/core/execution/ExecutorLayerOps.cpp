@@ -1,10 +1,10 @@
-// Executor adapters of the pe layer ops (dense layers, normalisation,
-// activations, elementwise arithmetic and the broadcasting adjoints,
+// Executor adapters of the pe layer ops (dense layers, activations, elementwise arithmetic and the broadcasting adjoints,
 // embeddings, attention, loss), each forward op beside its backward ops
 // (docs/autodiff.md): each reads the op's attributes and calls its reference
 // kernel (LayerKernels.h); the ops stringc generates kernels for also have a
 // check adapter, which runs the reference kernel's argument checks alone
-// (KernelChecks.h).
+// (KernelChecks.h). The layer ops of the op library (runtime/src/ops/layer)
+// register their own adapters.
 #include "execution/Executor.h"
 
 #include "../reference/KernelChecks.h"
@@ -58,15 +58,6 @@ void runLinearGradInput(const OpContext &c) {
 
 void runLinearGradWeight(const OpContext &c) {
   linearGradWeight<float>(c.in(0), c.in(1), c.out(0));
-}
-
-void runLayerNorm(const OpContext &c) {
-  layerNorm<float>(c.in(0), c.in(1), c.in(2), attrs::LayerNorm{c.op()}.epsilon(), c.out(0));
-}
-
-void runLayerNormGrad(const OpContext &c) {
-  layerNormGrad<float>(c.in(0), c.in(1), c.in(2), attrs::LayerNormGrad{c.op()}.epsilon(), c.out(0),
-                       c.out(1), c.out(2));
 }
 
 void runGelu(const OpContext &c) {
@@ -209,13 +200,6 @@ void runCrossEntropyGrad(const OpContext &c) {
 }
 
 // The argument checks of the reference kernels above.
-void checkLayerNorm(const OpContext &c) {
-  checks::layerNorm<float>(c.in(0), c.in(1), c.in(2), attrs::LayerNorm{c.op()}.epsilon(), c.out(0));
-}
-void checkLayerNormGrad(const OpContext &c) {
-  checks::layerNormGrad<float>(c.in(0), c.in(1), c.in(2), attrs::LayerNormGrad{c.op()}.epsilon(),
-                               c.out(0), c.out(1), c.out(2));
-}
 void checkGelu(const OpContext &c) { checks::unary<float>("gelu", c.in(0), c.out(0)); }
 void checkGeluGrad(const OpContext &c) {
   checks::unaryGrad<float>("gelu_grad", c.in(0), c.in(1), c.out(0));
@@ -272,8 +256,6 @@ void addLayerOps(OpTable &table) {
   table[OpCode::Linear] = {runLinear};
   table[OpCode::LinearGradInput] = {runLinearGradInput};
   table[OpCode::LinearGradWeight] = {runLinearGradWeight};
-  table[OpCode::LayerNorm] = {runLayerNorm, checkLayerNorm};
-  table[OpCode::LayerNormGrad] = {runLayerNormGrad, checkLayerNormGrad};
   table[OpCode::Gelu] = {runGelu, checkGelu};
   table[OpCode::GeluGrad] = {runGeluGrad, checkGeluGrad};
   table[OpCode::Relu] = {runRelu, checkRelu};

@@ -1,0 +1,65 @@
+// The kernels of the op library's layer family (runtime/src/ops/layer/,
+// PELayerOps.td; docs/architecture.md, "The op library"), for the tests and
+// the kernels that call them: each op's reference kernel (namespace ref:
+// T is float or double, sums in double, each result rounded once to T) and
+// its fast kernel (namespace cpu: float, multi-threaded on ThreadPool.h,
+// sums in float), with the conventions of stringrt/reference/LayerKernels.h
+// and stringrt/cpu/FastKernels.h: inputs TensorRef<const T>, outputs
+// TensorRef<T> whose shape the caller sets and the kernel checks (the op's
+// shape contract, one set of messages for both), every output fully
+// overwritten, outputs never aliasing inputs.
+#pragma once
+
+#include "stringrt/reference/Tensor.h"
+
+namespace stringrt::ref {
+
+//===----------------------------------------------------------------------===//
+// layer_norm, layer_norm_grad, layer_norm_grad_acc (ops/layer/LayerNorm.cpp)
+//===----------------------------------------------------------------------===//
+
+// y = (x - mu) / sqrt(var + epsilon) * gamma + beta over the last dim (biased var).
+// x [..., D], gamma [D], beta [D] -> y [..., D]
+template <typename T>
+void layerNorm(TensorRef<const T> x, TensorRef<const T> gamma, TensorRef<const T> beta,
+               double epsilon, TensorRef<T> y);
+
+// xhat = (x - mu) rstd, g = dy gamma (per row, means over the last dim):
+//   dx = rstd (g - mean(g) - xhat mean(g xhat)),
+//   dgamma = sum_lead dy xhat,  dbeta = sum_lead dy.
+template <typename T>
+void layerNormGrad(TensorRef<const T> x, TensorRef<const T> gamma, TensorRef<const T> dy,
+                   double epsilon, TensorRef<T> dx, TensorRef<T> dgamma, TensorRef<T> dbeta);
+
+// pe.layer_norm_grad_acc: layerNormGrad, then dx = prior + dx (each rounded
+// to T), as pe.layer_norm_grad then pe.add give it. prior and dx the shape
+// of x.
+template <typename T>
+void layerNormGradAcc(TensorRef<const T> prior, TensorRef<const T> x, TensorRef<const T> gamma,
+                      TensorRef<const T> dy, double epsilon, TensorRef<T> dx,
+                      TensorRef<T> dgamma, TensorRef<T> dbeta);
+
+} // namespace stringrt::ref
+
+namespace stringrt::cpu {
+
+using ref::TensorRef;
+
+// Rows in parallel.
+void layerNorm(TensorRef<const float> x, TensorRef<const float> gamma,
+               TensorRef<const float> beta, double epsilon, TensorRef<float> y);
+
+// dx rows in parallel; dgamma, dbeta per column in row order (in double),
+// columns in parallel.
+void layerNormGrad(TensorRef<const float> x, TensorRef<const float> gamma,
+                   TensorRef<const float> dy, double epsilon, TensorRef<float> dx,
+                   TensorRef<float> dgamma, TensorRef<float> dbeta);
+
+// dx = prior + layer_norm_grad's dx (dgamma and dbeta as cpu::layerNormGrad
+// gives them): the bits of cpu::layerNormGrad followed by the add, the
+// prior added as each row of dx is stored. dx must not overlap prior.
+void layerNormGradAcc(TensorRef<const float> prior, TensorRef<const float> x,
+                      TensorRef<const float> gamma, TensorRef<const float> dy, double epsilon,
+                      TensorRef<float> dx, TensorRef<float> dgamma, TensorRef<float> dbeta);
+
+} // namespace stringrt::cpu

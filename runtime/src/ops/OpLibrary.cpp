@@ -1,0 +1,60 @@
+// The op library's registry and its entry in the executor's tables
+// (OpLibrary.h).
+#include "OpLibrary.h"
+
+#include "stringrt/Error.h"
+
+#include <string>
+
+namespace stringrt::ops {
+
+// The op files, as the build lists them (runtime/CMakeLists.txt).
+#define STRINGRT_OP_FILE(Op) template <> void registerOps<OpCode::Op>(OpRegistry &);
+#include "OpLibraryFiles.inc"
+#undef STRINGRT_OP_FILE
+
+void OpRegistry::add(OpCode code, const OpKernels &kernels) {
+  OpKernels &entry = ops_[static_cast<size_t>(code)];
+  if (entry.reference)
+    throw Error(std::string("op library: '") + opName(code) + "' is registered twice");
+  if (!kernels.reference)
+    throw Error(std::string("op library: '") + opName(code) + "' has no reference kernel");
+  entry = kernels;
+}
+
+const OpKernels *OpRegistry::find(OpCode code) const {
+  const OpKernels &entry = ops_[static_cast<size_t>(code)];
+  return entry.reference ? &entry : nullptr;
+}
+
+const OpRegistry &opLibrary() {
+  static const OpRegistry registry = [] {
+    OpRegistry r;
+#define STRINGRT_OP_FILE(Op) registerOps<OpCode::Op>(r);
+#include "OpLibraryFiles.inc"
+#undef STRINGRT_OP_FILE
+    return r;
+  }();
+  return registry;
+}
+
+} // namespace stringrt::ops
+
+namespace stringrt::detail {
+
+void addLibraryOps(OpTable &table, KernelSet kernels) {
+  const ops::OpRegistry &library = ops::opLibrary();
+  for (size_t i = 0; i < kOpCodeCount; ++i) {
+    const OpCode code = static_cast<OpCode>(i);
+    const ops::OpKernels *op = library.find(code);
+    if (!op)
+      continue;
+    if (table.find(code))
+      throw Error(std::string("executor: '") + opName(code) +
+                  "' is both in the op library and in a family's table");
+    const bool fast = kernels != KernelSet::Reference && op->fast;
+    table[code] = {fast ? op->fast : op->reference, op->check};
+  }
+}
+
+} // namespace stringrt::detail

@@ -1,0 +1,69 @@
+// The op library's registry (runtime/src/ops/OpLibrary.h) and its place in
+// the executor's tables: each op file's ops with their adapters, in every
+// kernel set, and the registrations it refuses.
+#include "../src/ops/OpLibrary.h"
+
+#include "stringrt/Error.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+using namespace stringrt;
+
+namespace {
+
+void first(const detail::OpContext &) {}
+void second(const detail::OpContext &) {}
+
+// The message of the Error `f` throws ("" when it throws none).
+template <typename F> std::string errorOf(F f) {
+  try {
+    f();
+  } catch (const Error &e) {
+    return e.what();
+  }
+  return "";
+}
+
+} // namespace
+
+TEST(OpLibrary, TheExecutorsTablesTakeTheLayerNormFamilysAdapters) {
+  for (OpCode code : {OpCode::LayerNorm, OpCode::LayerNormGrad, OpCode::LayerNormGradAcc}) {
+    SCOPED_TRACE(opName(code));
+    const ops::OpKernels *op = ops::opLibrary().find(code);
+    ASSERT_NE(op, nullptr);
+    ASSERT_NE(op->reference, nullptr);
+    ASSERT_NE(op->check, nullptr); // stringc generates kernels for all three
+    ASSERT_NE(op->fast, nullptr);
+    const detail::OpSpec *reference = detail::opTable(KernelSet::Reference).find(code);
+    ASSERT_NE(reference, nullptr);
+    EXPECT_EQ(reference->run, op->reference);
+    EXPECT_EQ(reference->check, op->check);
+    // Fast, and Compiled's fallback (the same table).
+    const detail::OpSpec *fast = detail::opTable(KernelSet::Fast).find(code);
+    ASSERT_NE(fast, nullptr);
+    EXPECT_EQ(fast->run, op->fast);
+    EXPECT_EQ(fast->check, op->check);
+    EXPECT_EQ(detail::opTable(KernelSet::Compiled).find(code)->run, op->fast);
+  }
+}
+
+TEST(OpLibrary, AnOpRegisteredTwiceOrWithoutAReferenceKernelIsRefused) {
+  ops::OpRegistry registry;
+  registry.add(OpCode::Gelu, {first});
+  EXPECT_EQ(registry.find(OpCode::Gelu)->reference, first);
+  EXPECT_EQ(errorOf([&] { registry.add(OpCode::Gelu, {second}); }),
+            "op library: 'pe.gelu' is registered twice");
+  EXPECT_EQ(registry.find(OpCode::Gelu)->reference, first);
+  EXPECT_EQ(errorOf([&] { registry.add(OpCode::Relu, {nullptr, first, second}); }),
+            "op library: 'pe.relu' has no reference kernel");
+  EXPECT_EQ(registry.find(OpCode::Relu), nullptr);
+}
+
+TEST(OpLibrary, AnOpInTheLibraryAndInAFamilysTableIsRefused) {
+  detail::OpTable table;
+  table[OpCode::LayerNormGrad] = {first};
+  EXPECT_EQ(errorOf([&] { detail::addLibraryOps(table, KernelSet::Reference); }),
+            "executor: 'pe.layer_norm_grad' is both in the op library and in a family's table");
+}
