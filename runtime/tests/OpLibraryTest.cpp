@@ -28,13 +28,14 @@ template <typename F> std::string errorOf(F f) {
 
 } // namespace
 
-TEST(OpLibrary, TheExecutorsTablesTakeTheLayerNormFamilysAdapters) {
-  for (OpCode code : {OpCode::LayerNorm, OpCode::LayerNormGrad, OpCode::LayerNormGradAcc}) {
+TEST(OpLibrary, TheExecutorsTablesTakeTheLibrarysAdapters) {
+  for (OpCode code : {OpCode::LayerNorm, OpCode::LayerNormGrad, OpCode::LayerNormGradAcc,
+                      OpCode::Gelu, OpCode::GeluGrad}) {
     SCOPED_TRACE(opName(code));
     const ops::OpKernels *op = ops::opLibrary().find(code);
     ASSERT_NE(op, nullptr);
     ASSERT_NE(op->reference, nullptr);
-    ASSERT_NE(op->check, nullptr); // stringc generates kernels for all three
+    ASSERT_NE(op->check, nullptr); // stringc generates kernels for all of them
     ASSERT_NE(op->fast, nullptr);
     const detail::OpSpec *reference = detail::opTable(KernelSet::Reference).find(code);
     ASSERT_NE(reference, nullptr);

@@ -18,13 +18,13 @@
 
 namespace stringrt::ref::checks {
 
-// relu, gelu, scale: the result has x's shape.
+// relu, scale: the result has x's shape.
 template <typename T>
 void unary(const char *kernel, const TensorRef<const T> &x, const TensorRef<T> &y) {
   checkShape((std::string(kernel) + ": result").c_str(), y, x.shape);
 }
 
-// relu_grad, gelu_grad: dy and dx have x's shape.
+// relu_grad: dy and dx have x's shape.
 template <typename T>
 void unaryGrad(const char *kernel, const TensorRef<const T> &x, const TensorRef<const T> &dy,
                const TensorRef<T> &dx) {

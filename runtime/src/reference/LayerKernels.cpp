@@ -1,4 +1,4 @@
-// Reference kernels: linear, gelu, relu, dropout and their backward ops.
+// Reference kernels: linear, relu, dropout and their backward ops.
 #include "stringrt/reference/LayerKernels.h"
 
 #include "KernelChecks.h"
@@ -76,46 +76,6 @@ void linearGradWeight(TensorRef<const T> x, TensorRef<const T> dy, TensorRef<T> 
     dw.data[j] = static_cast<T>(acc[j]);
 }
 
-namespace {
-
-constexpr double kSqrt2 = 1.41421356237309504880;
-constexpr double kSqrt2OverPi = 0.79788456080286535588; // sqrt(2 / pi)
-constexpr double kInvSqrt2Pi = 0.39894228040143267794;  // 1 / sqrt(2 pi)
-constexpr double kGeluC = 0.044715;
-
-double geluValue(double x, bool approximate) {
-  if (approximate)
-    return 0.5 * x * (1.0 + std::tanh(kSqrt2OverPi * (x + kGeluC * x * x * x)));
-  return 0.5 * x * (1.0 + std::erf(x / kSqrt2));
-}
-
-double geluDerivative(double x, bool approximate) {
-  if (approximate) {
-    const double t = std::tanh(kSqrt2OverPi * (x + kGeluC * x * x * x));
-    return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * kSqrt2OverPi * (1.0 + 3.0 * kGeluC * x * x);
-  }
-  const double cdf = 0.5 * (1.0 + std::erf(x / kSqrt2));
-  const double pdf = std::exp(-0.5 * x * x) * kInvSqrt2Pi;
-  return cdf + x * pdf;
-}
-
-} // namespace
-
-template <typename T> void gelu(TensorRef<const T> x, bool approximate, TensorRef<T> y) {
-  checks::unary("gelu", x, y);
-  const int64_t n = x.numel();
-  for (int64_t i = 0; i < n; ++i)
-    y.data[i] = static_cast<T>(geluValue(x.data[i], approximate));
-}
-
-template <typename T>
-void geluGrad(TensorRef<const T> x, TensorRef<const T> dy, bool approximate, TensorRef<T> dx) {
-  checks::unaryGrad("gelu_grad", x, dy, dx);
-  const int64_t n = x.numel();
-  for (int64_t i = 0; i < n; ++i)
-    dx.data[i] = static_cast<T>(Acc(dy.data[i]) * geluDerivative(x.data[i], approximate));
-}
-
 template <typename T> void relu(TensorRef<const T> x, TensorRef<T> y) {
   checks::unary("relu", x, y);
   const int64_t n = x.numel();
@@ -164,8 +124,6 @@ void dropout(TensorRef<const T> x, double p, bool perSample, int64_t stream, con
                           TensorRef<T>);                                                     \
   template void linearGradInput<T>(TensorRef<const T>, TensorRef<const T>, TensorRef<T>);    \
   template void linearGradWeight<T>(TensorRef<const T>, TensorRef<const T>, TensorRef<T>);   \
-  template void gelu<T>(TensorRef<const T>, bool, TensorRef<T>);                             \
-  template void geluGrad<T>(TensorRef<const T>, TensorRef<const T>, bool, TensorRef<T>);     \
   template void relu<T>(TensorRef<const T>, TensorRef<T>);                                   \
   template void reluGrad<T>(TensorRef<const T>, TensorRef<const T>, TensorRef<T>);                \
   template void dropout<T>(TensorRef<const T>, double, bool, int64_t, const StepKey &,       \

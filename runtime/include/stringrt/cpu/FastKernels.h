@@ -32,7 +32,7 @@ using ref::OptionalOutput;
 using ref::TensorRef;
 
 //===----------------------------------------------------------------------===//
-// Dense layers, activations (LinearKernels.cpp, NormKernels.cpp; the op library's:
+// Dense layers (LinearKernels.cpp; the op library's layer ops:
 // stringrt/ops/LayerOps.h)
 //===----------------------------------------------------------------------===//
 
@@ -45,11 +45,6 @@ void linearGradInput(TensorRef<const float> dy, TensorRef<const float> w, Tensor
 
 // dw = X^T dy: [I, N] x [N, O] -> [I, O].
 void linearGradWeight(TensorRef<const float> x, TensorRef<const float> dy, TensorRef<float> dw);
-
-// Elementwise in parallel; erf form, or tanh form when approximate.
-void gelu(TensorRef<const float> x, bool approximate, TensorRef<float> y);
-void geluGrad(TensorRef<const float> x, TensorRef<const float> dy, bool approximate,
-              TensorRef<float> dx);
 
 //===----------------------------------------------------------------------===//
 // Elementwise arithmetic and reductions (ElementwiseKernels.cpp)

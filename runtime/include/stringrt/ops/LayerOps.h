@@ -39,6 +39,18 @@ void layerNormGradAcc(TensorRef<const T> prior, TensorRef<const T> x, TensorRef<
                       TensorRef<const T> dy, double epsilon, TensorRef<T> dx,
                       TensorRef<T> dgamma, TensorRef<T> dbeta);
 
+//===----------------------------------------------------------------------===//
+// gelu, gelu_grad (ops/layer/Gelu.cpp)
+//===----------------------------------------------------------------------===//
+
+// y = x (1 + erf(x / sqrt 2)) / 2; approximate: x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) / 2
+template <typename T> void gelu(TensorRef<const T> x, bool approximate, TensorRef<T> y);
+
+// dx = dy gelu'(x); erf: Phi(x) + x phi(x); tanh (u = k (x + c x^3)):
+//   (1 + tanh u) / 2 + x / 2 (1 - tanh^2 u) k (1 + 3 c x^2)
+template <typename T>
+void geluGrad(TensorRef<const T> x, TensorRef<const T> dy, bool approximate, TensorRef<T> dx);
+
 } // namespace stringrt::ref
 
 namespace stringrt::cpu {
@@ -61,5 +73,10 @@ void layerNormGrad(TensorRef<const float> x, TensorRef<const float> gamma,
 void layerNormGradAcc(TensorRef<const float> prior, TensorRef<const float> x,
                       TensorRef<const float> gamma, TensorRef<const float> dy, double epsilon,
                       TensorRef<float> dx, TensorRef<float> dgamma, TensorRef<float> dbeta);
+
+// Elementwise in parallel, in float (std::erf, std::tanh).
+void gelu(TensorRef<const float> x, bool approximate, TensorRef<float> y);
+void geluGrad(TensorRef<const float> x, TensorRef<const float> dy, bool approximate,
+              TensorRef<float> dx);
 
 } // namespace stringrt::cpu

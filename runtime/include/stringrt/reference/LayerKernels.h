@@ -54,14 +54,6 @@ void linearGradInput(TensorRef<const T> dy, TensorRef<const T> w, TensorRef<T> d
 template <typename T>
 void linearGradWeight(TensorRef<const T> x, TensorRef<const T> dy, TensorRef<T> dw);
 
-// y = x (1 + erf(x / sqrt 2)) / 2; approximate: x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) / 2
-template <typename T> void gelu(TensorRef<const T> x, bool approximate, TensorRef<T> y);
-
-// dx = dy gelu'(x); erf: Phi(x) + x phi(x); tanh (u = k (x + c x^3)):
-//   (1 + tanh u) / 2 + x / 2 (1 - tanh^2 u) k (1 + 3 c x^2)
-template <typename T>
-void geluGrad(TensorRef<const T> x, TensorRef<const T> dy, bool approximate, TensorRef<T> dx);
-
 // y = max(x, 0)   (NaN propagates)
 template <typename T> void relu(TensorRef<const T> x, TensorRef<T> y);
 

@@ -23,10 +23,6 @@ namespace {
 
 void runLinear(const OpContext &c) { cpu::linear(c.in(0), c.in(1), c.optIn(2), c.out(0)); }
 
-void runGelu(const OpContext &c) {
-  cpu::gelu(c.in(0), attrs::Gelu{c.op()}.approximate(), c.out(0));
-}
-
 void runPatchEmbed(const OpContext &c) {
   cpu::patchEmbed(c.in(0), c.in(1), c.in(2), c.op().getInt("patch"), c.out(0));
 }
@@ -69,10 +65,6 @@ void runLinearGradInput(const OpContext &c) { cpu::linearGradInput(c.in(0), c.in
 
 void runLinearGradWeight(const OpContext &c) {
   cpu::linearGradWeight(c.in(0), c.in(1), c.out(0));
-}
-
-void runGeluGrad(const OpContext &c) {
-  cpu::geluGrad(c.in(0), c.in(1), attrs::GeluGrad{c.op()}.approximate(), c.out(0));
 }
 
 void runPatchEmbedGrad(const OpContext &c) {
@@ -141,7 +133,6 @@ void runSpdGateGrad(const OpContext &c) {
 void addFastOps(OpTable &table) {
   const std::pair<OpCode, OpAdapter> fast[] = {
       {OpCode::Linear, runLinear},
-      {OpCode::Gelu, runGelu},
       {OpCode::PatchEmbed, runPatchEmbed},
       {OpCode::TokenEmbed, runTokenEmbed},
       {OpCode::Attention, runAttention},
@@ -156,7 +147,6 @@ void addFastOps(OpTable &table) {
       {OpCode::SpdGate, runSpdGate},
       {OpCode::LinearGradInput, runLinearGradInput},
       {OpCode::LinearGradWeight, runLinearGradWeight},
-      {OpCode::GeluGrad, runGeluGrad},
       {OpCode::PatchEmbedGrad, runPatchEmbedGrad},
       {OpCode::TokenEmbedGrad, runTokenEmbedGrad},
       {OpCode::AttentionGrad, runAttentionGrad},

@@ -1,5 +1,6 @@
-// Executor adapters of the pe layer ops (dense layers, activations, elementwise arithmetic and the broadcasting adjoints,
-// embeddings, attention, loss), each forward op beside its backward ops
+// Executor adapters of the pe layer ops (dense layers, activations,
+// elementwise arithmetic and the broadcasting adjoints, embeddings,
+// attention, loss), each forward op beside its backward ops
 // (docs/autodiff.md): each reads the op's attributes and calls its reference
 // kernel (LayerKernels.h); the ops stringc generates kernels for also have a
 // check adapter, which runs the reference kernel's argument checks alone
@@ -58,14 +59,6 @@ void runLinearGradInput(const OpContext &c) {
 
 void runLinearGradWeight(const OpContext &c) {
   linearGradWeight<float>(c.in(0), c.in(1), c.out(0));
-}
-
-void runGelu(const OpContext &c) {
-  gelu<float>(c.in(0), attrs::Gelu{c.op()}.approximate(), c.out(0));
-}
-
-void runGeluGrad(const OpContext &c) {
-  geluGrad<float>(c.in(0), c.in(1), attrs::GeluGrad{c.op()}.approximate(), c.out(0));
 }
 
 void runRelu(const OpContext &c) { relu<float>(c.in(0), c.out(0)); }
@@ -200,10 +193,6 @@ void runCrossEntropyGrad(const OpContext &c) {
 }
 
 // The argument checks of the reference kernels above.
-void checkGelu(const OpContext &c) { checks::unary<float>("gelu", c.in(0), c.out(0)); }
-void checkGeluGrad(const OpContext &c) {
-  checks::unaryGrad<float>("gelu_grad", c.in(0), c.in(1), c.out(0));
-}
 void checkRelu(const OpContext &c) { checks::unary<float>("relu", c.in(0), c.out(0)); }
 void checkReluGrad(const OpContext &c) {
   checks::unaryGrad<float>("relu_grad", c.in(0), c.in(1), c.out(0));
@@ -256,8 +245,6 @@ void addLayerOps(OpTable &table) {
   table[OpCode::Linear] = {runLinear};
   table[OpCode::LinearGradInput] = {runLinearGradInput};
   table[OpCode::LinearGradWeight] = {runLinearGradWeight};
-  table[OpCode::Gelu] = {runGelu, checkGelu};
-  table[OpCode::GeluGrad] = {runGeluGrad, checkGeluGrad};
   table[OpCode::Relu] = {runRelu, checkRelu};
   table[OpCode::ReluGrad] = {runReluGrad, checkReluGrad};
   table[OpCode::Add] = {runAdd, checkAdd};
