@@ -232,36 +232,4 @@ void selectTokenGrad(const TensorRef<const T> &dy, int64_t index, const TensorRe
   checkShape("select_token_grad: dy", dy, {dx.dim(0), dx.dim(2)});
 }
 
-// logits [..., C] against labels [...] (each in [0, C), at least one
-// position), smoothing in [0, 1); returns C.
-template <typename T>
-int64_t crossEntropyInputs(const char *kernel, const TensorRef<const T> &logits,
-                           const TensorRef<const int32_t> &labels, double smoothing) {
-  const std::string name(kernel);
-  check(smoothing >= 0.0 && smoothing < 1.0, kernel, // NaN fails too
-        "smoothing " + std::to_string(smoothing) + " is out of range [0, 1)");
-  layer::checkHasLastDim((name + ": logits").c_str(), logits);
-  const int64_t C = logits.dim(-1);
-  checkShape((name + ": labels").c_str(), labels,
-             std::vector<int64_t>(logits.shape.begin(), logits.shape.end() - 1));
-  const int64_t N = labels.numel();
-  check(N > 0, kernel, "no positions to average over (labels " +
-                           shapeToString(labels.shape) + ")");
-  for (int64_t n = 0; n < N; ++n)
-    check(labels.data[n] >= 0 && labels.data[n] < C, kernel,
-          "label " + std::to_string(labels.data[n]) + " at flat index " + std::to_string(n) +
-              " is out of range [0, " + std::to_string(C) + ")");
-  return C;
-}
-
-template <typename T>
-int64_t crossEntropyGrad(const TensorRef<const T> &logits, const TensorRef<const int32_t> &labels,
-                         const TensorRef<const T> &dy, const TensorRef<T> &dlogits,
-                         double smoothing) {
-  const int64_t C = crossEntropyInputs("cross_entropy_grad", logits, labels, smoothing);
-  checkShape("cross_entropy_grad: dy", dy, {});
-  checkShape("cross_entropy_grad: dlogits", dlogits, logits.shape);
-  return C;
-}
-
 } // namespace stringrt::ref::checks

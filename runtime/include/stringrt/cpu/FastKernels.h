@@ -180,18 +180,6 @@ void applyRotationGrad(TensorRef<const float> x, TensorRef<const float> rotation
                        TensorRef<float> drotations);
 
 //===----------------------------------------------------------------------===//
-// Loss (LossKernels.cpp)
-//===----------------------------------------------------------------------===//
-
-// Rows in parallel; per-row losses summed in row order (in double).
-// `smoothing`: label smoothing in [0, 1), as ref::crossEntropy.
-void crossEntropy(TensorRef<const float> logits, TensorRef<const int32_t> labels,
-                  TensorRef<float> loss, double smoothing = 0.0);
-
-void crossEntropyGrad(TensorRef<const float> logits, TensorRef<const int32_t> labels,
-                      TensorRef<const float> dy, TensorRef<float> dlogits, double smoothing = 0.0);
-
-//===----------------------------------------------------------------------===//
 // Embeddings (EmbeddingKernels.cpp)
 //===----------------------------------------------------------------------===//
 

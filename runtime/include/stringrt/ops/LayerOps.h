@@ -12,6 +12,8 @@
 
 #include "stringrt/reference/Tensor.h"
 
+#include <cstdint>
+
 namespace stringrt::ref {
 
 //===----------------------------------------------------------------------===//
@@ -51,6 +53,23 @@ template <typename T> void gelu(TensorRef<const T> x, bool approximate, TensorRe
 template <typename T>
 void geluGrad(TensorRef<const T> x, TensorRef<const T> dy, bool approximate, TensorRef<T> dx);
 
+//===----------------------------------------------------------------------===//
+// cross_entropy, cross_entropy_grad (ops/layer/CrossEntropy.cpp)
+//===----------------------------------------------------------------------===//
+
+// loss (shape []) = (1/N) sum_n (logsumexp_c logits[n, c] - sum_c target[n, c] logits[n, c])
+// target[n, c] = (1 - e) (c == labels[n]) + e / C, e = smoothing in [0, 1)
+// (label smoothing as PyTorch's; e = 0 is the plain one-hot loss).
+// logits [..., C], labels [...] in [0, C) (N = labels.numel() > 0)
+template <typename T>
+void crossEntropy(TensorRef<const T> logits, TensorRef<const int32_t> labels, TensorRef<T> loss,
+                  double smoothing = 0.0);
+
+// dlogits[n, c] = dy (softmax(logits[n])[c] - target[n, c]) / N   (dy shape [])
+template <typename T>
+void crossEntropyGrad(TensorRef<const T> logits, TensorRef<const int32_t> labels,
+                      TensorRef<const T> dy, TensorRef<T> dlogits, double smoothing = 0.0);
+
 } // namespace stringrt::ref
 
 namespace stringrt::cpu {
@@ -78,5 +97,12 @@ void layerNormGradAcc(TensorRef<const float> prior, TensorRef<const float> x,
 void gelu(TensorRef<const float> x, bool approximate, TensorRef<float> y);
 void geluGrad(TensorRef<const float> x, TensorRef<const float> dy, bool approximate,
               TensorRef<float> dx);
+
+// Rows in parallel (softmax in float, util::fastExp); per-row losses summed
+// in row order (in double).
+void crossEntropy(TensorRef<const float> logits, TensorRef<const int32_t> labels,
+                  TensorRef<float> loss, double smoothing = 0.0);
+void crossEntropyGrad(TensorRef<const float> logits, TensorRef<const int32_t> labels,
+                      TensorRef<const float> dy, TensorRef<float> dlogits, double smoothing = 0.0);
 
 } // namespace stringrt::cpu

@@ -175,21 +175,4 @@ void attentionGrad(TensorRef<const T> q, TensorRef<const T> k, TensorRef<const T
                    AttentionMask mask, int64_t skipBase, TensorRef<T> dq, TensorRef<T> dk,
                    TensorRef<T> dv, OptionalOutput<T> drel);
 
-//===----------------------------------------------------------------------===//
-// Loss (CrossEntropyKernels.cpp)
-//===----------------------------------------------------------------------===//
-
-// loss (shape []) = (1/N) sum_n (logsumexp_c logits[n, c] - sum_c target[n, c] logits[n, c])
-// target[n, c] = (1 - e) (c == labels[n]) + e / C, e = smoothing in [0, 1)
-// (label smoothing as PyTorch's; e = 0 is the plain one-hot loss).
-// logits [..., C], labels [...] in [0, C) (N = labels.numel() > 0)
-template <typename T>
-void crossEntropy(TensorRef<const T> logits, TensorRef<const int32_t> labels, TensorRef<T> loss,
-                  double smoothing = 0.0);
-
-// dlogits[n, c] = dy (softmax(logits[n])[c] - target[n, c]) / N   (dy shape [])
-template <typename T>
-void crossEntropyGrad(TensorRef<const T> logits, TensorRef<const int32_t> labels,
-                      TensorRef<const T> dy, TensorRef<T> dlogits, double smoothing = 0.0);
-
 } // namespace stringrt::ref

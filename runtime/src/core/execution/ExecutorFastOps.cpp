@@ -36,10 +36,6 @@ void runAttention(const OpContext &c) {
                  attentionLse(c));
 }
 
-void runCrossEntropy(const OpContext &c) {
-  cpu::crossEntropy(c.in(0), c.inI32(1), c.out(0), attrs::CrossEntropy{c.op()}.smoothing());
-}
-
 void runRope(const OpContext &c) {
   checkRopeMode(c);
   cpu::rope(c.in(0), c.in(1), c.in(2), c.out(0));
@@ -92,11 +88,6 @@ void runAttentionGrad(const OpContext &c) {
                      c.out(1), c.out(2), drel);
 }
 
-void runCrossEntropyGrad(const OpContext &c) {
-  cpu::crossEntropyGrad(c.in(0), c.inI32(1), c.in(2), c.out(0),
-                        attrs::CrossEntropyGrad{c.op()}.smoothing());
-}
-
 // The target shape is the result's (batch substituted).
 void runSumTo(const OpContext &c) { cpu::sumTo(c.in(0), c.out(0)); }
 
@@ -136,7 +127,6 @@ void addFastOps(OpTable &table) {
       {OpCode::PatchEmbed, runPatchEmbed},
       {OpCode::TokenEmbed, runTokenEmbed},
       {OpCode::Attention, runAttention},
-      {OpCode::CrossEntropy, runCrossEntropy},
       {OpCode::Rope, runRope},
       {OpCode::Add, runAdd},
       {OpCode::Sub, runSub},
@@ -150,7 +140,6 @@ void addFastOps(OpTable &table) {
       {OpCode::PatchEmbedGrad, runPatchEmbedGrad},
       {OpCode::TokenEmbedGrad, runTokenEmbedGrad},
       {OpCode::AttentionGrad, runAttentionGrad},
-      {OpCode::CrossEntropyGrad, runCrossEntropyGrad},
       {OpCode::SumTo, runSumTo},
       {OpCode::CayleyGrad, runCayleyGrad},
       {OpCode::SpdGateGrad, runSpdGateGrad},

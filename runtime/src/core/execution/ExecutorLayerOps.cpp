@@ -1,6 +1,6 @@
 // Executor adapters of the pe layer ops (dense layers, activations,
 // elementwise arithmetic and the broadcasting adjoints, embeddings,
-// attention, loss), each forward op beside its backward ops
+// attention), each forward op beside its backward ops
 // (docs/autodiff.md): each reads the op's attributes and calls its reference
 // kernel (LayerKernels.h); the ops stringc generates kernels for also have a
 // check adapter, which runs the reference kernel's argument checks alone
@@ -183,15 +183,6 @@ void runAttentionGrad(const OpContext &c) {
                        attentionSkipBase(c, mask), c.out(0), c.out(1), c.out(2), drel);
 }
 
-void runCrossEntropy(const OpContext &c) {
-  crossEntropy<float>(c.in(0), c.inI32(1), c.out(0), attrs::CrossEntropy{c.op()}.smoothing());
-}
-
-void runCrossEntropyGrad(const OpContext &c) {
-  crossEntropyGrad<float>(c.in(0), c.inI32(1), c.in(2), c.out(0),
-                          attrs::CrossEntropyGrad{c.op()}.smoothing());
-}
-
 // The argument checks of the reference kernels above.
 void checkRelu(const OpContext &c) { checks::unary<float>("relu", c.in(0), c.out(0)); }
 void checkReluGrad(const OpContext &c) {
@@ -234,10 +225,6 @@ void checkAttentionGrad(const OpContext &c) {
                                c.op().getInt("heads"), mask, attentionSkipBase(c, mask), c.out(0),
                                c.out(1), c.out(2), drel);
 }
-void checkCrossEntropyGrad(const OpContext &c) {
-  checks::crossEntropyGrad<float>(c.in(0), c.inI32(1), c.in(2), c.out(0),
-                                  attrs::CrossEntropyGrad{c.op()}.smoothing());
-}
 
 } // namespace
 
@@ -267,8 +254,6 @@ void addLayerOps(OpTable &table) {
   table[OpCode::SelectTokenGrad] = {runSelectTokenGrad, checkSelectTokenGrad};
   table[OpCode::Attention] = {runAttention, checkAttention};
   table[OpCode::AttentionGrad] = {runAttentionGrad, checkAttentionGrad};
-  table[OpCode::CrossEntropy] = {runCrossEntropy};
-  table[OpCode::CrossEntropyGrad] = {runCrossEntropyGrad, checkCrossEntropyGrad};
 }
 
 } // namespace stringrt::detail
