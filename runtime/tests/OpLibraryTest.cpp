@@ -57,6 +57,22 @@ TEST(OpLibrary, TheExecutorsTablesTakeTheLibrarysAdapters) {
   }
 }
 
+TEST(OpLibrary, AnOpWithoutAFastKernelRunsItsReferenceOneInEverySet) {
+  for (OpCode code : {OpCode::Relu, OpCode::ReluGrad}) {
+    SCOPED_TRACE(opName(code));
+    const ops::OpKernels *op = ops::opLibrary().find(code);
+    ASSERT_NE(op, nullptr);
+    EXPECT_EQ(op->fast, nullptr);
+    ASSERT_NE(op->check, nullptr);
+    for (KernelSet set : {KernelSet::Reference, KernelSet::Fast, KernelSet::Compiled}) {
+      const detail::OpSpec *spec = detail::opTable(set).find(code);
+      ASSERT_NE(spec, nullptr);
+      EXPECT_EQ(spec->run, op->reference);
+      EXPECT_EQ(spec->check, op->check);
+    }
+  }
+}
+
 TEST(OpLibrary, AnOpRegisteredTwiceOrWithoutAReferenceKernelIsRefused) {
   ops::OpRegistry registry;
   registry.add(OpCode::Gelu, {first});

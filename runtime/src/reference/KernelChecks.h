@@ -18,18 +18,10 @@
 
 namespace stringrt::ref::checks {
 
-// relu, scale: the result has x's shape.
+// scale: the result has x's shape.
 template <typename T>
 void unary(const char *kernel, const TensorRef<const T> &x, const TensorRef<T> &y) {
   checkShape((std::string(kernel) + ": result").c_str(), y, x.shape);
-}
-
-// relu_grad: dy and dx have x's shape.
-template <typename T>
-void unaryGrad(const char *kernel, const TensorRef<const T> &x, const TensorRef<const T> &dy,
-               const TensorRef<T> &dx) {
-  checkShape((std::string(kernel) + ": dy").c_str(), dy, x.shape);
-  checkShape((std::string(kernel) + ": dx").c_str(), dx, x.shape);
 }
 
 // dropout: x has the batch first, y its shape; p, stream and the key

@@ -1,4 +1,4 @@
-// Reference kernels: linear, relu, dropout and their backward ops.
+// Reference kernels: linear, dropout and their backward ops.
 #include "stringrt/reference/LayerKernels.h"
 
 #include "KernelChecks.h"
@@ -76,23 +76,6 @@ void linearGradWeight(TensorRef<const T> x, TensorRef<const T> dy, TensorRef<T> 
     dw.data[j] = static_cast<T>(acc[j]);
 }
 
-template <typename T> void relu(TensorRef<const T> x, TensorRef<T> y) {
-  checks::unary("relu", x, y);
-  const int64_t n = x.numel();
-  for (int64_t i = 0; i < n; ++i) {
-    const T v = x.data[i];
-    y.data[i] = (v > T(0) || std::isnan(v)) ? v : T(0);
-  }
-}
-
-template <typename T>
-void reluGrad(TensorRef<const T> x, TensorRef<const T> dy, TensorRef<T> dx) {
-  checks::unaryGrad("relu_grad", x, dy, dx);
-  const int64_t n = x.numel();
-  for (int64_t i = 0; i < n; ++i)
-    dx.data[i] = x.data[i] > T(0) ? dy.data[i] : T(0);
-}
-
 template <typename T>
 void dropout(TensorRef<const T> x, double p, bool perSample, int64_t stream, const StepKey &key,
              TensorRef<T> y) {
@@ -124,8 +107,6 @@ void dropout(TensorRef<const T> x, double p, bool perSample, int64_t stream, con
                           TensorRef<T>);                                                     \
   template void linearGradInput<T>(TensorRef<const T>, TensorRef<const T>, TensorRef<T>);    \
   template void linearGradWeight<T>(TensorRef<const T>, TensorRef<const T>, TensorRef<T>);   \
-  template void relu<T>(TensorRef<const T>, TensorRef<T>);                                   \
-  template void reluGrad<T>(TensorRef<const T>, TensorRef<const T>, TensorRef<T>);                \
   template void dropout<T>(TensorRef<const T>, double, bool, int64_t, const StepKey &,       \
                            TensorRef<T>);
 

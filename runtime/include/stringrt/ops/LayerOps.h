@@ -54,6 +54,17 @@ template <typename T>
 void geluGrad(TensorRef<const T> x, TensorRef<const T> dy, bool approximate, TensorRef<T> dx);
 
 //===----------------------------------------------------------------------===//
+// relu, relu_grad (ops/layer/Relu.cpp; no fast kernels)
+//===----------------------------------------------------------------------===//
+
+// y = max(x, 0)   (NaN propagates)
+template <typename T> void relu(TensorRef<const T> x, TensorRef<T> y);
+
+// dx = dy where x > 0, 0 elsewhere (x = 0 included)
+template <typename T>
+void reluGrad(TensorRef<const T> x, TensorRef<const T> dy, TensorRef<T> dx);
+
+//===----------------------------------------------------------------------===//
 // cross_entropy, cross_entropy_grad (ops/layer/CrossEntropy.cpp)
 //===----------------------------------------------------------------------===//
 

@@ -54,13 +54,6 @@ void linearGradInput(TensorRef<const T> dy, TensorRef<const T> w, TensorRef<T> d
 template <typename T>
 void linearGradWeight(TensorRef<const T> x, TensorRef<const T> dy, TensorRef<T> dw);
 
-// y = max(x, 0)   (NaN propagates)
-template <typename T> void relu(TensorRef<const T> x, TensorRef<T> y);
-
-// dx = dy where x > 0, 0 elsewhere (x = 0 included)
-template <typename T>
-void reluGrad(TensorRef<const T> x, TensorRef<const T> dy, TensorRef<T> dx);
-
 // Dropout (perSample: drop-path) of x [B, ...] with the mask of `key` and
 // `stream` (stringrt/DropoutMask.h): y = x * T(1 / (1 - p)) where kept, 0
 // where dropped. Its own VJP: the same call on dy gives dx. Checks p in

@@ -61,10 +61,6 @@ void runLinearGradWeight(const OpContext &c) {
   linearGradWeight<float>(c.in(0), c.in(1), c.out(0));
 }
 
-void runRelu(const OpContext &c) { relu<float>(c.in(0), c.out(0)); }
-
-void runReluGrad(const OpContext &c) { reluGrad<float>(c.in(0), c.in(1), c.out(0)); }
-
 void runAdd(const OpContext &c) { add<float>(c.in(0), c.in(1), c.out(0)); }
 
 void runSub(const OpContext &c) { sub<float>(c.in(0), c.in(1), c.out(0)); }
@@ -184,10 +180,6 @@ void runAttentionGrad(const OpContext &c) {
 }
 
 // The argument checks of the reference kernels above.
-void checkRelu(const OpContext &c) { checks::unary<float>("relu", c.in(0), c.out(0)); }
-void checkReluGrad(const OpContext &c) {
-  checks::unaryGrad<float>("relu_grad", c.in(0), c.in(1), c.out(0));
-}
 void checkAdd(const OpContext &c) { checks::binary<float>("add", c.in(0), c.in(1), c.out(0)); }
 void checkSub(const OpContext &c) { checks::binary<float>("sub", c.in(0), c.in(1), c.out(0)); }
 void checkMul(const OpContext &c) { checks::binary<float>("mul", c.in(0), c.in(1), c.out(0)); }
@@ -232,8 +224,6 @@ void addLayerOps(OpTable &table) {
   table[OpCode::Linear] = {runLinear};
   table[OpCode::LinearGradInput] = {runLinearGradInput};
   table[OpCode::LinearGradWeight] = {runLinearGradWeight};
-  table[OpCode::Relu] = {runRelu, checkRelu};
-  table[OpCode::ReluGrad] = {runReluGrad, checkReluGrad};
   table[OpCode::Add] = {runAdd, checkAdd};
   table[OpCode::Sub] = {runSub, checkSub};
   table[OpCode::Mul] = {runMul, checkMul};
