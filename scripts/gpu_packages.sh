@@ -21,8 +21,10 @@ cd "$(dirname "$0")/.."
 stringc=${1:-build/bin/stringc}
 arch=${2:-sm_90}
 mkdir -p gpu/examples gpu/examples-bf16 gpu/reports
+variants=$(grep -v '^#' tests/cuda/kernels.variants | sed '/^ *$/d; s/^/--gpu-kernel=/')
+# shellcheck disable=SC2086 # one option a line of kernels.variants
 "$stringc" tests/cuda/kernels.pe --target=cuda --gpu-all-kernels --gpu-precision=bf16 \
-  --gpu-arch="$arch" -o gpu/kernels.pkg
+  $variants --gpu-arch="$arch" -o gpu/kernels.pkg
 echo "gpu/kernels.pkg"
 for model in examples/*.pe; do
   name=$(basename "$model" .pe)

@@ -74,6 +74,10 @@ options:
   --gpu-all-kernels
                  with --target=cuda, also generate the kernels no op uses
                  (every kernel the generator has; for testing it)
+  --gpu-kernel=NAME
+                 with --target=cuda, also generate kernel NAME, or a
+                 bf16-storage variant NAME__[bf]... (a letter per storage
+                 parameter), with no uses (for testing it); repeatable
   --gpu-precision=fp32|bf16
                  the attention kernels of --target=cuda: f32 FMA (default)
                  or tensor cores, bf16 operands and f32 accumulation
@@ -150,6 +154,7 @@ struct Options {
   std::optional<std::string> target; // --target=NAME as given
   std::optional<std::string> gpuArch; // --gpu-arch=ARCH as given
   bool gpuAllKernels = false;          // --gpu-all-kernels
+  std::vector<std::string> gpuKernels; // --gpu-kernel=NAME, in order
   std::optional<std::string> gpuPrecision; // --gpu-precision=fp32|bf16 as given
   std::string reportFormat = "text";       // --launch-report[=text|json]
   std::optional<std::string> gpuModel;     // --gpu-model=h100|h200[,KEY=VALUE...]
@@ -261,6 +266,10 @@ std::optional<int> parseOptions(int argc, char **argv, Options &options) {
       options.gpuArch = arg.substr(11);
     } else if (arg == "--gpu-all-kernels") {
       options.gpuAllKernels = true;
+    } else if (arg.rfind("--gpu-kernel=", 0) == 0) {
+      if (arg.size() == 13)
+        return usageError("--gpu-kernel needs a kernel name");
+      options.gpuKernels.push_back(arg.substr(13));
     } else if (arg.rfind("--gpu-precision=", 0) == 0) {
       options.gpuPrecision = arg.substr(16);
       if (*options.gpuPrecision != "fp32" && *options.gpuPrecision != "bf16")
@@ -322,12 +331,14 @@ std::optional<int> parseOptions(int argc, char **argv, Options &options) {
     return usageError("--interconnect is for --launch-report --ranks=N");
   if (options.ranks > 0 && options.reportFormat == "json")
     return usageError("--ranks is for the text launch report, not --launch-report=json");
-  if ((options.gpuArch || options.gpuAllKernels || options.gpuPrecision) &&
-      (!options.target || *options.target != "cuda"))
-    return usageError(std::string(options.gpuArch         ? "--gpu-arch"
-                                  : options.gpuPrecision ? "--gpu-precision"
-                                                         : "--gpu-all-kernels") +
-                      " is for --target=cuda");
+  const bool gpuKernelOptions = options.gpuArch || options.gpuAllKernels ||
+                                options.gpuPrecision || !options.gpuKernels.empty();
+  const char *gpuKernelOption = options.gpuArch         ? "--gpu-arch"
+                                : options.gpuPrecision ? "--gpu-precision"
+                                : options.gpuAllKernels ? "--gpu-all-kernels"
+                                                        : "--gpu-kernel";
+  if (gpuKernelOptions && (!options.target || *options.target != "cuda"))
+    return usageError(std::string(gpuKernelOption) + " is for --target=cuda");
   if (options.gpuModel && options.emit != Emit::LaunchReport)
     return usageError("--gpu-model is for --launch-report");
   bool cpuEmit = options.emit == Emit::Kernels || options.emit == Emit::Llvm;
@@ -343,10 +354,8 @@ std::optional<int> parseOptions(int argc, char **argv, Options &options) {
                         "than pe-opt, pe-train or --explain");
     options.emit = Emit::Package;
   }
-  if (passView && (options.gpuArch || options.gpuAllKernels || options.gpuPrecision))
-    return usageError(std::string(options.gpuArch         ? "--gpu-arch"
-                                  : options.gpuPrecision ? "--gpu-precision"
-                                                         : "--gpu-all-kernels") +
+  if (passView && gpuKernelOptions)
+    return usageError(std::string(gpuKernelOption) +
                       " shapes the GPU kernels, which --emit=pe-opt, --emit=pe-train and "
                       "--explain do not show");
   if (cpuEmit)
@@ -450,6 +459,7 @@ int emitCuda(const stringc::ModelGraph &graph, const Options &options) {
   if (options.gpuArch)
     cuda.arch = *options.gpuArch;
   cuda.allKernels = options.gpuAllKernels;
+  cuda.extraKernels = options.gpuKernels;
   if (options.gpuPrecision)
     cuda.precision = *options.gpuPrecision;
   cuda.reportFormat = options.reportFormat;

@@ -118,7 +118,7 @@ public:
       return 1;
     }
     FailureOr<cudagen::KernelPlan> plan =
-        cudagen::planKernels(train, options.allKernels, *precision);
+        cudagen::planKernels(train, options.allKernels, *precision, options.extraKernels);
     if (failed(plan))
       return 1;
     if (emit == CudaEmit::LaunchReport)

@@ -345,7 +345,8 @@ llvm::DenseMap<Value, int64_t> packageValueIds(Block &block) {
   return ids;
 }
 
-FailureOr<KernelPlan> planKernels(ModuleOp module, bool allKernels, GpuPrecision precision) {
+FailureOr<KernelPlan> planKernels(ModuleOp module, bool allKernels, GpuPrecision precision,
+                                  ArrayRef<std::string> extraKernels) {
   KernelPlan plan;
   std::map<std::string, size_t> index; // kernel name -> position in plan.kernels
   auto use = [&](const std::string &kernel, KernelUse where) -> LogicalResult {
@@ -473,6 +474,19 @@ FailureOr<KernelPlan> planKernels(ModuleOp module, bool allKernels, GpuPrecision
           plan.kernels.push_back(findKernelDef(name)->spec);
         }
     }
+  for (const std::string &name : extraKernels) {
+    const KernelDef *def = findKernelDef(name);
+    if (!def)
+      return module.emitError() << "--gpu-kernel: no GPU kernel or bf16-storage variant named '"
+                                << name << "'";
+    if (def->tensorCores && precision != GpuPrecision::BF16)
+      return module.emitError() << "--gpu-kernel: '" << name
+                                << "' runs on tensor cores, which --gpu-precision=bf16 selects";
+    if (!index.count(name)) {
+      index.emplace(name, plan.kernels.size());
+      plan.kernels.push_back(def->spec);
+    }
+  }
   return plan;
 }
 

@@ -25,8 +25,8 @@
 // 2^-9 in scores of +-100 moves probabilities by tens of percent, the
 // expected behaviour of bf16 attention rather than a kernel fault.
 //
-// The `storage` cases launch the tensor-core kernels' variants with every
-// storage parameter in bf16 (KernelDef::storageParams: q, k, v, dy read and
+// The `storage` cases launch the tensor-core kernels' variants with
+// storage parameters in bf16 (KernelDef::storageParams: q, k, v, dy read and
 // y, dq, dk, dv written as bf16, as a bf16 package stores its activations):
 // the inputs are the bf16 values of the random data (the reference gets the
 // same values), and each output is rounded once more, to bf16 (up to 2^-9
@@ -86,6 +86,25 @@ inline float fromBf16(uint16_t h) {
 
 enum class Mask { None, Causal, Skip };
 
+// The activations a bf16 package may store in bf16 (Case::storage).
+enum Storage : unsigned {
+  kQ = 1, kK = 2, kV = 4, kDy = 8, kY = 16, kDq = 32, kDk = 64, kDv = 128,
+  kAllStorage = 255,
+};
+// "q k v dy" and so on; "all" for every one.
+inline std::string storageName(unsigned storage) {
+  if (storage == kAllStorage)
+    return "all";
+  std::string name;
+  const std::pair<unsigned, const char *> names[] = {{kQ, "q"},   {kK, "k"},   {kV, "v"},
+                                                     {kDy, "dy"}, {kY, "y"},   {kDq, "dq"},
+                                                     {kDk, "dk"}, {kDv, "dv"}};
+  for (auto [bit, n] : names)
+    if (storage & bit)
+      name += (name.empty() ? "" : ",") + std::string(n);
+  return name;
+}
+
 struct Case {
   int64_t batch, tokens, heads, headDim;
   Mask mask;
@@ -94,7 +113,9 @@ struct Case {
   double qScale = 1.0; // multiplies q: large values give peaked softmax rows
   bool rel = false;     // relative attention: a random rel [T, T, Dh, Dh]
   bool bf16 = false;    // the tensor-core kernels (--gpu-precision=bf16)
-  bool storage = false; // ...their variant with the activations in bf16 (bf16 only)
+  // ...their variant with these activations in bf16 (bf16 only; Storage
+  // bits: every one, or some, as a package that stores some in f32).
+  unsigned storage = 0;
   bool rows = false;    // rel on the batch x head rows kernels (pe_rel_attention_rows_*)
   int64_t rowsBlocks = 0; // ...on this many blocks (each loops over work items), not the lowering's
   int64_t width() const { return heads * headDim; }
@@ -103,7 +124,7 @@ struct Case {
     return "B=" + std::to_string(batch) + " T=" + std::to_string(tokens) +
            " H=" + std::to_string(heads) + " Dh=" + std::to_string(headDim) +
            " mask=" + masks[int(mask)] + (rope ? " rope" : "") + (rel ? " rel" : "") +
-           (rows ? " rows" : "") + (rowsBlocks ? " blocks=" + std::to_string(rowsBlocks) : "") + (bf16 ? " bf16" : "") + (storage ? " storage" : "") +
+           (rows ? " rows" : "") + (rowsBlocks ? " blocks=" + std::to_string(rowsBlocks) : "") + (bf16 ? " bf16" : "") + (storage ? " storage=" + storageName(storage) : "") +
            (qScale != 1.0 ? " q*" + std::to_string(qScale) : "");
   }
 };
@@ -115,12 +136,21 @@ constexpr int64_t kMmaRowsPerBlock = 64;
 inline int64_t rowsPerBlock(const Case &c) {
   return c.bf16 ? kMmaRowsPerBlock : rowsPerBlock(c.headDim);
 }
-// The storage cases' variants (kernelVariantName): one `b` per storage
-// parameter, y q k v / dk dv q k v dy / dq q k v dy.
+// The storage cases' variants (kernelVariantName): a `b` or an `f` per
+// storage parameter, y q k v / dk dv q k v dy / dq q k v dy / y dy (delta).
+inline std::string storageVariant(const Case &c, const std::vector<unsigned> &params) {
+  if (!c.storage)
+    return "";
+  std::string variant = "__";
+  for (unsigned bit : params)
+    variant += c.storage & bit ? 'b' : 'f';
+  return variant;
+}
 inline std::string flashKernel(const Case &c, const std::string &part) {
-  std::string variant;
-  if (c.storage)
-    variant = "__" + std::string(part.empty() ? 4 : part == "_grad_dkdv" ? 6 : 5, 'b');
+  std::string variant =
+      storageVariant(c, part.empty()            ? std::vector<unsigned>{kY, kQ, kK, kV}
+                        : part == "_grad_dkdv" ? std::vector<unsigned>{kDk, kDv, kQ, kK, kV, kDy}
+                                               : std::vector<unsigned>{kDq, kQ, kK, kV, kDy});
   return std::string(c.rope ? "pe_rope_attention" : c.rel ? "pe_rel_attention" : "pe_attention") +
          (c.rows ? "_rows" : "") + (c.bf16 ? "_mma" : "") + part + "_d" +
          std::to_string(c.headDim) + variant;
@@ -217,8 +247,8 @@ inline void runCase(Backend &backend, const Case &c, bool backward, std::mt19937
   const int64_t B = c.batch, T = c.tokens, D = c.width(), H = c.heads, n = B * T * D;
   const double scale = 1.0 / std::sqrt(double(c.headDim));
   Data d = randomData(c, rng);
-  if (c.storage) // the values a bf16 buffer holds
-    for (std::vector<float> *x : {&d.q, &d.k, &d.v, &d.dy})
+  for (auto [x, bit] : {std::pair{&d.q, kQ}, {&d.k, kK}, {&d.v, kV}, {&d.dy, kDy}})
+    if (c.storage & bit) // the values a bf16 buffer holds
       for (float &e : *x)
         e = fromBf16(toBf16(e));
   const std::vector<int64_t> shape = {B, T, D};
@@ -230,18 +260,19 @@ inline void runCase(Backend &backend, const Case &c, bool backward, std::mt19937
                             : c.mask == Mask::Causal ? ref::AttentionMask::Causal
                                                      : ref::AttentionMask::Skip;
   using KA = KernelArg;
-  // Activations: bf16 buffers in the storage cases.
-  auto putActivation = [&](const std::vector<float> &x) {
-    return c.storage ? backend.putBf16(x) : backend.put(x);
+  // Activations: bf16 buffers where the storage case says.
+  auto putActivation = [&](unsigned bit, const std::vector<float> &x) {
+    return c.storage & bit ? backend.putBf16(x) : backend.put(x);
   };
-  auto outputActivation = [&](size_t count) {
-    return c.storage ? backend.outputBf16(count) : backend.output(count);
+  auto outputActivation = [&](unsigned bit, size_t count) {
+    return c.storage & bit ? backend.outputBf16(count) : backend.output(count);
   };
-  auto getActivation = [&](uint64_t address, size_t count) {
-    return c.storage ? backend.getBf16(address, count) : backend.get(address, count);
+  auto getActivation = [&](unsigned bit, uint64_t address, size_t count) {
+    return c.storage & bit ? backend.getBf16(address, count) : backend.get(address, count);
   };
-  const uint64_t q = putActivation(d.q), k = putActivation(d.k), v = putActivation(d.v);
-  const uint64_t dy = putActivation(d.dy);
+  const uint64_t q = putActivation(kQ, d.q), k = putActivation(kK, d.k),
+                 v = putActivation(kV, d.v);
+  const uint64_t dy = putActivation(kDy, d.dy);
 
   if (c.mask == Mask::Skip) { // the gathers: head h lags skip_base + h
     const std::vector<KA> sizes = {KA::integer(n), KA::integer(T), KA::integer(D),
@@ -349,7 +380,7 @@ inline void runCase(Backend &backend, const Case &c, bool backward, std::mt19937
   // The forward (y and lse [B, H, T]); the backward reads both, as the
   // gradient op's operands.
   const int64_t rows = B * H * T;
-  uint64_t y = outputActivation(size_t(n)), lse = backend.output(size_t(rows));
+  uint64_t y = outputActivation(kY, size_t(n)), lse = backend.output(size_t(rows));
   call("", {KA::pointer(y), KA::pointer(lse)}, {});
   if (!backward) {
     std::vector<float> want(static_cast<size_t>(n)), wantLse(static_cast<size_t>(rows));
@@ -361,7 +392,7 @@ inline void runCase(Backend &backend, const Case &c, bool backward, std::mt19937
     else
       ref::attention<float>(in(d.q, shape), in(d.k, shape), in(d.v, shape), refRel, H, scale,
                             mask, 0, {want.data(), shape}, refLse);
-    compare(getActivation(y, size_t(n)), want, 1e-2, "attention y");
+    compare(getActivation(kY, y, size_t(n)), want, 1e-2, "attention y");
     // lse in f32 either way (bf16 scores: within a few bf16 roundings of the
     // scores' size).
     const std::vector<float> gotLse = backend.get(lse, size_t(rows));
@@ -372,11 +403,12 @@ inline void runCase(Backend &backend, const Case &c, bool backward, std::mt19937
   }
   // delta (scratch: B * H * T), then dK/dV and dQ from the forward's lse.
   uint64_t delta = backend.output(size_t(rows));
-  uint64_t dq = outputActivation(size_t(n)), dk = outputActivation(size_t(n)),
-           dv = outputActivation(size_t(n));
-  backend.launch(c.storage ? "pe_attention_mma_grad_delta__bb"
-                 : c.bf16  ? "pe_attention_mma_grad_delta"
-                           : "pe_attention_grad_delta",
+  uint64_t dq = outputActivation(kDq, size_t(n)), dk = outputActivation(kDk, size_t(n)),
+           dv = outputActivation(kDv, size_t(n));
+  const bool deltaVariant = c.storage & (kY | kDy);
+  backend.launch(c.bf16 ? "pe_attention_mma_grad_delta" +
+                              (deltaVariant ? storageVariant(c, {kY, kDy}) : std::string())
+                        : "pe_attention_grad_delta",
                  {KA::pointer(delta), KA::pointer(y), KA::pointer(dy), KA::integer(rows),
                   KA::integer(T), KA::integer(D), KA::integer(H)},
                  nullptr);
@@ -410,9 +442,9 @@ inline void runCase(Backend &backend, const Case &c, bool backward, std::mt19937
                               {wv.data(), shape},
                               c.rel ? Drel(ref::TensorRef<float>{wrel.data(), relShape})
                                     : Drel(std::nullopt));
-  compare(getActivation(dq, size_t(n)), wq, 2e-2, "attention dq");
-  compare(getActivation(dk, size_t(n)), wk, 2e-2, "attention dk");
-  compare(getActivation(dv, size_t(n)), wv, 2e-2, "attention dv");
+  compare(getActivation(kDq, dq, size_t(n)), wq, 2e-2, "attention dq");
+  compare(getActivation(kDk, dk, size_t(n)), wk, 2e-2, "attention dk");
+  compare(getActivation(kDv, dv, size_t(n)), wv, 2e-2, "attention dv");
   if (c.rel) {
     const std::vector<float> got = backend.get(drel, size_t(relCount));
     if (c.rows)
@@ -501,9 +533,28 @@ inline std::vector<Case> bf16Cases() {
 inline std::vector<Case> bf16StorageCases() {
   std::vector<Case> cases;
   for (Case c : bf16Cases()) {
-    c.storage = true;
+    c.storage = kAllStorage;
     cases.push_back(c);
   }
+  return cases;
+}
+
+// Mixed storage, as vit_cayley's bf16 package launches the kernels (its
+// Cayley-rotated q and k, and v, stay f32; y and dy are bf16):
+// pe_attention_mma_d16__bfff, _grad_dkdv_d16__fffffb, _grad_dq_d16__ffffb
+// and the delta's __bb, which tests/cuda/kernels.pkg carries by
+// --gpu-kernel (with the same at Dh 64). Their tiles mix the register and
+// cp.async paths (dc4236c's prologue wait).
+inline std::vector<Case> bf16MixedStorageCases() {
+  std::vector<Case> cases;
+  for (auto [H, Dh] : {std::pair<int64_t, int64_t>{4, 16}, {2, 64}})
+    for (int64_t T : {7, 50, 130})
+      for (Mask mask : {Mask::None, Mask::Causal}) {
+        Case c{3, T, H, Dh, mask};
+        c.bf16 = true;
+        c.storage = kY | kDy;
+        cases.push_back(c);
+      }
   return cases;
 }
 

@@ -111,6 +111,14 @@ TEST_F(GpuAttention, Bf16StorageBackwardMatchesReference) {
          "with --gpu-all-kernels --gpu-precision=bf16";
   run(true, any, bf16StorageCases());
 }
+// Variants with some activations in f32 and some in bf16 (vit_cayley's).
+TEST_F(GpuAttention, Bf16MixedStorageMatchesReference) {
+  ASSERT_NE(package->cuda()->find("pe_attention_mma_grad_dq_d16__ffffb"), nullptr)
+      << "the test package has no mixed-storage attention kernels: compile tests/cuda/kernels.pe "
+         "with the --gpu-kernel options of tests/cuda/CMakeLists.txt";
+  run(false, any, bf16MixedStorageCases());
+  run(true, any, bf16MixedStorageCases());
+}
 
 TEST_F(GpuAttention, SkipGathersMatchReference) {
   run(false, skip);

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace stringc {
 
@@ -30,6 +31,10 @@ struct CudaOptions {
   /// Also generate the kernels no op of the model uses (with no uses in the
   /// kernel table): every kernel the generator has, for testing it.
   bool allKernels = false;
+  /// More kernels to generate without uses (stringc --gpu-kernel=NAME): a
+  /// kernel or a bf16-storage variant such as pe_attention_mma_d16__bfff,
+  /// for testing it.
+  std::vector<std::string> extraKernels;
   /// The attention kernels' arithmetic: "fp32" (FMA) or "bf16" (tensor-core
   /// mma.sync, bf16 operands and f32 accumulation; sm_80 and newer).
   /// Recorded in the package's cuda section as "precision".

@@ -89,8 +89,12 @@ struct KernelPlan {
 /// With `allKernels`, every kernel the generator has is planned, those that
 /// no op uses last and without uses (the tensor-core kernels only with
 /// BF16). `precision` picks the attention kernels (StepProgram.h).
+/// `extraKernels` names more kernels to plan without uses (stringc
+/// --gpu-kernel=NAME): a kernel or a bf16-storage variant (NAME__ and a
+/// `b` or `f` per storage parameter); an unknown name is an error.
 mlir::FailureOr<KernelPlan> planKernels(mlir::ModuleOp module, bool allKernels = false,
-                                        GpuPrecision precision = GpuPrecision::F32);
+                                        GpuPrecision precision = GpuPrecision::F32,
+                                        llvm::ArrayRef<std::string> extraKernels = {});
 
 /// Builds a module (`gpu.container_module`) with one gpu.module per planned
 /// kernel, each targeted at `#nvvm.target<chip = arch>`, holding the kernel
