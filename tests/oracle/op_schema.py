@@ -18,7 +18,7 @@ OP_SCHEMA = {
     'pe.cayley': (2, 2, 1, 1, 'ff', {}),
     'pe.cayley_grad': (3, 3, 2, 2, 'fff', {}),
     'pe.cayley_weight': (1, 1, 1, 1, 'f', {}),
-    'pe.cayley_weight_grad': (2, 2, 1, 1, 'ff', {}),
+    'pe.cayley_weight_grad': (2, 3, 1, 1, 'fff', {}),
     'pe.class_token': (2, 2, 1, 1, 'ff', {}),
     'pe.class_token_grad': (1, 1, 2, 2, 'f', {}),
     'pe.commutator_norm': (1, 1, 1, 1, 'f', {}),

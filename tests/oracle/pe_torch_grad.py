@@ -373,8 +373,11 @@ def rope_apply_grad_table(x, dy, inverse=False):
     return torch.stack([dc, ds], dim=-1)
 
 
-def cayley_weight_grad(S, dw):
-    """W = U^T, M = (I + S)^-1, U = (I - S) M: ds = -(M dw (I + U))^T."""
+def cayley_weight_grad(S, dw, weight=None):
+    """W = U^T, M = (I + S)^-1, U = (I - S) M: ds = -(M dw (I + U))^T.
+
+    `weight` (the forward's W, which pe-autodiff passes) is not needed here:
+    the oracle refactors, as the CPU kernels do."""
     eye = torch.eye(S.shape[-1], dtype=S.dtype, device=S.device)
     m = torch.linalg.inv(eye + S)
     u = (eye - S) @ m

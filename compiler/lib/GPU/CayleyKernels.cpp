@@ -36,8 +36,10 @@
 //   skew and makes a leading block of I + S singular) gives inf / NaN in
 //   M and W, never a silent finite answer;
 // - cayley_weight_grad: ds = -(M dw (I + U))^T = -2 M^T dw^T M^T, two cuBLAS
-//   GEMMs after the factor kernel; cayley / cayley_grad likewise (y = x W,
-//   dx = dy W^T, ds = -(dy + dx)^T (x M^T)).
+//   GEMMs after M is known: read off the forward's W (M = (W^T + I) / 2, since
+//   W = 2 M^T - I; `pe_cayley_inverse_of_weight`, one thread an element) when
+//   pe-autodiff passed it, else from the factor kernel again; cayley /
+//   cayley_grad likewise (y = x W, dx = dy W^T, ds = -(dy + dx)^T (x M^T)).
 // A singular I + S (never for a skew S: I + S has singular values >= 1)
 // gives non-finite results where the reference kernel throws.
 //
@@ -233,6 +235,21 @@ void appendCayleyTransformKernels(std::vector<KernelDef> &defs) {
       k.store(k.sub(k.mul(k.f32(2.0), mt), identity), k.arg(1), e);
     });
   }});
+
+  // inverse[i, j] = (weight[j, i] + (i == j)) / 2: M from W = 2 M^T - I,
+  // exact but for the last bit of W's diagonal (2 m - 1 rounds once).
+  defs.push_back({makeSpec("pe_cayley_inverse_of_weight",
+                           pe::CayleyWeightGradOp::getOperationName(),
+                           {{"inverse", P}, {"weight", P}, {"n", I}, {"dim", I}}),
+                  [](KernelBuilder &k) {
+                    Value d = k.arg(3);
+                    k.forGridStride(k.arg(2), [&](Value e) {
+                      Value i = divU(k, e, d), j = remU(k, e, d);
+                      Value identity = select(k, cmpI(k, Pred::eq, i, j), k.f32(1.0), k.f32(0.0));
+                      Value wji = k.load(k.arg(1), k.add(k.mul(j, d), i));
+                      k.store(k.mul(k.add(wji, identity), k.f32(0.5)), k.arg(0), e);
+                    });
+                  }});
 }
 
 //===----------------------------------------------------------------------===//
@@ -380,7 +397,18 @@ std::optional<OpSteps> lowerCayleyWeightGrad(Operation &op) {
     return std::nullopt;
   BatchAffine n = BatchAffine::fixed(*d);
   OpSteps steps;
-  appendFactors(steps, *d, 0, std::nullopt);
+  if (cast<pe::CayleyWeightGradOp>(op).getWeight()) {
+    // Scratch 0 = M read off the forward's W; 1 and 2 unused (the GEMMs
+    // below take scratch 0 and 3, as after the factor kernel).
+    steps.scratchBytes.push_back(BatchAffine::fixed(*d * *d * 4));
+    steps.scratchBytes.push_back(BatchAffine::fixed(4));
+    steps.scratchBytes.push_back(BatchAffine::fixed(4));
+    steps.launches.push_back(Launch::kernelCall(
+        "pe_cayley_inverse_of_weight",
+        {A::scratch(0), A::operand(2), A::i64(*d * *d), A::i64(*d)}));
+  } else {
+    appendFactors(steps, *d, 0, std::nullopt);
+  }
   steps.scratchBytes.push_back(BatchAffine::fixed(*d * *d * 4)); // 3: T = dw^T M^T
   steps.launches.push_back(Launch::gemmCall(
       gemm(A::operand(1), true, A::scratch(0), true, A::scratch(3), n, n, n, 1.0f)));

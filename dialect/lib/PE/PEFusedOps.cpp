@@ -191,7 +191,9 @@ LogicalResult CayleyWeightGradOp::verify() {
     return failure();
   ArrayRef<int64_t> s = shapeOf(getS());
   if (failed(checkShape(op, getS(), "s", {s[0], s[0]}, "[D, D]")) ||
-      failed(checkShape(op, getDw(), "dw", s, "the shape of 's'")))
+      failed(checkShape(op, getDw(), "dw", s, "the shape of 's'")) ||
+      (getWeight() &&
+       failed(checkShape(op, getWeight(), "weight", s, "the shape of 's'"))))
     return failure();
   return checkResult(op, 0, "ds", s, "the shape of 's'");
 }
@@ -246,8 +248,10 @@ LogicalResult RopeApplyOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
 LogicalResult CayleyWeightOp::buildVJP(OpBuilder &builder,
                                        ValueRange resultGrads,
                                        SmallVectorImpl<Value> &operandGrads) {
+  // W itself goes to the gradient: M = (W^T + I) / 2 spares the GPU a
+  // second factorisation (the CPU kernels ignore it).
   operandGrads.push_back(builder.create<CayleyWeightGradOp>(
-      getLoc(), getS().getType(), getS(), resultGrads[0]));
+      getLoc(), getS().getType(), getS(), resultGrads[0], getResult()));
   return success();
 }
 
@@ -382,7 +386,9 @@ double RopeApplyGradTableOp::estimateFlops(int64_t batch) {
 
 double CayleyWeightGradOp::estimateFlops(int64_t batch) {
   double d = dimFromEnd((*this)->getOperand(0), 0, batch);
-  return cayleyWeightInverse(*this, batch) + 6 * cube(d);
+  // With the forward's W the inverse is read off it (d^2); without, refactored.
+  double inverse = getWeight() ? d * d : cayleyWeightInverse(*this, batch);
+  return inverse + 6 * cube(d);
 }
 
 double RopeAttentionGradOp::estimateFlops(int64_t batch) {

@@ -715,6 +715,16 @@ TEST_F(GpuOpKernels, CayleyFactorsWeightAndGradients) {
     ref::cayleyWeightGrad<float>(in(s, {d, d}), in(dw, {d, d}), out(wds, {d, d}));
     expectClose(get(ds, wds.size()), wds, 1e-4, "cayley_weight_grad " + what);
 
+    // The same gradient with M read off the forward's W (the lowering when
+    // pe-autodiff passes W): M = (W^T + I) / 2 is the factor kernel's M.
+    uint64_t fromW = output(size_t(d * d)), dsFromW = output(size_t(d * d));
+    launch("pe_cayley_inverse_of_weight",
+           {KA::pointer(fromW), KA::pointer(weight), KA::integer(d * d), KA::integer(d)});
+    expectClose(get(fromW, m.size()), m, 1e-6, "M from W " + what);
+    gemm->run(true, true, d, d, d, 1.0f, gdw, fromW, 0.0f, t, "cayley_weight_grad T from W");
+    gemm->run(true, false, d, d, d, -2.0f, fromW, t, 0.0f, dsFromW, "cayley_weight_grad ds from W");
+    expectClose(get(dsFromW, wds.size()), wds, 1e-4, "cayley_weight_grad from W " + what);
+
     // cayley and cayley_grad over x [B, T, d] as rows.
     const int64_t rows = 2 * 3;
     std::vector<float> x = random(static_cast<size_t>(rows * d)), dy = random(static_cast<size_t>(rows * d));

@@ -113,6 +113,14 @@ func.func @f(%s: tensor<4x4xf32>, %dw: tensor<4x3xf32>) {
 
 // -----
 
+func.func @f(%s: tensor<4x4xf32>, %dw: tensor<4x4xf32>, %w: tensor<4x5xf32>) {
+  // expected-error @+1 {{'pe.cayley_weight_grad' op operand 'weight' must have shape [4, 4] (the shape of 's')}}
+  %d = pe.cayley_weight_grad %s, %dw weight %w : tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x5xf32> -> tensor<4x4xf32>
+  return
+}
+
+// -----
+
 func.func @f(%q: tensor<?x5x8xf32>, %t: tensor<5x4x2xf32>, %dy: tensor<?x5x4xf32>, %lse: tensor<?x2x5xf32>) {
   // expected-error @+1 {{'pe.rope_attention_grad' op operand 'dy' must have shape [?, 5, 8] (the shape of 'q')}}
   %a, %b, %c = pe.rope_attention_grad %q, %q, %q, %t, %q, %lse, %dy heads(2) scale(5.000000e-01) mask(none) : tensor<?x5x8xf32>, tensor<?x5x8xf32>, tensor<?x5x8xf32>, tensor<5x4x2xf32>, tensor<?x5x8xf32>, tensor<?x2x5xf32>, tensor<?x5x4xf32> -> (tensor<?x5x8xf32>, tensor<?x5x8xf32>, tensor<?x5x8xf32>)

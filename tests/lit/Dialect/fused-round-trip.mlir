@@ -19,6 +19,7 @@
 // CHECK: pe.rope_table_grad %{{.*}}, %{{.*}}, %{{.*}} : tensor<50x2xf32>, tensor<32x2xf32>, tensor<50x32x2xf32> -> tensor<32x2xf32>
 // CHECK: pe.rope_apply_grad_table %{{.*}}, %{{.*}} inverse(true) : tensor<?x50x64xf32>, tensor<?x50x64xf32> -> tensor<50x32x2xf32>
 // CHECK: pe.cayley_weight_grad %{{.*}}, %{{.*}} : tensor<64x64xf32>, tensor<64x64xf32> -> tensor<64x64xf32>
+// CHECK: pe.cayley_weight_grad %{{.*}}, %{{.*}} weight %{{.*}} : tensor<64x64xf32>, tensor<64x64xf32>, tensor<64x64xf32> -> tensor<64x64xf32>
 // CHECK: pe.rope_attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} heads(4) scale(2.500000e-01) mask(none) : tensor<?x50x64xf32>, tensor<?x50x64xf32>, tensor<?x50x64xf32>, tensor<50x32x2xf32>, tensor<?x50x64xf32>, tensor<?x4x50xf32>, tensor<?x50x64xf32> -> (tensor<?x50x64xf32>, tensor<?x50x64xf32>, tensor<?x50x64xf32>)
 func.func @fused(%x: tensor<?x50x64xf32>, %h: tensor<?x50x128xf32>, %pos: tensor<50x2xf32>, %f: tensor<32x2xf32>, %s: tensor<64x64xf32>, %w1: tensor<64x128xf32>, %b1: tensor<128xf32>, %w2: tensor<128x64xf32>, %b2: tensor<64xf32>, %dt: tensor<50x32x2xf32>, %lse: tensor<?x4x50xf32>) {
   %t = pe.rope_table %pos, %f : tensor<50x2xf32>, tensor<32x2xf32> -> tensor<50x32x2xf32>
@@ -36,6 +37,7 @@ func.func @fused(%x: tensor<?x50x64xf32>, %h: tensor<?x50x128xf32>, %pos: tensor
   %df = pe.rope_table_grad %pos, %f, %dt : tensor<50x2xf32>, tensor<32x2xf32>, tensor<50x32x2xf32> -> tensor<32x2xf32>
   %dtab = pe.rope_apply_grad_table %x, %x inverse(true) : tensor<?x50x64xf32>, tensor<?x50x64xf32> -> tensor<50x32x2xf32>
   %ds = pe.cayley_weight_grad %s, %s : tensor<64x64xf32>, tensor<64x64xf32> -> tensor<64x64xf32>
+  %dsw = pe.cayley_weight_grad %s, %s weight %w : tensor<64x64xf32>, tensor<64x64xf32>, tensor<64x64xf32> -> tensor<64x64xf32>
   %dq, %dk, %dv = pe.rope_attention_grad %x, %x, %x, %t, %x, %lse, %x heads(4) scale(2.500000e-01) mask(none) : tensor<?x50x64xf32>, tensor<?x50x64xf32>, tensor<?x50x64xf32>, tensor<50x32x2xf32>, tensor<?x50x64xf32>, tensor<?x4x50xf32>, tensor<?x50x64xf32> -> (tensor<?x50x64xf32>, tensor<?x50x64xf32>, tensor<?x50x64xf32>)
   return
 }

@@ -316,16 +316,24 @@ def PE_CayleyWeightGradOp : PE_ComputeOp<"cayley_weight_grad"> {
     (the same as `pe.cayley_grad`'s `ds = -sum_tokens (dy + dx) z^T` when
     `dw = sum_tokens x dy^T`). Valid for any `S` with `I + S` invertible.
 
-    Shapes (static): `s`, `dw` `[D, D]`; result `ds` `[D, D]`.
+    The optional `weight` is the forward's result `W` (pe-autodiff passes
+    it): since `W = 2 M^T - I`, `M = (W^T + I) / 2` and the gradient needs
+    no second factorisation of `I + S` (the CUDA kernels use it: one
+    elementwise launch instead of the serial factor kernel; the CPU kernels
+    may ignore it).
+
+    Shapes (static): `s`, `dw`, `weight` `[D, D]`; result `ds` `[D, D]`.
 
     ```mlir
-    %ds = pe.cayley_weight_grad %s, %dw : tensor<64x64xf32>, tensor<64x64xf32> -> tensor<64x64xf32>
+    %ds = pe.cayley_weight_grad %s, %dw weight %w : tensor<64x64xf32>, tensor<64x64xf32>, tensor<64x64xf32> -> tensor<64x64xf32>
     ```
   }];
-  let arguments = (ins PE_FloatTensor:$s, PE_FloatTensor:$dw);
+  let arguments = (ins PE_FloatTensor:$s, PE_FloatTensor:$dw,
+                       Optional<PE_FloatTensor>:$weight);
   let results = (outs PE_FloatTensor:$ds);
   let assemblyFormat = [{
-    $s `,` $dw attr-dict `:` type($s) `,` type($dw) `->` type($ds)
+    $s `,` $dw (`weight` $weight^)? attr-dict `:` type($s) `,` type($dw)
+    (`,` type($weight)^)? `->` type($ds)
   }];
 }
 
