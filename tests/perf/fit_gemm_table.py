@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Fits the launch report's cuBLAS table (compiler/lib/GPU/MeasuredKernels.cpp)
+"""Fits the launch report's cuBLAS table (compiler/lib/CudaGen/MeasuredKernels.cpp)
 to the GEMM time of the whole ncu tables of tests/perf/records/ measured on
 an H100: per arithmetic, t = t0 + max(FLOPs / R, bytes / B) for each of the
 report's GEMM launches, summed over a step, against the step's measured time

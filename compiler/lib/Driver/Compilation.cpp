@@ -6,7 +6,7 @@
 #include "Compilation.h"
 
 #include "stringc/Dialect/PE/PEDialect.h"
-#include "stringc/GPU/CudaTarget.h"
+#include "stringc/CudaGen/CudaTarget.h"
 #include "stringc/MLIRGen/MLIRGen.h"
 #include "stringc/Transforms/Pipeline.h"
 

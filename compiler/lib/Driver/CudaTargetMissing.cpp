@@ -1,13 +1,13 @@
 //===- CudaTargetMissing.cpp - a stringc built without the CUDA target ----===//
 //
-// Linked instead of compiler/lib/GPU where stringc is configured with
+// Linked instead of compiler/lib/CudaGen where stringc is configured with
 // -DSTRINGC_WITH_CUDA=OFF: scripts/main.sh builds so on a fresh build
 // directory, since the CPU main job never uses the CUDA target, which is
 // about a third of the compiler's build. --target=cuda then stops with the
 // driver's error (Driver.cpp) before it compiles anything.
 //
 //===----------------------------------------------------------------------===//
-#include "stringc/GPU/CudaTarget.h"
+#include "stringc/CudaGen/CudaTarget.h"
 
 namespace stringc {
 

@@ -6,9 +6,9 @@
 //===----------------------------------------------------------------------===//
 #include "Compilation.h"
 
-#include "stringc/Codegen/CpuCodegen.h"
-#include "stringc/GPU/CudaTarget.h"
-#include "stringc/Target/PackageBuilder.h"
+#include "stringc/CpuGen/CpuCodegen.h"
+#include "stringc/CudaGen/CudaTarget.h"
+#include "stringc/Package/PackageBuilder.h"
 
 using namespace mlir;
 

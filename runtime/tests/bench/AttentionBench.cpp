@@ -1,5 +1,5 @@
 // stringrt_attention_bench: times the generated fused RoPE attention kernels
-// (compiler/lib/GPU/AttentionKernels.cpp, f32 FMA; AttentionMmaKernels.cpp,
+// (compiler/lib/CudaGen/AttentionKernels.cpp, f32 FMA; AttentionMmaKernels.cpp,
 // bf16 tensor cores) alone on the GPU, forward and forward + backward,
 // launched as the op lowerings launch them, and prints one line of TFLOP/s
 // for tests/bench/gpu_attention.py to set beside PyTorch's

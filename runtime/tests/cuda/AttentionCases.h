@@ -1,4 +1,4 @@
-// The attention kernels of compiler/lib/GPU/AttentionKernels.cpp run on
+// The attention kernels of compiler/lib/CudaGen/AttentionKernels.cpp run on
 // random data and compared with the reference kernels (runtime/src/reference),
 // launch by launch as the compiler's op lowerings compose them: the same
 // kernel names, argument lists, explicit grids and statistics scratch. The

@@ -1,4 +1,4 @@
-// The attention kernels (compiler/lib/GPU/AttentionKernels.cpp) on the GPU
+// The attention kernels (compiler/lib/CudaGen/AttentionKernels.cpp) on the GPU
 // against the reference kernels: every case of AttentionCases.h, forward and
 // backward, launched as the op lowerings launch them. The kernels come from
 // the package of tests/cuda/kernels.pe compiled with --gpu-all-kernels

@@ -1,4 +1,4 @@
-// The kernels stringc generates (compiler/lib/GPU), run on the GPU and
+// The kernels stringc generates (compiler/lib/CudaGen), run on the GPU and
 // compared with the runtime's reference kernels. The package comes from the
 // environment: STRINGRT_CUDA_TEST_PACKAGE names a package compiled with
 // `stringc tests/cuda/kernels.pe --target=cuda` (tests/cuda/CMakeLists.txt and

@@ -1,5 +1,5 @@
 // The device executor (DeviceExecutor.h) and the kernels and GEMMs it
-// launches for dense layers (compiler/lib/GPU/LinearKernels.cpp):
+// launches for dense layers (compiler/lib/CudaGen/LinearKernels.cpp):
 //
 // - refusals that need no GPU: a package whose programs have ops without
 //   steps (the error names them), a package without its optimizer's kernel;
@@ -166,7 +166,7 @@ TEST(GpuLinearKernels, BiasAndColumnSums) {
   // pe.sum_to's column sums (TokenKernels.cpp): pe_colsum_partials over 64
   // row chunks then pe_colsum_finish, and one chunk straight into the output
   // (the single launch for few rows).
-  // 32 columns per block (kColumnBlock, compiler/lib/GPU/OpKernelUtil.cpp).
+  // 32 columns per block (kColumnBlock, compiler/lib/CudaGen/OpKernelUtil.cpp).
   std::array<int64_t, 3> first = {(d + 31) / 32, chunks, 1}, single = {(d + 31) / 32, 1, 1};
   kernels.launch("pe_colsum_partials",
                  {KA::pointer(arena.at(partialAt, chunks * d * 4)),

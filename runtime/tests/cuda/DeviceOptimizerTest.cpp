@@ -1,4 +1,4 @@
-// The optimizer on the device (compiler/lib/GPU/OptimizerKernels.cpp,
+// The optimizer on the device (compiler/lib/CudaGen/OptimizerKernels.cpp,
 // stringrt/cuda/StepControl.h), on the kernels package
 // (STRINGRT_CUDA_TEST_PACKAGE):
 // - the step control block's host side (no GPU);

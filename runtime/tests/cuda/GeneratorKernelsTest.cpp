@@ -1,4 +1,4 @@
-// The index-table and generator kernels of compiler/lib/GPU
+// The index-table and generator kernels of compiler/lib/CudaGen
 // (sparse_skew in CayleyKernels.cpp, the pair gathers in GatherKernels.cpp,
 // GeneratorKernels.cpp) launched on the GPU (or the
 // host emulator) on random data as the compiler's op lowerings compose

@@ -1,4 +1,4 @@
-// The position, token and Cayley kernels of compiler/lib/GPU (PositionKernels,
+// The position, token and Cayley kernels of compiler/lib/CudaGen (PositionKernels,
 // TokenKernels, CayleyKernels) launched on the GPU on random data and
 // compared with the runtime's reference kernels (runtime/src/reference),
 // launch by launch as the compiler's op lowerings compose them (the same

@@ -7,9 +7,9 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
-#include "stringc/Codegen/CpuCodegen.h"
+#include "stringc/CpuGen/CpuCodegen.h"
 #include "stringc/Dialect/PE/PEDialect.h"
-#include "stringc/Target/PackageBuilder.h"
+#include "stringc/Package/PackageBuilder.h"
 
 #include "stringrt/Model.h"
 #include "stringrt/Package.h"

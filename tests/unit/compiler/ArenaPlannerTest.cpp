@@ -1,6 +1,6 @@
 //===- ArenaPlanTest.cpp - the arena plan's liveness and slot assignment --===//
 //
-// The planner (compiler/lib/Target/ArenaPlanner.cpp) on hand-made intervals, and
+// The planner (compiler/lib/Package/ArenaPlanner.cpp) on hand-made intervals, and
 // on the forward and gradients programs of every example, where the plan is
 // checked by brute force (every pair of values of a slot, every op) rather
 // than by verifyArenaPlan alone.
@@ -9,8 +9,8 @@
 
 #include "stringc/Dialect/PE/PEOps.h"
 #include "stringc/Driver/Driver.h"
-#include "stringc/Target/ArenaPlanner.h"
-#include "stringc/Target/PackageBuilder.h"
+#include "stringc/Package/ArenaPlanner.h"
+#include "stringc/Package/PackageBuilder.h"
 
 #include "TestHelpers.h"
 

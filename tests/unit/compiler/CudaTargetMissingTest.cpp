@@ -1,6 +1,6 @@
 // Driver/CudaTargetMissing.cpp: what a stringc configured without the CUDA
-// target (-DSTRINGC_WITH_CUDA=OFF) links in place of compiler/lib/GPU.
-#include "stringc/GPU/CudaTarget.h"
+// target (-DSTRINGC_WITH_CUDA=OFF) links in place of compiler/lib/CudaGen.
+#include "stringc/CudaGen/CudaTarget.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/MLIRContext.h"

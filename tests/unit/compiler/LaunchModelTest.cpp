@@ -1,4 +1,4 @@
-// The launch report's model, part by part (compiler/lib/GPU/LaunchModel.h;
+// The launch report's model, part by part (compiler/lib/CudaGen/LaunchModel.h;
 // docs/cuda.md, "Launch report"): ptxas -v's output read, occupancy against
 // what Nsight Compute reported for our kernels, Little's law, the machines.
 #include "LaunchModel.h"

@@ -11,7 +11,7 @@
 #include "stringc/Dialect/PE/PEOps.h"
 #include "stringc/Frontend/Frontend.h"
 #include "stringc/Driver/Driver.h"
-#include "stringc/Target/PackageBuilder.h"
+#include "stringc/Package/PackageBuilder.h"
 #include "stringc/Transforms/Passes.h"
 
 #include "../ScratchDir.h"

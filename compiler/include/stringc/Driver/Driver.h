@@ -4,8 +4,8 @@
 // it builds the `pe` module (MLIRGen), verifies it, runs the passes and
 // pe-autodiff (Transforms/Pipeline.h), timing each phase, and hands the one
 // in-memory module to a target: printed as MLIR, the CPU package
-// (Target/PackageBuilder.h and the CPU kernels of Codegen), the CUDA package
-// or its kernels (GPU/CudaTarget.h), or --explain's report. Its signatures
+// (Package/PackageBuilder.h and the CPU kernels of CpuGen), the CUDA package
+// or its kernels (CudaGen/CudaTarget.h), or --explain's report. Its signatures
 // keep MLIR types out, so that stringc and the frontend tests need not
 // include MLIR headers.
 //
@@ -13,7 +13,7 @@
 #ifndef STRINGC_DRIVER_DRIVER_H
 #define STRINGC_DRIVER_DRIVER_H
 
-#include "stringc/GPU/CudaOptions.h"
+#include "stringc/CudaGen/CudaOptions.h"
 
 #include <cstdint>
 #include <optional>

@@ -2,7 +2,7 @@
 // which kernels stringc generates for an op, each kernel's kind (the tail of
 // its symbol "stringc_k<N>_<digest>_<kind>") and the range of its parallel
 // loop, from the op's operand and result shapes. Defined once, here: the
-// code generator (compiler/lib/Codegen/KernelGen.cpp) names and sizes every
+// code generator (compiler/lib/CpuGen/KernelGen.cpp) names and sizes every
 // kernel it builds by these rules, and the runtime refuses a manifest whose
 // kernel entries differ from them (format/CompiledKernelRules.cpp), since a
 // generated kernel cannot check its arguments.

@@ -1,7 +1,7 @@
 // The step control block: the doubles through which a training step's
 // optimizer runs on the device without the host (docs/cuda.md, "The
 // training step"). The host sets the run's constants and the step counter;
-// each step, `pe_optimizer_scalars` (compiler/lib/GPU/OptimizerKernels.cpp,
+// each step, `pe_optimizer_scalars` (compiler/lib/CudaGen/OptimizerKernels.cpp,
 // which includes this header for the slots) reads the loss and the gradient norm's partials
 // and writes the step's scalars, which `pe_adamw` / `pe_sgd` (and `pe_ema`)
 // read and the host copies back.

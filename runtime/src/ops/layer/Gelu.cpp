@@ -2,7 +2,7 @@
 // `approximate`, tanh form: the shape contract, the reference kernels, the
 // fast kernels and the registration (ops/OpLibrary.h). The kernels'
 // declarations are in stringrt/ops/LayerOps.h; stringc's generated kernels
-// of these ops are Codegen/ElementwiseGen.cpp's, checked here before they
+// of these ops are CpuGen/ElementwiseGen.cpp's, checked here before they
 // run. pe.linear_gelu's kernels call these.
 #include "../OpLibrary.h"
 

@@ -3,7 +3,7 @@
 // PEFusedOps.td): the shape contract, the reference kernels, the fast
 // kernels and the registration (ops/OpLibrary.h). The kernels' declarations
 // are in stringrt/ops/LayerOps.h; stringc's generated kernels of these ops
-// are Codegen/NormGen.cpp's, checked here before they run.
+// are CpuGen/NormGen.cpp's, checked here before they run.
 #include "../OpLibrary.h"
 
 #include "../../cpu/KernelUtil.h"
