@@ -203,6 +203,15 @@ TEST(CheckpointTest, RejectsMismatchesWithoutTouchingLiveState) {
   thawed[1].frozen = false;
   expectRejected(path, "tiny", thawed, kTotal, OptimizerKind::AdamW,
                  {"tensor 'adam.m.frozen' is missing"});
+  // A ZeRO-1 shard of the state is neither written nor loaded into.
+  Optimizer shard = trained.optimizer.shard(2, 7);
+  std::vector<float> params = trained.params;
+  EXPECT_TRUE(failsWith([&] { saveCheckpoint(dir.file("shard"), info(), slots(), params, shard); },
+                        dir.file("shard"),
+                        {"holds the state of elements [2, 7) of 9 only (a ZeRO-1 shard)"}));
+  EXPECT_TRUE(failsWith([&] { loadCheckpoint(path, "tiny", slots(), params, shard); }, path,
+                        {"holds the state of elements [2, 7) of 9 only"}));
+  EXPECT_EQ(params, trained.params);
 }
 
 TEST(CheckpointTest, RejectsOtherFilesAndVersions) {

@@ -6,6 +6,7 @@
 #include "stringrt/Error.h"
 #include "stringrt/cpu/ThreadPool.h"
 #include "training/AdamWUpdate.h"
+#include "TestFiles.h"
 
 #include <gtest/gtest.h>
 
@@ -376,6 +377,80 @@ TEST(OptimizerTest, VectorAdamWUpdateIsBitForBitTheScalarLoop) {
       EXPECT_EQ(p1[0], params[0]); // outside the range: untouched
       EXPECT_NE(p1[n - 1], params[n - 1]);
     }
+}
+
+// ZeRO-1's pieces (stringrt/Distributed.h): shards of the state in order,
+// each continuing the squared norm of the one before and then stepping its
+// elements with the whole sum, take step()'s bits: the parameters, the state
+// and the EMA, with a frozen slot between trainable ones, shard boundaries
+// inside slots, an empty shard and clipping in effect.
+TEST(OptimizerTest, ShardsInOrderTakeTheWholeStep) {
+  const std::vector<OptimizerSlot> slots = {
+      {"a", {5}, 0, 5, false}, {"f", {3}, 5, 3, true}, {"c", {9}, 8, 9, false}};
+  const std::vector<size_t> cuts = {0, 3, 6, 6, 11, 17};
+  for (ManifestOptimizer c : {adamw(), sgd(0.9, 0.01)}) {
+    SCOPED_TRACE(c.kind == OptimizerKind::AdamW ? "adamw" : "sgd");
+    c.clipNorm = 0.5;
+    c.emaDecay = 0.9;
+    Optimizer whole(c, slots, 17);
+    std::vector<Optimizer> shards;
+    for (size_t k = 0; k + 1 < cuts.size(); ++k)
+      shards.push_back(whole.shard(cuts[k], cuts[k + 1]));
+    std::mt19937 rng(11);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::vector<float> params(17);
+    for (float &p : params)
+      p = normal(rng);
+    std::vector<float> sharded = params;
+    for (int step = 0; step < 3; ++step) {
+      std::vector<float> grads(17);
+      for (float &g : grads)
+        g = normal(rng);
+      const OptimizerStepInfo want = whole.step(params, grads, 10);
+      double sum = 0;
+      for (size_t k = 0; k < shards.size(); ++k)
+        sum = shards[k].squaredNorm(grads.data() + cuts[k], sum);
+      for (size_t k = 0; k < shards.size(); ++k) {
+        const OptimizerStepInfo got =
+            shards[k].stepShard(sharded, grads.data() + cuts[k], sum, 10);
+        EXPECT_EQ(got.gradNorm, want.gradNorm);
+        EXPECT_EQ(got.clipScale, want.clipScale);
+        EXPECT_EQ(got.lr, want.lr);
+        EXPECT_EQ(shards[k].stepCount(), whole.stepCount());
+      }
+      EXPECT_LT(want.clipScale, 1.0);
+      EXPECT_EQ(sharded, params) << "step " << step + 1;
+    }
+    const auto buffers = whole.stateBuffers();
+    for (size_t b = 0; b < buffers.size(); ++b) {
+      std::vector<float> joined;
+      for (const Optimizer &shard : shards) {
+        const std::vector<float> &part = *shard.stateBuffers()[b].values;
+        EXPECT_EQ(part.size(), shard.stateEnd() - shard.stateBegin());
+        joined.insert(joined.end(), part.begin(), part.end());
+      }
+      EXPECT_EQ(joined, *buffers[b].values) << buffers[b].prefix;
+    }
+    const std::vector<float> ema = whole.emaParameters(params);
+    for (size_t k = 0; k < shards.size(); ++k) {
+      const std::vector<float> mine = shards[k].emaParameters(params);
+      for (size_t i = 0; i < 17; ++i)
+        EXPECT_EQ(mine[i], i >= cuts[k] && i < cuts[k + 1] ? ema[i] : params[i]) << i;
+    }
+  }
+
+  Optimizer whole(adamw(), slots, 17);
+  Optimizer shard = whole.shard(3, 6);
+  std::vector<float> params(17, 1.0f), grads(17, 1.0f);
+  EXPECT_TRUE(test::failsWith([&] { shard.step(params, grads, 1); }, "",
+                              {"holds the state of elements [3, 6) of 17: its step needs the "
+                               "whole gradient's norm"}));
+  EXPECT_TRUE(test::failsWith([&] { shard.shard(2, 6); }, "",
+                              {"[2, 6), but this optimizer holds [3, 6)"}));
+  EXPECT_TRUE(shard.shard(0, 0).hasEma() == whole.hasEma());
+  const Optimizer reversed(adamw(), {{"c", {2}, 2, 2, false}, {"a", {2}, 0, 2, false}}, 4);
+  EXPECT_TRUE(test::failsWith([&] { reversed.shard(0, 2); }, "",
+                              {"slot 'a' lies before slot 'c'"}));
 }
 
 TEST(OptimizerTest, RejectsBadConfigurationAndBuffers) {

@@ -67,9 +67,34 @@ public:
 
   // Takes step t = stepCount() + 1 of a run of `totalSteps` steps: updates the
   // trainable elements of `params` and the state from `grads` (which are not
-  // modified). Both must have totalSize() elements.
+  // modified). Both must have totalSize() elements. Refuses a shard (below).
   OptimizerStepInfo step(std::vector<float> &params,
                          const std::vector<float> &grads, int64_t totalSteps);
+
+  // Sharded state (ZeRO-1, stringrt/Distributed.h): an optimizer may hold
+  // the state of the elements [stateBegin(), stateEnd()) only; one built by
+  // the constructor holds all of them.
+  size_t stateBegin() const { return stateBegin_; }
+  size_t stateEnd() const { return stateEnd_; }
+  bool holdsAllState() const { return stateBegin_ == 0 && stateEnd_ == totalSize_; }
+  // A copy holding the state of [begin, end) only, which this one holds (or
+  // which is empty): its
+  // stateBuffers() are end - begin elements each (element i at i - begin);
+  // the configuration and the step count are kept. The slots must be in
+  // offset order, so that shards in order visit the elements in step()'s
+  // order. shard(0, 0) holds no state.
+  Optimizer shard(size_t begin, size_t end) const;
+  // The squared gradients of the trainable elements held, summed in double in
+  // step()'s order onto `sum` (grads[i - stateBegin()] is element i's): the
+  // shards of [0, totalSize()) in order, each continuing the sum of the one
+  // before, give the sum step() takes the norm of, bit for bit.
+  double squaredNorm(const float *grads, double sum) const;
+  // step() of the elements held, given `sumSq`, the squared norm of all
+  // trainable gradients (squaredNorm over every shard): updates the held
+  // trainable elements of `params` (totalSize() elements) and their state
+  // from grads[i - stateBegin()]; the same bits as step() gives them.
+  OptimizerStepInfo stepShard(std::vector<float> &params, const float *grads, double sumSq,
+                              int64_t totalSteps);
 
   size_t totalSize() const { return totalSize_; }
   // Steps taken so far (restored from checkpoints).
@@ -77,13 +102,15 @@ public:
   void setStepCount(int64_t step);
 
   // Whether an EMA of the weights is kept (config().emaDecay > 0).
-  bool hasEma() const { return !ema_.empty(); }
+  bool hasEma() const { return config_.emaDecay > 0; }
   // The EMA weights: `params` with every trainable slot replaced by its EMA
-  // (frozen slots are the parameters themselves). Before the first step,
-  // `params`. Throws Error without an EMA or for a wrong size.
+  // (frozen slots are the parameters themselves; a shard replaces the
+  // elements it holds). Before the first step, `params`. Throws Error
+  // without an EMA or for a wrong size.
   std::vector<float> emaParameters(const std::vector<float> &params) const;
 
-  // The state buffers, each totalSize() elements (frozen slots stay 0).
+  // The state buffers, each totalSize() elements (frozen slots stay 0); a
+  // shard's, stateEnd() - stateBegin().
   // AdamW: "m" and "v"; SGD: "u"; with an EMA also "ema". Checkpoints store
   // them per slot as "<prefix><slot name>".
   struct StateBuffer {
@@ -98,6 +125,7 @@ public:
   std::vector<ConstStateBuffer> stateBuffers() const;
 
 private:
+  Optimizer() = default; // shard()'s, filled by it
   // stateBuffers() of a const or mutable optimizer.
   template <typename Buffer, typename Self> static std::vector<Buffer> buffersOf(Self &self);
   // The EMA after the update of step t (the weights themselves at t = 1).
@@ -108,6 +136,7 @@ private:
   size_t totalSize_ = 0;
   bool adamw_ = true;
   int64_t step_ = 0;
+  size_t stateBegin_ = 0, stateEnd_ = 0; // the elements whose state is held
   std::vector<float> m_, v_; // AdamW moments.
   std::vector<float> u_;     // SGD momentum buffer.
   std::vector<float> ema_;   // EMA of the weights (empty: none).

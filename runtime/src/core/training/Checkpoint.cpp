@@ -184,6 +184,15 @@ std::vector<float> readSlots(const SafetensorsFile &file,
   return base;
 }
 
+// A checkpoint holds the whole state: a shard's (ZeRO-1) is gathered first.
+void checkWholeState(const std::string &path, const Optimizer &optimizer) {
+  if (!optimizer.holdsAllState())
+    throw Error(path, fmt::format("the optimizer holds the state of elements [{}, {}) of {} "
+                                  "only (a ZeRO-1 shard): a checkpoint takes the whole state",
+                                  optimizer.stateBegin(), optimizer.stateEnd(),
+                                  optimizer.totalSize()));
+}
+
 } // namespace
 
 void saveCheckpoint(const std::string &path, const CheckpointInfo &info,
@@ -193,6 +202,7 @@ void saveCheckpoint(const std::string &path, const CheckpointInfo &info,
   checkSlots(path, slots, params.size());
   if (optimizer.totalSize() != params.size())
     throw Error(path, "the optimizer was built for another parameter buffer");
+  checkWholeState(path, optimizer);
   if (info.step < 0 || info.epoch < 0 || info.batch < 0 || info.totalSteps < 0)
     throw Error(path, "a negative step, epoch, batch or total_steps");
   checkConsistent(path, info); // what would not load is not written
@@ -244,6 +254,7 @@ CheckpointInfo loadCheckpoint(const std::string &path, const std::string &model,
   verifyChecksum(file);
   if (optimizer.totalSize() != params.size())
     throw Error(path, "the optimizer was built for another parameter buffer");
+  checkWholeState(path, optimizer);
   auto kind = file.metadata().find("optimizer");
   if (kind == file.metadata().end())
     throw Error(path, "checkpoint metadata lacks 'optimizer'");

@@ -81,20 +81,25 @@ namespace {
 // of work each, so that small models stay on the calling thread.
 constexpr int64_t kUpdateGrain = 16384;
 
-// Calls update(begin, end) over the elements of the trainable slots, runs
-// of adjacent slots merged, in parallel chunks. For elementwise updates
-// only: then the chunking changes no result.
+// Calls update(begin, end) over the elements of the trainable slots inside
+// [first, last), runs of adjacent slots merged, in parallel chunks. For
+// elementwise updates only: then the chunking changes no result.
 template <class Update>
-void forTrainableElements(const std::vector<OptimizerSlot> &slots, Update &&update) {
+void forTrainableElements(const std::vector<OptimizerSlot> &slots, size_t first, size_t last,
+                          Update &&update) {
   for (size_t i = 0; i < slots.size();) {
     if (slots[i].frozen) {
       ++i;
       continue;
     }
-    const size_t begin = slots[i].offset;
+    size_t begin = slots[i].offset;
     size_t end = begin + slots[i].size;
     for (++i; i < slots.size() && !slots[i].frozen && slots[i].offset == end; ++i)
       end += slots[i].size;
+    begin = std::max(begin, first);
+    end = std::min(end, last);
+    if (begin >= end)
+      continue;
     cpu::parallelFor(static_cast<int64_t>(begin), static_cast<int64_t>(end), kUpdateGrain,
                      [&](int64_t b, int64_t e) {
                        update(static_cast<size_t>(b), static_cast<size_t>(e));
@@ -134,6 +139,7 @@ Optimizer::Optimizer(const ManifestOptimizer &config,
   for (size_t i = 1; i < ranges.size(); ++i)
     if (ranges[i].first < ranges[i - 1].second)
       throw Error("optimizer: parameter slots overlap");
+  stateEnd_ = totalSize_;
   if (adamw_) {
     m_.assign(totalSize_, 0.0f);
     v_.assign(totalSize_, 0.0f);
@@ -142,6 +148,37 @@ Optimizer::Optimizer(const ManifestOptimizer &config,
   }
   if (config_.emaDecay > 0)
     ema_.assign(totalSize_, 0.0f);
+}
+
+Optimizer Optimizer::shard(size_t begin, size_t end) const {
+  if (begin > end || (begin < end && (begin < stateBegin_ || end > stateEnd_)))
+    throw Error(fmt::format("optimizer: a shard of the state of elements [{}, {}), but this "
+                            "optimizer holds [{}, {})",
+                            begin, end, stateBegin_, stateEnd_));
+  for (size_t i = 1; i < slots_.size(); ++i)
+    if (slots_[i].offset < slots_[i - 1].offset)
+      throw Error(fmt::format("optimizer: slot '{}' lies before slot '{}' in the parameters: "
+                              "the state cannot be sharded in the order step() visits it",
+                              slots_[i].name, slots_[i - 1].name));
+  Optimizer s;
+  s.config_ = config_;
+  s.slots_ = slots_;
+  s.totalSize_ = totalSize_;
+  s.adamw_ = adamw_;
+  s.step_ = step_;
+  s.stateBegin_ = begin;
+  s.stateEnd_ = end;
+  auto slice = [&](const std::vector<float> &values) {
+    if (values.empty() || begin == end)
+      return std::vector<float>();
+    return std::vector<float>(values.begin() + static_cast<std::ptrdiff_t>(begin - stateBegin_),
+                              values.begin() + static_cast<std::ptrdiff_t>(end - stateBegin_));
+  };
+  s.m_ = slice(m_);
+  s.v_ = slice(v_);
+  s.u_ = slice(u_);
+  s.ema_ = slice(ema_);
+  return s;
 }
 
 void Optimizer::setStepCount(int64_t step) {
@@ -179,20 +216,26 @@ std::vector<float> Optimizer::emaParameters(const std::vector<float> &params) co
   std::vector<float> weights = params;
   if (step_ == 0)
     return weights;
-  for (const OptimizerSlot &slot : slots_)
-    if (!slot.frozen)
-      std::copy(ema_.begin() + slot.offset, ema_.begin() + slot.offset + slot.size,
-                weights.begin() + slot.offset);
+  for (const OptimizerSlot &slot : slots_) {
+    const size_t begin = std::max(slot.offset, stateBegin_);
+    const size_t end = std::min(slot.offset + slot.size, stateEnd_);
+    if (!slot.frozen && begin < end)
+      std::copy(ema_.begin() + static_cast<std::ptrdiff_t>(begin - stateBegin_),
+                ema_.begin() + static_cast<std::ptrdiff_t>(end - stateBegin_),
+                weights.begin() + static_cast<std::ptrdiff_t>(begin));
+  }
   return weights;
 }
 
 void Optimizer::updateEma(const std::vector<float> &params, int64_t t) {
   const double d = config_.emaDecay;
-  forTrainableElements(slots_, [&](size_t begin, size_t end) {
+  float *ema = ema_.data();
+  const size_t base = stateBegin_;
+  forTrainableElements(slots_, stateBegin_, stateEnd_, [&](size_t begin, size_t end) {
     for (size_t i = begin; i < end; ++i)
-      ema_[i] = t == 1 ? params[i]
-                       : static_cast<float>(d * static_cast<double>(ema_[i]) +
-                                            (1.0 - d) * static_cast<double>(params[i]));
+      ema[i - base] = t == 1 ? params[i]
+                             : static_cast<float>(d * static_cast<double>(ema[i - base]) +
+                                                  (1.0 - d) * static_cast<double>(params[i]));
   });
 }
 
@@ -203,20 +246,36 @@ OptimizerStepInfo Optimizer::step(std::vector<float> &params,
     throw Error(fmt::format("optimizer: expected {} parameters and gradients, "
                             "got {} and {}",
                             totalSize_, params.size(), grads.size()));
+  if (!holdsAllState())
+    throw Error(fmt::format("optimizer: this shard holds the state of elements [{}, {}) of "
+                            "{}: its step needs the whole gradient's norm (stepShard)",
+                            stateBegin_, stateEnd_, totalSize_));
+  return stepShard(params, grads.data(), squaredNorm(grads.data(), 0.0), totalSteps);
+}
+
+double Optimizer::squaredNorm(const float *grads, double sum) const {
+  for (const OptimizerSlot &slot : slots_) {
+    const size_t begin = std::max(slot.offset, stateBegin_);
+    const size_t end = std::min(slot.offset + slot.size, stateEnd_);
+    if (slot.frozen || begin >= end)
+      continue;
+    const float *g = grads + (begin - stateBegin_);
+    for (size_t i = 0; i < end - begin; ++i) {
+      double x = g[i];
+      sum += x * x;
+    }
+  }
+  return sum;
+}
+
+OptimizerStepInfo Optimizer::stepShard(std::vector<float> &params, const float *grads,
+                                       double sumSq, int64_t totalSteps) {
+  if (params.size() != totalSize_)
+    throw Error(fmt::format("optimizer: expected {} parameters, got {}", totalSize_,
+                            params.size()));
   OptimizerStepInfo info;
   info.step = step_ + 1;
   info.lr = learningRate(config_, info.step, totalSteps);
-
-  double sumSq = 0.0;
-  for (const OptimizerSlot &slot : slots_) {
-    if (slot.frozen)
-      continue;
-    const float *g = grads.data() + slot.offset;
-    for (size_t i = 0; i < slot.size; ++i) {
-      double x = g[i];
-      sumSq += x * x;
-    }
-  }
   info.gradNorm = std::sqrt(sumSq);
   if (config_.clipNorm > 0 && info.gradNorm > config_.clipNorm)
     info.clipScale = config_.clipNorm / info.gradNorm;
@@ -224,6 +283,9 @@ OptimizerStepInfo Optimizer::step(std::vector<float> &params,
   const double lr = info.lr;
   const double wd = config_.weightDecay;
   const double scale = info.clipScale;
+  // Element i's gradient and state at i - base.
+  const size_t base = stateBegin_;
+  float *w = params.data();
   if (adamw_) {
     const double t = static_cast<double>(info.step);
     const detail::AdamWConstants constants{lr,
@@ -234,19 +296,20 @@ OptimizerStepInfo Optimizer::step(std::vector<float> &params,
                                            config_.eps,
                                            1.0 - std::pow(config_.beta1, t),
                                            1.0 - std::pow(config_.beta2, t)};
-    forTrainableElements(slots_, [&](size_t begin, size_t end) {
-      detail::adamwUpdate(constants, grads.data(), params.data(), m_.data(), v_.data(), begin,
-                          end);
+    forTrainableElements(slots_, stateBegin_, stateEnd_, [&](size_t begin, size_t end) {
+      detail::adamwUpdate(constants, grads + (begin - base), w + begin, m_.data() + (begin - base),
+                          v_.data() + (begin - base), 0, end - begin);
     });
   } else {
     const double mu = config_.momentum;
-    forTrainableElements(slots_, [&](size_t begin, size_t end) {
+    float *u = u_.data();
+    forTrainableElements(slots_, stateBegin_, stateEnd_, [&](size_t begin, size_t end) {
       for (size_t i = begin; i < end; ++i) {
-        const double g = scale * static_cast<double>(grads[i]);
-        const double w = params[i];
-        const double u = mu * static_cast<double>(u_[i]) + g + wd * w;
-        u_[i] = static_cast<float>(u);
-        params[i] = static_cast<float>(w - lr * u);
+        const double g = scale * static_cast<double>(grads[i - base]);
+        const double wi = w[i];
+        const double ui = mu * static_cast<double>(u[i - base]) + g + wd * wi;
+        u[i - base] = static_cast<float>(ui);
+        w[i] = static_cast<float>(wi - lr * ui);
       }
     });
   }
