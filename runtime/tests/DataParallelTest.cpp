@@ -2,7 +2,9 @@
 // threads of this process, talking through an in-process Communicator: N
 // ranks take one process's --accumulate N steps bit for bit (losses, the
 // parameters on every rank, the evaluations), with dropout, uneven shares and
-// SGD or AdamW; a silent rank is named after the timeout. The MPI transport
+// SGD or AdamW, the optimizer state replicated or sharded (ZeRO-1: also the
+// checkpoints, resuming on other ranks, the state each rank holds); a silent
+// rank is named after the timeout. The MPI transport
 // itself is tested under mpirun (tests/distributed/test_ranks.py).
 #include "stringrt/Augment.h"
 #include "stringrt/Distributed.h"
@@ -68,12 +70,12 @@ public:
   void exchange(const std::vector<Send> &send, const std::vector<Receive> &receive,
                 const std::string &what) override {
     for (int k = 0; k < size(); ++k)
-      if (k != rank_) {
+      if (k != rank_ && !send[size_t(k)].skip) {
         const char *data = static_cast<const char *>(send[size_t(k)].data);
         boxes_.put(rank_, k, std::vector<char>(data, data + send[size_t(k)].bytes));
       }
     for (int r = 0; r < size(); ++r) {
-      if (r == rank_)
+      if (r == rank_ || receive[size_t(r)].skip)
         continue;
       auto message = boxes_.take(r, rank_, timeout_);
       if (!message)
@@ -94,7 +96,8 @@ private:
 
 // image [B, 1, 2, 2] -> patch_embed -> dropout (p 0.5, in the gradients
 // program only, as pe-autodiff builds it) -> token 0 -> logits [B, 3].
-Manifest imageManifest(OptimizerKind optimizer) {
+// `frozenBias`: b is frozen (no gradient).
+Manifest imageManifest(OptimizerKind optimizer, bool frozenBias = false) {
   Manifest m;
   m.model = "tiny_image_dp";
   m.inputs = {{"image", DType::F32, {-1, 1, 2, 2}}, {"label", DType::I32, {-1}}};
@@ -109,6 +112,7 @@ Manifest imageManifest(OptimizerKind optimizer) {
   b.shape = {3};
   b.init = ParamInit::Constant;
   b.value = 0.1;
+  b.frozen = frozenBias;
   m.params = {w, b};
   m.optimizer.kind = optimizer;
   m.optimizer.lr = 0.05;
@@ -143,7 +147,8 @@ Manifest imageManifest(OptimizerKind optimizer) {
     auto dwb = g.op("pe.patch_embed_grad", {image, dx}, {f32({4, 3}), f32({3})},
                     {{"patch", int64_t(2)}});
     g.grad("w", dwb[0]);
-    g.grad("b", dwb[1]);
+    if (!frozenBias)
+      g.grad("b", dwb[1]);
     m.gradients = g.program;
   }
   return m;
@@ -186,14 +191,16 @@ struct Recorder : TrainObserver {
 struct RankRun {
   Recorder record;
   std::vector<std::vector<float>> params; // per rank
+  std::vector<OptimizerStateMemory> memory; // per rank
 };
 
 // `ranks` threads training as one data-parallel run (rank 0 observed).
 RankRun onRanks(const Manifest &manifest, const std::string &data, const TrainOptions &options,
-            int ranks) {
+                int ranks, const DataParallelOptions &parallel = {}) {
   Mailboxes boxes(ranks);
   RankRun run;
   run.params.resize(size_t(ranks));
+  run.memory.resize(size_t(ranks));
   std::vector<std::exception_ptr> errors(static_cast<size_t>(ranks));
   std::vector<std::thread> threads;
   for (int r = 0; r < ranks; ++r)
@@ -202,7 +209,8 @@ RankRun onRanks(const Manifest &manifest, const std::string &data, const TrainOp
         Model model(manifest);
         DataSet set = loadModelData(model, data);
         ThreadCommunicator comm(boxes, r, std::chrono::seconds(30));
-        auto backend = makeDataParallelBackend(model, comm);
+        auto backend = makeDataParallelBackend(model, comm, parallel);
+        run.memory[size_t(r)] = backend->optimizerStateMemory();
         train(model, set, options, r == 0 ? &run.record : nullptr, backend.get());
         run.params[size_t(r)] = model.parameters();
       } catch (...) {
@@ -256,6 +264,153 @@ TEST(DataParallelTest, RanksTakeTheAccumulatedStepsBitForBit) {
     EXPECT_NE(oneProcess(manifest, data, o, 1).record.losses,
               oneProcess(manifest, data, o, 2).record.losses);
   }
+}
+
+// The options of the ZeRO tests: 2 epochs of 4 steps, a checkpoint after
+// each.
+TrainOptions zeroOptions(const std::string &checkpoint) {
+  TrainOptions o;
+  o.epochs = 2;
+  o.batch = 7;
+  o.seed = 3;
+  o.checkpointPath = checkpoint;
+  return o;
+}
+
+// The optimizer's features a shard must reproduce: clipping that takes
+// effect every step, the warmup-cosine schedule, a frozen parameter (b).
+Manifest clippedFrozenManifest(OptimizerKind kind) {
+  Manifest m = imageManifest(kind, true);
+  m.optimizer.clipNorm = 0.01;
+  m.optimizer.schedule = LrSchedule::WarmupCosine;
+  m.optimizer.warmupSteps = 2;
+  m.optimizer.minLr = 0.001;
+  return m;
+}
+
+// ZeRO-1: each rank holds and updates its slice of the optimizer state;
+// still one process's --accumulate N bit for bit, and rank 0 gathers the
+// state into one process's checkpoint (the moments and the EMA: the bytes
+// of the file).
+TEST(DataParallelTest, ZeroOneTakesTheAccumulatedStepsBitForBit) {
+  TempDir dir;
+  const std::string data = dir.path().string() + "/data";
+  std::filesystem::create_directory(data);
+  writeImages(data, "train", 30);
+  writeImages(data, "t10k", 9);
+  const std::string oneCkpt = dir.path().string() + "/one.ckpt";
+  const std::string zeroCkpt = dir.path().string() + "/zero.ckpt";
+  DataParallelOptions zero;
+  zero.zeroStage = 1;
+  for (OptimizerKind kind : {OptimizerKind::AdamW, OptimizerKind::Sgd})
+    for (bool features : {false, true}) {
+      const Manifest manifest = features ? clippedFrozenManifest(kind) : imageManifest(kind);
+      for (int ranks : {1, 2, 3, 7}) {
+        SCOPED_TRACE(testing::Message()
+                     << ranks << " ranks, " << (kind == OptimizerKind::AdamW ? "adamw" : "sgd")
+                     << (features ? ", clipped, warmup-cosine, b frozen" : ""));
+        RankRun want = oneProcess(manifest, data, zeroOptions(oneCkpt), ranks);
+        RankRun got = onRanks(manifest, data, zeroOptions(zeroCkpt), ranks, zero);
+        EXPECT_EQ(got.record.losses, want.record.losses);
+        EXPECT_EQ(got.record.lrs, want.record.lrs);
+        EXPECT_EQ(got.record.norms, want.record.norms);
+        EXPECT_EQ(got.record.evals, want.record.evals); // the EMA's too
+        for (int r = 0; r < ranks; ++r)
+          EXPECT_EQ(got.params[size_t(r)], want.params[0]) << "rank " << r;
+        EXPECT_EQ(test::readFile(zeroCkpt), test::readFile(oneCkpt));
+        if (features) // the clipping took effect at every step
+          for (double norm : got.record.norms)
+            EXPECT_GT(norm, 0.01);
+      }
+    }
+}
+
+// A ZeRO-1 checkpoint is one process's: it resumes on another N, without
+// ZeRO and as one process; a replicated one resumes with ZeRO.
+TEST(DataParallelTest, ZeroOneResumesWithAnyRanks) {
+  TempDir dir;
+  const std::string data = dir.path().string() + "/data";
+  std::filesystem::create_directory(data);
+  writeImages(data, "train", 30);
+  writeImages(data, "t10k", 9);
+  const std::string base = dir.path().string();
+  const Manifest manifest = imageManifest(OptimizerKind::AdamW);
+  DataParallelOptions zero, replicated;
+  zero.zeroStage = 1;
+  TrainOptions first = zeroOptions(base + "/one.ckpt");
+  first.stopAfter = 3;
+  // One process: 3 steps with --accumulate 2, the rest with 3.
+  oneProcess(manifest, data, first, 2);
+  TrainOptions rest = zeroOptions(base + "/one.ckpt");
+  rest.resumePath = base + "/one.ckpt";
+  const RankRun want = oneProcess(manifest, data, rest, 3);
+  struct Case {
+    const char *name;
+    DataParallelOptions before, after;
+  };
+  for (const Case &c : {Case{"zero then zero", zero, zero},
+                        Case{"zero then replicated", zero, replicated},
+                        Case{"replicated then zero", replicated, zero}}) {
+    SCOPED_TRACE(c.name);
+    const std::string ckpt = base + "/" + c.name + ".ckpt";
+    TrainOptions o = zeroOptions(ckpt);
+    o.stopAfter = 3;
+    onRanks(manifest, data, o, 2, c.before);
+    o = zeroOptions(ckpt);
+    o.resumePath = ckpt;
+    RankRun got = onRanks(manifest, data, o, 3, c.after);
+    EXPECT_EQ(got.record.losses, want.record.losses);
+    EXPECT_EQ(got.record.evals, want.record.evals);
+    EXPECT_EQ(got.params[0], want.params[0]);
+    EXPECT_EQ(test::readFile(ckpt), test::readFile(base + "/one.ckpt"));
+  }
+  // And one process resumes a ZeRO-1 checkpoint: 2 ranks' 3 steps, then
+  // --accumulate 3.
+  const std::string ckpt = base + "/zero then one.ckpt";
+  TrainOptions o = zeroOptions(ckpt);
+  o.stopAfter = 3;
+  onRanks(manifest, data, o, 2, zero);
+  o = zeroOptions(ckpt);
+  o.resumePath = ckpt;
+  EXPECT_EQ(oneProcess(manifest, data, o, 3).record.losses, want.record.losses);
+  EXPECT_EQ(test::readFile(ckpt), test::readFile(base + "/one.ckpt"));
+}
+
+// What each rank holds of the optimizer state: its slice of every state
+// buffer (15 parameters; AdamW m, v and the EMA: 3 floats each, 180 bytes;
+// SGD u and the EMA: 120), or the whole with the state replicated.
+TEST(DataParallelTest, ZeroOneReportsTheStateEachRankHolds) {
+  TempDir dir;
+  const std::string data = dir.path().string() + "/data";
+  std::filesystem::create_directory(data);
+  writeImages(data, "train", 30);
+  writeImages(data, "t10k", 9);
+  TrainOptions o;
+  o.steps = 2;
+  o.batch = 6;
+  DataParallelOptions zero;
+  zero.zeroStage = 1;
+  // 2 ranks: elements [0, 7) and [7, 15); 3 ranks: 5 each.
+  RankRun two = onRanks(imageManifest(OptimizerKind::AdamW), data, o, 2, zero);
+  for (const OptimizerStateMemory &m : two.memory) {
+    EXPECT_EQ(m.rankBytes, (std::vector<size_t>{84, 96}));
+    EXPECT_EQ(m.wholeBytes, 180u);
+    EXPECT_EQ(m.largestRankBytes(), 96u);
+  }
+  RankRun three = onRanks(imageManifest(OptimizerKind::Sgd), data, o, 3, zero);
+  EXPECT_EQ(three.memory[1].rankBytes, (std::vector<size_t>{40, 40, 40}));
+  EXPECT_EQ(three.memory[1].wholeBytes, 120u);
+  RankRun replicated = onRanks(imageManifest(OptimizerKind::AdamW), data, o, 2);
+  EXPECT_EQ(replicated.memory[0].rankBytes, (std::vector<size_t>{180, 180}));
+
+  Mailboxes boxes(2);
+  Model model(imageManifest(OptimizerKind::Sgd));
+  ThreadCommunicator comm(boxes, 0, std::chrono::seconds(1));
+  DataParallelOptions two2;
+  two2.zeroStage = 2;
+  EXPECT_TRUE(test::failsWith([&] { makeDataParallelBackend(model, comm, two2); }, "",
+                              {"ZeRO stage 2: only stage 1 (the optimizer state sharded) is "
+                               "built"}));
 }
 
 // Each rank assembles and augments only its rows (TrainBackend::batchRows),

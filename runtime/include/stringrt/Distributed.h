@@ -4,7 +4,8 @@
 // that share's mean gradient, and the ranks combine the shares' gradients and
 // losses in the accumulation's fixed order (rank order), so the result is
 // bit for bit the one-process --accumulate N step; then every rank takes the
-// same optimizer step (replicated). The transport is a Communicator: MPI's
+// same optimizer step (replicated), or each rank its slice of it (ZeRO-1,
+// DataParallelOptions). The transport is a Communicator: MPI's
 // (stringrt/MpiCommunicator.h, where the runtime is built with MPI) or any
 // other that moves bytes between ranks.
 #pragma once
@@ -27,18 +28,22 @@ public:
   virtual int rank() const = 0;
   virtual int size() const = 0;
 
+  // `skip`: no message to (from) that rank in this round; the other rank
+  // skips it too.
   struct Send {
     const void *data = nullptr;
     size_t bytes = 0;
+    bool skip = false;
   };
   struct Receive {
     void *data = nullptr;
     size_t bytes = 0;
+    bool skip = false;
   };
   // One round of messages: sends send[k] to every rank k != rank() and
   // receives from every rank r != rank() its message into receive[r] (its
-  // size must be the one sent); send[rank()] and receive[rank()] are not
-  // used. Returns when all have arrived. A rank whose message has not
+  // size must be the one sent), but those skipped; send[rank()] and
+  // receive[rank()] are not used. Returns when all have arrived. A rank whose message has not
   // arrived, or that has not taken this rank's, within the communicator's
   // timeout is an Error naming it; `what` names the round in errors ("the
   // gradients of step 12").
@@ -63,12 +68,45 @@ RankShare rankShare(int64_t rows, int rank, int ranks);
 // 0 when it does not (PMIx).
 std::optional<int> launcherRanks();
 
+// How the ranks hold the optimizer state (stringrun train --zero).
+struct DataParallelOptions {
+  // 0: every rank holds all of it and takes the same whole step (replicated).
+  // 1 (ZeRO stage 1): rank k holds only the state of the k-th slice of the
+  // parameters (AdamW's m and v, SGD's u, the EMA of the weights) and
+  // updates only that slice: the summed gradients stay on their owner (no
+  // all-gather of them); the global gradient norm is summed along the ranks
+  // in order (one process's additions, so its bits); then every rank sends
+  // its updated slice of the parameters to every rank. The same bits as 0.
+  // The parameters themselves (f32, which the CPU step computes in) stay
+  // whole on every rank: its forward and backward need them.
+  int zeroStage = 0;
+};
+
+// The bytes of optimizer state each rank holds (4 per element of each
+// state buffer), and the whole state's.
+struct OptimizerStateMemory {
+  std::vector<size_t> rankBytes; // per rank
+  size_t wholeBytes = 0;
+  size_t largestRankBytes() const;
+};
+
 // The CPU trainer on the ranks of `comm`: give it to train() on every rank.
-// The model's parameters and the optimizer state stay equal on every rank.
+// The model's parameters stay equal on every rank, and so does the
+// optimizer state, or each rank's shard of it is the one process's (ZeRO-1).
 // The evaluation is shared out: each rank evaluates a run of consecutive
 // test batches and every rank sums all batches' parts in batch order, so
-// every rank gets evaluate()'s result bit for bit. Refuses --accumulate (the
-// ranks already split each batch) and a batch smaller than the ranks.
-std::unique_ptr<TrainBackend> makeDataParallelBackend(Model &model, Communicator &comm);
+// every rank gets evaluate()'s result bit for bit. Only rank 0 writes the
+// checkpoints (the one-process format; with ZeRO-1 it gathers the state
+// first). Refuses --accumulate (the ranks already split each batch), a
+// batch smaller than the ranks and a ZeRO stage other than 0 and 1.
+class DataParallelBackend : public TrainBackend {
+public:
+  // What each rank holds of the optimizer state of `model` (from its
+  // manifest's optimizer and parameter count, before start()).
+  virtual OptimizerStateMemory optimizerStateMemory() const = 0;
+};
+std::unique_ptr<DataParallelBackend> makeDataParallelBackend(Model &model, Communicator &comm,
+                                                             const DataParallelOptions &options =
+                                                                 {});
 
 } // namespace stringrt

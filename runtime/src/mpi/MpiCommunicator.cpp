@@ -66,7 +66,7 @@ public:
                                 mpiError(code)));
     };
     for (size_t r = 0; r < n; ++r) {
-      if (static_cast<int>(r) == rank_)
+      if (static_cast<int>(r) == rank_ || receive[r].skip)
         continue;
       requests.emplace_back();
       peer.push_back(static_cast<int>(r));
@@ -76,7 +76,7 @@ public:
     }
     const size_t receives = requests.size();
     for (size_t k = 0; k < n; ++k) {
-      if (static_cast<int>(k) == rank_)
+      if (static_cast<int>(k) == rank_ || send[k].skip)
         continue;
       requests.emplace_back();
       peer.push_back(static_cast<int>(k));

@@ -12,11 +12,18 @@
 // order. The losses travel whole in round 1 and are summed in double in rank
 // order, as the accumulation does.
 //
+// With ZeRO-1 (DataParallelOptions::zeroStage 1) round 2 is not sent: each
+// owner updates its slice of the parameters from its summed slice, with the
+// state of that slice only (an Optimizer shard), after the global norm went
+// along the ranks (ZeroShards.h); then every owner sends its updated slice
+// to every rank: the same bytes as round 2, and one process's step.
+//
 // The evaluation is shared out the same way: rank r evaluates the r-th run of
 // consecutive test batches, and every rank sums every batch's part in batch
 // order (combineEvalParts), as evaluate() does.
 #include "stringrt/Distributed.h"
 
+#include "distributed/ZeroShards.h"
 #include "stringrt/Error.h"
 
 #include <fmt/format.h>
@@ -37,14 +44,41 @@ RankShare rankShare(int64_t rows, int rank, int ranks) {
   return share;
 }
 
+size_t OptimizerStateMemory::largestRankBytes() const {
+  return rankBytes.empty() ? 0 : *std::max_element(rankBytes.begin(), rankBytes.end());
+}
+
 namespace {
 
-class DataParallelBackend : public TrainBackend {
+class RankBackend : public DataParallelBackend {
 public:
-  DataParallelBackend(Model &model, Communicator &comm)
-      : model_(model), comm_(comm), ranks_(comm.size()), me_(comm.rank()) {}
+  RankBackend(Model &model, Communicator &comm, const DataParallelOptions &options)
+      : model_(model), comm_(comm), ranks_(comm.size()), me_(comm.rank()),
+        zero_(options.zeroStage == 1),
+        sliceBegin_(detail::rankSlices(model.parameters().size(), ranks_)) {
+    if (options.zeroStage != 0 && options.zeroStage != 1)
+      throw Error(fmt::format("ZeRO stage {}: only stage 1 (the optimizer state sharded) is "
+                              "built; stages 2 and 3 (gradients, parameters) are not",
+                              options.zeroStage));
+  }
 
   std::string name() const override { return ""; }
+
+  OptimizerStateMemory optimizerStateMemory() const override {
+    // The state buffers per element (Optimizer::stateBuffers) of this
+    // model's optimizer.
+    const size_t buffers =
+        Optimizer(model_.manifest().optimizer, {}, 0).stateBuffers().size();
+    OptimizerStateMemory memory;
+    memory.wholeBytes = buffers * model_.parameters().size() * sizeof(float);
+    for (int k = 0; k < ranks_; ++k)
+      memory.rankBytes.push_back(zero_ ? buffers * sliceSize(k) * sizeof(float)
+                                       : memory.wholeBytes);
+    return memory;
+  }
+
+  bool shardsOptimizerState() const override { return zero_; }
+  bool writesCheckpoints() const override { return me_ == 0; }
 
   void setAccumulate(int64_t parts) override {
     if (parts > 1)
@@ -56,12 +90,22 @@ public:
   void start(const std::vector<float> &params, const Optimizer &optimizer) override {
     if (&params != &model_.parameters())
       model_.parameters() = params;
-    optimizer_.emplace(optimizer);
-    const size_t total = model_.parameters().size();
-    sliceBegin_.assign(static_cast<size_t>(ranks_) + 1, 0);
-    for (int k = 0; k <= ranks_; ++k)
-      sliceBegin_[static_cast<size_t>(k)] =
-          total * static_cast<size_t>(k) / static_cast<size_t>(ranks_);
+    if (optimizer.totalSize() != model_.parameters().size())
+      throw Error(fmt::format("the optimizer was built for {} parameters, the model has {}",
+                              optimizer.totalSize(), model_.parameters().size()));
+    if (!zero_) {
+      optimizer_.emplace(optimizer);
+      return;
+    }
+    optimizer_.emplace(optimizer.shard(sliceBegin_[static_cast<size_t>(me_)],
+                                       sliceBegin_[static_cast<size_t>(me_) + 1]));
+    size_t held = 0;
+    for (const auto &buffer : optimizer_->stateBuffers())
+      held += buffer.values->size() * sizeof(float);
+    if (held != optimizerStateMemory().rankBytes[static_cast<size_t>(me_)])
+      throw Error(fmt::format("rank {} holds {} bytes of optimizer state, not the {} it "
+                              "reports",
+                              me_, held, optimizerStateMemory().rankBytes[static_cast<size_t>(me_)]));
   }
 
   BatchRows batchRows(int64_t rows) const override {
@@ -94,10 +138,22 @@ public:
     float loss = 0;
     model_.gradients(mine, loss, shareGrads_);
     next(); // the trainer assembles the next batch after the step on the CPU
-    combine(rows, loss, fmt::format("step {}", key.step + 1));
+    const std::string step = fmt::format("step {}", key.step + 1);
+    reduceScatter(rows, loss, step);
     info_ = {};
-    if (std::isfinite(loss_))
-      info_ = optimizer_->step(model_.parameters(), grads_, totalSteps);
+    if (!zero_) {
+      allGatherGradients(step);
+      if (std::isfinite(loss_))
+        info_ = optimizer_->step(model_.parameters(), grads_, totalSteps);
+      return;
+    }
+    if (!std::isfinite(loss_))
+      return; // (every rank has the loss: all skip the step)
+    const double sumSq =
+        detail::chainedSquaredNorm(*optimizer_, sum_.data(), comm_, "the gradient norm of " + step);
+    info_ = optimizer_->stepShard(model_.parameters(), sum_.data(), sumSq, totalSteps);
+    detail::allGatherSlices(model_.parameters(), sliceBegin_, comm_,
+                            "the updated parameters of " + step);
   }
 
   OptimizerStepInfo collect(float &loss) override {
@@ -115,6 +171,9 @@ public:
     model_.parameters() = optimizer_->emaParameters(raw);
     EvalResult ema;
     try {
+      if (zero_) // each rank replaced its slice
+        detail::allGatherSlices(model_.parameters(), sliceBegin_, comm_,
+                                "the EMA weights for the evaluation");
       ema = sharedEvaluation(data, batch, "the evaluation of the EMA weights");
     } catch (...) {
       model_.parameters() = std::move(raw);
@@ -127,7 +186,11 @@ public:
   void fetch(std::vector<float> &params, Optimizer &optimizer) override {
     if (&params != &model_.parameters())
       params = model_.parameters();
-    optimizer = *optimizer_;
+    if (zero_)
+      detail::gatherOptimizerState(*optimizer_, sliceBegin_, optimizer, comm_,
+                                   "the gathering of the optimizer state");
+    else
+      optimizer = *optimizer_;
   }
 
 private:
@@ -135,9 +198,9 @@ private:
     return sliceBegin_[static_cast<size_t>(k) + 1] - sliceBegin_[static_cast<size_t>(k)];
   }
 
-  // grads_ and loss_ of the whole batch from every rank's share (the file's
-  // comment says how).
-  void combine(int64_t rows, float shareLoss, const std::string &step) {
+  // sum_ (this rank's slice of the whole batch's gradient) and loss_ from
+  // every rank's share: rounds 1 and the owner's sum (the file's comment).
+  void reduceScatter(int64_t rows, float shareLoss, const std::string &step) {
     const size_t total = model_.parameters().size();
     if (shareGrads_.size() != total)
       throw Error(fmt::format("{}: the gradients program gave {} gradients for {} parameters",
@@ -165,7 +228,7 @@ private:
 
     // This rank's slice: the weighted shares in rank order.
     const std::vector<int64_t> sizes = microBatchSizes(rows, ranks_);
-    std::vector<float> sum(mine, 0.0f);
+    sum_.assign(mine, 0.0f);
     double loss = 0;
     for (size_t r = 0; r < n; ++r) {
       const float weight = static_cast<float>(sizes[r]) / static_cast<float>(rows);
@@ -173,22 +236,19 @@ private:
       const float *piece =
           own ? shareGrads_.data() + sliceBegin_[static_cast<size_t>(me_)]
               : inbox_.data() + r * (mine + 1);
-      addWeighted(sum.data(), piece, weight, mine);
+      addWeighted(sum_.data(), piece, weight, mine);
       loss += static_cast<double>(weight) * (own ? shareLoss : piece[mine]);
     }
     loss_ = static_cast<float>(loss);
+  }
 
-    // Round 2: every rank every owner's sum.
-    grads_.resize(total);
-    std::copy(sum.begin(), sum.end(),
+  // grads_, the whole batch's gradient, on every rank: round 2, every rank
+  // every owner's sum.
+  void allGatherGradients(const std::string &step) {
+    grads_.resize(model_.parameters().size());
+    std::copy(sum_.begin(), sum_.end(),
               grads_.begin() + static_cast<std::ptrdiff_t>(sliceBegin_[static_cast<size_t>(me_)]));
-    for (size_t k = 0; k < n; ++k) {
-      if (static_cast<int>(k) == me_)
-        continue;
-      send[k] = {sum.data(), mine * sizeof(float)};
-      receive[k] = {grads_.data() + sliceBegin_[k], sliceSize(static_cast<int>(k)) * sizeof(float)};
-    }
-    comm_.exchange(send, receive, "the summed gradients of " + step);
+    detail::allGatherSlices(grads_, sliceBegin_, comm_, "the summed gradients of " + step);
   }
 
   // evaluate() shared out: rank r evaluates the r-th of `ranks_` runs of
@@ -232,9 +292,10 @@ private:
   Model &model_;
   Communicator &comm_;
   int ranks_, me_;
+  bool zero_; // ZeRO-1: optimizer_ is this rank's shard
+  std::vector<size_t> sliceBegin_; // detail::rankSlices
   std::optional<Optimizer> optimizer_;
-  std::vector<size_t> sliceBegin_;
-  std::vector<float> shareGrads_, grads_, inbox_;
+  std::vector<float> shareGrads_, sum_, grads_, inbox_;
   std::vector<std::vector<float>> outbox_;
   float loss_ = 0;
   OptimizerStepInfo info_;
@@ -244,10 +305,11 @@ private:
 
 } // namespace
 
-std::unique_ptr<TrainBackend> makeDataParallelBackend(Model &model, Communicator &comm) {
+std::unique_ptr<DataParallelBackend> makeDataParallelBackend(Model &model, Communicator &comm,
+                                                             const DataParallelOptions &options) {
   if (comm.size() < 1 || comm.rank() < 0 || comm.rank() >= comm.size())
     throw Error(fmt::format("rank {} of {} ranks", comm.rank(), comm.size()));
-  return std::make_unique<DataParallelBackend>(model, comm);
+  return std::make_unique<RankBackend>(model, comm, options);
 }
 
 } // namespace stringrt

@@ -71,10 +71,18 @@ void checkpointAfterStep(TrainRun &r, int64_t s) {
     ci.batch = plan.batch;
     ci.totalSteps = plan.totalSteps;
     run.fetch(model.parameters(), optimizer);
-    saveCheckpoint(options.checkpointPath, ci, slots, model.parameters(),
-                   optimizer);
-    obs.onCheckpoint(plan, options.checkpointPath, s + 1);
+    if (run.writesCheckpoints()) {
+      saveCheckpoint(options.checkpointPath, ci, slots, model.parameters(),
+                     optimizer);
+      obs.onCheckpoint(plan, options.checkpointPath, s + 1);
+    }
+    releaseShardedState(run, optimizer);
   }
+}
+
+void releaseShardedState(TrainBackend &run, Optimizer &optimizer) {
+  if (run.shardsOptimizerState())
+    optimizer = optimizer.shard(0, 0);
 }
 
 } // namespace stringrt::detail

@@ -48,7 +48,12 @@ bool endsEpochOrRun(const TrainPlan &plan, int64_t s, int64_t endStep);
 void evaluateAfterStep(TrainRun &run, int64_t s);
 
 // The checkpoint cadence: after step s when endsEpochOrRun, where the run
-// has a checkpoint path; with the backend's parameters and optimizer state.
+// has a checkpoint path; with the backend's parameters and optimizer state
+// (fetched on every rank; written where the backend writesCheckpoints()).
 void checkpointAfterStep(TrainRun &run, int64_t s);
+
+// Where the backend shardsOptimizerState(): drops the trainer's copy of the
+// state (it holds none between checkpoints).
+void releaseShardedState(TrainBackend &run, Optimizer &optimizer);
 
 } // namespace stringrt::detail
