@@ -11,6 +11,13 @@ MODE
   resume     ranks stopped (--stop-after) and resumed with the same N and
              with another N at the same global batch end as one process with
              --accumulate (N then N') does, bit for bit.
+  zero N     the same with `--zero 1` (ZeRO-1: each rank holds the optimizer
+             state of its slice only): one process's rows and checkpoint,
+             bit for bit, and rank 0's line of the state each rank holds
+             equals what the model's parameter count and optimizer give.
+  zero_resume  ZeRO-1 ranks stopped and resumed on another N, with and
+             without --zero, and replicated ranks resumed with --zero, as
+             one process with --accumulate (2 then 3), bit for bit.
   killed     rank 1 of 3 killed with SIGKILL mid-run: the run stops within a
              bounded time, non-zero, naming rank 1; the last checkpoint loads.
   hung       rank 1 of 3 stopped with SIGSTOP: the other ranks stop after
@@ -19,9 +26,11 @@ MODE
 Exits 77 (CTest's skip) where mpirun is missing or stringrun was built
 without MPI.
 """
+import json
 import os
 import re
 import shutil
+import struct
 import signal
 import subprocess
 import sys
@@ -53,7 +62,8 @@ def main():
         return SKIP
     if probe.returncode != 0:
         sys.exit(f"mpirun -np 2 stringrun failed:\n{probe.stdout}\n{probe.stderr}")
-    return {"equal": equal, "resume": resume, "killed": killed, "hung": hung}[mode](t, ranks)
+    return {"equal": equal, "resume": resume, "zero": zero, "zero_resume": zero_resume,
+            "killed": killed, "hung": hung}[mode](t, ranks)
 
 
 def run(cmd, check=True, env=None, timeout=300):
@@ -156,6 +166,70 @@ def resume(t, _):
     same("unbroken", "broken", t, train_only=True)
     print("ok: resumed on 3 ranks after 2 as one process with --accumulate 2 then 3; "
           "2 ranks resumed as 2 ranks unbroken; bit for bit")
+    return 0
+
+
+def state_bytes(ckpt, n):
+    """(the largest rank's, the whole) bytes of optimizer state of a ZeRO-1
+    run on n ranks of the checkpoint's model: every state buffer (adam.m,
+    adam.v, sgd.u, ema) has an element per parameter, frozen ones too, and
+    rank k holds elements [total k / n, total (k + 1) / n)."""
+    with open(ckpt, "rb") as f:
+        header = json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))
+    prefixes = ("adam.m.", "adam.v.", "sgd.u.", "ema.")
+    total, buffers = 0, set()
+    for name, tensor in header.items():
+        if name == "__metadata__":
+            continue
+        prefix = next((p for p in prefixes if name.startswith(p)), None)
+        if prefix:
+            buffers.add(prefix)
+        else:
+            numel = 1
+            for d in tensor["shape"]:
+                numel *= d
+            total += numel
+    largest = max(total * (k + 1) // n - total * k // n for k in range(n))
+    return 4 * len(buffers) * largest, 4 * len(buffers) * total
+
+
+def zero(t, n):
+    extra = ["--steps", "6", "--seed", "3"]
+    t.one("one", extra + ["--accumulate", str(n)])
+    out = t.ranks(n, "ranks", extra + ["--zero", "1"]).stdout
+    if f"data-parallel on {n} ranks" not in out or "trained 6 steps" not in out:
+        sys.exit(f"unexpected output of the ranks:\n{out}")
+    rows = same("one", "ranks", t)
+    line = re.search(r"zero-1: optimizer state per rank ([0-9.]+) MiB of ([0-9.]+) MiB "
+                     r"\((\d+) of (\d+) bytes, the largest of (\d+) slices\)", out)
+    if not line or out.count("zero-1:") != 1:
+        sys.exit(f"rank 0 did not print the state each rank holds once:\n{out}")
+    rank, whole = state_bytes(t.path("one.ckpt"), n)
+    got = (int(line[3]), int(line[4]), int(line[5]))
+    if got != (rank, whole, n) or line[1] != f"{rank / 2**20:.2f}" or \
+            line[2] != f"{whole / 2**20:.2f}":
+        sys.exit(f"the state per rank is reported as {line[0]}; the model's parameters and "
+                 f"optimizer give {rank} of {whole} bytes on {n} ranks")
+    # And the replicated run says nothing of it.
+    if "zero-1:" in t.ranks(n, "replicated", extra).stdout:
+        sys.exit("a run without --zero reports a ZeRO-1 state")
+    print(f"ok: {n} ranks with --zero 1 log --accumulate {n}'s {rows - 1} rows and write its "
+          f"checkpoint bit for bit; each holds at most {rank} of {whole} bytes of state")
+    return 0
+
+
+def zero_resume(t, _):
+    extra = ["--steps", "8", "--seed", "5"]
+    t.one("one", extra + ["--accumulate", "2", "--stop-after", "3"])
+    t.one("one", extra + ["--accumulate", "3", "--resume", t.path("one.ckpt")])
+    cases = [("zz", ["--zero", "1"], ["--zero", "1"]), ("zr", ["--zero", "1"], []),
+             ("rz", [], ["--zero", "1"])]
+    for name, before, after in cases:
+        t.ranks(2, name, extra + before + ["--stop-after", "3"])
+        t.ranks(3, name, extra + after + ["--resume", t.path(name + ".ckpt")])
+        same("one", name, t)
+    print("ok: resumed on 3 ranks after 2 as one process with --accumulate 2 then 3, ZeRO-1 "
+          "before, after or both; bit for bit")
     return 0
 
 

@@ -48,7 +48,7 @@ const std::vector<std::string> kValueOptions = {
     "--data", "--epochs", "--steps",  "--batch",  "--seed",   "--checkpoint",
     "--resume", "--params", "--log", "--threads", "--stop-after", "--out",
     "--kernels", "--device", "--accumulate", "--augment", "--init-seed", "--resize",
-    "--rank-timeout"};
+    "--rank-timeout", "--zero"};
 
 // The options naming files: none may be empty.
 const std::vector<std::string> kPathOptions = {"--data", "--checkpoint", "--resume",
@@ -118,7 +118,7 @@ Args parseArgs(int argc, char **argv) {
       {"train",
        {"--data", "--epochs", "--steps", "--batch", "--seed", "--checkpoint",
         "--resume", "--log", "--stop-after", "--accumulate", "--augment", "--init-seed",
-        "--rank-timeout"}},
+        "--rank-timeout", "--zero"}},
       {"eval", {"--data", "--batch", "--params", "--resume", "--resize"}},
       {"bench", {"--data", "--batch", "--steps"}},
       {"gradients", {"--data", "--batch", "--seed", "--init-seed", "--params", "--out"}},
@@ -165,7 +165,25 @@ Args parseArgs(int argc, char **argv) {
   for (const auto &[flag, field] : kDeviceFlags)
     if (args.*field && !cuda)
       throw UsageError{fmt::format("option '{}' needs --device cuda", flag)};
+  if (zeroStage(args) > 0 && cuda)
+    throw UsageError{"option '--zero 1' shards the optimizer state across CPU ranks "
+                     "(mpirun -np N stringrun train; docs/distributed.md); --device cuda "
+                     "trains as one process"};
   return args;
+}
+
+int zeroStage(const Args &args) {
+  const std::optional<std::string> stage = value(args, "--zero");
+  if (!stage || *stage == "0")
+    return 0;
+  if (*stage == "1")
+    return 1;
+  if (*stage == "2" || *stage == "3")
+    throw UsageError{fmt::format("option '--zero {}': ZeRO stages 2 and 3 (the gradients, the "
+                                 "parameters sharded) are not built; --zero 1 shards the "
+                                 "optimizer state",
+                                 *stage)};
+  throw UsageError{fmt::format("option '--zero' needs 0 or 1, got '{}'", *stage)};
 }
 
 std::optional<stringrt::KernelSet> kernelSet(const Args &args) {

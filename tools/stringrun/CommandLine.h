@@ -70,6 +70,11 @@ std::optional<Int> number(const Args &args, const std::string &name, Int min) {
 // --kernels; nullopt: the package's default (Model(Package)).
 std::optional<stringrt::KernelSet> kernelSet(const Args &args);
 
+// --zero: the ZeRO stage of a data-parallel run (0: none; 1: the optimizer
+// state sharded across the ranks, stringrt::DataParallelOptions). A usage
+// error for anything but 0 and 1.
+int zeroStage(const Args &args);
+
 // --augment; nullopt: the package's augmentation.
 std::optional<stringrt::AugmentPolicy> augmentOption(const Args &args);
 

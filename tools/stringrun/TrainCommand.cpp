@@ -5,6 +5,8 @@
 
 #include "stringrt/Error.h"
 
+#include <fmt/format.h>
+
 #include <cstdio>
 #include <memory>
 
@@ -27,19 +29,37 @@ int runTrain(const Args &args, stringrt::Model &model, Printer &printer,
   options.accumulate = number<int64_t>(args, "--accumulate", 1).value_or(1);
   options.augment = augmentOption(args);
   options.evaluate = !args.noEval;
+  stringrt::DataParallelOptions parallel;
+  parallel.zeroStage = zeroStage(args);
+  if (parallel.zeroStage > 0 && !ranks)
+    throw stringrt::Error(fmt::format(
+        "--zero {} shards the optimizer state across the ranks of a data-parallel run "
+        "(mpirun -np N stringrun train ...; docs/distributed.md); this is one process",
+        parallel.zeroStage));
   stringrt::DataSet data =
       stringrt::loadModelData(model, value(args, "--data").value_or(""));
-  std::unique_ptr<stringrt::TrainBackend> onRanks;
+  std::unique_ptr<stringrt::DataParallelBackend> onRanks;
   const bool lead = !ranks || ranks->rank() == 0;
   if (ranks) {
-    onRanks = stringrt::makeDataParallelBackend(model, *ranks);
+    onRanks = stringrt::makeDataParallelBackend(model, *ranks, parallel);
     backend = onRanks.get();
+    // Every rank takes part in each checkpoint (the backend gathers what it
+    // holds); rank 0 alone writes it and the log.
     if (!lead)
-      options.logPath = options.checkpointPath = "";
+      options.logPath = "";
     else
       std::printf("data-parallel on %d ranks: each takes its share of every batch, as "
                   "--accumulate %d splits it\n",
                   ranks->size(), ranks->size());
+    if (lead && parallel.zeroStage > 0) {
+      const stringrt::OptimizerStateMemory memory = onRanks->optimizerStateMemory();
+      constexpr double kMiB = 1024.0 * 1024.0;
+      std::printf("zero-1: optimizer state per rank %.2f MiB of %.2f MiB (%zu of %zu bytes, "
+                  "the largest of %d slices)\n",
+                  static_cast<double>(memory.largestRankBytes()) / kMiB,
+                  static_cast<double>(memory.wholeBytes) / kMiB, memory.largestRankBytes(),
+                  memory.wholeBytes, ranks->size());
+    }
   }
   stringrt::TrainResult result =
       stringrt::train(model, data, options, lead ? &printer : nullptr, backend);

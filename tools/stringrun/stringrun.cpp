@@ -85,6 +85,11 @@ options:
   --rank-timeout S   train under mpirun (N ranks, docs/distributed.md): stop
                      every rank, naming the silent one, when a rank sends no
                      gradients for S seconds (default 300)
+  --zero 1           train under mpirun (N ranks): ZeRO stage 1, each rank
+                     holds the optimizer state (AdamW's moments, SGD's
+                     momentum, the EMA) of its 1/N of the parameters only and
+                     updates that slice; the same bits as without (default
+                     0: every rank holds all of it; docs/distributed.md)
   --stop-after N     train: stop after global step N (the run and its
                      schedule are unchanged; --resume continues it)
   --seed S           train, gradients: the seed of the data order and of the
