@@ -17,7 +17,8 @@ MODE
              equals what the model's parameter count and optimizer give.
   zero_resume  ZeRO-1 ranks stopped and resumed on another N, with and
              without --zero, and replicated ranks resumed with --zero, as
-             one process with --accumulate (2 then 3), bit for bit.
+             one process with --accumulate (2 then 3), bit for bit; and on
+             the same N as the ranks unbroken.
   killed     rank 1 of 3 killed with SIGKILL mid-run: the run stops within a
              bounded time, non-zero, naming rank 1; the last checkpoint loads.
   hung       rank 1 of 3 stopped with SIGSTOP: the other ranks stop after
@@ -228,8 +229,14 @@ def zero_resume(t, _):
         t.ranks(2, name, extra + before + ["--stop-after", "3"])
         t.ranks(3, name, extra + after + ["--resume", t.path(name + ".ckpt")])
         same("one", name, t)
+    # The same N: ZeRO-1 ranks stopped and resumed equal them unbroken.
+    zero1 = ["--zero", "1"]
+    t.ranks(2, "unbroken", extra + zero1)
+    t.ranks(2, "broken", extra + zero1 + ["--stop-after", "5"])
+    t.ranks(2, "broken", extra + zero1 + ["--resume", t.path("broken.ckpt")])
+    same("unbroken", "broken", t, train_only=True)
     print("ok: resumed on 3 ranks after 2 as one process with --accumulate 2 then 3, ZeRO-1 "
-          "before, after or both; bit for bit")
+          "before, after or both; 2 ZeRO-1 ranks resumed as 2 unbroken; bit for bit")
     return 0
 
 

@@ -101,8 +101,10 @@ struct OptimizerStateMemory {
 // batch smaller than the ranks and a ZeRO stage other than 0 and 1.
 class DataParallelBackend : public TrainBackend {
 public:
-  // What each rank holds of the optimizer state of `model` (from its
-  // manifest's optimizer and parameter count, before start()).
+  // What each rank's backend holds of the optimizer state of `model`: from
+  // its manifest's optimizer and parameter count, so known before start(),
+  // which checks that this rank holds that. (Replicated, train() holds a
+  // second copy; with ZeRO-1 it holds none.)
   virtual OptimizerStateMemory optimizerStateMemory() const = 0;
 };
 std::unique_ptr<DataParallelBackend> makeDataParallelBackend(Model &model, Communicator &comm,
