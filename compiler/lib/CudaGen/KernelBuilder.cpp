@@ -199,6 +199,7 @@ const std::vector<KernelDef> &allKernelDefs() {
     appendRotationKernels(all);
     appendGatherKernels(all);
     appendTokenKernels(all);
+    appendLossKernels(all);
     appendCayleyKernels(all);
     appendAttentionKernels(all);
     appendAttentionMmaKernels(all);
@@ -221,6 +222,7 @@ const std::vector<OpLowering> &allOpLowerings() {
     appendRotationLowerings(all);
     appendGatherLowerings(all);
     appendTokenLowerings(all);
+    appendLossLowerings(all);
     appendCayleyLowerings(all);
     appendAttentionLowerings(all);
     appendAttentionMmaLowerings(all); // bf16 only, with a higher benefit

@@ -138,6 +138,8 @@ void appendRotaryKernels(std::vector<KernelDef> &defs);
 void appendRotationKernels(std::vector<KernelDef> &defs);
 void appendGatherKernels(std::vector<KernelDef> &defs);
 void appendTokenKernels(std::vector<KernelDef> &defs);
+/// pe.cross_entropy and its gradient (LossKernels.cpp).
+void appendLossKernels(std::vector<KernelDef> &defs);
 void appendCayleyKernels(std::vector<KernelDef> &defs);
 /// FlashAttention-style attention and its gradient: plain, RoPE, relative
 /// (AttentionKernels.cpp).
@@ -167,6 +169,7 @@ void appendRotaryLowerings(std::vector<OpLowering> &lowerings);
 void appendRotationLowerings(std::vector<OpLowering> &lowerings);
 void appendGatherLowerings(std::vector<OpLowering> &lowerings);
 void appendTokenLowerings(std::vector<OpLowering> &lowerings);
+void appendLossLowerings(std::vector<OpLowering> &lowerings);
 void appendCayleyLowerings(std::vector<OpLowering> &lowerings);
 void appendAttentionLowerings(std::vector<OpLowering> &lowerings);
 void appendGeneratorLowerings(std::vector<OpLowering> &lowerings);

@@ -179,6 +179,12 @@ inline constexpr int64_t kSingleLaunchRows = 256;
 void appendColumnSumTo(OpSteps &steps, LaunchArg x, BatchAffine rows, int64_t cols,
                        LaunchArg out);
 
+/// out[0] = (sum of the n floats of x) / divisor: one warp (pe_sum_all) for
+/// a short static n, else kReductionBlocks partial sums first
+/// (pe_sum_partials), so a sum over the batch fills the GPU (TokenKernels.cpp).
+void appendScalarSum(OpSteps &steps, LaunchArg x, BatchAffine n, LaunchArg out,
+                     BatchAffine divisor);
+
 //===----------------------------------------------------------------------===//
 // Lowering side
 //===----------------------------------------------------------------------===//

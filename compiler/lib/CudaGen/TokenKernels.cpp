@@ -13,13 +13,9 @@
 // - patch_embed as an im2col gather (`pe_patch_gather`) into a scratch
 //   buffer, the bias broadcast into the result, and one cuBLAS GEMM with
 //   beta = 1; patch_embed_grad as the same gather and a transposed GEMM;
-// - cross_entropy(_grad): one warp per row (max, sum of exponentials by
-//   xor-shuffle butterflies), then the mean over rows (a scalar sum); label
-//   smoothing e enters as two f32 arguments, keep = 1 - e and spread = e / C
-//   (1 and 0 without smoothing: the same bits as the plain loss).
-// Token ids and labels are i32. Where the reference kernels throw (an id or
-// label out of range), these never read out of bounds: token_embed writes
-// NaN rows, cross_entropy a NaN loss and NaN gradient rows, and
+// (cross_entropy is LossKernels.cpp's; its mean is appendScalarSum, here.)
+// Token ids are i32. Where the reference kernels throw (an id out of range),
+// these never read out of bounds: token_embed writes NaN rows and
 // token_embed_grad ignores the id, so a bad batch shows as a NaN loss.
 //
 //===----------------------------------------------------------------------===//
@@ -34,39 +30,37 @@
 using namespace mlir;
 
 namespace stringc::cudagen {
+
+// A lowering step shared with LossKernels.cpp (OpKernelUtil.h).
+void appendScalarSum(OpSteps &steps, LaunchArg x, BatchAffine n, LaunchArg out,
+                     BatchAffine divisor) {
+  constexpr int64_t kOneWarpElements = 32 * 1024;
+  if (n.perBatch == 0 && n.constant <= kOneWarpElements) {
+    Launch all =
+        Launch::kernelCall("pe_sum_all", {out, x, LaunchArg::i64(n), LaunchArg::i64(divisor)});
+    all.grid = ExplicitGrid{};
+    steps.launches.push_back(std::move(all));
+    return;
+  }
+  int64_t scratch = int64_t(steps.scratchBytes.size());
+  steps.scratchBytes.push_back(BatchAffine::fixed(kReductionBlocks * 4));
+  Launch partials =
+      Launch::kernelCall("pe_sum_partials", {LaunchArg::scratch(scratch), x, LaunchArg::i64(n),
+                                             LaunchArg::i64(kReductionBlocks)});
+  partials.grid = ExplicitGrid{BatchAffine::fixed(kReductionBlocks)};
+  steps.launches.push_back(std::move(partials));
+  Launch all = Launch::kernelCall("pe_sum_all", {out, LaunchArg::scratch(scratch),
+                                                 LaunchArg::i64(kReductionBlocks),
+                                                 LaunchArg::i64(divisor)});
+  all.grid = ExplicitGrid{};
+  steps.launches.push_back(std::move(all));
+}
+
 namespace {
 
 using namespace param_kinds;
 using A = LaunchArg;
 using Pred = arith::CmpIPredicate;
-
-/// Runs `body(lane, row)` for the row of this warp (blockDim (32, 4)), if it
-/// exists; the test is uniform per warp, so shuffles see 32 lanes.
-void forWarpRow(KernelBuilder &k, Value rows, const std::function<void(Value, Value)> &body) {
-  Value lane = k.threadId(gpu::Dimension::x);
-  Value row = k.add(k.mul(k.blockId(gpu::Dimension::x), k.blockDim(gpu::Dimension::y)),
-                    k.threadId(gpu::Dimension::y));
-  k.ifThen(cmpI(k, Pred::slt, row, rows), [&] { body(lane, row); });
-}
-
-/// max_c x[base + c] and sum_c exp(x[base + c] - max) over a warp's row.
-std::pair<Value, Value> softmaxStats(KernelBuilder &k, Value lane, Value x, Value base,
-                                     Value classes) {
-  OpBuilder &b = k.builder();
-  Location loc = k.location();
-  ValueRange partialMax =
-      k.forLoop(lane, classes, k.i64(kWarp), {k.f32(-INFINITY)}, [&](Value c, ValueRange acc) {
-        Value v = k.load(x, k.add(base, c));
-        return SmallVector<Value>{b.create<arith::MaximumFOp>(loc, acc[0], v)};
-      });
-  Value max = warpMax(k, partialMax[0]);
-  ValueRange partialSum =
-      k.forLoop(lane, classes, k.i64(kWarp), {k.f32(0.0)}, [&](Value c, ValueRange acc) {
-        Value e = b.create<math::ExpOp>(loc, k.sub(k.load(x, k.add(base, c)), max));
-        return SmallVector<Value>{k.add(acc[0], e)};
-      });
-  return {max, k.warpSum(partialSum[0])};
-}
 
 void appendCopyKernels(std::vector<KernelDef> &defs) {
   // y[i] = x[i % n_x]: broadcast_to, and the bias rows of patch_embed.
@@ -286,95 +280,9 @@ void appendPatchKernels(std::vector<KernelDef> &defs) {
                   }});
 }
 
-void appendCrossEntropyKernels(std::vector<KernelDef> &defs) {
-  auto rowSpec = [](std::string name, llvm::StringRef peOp,
-                    std::vector<std::pair<std::string, ParamKind>> params) {
-    return makeSpec(std::move(name), peOp, std::move(params), GridRule::Rows, kWarp,
-                    kRowsPerBlock);
-  };
-  // losses[row] = max + log(sum exp(x - max)) - keep x[label] - spread sum(x);
-  // NaN for a bad label.
-  defs.push_back({rowSpec("pe_cross_entropy_rows", pe::CrossEntropyOp::getOperationName(),
-                          {{"losses", P}, {"logits", P}, {"labels", P}, {"rows", I}, {"classes", I},
-                           {"keep", F}, {"spread", F}}),
-                  [](KernelBuilder &k) {
-                    Value classes = k.arg(4);
-                    forWarpRow(k, k.arg(3), [&](Value lane, Value row) {
-                      Value label = loadI32AsI64(k, k.arg(2), row);
-                      Value valid = andI(k, cmpI(k, Pred::sge, label, k.i64(0)),
-                                         cmpI(k, Pred::slt, label, classes));
-                      Value base = k.mul(row, classes);
-                      auto [max, sum] = softmaxStats(k, lane, k.arg(1), base, classes);
-                      Value picked =
-                          k.load(k.arg(1), k.add(base, select(k, valid, label, k.i64(0))));
-                      Value logSum = k.builder().create<math::LogOp>(k.location(), sum);
-                      ValueRange partial = k.forLoop(
-                          lane, classes, k.i64(kWarp), {k.f32(0.0)}, [&](Value c, ValueRange acc) {
-                            return SmallVector<Value>{k.add(acc[0], k.load(k.arg(1), k.add(base, c)))};
-                          });
-                      Value sumLogits = k.warpSum(partial[0]);
-                      Value loss = k.sub(k.sub(k.add(max, logSum), k.mul(k.arg(5), picked)),
-                                         k.mul(k.arg(6), sumLogits));
-                      k.ifThen(cmpI(k, Pred::eq, lane, k.i64(0)), [&] {
-                        k.store(select(k, valid, loss, nanF32(k)), k.arg(0), row);
-                      });
-                    });
-                  }});
-  // dlogits[row, c] = dy / rows * (softmax[c] - keep (c == label) - spread);
-  // NaN rows for a bad label.
-  defs.push_back(
-      {rowSpec("pe_cross_entropy_grad", pe::CrossEntropyGradOp::getOperationName(),
-               {{"dlogits", P}, {"logits", P}, {"labels", P}, {"dy", P}, {"rows", I}, {"classes", I},
-                {"keep", F}, {"spread", F}}),
-       [](KernelBuilder &k) {
-         Value rows = k.arg(4), classes = k.arg(5);
-         forWarpRow(k, rows, [&](Value lane, Value row) {
-           Value label = loadI32AsI64(k, k.arg(2), row);
-           Value valid = andI(k, cmpI(k, Pred::sge, label, k.i64(0)),
-                              cmpI(k, Pred::slt, label, classes));
-           Value base = k.mul(row, classes);
-           auto [max, sum] = softmaxStats(k, lane, k.arg(1), base, classes);
-           Value factor = k.div(k.load(k.arg(3), k.i64(0)), k.toF32(rows));
-           k.forLoop(lane, classes, k.i64(kWarp), {}, [&](Value c, ValueRange) {
-             OpBuilder &b = k.builder();
-             Value e = b.create<math::ExpOp>(k.location(), k.sub(k.load(k.arg(1), k.add(base, c)), max));
-             Value p = k.div(e, sum);
-             Value onehot = select(k, cmpI(k, Pred::eq, c, label), k.arg(6), k.f32(0.0));
-             Value v = k.mul(factor, k.sub(k.sub(p, onehot), k.arg(7)));
-             k.store(select(k, valid, v, nanF32(k)), k.arg(0), k.add(base, c));
-             return SmallVector<Value>{};
-           });
-         });
-       }});
-}
-
 //===----------------------------------------------------------------------===//
 // Lowerings
 //===----------------------------------------------------------------------===//
-
-/// out[0] = (sum of the n floats of x) / divisor: one warp (pe_sum_all) for
-/// a short static n, else kReductionBlocks partial sums first
-/// (pe_sum_partials), so a sum over the batch fills the GPU.
-void appendScalarSum(OpSteps &steps, LaunchArg x, BatchAffine n, LaunchArg out,
-                     BatchAffine divisor) {
-  constexpr int64_t kOneWarpElements = 32 * 1024;
-  if (n.perBatch == 0 && n.constant <= kOneWarpElements) {
-    Launch all = Launch::kernelCall("pe_sum_all", {out, x, A::i64(n), A::i64(divisor)});
-    all.grid = ExplicitGrid{};
-    steps.launches.push_back(std::move(all));
-    return;
-  }
-  int64_t scratch = int64_t(steps.scratchBytes.size());
-  steps.scratchBytes.push_back(BatchAffine::fixed(kReductionBlocks * 4));
-  Launch partials = Launch::kernelCall(
-      "pe_sum_partials", {A::scratch(scratch), x, A::i64(n), A::i64(kReductionBlocks)});
-  partials.grid = ExplicitGrid{BatchAffine::fixed(kReductionBlocks)};
-  steps.launches.push_back(std::move(partials));
-  Launch all = Launch::kernelCall("pe_sum_all", {out, A::scratch(scratch),
-                                                 A::i64(kReductionBlocks), A::i64(divisor)});
-  all.grid = ExplicitGrid{};
-  steps.launches.push_back(std::move(all));
-}
 
 /// The sum of all of x into `out` (a scalar), divided by `divisor`: the rows
 /// of x's last dimension summed per column first when x has one (parallel),
@@ -632,39 +540,6 @@ std::optional<OpSteps> lowerPatchEmbedGrad(Operation &op) {
   return steps;
 }
 
-/// keep = 1 - e and spread = e / C, the launch arguments of label smoothing e.
-std::pair<LaunchArg, LaunchArg> smoothingArgs(double smoothing, int64_t classes) {
-  return {A::f32(static_cast<float>(1.0 - smoothing)),
-          A::f32(static_cast<float>(smoothing / static_cast<double>(classes)))};
-}
-
-std::optional<OpSteps> lowerCrossEntropy(Operation &op) {
-  int64_t classes = lastDimension(op.getOperand(0).getType());
-  if (classes <= 0)
-    return std::nullopt;
-  auto [keep, spread] =
-      smoothingArgs(cast<pe::CrossEntropyOp>(op).getSmoothing().convertToDouble(), classes);
-  BatchAffine rows = numel(op.getOperand(1));
-  OpSteps steps;
-  steps.scratchBytes.push_back(rows * 4);
-  steps.launches.push_back(Launch::kernelCall(
-      "pe_cross_entropy_rows", {A::scratch(0), A::operand(0), A::operand(1), A::i64(rows),
-                                A::i64(classes), keep, spread}));
-  appendScalarSum(steps, A::scratch(0), rows, A::result(0), rows);
-  return steps;
-}
-
-std::optional<OpSteps> lowerCrossEntropyGrad(Operation &op) {
-  int64_t classes = lastDimension(op.getOperand(0).getType());
-  if (classes <= 0)
-    return std::nullopt;
-  auto [keep, spread] =
-      smoothingArgs(cast<pe::CrossEntropyGradOp>(op).getSmoothing().convertToDouble(), classes);
-  return singleLaunch("pe_cross_entropy_grad",
-                      {A::result(0), A::operand(0), A::operand(1), A::operand(2),
-                       A::i64(numel(op.getOperand(1))), A::i64(classes), keep, spread});
-}
-
 std::optional<OpSteps> lowerBroadcastTo(Operation &op) {
   return singleLaunch("pe_broadcast_to",
                       {A::result(0), A::operand(0), A::i64(numel(op.getResult(0))),
@@ -678,7 +553,6 @@ void appendTokenKernels(std::vector<KernelDef> &defs) {
   appendCopyKernels(defs);
   appendTokenOpKernels(defs);
   appendPatchKernels(defs);
-  appendCrossEntropyKernels(defs);
 }
 
 void appendTokenLowerings(std::vector<OpLowering> &lowerings) {
@@ -695,8 +569,6 @@ void appendTokenLowerings(std::vector<OpLowering> &lowerings) {
   lowerings.push_back(loweringOf<pe::TokenEmbedGradOp>(lowerTokenEmbedGrad));
   lowerings.push_back(loweringOf<pe::PatchEmbedOp>(lowerPatchEmbed));
   lowerings.push_back(loweringOf<pe::PatchEmbedGradOp>(lowerPatchEmbedGrad));
-  lowerings.push_back(loweringOf<pe::CrossEntropyOp>(lowerCrossEntropy));
-  lowerings.push_back(loweringOf<pe::CrossEntropyGradOp>(lowerCrossEntropyGrad));
 }
 
 } // namespace stringc::cudagen
