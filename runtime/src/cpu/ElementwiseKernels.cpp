@@ -1,17 +1,15 @@
-// Fast elementwise kernels: add / sub / mul with trailing-suffix broadcast,
-// scale, dropout, sum_to, spd_gate and spd_gate_grad.
+// Fast elementwise kernels: sub / mul with trailing-suffix broadcast (the op
+// library's ops/layer/BinaryOp.h), scale, dropout, sum_to, spd_gate and
+// spd_gate_grad.
 //
-// Trailing-suffix broadcasting makes the big operand a stack of rows, each of
-// the small operand's size: row r of the big one meets all of the small one.
-// The arithmetic is the reference's, value for value: a float sum, difference
-// or product computed in double and rounded once is the correctly rounded
-// float result, so add / sub / mul are plain float operations; scale and
+// The arithmetic is the reference's, value for value: scale and
 // spd_gate compute in double, as the reference does; sum_to and spd_gate's
 // dgamma sum each column in row order in double, the reference's order. The
 // results are therefore bit for bit the reference's, for any thread count.
 #include "stringrt/cpu/FastKernels.h"
 #include "stringrt/cpu/ThreadPool.h"
 
+#include "../ops/layer/BinaryOp.h"
 #include "KernelUtil.h"
 #include "TargetClones.h"
 
@@ -38,60 +36,14 @@ bool isTrailingSuffix(const std::vector<int64_t> &small, const std::vector<int64
   return true;
 }
 
-// y[i] = op(lhs[i % |lhs|], rhs[i % |rhs|]) after the reference's checks.
-template <typename Op>
-void binary(const char *kernel, TensorRef<const float> lhs, TensorRef<const float> rhs,
-            TensorRef<float> y, Op op) {
-  const bool lhsBig = lhs.rank() >= rhs.rank();
-  const std::vector<int64_t> &big = lhsBig ? lhs.shape : rhs.shape;
-  const std::vector<int64_t> &small = lhsBig ? rhs.shape : lhs.shape;
-  check(isTrailingSuffix(small, big), kernel,
-        "shapes " + ref::shapeToString(lhs.shape) + " and " + ref::shapeToString(rhs.shape) +
-            ": neither is a trailing suffix of the other");
-  checkShape((std::string(kernel) + ": result").c_str(), y, big);
-  const int64_t n = y.numel(), nl = lhs.numel(), nr = rhs.numel();
-  if (n == 0)
-    return;
-  const float *a = lhs.data, *b = rhs.data;
-  float *out = y.data;
-  if (nl == n && nr == n) { // same size: one flat pass
-    parallelFor(0, n, kElementGrain, [&](int64_t i0, int64_t i1) {
-      for (int64_t i = i0; i < i1; ++i)
-        out[i] = op(a[i], b[i]);
-    });
-    return;
-  }
-  // Rows of the small operand's size m; the big one steps by a row.
-  const int64_t m = nl < nr ? nl : nr, rows = n / m;
-  const bool lhsSmall = nl < nr;
-  parallelFor(0, rows, rowGrain(m), [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      float *o = out + r * m;
-      if (lhsSmall) {
-        const float *br = b + r * m;
-        for (int64_t j = 0; j < m; ++j)
-          o[j] = op(a[j], br[j]);
-      } else {
-        const float *ar = a + r * m;
-        for (int64_t j = 0; j < m; ++j)
-          o[j] = op(ar[j], b[j]);
-      }
-    }
-  });
-}
-
 } // namespace
 
-void add(TensorRef<const float> lhs, TensorRef<const float> rhs, TensorRef<float> y) {
-  binary("add", lhs, rhs, y, [](float a, float b) { return a + b; });
-}
-
 void sub(TensorRef<const float> lhs, TensorRef<const float> rhs, TensorRef<float> y) {
-  binary("sub", lhs, rhs, y, [](float a, float b) { return a - b; });
+  ops::binary::fast("sub", lhs, rhs, y, [](float a, float b) { return a - b; });
 }
 
 void mul(TensorRef<const float> lhs, TensorRef<const float> rhs, TensorRef<float> y) {
-  binary("mul", lhs, rhs, y, [](float a, float b) { return a * b; });
+  ops::binary::fast("mul", lhs, rhs, y, [](float a, float b) { return a * b; });
 }
 
 void scale(TensorRef<const float> x, double factor, double bias, TensorRef<float> y) {

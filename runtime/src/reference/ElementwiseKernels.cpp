@@ -1,10 +1,9 @@
-// Reference kernels: add/sub/mul with trailing-suffix broadcast, scale,
-// sum_to, broadcast_to, expand_axis and mean.
-//
-// Trailing-suffix broadcasting in row-major order is a modulo: element i of
-// a [L..., S...] tensor meets element i % numel(S) of the [S...] one.
+// Reference kernels: sub/mul with trailing-suffix broadcast (the op
+// library's ops/layer/BinaryOp.h), scale, sum_to, broadcast_to, expand_axis
+// and mean.
 #include "stringrt/reference/LayerKernels.h"
 
+#include "../ops/layer/BinaryOp.h"
 #include "KernelChecks.h"
 #include "LayerKernelUtil.h"
 
@@ -17,16 +16,6 @@ using layer::isTrailingSuffix;
 
 namespace {
 
-// y[i] = op(lhs[i % |lhs|], rhs[i % |rhs|]) after checking the broadcast rule.
-template <typename T, typename Op>
-void binary(const char *kernel, TensorRef<const T> lhs, TensorRef<const T> rhs, TensorRef<T> y,
-            Op op) {
-  checks::binary(kernel, lhs, rhs, y);
-  const int64_t n = y.numel(), nl = lhs.numel(), nr = rhs.numel();
-  for (int64_t i = 0; i < n; ++i)
-    y.data[i] = static_cast<T>(op(Acc(lhs.data[i % nl]), Acc(rhs.data[i % nr])));
-}
-
 // Product of shape[begin, end).
 int64_t extent(const std::vector<int64_t> &shape, size_t begin, size_t end) {
   int64_t n = 1;
@@ -37,19 +26,14 @@ int64_t extent(const std::vector<int64_t> &shape, size_t begin, size_t end) {
 
 } // namespace
 
-// y = lhs + rhs
-template <typename T> void add(TensorRef<const T> lhs, TensorRef<const T> rhs, TensorRef<T> y) {
-  binary("add", lhs, rhs, y, [](Acc a, Acc b) { return a + b; });
-}
-
 // y = lhs - rhs
 template <typename T> void sub(TensorRef<const T> lhs, TensorRef<const T> rhs, TensorRef<T> y) {
-  binary("sub", lhs, rhs, y, [](Acc a, Acc b) { return a - b; });
+  ops::binary::reference("sub", lhs, rhs, y, [](Acc a, Acc b) { return a - b; });
 }
 
 // y = lhs * rhs
 template <typename T> void mul(TensorRef<const T> lhs, TensorRef<const T> rhs, TensorRef<T> y) {
-  binary("mul", lhs, rhs, y, [](Acc a, Acc b) { return a * b; });
+  ops::binary::reference("mul", lhs, rhs, y, [](Acc a, Acc b) { return a * b; });
 }
 
 // y = factor x + bias
@@ -133,7 +117,6 @@ void mean(TensorRef<const T> x, std::optional<int64_t> axis, TensorRef<T> y) {
 }
 
 #define STRINGRT_INSTANTIATE(T)                                                         \
-  template void add<T>(TensorRef<const T>, TensorRef<const T>, TensorRef<T>);           \
   template void sub<T>(TensorRef<const T>, TensorRef<const T>, TensorRef<T>);           \
   template void mul<T>(TensorRef<const T>, TensorRef<const T>, TensorRef<T>);           \
   template void scale<T>(TensorRef<const T>, double, double, TensorRef<T>);             \

@@ -40,20 +40,6 @@ void dropout(const char *kernel, const TensorRef<const T> &x, double p, int64_t 
     throw Error(name + ": " + why);
 }
 
-// add, sub, mul: one operand's shape is a trailing suffix of the other's,
-// the result has the larger one.
-template <typename T>
-void binary(const char *kernel, const TensorRef<const T> &lhs, const TensorRef<const T> &rhs,
-            const TensorRef<T> &y) {
-  const bool lhsBig = lhs.rank() >= rhs.rank();
-  const std::vector<int64_t> &big = lhsBig ? lhs.shape : rhs.shape;
-  const std::vector<int64_t> &small = lhsBig ? rhs.shape : lhs.shape;
-  check(layer::isTrailingSuffix(small, big), kernel,
-        "shapes " + shapeToString(lhs.shape) + " and " + shapeToString(rhs.shape) +
-            ": neither is a trailing suffix of the other");
-  checkShape((std::string(kernel) + ": result").c_str(), y, big);
-}
-
 template <typename T> void sumTo(const TensorRef<const T> &x, const TensorRef<T> &y) {
   check(layer::isTrailingSuffix(y.shape, x.shape), "sum_to",
         "result shape " + shapeToString(y.shape) + " is not a trailing suffix of " +

@@ -50,11 +50,8 @@ void linearGradWeight(TensorRef<const float> x, TensorRef<const float> dy, Tenso
 // Elementwise arithmetic and reductions (ElementwiseKernels.cpp)
 //===----------------------------------------------------------------------===//
 
-// y = lhs op rhs with trailing-suffix broadcast (the smaller operand repeated
-// over the other's leading dims), rows in parallel. Bit for bit the
-// reference's results (a float op computed in double and rounded once is the
-// float op).
-void add(TensorRef<const float> lhs, TensorRef<const float> rhs, TensorRef<float> y);
+// y = lhs op rhs, broadcast and bit for bit the reference as cpu::add
+// (stringrt/ops/LayerOps.h).
 void sub(TensorRef<const float> lhs, TensorRef<const float> rhs, TensorRef<float> y);
 void mul(TensorRef<const float> lhs, TensorRef<const float> rhs, TensorRef<float> y);
 

@@ -8,6 +8,7 @@
 // register their own adapters.
 #include "execution/Executor.h"
 
+#include "../ops/layer/BinaryOp.h"
 #include "../reference/KernelChecks.h"
 #include "stringrt/reference/LayerKernels.h"
 
@@ -60,8 +61,6 @@ void runLinearGradInput(const OpContext &c) {
 void runLinearGradWeight(const OpContext &c) {
   linearGradWeight<float>(c.in(0), c.in(1), c.out(0));
 }
-
-void runAdd(const OpContext &c) { add<float>(c.in(0), c.in(1), c.out(0)); }
 
 void runSub(const OpContext &c) { sub<float>(c.in(0), c.in(1), c.out(0)); }
 
@@ -180,9 +179,12 @@ void runAttentionGrad(const OpContext &c) {
 }
 
 // The argument checks of the reference kernels above.
-void checkAdd(const OpContext &c) { checks::binary<float>("add", c.in(0), c.in(1), c.out(0)); }
-void checkSub(const OpContext &c) { checks::binary<float>("sub", c.in(0), c.in(1), c.out(0)); }
-void checkMul(const OpContext &c) { checks::binary<float>("mul", c.in(0), c.in(1), c.out(0)); }
+void checkSub(const OpContext &c) {
+  ops::binary::contract<float>("sub", c.in(0), c.in(1), c.out(0));
+}
+void checkMul(const OpContext &c) {
+  ops::binary::contract<float>("mul", c.in(0), c.in(1), c.out(0));
+}
 void checkScale(const OpContext &c) { checks::unary<float>("scale", c.in(0), c.out(0)); }
 // generates kernels for.
 void checkSumTo(const OpContext &c) { checks::sumTo<float>(c.in(0), c.out(0)); }
@@ -224,7 +226,6 @@ void addLayerOps(OpTable &table) {
   table[OpCode::Linear] = {runLinear};
   table[OpCode::LinearGradInput] = {runLinearGradInput};
   table[OpCode::LinearGradWeight] = {runLinearGradWeight};
-  table[OpCode::Add] = {runAdd, checkAdd};
   table[OpCode::Sub] = {runSub, checkSub};
   table[OpCode::Mul] = {runMul, checkMul};
   table[OpCode::Scale] = {runScale, checkScale};
