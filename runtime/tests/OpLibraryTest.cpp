@@ -36,7 +36,8 @@ TEST(OpLibrary, TheExecutorsTablesTakeTheLibrarysAdapters) {
       {OpCode::LayerNorm, true},     {OpCode::LayerNormGrad, true},
       {OpCode::LayerNormGradAcc, true}, {OpCode::Gelu, true},
       {OpCode::GeluGrad, true},      {OpCode::CrossEntropy, false},
-      {OpCode::CrossEntropyGrad, true}, {OpCode::Add, true}};
+      {OpCode::CrossEntropyGrad, true}, {OpCode::Add, true},
+      {OpCode::Sub, true}};
   for (const auto &[code, generated] : library) {
     SCOPED_TRACE(opName(code));
     const ops::OpKernels *op = ops::opLibrary().find(code);

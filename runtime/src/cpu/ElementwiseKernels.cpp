@@ -1,4 +1,4 @@
-// Fast elementwise kernels: sub / mul with trailing-suffix broadcast (the op
+// Fast elementwise kernels: mul with trailing-suffix broadcast (the op
 // library's ops/layer/BinaryOp.h), scale, dropout, sum_to, spd_gate and
 // spd_gate_grad.
 //
@@ -37,10 +37,6 @@ bool isTrailingSuffix(const std::vector<int64_t> &small, const std::vector<int64
 }
 
 } // namespace
-
-void sub(TensorRef<const float> lhs, TensorRef<const float> rhs, TensorRef<float> y) {
-  ops::binary::fast("sub", lhs, rhs, y, [](float a, float b) { return a - b; });
-}
 
 void mul(TensorRef<const float> lhs, TensorRef<const float> rhs, TensorRef<float> y) {
   ops::binary::fast("mul", lhs, rhs, y, [](float a, float b) { return a * b; });

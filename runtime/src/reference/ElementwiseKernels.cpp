@@ -1,5 +1,5 @@
-// Reference kernels: sub/mul with trailing-suffix broadcast (the op
-// library's ops/layer/BinaryOp.h), scale, sum_to, broadcast_to, expand_axis
+// Reference kernels: mul with trailing-suffix broadcast (the op library's
+// ops/layer/BinaryOp.h), scale, sum_to, broadcast_to, expand_axis
 // and mean.
 #include "stringrt/reference/LayerKernels.h"
 
@@ -25,11 +25,6 @@ int64_t extent(const std::vector<int64_t> &shape, size_t begin, size_t end) {
 }
 
 } // namespace
-
-// y = lhs - rhs
-template <typename T> void sub(TensorRef<const T> lhs, TensorRef<const T> rhs, TensorRef<T> y) {
-  ops::binary::reference("sub", lhs, rhs, y, [](Acc a, Acc b) { return a - b; });
-}
 
 // y = lhs * rhs
 template <typename T> void mul(TensorRef<const T> lhs, TensorRef<const T> rhs, TensorRef<T> y) {
@@ -117,7 +112,6 @@ void mean(TensorRef<const T> x, std::optional<int64_t> axis, TensorRef<T> y) {
 }
 
 #define STRINGRT_INSTANTIATE(T)                                                         \
-  template void sub<T>(TensorRef<const T>, TensorRef<const T>, TensorRef<T>);           \
   template void mul<T>(TensorRef<const T>, TensorRef<const T>, TensorRef<T>);           \
   template void scale<T>(TensorRef<const T>, double, double, TensorRef<T>);             \
   template void sumTo<T>(TensorRef<const T>, TensorRef<T>);                             \

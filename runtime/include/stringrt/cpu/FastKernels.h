@@ -50,9 +50,8 @@ void linearGradWeight(TensorRef<const float> x, TensorRef<const float> dy, Tenso
 // Elementwise arithmetic and reductions (ElementwiseKernels.cpp)
 //===----------------------------------------------------------------------===//
 
-// y = lhs op rhs, broadcast and bit for bit the reference as cpu::add
+// y = lhs * rhs, broadcast and bit for bit the reference as cpu::add
 // (stringrt/ops/LayerOps.h).
-void sub(TensorRef<const float> lhs, TensorRef<const float> rhs, TensorRef<float> y);
 void mul(TensorRef<const float> lhs, TensorRef<const float> rhs, TensorRef<float> y);
 
 // y = factor x + bias, computed in double as the reference does.

@@ -67,8 +67,7 @@ void dropout(TensorRef<const T> x, double p, bool perSample, int64_t stream, con
 // Elementwise arithmetic, broadcasting, reductions (ElementwiseKernels.cpp)
 //===----------------------------------------------------------------------===//
 
-// y = lhs (-|*) rhs, broadcast as add (stringrt/ops/LayerOps.h).
-template <typename T> void sub(TensorRef<const T> lhs, TensorRef<const T> rhs, TensorRef<T> y);
+// y = lhs * rhs, broadcast as add (stringrt/ops/LayerOps.h).
 template <typename T> void mul(TensorRef<const T> lhs, TensorRef<const T> rhs, TensorRef<T> y);
 
 // y = factor x + bias

@@ -41,7 +41,6 @@ void runRope(const OpContext &c) {
   cpu::rope(c.in(0), c.in(1), c.in(2), c.out(0));
 }
 
-void runSub(const OpContext &c) { cpu::sub(c.in(0), c.in(1), c.out(0)); }
 void runMul(const OpContext &c) { cpu::mul(c.in(0), c.in(1), c.out(0)); }
 
 void runScale(const OpContext &c) {
@@ -127,7 +126,6 @@ void addFastOps(OpTable &table) {
       {OpCode::TokenEmbed, runTokenEmbed},
       {OpCode::Attention, runAttention},
       {OpCode::Rope, runRope},
-      {OpCode::Sub, runSub},
       {OpCode::Mul, runMul},
       {OpCode::Scale, runScale},
       {OpCode::Dropout, runDropout},

@@ -62,8 +62,6 @@ void runLinearGradWeight(const OpContext &c) {
   linearGradWeight<float>(c.in(0), c.in(1), c.out(0));
 }
 
-void runSub(const OpContext &c) { sub<float>(c.in(0), c.in(1), c.out(0)); }
-
 void runMul(const OpContext &c) { mul<float>(c.in(0), c.in(1), c.out(0)); }
 
 void runScale(const OpContext &c) {
@@ -179,9 +177,6 @@ void runAttentionGrad(const OpContext &c) {
 }
 
 // The argument checks of the reference kernels above.
-void checkSub(const OpContext &c) {
-  ops::binary::contract<float>("sub", c.in(0), c.in(1), c.out(0));
-}
 void checkMul(const OpContext &c) {
   ops::binary::contract<float>("mul", c.in(0), c.in(1), c.out(0));
 }
@@ -226,7 +221,6 @@ void addLayerOps(OpTable &table) {
   table[OpCode::Linear] = {runLinear};
   table[OpCode::LinearGradInput] = {runLinearGradInput};
   table[OpCode::LinearGradWeight] = {runLinearGradWeight};
-  table[OpCode::Sub] = {runSub, checkSub};
   table[OpCode::Mul] = {runMul, checkMul};
   table[OpCode::Scale] = {runScale, checkScale};
   table[OpCode::Dropout] = {runDropout};
