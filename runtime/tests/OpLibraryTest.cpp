@@ -37,7 +37,7 @@ TEST(OpLibrary, TheExecutorsTablesTakeTheLibrarysAdapters) {
       {OpCode::LayerNormGradAcc, true}, {OpCode::Gelu, true},
       {OpCode::GeluGrad, true},      {OpCode::CrossEntropy, false},
       {OpCode::CrossEntropyGrad, true}, {OpCode::Add, true},
-      {OpCode::Sub, true}};
+      {OpCode::Sub, true}, {OpCode::Mul, true}};
   for (const auto &[code, generated] : library) {
     SCOPED_TRACE(opName(code));
     const ops::OpKernels *op = ops::opLibrary().find(code);

@@ -1,5 +1,4 @@
-// Fast elementwise kernels: mul with trailing-suffix broadcast (the op
-// library's ops/layer/BinaryOp.h), scale, dropout, sum_to, spd_gate and
+// Fast elementwise kernels: scale, dropout, sum_to, spd_gate and
 // spd_gate_grad.
 //
 // The arithmetic is the reference's, value for value: scale and
@@ -9,7 +8,6 @@
 #include "stringrt/cpu/FastKernels.h"
 #include "stringrt/cpu/ThreadPool.h"
 
-#include "../ops/layer/BinaryOp.h"
 #include "KernelUtil.h"
 #include "TargetClones.h"
 
@@ -37,10 +35,6 @@ bool isTrailingSuffix(const std::vector<int64_t> &small, const std::vector<int64
 }
 
 } // namespace
-
-void mul(TensorRef<const float> lhs, TensorRef<const float> rhs, TensorRef<float> y) {
-  ops::binary::fast("mul", lhs, rhs, y, [](float a, float b) { return a * b; });
-}
 
 void scale(TensorRef<const float> x, double factor, double bias, TensorRef<float> y) {
   checkShape("scale: result", y, x.shape);

@@ -1,9 +1,6 @@
-// Reference kernels: mul with trailing-suffix broadcast (the op library's
-// ops/layer/BinaryOp.h), scale, sum_to, broadcast_to, expand_axis
-// and mean.
+// Reference kernels: scale, sum_to, broadcast_to, expand_axis and mean.
 #include "stringrt/reference/LayerKernels.h"
 
-#include "../ops/layer/BinaryOp.h"
 #include "KernelChecks.h"
 #include "LayerKernelUtil.h"
 
@@ -25,11 +22,6 @@ int64_t extent(const std::vector<int64_t> &shape, size_t begin, size_t end) {
 }
 
 } // namespace
-
-// y = lhs * rhs
-template <typename T> void mul(TensorRef<const T> lhs, TensorRef<const T> rhs, TensorRef<T> y) {
-  ops::binary::reference("mul", lhs, rhs, y, [](Acc a, Acc b) { return a * b; });
-}
 
 // y = factor x + bias
 template <typename T>
@@ -112,7 +104,6 @@ void mean(TensorRef<const T> x, std::optional<int64_t> axis, TensorRef<T> y) {
 }
 
 #define STRINGRT_INSTANTIATE(T)                                                         \
-  template void mul<T>(TensorRef<const T>, TensorRef<const T>, TensorRef<T>);           \
   template void scale<T>(TensorRef<const T>, double, double, TensorRef<T>);             \
   template void sumTo<T>(TensorRef<const T>, TensorRef<T>);                             \
   template void broadcastTo<T>(TensorRef<const T>, TensorRef<T>);                       \

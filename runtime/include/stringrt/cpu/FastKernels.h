@@ -50,10 +50,6 @@ void linearGradWeight(TensorRef<const float> x, TensorRef<const float> dy, Tenso
 // Elementwise arithmetic and reductions (ElementwiseKernels.cpp)
 //===----------------------------------------------------------------------===//
 
-// y = lhs * rhs, broadcast and bit for bit the reference as cpu::add
-// (stringrt/ops/LayerOps.h).
-void mul(TensorRef<const float> lhs, TensorRef<const float> rhs, TensorRef<float> y);
-
 // y = factor x + bias, computed in double as the reference does.
 void scale(TensorRef<const float> x, double factor, double bias, TensorRef<float> y);
 

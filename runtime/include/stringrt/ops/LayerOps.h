@@ -82,15 +82,16 @@ void crossEntropyGrad(TensorRef<const T> logits, TensorRef<const int32_t> labels
                       TensorRef<const T> dy, TensorRef<T> dlogits, double smoothing = 0.0);
 
 //===----------------------------------------------------------------------===//
-// add, sub (ops/layer/Add.cpp, Sub.cpp; their broadcast, shared with mul, in
+// add, sub, mul (ops/layer/Add.cpp, Sub.cpp, Mul.cpp; their broadcast in
 // ops/layer/BinaryOp.h)
 //===----------------------------------------------------------------------===//
 
-// y = lhs (+|-) rhs. The shapes are equal or the lower-rank one is a
+// y = lhs (+|-|*) rhs. The shapes are equal or the lower-rank one is a
 // trailing suffix of the other, repeated over the leading dims; y has the
 // shape of the higher-rank operand.
 template <typename T> void add(TensorRef<const T> lhs, TensorRef<const T> rhs, TensorRef<T> y);
 template <typename T> void sub(TensorRef<const T> lhs, TensorRef<const T> rhs, TensorRef<T> y);
+template <typename T> void mul(TensorRef<const T> lhs, TensorRef<const T> rhs, TensorRef<T> y);
 
 } // namespace stringrt::ref
 
@@ -127,11 +128,12 @@ void crossEntropy(TensorRef<const float> logits, TensorRef<const int32_t> labels
 void crossEntropyGrad(TensorRef<const float> logits, TensorRef<const int32_t> labels,
                       TensorRef<const float> dy, TensorRef<float> dlogits, double smoothing = 0.0);
 
-// y = lhs (+|-) rhs with trailing-suffix broadcast (the smaller operand
+// y = lhs (+|-|*) rhs with trailing-suffix broadcast (the smaller operand
 // repeated over the other's leading dims), rows in parallel. Bit for bit the
-// reference's results (a float sum or difference computed in double and
-// rounded once is the float one).
+// reference's results (a float sum, difference or product computed in double
+// and rounded once is the float one).
 void add(TensorRef<const float> lhs, TensorRef<const float> rhs, TensorRef<float> y);
 void sub(TensorRef<const float> lhs, TensorRef<const float> rhs, TensorRef<float> y);
+void mul(TensorRef<const float> lhs, TensorRef<const float> rhs, TensorRef<float> y);
 
 } // namespace stringrt::cpu

@@ -67,9 +67,6 @@ void dropout(TensorRef<const T> x, double p, bool perSample, int64_t stream, con
 // Elementwise arithmetic, broadcasting, reductions (ElementwiseKernels.cpp)
 //===----------------------------------------------------------------------===//
 
-// y = lhs * rhs, broadcast as add (stringrt/ops/LayerOps.h).
-template <typename T> void mul(TensorRef<const T> lhs, TensorRef<const T> rhs, TensorRef<T> y);
-
 // y = factor x + bias
 template <typename T>
 void scale(TensorRef<const T> x, double factor, double bias, TensorRef<T> y);

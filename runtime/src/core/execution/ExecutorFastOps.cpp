@@ -41,7 +41,6 @@ void runRope(const OpContext &c) {
   cpu::rope(c.in(0), c.in(1), c.in(2), c.out(0));
 }
 
-void runMul(const OpContext &c) { cpu::mul(c.in(0), c.in(1), c.out(0)); }
 
 void runScale(const OpContext &c) {
   cpu::scale(c.in(0), attrs::Scale{c.op()}.factor(), attrs::Scale{c.op()}.bias(), c.out(0));
@@ -126,7 +125,6 @@ void addFastOps(OpTable &table) {
       {OpCode::TokenEmbed, runTokenEmbed},
       {OpCode::Attention, runAttention},
       {OpCode::Rope, runRope},
-      {OpCode::Mul, runMul},
       {OpCode::Scale, runScale},
       {OpCode::Dropout, runDropout},
       {OpCode::Cayley, runCayley},

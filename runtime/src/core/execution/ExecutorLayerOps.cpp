@@ -8,7 +8,6 @@
 // register their own adapters.
 #include "execution/Executor.h"
 
-#include "../ops/layer/BinaryOp.h"
 #include "../reference/KernelChecks.h"
 #include "stringrt/reference/LayerKernels.h"
 
@@ -61,8 +60,6 @@ void runLinearGradInput(const OpContext &c) {
 void runLinearGradWeight(const OpContext &c) {
   linearGradWeight<float>(c.in(0), c.in(1), c.out(0));
 }
-
-void runMul(const OpContext &c) { mul<float>(c.in(0), c.in(1), c.out(0)); }
 
 void runScale(const OpContext &c) {
   scale<float>(c.in(0), attrs::Scale{c.op()}.factor(), attrs::Scale{c.op()}.bias(), c.out(0));
@@ -177,9 +174,6 @@ void runAttentionGrad(const OpContext &c) {
 }
 
 // The argument checks of the reference kernels above.
-void checkMul(const OpContext &c) {
-  ops::binary::contract<float>("mul", c.in(0), c.in(1), c.out(0));
-}
 void checkScale(const OpContext &c) { checks::unary<float>("scale", c.in(0), c.out(0)); }
 // generates kernels for.
 void checkSumTo(const OpContext &c) { checks::sumTo<float>(c.in(0), c.out(0)); }
@@ -221,7 +215,6 @@ void addLayerOps(OpTable &table) {
   table[OpCode::Linear] = {runLinear};
   table[OpCode::LinearGradInput] = {runLinearGradInput};
   table[OpCode::LinearGradWeight] = {runLinearGradWeight};
-  table[OpCode::Mul] = {runMul, checkMul};
   table[OpCode::Scale] = {runScale, checkScale};
   table[OpCode::Dropout] = {runDropout};
   table[OpCode::SumTo] = {runSumTo, checkSumTo};
