@@ -37,7 +37,8 @@ TEST(OpLibrary, TheExecutorsTablesTakeTheLibrarysAdapters) {
       {OpCode::LayerNormGradAcc, true}, {OpCode::Gelu, true},
       {OpCode::GeluGrad, true},      {OpCode::CrossEntropy, false},
       {OpCode::CrossEntropyGrad, true}, {OpCode::Add, true},
-      {OpCode::Sub, true}, {OpCode::Mul, true}};
+      {OpCode::Sub, true}, {OpCode::Mul, true},
+      {OpCode::Scale, true}};
   for (const auto &[code, generated] : library) {
     SCOPED_TRACE(opName(code));
     const ops::OpKernels *op = ops::opLibrary().find(code);

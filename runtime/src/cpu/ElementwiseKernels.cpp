@@ -1,8 +1,8 @@
-// Fast elementwise kernels: scale, dropout, sum_to, spd_gate and
+// Fast elementwise kernels: dropout, sum_to, spd_gate and
 // spd_gate_grad.
 //
-// The arithmetic is the reference's, value for value: scale and
-// spd_gate compute in double, as the reference does; sum_to and spd_gate's
+// The arithmetic is the reference's, value for value: spd_gate computes
+// in double, as the reference does; sum_to and spd_gate's
 // dgamma sum each column in row order in double, the reference's order. The
 // results are therefore bit for bit the reference's, for any thread count.
 #include "stringrt/cpu/FastKernels.h"
@@ -35,16 +35,6 @@ bool isTrailingSuffix(const std::vector<int64_t> &small, const std::vector<int64
 }
 
 } // namespace
-
-void scale(TensorRef<const float> x, double factor, double bias, TensorRef<float> y) {
-  checkShape("scale: result", y, x.shape);
-  const float *in = x.data;
-  float *out = y.data;
-  parallelFor(0, x.numel(), kElementGrain, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i)
-      out[i] = static_cast<float>(factor * static_cast<double>(in[i]) + bias);
-  });
-}
 
 namespace {
 

@@ -1,4 +1,4 @@
-// Reference kernels: scale, sum_to, broadcast_to, expand_axis and mean.
+// Reference kernels: sum_to, broadcast_to, expand_axis and mean.
 #include "stringrt/reference/LayerKernels.h"
 
 #include "KernelChecks.h"
@@ -22,15 +22,6 @@ int64_t extent(const std::vector<int64_t> &shape, size_t begin, size_t end) {
 }
 
 } // namespace
-
-// y = factor x + bias
-template <typename T>
-void scale(TensorRef<const T> x, double factor, double bias, TensorRef<T> y) {
-  checks::unary("scale", x, y);
-  const int64_t n = x.numel();
-  for (int64_t i = 0; i < n; ++i)
-    y.data[i] = static_cast<T>(factor * Acc(x.data[i]) + bias);
-}
 
 // y[s] = sum_l x[l, s]
 template <typename T> void sumTo(TensorRef<const T> x, TensorRef<T> y) {
@@ -104,7 +95,6 @@ void mean(TensorRef<const T> x, std::optional<int64_t> axis, TensorRef<T> y) {
 }
 
 #define STRINGRT_INSTANTIATE(T)                                                         \
-  template void scale<T>(TensorRef<const T>, double, double, TensorRef<T>);             \
   template void sumTo<T>(TensorRef<const T>, TensorRef<T>);                             \
   template void broadcastTo<T>(TensorRef<const T>, TensorRef<T>);                       \
   template void expandAxis<T>(TensorRef<const T>, int64_t, int64_t, TensorRef<T>);      \

@@ -18,12 +18,6 @@
 
 namespace stringrt::ref::checks {
 
-// scale: the result has x's shape.
-template <typename T>
-void unary(const char *kernel, const TensorRef<const T> &x, const TensorRef<T> &y) {
-  checkShape((std::string(kernel) + ": result").c_str(), y, x.shape);
-}
-
 // dropout: x has the batch first, y its shape; p, stream and the key
 // within the mask formula's domain (stringrt/DropoutMask.h).
 template <typename T>

@@ -50,9 +50,6 @@ void linearGradWeight(TensorRef<const float> x, TensorRef<const float> dy, Tenso
 // Elementwise arithmetic and reductions (ElementwiseKernels.cpp)
 //===----------------------------------------------------------------------===//
 
-// y = factor x + bias, computed in double as the reference does.
-void scale(TensorRef<const float> x, double factor, double bias, TensorRef<float> y);
-
 // ref::dropout's masks and values, bit for bit (each element's draw is a
 // function of its coordinates), in parallel over blocks of four elements
 // (over samples for drop-path).

@@ -93,6 +93,14 @@ template <typename T> void add(TensorRef<const T> lhs, TensorRef<const T> rhs, T
 template <typename T> void sub(TensorRef<const T> lhs, TensorRef<const T> rhs, TensorRef<T> y);
 template <typename T> void mul(TensorRef<const T> lhs, TensorRef<const T> rhs, TensorRef<T> y);
 
+//===----------------------------------------------------------------------===//
+// scale (ops/layer/Scale.cpp)
+//===----------------------------------------------------------------------===//
+
+// y = factor x + bias
+template <typename T>
+void scale(TensorRef<const T> x, double factor, double bias, TensorRef<T> y);
+
 } // namespace stringrt::ref
 
 namespace stringrt::cpu {
@@ -135,5 +143,9 @@ void crossEntropyGrad(TensorRef<const float> logits, TensorRef<const int32_t> la
 void add(TensorRef<const float> lhs, TensorRef<const float> rhs, TensorRef<float> y);
 void sub(TensorRef<const float> lhs, TensorRef<const float> rhs, TensorRef<float> y);
 void mul(TensorRef<const float> lhs, TensorRef<const float> rhs, TensorRef<float> y);
+
+// y = factor x + bias, elements in parallel, computed in double as the
+// reference does.
+void scale(TensorRef<const float> x, double factor, double bias, TensorRef<float> y);
 
 } // namespace stringrt::cpu

@@ -67,10 +67,6 @@ void dropout(TensorRef<const T> x, double p, bool perSample, int64_t stream, con
 // Elementwise arithmetic, broadcasting, reductions (ElementwiseKernels.cpp)
 //===----------------------------------------------------------------------===//
 
-// y = factor x + bias
-template <typename T>
-void scale(TensorRef<const T> x, double factor, double bias, TensorRef<T> y);
-
 // y[s] = sum_l x[l, s]: x [L..., S...] -> y [S...] (S a trailing suffix, possibly [])
 template <typename T> void sumTo(TensorRef<const T> x, TensorRef<T> y);
 

@@ -42,10 +42,6 @@ void runRope(const OpContext &c) {
 }
 
 
-void runScale(const OpContext &c) {
-  cpu::scale(c.in(0), attrs::Scale{c.op()}.factor(), attrs::Scale{c.op()}.bias(), c.out(0));
-}
-
 void runCayley(const OpContext &c) { cpu::cayley(c.in(0), c.in(1), c.out(0)); }
 
 void runSpdGate(const OpContext &c) { cpu::spdGate(c.in(0), c.in(1), c.out(0)); }
@@ -125,7 +121,6 @@ void addFastOps(OpTable &table) {
       {OpCode::TokenEmbed, runTokenEmbed},
       {OpCode::Attention, runAttention},
       {OpCode::Rope, runRope},
-      {OpCode::Scale, runScale},
       {OpCode::Dropout, runDropout},
       {OpCode::Cayley, runCayley},
       {OpCode::SpdGate, runSpdGate},

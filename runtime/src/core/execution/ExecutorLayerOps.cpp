@@ -61,10 +61,6 @@ void runLinearGradWeight(const OpContext &c) {
   linearGradWeight<float>(c.in(0), c.in(1), c.out(0));
 }
 
-void runScale(const OpContext &c) {
-  scale<float>(c.in(0), attrs::Scale{c.op()}.factor(), attrs::Scale{c.op()}.bias(), c.out(0));
-}
-
 // Dropout and drop-path; the backward is this op again on dy.
 void runDropout(const OpContext &c) {
   dropout<float>(c.in(0), attrs::Dropout{c.op()}.p(), attrs::Dropout{c.op()}.perSample(),
@@ -174,7 +170,6 @@ void runAttentionGrad(const OpContext &c) {
 }
 
 // The argument checks of the reference kernels above.
-void checkScale(const OpContext &c) { checks::unary<float>("scale", c.in(0), c.out(0)); }
 // generates kernels for.
 void checkSumTo(const OpContext &c) { checks::sumTo<float>(c.in(0), c.out(0)); }
 void checkTokenEmbed(const OpContext &c) {
@@ -215,7 +210,6 @@ void addLayerOps(OpTable &table) {
   table[OpCode::Linear] = {runLinear};
   table[OpCode::LinearGradInput] = {runLinearGradInput};
   table[OpCode::LinearGradWeight] = {runLinearGradWeight};
-  table[OpCode::Scale] = {runScale, checkScale};
   table[OpCode::Dropout] = {runDropout};
   table[OpCode::SumTo] = {runSumTo, checkSumTo};
   table[OpCode::BroadcastTo] = {runBroadcastTo};
