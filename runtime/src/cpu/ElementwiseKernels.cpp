@@ -1,10 +1,9 @@
-// Fast elementwise kernels: dropout, sum_to, spd_gate and
-// spd_gate_grad.
+// Fast elementwise kernels: dropout, spd_gate and spd_gate_grad.
 //
-// The arithmetic is the reference's, value for value: spd_gate computes
-// in double, as the reference does; sum_to and spd_gate's
-// dgamma sum each column in row order in double, the reference's order. The
-// results are therefore bit for bit the reference's, for any thread count.
+// The arithmetic is the reference's, value for value: spd_gate computes in
+// double, as the reference does, and its dgamma sums each column in row
+// order in double, the reference's order. The results are therefore
+// bit for bit the reference's, for any thread count.
 #include "stringrt/cpu/FastKernels.h"
 #include "stringrt/cpu/ThreadPool.h"
 
@@ -147,17 +146,6 @@ void dropout(TensorRef<const float> x, double p, bool perSample, int64_t stream,
       }
     }
   });
-}
-
-void sumTo(TensorRef<const float> x, TensorRef<float> y) {
-  check(isTrailingSuffix(y.shape, x.shape), "sum_to",
-        "result shape " + ref::shapeToString(y.shape) + " is not a trailing suffix of " +
-            ref::shapeToString(x.shape));
-  const int64_t ny = y.numel();
-  if (ny == 0)
-    return;
-  // x as [rows, ny]: column sums in row order, in double (the reference's order).
-  columnSums(x.data, x.numel() / ny, ny, y.data);
 }
 
 namespace {

@@ -1,4 +1,4 @@
-// Reference kernels: sum_to, broadcast_to, expand_axis and mean.
+// Reference kernels: broadcast_to, expand_axis and mean.
 #include "stringrt/reference/LayerKernels.h"
 
 #include "KernelChecks.h"
@@ -22,17 +22,6 @@ int64_t extent(const std::vector<int64_t> &shape, size_t begin, size_t end) {
 }
 
 } // namespace
-
-// y[s] = sum_l x[l, s]
-template <typename T> void sumTo(TensorRef<const T> x, TensorRef<T> y) {
-  checks::sumTo(x, y);
-  const int64_t n = x.numel(), ny = y.numel();
-  std::vector<Acc> acc(static_cast<size_t>(ny), Acc(0));
-  for (int64_t i = 0; i < n; ++i)
-    acc[i % ny] += x.data[i];
-  for (int64_t j = 0; j < ny; ++j)
-    y.data[j] = static_cast<T>(acc[j]);
-}
 
 // y[l, s] = x[s]
 template <typename T> void broadcastTo(TensorRef<const T> x, TensorRef<T> y) {
@@ -95,7 +84,6 @@ void mean(TensorRef<const T> x, std::optional<int64_t> axis, TensorRef<T> y) {
 }
 
 #define STRINGRT_INSTANTIATE(T)                                                         \
-  template void sumTo<T>(TensorRef<const T>, TensorRef<T>);                             \
   template void broadcastTo<T>(TensorRef<const T>, TensorRef<T>);                       \
   template void expandAxis<T>(TensorRef<const T>, int64_t, int64_t, TensorRef<T>);      \
   template void mean<T>(TensorRef<const T>, std::optional<int64_t>, TensorRef<T>);

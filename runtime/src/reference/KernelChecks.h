@@ -34,12 +34,6 @@ void dropout(const char *kernel, const TensorRef<const T> &x, double p, int64_t 
     throw Error(name + ": " + why);
 }
 
-template <typename T> void sumTo(const TensorRef<const T> &x, const TensorRef<T> &y) {
-  check(layer::isTrailingSuffix(y.shape, x.shape), "sum_to",
-        "result shape " + shapeToString(y.shape) + " is not a trailing suffix of " +
-            shapeToString(x.shape));
-}
-
 // Attention's q, k, v [B, T, D] with `heads` dividing D, rel [T, T, Dh,
 // Dh] when given, skip_base >= 0 with mask skip.
 struct AttentionShape {

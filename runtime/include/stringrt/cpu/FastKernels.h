@@ -56,11 +56,6 @@ void linearGradWeight(TensorRef<const float> x, TensorRef<const float> dy, Tenso
 void dropout(TensorRef<const float> x, double p, bool perSample, int64_t stream,
              const StepKey &key, TensorRef<float> y);
 
-// y[s] = sum_l x[l, s] (y's shape a trailing suffix of x's): column blocks in
-// parallel, each column summed in row order in double (the reference's
-// order, so its results bit for bit).
-void sumTo(TensorRef<const float> x, TensorRef<float> y);
-
 // y = x exp(gamma) (gamma's shape a trailing suffix of x's), in double.
 void spdGate(TensorRef<const float> x, TensorRef<const float> gamma, TensorRef<float> y);
 

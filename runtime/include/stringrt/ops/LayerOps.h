@@ -101,6 +101,13 @@ template <typename T> void mul(TensorRef<const T> lhs, TensorRef<const T> rhs, T
 template <typename T>
 void scale(TensorRef<const T> x, double factor, double bias, TensorRef<T> y);
 
+//===----------------------------------------------------------------------===//
+// sum_to (ops/layer/SumTo.cpp)
+//===----------------------------------------------------------------------===//
+
+// y[s] = sum_l x[l, s]: x [L..., S...] -> y [S...] (S a trailing suffix, possibly [])
+template <typename T> void sumTo(TensorRef<const T> x, TensorRef<T> y);
+
 } // namespace stringrt::ref
 
 namespace stringrt::cpu {
@@ -147,5 +154,10 @@ void mul(TensorRef<const float> lhs, TensorRef<const float> rhs, TensorRef<float
 // y = factor x + bias, elements in parallel, computed in double as the
 // reference does.
 void scale(TensorRef<const float> x, double factor, double bias, TensorRef<float> y);
+
+// y[s] = sum_l x[l, s] (y's shape a trailing suffix of x's): column blocks in
+// parallel, each column summed in row order in double (the reference's
+// order, so its results bit for bit).
+void sumTo(TensorRef<const float> x, TensorRef<float> y);
 
 } // namespace stringrt::cpu

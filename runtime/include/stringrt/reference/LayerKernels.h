@@ -67,9 +67,6 @@ void dropout(TensorRef<const T> x, double p, bool perSample, int64_t stream, con
 // Elementwise arithmetic, broadcasting, reductions (ElementwiseKernels.cpp)
 //===----------------------------------------------------------------------===//
 
-// y[s] = sum_l x[l, s]: x [L..., S...] -> y [S...] (S a trailing suffix, possibly [])
-template <typename T> void sumTo(TensorRef<const T> x, TensorRef<T> y);
-
 // y[l, s] = x[s]: x [S...] -> y [L..., S...] (x's shape a trailing suffix of y's)
 template <typename T> void broadcastTo(TensorRef<const T> x, TensorRef<T> y);
 

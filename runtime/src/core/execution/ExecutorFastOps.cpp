@@ -81,9 +81,6 @@ void runAttentionGrad(const OpContext &c) {
                      c.out(1), c.out(2), drel);
 }
 
-// The target shape is the result's (batch substituted).
-void runSumTo(const OpContext &c) { cpu::sumTo(c.in(0), c.out(0)); }
-
 void runDropout(const OpContext &c) {
   cpu::dropout(c.in(0), attrs::Dropout{c.op()}.p(), attrs::Dropout{c.op()}.perSample(),
                c.op().getInt("stream"), c.stepKey(), c.out(0));
@@ -129,7 +126,6 @@ void addFastOps(OpTable &table) {
       {OpCode::PatchEmbedGrad, runPatchEmbedGrad},
       {OpCode::TokenEmbedGrad, runTokenEmbedGrad},
       {OpCode::AttentionGrad, runAttentionGrad},
-      {OpCode::SumTo, runSumTo},
       {OpCode::CayleyGrad, runCayleyGrad},
       {OpCode::SpdGateGrad, runSpdGateGrad},
       {OpCode::GeneratorExp, runGeneratorExp},

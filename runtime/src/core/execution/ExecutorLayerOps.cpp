@@ -67,9 +67,6 @@ void runDropout(const OpContext &c) {
                  c.op().getInt("stream"), c.stepKey(), c.out(0));
 }
 
-// The target shape is the result's (batch substituted).
-void runSumTo(const OpContext &c) { sumTo<float>(c.in(0), c.out(0)); }
-
 // The target is the result; the optional `like` operand only carries the
 // batch size, so it must have the result's shape.
 void runBroadcastTo(const OpContext &c) {
@@ -170,8 +167,6 @@ void runAttentionGrad(const OpContext &c) {
 }
 
 // The argument checks of the reference kernels above.
-// generates kernels for.
-void checkSumTo(const OpContext &c) { checks::sumTo<float>(c.in(0), c.out(0)); }
 void checkTokenEmbed(const OpContext &c) {
   checks::tokenEmbed<float>(c.inI32(0), c.in(1), c.out(0));
 }
@@ -211,7 +206,6 @@ void addLayerOps(OpTable &table) {
   table[OpCode::LinearGradInput] = {runLinearGradInput};
   table[OpCode::LinearGradWeight] = {runLinearGradWeight};
   table[OpCode::Dropout] = {runDropout};
-  table[OpCode::SumTo] = {runSumTo, checkSumTo};
   table[OpCode::BroadcastTo] = {runBroadcastTo};
   table[OpCode::ExpandAxis] = {runExpandAxis};
   table[OpCode::Mean] = {runMean};
