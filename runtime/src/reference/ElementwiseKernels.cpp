@@ -1,4 +1,4 @@
-// Reference kernels: broadcast_to, expand_axis and mean.
+// Reference kernels: expand_axis and mean.
 #include "stringrt/reference/LayerKernels.h"
 
 #include "KernelChecks.h"
@@ -9,7 +9,6 @@
 namespace stringrt::ref {
 
 using layer::Acc;
-using layer::isTrailingSuffix;
 
 namespace {
 
@@ -22,16 +21,6 @@ int64_t extent(const std::vector<int64_t> &shape, size_t begin, size_t end) {
 }
 
 } // namespace
-
-// y[l, s] = x[s]
-template <typename T> void broadcastTo(TensorRef<const T> x, TensorRef<T> y) {
-  check(isTrailingSuffix(x.shape, y.shape), "broadcast_to",
-        "shape " + shapeToString(x.shape) + " is not a trailing suffix of the result shape " +
-            shapeToString(y.shape));
-  const int64_t n = y.numel(), nx = x.numel();
-  for (int64_t i = 0; i < n; ++i)
-    y.data[i] = x.data[i % nx];
-}
 
 // y[o, s, r] = x[o, r] with o the dims before `axis`, r those from `axis` on.
 template <typename T>
@@ -84,7 +73,6 @@ void mean(TensorRef<const T> x, std::optional<int64_t> axis, TensorRef<T> y) {
 }
 
 #define STRINGRT_INSTANTIATE(T)                                                         \
-  template void broadcastTo<T>(TensorRef<const T>, TensorRef<T>);                       \
   template void expandAxis<T>(TensorRef<const T>, int64_t, int64_t, TensorRef<T>);      \
   template void mean<T>(TensorRef<const T>, std::optional<int64_t>, TensorRef<T>);
 

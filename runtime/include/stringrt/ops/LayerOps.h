@@ -108,6 +108,13 @@ void scale(TensorRef<const T> x, double factor, double bias, TensorRef<T> y);
 // y[s] = sum_l x[l, s]: x [L..., S...] -> y [S...] (S a trailing suffix, possibly [])
 template <typename T> void sumTo(TensorRef<const T> x, TensorRef<T> y);
 
+//===----------------------------------------------------------------------===//
+// broadcast_to (ops/layer/BroadcastTo.cpp; no fast kernel)
+//===----------------------------------------------------------------------===//
+
+// y[l, s] = x[s]: x [S...] -> y [L..., S...] (x's shape a trailing suffix of y's)
+template <typename T> void broadcastTo(TensorRef<const T> x, TensorRef<T> y);
+
 } // namespace stringrt::ref
 
 namespace stringrt::cpu {

@@ -67,9 +67,6 @@ void dropout(TensorRef<const T> x, double p, bool perSample, int64_t stream, con
 // Elementwise arithmetic, broadcasting, reductions (ElementwiseKernels.cpp)
 //===----------------------------------------------------------------------===//
 
-// y[l, s] = x[s]: x [S...] -> y [L..., S...] (x's shape a trailing suffix of y's)
-template <typename T> void broadcastTo(TensorRef<const T> x, TensorRef<T> y);
-
 // y = x with a new dim of `size` at `axis` (0 <= axis <= rank), every slice equal to x
 template <typename T>
 void expandAxis(TensorRef<const T> x, int64_t axis, int64_t size, TensorRef<T> y);

@@ -67,16 +67,6 @@ void runDropout(const OpContext &c) {
                  c.op().getInt("stream"), c.stepKey(), c.out(0));
 }
 
-// The target is the result; the optional `like` operand only carries the
-// batch size, so it must have the result's shape.
-void runBroadcastTo(const OpContext &c) {
-  TensorRef<float> y = c.out(0);
-  if (c.numOperands() > 1 && c.in(1).shape != y.shape)
-    c.fail("'like' has shape " + shapeToString(c.in(1).shape) + ", the result " +
-           shapeToString(y.shape));
-  broadcastTo<float>(c.in(0), y);
-}
-
 void runExpandAxis(const OpContext &c) {
   expandAxis<float>(c.in(0), c.op().getInt("axis"), c.op().getInt("size"), c.out(0));
 }
@@ -206,7 +196,6 @@ void addLayerOps(OpTable &table) {
   table[OpCode::LinearGradInput] = {runLinearGradInput};
   table[OpCode::LinearGradWeight] = {runLinearGradWeight};
   table[OpCode::Dropout] = {runDropout};
-  table[OpCode::BroadcastTo] = {runBroadcastTo};
   table[OpCode::ExpandAxis] = {runExpandAxis};
   table[OpCode::Mean] = {runMean};
   table[OpCode::MeanGrad] = {runMeanGrad};
