@@ -1,4 +1,4 @@
-// Reference kernels: expand_axis and mean.
+// Reference kernels: mean.
 #include "stringrt/reference/LayerKernels.h"
 
 #include "KernelChecks.h"
@@ -9,35 +9,7 @@
 namespace stringrt::ref {
 
 using layer::Acc;
-
-namespace {
-
-// Product of shape[begin, end).
-int64_t extent(const std::vector<int64_t> &shape, size_t begin, size_t end) {
-  int64_t n = 1;
-  for (size_t i = begin; i < end; ++i)
-    n *= shape[i];
-  return n;
-}
-
-} // namespace
-
-// y[o, s, r] = x[o, r] with o the dims before `axis`, r those from `axis` on.
-template <typename T>
-void expandAxis(TensorRef<const T> x, int64_t axis, int64_t size, TensorRef<T> y) {
-  check(axis >= 0 && axis <= x.rank(), "expand_axis",
-        "axis " + std::to_string(axis) + " out of range for shape " + shapeToString(x.shape));
-  check(size > 0, "expand_axis", "size must be > 0, got " + std::to_string(size));
-  std::vector<int64_t> expected = x.shape;
-  expected.insert(expected.begin() + axis, size);
-  checkShape("expand_axis: result", y, expected);
-  const int64_t outer = extent(x.shape, 0, static_cast<size_t>(axis));
-  const int64_t inner = extent(x.shape, static_cast<size_t>(axis), x.shape.size());
-  for (int64_t o = 0; o < outer; ++o)
-    for (int64_t s = 0; s < size; ++s)
-      for (int64_t r = 0; r < inner; ++r)
-        y.data[(o * size + s) * inner + r] = x.data[o * inner + r];
-}
+using layer::extent;
 
 // axis: y[o, r] = (1/n) sum_s x[o, s, r]; all: y = (1/numel) sum x.
 template <typename T>
@@ -73,7 +45,6 @@ void mean(TensorRef<const T> x, std::optional<int64_t> axis, TensorRef<T> y) {
 }
 
 #define STRINGRT_INSTANTIATE(T)                                                         \
-  template void expandAxis<T>(TensorRef<const T>, int64_t, int64_t, TensorRef<T>);      \
   template void mean<T>(TensorRef<const T>, std::optional<int64_t>, TensorRef<T>);
 
 STRINGRT_INSTANTIATE(float)

@@ -23,6 +23,14 @@ inline int64_t rowCount(const std::vector<int64_t> &shape) {
   return n;
 }
 
+// Product of shape[begin, end).
+inline int64_t extent(const std::vector<int64_t> &shape, size_t begin, size_t end) {
+  int64_t n = 1;
+  for (size_t i = begin; i < end; ++i)
+    n *= shape[i];
+  return n;
+}
+
 // `shape` with its last dimension replaced by `last`.
 inline std::vector<int64_t> withLast(std::vector<int64_t> shape, int64_t last) {
   shape.back() = last;

@@ -115,6 +115,14 @@ template <typename T> void sumTo(TensorRef<const T> x, TensorRef<T> y);
 // y[l, s] = x[s]: x [S...] -> y [L..., S...] (x's shape a trailing suffix of y's)
 template <typename T> void broadcastTo(TensorRef<const T> x, TensorRef<T> y);
 
+//===----------------------------------------------------------------------===//
+// expand_axis (ops/layer/ExpandAxis.cpp; no fast kernel)
+//===----------------------------------------------------------------------===//
+
+// y = x with a new dim of `size` at `axis` (0 <= axis <= rank), every slice equal to x
+template <typename T>
+void expandAxis(TensorRef<const T> x, int64_t axis, int64_t size, TensorRef<T> y);
+
 } // namespace stringrt::ref
 
 namespace stringrt::cpu {

@@ -67,10 +67,6 @@ void dropout(TensorRef<const T> x, double p, bool perSample, int64_t stream, con
 // Elementwise arithmetic, broadcasting, reductions (ElementwiseKernels.cpp)
 //===----------------------------------------------------------------------===//
 
-// y = x with a new dim of `size` at `axis` (0 <= axis <= rank), every slice equal to x
-template <typename T>
-void expandAxis(TensorRef<const T> x, int64_t axis, int64_t size, TensorRef<T> y);
-
 // With axis: y = mean of x over dim `axis` (removed from the shape).
 // Without (nullopt): y (shape []) = mean of all elements.
 template <typename T>

@@ -67,10 +67,6 @@ void runDropout(const OpContext &c) {
                  c.op().getInt("stream"), c.stepKey(), c.out(0));
 }
 
-void runExpandAxis(const OpContext &c) {
-  expandAxis<float>(c.in(0), c.op().getInt("axis"), c.op().getInt("size"), c.out(0));
-}
-
 void runMean(const OpContext &c) { mean<float>(c.in(0), c.op().getOptionalInt("axis"), c.out(0)); }
 
 // dx = dy repeated along `axis` (over every element without it) / N, with N
@@ -196,7 +192,6 @@ void addLayerOps(OpTable &table) {
   table[OpCode::LinearGradInput] = {runLinearGradInput};
   table[OpCode::LinearGradWeight] = {runLinearGradWeight};
   table[OpCode::Dropout] = {runDropout};
-  table[OpCode::ExpandAxis] = {runExpandAxis};
   table[OpCode::Mean] = {runMean};
   table[OpCode::MeanGrad] = {runMeanGrad};
   table[OpCode::PatchEmbed] = {runPatchEmbed};
