@@ -13,6 +13,7 @@
 #include "stringrt/reference/Tensor.h"
 
 #include <cstdint>
+#include <optional>
 
 namespace stringrt::ref {
 
@@ -122,6 +123,16 @@ template <typename T> void broadcastTo(TensorRef<const T> x, TensorRef<T> y);
 // y = x with a new dim of `size` at `axis` (0 <= axis <= rank), every slice equal to x
 template <typename T>
 void expandAxis(TensorRef<const T> x, int64_t axis, int64_t size, TensorRef<T> y);
+
+//===----------------------------------------------------------------------===//
+// mean, mean_grad (ops/layer/Mean.cpp; no fast kernels; mean_grad's kernel
+// is its executor adapter)
+//===----------------------------------------------------------------------===//
+
+// With axis: y = mean of x over dim `axis` (removed from the shape).
+// Without (nullopt): y (shape []) = mean of all elements.
+template <typename T>
+void mean(TensorRef<const T> x, std::optional<int64_t> axis, TensorRef<T> y);
 
 } // namespace stringrt::ref
 

@@ -64,15 +64,6 @@ void dropout(TensorRef<const T> x, double p, bool perSample, int64_t stream, con
              TensorRef<T> y);
 
 //===----------------------------------------------------------------------===//
-// Elementwise arithmetic, broadcasting, reductions (ElementwiseKernels.cpp)
-//===----------------------------------------------------------------------===//
-
-// With axis: y = mean of x over dim `axis` (removed from the shape).
-// Without (nullopt): y (shape []) = mean of all elements.
-template <typename T>
-void mean(TensorRef<const T> x, std::optional<int64_t> axis, TensorRef<T> y);
-
-//===----------------------------------------------------------------------===//
 // Embeddings and token plumbing (EmbeddingKernels.cpp)
 //===----------------------------------------------------------------------===//
 

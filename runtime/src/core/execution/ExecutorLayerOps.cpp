@@ -1,5 +1,4 @@
-// Executor adapters of the pe layer ops (dense layers, activations,
-// elementwise arithmetic and the broadcasting adjoints, embeddings,
+// Executor adapters of the pe layer ops (dense layers, dropout, embeddings,
 // attention), each forward op beside its backward ops
 // (docs/autodiff.md): each reads the op's attributes and calls its reference
 // kernel (LayerKernels.h); the ops stringc generates kernels for also have a
@@ -65,34 +64,6 @@ void runLinearGradWeight(const OpContext &c) {
 void runDropout(const OpContext &c) {
   dropout<float>(c.in(0), attrs::Dropout{c.op()}.p(), attrs::Dropout{c.op()}.perSample(),
                  c.op().getInt("stream"), c.stepKey(), c.out(0));
-}
-
-void runMean(const OpContext &c) { mean<float>(c.in(0), c.op().getOptionalInt("axis"), c.out(0)); }
-
-// dx = dy repeated along `axis` (over every element without it) / N, with N
-// the size of that axis of x at run time (numel(x) without axis).
-void runMeanGrad(const OpContext &c) {
-  TensorRef<const float> x = c.in(0);
-  TensorRef<const float> dy = c.in(1);
-  TensorRef<float> dx = c.out(0);
-  checkShape("mean_grad dx", dx, x.shape);
-  std::optional<int64_t> axis = c.op().getOptionalInt("axis");
-  double count = 0;
-  if (axis) {
-    if (*axis < 0 || *axis >= x.rank())
-      c.fail("axis " + std::to_string(*axis) + " out of range for x of shape " +
-             shapeToString(x.shape));
-    count = static_cast<double>(x.dim(static_cast<int>(*axis)));
-    expandAxis<float>(dy, *axis, x.dim(static_cast<int>(*axis)), dx);
-    for (int64_t i = 0; i < dx.numel(); ++i)
-      dx[i] = static_cast<float>(static_cast<double>(dx[i]) / count);
-  } else {
-    checkShape("mean_grad dy", dy, {});
-    count = static_cast<double>(x.numel());
-    float value = static_cast<float>(static_cast<double>(dy[0]) / count);
-    for (int64_t i = 0; i < dx.numel(); ++i)
-      dx[i] = value;
-  }
 }
 
 void runPatchEmbed(const OpContext &c) {
@@ -192,8 +163,6 @@ void addLayerOps(OpTable &table) {
   table[OpCode::LinearGradInput] = {runLinearGradInput};
   table[OpCode::LinearGradWeight] = {runLinearGradWeight};
   table[OpCode::Dropout] = {runDropout};
-  table[OpCode::Mean] = {runMean};
-  table[OpCode::MeanGrad] = {runMeanGrad};
   table[OpCode::PatchEmbed] = {runPatchEmbed};
   table[OpCode::PatchEmbedGrad] = {runPatchEmbedGrad};
   table[OpCode::TokenEmbed] = {runTokenEmbed, checkTokenEmbed};
