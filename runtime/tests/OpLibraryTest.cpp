@@ -38,7 +38,8 @@ TEST(OpLibrary, TheExecutorsTablesTakeTheLibrarysAdapters) {
       {OpCode::GeluGrad, true},      {OpCode::CrossEntropy, false},
       {OpCode::CrossEntropyGrad, true}, {OpCode::Add, true},
       {OpCode::Sub, true}, {OpCode::Mul, true},
-      {OpCode::Scale, true}, {OpCode::SumTo, true}};
+      {OpCode::Scale, true}, {OpCode::SumTo, true},
+      {OpCode::Dropout, false}};
   for (const auto &[code, generated] : library) {
     SCOPED_TRACE(opName(code));
     const ops::OpKernels *op = ops::opLibrary().find(code);

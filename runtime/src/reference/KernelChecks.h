@@ -18,22 +18,6 @@
 
 namespace stringrt::ref::checks {
 
-// dropout: x has the batch first, y its shape; p, stream and the key
-// within the mask formula's domain (stringrt/DropoutMask.h).
-template <typename T>
-void dropout(const char *kernel, const TensorRef<const T> &x, double p, int64_t stream,
-             const StepKey &key, const TensorRef<T> &y) {
-  const std::string name(kernel);
-  if (x.rank() < 1)
-    throw Error(name + ": x must have the batch dimension first, found rank 0");
-  checkShape((name + ": result").c_str(), y, x.shape);
-  const int64_t samples = x.shape[0];
-  const std::string why =
-      dropoutDomainError(p, stream, key, samples, samples > 0 ? x.numel() / samples : 0);
-  if (!why.empty())
-    throw Error(name + ": " + why);
-}
-
 // Attention's q, k, v [B, T, D] with `heads` dividing D, rel [T, T, Dh,
 // Dh] when given, skip_base >= 0 with mask skip.
 struct AttentionShape {

@@ -1,4 +1,4 @@
-// Reference kernels: linear, dropout and their backward ops.
+// Reference kernels: linear and its backward ops.
 #include "stringrt/reference/LayerKernels.h"
 
 #include "KernelChecks.h"
@@ -76,39 +76,11 @@ void linearGradWeight(TensorRef<const T> x, TensorRef<const T> dy, TensorRef<T> 
     dw.data[j] = static_cast<T>(acc[j]);
 }
 
-template <typename T>
-void dropout(TensorRef<const T> x, double p, bool perSample, int64_t stream, const StepKey &key,
-             TensorRef<T> y) {
-  checks::dropout("dropout", x, p, stream, key, y);
-  const int64_t samples = x.shape[0];
-  const int64_t perRow = samples > 0 ? x.numel() / samples : 0;
-  const T scale = static_cast<T>(1.0 / (1.0 - p));
-  for (int64_t b = 0; b < samples; ++b) {
-    const int64_t sample = key.firstSample + b;
-    const T *in = x.data + b * perRow;
-    T *out = y.data + b * perRow;
-    if (perSample) { // one draw: element 0's
-      const bool keep = dropoutKeeps(dropoutBlock(key, stream, sample, 0)[0], p);
-      for (int64_t r = 0; r < perRow; ++r)
-        out[r] = keep ? in[r] * scale : T(0);
-      continue;
-    }
-    Philox4x32::Counter words{};
-    for (int64_t r = 0; r < perRow; ++r) {
-      if (r % 4 == 0) // one block serves four elements
-        words = dropoutBlock(key, stream, sample, r / 4);
-      out[r] = dropoutKeeps(words[size_t(r % 4)], p) ? in[r] * scale : T(0);
-    }
-  }
-}
-
 #define STRINGRT_INSTANTIATE(T)                                                              \
   template void linear<T>(TensorRef<const T>, TensorRef<const T>, OptionalInput<T>,          \
                           TensorRef<T>);                                                     \
   template void linearGradInput<T>(TensorRef<const T>, TensorRef<const T>, TensorRef<T>);    \
-  template void linearGradWeight<T>(TensorRef<const T>, TensorRef<const T>, TensorRef<T>);   \
-  template void dropout<T>(TensorRef<const T>, double, bool, int64_t, const StepKey &,       \
-                           TensorRef<T>);
+  template void linearGradWeight<T>(TensorRef<const T>, TensorRef<const T>, TensorRef<T>);
 
 STRINGRT_INSTANTIATE(float)
 STRINGRT_INSTANTIATE(double)

@@ -47,14 +47,8 @@ void linearGradInput(TensorRef<const float> dy, TensorRef<const float> w, Tensor
 void linearGradWeight(TensorRef<const float> x, TensorRef<const float> dy, TensorRef<float> dw);
 
 //===----------------------------------------------------------------------===//
-// Elementwise arithmetic and reductions (ElementwiseKernels.cpp)
+// SPD gate (ElementwiseKernels.cpp)
 //===----------------------------------------------------------------------===//
-
-// ref::dropout's masks and values, bit for bit (each element's draw is a
-// function of its coordinates), in parallel over blocks of four elements
-// (over samples for drop-path).
-void dropout(TensorRef<const float> x, double p, bool perSample, int64_t stream,
-             const StepKey &key, TensorRef<float> y);
 
 // y = x exp(gamma) (gamma's shape a trailing suffix of x's), in double.
 void spdGate(TensorRef<const float> x, TensorRef<const float> gamma, TensorRef<float> y);

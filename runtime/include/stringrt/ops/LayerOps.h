@@ -10,6 +10,7 @@
 // overwritten, outputs never aliasing inputs.
 #pragma once
 
+#include "stringrt/DropoutMask.h"
 #include "stringrt/reference/Tensor.h"
 
 #include <cstdint>
@@ -134,6 +135,19 @@ void expandAxis(TensorRef<const T> x, int64_t axis, int64_t size, TensorRef<T> y
 template <typename T>
 void mean(TensorRef<const T> x, std::optional<int64_t> axis, TensorRef<T> y);
 
+//===----------------------------------------------------------------------===//
+// dropout (ops/layer/Dropout.cpp)
+//===----------------------------------------------------------------------===//
+
+// Dropout (perSample: drop-path) of x [B, ...] with the mask of `key` and
+// `stream` (stringrt/DropoutMask.h): y = x * T(1 / (1 - p)) where kept, 0
+// where dropped. Its own VJP: the same call on dy gives dx. Checks p in
+// [0, 1), stream in [0, 2^31), key.step in [0, 2^32), the samples
+// key.firstSample .. + B - 1 in [0, 2^32) and at most 2^34 elements a sample.
+template <typename T>
+void dropout(TensorRef<const T> x, double p, bool perSample, int64_t stream, const StepKey &key,
+             TensorRef<T> y);
+
 } // namespace stringrt::ref
 
 namespace stringrt::cpu {
@@ -185,5 +199,11 @@ void scale(TensorRef<const float> x, double factor, double bias, TensorRef<float
 // parallel, each column summed in row order in double (the reference's
 // order, so its results bit for bit).
 void sumTo(TensorRef<const float> x, TensorRef<float> y);
+
+// ref::dropout's masks and values, bit for bit (each element's draw is a
+// function of its coordinates), in parallel over blocks of four elements
+// (over samples for drop-path).
+void dropout(TensorRef<const float> x, double p, bool perSample, int64_t stream,
+             const StepKey &key, TensorRef<float> y);
 
 } // namespace stringrt::cpu

@@ -17,7 +17,6 @@
 //   throws stringrt::Error naming the kernel and the operand.
 #pragma once
 
-#include "stringrt/DropoutMask.h"
 #include "stringrt/ops/LayerOps.h" // the layer ops moved to the op library
 #include "stringrt/reference/Tensor.h"
 
@@ -53,15 +52,6 @@ void linearGradInput(TensorRef<const T> dy, TensorRef<const T> w, TensorRef<T> d
 // dw[i, o] = sum_l x[l, i] dy[l, o] over every leading index l   x [..., I], dy [..., O] -> dw [I, O]
 template <typename T>
 void linearGradWeight(TensorRef<const T> x, TensorRef<const T> dy, TensorRef<T> dw);
-
-// Dropout (perSample: drop-path) of x [B, ...] with the mask of `key` and
-// `stream` (stringrt/DropoutMask.h): y = x * T(1 / (1 - p)) where kept, 0
-// where dropped. Its own VJP: the same call on dy gives dx. Checks p in
-// [0, 1), stream in [0, 2^31), key.step in [0, 2^32), the samples
-// key.firstSample .. + B - 1 in [0, 2^32) and at most 2^34 elements a sample.
-template <typename T>
-void dropout(TensorRef<const T> x, double p, bool perSample, int64_t stream, const StepKey &key,
-             TensorRef<T> y);
 
 //===----------------------------------------------------------------------===//
 // Embeddings and token plumbing (EmbeddingKernels.cpp)

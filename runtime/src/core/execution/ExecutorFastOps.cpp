@@ -81,11 +81,6 @@ void runAttentionGrad(const OpContext &c) {
                      c.out(1), c.out(2), drel);
 }
 
-void runDropout(const OpContext &c) {
-  cpu::dropout(c.in(0), attrs::Dropout{c.op()}.p(), attrs::Dropout{c.op()}.perSample(),
-               c.op().getInt("stream"), c.stepKey(), c.out(0));
-}
-
 void runCayleyGrad(const OpContext &c) {
   cpu::cayleyGrad(c.in(0), c.in(1), c.in(2), c.out(0), c.out(1));
 }
@@ -118,7 +113,6 @@ void addFastOps(OpTable &table) {
       {OpCode::TokenEmbed, runTokenEmbed},
       {OpCode::Attention, runAttention},
       {OpCode::Rope, runRope},
-      {OpCode::Dropout, runDropout},
       {OpCode::Cayley, runCayley},
       {OpCode::SpdGate, runSpdGate},
       {OpCode::LinearGradInput, runLinearGradInput},

@@ -1,4 +1,4 @@
-// Executor adapters of the pe layer ops (dense layers, dropout, embeddings,
+// Executor adapters of the pe layer ops (dense layers, embeddings,
 // attention), each forward op beside its backward ops
 // (docs/autodiff.md): each reads the op's attributes and calls its reference
 // kernel (LayerKernels.h); the ops stringc generates kernels for also have a
@@ -58,12 +58,6 @@ void runLinearGradInput(const OpContext &c) {
 
 void runLinearGradWeight(const OpContext &c) {
   linearGradWeight<float>(c.in(0), c.in(1), c.out(0));
-}
-
-// Dropout and drop-path; the backward is this op again on dy.
-void runDropout(const OpContext &c) {
-  dropout<float>(c.in(0), attrs::Dropout{c.op()}.p(), attrs::Dropout{c.op()}.perSample(),
-                 c.op().getInt("stream"), c.stepKey(), c.out(0));
 }
 
 void runPatchEmbed(const OpContext &c) {
@@ -162,7 +156,6 @@ void addLayerOps(OpTable &table) {
   table[OpCode::Linear] = {runLinear};
   table[OpCode::LinearGradInput] = {runLinearGradInput};
   table[OpCode::LinearGradWeight] = {runLinearGradWeight};
-  table[OpCode::Dropout] = {runDropout};
   table[OpCode::PatchEmbed] = {runPatchEmbed};
   table[OpCode::PatchEmbedGrad] = {runPatchEmbedGrad};
   table[OpCode::TokenEmbed] = {runTokenEmbed, checkTokenEmbed};
