@@ -67,7 +67,9 @@ TEST(OpLibrary, AnOpWithoutAFastKernelRunsItsReferenceOneInEverySet) {
                                              {OpCode::BroadcastTo, false},
                                              {OpCode::ExpandAxis, false},
                                              {OpCode::Mean, false},
-                                             {OpCode::MeanGrad, false}};
+                                             {OpCode::MeanGrad, false},
+                                             {OpCode::ClassToken, true},
+                                             {OpCode::ClassTokenGrad, true}};
   for (const auto &[code, generated] : library) {
     SCOPED_TRACE(opName(code));
     const ops::OpKernels *op = ops::opLibrary().find(code);

@@ -1,5 +1,5 @@
-// Reference kernels: patch_embed, token_embed, class_token, select_token and
-// their backward ops.
+// Reference kernels: patch_embed, token_embed, select_token and their
+// backward ops.
 #include "stringrt/reference/LayerKernels.h"
 
 #include "KernelChecks.h"
@@ -99,37 +99,6 @@ void tokenEmbedGrad(TensorRef<const int32_t> ids, TensorRef<const T> dy, TensorR
     dtable.data[j] = static_cast<T>(acc[j]);
 }
 
-// y[b, 0, :] = cls, y[b, n + 1, :] = x[b, n, :]
-template <typename T>
-void classToken(TensorRef<const T> x, TensorRef<const T> cls, TensorRef<T> y) {
-  checks::classToken(x, cls, y);
-  const int64_t B = x.dim(0), N = x.dim(1), D = x.dim(2);
-  for (int64_t b = 0; b < B; ++b) {
-    for (int64_t d = 0; d < D; ++d)
-      y.data[(b * (N + 1)) * D + d] = cls.data[d];
-    for (int64_t n = 0; n < N; ++n)
-      for (int64_t d = 0; d < D; ++d)
-        y.data[(b * (N + 1) + n + 1) * D + d] = x.data[(b * N + n) * D + d];
-  }
-}
-
-// dx[b, n, :] = dy[b, n + 1, :],  dcls = sum_b dy[b, 0, :]
-template <typename T>
-void classTokenGrad(TensorRef<const T> dy, TensorRef<T> dx, TensorRef<T> dcls) {
-  checks::classTokenGrad(dy, dx, dcls);
-  const int64_t B = dy.dim(0), N = dy.dim(1) - 1, D = dy.dim(2);
-  std::vector<Acc> acc(static_cast<size_t>(D), 0);
-  for (int64_t b = 0; b < B; ++b) {
-    for (int64_t d = 0; d < D; ++d)
-      acc[d] += dy.data[(b * (N + 1)) * D + d];
-    for (int64_t n = 0; n < N; ++n)
-      for (int64_t d = 0; d < D; ++d)
-        dx.data[(b * N + n) * D + d] = dy.data[(b * (N + 1) + n + 1) * D + d];
-  }
-  for (int64_t d = 0; d < D; ++d)
-    dcls.data[d] = static_cast<T>(acc[d]);
-}
-
 // y[b, :] = x[b, index, :]
 template <typename T>
 void selectToken(TensorRef<const T> x, int64_t index, TensorRef<T> y) {
@@ -159,8 +128,6 @@ void selectTokenGrad(TensorRef<const T> dy, int64_t index, TensorRef<T> dx) {
   template void tokenEmbed<T>(TensorRef<const int32_t>, TensorRef<const T>, TensorRef<T>);   \
   template void tokenEmbedGrad<T>(TensorRef<const int32_t>, TensorRef<const T>,              \
                                   TensorRef<T>);                                             \
-  template void classToken<T>(TensorRef<const T>, TensorRef<const T>, TensorRef<T>);         \
-  template void classTokenGrad<T>(TensorRef<const T>, TensorRef<T>, TensorRef<T>);           \
   template void selectToken<T>(TensorRef<const T>, int64_t, TensorRef<T>);                   \
   template void selectTokenGrad<T>(TensorRef<const T>, int64_t, TensorRef<T>);
 

@@ -147,24 +147,6 @@ void tokenEmbedGrad(const TensorRef<const int32_t> &ids, const TensorRef<const T
 }
 
 template <typename T>
-void classToken(const TensorRef<const T> &x, const TensorRef<const T> &cls,
-                const TensorRef<T> &y) {
-  checkRank("class_token: x", x, 3);
-  checkShape("class_token: cls", cls, {x.dim(2)});
-  checkShape("class_token: result", y, {x.dim(0), x.dim(1) + 1, x.dim(2)});
-}
-
-template <typename T>
-void classTokenGrad(const TensorRef<const T> &dy, const TensorRef<T> &dx,
-                    const TensorRef<T> &dcls) {
-  checkRank("class_token_grad: dy", dy, 3);
-  const int64_t N = dy.dim(1) - 1;
-  check(N >= 0, "class_token_grad", "dy has no class token (dimension 1 is 0)");
-  checkShape("class_token_grad: dx", dx, {dy.dim(0), N, dy.dim(2)});
-  checkShape("class_token_grad: dcls", dcls, {dy.dim(2)});
-}
-
-template <typename T>
 void selectToken(const TensorRef<const T> &x, int64_t index, const TensorRef<T> &y) {
   checkRank("select_token: x", x, 3);
   check(index >= 0 && index < x.dim(1), "select_token",

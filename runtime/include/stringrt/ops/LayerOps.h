@@ -148,6 +148,18 @@ template <typename T>
 void dropout(TensorRef<const T> x, double p, bool perSample, int64_t stream, const StepKey &key,
              TensorRef<T> y);
 
+//===----------------------------------------------------------------------===//
+// class_token, class_token_grad (ops/layer/ClassToken.cpp; no fast kernels)
+//===----------------------------------------------------------------------===//
+
+// y[b, 0, :] = cls, y[b, n + 1, :] = x[b, n, :]   x [B, N, D], cls [D] -> y [B, N+1, D]
+template <typename T>
+void classToken(TensorRef<const T> x, TensorRef<const T> cls, TensorRef<T> y);
+
+// dx[b, n, :] = dy[b, n + 1, :],  dcls = sum_b dy[b, 0, :]
+template <typename T>
+void classTokenGrad(TensorRef<const T> dy, TensorRef<T> dx, TensorRef<T> dcls);
+
 } // namespace stringrt::ref
 
 namespace stringrt::cpu {

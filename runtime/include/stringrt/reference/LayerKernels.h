@@ -78,14 +78,6 @@ void tokenEmbed(TensorRef<const int32_t> ids, TensorRef<const T> table, TensorRe
 template <typename T>
 void tokenEmbedGrad(TensorRef<const int32_t> ids, TensorRef<const T> dy, TensorRef<T> dtable);
 
-// y[b, 0, :] = cls, y[b, n + 1, :] = x[b, n, :]   x [B, N, D], cls [D] -> y [B, N+1, D]
-template <typename T>
-void classToken(TensorRef<const T> x, TensorRef<const T> cls, TensorRef<T> y);
-
-// dx[b, n, :] = dy[b, n + 1, :],  dcls = sum_b dy[b, 0, :]
-template <typename T>
-void classTokenGrad(TensorRef<const T> dy, TensorRef<T> dx, TensorRef<T> dcls);
-
 // y[b, :] = x[b, index, :]   x [B, T, D] -> y [B, D], 0 <= index < T
 template <typename T>
 void selectToken(TensorRef<const T> x, int64_t index, TensorRef<T> y);

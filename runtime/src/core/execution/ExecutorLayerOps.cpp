@@ -74,10 +74,6 @@ void runTokenEmbedGrad(const OpContext &c) {
   tokenEmbedGrad<float>(c.inI32(0), c.in(1), c.out(0));
 }
 
-void runClassToken(const OpContext &c) { classToken<float>(c.in(0), c.in(1), c.out(0)); }
-
-void runClassTokenGrad(const OpContext &c) { classTokenGrad<float>(c.in(0), c.out(0), c.out(1)); }
-
 void runSelectToken(const OpContext &c) {
   selectToken<float>(c.in(0), c.op().getInt("index"), c.out(0));
 }
@@ -124,10 +120,6 @@ void checkTokenEmbed(const OpContext &c) {
 void checkTokenEmbedGrad(const OpContext &c) {
   checks::tokenEmbedGrad<float>(c.inI32(0), c.in(1), c.out(0));
 }
-void checkClassToken(const OpContext &c) { checks::classToken<float>(c.in(0), c.in(1), c.out(0)); }
-void checkClassTokenGrad(const OpContext &c) {
-  checks::classTokenGrad<float>(c.in(0), c.out(0), c.out(1));
-}
 void checkSelectToken(const OpContext &c) {
   checks::selectToken<float>(c.in(0), c.op().getInt("index"), c.out(0));
 }
@@ -160,8 +152,6 @@ void addLayerOps(OpTable &table) {
   table[OpCode::PatchEmbedGrad] = {runPatchEmbedGrad};
   table[OpCode::TokenEmbed] = {runTokenEmbed, checkTokenEmbed};
   table[OpCode::TokenEmbedGrad] = {runTokenEmbedGrad, checkTokenEmbedGrad};
-  table[OpCode::ClassToken] = {runClassToken, checkClassToken};
-  table[OpCode::ClassTokenGrad] = {runClassTokenGrad, checkClassTokenGrad};
   table[OpCode::SelectToken] = {runSelectToken, checkSelectToken};
   table[OpCode::SelectTokenGrad] = {runSelectTokenGrad, checkSelectTokenGrad};
   table[OpCode::Attention] = {runAttention, checkAttention};
