@@ -69,7 +69,9 @@ TEST(OpLibrary, AnOpWithoutAFastKernelRunsItsReferenceOneInEverySet) {
                                              {OpCode::Mean, false},
                                              {OpCode::MeanGrad, false},
                                              {OpCode::ClassToken, true},
-                                             {OpCode::ClassTokenGrad, true}};
+                                             {OpCode::ClassTokenGrad, true},
+                                             {OpCode::SelectToken, true},
+                                             {OpCode::SelectTokenGrad, true}};
   for (const auto &[code, generated] : library) {
     SCOPED_TRACE(opName(code));
     const ops::OpKernels *op = ops::opLibrary().find(code);

@@ -1,5 +1,4 @@
-// Reference kernels: patch_embed, token_embed, select_token and their
-// backward ops.
+// Reference kernels: patch_embed, token_embed and their backward ops.
 #include "stringrt/reference/LayerKernels.h"
 
 #include "KernelChecks.h"
@@ -99,27 +98,6 @@ void tokenEmbedGrad(TensorRef<const int32_t> ids, TensorRef<const T> dy, TensorR
     dtable.data[j] = static_cast<T>(acc[j]);
 }
 
-// y[b, :] = x[b, index, :]
-template <typename T>
-void selectToken(TensorRef<const T> x, int64_t index, TensorRef<T> y) {
-  checks::selectToken(x, index, y);
-  const int64_t B = x.dim(0), Tn = x.dim(1), D = x.dim(2);
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t d = 0; d < D; ++d)
-      y.data[b * D + d] = x.data[(b * Tn + index) * D + d];
-}
-
-// dx[b, t, :] = dy[b, :] if t == index else 0
-template <typename T>
-void selectTokenGrad(TensorRef<const T> dy, int64_t index, TensorRef<T> dx) {
-  checks::selectTokenGrad(dy, index, dx);
-  const int64_t B = dx.dim(0), Tn = dx.dim(1), D = dx.dim(2);
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t t = 0; t < Tn; ++t)
-      for (int64_t d = 0; d < D; ++d)
-        dx.data[(b * Tn + t) * D + d] = t == index ? dy.data[b * D + d] : T(0);
-}
-
 #define STRINGRT_INSTANTIATE(T)                                                              \
   template void patchEmbed<T>(TensorRef<const T>, TensorRef<const T>, TensorRef<const T>,    \
                               int64_t, TensorRef<T>);                                        \
@@ -127,9 +105,7 @@ void selectTokenGrad(TensorRef<const T> dy, int64_t index, TensorRef<T> dx) {
                                   TensorRef<T>, TensorRef<T>);                               \
   template void tokenEmbed<T>(TensorRef<const int32_t>, TensorRef<const T>, TensorRef<T>);   \
   template void tokenEmbedGrad<T>(TensorRef<const int32_t>, TensorRef<const T>,              \
-                                  TensorRef<T>);                                             \
-  template void selectToken<T>(TensorRef<const T>, int64_t, TensorRef<T>);                   \
-  template void selectTokenGrad<T>(TensorRef<const T>, int64_t, TensorRef<T>);
+                                  TensorRef<T>);
 
 STRINGRT_INSTANTIATE(float)
 STRINGRT_INSTANTIATE(double)

@@ -146,22 +146,4 @@ void tokenEmbedGrad(const TensorRef<const int32_t> &ids, const TensorRef<const T
   layer::checkIds("token_embed_grad", ids, dtable.dim(0));
 }
 
-template <typename T>
-void selectToken(const TensorRef<const T> &x, int64_t index, const TensorRef<T> &y) {
-  checkRank("select_token: x", x, 3);
-  check(index >= 0 && index < x.dim(1), "select_token",
-        "index " + std::to_string(index) + " out of range [0, " + std::to_string(x.dim(1)) +
-            ")");
-  checkShape("select_token: result", y, {x.dim(0), x.dim(2)});
-}
-
-template <typename T>
-void selectTokenGrad(const TensorRef<const T> &dy, int64_t index, const TensorRef<T> &dx) {
-  checkRank("select_token_grad: dx", dx, 3);
-  check(index >= 0 && index < dx.dim(1), "select_token_grad",
-        "index " + std::to_string(index) + " out of range [0, " + std::to_string(dx.dim(1)) +
-            ")");
-  checkShape("select_token_grad: dy", dy, {dx.dim(0), dx.dim(2)});
-}
-
 } // namespace stringrt::ref::checks

@@ -160,6 +160,18 @@ void classToken(TensorRef<const T> x, TensorRef<const T> cls, TensorRef<T> y);
 template <typename T>
 void classTokenGrad(TensorRef<const T> dy, TensorRef<T> dx, TensorRef<T> dcls);
 
+//===----------------------------------------------------------------------===//
+// select_token, select_token_grad (ops/layer/SelectToken.cpp; no fast kernels)
+//===----------------------------------------------------------------------===//
+
+// y[b, :] = x[b, index, :]   x [B, T, D] -> y [B, D], 0 <= index < T
+template <typename T>
+void selectToken(TensorRef<const T> x, int64_t index, TensorRef<T> y);
+
+// dx[b, index, :] = dy[b, :], 0 at every other token   dy [B, D] -> dx [B, T, D]
+template <typename T>
+void selectTokenGrad(TensorRef<const T> dy, int64_t index, TensorRef<T> dx);
+
 } // namespace stringrt::ref
 
 namespace stringrt::cpu {

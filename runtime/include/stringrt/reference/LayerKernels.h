@@ -78,14 +78,6 @@ void tokenEmbed(TensorRef<const int32_t> ids, TensorRef<const T> table, TensorRe
 template <typename T>
 void tokenEmbedGrad(TensorRef<const int32_t> ids, TensorRef<const T> dy, TensorRef<T> dtable);
 
-// y[b, :] = x[b, index, :]   x [B, T, D] -> y [B, D], 0 <= index < T
-template <typename T>
-void selectToken(TensorRef<const T> x, int64_t index, TensorRef<T> y);
-
-// dx[b, index, :] = dy[b, :], 0 at every other token   dy [B, D] -> dx [B, T, D]
-template <typename T>
-void selectTokenGrad(TensorRef<const T> dy, int64_t index, TensorRef<T> dx);
-
 //===----------------------------------------------------------------------===//
 // Attention (AttentionKernels.cpp)
 //===----------------------------------------------------------------------===//

@@ -74,14 +74,6 @@ void runTokenEmbedGrad(const OpContext &c) {
   tokenEmbedGrad<float>(c.inI32(0), c.in(1), c.out(0));
 }
 
-void runSelectToken(const OpContext &c) {
-  selectToken<float>(c.in(0), c.op().getInt("index"), c.out(0));
-}
-
-void runSelectTokenGrad(const OpContext &c) {
-  selectTokenGrad<float>(c.in(0), c.op().getInt("index"), c.out(0));
-}
-
 void runAttention(const OpContext &c) {
   AttentionMask mask = attentionMask(c);
   attention<float>(c.in(0), c.in(1), c.in(2), c.optIn(3), c.op().getInt("heads"),
@@ -120,12 +112,6 @@ void checkTokenEmbed(const OpContext &c) {
 void checkTokenEmbedGrad(const OpContext &c) {
   checks::tokenEmbedGrad<float>(c.inI32(0), c.in(1), c.out(0));
 }
-void checkSelectToken(const OpContext &c) {
-  checks::selectToken<float>(c.in(0), c.op().getInt("index"), c.out(0));
-}
-void checkSelectTokenGrad(const OpContext &c) {
-  checks::selectTokenGrad<float>(c.in(0), c.op().getInt("index"), c.out(0));
-}
 void checkAttention(const OpContext &c) {
   AttentionMask mask = attentionMask(c);
   checks::attention<float>(c.in(0), c.in(1), c.in(2), c.optIn(3), c.op().getInt("heads"), mask,
@@ -152,8 +138,6 @@ void addLayerOps(OpTable &table) {
   table[OpCode::PatchEmbedGrad] = {runPatchEmbedGrad};
   table[OpCode::TokenEmbed] = {runTokenEmbed, checkTokenEmbed};
   table[OpCode::TokenEmbedGrad] = {runTokenEmbedGrad, checkTokenEmbedGrad};
-  table[OpCode::SelectToken] = {runSelectToken, checkSelectToken};
-  table[OpCode::SelectTokenGrad] = {runSelectTokenGrad, checkSelectTokenGrad};
   table[OpCode::Attention] = {runAttention, checkAttention};
   table[OpCode::AttentionGrad] = {runAttentionGrad, checkAttentionGrad};
 }
