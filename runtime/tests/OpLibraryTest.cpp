@@ -39,7 +39,8 @@ TEST(OpLibrary, TheExecutorsTablesTakeTheLibrarysAdapters) {
       {OpCode::CrossEntropyGrad, true}, {OpCode::Add, true},
       {OpCode::Sub, true}, {OpCode::Mul, true},
       {OpCode::Scale, true}, {OpCode::SumTo, true},
-      {OpCode::Dropout, false}};
+      {OpCode::Dropout, false},
+      {OpCode::PatchEmbed, false},  {OpCode::PatchEmbedGrad, false}};
   for (const auto &[code, generated] : library) {
     SCOPED_TRACE(opName(code));
     const ops::OpKernels *op = ops::opLibrary().find(code);

@@ -161,15 +161,6 @@ void applyRotationGrad(TensorRef<const float> x, TensorRef<const float> rotation
 // Embeddings (EmbeddingKernels.cpp)
 //===----------------------------------------------------------------------===//
 
-// Unfolds the patches into a [B (H/p)(W/p), C p p] matrix, then one GEMM
-// with w plus the bias.
-void patchEmbed(TensorRef<const float> image, TensorRef<const float> w,
-                TensorRef<const float> bias, int64_t patch, TensorRef<float> y);
-
-// dw = U^T dy over the unfolded patches U (one GEMM); db = column sums of dy.
-void patchEmbedGrad(TensorRef<const float> image, TensorRef<const float> dy, int64_t patch,
-                    TensorRef<float> dw, TensorRef<float> db);
-
 // Row gather in parallel.
 void tokenEmbed(TensorRef<const int32_t> ids, TensorRef<const float> table,
                 TensorRef<float> y);

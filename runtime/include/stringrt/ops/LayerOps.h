@@ -172,6 +172,23 @@ void selectToken(TensorRef<const T> x, int64_t index, TensorRef<T> y);
 template <typename T>
 void selectTokenGrad(TensorRef<const T> dy, int64_t index, TensorRef<T> dx);
 
+//===----------------------------------------------------------------------===//
+// patch_embed, patch_embed_grad (ops/layer/PatchEmbed.cpp)
+//===----------------------------------------------------------------------===//
+
+// p x p patches in row-major patch order, flattened (c, py, px):
+//   v(b, n)[(c p + py) p + px] = image[b, c, row p + py, col p + px],
+//   y[b, n, :] = v(b, n) w + bias      (row = n / (W/p), col = n % (W/p))
+// image [B, C, H, W], w [C p p, D], bias [D] -> y [B, (H/p)(W/p), D]
+template <typename T>
+void patchEmbed(TensorRef<const T> image, TensorRef<const T> w, TensorRef<const T> bias,
+                int64_t patch, TensorRef<T> y);
+
+// dw[k, d] = sum_{b,n} v(b, n)[k] dy[b, n, d],  db[d] = sum_{b,n} dy[b, n, d]
+template <typename T>
+void patchEmbedGrad(TensorRef<const T> image, TensorRef<const T> dy, int64_t patch,
+                    TensorRef<T> dw, TensorRef<T> db);
+
 } // namespace stringrt::ref
 
 namespace stringrt::cpu {
@@ -229,5 +246,14 @@ void sumTo(TensorRef<const float> x, TensorRef<float> y);
 // (over samples for drop-path).
 void dropout(TensorRef<const float> x, double p, bool perSample, int64_t stream,
              const StepKey &key, TensorRef<float> y);
+
+// Unfolds the patches into a [B (H/p)(W/p), C p p] matrix, then one GEMM
+// with w plus the bias.
+void patchEmbed(TensorRef<const float> image, TensorRef<const float> w,
+                TensorRef<const float> bias, int64_t patch, TensorRef<float> y);
+
+// dw = U^T dy over the unfolded patches U (one GEMM); db = column sums of dy.
+void patchEmbedGrad(TensorRef<const float> image, TensorRef<const float> dy, int64_t patch,
+                    TensorRef<float> dw, TensorRef<float> db);
 
 } // namespace stringrt::cpu

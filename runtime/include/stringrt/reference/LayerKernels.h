@@ -57,19 +57,6 @@ void linearGradWeight(TensorRef<const T> x, TensorRef<const T> dy, TensorRef<T> 
 // Embeddings and token plumbing (EmbeddingKernels.cpp)
 //===----------------------------------------------------------------------===//
 
-// p x p patches in row-major patch order, flattened (c, py, px):
-//   v(b, n)[(c p + py) p + px] = image[b, c, row p + py, col p + px],
-//   y[b, n, :] = v(b, n) w + bias      (row = n / (W/p), col = n % (W/p))
-// image [B, C, H, W], w [C p p, D], bias [D] -> y [B, (H/p)(W/p), D]
-template <typename T>
-void patchEmbed(TensorRef<const T> image, TensorRef<const T> w, TensorRef<const T> bias,
-                int64_t patch, TensorRef<T> y);
-
-// dw[k, d] = sum_{b,n} v(b, n)[k] dy[b, n, d],  db[d] = sum_{b,n} dy[b, n, d]
-template <typename T>
-void patchEmbedGrad(TensorRef<const T> image, TensorRef<const T> dy, int64_t patch,
-                    TensorRef<T> dw, TensorRef<T> db);
-
 // y[b, t, :] = table[ids[b, t], :]   ids [B, T] in [0, V), table [V, D] -> y [B, T, D]
 template <typename T>
 void tokenEmbed(TensorRef<const int32_t> ids, TensorRef<const T> table, TensorRef<T> y);

@@ -23,10 +23,6 @@ namespace {
 
 void runLinear(const OpContext &c) { cpu::linear(c.in(0), c.in(1), c.optIn(2), c.out(0)); }
 
-void runPatchEmbed(const OpContext &c) {
-  cpu::patchEmbed(c.in(0), c.in(1), c.in(2), c.op().getInt("patch"), c.out(0));
-}
-
 void runTokenEmbed(const OpContext &c) { cpu::tokenEmbed(c.inI32(0), c.in(1), c.out(0)); }
 
 void runAttention(const OpContext &c) {
@@ -54,10 +50,6 @@ void runLinearGradInput(const OpContext &c) { cpu::linearGradInput(c.in(0), c.in
 
 void runLinearGradWeight(const OpContext &c) {
   cpu::linearGradWeight(c.in(0), c.in(1), c.out(0));
-}
-
-void runPatchEmbedGrad(const OpContext &c) {
-  cpu::patchEmbedGrad(c.in(0), c.in(1), c.op().getInt("patch"), c.out(0), c.out(1));
 }
 
 void runTokenEmbedGrad(const OpContext &c) {
@@ -109,7 +101,6 @@ void runSpdGateGrad(const OpContext &c) {
 void addFastOps(OpTable &table) {
   const std::pair<OpCode, OpAdapter> fast[] = {
       {OpCode::Linear, runLinear},
-      {OpCode::PatchEmbed, runPatchEmbed},
       {OpCode::TokenEmbed, runTokenEmbed},
       {OpCode::Attention, runAttention},
       {OpCode::Rope, runRope},
@@ -117,7 +108,6 @@ void addFastOps(OpTable &table) {
       {OpCode::SpdGate, runSpdGate},
       {OpCode::LinearGradInput, runLinearGradInput},
       {OpCode::LinearGradWeight, runLinearGradWeight},
-      {OpCode::PatchEmbedGrad, runPatchEmbedGrad},
       {OpCode::TokenEmbedGrad, runTokenEmbedGrad},
       {OpCode::AttentionGrad, runAttentionGrad},
       {OpCode::CayleyGrad, runCayleyGrad},

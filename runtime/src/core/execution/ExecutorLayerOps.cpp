@@ -60,14 +60,6 @@ void runLinearGradWeight(const OpContext &c) {
   linearGradWeight<float>(c.in(0), c.in(1), c.out(0));
 }
 
-void runPatchEmbed(const OpContext &c) {
-  patchEmbed<float>(c.in(0), c.in(1), c.in(2), c.op().getInt("patch"), c.out(0));
-}
-
-void runPatchEmbedGrad(const OpContext &c) {
-  patchEmbedGrad<float>(c.in(0), c.in(1), c.op().getInt("patch"), c.out(0), c.out(1));
-}
-
 void runTokenEmbed(const OpContext &c) { tokenEmbed<float>(c.inI32(0), c.in(1), c.out(0)); }
 
 void runTokenEmbedGrad(const OpContext &c) {
@@ -134,8 +126,6 @@ void addLayerOps(OpTable &table) {
   table[OpCode::Linear] = {runLinear};
   table[OpCode::LinearGradInput] = {runLinearGradInput};
   table[OpCode::LinearGradWeight] = {runLinearGradWeight};
-  table[OpCode::PatchEmbed] = {runPatchEmbed};
-  table[OpCode::PatchEmbedGrad] = {runPatchEmbedGrad};
   table[OpCode::TokenEmbed] = {runTokenEmbed, checkTokenEmbed};
   table[OpCode::TokenEmbedGrad] = {runTokenEmbedGrad, checkTokenEmbedGrad};
   table[OpCode::Attention] = {runAttention, checkAttention};
