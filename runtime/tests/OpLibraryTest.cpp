@@ -40,7 +40,8 @@ TEST(OpLibrary, TheExecutorsTablesTakeTheLibrarysAdapters) {
       {OpCode::Sub, true}, {OpCode::Mul, true},
       {OpCode::Scale, true}, {OpCode::SumTo, true},
       {OpCode::Dropout, false},
-      {OpCode::PatchEmbed, false},  {OpCode::PatchEmbedGrad, false}};
+      {OpCode::PatchEmbed, false},  {OpCode::PatchEmbedGrad, false},
+      {OpCode::TokenEmbed, true},   {OpCode::TokenEmbedGrad, true}};
   for (const auto &[code, generated] : library) {
     SCOPED_TRACE(opName(code));
     const ops::OpKernels *op = ops::opLibrary().find(code);

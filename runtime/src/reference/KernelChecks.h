@@ -127,23 +127,4 @@ void ropeAttentionGrad(const TensorRef<const T> &q, const TensorRef<const T> &k,
   attentionGrad<T>(q, k, v, dy, std::nullopt, heads, mask, 0, dq, dk, dv, std::nullopt);
 }
 
-// ids [B, T] in [0, V) of table [V, D]; result [B, T, D].
-template <typename T>
-void tokenEmbed(const TensorRef<const int32_t> &ids, const TensorRef<const T> &table,
-                const TensorRef<T> &y) {
-  checkRank("token_embed: ids", ids, 2);
-  checkRank("token_embed: table", table, 2);
-  checkShape("token_embed: result", y, {ids.dim(0), ids.dim(1), table.dim(1)});
-  layer::checkIds("token_embed", ids, table.dim(0));
-}
-
-template <typename T>
-void tokenEmbedGrad(const TensorRef<const int32_t> &ids, const TensorRef<const T> &dy,
-                    const TensorRef<T> &dtable) {
-  checkRank("token_embed_grad: ids", ids, 2);
-  checkRank("token_embed_grad: dtable", dtable, 2);
-  checkShape("token_embed_grad: dy", dy, {ids.dim(0), ids.dim(1), dtable.dim(1)});
-  layer::checkIds("token_embed_grad", ids, dtable.dim(0));
-}
-
 } // namespace stringrt::ref::checks

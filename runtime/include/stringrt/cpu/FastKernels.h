@@ -157,17 +157,4 @@ void applyRotationGrad(TensorRef<const float> x, TensorRef<const float> rotation
                        TensorRef<const float> dy, int64_t heads, TensorRef<float> dx,
                        TensorRef<float> drotations);
 
-//===----------------------------------------------------------------------===//
-// Embeddings (EmbeddingKernels.cpp)
-//===----------------------------------------------------------------------===//
-
-// Row gather in parallel.
-void tokenEmbed(TensorRef<const int32_t> ids, TensorRef<const float> table,
-                TensorRef<float> y);
-
-// The (b, t) positions are bucketed by id (in order), then every table row
-// sums its own bucket: parallel over ids, no atomics, a fixed order.
-void tokenEmbedGrad(TensorRef<const int32_t> ids, TensorRef<const float> dy,
-                    TensorRef<float> dtable);
-
 } // namespace stringrt::cpu

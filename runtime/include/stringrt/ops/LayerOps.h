@@ -189,6 +189,18 @@ template <typename T>
 void patchEmbedGrad(TensorRef<const T> image, TensorRef<const T> dy, int64_t patch,
                     TensorRef<T> dw, TensorRef<T> db);
 
+//===----------------------------------------------------------------------===//
+// token_embed, token_embed_grad (ops/layer/TokenEmbed.cpp)
+//===----------------------------------------------------------------------===//
+
+// y[b, t, :] = table[ids[b, t], :]   ids [B, T] in [0, V), table [V, D] -> y [B, T, D]
+template <typename T>
+void tokenEmbed(TensorRef<const int32_t> ids, TensorRef<const T> table, TensorRef<T> y);
+
+// dtable[v, :] = sum over (b, t) with ids[b, t] = v of dy[b, t, :]   (V = dtable.dim(0))
+template <typename T>
+void tokenEmbedGrad(TensorRef<const int32_t> ids, TensorRef<const T> dy, TensorRef<T> dtable);
+
 } // namespace stringrt::ref
 
 namespace stringrt::cpu {
@@ -255,5 +267,14 @@ void patchEmbed(TensorRef<const float> image, TensorRef<const float> w,
 // dw = U^T dy over the unfolded patches U (one GEMM); db = column sums of dy.
 void patchEmbedGrad(TensorRef<const float> image, TensorRef<const float> dy, int64_t patch,
                     TensorRef<float> dw, TensorRef<float> db);
+
+// Row gather in parallel.
+void tokenEmbed(TensorRef<const int32_t> ids, TensorRef<const float> table,
+                TensorRef<float> y);
+
+// The (b, t) positions are bucketed by id (in order), then every table row
+// sums its own bucket: parallel over ids, no atomics, a fixed order.
+void tokenEmbedGrad(TensorRef<const int32_t> ids, TensorRef<const float> dy,
+                    TensorRef<float> dtable);
 
 } // namespace stringrt::cpu

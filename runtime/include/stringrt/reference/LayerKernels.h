@@ -54,18 +54,6 @@ template <typename T>
 void linearGradWeight(TensorRef<const T> x, TensorRef<const T> dy, TensorRef<T> dw);
 
 //===----------------------------------------------------------------------===//
-// Embeddings and token plumbing (EmbeddingKernels.cpp)
-//===----------------------------------------------------------------------===//
-
-// y[b, t, :] = table[ids[b, t], :]   ids [B, T] in [0, V), table [V, D] -> y [B, T, D]
-template <typename T>
-void tokenEmbed(TensorRef<const int32_t> ids, TensorRef<const T> table, TensorRef<T> y);
-
-// dtable[v, :] = sum over (b, t) with ids[b, t] = v of dy[b, t, :]   (V = dtable.dim(0))
-template <typename T>
-void tokenEmbedGrad(TensorRef<const int32_t> ids, TensorRef<const T> dy, TensorRef<T> dtable);
-
-//===----------------------------------------------------------------------===//
 // Attention (AttentionKernels.cpp)
 //===----------------------------------------------------------------------===//
 

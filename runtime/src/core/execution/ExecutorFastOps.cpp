@@ -23,8 +23,6 @@ namespace {
 
 void runLinear(const OpContext &c) { cpu::linear(c.in(0), c.in(1), c.optIn(2), c.out(0)); }
 
-void runTokenEmbed(const OpContext &c) { cpu::tokenEmbed(c.inI32(0), c.in(1), c.out(0)); }
-
 void runAttention(const OpContext &c) {
   ref::AttentionMask mask = attentionMask(c);
   cpu::attention(c.in(0), c.in(1), c.in(2), c.optIn(3), c.op().getInt("heads"),
@@ -50,10 +48,6 @@ void runLinearGradInput(const OpContext &c) { cpu::linearGradInput(c.in(0), c.in
 
 void runLinearGradWeight(const OpContext &c) {
   cpu::linearGradWeight(c.in(0), c.in(1), c.out(0));
-}
-
-void runTokenEmbedGrad(const OpContext &c) {
-  cpu::tokenEmbedGrad(c.inI32(0), c.in(1), c.out(0));
 }
 
 // Operands q, k, v, y, lse, dy, rel?: y and lse are not read (the fast
@@ -101,14 +95,12 @@ void runSpdGateGrad(const OpContext &c) {
 void addFastOps(OpTable &table) {
   const std::pair<OpCode, OpAdapter> fast[] = {
       {OpCode::Linear, runLinear},
-      {OpCode::TokenEmbed, runTokenEmbed},
       {OpCode::Attention, runAttention},
       {OpCode::Rope, runRope},
       {OpCode::Cayley, runCayley},
       {OpCode::SpdGate, runSpdGate},
       {OpCode::LinearGradInput, runLinearGradInput},
       {OpCode::LinearGradWeight, runLinearGradWeight},
-      {OpCode::TokenEmbedGrad, runTokenEmbedGrad},
       {OpCode::AttentionGrad, runAttentionGrad},
       {OpCode::CayleyGrad, runCayleyGrad},
       {OpCode::SpdGateGrad, runSpdGateGrad},

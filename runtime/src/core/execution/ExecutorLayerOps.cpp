@@ -1,5 +1,4 @@
-// Executor adapters of the pe layer ops (dense layers, embeddings,
-// attention), each forward op beside its backward ops
+// Executor adapters of the pe layer ops (dense layers, attention), each forward op beside its backward ops
 // (docs/autodiff.md): each reads the op's attributes and calls its reference
 // kernel (LayerKernels.h); the ops stringc generates kernels for also have a
 // check adapter, which runs the reference kernel's argument checks alone
@@ -60,12 +59,6 @@ void runLinearGradWeight(const OpContext &c) {
   linearGradWeight<float>(c.in(0), c.in(1), c.out(0));
 }
 
-void runTokenEmbed(const OpContext &c) { tokenEmbed<float>(c.inI32(0), c.in(1), c.out(0)); }
-
-void runTokenEmbedGrad(const OpContext &c) {
-  tokenEmbedGrad<float>(c.inI32(0), c.in(1), c.out(0));
-}
-
 void runAttention(const OpContext &c) {
   AttentionMask mask = attentionMask(c);
   attention<float>(c.in(0), c.in(1), c.in(2), c.optIn(3), c.op().getInt("heads"),
@@ -98,12 +91,6 @@ void runAttentionGrad(const OpContext &c) {
 }
 
 // The argument checks of the reference kernels above.
-void checkTokenEmbed(const OpContext &c) {
-  checks::tokenEmbed<float>(c.inI32(0), c.in(1), c.out(0));
-}
-void checkTokenEmbedGrad(const OpContext &c) {
-  checks::tokenEmbedGrad<float>(c.inI32(0), c.in(1), c.out(0));
-}
 void checkAttention(const OpContext &c) {
   AttentionMask mask = attentionMask(c);
   checks::attention<float>(c.in(0), c.in(1), c.in(2), c.optIn(3), c.op().getInt("heads"), mask,
@@ -126,8 +113,6 @@ void addLayerOps(OpTable &table) {
   table[OpCode::Linear] = {runLinear};
   table[OpCode::LinearGradInput] = {runLinearGradInput};
   table[OpCode::LinearGradWeight] = {runLinearGradWeight};
-  table[OpCode::TokenEmbed] = {runTokenEmbed, checkTokenEmbed};
-  table[OpCode::TokenEmbedGrad] = {runTokenEmbedGrad, checkTokenEmbedGrad};
   table[OpCode::Attention] = {runAttention, checkAttention};
   table[OpCode::AttentionGrad] = {runAttentionGrad, checkAttentionGrad};
 }
