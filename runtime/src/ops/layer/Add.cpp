@@ -3,7 +3,7 @@
 // pe.sum_to to a broadcast one): the reference and fast kernels on
 // BinaryOp.h's contract and loops, and the registration (ops/OpLibrary.h).
 // The kernels' declarations are in stringrt/ops/LayerOps.h; stringc's
-// generated kernels of add are Codegen/ElementwiseGen.cpp's, checked here
+// generated kernels of add are CpuGen/ElementwiseGen.cpp's, checked here
 // before they run.
 #include "../OpLibrary.h"
 

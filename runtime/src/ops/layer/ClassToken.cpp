@@ -3,7 +3,7 @@
 // reference kernels (every kernel set runs them: there is no fast variant)
 // and the registration (ops/OpLibrary.h). The kernels' declarations are in
 // stringrt/ops/LayerOps.h; stringc's generated kernels of these ops are
-// Codegen/TokenGen.cpp's, checked here before they run.
+// CpuGen/TokenGen.cpp's, checked here before they run.
 #include "../OpLibrary.h"
 
 #include "../../reference/LayerKernelUtil.h"

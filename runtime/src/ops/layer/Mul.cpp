@@ -4,7 +4,7 @@
 // kernels on BinaryOp.h's contract and loops, and the registration
 // (ops/OpLibrary.h).
 // The kernels' declarations are in stringrt/ops/LayerOps.h; stringc's
-// generated kernels of mul are Codegen/ElementwiseGen.cpp's, checked here
+// generated kernels of mul are CpuGen/ElementwiseGen.cpp's, checked here
 // before they run.
 #include "../OpLibrary.h"
 

@@ -3,7 +3,7 @@
 // shape contract, the reference and fast kernels and the registration
 // (ops/OpLibrary.h). The kernels' declarations are in
 // stringrt/ops/LayerOps.h; stringc's generated kernels of scale are
-// Codegen/ElementwiseGen.cpp's, checked here before they run.
+// CpuGen/ElementwiseGen.cpp's, checked here before they run.
 #include "../OpLibrary.h"
 
 #include "../../cpu/KernelUtil.h"

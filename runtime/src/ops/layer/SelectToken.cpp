@@ -3,7 +3,7 @@
 // contract, the reference kernels (every kernel set runs them: there is no
 // fast variant) and the registration (ops/OpLibrary.h). The kernels'
 // declarations are in stringrt/ops/LayerOps.h; stringc's generated kernels
-// of these ops are Codegen/TokenGen.cpp's, checked here before they run.
+// of these ops are CpuGen/TokenGen.cpp's, checked here before they run.
 #include "../OpLibrary.h"
 
 #include "stringrt/ops/LayerOps.h"

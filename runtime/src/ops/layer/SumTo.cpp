@@ -2,7 +2,7 @@
 // trailing suffix of x's shape, the adjoint of a broadcast, made by
 // pe-autodiff and not differentiated itself): the shape contract, the reference and fast kernels
 // and the registration (ops/OpLibrary.h). The kernels' declarations are in stringrt/ops/LayerOps.h;
-// stringc's generated kernels of sum_to are Codegen/ReductionGen.cpp's, checked here before they
+// stringc's generated kernels of sum_to are CpuGen/ReductionGen.cpp's, checked here before they
 // run.
 #include "../OpLibrary.h"
 

@@ -3,7 +3,7 @@
 // sums dy's rows into the table rows of their ids): the shape contract, the
 // reference and fast kernels and the registration (ops/OpLibrary.h). The
 // kernels' declarations are in stringrt/ops/LayerOps.h; stringc's
-// generated kernels of these ops are Codegen/TokenGen.cpp's, checked here
+// generated kernels of these ops are CpuGen/TokenGen.cpp's, checked here
 // (ids included) before they run.
 #include "../OpLibrary.h"
 
