@@ -272,14 +272,14 @@ public:
   // The same of the EMA of the weights (the optimizer keeps one: ema = d > 0).
   virtual EvalResult evaluateEma(const DataSet &data, int64_t batch) = 0;
   // Copies the current parameters and optimizer state (and step count) into
-  // `params` and `optimizer`. With the state sharded (below) only the rank
-  // that writes the checkpoints gets the optimizer state, and every rank
-  // must call it.
+  // `params` and `optimizer`. Where the backend holds the state (below) only
+  // the rank that writes the checkpoints gets the optimizer state, and every
+  // rank must call it.
   virtual void fetch(std::vector<float> &params, Optimizer &optimizer) = 0;
-  // Whether the backend holds the optimizer state itself, sharded across
-  // data-parallel ranks (ZeRO-1, Distributed.h): then train() keeps none
-  // (Optimizer::shard(0, 0)) but while it writes a checkpoint.
-  virtual bool shardsOptimizerState() const { return false; }
+  // Whether the backend keeps the optimizer state itself (the data-parallel
+  // ranks, Distributed.h: all of it, or with ZeRO-1 its slice): then train()
+  // keeps no copy (Optimizer::shard(0, 0)) but while it writes a checkpoint.
+  virtual bool holdsOptimizerState() const { return false; }
   // Whether this process writes the checkpoints. The data-parallel ranks
   // but rank 0 do not; they take part in the fetch() before each.
   virtual bool writesCheckpoints() const { return true; }

@@ -77,7 +77,9 @@ public:
     return memory;
   }
 
-  bool shardsOptimizerState() const override { return zero_; }
+  // The whole state (replicated) or this rank's slice (ZeRO-1), either way
+  // the trainer need not keep its copy.
+  bool holdsOptimizerState() const override { return true; }
   bool writesCheckpoints() const override { return me_ == 0; }
 
   void setAccumulate(int64_t parts) override {
@@ -144,7 +146,7 @@ public:
     if (!zero_) {
       allGatherGradients(step);
       if (std::isfinite(loss_))
-        info_ = optimizer_->step(model_.parameters(), grads_, totalSteps);
+        info_ = optimizer_->step(model_.parameters(), shareGrads_, totalSteps);
       return;
     }
     if (!std::isfinite(loss_))
@@ -189,7 +191,7 @@ public:
     if (zero_)
       detail::gatherOptimizerState(*optimizer_, sliceBegin_, optimizer, comm_,
                                    "the gathering of the optimizer state");
-    else
+    else if (writesCheckpoints()) // the other ranks' copies would go unused
       optimizer = *optimizer_;
   }
 
@@ -242,13 +244,14 @@ private:
     loss_ = static_cast<float>(loss);
   }
 
-  // grads_, the whole batch's gradient, on every rank: round 2, every rank
-  // every owner's sum.
+  // The whole batch's gradient on every rank, in shareGrads_ (which round 1
+  // has consumed, so one gradient-sized buffer serves both): round 2, every
+  // rank every owner's sum.
   void allGatherGradients(const std::string &step) {
-    grads_.resize(model_.parameters().size());
     std::copy(sum_.begin(), sum_.end(),
-              grads_.begin() + static_cast<std::ptrdiff_t>(sliceBegin_[static_cast<size_t>(me_)]));
-    detail::allGatherSlices(grads_, sliceBegin_, comm_, "the summed gradients of " + step);
+              shareGrads_.begin() +
+                  static_cast<std::ptrdiff_t>(sliceBegin_[static_cast<size_t>(me_)]));
+    detail::allGatherSlices(shareGrads_, sliceBegin_, comm_, "the summed gradients of " + step);
   }
 
   // evaluate() shared out: rank r evaluates the r-th of `ranks_` runs of
@@ -295,7 +298,9 @@ private:
   bool zero_; // ZeRO-1: optimizer_ is this rank's shard
   std::vector<size_t> sliceBegin_; // detail::rankSlices
   std::optional<Optimizer> optimizer_;
-  std::vector<float> shareGrads_, sum_, grads_, inbox_;
+  // shareGrads_: this rank's share's gradient, then (replicated, after
+  // round 2) the whole batch's; sum_: this rank's slice of the sum.
+  std::vector<float> shareGrads_, sum_, inbox_;
   std::vector<std::vector<float>> outbox_;
   float loss_ = 0;
   OptimizerStepInfo info_;

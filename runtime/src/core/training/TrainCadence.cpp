@@ -76,12 +76,12 @@ void checkpointAfterStep(TrainRun &r, int64_t s) {
                      optimizer);
       obs.onCheckpoint(plan, options.checkpointPath, s + 1);
     }
-    releaseShardedState(run, optimizer);
+    releaseBackendHeldState(run, optimizer);
   }
 }
 
-void releaseShardedState(TrainBackend &run, Optimizer &optimizer) {
-  if (run.shardsOptimizerState())
+void releaseBackendHeldState(TrainBackend &run, Optimizer &optimizer) {
+  if (run.holdsOptimizerState())
     optimizer = optimizer.shard(0, 0);
 }
 
