@@ -8,12 +8,18 @@
 // squared deviation) like the reference kernel; rstd = 1 / sqrt(var + eps)
 // with IEEE sqrt and division (KernelBuilder::sqrtRn: sqrt.rn.f32).
 //
-// layer_norm_grad is three launches: the row kernel writes dx and each row's
-// (mean, rstd) to a scratch buffer of 2 * rows floats; dgamma = sum dy * xhat
-// and dbeta = sum dy are one deterministic column sum over 2 D columns
-// (OpKernelUtil.h: partials over chunks of rows on at least kReductionBlocks
-// blocks, then pe_colsum_finish_pair), without atomics, so results do not
-// depend on timing.
+// layer_norm_grad is two launches for D <= kFusedGradMaxDim: one kernel
+// over chunks of rows (a block per chunk, a warp per row) writes dx and, for
+// its chunk, the partial sums of dgamma = sum dy * xhat and dbeta = sum dy
+// (each warp adds its rows into its own shared columns, then the block adds
+// its four warps' columns in warp order), then pe_colsum_finish_pair adds
+// the chunks' partials in chunk order: one pass over x and dy, without
+// atomics, so results do not depend on timing. For a wider D (the warps'
+// shared columns would pass 32 KiB) it is three: the row kernel writes dx
+// and each row's (mean, rstd) to a scratch buffer of 2 * rows floats, then
+// the two sums as one deterministic column sum over 2 D columns
+// (OpKernelUtil.h: partials over chunks of rows on at least
+// kReductionBlocks blocks, then pe_colsum_finish_pair).
 //
 //===----------------------------------------------------------------------===//
 #include "OpKernelUtil.h"
@@ -76,22 +82,36 @@ void forRowColumns(KernelBuilder &k, const RowContext &r, const std::function<vo
 /// xhat)) with g = dy gamma, plus `prior` when it is set (the add of
 /// layer_norm_grad_acc, after the same arithmetic: the bits of the unfused
 /// add); each row's (mean, rstd) into `stats`.
+/// dx of the row `r` (the arithmetic of layerNormGradRows); returns (mean,
+/// rstd). `column`, when set, also gets each column c with its dy and xhat.
+std::pair<Value, Value>
+layerNormGradRow(KernelBuilder &k, const RowContext &r, Value dx, Value prior, Value x, Value gamma,
+                 Value dy, Value eps,
+                 const std::function<void(Value c, Value dy, Value xhat)> &column = nullptr) {
+  Value mean, rstd;
+  std::tie(mean, rstd) = rowStatistics(k, r, x, eps);
+  auto g = [&](Value c) { return k.mul(k.load(dy, k.add(r.base, c)), k.load(gamma, c)); };
+  auto xhat = [&](Value c) { return k.mul(k.sub(k.load(x, k.add(r.base, c)), mean), rstd); };
+  Value meanG = k.div(rowSum(k, r, g), r.dF);
+  Value meanGX = k.div(rowSum(k, r, [&](Value c) { return k.mul(g(c), xhat(c)); }), r.dF);
+  forRowColumns(k, r, [&](Value c) {
+    Value at = k.add(r.base, c);
+    Value xh = xhat(c);
+    Value v = k.mul(rstd, k.sub(k.sub(g(c), meanG), k.mul(xh, meanGX)));
+    if (prior)
+      v = k.add(k.load(prior, at), v);
+    k.store(v, dx, at);
+    if (column)
+      column(c, k.load(dy, at), xh);
+  });
+  return {mean, rstd};
+}
+
 void layerNormGradRows(KernelBuilder &k, Value dx, Value stats, Value prior, Value x, Value gamma,
                        Value dy, Value rows, Value d, Value eps) {
   forWarpRow(k, rows, d, [&](const RowContext &r) {
     Value mean, rstd;
-    std::tie(mean, rstd) = rowStatistics(k, r, x, eps);
-    auto g = [&](Value c) { return k.mul(k.load(dy, k.add(r.base, c)), k.load(gamma, c)); };
-    auto xhat = [&](Value c) { return k.mul(k.sub(k.load(x, k.add(r.base, c)), mean), rstd); };
-    Value meanG = k.div(rowSum(k, r, g), r.dF);
-    Value meanGX = k.div(rowSum(k, r, [&](Value c) { return k.mul(g(c), xhat(c)); }), r.dF);
-    forRowColumns(k, r, [&](Value c) {
-      Value at = k.add(r.base, c);
-      Value v = k.mul(rstd, k.sub(k.sub(g(c), meanG), k.mul(xhat(c), meanGX)));
-      if (prior)
-        v = k.add(k.load(prior, at), v);
-      k.store(v, dx, at);
-    });
+    std::tie(mean, rstd) = layerNormGradRow(k, r, dx, prior, x, gamma, dy, eps);
     OpBuilder &b = k.builder();
     Value lane0 = b.create<arith::CmpIOp>(k.location(), arith::CmpIPredicate::eq, r.lane, k.i64(0));
     k.ifThen(lane0, [&] {
@@ -100,6 +120,64 @@ void layerNormGradRows(KernelBuilder &k, Value dx, Value stats, Value prior, Val
       k.store(rstd, stats, k.add(at, k.i64(1)));
     });
   });
+}
+
+/// The widest D of the fused layer_norm_grad kernel: its four warps' shared
+/// columns (2 D floats each) take at most 32 KiB.
+constexpr int64_t kFusedGradMaxDim = 1024;
+
+/// layer_norm_grad in one pass over the rows of chunk g = blockIdx.x (of
+/// `chunks` chunks of ceil(rows / chunks) consecutive rows): warp w takes the
+/// chunk's rows w, w + 4, ... in turn, writes their dx (layerNormGradRow)
+/// and adds dy xhat and dy into its shared columns c and d + c (lane l owns
+/// the columns l, l + 32, ...: no two threads touch one); then the block
+/// writes partials[g * 2 d + c] = the four warps' columns added in warp
+/// order. The same partition and order every run: deterministic bits.
+void layerNormGradFused(KernelBuilder &k, Value dx, Value partials, Value prior, Value x,
+                        Value gamma, Value dy, Value rows, Value d, Value chunks, Value eps) {
+  Value warp = k.threadId(gpu::Dimension::y), lane = k.threadId(gpu::Dimension::x);
+  Value sums = sharedArray(k, "pe_layer_norm_grad_sums", kRowsPerBlock * 2 * kFusedGradMaxDim);
+  Value mine = k.mul(warp, k.i64(2 * kFusedGradMaxDim)); // this warp's 2 d columns
+  Value cols = k.mul(d, k.i64(2));
+  k.forLoop(lane, cols, k.i64(kWarp), {}, [&](Value c, ValueRange) {
+    k.store(k.f32(0.0), sums, k.add(mine, c));
+    return SmallVector<Value>{};
+  });
+  barrier(k); // column d + c is zeroed by another lane than the one adding to it
+  Value g = k.blockId(gpu::Dimension::x);
+  Value len = divU(k, k.sub(k.add(rows, chunks), k.i64(1)), chunks);
+  Value first = minI(k, k.mul(g, len), rows);
+  Value last = minI(k, k.add(first, len), rows);
+  k.forLoop(k.add(first, warp), last, k.i64(kRowsPerBlock), {}, [&](Value row, ValueRange) {
+    RowContext r{lane, row, k.mul(row, d), d, k.toF32(d)};
+    layerNormGradRow(k, r, dx, prior, x, gamma, dy, eps, [&](Value c, Value dyc, Value xhat) {
+      Value gammaAt = k.add(mine, c), betaAt = k.add(gammaAt, d);
+      k.store(k.add(k.load(sums, gammaAt), k.mul(dyc, xhat)), sums, gammaAt);
+      k.store(k.add(k.load(sums, betaAt), dyc), sums, betaAt);
+    });
+    return SmallVector<Value>{};
+  });
+  barrier(k);
+  Value thread = k.add(k.mul(warp, k.i64(kWarp)), lane);
+  k.forLoop(thread, cols, k.i64(kWarp * kRowsPerBlock), {}, [&](Value c, ValueRange) {
+    Value total = k.load(sums, c);
+    for (int64_t w = 1; w < kRowsPerBlock; ++w)
+      total = k.add(total, k.load(sums, k.add(k.i64(w * 2 * kFusedGradMaxDim), c)));
+    k.store(total, partials, k.add(k.mul(g, cols), c));
+    return SmallVector<Value>{};
+  });
+}
+
+/// The chunks of the fused kernel for `rows`: four blocks per SM of an H100
+/// (kReductionBlocks is two), enough warps in flight for its loads at every
+/// batch size (fewer chunks left the largest batches' kernel short of
+/// bytes in flight; more, affine in the batch, made the finish's column sums
+/// long), at most one row each when the row count is static.
+BatchAffine fusedGradChunks(BatchAffine rows) {
+  int64_t chunks = 2 * kReductionBlocks;
+  if (rows.perBatch == 0)
+    chunks = std::max<int64_t>(1, std::min(chunks, rows.constant));
+  return BatchAffine::fixed(chunks);
 }
 
 GpuKernelSpec rowSpec(std::string name, llvm::StringRef peOp,
@@ -158,6 +236,31 @@ void appendNormKernels(std::vector<KernelDef> &defs) {
        }});
   defs.back().storageParams = {0, 2, 3, 5}; // dx, prior, x, dy
 
+  // The same in one pass with dgamma's and dbeta's partial sums per chunk
+  // of rows (layerNormGradFused; D <= kFusedGradMaxDim), plain and _acc.
+  for (bool accumulate : {false, true}) {
+    std::vector<std::pair<std::string, ParamKind>> params = {{"dx", P}, {"partials", P}};
+    if (accumulate)
+      params.push_back({"prior", P});
+    params.insert(params.end(), {{"x", P}, {"gamma", P}, {"dy", P}, {"rows", I}, {"d", I},
+                                 {"chunks", I}, {"epsilon", F}});
+    llvm::StringRef op = accumulate ? pe::LayerNormGradAccOp::getOperationName()
+                                    : pe::LayerNormGradOp::getOperationName();
+    defs.push_back({makeSpec(accumulate ? "pe_layer_norm_grad_acc_fused"
+                                        : "pe_layer_norm_grad_fused",
+                             op, params, GridRule::Explicit, kWarp, kRowsPerBlock),
+                    [accumulate](KernelBuilder &k) {
+                      unsigned a = accumulate ? 1 : 0; // after prior, the rest shift by one
+                      layerNormGradFused(k, k.arg(0), k.arg(1), accumulate ? k.arg(2) : Value(),
+                                         k.arg(2 + a), k.arg(3 + a), k.arg(4 + a), k.arg(5 + a),
+                                         k.arg(6 + a), k.arg(7 + a), k.arg(8 + a));
+                    }});
+    if (accumulate)
+      defs.back().storageParams = {0, 2, 3, 5}; // dx, prior, x, dy
+    else
+      defs.back().storageParams = {0, 2, 4}; // dx, x, dy
+  }
+
   // The partial sums of dgamma (columns c < d: dy xhat) and dbeta (columns
   // d + c: dy) over a chunk of rows.
   defs.push_back(columnPartialsKernel(
@@ -210,6 +313,25 @@ void appendNormLowerings(std::vector<OpLowering> &lowerings) {
     if (!rows)
       return std::nullopt;
     OpSteps steps;
+    if (d <= kFusedGradMaxDim) {
+      // One pass (layerNormGradFused), then the chunks' partials added.
+      BatchAffine chunks = fusedGradChunks(*rows);
+      steps.scratchBytes.push_back({chunks.perBatch * 2 * d * 4, chunks.constant * 2 * d * 4});
+      std::vector<LaunchArg> args = {A::result(0), A::scratch(0)};
+      if (accumulate)
+        args.push_back(A::operand(0));
+      for (unsigned i = x; i < x + 3; ++i) // x, gamma, dy
+        args.push_back(A::operand(i));
+      args.insert(args.end(), {A::i64(*rows), A::i64(d), A::i64(chunks), A::f32(eps)});
+      Launch fused = Launch::kernelCall(
+          accumulate ? "pe_layer_norm_grad_acc_fused" : "pe_layer_norm_grad_fused", args);
+      fused.grid = ExplicitGrid{chunks, BatchAffine::fixed(1), BatchAffine::fixed(1)};
+      steps.launches.push_back(fused);
+      steps.launches.push_back(Launch::kernelCall(
+          "pe_colsum_finish_pair", {A::result(1), A::result(2), A::scratch(0),
+                                    A::i64(2 * d), A::i64(chunks), A::i64(d)}));
+      return steps;
+    }
     steps.scratchBytes.push_back({rows->perBatch * 8, rows->constant * 8});
     std::vector<LaunchArg> args = {A::result(0), A::scratch(0)};
     if (accumulate)

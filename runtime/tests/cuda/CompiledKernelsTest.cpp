@@ -38,7 +38,7 @@ TEST(CompiledPackage, HasEveryKernelWithBinaries) {
   for (const char *name :
        {"pe_add", "pe_add_br", "pe_sub", "pe_mul_bl", "pe_mul_br", "pe_scale", "pe_gelu",
         "pe_gelu_tanh", "pe_gelu_grad", "pe_gelu_grad_tanh", "pe_relu", "pe_relu_grad",
-        "pe_layer_norm", "pe_layer_norm_grad_rows", "pe_layer_norm_grad_partials",
+        "pe_layer_norm", "pe_layer_norm_grad_fused",
         "pe_colsum_finish_pair", "pe_adamw", "pe_dropout",
         "pe_sumsq_partials", "pe_optimizer_scalars"}) {
     const CudaKernel *k = cuda.find(name);
@@ -193,6 +193,53 @@ TEST_F(GpuKernels, LayerNormForwardAndBackward) {
     expectClose(get(dx, n), wdx, 1e-3, "layer_norm_grad dx");
     expectClose(get(dg, D), wdg, 1e-4, "layer_norm_grad dgamma");
     expectClose(get(db, D), wdb, 1e-5, "layer_norm_grad dbeta");
+  }
+}
+
+// layer_norm_grad (and _acc, dx = prior + ...) in one pass per chunk of rows
+// (pe_layer_norm_grad[_acc]_fused, D <= 1024): dx and the chunks' partial
+// sums of dgamma and dbeta, added by pe_colsum_finish_pair, against the
+// reference; chunks of several rows per warp, of one row, and empty ones.
+TEST_F(GpuKernels, LayerNormBackwardInOnePass) {
+  for (int64_t D : {1, 31, 64, 65, 200, 384, 385, 1000, 1024}) {
+    for (int64_t chunks : {1, 3, 37, 50}) {
+      for (bool accumulate : {false, true}) {
+        SCOPED_TRACE("D " + std::to_string(D) + ", chunks " + std::to_string(chunks) +
+                     (accumulate ? ", acc" : ""));
+        const int64_t rows = 37, n = rows * D;
+        std::vector<float> x = random(n), gamma = random(D), dy = random(n), prior = random(n);
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t d = 0; d < D; ++d)
+            x[r * D + d] += 100.0f;
+        uint64_t gx = put(x), gg = put(gamma), gdy = put(dy), gprior = put(prior);
+        uint64_t dx = zeros(n), dg = zeros(D), db = zeros(D);
+        uint64_t partials = put(std::vector<float>(size_t(chunks * 2 * D), 7.0f)); // all written
+        const float eps = 1e-5f;
+        std::vector<KA> args = {KA::pointer(dx), KA::pointer(partials)};
+        if (accumulate)
+          args.push_back(KA::pointer(gprior));
+        args.insert(args.end(), {KA::pointer(gx), KA::pointer(gg), KA::pointer(gdy),
+                                 KA::integer(rows), KA::integer(D), KA::integer(chunks),
+                                 KA::real(eps)});
+        const std::array<int64_t, 3> grid = {chunks, 1, 1};
+        kernels->launch(accumulate ? "pe_layer_norm_grad_acc_fused" : "pe_layer_norm_grad_fused",
+                        args, "layer_norm_grad fused", &grid);
+        kernels->launch("pe_colsum_finish_pair",
+                        {KA::pointer(dg), KA::pointer(db), KA::pointer(partials),
+                         KA::integer(2 * D), KA::integer(chunks), KA::integer(D)},
+                        "layer_norm_grad finish");
+        std::vector<float> wdx(n), wdg(D), wdb(D);
+        ref::layerNormGrad<float>({x.data(), {rows, D}}, {gamma.data(), {D}},
+                                  {dy.data(), {rows, D}}, eps, {wdx.data(), {rows, D}},
+                                  {wdg.data(), {D}}, {wdb.data(), {D}});
+        if (accumulate)
+          for (int64_t i = 0; i < n; ++i)
+            wdx[size_t(i)] += prior[size_t(i)];
+        expectClose(get(dx, n), wdx, 1e-3, "layer_norm_grad dx");
+        expectClose(get(dg, D), wdg, 1e-4, "layer_norm_grad dgamma");
+        expectClose(get(db, D), wdb, 1e-5, "layer_norm_grad dbeta");
+      }
+    }
   }
 }
 
