@@ -278,8 +278,17 @@ public:
   virtual void fetch(std::vector<float> &params, Optimizer &optimizer) = 0;
   // Whether the backend keeps the optimizer state itself (the data-parallel
   // ranks, Distributed.h: all of it, or with ZeRO-1 its slice): then train()
-  // keeps no copy (Optimizer::shard(0, 0)) but while it writes a checkpoint.
+  // keeps no copy (Optimizer::shard(0, 0)) but while it writes a checkpoint,
+  // and fetch() may move the backend's own state into `optimizer` rather
+  // than copy it, to be given back by returnState() before the next step.
   virtual bool holdsOptimizerState() const { return false; }
+  // After start() and after each checkpoint is written: where the backend
+  // holdsOptimizerState(), it takes back what fetch() moved out, and
+  // `optimizer` is left holding no state; else nothing.
+  virtual void returnState(Optimizer &optimizer) {
+    if (holdsOptimizerState())
+      optimizer = optimizer.shard(0, 0);
+  }
   // Whether this process writes the checkpoints. The data-parallel ranks
   // but rank 0 do not; they take part in the fetch() before each.
   virtual bool writesCheckpoints() const { return true; }

@@ -123,6 +123,8 @@ public:
   // `mine`: this rank's rows of the step's batch (batchRows).
   void queue(const std::map<std::string, HostTensor> &mine, const NextBatch &next,
              int64_t totalSteps, const StepKey &key) override {
+    if (!optimizer_)
+      throw Error("data-parallel step: the optimizer state was fetched and not returned");
     const int64_t rows = globalRows_;
     const RankShare share = rankShare(rows, me_, ranks_);
     if (rows < ranks_ || mine.begin()->second.shape.at(0) != share.count)
@@ -188,11 +190,20 @@ public:
   void fetch(std::vector<float> &params, Optimizer &optimizer) override {
     if (&params != &model_.parameters())
       params = model_.parameters();
-    if (zero_)
+    if (zero_) {
       detail::gatherOptimizerState(*optimizer_, sliceBegin_, optimizer, comm_,
                                    "the gathering of the optimizer state");
-    else if (writesCheckpoints()) // the other ranks' copies would go unused
-      optimizer = *optimizer_;
+    } else if (writesCheckpoints()) { // the other ranks' copies would go unused
+      // Moved, not copied (holdsOptimizerState): returnState() gives it back.
+      optimizer = std::move(*optimizer_);
+      optimizer_.reset();
+    }
+  }
+
+  void returnState(Optimizer &optimizer) override {
+    if (!optimizer_) // fetch() moved it out
+      optimizer_.emplace(std::move(optimizer));
+    optimizer = optimizer_->shard(0, 0);
   }
 
 private:

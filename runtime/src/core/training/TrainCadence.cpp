@@ -76,13 +76,8 @@ void checkpointAfterStep(TrainRun &r, int64_t s) {
                      optimizer);
       obs.onCheckpoint(plan, options.checkpointPath, s + 1);
     }
-    releaseBackendHeldState(run, optimizer);
+    run.returnState(optimizer);
   }
-}
-
-void releaseBackendHeldState(TrainBackend &run, Optimizer &optimizer) {
-  if (run.holdsOptimizerState())
-    optimizer = optimizer.shard(0, 0);
 }
 
 } // namespace stringrt::detail

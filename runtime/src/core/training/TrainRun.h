@@ -52,8 +52,4 @@ void evaluateAfterStep(TrainRun &run, int64_t s);
 // (fetched on every rank; written where the backend writesCheckpoints()).
 void checkpointAfterStep(TrainRun &run, int64_t s);
 
-// Where the backend holdsOptimizerState(): drops the trainer's copy of the
-// state (it holds none between checkpoints).
-void releaseBackendHeldState(TrainBackend &run, Optimizer &optimizer);
-
 } // namespace stringrt::detail

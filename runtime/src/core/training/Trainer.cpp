@@ -542,7 +542,7 @@ TrainResult train(Model &model, const DataSet &data, const TrainOptions &options
   TrainBackend &run = backend ? *backend : cpu;
   run.setAccumulate(options.accumulate);
   run.start(model.parameters(), optimizer);
-  detail::releaseBackendHeldState(run, optimizer);
+  run.returnState(optimizer);
   plan.device = run.name();
   plan.augmentOnBackend = plan.augment.enabled() && run.takeAugmentation(plan.augment, plan.seed);
   const bool hostAugments = plan.augment.enabled() && !plan.augmentOnBackend;
