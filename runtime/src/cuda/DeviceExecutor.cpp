@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <functional>
 
 namespace stringrt::cuda {
@@ -176,7 +177,12 @@ DeviceModel::DeviceModel(const Manifest &manifest, const CudaSection &section,
   m.sync("initialising the device model");
 }
 
-DeviceModel::~DeviceModel() = default;
+DeviceModel::~DeviceModel() {
+  // Unwinding from an error with other ranks still in a step: the queued
+  // all-reduces must not wait for them while the stream is destroyed.
+  if (impl_ && impl_->ranks && std::uncaught_exceptions() > 0)
+    impl_->ranks->abort();
+}
 
 const std::string &DeviceModel::deviceName() const { return impl_->device->name(); }
 std::vector<std::string> DeviceModel::gemmAlgorithms() const {
@@ -227,6 +233,9 @@ void DeviceModel::queueStep(int64_t totalSteps, int64_t accumulate) {
   Impl &m = *impl_;
   m.control->requireRoom(); // before the staged batch is consumed
   const int64_t batch = m.stagedBatch();
+  if (m.ranks && accumulate != 1)
+    throw Error("device executor: --accumulate with data-parallel ranks (they already split "
+                "each batch)");
   if (accumulate < 1 || accumulate > batch)
     throw Error(fmt::format("device executor: cannot split a batch of {} into {} micro-batches",
                             batch, accumulate));
@@ -254,6 +263,19 @@ void DeviceModel::queueStep(int64_t totalSteps, int64_t accumulate) {
     m.staging->consume(destinations, bytes, m.imageAugmenter(batch));
     m.runMaybeGraphed(s.work, [&] { m.enqueueAccumulatedStep(s, batch); }, "training step",
                       where);
+  } else if (m.ranks) {
+    const std::string where = fmt::format("training step {}", ++m.stepsQueued);
+    if (m.globalRows < batch)
+      throw Error(fmt::format("device executor: a share of {} rows of a global batch of {} "
+                              "(setGlobalBatch)",
+                              batch, m.globalRows));
+    BatchBuffers &b = m.buffersFor("gradients", batch);
+    ReplayedWork &work = m.rankSteps[{batch, m.globalRows}];
+    const float weight = static_cast<float>(batch) / static_cast<float>(m.globalRows);
+    m.writeStepKey(batch, where);
+    m.consumeStaged(b, "gradients");
+    m.runMaybeGraphed(work, [&] { m.enqueueRankStep(b, batch, weight); }, "training step",
+                      where);
   } else {
     const std::string where = fmt::format("training step {}", ++m.stepsQueued);
     BatchBuffers &b = m.buffersFor("gradients", batch);
@@ -268,8 +290,11 @@ size_t DeviceModel::stepsInFlight() const { return impl_->control->pending(); }
 
 StepOutcome DeviceModel::collectStep() {
   Impl &m = *impl_;
-  StepOutcome outcome = m.control->collect(
-      fmt::format("training step {}", m.stepsQueued - int64_t(m.control->pending()) + 1));
+  const std::string step =
+      fmt::format("training step {}", m.stepsQueued - int64_t(m.control->pending()) + 1);
+  if (m.ranks)
+    m.awaitRankStep(step);
+  StepOutcome outcome = m.control->collect(step);
   m.steps = outcome.stepsTaken;
   m.collectProfile();
   return outcome;

@@ -13,6 +13,7 @@
 #include "BatchStaging.h"
 #include "DeviceStepControl.h"
 #include "DriverApi.h"
+#include "NcclRanks.h"
 #include "PinnedArray.h"
 #include "stringrt/Augment.h"
 #include "stringrt/Error.h"
@@ -130,6 +131,15 @@ struct DeviceModel::Impl {
   std::vector<TimedSpan> spans;
   bool inTrainingStep = false; // only training steps are profiled
   std::vector<CUevent> freeEvents, allEvents;
+  // A data-parallel rank (DeviceModel::joinRanks; DeviceRankStep.cpp): the
+  // step's global batch (setGlobalBatch), this rank's weighted loss, each
+  // step's work by (share rows, global rows) (the weight is in the graph),
+  // how long a step may wait on the other ranks. `ranks` is last: destroyed
+  // first, before the device.
+  int64_t globalRows = 0;
+  std::unique_ptr<Arena> rankLoss;
+  std::map<std::pair<int64_t, int64_t>, ReplayedWork> rankSteps;
+  double rankTimeout = 300;
 
   bool adamw() const { return manifest.optimizer.kind == OptimizerKind::AdamW; }
   bool keepsEma() const { return manifest.optimizer.emaDecay > 0; }
@@ -340,6 +350,18 @@ struct DeviceModel::Impl {
   /// Queues copies of every trainable slot of `from` into `to` (device
   /// layout; the padding between slots is left alone).
   void copyTrainableSlots(const Arena &to, const Arena &from, const char *what);
+
+  /// A data-parallel rank's step (DeviceRankStep.cpp): @gradients on this
+  /// rank's share of `batch` rows, its gradients and loss scaled by `weight`
+  /// (rows / the global batch, by cuBLAS axpy into zeroed buffers, as the
+  /// accumulated step adds its first micro-batch), summed across the ranks
+  /// (NCCL, in buckets), then the optimizer.
+  void enqueueRankStep(BatchBuffers &b, int64_t batch, float weight);
+  /// Waits for the oldest step's readback polling, with NCCL's asynchronous
+  /// errors checked and `rankTimeout` as the bound.
+  void awaitRankStep(const std::string &step);
+
+  std::unique_ptr<NcclRanks> ranks;
 };
 
 } // namespace stringrt::cuda

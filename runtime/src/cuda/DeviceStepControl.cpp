@@ -97,6 +97,17 @@ void StepControl::enqueueReadback(CUstream stream) {
   ++pending_;
 }
 
+bool StepControl::oldestArrived(const std::string &step) const {
+  if (pending_ == 0)
+    throw Error("device executor: no training step is queued");
+  const size_t slot = (queued_ - pending_) % kStepsInFlight;
+  const CUresult result = driver::require().eventQuery(copied_[slot]);
+  if (result == CUDA_ERROR_NOT_READY)
+    return false;
+  driver::check(result, step, "cuEventQuery");
+  return true;
+}
+
 StepOutcome StepControl::collect(const std::string &step) {
   if (pending_ == 0)
     throw Error("device executor: no training step is queued");

@@ -49,6 +49,9 @@ public:
   // Waits for the oldest queued copy; what its step did. Throws when none is
   // pending; errors of the step's work name `step`.
   StepOutcome collect(const std::string &step);
+  // Whether the oldest queued copy has arrived (without waiting; throws
+  // when none is pending, or for an error of the step's work).
+  bool oldestArrived(const std::string &step) const;
 
 private:
   std::shared_ptr<Device> device_;

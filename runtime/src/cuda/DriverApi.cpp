@@ -64,6 +64,7 @@ LoadedApi<Api> load() {
   get(a.eventRecord, "cuEventRecord");
   get(a.streamWaitEvent, "cuStreamWaitEvent");
   get(a.eventSynchronize, "cuEventSynchronize");
+  get(a.eventQuery, "cuEventQuery");
   get(a.eventDestroy, "cuEventDestroy_v2");
   get(a.eventElapsedTime, "cuEventElapsedTime_v2");
   get(a.getErrorName, "cuGetErrorName");

@@ -51,6 +51,8 @@ struct Api {
   decltype(&::cuEventRecord) eventRecord;
   decltype(&::cuStreamWaitEvent) streamWaitEvent;
   decltype(&::cuEventSynchronize) eventSynchronize;
+  // Polling a step that waits on other ranks (DeviceRankStep.cpp).
+  decltype(&::cuEventQuery) eventQuery;
   decltype(&::cuEventDestroy) eventDestroy;
   // The time between two events (DeviceOptions::profile).
   decltype(&::cuEventElapsedTime) eventElapsedTime;

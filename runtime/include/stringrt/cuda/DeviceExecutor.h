@@ -41,6 +41,7 @@
 #include "stringrt/Trainer.h"
 #include "stringrt/cuda/StepControl.h"
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -156,6 +157,20 @@ public:
   // graph replay a step. The inputs must have the batch as their first
   // dimension alone.
   void queueStep(int64_t totalSteps, int64_t accumulate = 1);
+  // A data-parallel run on GPUs (DeviceRanks.h, docs/distributed.md): rank
+  // 0 makes the NCCL unique id (NCCL missing: Error naming the library),
+  // every rank gets it and calls joinRanks (collective). From then on each
+  // queueStep runs @gradients on the staged batch as this rank's share of a
+  // global batch of setGlobalBatch() rows: its loss and gradients weighted by
+  // share / global rows, summed across the ranks on the device (NCCL
+  // all-reduce in buckets, on the step's stream and inside its graph), then
+  // the same optimizer step on every rank. collectStep then polls, and a
+  // step not done after `timeoutSeconds` (or an NCCL error) aborts the
+  // communicator and throws Error. No accumulate > 1.
+  using RanksId = std::array<char, 128>;
+  static RanksId newRanksId();
+  void joinRanks(const RanksId &id, int rank, int ranks, double timeoutSeconds);
+  void setGlobalBatch(int64_t rows);
   // Steps queued and not yet collected.
   size_t stepsInFlight() const;
   // Waits for the oldest queued step (only for it); what it did: its loss

@@ -1,0 +1,164 @@
+// The data-parallel GPU backend (stringrt/cuda/DeviceRanks.h).
+#include "stringrt/cuda/DeviceRanks.h"
+
+#include "DriverApi.h"
+#include "stringrt/Error.h"
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+
+namespace stringrt::cuda {
+
+int localRank(int rank) {
+  for (const char *name :
+       {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID", "PMIX_LOCAL_RANK"})
+    if (const char *value = std::getenv(name)) {
+      char *end = nullptr;
+      const long local = std::strtol(value, &end, 10);
+      if (end != value && *end == '\0' && local >= 0 && local < (1 << 24))
+        return int(local);
+    }
+  return rank;
+}
+
+namespace {
+
+class DeviceRankBackend : public TrainBackend {
+public:
+  DeviceRankBackend(const Manifest &manifest, const CudaSection &section, DeviceOptions options,
+                    Communicator &comm, double timeout)
+      : manifest_(manifest), section_(section), options_(options), comm_(comm),
+        timeout_(timeout) {
+    DeviceModel::checkPackage(manifest_, section_);
+    DeviceModel::checkAccumulation(manifest_); // the shares split the inputs' first dimension
+    int count = 0;
+    driver::check(driver::require().deviceGetCount(&count), "choosing this rank's GPU",
+                  "cuDeviceGetCount");
+    if (count < 1)
+      throw Error("the CUDA driver reports no device");
+    options_.device = localRank(comm_.rank()) % count;
+  }
+
+  std::string name() const override {
+    if (!device_)
+      return "CUDA";
+    auto onOff = [](bool on) { return on ? "on" : "off"; };
+    const DeviceOptions &options = device_->options();
+    return fmt::format("{} (CUDA: {} GEMMs, graphs {}, overlapped upload {}; {} ranks, NCCL)",
+                       device_->deviceName(), device_->gemmPrecision(), onOff(options.graphs),
+                       onOff(options.overlapUpload), comm_.size());
+  }
+
+  void start(const std::vector<float> &params, const Optimizer &optimizer) override {
+    if (!device_) {
+      device_ = std::make_unique<DeviceModel>(manifest_, section_, params, options_);
+      device_->joinRanks(sharedId(), comm_.rank(), comm_.size(), timeout_);
+    }
+    device_->setState(params, optimizer);
+  }
+
+  void setAccumulate(int64_t parts) override {
+    if (parts > 1)
+      throw Error(fmt::format("--accumulate {} with {} ranks: the ranks already split each "
+                              "batch as --accumulate {} does; give one or the other",
+                              parts, comm_.size(), comm_.size()));
+  }
+
+  BatchRows batchRows(int64_t rows) const override {
+    if (rows < comm_.size())
+      throw Error(fmt::format("a batch of {} examples cannot be shared by {} ranks: give "
+                              "--batch >= {}",
+                              rows, comm_.size(), comm_.size()));
+    globalRows_ = rows;
+    const RankShare share = rankShare(rows, comm_.rank(), comm_.size());
+    return {share.begin, share.count};
+  }
+
+  void queue(const std::map<std::string, HostTensor> &batch, const NextBatch &next,
+             int64_t totalSteps, const StepKey &key) override {
+    DeviceModel &device = started();
+    const RankShare share = rankShare(globalRows_, comm_.rank(), comm_.size());
+    device.setGlobalBatch(globalRows_);
+    // The dropout masks of rows [begin, begin + count) of the whole batch.
+    StepKey shareKey = key;
+    shareKey.firstSample = key.firstSample + share.begin;
+    device.setStepKey(shareKey);
+    if (!device.hasStagedBatch())
+      device.stage(batch);
+    device.queueStep(totalSteps);
+    if (const std::map<std::string, HostTensor> *inputs = next())
+      device.stage(*inputs);
+  }
+
+  OptimizerStepInfo collect(float &loss) override {
+    StepOutcome outcome = started().collectStep();
+    loss = outcome.loss;
+    return outcome.info;
+  }
+  int64_t stepsAhead() const override { return int64_t(kStepsInFlight) - 1; }
+
+  EvalResult evaluate(const DataSet &data, int64_t batch) override {
+    return started().evaluate(data, batch);
+  }
+  EvalResult evaluateEma(const DataSet &data, int64_t batch) override {
+    return started().evaluateEma(data, batch);
+  }
+  void fetch(std::vector<float> &params, Optimizer &optimizer) override {
+    started().getState(params, optimizer);
+  }
+  bool writesCheckpoints() const override { return comm_.rank() == 0; }
+
+private:
+  DeviceModel &started() const {
+    if (!device_)
+      throw Error("the GPU ranks' backend was used before start()");
+    return *device_;
+  }
+
+  // Rank 0's NCCL unique id, on every rank (one round of messages).
+  DeviceModel::RanksId sharedId() {
+    DeviceModel::RanksId id{};
+    const size_t n = size_t(comm_.size());
+    std::vector<Communicator::Send> send(n);
+    std::vector<Communicator::Receive> receive(n);
+    if (comm_.rank() == 0) {
+      id = DeviceModel::newRanksId();
+      for (size_t k = 1; k < n; ++k)
+        send[k] = {id.data(), id.size()};
+      for (size_t k = 1; k < n; ++k)
+        receive[k].skip = true;
+    } else {
+      for (size_t k = 0; k < n; ++k)
+        send[k].skip = true;
+      for (size_t k = 1; k < n; ++k)
+        receive[k].skip = true;
+      receive[0] = {id.data(), id.size()};
+    }
+    comm_.exchange(send, receive, "the NCCL unique id");
+    return id;
+  }
+
+  Manifest manifest_;
+  CudaSection section_;
+  DeviceOptions options_;
+  Communicator &comm_;
+  double timeout_;
+  std::unique_ptr<DeviceModel> device_;
+  mutable int64_t globalRows_ = 0; // the step's whole batch (batchRows)
+};
+
+} // namespace
+
+std::unique_ptr<TrainBackend> makeDeviceDataParallelBackend(const Manifest &manifest,
+                                                           const CudaSection &section,
+                                                           DeviceOptions options,
+                                                           Communicator &comm,
+                                                           double rankTimeoutSeconds) {
+  if (comm.size() < 1 || comm.rank() < 0 || comm.rank() >= comm.size())
+    throw Error(fmt::format("rank {} of {} ranks", comm.rank(), comm.size()));
+  return std::make_unique<DeviceRankBackend>(manifest, section, options, comm,
+                                             rankTimeoutSeconds);
+}
+
+} // namespace stringrt::cuda

@@ -1,0 +1,76 @@
+// NcclRanks.h.
+#include "NcclRanks.h"
+
+#include "stringrt/Error.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace stringrt::cuda {
+
+nccl::UniqueId NcclRanks::newId() {
+  nccl::UniqueId id{};
+  const nccl::Result made = nccl::require().getUniqueId(&id);
+  if (made != nccl::Success)
+    throw Error("ncclGetUniqueId failed: " + nccl::describe(made));
+  return id;
+}
+
+NcclRanks::NcclRanks(const nccl::UniqueId &id, int rank, int ranks) : rank_(rank), size_(ranks) {
+  const nccl::Api &api = nccl::require();
+  const nccl::Result joined = api.commInitRank(&comm_, ranks, id, rank);
+  if (joined != nccl::Success) {
+    comm_ = nullptr;
+    throw Error(fmt::format("ncclCommInitRank (rank {} of {}) failed: {}", rank, ranks,
+                            nccl::describe(joined)));
+  }
+}
+
+NcclRanks::~NcclRanks() {
+  if (comm_)
+    if (const nccl::Api *api = nccl::api())
+      api->commDestroy(comm_);
+}
+
+void NcclRanks::fail(const std::string &what, nccl::Result result) {
+  const std::string why = nccl::describe(result, comm_);
+  abort();
+  throw Error(fmt::format("NCCL failed during {}: {}", what, why));
+}
+
+void NcclRanks::allReduce(uint64_t buffer, int64_t floats, CUstream stream,
+                          const std::string &what) {
+  if (!comm_)
+    throw Error(fmt::format("{}: the NCCL communicator was aborted", what));
+  const nccl::Api &api = nccl::require();
+  for (int64_t begin = 0; begin < floats; begin += kBucketFloats) {
+    const int64_t n = std::min(kBucketFloats, floats - begin);
+    void *at = reinterpret_cast<void *>(buffer + uint64_t(begin) * 4);
+    const nccl::Result queued =
+        api.allReduce(at, at, size_t(n), nccl::Float32, nccl::Sum, comm_, stream);
+    if (queued != nccl::Success)
+      fail(what + " (ncclAllReduce)", queued);
+  }
+}
+
+void NcclRanks::checkAsync(const std::string &what) {
+  if (!comm_)
+    throw Error(fmt::format("{}: the NCCL communicator was aborted", what));
+  nccl::Result async = nccl::Success;
+  const nccl::Result asked = nccl::require().commGetAsyncError(comm_, &async);
+  if (asked != nccl::Success)
+    fail(what + " (ncclCommGetAsyncError)", asked);
+  if (async != nccl::Success && async != nccl::InProgress)
+    fail(what, async);
+}
+
+void NcclRanks::abort() {
+  if (!comm_)
+    return;
+  if (const nccl::Api *api = nccl::api())
+    api->commAbort(comm_);
+  comm_ = nullptr;
+}
+
+} // namespace stringrt::cuda
