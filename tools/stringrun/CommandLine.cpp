@@ -167,8 +167,8 @@ Args parseArgs(int argc, char **argv) {
       throw UsageError{fmt::format("option '{}' needs --device cuda", flag)};
   if (zeroStage(args) > 0 && cuda)
     throw UsageError{"option '--zero 1' shards the optimizer state across CPU ranks "
-                     "(mpirun -np N stringrun train; docs/distributed.md); --device cuda "
-                     "trains as one process"};
+                     "(mpirun -np N stringrun train; docs/distributed.md); not built for "
+                     "--device cuda (its ranks each hold the whole state)"};
   return args;
 }
 

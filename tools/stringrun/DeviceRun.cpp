@@ -9,6 +9,7 @@
 #ifdef STRINGRUN_HAVE_CUDA
 #include "stringrt/cuda/CudaBackend.h"
 #include "stringrt/cuda/DeviceExecutor.h"
+#include "stringrt/cuda/DeviceRanks.h"
 #include "stringrt/cuda/DeviceTraining.h"
 #endif
 
@@ -39,6 +40,12 @@ namespace {
 std::unique_ptr<stringrt::TrainBackend> deviceTrainBackend(const stringrt::CudaSection *,
                                                            const stringrt::Model &,
                                                            const DeviceRunOptions &) {
+  unavailable();
+}
+std::unique_ptr<stringrt::TrainBackend> deviceRanksBackend(const stringrt::CudaSection *,
+                                                           const stringrt::Model &,
+                                                           const DeviceRunOptions &,
+                                                           stringrt::Communicator &, double) {
   unavailable();
 }
 int deviceBench(const stringrt::CudaSection *, stringrt::Model &, const stringrt::DataSet &,
@@ -109,6 +116,15 @@ std::unique_ptr<stringrt::TrainBackend> deviceTrainBackend(const stringrt::CudaS
                                                            const DeviceRunOptions &options) {
   stringrt::cuda::DeviceOptions device = deviceOptions(cuda, options);
   return std::make_unique<stringrt::cuda::DeviceTrainBackend>(model.manifest(), *cuda, device);
+}
+
+std::unique_ptr<stringrt::TrainBackend> deviceRanksBackend(const stringrt::CudaSection *cuda,
+                                                           const stringrt::Model &model,
+                                                           const DeviceRunOptions &options,
+                                                           stringrt::Communicator &ranks,
+                                                           double rankTimeoutSeconds) {
+  return stringrt::cuda::makeDeviceDataParallelBackend(
+      model.manifest(), *cuda, deviceOptions(cuda, options), ranks, rankTimeoutSeconds);
 }
 
 int deviceBench(const stringrt::CudaSection *cuda, stringrt::Model &model,

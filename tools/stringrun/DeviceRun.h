@@ -8,6 +8,7 @@
 
 #include "stringrt/CudaSection.h"
 #include "stringrt/Data.h"
+#include "stringrt/Distributed.h"
 #include "stringrt/Model.h"
 #include "stringrt/Trainer.h"
 
@@ -42,6 +43,15 @@ std::string deviceUnavailableReason();
 std::unique_ptr<stringrt::TrainBackend> deviceTrainBackend(const stringrt::CudaSection *cuda,
                                                            const stringrt::Model &model,
                                                            const DeviceRunOptions &options);
+
+// The backend of one rank of a data-parallel run on GPUs under an MPI
+// launcher (stringrt::cuda::makeDeviceDataParallelBackend): this rank's GPU
+// (its local rank modulo the devices), NCCL for the gradients.
+std::unique_ptr<stringrt::TrainBackend> deviceRanksBackend(const stringrt::CudaSection *cuda,
+                                                           const stringrt::Model &model,
+                                                           const DeviceRunOptions &options,
+                                                           stringrt::Communicator &ranks,
+                                                           double rankTimeoutSeconds);
 
 // Times `steps` training steps (after one warm-up step) on the GPU; with
 // options.profile, then prints the GPU time of each op kind (CUDA events

@@ -20,10 +20,10 @@ namespace stringrun {
 
 void refuseRanks(const std::string &command, bool cuda) {
   const std::optional<int> launched = stringrt::launcherRanks();
-  if (launched && *launched != 1 && (command != "train" || cuda))
+  if (launched && *launched != 1 && command != "train")
     throw stringrt::Error(fmt::format(
-        "started by an MPI launcher on {} ranks: only 'stringrun train' on the CPU runs on "
-        "ranks (docs/distributed.md); run '{}'{} as one process",
+        "started by an MPI launcher on {} ranks: only 'stringrun train' (on the CPU or with "
+        "--device cuda) runs on ranks (docs/distributed.md); run '{}'{} as one process",
         *launched == 0 ? std::string("several") : std::to_string(*launched), command,
         cuda ? " --device cuda" : ""));
 }

@@ -11,8 +11,8 @@
 namespace stringrun {
 
 // Throws Error where an MPI launcher started this process on more than one
-// rank for anything but train on the CPU (`command`, --device cuda: `cuda`):
-// only that runs on ranks.
+// rank for anything but train (`command`; `cuda`: --device cuda, named in
+// the message): only that runs on ranks, on CPUs or GPUs.
 void refuseRanks(const std::string &command, bool cuda);
 
 // The ranks this CPU training run takes, where an MPI launcher started it

@@ -41,8 +41,10 @@ int runTrain(const Args &args, stringrt::Model &model, Printer &printer,
   std::unique_ptr<stringrt::DataParallelBackend> onRanks;
   const bool lead = !ranks || ranks->rank() == 0;
   if (ranks) {
-    onRanks = stringrt::makeDataParallelBackend(model, *ranks, parallel);
-    backend = onRanks.get();
+    if (!backend) { // the CPU's ranks; a GPU rank's backend comes made (DeviceRanks.h)
+      onRanks = stringrt::makeDataParallelBackend(model, *ranks, parallel);
+      backend = onRanks.get();
+    }
     // Every rank takes part in each checkpoint (the backend gathers what it
     // holds); rank 0 alone writes it and the log.
     if (!lead)
@@ -51,7 +53,7 @@ int runTrain(const Args &args, stringrt::Model &model, Printer &printer,
       std::printf("data-parallel on %d ranks: each takes its share of every batch, as "
                   "--accumulate %d splits it\n",
                   ranks->size(), ranks->size());
-    if (lead && parallel.zeroStage > 0) {
+    if (lead && onRanks && parallel.zeroStage > 0) {
       const stringrt::OptimizerStateMemory memory = onRanks->optimizerStateMemory();
       constexpr double kMiB = 1024.0 * 1024.0;
       std::printf("zero-1: optimizer state per rank %.2f MiB of %.2f MiB (%zu of %zu bytes, "

@@ -7,7 +7,8 @@
 //                       [--seed S] [--init-seed S] [--checkpoint FILE] [--resume FILE]
 //                       [--log FILE.csv] [--accumulate N] [--augment SPEC]
 //                       [--no-eval] [--rank-timeout S]
-//   mpirun -np N stringrun train PKG ...   data-parallel on N CPU ranks (RankRun.h)
+//   mpirun -np N stringrun train PKG ...   data-parallel on N CPU ranks (RankRun.h),
+//                                          or N GPUs with --device cuda (NCCL)
 //   stringrun eval PKG [--data PATH] [--batch B] [--params FILE | --resume FILE [--ema]]
 //                      [--resize N [--resize-positions]]
 //   stringrun bench PKG [--data PATH] [--batch B] [--steps N] [--profile]
@@ -84,7 +85,8 @@ options:
                      and the sample; docs/data.md)
   --rank-timeout S   train under mpirun (N ranks, docs/distributed.md): stop
                      every rank, naming the silent one, when a rank sends no
-                     gradients for S seconds (default 300)
+                     gradients for S seconds (default 300); with --device
+                     cuda, when a step's all-reduce has not ended after S s
   --zero 1           train under mpirun (N ranks): ZeRO stage 1, each rank
                      holds the optimizer state (AdamW's moments, SGD's
                      momentum, the EMA) of its 1/N of the parameters only and
@@ -268,6 +270,20 @@ int run(int argc, char **argv) {
         if (args.command == "eval")
           return runEval(args, model, 1, backend.get());
         printer.emplace(model.manifest().model);
+        const double timeout =
+            static_cast<double>(number<int64_t>(args, "--rank-timeout", 1).value_or(300));
+        if (args.command == "train")
+          if (std::unique_ptr<stringrt::Communicator> ranks = stringrun::joinRanks(timeout)) {
+            // One process per GPU, the gradients summed by NCCL (DeviceRanks.h).
+            return stringrun::onRank(
+                *ranks,
+                [&] {
+                  std::unique_ptr<stringrt::TrainBackend> onGpus =
+                      stringrun::deviceRanksBackend(&cuda, model, options, *ranks, timeout);
+                  return runTrain(args, model, *printer, 1, onGpus.get(), ranks.get());
+                },
+                [&] { printer->finish(); });
+          }
         return runTrain(args, model, *printer, 1, backend.get());
       }
       stringrt::DataSet data = stringrt::loadModelData(model, value(args, "--data").value_or(""));
