@@ -313,3 +313,19 @@ STRINGRT_EMU_EXPORT CUresult cuStreamQuery(CUstream hStream) {
     return refused;
   return flushStream(stream); // done once it is asked about
 }
+
+// ---- Host functions ----
+
+// A host function in stream order (captured into a graph like any
+// operation, and called at each replay): what the NCCL stand-in
+// (NcclEmulator.cpp) queues its collectives as, so that they run where the
+// stream has got to, inside a step's graph too, as NCCL's kernels do.
+STRINGRT_EMU_EXPORT CUresult cuLaunchHostFunc(CUstream handle, CUhostFn fn, void *userData) {
+  REQUIRE_INIT();
+  if (!fn)
+    return CUDA_ERROR_INVALID_VALUE;
+  return enqueue(handle, {"a host function", [=]() {
+                            fn(userData);
+                            return CUDA_SUCCESS;
+                          }});
+}

@@ -1,0 +1,233 @@
+#!/usr/bin/env python3
+"""Data-parallel training on GPU ranks under mpirun, on the CUDA emulator
+with the NCCL stand-in (docs/distributed.md, "GPUs").
+
+test_gpu_ranks.py STRINGRUN PKG WORKDIR MODE [N]
+
+PKG is a package of target cuda (examples/vit_rope.pe; with dropout, so
+that each rank's masks must be its rows' of the whole batch); the emulator's
+environment (STRINGRT_CUDA_DRIVER, STRINGRT_CUBLAS, STRINGRT_CUBLASLT,
+STRINGRT_EMULATED_KERNELS) and STRINGRT_NCCL come from CTest.
+
+MODE
+  equal N   `mpirun -np N stringrun train --device cuda` logs the losses,
+            learning rates and gradient norms of one process with
+            `--accumulate N` on the device, and writes its parameters, within
+            float rounding (TOLERANCE below); a second run of the ranks is
+            identical, bit for bit (logs and checkpoint).
+  killed    rank 1 of 2 killed with SIGKILL mid-run: the run stops within a
+            bounded time, non-zero, naming rank 1.
+  hung      rank 1 of 2 stopped with SIGSTOP: rank 0 names it after the NCCL
+            stand-in's timeout and the run stops, non-zero.
+
+Exits 77 (CTest's skip) where mpirun is missing, stringrun has no MPI or no
+CUDA backend, or STRINGRT_NCCL is not set.
+"""
+import csv
+import json
+import os
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from test_ranks import mpi_env, rank_pid, run  # noqa: E402
+
+SKIP = 77
+TRAIN = ["--device", "cuda", "--batch", "8", "--threads", "1", "--no-eval", "--seed", "3"]
+# N ranks sum w_r g_r (w_r = share / batch) in rank order, as --accumulate N
+# adds its micro-batches' w_r g_r into a zeroed buffer in micro-batch order:
+# on the emulator the same float operations (its saxpy rounds w g, then the
+# sum). On a GPU, cuBLAS's saxpy fuses w g + y (one rounding) and NCCL sums
+# in its ring's order, so the bits differ by a rounding or so per step; the
+# tolerance below is what the test allows, far under what a wrong weight or
+# a missing share would change (a factor of N).
+TOLERANCE = 1e-5
+
+
+def main():
+    stringrun, pkg, work, mode = sys.argv[1:5]
+    ranks = int(sys.argv[5]) if len(sys.argv) > 5 else 2
+    mpirun = shutil.which("mpirun")
+    if mpirun is None:
+        print("skipped: no mpirun (install openmpi-bin)")
+        return SKIP
+    if not os.environ.get("STRINGRT_NCCL"):
+        print("skipped: STRINGRT_NCCL names no NCCL (the emulator's stand-in needs MPI)")
+        return SKIP
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    t = Tools(mpirun, stringrun, pkg, work)
+    probe = t.ranks(2, "probe", ["--steps", "1"], check=False)
+    for why in ("built without MPI", "built without the CUDA backend"):
+        if why in probe.stderr:
+            print(f"skipped: stringrun was {why}")
+            return SKIP
+    if probe.returncode != 0:
+        sys.exit(f"mpirun -np 2 stringrun train --device cuda failed:\n{probe.stdout}\n"
+                 f"{probe.stderr}")
+    return {"equal": equal, "killed": killed, "hung": hung}[mode](t, ranks)
+
+
+class Tools:
+    def __init__(self, mpirun, stringrun, pkg, work):
+        self.mpirun, self.stringrun, self.pkg, self.work = mpirun, stringrun, pkg, work
+
+    def path(self, name):
+        return os.path.join(self.work, name)
+
+    def train_args(self, name, extra):
+        return ([self.stringrun, "train", self.pkg, "--log", self.path(name + ".csv"),
+                 "--checkpoint", self.path(name + ".ckpt")] + TRAIN + extra)
+
+    def mpi_cmd(self, n, name, extra):
+        return ([self.mpirun, "--oversubscribe", "--bind-to", "none", "-np", str(n)]
+                + self.train_args(name, extra))
+
+    def one(self, name, extra):
+        return run(self.train_args(name, extra), timeout=900)
+
+    def ranks(self, n, name, extra, check=True, env=None):
+        return run(self.mpi_cmd(n, name, extra), check=check, env=env or mpi_env(),
+                   timeout=900)
+
+
+def train_rows(path):
+    """The log's training rows: {column: value}, without the speed (wall time)."""
+    with open(path) as f:
+        rows = [r for r in csv.DictReader(f)]
+    return [{k: v for k, v in r.items() if not k.endswith("_per_s")}
+            for r in rows if r["kind"] == "train"]
+
+
+def tensors(path):
+    """A checkpoint's f32 tensors by name (safetensors)."""
+    with open(path, "rb") as f:
+        size = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(size))
+        data = f.read()
+    out = {}
+    for name, t in header.items():
+        if name == "__metadata__" or t["dtype"] != "F32":
+            continue
+        begin, end = t["data_offsets"]
+        out[name] = struct.unpack(f"<{(end - begin) // 4}f", data[begin:end])
+    return out
+
+
+def close(a, b):
+    return abs(a - b) <= TOLERANCE * max(1.0, abs(a), abs(b))
+
+
+def equal(t, n):
+    extra = ["--steps", "3"]
+    t.one("one", extra + ["--accumulate", str(n)])
+    out = t.ranks(n, "ranks", extra).stdout
+    if f"data-parallel on {n} ranks" not in out or "trained 3 steps" not in out:
+        sys.exit(f"unexpected output of the ranks:\n{out}")
+    if out.count("training '") != 1:
+        sys.exit(f"more than rank 0 printed:\n{out}")
+    a, b = train_rows(t.path("one.csv")), train_rows(t.path("ranks.csv"))
+    if len(a) != 3 or len(b) != 3:
+        sys.exit(f"expected 3 training rows, got {len(a)} and {len(b)}")
+    exact = True
+    for i, (x, y) in enumerate(zip(a, b)):
+        for key in x:
+            if x[key] == y[key]:
+                continue
+            exact = False
+            try:
+                ok = close(float(x[key]), float(y[key]))
+            except ValueError:
+                ok = False
+            if not ok:
+                sys.exit(f"step {i + 1}: {key} is {y[key]} on {n} ranks, {x[key]} with "
+                         f"--accumulate {n} (tolerance {TOLERANCE})")
+    p, q = tensors(t.path("one.ckpt")), tensors(t.path("ranks.ckpt"))
+    if p.keys() != q.keys():
+        sys.exit("the checkpoints hold different tensors")
+    worst = 0.0
+    for name in p:
+        for x, y in zip(p[name], q[name]):
+            if x != y:
+                exact = False
+                worst = max(worst, abs(x - y) / max(1.0, abs(x)))
+    if worst > TOLERANCE:
+        sys.exit(f"the parameters differ by {worst:.3g} relative (tolerance {TOLERANCE})")
+    # Deterministic: a second run of the ranks is the first, bit for bit.
+    t.ranks(n, "again", extra)
+    if train_rows(t.path("ranks.csv")) != train_rows(t.path("again.csv")):
+        sys.exit("two runs of the ranks log different values")
+    with open(t.path("ranks.ckpt"), "rb") as f, open(t.path("again.ckpt"), "rb") as g:
+        if f.read() != g.read():
+            sys.exit("two runs of the ranks write different checkpoints")
+    print(f"ok: {n} GPU ranks log --accumulate {n}'s losses, learning rates and norms and "
+          f"write its parameters ({'bit for bit' if exact else f'within {worst:.2g}'}; "
+          f"tolerance {TOLERANCE}); a second run is identical")
+    return 0
+
+
+def fault(t, sig, bound, env_extra):
+    tag = f"{t.work}:{time.time()}"
+    env = mpi_env(tag)
+    env.update(env_extra)
+    p = subprocess.Popen(t.mpi_cmd(2, "ranks", ["--steps", "1000000"]),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    log = t.path("ranks.csv")
+    try:
+        # Mid-run: after a logged step.
+        deadline = time.time() + 300
+        while time.time() < deadline and p.poll() is None:
+            if os.path.exists(log):
+                with open(log) as f:
+                    if len(f.readlines()) >= 3:
+                        break
+            time.sleep(0.1)
+        pid = rank_pid(tag, 1)
+        if p.poll() is not None or pid is None:
+            p.kill()
+            out, err = p.communicate()
+            sys.exit(f"the run did not get going, or no rank 1 to stop:\n{out}\n{err}")
+        os.kill(pid, sig)
+        start = time.time()
+        try:
+            out, err = p.communicate(timeout=bound)
+        except subprocess.TimeoutExpired:
+            os.kill(pid, signal.SIGKILL)
+            p.kill()
+            p.communicate()
+            sys.exit(f"the ranks did not stop within {bound} s of rank 1's {sig.name}")
+        took = time.time() - start
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    if p.returncode == 0:
+        sys.exit(f"mpirun exited 0 after rank 1's {sig.name}:\n{out}\n{err}")
+    return out + err, took
+
+
+def killed(t, _):
+    text, took = fault(t, signal.SIGKILL, 60, {})
+    if "rank 1" not in text:
+        sys.exit(f"the error does not name rank 1:\n{text}")
+    print(f"ok: rank 1 killed: the run stopped in {took:.1f} s (bound 60 s), non-zero, naming "
+          f"rank 1")
+    return 0
+
+
+def hung(t, _):
+    text, took = fault(t, signal.SIGSTOP, 60, {"STRINGRT_NCCL_EMULATOR_TIMEOUT": "2"})
+    if "error: rank 0 of 2: NCCL failed during training step" not in text or \
+            "nothing from rank 1 for 2 s" not in text:
+        sys.exit(f"rank 0 did not name rank 1 as silent:\n{text}")
+    print(f"ok: rank 1 stopped: rank 0 named it and the run stopped in {took:.1f} s (the "
+          f"stand-in's timeout 2 s), non-zero")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
