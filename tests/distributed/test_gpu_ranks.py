@@ -15,6 +15,10 @@ MODE
             `--accumulate N` on the device, and writes its parameters, within
             float rounding (TOLERANCE below); a second run of the ranks is
             identical, bit for bit (logs and checkpoint).
+  resume    2 ranks stopped (--stop-after 2) and resumed on 2 ranks log and
+            write what 2 ranks unbroken do, bit for bit; their checkpoint
+            resumed as one process with --accumulate 2 does too, within
+            TOLERANCE.
   killed    rank 1 of 2 killed with SIGKILL mid-run: the run stops within a
             bounded time, non-zero, naming rank 1.
   hung      rank 1 of 2 stopped with SIGSTOP: rank 0 names it after the NCCL
@@ -69,7 +73,7 @@ def main():
     if probe.returncode != 0:
         sys.exit(f"mpirun -np 2 stringrun train --device cuda failed:\n{probe.stdout}\n"
                  f"{probe.stderr}")
-    return {"equal": equal, "killed": killed, "hung": hung}[mode](t, ranks)
+    return {"equal": equal, "resume": resume, "killed": killed, "hung": hung}[mode](t, ranks)
 
 
 class Tools:
@@ -122,17 +126,12 @@ def close(a, b):
     return abs(a - b) <= TOLERANCE * max(1.0, abs(a), abs(b))
 
 
-def equal(t, n):
-    extra = ["--steps", "3"]
-    t.one("one", extra + ["--accumulate", str(n)])
-    out = t.ranks(n, "ranks", extra).stdout
-    if f"data-parallel on {n} ranks" not in out or "trained 3 steps" not in out:
-        sys.exit(f"unexpected output of the ranks:\n{out}")
-    if out.count("training '") != 1:
-        sys.exit(f"more than rank 0 printed:\n{out}")
-    a, b = train_rows(t.path("one.csv")), train_rows(t.path("ranks.csv"))
-    if len(a) != 3 or len(b) != 3:
-        sys.exit(f"expected 3 training rows, got {len(a)} and {len(b)}")
+def compare(t, a_name, b_name, steps, what):
+    """Whether b's log and checkpoint are a's bit for bit, and the worst
+    relative difference of a parameter; exits beyond TOLERANCE."""
+    a, b = train_rows(t.path(a_name + ".csv")), train_rows(t.path(b_name + ".csv"))
+    if len(a) != steps or len(b) != steps:
+        sys.exit(f"expected {steps} training rows, got {len(a)} and {len(b)}")
     exact = True
     for i, (x, y) in enumerate(zip(a, b)):
         for key in x:
@@ -144,9 +143,9 @@ def equal(t, n):
             except ValueError:
                 ok = False
             if not ok:
-                sys.exit(f"step {i + 1}: {key} is {y[key]} on {n} ranks, {x[key]} with "
-                         f"--accumulate {n} (tolerance {TOLERANCE})")
-    p, q = tensors(t.path("one.ckpt")), tensors(t.path("ranks.ckpt"))
+                sys.exit(f"step {i + 1}: {key} is {y[key]} {what[1]}, {x[key]} {what[0]} "
+                         f"(tolerance {TOLERANCE})")
+    p, q = tensors(t.path(a_name + ".ckpt")), tensors(t.path(b_name + ".ckpt"))
     if p.keys() != q.keys():
         sys.exit("the checkpoints hold different tensors")
     worst = 0.0
@@ -156,7 +155,21 @@ def equal(t, n):
                 exact = False
                 worst = max(worst, abs(x - y) / max(1.0, abs(x)))
     if worst > TOLERANCE:
-        sys.exit(f"the parameters differ by {worst:.3g} relative (tolerance {TOLERANCE})")
+        sys.exit(f"the parameters {what[1]} differ from those {what[0]} by {worst:.3g} "
+                 f"relative (tolerance {TOLERANCE})")
+    return exact, worst
+
+
+def equal(t, n):
+    extra = ["--steps", "3"]
+    t.one("one", extra + ["--accumulate", str(n)])
+    out = t.ranks(n, "ranks", extra).stdout
+    if f"data-parallel on {n} ranks" not in out or "trained 3 steps" not in out:
+        sys.exit(f"unexpected output of the ranks:\n{out}")
+    if out.count("training '") != 1:
+        sys.exit(f"more than rank 0 printed:\n{out}")
+    exact, worst = compare(t, "one", "ranks", 3,
+                           (f"with --accumulate {n}", f"on {n} ranks"))
     # Deterministic: a second run of the ranks is the first, bit for bit.
     t.ranks(n, "again", extra)
     if train_rows(t.path("ranks.csv")) != train_rows(t.path("again.csv")):
@@ -167,6 +180,30 @@ def equal(t, n):
     print(f"ok: {n} GPU ranks log --accumulate {n}'s losses, learning rates and norms and "
           f"write its parameters ({'bit for bit' if exact else f'within {worst:.2g}'}; "
           f"tolerance {TOLERANCE}); a second run is identical")
+    return 0
+
+
+def resume(t, _):
+    extra = ["--steps", "4"]
+    t.ranks(2, "unbroken", extra)
+    t.ranks(2, "broken", extra + ["--stop-after", "2"])
+    shutil.copy(t.path("broken.ckpt"), t.path("one.ckpt"))
+    shutil.copy(t.path("broken.csv"), t.path("one.csv"))
+    out = t.ranks(2, "broken", extra + ["--resume", t.path("broken.ckpt")]).stdout
+    if "trained 4 steps" not in out:
+        sys.exit(f"the resumed ranks did not finish:\n{out}")
+    if train_rows(t.path("unbroken.csv")) != train_rows(t.path("broken.csv")):
+        sys.exit("2 ranks stopped and resumed log other values than 2 ranks unbroken")
+    with open(t.path("unbroken.ckpt"), "rb") as f, open(t.path("broken.ckpt"), "rb") as g:
+        if f.read() != g.read():
+            sys.exit("2 ranks stopped and resumed end with another checkpoint than unbroken")
+    # The ranks' checkpoint is one process's: it resumes as one.
+    t.one("one", extra + ["--accumulate", "2", "--resume", t.path("one.ckpt")])
+    exact, worst = compare(t, "unbroken", "one", 4,
+                           ("on 2 ranks", "resumed as one process with --accumulate 2"))
+    print(f"ok: 2 GPU ranks stopped and resumed = 2 ranks unbroken, bit for bit; their "
+          f"checkpoint resumed as one process with --accumulate 2 = them "
+          f"({'bit for bit' if exact else f'within {worst:.2g}'})")
     return 0
 
 
