@@ -73,7 +73,9 @@ TEST(OpLibrary, AnOpWithoutAFastKernelRunsItsReferenceOneInEverySet) {
                                              {OpCode::ClassToken, true},
                                              {OpCode::ClassTokenGrad, true},
                                              {OpCode::SelectToken, true},
-                                             {OpCode::SelectTokenGrad, true}};
+                                             {OpCode::SelectTokenGrad, true},
+                                             {OpCode::SkipGather, false},
+                                             {OpCode::SkipGatherGrad, false}};
   for (const auto &[code, generated] : library) {
     SCOPED_TRACE(opName(code));
     const ops::OpKernels *op = ops::opLibrary().find(code);

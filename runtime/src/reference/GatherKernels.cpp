@@ -1,51 +1,12 @@
-// Reference kernels of the gather ops (GatherKernels.h): the skip-n shift
-// and its reverse, the offset table, and the pair gather and its
-// scatter-add.
+// Reference kernels of the gather ops (GatherKernels.h): the offset table,
+// and the pair gather and its scatter-add (skip_gather is in the op
+// library, ops/gather/SkipGather.cpp).
 #include "stringrt/reference/GatherKernels.h"
 
 #include <string>
 
 namespace stringrt::ref {
 namespace {
-
-struct SkipGeometry {
-  int64_t batch, tokens, width, headDim;
-};
-
-template <typename T>
-SkipGeometry checkSkip(const char *what, const TensorRef<const T> &x, int64_t heads,
-                       int64_t skipBase, const TensorRef<T> &y) {
-  checkRank(what, x, 3);
-  const int64_t d = x.dim(2);
-  check(heads > 0 && d % heads == 0, what,
-        "'heads' (" + std::to_string(heads) + ") must be > 0 and divide the width " +
-            std::to_string(d));
-  check(skipBase >= 0, what, "'skip_base' must be >= 0, got " + std::to_string(skipBase));
-  checkShape(what, y, x.shape);
-  return {x.dim(0), x.dim(1), d, d / heads};
-}
-
-// Copies head slices of `from` into `to`: token i of head s reads token
-// i + shift(s) (shift = -(skipBase + s) forward, +(skipBase + s) backward),
-// zeros where that token does not exist.
-template <typename T>
-void shiftHeads(const SkipGeometry &g, const T *from, T *to, int64_t skipBase, int sign) {
-  const int64_t heads = g.width / g.headDim;
-  for (int64_t b = 0; b < g.batch; ++b)
-    for (int64_t i = 0; i < g.tokens; ++i)
-      for (int64_t s = 0; s < heads; ++s) {
-        const int64_t src = i + sign * (skipBase + s);
-        T *out = to + (b * g.tokens + i) * g.width + s * g.headDim;
-        if (src < 0 || src >= g.tokens) {
-          for (int64_t m = 0; m < g.headDim; ++m)
-            out[m] = T(0);
-          continue;
-        }
-        const T *in = from + (b * g.tokens + src) * g.width + s * g.headDim;
-        for (int64_t m = 0; m < g.headDim; ++m)
-          out[m] = in[m];
-      }
-}
 
 // T*T entries, each in [0, rows).
 void checkIndex(const char *what, const std::vector<int64_t> &index, int64_t tokens,
@@ -73,18 +34,6 @@ int64_t checkPairs(const char *what, const TensorRef<P> &table, const TensorRef<
 }
 
 } // namespace
-
-template <typename T>
-void skipGather(TensorRef<const T> v, int64_t heads, int64_t skipBase, TensorRef<T> y) {
-  const SkipGeometry g = checkSkip("skip_gather", v, heads, skipBase, y);
-  shiftHeads(g, v.data, y.data, skipBase, -1);
-}
-
-template <typename T>
-void skipGatherGrad(TensorRef<const T> dy, int64_t heads, int64_t skipBase, TensorRef<T> dv) {
-  const SkipGeometry g = checkSkip("skip_gather_grad", dy, heads, skipBase, dv);
-  shiftHeads(g, dy.data, dv.data, skipBase, +1);
-}
 
 template <typename T> void offsetTable(const std::vector<int64_t> &offsets, TensorRef<T> table) {
   const char *what = "offset_table";
@@ -133,8 +82,6 @@ void pairGatherGrad(TensorRef<const T> dy, const std::vector<int64_t> &index,
 }
 
 #define STRINGRT_INSTANTIATE(T)                                                              \
-  template void skipGather<T>(TensorRef<const T>, int64_t, int64_t, TensorRef<T>);           \
-  template void skipGatherGrad<T>(TensorRef<const T>, int64_t, int64_t, TensorRef<T>);       \
   template void offsetTable<T>(const std::vector<int64_t> &, TensorRef<T>);                  \
   template void pairGather<T>(TensorRef<const T>, const std::vector<int64_t> &, TensorRef<T>); \
   template void pairGatherGrad<T>(TensorRef<const T>, const std::vector<int64_t> &,          \

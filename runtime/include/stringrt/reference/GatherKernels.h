@@ -1,32 +1,22 @@
 // Reference CPU kernels of the gather ops that the gather rewrites introduce
 // (PEGatherOps.td, docs/dialect.md, docs/autodiff.md; the same math as
 // tests/oracle/pe_torch.py and pe_torch_grad.py):
-//   skip_gather / skip_gather_grad   (pe-skip-gather)
 //   offset_table, pair_gather / pair_gather_grad   (pe-distinct-offsets)
+// (skip_gather and skip_gather_grad, of pe-skip-gather, are in the op
+// library: stringrt/ops/GatherOps.h, included here.)
 //
 // Conventions of LayerKernels.h / PositionKernels.h: T is float or double,
 // plain loops, every output fully overwritten, outputs never alias inputs,
 // shape or attribute violations throw stringrt::Error naming the kernel.
 #pragma once
 
+#include "stringrt/ops/GatherOps.h" // the gather ops moved to the op library
 #include "stringrt/reference/Tensor.h"
 
 #include <cstdint>
 #include <vector>
 
 namespace stringrt::ref {
-
-// Skip-n attention with its one visible key: head s (columns s*Dh ..
-// (s+1)*Dh - 1, Dh = D / heads) of token i copies head s of token
-// i - (skipBase + s), or is 0 when that is negative.
-// v [B, T, D], heads dividing D, skipBase >= 0 -> y [B, T, D]
-template <typename T>
-void skipGather(TensorRef<const T> v, int64_t heads, int64_t skipBase, TensorRef<T> y);
-
-// The reverse shift: dv[b, j, s*Dh + m] = dy[b, j + skipBase + s, s*Dh + m],
-// 0 when j + skipBase + s >= T.   dy [B, T, D] -> dv [B, T, D]
-template <typename T>
-void skipGatherGrad(TensorRef<const T> dy, int64_t heads, int64_t skipBase, TensorRef<T> dv);
 
 // table[u, a] = offsets[u*A + a]: integers (|offset| <= 2^24, exact in f32).
 // offsets of U*A entries -> table [U, A]
