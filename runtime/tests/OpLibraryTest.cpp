@@ -75,7 +75,8 @@ TEST(OpLibrary, AnOpWithoutAFastKernelRunsItsReferenceOneInEverySet) {
                                              {OpCode::SelectToken, true},
                                              {OpCode::SelectTokenGrad, true},
                                              {OpCode::SkipGather, false},
-                                             {OpCode::SkipGatherGrad, false}};
+                                             {OpCode::SkipGatherGrad, false},
+                                             {OpCode::OffsetTable, false}};
   for (const auto &[code, generated] : library) {
     SCOPED_TRACE(opName(code));
     const ops::OpKernels *op = ops::opLibrary().find(code);

@@ -1,6 +1,6 @@
-// Reference kernels of the gather ops (GatherKernels.h): the offset table,
-// and the pair gather and its scatter-add (skip_gather is in the op
-// library, ops/gather/SkipGather.cpp).
+// Reference kernels of the gather ops (GatherKernels.h): the pair gather
+// and its scatter-add (skip_gather and offset_table are in the op library,
+// ops/gather/).
 #include "stringrt/reference/GatherKernels.h"
 
 #include <string>
@@ -35,20 +35,6 @@ int64_t checkPairs(const char *what, const TensorRef<P> &table, const TensorRef<
 
 } // namespace
 
-template <typename T> void offsetTable(const std::vector<int64_t> &offsets, TensorRef<T> table) {
-  const char *what = "offset_table";
-  checkRank(what, table, 2);
-  check(static_cast<int64_t>(offsets.size()) == table.numel(), what,
-        "'offsets' must have U*A = " + std::to_string(table.numel()) + " entries, got " +
-            std::to_string(offsets.size()));
-  constexpr int64_t kExact = int64_t(1) << 24;
-  for (size_t u = 0; u < offsets.size(); ++u) {
-    check(offsets[u] >= -kExact && offsets[u] <= kExact, what,
-          "offset " + std::to_string(offsets[u]) + " is not exact in f32");
-    table[static_cast<int64_t>(u)] = static_cast<T>(offsets[u]);
-  }
-}
-
 template <typename T>
 void pairGather(TensorRef<const T> table, const std::vector<int64_t> &index, TensorRef<T> y) {
   const char *what = "pair_gather";
@@ -82,7 +68,6 @@ void pairGatherGrad(TensorRef<const T> dy, const std::vector<int64_t> &index,
 }
 
 #define STRINGRT_INSTANTIATE(T)                                                              \
-  template void offsetTable<T>(const std::vector<int64_t> &, TensorRef<T>);                  \
   template void pairGather<T>(TensorRef<const T>, const std::vector<int64_t> &, TensorRef<T>); \
   template void pairGatherGrad<T>(TensorRef<const T>, const std::vector<int64_t> &,          \
                                   TensorRef<T>);

@@ -34,4 +34,12 @@ void skipGather(TensorRef<const T> v, int64_t heads, int64_t skipBase, TensorRef
 template <typename T>
 void skipGatherGrad(TensorRef<const T> dy, int64_t heads, int64_t skipBase, TensorRef<T> dv);
 
+//===----------------------------------------------------------------------===//
+// offset_table (ops/gather/OffsetTable.cpp)
+//===----------------------------------------------------------------------===//
+
+// table[u, a] = offsets[u*A + a]: integers (|offset| <= 2^24, exact in f32).
+// offsets of U*A entries -> table [U, A]
+template <typename T> void offsetTable(const std::vector<int64_t> &offsets, TensorRef<T> table);
+
 } // namespace stringrt::ref

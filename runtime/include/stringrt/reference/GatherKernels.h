@@ -1,9 +1,9 @@
 // Reference CPU kernels of the gather ops that the gather rewrites introduce
 // (PEGatherOps.td, docs/dialect.md, docs/autodiff.md; the same math as
 // tests/oracle/pe_torch.py and pe_torch_grad.py):
-//   offset_table, pair_gather / pair_gather_grad   (pe-distinct-offsets)
-// (skip_gather and skip_gather_grad, of pe-skip-gather, are in the op
-// library: stringrt/ops/GatherOps.h, included here.)
+//   pair_gather / pair_gather_grad   (pe-distinct-offsets)
+// (skip_gather, skip_gather_grad and offset_table are in the op library:
+// stringrt/ops/GatherOps.h, included here.)
 //
 // Conventions of LayerKernels.h / PositionKernels.h: T is float or double,
 // plain loops, every output fully overwritten, outputs never alias inputs,
@@ -17,10 +17,6 @@
 #include <vector>
 
 namespace stringrt::ref {
-
-// table[u, a] = offsets[u*A + a]: integers (|offset| <= 2^24, exact in f32).
-// offsets of U*A entries -> table [U, A]
-template <typename T> void offsetTable(const std::vector<int64_t> &offsets, TensorRef<T> table);
 
 // y[i, j, s] = table[index[i*T + j], s].
 // table [U, S...], index of T*T entries in [0, U) -> y [T, T, S...]

@@ -1,18 +1,13 @@
 // Executor adapters of the gather ops still outside the op library
-// (offset_table, pair_gather and pair_gather_grad): each reads the op's
-// attributes and calls its reference kernel (GatherKernels.h). The kernels
-// are copies and scatter-adds, memory-bound, so the fast kernel set uses
-// them as they are.
+// (pair_gather and pair_gather_grad): each reads the op's attributes and
+// calls its reference kernel (GatherKernels.h). The kernels are a copy and
+// a scatter-add, memory-bound, so the fast kernel set uses them as they are.
 #include "execution/Executor.h"
 
 #include "stringrt/reference/GatherKernels.h"
 
 namespace stringrt::detail {
 namespace {
-
-void runOffsetTable(const OpContext &c) {
-  ref::offsetTable<float>(c.op().getInts("offsets"), c.out(0));
-}
 
 void runPairGather(const OpContext &c) {
   ref::pairGather<float>(c.in(0), c.op().getInts("index"), c.out(0));
@@ -25,7 +20,6 @@ void runPairGatherGrad(const OpContext &c) {
 } // namespace
 
 void addGatherOps(OpTable &table) {
-  table[OpCode::OffsetTable] = {runOffsetTable};
   table[OpCode::PairGather] = {runPairGather};
   table[OpCode::PairGatherGrad] = {runPairGatherGrad};
 }
