@@ -76,7 +76,9 @@ TEST(OpLibrary, AnOpWithoutAFastKernelRunsItsReferenceOneInEverySet) {
                                              {OpCode::SelectTokenGrad, true},
                                              {OpCode::SkipGather, false},
                                              {OpCode::SkipGatherGrad, false},
-                                             {OpCode::OffsetTable, false}};
+                                             {OpCode::OffsetTable, false},
+                                             {OpCode::PairGather, false},
+                                             {OpCode::PairGatherGrad, false}};
   for (const auto &[code, generated] : library) {
     SCOPED_TRACE(opName(code));
     const ops::OpKernels *op = ops::opLibrary().find(code);

@@ -19,7 +19,7 @@
 //          f32 column sum over the matrices
 #include "GpuKernelSession.h"
 
-#include "stringrt/reference/GatherKernels.h"
+#include "stringrt/ops/GatherOps.h"
 #include "stringrt/reference/PositionKernels.h"
 
 #include <gtest/gtest.h>

@@ -21,8 +21,8 @@
 #include "stringrt/Error.h"
 #include "stringrt/Package.h"
 #include "stringrt/cuda/CudaBackend.h"
+#include "stringrt/ops/GatherOps.h"
 #include "stringrt/reference/FusedKernels.h"
-#include "stringrt/reference/GatherKernels.h"
 #include "stringrt/reference/LayerKernels.h"
 #include "stringrt/reference/PositionKernels.h"
 

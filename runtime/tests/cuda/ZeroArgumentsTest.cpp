@@ -12,8 +12,8 @@
 #include "GpuKernelSession.h"
 
 #include "stringrt/cuda/CudaBackend.h"
+#include "stringrt/ops/GatherOps.h"
 #include "stringrt/reference/FusedKernels.h"
-#include "stringrt/reference/GatherKernels.h"
 #include "stringrt/reference/LayerKernels.h"
 #include "stringrt/reference/PositionKernels.h"
 

@@ -1,4 +1,4 @@
-// The gather kernels (GatherKernels.h) against direct computations: the
+// The gather kernels (stringrt/ops/GatherOps.h) against direct computations: the
 // skip-n shift against the reference attention with mask skip, the pair
 // gather against generator_exp of the relative positions; their backward
 // kernels against central finite differences (double, step 1e-6, relative
@@ -10,7 +10,7 @@
 #include "PositionTestUtil.h"
 
 #include "stringrt/Error.h"
-#include "stringrt/reference/GatherKernels.h"
+#include "stringrt/ops/GatherOps.h"
 #include "stringrt/reference/LayerKernels.h"
 
 #include <gtest/gtest.h>

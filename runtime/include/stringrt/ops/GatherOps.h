@@ -42,4 +42,20 @@ void skipGatherGrad(TensorRef<const T> dy, int64_t heads, int64_t skipBase, Tens
 // offsets of U*A entries -> table [U, A]
 template <typename T> void offsetTable(const std::vector<int64_t> &offsets, TensorRef<T> table);
 
+//===----------------------------------------------------------------------===//
+// pair_gather, pair_gather_grad (ops/gather/PairGather.cpp)
+//===----------------------------------------------------------------------===//
+
+// y[i, j, s] = table[index[i*T + j], s].
+// table [U, S...], index of T*T entries in [0, U) -> y [T, T, S...]
+template <typename T>
+void pairGather(TensorRef<const T> table, const std::vector<int64_t> &index, TensorRef<T> y);
+
+// dtable[u, s] = sum over (i, j) with index[i*T + j] = u of dy[i, j, s]
+// (summed in double, in row-major pair order).
+// dy [T, T, S...], index of T*T entries -> dtable [U, S...]
+template <typename T>
+void pairGatherGrad(TensorRef<const T> dy, const std::vector<int64_t> &index,
+                    TensorRef<T> dtable);
+
 } // namespace stringrt::ref

@@ -251,7 +251,6 @@ OpTable buildOpTable(KernelSet kernels) {
   table[OpCode::ArithConstant] = {runConstant};
   addLayerOps(table);
   addPositionOps(table);
-  addGatherOps(table);
   addFusedOps(table);
   if (kernels != KernelSet::Reference) { // Fast, and Compiled's fallback
     addFastOps(table);

@@ -196,8 +196,6 @@ private:
 // ops (ExecutorLayerOps.cpp, ExecutorPositionOps.cpp).
 void addLayerOps(OpTable &table);
 void addPositionOps(OpTable &table);
-// The gather ops of the gather rewrites (ExecutorGatherOps.cpp).
-void addGatherOps(OpTable &table);
 // Replaces, in a table holding the reference adapters, the adapter of every
 // op that has a fast CPU kernel (ExecutorFastOps.cpp); operand and result
 // counts stay those of the reference entry.

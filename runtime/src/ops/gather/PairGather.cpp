@@ -1,12 +1,28 @@
-// Reference kernels of the gather ops (GatherKernels.h): the pair gather
-// and its scatter-add (skip_gather and offset_table are in the op library,
-// ops/gather/).
-#include "stringrt/reference/GatherKernels.h"
+// pe.pair_gather and its gradient pe.pair_gather_grad (PEGatherOps.td: the
+// per-pair rows of a table of distinct offsets, y[i, j] = table[index[i*T +
+// j]], as pe-distinct-offsets gathers them, and its scatter-add): the shape
+// contract, the reference kernels (every kernel set runs them: a copy and
+// a scatter-add have no fast variants) and the registration
+// (ops/OpLibrary.h). The kernels' declarations are in
+// stringrt/ops/GatherOps.h. stringc generates no CPU kernels for them.
+#include "../OpLibrary.h"
+
+#include "stringrt/ops/GatherOps.h"
 
 #include <string>
+#include <vector>
 
-namespace stringrt::ref {
+//===----------------------------------------------------------------------===//
+// Shape contract
+//===----------------------------------------------------------------------===//
+
+namespace stringrt::ops {
 namespace {
+
+using ref::check;
+using ref::checkShape;
+using ref::shapeToString;
+using ref::TensorRef;
 
 // T*T entries, each in [0, rows).
 void checkIndex(const char *what, const std::vector<int64_t> &index, int64_t tokens,
@@ -20,9 +36,12 @@ void checkIndex(const char *what, const std::vector<int64_t> &index, int64_t tok
               ")");
 }
 
-// The pair shape [T, T, S...] of a table [U, S...] (T from `pairs`), checked.
+// pair_gather (table, pairs = y) and pair_gather_grad (table = dtable,
+// pairs = dy): a table [U, S...] (rank >= 1), pairs [T, T, S...] and an
+// 'index' of T*T entries in [0, U); returns T.
 template <typename P, typename Q>
-int64_t checkPairs(const char *what, const TensorRef<P> &table, const TensorRef<Q> &pairs) {
+int64_t pairGatherContract(const char *what, const TensorRef<P> &table,
+                           const TensorRef<Q> &pairs, const std::vector<int64_t> &index) {
   check(table.rank() >= 1, what, "the table must have rank >= 1");
   check(pairs.rank() == table.rank() + 1 && pairs.dim(0) == pairs.dim(1), what,
         "expected pairs [T, T, ...] for a table " + shapeToString(table.shape) + ", got " +
@@ -30,16 +49,23 @@ int64_t checkPairs(const char *what, const TensorRef<P> &table, const TensorRef<
   std::vector<int64_t> expected = {pairs.dim(0), pairs.dim(0)};
   expected.insert(expected.end(), table.shape.begin() + 1, table.shape.end());
   checkShape(what, pairs, expected);
-  return pairs.dim(0);
+  const int64_t tokens = pairs.dim(0);
+  checkIndex(what, index, tokens, table.dim(0));
+  return tokens;
 }
 
 } // namespace
+} // namespace stringrt::ops
+
+//===----------------------------------------------------------------------===//
+// Reference kernels: a copy, and its scatter-add summed in double
+//===----------------------------------------------------------------------===//
+
+namespace stringrt::ref {
 
 template <typename T>
 void pairGather(TensorRef<const T> table, const std::vector<int64_t> &index, TensorRef<T> y) {
-  const char *what = "pair_gather";
-  const int64_t tokens = checkPairs(what, table, y);
-  checkIndex(what, index, tokens, table.dim(0));
+  const int64_t tokens = ops::pairGatherContract("pair_gather", table, y, index);
   const int64_t row = table.numel() / table.dim(0);
   for (int64_t p = 0; p < tokens * tokens; ++p) {
     const T *in = table.data + index[static_cast<size_t>(p)] * row;
@@ -52,9 +78,7 @@ void pairGather(TensorRef<const T> table, const std::vector<int64_t> &index, Ten
 template <typename T>
 void pairGatherGrad(TensorRef<const T> dy, const std::vector<int64_t> &index,
                     TensorRef<T> dtable) {
-  const char *what = "pair_gather_grad";
-  const int64_t tokens = checkPairs(what, dtable, dy);
-  checkIndex(what, index, tokens, dtable.dim(0));
+  const int64_t tokens = ops::pairGatherContract("pair_gather_grad", dtable, dy, index);
   const int64_t row = dtable.numel() / dtable.dim(0);
   std::vector<double> sum(static_cast<size_t>(dtable.numel()), 0.0);
   for (int64_t p = 0; p < tokens * tokens; ++p) {
@@ -76,3 +100,27 @@ STRINGRT_INSTANTIATE(double)
 #undef STRINGRT_INSTANTIATE
 
 } // namespace stringrt::ref
+
+//===----------------------------------------------------------------------===//
+// Executor adapters and registration
+//===----------------------------------------------------------------------===//
+
+namespace stringrt::ops {
+namespace {
+
+void runPairGather(const OpContext &c) {
+  ref::pairGather<float>(c.in(0), c.op().getInts("index"), c.out(0));
+}
+
+void runPairGatherGrad(const OpContext &c) {
+  ref::pairGatherGrad<float>(c.in(0), c.op().getInts("index"), c.out(0));
+}
+
+} // namespace
+
+template <> void registerOps<OpCode::PairGather>(OpRegistry &registry) {
+  registry.add(OpCode::PairGather, {runPairGather});
+  registry.add(OpCode::PairGatherGrad, {runPairGatherGrad});
+}
+
+} // namespace stringrt::ops
