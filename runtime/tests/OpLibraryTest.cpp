@@ -41,7 +41,9 @@ TEST(OpLibrary, TheExecutorsTablesTakeTheLibrarysAdapters) {
       {OpCode::Scale, true}, {OpCode::SumTo, true},
       {OpCode::Dropout, false},
       {OpCode::PatchEmbed, false},  {OpCode::PatchEmbedGrad, false},
-      {OpCode::TokenEmbed, true},   {OpCode::TokenEmbedGrad, true}};
+      {OpCode::TokenEmbed, true},   {OpCode::TokenEmbedGrad, true},
+      {OpCode::Linear, false},      {OpCode::LinearGradInput, false},
+      {OpCode::LinearGradWeight, false}, {OpCode::LinearGradInputAcc, false}};
   for (const auto &[code, generated] : library) {
     SCOPED_TRACE(opName(code));
     const ops::OpKernels *op = ops::opLibrary().find(code);

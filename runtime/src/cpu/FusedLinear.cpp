@@ -1,6 +1,7 @@
 // Fast dense layers with fused epilogues: linear + GELU (the pre-activation
-// kept for the backward), linear + residual add and input gradient + prior
-// sum (the residual or the prior added as the GEMM's tiles are stored).
+// kept for the backward) and linear + residual add (the residual added as
+// the GEMM's tiles are stored); the input gradient + prior sum is the op
+// library's (ops/layer/Linear.cpp).
 #include "stringrt/cpu/FusedKernels.h"
 #include "stringrt/cpu/ThreadPool.h"
 
@@ -48,29 +49,6 @@ void linearResidual(TensorRef<const float> residual, TensorRef<const float> x,
   parallelFor(0, N, rowGrain(O), [&](int64_t n0, int64_t n1) {
     for (int64_t i = n0 * O; i < n1 * O; ++i)
       y.data[i] = residual.data[i] + y.data[i];
-  });
-}
-
-void linearGradInputAcc(TensorRef<const float> prior, TensorRef<const float> dy,
-                        TensorRef<const float> w, TensorRef<float> dx) {
-  checkHasLastDim("linear_grad_input_acc: dy", dy);
-  checkRank("linear_grad_input_acc: w", w, 2);
-  const int64_t I = w.dim(0), O = w.dim(1);
-  checkShape("linear_grad_input_acc: dy", dy, withLast(dy.shape, O));
-  checkShape("linear_grad_input_acc: dx", dx, withLast(dy.shape, I));
-  checkShape("linear_grad_input_acc: prior", prior, dx.shape);
-  const int64_t N = rowCount(dy.shape);
-  // prior + dY W^T: the bits of pe.linear_grad_input followed by pe.add
-  // (the same FMA chains as linearGradInput's GEMM, W^T packed the same way).
-  if (rowTileGemmSuits(Trans::No, I, O, 1.0f, 1.0f)) {
-    rowTileGemmResidual(Trans::Yes, N, I, O, dy.data, O, w.data, O, nullptr, prior.data, I,
-                        dx.data, I);
-    return;
-  }
-  linearGradInput(dy, w, dx);
-  parallelFor(0, N, rowGrain(I), [&](int64_t n0, int64_t n1) {
-    for (int64_t i = n0 * I; i < n1 * I; ++i)
-      dx.data[i] = prior.data[i] + dx.data[i];
   });
 }
 

@@ -242,15 +242,6 @@ void linearResidual(TensorRef<const T> residual, TensorRef<const T> x, TensorRef
           static_cast<T>(static_cast<double>(residual[n * out + o]) + dot(x, w, b, n, o));
 }
 
-template <typename T>
-void linearGradInputAcc(TensorRef<const T> prior, TensorRef<const T> dy, TensorRef<const T> w,
-                        TensorRef<T> dx) {
-  linearGradInput<T>(dy, w, dx);
-  checkShape("linear_grad_input_acc: 'prior'", prior, dx.shape);
-  for (int64_t i = 0; i < dx.numel(); ++i)
-    dx[i] = prior[i] + dx[i];
-}
-
 #define STRINGRT_INSTANTIATE(T)                                                                    \
   template void ropeTable<T>(TensorRef<const T>, TensorRef<const T>, TensorRef<T>);                \
   template void ropeTableGrad<T>(TensorRef<const T>, TensorRef<const T>, TensorRef<const T>,       \
@@ -268,9 +259,7 @@ void linearGradInputAcc(TensorRef<const T> prior, TensorRef<const T> dy, TensorR
   template void linearGelu<T>(TensorRef<const T>, TensorRef<const T>, OptionalInput<T>, bool,      \
                               TensorRef<T>, TensorRef<T>);                                         \
   template void linearResidual<T>(TensorRef<const T>, TensorRef<const T>, TensorRef<const T>,      \
-                                  OptionalInput<T>, TensorRef<T>);                                 \
-  template void linearGradInputAcc<T>(TensorRef<const T>, TensorRef<const T>, TensorRef<const T>,  \
-                                      TensorRef<T>);
+                                  OptionalInput<T>, TensorRef<T>);
 STRINGRT_INSTANTIATE(float)
 STRINGRT_INSTANTIATE(double)
 #undef STRINGRT_INSTANTIATE

@@ -32,21 +32,6 @@ using ref::OptionalOutput;
 using ref::TensorRef;
 
 //===----------------------------------------------------------------------===//
-// Dense layers (LinearKernels.cpp; the op library's layer ops:
-// stringrt/ops/LayerOps.h)
-//===----------------------------------------------------------------------===//
-
-// One GEMM over the flattened leading dims: [N, I] x [I, O] (+ b) -> [N, O].
-void linear(TensorRef<const float> x, TensorRef<const float> w, OptionalInput<float> b,
-            TensorRef<float> y);
-
-// dx = dy W^T: [N, O] x [O, I] -> [N, I].
-void linearGradInput(TensorRef<const float> dy, TensorRef<const float> w, TensorRef<float> dx);
-
-// dw = X^T dy: [I, N] x [N, O] -> [I, O].
-void linearGradWeight(TensorRef<const float> x, TensorRef<const float> dy, TensorRef<float> dw);
-
-//===----------------------------------------------------------------------===//
 // SPD gate (ElementwiseKernels.cpp)
 //===----------------------------------------------------------------------===//
 

@@ -55,11 +55,4 @@ void linearGelu(TensorRef<const float> x, TensorRef<const float> w, OptionalInpu
 void linearResidual(TensorRef<const float> residual, TensorRef<const float> x,
                     TensorRef<const float> w, OptionalInput<float> b, TensorRef<float> y);
 
-// dx = prior + dY W^T: the bits of cpu::linearGradInput followed by the
-// add. On AVX2 CPUs one GEMM whose tiles add the prior sum as they are
-// stored; elsewhere cpu::linearGradInput, then the add in place. dx must
-// not overlap prior.
-void linearGradInputAcc(TensorRef<const float> prior, TensorRef<const float> dy,
-                        TensorRef<const float> w, TensorRef<float> dx);
-
 } // namespace stringrt::cpu

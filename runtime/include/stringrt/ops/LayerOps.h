@@ -19,6 +19,29 @@
 namespace stringrt::ref {
 
 //===----------------------------------------------------------------------===//
+// linear, linear_grad_input, linear_grad_weight, linear_grad_input_acc
+// (ops/layer/Linear.cpp)
+//===----------------------------------------------------------------------===//
+
+// y[..., o] = sum_i x[..., i] w[i, o] + b[o]   x [..., I], w [I, O], b? [O] -> y [..., O]
+template <typename T>
+void linear(TensorRef<const T> x, TensorRef<const T> w, OptionalInput<T> b, TensorRef<T> y);
+
+// dx[..., i] = sum_o dy[..., o] w[i, o]   (dx = dy W^T)   dy [..., O], w [I, O] -> dx [..., I]
+template <typename T>
+void linearGradInput(TensorRef<const T> dy, TensorRef<const T> w, TensorRef<T> dx);
+
+// dw[i, o] = sum_l x[l, i] dy[l, o] over every leading index l   x [..., I], dy [..., O] -> dw [I, O]
+template <typename T>
+void linearGradWeight(TensorRef<const T> x, TensorRef<const T> dy, TensorRef<T> dw);
+
+// dx = prior + dy w^T, as pe.linear_grad_input then pe.add give it (each
+// rounded to T). prior [..., I], dy [..., O], w [I, O] -> dx [..., I]
+template <typename T>
+void linearGradInputAcc(TensorRef<const T> prior, TensorRef<const T> dy, TensorRef<const T> w,
+                        TensorRef<T> dx);
+
+//===----------------------------------------------------------------------===//
 // layer_norm, layer_norm_grad, layer_norm_grad_acc (ops/layer/LayerNorm.cpp)
 //===----------------------------------------------------------------------===//
 
@@ -205,7 +228,25 @@ void tokenEmbedGrad(TensorRef<const int32_t> ids, TensorRef<const T> dy, TensorR
 
 namespace stringrt::cpu {
 
+using ref::OptionalInput;
 using ref::TensorRef;
+
+// One GEMM over the flattened leading dims: [N, I] x [I, O] (+ b) -> [N, O].
+void linear(TensorRef<const float> x, TensorRef<const float> w, OptionalInput<float> b,
+            TensorRef<float> y);
+
+// dx = dy W^T: [N, O] x [O, I] -> [N, I].
+void linearGradInput(TensorRef<const float> dy, TensorRef<const float> w, TensorRef<float> dx);
+
+// dw = X^T dy: [I, N] x [N, O] -> [I, O].
+void linearGradWeight(TensorRef<const float> x, TensorRef<const float> dy, TensorRef<float> dw);
+
+// dx = prior + dY W^T: the bits of cpu::linearGradInput followed by the
+// add. On AVX2 CPUs one GEMM whose tiles add the prior sum as they are
+// stored; elsewhere cpu::linearGradInput, then the add in place. dx must
+// not overlap prior.
+void linearGradInputAcc(TensorRef<const float> prior, TensorRef<const float> dy,
+                        TensorRef<const float> w, TensorRef<float> dx);
 
 // Rows in parallel.
 void layerNorm(TensorRef<const float> x, TensorRef<const float> gamma,

@@ -74,10 +74,4 @@ template <typename T>
 void linearResidual(TensorRef<const T> residual, TensorRef<const T> x, TensorRef<const T> w,
                     OptionalInput<T> b, TensorRef<T> y);
 
-// dx = prior + dy w^T, as pe.linear_grad_input then pe.add give it (each
-// rounded to T). prior [..., I], dy [..., O], w [I, O] -> dx [..., I]
-template <typename T>
-void linearGradInputAcc(TensorRef<const T> prior, TensorRef<const T> dy, TensorRef<const T> w,
-                        TensorRef<T> dx);
-
 } // namespace stringrt::ref

@@ -25,34 +25,6 @@
 
 namespace stringrt::ref {
 
-namespace detail {
-template <typename T> struct NonDeduced { using type = T; };
-} // namespace detail
-
-// An optional operand / result; T is not deduced from it, so std::nullopt can
-// be passed directly.
-template <typename T>
-using OptionalInput = std::optional<TensorRef<const typename detail::NonDeduced<T>::type>>;
-template <typename T>
-using OptionalOutput = std::optional<TensorRef<typename detail::NonDeduced<T>::type>>;
-
-//===----------------------------------------------------------------------===//
-// Dense layers, activations (LayerKernels.cpp; the op library's layer ops:
-// stringrt/ops/LayerOps.h)
-//===----------------------------------------------------------------------===//
-
-// y[..., o] = sum_i x[..., i] w[i, o] + b[o]   x [..., I], w [I, O], b? [O] -> y [..., O]
-template <typename T>
-void linear(TensorRef<const T> x, TensorRef<const T> w, OptionalInput<T> b, TensorRef<T> y);
-
-// dx[..., i] = sum_o dy[..., o] w[i, o]   (dx = dy W^T)   dy [..., O], w [I, O] -> dx [..., I]
-template <typename T>
-void linearGradInput(TensorRef<const T> dy, TensorRef<const T> w, TensorRef<T> dx);
-
-// dw[i, o] = sum_l x[l, i] dy[l, o] over every leading index l   x [..., I], dy [..., O] -> dw [I, O]
-template <typename T>
-void linearGradWeight(TensorRef<const T> x, TensorRef<const T> dy, TensorRef<T> dw);
-
 //===----------------------------------------------------------------------===//
 // Attention (AttentionKernels.cpp)
 //===----------------------------------------------------------------------===//

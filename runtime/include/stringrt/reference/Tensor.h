@@ -8,6 +8,7 @@
 #include "stringrt/Error.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -81,6 +82,17 @@ template <typename T> struct Tensor {
     return t;
   }
 };
+
+namespace detail {
+template <typename T> struct NonDeduced { using type = T; };
+} // namespace detail
+
+// An optional operand / result of a kernel; T is not deduced from it, so
+// std::nullopt can be passed directly.
+template <typename T>
+using OptionalInput = std::optional<TensorRef<const typename detail::NonDeduced<T>::type>>;
+template <typename T>
+using OptionalOutput = std::optional<TensorRef<typename detail::NonDeduced<T>::type>>;
 
 // Throws stringrt::Error "<what>: expected shape [..], got [..]" unless
 // `t.shape == expected`.

@@ -21,8 +21,6 @@ namespace {
 // Forward
 //===----------------------------------------------------------------------===//
 
-void runLinear(const OpContext &c) { cpu::linear(c.in(0), c.in(1), c.optIn(2), c.out(0)); }
-
 void runAttention(const OpContext &c) {
   ref::AttentionMask mask = attentionMask(c);
   cpu::attention(c.in(0), c.in(1), c.in(2), c.optIn(3), c.op().getInt("heads"),
@@ -35,7 +33,6 @@ void runRope(const OpContext &c) {
   cpu::rope(c.in(0), c.in(1), c.in(2), c.out(0));
 }
 
-
 void runCayley(const OpContext &c) { cpu::cayley(c.in(0), c.in(1), c.out(0)); }
 
 void runSpdGate(const OpContext &c) { cpu::spdGate(c.in(0), c.in(1), c.out(0)); }
@@ -43,12 +40,6 @@ void runSpdGate(const OpContext &c) { cpu::spdGate(c.in(0), c.in(1), c.out(0)); 
 //===----------------------------------------------------------------------===//
 // Backward
 //===----------------------------------------------------------------------===//
-
-void runLinearGradInput(const OpContext &c) { cpu::linearGradInput(c.in(0), c.in(1), c.out(0)); }
-
-void runLinearGradWeight(const OpContext &c) {
-  cpu::linearGradWeight(c.in(0), c.in(1), c.out(0));
-}
 
 // Operands q, k, v, y, lse, dy, rel?: y and lse are not read (the fast
 // kernel recomputes P, one GEMM per head).
@@ -94,13 +85,10 @@ void runSpdGateGrad(const OpContext &c) {
 
 void addFastOps(OpTable &table) {
   const std::pair<OpCode, OpAdapter> fast[] = {
-      {OpCode::Linear, runLinear},
       {OpCode::Attention, runAttention},
       {OpCode::Rope, runRope},
       {OpCode::Cayley, runCayley},
       {OpCode::SpdGate, runSpdGate},
-      {OpCode::LinearGradInput, runLinearGradInput},
-      {OpCode::LinearGradWeight, runLinearGradWeight},
       {OpCode::AttentionGrad, runAttentionGrad},
       {OpCode::CayleyGrad, runCayleyGrad},
       {OpCode::SpdGateGrad, runSpdGateGrad},

@@ -1,7 +1,7 @@
 // Executor adapters of the hoisted and fused ops (PEFusedOps.td: rope_table,
 // rope_apply, cayley_weight, rope_attention, linear_gelu, linear_residual
-// and their backward ops, linear_grad_input_acc; the fused ops of the op
-// library, runtime/src/ops, register themselves): the
+// and their backward ops; the fused ops of the op library, runtime/src/ops,
+// register themselves): the
 // reference adapters (addFusedOps) and the fast ones that replace them in
 // KernelSet::Fast (addFastFusedOps). The
 // defaulted attributes (`inverse`, `approximate`) are optional in the
@@ -75,10 +75,6 @@ void runLinearResidual(const OpContext &c) {
   ref::linearResidual<float>(c.in(0), c.in(1), c.in(2), c.optIn(3), c.out(0));
 }
 
-void runLinearGradInputAcc(const OpContext &c) {
-  ref::linearGradInputAcc<float>(c.in(0), c.in(1), c.in(2), c.out(0));
-}
-
 void runRopeTableGrad(const OpContext &c) {
   ref::ropeTableGrad<float>(c.in(0), c.in(1), c.in(2), c.out(0));
 }
@@ -132,10 +128,6 @@ void runFastLinearResidual(const OpContext &c) {
   cpu::linearResidual(c.in(0), c.in(1), c.in(2), c.optIn(3), c.out(0));
 }
 
-void runFastLinearGradInputAcc(const OpContext &c) {
-  cpu::linearGradInputAcc(c.in(0), c.in(1), c.in(2), c.out(0));
-}
-
 void runFastCayleyWeight(const OpContext &c) { cpu::cayleyWeight(c.in(0), c.out(0)); }
 
 void runFastCayleyWeightGrad(const OpContext &c) {
@@ -151,7 +143,6 @@ void addFusedOps(OpTable &table) {
   table[OpCode::RopeAttention] = {runRopeAttention, checkRopeAttention};
   table[OpCode::LinearGelu] = {runLinearGelu};
   table[OpCode::LinearResidual] = {runLinearResidual};
-  table[OpCode::LinearGradInputAcc] = {runLinearGradInputAcc};
   table[OpCode::RopeTableGrad] = {runRopeTableGrad};
   table[OpCode::RopeApplyGradTable] = {runRopeApplyGradTable, checkRopeApplyGradTable};
   table[OpCode::CayleyWeightGrad] = {runCayleyWeightGrad};
@@ -167,7 +158,6 @@ void addFastFusedOps(OpTable &table) {
   table[OpCode::RopeAttentionGrad].run = runFastRopeAttentionGrad;
   table[OpCode::LinearGelu].run = runFastLinearGelu;
   table[OpCode::LinearResidual].run = runFastLinearResidual;
-  table[OpCode::LinearGradInputAcc].run = runFastLinearGradInputAcc;
 }
 
 } // namespace stringrt::detail

@@ -1,7 +1,8 @@
-// Executor adapters of the pe layer ops (dense layers, attention), each forward op beside its backward ops
-// (docs/autodiff.md): each reads the op's attributes and calls its reference
-// kernel (LayerKernels.h); the ops stringc generates kernels for also have a
-// check adapter, which runs the reference kernel's argument checks alone
+// Executor adapters of the pe layer ops still outside the op library
+// (attention), each forward op beside its backward ops (docs/autodiff.md):
+// each reads the op's attributes and calls its reference kernel
+// (LayerKernels.h); the ops stringc generates kernels for also have a check
+// adapter, which runs the reference kernel's argument checks alone
 // (KernelChecks.h). The layer ops of the op library (runtime/src/ops/layer)
 // register their own adapters.
 #include "execution/Executor.h"
@@ -48,16 +49,6 @@ void checkAttentionSaved(const OpContext &c, size_t yIndex) {
 namespace {
 
 using namespace stringrt::ref;
-
-void runLinear(const OpContext &c) { linear<float>(c.in(0), c.in(1), c.optIn(2), c.out(0)); }
-
-void runLinearGradInput(const OpContext &c) {
-  linearGradInput<float>(c.in(0), c.in(1), c.out(0));
-}
-
-void runLinearGradWeight(const OpContext &c) {
-  linearGradWeight<float>(c.in(0), c.in(1), c.out(0));
-}
 
 void runAttention(const OpContext &c) {
   AttentionMask mask = attentionMask(c);
@@ -110,9 +101,6 @@ void checkAttentionGrad(const OpContext &c) {
 } // namespace
 
 void addLayerOps(OpTable &table) {
-  table[OpCode::Linear] = {runLinear};
-  table[OpCode::LinearGradInput] = {runLinearGradInput};
-  table[OpCode::LinearGradWeight] = {runLinearGradWeight};
   table[OpCode::Attention] = {runAttention, checkAttention};
   table[OpCode::AttentionGrad] = {runAttentionGrad, checkAttentionGrad};
 }
