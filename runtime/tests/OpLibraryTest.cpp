@@ -43,7 +43,8 @@ TEST(OpLibrary, TheExecutorsTablesTakeTheLibrarysAdapters) {
       {OpCode::PatchEmbed, false},  {OpCode::PatchEmbedGrad, false},
       {OpCode::TokenEmbed, true},   {OpCode::TokenEmbedGrad, true},
       {OpCode::Linear, false},      {OpCode::LinearGradInput, false},
-      {OpCode::LinearGradWeight, false}, {OpCode::LinearGradInputAcc, false}};
+      {OpCode::LinearGradWeight, false}, {OpCode::LinearGradInputAcc, false},
+      {OpCode::LinearResidual, false}};
   for (const auto &[code, generated] : library) {
     SCOPED_TRACE(opName(code));
     const ops::OpKernels *op = ops::opLibrary().find(code);

@@ -66,34 +66,6 @@ void cayleyFactors(const char *what, const TensorRef<const T> &s, linalg::Matrix
   u = linalg::matmul(identityPlus(-1.0, s, d), m, d);
 }
 
-// The rows of x [..., O] as the product of x [N, I] and w [I, O] in double.
-template <typename T>
-int64_t checkLinearShapes(const char *what, const TensorRef<const T> &x,
-                          const TensorRef<const T> &w, const OptionalInput<T> &b,
-                          const TensorRef<T> &y) {
-  check(x.rank() >= 1, what, "'x' must be [..., I], got a scalar");
-  checkRank((std::string(what) + ": 'w'").c_str(), w, 2);
-  const int64_t in = w.dim(0), out = w.dim(1);
-  check(x.dim(-1) == in, what,
-        "'x' must be [..., " + std::to_string(in) + "], got " + shapeToString(x.shape));
-  if (b)
-    checkShape((std::string(what) + ": 'b'").c_str(), *b, {out});
-  std::vector<int64_t> shape = x.shape;
-  shape.back() = out;
-  checkShape((std::string(what) + ": result").c_str(), y, shape);
-  return leadingCount(x.shape, 1);
-}
-
-template <typename T>
-double dot(const TensorRef<const T> &x, const TensorRef<const T> &w, const OptionalInput<T> &b,
-           int64_t n, int64_t o) {
-  const int64_t in = w.dim(0), out = w.dim(1);
-  double acc = b ? static_cast<double>((*b)[o]) : 0.0;
-  for (int64_t i = 0; i < in; ++i)
-    acc += static_cast<double>(x[n * in + i]) * static_cast<double>(w[i * out + o]);
-  return acc;
-}
-
 } // namespace
 
 template <typename T>
@@ -230,18 +202,6 @@ void linearGelu(TensorRef<const T> x, TensorRef<const T> w, OptionalInput<T> b, 
   gelu<T>(pre, approximate, y);
 }
 
-template <typename T>
-void linearResidual(TensorRef<const T> residual, TensorRef<const T> x, TensorRef<const T> w,
-                    OptionalInput<T> b, TensorRef<T> y) {
-  const int64_t rows = checkLinearShapes("linear_residual", x, w, b, y);
-  checkShape("linear_residual: 'residual'", residual, y.shape);
-  const int64_t out = w.dim(1);
-  for (int64_t n = 0; n < rows; ++n)
-    for (int64_t o = 0; o < out; ++o)
-      y[n * out + o] =
-          static_cast<T>(static_cast<double>(residual[n * out + o]) + dot(x, w, b, n, o));
-}
-
 #define STRINGRT_INSTANTIATE(T)                                                                    \
   template void ropeTable<T>(TensorRef<const T>, TensorRef<const T>, TensorRef<T>);                \
   template void ropeTableGrad<T>(TensorRef<const T>, TensorRef<const T>, TensorRef<const T>,       \
@@ -257,9 +217,7 @@ void linearResidual(TensorRef<const T> residual, TensorRef<const T> x, TensorRef
                                      TensorRef<const T>, TensorRef<const T>, int64_t, double,      \
                                      AttentionMask, TensorRef<T>, TensorRef<T>, TensorRef<T>);     \
   template void linearGelu<T>(TensorRef<const T>, TensorRef<const T>, OptionalInput<T>, bool,      \
-                              TensorRef<T>, TensorRef<T>);                                         \
-  template void linearResidual<T>(TensorRef<const T>, TensorRef<const T>, TensorRef<const T>,      \
-                                  OptionalInput<T>, TensorRef<T>);
+                              TensorRef<T>, TensorRef<T>);
 STRINGRT_INSTANTIATE(float)
 STRINGRT_INSTANTIATE(double)
 #undef STRINGRT_INSTANTIATE

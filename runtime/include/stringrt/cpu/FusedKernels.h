@@ -48,11 +48,4 @@ void ropeAttentionGrad(TensorRef<const float> q, TensorRef<const float> k,
 void linearGelu(TensorRef<const float> x, TensorRef<const float> w, OptionalInput<float> b,
                 bool approximate, TensorRef<float> y, TensorRef<float> pre);
 
-// y = residual + (b + X W): the bits of cpu::linear followed by the residual
-// add. On AVX2 CPUs one GEMM whose tiles add the bias and the residual as
-// they are stored (the linear's result never exists); elsewhere
-// cpu::linear, then the add in place. y must not overlap residual.
-void linearResidual(TensorRef<const float> residual, TensorRef<const float> x,
-                    TensorRef<const float> w, OptionalInput<float> b, TensorRef<float> y);
-
 } // namespace stringrt::cpu

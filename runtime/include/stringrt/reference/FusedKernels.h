@@ -8,6 +8,7 @@
 // violation throws stringrt::Error naming the kernel and operand.
 #pragma once
 
+#include "stringrt/ops/FusedOps.h" // the fused ops moved to the op library
 #include "stringrt/reference/LayerKernels.h"
 #include "stringrt/reference/Tensor.h"
 
@@ -67,11 +68,5 @@ void ropeAttentionGrad(TensorRef<const T> q, TensorRef<const T> k, TensorRef<con
 template <typename T>
 void linearGelu(TensorRef<const T> x, TensorRef<const T> w, OptionalInput<T> b, bool approximate,
                 TensorRef<T> y, TensorRef<T> pre);
-
-// y = residual + x w (+ b), summed in double and rounded once.
-// residual [..., O], x [..., I], w [I, O], b? [O] -> y [..., O]
-template <typename T>
-void linearResidual(TensorRef<const T> residual, TensorRef<const T> x, TensorRef<const T> w,
-                    OptionalInput<T> b, TensorRef<T> y);
 
 } // namespace stringrt::ref

@@ -1,6 +1,6 @@
 // Executor adapters of the hoisted and fused ops (PEFusedOps.td: rope_table,
-// rope_apply, cayley_weight, rope_attention, linear_gelu, linear_residual
-// and their backward ops; the fused ops of the op library, runtime/src/ops,
+// rope_apply, cayley_weight, rope_attention, linear_gelu and their
+// backward ops; the fused ops of the op library, runtime/src/ops,
 // register themselves): the
 // reference adapters (addFusedOps) and the fast ones that replace them in
 // KernelSet::Fast (addFastFusedOps). The
@@ -71,10 +71,6 @@ void runLinearGelu(const OpContext &c) {
                          c.out(0), c.out(1));
 }
 
-void runLinearResidual(const OpContext &c) {
-  ref::linearResidual<float>(c.in(0), c.in(1), c.in(2), c.optIn(3), c.out(0));
-}
-
 void runRopeTableGrad(const OpContext &c) {
   ref::ropeTableGrad<float>(c.in(0), c.in(1), c.in(2), c.out(0));
 }
@@ -124,10 +120,6 @@ void runFastLinearGelu(const OpContext &c) {
                   c.out(1));
 }
 
-void runFastLinearResidual(const OpContext &c) {
-  cpu::linearResidual(c.in(0), c.in(1), c.in(2), c.optIn(3), c.out(0));
-}
-
 void runFastCayleyWeight(const OpContext &c) { cpu::cayleyWeight(c.in(0), c.out(0)); }
 
 void runFastCayleyWeightGrad(const OpContext &c) {
@@ -142,7 +134,6 @@ void addFusedOps(OpTable &table) {
   table[OpCode::CayleyWeight] = {runCayleyWeight};
   table[OpCode::RopeAttention] = {runRopeAttention, checkRopeAttention};
   table[OpCode::LinearGelu] = {runLinearGelu};
-  table[OpCode::LinearResidual] = {runLinearResidual};
   table[OpCode::RopeTableGrad] = {runRopeTableGrad};
   table[OpCode::RopeApplyGradTable] = {runRopeApplyGradTable, checkRopeApplyGradTable};
   table[OpCode::CayleyWeightGrad] = {runCayleyWeightGrad};
@@ -157,7 +148,6 @@ void addFastFusedOps(OpTable &table) {
   table[OpCode::RopeAttention].run = runFastRopeAttention;
   table[OpCode::RopeAttentionGrad].run = runFastRopeAttentionGrad;
   table[OpCode::LinearGelu].run = runFastLinearGelu;
-  table[OpCode::LinearResidual].run = runFastLinearResidual;
 }
 
 } // namespace stringrt::detail

@@ -1,0 +1,41 @@
+// The kernels of the op library's fused family (runtime/src/ops/fused/,
+// PEFusedOps.td: the ops of the fusion passes; docs/passes.md), for the
+// tests and the kernels that call them: each op's reference kernel
+// (namespace ref: T is float or double, sums in double, each result rounded
+// once to T, the bits of the ops it fuses) and its fast kernel (namespace
+// cpu: float, multi-threaded on ThreadPool.h), with the conventions of
+// stringrt/ops/LayerOps.h. A fused op that is a layer op's gradient with
+// a prior added is in that op's file, declared in LayerOps.h.
+#pragma once
+
+#include "stringrt/reference/Tensor.h"
+
+#include <cstdint>
+
+namespace stringrt::ref {
+
+//===----------------------------------------------------------------------===//
+// linear_residual (ops/fused/LinearResidual.cpp)
+//===----------------------------------------------------------------------===//
+
+// y = residual + x w (+ b), summed in double and rounded once.
+// residual [..., O], x [..., I], w [I, O], b? [O] -> y [..., O]
+template <typename T>
+void linearResidual(TensorRef<const T> residual, TensorRef<const T> x, TensorRef<const T> w,
+                    OptionalInput<T> b, TensorRef<T> y);
+
+} // namespace stringrt::ref
+
+namespace stringrt::cpu {
+
+using ref::OptionalInput;
+using ref::TensorRef;
+
+// y = residual + (b + X W): the bits of cpu::linear followed by the residual
+// add. On AVX2 CPUs one GEMM whose tiles add the bias and the residual as
+// they are stored (the linear's result never exists); elsewhere
+// cpu::linear, then the add in place. y must not overlap residual.
+void linearResidual(TensorRef<const float> residual, TensorRef<const float> x,
+                    TensorRef<const float> w, OptionalInput<float> b, TensorRef<float> y);
+
+} // namespace stringrt::cpu
