@@ -44,7 +44,7 @@ TEST(OpLibrary, TheExecutorsTablesTakeTheLibrarysAdapters) {
       {OpCode::TokenEmbed, true},   {OpCode::TokenEmbedGrad, true},
       {OpCode::Linear, false},      {OpCode::LinearGradInput, false},
       {OpCode::LinearGradWeight, false}, {OpCode::LinearGradInputAcc, false},
-      {OpCode::LinearResidual, false}};
+      {OpCode::LinearResidual, false}, {OpCode::LinearGelu, false}};
   for (const auto &[code, generated] : library) {
     SCOPED_TRACE(opName(code));
     const ops::OpKernels *op = ops::opLibrary().find(code);

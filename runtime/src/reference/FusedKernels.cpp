@@ -1,6 +1,6 @@
 // Reference kernels of the hoisted and fused ops (FusedKernels.h): rope
-// tables and their application, the Cayley weight, RoPE-prologue attention
-// and the dense-layer epilogues.
+// tables and their application, the Cayley weight and RoPE-prologue
+// attention (the dense-layer epilogues are in the op library).
 #include "stringrt/reference/FusedKernels.h"
 
 #include "KernelChecks.h"
@@ -194,14 +194,6 @@ void ropeAttentionGrad(TensorRef<const T> q, TensorRef<const T> k, TensorRef<con
   ropeApply(dkr.cref(), table, true, dk);
 }
 
-template <typename T>
-void linearGelu(TensorRef<const T> x, TensorRef<const T> w, OptionalInput<T> b, bool approximate,
-                TensorRef<T> y, TensorRef<T> pre) {
-  linear<T>(x, w, b, pre);
-  checkShape("linear_gelu: result", y, pre.shape);
-  gelu<T>(pre, approximate, y);
-}
-
 #define STRINGRT_INSTANTIATE(T)                                                                    \
   template void ropeTable<T>(TensorRef<const T>, TensorRef<const T>, TensorRef<T>);                \
   template void ropeTableGrad<T>(TensorRef<const T>, TensorRef<const T>, TensorRef<const T>,       \
@@ -215,9 +207,7 @@ void linearGelu(TensorRef<const T> x, TensorRef<const T> w, OptionalInput<T> b, 
                                  TensorRef<T>, OptionalOutput<T>);                                 \
   template void ropeAttentionGrad<T>(TensorRef<const T>, TensorRef<const T>, TensorRef<const T>,   \
                                      TensorRef<const T>, TensorRef<const T>, int64_t, double,      \
-                                     AttentionMask, TensorRef<T>, TensorRef<T>, TensorRef<T>);     \
-  template void linearGelu<T>(TensorRef<const T>, TensorRef<const T>, OptionalInput<T>, bool,      \
-                              TensorRef<T>, TensorRef<T>);
+                                     AttentionMask, TensorRef<T>, TensorRef<T>, TensorRef<T>);
 STRINGRT_INSTANTIATE(float)
 STRINGRT_INSTANTIATE(double)
 #undef STRINGRT_INSTANTIATE

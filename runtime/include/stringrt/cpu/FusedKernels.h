@@ -42,10 +42,4 @@ void ropeAttentionGrad(TensorRef<const float> q, TensorRef<const float> k,
                        AttentionMask mask, TensorRef<float> dq, TensorRef<float> dk,
                        TensorRef<float> dv);
 
-// pre = X W + b as cpu::linear (one GEMM, the bias as its accumulator),
-// then y = cpu::gelu(pre): one op and one result buffer less in the
-// program, the same arithmetic (docs/passes.md, pe-fuse-epilogue).
-void linearGelu(TensorRef<const float> x, TensorRef<const float> w, OptionalInput<float> b,
-                bool approximate, TensorRef<float> y, TensorRef<float> pre);
-
 } // namespace stringrt::cpu

@@ -15,6 +15,17 @@
 namespace stringrt::ref {
 
 //===----------------------------------------------------------------------===//
+// linear_gelu (ops/fused/LinearGelu.cpp)
+//===----------------------------------------------------------------------===//
+
+// pre = x w (+ b), y = gelu(pre) (erf form, tanh form when approximate);
+// pre rounded to T first, as pe.linear then pe.gelu give it.
+// x [..., I], w [I, O], b? [O] -> y, pre [..., O]
+template <typename T>
+void linearGelu(TensorRef<const T> x, TensorRef<const T> w, OptionalInput<T> b, bool approximate,
+                TensorRef<T> y, TensorRef<T> pre);
+
+//===----------------------------------------------------------------------===//
 // linear_residual (ops/fused/LinearResidual.cpp)
 //===----------------------------------------------------------------------===//
 
@@ -30,6 +41,12 @@ namespace stringrt::cpu {
 
 using ref::OptionalInput;
 using ref::TensorRef;
+
+// pre = X W + b as cpu::linear (one GEMM, the bias as its accumulator),
+// then y = cpu::gelu(pre): one op and one result buffer less in the
+// program, the same arithmetic (docs/passes.md, pe-fuse-epilogue).
+void linearGelu(TensorRef<const float> x, TensorRef<const float> w, OptionalInput<float> b,
+                bool approximate, TensorRef<float> y, TensorRef<float> pre);
 
 // y = residual + (b + X W): the bits of cpu::linear followed by the residual
 // add. On AVX2 CPUs one GEMM whose tiles add the bias and the residual as

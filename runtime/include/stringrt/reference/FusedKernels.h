@@ -62,11 +62,4 @@ void ropeAttentionGrad(TensorRef<const T> q, TensorRef<const T> k, TensorRef<con
                        double scale, AttentionMask mask, TensorRef<T> dq, TensorRef<T> dk,
                        TensorRef<T> dv);
 
-// pre = x w (+ b), y = gelu(pre) (erf form, tanh form when approximate);
-// pre rounded to T first, as pe.linear then pe.gelu give it.
-// x [..., I], w [I, O], b? [O] -> y, pre [..., O]
-template <typename T>
-void linearGelu(TensorRef<const T> x, TensorRef<const T> w, OptionalInput<T> b, bool approximate,
-                TensorRef<T> y, TensorRef<T> pre);
-
 } // namespace stringrt::ref

@@ -1,11 +1,9 @@
 // Executor adapters of the hoisted and fused ops (PEFusedOps.td: rope_table,
-// rope_apply, cayley_weight, rope_attention, linear_gelu and their
-// backward ops; the fused ops of the op library, runtime/src/ops,
-// register themselves): the
+// rope_apply, cayley_weight, rope_attention and their backward ops; the
+// fused ops of the op library, runtime/src/ops, register themselves): the
 // reference adapters (addFusedOps) and the fast ones that replace them in
-// KernelSet::Fast (addFastFusedOps). The
-// defaulted attributes (`inverse`, `approximate`) are optional in the
-// manifest and read with their defaults.
+// KernelSet::Fast (addFastFusedOps). The defaulted attribute `inverse` is
+// optional in the manifest and read with its default.
 #include "execution/Executor.h"
 
 #include "../reference/KernelChecks.h"
@@ -66,11 +64,6 @@ void runRopeAttention(const OpContext &c) {
                             c.op().getFloat("scale"), fusedMask(c), c.out(0), attentionLse(c));
 }
 
-void runLinearGelu(const OpContext &c) {
-  ref::linearGelu<float>(c.in(0), c.in(1), c.optIn(2), attrs::LinearGelu{c.op()}.approximate(),
-                         c.out(0), c.out(1));
-}
-
 void runRopeTableGrad(const OpContext &c) {
   ref::ropeTableGrad<float>(c.in(0), c.in(1), c.in(2), c.out(0));
 }
@@ -115,11 +108,6 @@ void runFastRopeAttentionGrad(const OpContext &c) {
                          c.op().getFloat("scale"), fusedMask(c), c.out(0), c.out(1), c.out(2));
 }
 
-void runFastLinearGelu(const OpContext &c) {
-  cpu::linearGelu(c.in(0), c.in(1), c.optIn(2), attrs::LinearGelu{c.op()}.approximate(), c.out(0),
-                  c.out(1));
-}
-
 void runFastCayleyWeight(const OpContext &c) { cpu::cayleyWeight(c.in(0), c.out(0)); }
 
 void runFastCayleyWeightGrad(const OpContext &c) {
@@ -133,7 +121,6 @@ void addFusedOps(OpTable &table) {
   table[OpCode::RopeApply] = {runRopeApply, checkRopeApply};
   table[OpCode::CayleyWeight] = {runCayleyWeight};
   table[OpCode::RopeAttention] = {runRopeAttention, checkRopeAttention};
-  table[OpCode::LinearGelu] = {runLinearGelu};
   table[OpCode::RopeTableGrad] = {runRopeTableGrad};
   table[OpCode::RopeApplyGradTable] = {runRopeApplyGradTable, checkRopeApplyGradTable};
   table[OpCode::CayleyWeightGrad] = {runCayleyWeightGrad};
@@ -147,7 +134,6 @@ void addFastFusedOps(OpTable &table) {
   table[OpCode::RopeApplyGradTable].run = runFastRopeApplyGradTable;
   table[OpCode::RopeAttention].run = runFastRopeAttention;
   table[OpCode::RopeAttentionGrad].run = runFastRopeAttentionGrad;
-  table[OpCode::LinearGelu].run = runFastLinearGelu;
 }
 
 } // namespace stringrt::detail
