@@ -1,4 +1,4 @@
-//===- SkipGather.cpp - skip-n attention as a gather ----------------------===//
+//===- SkipAttentionToGather.cpp - skip-n attention as a gather -----------===//
 //
 // attention(q, k, v) mask(skip) skip_base(n)  ->  skip_gather(v) skip_base(n)
 //
