@@ -176,6 +176,16 @@ struct CudaGemm {
   CudaGemmEpilogue epilogue = CudaGemmEpilogue::None;
   CudaArg bias; // epilogue Bias only
   std::optional<CudaArg> addend; // read in C's place by beta (count 1)
+  // A grouped GEMM ("group": N in the package): on the first GEMM of a
+  // run of N >= 2 ops of the program's steps (consecutive entries, only
+  // free ops between them in the program), each of which is this one GEMM
+  // launch alone: count 1, no epilogue, no addend, the same m, n, k,
+  // transposes, alpha, beta and storage types of A, B and C, A and B
+  // operands and C a result of its op, no member reading or writing a
+  // value an earlier member writes. The runtime runs the N GEMMs as one
+  // cublasGemmBatchedEx over arrays of their pointers. 1: not grouped
+  // (also on the group's other members).
+  int64_t groupSize = 1;
 };
 
 struct CudaLaunch {

@@ -167,6 +167,7 @@ CudaSection CudaSectionParser::parse(const std::string &json) {
   parseSteps(member(top, "steps"), section);
   if (hasDTypes)
     parseValueDTypes(member(top, "value_dtypes"), section);
+  checkGemmGroups(section);
   checkUses(section);
   checkConstantsRead(section);
   checkBiasFallback(section);

@@ -75,11 +75,12 @@ CudaArg CudaSectionParser::pointerArg(const JsonValue &value, const std::string 
 
 CudaGemm CudaSectionParser::gemm(const JsonValue &value, const std::string &what,
                                  const ProgramOp &op, size_t scratches) const {
-  bool hasEpilogue = false, hasAddend = false;
+  bool hasEpilogue = false, hasAddend = false, hasGroup = false;
   if (value.kind == JsonValue::Kind::Object)
     for (const detail::JsonMember &m : value.members) {
       hasEpilogue = hasEpilogue || m.key == "epilogue";
       hasAddend = hasAddend || m.key == "addend";
+      hasGroup = hasGroup || m.key == "group";
     }
   std::vector<const char *> keys = {"a",        "b",        "c",        "m",       "n",
                                     "k",        "count",    "stride_a", "stride_b", "stride_c",
@@ -88,6 +89,8 @@ CudaGemm CudaSectionParser::gemm(const JsonValue &value, const std::string &what
     keys.insert(keys.end(), {"epilogue", "bias"});
   if (hasAddend)
     keys.push_back("addend");
+  if (hasGroup)
+    keys.push_back("group");
   const JsonValue &g = object(value, what, keys);
   CudaGemm call;
   call.a = pointerArg(member(g, "a"), what + ".a", op, scratches);
@@ -129,6 +132,8 @@ CudaGemm CudaSectionParser::gemm(const JsonValue &value, const std::string &what
     if (call.beta == 0.0f || call.count.perBatch != 0 || call.count.constant != 1)
       fail(fmt::format("{}: an addend needs beta != 0 and count 1", what));
   }
+  if (hasGroup) // the members are checked by checkGemmGroups
+    call.groupSize = integer(member(g, "group"), what + ".group", 2, int64_t(1) << 20);
   return call;
 }
 
@@ -308,6 +313,76 @@ void CudaSectionParser::checkGemmTypes(const CudaGemm &g, const CudaProgramSteps
                           : std::string()) +
                          (g.addend ? fmt::format(", addend {}", dtypeName(typeOf(*g.addend)))
                                    : std::string())));
+}
+
+// Each grouped GEMM (CudaGemm::groupSize) and the members it names: the
+// next entries of the steps, only free ops between them in the program,
+// each one GEMM launch alone, of the first's shape, arguments and types,
+// and independent (no member reads or writes a value an earlier one
+// writes): what one cublasGemmBatchedEx computes as the ops would.
+void CudaSectionParser::checkGemmGroups(const CudaSection &section) const {
+  for (const CudaProgramSteps &steps : section.steps) {
+    const Program &program = manifest.program(steps.program);
+    for (size_t first = 0; first < steps.ops.size(); ++first) {
+      const CudaOpSteps &leader = steps.ops[first];
+      const ProgramOp &leaderOp = program.ops[size_t(leader.op)];
+      int64_t size = 1;
+      for (const CudaLaunch &l : leader.launches)
+        if (l.gemm && l.gemm->groupSize != 1)
+          size = l.gemm->groupSize;
+      if (size == 1)
+        continue;
+      std::string where = fmt::format("cuda.steps.{} op {} ({}): a GEMM group of {}",
+                                      steps.program, leader.op, leaderOp.op, size);
+      if (first + size_t(size) > steps.ops.size())
+        fail(fmt::format("{} runs past the program's steps", where));
+      if (leader.launches.size() != 1 || !leader.launches[0].gemm)
+        fail(fmt::format("{}: the first op is not one GEMM launch alone", where));
+      const CudaGemm &g0 = *leader.launches.front().gemm;
+      auto typeOf = [&](const ProgramOp &op, const CudaArg &a) {
+        return a.kind == CudaArgKind::Operand ? steps.dtypeOf(op.operands[size_t(a.index)])
+                                              : steps.dtypeOf(op.results[size_t(a.index)]);
+      };
+      std::set<ValueId> written;
+      for (size_t i = first; i < first + size_t(size); ++i) {
+        const CudaOpSteps &member = steps.ops[i];
+        const ProgramOp &op = program.ops[size_t(member.op)];
+        std::string at = fmt::format("{}: member op {} ({})", where, member.op, op.op);
+        if (member.launches.size() != 1 || !member.launches[0].gemm || !member.scratchBytes.empty())
+          fail(fmt::format("{} is not one GEMM launch alone", at));
+        const CudaGemm &g = *member.launches[0].gemm;
+        if (i > first && g.groupSize != 1)
+          fail(fmt::format("{} starts a group of its own", at));
+        if (i > first)
+          for (int64_t between = steps.ops[i - 1].op + 1; between < member.op; ++between)
+            if (!isFreeOp(program.ops[size_t(between)]))
+              fail(fmt::format("{}: op {} ({}) between the members is not free", at, between,
+                               program.ops[size_t(between)].op));
+        if (!(g.count == CudaAffine::fixed(1)) || g.epilogue != CudaGemmEpilogue::None ||
+            g.addend)
+          fail(fmt::format("{} has count != 1, an epilogue or an addend", at));
+        if (!(g.m == g0.m) || !(g.n == g0.n) || !(g.k == g0.k) || g.transA != g0.transA ||
+            g.transB != g0.transB || g.alpha != g0.alpha || g.beta != g0.beta)
+          fail(fmt::format("{} differs from the first in m, n, k, a transpose, alpha or beta",
+                           at));
+        if (g.a.kind != CudaArgKind::Operand || g.b.kind != CudaArgKind::Operand ||
+            g.c.kind != CudaArgKind::Result)
+          fail(fmt::format("{}: A and B must be operands and C a result of the op", at));
+        if (typeOf(op, g.a) != typeOf(leaderOp, g0.a) ||
+            typeOf(op, g.b) != typeOf(leaderOp, g0.b) ||
+            typeOf(op, g.c) != typeOf(leaderOp, g0.c))
+          fail(fmt::format("{}: the storage types of A, B or C differ from the first's", at));
+        ValueId a = op.operands[size_t(g.a.index)], b = op.operands[size_t(g.b.index)],
+                c = op.results[size_t(g.c.index)];
+        if (written.count(a) || written.count(b))
+          fail(fmt::format("{} reads value {} that an earlier member writes", at,
+                           written.count(a) ? a : b));
+        if (!written.insert(c).second)
+          fail(fmt::format("{} writes value {} that an earlier member writes", at, c));
+      }
+      first += size_t(size) - 1;
+    }
+  }
 }
 
 // Every use of a kernel by a program op is a launch in that op's steps.

@@ -188,6 +188,8 @@ private:
       json.key("addend");
       writeArg(*g.addend);
     }
+    if (g.groupSize != 1)
+      json.member("group", g.groupSize);
     json.endObject();
   }
 
