@@ -8,6 +8,7 @@
 // buildKernelModule, one gpu.module each.
 //
 //===----------------------------------------------------------------------===//
+#include "GemmGroups.h"
 #include "KernelBuilder.h"
 #include "PackageValues.h"
 #include "stringc/CudaGen/GPUPipeline.h"
@@ -408,6 +409,8 @@ FailureOr<KernelPlan> planKernels(ModuleOp module, bool allKernels, GpuPrecision
           dtypes.push_back({int64_t(v), stringrt::DType::BF16});
       plan.valueDTypes.push_back({program, std::move(dtypes)});
     }
+    // Runs of same-shaped independent GEMMs: one cuBLAS call each.
+    groupGemms(func, programOps, programSteps, ids, bf16);
     for (size_t o = 0; o < programSteps.size(); ++o) {
       std::vector<std::string> used; // each kernel's use once per op
       for (const Launch &launch : programSteps[o].launches) {

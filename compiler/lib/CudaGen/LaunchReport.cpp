@@ -311,11 +311,33 @@ FailureOr<StepEstimate> estimateTrainingStep(ModuleOp train, const KernelPlan &p
 
   StepEstimate step;
   step.batch = batch;
-  for (const OpSteps &s : *steps) {
+  for (size_t entry = 0; entry < steps->size(); ++entry) {
+    const OpSteps &s = (*steps)[entry];
     Operation &op = *ops[size_t(s.op)];
     std::vector<LaunchEstimate> now = opLaunches(op, s, plan, precision, batch, elementBytes);
     std::vector<LaunchEstimate> more =
         opLaunches(op, s, plan, precision, batch + 1, elementBytes);
+    // A GEMM group is one launch: the members' bytes and FLOPs through the
+    // GEMM fit, its per-call cost once.
+    int64_t group = s.launches.size() == 1 && s.launches[0].gemm
+                        ? s.launches[0].gemm->groupSize
+                        : 1;
+    if (group > 1) {
+      now[0].groupOps.push_back(s.op);
+      for (size_t m = entry + 1; m < entry + size_t(group); ++m) {
+        const OpSteps &member = (*steps)[m];
+        Operation &memberOp = *ops[size_t(member.op)];
+        LaunchEstimate one =
+            opLaunches(memberOp, member, plan, precision, batch, elementBytes).front();
+        LaunchEstimate oneMore =
+            opLaunches(memberOp, member, plan, precision, batch + 1, elementBytes).front();
+        now[0].bytes += one.bytes;
+        now[0].flops += one.flops;
+        more[0].bytes += oneMore.bytes;
+        now[0].groupOps.push_back(member.op);
+      }
+      entry += size_t(group) - 1;
+    }
     for (size_t l = 0; l < now.size(); ++l) {
       // By bytes: the FLOPs of a small kernel (a sum's finish) are a share
       // of the op's, which may grow while the kernel's own work does not.

@@ -55,6 +55,8 @@ void printLaunchReport(const StepEstimate &step, const GpuMachineModel &machine,
   for (size_t i = 0; i < step.launches.size(); ++i) {
     const LaunchEstimate &e = step.launches[i];
     std::string op = e.op >= 0 ? e.opName + " #" + std::to_string(e.op) : e.opName;
+    for (size_t m = 1; m < e.groupOps.size(); ++m) // a grouped GEMM: "#26+27+28"
+      op += "+" + std::to_string(e.groupOps[m]);
     std::string blocks = e.blocks < 0 ? "-" : std::to_string(e.blocks);
     std::string threads = e.threadsPerBlock ? std::to_string(e.threadsPerBlock) : "-";
     std::string registers = e.registers ? std::to_string(e.registers) : "-";
@@ -130,6 +132,7 @@ void printLaunchReportJson(const StepEstimate &step, const GpuMachineModel &mach
                          {"op", e.opName},
                          {"op_index", e.op},
                          {"kernel", e.kernel},
+                         {"group_ops", llvm::json::Array(e.groupOps)},
                          {"blocks", e.blocks},
                          {"threads", e.threadsPerBlock},
                          {"bytes", e.bytes},

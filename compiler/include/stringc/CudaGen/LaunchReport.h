@@ -89,6 +89,10 @@ struct LaunchEstimate {
   int64_t op = -1;      // op index in the program; -1 for the optimizer's launches
   std::string opName;   // "pe.layer_norm_grad", or "optimizer"
   std::string kernel;   // kernel name, or "cublas gemm"
+  // A grouped GEMM (one cublasGemmBatchedEx, stringrt::CudaGemm::groupSize):
+  // the op index of every member, `op` first; its bytes and FLOPs are the
+  // members' sums. Empty otherwise.
+  std::vector<int64_t> groupOps;
   int64_t blocks = -1;  // -1: chosen by cuBLAS (counted as filling the GPU)
   int64_t threadsPerBlock = 0;
   double bytes = 0, flops = 0;

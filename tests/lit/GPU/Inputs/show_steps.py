@@ -3,7 +3,7 @@
 
   PROGRAM OP_INDEX OP_NAME scratch [SIZES]
   PROGRAM OP_INDEX OP_NAME: kernel NAME(ARGS) [grid X,Y,Z]
-  PROGRAM OP_INDEX OP_NAME: gemm a=.. b=.. c=.. m=.. n=.. k=.. count=.. ... [epilogue=bias bias=..] [addend=..]
+  PROGRAM OP_INDEX OP_NAME: gemm a=.. b=.. c=.. m=.. n=.. k=.. count=.. ... [epilogue=bias bias=..] [addend=..] [group=N]
 
   constant K TYPE COUNT: FIRST_VALUES...   (the package's constant arrays)
 
@@ -55,7 +55,8 @@ for program in ("forward", "gradients"):
                                             g["alpha"], g["beta"]) +
                       (" epilogue=%s bias=%s" % (g["epilogue"], arg(g["bias"]))
                        if "epilogue" in g else "") +
-                      (" addend=%s" % arg(g["addend"]) if "addend" in g else ""))
+                      (" addend=%s" % arg(g["addend"]) if "addend" in g else "") +
+                      (" group=%d" % g["group"] if "group" in g else ""))
             else:
                 grid = launch.get("grid")
                 print("%s: kernel %s(%s)%s" % (
