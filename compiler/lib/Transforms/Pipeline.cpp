@@ -65,12 +65,25 @@ ArrayRef<StringRef> targetPassNames() {
   return names;
 }
 
+ArrayRef<StringRef> cudaPassNames() {
+  // After the target passes, --target=cuda only. pe-cluster-gemms: the
+  // backward's Q, K and V weight gradients (and vit_cayley's products with
+  // U) next to each other, so that the step program runs each run as one
+  // cuBLAS call (docs/cuda.md, "Grouped GEMMs"); pure reordering.
+  static const std::vector<StringRef> names = {
+      "pe-cluster-gemms",
+  };
+  return names;
+}
+
 bool runsTargetPasses(StringRef target) { return target == "cpu" || target == "cuda"; }
 
 std::vector<StringRef> defaultPassNames(StringRef target) {
   std::vector<StringRef> names(optimizationPassNames().begin(), optimizationPassNames().end());
   if (runsTargetPasses(target))
     names.insert(names.end(), targetPassNames().begin(), targetPassNames().end());
+  if (target == "cuda")
+    names.insert(names.end(), cudaPassNames().begin(), cudaPassNames().end());
   return names;
 }
 
@@ -102,6 +115,9 @@ LogicalResult buildPipeline(OpPassManager &pm, const PipelineOptions &options,
     errors << "; --target=cpu and cuda also:";
     for (StringRef known : targetPassNames())
       errors << " " << known;
+    errors << "; --target=cuda also:";
+    for (StringRef known : cudaPassNames())
+      errors << " " << known;
     errors << "; opt-in:";
     for (StringRef known : optInPassNames())
       errors << " " << known;
@@ -114,6 +130,7 @@ LogicalResult buildPipeline(OpPassManager &pm, const PipelineOptions &options,
     }
     if (!llvm::is_contained(optimizationPassNames(), StringRef(name)) &&
         !llvm::is_contained(targetPassNames(), StringRef(name)) &&
+        !llvm::is_contained(cudaPassNames(), StringRef(name)) &&
         !llvm::is_contained(optInPassNames(), StringRef(name))) {
       errors << "unknown pass '" << name << "' in --disable-pass";
       listPasses();
@@ -158,6 +175,10 @@ LogicalResult buildPipeline(OpPassManager &pm, const PipelineOptions &options,
   std::string targetPipeline;
   if (!options.pipeline && runsTargetPasses(options.target))
     for (StringRef name : targetPassNames())
+      if (!options.disabled.count(name.str()))
+        targetPipeline += (targetPipeline.empty() ? "" : ",") + passWithOptions(name, options);
+  if (!options.pipeline && options.target == "cuda")
+    for (StringRef name : cudaPassNames())
       if (!options.disabled.count(name.str()))
         targetPipeline += (targetPipeline.empty() ? "" : ",") + passWithOptions(name, options);
   if (!targetPipeline.empty() && failed(parsePassPipeline(targetPipeline, pm, errors)))

@@ -151,6 +151,10 @@ Comparison comparePass(const PassCase &c) {
   CompileOptions with = c.base, without = c.base;
   if (llvm::is_contained(targetPassNames(), llvm::StringRef(c.pass)))
     with.target = without.target = "cpu";
+  // A pass of the CUDA target's own: its pipeline (the package is still a
+  // cpu-reference one, run on the CPU).
+  if (llvm::is_contained(cudaPassNames(), llvm::StringRef(c.pass)))
+    with.target = without.target = "cuda";
   if (llvm::is_contained(optInPassNames(), llvm::StringRef(c.pass))) {
     with.enabledPasses.insert(c.pass);
     without.enabledPasses.erase(c.pass);

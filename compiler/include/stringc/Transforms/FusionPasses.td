@@ -118,4 +118,30 @@ def FuseResidual : Pass<"pe-fuse-residual", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::pe::PEDialect"];
 }
 
+def ClusterGemms : Pass<"pe-cluster-gemms", "::mlir::ModuleOp"> {
+  let summary = "orders same-shaped independent dense-layer GEMMs next to each other";
+  let description = [{
+    A default pass of `--target=cuda` packages only, after pe-fuse-residual
+    (on the training program). Pure reordering, numerics unchanged: in each
+    function's block, a `pe.linear` without bias, `pe.linear_grad_input` or
+    `pe.linear_grad_weight` moves up to just after the nearest earlier op of
+    the same name, operand and result types when none of its operands is
+    defined at or after that op (so not reading it); else, a `pe.linear`
+    or `pe.linear_grad_input` moves down to just before the nearest later
+    such op when none of its results is used before or by that op. The
+    backward's weight gradients of Q, K and V (and vit_cayley's products
+    with U) become consecutive, which the CUDA step program runs as one
+    cuBLAS call (docs/cuda.md, "Grouped GEMMs").
+  }];
+  let options = [
+    Option<"explain", "explain", "bool", "false",
+           "report each move as a remark (stringc --explain)">,
+  ];
+  let statistics = [
+    Statistic<"numHoisted", "hoisted", "GEMM ops moved up next to a twin">,
+    Statistic<"numSunk", "sunk", "GEMM ops moved down next to a twin">,
+  ];
+  let dependentDialects = ["::mlir::pe::PEDialect"];
+}
+
 #endif // STRINGC_TRANSFORMS_FUSION_PASSES_TD

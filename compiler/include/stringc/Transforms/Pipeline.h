@@ -2,7 +2,8 @@
 //
 // stringc compiles a model through the optimisation passes (in
 // optimizationPassNames() order, minus the ones switched off), then
-// pe-autodiff, then for --target=cpu and --target=cuda targetPassNames().
+// pe-autodiff, then for --target=cpu and --target=cuda targetPassNames(),
+// then for --target=cuda cudaPassNames().
 // `--disable-pass=NAME` removes one, `--enable-pass=NAME` adds an opt-in one;
 // `--pass-pipeline=` replaces the optimisation part with a textual MLIR
 // pipeline.
@@ -39,7 +40,8 @@ struct PipelineOptions {
   /// Stop after the optimisation passes (no pe-autodiff).
   bool skipAutodiff = false;
   /// The target compiled for ("cpu", "cpu-reference", "cuda"; empty for
-  /// none): "cpu" and "cuda" add targetPassNames() after pe-autodiff.
+  /// none): "cpu" and "cuda" add targetPassNames() after pe-autodiff,
+  /// "cuda" cudaPassNames() after those.
   std::string target;
 };
 
@@ -53,6 +55,9 @@ llvm::ArrayRef<llvm::StringRef> optInPassNames();
 /// targets' kernels (on the GPU, GEMM epilogues), not with the reference
 /// kernels of --target=cpu-reference.
 llvm::ArrayRef<llvm::StringRef> targetPassNames();
+/// Default passes of --target=cuda alone, after targetPassNames(): orders
+/// the training program for the CUDA step program (pe-cluster-gemms).
+llvm::ArrayRef<llvm::StringRef> cudaPassNames();
 /// Whether `target` runs targetPassNames().
 bool runsTargetPasses(llvm::StringRef target);
 /// The default passes for `target` ("" for none), in the order they run.
