@@ -32,6 +32,7 @@ LoadedApi<Api> load() {
   get(a.destroy, "cublasDestroy_v2");
   get(a.gemmEx, "cublasGemmEx");
   get(a.gemmStridedBatchedEx, "cublasGemmStridedBatchedEx");
+  get(a.gemmBatchedEx, "cublasGemmBatchedEx");
   get(a.saxpy, "cublasSaxpy_v2");
   get(a.setStream, "cublasSetStream_v2");
   get(a.setWorkspace, "cublasSetWorkspace_v2");

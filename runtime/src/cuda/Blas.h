@@ -24,6 +24,10 @@ using GemmStridedBatchedExFn = cublasStatus_t (*)(
     const void *, cudaDataType, int, long long, const void *, cudaDataType, int, long long,
     const void *, void *, cudaDataType, int, long long, int, cublasComputeType_t,
     cublasGemmAlgo_t);
+using GemmBatchedExFn = cublasStatus_t (*)(
+    cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void *,
+    const void *const[], cudaDataType, int, const void *const[], cudaDataType, int, const void *,
+    void *const[], cudaDataType, int, int, cublasComputeType_t, cublasGemmAlgo_t);
 
 // The entry points used, with cublas_api.h's prototypes, by their versioned
 // symbols (cublasCreate -> cublasCreate_v2). GEMMs go through the Ex entries:
@@ -34,6 +38,7 @@ struct Api {
   decltype(&::cublasDestroy_v2) destroy;
   GemmExFn gemmEx;
   GemmStridedBatchedExFn gemmStridedBatchedEx;
+  GemmBatchedExFn gemmBatchedEx; // the grouped GEMMs (Gemm::runGrouped)
   decltype(&::cublasSaxpy_v2) saxpy;
   decltype(&::cublasSetStream_v2) setStream;
   decltype(&::cublasSetWorkspace_v2) setWorkspace;

@@ -114,6 +114,7 @@ BatchBuffers &DeviceModel::Impl::buffersFor(const std::string &name, int64_t bat
   b.arena = newArena(b.placement.arenaBytes);
   b.extra = newArena(b.placement.extraBytes);
   b.scratch = newArena(scratchBytes);
+  placeGroupPointers(name, b, batch);
   return buffers.emplace(key, std::move(b)).first->second;
 }
 

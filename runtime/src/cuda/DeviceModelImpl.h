@@ -59,6 +59,12 @@ struct ReplayedWork {
 struct BatchBuffers {
   ProgramPlacement placement;
   std::unique_ptr<Arena> arena, extra, scratch;
+  // The grouped GEMMs' pointer arrays (Gemm::runGrouped), written when the
+  // buffers are placed (before any capture; fixed for the batch size): one
+  // buffer, and the device address of each group's 3 x size pointers by
+  // the index of its first member in the program's steps.
+  std::unique_ptr<Arena> groupPointers;
+  std::map<size_t, uint64_t> groupArrays;
   ReplayedWork work; // training steps (@gradients) / evaluation batches (@forward)
 };
 
@@ -220,6 +226,16 @@ struct DeviceModel::Impl {
 
   /// Queues the copy of the staged batch into program `name`'s inputs.
   void consumeStaged(const BatchBuffers &b, const std::string &name, BatchStaging *from = nullptr);
+
+  /// The device addresses op `i` of program `name` sees in `b` (its steps
+  /// `opSteps`: the scratch buffers' layout).
+  OpPointers opPointers(const std::string &name, size_t i, const CudaOpSteps &opSteps,
+                        const BatchBuffers &b, int64_t batch) const;
+
+  /// Binds the members of every grouped GEMM of program `name` in `b`,
+  /// checks them (checkGemmGroup: no member's C overlapping another's
+  /// matrices) and uploads their pointer arrays into b.groupPointers.
+  void placeGroupPointers(const std::string &name, BatchBuffers &b, int64_t batch);
 
   /// Runs program `name` on the device (asynchronously, on the stream).
   void walk(const std::string &name, BatchBuffers &b, int64_t batch);

@@ -8,11 +8,85 @@
 
 namespace stringrt::cuda {
 
-/// Runs program `name` on the device (asynchronously, on the stream).
+/// The device addresses op `i` of program `name` sees in `b`.
+OpPointers DeviceModel::Impl::opPointers(const std::string &name, size_t i,
+                                         const CudaOpSteps &opSteps, const BatchBuffers &b,
+                                         int64_t batch) const {
+  const ProgramOp &op = program(name).ops[i];
+  const CudaProgramSteps &steps = *section.stepsOf(name);
+  OpPointers pointers;
+  pointers.constants = constantAddresses;
+  pointers.stepKey = stepKeyAddress;
+  for (ValueId v : op.operands) {
+    pointers.operands.push_back(address(b, v));
+    pointers.operandTypes.push_back(steps.dtypeOf(v));
+  }
+  for (ValueId v : op.results) {
+    pointers.results.push_back(address(b, v));
+    pointers.resultTypes.push_back(steps.dtypeOf(v));
+  }
+  ScratchLayout scratch = scratchLayout(opSteps, batch);
+  for (size_t s = 0; s < scratch.offsets.size(); ++s) {
+    uint64_t bytes = scratch.offsets.size() > s + 1 ? scratch.offsets[s + 1] - scratch.offsets[s]
+                                                    : scratch.bytes - scratch.offsets[s];
+    pointers.scratch.push_back(bytes ? b.scratch->at(scratch.offsets[s], bytes) : 0);
+  }
+  return pointers;
+}
+
+/// Binds and checks every grouped GEMM's members, and uploads their
+/// pointers: per group, B's, A's, then C's (Gemm::runGrouped).
+void DeviceModel::Impl::placeGroupPointers(const std::string &name, BatchBuffers &b,
+                                           int64_t batch) {
+  const CudaProgramSteps *steps = section.stepsOf(name);
+  if (!steps)
+    return;
+  std::vector<uint64_t> words;
+  std::vector<std::pair<size_t, size_t>> starts; // (steps index, first word)
+  for (size_t s = 0; s < steps->ops.size(); ++s) {
+    const CudaOpSteps &leader = steps->ops[s];
+    int64_t size = leader.launches.size() == 1 && leader.launches[0].gemm
+                       ? leader.launches[0].gemm->groupSize
+                       : 1;
+    if (size < 2)
+      continue;
+    std::vector<BoundGemm> members;
+    std::vector<std::string> names;
+    for (size_t m = s; m < s + size_t(size); ++m) { // the loader checked the members
+      const CudaOpSteps &member = steps->ops[m];
+      size_t i = size_t(member.op);
+      names.push_back(fmt::format("{} op {} ({})", name, i, program(name).ops[i].op));
+      BoundLaunch bound = bindLaunch(section, member.launches[0],
+                                     opPointers(name, i, member, b, batch), batch,
+                                     names.back() + " launch 0");
+      members.push_back(*bound.gemm);
+    }
+    checkGemmGroup(members, names);
+    starts.push_back({s, words.size()});
+    for (const BoundGemm &g : members)
+      words.push_back(g.b);
+    for (const BoundGemm &g : members)
+      words.push_back(g.a);
+    for (const BoundGemm &g : members)
+      words.push_back(g.c);
+    s += size_t(size) - 1;
+  }
+  if (words.empty())
+    return;
+  b.groupPointers = newArena(words.size() * 8);
+  b.groupPointers->upload(0, words.data(), words.size() * 8,
+                          fmt::format("the {} program's GEMM group pointers", name));
+  for (const auto &[s, word] : starts)
+    b.groupArrays[s] = b.groupPointers->at(word * 8, 8);
+}
+
+/// Runs program `name` on the device (asynchronously, on the stream). A
+/// GEMM group runs as one call at its first member, timed as that op.
 void DeviceModel::Impl::walk(const std::string &name, BatchBuffers &b, int64_t batch) {
   const Program &p = program(name);
   const CudaProgramSteps &steps = *section.stepsOf(name);
   size_t next = 0; // the next entry of steps.ops
+  size_t groupedUntil = 0; // steps entries before this one ran with their group
   for (size_t i = 0; i < p.ops.size(); ++i) {
     const ProgramOp &op = p.ops[i];
     if (op.is(OpCode::GetParam))
@@ -38,24 +112,26 @@ void DeviceModel::Impl::walk(const std::string &name, BatchBuffers &b, int64_t b
     }
     if (next >= steps.ops.size() || steps.ops[next].op != int64_t(i))
       throw Error(fmt::format("{} op {} ({}) has no GPU steps", name, i, op.op));
-    const CudaOpSteps &opSteps = steps.ops[next++];
-    OpPointers pointers;
-    pointers.constants = constantAddresses;
-    pointers.stepKey = stepKeyAddress;
-    for (ValueId v : op.operands) {
-      pointers.operands.push_back(address(b, v));
-      pointers.operandTypes.push_back(steps.dtypeOf(v));
+    const size_t entry = next++;
+    const CudaOpSteps &opSteps = steps.ops[entry];
+    if (entry < groupedUntil)
+      continue; // computed by its group's call
+    if (auto group = b.groupArrays.find(entry); group != b.groupArrays.end()) {
+      const CudaGemm &g = *opSteps.launches[0].gemm;
+      std::string where = fmt::format("{} op {} ({}): a GEMM group of {}", name, i, op.op,
+                                      g.groupSize);
+      DType typeA = steps.dtypeOf(op.operands[size_t(g.a.index)]);
+      DType typeC = steps.dtypeOf(op.results[size_t(g.c.index)]);
+      timed(op.op, [&] {
+        gemm->runGrouped(g.transA, g.transB, g.m.at(batch), g.n.at(batch), g.k.at(batch),
+                         g.alpha, g.beta, group->second, g.groupSize, where, gemmPrecision,
+                         typeA, typeC);
+        checkLaunch(where + " (GEMM)");
+      });
+      groupedUntil = entry + size_t(g.groupSize);
+      continue;
     }
-    for (ValueId v : op.results) {
-      pointers.results.push_back(address(b, v));
-      pointers.resultTypes.push_back(steps.dtypeOf(v));
-    }
-    ScratchLayout scratch = scratchLayout(opSteps, batch);
-    for (size_t s = 0; s < scratch.offsets.size(); ++s) {
-      uint64_t bytes = scratch.offsets.size() > s + 1 ? scratch.offsets[s + 1] - scratch.offsets[s]
-                                                      : scratch.bytes - scratch.offsets[s];
-      pointers.scratch.push_back(bytes ? b.scratch->at(scratch.offsets[s], bytes) : 0);
-    }
+    OpPointers pointers = opPointers(name, i, opSteps, b, batch);
     timed(op.op, [&] {
       for (size_t l = 0; l < opSteps.launches.size(); ++l) {
         std::string where = fmt::format("{} op {} ({}) launch {}", name, i, op.op, l);

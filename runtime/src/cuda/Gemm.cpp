@@ -169,6 +169,28 @@ void Gemm::runStridedBatched(bool transA, bool transB, int64_t M, int64_t N, int
             step, "cublasGemmStridedBatchedEx");
 }
 
+void Gemm::runGrouped(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha,
+                      float beta, uint64_t pointers, int64_t count, const std::string &step,
+                      GemmPrecision precision, DType inputs, DType output) const {
+  checkTypes(inputs, output, step);
+  int m = asInt(M, step, "M"), n = asInt(N, step, "N"), k = asInt(K, step, "K");
+  int batches = asInt(count, step, "count");
+  if (m == 0 || n == 0 || batches == 0)
+    return;
+  int lda = std::max(1, transA ? m : k);
+  int ldb = std::max(1, transB ? k : n);
+  auto array = [&](int which) {
+    return reinterpret_cast<void *const *>(pointers + uint64_t(which) * uint64_t(count) * 8);
+  };
+  // Column-major: C^T = op(B)^T op(A)^T, so B's pointers come first.
+  checkBlas(blas::require().gemmBatchedEx(
+                cublasHandle_t(handle_), transB ? CUBLAS_OP_T : CUBLAS_OP_N,
+                transA ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, array(0), dataType(inputs),
+                ldb, array(1), dataType(inputs), lda, &beta, array(2), dataType(output), n,
+                batches, computeFor(precision, inputs), CUBLAS_GEMM_DEFAULT),
+            step, "cublasGemmBatchedEx");
+}
+
 bool Gemm::runWithBias(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha,
                        uint64_t A, uint64_t B, uint64_t bias, uint64_t C,
                        const std::string &step, GemmPrecision precision, DType inputs,

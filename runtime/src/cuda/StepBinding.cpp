@@ -232,6 +232,47 @@ BoundLaunch bindLaunch(const CudaSection &section, const CudaLaunch &launch,
   return bound;
 }
 
+void checkGemmGroup(const std::vector<BoundGemm> &members, const std::vector<std::string> &names) {
+  struct Span {
+    uint64_t begin, end;
+  };
+  auto span = [](uint64_t at, int64_t rows, int64_t cols, DType type) {
+    return Span{at, at + uint64_t(rows) * uint64_t(cols) * dtypeSize(type)};
+  };
+  auto overlap = [](const Span &x, const Span &y) {
+    return x.begin < y.end && y.begin < x.end && x.end > x.begin && y.end > y.begin;
+  };
+  const BoundGemm &first = members.front();
+  for (size_t i = 0; i < members.size(); ++i) {
+    const BoundGemm &g = members[i];
+    if (g.m != first.m || g.n != first.n || g.k != first.k || g.transA != first.transA ||
+        g.transB != first.transB || g.alpha != first.alpha || g.beta != first.beta ||
+        g.typeA != first.typeA || g.typeB != first.typeB || g.typeC != first.typeC ||
+        g.count != 1 || g.bias || g.addend)
+      throw Error(fmt::format("{}: a member of the GEMM group of {} does not match its first "
+                              "GEMM (sizes, transposes, alpha, beta, types; count 1, no bias, "
+                              "no addend)",
+                              names[i], names.front()));
+  }
+  for (size_t i = 0; i < members.size(); ++i) {
+    const BoundGemm &w = members[i];
+    Span c = span(w.c, w.m, w.n, w.typeC);
+    for (size_t j = 0; j < members.size(); ++j) {
+      if (j == i)
+        continue;
+      const BoundGemm &o = members[j];
+      const std::pair<const char *, Span> others[] = {{"A", span(o.a, o.m, o.k, o.typeA)},
+                                                      {"B", span(o.b, o.k, o.n, o.typeB)},
+                                                      {"C", span(o.c, o.m, o.n, o.typeC)}};
+      for (const auto &[matrix, other] : others)
+        if (overlap(c, other))
+          throw Error(fmt::format("{}: its GEMM's C overlaps the {} of {}, a member of the same "
+                                  "GEMM group (one cublasGemmBatchedEx would race on it)",
+                                  names[i], matrix, names[j]));
+    }
+  }
+}
+
 int64_t checkProgramSteps(const Manifest &manifest, const CudaSection &section,
                           const std::string &name, int64_t batch) {
   const Program &program = manifest.program(name);
@@ -256,6 +297,10 @@ int64_t checkProgramSteps(const Manifest &manifest, const CudaSection &section,
   };
   int64_t launches = 0;
   size_t next = 0;
+  // The GEMM group being bound (CudaGemm::groupSize): its size, members.
+  int64_t groupSize = 0;
+  std::vector<BoundGemm> group;
+  std::vector<std::string> groupNames;
   for (size_t i = 0; i < program.ops.size(); ++i) {
     const ProgramOp &op = program.ops[i];
     if (op.is(OpCode::GetParam) || op.is(OpCode::ArithConstant))
@@ -263,6 +308,9 @@ int64_t checkProgramSteps(const Manifest &manifest, const CudaSection &section,
     if (next >= steps->ops.size() || steps->ops[next].op != int64_t(i))
       throw Error(fmt::format("{} op {} ({}) has no GPU steps", name, i, op.op));
     const CudaOpSteps &opSteps = steps->ops[next++];
+    if (!opSteps.launches.empty() && opSteps.launches[0].gemm &&
+        opSteps.launches[0].gemm->groupSize > 1)
+      groupSize = opSteps.launches[0].gemm->groupSize;
     OpPointers pointers;
     pointers.constants = constantAddresses;
     pointers.stepKey = stepKeyBase;
@@ -298,6 +346,16 @@ int64_t checkProgramSteps(const Manifest &manifest, const CudaSection &section,
       if (!bound.gemm)
         continue;
       const BoundGemm &g = *bound.gemm;
+      if (groupSize > 0) {
+        group.push_back(g);
+        groupNames.push_back(fmt::format("{} op {} ({})", name, i, op.op));
+        if (int64_t(group.size()) == groupSize) {
+          checkGemmGroup(group, groupNames);
+          group.clear();
+          groupNames.clear();
+          groupSize = 0;
+        }
+      }
       auto reach = [&](int64_t rows, int64_t cols, int64_t stride, DType type) {
         return uint64_t(g.count > 0 ? (g.count - 1) * stride + rows * cols : 0) *
                dtypeSize(type);

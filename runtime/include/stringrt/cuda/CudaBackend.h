@@ -188,6 +188,17 @@ public:
                          uint64_t A, int64_t strideA, uint64_t B, int64_t strideB, float beta,
                          uint64_t C, int64_t strideC, int64_t count, const std::string &step,
                          GemmPrecision precision = GemmPrecision::Fp32) const;
+  // `count` GEMMs of one shape and types whose matrices are anywhere: the
+  // device arrays `pointers` hold 3 x count device addresses, the count
+  // B matrices', then the A matrices', then the C matrices' (cuBLAS's
+  // column-major order: its A is our B), read when the call runs on the
+  // stream (cublasGemmBatchedEx; a grouped GEMM of the step program). The
+  // compute type is run()'s: CUBLAS_COMPUTE_32F on bf16 A and B, the
+  // precision's on f32.
+  void runGrouped(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha,
+                  float beta, uint64_t pointers, int64_t count, const std::string &step,
+                  GemmPrecision precision = GemmPrecision::Fp32, DType inputs = DType::F32,
+                  DType output = DType::F32) const;
   // C[M,N] = alpha op(A) op(B) + bias (bias[N] added to every row) in one
   // cuBLASLt matmul (CUBLASLT_EPILOGUE_BIAS). Returns false, having queued
   // nothing, when it cannot: cuBLASLt missing (biasEpilogueUnavailable()

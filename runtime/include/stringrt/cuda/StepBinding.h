@@ -125,11 +125,20 @@ struct BoundLaunch {
 BoundLaunch bindLaunch(const CudaSection &section, const CudaLaunch &launch,
                        const OpPointers &pointers, int64_t batch, const std::string &where);
 
+// The members of a grouped GEMM (CudaGemm::groupSize) bound at a batch,
+// which one cublasGemmBatchedEx computes at once: throws Error naming the
+// member (`names[i]`, e.g. "gradients op 12 (pe.linear_grad_weight)") whose
+// C overlaps another member's A, B or C (bytes m k, k n, m n at their
+// types), or that differs from the first in a size, transpose, alpha,
+// beta or type. The runtime checks this when a batch's buffers are placed.
+void checkGemmGroup(const std::vector<BoundGemm> &members, const std::vector<std::string> &names);
+
 // Binds every launch of program `name`'s steps at `batch` against the
 // placement of its values, without a device: throws Error (naming the op and
 // launch) for an op without steps, a binding error (StepBinding above), a
 // GEMM whose matrices reach past the value or scratch buffer they are bound
-// to, or a GEMM matrix that is not 16-byte aligned. Returns the number of launches checked. The device executor's
+// to, a GEMM matrix that is not 16-byte aligned, or a GEMM group whose
+// members overlap (checkGemmGroup). Returns the number of launches checked. The device executor's
 // walk does the same bindings; tests run this on compiled packages.
 int64_t checkProgramSteps(const Manifest &manifest, const CudaSection &section,
                           const std::string &name, int64_t batch);
