@@ -185,6 +185,39 @@ cublasStatus_t enqueueGemm(CUstream stream, const GemmShape &g, const char *call
   return result == CUDA_SUCCESS ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;
 }
 
+cublasStatus_t enqueueGemmArrays(CUstream stream, const GemmShape &g, const void *const *A,
+                                 const void *const *B, void *const *C, const char *call) {
+  if (!validShape(g)) {
+    report(fmt::format("{}: invalid arguments (m {}, n {}, k {}, lda {}, ldb {}, ldc {})", call,
+                       g.m, g.n, g.k, g.lda, g.ldb, g.ldc));
+    return CUBLAS_STATUS_INVALID_VALUE;
+  }
+  if (g.m == 0 || g.n == 0 || g.batches == 0)
+    return CUBLAS_STATUS_SUCCESS;
+  const uint64_t bytes = uint64_t(g.batches) * sizeof(void *);
+  if (!A || !B || !C || !insideAllocation(uint64_t(A), bytes, fmt::format("{} Aarray", call)) ||
+      !insideAllocation(uint64_t(B), bytes, fmt::format("{} Barray", call)) ||
+      !insideAllocation(uint64_t(C), bytes, fmt::format("{} Carray", call)))
+    return CUBLAS_STATUS_INVALID_VALUE;
+  std::string what = fmt::format("{} (m {}, n {}, k {}, batches {})", call, g.m, g.n, g.k,
+                                 g.batches);
+  CUresult result = enqueue(stream, {what, [g, A, B, C]() {
+                                       for (int i = 0; i < g.batches; ++i) {
+                                         GemmShape one = g;
+                                         one.batches = 1;
+                                         one.strideA = one.strideB = one.strideC = 0;
+                                         one.A = static_cast<const float *>(A[i]);
+                                         one.B = static_cast<const float *>(B[i]);
+                                         one.C = static_cast<float *>(C[i]);
+                                         if (!matricesInside(one))
+                                           return CUDA_ERROR_ILLEGAL_ADDRESS;
+                                         runGemm(one);
+                                       }
+                                       return CUDA_SUCCESS;
+                                     }});
+  return result == CUDA_SUCCESS ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;
+}
+
 } // namespace stringrt::emulator
 
 using namespace stringrt::emulator;
@@ -289,6 +322,43 @@ static cublasStatus_t gemmEx(const char *call, cublasHandle_t h, cublasOperation
   g.bf16Inputs = bf16;
   g.bf16Output = Ctype == CUDA_R_16BF;
   return enqueueGemm(handle->stream, g, call);
+}
+
+// Arrays of pointers (cuBLAS's grouped form, one shape): f32 A, B, C with
+// a 32F compute type, or bf16 A and B with a bf16 or f32 C and
+// CUBLAS_COMPUTE_32F, as cublasGemmEx; the default algorithm.
+STRINGRT_EMU_EXPORT cublasStatus_t cublasGemmBatchedEx(
+    cublasHandle_t h, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k,
+    const void *alpha, const void *const Aarray[], cudaDataType Atype, int lda,
+    const void *const Barray[], cudaDataType Btype, int ldb, const void *beta,
+    void *const Carray[], cudaDataType Ctype, int ldc, int batchCount,
+    cublasComputeType_t computeType, cublasGemmAlgo_t algo) {
+  const char *call = "cublasGemmBatchedEx";
+  Handle *handle = handleOf(h);
+  if (!handle)
+    return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (!alpha || !beta || (transa != CUBLAS_OP_N && transa != CUBLAS_OP_T) ||
+      (transb != CUBLAS_OP_N && transb != CUBLAS_OP_T))
+    return CUBLAS_STATUS_INVALID_VALUE;
+  std::optional<InputRounding> rounding = roundingOf(computeType, handle->math);
+  bool f32 = Atype == CUDA_R_32F && Btype == CUDA_R_32F && Ctype == CUDA_R_32F;
+  bool bf16 = Atype == CUDA_R_16BF && Btype == CUDA_R_16BF &&
+              (Ctype == CUDA_R_16BF || Ctype == CUDA_R_32F) && computeType == CUBLAS_COMPUTE_32F;
+  if (!(f32 || bf16) || !rounding ||
+      (algo != CUBLAS_GEMM_DEFAULT && algo != CUBLAS_GEMM_DEFAULT_TENSOR_OP)) {
+    report(fmt::format("{}: only f32 matrices with a 32F compute type, or bf16 A and B (C bf16 "
+                       "or f32) with CUBLAS_COMPUTE_32F, and the default algorithm are emulated "
+                       "(types {}, {}, {}, compute type {}, algo {})",
+                       call, int(Atype), int(Btype), int(Ctype), int(computeType), int(algo)));
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  }
+  GemmShape g{transa == CUBLAS_OP_T, transb == CUBLAS_OP_T, m, n, k,
+              *static_cast<const float *>(alpha), *static_cast<const float *>(beta),
+              nullptr, lda, 0, nullptr, ldb, 0, nullptr, ldc, 0, batchCount,
+              bf16 ? InputRounding::None : *rounding}; // bf16 is exact in f32
+  g.bf16Inputs = bf16;
+  g.bf16Output = Ctype == CUDA_R_16BF;
+  return enqueueGemmArrays(handle->stream, g, Aarray, Barray, Carray, call);
 }
 
 // The f32 GEMMs are the Ex GEMMs on f32 data with CUBLAS_COMPUTE_32F.

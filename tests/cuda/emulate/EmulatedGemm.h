@@ -48,4 +48,13 @@ struct GemmShape {
 // it in reports.
 cublasStatus_t enqueueGemm(CUstream stream, const GemmShape &g, const char *call);
 
+// cublasGemmBatchedEx: `g` (one batch each, its A, B, C unset) for each of
+// g.batches triples of pointers read, when the call runs on the stream,
+// from the device arrays A, B and C (as cuBLAS reads them on the GPU; so a
+// replayed graph sees the arrays' contents of its replay). The arrays must
+// lie inside allocations at the call; each matrix they name when it runs
+// (else the stream's operation fails, reported).
+cublasStatus_t enqueueGemmArrays(CUstream stream, const GemmShape &g, const void *const *A,
+                                 const void *const *B, void *const *C, const char *call);
+
 } // namespace stringrt::emulator

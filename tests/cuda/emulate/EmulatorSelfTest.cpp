@@ -569,6 +569,82 @@ TEST_F(Emulator, CublasTf32RoundsTheInputs) {
   ASSERT_EQ(cublasDestroy(handle), CUBLAS_STATUS_SUCCESS);
 }
 
+// cublasGemmBatchedEx: each triple of the device pointer arrays is one
+// GEMM (f32, and bf16 A and B exact in f32 with a bf16 C), the arrays read
+// when the call runs (a capture replays with their contents of then), an
+// array outside an allocation refused at the call, and the types cublasGemmEx
+// refuses refused.
+TEST_F(Emulator, CublasGemmBatchedExRunsEachTripleOfItsPointerArrays) {
+  cublasHandle_t handle = nullptr;
+  ASSERT_EQ(cublasCreate(&handle), CUBLAS_STATUS_SUCCESS);
+  std::mt19937 random(5);
+  std::uniform_real_distribution<float> uniform(-1, 1);
+  const int m = 3, n = 4, k = 5, count = 3;
+  std::vector<std::vector<float>> A(count), B(count);
+  std::vector<CUdeviceptr> dA, dB, dC;
+  for (int i = 0; i < count; ++i) {
+    A[i].resize(m * k);
+    B[i].resize(k * n);
+    for (float &x : A[i])
+      x = uniform(random);
+    for (float &x : B[i])
+      x = uniform(random);
+    dA.push_back(upload(A[i]));
+    dB.push_back(upload(B[i]));
+    dC.push_back(upload(std::vector<float>(m * n, NAN)));
+  }
+  auto pointers = [&](const std::vector<CUdeviceptr> &p) {
+    return upload(std::vector<uint64_t>(p.begin(), p.end()));
+  };
+  CUdeviceptr arrayA = pointers(dA), arrayB = pointers(dB), arrayC = pointers(dC);
+  float alpha = 1.0f, beta = 0.0f;
+  auto batched = [&](cudaDataType ab, cudaDataType c, CUdeviceptr a, CUdeviceptr b,
+                     CUdeviceptr cs, int batches, cublasComputeType_t compute) {
+    return cublasGemmBatchedEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &alpha,
+                               reinterpret_cast<const void *const *>(a), ab, m,
+                               reinterpret_cast<const void *const *>(b), ab, k, &beta,
+                               reinterpret_cast<void *const *>(cs), c, m, batches, compute,
+                               CUBLAS_GEMM_DEFAULT);
+  };
+  ASSERT_EQ(batched(CUDA_R_32F, CUDA_R_32F, arrayA, arrayB, arrayC, count, CUBLAS_COMPUTE_32F),
+            CUBLAS_STATUS_SUCCESS);
+  for (int i = 0; i < count; ++i) {
+    std::vector<float> want =
+        hostGemm(false, false, m, n, k, 1.0f, A[i], m, B[i], k, 0.0f,
+                 std::vector<float>(m * n, 0.0f), m);
+    std::vector<float> got = download<float>(dC[i], size_t(m * n));
+    for (int e = 0; e < m * n; ++e)
+      EXPECT_NEAR(got[e], want[e], 1e-5) << "GEMM " << i << " element " << e;
+  }
+  // Swapping two C pointers in the array swaps the results: the pointers
+  // are what each GEMM writes.
+  std::vector<uint64_t> swapped = {dC[1], dC[0], dC[2]};
+  ASSERT_EQ(cuMemcpyHtoD(arrayC, swapped.data(), swapped.size() * 8), CUDA_SUCCESS);
+  std::vector<float> before0 = download<float>(dC[0], size_t(m * n));
+  ASSERT_EQ(batched(CUDA_R_32F, CUDA_R_32F, arrayA, arrayB, arrayC, count, CUBLAS_COMPUTE_32F),
+            CUBLAS_STATUS_SUCCESS);
+  EXPECT_EQ(download<float>(dC[1], size_t(m * n)), before0);
+  // bf16 A and B (1 + 2^-7 squared, exact in f32) into a bf16 C.
+  std::vector<uint16_t> one(size_t(m * k), 0x3f81), other(size_t(k * n), 0x3f81);
+  CUdeviceptr hA = upload(one), hB = upload(other), hC = upload(std::vector<uint16_t>(m * n, 0));
+  CUdeviceptr hArrayA = pointers({hA}), hArrayB = pointers({hB}), hArrayC = pointers({hC});
+  ASSERT_EQ(batched(CUDA_R_16BF, CUDA_R_16BF, hArrayA, hArrayB, hArrayC, 1, CUBLAS_COMPUTE_32F),
+            CUBLAS_STATUS_SUCCESS);
+  // 5 (1 + 2^-6 + 2^-14) = 5.0784..., exact in f32, just above the midpoint
+  // 5.078125 of the bf16 neighbours 5.0625 and 5.09375: 5.09375 (0x40a3).
+  EXPECT_EQ(download<uint16_t>(hC, 1)[0], 0x40a3);
+  EXPECT_EQ(batched(CUDA_R_16BF, CUDA_R_16BF, hArrayA, hArrayB, hArrayC, 1,
+                    CUBLAS_COMPUTE_32F_FAST_TF32),
+            CUBLAS_STATUS_NOT_SUPPORTED);
+  EXPECT_EQ(batched(CUDA_R_32F, CUDA_R_16BF, arrayA, arrayB, arrayC, count, CUBLAS_COMPUTE_32F),
+            CUBLAS_STATUS_NOT_SUPPORTED);
+  // An array of 3 pointers read as 4: past its allocation, refused.
+  EXPECT_EQ(batched(CUDA_R_32F, CUDA_R_32F, arrayA, arrayB, arrayC, count + 1,
+                    CUBLAS_COMPUTE_32F),
+            CUBLAS_STATUS_INVALID_VALUE);
+  ASSERT_EQ(cublasDestroy(handle), CUBLAS_STATUS_SUCCESS);
+}
+
 // cuBLASLt's bf16 layouts: bf16 A and B with a bf16 or f32 D run (products
 // exact in f32: bf16 widens exactly), and what cuBLASLt has no algorithm for
 // is refused by the heuristic: A and B of different types, bf16 D from f32
