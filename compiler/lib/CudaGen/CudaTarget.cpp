@@ -16,6 +16,7 @@
 #include "stringc/CudaGen/ScalingReport.h"
 
 #include "stringc/Package/PackageBuilder.h"
+#include "GemmGroups.h"
 
 #include "stringrt/Error.h"
 #include "stringrt/Package.h"
@@ -229,6 +230,21 @@ private:
     FailureOr<stringrt::Manifest> manifest = buildPackageManifest(train);
     if (failed(manifest))
       return 1;
+    // The arena plans keep each GEMM group's values apart (one cuBLAS call
+    // runs its members at once; GemmGroups.h).
+    for (const auto &[name, steps] : plan.steps) {
+      ConcurrentOps groups = cudagen::gemmGroupRanges(steps);
+      if (groups.empty())
+        continue;
+      auto func = train.lookupSymbol<func::FuncOp>(name);
+      stringrt::Program &program = name == "forward" ? manifest->forward : manifest->gradients;
+      if (std::optional<std::string> problem =
+              packageArena(func, groups, program.arena.emplace())) {
+        errStream << "stringc: internal error: invalid arena plan of @" << name << ": "
+                  << *problem << "\n";
+        return 1;
+      }
+    }
     stringrt::PackageContents contents;
     contents.target = stringrt::kCudaTarget;
     contents.manifest = std::move(*manifest);

@@ -1,15 +1,15 @@
 //===- GemmGroups.cpp - runs of GEMMs one cuBLAS call computes ------------===//
 //
-// GemmGroups.h. The decision is the compiler's; the package loader checks
-// the same rules by value id (CudaSectionSteps.cpp, checkGemmGroups) and the
-// runtime refuses a group whose bound matrices overlap (StepBinding.h,
-// checkGemmGroup).
+// GemmGroups.h. The decision is the compiler's; the package's arena plan
+// keeps a group's values apart (gemmGroupRanges, ArenaPlanner.h's
+// ConcurrentOps), the package loader checks the same rules by value id
+// (CudaSectionSteps.cpp, checkGemmGroups) and the runtime refuses a group
+// whose bound matrices overlap (StepBinding.h, checkGemmGroup).
 //
 //===----------------------------------------------------------------------===//
 #include "GemmGroups.h"
 
 #include "stringc/Dialect/PE/PEOps.h"
-#include "stringc/Package/ArenaPlanner.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 
@@ -54,10 +54,6 @@ int64_t groupGemms(func::FuncOp func, const std::vector<Operation *> &ops,
     if (!isa<pe::GetParamOp, arith::ConstantOp>(op))
       ++nonFree;
   }
-  // The package's arena plan (PackageBuilder plans the same block the same
-  // way): a member's C must not share a slot with another member's matrix.
-  ArenaPlan plan = planArena(arenaValues(func));
-  auto slotOf = [&](int64_t v) { return plan.valueSlot[size_t(v)]; };
   struct Matrices {
     int64_t a, b, c;
   };
@@ -79,15 +75,7 @@ int64_t groupGemms(func::FuncOp func, const std::vector<Operation *> &ops,
       continue;
     }
     Matrices m0 = matrices(first, *leader);
-    std::set<int64_t> written{m0.c}, readSlots, writtenSlots;
-    auto addSlots = [&](const Matrices &m) {
-      for (int64_t v : {m.a, m.b})
-        if (slotOf(v) >= 0)
-          readSlots.insert(slotOf(v));
-      if (slotOf(m.c) >= 0)
-        writtenSlots.insert(slotOf(m.c));
-    };
-    addSlots(m0);
+    std::set<int64_t> written{m0.c};
     size_t end = first + 1;
     for (; end < ops.size(); ++end) {
       if (nonFreeBefore[ops[end]] != nonFreeBefore[ops[end - 1]] + 1)
@@ -99,13 +87,7 @@ int64_t groupGemms(func::FuncOp func, const std::vector<Operation *> &ops,
       if (typeKey(m) != typeKey(m0) || written.count(m.a) || written.count(m.b) ||
           written.count(m.c))
         break;
-      int64_t c = slotOf(m.c);
-      if ((c >= 0 && (readSlots.count(c) || writtenSlots.count(c))) ||
-          (slotOf(m.a) >= 0 && writtenSlots.count(slotOf(m.a))) ||
-          (slotOf(m.b) >= 0 && writtenSlots.count(slotOf(m.b))))
-        break;
       written.insert(m.c);
-      addSlots(m);
     }
     if (end - first >= 2) {
       steps[first].launches[0].gemm->groupSize = int64_t(end - first);
@@ -114,6 +96,18 @@ int64_t groupGemms(func::FuncOp func, const std::vector<Operation *> &ops,
     first = end;
   }
   return groups;
+}
+
+ConcurrentOps gemmGroupRanges(const std::vector<OpSteps> &steps) {
+  ConcurrentOps ranges;
+  for (size_t s = 0; s < steps.size(); ++s)
+    if (steps[s].launches.size() == 1 && steps[s].launches[0].gemm &&
+        steps[s].launches[0].gemm->groupSize > 1) {
+      size_t last = s + size_t(steps[s].launches[0].gemm->groupSize) - 1;
+      ranges.push_back({steps[s].op, steps[last].op});
+      s = last;
+    }
+  return ranges;
 }
 
 } // namespace stringc::cudagen

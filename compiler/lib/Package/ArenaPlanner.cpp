@@ -113,7 +113,7 @@ std::optional<std::string> verifyArenaPlan(llvm::ArrayRef<ArenaValue> values,
   return std::nullopt;
 }
 
-std::vector<ArenaValue> arenaValues(func::FuncOp func) {
+std::vector<ArenaValue> arenaValues(func::FuncOp func, const ConcurrentOps &concurrent) {
   Block &block = func.getBody().front();
   llvm::DenseMap<Value, int64_t> ids;
   std::vector<ArenaValue> values;
@@ -158,7 +158,37 @@ std::vector<ArenaValue> arenaValues(func::FuncOp func) {
     if (it != ids.end())
       values[it->second].end = index;
   }
+  // The values of ops that run at once live until the range's last op.
+  if (!concurrent.empty()) {
+    std::vector<Operation *> ops;
+    for (Operation &op : block.without_terminator())
+      ops.push_back(&op);
+    for (const auto &[first, last] : concurrent)
+      for (int64_t o = first; o <= last && o < int64_t(ops.size()); ++o) {
+        for (Value v : ops[size_t(o)]->getOperands())
+          if (auto it = ids.find(v); it != ids.end())
+            values[it->second].end = std::max(values[it->second].end, last);
+        for (Value v : ops[size_t(o)]->getResults())
+          values[ids.lookup(v)].end = std::max(values[ids.lookup(v)].end, last);
+      }
+  }
   return values;
+}
+
+std::optional<std::string> packageArena(func::FuncOp func, const ConcurrentOps &concurrent,
+                                        stringrt::ProgramArena &arena) {
+  std::vector<ArenaValue> values = arenaValues(func, concurrent);
+  ArenaPlan plan = planArena(values);
+  if (std::optional<std::string> problem = verifyArenaPlan(values, plan))
+    return problem;
+  arena = stringrt::ProgramArena();
+  for (const ArenaSlot &slot : plan.slots)
+    arena.slots.push_back({slot.perBatch, slot.fixed});
+  arena.valueSlot.assign(plan.valueSlot.begin(), plan.valueSlot.end());
+  arena.reportBatch = kArenaReportBatch;
+  arena.arenaBytes = plan.arenaBytes(kArenaReportBatch);
+  arena.noReuseBytes = noReuseBytes(values, kArenaReportBatch);
+  return std::nullopt;
 }
 
 } // namespace stringc

@@ -279,19 +279,10 @@ private:
 
   /// The program's arena plan (ArenaPlanner.h, docs/package.md).
   LogicalResult buildArenaPlan(func::FuncOp func, stringrt::Program &program) {
-    std::vector<ArenaValue> values = arenaValues(func);
-    ArenaPlan plan = planArena(values);
     // The planner's own check (the runtime checks again on load).
-    if (std::optional<std::string> problem = verifyArenaPlan(values, plan))
-      return func.emitError() << "internal error: invalid arena plan: "
-                              << *problem;
-    stringrt::ProgramArena &arena = program.arena.emplace();
-    for (const ArenaSlot &slot : plan.slots)
-      arena.slots.push_back({slot.perBatch, slot.fixed});
-    arena.valueSlot.assign(plan.valueSlot.begin(), plan.valueSlot.end());
-    arena.reportBatch = kArenaReportBatch;
-    arena.arenaBytes = plan.arenaBytes(kArenaReportBatch);
-    arena.noReuseBytes = noReuseBytes(values, kArenaReportBatch);
+    if (std::optional<std::string> problem =
+            packageArena(func, {}, program.arena.emplace()))
+      return func.emitError() << "internal error: invalid arena plan: " << *problem;
     return success();
   }
 

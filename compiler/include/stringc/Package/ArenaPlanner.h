@@ -15,11 +15,14 @@
 #ifndef STRINGC_TARGET_ARENAPLANNER_H
 #define STRINGC_TARGET_ARENAPLANNER_H
 
+#include "stringrt/Manifest.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/ArrayRef.h"
 
 #include <cstdint>
 #include <optional>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -68,9 +71,24 @@ int64_t noReuseBytes(llvm::ArrayRef<ArenaValue> values, int64_t batch);
 std::optional<std::string> verifyArenaPlan(llvm::ArrayRef<ArenaValue> values,
                                            const ArenaPlan &plan);
 
+/// Ops that run at once (op indices of the block, first and last,
+/// inclusive): the CUDA target's grouped GEMMs, one cuBLAS call for several
+/// ops. Every value such an op reads or writes stays live from its start
+/// to the range's last op, so that no op of the range writes where another
+/// reads or writes.
+using ConcurrentOps = std::vector<std::pair<int64_t, int64_t>>;
+
 /// The planner's view of `func`'s single block, numbered as the package
-/// writer numbers values (arguments, then op results in order).
-std::vector<ArenaValue> arenaValues(mlir::func::FuncOp func);
+/// writer numbers values (arguments, then op results in order), with the
+/// intervals of `concurrent` ranges' values extended to their last op.
+std::vector<ArenaValue> arenaValues(mlir::func::FuncOp func,
+                                    const ConcurrentOps &concurrent = {});
+
+/// The package's arena plan of `func` (docs/package.md, "The arena plan"),
+/// with `concurrent` ranges of ops kept apart (arenaValues), into `arena`;
+/// the problem when verifyArenaPlan finds one (an internal error).
+std::optional<std::string> packageArena(mlir::func::FuncOp func, const ConcurrentOps &concurrent,
+                                        stringrt::ProgramArena &arena);
 
 } // namespace stringc
 
