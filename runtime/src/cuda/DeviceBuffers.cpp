@@ -28,6 +28,10 @@ void DeviceModel::Impl::collectProfile() {
     return;
   sync("profiling the step");
   for (const TimedSpan &span : spans) {
+    if (!span.start) { // untimed(): a call of no time of its own
+      options.profile->add(span.kind, 0.0);
+      continue;
+    }
     float ms = 0;
     driver::check(driver::require().eventElapsedTime(&ms, span.start, span.end),
                   "profiling the step", "cuEventElapsedTime");

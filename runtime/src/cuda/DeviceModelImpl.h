@@ -129,7 +129,7 @@ struct DeviceModel::Impl {
   // Accumulated steps by (rows, micro-batches).
   std::map<std::pair<int64_t, int64_t>, AccumulatedStep> accumulated;
   // DeviceOptions::profile: the spans queued since the last collection, by
-  // kind, and the events they used (reused).
+  // kind, and the events they used (reused; none for an untimed call).
   struct TimedSpan {
     std::string kind;
     CUevent start = nullptr, end = nullptr;
@@ -185,6 +185,13 @@ struct DeviceModel::Impl {
     driver::check(driver::require().eventRecord(span.end, stream), "profiling the step",
                   "cuEventRecord");
     spans.push_back(std::move(span));
+  }
+
+  /// When profiling, one call of `kind` that takes no time of its own (a
+  /// GEMM group's later member: its time is the first member's).
+  void untimed(const std::string &kind) {
+    if (options.profile && inTrainingStep)
+      spans.push_back({kind, nullptr, nullptr});
   }
 
   /// Adds the queued spans' times to the profile (waits for the stream).

@@ -114,8 +114,10 @@ void DeviceModel::Impl::walk(const std::string &name, BatchBuffers &b, int64_t b
       throw Error(fmt::format("{} op {} ({}) has no GPU steps", name, i, op.op));
     const size_t entry = next++;
     const CudaOpSteps &opSteps = steps.ops[entry];
-    if (entry < groupedUntil)
-      continue; // computed by its group's call
+    if (entry < groupedUntil) { // computed by its group's call
+      untimed(op.op);
+      continue;
+    }
     if (auto group = b.groupArrays.find(entry); group != b.groupArrays.end()) {
       const CudaGemm &g = *opSteps.launches[0].gemm;
       std::string where = fmt::format("{} op {} ({}): a GEMM group of {}", name, i, op.op,
