@@ -6,8 +6,8 @@
 // avoid the modulo where no operand is broadcast: `pe_add` (same shapes),
 // `pe_add_bl` (lhs broadcast) and `pe_add_br` (rhs broadcast), all with the
 // parameters (out, lhs, rhs, n, n_lhs, n_rhs). Math matches the reference
-// kernels (runtime/src/reference/LayerKernels.cpp, runtime/src/ops/layer/Gelu.cpp
-// for gelu) evaluated in f32.
+// kernels (runtime/src/ops/layer/: Add.cpp, Sub.cpp, Mul.cpp, Scale.cpp, Gelu.cpp
+// and Relu.cpp) evaluated in f32.
 //
 //===----------------------------------------------------------------------===//
 #include "KernelBuilder.h"
