@@ -38,7 +38,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_ranks import mpi_env, rank_pid, run  # noqa: E402
+from test_ranks import mpi_env, rank_pid, run, stop_rank_one  # noqa: E402
 
 SKIP = 77
 TRAIN = ["--device", "cuda", "--batch", "8", "--threads", "1", "--no-eval", "--seed", "3"]
@@ -228,23 +228,11 @@ def fault(t, sig, bound, env_extra):
             p.kill()
             out, err = p.communicate()
             sys.exit(f"the run did not get going, or no rank 1 to stop:\n{out}\n{err}")
-        os.kill(pid, sig)
-        start = time.time()
-        try:
-            out, err = p.communicate(timeout=bound)
-        except subprocess.TimeoutExpired:
-            os.kill(pid, signal.SIGKILL)
-            p.kill()
-            p.communicate()
-            sys.exit(f"the ranks did not stop within {bound} s of rank 1's {sig.name}")
-        took = time.time() - start
+        return stop_rank_one(p, pid, sig, bound)
     finally:
         if p.poll() is None:
             p.kill()
             p.wait()
-    if p.returncode == 0:
-        sys.exit(f"mpirun exited 0 after rank 1's {sig.name}:\n{out}\n{err}")
-    return out + err, took
 
 
 def killed(t, _):

@@ -276,20 +276,28 @@ def fault(t, sig, extra, bound):
             out, err = p.communicate()
             sys.exit(f"no checkpoint or no rank 1 to stop:\n{out}\n{err}")
         time.sleep(0.3)  # mid-run
-        os.kill(pid, sig)
-        start = time.time()
-        try:
-            out, err = p.communicate(timeout=bound)
-        except subprocess.TimeoutExpired:
-            os.kill(pid, signal.SIGKILL)
-            p.kill()
-            p.communicate()
-            sys.exit(f"the ranks did not stop within {bound} s of rank 1's {sig.name}")
-        took = time.time() - start
+        return stop_rank_one(p, pid, sig, bound)
     finally:
         if p.poll() is None:
             p.kill()
             p.wait()
+
+
+def stop_rank_one(p, pid, sig, bound):
+    """Sends `sig` to rank 1 (process `pid`) of the running mpirun `p` and
+    waits at most `bound` seconds for the run to end: its output and the
+    seconds it took. Fails the test when the ranks did not stop, or when
+    mpirun exited 0."""
+    os.kill(pid, sig)
+    start = time.time()
+    try:
+        out, err = p.communicate(timeout=bound)
+    except subprocess.TimeoutExpired:
+        os.kill(pid, signal.SIGKILL)
+        p.kill()
+        p.communicate()
+        sys.exit(f"the ranks did not stop within {bound} s of rank 1's {sig.name}")
+    took = time.time() - start
     if p.returncode == 0:
         sys.exit(f"mpirun exited 0 after rank 1's {sig.name}:\n{out}\n{err}")
     return out + err, took

@@ -54,6 +54,22 @@ template <typename T> void checkHasLastDim(const char *what, const TensorRef<T> 
   check(t.rank() >= 1, what, "expected rank >= 1, got a scalar");
 }
 
+// A dense layer's operands, x [..., I], w [I, O] and b? [O], checked with
+// `op`'s name in the messages ("op: x", "op: w", "op: b"); returns O. The
+// contracts of pe.linear and of the fused ops built on it share it.
+template <typename T>
+int64_t checkLinearOperands(const std::string &op, const TensorRef<const T> &x,
+                            const TensorRef<const T> &w, const OptionalInput<T> &b) {
+  const std::string xName = op + ": x", wName = op + ": w";
+  checkHasLastDim(xName.c_str(), x);
+  checkRank(wName.c_str(), w, 2);
+  const int64_t I = w.dim(0), O = w.dim(1);
+  checkShape(xName.c_str(), x, withLast(x.shape, I));
+  if (b)
+    checkShape((op + ": b").c_str(), *b, {O});
+  return O;
+}
+
 // Throws unless every id is in [0, V).
 inline void checkIds(const char *kernel, const TensorRef<const int32_t> &ids, int64_t V) {
   const int64_t n = ids.numel();

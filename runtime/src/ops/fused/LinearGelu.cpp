@@ -20,11 +20,9 @@
 namespace stringrt::ops {
 namespace {
 
-using ref::checkRank;
 using ref::checkShape;
 using ref::OptionalInput;
 using ref::TensorRef;
-using ref::layer::checkHasLastDim;
 using ref::layer::withLast;
 
 // x [..., I], w [I, O], b? [O]; pre and the result [..., O].
@@ -32,12 +30,7 @@ template <typename T>
 void linearGeluContract(const TensorRef<const T> &x, const TensorRef<const T> &w,
                         const OptionalInput<T> &b, const TensorRef<T> &y,
                         const TensorRef<T> &pre) {
-  checkHasLastDim("linear_gelu: x", x);
-  checkRank("linear_gelu: w", w, 2);
-  const int64_t I = w.dim(0), O = w.dim(1);
-  checkShape("linear_gelu: x", x, withLast(x.shape, I));
-  if (b)
-    checkShape("linear_gelu: b", *b, {O});
+  const int64_t O = ref::layer::checkLinearOperands("linear_gelu", x, w, b);
   checkShape("linear_gelu: pre", pre, withLast(x.shape, O));
   checkShape("linear_gelu: result", y, pre.shape);
 }

@@ -22,11 +22,9 @@
 namespace stringrt::ops {
 namespace {
 
-using ref::checkRank;
 using ref::checkShape;
 using ref::OptionalInput;
 using ref::TensorRef;
-using ref::layer::checkHasLastDim;
 using ref::layer::withLast;
 
 // x [..., I], w [I, O], b? [O]; residual and the result [..., O].
@@ -34,12 +32,7 @@ template <typename T>
 void linearResidualContract(const TensorRef<const T> &residual, const TensorRef<const T> &x,
                             const TensorRef<const T> &w, const OptionalInput<T> &b,
                             const TensorRef<T> &y) {
-  checkHasLastDim("linear_residual: x", x);
-  checkRank("linear_residual: w", w, 2);
-  const int64_t I = w.dim(0), O = w.dim(1);
-  checkShape("linear_residual: x", x, withLast(x.shape, I));
-  if (b)
-    checkShape("linear_residual: b", *b, {O});
+  const int64_t O = ref::layer::checkLinearOperands("linear_residual", x, w, b);
   checkShape("linear_residual: result", y, withLast(x.shape, O));
   checkShape("linear_residual: residual", residual, y.shape);
 }

@@ -18,6 +18,7 @@
 #include "stringrt/ops/LayerOps.h"
 
 #include <algorithm>
+#include <string>
 #include <vector>
 
 //===----------------------------------------------------------------------===//
@@ -38,24 +39,21 @@ using ref::layer::withLast;
 template <typename T>
 void linearContract(const TensorRef<const T> &x, const TensorRef<const T> &w,
                     const OptionalInput<T> &b, const TensorRef<T> &y) {
-  checkHasLastDim("linear: x", x);
-  checkRank("linear: w", w, 2);
-  const int64_t I = w.dim(0), O = w.dim(1);
-  checkShape("linear: x", x, withLast(x.shape, I));
-  if (b)
-    checkShape("linear: b", *b, {O});
+  const int64_t O = ref::layer::checkLinearOperands("linear", x, w, b);
   checkShape("linear: result", y, withLast(x.shape, O));
 }
 
-// linear_grad_input: dy [..., O], w [I, O], dx [..., I].
+// linear_grad_input: dy [..., O], w [I, O], dx [..., I] (`op` names the op
+// in the messages: linear_grad_input_acc checks the same).
 template <typename T>
 void linearGradInputContract(const TensorRef<const T> &dy, const TensorRef<const T> &w,
-                             const TensorRef<T> &dx) {
-  checkHasLastDim("linear_grad_input: dy", dy);
-  checkRank("linear_grad_input: w", w, 2);
+                             const TensorRef<T> &dx, const std::string &op = "linear_grad_input") {
+  const std::string dyName = op + ": dy", wName = op + ": w", dxName = op + ": dx";
+  checkHasLastDim(dyName.c_str(), dy);
+  checkRank(wName.c_str(), w, 2);
   const int64_t I = w.dim(0), O = w.dim(1);
-  checkShape("linear_grad_input: dy", dy, withLast(dy.shape, O));
-  checkShape("linear_grad_input: dx", dx, withLast(dy.shape, I));
+  checkShape(dyName.c_str(), dy, withLast(dy.shape, O));
+  checkShape(dxName.c_str(), dx, withLast(dy.shape, I));
 }
 
 // linear_grad_weight: x [..., I], dy [..., O], dw [I, O].
@@ -73,11 +71,7 @@ void linearGradWeightContract(const TensorRef<const T> &x, const TensorRef<const
 template <typename T>
 void linearGradInputAccContract(const TensorRef<const T> &prior, const TensorRef<const T> &dy,
                                 const TensorRef<const T> &w, const TensorRef<T> &dx) {
-  checkHasLastDim("linear_grad_input_acc: dy", dy);
-  checkRank("linear_grad_input_acc: w", w, 2);
-  const int64_t I = w.dim(0), O = w.dim(1);
-  checkShape("linear_grad_input_acc: dy", dy, withLast(dy.shape, O));
-  checkShape("linear_grad_input_acc: dx", dx, withLast(dy.shape, I));
+  linearGradInputContract(dy, w, dx, "linear_grad_input_acc");
   checkShape("linear_grad_input_acc: prior", prior, dx.shape);
 }
 
