@@ -27,6 +27,16 @@ Everything lands in --out (default ./compare):
                                      and min-max band over seeds per model
   accuracy_size.png                  test accuracy against the image size
 
+With --interpolate-positions NAME, a model with the top-level constant NAME
+(the examples' `position_scale`, which multiplies the patches' positions) is
+also evaluated at each other size N with NAME = its value x trained / N: the
+larger grid's positions interpolated into the trained range instead of run
+past it (position interpolation). Those rows say `interpolated` in
+results.csv's `positions` column (the others `as trained`) and are a series of
+their own in the table and the size picture ("M, positions interpolated"),
+which shares the training-size evaluation with M. Models without the
+constant are evaluated as before (a note says which).
+
 It resumes: a finished training (train.json) or evaluation (evalN.json) is
 not redone, and an interrupted training continues from its last checkpoint
 (`stringrun train --resume`: the same bits as an unbroken run). Runs made
@@ -53,7 +63,8 @@ import time
 EVAL = re.compile(r": loss ([0-9.eE+-]+|nan|inf), accuracy ([0-9.]+)%")
 CONST = re.compile(r"^const (\w+) = (\S+)$", re.M)
 CSV_HEADER = ["example", "seed", "epochs", "steps", "batch", "eval_size", "trained_size",
-              "test_accuracy", "test_loss", "wall_s", "images_per_s"]
+              "positions", "test_accuracy", "test_loss", "wall_s", "images_per_s"]
+INTERPOLATED = "interpolated"
 
 
 class Failed(Exception):
@@ -134,12 +145,21 @@ class Grid:
         self.stringc = args.stringc or os.path.join(args.bin, "stringc")
         self.stringrun = args.stringrun or os.path.join(args.bin, "stringrun")
         self.models = []  # (name, path, trained size)
+        # name -> the value of --interpolate-positions' constant in the file,
+        # for the models that have it
+        self.position_scale = {}
 
     # --- packages ---------------------------------------------------------
 
-    def package(self, name, size=None):
+    def package(self, name, size=None, interpolated=False):
         suffix = "" if size is None else f"@{size}"
+        suffix += "-interpolated" if interpolated else ""
         return os.path.join(self.packages_dir, f"{name}{suffix}.pkg")
+
+    def interpolated_scale(self, name, trained, size):
+        """The position constant's value that maps a size x size image's grid
+        into the trained one's range."""
+        return self.position_scale[name] * trained / size
 
     def compile(self, path, output, defines):
         command = [self.stringc, path, f"--target={self.target()}", "-o", output]
@@ -167,6 +187,16 @@ class Grid:
                              f"'{size_name}' (the image size -D sets; --size-constant "
                              f"names another)")
             trained = int(constants[size_name])
+            scale_name = self.args.interpolate_positions
+            if scale_name and scale_name in constants:
+                try:
+                    self.position_scale[name] = float(constants[scale_name])
+                except ValueError:
+                    raise Failed(f"compare: {path}'s constant '{scale_name}' is "
+                                 f"'{constants[scale_name]}', not a number")
+            elif scale_name:
+                print(f"compare: {path} has no constant '{scale_name}': evaluated with its "
+                      f"positions as trained only", flush=True)
             source = {"sha256": sha256(path), "target": self.target(),
                       "size_constant": size_name}
             stamp = os.path.join(self.packages_dir, f"{name}.json")
@@ -175,13 +205,18 @@ class Grid:
             if not fresh and os.path.isdir(runs) and os.listdir(runs):
                 raise Failed(f"compare: {runs} holds runs of another version of {path} "
                              f"(or another device); give another --out")
-            sizes = [None] + [s for s in self.args.eval_sizes if s != trained]
-            for size in sizes:
-                output = self.package(name, size)
+            others = [s for s in self.args.eval_sizes if s != trained]
+            variants = [(None, False)] + [(s, False) for s in others]
+            if name in self.position_scale:
+                variants += [(s, True) for s in others]
+            for size, interpolated in variants:
+                output = self.package(name, size, interpolated)
                 if fresh and os.path.exists(output):
                     continue
                 defines = [] if size is None else [f"{size_name}={size}"]
-                print(f"compare: compiling {path}" + (f" -D {defines[0]}" if defines else ""),
+                if interpolated:
+                    defines.append(f"{scale_name}={self.interpolated_scale(name, trained, size)!r}")
+                print(f"compare: compiling {path}" + "".join(f" -D {d}" for d in defines),
                       flush=True)
                 self.compile(path, output, defines)
             write_json(stamp, source)
@@ -245,25 +280,37 @@ class Grid:
         write_json(os.path.join(directory, "train.json"), done)
         progress.event(0, f"{name} seed {seed}: trained in {seconds:.1f} s")
 
-    def evaluated(self, name, seed, size):
-        return read_json(os.path.join(self.run_dir(name, seed), f"eval{size}.json"))
+    @staticmethod
+    def eval_file(size, interpolated):
+        return f"eval{size}" + ("-interpolated" if interpolated else "") + ".json"
 
-    def evaluate(self, name, trained_size, seed, size, progress):
+    def evaluated(self, name, seed, size, interpolated=False):
+        return read_json(os.path.join(self.run_dir(name, seed), self.eval_file(size, interpolated)))
+
+    def evaluations(self, name, trained_size):
+        """(size, interpolated) of every evaluation of a run of `name`."""
+        plain = [(s, False) for s in self.eval_sizes(trained_size)]
+        if name not in self.position_scale:
+            return plain
+        return plain + [(s, True) for s in self.eval_sizes(trained_size) if s != trained_size]
+
+    def evaluate(self, name, trained_size, seed, size, interpolated, progress):
         directory = self.run_dir(name, seed)
         checkpoint = os.path.join(directory, "checkpoint.safetensors")
         if size == trained_size:
             command = [self.stringrun, "eval", self.package(name), "--params", checkpoint]
         else:
-            command = [self.stringrun, "eval", self.package(name, size), "--params", checkpoint,
-                       "--resize", str(size), "--resize-positions"]
+            command = [self.stringrun, "eval", self.package(name, size, interpolated), "--params",
+                       checkpoint, "--resize", str(size), "--resize-positions"]
         command += ["--batch", str(self.args.batch)] + self.common()
         text = run_command(command)
         match = EVAL.search(text)
         if not match:
             raise Failed(f"compare: {' '.join(command)} printed no accuracy:\n{text[-2000:]}")
         result = {"loss": float(match.group(1)), "accuracy": float(match.group(2))}
-        write_json(os.path.join(directory, f"eval{size}.json"), result)
-        progress.event(1, f"{name} seed {seed} at {size} px: {result['accuracy']:.2f}%")
+        write_json(os.path.join(directory, self.eval_file(size, interpolated)), result)
+        how = ", positions interpolated" if interpolated else ""
+        progress.event(1, f"{name} seed {seed} at {size} px{how}: {result['accuracy']:.2f}%")
 
     def run_all(self):
         todo = []  # (name, trained size, seed, train?, [sizes to evaluate])
@@ -271,12 +318,13 @@ class Grid:
         for name, _, trained_size in self.models:
             for seed in self.args.seeds:
                 needs_training = self.trained(name, seed) is None
-                missing = [s for s in self.eval_sizes(trained_size)
-                           if needs_training or self.evaluated(name, seed, s) is None]
+                every = self.evaluations(name, trained_size)
+                missing = [e for e in every
+                           if needs_training or self.evaluated(name, seed, *e) is None]
                 trainings += 1
-                evaluations += len(self.eval_sizes(trained_size))
+                evaluations += len(every)
                 done_trainings += 0 if needs_training else 1
-                done_evaluations += len(self.eval_sizes(trained_size)) - len(missing)
+                done_evaluations += len(every) - len(missing)
                 if needs_training or missing:
                     todo.append((name, trained_size, seed, needs_training, missing))
         progress = Progress(trainings, evaluations, done_trainings, done_evaluations)
@@ -288,8 +336,8 @@ class Grid:
             name, trained_size, seed, needs_training, missing = item
             if needs_training:
                 self.train(name, seed, progress)
-            for size in missing:
-                self.evaluate(name, trained_size, seed, size, progress)
+            for size, interpolated in missing:
+                self.evaluate(name, trained_size, seed, size, interpolated, progress)
 
         with concurrent.futures.ThreadPoolExecutor(self.args.jobs) as pool:
             futures = [pool.submit(work, item) for item in todo]
@@ -312,12 +360,13 @@ class Grid:
         for name, _, trained_size in self.models:
             for seed in self.args.seeds:
                 done = self.trained(name, seed)
-                for size in self.eval_sizes(trained_size):
-                    result = self.evaluated(name, seed, size)
+                for size, interpolated in self.evaluations(name, trained_size):
+                    result = self.evaluated(name, seed, size, interpolated)
                     rows.append({
                         "example": name, "seed": seed, "epochs": self.args.epochs or "",
                         "steps": self.args.steps or "", "batch": self.args.batch,
                         "eval_size": size, "trained_size": trained_size,
+                        "positions": INTERPOLATED if interpolated else "as trained",
                         "test_accuracy": f"{result['accuracy']:.2f}",
                         "test_loss": f"{result['loss']:.6f}",
                         "wall_s": f"{done['wall_s']:.2f}",
@@ -354,20 +403,54 @@ def cell(values):
     return f"{mean:.2f}% +- {spread} ({low:.2f}-{high:.2f})"
 
 
-def markdown(rows, models, args, command_line):
-    sizes = sorted({int(r["eval_size"]) for r in rows})
+def series_of(row):
+    """A row's series: its example, or "M, positions interpolated"."""
+    if row["positions"] == INTERPOLATED:
+        return f"{row['example']}, positions interpolated"
+    return row["example"]
+
+
+def series(rows, models):
+    """(label, example, trained size) of each series, a model's interpolated
+    one right after it."""
+    labels = {series_of(r) for r in rows}
+    result = []
+    for name, _, trained in models:
+        result.append((name, name, trained))
+        label = f"{name}, positions interpolated"
+        if label in labels:
+            result.append((label, name, trained))
+    return result
+
+
+def accuracies(rows):
+    """(series, size) -> the accuracies over seeds; an interpolated series
+    shares its model's evaluation at the training size (the same package)."""
     by = {}
     for r in rows:
-        by.setdefault((r["example"], int(r["eval_size"])), []).append(float(r["test_accuracy"]))
-    trained = {name: size for name, _, size in models}
+        by.setdefault((series_of(r), int(r["eval_size"])), []).append(float(r["test_accuracy"]))
+    for r in rows:
+        label = f"{r['example']}, positions interpolated"
+        if r["positions"] != INTERPOLATED and r["eval_size"] == r["trained_size"] and any(
+                series_of(o) == label for o in rows):
+            by.setdefault((label, int(r["eval_size"])), []).append(float(r["test_accuracy"]))
+    return by
+
+
+def markdown(rows, models, args, command_line):
+    sizes = sorted({int(r["eval_size"]) for r in rows})
+    by = accuracies(rows)
+    all_series = series(rows, models)
+    trained = {label: size for label, _, size in all_series}
     length = f"{args.steps} steps" if args.steps else f"{args.epochs} epoch{'s' * (args.epochs != 1)}"
     lines = [f"Test accuracy over seeds {','.join(map(str, args.seeds))}: mean +- sample std "
              f"(min-max), {length} at batch {args.batch}, trained at the size marked *.", "",
              f"    {command_line}", "",
              "| model | " + " | ".join(f"{s} px" for s in sizes) + " | wall time per run | images/s |",
              "|---|" + "---|" * (len(sizes) + 2)]
-    for name, _, _ in models:
-        runs = [r for r in rows if r["example"] == name and int(r["eval_size"]) == trained[name]]
+    for name, example, _ in all_series:
+        runs = [r for r in rows if r["example"] == example and r["positions"] != INTERPOLATED
+                and int(r["eval_size"]) == trained[name]]
         wall = sum(float(r["wall_s"]) for r in runs) / len(runs)
         speed = sum(float(r["images_per_s"]) for r in runs) / len(runs)
         cells = [cell(by[(name, s)]) + ("*" if s == trained[name] else "") if (name, s) in by
@@ -378,7 +461,9 @@ def markdown(rows, models, args, command_line):
               "their spread."]
     for size in sizes:
         separated, within = [], []
-        present = [n for n, _, _ in models if (n, size) in by]
+        # (an interpolated series at the training size is its model's evaluation)
+        present = [n for n, example, t in all_series
+                   if (n, size) in by and not (n != example and size == t)]
         for i, a in enumerate(present):
             for b in present[i + 1:]:
                 ma, sa, _, _ = summary(by[(a, size)])
@@ -434,12 +519,16 @@ def plot_sizes(rows, models, path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for name, _, trained in models:
-        sizes = sorted({int(r["eval_size"]) for r in rows if r["example"] == name})
-        values = [[float(r["test_accuracy"]) for r in rows
-                   if r["example"] == name and int(r["eval_size"]) == s] for s in sizes]
+    by = accuracies(rows)
+    colors = {}
+    for label, example, _ in series(rows, models):
+        sizes = sorted(s for (l, s) in by if l == label)
+        values = [by[(label, s)] for s in sizes]
         mean = [sum(v) / len(v) for v in values]
-        line, = ax.plot(sizes, mean, marker="o", label=name)
+        # an interpolated series: dashed, in its model's colour
+        style = {"linestyle": "--", "color": colors[example]} if label != example else {}
+        line, = ax.plot(sizes, mean, marker="o", label=label, **style)
+        colors.setdefault(example, line.get_color())
         ax.fill_between(sizes, [min(v) for v in values], [max(v) for v in values],
                         color=line.get_color(), alpha=0.2)
     trained_sizes = sorted({t for _, _, t in models})
@@ -484,6 +573,9 @@ def main():
                              "training size)")
     parser.add_argument("--size-constant", default="image_size",
                         help="the models' constant that stringc -D sets for another size")
+    parser.add_argument("--interpolate-positions", metavar="NAME",
+                        help="also evaluate the models with the constant NAME (the examples' "
+                             "position_scale) at each other size N with NAME x trained / N")
     parser.add_argument("--device", choices=["cpu", "cuda"])
     parser.add_argument("--data", help="instead of each model's data statement")
     parser.add_argument("--augment", help="stringrun train --augment SPEC for every run")

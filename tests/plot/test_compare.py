@@ -2,6 +2,10 @@
 encodings (RoPE and a learned position table) x two seeds x two epochs of a
 tiny ViT on 4x4 images, evaluated at 4 and 8 pixels.
 
+With --interpolate-positions position_scale: tiny_vit_rope (which has the
+constant) is evaluated at 8 pixels twice, its positions as trained and
+interpolated (position_scale = 4 / 8); tiny_vit_ape (which has not) once.
+
 Checks the outputs (results.csv's rows, the Markdown table, two PNGs that
 matplotlib reads back), that a rerun runs nothing, that an interrupted
 training resumes from its checkpoint to the very accuracy of the unbroken
@@ -47,17 +51,29 @@ def main():
     out = os.path.join(work, "out")
     grid = [sys.executable, script, *models, "--seeds", "1,2", "--epochs", "2", "--batch", "4",
             "--eval-sizes", "4,8", "--jobs", "2", "--threads", "1", "--data", data,
-            "--out", out, "--bin", bindir]
+            "--out", out, "--bin", bindir, "--interpolate-positions", "position_scale"]
 
     first = run(*grid)
     check(first.returncode == 0, f"compare.py failed: {first.stdout}{first.stderr}")
-    check("[4/4 trained, 8/8 evaluated" in first.stdout, f"no final progress line:\n{first.stdout}")
+    check("[4/4 trained, 10/10 evaluated" in first.stdout,
+          f"no final progress line:\n{first.stdout}")
+    check("tiny_vit_ape.pe has no constant 'position_scale'" in first.stdout,
+          f"no note on the model without the constant:\n{first.stdout}")
     with open(os.path.join(out, "results.csv"), newline="") as f:
         rows = list(csv.DictReader(f))
-    check(len(rows) == 8, f"{len(rows)} rows, expected 2 models x 2 seeds x 2 sizes")
-    check({(r["example"], r["seed"], r["eval_size"]) for r in rows} ==
-          {(m, s, z) for m in ("tiny_vit_rope", "tiny_vit_ape") for s in "12" for z in "48"},
+    check(len(rows) == 10, f"{len(rows)} rows, expected 2 models x 2 seeds x 2 sizes + "
+          "tiny_vit_rope's 2 seeds interpolated at 8 px")
+    check({(r["example"], r["seed"], r["eval_size"], r["positions"]) for r in rows} ==
+          {(m, s, z, "as trained") for m in ("tiny_vit_rope", "tiny_vit_ape") for s in "12"
+           for z in "48"} | {("tiny_vit_rope", s, "8", "interpolated") for s in "12"},
           "the rows are not the grid")
+    # The interpolated package scales the 4 x 4 grid's positions by 4 / 8.
+    interpolated = os.path.join(out, "packages", "tiny_vit_rope@8-interpolated.pkg")
+    check(os.path.exists(interpolated), "no interpolated package")
+    ir = run(os.path.join(bindir, "stringc"), models[0], "-D", "image_size=8", "-D",
+             "position_scale=0.5")
+    check("pe.scale" in ir.stdout and "factor(5.000000e-01)" in ir.stdout,
+          f"-D position_scale=0.5 scales no positions:\n{ir.stdout[-2000:]}")
     for r in rows:
         check(0 <= float(r["test_accuracy"]) <= 100 and float(r["test_loss"]) > 0
               and float(r["wall_s"]) > 0 and float(r["images_per_s"]) > 0
@@ -65,7 +81,8 @@ def main():
     with open(os.path.join(out, "results.md")) as f:
         table = f.read()
     for fragment in ("| model | 4 px | 8 px | wall time per run | images/s |",
-                     "| `tiny_vit_rope` | ", "| `tiny_vit_ape` | ", "- 4 px: separated:",
+                     "| `tiny_vit_rope` | ", "| `tiny_vit_ape` | ",
+                     "| `tiny_vit_rope, positions interpolated` | ", "- 4 px: separated:",
                      "- 8 px: separated:", "2 epochs at batch 4"):
         check(fragment in table, f"'{fragment}' not in results.md:\n{table}")
     for picture in ("accuracy_epochs.png", "accuracy_size.png"):
@@ -75,7 +92,7 @@ def main():
         pixels = matplotlib.image.imread(path)
         check(pixels.ndim == 3 and pixels.shape[0] > 100 and pixels.shape[1] > 100,
               f"{picture}: {pixels.shape}")
-    print("ok: the grid ran: 8 rows, the table and two pictures")
+    print("ok: the grid ran: 10 rows (2 interpolated), the table and two pictures")
 
     # A rerun runs nothing and writes the same results.
     checkpoint = os.path.join(out, "runs", "tiny_vit_ape", "seed2", "checkpoint.safetensors")

@@ -202,6 +202,10 @@ Value Analyzer::evalTensors(const BinaryExpr &expr, const Value &lhs, const Valu
     factor = 1.0 / number;
     break;
   }
+  // `x * 1` and `x / 1` are x, bit for bit: no op, so that a constant that
+  // defaults to 1 (an example's position_scale) leaves the package as it was.
+  if ((expr.op == '*' || expr.op == '/') && factor == 1.0)
+    return tensor;
   return emit(OpCode::Scale, {tensor.id}, {{"factor", factor}, {"bias", bias}}, tensor.type, expr.range);
 }
 
