@@ -403,10 +403,14 @@ def cell(values):
     return f"{mean:.2f}% +- {spread} ({low:.2f}-{high:.2f})"
 
 
+def interpolated_label(example):
+    return f"{example}, positions interpolated"
+
+
 def series_of(row):
     """A row's series: its example, or "M, positions interpolated"."""
     if row["positions"] == INTERPOLATED:
-        return f"{row['example']}, positions interpolated"
+        return interpolated_label(row["example"])
     return row["example"]
 
 
@@ -417,7 +421,7 @@ def series(rows, models):
     result = []
     for name, _, trained in models:
         result.append((name, name, trained))
-        label = f"{name}, positions interpolated"
+        label = interpolated_label(name)
         if label in labels:
             result.append((label, name, trained))
     return result
@@ -429,10 +433,11 @@ def accuracies(rows):
     by = {}
     for r in rows:
         by.setdefault((series_of(r), int(r["eval_size"])), []).append(float(r["test_accuracy"]))
+    interpolated = {r["example"] for r in rows if r["positions"] == INTERPOLATED}
     for r in rows:
-        label = f"{r['example']}, positions interpolated"
-        if r["positions"] != INTERPOLATED and r["eval_size"] == r["trained_size"] and any(
-                series_of(o) == label for o in rows):
+        if r["example"] in interpolated and r["positions"] != INTERPOLATED \
+                and r["eval_size"] == r["trained_size"]:
+            label = interpolated_label(r["example"])
             by.setdefault((label, int(r["eval_size"])), []).append(float(r["test_accuracy"]))
     return by
 
