@@ -18,7 +18,7 @@
 #include <csetjmp>
 #include <csignal>
 #include <cstring>
-#include <deque>
+#include <memory>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -26,9 +26,11 @@ namespace stringrt::emulator {
 namespace {
 
 // ---- Context switch (x86-64 System V) ----
-// emu_switch(save, load): saves the callee-saved registers, the SSE and x87
-// control words and the stack pointer into *save, then resumes the context
-// whose stack pointer is `load`.
+// emu_switch(save, load): saves the callee-saved registers and the stack
+// pointer into *save, then resumes the context whose stack pointer is
+// `load`. The SSE and x87 control words are not switched (ldmxcsr and fldcw
+// were most of a switch's time): runBlock sets the defaults once for all
+// the fibers of a block, and the kernels never change them.
 extern "C" void emu_switch(void **save, void *load);
 asm(R"(
   .text
@@ -41,14 +43,8 @@ emu_switch:
   pushq %r13
   pushq %r14
   pushq %r15
-  subq $8, %rsp
-  stmxcsr (%rsp)
-  fnstcw 4(%rsp)
   movq %rsp, (%rdi)
   movq %rsi, %rsp
-  ldmxcsr (%rsp)
-  fldcw 4(%rsp)
-  addq $8, %rsp
   popq %r15
   popq %r14
   popq %r13
@@ -61,6 +57,12 @@ emu_switch:
 
 constexpr size_t kStackBytes = size_t(64) << 10; // per CUDA thread
 constexpr size_t kGuardBytes = size_t(4) << 10;  // PROT_NONE below each stack
+// Each stack's top is moved up by (index % 16) * 256 bytes into a page of its
+// own above it: the tops of the stacks, where the fibers switch, would
+// otherwise all share the same few cache sets (stacks 68 KiB apart), and a
+// switch would miss the cache.
+constexpr size_t kColourBytes = size_t(4) << 10;
+constexpr size_t kSlotBytes = kGuardBytes + kStackBytes + kColourBytes;
 constexpr unsigned kWarp = 32;
 
 enum class State { Ready, AtBarrier, AtWarp, Done };
@@ -96,20 +98,46 @@ struct Thread {
   uint32_t fragments[4]{};
   // cp.async: copies issued since the last commit_group, then the committed
   // groups, oldest first.
+  // (A vector, not a std::deque, which allocates when constructed: a
+  // launch makes a Thread for each CUDA thread.)
   std::vector<AsyncCopy> uncommitted;
-  std::deque<std::vector<AsyncCopy>> groups;
+  std::vector<std::vector<AsyncCopy>> groups;
+
+  // A fresh thread `linear` of a block: every field as constructed, the
+  // copy queues emptied in place, their memory kept for the next block.
+  void reset(unsigned linearIndex, const std::array<unsigned, 3> &index) {
+    sp = nullptr;
+    tid = index;
+    linear = linearIndex;
+    state = State::Ready;
+    collective = Collective::Shuffle;
+    mask = mode = value = b = c = 0;
+    std::fill(std::begin(mmaA), std::end(mmaA), 0u);
+    std::fill(std::begin(mmaB), std::end(mmaB), 0u);
+    std::fill(std::begin(mmaC), std::end(mmaC), 0.0f);
+    result = 0;
+    pred = false;
+    std::fill(std::begin(mmaD), std::end(mmaD), 0.0f);
+    rowAddress = nullptr;
+    matrices = 0;
+    transposed = false;
+    std::fill(std::begin(fragments), std::end(fragments), 0u);
+    uncommitted.clear();
+    groups.clear();
+  }
 };
 
-// Stacks for up to 1024 fibers, mapped once and reused.
+// Stacks for up to 1024 fibers, mapped once and reused (at least
+// kStackBytes each).
 struct StackPool {
   char *base = nullptr;
   size_t count = 0;
   char *top(size_t index) {
     if (index >= count) {
       if (base)
-        munmap(base, count * (kStackBytes + kGuardBytes));
+        munmap(base, count * kSlotBytes);
       count = 1024;
-      base = static_cast<char *>(mmap(nullptr, count * (kStackBytes + kGuardBytes),
+      base = static_cast<char *>(mmap(nullptr, count * kSlotBytes,
                                       PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
                                       0));
       if (base == MAP_FAILED) {
@@ -118,10 +146,22 @@ struct StackPool {
         return nullptr;
       }
       for (size_t i = 0; i < count; ++i)
-        mprotect(base + i * (kStackBytes + kGuardBytes), kGuardBytes, PROT_NONE);
+        mprotect(base + i * kSlotBytes, kGuardBytes, PROT_NONE);
     }
-    return base + index * (kStackBytes + kGuardBytes) + kGuardBytes + kStackBytes;
+    return base + index * kSlotBytes + kGuardBytes + kStackBytes + (index % 16) * 256;
   }
+};
+
+// Which lanes of a warp wait at a warp collective and which have exited, as
+// the threads' states say (kept with them), so that an arriving lane checks
+// the others in a few bit operations: `group`, lanes at the collective
+// (kind, mask), all with the same operands' shape; lanes at a collective
+// outside `group` are checked one by one, as is any arrival where a check
+// may fail (arriveAtWarpCollective).
+struct WarpLanes {
+  uint32_t atWarp = 0, done = 0, group = 0;
+  Collective kind = Collective::Shuffle;
+  uint32_t mask = 0;
 };
 
 struct Block {
@@ -130,15 +170,20 @@ struct Block {
   LaunchDims dims;
   std::array<unsigned, 3> ctaid{};
   std::vector<Thread> threads;
+  std::vector<WarpLanes> warps;
+  bool reverse = false; // the threads in the reverse order (runKernel)
   void *schedulerSp = nullptr;
+  void *straightSp = nullptr; // straightMain's fiber
   unsigned atBarrier = 0, exited = 0;
   void *barrierSite = nullptr;
   std::string error;
 };
 
-// The block being run and the fiber running (this OS thread).
-thread_local Block *currentBlock = nullptr;
-thread_local Thread *self = nullptr;
+// The block being run and the fiber running (this OS thread). Initial-exec
+// TLS: the kernels read them at every special register and collective, and
+// the default model of a shared library calls __tls_get_addr each time.
+__attribute__((tls_model("initial-exec"))) thread_local Block *currentBlock = nullptr;
+__attribute__((tls_model("initial-exec"))) thread_local Thread *self = nullptr;
 thread_local StackPool stacks;
 
 std::string where(const Block &block, const Thread &thread) {
@@ -160,9 +205,10 @@ void yieldToScheduler() { emu_switch(&self->sp, currentBlock->schedulerSp); }
   __builtin_unreachable();
 }
 
-[[noreturn]] void fiberMain() {
+// The calling thread has returned from the kernel: it is done, unless it
+// leaves others waiting for it (then the block fails).
+void exitThread() {
   Block &block = *currentBlock;
-  block.kernel->packed(block.slots);
   // A thread leaving while others wait at a barrier: they would wait for it
   // forever (or, on hardware, undefined).
   if (block.atBarrier > 0)
@@ -174,31 +220,59 @@ void yieldToScheduler() { emu_switch(&self->sp, currentBlock->schedulerSp); }
               "data is never known to be in shared memory");
   ++block.exited;
   self->state = State::Done;
+  WarpLanes &lanes = block.warps[self->linear / kWarp];
+  lanes.done |= 1u << (self->linear % kWarp);
   // A lane of this warp waiting for this one at a warp collective?
-  unsigned warp = self->linear / kWarp;
-  for (Thread &t : block.threads)
-    if (t.linear / kWarp == warp && t.state == State::AtWarp &&
-        (t.mask >> (self->linear % kWarp)) & 1u)
+  const size_t warpBase = self->linear - self->linear % kWarp;
+  const size_t warpEnd = lanes.atWarp == 0 ? warpBase
+                                           : std::min(block.threads.size(), warpBase + kWarp);
+  for (size_t lane = warpBase; lane < warpEnd; ++lane)
+    if (const Thread &t = block.threads[lane];
+        t.state == State::AtWarp && (t.mask >> (self->linear % kWarp)) & 1u)
       failBlock(fmt::format("exited while lane {} waits for it at a warp collective (mask "
                             "{:#010x})",
                             t.linear % kWarp, t.mask));
+}
+
+// A CUDA thread's fiber.
+[[noreturn]] void fiberMain() {
+  currentBlock->kernel->packed(currentBlock->slots);
+  exitThread();
+  yieldToScheduler();
+  __builtin_unreachable();
+}
+
+// A kernel that never waits for another thread (no bar.sync and no warp
+// collective: HostKernel::waits) runs the block's threads on one fiber, one
+// after another, each to its end: in the order the scheduler would run
+// their fibers (runBlock), each to its end as it would, with one switch for
+// the block instead of two per thread.
+[[noreturn]] void straightMain() {
+  Block &block = *currentBlock;
+  const size_t threads = block.threads.size();
+  for (size_t k = 0; k < threads; ++k) {
+    self = &block.threads[block.reverse ? threads - 1 - k : k];
+    block.kernel->packed(block.slots);
+    exitThread();
+  }
   yieldToScheduler();
   __builtin_unreachable();
 }
 
 extern "C" void emu_fiber_entry() { fiberMain(); }
+extern "C" void emu_straight_entry() { straightMain(); }
 
-void startFiber(Thread &thread, char *top) {
-  // The initial frame emu_switch pops: control words, six registers, and
-  // the "return address" fiberMain starts at; `top` is 16-byte aligned and
-  // the entry sees rsp = top - 8, as after a call.
+// A fiber's first stack pointer on the stack ending at `top`, to start at
+// `entry`: the initial frame emu_switch pops (six registers and the "return
+// address" `entry` starts at); `top` is 16-byte aligned and the entry sees
+// rsp = top - 8, as after a call.
+void *fiberStart(char *top, void (*entry)()) {
   auto *sp = reinterpret_cast<uint64_t *>(top);
-  *--sp = 0;                                                // fiberMain's return slot
-  *--sp = reinterpret_cast<uint64_t>(&emu_fiber_entry);     // emu_switch's ret
+  *--sp = 0;                                                // the entry's return slot
+  *--sp = reinterpret_cast<uint64_t>(entry);                // emu_switch's ret
   for (int i = 0; i < 6; ++i)
     *--sp = 0;                                              // rbp, rbx, r12..r15
-  *--sp = uint64_t(0x1F80) | (uint64_t(0x037F) << 32);     // mxcsr, x87 control word
-  thread.sp = sp;
+  return sp;
 }
 
 // All lanes of `mask` in the caller's warp have arrived at the same
@@ -329,8 +403,18 @@ void arriveAtWarpCollective(Collective kind, uint32_t mask) {
   self->collective = kind;
   self->mask = mask;
   self->state = State::AtWarp;
+  WarpLanes &lanes = block.warps[warpBase / kWarp];
+  const uint32_t selfBit = 1u << lane;
+  const size_t inBlock = block.threads.size() - warpBase;
+  const uint32_t present = inBlock >= kWarp ? 0xffffffffu : (1u << inBlock) - 1;
+  const uint32_t waiting = mask & lanes.atWarp;
+  const bool sameShape = lanes.group == 0 || (lanes.kind == kind && lanes.mask == mask);
+  // The checks below cannot fail: every lane of the mask is in the block,
+  // none has exited, and those at a collective are at this one.
+  const bool checked = (mask & ~present) == 0 && (mask & lanes.done) == 0 &&
+                       (waiting & ~lanes.group) == 0 && (waiting == 0 || sameShape);
   bool all = true;
-  for (unsigned other = 0; other < kWarp; ++other) {
+  for (unsigned other = 0; !checked && other < kWarp; ++other) {
     if (!((mask >> other) & 1u))
       continue;
     if (warpBase + other >= block.threads.size())
@@ -347,7 +431,18 @@ void arriveAtWarpCollective(Collective kind, uint32_t mask) {
     if (t.state != State::AtWarp)
       all = false;
   }
+  lanes.atWarp |= selfBit;
+  if (sameShape) {
+    lanes.group |= selfBit;
+    lanes.kind = kind;
+    lanes.mask = mask;
+  }
+  if (checked)
+    all = (lanes.atWarp & mask) == mask;
   if (all) {
+    // Every lane of the mask goes on (once computed: else the block fails).
+    lanes.atWarp &= ~mask;
+    lanes.group &= ~mask;
     if (kind == Collective::Mma) {
       completeMma(block, warpBase);
     } else if (kind == Collective::Ldmatrix) {
@@ -404,11 +499,13 @@ void onFault(int signal, siginfo_t *info, void *) {
 struct FaultReporter {
   struct sigaction previousSegv {}, previousBus {};
   stack_t previousStack{};
-  std::vector<char> altStack = std::vector<char>(size_t(64) << 10);
   FaultReporter() {
+    // The signal stack, allocated once per OS thread (not cleared each launch).
+    constexpr size_t kAltStackBytes = size_t(64) << 10;
+    thread_local std::unique_ptr<char[]> altStack(new char[kAltStackBytes]);
     stack_t stack{};
-    stack.ss_sp = altStack.data();
-    stack.ss_size = altStack.size();
+    stack.ss_sp = altStack.get();
+    stack.ss_size = kAltStackBytes;
     sigaltstack(&stack, &previousStack);
     struct sigaction action {};
     action.sa_sigaction = onFault;
@@ -526,7 +623,7 @@ __attribute__((visibility("default"))) void emu_cp_async_wait(uint32_t pending) 
       std::memcpy(copy.dst, copy.src, copy.srcBytes);
       std::memset(static_cast<char *>(copy.dst) + copy.srcBytes, 0, copy.bytes - copy.srcBytes);
     }
-    self->groups.pop_front();
+    self->groups.erase(self->groups.begin());
   }
 }
 }
@@ -536,14 +633,27 @@ namespace {
 // Runs the started fibers of `block` until every thread is done, one fails
 // the block, or none can go on (a deadlock); a fault comes back here
 // (onFault).
-CUresult runBlock(Block &block, bool reverse) {
+CUresult runBlock(Block &block) {
   sigjmp_buf recovery;
   // Nothing set after this line is read after a fault's siglongjmp.
   if (int fault = sigsetjmp(recovery, 1); fault != 0)
     return fault == kMisaligned ? CUDA_ERROR_MISALIGNED_ADDRESS : CUDA_ERROR_ILLEGAL_ADDRESS;
   faultRecovery = &recovery;
   const size_t threads = block.threads.size();
+  const bool reverse = block.reverse;
   size_t done = 0;
+  if (block.straightSp) {
+    // Every thread runs to its end, or one fails the block.
+    self = &block.threads[0];
+    emu_switch(&block.schedulerSp, block.straightSp);
+    done = threads;
+    if (block.error.empty() && block.exited != threads)
+      block.error = fmt::format("kernel {}, block ({}, {}, {}): a thread waited for others (at "
+                                "a barrier or warp collective), but the kernel's host build "
+                                "says it never does (waits=0 in {})",
+                                block.kernel->name, block.ctaid[0], block.ctaid[1],
+                                block.ctaid[2], block.kernel->library);
+  }
   while (done < threads && block.error.empty()) {
     bool ran = false;
     for (size_t k = 0; k < threads; ++k) {
@@ -556,9 +666,8 @@ CUresult runBlock(Block &block, bool reverse) {
       if (!block.error.empty())
         break;
     }
-    done = 0;
-    for (const Thread &t : block.threads)
-      done += t.state == State::Done;
+    // Every thread that is done has exited (exitThread), or failed the block.
+    done = block.exited;
     if (!ran && done < threads && block.error.empty())
       block.error = fmt::format("kernel {}, block ({}, {}, {}): deadlock: no thread can go on ({})",
                                 block.kernel->name, block.ctaid[0], block.ctaid[1],
@@ -581,6 +690,7 @@ CUresult runKernel(const HostKernel &kernel, const LaunchDims &dims,
   block.slots = slots.data();
   block.dims = dims;
   block.threads.resize(threads);
+  block.warps.resize((threads + kWarp - 1) / kWarp);
   if (!stacks.top(threads - 1)) {
     report(fmt::format("kernel {}: cannot map the fibers' stacks", kernel.name));
     return CUDA_ERROR_OUT_OF_MEMORY;
@@ -589,6 +699,14 @@ CUresult runKernel(const HostKernel &kernel, const LaunchDims &dims,
   Block *outerBlock = currentBlock;
   Thread *outerSelf = self;
   currentBlock = &block;
+  // The fibers run with the default SSE and x87 control words (emu_switch
+  // does not switch them); the caller's come back after the launch.
+  uint32_t callerMxcsr;
+  uint16_t callerFpuControl;
+  asm volatile("stmxcsr %0\n\tfnstcw %1" : "=m"(callerMxcsr), "=m"(callerFpuControl));
+  const uint32_t defaultMxcsr = 0x1F80;
+  const uint16_t defaultFpuControl = 0x037F;
+  asm volatile("ldmxcsr %0\n\tfldcw %1" : : "m"(defaultMxcsr), "m"(defaultFpuControl));
   CUresult result = CUDA_SUCCESS;
   for (unsigned z = 0; z < dims.grid[2] && result == CUDA_SUCCESS; ++z)
     for (unsigned y = 0; y < dims.grid[1] && result == CUDA_SUCCESS; ++y)
@@ -601,14 +719,17 @@ CUresult runKernel(const HostKernel &kernel, const LaunchDims &dims,
                       kernel.name.c_str(), x, y, z);
         block.atBarrier = block.exited = 0;
         block.barrierSite = nullptr;
+        std::fill(block.warps.begin(), block.warps.end(), WarpLanes());
         for (size_t i = 0; i < threads; ++i) {
           Thread &t = block.threads[i];
-          t = Thread();
-          t.linear = unsigned(i);
-          t.tid = {unsigned(i % dims.block[0]), unsigned(i / dims.block[0] % dims.block[1]),
-                   unsigned(i / (size_t(dims.block[0]) * dims.block[1]))};
-          startFiber(t, stacks.top(i));
+          t.reset(unsigned(i),
+                  {unsigned(i % dims.block[0]), unsigned(i / dims.block[0] % dims.block[1]),
+                   unsigned(i / (size_t(dims.block[0]) * dims.block[1]))});
+          if (kernel.waits)
+            t.sp = fiberStart(stacks.top(i), &emu_fiber_entry);
         }
+        block.straightSp =
+            kernel.waits ? nullptr : fiberStart(stacks.top(0), &emu_straight_entry);
         // Uninitialised shared memory is garbage on hardware, and the
         // previous block's values would hide a missing barrier: NaN.
         for (const HostKernel::Region &region : kernel.sharedRegions)
@@ -616,8 +737,10 @@ CUresult runKernel(const HostKernel &kernel, const LaunchDims &dims,
         // Odd blocks run their threads in the reverse order, so that a read
         // of another thread's write without a barrier between them shows
         // whichever thread comes first.
-        result = runBlock(block, (x + y + z) % 2 == 1);
+        block.reverse = (x + y + z) % 2 == 1;
+        result = runBlock(block);
       }
+  asm volatile("ldmxcsr %0\n\tfldcw %1" : : "m"(callerMxcsr), "m"(callerFpuControl));
   currentBlock = outerBlock;
   self = outerSelf;
   return result;

@@ -103,7 +103,13 @@ float element(const void *base, size_t index, bool bf16) {
 CUresult runGemm(const GemmShape &g) {
   auto in = [&](float x) { return roundInput(x, g.rounding); };
   const size_t inSize = g.bf16Inputs ? 2 : 4, outSize = g.bf16Output ? 2 : 4;
-  std::vector<float> column(size_t(std::max(g.m, 0)));
+  const size_t m = size_t(std::max(g.m, 0)), n = size_t(std::max(g.n, 0)),
+               k = size_t(std::max(g.k, 0));
+  // op(A) and op(B) as the tensor cores read them (rounded once each, not
+  // once per use): column p of op(A) and column j of op(B) contiguous. Not
+  // read at all when alpha is 0.
+  std::vector<float> a(g.alpha != 0.0f ? m * k : 0), b(g.alpha != 0.0f ? k * n : 0);
+  std::vector<float> product(m * n);
   for (int batch = 0; batch < g.batches; ++batch) {
     const char *A = reinterpret_cast<const char *>(g.A) + batch * g.strideA * inSize;
     const char *B = reinterpret_cast<const char *>(g.B) + batch * g.strideB * inSize;
@@ -111,24 +117,26 @@ CUresult runGemm(const GemmShape &g) {
     const char *source = g.source ? reinterpret_cast<const char *>(g.source) +
                                         batch * g.strideC * outSize
                                   : C;
-    for (int j = 0; j < g.n; ++j) {
-      std::fill(column.begin(), column.end(), 0.0f);
-      if (g.alpha != 0.0f)
-        for (int p = 0; p < g.k; ++p) {
-          float b = in(element(B, g.transB ? j + size_t(p) * g.ldb : p + size_t(j) * g.ldb,
-                               g.bf16Inputs));
-          for (int i = 0; i < g.m; ++i) {
-            float a = in(element(A, g.transA ? p + size_t(i) * g.lda : i + size_t(p) * g.lda,
-                                 g.bf16Inputs));
-            column[i] = std::fma(a, b, column[i]);
-          }
-        }
-      for (int i = 0; i < g.m; ++i) {
-        size_t at = i + size_t(j) * g.ldc;
+    if (g.alpha != 0.0f) {
+      for (size_t p = 0; p < k; ++p)
+        for (size_t i = 0; i < m; ++i)
+          a[p * m + i] = in(element(A, g.transA ? p + i * g.lda : i + p * g.lda, g.bf16Inputs));
+      for (size_t j = 0; j < n; ++j)
+        for (size_t p = 0; p < k; ++p)
+          b[j * k + p] = in(element(B, g.transB ? j + p * g.ldb : p + j * g.ldb, g.bf16Inputs));
+      // Each element: f32 FMA over p in k order from 0.
+      gemmProduct(a.data(), b.data(), product.data(), int(m), int(n), int(k));
+    } else {
+      std::fill(product.begin(), product.end(), 0.0f);
+    }
+    for (size_t j = 0; j < n; ++j) {
+      const float *column = product.data() + j * m;
+      for (size_t i = 0; i < m; ++i) {
+        size_t at = i + j * g.ldc;
         float c = g.beta == 0.0f ? 0.0f : element(source, at, g.bf16Output);
         float value = g.beta == 0.0f ? g.alpha * column[i] : g.alpha * column[i] + g.beta * c;
         if (g.bias)
-          value += element(g.bias, size_t(i), g.bf16Output);
+          value += element(g.bias, i, g.bf16Output);
         if (g.bf16Output)
           reinterpret_cast<uint16_t *>(C)[at] = narrow(value);
         else

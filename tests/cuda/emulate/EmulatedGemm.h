@@ -43,6 +43,11 @@ struct GemmShape {
   bool bf16Inputs = false, bf16Output = false;
 };
 
+// product[j * m + i] = the f32 FMA chain over p = 0 .. k - 1, in that order
+// and from +0, of a[p * m + i] * b[j * k + p] (GemmProduct.cpp): the same
+// bits as std::fma one element at a time.
+void gemmProduct(const float *a, const float *b, float *product, int m, int n, int k);
+
 // Checks the arguments as cuBLAS does and that every matrix (and the bias)
 // lies inside one allocation, then queues the GEMM on `stream`. `call` names
 // it in reports.

@@ -36,6 +36,10 @@ struct HostKernel {
     uint64_t bytes;
   };
   std::vector<Region> sharedRegions;
+  // Whether a thread may wait for others (bar.sync, a warp collective):
+  // host_kernels.py's "waits" field, true where a library has none. A
+  // kernel that never waits runs its threads one after another on one fiber.
+  bool waits = true;
   std::string hash;     // of the normalised NVVM
   std::string library;  // where it was found
 };

@@ -325,6 +325,31 @@ TEST_F(Emulator, DeadlockIsReported) {
   EXPECT_EQ(cuCtxSynchronize(), CUDA_ERROR_LAUNCH_FAILED);
 }
 
+TEST_F(Emulator, WarpCollectivesTheLanesCannotAllReachAreErrors) {
+  CUfunction f = function("emu_test_divergent_warp", 3);
+  CUdeviceptr out = upload(std::vector<float>(32, 0.0f));
+  int64_t n = 16, mode = 0; // lanes 16..31 meet lane 0 at the other shuffle
+  testing::internal::CaptureStderr();
+  CU_OK(launch(f, 1, 32, {&out, &n, &mode}));
+  EXPECT_EQ(cuCtxSynchronize(), CUDA_ERROR_LAUNCH_FAILED);
+  EXPECT_NE(testing::internal::GetCapturedStderr().find(
+                "thread (16, 0, 0): shfl.sync (mask 0xffff0001) meets lane 0 at another warp "
+                "collective (mask 0xffffffff): divergent warp collectives"),
+            std::string::npos);
+  mode = 1; // lanes 0..15 exit before the others' shuffle
+  testing::internal::CaptureStderr();
+  CU_OK(launch(f, 1, 32, {&out, &n, &mode}));
+  EXPECT_EQ(cuCtxSynchronize(), CUDA_ERROR_LAUNCH_FAILED);
+  EXPECT_NE(testing::internal::GetCapturedStderr().find(
+                "thread (16, 0, 0): shfl.sync waits for lane 0, which has exited"),
+            std::string::npos);
+  n = 0; // every lane at the full-mask shuffle
+  CU_OK(launch(f, 1, 32, {&out, &n, &mode}));
+  std::vector<float> got = download<float>(out, 32);
+  for (unsigned t = 0; t < 32; ++t)
+    EXPECT_EQ(got[t], float(t ^ 1)) << "thread " << t;
+}
+
 TEST_F(Emulator, LaunchLimitsAndMissingKernels) {
   CUfunction f = function("emu_test_barrier", 2);
   CUdeviceptr out = upload(std::vector<float>(2048, 0.0f));

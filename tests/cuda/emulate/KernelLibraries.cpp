@@ -13,7 +13,8 @@
 namespace stringrt::emulator {
 namespace {
 
-// One kernel's signature record: "params=ptr,i64,...;shared=N;regions=N;hash=H".
+// One kernel's signature record:
+// "params=ptr,i64,...;shared=N;regions=N;waits=0|1;hash=H".
 bool parseSignature(const char *record, HostKernel &kernel) {
   std::string text(record);
   std::stringstream fields(text);
@@ -44,6 +45,10 @@ bool parseSignature(const char *record, HostKernel &kernel) {
       kernel.sharedBytes = std::strtoull(value.c_str(), nullptr, 10);
     } else if (key == "regions") {
       kernel.sharedRegions.resize(std::strtoull(value.c_str(), nullptr, 10));
+    } else if (key == "waits") {
+      if (value != "0" && value != "1")
+        return false;
+      kernel.waits = value == "1";
     } else if (key == "hash") {
       kernel.hash = value;
       hash = true;

@@ -24,9 +24,10 @@ host:
   with the host's libm;
 - a wrapper NAME_packed(ptr) reads the kernel's arguments from an array of
   8-byte slots, and NAME_signature, a string, records the parameter types,
-  the static shared memory in bytes and a hash of the normalised code:
-  "params=ptr,i64,f32;shared=4096;regions=2;hash=0123abcd..." (regions:
-  the entries of NAME_shared_regions, below), and the library's
+  the static shared memory in bytes, whether a thread may wait for others
+  (a barrier or a warp collective) and a hash of the normalised code:
+  "params=ptr,i64,f32;shared=4096;regions=2;waits=1;hash=0123abcd..."
+  (regions: the entries of NAME_shared_regions, below), and the library's
   index stringrt_emulated_kernel_names lists its kernels (comma-separated).
 - every load and store of alignment >= 2 checks its pointer (a GPU faults
   on a misaligned access, x86 does not): a misaligned one goes to an
@@ -354,8 +355,13 @@ def packed_entry(name, ll, digest):
         name, ", ".join("%s %%a%d" % (t, i) for i, t in enumerate(types))))
     lines += ["  ret void", "}"]
     regions, count = shared_regions(name, ll)
-    record = "params=%s;shared=%d;regions=%d;hash=%s" % (
-        ",".join("f32" if t == "float" else t for t in types), shared_bytes(ll), count, digest)
+    # waits=0: no thread of the kernel ever waits for another (no bar.sync,
+    # no warp collective), so the emulator runs them one after another.
+    waits = re.search(r"\bcall [^@\n]*@emu_(barrier|shfl|mma_m16n8k16_bf16|ldmatrix)\(",
+                      ll) is not None
+    record = "params=%s;shared=%d;regions=%d;waits=%d;hash=%s" % (
+        ",".join("f32" if t == "float" else t for t in types), shared_bytes(ll), count,
+        1 if waits else 0, digest)
     lines.append('@%s_signature = constant [%d x i8] c"%s\\00"' % (name, len(record) + 1, record))
     return "\n".join(lines) + "\n" + regions
 

@@ -312,4 +312,40 @@ module attributes {gpu.container_module} {
       llvm.return
     }
   }
+  // Warp shuffles the lanes of their masks cannot all reach: with %mode 0,
+  // lanes t < n shuffle with the full mask and the others with the mask
+  // 0xffff0001 (lane 0 and the upper half), which meets lane 0 at the other
+  // shuffle (divergent warp collectives); with %mode 1, lanes t < n exit
+  // and the others shuffle with the full mask, waiting for lanes that exited.
+  // out[t] = the value of lane t ^ 1 where the shuffle completes.
+  gpu.module @emu_test_divergent_warp [#nvvm.target<chip = "sm_90">] {
+    llvm.func @emu_test_divergent_warp(%out: !llvm.ptr {llvm.noalias}, %n: i64, %mode: i64) attributes {gpu.kernel, nvvm.kernel} {
+      %full = llvm.mlir.constant(-1 : i32) : i32
+      %part = llvm.mlir.constant(-65535 : i32) : i32
+      %zero = llvm.mlir.constant(0 : i64) : i64
+      %c1 = llvm.mlir.constant(1 : i32) : i32
+      %c31 = llvm.mlir.constant(31 : i32) : i32
+      %tid = nvvm.read.ptx.sreg.tid.x : i32
+      %i = llvm.zext %tid : i32 to i64
+      %value = llvm.uitofp %tid : i32 to f32
+      %p = llvm.getelementptr %out[%i] : (!llvm.ptr, i64) -> !llvm.ptr, f32
+      %low = llvm.icmp "slt" %i, %n : i64
+      %divergent = llvm.icmp "eq" %mode, %zero : i64
+      llvm.cond_br %low, ^low, ^high
+    ^low:
+      llvm.cond_br %divergent, ^full, ^done
+    ^high:
+      llvm.cond_br %divergent, ^part, ^full
+    ^full:
+      %s = nvvm.shfl.sync bfly %full, %value, %c1, %c31 : f32 -> f32
+      llvm.store %s, %p : f32, !llvm.ptr
+      llvm.br ^done
+    ^part:
+      %t = nvvm.shfl.sync bfly %part, %value, %c1, %c31 : f32 -> f32
+      llvm.store %t, %p : f32, !llvm.ptr
+      llvm.br ^done
+    ^done:
+      llvm.return
+    }
+  }
 }
