@@ -315,6 +315,19 @@ float bf16ToFloat(uint32_t half) {
   return value;
 }
 
+// D += A B, each element's sum over k = 0 .. 15 in that order, in double
+// (a product of bf16 values is exact in double): a row's eight columns side
+// by side, as vectors where the host has AVX2.
+__attribute__((target_clones("avx2", "default"))) void
+mmaAccumulate(const float (&A)[16][16], const float (&B)[16][8], double (&D)[16][8]) {
+  for (unsigned row = 0; row < 16; ++row)
+    for (unsigned k = 0; k < 16; ++k) {
+      const double a = A[row][k];
+      for (unsigned col = 0; col < 8; ++col)
+        D[row][col] += a * double(B[k][col]);
+    }
+}
+
 // mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32, with the fragment
 // layout of the PTX ISA ("Matrix Fragments for mma.m16n8k16"): groupID =
 // lane >> 2, tig = lane % 4; the low 16 bits of a register hold the
@@ -340,10 +353,7 @@ void completeMma(Block &block, unsigned warpBase) {
     for (unsigned i = 0; i < 4; ++i)
       D[group + (i >= 2 ? 8 : 0)][2 * tig + (i & 1)] = t.mmaC[i];
   }
-  for (unsigned row = 0; row < 16; ++row)
-    for (unsigned col = 0; col < 8; ++col)
-      for (unsigned k = 0; k < 16; ++k)
-        D[row][col] += double(A[row][k]) * double(B[k][col]);
+  mmaAccumulate(A, B, D);
   for (unsigned lane = 0; lane < kWarp; ++lane) {
     Thread &t = block.threads[warpBase + lane];
     unsigned group = lane >> 2, tig = lane % 4;
