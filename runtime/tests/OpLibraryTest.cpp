@@ -81,7 +81,8 @@ TEST(OpLibrary, AnOpWithoutAFastKernelRunsItsReferenceOneInEverySet) {
                                              {OpCode::SkipGatherGrad, false},
                                              {OpCode::OffsetTable, false},
                                              {OpCode::PairGather, false},
-                                             {OpCode::PairGatherGrad, false}};
+                                             {OpCode::PairGatherGrad, false},
+                                             {OpCode::SeqPositions, false}};
   for (const auto &[code, generated] : library) {
     SCOPED_TRACE(opName(code));
     const ops::OpKernels *op = ops::opLibrary().find(code);

@@ -1,23 +1,12 @@
-// Reference kernels of the constant position tables: seq_positions,
-// grid_positions, rope_freqs, sinusoidal, relative_positions.
+// Reference kernels of the constant position tables: grid_positions,
+// rope_freqs, sinusoidal, relative_positions (the others are in the op
+// library, ops/position/).
 #include "stringrt/reference/PositionKernels.h"
 
 #include <cmath>
 #include <string>
 
 namespace stringrt::ref {
-
-// pos[t, 0] = 0 for t < special, then 0, 1, ..., length - 1.
-template <typename T> void seqPositions(int64_t length, int64_t special, TensorRef<T> pos) {
-  const char *what = "seq_positions";
-  check(length > 0, what, "'length' must be > 0, got " + std::to_string(length));
-  check(special >= 0, what, "'special' must be >= 0, got " + std::to_string(special));
-  checkShape("seq_positions: result", pos, {special + length, 1});
-  for (int64_t t = 0; t < special; ++t)
-    pos[t] = T(0);
-  for (int64_t n = 0; n < length; ++n)
-    pos[special + n] = static_cast<T>(static_cast<double>(n));
-}
 
 // pos[t] = (0, 0) for t < special, then patch n at (n % cols, n / cols).
 template <typename T>
@@ -101,7 +90,6 @@ template <typename T> void relativePositions(TensorRef<const T> pos, TensorRef<T
 }
 
 #define STRINGRT_INSTANTIATE(T)                                                                    \
-  template void seqPositions<T>(int64_t, int64_t, TensorRef<T>);                                   \
   template void gridPositions<T>(int64_t, int64_t, int64_t, TensorRef<T>);                         \
   template void ropeFreqs<T>(FreqsKind, int64_t, int64_t, double, TensorRef<T>);                   \
   template void sinusoidal<T>(int64_t, int64_t, double, TensorRef<T>);                             \

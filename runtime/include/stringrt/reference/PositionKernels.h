@@ -22,6 +22,7 @@
 //   kernel and the operand; so does a singular I + S in the Cayley kernels.
 #pragma once
 
+#include "stringrt/ops/PositionOps.h"
 #include "stringrt/reference/Tensor.h"
 
 #include <cstdint>
@@ -30,13 +31,10 @@
 namespace stringrt::ref {
 
 //===----------------------------------------------------------------------===//
-// Constant tables (PositionTables.cpp): exact functions of their attributes,
+// Constant tables (PositionTables.cpp; those the op library holds are in
+// stringrt/ops/PositionOps.h): exact functions of their attributes,
 // evaluated in double and rounded once to T.
 //===----------------------------------------------------------------------===//
-
-// pos[t, 0] = 0 for t < special, pos[special + n, 0] = n for n in [0, length).
-// length > 0, special >= 0 -> pos [special + length, 1]
-template <typename T> void seqPositions(int64_t length, int64_t special, TensorRef<T> pos);
 
 // pos[t] = (0, 0) for t < special; patch n of the row-major rows x cols grid at
 // pos[special + n] = (n % cols, n / cols) (axis 0 = column x, axis 1 = row y).

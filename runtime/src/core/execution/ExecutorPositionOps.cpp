@@ -23,11 +23,6 @@ namespace {
 
 using namespace stringrt::ref;
 
-void runSeqPositions(const OpContext &c) {
-  seqPositions<float>(attrs::SeqPositions{c.op()}.length(), attrs::SeqPositions{c.op()}.special(),
-                      c.out(0));
-}
-
 void runGridPositions(const OpContext &c) {
   gridPositions<float>(attrs::GridPositions{c.op()}.rows(), attrs::GridPositions{c.op()}.cols(),
                        attrs::GridPositions{c.op()}.special(), c.out(0));
@@ -116,7 +111,6 @@ void runSpdGateGrad(const OpContext &c) {
 } // namespace
 
 void addPositionOps(OpTable &table) {
-  table[OpCode::SeqPositions] = {runSeqPositions};
   table[OpCode::GridPositions] = {runGridPositions};
   table[OpCode::RopeFreqs] = {runRopeFreqs};
   table[OpCode::Sinusoidal] = {runSinusoidal};

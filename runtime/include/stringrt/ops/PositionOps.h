@@ -1,0 +1,30 @@
+// The kernels of the op library's position family (runtime/src/ops/position/,
+// PEPositionOps.td: the positional encodings' tables, rotations and their
+// gradients; docs/dialect.md, docs/autodiff.md; the same math as
+// tests/oracle/pe_torch.py and pe_torch_grad.py), for the tests and the
+// kernels that call them: each op's reference kernel (namespace ref: T is
+// float or double, everything computed in double and each result rounded
+// once to T), with the conventions of stringrt/reference/PositionKernels.h
+// (which includes this header while the family's other ops are still
+// there): inputs TensorRef<const T>, outputs TensorRef<T> whose shape the
+// caller sets and the kernel checks (the op's shape contract), every output
+// fully overwritten, outputs never aliasing inputs; violations throw
+// stringrt::Error naming the op.
+#pragma once
+
+#include "stringrt/reference/Tensor.h"
+
+#include <cstdint>
+
+namespace stringrt::ref {
+
+//===----------------------------------------------------------------------===//
+// seq_positions (ops/position/SeqPositions.cpp; a constant table: no fast
+// kernel)
+//===----------------------------------------------------------------------===//
+
+// pos[t, 0] = 0 for t < special, pos[special + n, 0] = n for n in [0, length).
+// length > 0, special >= 0 -> pos [special + length, 1]
+template <typename T> void seqPositions(int64_t length, int64_t special, TensorRef<T> pos);
+
+} // namespace stringrt::ref
