@@ -82,7 +82,8 @@ TEST(OpLibrary, AnOpWithoutAFastKernelRunsItsReferenceOneInEverySet) {
                                              {OpCode::OffsetTable, false},
                                              {OpCode::PairGather, false},
                                              {OpCode::PairGatherGrad, false},
-                                             {OpCode::SeqPositions, false}};
+                                             {OpCode::SeqPositions, false},
+                                             {OpCode::GridPositions, false}};
   for (const auto &[code, generated] : library) {
     SCOPED_TRACE(opName(code));
     const ops::OpKernels *op = ops::opLibrary().find(code);

@@ -1,30 +1,12 @@
-// Reference kernels of the constant position tables: grid_positions,
-// rope_freqs, sinusoidal, relative_positions (the others are in the op
-// library, ops/position/).
+// Reference kernels of the constant position tables: rope_freqs,
+// sinusoidal, relative_positions (the others are in the op library,
+// ops/position/).
 #include "stringrt/reference/PositionKernels.h"
 
 #include <cmath>
 #include <string>
 
 namespace stringrt::ref {
-
-// pos[t] = (0, 0) for t < special, then patch n at (n % cols, n / cols).
-template <typename T>
-void gridPositions(int64_t rows, int64_t cols, int64_t special, TensorRef<T> pos) {
-  const char *what = "grid_positions";
-  check(rows > 0 && cols > 0, what,
-        "'rows' and 'cols' must be > 0, got " + std::to_string(rows) + "x" + std::to_string(cols));
-  check(special >= 0, what, "'special' must be >= 0, got " + std::to_string(special));
-  checkShape("grid_positions: result", pos, {special + rows * cols, 2});
-  for (int64_t t = 0; t < special; ++t) {
-    pos[2 * t] = T(0);
-    pos[2 * t + 1] = T(0);
-  }
-  for (int64_t n = 0; n < rows * cols; ++n) {
-    pos[2 * (special + n)] = static_cast<T>(static_cast<double>(n % cols));     // x: column
-    pos[2 * (special + n) + 1] = static_cast<T>(static_cast<double>(n / cols)); // y: row
-  }
-}
 
 // Seq: freqs[j, 0] = base^(-2i/Dh); Axial: (base^(-4i/Dh), 0) for i < Dh/4,
 // (0, base^(-4(i - Dh/4)/Dh)) otherwise; i = j % (Dh/2).
@@ -90,7 +72,6 @@ template <typename T> void relativePositions(TensorRef<const T> pos, TensorRef<T
 }
 
 #define STRINGRT_INSTANTIATE(T)                                                                    \
-  template void gridPositions<T>(int64_t, int64_t, int64_t, TensorRef<T>);                         \
   template void ropeFreqs<T>(FreqsKind, int64_t, int64_t, double, TensorRef<T>);                   \
   template void sinusoidal<T>(int64_t, int64_t, double, TensorRef<T>);                             \
   template void relativePositions<T>(TensorRef<const T>, TensorRef<T>);

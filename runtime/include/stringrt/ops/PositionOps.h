@@ -27,4 +27,15 @@ namespace stringrt::ref {
 // length > 0, special >= 0 -> pos [special + length, 1]
 template <typename T> void seqPositions(int64_t length, int64_t special, TensorRef<T> pos);
 
+//===----------------------------------------------------------------------===//
+// grid_positions (ops/position/GridPositions.cpp; a constant table: no fast
+// kernel)
+//===----------------------------------------------------------------------===//
+
+// pos[t] = (0, 0) for t < special; patch n of the row-major rows x cols grid at
+// pos[special + n] = (n % cols, n / cols) (axis 0 = column x, axis 1 = row y).
+// rows, cols > 0, special >= 0 -> pos [special + rows*cols, 2]
+template <typename T>
+void gridPositions(int64_t rows, int64_t cols, int64_t special, TensorRef<T> pos);
+
 } // namespace stringrt::ref

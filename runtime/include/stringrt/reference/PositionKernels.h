@@ -36,12 +36,6 @@ namespace stringrt::ref {
 // evaluated in double and rounded once to T.
 //===----------------------------------------------------------------------===//
 
-// pos[t] = (0, 0) for t < special; patch n of the row-major rows x cols grid at
-// pos[special + n] = (n % cols, n / cols) (axis 0 = column x, axis 1 = row y).
-// rows, cols > 0, special >= 0 -> pos [special + rows*cols, 2]
-template <typename T>
-void gridPositions(int64_t rows, int64_t cols, int64_t special, TensorRef<T> pos);
-
 enum class FreqsKind { Seq, Axial };
 
 // Pair j of a dim-wide vector split into `heads` heads of Dh = dim/heads

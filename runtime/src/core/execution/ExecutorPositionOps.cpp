@@ -23,11 +23,6 @@ namespace {
 
 using namespace stringrt::ref;
 
-void runGridPositions(const OpContext &c) {
-  gridPositions<float>(attrs::GridPositions{c.op()}.rows(), attrs::GridPositions{c.op()}.cols(),
-                       attrs::GridPositions{c.op()}.special(), c.out(0));
-}
-
 void runRopeFreqs(const OpContext &c) {
   const std::string &kind = c.op().getString("kind");
   FreqsKind k = FreqsKind::Seq;
@@ -111,7 +106,6 @@ void runSpdGateGrad(const OpContext &c) {
 } // namespace
 
 void addPositionOps(OpTable &table) {
-  table[OpCode::GridPositions] = {runGridPositions};
   table[OpCode::RopeFreqs] = {runRopeFreqs};
   table[OpCode::Sinusoidal] = {runSinusoidal};
   table[OpCode::RelativePositions] = {runRelativePositions};
