@@ -83,7 +83,8 @@ TEST(OpLibrary, AnOpWithoutAFastKernelRunsItsReferenceOneInEverySet) {
                                              {OpCode::PairGather, false},
                                              {OpCode::PairGatherGrad, false},
                                              {OpCode::SeqPositions, false},
-                                             {OpCode::GridPositions, false}};
+                                             {OpCode::GridPositions, false},
+                                             {OpCode::RopeFreqs, false}};
   for (const auto &[code, generated] : library) {
     SCOPED_TRACE(opName(code));
     const ops::OpKernels *op = ops::opLibrary().find(code);

@@ -38,4 +38,19 @@ template <typename T> void seqPositions(int64_t length, int64_t special, TensorR
 template <typename T>
 void gridPositions(int64_t rows, int64_t cols, int64_t special, TensorRef<T> pos);
 
+//===----------------------------------------------------------------------===//
+// rope_freqs (ops/position/RopeFreqs.cpp; a constant table: no fast kernel)
+//===----------------------------------------------------------------------===//
+
+enum class FreqsKind { Seq, Axial };
+
+// Pair j of a dim-wide vector split into `heads` heads of Dh = dim/heads
+// columns is pair i = j % (Dh/2) of its head.
+//   Seq:   freqs [dim/2, 1], freqs[j, 0] = base^(-2i/Dh)              (Dh even)
+//   Axial: freqs [dim/2, 2], with n = Dh/4 (Dh % 4 == 0):
+//          freqs[j] = (base^(-4i/Dh), 0) for i < n, (0, base^(-4(i-n)/Dh)) otherwise
+// dim > 0, heads > 0 dividing dim, base > 0.
+template <typename T>
+void ropeFreqs(FreqsKind kind, int64_t dim, int64_t heads, double base, TensorRef<T> freqs);
+
 } // namespace stringrt::ref

@@ -36,17 +36,6 @@ namespace stringrt::ref {
 // evaluated in double and rounded once to T.
 //===----------------------------------------------------------------------===//
 
-enum class FreqsKind { Seq, Axial };
-
-// Pair j of a dim-wide vector split into `heads` heads of Dh = dim/heads
-// columns is pair i = j % (Dh/2) of its head.
-//   Seq:   freqs [dim/2, 1], freqs[j, 0] = base^(-2i/Dh)              (Dh even)
-//   Axial: freqs [dim/2, 2], with n = Dh/4 (Dh % 4 == 0):
-//          freqs[j] = (base^(-4i/Dh), 0) for i < n, (0, base^(-4(i-n)/Dh)) otherwise
-// dim > 0, heads > 0 dividing dim, base > 0.
-template <typename T>
-void ropeFreqs(FreqsKind kind, int64_t dim, int64_t heads, double base, TensorRef<T> freqs);
-
 // PE[p, 2i] = sin(p / base^(2i/dim)), PE[p, 2i+1] = cos(p / base^(2i/dim)).
 // length > 0, dim > 0 even, base > 0 -> pe [length, dim]
 template <typename T> void sinusoidal(int64_t length, int64_t dim, double base, TensorRef<T> pe);

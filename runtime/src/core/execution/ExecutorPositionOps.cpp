@@ -23,17 +23,6 @@ namespace {
 
 using namespace stringrt::ref;
 
-void runRopeFreqs(const OpContext &c) {
-  const std::string &kind = c.op().getString("kind");
-  FreqsKind k = FreqsKind::Seq;
-  if (kind == "axial")
-    k = FreqsKind::Axial;
-  else if (kind != "seq")
-    c.fail("unknown kind '" + kind + "' (seq or axial)");
-  ropeFreqs<float>(k, c.op().getInt("dim"), c.op().getInt("heads"), c.op().getFloat("base"),
-                   c.out(0));
-}
-
 void runSinusoidal(const OpContext &c) {
   sinusoidal<float>(c.op().getInt("length"), c.op().getInt("dim"), c.op().getFloat("base"),
                     c.out(0));
@@ -106,7 +95,6 @@ void runSpdGateGrad(const OpContext &c) {
 } // namespace
 
 void addPositionOps(OpTable &table) {
-  table[OpCode::RopeFreqs] = {runRopeFreqs};
   table[OpCode::Sinusoidal] = {runSinusoidal};
   table[OpCode::RelativePositions] = {runRelativePositions};
   table[OpCode::Rope] = {runRope};
