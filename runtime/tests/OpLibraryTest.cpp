@@ -84,7 +84,8 @@ TEST(OpLibrary, AnOpWithoutAFastKernelRunsItsReferenceOneInEverySet) {
                                              {OpCode::PairGatherGrad, false},
                                              {OpCode::SeqPositions, false},
                                              {OpCode::GridPositions, false},
-                                             {OpCode::RopeFreqs, false}};
+                                             {OpCode::RopeFreqs, false},
+                                             {OpCode::Sinusoidal, false}};
   for (const auto &[code, generated] : library) {
     SCOPED_TRACE(opName(code));
     const ops::OpKernels *op = ops::opLibrary().find(code);

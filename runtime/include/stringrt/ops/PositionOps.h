@@ -53,4 +53,12 @@ enum class FreqsKind { Seq, Axial };
 template <typename T>
 void ropeFreqs(FreqsKind kind, int64_t dim, int64_t heads, double base, TensorRef<T> freqs);
 
+//===----------------------------------------------------------------------===//
+// sinusoidal (ops/position/Sinusoidal.cpp; a constant table: no fast kernel)
+//===----------------------------------------------------------------------===//
+
+// PE[p, 2i] = sin(p / base^(2i/dim)), PE[p, 2i+1] = cos(p / base^(2i/dim)).
+// length > 0, dim > 0 even, base > 0 -> pe [length, dim]
+template <typename T> void sinusoidal(int64_t length, int64_t dim, double base, TensorRef<T> pe);
+
 } // namespace stringrt::ref

@@ -36,10 +36,6 @@ namespace stringrt::ref {
 // evaluated in double and rounded once to T.
 //===----------------------------------------------------------------------===//
 
-// PE[p, 2i] = sin(p / base^(2i/dim)), PE[p, 2i+1] = cos(p / base^(2i/dim)).
-// length > 0, dim > 0 even, base > 0 -> pe [length, dim]
-template <typename T> void sinusoidal(int64_t length, int64_t dim, double base, TensorRef<T> pe);
-
 // r[i, j, a] = pos[j, a] - pos[i, a]   pos [T, A] -> r [T, T, A]
 template <typename T> void relativePositions(TensorRef<const T> pos, TensorRef<T> r);
 

@@ -23,11 +23,6 @@ namespace {
 
 using namespace stringrt::ref;
 
-void runSinusoidal(const OpContext &c) {
-  sinusoidal<float>(c.op().getInt("length"), c.op().getInt("dim"), c.op().getFloat("base"),
-                    c.out(0));
-}
-
 void runRelativePositions(const OpContext &c) { relativePositions<float>(c.in(0), c.out(0)); }
 
 void runRope(const OpContext &c) {
@@ -95,7 +90,6 @@ void runSpdGateGrad(const OpContext &c) {
 } // namespace
 
 void addPositionOps(OpTable &table) {
-  table[OpCode::Sinusoidal] = {runSinusoidal};
   table[OpCode::RelativePositions] = {runRelativePositions};
   table[OpCode::Rope] = {runRope};
   table[OpCode::RopeGradFreqs] = {runRopeGradFreqs};
