@@ -85,7 +85,8 @@ TEST(OpLibrary, AnOpWithoutAFastKernelRunsItsReferenceOneInEverySet) {
                                              {OpCode::SeqPositions, false},
                                              {OpCode::GridPositions, false},
                                              {OpCode::RopeFreqs, false},
-                                             {OpCode::Sinusoidal, false}};
+                                             {OpCode::Sinusoidal, false},
+                                             {OpCode::RelativePositions, false}};
   for (const auto &[code, generated] : library) {
     SCOPED_TRACE(opName(code));
     const ops::OpKernels *op = ops::opLibrary().find(code);

@@ -1,14 +1,14 @@
 //===- PositionTableKernels.cpp - position and frequency tables -----------===//
 //
-// Kernels and op lowerings of the constant position tables (the reference's
-// PositionTables.cpp; docs/cuda.md, "Position kernels"): seq_positions,
-// grid_positions, rope_freqs, sinusoidal, relative_positions, one thread per
-// output element in a grid-stride loop. The tables that depend on
-// attributes only are evaluated in f64 (libdevice's pow, cos, sin) and
-// rounded once, as the reference kernels do; they are tiny. relative_positions
-// is one f32 subtraction. The `base` attribute (f64) travels as two f32,
-// base_hi + base_lo, summed in f64 in the kernel (exact to about 2^-48
-// relative).
+// Kernels and op lowerings of the constant position tables (the op
+// library's ops/position/ files on the CPU; docs/cuda.md, "Position
+// kernels"): seq_positions, grid_positions, rope_freqs, sinusoidal,
+// relative_positions, one thread per output element in a grid-stride loop.
+// The tables that depend on attributes only are evaluated in f64
+// (libdevice's pow, cos, sin) and rounded once, as the reference kernels do;
+// they are tiny. relative_positions is one f32 subtraction. The `base`
+// attribute (f64) travels as two f32, base_hi + base_lo, summed in f64 in
+// the kernel (exact to about 2^-48 relative).
 //
 //===----------------------------------------------------------------------===//
 #include "OpKernelUtil.h"

@@ -61,4 +61,11 @@ void ropeFreqs(FreqsKind kind, int64_t dim, int64_t heads, double base, TensorRe
 // length > 0, dim > 0 even, base > 0 -> pe [length, dim]
 template <typename T> void sinusoidal(int64_t length, int64_t dim, double base, TensorRef<T> pe);
 
+//===----------------------------------------------------------------------===//
+// relative_positions (ops/position/RelativePositions.cpp; no fast kernel)
+//===----------------------------------------------------------------------===//
+
+// r[i, j, a] = pos[j, a] - pos[i, a]   pos [T, A] -> r [T, T, A]
+template <typename T> void relativePositions(TensorRef<const T> pos, TensorRef<T> r);
+
 } // namespace stringrt::ref

@@ -31,15 +31,6 @@
 namespace stringrt::ref {
 
 //===----------------------------------------------------------------------===//
-// Constant tables (PositionTables.cpp; those the op library holds are in
-// stringrt/ops/PositionOps.h): exact functions of their attributes,
-// evaluated in double and rounded once to T.
-//===----------------------------------------------------------------------===//
-
-// r[i, j, a] = pos[j, a] - pos[i, a]   pos [T, A] -> r [T, T, A]
-template <typename T> void relativePositions(TensorRef<const T> pos, TensorRef<T> r);
-
-//===----------------------------------------------------------------------===//
 // Rotary embeddings (PositionRotary.cpp)
 //===----------------------------------------------------------------------===//
 

@@ -23,8 +23,6 @@ namespace {
 
 using namespace stringrt::ref;
 
-void runRelativePositions(const OpContext &c) { relativePositions<float>(c.in(0), c.out(0)); }
-
 void runRope(const OpContext &c) {
   checkRopeMode(c);
   rope<float>(c.in(0), c.in(1), c.in(2), c.out(0));
@@ -90,7 +88,6 @@ void runSpdGateGrad(const OpContext &c) {
 } // namespace
 
 void addPositionOps(OpTable &table) {
-  table[OpCode::RelativePositions] = {runRelativePositions};
   table[OpCode::Rope] = {runRope};
   table[OpCode::RopeGradFreqs] = {runRopeGradFreqs};
   table[OpCode::Householder] = {runHouseholder};
