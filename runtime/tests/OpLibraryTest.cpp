@@ -44,7 +44,8 @@ TEST(OpLibrary, TheExecutorsTablesTakeTheLibrarysAdapters) {
       {OpCode::TokenEmbed, true},   {OpCode::TokenEmbedGrad, true},
       {OpCode::Linear, false},      {OpCode::LinearGradInput, false},
       {OpCode::LinearGradWeight, false}, {OpCode::LinearGradInputAcc, false},
-      {OpCode::LinearResidual, false}, {OpCode::LinearGelu, false}};
+      {OpCode::LinearResidual, false}, {OpCode::LinearGelu, false},
+      {OpCode::Rope, false}};
   for (const auto &[code, generated] : library) {
     SCOPED_TRACE(opName(code));
     const ops::OpKernels *op = ops::opLibrary().find(code);
@@ -86,7 +87,8 @@ TEST(OpLibrary, AnOpWithoutAFastKernelRunsItsReferenceOneInEverySet) {
                                              {OpCode::GridPositions, false},
                                              {OpCode::RopeFreqs, false},
                                              {OpCode::Sinusoidal, false},
-                                             {OpCode::RelativePositions, false}};
+                                             {OpCode::RelativePositions, false},
+                                             {OpCode::RopeGradFreqs, false}};
   for (const auto &[code, generated] : library) {
     SCOPED_TRACE(opName(code));
     const ops::OpKernels *op = ops::opLibrary().find(code);

@@ -1,8 +1,8 @@
 //===- RotaryKernels.cpp - rope, householder and the hoisted rope ops -----===//
 //
-// Kernels and op lowerings of the rotary ops (the reference's
-// PositionRotary.cpp, and the rope_table / rope_apply pieces the hoisting
-// rewrite splits them into; docs/cuda.md, "Position kernels"), one thread per
+// Kernels and op lowerings of the rotary ops (the CPU's ops/position/Rope.cpp
+// and reference/PositionRotary.cpp, and the rope_table / rope_apply pieces
+// the hoisting rewrite splits them into; docs/cuda.md, "Position kernels"), one thread per
 // output element in a grid-stride loop:
 // - rope_table and the householder table are evaluated in f64 (libdevice's
 //   cos, sin) and rounded once, as the reference kernels do;

@@ -74,20 +74,6 @@ void attentionGrad(TensorRef<const float> q, TensorRef<const float> k,
                    TensorRef<float> dv, OptionalOutput<float> drel);
 
 //===----------------------------------------------------------------------===//
-// Rotary embedding (RotaryKernels.cpp)
-//===----------------------------------------------------------------------===//
-
-// cos / sin of every (token, pair) angle computed once per call (in double,
-// as the reference does), then the pairs rotated row by row in parallel.
-void rope(TensorRef<const float> x, TensorRef<const float> pos, TensorRef<const float> freqs,
-          TensorRef<float> y);
-
-// The x-gradient of rope: dx = rope(dy, pos, -freqs), i.e. each pair turned
-// back by its angle (R(theta)^T = R(-theta)).
-void ropeGradInput(TensorRef<const float> dy, TensorRef<const float> pos,
-                   TensorRef<const float> freqs, TensorRef<float> dx);
-
-//===----------------------------------------------------------------------===//
 // Cayley transform (CayleyKernels.cpp)
 //===----------------------------------------------------------------------===//
 

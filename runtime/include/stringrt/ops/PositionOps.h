@@ -9,7 +9,9 @@
 // there): inputs TensorRef<const T>, outputs TensorRef<T> whose shape the
 // caller sets and the kernel checks (the op's shape contract), every output
 // fully overwritten, outputs never aliasing inputs; violations throw
-// stringrt::Error naming the op.
+// stringrt::Error naming the op. The fast kernels (namespace cpu: float,
+// multi-threaded on ThreadPool.h) have the reference kernel's contract, one
+// set of messages for both.
 #pragma once
 
 #include "stringrt/reference/Tensor.h"
@@ -68,4 +70,45 @@ template <typename T> void sinusoidal(int64_t length, int64_t dim, double base, 
 // r[i, j, a] = pos[j, a] - pos[i, a]   pos [T, A] -> r [T, T, A]
 template <typename T> void relativePositions(TensorRef<const T> pos, TensorRef<T> r);
 
+//===----------------------------------------------------------------------===//
+// rope, rope_grad_freqs (ops/position/Rope.cpp)
+//===----------------------------------------------------------------------===//
+
+// theta_j(t) = sum_a pos[t, a] freqs[j, a];
+//   y[.., t, 2j]   = x0 cos theta - x1 sin theta
+//   y[.., t, 2j+1] = x0 sin theta + x1 cos theta    (x0, x1 = x[.., t, 2j], x[.., t, 2j+1])
+// x [..., T, D] (D even), pos [T, A], freqs [D/2, A] -> y (shape of x). Any A
+// (seq: A = 1; axial and mixed: A = 2; the math is the same).
+// Its gradient in x is rope(dy, pos, -freqs).
+template <typename T>
+void rope(TensorRef<const T> x, TensorRef<const T> pos, TensorRef<const T> freqs, TensorRef<T> y);
+
+// With y = rope(x, pos, freqs):
+//   dtheta_j(t)  = sum_lead (dy1 y0 - dy0 y1)
+//   dfreqs[j, a] = sum_t pos[t, a] dtheta_j(t)
+// x, dy [..., T, D], pos [T, A], freqs [D/2, A] -> dfreqs [D/2, A]
+template <typename T>
+void ropeGradFreqs(TensorRef<const T> x, TensorRef<const T> pos, TensorRef<const T> freqs,
+                   TensorRef<const T> dy, TensorRef<T> dfreqs);
+
 } // namespace stringrt::ref
+
+namespace stringrt::cpu {
+
+using ref::TensorRef;
+
+//===----------------------------------------------------------------------===//
+// rope (ops/position/Rope.cpp; rope_grad_freqs has no fast kernel)
+//===----------------------------------------------------------------------===//
+
+// cos / sin of every (token, pair) angle computed once per call (in double,
+// as the reference does), then the pairs rotated row by row in parallel.
+void rope(TensorRef<const float> x, TensorRef<const float> pos, TensorRef<const float> freqs,
+          TensorRef<float> y);
+
+// The x-gradient of rope: dx = rope(dy, pos, -freqs), i.e. each pair turned
+// back by its angle (R(theta)^T = R(-theta)).
+void ropeGradInput(TensorRef<const float> dy, TensorRef<const float> pos,
+                   TensorRef<const float> freqs, TensorRef<float> dx);
+
+} // namespace stringrt::cpu

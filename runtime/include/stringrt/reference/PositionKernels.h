@@ -31,25 +31,9 @@
 namespace stringrt::ref {
 
 //===----------------------------------------------------------------------===//
-// Rotary embeddings (PositionRotary.cpp)
+// Rotary embeddings (PositionRotary.cpp; rope in the op library,
+// stringrt/ops/PositionOps.h)
 //===----------------------------------------------------------------------===//
-
-// theta_j(t) = sum_a pos[t, a] freqs[j, a];
-//   y[.., t, 2j]   = x0 cos theta - x1 sin theta
-//   y[.., t, 2j+1] = x0 sin theta + x1 cos theta    (x0, x1 = x[.., t, 2j], x[.., t, 2j+1])
-// x [..., T, D] (D even), pos [T, A], freqs [D/2, A] -> y (shape of x). Any A
-// (seq: A = 1; axial and mixed: A = 2; the math is the same).
-// Its gradient in x is rope(dy, pos, -freqs).
-template <typename T>
-void rope(TensorRef<const T> x, TensorRef<const T> pos, TensorRef<const T> freqs, TensorRef<T> y);
-
-// With y = rope(x, pos, freqs):
-//   dtheta_j(t)  = sum_lead (dy1 y0 - dy0 y1)
-//   dfreqs[j, a] = sum_t pos[t, a] dtheta_j(t)
-// x, dy [..., T, D], pos [T, A], freqs [D/2, A] -> dfreqs [D/2, A]
-template <typename T>
-void ropeGradFreqs(TensorRef<const T> x, TensorRef<const T> pos, TensorRef<const T> freqs,
-                   TensorRef<const T> dy, TensorRef<T> dfreqs);
 
 // a1 = pos[t] . f1[j], a2 = pos[t] . f2[j], H(a) = I - 2 v v^T with v = (cos a, sin a):
 //   (y[.., t, 2j], y[.., t, 2j+1])^T = H(a2) H(a1) (x[.., t, 2j], x[.., t, 2j+1])^T

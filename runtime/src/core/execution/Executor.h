@@ -221,9 +221,6 @@ ref::OptionalOutput<float> attentionLse(const OpContext &c);
 // softmax instead of reading them (as cheap for them), so only their shapes
 // are checked.
 void checkAttentionSaved(const OpContext &c, size_t yIndex);
-// pe.rope's `mode` checked against its positions (operand 1: [T, 1] for seq,
-// [T, 2] for axial and mixed); throws Error otherwise.
-void checkRopeMode(const OpContext &c);
 
 // One call of a compiled kernel (KernelSet::Compiled; ProgramKernel).
 struct CompiledCall {

@@ -5,10 +5,6 @@
 // the same name, which has the reference kernel's shapes and semantics.
 // Every other op keeps its reference adapter; the ops of the op library
 // (runtime/src/ops) register their fast adapters themselves.
-//
-// pe.rope covers the rotary x-gradient too: pe-autodiff emits it as pe.rope
-// with negated frequencies (R(theta)^T = R(-theta)), so there is no separate
-// op for cpu::ropeGradInput to serve.
 #include "execution/Executor.h"
 
 #include "stringrt/Error.h"
@@ -26,11 +22,6 @@ void runAttention(const OpContext &c) {
   cpu::attention(c.in(0), c.in(1), c.in(2), c.optIn(3), c.op().getInt("heads"),
                  c.op().getFloat("scale"), mask, attentionSkipBase(c, mask), c.out(0),
                  attentionLse(c));
-}
-
-void runRope(const OpContext &c) {
-  checkRopeMode(c);
-  cpu::rope(c.in(0), c.in(1), c.in(2), c.out(0));
 }
 
 void runCayley(const OpContext &c) { cpu::cayley(c.in(0), c.in(1), c.out(0)); }
@@ -86,7 +77,6 @@ void runSpdGateGrad(const OpContext &c) {
 void addFastOps(OpTable &table) {
   const std::pair<OpCode, OpAdapter> fast[] = {
       {OpCode::Attention, runAttention},
-      {OpCode::Rope, runRope},
       {OpCode::Cayley, runCayley},
       {OpCode::SpdGate, runSpdGate},
       {OpCode::AttentionGrad, runAttentionGrad},

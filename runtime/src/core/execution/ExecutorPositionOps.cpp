@@ -1,36 +1,16 @@
-// Executor adapters of the pe positional-encoding ops (constant tables,
-// rotary embeddings, skew / Cayley, generators, rotations, gates), each
-// forward op beside its backward op (docs/autodiff.md): each reads the op's
-// attributes and calls its reference kernel (PositionKernels.h).
+// Executor adapters of the pe positional-encoding ops (householder, skew /
+// Cayley, generators, rotations, gates; the tables and rope are in the op
+// library, runtime/src/ops/position/), each forward op beside its backward
+// op (docs/autodiff.md): each reads the op's attributes and calls its
+// reference kernel (PositionKernels.h).
 #include "execution/Executor.h"
 
 #include "stringrt/reference/PositionKernels.h"
 
 namespace stringrt::detail {
-
-void checkRopeMode(const OpContext &c) {
-  const std::string &mode = c.op().getString("mode");
-  int64_t axes = mode == "seq" ? 1 : (mode == "axial" || mode == "mixed") ? 2 : 0;
-  if (axes == 0)
-    c.fail("unknown mode '" + mode + "' (seq, axial or mixed)");
-  ref::TensorRef<const float> pos = c.in(1);
-  if (pos.rank() != 2 || pos.dim(1) != axes)
-    c.fail("mode " + mode + " needs positions [T, " + std::to_string(axes) + "], got " +
-           ref::shapeToString(pos.shape));
-}
-
 namespace {
 
 using namespace stringrt::ref;
-
-void runRope(const OpContext &c) {
-  checkRopeMode(c);
-  rope<float>(c.in(0), c.in(1), c.in(2), c.out(0));
-}
-
-void runRopeGradFreqs(const OpContext &c) {
-  ropeGradFreqs<float>(c.in(0), c.in(1), c.in(2), c.in(3), c.out(0));
-}
 
 void runHouseholder(const OpContext &c) {
   householder<float>(c.in(0), c.in(1), c.in(2), c.in(3), c.out(0));
@@ -88,8 +68,6 @@ void runSpdGateGrad(const OpContext &c) {
 } // namespace
 
 void addPositionOps(OpTable &table) {
-  table[OpCode::Rope] = {runRope};
-  table[OpCode::RopeGradFreqs] = {runRopeGradFreqs};
   table[OpCode::Householder] = {runHouseholder};
   table[OpCode::HouseholderGradFreqs] = {runHouseholderGradFreqs};
   table[OpCode::Skew] = {runSkew};
