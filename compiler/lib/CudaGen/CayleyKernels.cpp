@@ -48,6 +48,7 @@
 
 #include "stringc/Dialect/PE/PEOps.h"
 
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 
 #include <limits>
@@ -153,26 +154,17 @@ void appendSparseSkewKernels(std::vector<KernelDef> &defs) {
        }});
 }
 
-void appendCayleyTransformKernels(std::vector<KernelDef> &defs) {
-  GpuKernelSpec spec = makeSpec("pe_cayley_factors", pe::CayleyWeightOp::getOperationName(),
-                             {{"inverse", P}, {"weight", P}, {"work", P}, {"s", P}, {"dim", I}},
-                             GridRule::Explicit, kFactorThreads);
-  defs.push_back({spec, [](KernelBuilder &k) {
-    // gpu.known_block_size becomes `.maxntid 1024, 1, 1`: ptxas (or the
-    // driver's JIT for another chip) must fit a block of 1024 threads in the
-    // register file (at most 64 registers a thread).
-    auto func = cast<gpu::GPUFuncOp>(k.builder().getInsertionBlock()->getParentOp());
-    func.setKnownBlockSizeAttr(
-        k.builder().getDenseI32ArrayAttr({int32_t(kFactorThreads), 1, 1}));
-    Value d = k.arg(4), s = k.arg(3);
+/// The factor kernel's body (see the header) on one matrix: s [d, d] in,
+/// M to `inverse` (unless null) and W to `weight`; `work` is the global
+/// scratch used when d > kSharedDim (and for the lines when d > kLineDim).
+void buildFactors(KernelBuilder &k, Value inverse, Value weight, Value work, Value s, Value d) {
     Value dd = k.mul(d, d);
     Value inShared = cmpI(k, Pred::sle, d, k.i64(kSharedDim));
-    Value w = select(k, inShared, sharedArray(k, "pe_cayley_work", kSharedDim * kSharedDim),
-                     k.arg(2));
+    Value w = select(k, inShared, sharedArray(k, "pe_cayley_work", kSharedDim * kSharedDim), work);
     // lines[b 2d + j] = row, lines[b 2d + d + i] = column of buffer b.
     Value lines = select(k, cmpI(k, Pred::sle, d, k.i64(kLineDim)),
                          sharedArray(k, "pe_cayley_lines", 4 * kLineDim),
-                         elementAddress(k, k.builder().getF32Type(), k.arg(2), dd));
+                         elementAddress(k, k.builder().getF32Type(), work, dd));
     Value one = k.f32(1.0), zero = k.f32(0.0);
 
     // Thread t owns the elements (i, j) with j = t mod cols (+ cols ...) and
@@ -229,10 +221,56 @@ void appendCayleyTransformKernels(std::vector<KernelDef> &defs) {
 
     // inverse = w; weight = 2 inverse^T - I
     forOwned([&](Value i, Value j, Value e) {
-      k.store(k.load(w, e), k.arg(0), e);
+      if (inverse)
+        k.store(k.load(w, e), inverse, e);
       Value mt = k.load(w, k.add(k.mul(j, d), i));
       Value identity = select(k, cmpI(k, Pred::eq, i, j), one, zero);
-      k.store(k.sub(k.mul(k.f32(2.0), mt), identity), k.arg(1), e);
+      k.store(k.sub(k.mul(k.f32(2.0), mt), identity), weight, e);
+    });
+}
+
+/// The device pointer `table[index]` (a group's pointer table).
+Value loadPointer(KernelBuilder &k, Value table, Value index) {
+  auto ptrType = LLVM::LLVMPointerType::get(k.builder().getContext());
+  return k.builder().create<LLVM::LoadOp>(k.location(), ptrType,
+                                          elementAddress(k, ptrType, table, index));
+}
+
+/// gpu.known_block_size becomes `.maxntid 1024, 1, 1`: ptxas (or the
+/// driver's JIT for another chip) must fit a block of 1024 threads in the
+/// register file (at most 64 registers a thread).
+void setFactorBlockSize(KernelBuilder &k) {
+  auto func = cast<gpu::GPUFuncOp>(k.builder().getInsertionBlock()->getParentOp());
+  func.setKnownBlockSizeAttr(k.builder().getDenseI32ArrayAttr({int32_t(kFactorThreads), 1, 1}));
+}
+
+void appendCayleyTransformKernels(std::vector<KernelDef> &defs) {
+  GpuKernelSpec spec = makeSpec("pe_cayley_factors", pe::CayleyWeightOp::getOperationName(),
+                             {{"inverse", P}, {"weight", P}, {"work", P}, {"s", P}, {"dim", I}},
+                             GridRule::Explicit, kFactorThreads);
+  defs.push_back({spec, [](KernelBuilder &k) {
+    setFactorBlockSize(k);
+    buildFactors(k, k.arg(0), k.arg(1), k.arg(2), k.arg(3), k.arg(4));
+  }});
+  // A group of cayley_weight ops (cayleyWeightsGroupLaunch): block b
+  // computes member b, whose s and W are table[2 b] and table[2 b + 1];
+  // its matrix in shared memory (d <= kSharedDim: no scratch, M not kept).
+  // A larger d (never grouped by the compiler) gives NaN weights.
+  GpuKernelSpec group = makeSpec("pe_cayley_weights", pe::CayleyWeightOp::getOperationName(),
+                                 {{"table", P}, {"dim", I}}, GridRule::Explicit, kFactorThreads);
+  defs.push_back({group, [](KernelBuilder &k) {
+    setFactorBlockSize(k);
+    Value d = k.arg(1), member = k.blockId(gpu::Dimension::x);
+    Value s = loadPointer(k, k.arg(0), k.mul(member, k.i64(2)));
+    Value weight = loadPointer(k, k.arg(0), k.add(k.mul(member, k.i64(2)), k.i64(1)));
+    Value fits = cmpI(k, Pred::sle, d, k.i64(kSharedDim));
+    k.ifThen(fits, [&] { buildFactors(k, Value(), weight, s, s, d); });
+    k.ifThen(cmpI(k, Pred::sgt, d, k.i64(kSharedDim)), [&] {
+      k.forLoop(k.threadId(gpu::Dimension::x), k.mul(d, d), k.i64(kFactorThreads), {},
+                [&](Value e, ValueRange) {
+                  k.store(nanF32(k), weight, e);
+                  return SmallVector<Value>{};
+                });
     });
   }});
 
@@ -390,6 +428,23 @@ std::optional<OpSteps> lowerCayleyWeight(Operation &op) {
   appendFactors(steps, *d, 0, A::result(0));
   return steps;
 }
+
+} // namespace
+
+std::optional<Launch> cayleyWeightsGroupLaunch(Operation &leader, int64_t members) {
+  auto d = squareDim(leader.getOperand(0));
+  if (!d || *d > kSharedDim || members < 2)
+    return std::nullopt;
+  Launch launch = Launch::kernelCall("pe_cayley_weights", {A::groupTable(), A::i64(*d)});
+  ExplicitGrid grid;
+  grid.x = BatchAffine::fixed(members);
+  launch.grid = grid;
+  launch.groupSize = members;
+  launch.groupArgs = {A::operand(0), A::result(0)};
+  return launch;
+}
+
+namespace {
 
 std::optional<OpSteps> lowerCayleyWeightGrad(Operation &op) {
   auto d = squareDim(op.getOperand(0));

@@ -17,6 +17,7 @@
 
 #include "stringc/Package/PackageBuilder.h"
 #include "GemmGroups.h"
+#include "KernelGroups.h"
 
 #include "stringrt/Error.h"
 #include "stringrt/Package.h"
@@ -50,6 +51,8 @@ stringrt::CudaLaunch launch(const cudagen::Launch &launch,
   out.args = launch.args;
   if (launch.grid)
     out.grid = std::array<stringrt::CudaAffine, 3>{launch.grid->x, launch.grid->y, launch.grid->z};
+  out.groupSize = launch.groupSize;
+  out.groupArgs = launch.groupArgs;
   return out;
 }
 
@@ -230,10 +233,12 @@ private:
     FailureOr<stringrt::Manifest> manifest = buildPackageManifest(train);
     if (failed(manifest))
       return 1;
-    // The arena plans keep each GEMM group's values apart (one cuBLAS call
-    // runs its members at once; GemmGroups.h).
+    // The arena plans keep each GEMM or kernel group's values apart (one
+    // call runs its members at once; GemmGroups.h, KernelGroups.h).
     for (const auto &[name, steps] : plan.steps) {
       ConcurrentOps groups = cudagen::gemmGroupRanges(steps);
+      for (const auto &range : cudagen::kernelGroupRanges(steps))
+        groups.push_back(range);
       if (groups.empty())
         continue;
       auto func = train.lookupSymbol<func::FuncOp>(name);

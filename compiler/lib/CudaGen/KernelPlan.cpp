@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "GemmGroups.h"
+#include "KernelGroups.h"
 #include "KernelBuilder.h"
 #include "PackageValues.h"
 #include "stringc/CudaGen/GPUPipeline.h"
@@ -411,6 +412,8 @@ FailureOr<KernelPlan> planKernels(ModuleOp module, bool allKernels, GpuPrecision
     }
     // Runs of same-shaped independent GEMMs: one cuBLAS call each.
     groupGemms(func, programOps, programSteps, ids, bf16);
+    // Runs of independent cayley_weight ops: one launch each.
+    groupKernels(func, programOps, programSteps);
     for (size_t o = 0; o < programSteps.size(); ++o) {
       std::vector<std::string> used; // each kernel's use once per op
       for (const Launch &launch : programSteps[o].launches) {

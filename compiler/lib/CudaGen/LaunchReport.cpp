@@ -318,10 +318,11 @@ FailureOr<StepEstimate> estimateTrainingStep(ModuleOp train, const KernelPlan &p
     std::vector<LaunchEstimate> more =
         opLaunches(op, s, plan, precision, batch + 1, elementBytes);
     // A GEMM group is one launch: the members' bytes and FLOPs through the
-    // GEMM fit, its per-call cost once.
-    int64_t group = s.launches.size() == 1 && s.launches[0].gemm
-                        ? s.launches[0].gemm->groupSize
-                        : 1;
+    // GEMM fit, its per-call cost once. A kernel group (KernelGroups.h)
+    // likewise: one launch, a block a member (its chain once).
+    int64_t group = s.launches.size() != 1 ? 1
+                    : s.launches[0].gemm   ? s.launches[0].gemm->groupSize
+                                           : s.launches[0].groupSize;
     if (group > 1) {
       now[0].groupOps.push_back(s.op);
       for (size_t m = entry + 1; m < entry + size_t(group); ++m) {

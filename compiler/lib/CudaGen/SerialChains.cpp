@@ -16,6 +16,8 @@
 //   search, no index division in the loop. The fill of I + S and the copy
 //   out: one pass each, as the update; two i64 divisions to place the
 //   thread. Matrices beyond one block per SM run in further waves.
+//   pe_cayley_weights (a kernel group of cayley_weight ops, KernelGroups.h)
+//   is the same sweep, a block a member: one chain for the group.
 // - pe_generator_exp, pe_generator_exp_grad_blocks (GeneratorKernels.cpp):
 //   one block of 256 threads (2 warps a scheduler) per matrix, f64: the
 //   degree-13 Pade approximant's six d x d products (d^2 / 256 elements a
@@ -139,7 +141,7 @@ std::optional<ExtraTerm> serialChain(Operation &op, const LaunchEstimate &e,
                                      const GpuMachineModel &m) {
   llvm::StringRef kernel = e.kernel;
   char text[160];
-  if (kernel == "pe_cayley_factors" && !e.integers.empty()) {
+  if ((kernel == "pe_cayley_factors" || kernel == "pe_cayley_weights") && !e.integers.empty()) {
     double d = double(e.integers[0]);
     double cycles = cayleySweepCycles(d, double(e.threadsPerBlock), m);
     double w = waves(e.blocks, e.blocksPerSM, m);

@@ -69,8 +69,11 @@ ArrayRef<StringRef> cudaPassNames() {
   // After the target passes, --target=cuda only. pe-cluster-gemms: the
   // backward's Q, K and V weight gradients (and vit_cayley's products with
   // U) next to each other, so that the step program runs each run as one
-  // cuBLAS call (docs/cuda.md, "Grouped GEMMs"); pure reordering.
+  // cuBLAS call (docs/cuda.md, "Grouped GEMMs"); pe-cluster-cayley before
+  // it: the layers' Cayley weights next to each other, one launch of the
+  // factor kernel (docs/cuda.md, "Kernel groups"). Both pure reordering.
   static const std::vector<StringRef> names = {
+      "pe-cluster-cayley",
       "pe-cluster-gemms",
   };
   return names;

@@ -94,7 +94,9 @@ struct CudaAffine {
 // DropoutMask.h) as four u32 words: seed's low and high halves, step,
 // firstSample. The runtime writes it before each step (stream-ordered, outside
 // any CUDA graph), so a replayed step draws its own masks.
-enum class CudaArgKind { Operand, Result, Scratch, I64, F32, Constant, StepKey };
+// GroupTable: a device pointer to the pointer table of the launch's kernel
+// group (CudaLaunch::groupSize), only in such a launch.
+enum class CudaArgKind { Operand, Result, Scratch, I64, F32, Constant, StepKey, GroupTable };
 
 // The u32 words of the step key buffer (CudaArgKind::StepKey).
 enum StepKeyWord : int {
@@ -119,10 +121,11 @@ struct CudaArg {
   static CudaArg f32(float v) { return {CudaArgKind::F32, 0, {}, v}; }
   static CudaArg constant(int64_t k) { return {CudaArgKind::Constant, k, {}, 0.0f}; }
   static CudaArg stepKey() { return {CudaArgKind::StepKey, 0, {}, 0.0f}; }
+  static CudaArg groupTable() { return {CudaArgKind::GroupTable, 0, {}, 0.0f}; }
   bool isPointer() const {
     return kind == CudaArgKind::Operand || kind == CudaArgKind::Result ||
            kind == CudaArgKind::Scratch || kind == CudaArgKind::Constant ||
-           kind == CudaArgKind::StepKey;
+           kind == CudaArgKind::StepKey || kind == CudaArgKind::GroupTable;
   }
 };
 
@@ -193,6 +196,17 @@ struct CudaLaunch {
   std::vector<CudaArg> args;
   std::optional<CudaGemm> gemm;
   std::optional<std::array<CudaAffine, 3>> grid; // kernels of grid rule explicit
+  // A kernel group ("group": {"size": N, "args": [...]} in the package): the
+  // launch, the only one of its op's steps, computes that op and the next
+  // N - 1 ops of the steps (its members: only free ops between them, the
+  // same op name, operand and result types, none reading or writing a value
+  // an earlier one writes), whose own steps the runtime then skips. Its
+  // GroupTable argument points to a table of N x groupArgs.size() device
+  // addresses, member-major: groupArgs (operands or results) bound against
+  // each member in turn, written when a batch's buffers are placed.
+  // 1: no group.
+  int64_t groupSize = 1;
+  std::vector<CudaArg> groupArgs;
 };
 
 struct CudaOpSteps {

@@ -59,10 +59,12 @@ struct ReplayedWork {
 struct BatchBuffers {
   ProgramPlacement placement;
   std::unique_ptr<Arena> arena, extra, scratch;
-  // The grouped GEMMs' pointer arrays (Gemm::runGrouped), written when the
-  // buffers are placed (before any capture; fixed for the batch size): one
-  // buffer, and the device address of each group's 3 x size pointers by
-  // the index of its first member in the program's steps.
+  // The grouped GEMMs' pointer arrays (Gemm::runGrouped) and the kernel
+  // groups' tables (CudaLaunch::groupSize), written when the buffers are
+  // placed (before any capture; fixed for the batch size): one buffer, and
+  // the device address of each group's pointers (a GEMM group's 3 x size,
+  // a kernel group's size x its group arguments) by the index of its first
+  // member in the program's steps.
   std::unique_ptr<Arena> groupPointers;
   std::map<size_t, uint64_t> groupArrays;
   ReplayedWork work; // training steps (@gradients) / evaluation batches (@forward)
@@ -241,7 +243,8 @@ struct DeviceModel::Impl {
 
   /// Binds the members of every grouped GEMM of program `name` in `b`,
   /// checks them (checkGemmGroup: no member's C overlapping another's
-  /// matrices) and uploads their pointer arrays into b.groupPointers.
+  /// matrices) and uploads their pointer arrays into b.groupPointers, with
+  /// every kernel group's table (groupTableRow of each member).
   void placeGroupPointers(const std::string &name, BatchBuffers &b, int64_t batch);
 
   /// Runs program `name` on the device (asynchronously, on the stream).

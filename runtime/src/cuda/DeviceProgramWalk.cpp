@@ -35,7 +35,8 @@ OpPointers DeviceModel::Impl::opPointers(const std::string &name, size_t i,
 }
 
 /// Binds and checks every grouped GEMM's members, and uploads their
-/// pointers: per group, B's, A's, then C's (Gemm::runGrouped).
+/// pointers: per group, B's, A's, then C's (Gemm::runGrouped); and every
+/// kernel group's table: per member, its group arguments' addresses.
 void DeviceModel::Impl::placeGroupPointers(const std::string &name, BatchBuffers &b,
                                            int64_t batch) {
   const CudaProgramSteps *steps = section.stepsOf(name);
@@ -45,6 +46,21 @@ void DeviceModel::Impl::placeGroupPointers(const std::string &name, BatchBuffers
   std::vector<std::pair<size_t, size_t>> starts; // (steps index, first word)
   for (size_t s = 0; s < steps->ops.size(); ++s) {
     const CudaOpSteps &leader = steps->ops[s];
+    if (leader.launches.size() == 1 && leader.launches[0].groupSize > 1) {
+      const CudaLaunch &launch = leader.launches[0];
+      starts.push_back({s, words.size()});
+      for (size_t m = s; m < s + size_t(launch.groupSize); ++m) { // the loader checked them
+        const CudaOpSteps &member = steps->ops[m];
+        size_t i = size_t(member.op);
+        std::vector<uint64_t> row = groupTableRow(
+            launch, opPointers(name, i, member, b, batch),
+            fmt::format("{} op {} ({}), a member of a kernel group", name, i,
+                        program(name).ops[i].op));
+        words.insert(words.end(), row.begin(), row.end());
+      }
+      s += size_t(launch.groupSize) - 1;
+      continue;
+    }
     int64_t size = leader.launches.size() == 1 && leader.launches[0].gemm
                        ? leader.launches[0].gemm->groupSize
                        : 1;
@@ -75,13 +91,14 @@ void DeviceModel::Impl::placeGroupPointers(const std::string &name, BatchBuffers
     return;
   b.groupPointers = newArena(words.size() * 8);
   b.groupPointers->upload(0, words.data(), words.size() * 8,
-                          fmt::format("the {} program's GEMM group pointers", name));
+                          fmt::format("the {} program's group pointers", name));
   for (const auto &[s, word] : starts)
     b.groupArrays[s] = b.groupPointers->at(word * 8, 8);
 }
 
 /// Runs program `name` on the device (asynchronously, on the stream). A
-/// GEMM group runs as one call at its first member, timed as that op.
+/// GEMM group runs as one call at its first member, timed as that op; a
+/// kernel group as its first member's launch, reading its table.
 void DeviceModel::Impl::walk(const std::string &name, BatchBuffers &b, int64_t batch) {
   const Program &p = program(name);
   const CudaProgramSteps &steps = *section.stepsOf(name);
@@ -118,7 +135,12 @@ void DeviceModel::Impl::walk(const std::string &name, BatchBuffers &b, int64_t b
       untimed(op.op);
       continue;
     }
-    if (auto group = b.groupArrays.find(entry); group != b.groupArrays.end()) {
+    OpPointers pointers = opPointers(name, i, opSteps, b, batch);
+    auto group = b.groupArrays.find(entry);
+    if (group != b.groupArrays.end() && !opSteps.launches[0].gemm) {
+      pointers.groupTable = group->second;
+      groupedUntil = entry + size_t(opSteps.launches[0].groupSize);
+    } else if (group != b.groupArrays.end()) {
       const CudaGemm &g = *opSteps.launches[0].gemm;
       std::string where = fmt::format("{} op {} ({}): a GEMM group of {}", name, i, op.op,
                                       g.groupSize);
@@ -133,7 +155,6 @@ void DeviceModel::Impl::walk(const std::string &name, BatchBuffers &b, int64_t b
       groupedUntil = entry + size_t(g.groupSize);
       continue;
     }
-    OpPointers pointers = opPointers(name, i, opSteps, b, batch);
     timed(op.op, [&] {
       for (size_t l = 0; l < opSteps.launches.size(); ++l) {
         std::string where = fmt::format("{} op {} ({}) launch {}", name, i, op.op, l);

@@ -130,6 +130,11 @@ uint64_t pointerOf(const CudaArg &arg, const OpPointers &p, const std::string &w
       throw Error(fmt::format("{}: the step key has no device address", where));
     return p.stepKey;
   }
+  if (arg.kind == CudaArgKind::GroupTable) {
+    if (p.groupTable == 0)
+      throw Error(fmt::format("{}: the kernel group's pointer table is not placed", where));
+    return p.groupTable;
+  }
   const std::vector<uint64_t> &list = arg.kind == CudaArgKind::Operand   ? p.operands
                                       : arg.kind == CudaArgKind::Result  ? p.results
                                       : arg.kind == CudaArgKind::Scratch ? p.scratch
@@ -201,6 +206,7 @@ BoundLaunch bindLaunch(const CudaSection &section, const CudaLaunch &launch,
     case CudaArgKind::Scratch:
     case CudaArgKind::Constant:
     case CudaArgKind::StepKey:
+    case CudaArgKind::GroupTable:
       bound.args.push_back(KernelArg::pointer(pointerOf(arg, pointers, argWhere)));
       break;
     case CudaArgKind::I64:
@@ -230,6 +236,15 @@ BoundLaunch bindLaunch(const CudaSection &section, const CudaLaunch &launch,
     throw Error(fmt::format("{}: {}", where, error.what()));
   }
   return bound;
+}
+
+std::vector<uint64_t> groupTableRow(const CudaLaunch &leader, const OpPointers &member,
+                                    const std::string &where) {
+  std::vector<uint64_t> row;
+  for (size_t a = 0; a < leader.groupArgs.size(); ++a)
+    row.push_back(pointerOf(leader.groupArgs[a], member,
+                            fmt::format("{} (group argument {})", where, a)));
+  return row;
 }
 
 void checkGemmGroup(const std::vector<BoundGemm> &members, const std::vector<std::string> &names) {
@@ -284,7 +299,7 @@ int64_t checkProgramSteps(const Manifest &manifest, const CudaSection &section,
   const uint64_t base[5] = {0, uint64_t(1) << 40, uint64_t(7) << 40, uint64_t(2) << 40,
                             uint64_t(3) << 40};
   const uint64_t scratchBase = uint64_t(4) << 40, constantBase = uint64_t(5) << 40,
-                 stepKeyBase = uint64_t(6) << 40;
+                 stepKeyBase = uint64_t(6) << 40, groupTableBase = uint64_t(7) << 40;
   ConstantLayout constants = constantLayout(section);
   std::vector<uint64_t> constantAddresses, constantBytes;
   for (size_t c = 0; c < section.constants.size(); ++c) {
@@ -314,6 +329,7 @@ int64_t checkProgramSteps(const Manifest &manifest, const CudaSection &section,
     OpPointers pointers;
     pointers.constants = constantAddresses;
     pointers.stepKey = stepKeyBase;
+    pointers.groupTable = groupTableBase;
     std::vector<uint64_t> operandBytes, resultBytes, scratchBytes;
     for (ValueId v : op.operands) {
       pointers.operands.push_back(addressOf(v));

@@ -276,6 +276,40 @@ TEST_F(DeviceTraining, ResumedTrainingIsBitwiseTheUnbrokenRun) {
         << a.stateBuffers()[i].prefix;
 }
 
+// The kernel groups of a package's steps (CudaLaunch::groupSize).
+int64_t kernelGroups(const CudaSection &section) {
+  int64_t groups = 0;
+  for (const CudaProgramSteps &program : section.steps)
+    for (const CudaOpSteps &op : program.ops)
+      for (const CudaLaunch &l : op.launches)
+        groups += l.groupSize > 1 ? 1 : 0;
+  return groups;
+}
+
+// vit_cayley's Cayley weights, one launch of pe_cayley_weights for the four
+// layers (pe-cluster-cayley, a kernel group in the forward and in the
+// gradients program), train as the package without the pass (a
+// pe_cayley_factors launch a layer): the same losses and parameters, bit
+// for bit.
+TEST_F(DeviceTraining, CayleyWeightGroupsGiveTheBitsOfOneLaunchALayer) {
+  OPEN_OR_SKIP("STRINGRT_CUDA_CAYLEY_PACKAGE");
+  EXPECT_EQ(kernelGroups(section), 2); // @forward's and @gradients'
+  Model grouped = model();
+  Recorder withGroups;
+  TrainOptions o = steps(3);
+  o.evaluate = false;
+  run(grouped, o, withGroups);
+  OPEN_OR_SKIP("STRINGRT_CUDA_CAYLEY_UNGROUPED_PACKAGE");
+  EXPECT_EQ(kernelGroups(section), 0);
+  Model ungrouped = model();
+  Recorder without;
+  run(ungrouped, o, without);
+  ASSERT_EQ(withGroups.losses.size(), 3u);
+  EXPECT_EQ(withGroups.losses, without.losses);
+  EXPECT_TRUE(std::isfinite(withGroups.losses.back()));
+  EXPECT_EQ(grouped.parameters(), ungrouped.parameters());
+}
+
 TEST_F(DeviceTraining, CheckpointsMoveBetweenTheCpuAndTheGpu) {
   OPEN_OR_SKIP();
   // Three steps on the CPU, then the rest on the GPU and, for reference, on

@@ -26,7 +26,8 @@ TEST(FuseResidualTest, TheCompiledTargetsRunItAfterTheDefaultPasses) {
   ASSERT_EQ(cpu.size(), none.size() + 1);
   EXPECT_EQ(cpu.back(), "pe-fuse-residual");
   std::vector<llvm::StringRef> cuda = cpu;
-  cuda.push_back("pe-cluster-gemms"); // the CUDA target's own, after it
+  cuda.push_back("pe-cluster-cayley"); // the CUDA target's own, after it
+  cuda.push_back("pe-cluster-gemms");
   EXPECT_EQ(defaultPassNames("cuda"), cuda);
   EXPECT_EQ(defaultPassNames("cpu-reference"), none);
 }

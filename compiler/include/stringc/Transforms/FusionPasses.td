@@ -144,4 +144,28 @@ def ClusterGemms : Pass<"pe-cluster-gemms", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::pe::PEDialect"];
 }
 
+def ClusterCayley : Pass<"pe-cluster-cayley", "::mlir::ModuleOp"> {
+  let summary = "orders the layers' independent pe.cayley_weight ops next to each other";
+  let description = [{
+    A default pass of `--target=cuda` packages only, before
+    pe-cluster-gemms. Pure reordering of side-effect-free ops, numerics
+    unchanged: in each function's block, each `pe.cayley_weight` after the
+    first of its operand type moves to just after the last one moved (the
+    first when none), when what its operand needs that is not defined
+    before that first op is only `pe.skew`, `pe.sparse_skew`,
+    `pe.get_param` and `arith.constant` ops (its layer's skew builder and
+    parameter), which move to just before that first op. The layers'
+    Cayley weights become consecutive, which the CUDA step program runs as
+    one launch (docs/cuda.md, "Kernel groups").
+  }];
+  let options = [
+    Option<"explain", "explain", "bool", "false",
+           "report each move as a remark (stringc --explain)">,
+  ];
+  let statistics = [
+    Statistic<"numMoved", "moved", "cayley_weight ops moved next to another">,
+  ];
+  let dependentDialects = ["::mlir::pe::PEDialect"];
+}
+
 #endif // STRINGC_TRANSFORMS_FUSION_PASSES_TD

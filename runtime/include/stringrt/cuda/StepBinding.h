@@ -88,6 +88,8 @@ ConstantLayout constantLayout(const CudaSection &section);
 struct OpPointers {
   std::vector<uint64_t> operands, results, scratch, constants;
   uint64_t stepKey = 0;
+  // The op's kernel group table (CudaArgKind::GroupTable); 0: none placed.
+  uint64_t groupTable = 0;
   // The storage types of the operands and results (CudaProgramSteps::
   // valueDTypes); empty: all F32.
   std::vector<DType> operandTypes, resultTypes;
@@ -132,6 +134,12 @@ BoundLaunch bindLaunch(const CudaSection &section, const CudaLaunch &launch,
 // types), or that differs from the first in a size, transpose, alpha,
 // beta or type. The runtime checks this when a batch's buffers are placed.
 void checkGemmGroup(const std::vector<BoundGemm> &members, const std::vector<std::string> &names);
+
+// A kernel group's table row of one member (CudaLaunch::groupArgs of the
+// group's launch `leader` bound against the member's pointers): throws Error
+// prefixed with `where` for an argument without a device address.
+std::vector<uint64_t> groupTableRow(const CudaLaunch &leader, const OpPointers &member,
+                                    const std::string &where);
 
 // Binds every launch of program `name`'s steps at `batch` against the
 // placement of its values, without a device: throws Error (naming the op and

@@ -168,6 +168,7 @@ CudaSection CudaSectionParser::parse(const std::string &json) {
   if (hasDTypes)
     parseValueDTypes(member(top, "value_dtypes"), section);
   checkGemmGroups(section);
+  checkKernelGroups(section);
   checkUses(section);
   checkConstantsRead(section);
   checkBiasFallback(section);

@@ -127,6 +127,7 @@ private:
   void checkGemmTypes(const CudaGemm &g, const CudaProgramSteps &steps, const CudaOpSteps &op,
                       size_t l) const;
   void checkGemmGroups(const CudaSection &section) const;
+  void checkKernelGroups(const CudaSection &section) const;
   void checkUses(const CudaSection &section) const;
   void checkConstantsRead(const CudaSection &section) const;
   void checkBiasFallback(const CudaSection &section) const;

@@ -17,13 +17,14 @@ bool CudaSectionParser::isFreeOp(const ProgramOp &op) {
 
 // One argument: {"operand": k} | {"result": k} | {"scratch": k} |
 // {"i64": [per_batch, constant]} | {"f32": x} | {"constant": k} |
-// {"step_key": true}, checked against the op and the section's constants.
+// {"step_key": true} | {"group_table": true}, checked against the op and
+// the section's constants.
 CudaArg CudaSectionParser::arg(const JsonValue &value, const std::string &what, const ProgramOp &op,
                                size_t scratches) const {
   if (value.kind != JsonValue::Kind::Object || value.members.size() != 1)
     fail(fmt::format(
         "{} must be an object with one key (operand, result, scratch, i64, f32, constant, "
-        "step_key)",
+        "step_key, group_table)",
         what));
   const detail::JsonMember &m = value.members[0];
   CudaArg a;
@@ -59,6 +60,10 @@ CudaArg CudaSectionParser::arg(const JsonValue &value, const std::string &what, 
     if (m.value.kind != JsonValue::Kind::Bool || !m.value.boolean)
       fail(fmt::format("{}.step_key must be true", what));
     a.kind = CudaArgKind::StepKey;
+  } else if (m.key == "group_table") {
+    if (m.value.kind != JsonValue::Kind::Bool || !m.value.boolean)
+      fail(fmt::format("{}.group_table must be true", what));
+    a.kind = CudaArgKind::GroupTable; // only in a kernel group's launch (checkKernelGroups)
   } else {
     fail(fmt::format("{}: unknown argument kind {}", what, quoteForMessage(m.key)));
   }
@@ -68,7 +73,7 @@ CudaArg CudaSectionParser::arg(const JsonValue &value, const std::string &what, 
 CudaArg CudaSectionParser::pointerArg(const JsonValue &value, const std::string &what,
                                       const ProgramOp &op, size_t scratches) const {
   CudaArg a = arg(value, what, op, scratches);
-  if (!a.isPointer() || a.kind == CudaArgKind::StepKey)
+  if (!a.isPointer() || a.kind == CudaArgKind::StepKey || a.kind == CudaArgKind::GroupTable)
     fail(fmt::format("{} must be an operand, result, scratch buffer or constant", what));
   return a;
 }
@@ -146,12 +151,18 @@ CudaLaunch CudaSectionParser::launch(const JsonValue &value, const std::string &
     l.gemm = gemm(value.members[0].value, what + ".gemm", op, scratches);
     return l;
   }
-  bool explicitGrid = false;
+  bool explicitGrid = false, grouped = false;
   if (value.kind == JsonValue::Kind::Object)
-    for (const detail::JsonMember &m : value.members)
+    for (const detail::JsonMember &m : value.members) {
       explicitGrid = explicitGrid || m.key == "grid";
-  const JsonValue &k = explicitGrid ? object(value, what, {"kernel", "args", "grid"})
-                                    : object(value, what, {"kernel", "args"});
+      grouped = grouped || m.key == "group";
+    }
+  std::vector<const char *> keys = {"kernel", "args"};
+  if (explicitGrid)
+    keys.push_back("grid");
+  if (grouped)
+    keys.push_back("group");
+  const JsonValue &k = object(value, what, keys);
   std::string name = string(member(k, "kernel"), what + ".kernel");
   CudaLaunch l;
   for (size_t i = 0; i < section.kernels.size(); ++i)
@@ -189,6 +200,27 @@ CudaLaunch CudaSectionParser::launch(const JsonValue &value, const std::string &
       dims[d] = affine(grid.elements[d], fmt::format("{}.grid[{}]", what, d), true);
     l.grid = dims;
   }
+  if (grouped) { // the members are checked by checkKernelGroups
+    const JsonValue &g = object(member(k, "group"), what + ".group", {"size", "args"});
+    l.groupSize = integer(member(g, "size"), what + ".group.size", 2, int64_t(1) << 20);
+    const JsonValue &groupArgs = array(member(g, "args"), what + ".group.args");
+    if (groupArgs.elements.empty())
+      fail(fmt::format("{}.group.args is empty", what));
+    for (size_t i = 0; i < groupArgs.elements.size(); ++i) {
+      std::string argWhere = fmt::format("{}.group.args[{}]", what, i);
+      CudaArg a = arg(groupArgs.elements[i], argWhere, op, scratches);
+      if (a.kind != CudaArgKind::Operand && a.kind != CudaArgKind::Result)
+        fail(fmt::format("{} must be an operand or a result (a member's own value)", argWhere));
+      l.groupArgs.push_back(a);
+    }
+  }
+  bool tableArg = false;
+  for (const CudaArg &a : l.args)
+    tableArg = tableArg || a.kind == CudaArgKind::GroupTable;
+  if (tableArg != grouped)
+    fail(fmt::format("{}: {}", what,
+                     grouped ? "a kernel group's launch takes its table (a group_table argument)"
+                             : "a group_table argument outside a kernel group"));
   return l;
 }
 
@@ -379,6 +411,64 @@ void CudaSectionParser::checkGemmGroups(const CudaSection &section) const {
                            written.count(a) ? a : b));
         if (!written.insert(c).second)
           fail(fmt::format("{} writes value {} that an earlier member writes", at, c));
+      }
+      first += size_t(size) - 1;
+    }
+  }
+}
+
+// Each kernel group (CudaLaunch::groupSize) and the members it names: the
+// leader's only launch, the next entries of the steps, only free ops
+// between them in the program, each an op of the leader's name, operand and
+// result types (storage types included), none reading or writing a value
+// an earlier member writes: what one launch computes as the ops would.
+void CudaSectionParser::checkKernelGroups(const CudaSection &section) const {
+  for (const CudaProgramSteps &steps : section.steps) {
+    const Program &program = manifest.program(steps.program);
+    for (size_t first = 0; first < steps.ops.size(); ++first) {
+      const CudaOpSteps &leader = steps.ops[first];
+      const ProgramOp &leaderOp = program.ops[size_t(leader.op)];
+      int64_t size = 1;
+      for (const CudaLaunch &l : leader.launches)
+        if (l.groupSize != 1)
+          size = l.groupSize;
+      if (size == 1)
+        continue;
+      std::string where = fmt::format("cuda.steps.{} op {} ({}): a kernel group of {}",
+                                      steps.program, leader.op, leaderOp.op, size);
+      if (leader.launches.size() != 1)
+        fail(fmt::format("{}: the group's launch is not its op's only launch", where));
+      if (first + size_t(size) > steps.ops.size())
+        fail(fmt::format("{} runs past the program's steps", where));
+      auto types = [&](const std::vector<ValueId> &values) {
+        std::vector<std::pair<DType, std::vector<int64_t>>> out;
+        for (ValueId v : values)
+          out.push_back({steps.dtypeOf(v), program.values[size_t(v)].shape});
+        return out;
+      };
+      std::set<ValueId> written;
+      for (size_t i = first; i < first + size_t(size); ++i) {
+        const CudaOpSteps &member = steps.ops[i];
+        const ProgramOp &op = program.ops[size_t(member.op)];
+        std::string at = fmt::format("{}: member op {} ({})", where, member.op, op.op);
+        if (i > first) {
+          for (const CudaLaunch &l : member.launches)
+            if (l.groupSize != 1 || (l.gemm && l.gemm->groupSize != 1))
+              fail(fmt::format("{} starts a group of its own", at));
+          for (int64_t between = steps.ops[i - 1].op + 1; between < member.op; ++between)
+            if (!isFreeOp(program.ops[size_t(between)]))
+              fail(fmt::format("{}: op {} ({}) between the members is not free", at, between,
+                               program.ops[size_t(between)].op));
+        }
+        if (op.op != leaderOp.op || types(op.operands) != types(leaderOp.operands) ||
+            types(op.results) != types(leaderOp.results))
+          fail(fmt::format("{} differs from the first in its op, operand or result types", at));
+        for (ValueId v : op.operands)
+          if (written.count(v))
+            fail(fmt::format("{} reads value {} that an earlier member writes", at, v));
+        for (ValueId v : op.results)
+          if (!written.insert(v).second)
+            fail(fmt::format("{} writes value {} that an earlier member writes", at, v));
       }
       first += size_t(size) - 1;
     }

@@ -152,6 +152,10 @@ private:
       json.key("step_key");
       json.value(true);
       break;
+    case CudaArgKind::GroupTable:
+      json.key("group_table");
+      json.value(true);
+      break;
     }
     json.endObject();
   }
@@ -214,6 +218,17 @@ private:
       for (const CudaAffine &dim : *launch.grid)
         writeAffine(json, dim);
       json.endArray();
+    }
+    if (launch.groupSize != 1) {
+      json.key("group");
+      json.beginObject();
+      json.member("size", launch.groupSize);
+      json.key("args");
+      json.beginArray();
+      for (const CudaArg &arg : launch.groupArgs)
+        writeArg(arg);
+      json.endArray();
+      json.endObject();
     }
     json.endObject();
   }

@@ -34,8 +34,8 @@ def arg(a):
         return "%s%d" % (kind, value)
     if kind == "i64":
         return affine(value)
-    if kind == "step_key":
-        return "step_key"
+    if kind in ("step_key", "group_table"):
+        return kind
     return "%g" % value
 
 
@@ -59,9 +59,12 @@ for program in ("forward", "gradients"):
                       (" group=%d" % g["group"] if "group" in g else ""))
             else:
                 grid = launch.get("grid")
-                print("%s: kernel %s(%s)%s" % (
+                group = launch.get("group")
+                print("%s: kernel %s(%s)%s%s" % (
                     where, launch["kernel"], ", ".join(arg(a) for a in launch["args"]),
-                    " grid " + ",".join(affine(d) for d in grid) if grid else ""))
+                    " grid " + ",".join(affine(d) for d in grid) if grid else "",
+                    " group=%d of (%s)" % (group["size"], ", ".join(arg(a) for a in group["args"]))
+                    if group else ""))
 for k, constant in enumerate(cuda["constants"]):
     values = constant["values"]
     print("constant %d %s %d: %s" % (k, constant["type"], len(values),
