@@ -447,6 +447,33 @@ TEST(DataParallelTest, ShareAndRefusals) {
   EXPECT_EQ(rankShare(7, 1, 3).begin, 3);
   EXPECT_EQ(rankShare(7, 2, 3).begin, 5);
   EXPECT_EQ(rankShare(7, 2, 3).count, 2);
+  // In micro-batches (GPU ranks with --accumulate A): rank r takes
+  // micro-batches [r A, (r + 1) A) of --accumulate R A's, and splitting its
+  // share in A gives those micro-batches: 8 rows in 3 x 2 are 2 2 | 1 1 | 1 1.
+  EXPECT_EQ(rankShare(8, 0, 3, 2).begin, 0);
+  EXPECT_EQ(rankShare(8, 0, 3, 2).count, 4);
+  EXPECT_EQ(rankShare(8, 1, 3, 2).begin, 4);
+  EXPECT_EQ(rankShare(8, 1, 3, 2).count, 2);
+  EXPECT_EQ(rankShare(8, 2, 3, 2).begin, 6);
+  for (int64_t rows = 1; rows <= 40; ++rows)
+    for (int ranks = 1; ranks <= 4; ++ranks)
+      for (int64_t parts = 1; parts <= 4 && ranks * parts <= rows; ++parts) {
+        const std::vector<int64_t> all = microBatchSizes(rows, ranks * parts);
+        int64_t begin = 0;
+        for (int r = 0; r < ranks; ++r) {
+          const RankShare share = rankShare(rows, r, ranks, parts);
+          EXPECT_EQ(share.begin, begin) << rows << " " << ranks << " " << parts;
+          const std::vector<int64_t> mine(all.begin() + r * parts,
+                                          all.begin() + (r + 1) * parts);
+          EXPECT_EQ(microBatchSizes(share.count, parts), mine)
+              << rows << " rows, rank " << r << " of " << ranks << " x " << parts;
+          begin += share.count;
+        }
+        EXPECT_EQ(begin, rows);
+      }
+  EXPECT_TRUE(test::failsWith([] { rankShare(5, 0, 3, 2); }, "",
+                              {"a batch of 5 examples cannot be shared by 3 ranks in 2 "
+                               "micro-batches each (--accumulate 2): give --batch >= 6"}));
   {
     // The backend reads its share of each batch.
     Mailboxes boxes(3);

@@ -2,7 +2,7 @@
 """Data-parallel training on GPU ranks under mpirun, on the CUDA emulator
 with the NCCL stand-in (docs/distributed.md, "GPUs").
 
-test_gpu_ranks.py STRINGRUN PKG WORKDIR MODE [N]
+test_gpu_ranks.py STRINGRUN PKG WORKDIR MODE [N [A]]
 
 PKG is a package of target cuda (examples/vit_rope.pe; with dropout, so
 that each rank's masks must be its rows' of the whole batch); the emulator's
@@ -15,10 +15,14 @@ MODE
             `--accumulate N` on the device, and writes its parameters, within
             float rounding (TOLERANCE below); a second run of the ranks is
             identical, bit for bit (logs and checkpoint).
-  resume    2 ranks stopped (--stop-after 2) and resumed on 2 ranks log and
-            write what 2 ranks unbroken do, bit for bit; their checkpoint
-            resumed as one process with --accumulate 2 does too, within
-            TOLERANCE.
+  equal N A N ranks each with `--accumulate A` (its share in A micro-batches,
+            one all-reduce a step) against one process with `--accumulate
+            N*A`, as above; and a batch too small for N x A micro-batches is
+            refused.
+  resume [A] 2 ranks (each with --accumulate A, default 1) stopped
+            (--stop-after 2) and resumed on 2 ranks log and write what 2
+            ranks unbroken do, bit for bit; their checkpoint resumed as one
+            process with --accumulate 2*A does too, within TOLERANCE.
   killed    rank 1 of 2 killed with SIGKILL mid-run: the run stops within a
             bounded time, non-zero, naming rank 1.
   hung      rank 1 of 2 stopped with SIGSTOP: rank 0 names it after the NCCL
@@ -55,6 +59,7 @@ TOLERANCE = 1e-5
 def main():
     stringrun, pkg, work, mode = sys.argv[1:5]
     ranks = int(sys.argv[5]) if len(sys.argv) > 5 else 2
+    parts = int(sys.argv[6]) if len(sys.argv) > 6 else 1
     mpirun = shutil.which("mpirun")
     if mpirun is None:
         print("skipped: no mpirun (install openmpi-bin)")
@@ -73,7 +78,9 @@ def main():
     if probe.returncode != 0:
         sys.exit(f"mpirun -np 2 stringrun train --device cuda failed:\n{probe.stdout}\n"
                  f"{probe.stderr}")
-    return {"equal": equal, "resume": resume, "killed": killed, "hung": hung}[mode](t, ranks)
+    if mode == "resume":  # (always 2 ranks: its number is A)
+        return resume(t, int(sys.argv[5]) if len(sys.argv) > 5 else 1)
+    return {"equal": equal, "killed": killed, "hung": hung}[mode](t, ranks, parts)
 
 
 class Tools:
@@ -83,19 +90,19 @@ class Tools:
     def path(self, name):
         return os.path.join(self.work, name)
 
-    def train_args(self, name, extra):
+    def train_args(self, name, extra, train=None):
         return ([self.stringrun, "train", self.pkg, "--log", self.path(name + ".csv"),
-                 "--checkpoint", self.path(name + ".ckpt")] + TRAIN + extra)
+                 "--checkpoint", self.path(name + ".ckpt")] + (train or TRAIN) + extra)
 
-    def mpi_cmd(self, n, name, extra):
+    def mpi_cmd(self, n, name, extra, train=None):
         return ([self.mpirun, "--oversubscribe", "--bind-to", "none", "-np", str(n)]
-                + self.train_args(name, extra))
+                + self.train_args(name, extra, train))
 
     def one(self, name, extra):
         return run(self.train_args(name, extra), timeout=900)
 
-    def ranks(self, n, name, extra, check=True, env=None):
-        return run(self.mpi_cmd(n, name, extra), check=check, env=env or mpi_env(),
+    def ranks(self, n, name, extra, check=True, env=None, train=None):
+        return run(self.mpi_cmd(n, name, extra, train), check=check, env=env or mpi_env(),
                    timeout=900)
 
 
@@ -160,31 +167,54 @@ def compare(t, a_name, b_name, steps, what):
     return exact, worst
 
 
-def equal(t, n):
+def accumulate(parts):
+    return ["--accumulate", str(parts)] if parts > 1 else []
+
+
+def equal(t, n, parts):
     extra = ["--steps", "3"]
-    t.one("one", extra + ["--accumulate", str(n)])
-    out = t.ranks(n, "ranks", extra).stdout
-    if f"data-parallel on {n} ranks" not in out or "trained 3 steps" not in out:
+    mine = extra + accumulate(parts)
+    on_ranks = f"on {n} ranks" + (f" with --accumulate {parts}" if parts > 1 else "")
+    t.one("one", extra + ["--accumulate", str(n * parts)])
+    out = t.ranks(n, "ranks", mine).stdout
+    split = (f"data-parallel on {n} ranks: each takes its share of every batch"
+             + (f" in {parts} micro-batches" if parts > 1 else "")
+             + f", as --accumulate {n * parts} splits it")
+    if split not in out or "trained 3 steps" not in out:
         sys.exit(f"unexpected output of the ranks:\n{out}")
     if out.count("training '") != 1:
         sys.exit(f"more than rank 0 printed:\n{out}")
     exact, worst = compare(t, "one", "ranks", 3,
-                           (f"with --accumulate {n}", f"on {n} ranks"))
+                           (f"with --accumulate {n * parts}", on_ranks))
     # Deterministic: a second run of the ranks is the first, bit for bit.
-    t.ranks(n, "again", extra)
+    t.ranks(n, "again", mine)
     if train_rows(t.path("ranks.csv")) != train_rows(t.path("again.csv")):
         sys.exit("two runs of the ranks log different values")
     with open(t.path("ranks.ckpt"), "rb") as f, open(t.path("again.ckpt"), "rb") as g:
         if f.read() != g.read():
             sys.exit("two runs of the ranks write different checkpoints")
-    print(f"ok: {n} GPU ranks log --accumulate {n}'s losses, learning rates and norms and "
+    if parts > 1:
+        # A batch of fewer rows than micro-batches (n * parts) is refused.
+        small = n * parts - 1
+        train = list(TRAIN)
+        train[train.index("--batch") + 1] = str(small)
+        p = t.ranks(n, "small", ["--steps", "1"] + accumulate(parts), check=False, train=train)
+        want = (f"a batch of {small} examples cannot be shared by {n} ranks in {parts} "
+                f"micro-batches each (--accumulate {parts}): give --batch >= {n * parts}")
+        if p.returncode == 0 or want not in p.stderr:
+            sys.exit(f"--batch {small} {on_ranks} was not refused as expected:\n{p.stdout}\n"
+                     f"{p.stderr}")
+    print(f"ok: {n} GPU ranks{f' with --accumulate {parts}' if parts > 1 else ''} log "
+          f"--accumulate {n * parts}'s losses, learning rates and norms and "
           f"write its parameters ({'bit for bit' if exact else f'within {worst:.2g}'}; "
-          f"tolerance {TOLERANCE}); a second run is identical")
+          f"tolerance {TOLERANCE}); a second run is identical"
+          + (f"; --batch {n * parts - 1} refused" if parts > 1 else ""))
     return 0
 
 
-def resume(t, _):
-    extra = ["--steps", "4"]
+def resume(t, parts):
+    extra = ["--steps", "4"] + accumulate(parts)
+    each = f" with --accumulate {parts}" if parts > 1 else ""
     t.ranks(2, "unbroken", extra)
     t.ranks(2, "broken", extra + ["--stop-after", "2"])
     shutil.copy(t.path("broken.ckpt"), t.path("one.ckpt"))
@@ -193,16 +223,19 @@ def resume(t, _):
     if "trained 4 steps" not in out:
         sys.exit(f"the resumed ranks did not finish:\n{out}")
     if train_rows(t.path("unbroken.csv")) != train_rows(t.path("broken.csv")):
-        sys.exit("2 ranks stopped and resumed log other values than 2 ranks unbroken")
+        sys.exit(f"2 ranks{each} stopped and resumed log other values than 2 ranks unbroken")
     with open(t.path("unbroken.ckpt"), "rb") as f, open(t.path("broken.ckpt"), "rb") as g:
         if f.read() != g.read():
-            sys.exit("2 ranks stopped and resumed end with another checkpoint than unbroken")
+            sys.exit(f"2 ranks{each} stopped and resumed end with another checkpoint than "
+                     f"unbroken")
     # The ranks' checkpoint is one process's: it resumes as one.
-    t.one("one", extra + ["--accumulate", "2", "--resume", t.path("one.ckpt")])
+    t.one("one", ["--steps", "4", "--accumulate", str(2 * parts), "--resume",
+                  t.path("one.ckpt")])
     exact, worst = compare(t, "unbroken", "one", 4,
-                           ("on 2 ranks", "resumed as one process with --accumulate 2"))
-    print(f"ok: 2 GPU ranks stopped and resumed = 2 ranks unbroken, bit for bit; their "
-          f"checkpoint resumed as one process with --accumulate 2 = them "
+                           (f"on 2 ranks{each}",
+                            f"resumed as one process with --accumulate {2 * parts}"))
+    print(f"ok: 2 GPU ranks{each} stopped and resumed = 2 ranks unbroken, bit for bit; their "
+          f"checkpoint resumed as one process with --accumulate {2 * parts} = them "
           f"({'bit for bit' if exact else f'within {worst:.2g}'})")
     return 0
 
@@ -235,7 +268,7 @@ def fault(t, sig, bound, env_extra):
             p.wait()
 
 
-def killed(t, _):
+def killed(t, *_):
     text, took = fault(t, signal.SIGKILL, 60, {})
     if "rank 1" not in text:
         sys.exit(f"the error does not name rank 1:\n{text}")
@@ -244,7 +277,7 @@ def killed(t, _):
     return 0
 
 
-def hung(t, _):
+def hung(t, *_):
     text, took = fault(t, signal.SIGSTOP, 60, {"STRINGRT_NCCL_EMULATOR_TIMEOUT": "2"})
     if "error: rank 0 of 2: NCCL failed during training step" not in text or \
             "nothing from rank 1 for 2 s" not in text:

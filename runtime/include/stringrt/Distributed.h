@@ -55,12 +55,17 @@ public:
 };
 
 // The rows [begin, begin + count) of a global batch of `rows` that `rank` of
-// `ranks` takes: the rank-th of microBatchSizes(rows, ranks).
+// `ranks` takes when each rank runs its share in `parts` micro-batches (GPU
+// ranks with --accumulate `parts`; 1 otherwise): micro-batches
+// [rank * parts, (rank + 1) * parts) of microBatchSizes(rows, ranks * parts),
+// so that microBatchSizes(count, parts) are those micro-batches in order and
+// the run is one process's --accumulate ranks * parts. Throws Error when
+// rows < ranks * parts (a micro-batch would be empty).
 struct RankShare {
   int64_t begin = 0;
   int64_t count = 0;
 };
-RankShare rankShare(int64_t rows, int rank, int ranks);
+RankShare rankShare(int64_t rows, int rank, int ranks, int64_t parts = 1);
 
 // Whether this process was started by an MPI launcher (mpirun, mpiexec,
 // srun with PMI/PMIx), from its environment: nullopt when not; else the

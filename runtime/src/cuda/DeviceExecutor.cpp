@@ -233,12 +233,13 @@ void DeviceModel::queueStep(int64_t totalSteps, int64_t accumulate) {
   Impl &m = *impl_;
   m.control->requireRoom(); // before the staged batch is consumed
   const int64_t batch = m.stagedBatch();
-  if (m.ranks && accumulate != 1)
-    throw Error("device executor: --accumulate with data-parallel ranks (they already split "
-                "each batch)");
   if (accumulate < 1 || accumulate > batch)
     throw Error(fmt::format("device executor: cannot split a batch of {} into {} micro-batches",
                             batch, accumulate));
+  if (m.ranks && m.globalRows < batch)
+    throw Error(fmt::format("device executor: a share of {} rows of a global batch of {} "
+                            "(setGlobalBatch)",
+                            batch, m.globalRows));
   if (totalSteps != m.control->totalSteps()) { // a new run length: the schedule's horizon
     m.sync("changing the run's length");
     m.control->reset(m.control->downloadStepsTaken(), totalSteps);
@@ -261,14 +262,13 @@ void DeviceModel::queueStep(int64_t totalSteps, int64_t accumulate) {
       destinations.push_back(s.inputs->at(s.inputOffsets[i], bytes.back()));
     }
     m.staging->consume(destinations, bytes, m.imageAugmenter(batch));
-    m.runMaybeGraphed(s.work, [&] { m.enqueueAccumulatedStep(s, batch); }, "training step",
+    // A rank's micro-batches are weighted by the global batch (in the graph).
+    const int64_t weightRows = m.ranks ? m.globalRows : batch;
+    ReplayedWork &work = m.ranks ? s.rankWork[weightRows] : s.work;
+    m.runMaybeGraphed(work, [&] { m.enqueueAccumulatedStep(s, weightRows); }, "training step",
                       where);
   } else if (m.ranks) {
     const std::string where = fmt::format("training step {}", ++m.stepsQueued);
-    if (m.globalRows < batch)
-      throw Error(fmt::format("device executor: a share of {} rows of a global batch of {} "
-                              "(setGlobalBatch)",
-                              batch, m.globalRows));
     BatchBuffers &b = m.buffersFor("gradients", batch);
     ReplayedWork &work = m.rankSteps[{batch, m.globalRows}];
     const float weight = static_cast<float>(batch) / static_cast<float>(m.globalRows);

@@ -73,12 +73,15 @@ struct BatchBuffers {
 /// What a training step of `rows` examples in micro-batches (queueStep's
 /// `accumulate`) needs besides each micro-batch size's BatchBuffers: the
 /// whole staged batch (sliced into each micro-batch's inputs inside the
-/// step), each micro-batch's step key, the step's weighted loss.
+/// step), each micro-batch's step key, the step's weighted loss. On a
+/// data-parallel rank the batch is the rank's share and the weights are by
+/// the global batch, which is in the graph: its work by global rows.
 struct AccumulatedStep {
   std::vector<int64_t> begins, sizes;           // the micro-batches' rows, in order
   std::vector<uint64_t> inputOffsets, rowBytes; // each input's place in `inputs`
   std::unique_ptr<Arena> inputs, keys, loss;
-  ReplayedWork work;
+  ReplayedWork work;                        // one process
+  std::map<int64_t, ReplayedWork> rankWork; // a data-parallel rank's, by global rows
 };
 
 struct DeviceModel::Impl {
@@ -325,10 +328,13 @@ struct DeviceModel::Impl {
   /// Queues an accumulated training step, nothing of it passing through the
   /// host: for each micro-batch, its step key (from s.keys) and its rows of
   /// the whole batch into @gradients' inputs at its size, the walk, and its
-  /// loss and gradients added, weighted by size / rows, into the step's loss
-  /// and the flat gradient buffer (cuBLAS axpy); then the optimizer, as in
+  /// loss and gradients added, weighted by size / `weightRows`, into the
+  /// step's loss and the flat gradient buffer (cuBLAS axpy); on a
+  /// data-parallel rank (`weightRows` the global batch, of which the staged
+  /// batch is this rank's share) the sums across the ranks
+  /// (enqueueRankSum, once a step); then the optimizer, as in
   /// enqueueTrainStep.
-  void enqueueAccumulatedStep(const AccumulatedStep &s, int64_t rows);
+  void enqueueAccumulatedStep(const AccumulatedStep &s, int64_t weightRows);
 
   /// The gradient norm's partials, the step's scalars (from the step's loss
   /// at device address `loss`) and the update.
@@ -381,8 +387,11 @@ struct DeviceModel::Impl {
   /// rank's share of `batch` rows, its gradients and loss scaled by `weight`
   /// (rows / the global batch, by cuBLAS axpy into zeroed buffers, as the
   /// accumulated step adds its first micro-batch), summed across the ranks
-  /// (NCCL, in buckets), then the optimizer.
+  /// (enqueueRankSum), then the optimizer.
   void enqueueRankStep(BatchBuffers &b, int64_t batch, float weight);
+  /// Queues the sums across the ranks, in place, of the flat gradient buffer
+  /// (NCCL, in buckets) and of the loss at device address `loss`.
+  void enqueueRankSum(uint64_t loss);
   /// Waits for the oldest step's readback polling, with NCCL's asynchronous
   /// errors checked and `rankTimeout` as the bound.
   void awaitRankStep(const std::string &step);

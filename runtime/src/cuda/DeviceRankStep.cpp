@@ -57,13 +57,18 @@ void DeviceModel::Impl::enqueueRankStep(BatchBuffers &b, int64_t batch, float we
     });
     gemm->axpy(1, weight, lossAddress(b), rankLoss->at(0, 4), "weighting this rank's loss");
   });
-  timed("all-reduce", [&] {
-    if (total > 0)
-      ranks->allReduce(grads->at(0, gradBytes), total, stream, "the gradients' all-reduce");
-    ranks->allReduce(rankLoss->at(0, 4), 1, stream, "the loss's all-reduce");
-  });
+  enqueueRankSum(rankLoss->at(0, 4));
   timed("optimizer", [&] { enqueueOptimizer(rankLoss->at(0, 4)); });
   inTrainingStep = false;
+}
+
+void DeviceModel::Impl::enqueueRankSum(uint64_t loss) {
+  timed("all-reduce", [&] {
+    if (total > 0)
+      ranks->allReduce(grads->at(0, uint64_t(total) * 4), total, stream,
+                       "the gradients' all-reduce");
+    ranks->allReduce(loss, 1, stream, "the loss's all-reduce");
+  });
 }
 
 void DeviceModel::Impl::awaitRankStep(const std::string &step) {

@@ -58,35 +58,31 @@ public:
     device_->setState(params, optimizer);
   }
 
+  // Each rank runs its share in `parts` micro-batches, accumulating on its
+  // GPU, then one all-reduce a step: one process's --accumulate ranks x parts.
   void setAccumulate(int64_t parts) override {
-    if (parts > 1)
-      throw Error(fmt::format("--accumulate {} with {} ranks: the ranks already split each "
-                              "batch as --accumulate {} does; give one or the other",
-                              parts, comm_.size(), comm_.size()));
+    accumulate_ = parts; // (train() refuses parts < 1; checkAccumulation: the constructor)
   }
 
   BatchRows batchRows(int64_t rows) const override {
-    if (rows < comm_.size())
-      throw Error(fmt::format("a batch of {} examples cannot be shared by {} ranks: give "
-                              "--batch >= {}",
-                              rows, comm_.size(), comm_.size()));
+    const RankShare share = shareOf(rows); // (refuses rows < ranks x micro-batches)
     globalRows_ = rows;
-    const RankShare share = rankShare(rows, comm_.rank(), comm_.size());
     return {share.begin, share.count};
   }
 
   void queue(const std::map<std::string, HostTensor> &batch, const NextBatch &next,
              int64_t totalSteps, const StepKey &key) override {
     DeviceModel &device = started();
-    const RankShare share = rankShare(globalRows_, comm_.rank(), comm_.size());
+    const RankShare share = shareOf(globalRows_);
     device.setGlobalBatch(globalRows_);
-    // The dropout masks of rows [begin, begin + count) of the whole batch.
+    // The dropout masks of rows [begin, begin + count) of the whole batch
+    // (an accumulated step offsets each micro-batch's from there).
     StepKey shareKey = key;
     shareKey.firstSample = key.firstSample + share.begin;
     device.setStepKey(shareKey);
     if (!device.hasStagedBatch())
       device.stage(batch);
-    device.queueStep(totalSteps);
+    device.queueStep(totalSteps, accumulate_);
     if (const std::map<std::string, HostTensor> *inputs = next())
       device.stage(*inputs);
   }
@@ -110,6 +106,10 @@ public:
   bool writesCheckpoints() const override { return comm_.rank() == 0; }
 
 private:
+  RankShare shareOf(int64_t rows) const {
+    return rankShare(rows, comm_.rank(), comm_.size(), accumulate_);
+  }
+
   DeviceModel &started() const {
     if (!device_)
       throw Error("the GPU ranks' backend was used before start()");
@@ -146,6 +146,7 @@ private:
   double timeout_;
   std::unique_ptr<DeviceModel> device_;
   mutable int64_t globalRows_ = 0; // the step's whole batch (batchRows)
+  int64_t accumulate_ = 1;         // micro-batches of a rank's share (setAccumulate)
 };
 
 } // namespace

@@ -69,10 +69,11 @@ AccumulatedStep &DeviceModel::Impl::accumulatedFor(int64_t rows, int64_t parts) 
 /// Queues an accumulated training step, nothing of it passing through the
 /// host: for each micro-batch, its step key (from s.keys) and its rows of
 /// the whole batch into @gradients' inputs at its size, the walk, and its
-/// loss and gradients added, weighted by size / rows, into the step's loss
-/// and the flat gradient buffer (cuBLAS axpy); then the optimizer, as in
-/// enqueueTrainStep.
-void DeviceModel::Impl::enqueueAccumulatedStep(const AccumulatedStep &s, int64_t rows) {
+/// loss and gradients added, weighted by size / `weightRows`, into the
+/// step's loss and the flat gradient buffer (cuBLAS axpy); on a
+/// data-parallel rank their sums across the ranks; then the optimizer, as
+/// in enqueueTrainStep.
+void DeviceModel::Impl::enqueueAccumulatedStep(const AccumulatedStep &s, int64_t weightRows) {
   inTrainingStep = true;
   const Program &p = program("gradients");
   timed("gradient accumulation", [&] {
@@ -101,7 +102,7 @@ void DeviceModel::Impl::enqueueAccumulatedStep(const AccumulatedStep &s, int64_t
       }
     });
     walk("gradients", b, size);
-    const float weight = static_cast<float>(size) / static_cast<float>(rows);
+    const float weight = static_cast<float>(size) / static_cast<float>(weightRows);
     timed("gradient accumulation", [&] {
       forEachGradientOutput(b, [&](const OptimizerSlot &slot, uint64_t from) {
         gemm->axpy(int64_t(slot.size), weight, from,
@@ -111,6 +112,8 @@ void DeviceModel::Impl::enqueueAccumulatedStep(const AccumulatedStep &s, int64_t
       gemm->axpy(1, weight, lossAddress(b), s.loss->at(0, 4), "accumulating the loss");
     });
   }
+  if (ranks) // one all-reduce a step, after the last micro-batch
+    enqueueRankSum(s.loss->at(0, 4));
   timed("optimizer", [&] { enqueueOptimizer(s.loss->at(0, 4)); });
   inTrainingStep = false;
 }

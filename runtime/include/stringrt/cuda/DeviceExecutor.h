@@ -166,7 +166,11 @@ public:
   // all-reduce in buckets, on the step's stream and inside its graph), then
   // the same optimizer step on every rank. collectStep then polls, and a
   // step not done after `timeoutSeconds` (or an NCCL error) aborts the
-  // communicator and throws Error. No accumulate > 1.
+  // communicator and throws Error. With accumulate > 1 the share runs in
+  // micro-batches as above, each weighted by its rows / the global rows,
+  // and the sums across the ranks follow the last (one all-reduce a step):
+  // with rank r's share micro-batches [r A, (r + 1) A) of the global batch
+  // in R A (rankShare), R ranks take one process's --accumulate R A step.
   using RanksId = std::array<char, 128>;
   static RanksId newRanksId();
   void joinRanks(const RanksId &id, int rank, int ranks, double timeoutSeconds);

@@ -8,7 +8,10 @@
 // step's CUDA graph); then every rank takes the same optimizer step
 // (replicated). So N ranks train as one process with --accumulate N, within
 // float rounding (the sum's order and the GEMMs' fused multiply-adds differ
-// from the accumulation's; docs/distributed.md says how much).
+// from the accumulation's; docs/distributed.md says how much). With
+// --accumulate A each rank runs its share (micro-batches [r A, (r + 1) A) of
+// the global batch in N A) as A micro-batches, accumulating on its GPU, and
+// the all-reduce follows the last: one process's --accumulate N A.
 //
 // The NCCL unique id goes from rank 0 to the others through `comm` (MPI's
 // messages); NCCL itself is opened with dlopen (libnccl.so.2, or
@@ -36,8 +39,8 @@ int localRank(int rank);
 
 // The backend of `comm`'s rank; `options.device` is replaced by the local
 // rank's device. `rankTimeoutSeconds` bounds a step's wait for the other
-// ranks (stringrun --rank-timeout). Refuses --accumulate > 1 (the ranks
-// already split each batch) and a batch smaller than the ranks.
+// ranks (stringrun --rank-timeout). Refuses a batch smaller than the ranks
+// times --accumulate (rankShare).
 std::unique_ptr<TrainBackend> makeDeviceDataParallelBackend(const Manifest &manifest,
                                                            const CudaSection &section,
                                                            DeviceOptions options,

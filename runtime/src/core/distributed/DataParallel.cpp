@@ -35,12 +35,26 @@
 
 namespace stringrt {
 
-RankShare rankShare(int64_t rows, int rank, int ranks) {
-  const std::vector<int64_t> sizes = microBatchSizes(rows, ranks);
+RankShare rankShare(int64_t rows, int rank, int ranks, int64_t parts) {
+  if (ranks < 1 || rank < 0 || rank >= ranks || parts < 1)
+    throw Error(fmt::format("rank {} of {} ranks in {} micro-batches each", rank, ranks, parts));
+  const int64_t micro = int64_t(ranks) * parts;
+  if (rows < micro) {
+    if (parts == 1)
+      throw Error(fmt::format("a batch of {} examples cannot be shared by {} ranks: give "
+                              "--batch >= {}",
+                              rows, ranks, ranks));
+    throw Error(fmt::format("a batch of {} examples cannot be shared by {} ranks in {} "
+                            "micro-batches each (--accumulate {}): give --batch >= {}",
+                            rows, ranks, parts, parts, micro));
+  }
+  const std::vector<int64_t> sizes = microBatchSizes(rows, micro);
   RankShare share;
-  for (int r = 0; r < rank; ++r)
-    share.begin += sizes[static_cast<size_t>(r)];
-  share.count = sizes[static_cast<size_t>(rank)];
+  const int64_t first = int64_t(rank) * parts;
+  for (int64_t k = 0; k < first; ++k)
+    share.begin += sizes[static_cast<size_t>(k)];
+  for (int64_t k = first; k < first + parts; ++k)
+    share.count += sizes[static_cast<size_t>(k)];
   return share;
 }
 
@@ -111,12 +125,8 @@ public:
   }
 
   BatchRows batchRows(int64_t rows) const override {
-    if (rows < ranks_)
-      throw Error(fmt::format("a batch of {} examples cannot be shared by {} ranks: give "
-                              "--batch >= {}",
-                              rows, ranks_, ranks_));
+    const RankShare share = rankShare(rows, me_, ranks_); // (refuses rows < ranks)
     globalRows_ = rows;
-    const RankShare share = rankShare(rows, me_, ranks_);
     return {share.begin, share.count};
   }
 
@@ -127,7 +137,7 @@ public:
       throw Error("data-parallel step: the optimizer state was fetched and not returned");
     const int64_t rows = globalRows_;
     const RankShare share = rankShare(rows, me_, ranks_);
-    if (rows < ranks_ || mine.begin()->second.shape.at(0) != share.count)
+    if (mine.begin()->second.shape.at(0) != share.count)
       throw Error(fmt::format("rank {}: a step's rows are {} of a batch of {}, not its share "
                               "of {} (batchRows)",
                               me_, mine.begin()->second.shape.at(0), rows, share.count));
