@@ -15,7 +15,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -447,7 +449,7 @@ TEST(DataParallelTest, ShareAndRefusals) {
   EXPECT_EQ(rankShare(7, 1, 3).begin, 3);
   EXPECT_EQ(rankShare(7, 2, 3).begin, 5);
   EXPECT_EQ(rankShare(7, 2, 3).count, 2);
-  // In micro-batches (GPU ranks with --accumulate A): rank r takes
+  // In micro-batches (ranks with --accumulate A): rank r takes
   // micro-batches [r A, (r + 1) A) of --accumulate R A's, and splitting its
   // share in A gives those micro-batches: 8 rows in 3 x 2 are 2 2 | 1 1 | 1 1.
   EXPECT_EQ(rankShare(8, 0, 3, 2).begin, 0);
@@ -494,10 +496,65 @@ TEST(DataParallelTest, ShareAndRefusals) {
   o.batch = 2;
   EXPECT_TRUE(test::failsWith([&] { onRanks(imageManifest(OptimizerKind::Sgd), data, o, 3); },
                               "", {"a batch of 2 examples cannot be shared by 3 ranks"}));
-  o.batch = 6;
+  o.batch = 3;
   o.accumulate = 2;
   EXPECT_TRUE(test::failsWith([&] { onRanks(imageManifest(OptimizerKind::Sgd), data, o, 2); },
-                              "", {"--accumulate 2 with 2 ranks"}));
+                              "", {"a batch of 3 examples cannot be shared by 2 ranks in 2 "
+                                   "micro-batches each (--accumulate 2): give --batch >= 4"}));
+}
+
+// The largest difference between a and b relative to max(1, |a|).
+double relativeDifference(const std::vector<double> &a, const std::vector<double> &b) {
+  EXPECT_EQ(a.size(), b.size());
+  double worst = 0;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i)
+    worst = std::max(worst, std::abs(a[i] - b[i]) / std::max(1.0, std::abs(a[i])));
+  return worst;
+}
+
+double relativeDifference(const std::vector<float> &a, const std::vector<float> &b) {
+  return relativeDifference(std::vector<double>(a.begin(), a.end()),
+                            std::vector<double>(b.begin(), b.end()));
+}
+
+// R ranks with --accumulate A: each rank's share in A micro-batches, then
+// the shares' sum as without: one process's --accumulate R A within float
+// rounding (the A pieces are summed on the rank, then weighted by the
+// share's size; one process weights each piece by its size and sums all R A
+// in order), replicated or sharded (ZeRO-1), every rank with the same
+// parameters, and a second run the first bit for bit.
+TEST(DataParallelTest, RanksInMicroBatchesTakeTheAccumulatedStepsWithinRounding) {
+  TempDir dir;
+  const std::string data = dir.path().string() + "/data";
+  std::filesystem::create_directory(data);
+  writeImages(data, "train", 30);
+  writeImages(data, "t10k", 9);
+  TrainOptions o;
+  o.epochs = 2;
+  o.batch = 7; // 2 ranks x 2: 2 2 | 2 1; 2 x 3: 2 1 1 | 1 1 1; 3 x 2: 2 1 | 1 1 | 1 1
+  o.seed = 3;
+  constexpr double kTolerance = 1e-5;
+  const Manifest manifest = imageManifest(OptimizerKind::AdamW);
+  for (auto [ranks, parts] : {std::pair{2, 2}, std::pair{2, 3}, std::pair{3, 2}})
+    for (int zero : {0, 1}) {
+      SCOPED_TRACE(testing::Message() << ranks << " ranks x " << parts << ", zero " << zero);
+      TrainOptions mine = o;
+      mine.accumulate = parts;
+      DataParallelOptions parallel;
+      parallel.zeroStage = zero;
+      RankRun want = oneProcess(manifest, data, o, ranks * parts);
+      RankRun got = onRanks(manifest, data, mine, ranks, parallel);
+      EXPECT_EQ(got.record.lrs, want.record.lrs);
+      EXPECT_LE(relativeDifference(got.record.losses, want.record.losses), kTolerance);
+      EXPECT_LE(relativeDifference(got.record.norms, want.record.norms), kTolerance);
+      EXPECT_LE(relativeDifference(got.record.evals, want.record.evals), kTolerance);
+      for (int r = 0; r < ranks; ++r)
+        EXPECT_EQ(got.params[size_t(r)], got.params[0]) << "rank " << r;
+      EXPECT_LE(relativeDifference(got.params[0], want.params[0]), kTolerance);
+      RankRun again = onRanks(manifest, data, mine, ranks, parallel);
+      EXPECT_EQ(again.record.losses, got.record.losses);
+      EXPECT_EQ(again.params[0], got.params[0]);
+    }
 }
 
 // A rank that never sends: the other names it when the wait times out.

@@ -8,6 +8,11 @@ MODE
              gradient norms and evaluations of one process with
              `--accumulate N` and ends with its checkpoint, bit for bit; a
              second run of the ranks is identical to the first.
+  accumulate N  N ranks with `--accumulate 2` (each share in 2 micro-batches)
+             log one process's `--accumulate 2N` training rows and write its
+             parameters within test_gpu_ranks.TOLERANCE (the shares' pieces
+             are summed on their ranks: not bit for bit); a second run is
+             identical; a batch under 2N is refused.
   resume     ranks stopped (--stop-after) and resumed with the same N and
              with another N at the same global batch end as one process with
              --accumulate (N then N') does, bit for bit.
@@ -63,7 +68,7 @@ def main():
         return SKIP
     if probe.returncode != 0:
         sys.exit(f"mpirun -np 2 stringrun failed:\n{probe.stdout}\n{probe.stderr}")
-    return {"equal": equal, "resume": resume, "zero": zero, "zero_resume": zero_resume,
+    return {"equal": equal, "accumulate": accumulate, "resume": resume, "zero": zero, "zero_resume": zero_resume,
             "killed": killed, "hung": hung}[mode](t, ranks)
 
 
@@ -91,14 +96,14 @@ class Tools:
     def path(self, name):
         return os.path.join(self.work, name)
 
-    def train_args(self, name, extra):
+    def train_args(self, name, extra, train=None):
         return ([self.stringrun, "train", self.pkg, "--data", self.data, "--log",
                  self.path(name + ".csv"), "--checkpoint", self.path(name + ".ckpt")]
-                + TRAIN + extra)
+                + (train or TRAIN) + extra)
 
-    def mpi_cmd(self, n, name, extra):
+    def mpi_cmd(self, n, name, extra, train=None):
         return ([self.mpirun, "--oversubscribe", "--bind-to", "none", "-np", str(n)]
-                + self.train_args(name, extra))
+                + self.train_args(name, extra, train))
 
     def one(self, name, extra):
         return run(self.train_args(name, extra))
@@ -148,6 +153,35 @@ def equal(t, n):
         sys.exit("the whole batch logs --accumulate's bits: the test cannot tell them apart")
     print(f"ok: {n} ranks log --accumulate {n}'s {rows - 1} rows and write its checkpoint bit "
           f"for bit; a second run is identical")
+    return 0
+
+
+def accumulate(t, n):
+    from test_gpu_ranks import TOLERANCE, compare  # (the same comparison as GPU ranks')
+    extra = ["--steps", "6", "--seed", "3"]
+    t.one("one", extra + ["--accumulate", str(2 * n)])
+    out = t.ranks(n, "ranks", extra + ["--accumulate", "2"]).stdout
+    split = (f"data-parallel on {n} ranks: each takes its share of every batch in 2 "
+             f"micro-batches, as --accumulate {2 * n} splits it")
+    if split not in out or "trained 6 steps" not in out:
+        sys.exit(f"unexpected output of the ranks:\n{out}")
+    exact, worst = compare(t, "one", "ranks", 6,
+                           (f"with --accumulate {2 * n}", f"on {n} ranks with --accumulate 2"))
+    t.ranks(n, "again", extra + ["--accumulate", "2"])
+    same("ranks", "again", t)
+    small = 2 * n - 1
+    train = list(TRAIN)
+    train[train.index("--batch") + 1] = str(small)
+    p = run(t.mpi_cmd(n, "small", ["--steps", "1", "--accumulate", "2"], train), check=False,
+            env=mpi_env())
+    want = (f"a batch of {small} examples cannot be shared by {n} ranks in 2 micro-batches "
+            f"each (--accumulate 2): give --batch >= {2 * n}")
+    if p.returncode == 0 or want not in p.stderr:
+        sys.exit(f"--batch {small} on {n} ranks with --accumulate 2 was not refused as "
+                 f"expected:\n{p.stdout}\n{p.stderr}")
+    print(f"ok: {n} ranks with --accumulate 2 log --accumulate {2 * n}'s training rows and "
+          f"write its parameters ({'bit for bit' if exact else f'within {worst:.2g}'}; "
+          f"tolerance {TOLERANCE}); a second run is identical; --batch {small} refused")
     return 0
 
 

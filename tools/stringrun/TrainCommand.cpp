@@ -47,9 +47,8 @@ int runTrain(const Args &args, stringrt::Model &model, Printer &printer,
     }
     // Every rank takes part in each checkpoint (the backend gathers what it
     // holds); rank 0 alone writes it and the log.
-    // GPU ranks run their shares in --accumulate A micro-batches each (the
-    // CPU's ranks refuse A > 1).
-    const long long parts = onRanks ? 1 : static_cast<long long>(options.accumulate);
+    // Ranks run their shares in --accumulate A micro-batches each.
+    const long long parts = static_cast<long long>(options.accumulate);
     if (!lead)
       options.logPath = "";
     else if (parts > 1)

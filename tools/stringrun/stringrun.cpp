@@ -75,10 +75,10 @@ options:
   --accumulate N     train (CPU or GPU): split each step's batch into N
                      micro-batches and average their gradients: the same
                      steps as the whole batch (within float rounding) in a
-                     micro-batch's activation memory (default 1); with
-                     --device cuda under mpirun (R ranks), each rank's share
-                     in N micro-batches: the steps of one process's
-                     --accumulate R*N (not with the CPU's ranks)
+                     micro-batch's activation memory (default 1); under
+                     mpirun (R ranks, CPU or GPU), each rank's share in N
+                     micro-batches: the steps of one process's
+                     --accumulate R*N (within float rounding)
   --augment SPEC     train: augment the training images with SPEC instead of
                      the model's `data` augmentation: none, or a comma list
                      of crop=P (random crop, P zero pixels of padding),

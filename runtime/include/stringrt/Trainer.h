@@ -116,6 +116,17 @@ std::vector<int64_t> microBatchSizes(int64_t rows, int64_t parts);
 // (Distributed.h), which must add alike, bit for bit.
 void addWeighted(float *sum, const float *part, float weight, size_t n);
 
+// The loss and gradients of `batch` computed in `parts` consecutive
+// micro-batches (microBatchSizes), each micro-batch's mean weighted by its
+// rows / the batch's and summed in micro-batch order (addWeighted; the loss
+// in double), so that the result depends on the batch alone. Rows [b, b + n)
+// draw the dropout masks those rows of the whole batch would (stepKey's
+// firstSample + b). `micro` is scratch. --accumulate's step, on the CPU and
+// on each CPU rank's share (Distributed.h).
+float accumulatedGradients(Model &model, const std::map<std::string, HostTensor> &batch,
+                           const StepKey &stepKey, int64_t parts, std::vector<float> &grads,
+                           std::vector<float> &micro);
+
 // The number of rows of `logits` ([rows, classes], row-major) whose argmax
 // (the first largest value) equals the row's label: evaluate()'s accuracy,
 // shared by every executor's evaluation.

@@ -12,6 +12,12 @@
 // order. The losses travel whole in round 1 and are summed in double in rank
 // order, as the accumulation does.
 //
+// With --accumulate A each rank computes its share's mean in A micro-batches
+// (micro-batches [r A, (r + 1) A) of the batch in N A, accumulatedGradients),
+// then the step goes on as above: one process's --accumulate N A within
+// float rounding, not bit for bit (the A pieces are summed on the rank, then
+// weighted by the share's size; one process weights and sums all N A).
+//
 // With ZeRO-1 (DataParallelOptions::zeroStage 1) round 2 is not sent: each
 // owner updates its slice of the parameters from its summed slice, with the
 // state of that slice only (an Optimizer shard), after the global norm went
@@ -96,12 +102,7 @@ public:
   bool holdsOptimizerState() const override { return true; }
   bool writesCheckpoints() const override { return me_ == 0; }
 
-  void setAccumulate(int64_t parts) override {
-    if (parts > 1)
-      throw Error(fmt::format("--accumulate {} with {} ranks: the ranks already split each "
-                              "batch as --accumulate {} does; give one or the other",
-                              parts, ranks_, ranks_));
-  }
+  void setAccumulate(int64_t parts) override { parts_ = parts; }
 
   void start(const std::vector<float> &params, const Optimizer &optimizer) override {
     if (&params != &model_.parameters())
@@ -125,7 +126,8 @@ public:
   }
 
   BatchRows batchRows(int64_t rows) const override {
-    const RankShare share = rankShare(rows, me_, ranks_); // (refuses rows < ranks)
+    // (refuses rows < ranks * parts)
+    const RankShare share = rankShare(rows, me_, ranks_, parts_);
     globalRows_ = rows;
     return {share.begin, share.count};
   }
@@ -136,13 +138,13 @@ public:
     if (!optimizer_)
       throw Error("data-parallel step: the optimizer state was fetched and not returned");
     const int64_t rows = globalRows_;
-    const RankShare share = rankShare(rows, me_, ranks_);
+    const RankShare share = rankShare(rows, me_, ranks_, parts_);
     if (mine.begin()->second.shape.at(0) != share.count)
       throw Error(fmt::format("rank {}: a step's rows are {} of a batch of {}, not its share "
                               "of {} (batchRows)",
                               me_, mine.begin()->second.shape.at(0), rows, share.count));
-    if (!memoryChecked_) {
-      checkBatchMemory(model_, share.count, true, 0, "training");
+    if (!memoryChecked_) { // (a share in micro-batches runs its largest at a time)
+      checkBatchMemory(model_, (share.count + parts_ - 1) / parts_, true, 0, "training");
       memoryChecked_ = true;
     }
     // The dropout masks of rows [begin, begin + count) of the whole batch.
@@ -150,7 +152,10 @@ public:
     shareKey.firstSample = key.firstSample + share.begin;
     model_.setStepKey(shareKey);
     float loss = 0;
-    model_.gradients(mine, loss, shareGrads_);
+    if (parts_ > 1) // the share's mean gradient, as --accumulate parts_ on its rows
+      loss = accumulatedGradients(model_, mine, shareKey, parts_, shareGrads_, microGrads_);
+    else
+      model_.gradients(mine, loss, shareGrads_);
     next(); // the trainer assembles the next batch after the step on the CPU
     const std::string step = fmt::format("step {}", key.step + 1);
     reduceScatter(rows, loss, step);
@@ -250,11 +255,11 @@ private:
     comm_.exchange(send, receive, "the gradients of " + step);
 
     // This rank's slice: the weighted shares in rank order.
-    const std::vector<int64_t> sizes = microBatchSizes(rows, ranks_);
     sum_.assign(mine, 0.0f);
     double loss = 0;
     for (size_t r = 0; r < n; ++r) {
-      const float weight = static_cast<float>(sizes[r]) / static_cast<float>(rows);
+      const float weight = static_cast<float>(rankShare(rows, int(r), ranks_, parts_).count) /
+                           static_cast<float>(rows);
       const bool own = static_cast<int>(r) == me_;
       const float *piece =
           own ? shareGrads_.data() + sliceBegin_[static_cast<size_t>(me_)]
@@ -322,6 +327,8 @@ private:
   // shareGrads_: this rank's share's gradient, then (replicated, after
   // round 2) the whole batch's; sum_: this rank's slice of the sum.
   std::vector<float> shareGrads_, sum_, inbox_;
+  std::vector<float> microGrads_; // a micro-batch's gradient (parts_ > 1)
+  int64_t parts_ = 1;             // micro-batches of this rank's share (--accumulate)
   std::vector<std::vector<float>> outbox_;
   float loss_ = 0;
   OptimizerStepInfo info_;

@@ -108,7 +108,7 @@ public:
              int64_t totalSteps, const StepKey &key) override {
     model_.setStepKey(key);
     if (accumulate_ > 1)
-      accumulatedGradients(batch, key);
+      loss_ = accumulatedGradients(model_, batch, key, accumulate_, grads_, microGrads_);
     else
       model_.gradients(batch, loss_, grads_);
     info_ = {};
@@ -140,48 +140,6 @@ public:
   void fetch(std::vector<float> &, Optimizer &) override {}
 
 private:
-  // The batch in accumulate_ consecutive micro-batches (sizes differing by
-  // at most one); the loss and every gradient are their mean values
-  // weighted by size, in a fixed order, so the result does not depend on
-  // anything but the batch.
-  void accumulatedGradients(const std::map<std::string, HostTensor> &batch,
-                            const StepKey &stepKey) {
-    const int64_t rows = batch.begin()->second.shape.at(0);
-    double loss = 0;
-    int64_t begin = 0;
-    const std::vector<int64_t> sizes = microBatchSizes(rows, accumulate_);
-    for (size_t part = 0; part < sizes.size(); ++part) {
-      const int64_t size = sizes[part];
-      std::map<std::string, HostTensor> micro;
-      for (const auto &[name, tensor] : batch)
-        micro.emplace(name, rowsOf(tensor, begin, size));
-      float microLoss = 0;
-      // Rows [begin, begin + size) draw the dropout masks those rows of
-      // the whole batch would.
-      StepKey key = stepKey;
-      key.firstSample = stepKey.firstSample + begin;
-      model_.setStepKey(key);
-      model_.gradients(micro, microLoss, microGrads_);
-      const float weight = static_cast<float>(size) / static_cast<float>(rows);
-      if (part == 0)
-        grads_.assign(microGrads_.size(), 0.0f);
-      addWeighted(grads_.data(), microGrads_.data(), weight, grads_.size());
-      loss += static_cast<double>(weight) * microLoss;
-      begin += size;
-    }
-    loss_ = static_cast<float>(loss);
-  }
-
-  // Rows [begin, begin + count) of a batched tensor, as a view.
-  static HostTensor rowsOf(const HostTensor &t, int64_t begin, int64_t count) {
-    HostTensor view = t;
-    const int64_t rowElements = t.shape.at(0) > 0 ? t.numel() / t.shape[0] : 0;
-    const size_t bytes = t.dtype == DType::I32 ? sizeof(int32_t) : sizeof(float);
-    view.data = static_cast<const char *>(t.data) + begin * rowElements * bytes;
-    view.shape[0] = count;
-    return view;
-  }
-
   Model &model_;
   Optimizer &optimizer_;
   int threads_;
@@ -203,6 +161,45 @@ std::vector<int64_t> microBatchSizes(int64_t rows, int64_t parts) {
 void addWeighted(float *sum, const float *part, float weight, size_t n) {
   for (size_t i = 0; i < n; ++i)
     sum[i] += weight * part[i];
+}
+
+namespace {
+// Rows [begin, begin + count) of a batched tensor, as a view.
+HostTensor rowsOf(const HostTensor &t, int64_t begin, int64_t count) {
+  HostTensor view = t;
+  const int64_t rowElements = t.shape.at(0) > 0 ? t.numel() / t.shape[0] : 0;
+  const size_t bytes = t.dtype == DType::I32 ? sizeof(int32_t) : sizeof(float);
+  view.data = static_cast<const char *>(t.data) + begin * rowElements * bytes;
+  view.shape[0] = count;
+  return view;
+}
+} // namespace
+
+float accumulatedGradients(Model &model, const std::map<std::string, HostTensor> &batch,
+                           const StepKey &stepKey, int64_t parts, std::vector<float> &grads,
+                           std::vector<float> &micro) {
+  const int64_t rows = batch.begin()->second.shape.at(0);
+  double loss = 0;
+  int64_t begin = 0;
+  const std::vector<int64_t> sizes = microBatchSizes(rows, parts);
+  for (size_t part = 0; part < sizes.size(); ++part) {
+    const int64_t size = sizes[part];
+    std::map<std::string, HostTensor> rowsOfPart;
+    for (const auto &[name, tensor] : batch)
+      rowsOfPart.emplace(name, rowsOf(tensor, begin, size));
+    float microLoss = 0;
+    StepKey key = stepKey;
+    key.firstSample = stepKey.firstSample + begin;
+    model.setStepKey(key);
+    model.gradients(rowsOfPart, microLoss, micro);
+    const float weight = static_cast<float>(size) / static_cast<float>(rows);
+    if (part == 0)
+      grads.assign(micro.size(), 0.0f);
+    addWeighted(grads.data(), micro.data(), weight, grads.size());
+    loss += static_cast<double>(weight) * microLoss;
+    begin += size;
+  }
+  return static_cast<float>(loss);
 }
 
 void TrainBackend::setAccumulate(int64_t parts) {
