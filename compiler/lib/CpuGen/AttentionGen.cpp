@@ -51,7 +51,7 @@
 // (SkipAttentionGen.cpp).
 //
 //===----------------------------------------------------------------------===//
-#include "KernelBuilder.h"
+#include "MemrefKernelBuilder.h"
 
 #include "stringc/Dialect/PE/PEOps.h"
 
@@ -137,7 +137,7 @@ constexpr int64_t kGroup = 4;
 /// Geometry and helpers shared by the kernel bodies.
 class AttentionBuilder {
 public:
-  AttentionBuilder(KernelBuilder &kb, const KernelSpec &spec, const AttentionOp &a)
+  AttentionBuilder(MemrefKernelBuilder &kb, const KernelSpec &spec, const AttentionOp &a)
       : kb(kb), b(kb.b()), loc(kb.loc()), a(a), T(spec.views[0][1]), Tp(paddedTokens(T)),
         D(spec.views[0][2]), Dh(D / a.heads), rowType(VectorType::get({Dh}, b.getF32Type())),
         blockType(VectorType::get({kKeyBlock}, b.getF32Type())) {}
@@ -321,7 +321,7 @@ private:
   void buildForward();
   void buildBackward();
 
-  KernelBuilder &kb;
+  MemrefKernelBuilder &kb;
   OpBuilder &b;
   Location loc;
   AttentionOp a;
@@ -681,7 +681,7 @@ std::vector<KernelSpec> attentionSpecs(Operation *op) {
   return {spec};
 }
 
-void buildAttentionKernel(Operation *op, const KernelSpec &spec, KernelBuilder &kb) {
+void buildAttentionKernel(Operation *op, const KernelSpec &spec, MemrefKernelBuilder &kb) {
   const AttentionOp a = *describe(op);
   if (a.mask == pe::MaskKind::Skip)
     return buildSkipAttentionKernel(spec, kb, a.grad, a.heads, a.skipBase);

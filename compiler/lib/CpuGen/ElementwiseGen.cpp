@@ -18,7 +18,7 @@
 // (a few float ulps; docs/codegen.md).
 //
 //===----------------------------------------------------------------------===//
-#include "KernelBuilder.h"
+#include "MemrefKernelBuilder.h"
 
 #include "stringc/Dialect/PE/PEOps.h"
 
@@ -54,7 +54,7 @@ std::string attrKey(Operation *op) {
 }
 
 /// The value of one element: `in` are the operands' elements.
-Value elementValue(Operation *op, KernelBuilder &kb, ValueRange in) {
+Value elementValue(Operation *op, MemrefKernelBuilder &kb, ValueRange in) {
   OpBuilder &b = kb.b();
   Location loc = kb.loc();
   if (isa<pe::AddOp>(op))
@@ -165,7 +165,7 @@ std::vector<KernelSpec> elementwiseSpecs(Operation *op) {
   return {spec};
 }
 
-void buildElementwiseKernel(Operation *op, const KernelSpec &spec, KernelBuilder &kb) {
+void buildElementwiseKernel(Operation *op, const KernelSpec &spec, MemrefKernelBuilder &kb) {
   const unsigned numOperands = op->getNumOperands();
   Value result = kb.arg(numOperands);
   const Shape &out = spec.views.back();

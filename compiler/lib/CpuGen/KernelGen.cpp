@@ -1,7 +1,7 @@
 //===- KernelGen.cpp - pe ops -> kernel funcs on memrefs -------------------===//
 //
 // Walks @forward and @gradients in order and asks each op family for the
-// kernels of an op (KernelBuilder.h); an op no family takes stays on the
+// kernels of an op (MemrefKernelBuilder.h); an op no family takes stays on the
 // runtime's kernel library. Which kernels an op runs, their kinds and the
 // ranges of their parallel loops are the compiled-kernel ABI's
 // (stringrt/abi/CompiledKernels.h, which the runtime checks packages
@@ -18,7 +18,7 @@
 #include "stringrt/OpSchema.h"
 #include "stringrt/abi/CompiledKernels.h"
 
-#include "KernelBuilder.h"
+#include "MemrefKernelBuilder.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -174,7 +174,7 @@ private:
     // The kernel keeps the location of the first op it was built for.
     auto func = func::FuncOp::create(op.getLoc(), symbol, b.getFunctionType(args, {}));
     plan.kernels->push_back(func);
-    KernelBuilder kb(func);
+    MemrefKernelBuilder kb(func);
     if (spec.build)
       spec.build(&op, spec, kb);
     else if (spec.kind.rfind("layer_norm", 0) == 0)

@@ -1,13 +1,13 @@
 //===- KernelMath.cpp - exp and erf for the generated kernels -------------===//
 //
-// KernelBuilder::expOfNonPositive and KernelBuilder::erf: cheaper than MLIR's
+// MemrefKernelBuilder::expOfNonPositive and MemrefKernelBuilder::erf: cheaper than MLIR's
 // polynomial approximations of math.exp and math.erf (which handle any
 // argument), for the arguments the kernels have. They took a third of the
 // attention forward's time and two thirds of gelu's (vit_rope on a Zen 3
 // core, perf). Both work on an f32 or on a vector of f32.
 //
 //===----------------------------------------------------------------------===//
-#include "KernelBuilder.h"
+#include "MemrefKernelBuilder.h"
 
 #include "mlir/Dialect/Math/IR/Math.h"
 
@@ -62,7 +62,7 @@ private:
 
 } // namespace
 
-Value KernelBuilder::expOfNonPositive(Value x) {
+Value MemrefKernelBuilder::expOfNonPositive(Value x) {
   Lanes lanes(builder, location, x.getType());
   auto c = [&](float v) { return lanes.f32(v); };
   auto fma = [&](Value a, Value m, Value acc) { return lanes.fma(a, m, acc); };
@@ -87,7 +87,7 @@ Value KernelBuilder::expOfNonPositive(Value x) {
   return mul(z, builder.create<arith::BitcastOp>(location, x.getType(), bits));
 }
 
-Value KernelBuilder::erf(Value x) {
+Value MemrefKernelBuilder::erf(Value x) {
   // erf(x) ~ x P(x^2) / Q(x^2) on [-4, 4], P of degree 6 and Q of degree 4
   // (the rational approximation of Eigen's and XLA's float erf); beyond,
   // erf(+-4) = +-(1 - 1.5e-8) rounds to +-1. Within 3.4e-7 of erf (float

@@ -20,7 +20,7 @@
 // without a scratch buffer for the per-row losses (the kernel ABI has none).
 //
 //===----------------------------------------------------------------------===//
-#include "KernelBuilder.h"
+#include "MemrefKernelBuilder.h"
 
 #include "stringc/Dialect/PE/PEOps.h"
 
@@ -36,7 +36,7 @@ double smoothingOf(Operation *op) {
   return cast<pe::CrossEntropyGradOp>(op).getSmoothing().convertToDouble();
 }
 
-void buildCrossEntropyGrad(Operation *op, const KernelSpec &spec, KernelBuilder &kb) {
+void buildCrossEntropyGrad(Operation *op, const KernelSpec &spec, MemrefKernelBuilder &kb) {
   const double smoothing = smoothingOf(op);
   Value logits = kb.arg(0), labels = kb.arg(1), dy = kb.arg(2), dlogits = kb.arg(3);
   const int64_t m = spec.views[0][1], C = spec.views[0][2];

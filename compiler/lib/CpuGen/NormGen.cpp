@@ -4,7 +4,7 @@
 // a rank-1 x as [1, 1, D]); the parallel loop runs over d0, each (i, q) a
 // row. Row statistics as the runtime's fast kernel computes them: the mean
 // and the centred sum of squares in float (two passes, each row sum in
-// KernelBuilder::sum's fixed order: vectors of 8 terms, which differs from
+// MemrefKernelBuilder::sum's fixed order: vectors of 8 terms, which differs from
 // the runtime's only in the order of the float additions),
 // rstd = 1 / sqrt(sq / D + epsilon) in double.
 //
@@ -20,7 +20,7 @@
 //             few.
 //
 //===----------------------------------------------------------------------===//
-#include "KernelBuilder.h"
+#include "MemrefKernelBuilder.h"
 
 #include "stringc/Dialect/PE/PEOps.h"
 
@@ -66,7 +66,7 @@ struct RowStats {
 };
 
 /// Mean and rstd of row (i, q) of the view `x`.
-RowStats rowStats(KernelBuilder &kb, Value x, Value i, Value q, int64_t D, double epsilon) {
+RowStats rowStats(MemrefKernelBuilder &kb, Value x, Value i, Value q, int64_t D, double epsilon) {
   Value sum = kb.sum(D, [&](Value d, int64_t lanes) { return kb.loadLanes(x, {i, q, d}, lanes); });
   Value mean = kb.div(sum, kb.f32(double(D)));
   Value sq = kb.sum(D, [&](Value d, int64_t lanes) {
@@ -78,7 +78,7 @@ RowStats rowStats(KernelBuilder &kb, Value x, Value i, Value q, int64_t D, doubl
   return {mean, kb.toF32(kb.div(kb.f64(1.0), root))};
 }
 
-void buildLayerNorm(const KernelSpec &spec, KernelBuilder &kb, double epsilon) {
+void buildLayerNorm(const KernelSpec &spec, MemrefKernelBuilder &kb, double epsilon) {
   Value x = kb.arg(0), gamma = kb.arg(1), beta = kb.arg(2), y = kb.arg(3);
   const Shape &view = spec.views[0];
   const int64_t D = view[2];
@@ -94,7 +94,7 @@ void buildLayerNorm(const KernelSpec &spec, KernelBuilder &kb, double epsilon) {
   kb.finish();
 }
 
-void buildLayerNormGradDx(const KernelSpec &spec, KernelBuilder &kb, double epsilon,
+void buildLayerNormGradDx(const KernelSpec &spec, MemrefKernelBuilder &kb, double epsilon,
                           GradArgs args) {
   Value x = kb.arg(args.x), gamma = kb.arg(args.gamma), dy = kb.arg(args.dy),
         dx = kb.arg(args.dx);
@@ -134,7 +134,7 @@ void buildLayerNormGradDx(const KernelSpec &spec, KernelBuilder &kb, double epsi
 /// Rows per pass of layer_norm_grad_dparams (the remainder two at a time).
 constexpr int64_t kRowsPerPass = 4;
 
-void buildLayerNormGradParams(const KernelSpec &spec, KernelBuilder &kb, double epsilon,
+void buildLayerNormGradParams(const KernelSpec &spec, MemrefKernelBuilder &kb, double epsilon,
                               GradArgs args) {
   Value x = kb.arg(args.x), dy = kb.arg(args.dy), dgamma = kb.arg(args.dgamma),
         dbeta = kb.arg(args.dbeta);
@@ -239,7 +239,7 @@ std::vector<KernelSpec> normSpecs(Operation *op) {
   return {dx, dparams};
 }
 
-void buildNormKernel(Operation *op, const KernelSpec &spec, KernelBuilder &kb) {
+void buildNormKernel(Operation *op, const KernelSpec &spec, MemrefKernelBuilder &kb) {
   double epsilon = epsilonOf(op);
   if (spec.kind == "layer_norm")
     buildLayerNorm(spec, kb, epsilon);

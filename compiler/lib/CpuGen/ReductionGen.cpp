@@ -12,7 +12,7 @@
 // without reassociating anything.
 //
 //===----------------------------------------------------------------------===//
-#include "KernelBuilder.h"
+#include "MemrefKernelBuilder.h"
 
 #include "stringc/Dialect/PE/PEOps.h"
 
@@ -45,7 +45,7 @@ std::vector<KernelSpec> sumToSpecs(Operation *op) {
   return {spec};
 }
 
-void buildSumToKernel(Operation *, const KernelSpec &spec, KernelBuilder &kb) {
+void buildSumToKernel(Operation *, const KernelSpec &spec, MemrefKernelBuilder &kb) {
   Value x = kb.arg(0), y = kb.arg(1);
   const int64_t n = spec.views[1][0];
   OpBuilder &b = kb.b();

@@ -19,7 +19,7 @@
 // the thread count.
 //
 //===----------------------------------------------------------------------===//
-#include "KernelBuilder.h"
+#include "MemrefKernelBuilder.h"
 
 #include "stringc/Dialect/PE/PEOps.h"
 
@@ -43,7 +43,7 @@ Shape applyView(const Shape &x) {
   return {dims.front(), numel(dims.slice(1, dims.size() - 3)), T, D};
 }
 
-void buildRopeApply(Operation *op, const KernelSpec &spec, KernelBuilder &kb) {
+void buildRopeApply(Operation *op, const KernelSpec &spec, MemrefKernelBuilder &kb) {
   Value x = kb.arg(0), table = kb.arg(1), y = kb.arg(2);
   const Shape &view = spec.views[0];
   const double sign = inverseOf(op) ? -1.0 : 1.0;
@@ -68,7 +68,7 @@ void buildRopeApply(Operation *op, const KernelSpec &spec, KernelBuilder &kb) {
   kb.finish();
 }
 
-void buildRopeApplyGradTable(Operation *op, const KernelSpec &spec, KernelBuilder &kb) {
+void buildRopeApplyGradTable(Operation *op, const KernelSpec &spec, MemrefKernelBuilder &kb) {
   Value x = kb.arg(0), dy = kb.arg(1), dtable = kb.arg(2);
   const Shape &view = spec.views[0];
   const int64_t D = view[3];

@@ -12,7 +12,7 @@
 // buildAttentionKernel hands a skip mask here.
 //
 //===----------------------------------------------------------------------===//
-#include "KernelBuilder.h"
+#include "MemrefKernelBuilder.h"
 
 using namespace mlir;
 
@@ -22,7 +22,7 @@ namespace {
 /// The two kernels' sizes and the index arithmetic they need.
 class SkipAttention {
 public:
-  SkipAttention(KernelBuilder &kb, const KernelSpec &spec, int64_t heads, int64_t skipBase)
+  SkipAttention(MemrefKernelBuilder &kb, const KernelSpec &spec, int64_t heads, int64_t skipBase)
       : kb(kb), b(kb.b()), loc(kb.loc()), T(spec.views[0][1]), D(spec.views[0][2]),
         Dh(D / heads), heads(heads), skipBase(skipBase) {}
 
@@ -34,7 +34,7 @@ private:
   Value muli(Value x, int64_t c) { return b.create<arith::MulIOp>(loc, x, kb.index(c)); }
   Value addc(Value x, int64_t c) { return c == 0 ? x : addi(x, kb.index(c)); }
 
-  KernelBuilder &kb;
+  MemrefKernelBuilder &kb;
   OpBuilder &b;
   Location loc;
   int64_t T, D, Dh, heads, skipBase;
@@ -105,8 +105,8 @@ void SkipAttention::buildBackward() {
 
 } // namespace
 
-void buildSkipAttentionKernel(const KernelSpec &spec, KernelBuilder &kb, bool grad, int64_t heads,
-                              int64_t skipBase) {
+void buildSkipAttentionKernel(const KernelSpec &spec, MemrefKernelBuilder &kb, bool grad,
+                              int64_t heads, int64_t skipBase) {
   SkipAttention skip(kb, spec, heads, skipBase);
   if (grad)
     skip.buildBackward();

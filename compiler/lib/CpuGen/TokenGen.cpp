@@ -20,7 +20,7 @@
 // Everything but the two sums is a copy: exact.
 //
 //===----------------------------------------------------------------------===//
-#include "KernelBuilder.h"
+#include "MemrefKernelBuilder.h"
 
 #include "stringc/Dialect/PE/PEOps.h"
 #include "stringrt/abi/CompiledKernels.h"
@@ -41,7 +41,7 @@ constexpr int64_t kVocabBlock = stringrt::abi::kTokenEmbedGradBlock;
 /// so a chunk copies at least this many elements.
 constexpr int64_t kCopyChunkElements = int64_t(1) << 20;
 
-Value toIndex(KernelBuilder &kb, Value i32) {
+Value toIndex(MemrefKernelBuilder &kb, Value i32) {
   return kb.b().create<arith::IndexCastOp>(kb.loc(), kb.b().getIndexType(), i32);
 }
 
@@ -51,7 +51,7 @@ int64_t selectIndex(Operation *op) {
   return int64_t(cast<pe::SelectTokenGradOp>(op).getIndex());
 }
 
-void buildTokenEmbed(Operation *, const KernelSpec &spec, KernelBuilder &kb) {
+void buildTokenEmbed(Operation *, const KernelSpec &spec, MemrefKernelBuilder &kb) {
   Value ids = kb.arg(0), table = kb.arg(1), y = kb.arg(2);
   const int64_t T = spec.views[0][1], D = spec.views[1][1];
   kb.loop(kb.begin(), kb.end(), [&](Value i) {
@@ -65,7 +65,7 @@ void buildTokenEmbed(Operation *, const KernelSpec &spec, KernelBuilder &kb) {
   kb.finish();
 }
 
-void buildTokenEmbedGrad(Operation *, const KernelSpec &spec, KernelBuilder &kb) {
+void buildTokenEmbedGrad(Operation *, const KernelSpec &spec, MemrefKernelBuilder &kb) {
   Value ids = kb.arg(0), dy = kb.arg(1), dtable = kb.arg(2);
   const int64_t T = spec.views[0][1], V = spec.views[2][0], D = spec.views[2][1];
   OpBuilder &b = kb.b();
@@ -105,7 +105,7 @@ void buildTokenEmbedGrad(Operation *, const KernelSpec &spec, KernelBuilder &kb)
   kb.finish();
 }
 
-void buildClassToken(Operation *, const KernelSpec &spec, KernelBuilder &kb) {
+void buildClassToken(Operation *, const KernelSpec &spec, MemrefKernelBuilder &kb) {
   Value x = kb.arg(0), cls = kb.arg(1), y = kb.arg(2);
   const int64_t N = spec.views[0][1], D = spec.views[0][2];
   OpBuilder &b = kb.b();
@@ -123,7 +123,7 @@ void buildClassToken(Operation *, const KernelSpec &spec, KernelBuilder &kb) {
   kb.finish();
 }
 
-void buildClassTokenGradDx(Operation *, const KernelSpec &spec, KernelBuilder &kb) {
+void buildClassTokenGradDx(Operation *, const KernelSpec &spec, MemrefKernelBuilder &kb) {
   Value dy = kb.arg(0), dx = kb.arg(1);
   const int64_t N = spec.views[1][1], D = spec.views[1][2];
   OpBuilder &b = kb.b();
@@ -138,7 +138,7 @@ void buildClassTokenGradDx(Operation *, const KernelSpec &spec, KernelBuilder &k
   kb.finish();
 }
 
-void buildClassTokenGradDcls(Operation *, const KernelSpec &spec, KernelBuilder &kb) {
+void buildClassTokenGradDcls(Operation *, const KernelSpec &spec, MemrefKernelBuilder &kb) {
   Value dy = kb.arg(0), dcls = kb.arg(2);
   const int64_t D = spec.views[2][0];
   OpBuilder &b = kb.b();
@@ -156,7 +156,7 @@ void buildClassTokenGradDcls(Operation *, const KernelSpec &spec, KernelBuilder 
   kb.finish();
 }
 
-void buildSelectToken(Operation *op, const KernelSpec &spec, KernelBuilder &kb) {
+void buildSelectToken(Operation *op, const KernelSpec &spec, MemrefKernelBuilder &kb) {
   Value x = kb.arg(0), y = kb.arg(1);
   const int64_t D = spec.views[1][1];
   Value index = kb.index(selectIndex(op));
@@ -168,7 +168,7 @@ void buildSelectToken(Operation *op, const KernelSpec &spec, KernelBuilder &kb) 
   kb.finish();
 }
 
-void buildSelectTokenGrad(Operation *op, const KernelSpec &spec, KernelBuilder &kb) {
+void buildSelectTokenGrad(Operation *op, const KernelSpec &spec, MemrefKernelBuilder &kb) {
   Value dy = kb.arg(0), dx = kb.arg(1);
   const int64_t T = spec.views[1][1], D = spec.views[1][2];
   Value index = kb.index(selectIndex(op));

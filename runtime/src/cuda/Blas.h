@@ -31,7 +31,7 @@ using GemmBatchedExFn = cublasStatus_t (*)(
 
 // The entry points used, with cublas_api.h's prototypes, by their versioned
 // symbols (cublasCreate -> cublasCreate_v2). GEMMs go through the Ex entries:
-// f32 data with the compute type naming the arithmetic (Gemm.cpp); saxpy
+// f32 data with the compute type naming the arithmetic (CublasGemm.cpp); saxpy
 // adds the micro-batches' gradients of an accumulated step (Gemm::axpy).
 struct Api {
   decltype(&::cublasCreate_v2) create;

@@ -4,7 +4,7 @@
 // supports, in every view it builds (same shapes, a trailing-suffix operand
 // on either side, a scalar operand, static and batched shapes, rank 1 and
 // 3, both gelu forms, layer norm on batched and static rows, of 8 floats
-// and of 21: two rounds of KernelBuilder::sum's eight partial sums and a
+// and of 21: two rounds of MemrefKernelBuilder::sum's eight partial sums and a
 // tail). It is compiled
 // to a "cpu" package and run with the compiled kernels and with the
 // reference kernels on the same inputs. add/sub/mul/scale/relu/relu_grad

@@ -1,5 +1,5 @@
-//===- KernelBuilder.cpp - helpers for writing kernels on memrefs ---------===//
-#include "KernelBuilder.h"
+//===- MemrefKernelBuilder.cpp - helpers for writing kernels on memrefs --===//
+#include "MemrefKernelBuilder.h"
 
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
@@ -9,63 +9,69 @@ using namespace mlir;
 
 namespace stringc::codegen::detail {
 
-KernelBuilder::KernelBuilder(func::FuncOp func)
+MemrefKernelBuilder::MemrefKernelBuilder(func::FuncOp func)
     : func(func), builder(func.getContext()), location(func.getLoc()) {
   builder.setInsertionPointToStart(func.addEntryBlock());
 }
 
-Value KernelBuilder::index(int64_t v) {
+Value MemrefKernelBuilder::index(int64_t v) {
   return builder.create<arith::ConstantIndexOp>(location, v);
 }
 
-Value KernelBuilder::f32(double v) {
+Value MemrefKernelBuilder::f32(double v) {
   return builder.create<arith::ConstantOp>(location, builder.getF32FloatAttr(float(v)));
 }
 
-Value KernelBuilder::f64(double v) {
+Value MemrefKernelBuilder::f64(double v) {
   return builder.create<arith::ConstantOp>(location, builder.getF64FloatAttr(v));
 }
 
-Value KernelBuilder::dim(Value m, int64_t d) {
+Value MemrefKernelBuilder::dim(Value m, int64_t d) {
   auto type = cast<MemRefType>(m.getType());
   if (!type.isDynamicDim(d))
     return index(type.getDimSize(d));
   return builder.create<memref::DimOp>(location, m, d);
 }
 
-Value KernelBuilder::load(Value m, ValueRange indices) {
+Value MemrefKernelBuilder::load(Value m, ValueRange indices) {
   return builder.create<memref::LoadOp>(location, m, indices);
 }
 
-void KernelBuilder::store(Value v, Value m, ValueRange indices) {
+void MemrefKernelBuilder::store(Value v, Value m, ValueRange indices) {
   builder.create<memref::StoreOp>(location, v, m, indices);
 }
 
-Value KernelBuilder::add(Value a, Value c, bool reassoc) {
+Value MemrefKernelBuilder::add(Value a, Value c, bool reassoc) {
   auto flags = reassoc ? arith::FastMathFlags::reassoc : arith::FastMathFlags::none;
   return builder.create<arith::AddFOp>(location, a, c, flags);
 }
 
-Value KernelBuilder::sub(Value a, Value c) { return builder.create<arith::SubFOp>(location, a, c); }
-Value KernelBuilder::mul(Value a, Value c) { return builder.create<arith::MulFOp>(location, a, c); }
-Value KernelBuilder::div(Value a, Value c) { return builder.create<arith::DivFOp>(location, a, c); }
+Value MemrefKernelBuilder::sub(Value a, Value c) {
+  return builder.create<arith::SubFOp>(location, a, c);
+}
+Value MemrefKernelBuilder::mul(Value a, Value c) {
+  return builder.create<arith::MulFOp>(location, a, c);
+}
+Value MemrefKernelBuilder::div(Value a, Value c) {
+  return builder.create<arith::DivFOp>(location, a, c);
+}
 
-Value KernelBuilder::toF64(Value v) {
+Value MemrefKernelBuilder::toF64(Value v) {
   return builder.create<arith::ExtFOp>(location, builder.getF64Type(), v);
 }
 
-Value KernelBuilder::toF32(Value v) {
+Value MemrefKernelBuilder::toF32(Value v) {
   return builder.create<arith::TruncFOp>(location, builder.getF32Type(), v);
 }
 
-void KernelBuilder::loop(Value lb, Value ub, const std::function<void(Value)> &body) {
+void MemrefKernelBuilder::loop(Value lb, Value ub, const std::function<void(Value)> &body) {
   auto forOp = builder.create<scf::ForOp>(location, lb, ub, index(1));
   OpBuilder::InsertionGuard guard(builder);
   builder.setInsertionPointToStart(forOp.getBody());
   body(forOp.getInductionVar());
 }
 
-Value KernelBuilder::reduce(Value lb, Value ub, Value init,
+Value MemrefKernelBuilder::reduce(Value lb, Value ub, Value init,
                             const std::function<Value(Value, Value)> &body) {
   auto forOp = builder.create<scf::ForOp>(location, lb, ub, index(1), ValueRange{init});
   {
@@ -77,21 +83,21 @@ Value KernelBuilder::reduce(Value lb, Value ub, Value init,
   return forOp.getResult(0);
 }
 
-Value KernelBuilder::loadLanes(Value m, ValueRange indices, int64_t lanes) {
+Value MemrefKernelBuilder::loadLanes(Value m, ValueRange indices, int64_t lanes) {
   if (lanes == 1)
     return load(m, indices);
   auto type = VectorType::get({lanes}, builder.getF32Type());
   return builder.create<vector::LoadOp>(location, type, m, indices);
 }
 
-Value KernelBuilder::splat(Value x, int64_t lanes) {
+Value MemrefKernelBuilder::splat(Value x, int64_t lanes) {
   if (lanes == 1)
     return x;
   auto type = VectorType::get({lanes}, builder.getF32Type());
   return builder.create<vector::BroadcastOp>(location, type, x);
 }
 
-Value KernelBuilder::sum(int64_t n, const std::function<Value(Value, int64_t)> &term) {
+Value MemrefKernelBuilder::sum(int64_t n, const std::function<Value(Value, int64_t)> &term) {
   constexpr int64_t kLanes = 8;
   const int64_t blocks = n / kLanes;
   Value total = f32(0);
@@ -131,7 +137,7 @@ Value KernelBuilder::sum(int64_t n, const std::function<Value(Value, int64_t)> &
                 [&](Value d, Value acc) { return add(acc, term(d, 1)); });
 }
 
-void KernelBuilder::finish() { builder.create<func::ReturnOp>(location); }
+void MemrefKernelBuilder::finish() { builder.create<func::ReturnOp>(location); }
 
 namespace {
 std::optional<Shape> staticButBatch(RankedTensorType tensor) {

@@ -1,4 +1,4 @@
-// Gemm: row-major GEMMs on cuBLAS (CudaBackend.h). cuBLAS is column-major;
+// CublasGemm: row-major GEMMs on cuBLAS (CudaBackend.h). cuBLAS is column-major;
 // a row-major [M,N] matrix is its column-major transpose, so C = op(A) op(B)
 // is computed as C^T = op(B)^T op(A)^T with the operands swapped. cuBLAS and
 // cuBLASLt are opened at run time (Blas.h, BlasLt.h).

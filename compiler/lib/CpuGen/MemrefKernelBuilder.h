@@ -1,14 +1,14 @@
-//===- KernelBuilder.h - helpers for writing kernels on memrefs -*- C++ -*-===//
+//===- MemrefKernelBuilder.h - kernels on memrefs -----------*- C++ -*-===//
 //
 // Private to compiler/lib/CpuGen. A KernelSpec describes one kernel to
 // build (its memref views and its parallel range); the builders of each op
 // family (ElementwiseGen.cpp, NormGen.cpp) fill a func.func body
-// through KernelBuilder's small vocabulary: constants, loads and stores,
+// through MemrefKernelBuilder's small vocabulary: constants, loads and stores,
 // loops, reductions.
 //
 //===----------------------------------------------------------------------===//
-#ifndef STRINGC_CPUGEN_KERNELBUILDER_H
-#define STRINGC_CPUGEN_KERNELBUILDER_H
+#ifndef STRINGC_CPUGEN_MEMREFKERNELBUILDER_H
+#define STRINGC_CPUGEN_MEMREFKERNELBUILDER_H
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -27,7 +27,7 @@ namespace stringc::codegen::detail {
 /// Row-major shape with at most dimension 0 dynamic (ShapedType::kDynamic).
 using Shape = llvm::SmallVector<int64_t, 4>;
 
-class KernelBuilder;
+class MemrefKernelBuilder;
 
 /// One kernel function to build: its argument views (operands then results),
 /// and what the package records for its call.
@@ -42,7 +42,7 @@ struct KernelSpec {
   /// Per view: whether it holds i32 (token ids, labels); empty: all f32.
   std::vector<bool> i32Views;
   /// The family's body builder; null: KernelGen dispatches on `kind`.
-  void (*build)(mlir::Operation *op, const KernelSpec &spec, KernelBuilder &kb) = nullptr;
+  void (*build)(mlir::Operation *op, const KernelSpec &spec, MemrefKernelBuilder &kb) = nullptr;
 };
 
 /// Fewest outer iterations per thread so that a chunk does at least about
@@ -54,9 +54,9 @@ inline int64_t grainFor(int64_t elementsPerIteration) {
 
 /// Builds the body of one kernel func: arguments are the views, then `begin`
 /// and `end` (index).
-class KernelBuilder {
+class MemrefKernelBuilder {
 public:
-  KernelBuilder(mlir::func::FuncOp func);
+  MemrefKernelBuilder(mlir::func::FuncOp func);
 
   mlir::OpBuilder &b() { return builder; }
   mlir::Location loc() const { return location; }
@@ -126,13 +126,13 @@ private:
 
 /// The kernel builders of each op family: build the body of `func` for `op`
 /// with the views of `spec`.
-void buildElementwiseKernel(mlir::Operation *op, const KernelSpec &spec, KernelBuilder &kb);
-void buildNormKernel(mlir::Operation *op, const KernelSpec &spec, KernelBuilder &kb);
-void buildSumToKernel(mlir::Operation *op, const KernelSpec &spec, KernelBuilder &kb);
-void buildAttentionKernel(mlir::Operation *op, const KernelSpec &spec, KernelBuilder &kb);
+void buildElementwiseKernel(mlir::Operation *op, const KernelSpec &spec, MemrefKernelBuilder &kb);
+void buildNormKernel(mlir::Operation *op, const KernelSpec &spec, MemrefKernelBuilder &kb);
+void buildSumToKernel(mlir::Operation *op, const KernelSpec &spec, MemrefKernelBuilder &kb);
+void buildAttentionKernel(mlir::Operation *op, const KernelSpec &spec, MemrefKernelBuilder &kb);
 /// Attention with a skip mask (SkipAttentionGen.cpp; buildAttentionKernel
 /// hands it over): the forward, or the gradient when `grad`.
-void buildSkipAttentionKernel(const KernelSpec &spec, KernelBuilder &kb, bool grad,
+void buildSkipAttentionKernel(const KernelSpec &spec, MemrefKernelBuilder &kb, bool grad,
                               int64_t heads, int64_t skipBase);
 
 /// The specs of the kernels for `op`, or nothing when the op is not supported
@@ -159,4 +159,4 @@ std::string shapeKey(llvm::ArrayRef<int64_t> shape);
 
 } // namespace stringc::codegen::detail
 
-#endif // STRINGC_CPUGEN_KERNELBUILDER_H
+#endif // STRINGC_CPUGEN_MEMREFKERNELBUILDER_H
