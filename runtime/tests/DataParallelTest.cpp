@@ -178,6 +178,15 @@ void writeImages(const std::string &dir, const std::string &prefix, uint32_t cou
   writeFile(dir + "/" + prefix + "-labels-idx1-ubyte", labels);
 }
 
+// The tests' data: 30 training and 9 test images in dir/data; its path.
+std::string writeImageData(const TempDir &dir) {
+  const std::string data = dir.path().string() + "/data";
+  std::filesystem::create_directory(data);
+  writeImages(data, "train", 30);
+  writeImages(data, "t10k", 9);
+  return data;
+}
+
 struct Recorder : TrainObserver {
   std::vector<double> losses, lrs, norms, evals;
   void onStep(const TrainPlan &, const StepReport &r) override {
@@ -240,10 +249,7 @@ RankRun oneProcess(const Manifest &manifest, const std::string &data, TrainOptio
 
 TEST(DataParallelTest, RanksTakeTheAccumulatedStepsBitForBit) {
   TempDir dir;
-  const std::string data = dir.path().string() + "/data";
-  std::filesystem::create_directory(data);
-  writeImages(data, "train", 30);
-  writeImages(data, "t10k", 9);
+  const std::string data = writeImageData(dir);
   TrainOptions o;
   o.epochs = 2;
   o.batch = 7; // 4 steps an epoch; 2 ranks: 4 + 3, 3 ranks: 3 + 2 + 2
@@ -296,10 +302,7 @@ Manifest clippedFrozenManifest(OptimizerKind kind) {
 // of the file).
 TEST(DataParallelTest, ZeroOneTakesTheAccumulatedStepsBitForBit) {
   TempDir dir;
-  const std::string data = dir.path().string() + "/data";
-  std::filesystem::create_directory(data);
-  writeImages(data, "train", 30);
-  writeImages(data, "t10k", 9);
+  const std::string data = writeImageData(dir);
   const std::string oneCkpt = dir.path().string() + "/one.ckpt";
   const std::string zeroCkpt = dir.path().string() + "/zero.ckpt";
   DataParallelOptions zero;
@@ -331,10 +334,7 @@ TEST(DataParallelTest, ZeroOneTakesTheAccumulatedStepsBitForBit) {
 // ZeRO and as one process; a replicated one resumes with ZeRO.
 TEST(DataParallelTest, ZeroOneResumesWithAnyRanks) {
   TempDir dir;
-  const std::string data = dir.path().string() + "/data";
-  std::filesystem::create_directory(data);
-  writeImages(data, "train", 30);
-  writeImages(data, "t10k", 9);
+  const std::string data = writeImageData(dir);
   const std::string base = dir.path().string();
   const Manifest manifest = imageManifest(OptimizerKind::AdamW);
   DataParallelOptions zero, replicated;
@@ -383,10 +383,7 @@ TEST(DataParallelTest, ZeroOneResumesWithAnyRanks) {
 // SGD u and the EMA: 120), or the whole with the state replicated.
 TEST(DataParallelTest, ZeroOneReportsTheStateEachRankHolds) {
   TempDir dir;
-  const std::string data = dir.path().string() + "/data";
-  std::filesystem::create_directory(data);
-  writeImages(data, "train", 30);
-  writeImages(data, "t10k", 9);
+  const std::string data = writeImageData(dir);
   TrainOptions o;
   o.steps = 2;
   o.batch = 6;
@@ -419,10 +416,7 @@ TEST(DataParallelTest, ZeroOneReportsTheStateEachRankHolds) {
 // with the draws those rows get in the whole batch.
 TEST(DataParallelTest, RanksAugmentTheirRowsAsTheWholeBatchWould) {
   TempDir dir;
-  const std::string data = dir.path().string() + "/data";
-  std::filesystem::create_directory(data);
-  writeImages(data, "train", 30);
-  writeImages(data, "t10k", 9);
+  const std::string data = writeImageData(dir);
   TrainOptions o;
   o.epochs = 1;
   o.batch = 7;
@@ -487,10 +481,7 @@ TEST(DataParallelTest, ShareAndRefusals) {
   }
 
   TempDir dir;
-  const std::string data = dir.path().string() + "/data";
-  std::filesystem::create_directory(data);
-  writeImages(data, "train", 30);
-  writeImages(data, "t10k", 9);
+  const std::string data = writeImageData(dir);
   TrainOptions o;
   o.steps = 1;
   o.batch = 2;
@@ -525,10 +516,7 @@ double relativeDifference(const std::vector<float> &a, const std::vector<float> 
 // parameters, and a second run the first bit for bit.
 TEST(DataParallelTest, RanksInMicroBatchesTakeTheAccumulatedStepsWithinRounding) {
   TempDir dir;
-  const std::string data = dir.path().string() + "/data";
-  std::filesystem::create_directory(data);
-  writeImages(data, "train", 30);
-  writeImages(data, "t10k", 9);
+  const std::string data = writeImageData(dir);
   TrainOptions o;
   o.epochs = 2;
   o.batch = 7; // 2 ranks x 2: 2 2 | 2 1; 2 x 3: 2 1 1 | 1 1 1; 3 x 2: 2 1 | 1 1 | 1 1
@@ -560,10 +548,7 @@ TEST(DataParallelTest, RanksInMicroBatchesTakeTheAccumulatedStepsWithinRounding)
 // A rank that never sends: the other names it when the wait times out.
 TEST(DataParallelTest, SilentRankIsNamed) {
   TempDir dir;
-  const std::string data = dir.path().string() + "/data";
-  std::filesystem::create_directory(data);
-  writeImages(data, "train", 30);
-  writeImages(data, "t10k", 9);
+  const std::string data = writeImageData(dir);
   Mailboxes boxes(2);
   Model model(imageManifest(OptimizerKind::Sgd));
   DataSet set = loadModelData(model, data);
