@@ -88,7 +88,9 @@ TEST(OpLibrary, AnOpWithoutAFastKernelRunsItsReferenceOneInEverySet) {
                                              {OpCode::RopeFreqs, false},
                                              {OpCode::Sinusoidal, false},
                                              {OpCode::RelativePositions, false},
-                                             {OpCode::RopeGradFreqs, false}};
+                                             {OpCode::RopeGradFreqs, false},
+                                             {OpCode::Householder, false},
+                                             {OpCode::HouseholderGradFreqs, false}};
   for (const auto &[code, generated] : library) {
     SCOPED_TRACE(opName(code));
     const ops::OpKernels *op = ops::opLibrary().find(code);

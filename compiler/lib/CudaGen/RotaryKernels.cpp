@@ -1,7 +1,7 @@
 //===- RotaryKernels.cpp - rope, householder and the hoisted rope ops -----===//
 //
 // Kernels and op lowerings of the rotary ops (the CPU's ops/position/Rope.cpp
-// and reference/PositionRotary.cpp, and the rope_table / rope_apply pieces
+// and ops/position/Householder.cpp, and the rope_table / rope_apply pieces
 // the hoisting rewrite splits them into; docs/cuda.md, "Position kernels"), one thread per
 // output element in a grid-stride loop:
 // - rope_table and the householder table are evaluated in f64 (libdevice's

@@ -31,26 +31,6 @@
 namespace stringrt::ref {
 
 //===----------------------------------------------------------------------===//
-// Rotary embeddings (PositionRotary.cpp; rope in the op library,
-// stringrt/ops/PositionOps.h)
-//===----------------------------------------------------------------------===//
-
-// a1 = pos[t] . f1[j], a2 = pos[t] . f2[j], H(a) = I - 2 v v^T with v = (cos a, sin a):
-//   (y[.., t, 2j], y[.., t, 2j+1])^T = H(a2) H(a1) (x[.., t, 2j], x[.., t, 2j+1])^T
-// H(a2) H(a1) = R(2 (a2 - a1)). x [..., T, D], pos [T, A], f1, f2 [D/2, A] -> y.
-// Its gradient in x is householder(dy, pos, f2, f1) ((H(a2) H(a1))^T = H(a1) H(a2)).
-template <typename T>
-void householder(TensorRef<const T> x, TensorRef<const T> pos, TensorRef<const T> f1,
-                 TensorRef<const T> f2, TensorRef<T> y);
-
-// householder is rope with F = 2 (f2 - f1); with G = ropeGradFreqs(x, pos, F, dy):
-//   df1 = -2 G,  df2 = 2 G
-template <typename T>
-void householderGradFreqs(TensorRef<const T> x, TensorRef<const T> pos, TensorRef<const T> f1,
-                          TensorRef<const T> f2, TensorRef<const T> dy, TensorRef<T> df1,
-                          TensorRef<T> df2);
-
-//===----------------------------------------------------------------------===//
 // Skew-symmetric matrices and the Cayley transform (PositionCayley.cpp)
 //===----------------------------------------------------------------------===//
 

@@ -1,8 +1,8 @@
-// Executor adapters of the pe positional-encoding ops (householder, skew /
-// Cayley, generators, rotations, gates; the tables and rope are in the op
-// library, runtime/src/ops/position/), each forward op beside its backward
-// op (docs/autodiff.md): each reads the op's attributes and calls its
-// reference kernel (PositionKernels.h).
+// Executor adapters of the pe positional-encoding ops (skew / Cayley,
+// generators, rotations, gates; the tables and the rotary ops, rope and
+// householder, are in the op library, runtime/src/ops/position/), each
+// forward op beside its backward op (docs/autodiff.md): each reads the op's
+// attributes and calls its reference kernel (PositionKernels.h).
 #include "execution/Executor.h"
 
 #include "stringrt/reference/PositionKernels.h"
@@ -11,14 +11,6 @@ namespace stringrt::detail {
 namespace {
 
 using namespace stringrt::ref;
-
-void runHouseholder(const OpContext &c) {
-  householder<float>(c.in(0), c.in(1), c.in(2), c.in(3), c.out(0));
-}
-
-void runHouseholderGradFreqs(const OpContext &c) {
-  householderGradFreqs<float>(c.in(0), c.in(1), c.in(2), c.in(3), c.in(4), c.out(0), c.out(1));
-}
 
 void runSkew(const OpContext &c) { skew<float>(c.in(0), c.op().getInt("dim"), c.out(0)); }
 
@@ -68,8 +60,6 @@ void runSpdGateGrad(const OpContext &c) {
 } // namespace
 
 void addPositionOps(OpTable &table) {
-  table[OpCode::Householder] = {runHouseholder};
-  table[OpCode::HouseholderGradFreqs] = {runHouseholderGradFreqs};
   table[OpCode::Skew] = {runSkew};
   table[OpCode::SkewGrad] = {runSkewGrad};
   table[OpCode::SparseSkew] = {runSparseSkew};

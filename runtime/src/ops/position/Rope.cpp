@@ -4,9 +4,10 @@
 // frequencies): the shape contracts, the reference kernels, the fast
 // kernels (rope, and its x-gradient as a kernel of its own) and the
 // registration (ops/OpLibrary.h). The kernels' declarations are in
-// stringrt/ops/PositionOps.h; the loops rope shares with pe.householder in
-// RotaryPairs.h. stringc generates no CPU kernel for these ops (the hoisted
-// pe.rope_table / pe.rope_apply are the fused family's).
+// stringrt/ops/PositionOps.h; the loops rope shares with pe.householder
+// (Householder.cpp) in RotaryPairs.h. stringc generates no CPU kernel for
+// these ops (the hoisted pe.rope_table / pe.rope_apply are the fused
+// family's).
 #include "../OpLibrary.h"
 
 #include "../../cpu/KernelUtil.h"

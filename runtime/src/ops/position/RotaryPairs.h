@@ -4,9 +4,8 @@
 // tables, and both differentiate their frequencies through the angle
 // gradient of a rotation. The first part of their shape contracts and the
 // loops of their reference kernels (in double, each result rounded once to
-// T), each op file (Rope.cpp, and Householder.cpp's kernels while they are
-// in reference/PositionRotary.cpp) passing its matrices. Private to the
-// runtime.
+// T), each op file (Rope.cpp, Householder.cpp) passing its matrices.
+// Private to the runtime.
 #pragma once
 
 #include "../../reference/PositionUtil.h"
