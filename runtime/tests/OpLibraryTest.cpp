@@ -90,7 +90,9 @@ TEST(OpLibrary, AnOpWithoutAFastKernelRunsItsReferenceOneInEverySet) {
                                              {OpCode::RelativePositions, false},
                                              {OpCode::RopeGradFreqs, false},
                                              {OpCode::Householder, false},
-                                             {OpCode::HouseholderGradFreqs, false}};
+                                             {OpCode::HouseholderGradFreqs, false},
+                                             {OpCode::Skew, false},
+                                             {OpCode::SkewGrad, false}};
   for (const auto &[code, generated] : library) {
     SCOPED_TRACE(opName(code));
     const ops::OpKernels *op = ops::opLibrary().find(code);

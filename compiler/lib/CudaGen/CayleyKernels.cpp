@@ -1,8 +1,8 @@
 //===- CayleyKernels.cpp - skew builders and the Cayley transform ---------===//
 //
 // Kernels and op lowerings of the Cayley family (docs/cuda.md, "Position,
-// token and Cayley kernels"; runtime/src/cpu/CayleyKernels.cpp and
-// reference/PositionCayley.cpp on the CPU):
+// token and Cayley kernels"; runtime/src/cpu/CayleyKernels.cpp,
+// reference/PositionCayley.cpp and ops/position/Skew.cpp on the CPU):
 // - skew / skew_grad: one thread per output element; skew_grad finds the
 //   pair (i, j) of upper-triangle index k by walking the rows (dim steps);
 // - sparse_skew / sparse_skew_grad: one thread per output element, the

@@ -1,5 +1,6 @@
-// Reference kernels of the skew builders and the Cayley transform: skew,
-// skew_grad, sparse_skew, sparse_skew_grad, cayley, cayley_grad.
+// Reference kernels of the sparse skew builder and the Cayley transform:
+// sparse_skew, sparse_skew_grad, cayley, cayley_grad (skew and skew_grad are
+// in the op library, ops/position/Skew.cpp).
 #include "stringrt/reference/PositionKernels.h"
 
 #include "PositionLinalg.h"
@@ -11,14 +12,8 @@
 namespace stringrt::ref {
 namespace {
 
-using position::concat;
 using position::leadingCount;
-using position::leadingShape;
 using position::upperPairs;
-
-void checkDim(const char *what, int64_t dim) {
-  check(dim >= 2, what, "'dim' must be >= 2, got " + std::to_string(dim));
-}
 
 // I + sign * S in double, S = s [d, d].
 template <typename T>
@@ -46,53 +41,11 @@ template <typename T> void checkCayley(const char *what, TensorRef<const T> x, T
 
 } // namespace
 
-// S[.., i, j] = params[.., k], S[.., j, i] = -params[.., k] for pair k = (i, j).
-template <typename T> void skew(TensorRef<const T> params, int64_t dim, TensorRef<T> s) {
-  checkDim("skew", dim);
-  const int64_t count = dim * (dim - 1) / 2;
-  check(params.rank() >= 1 && params.dim(-1) == count, "skew",
-        "'params' must be [..., " + std::to_string(count) + "] for dim " + std::to_string(dim) +
-            ", got " + shapeToString(params.shape));
-  checkShape("skew: result", s, concat(leadingShape(params.shape, 1), {dim, dim}));
-  const auto pairs = upperPairs(dim);
-  const int64_t lead = leadingCount(params.shape, 1);
-  for (int64_t l = 0; l < lead; ++l) {
-    T *m = s.data + l * dim * dim;
-    for (int64_t i = 0; i < dim * dim; ++i)
-      m[i] = T(0);
-    for (int64_t k = 0; k < count; ++k) {
-      const auto [i, j] = pairs[k];
-      m[i * dim + j] = params[l * count + k];
-      m[j * dim + i] = -params[l * count + k];
-    }
-  }
-}
-
-// dparams[.., k] = dy[.., i, j] - dy[.., j, i].
-template <typename T> void skewGrad(TensorRef<const T> dy, int64_t dim, TensorRef<T> dparams) {
-  checkDim("skew_grad", dim);
-  const int64_t count = dim * (dim - 1) / 2;
-  check(dy.rank() >= 2 && dy.dim(-1) == dim && dy.dim(-2) == dim, "skew_grad",
-        "'dy' must be [..., " + std::to_string(dim) + ", " + std::to_string(dim) + "], got " +
-            shapeToString(dy.shape));
-  checkShape("skew_grad: result 'dparams'", dparams, concat(leadingShape(dy.shape, 2), {count}));
-  const auto pairs = upperPairs(dim);
-  const int64_t lead = leadingCount(dy.shape, 2);
-  for (int64_t l = 0; l < lead; ++l) {
-    const T *g = dy.data + l * dim * dim;
-    for (int64_t k = 0; k < count; ++k) {
-      const auto [i, j] = pairs[k];
-      dparams[l * count + k] =
-          static_cast<T>(static_cast<double>(g[i * dim + j]) - static_cast<double>(g[j * dim + i]));
-    }
-  }
-}
-
 // S[i_m, j_m] = params[m], S[j_m, i_m] = -params[m], 0 elsewhere.
 template <typename T>
 void sparseSkew(TensorRef<const T> params, int64_t dim, const std::vector<int64_t> &support,
                 TensorRef<T> s) {
-  checkDim("sparse_skew", dim);
+  position::checkSkewDim("sparse_skew", dim);
   position::checkSupport("sparse_skew", dim, support);
   const int64_t count = static_cast<int64_t>(support.size());
   checkShape("sparse_skew: 'params'", params, {count});
@@ -111,7 +64,7 @@ void sparseSkew(TensorRef<const T> params, int64_t dim, const std::vector<int64_
 template <typename T>
 void sparseSkewGrad(TensorRef<const T> dy, int64_t dim, const std::vector<int64_t> &support,
                     TensorRef<T> dparams) {
-  checkDim("sparse_skew_grad", dim);
+  position::checkSkewDim("sparse_skew_grad", dim);
   position::checkSupport("sparse_skew_grad", dim, support);
   const int64_t count = static_cast<int64_t>(support.size());
   checkShape("sparse_skew_grad: 'dy'", dy, {dim, dim});
@@ -174,8 +127,6 @@ void cayleyGrad(TensorRef<const T> x, TensorRef<const T> s, TensorRef<const T> d
 }
 
 #define STRINGRT_INSTANTIATE(T)                                                                    \
-  template void skew<T>(TensorRef<const T>, int64_t, TensorRef<T>);                                \
-  template void skewGrad<T>(TensorRef<const T>, int64_t, TensorRef<T>);                            \
   template void sparseSkew<T>(TensorRef<const T>, int64_t, const std::vector<int64_t> &,           \
                               TensorRef<T>);                                                       \
   template void sparseSkewGrad<T>(TensorRef<const T>, int64_t, const std::vector<int64_t> &,       \

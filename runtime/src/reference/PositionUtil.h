@@ -50,6 +50,11 @@ inline std::vector<std::pair<int64_t, int64_t>> upperPairs(int64_t dim) {
   return pairs;
 }
 
+// Throws unless a skew builder's `dim` is >= 2 (`what`: the op).
+inline void checkSkewDim(const char *what, int64_t dim) {
+  check(dim >= 2, what, "'dim' must be >= 2, got " + std::to_string(dim));
+}
+
 // Throws unless `support` is non-empty, strictly increasing and inside
 // [0, dim(dim-1)/2).
 inline void checkSupport(const char *what, int64_t dim, const std::vector<int64_t> &support) {

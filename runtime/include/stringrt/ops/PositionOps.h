@@ -111,6 +111,18 @@ void householderGradFreqs(TensorRef<const T> x, TensorRef<const T> pos, TensorRe
                           TensorRef<const T> f2, TensorRef<const T> dy, TensorRef<T> df1,
                           TensorRef<T> df2);
 
+//===----------------------------------------------------------------------===//
+// skew, skew_grad (ops/position/Skew.cpp; no fast kernel)
+//===----------------------------------------------------------------------===//
+
+// S[.., i, j] = params[.., k], S[.., j, i] = -params[.., k], S[.., i, i] = 0
+// for the k-th upper-triangle pair (i, j). dim >= 2:
+// params [..., dim(dim-1)/2] -> S [..., dim, dim]
+template <typename T> void skew(TensorRef<const T> params, int64_t dim, TensorRef<T> s);
+
+// dparams[.., k] = dy[.., i, j] - dy[.., j, i]   dy [..., dim, dim] -> [..., dim(dim-1)/2]
+template <typename T> void skewGrad(TensorRef<const T> dy, int64_t dim, TensorRef<T> dparams);
+
 } // namespace stringrt::ref
 
 namespace stringrt::cpu {

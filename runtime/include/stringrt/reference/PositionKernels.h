@@ -31,16 +31,9 @@
 namespace stringrt::ref {
 
 //===----------------------------------------------------------------------===//
-// Skew-symmetric matrices and the Cayley transform (PositionCayley.cpp)
+// Skew-symmetric matrices and the Cayley transform (PositionCayley.cpp; skew
+// in the op library, stringrt/ops/PositionOps.h)
 //===----------------------------------------------------------------------===//
-
-// S[.., i, j] = params[.., k], S[.., j, i] = -params[.., k], S[.., i, i] = 0
-// for the k-th upper-triangle pair (i, j). dim >= 2:
-// params [..., dim(dim-1)/2] -> S [..., dim, dim]
-template <typename T> void skew(TensorRef<const T> params, int64_t dim, TensorRef<T> s);
-
-// dparams[.., k] = dy[.., i, j] - dy[.., j, i]   dy [..., dim, dim] -> [..., dim(dim-1)/2]
-template <typename T> void skewGrad(TensorRef<const T> dy, int64_t dim, TensorRef<T> dparams);
 
 // As skew, with parameter m on upper-triangle index support[m] (support
 // non-empty, strictly increasing, in [0, dim(dim-1)/2)); 0 elsewhere.
