@@ -92,7 +92,9 @@ TEST(OpLibrary, AnOpWithoutAFastKernelRunsItsReferenceOneInEverySet) {
                                              {OpCode::Householder, false},
                                              {OpCode::HouseholderGradFreqs, false},
                                              {OpCode::Skew, false},
-                                             {OpCode::SkewGrad, false}};
+                                             {OpCode::SkewGrad, false},
+                                             {OpCode::SparseSkew, false},
+                                             {OpCode::SparseSkewGrad, false}};
   for (const auto &[code, generated] : library) {
     SCOPED_TRACE(opName(code));
     const ops::OpKernels *op = ops::opLibrary().find(code);

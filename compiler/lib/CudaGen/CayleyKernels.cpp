@@ -2,7 +2,8 @@
 //
 // Kernels and op lowerings of the Cayley family (docs/cuda.md, "Position,
 // token and Cayley kernels"; runtime/src/cpu/CayleyKernels.cpp,
-// reference/PositionCayley.cpp and ops/position/Skew.cpp on the CPU):
+// reference/PositionCayley.cpp, ops/position/Skew.cpp and SparseSkew.cpp on
+// the CPU):
 // - skew / skew_grad: one thread per output element; skew_grad finds the
 //   pair (i, j) of upper-triangle index k by walking the rows (dim steps);
 // - sparse_skew / sparse_skew_grad: one thread per output element, the

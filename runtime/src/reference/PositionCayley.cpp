@@ -1,6 +1,5 @@
-// Reference kernels of the sparse skew builder and the Cayley transform:
-// sparse_skew, sparse_skew_grad, cayley, cayley_grad (skew and skew_grad are
-// in the op library, ops/position/Skew.cpp).
+// Reference kernels of the Cayley transform: cayley, cayley_grad (the skew
+// builders are in the op library, ops/position/Skew.cpp and SparseSkew.cpp).
 #include "stringrt/reference/PositionKernels.h"
 
 #include "PositionLinalg.h"
@@ -13,7 +12,6 @@ namespace stringrt::ref {
 namespace {
 
 using position::leadingCount;
-using position::upperPairs;
 
 // I + sign * S in double, S = s [d, d].
 template <typename T>
@@ -40,42 +38,6 @@ template <typename T> void checkCayley(const char *what, TensorRef<const T> x, T
 }
 
 } // namespace
-
-// S[i_m, j_m] = params[m], S[j_m, i_m] = -params[m], 0 elsewhere.
-template <typename T>
-void sparseSkew(TensorRef<const T> params, int64_t dim, const std::vector<int64_t> &support,
-                TensorRef<T> s) {
-  position::checkSkewDim("sparse_skew", dim);
-  position::checkSupport("sparse_skew", dim, support);
-  const int64_t count = static_cast<int64_t>(support.size());
-  checkShape("sparse_skew: 'params'", params, {count});
-  checkShape("sparse_skew: result", s, {dim, dim});
-  const auto pairs = upperPairs(dim);
-  for (int64_t i = 0; i < dim * dim; ++i)
-    s[i] = T(0);
-  for (int64_t m = 0; m < count; ++m) {
-    const auto [i, j] = pairs[support[m]];
-    s[i * dim + j] = params[m];
-    s[j * dim + i] = -params[m];
-  }
-}
-
-// dparams[m] = dy[i_m, j_m] - dy[j_m, i_m].
-template <typename T>
-void sparseSkewGrad(TensorRef<const T> dy, int64_t dim, const std::vector<int64_t> &support,
-                    TensorRef<T> dparams) {
-  position::checkSkewDim("sparse_skew_grad", dim);
-  position::checkSupport("sparse_skew_grad", dim, support);
-  const int64_t count = static_cast<int64_t>(support.size());
-  checkShape("sparse_skew_grad: 'dy'", dy, {dim, dim});
-  checkShape("sparse_skew_grad: result 'dparams'", dparams, {count});
-  const auto pairs = upperPairs(dim);
-  for (int64_t m = 0; m < count; ++m) {
-    const auto [i, j] = pairs[support[m]];
-    dparams[m] =
-        static_cast<T>(static_cast<double>(dy[i * dim + j]) - static_cast<double>(dy[j * dim + i]));
-  }
-}
 
 // (I + S) z = x (one LU of I + S), y = (I - S) z, per token.
 template <typename T> void cayley(TensorRef<const T> x, TensorRef<const T> s, TensorRef<T> y) {
@@ -127,10 +89,6 @@ void cayleyGrad(TensorRef<const T> x, TensorRef<const T> s, TensorRef<const T> d
 }
 
 #define STRINGRT_INSTANTIATE(T)                                                                    \
-  template void sparseSkew<T>(TensorRef<const T>, int64_t, const std::vector<int64_t> &,           \
-                              TensorRef<T>);                                                       \
-  template void sparseSkewGrad<T>(TensorRef<const T>, int64_t, const std::vector<int64_t> &,       \
-                                  TensorRef<T>);                                                   \
   template void cayley<T>(TensorRef<const T>, TensorRef<const T>, TensorRef<T>);                   \
   template void cayleyGrad<T>(TensorRef<const T>, TensorRef<const T>, TensorRef<const T>,          \
                               TensorRef<T>, TensorRef<T>);

@@ -1,4 +1,5 @@
-// Private helpers shared by the positional-encoding reference kernels.
+// Private helpers shared by the positional-encoding reference kernels
+// (reference/Position*.cpp and the op library's ops/position/).
 #pragma once
 
 #include "stringrt/reference/Tensor.h"

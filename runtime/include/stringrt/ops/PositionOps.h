@@ -17,6 +17,7 @@
 #include "stringrt/reference/Tensor.h"
 
 #include <cstdint>
+#include <vector>
 
 namespace stringrt::ref {
 
@@ -122,6 +123,23 @@ template <typename T> void skew(TensorRef<const T> params, int64_t dim, TensorRe
 
 // dparams[.., k] = dy[.., i, j] - dy[.., j, i]   dy [..., dim, dim] -> [..., dim(dim-1)/2]
 template <typename T> void skewGrad(TensorRef<const T> dy, int64_t dim, TensorRef<T> dparams);
+
+//===----------------------------------------------------------------------===//
+// sparse_skew, sparse_skew_grad (ops/position/SparseSkew.cpp; no fast kernel)
+//===----------------------------------------------------------------------===//
+
+// As skew, with parameter m on upper-triangle index support[m] (support
+// non-empty, strictly increasing, in [0, dim(dim-1)/2)); 0 elsewhere.
+// params [K] (K = support.size()) -> S [dim, dim]
+template <typename T>
+void sparseSkew(TensorRef<const T> params, int64_t dim, const std::vector<int64_t> &support,
+                TensorRef<T> s);
+
+// dparams[m] = dy[i_m, j_m] - dy[j_m, i_m], (i_m, j_m) the pair of support[m].
+// dy [dim, dim] -> dparams [K]
+template <typename T>
+void sparseSkewGrad(TensorRef<const T> dy, int64_t dim, const std::vector<int64_t> &support,
+                    TensorRef<T> dparams);
 
 } // namespace stringrt::ref
 

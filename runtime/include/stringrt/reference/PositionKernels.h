@@ -31,22 +31,9 @@
 namespace stringrt::ref {
 
 //===----------------------------------------------------------------------===//
-// Skew-symmetric matrices and the Cayley transform (PositionCayley.cpp; skew
-// in the op library, stringrt/ops/PositionOps.h)
+// The Cayley transform (PositionCayley.cpp; the skew builders in the op
+// library, stringrt/ops/PositionOps.h)
 //===----------------------------------------------------------------------===//
-
-// As skew, with parameter m on upper-triangle index support[m] (support
-// non-empty, strictly increasing, in [0, dim(dim-1)/2)); 0 elsewhere.
-// params [K] (K = support.size()) -> S [dim, dim]
-template <typename T>
-void sparseSkew(TensorRef<const T> params, int64_t dim, const std::vector<int64_t> &support,
-                TensorRef<T> s);
-
-// dparams[m] = dy[i_m, j_m] - dy[j_m, i_m], (i_m, j_m) the pair of support[m].
-// dy [dim, dim] -> dparams [K]
-template <typename T>
-void sparseSkewGrad(TensorRef<const T> dy, int64_t dim, const std::vector<int64_t> &support,
-                    TensorRef<T> dparams);
 
 // y = U x for every token vector x = x[.., :], U = (I - S)(I + S)^-1, as a
 // solve: one LU factorisation (partial pivoting) of I + S, then per token

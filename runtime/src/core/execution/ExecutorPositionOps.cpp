@@ -1,8 +1,8 @@
-// Executor adapters of the pe positional-encoding ops (sparse skew / Cayley,
-// generators, rotations, gates; the tables, the rotary ops, rope and
-// householder, and skew are in the op library, runtime/src/ops/position/),
-// each forward op beside its backward op (docs/autodiff.md): each reads the
-// op's attributes and calls its reference kernel (PositionKernels.h).
+// Executor adapters of the pe positional-encoding ops (Cayley, generators,
+// rotations, gates; the tables, the rotary ops and the skew builders are in
+// the op library, runtime/src/ops/position/), each forward op beside its
+// backward op (docs/autodiff.md): each reads the op's attributes and calls
+// its reference kernel (PositionKernels.h).
 #include "execution/Executor.h"
 
 #include "stringrt/reference/PositionKernels.h"
@@ -11,14 +11,6 @@ namespace stringrt::detail {
 namespace {
 
 using namespace stringrt::ref;
-
-void runSparseSkew(const OpContext &c) {
-  sparseSkew<float>(c.in(0), c.op().getInt("dim"), c.op().getInts("support"), c.out(0));
-}
-
-void runSparseSkewGrad(const OpContext &c) {
-  sparseSkewGrad<float>(c.in(0), c.op().getInt("dim"), c.op().getInts("support"), c.out(0));
-}
 
 void runCayley(const OpContext &c) { cayley<float>(c.in(0), c.in(1), c.out(0)); }
 
@@ -56,8 +48,6 @@ void runSpdGateGrad(const OpContext &c) {
 } // namespace
 
 void addPositionOps(OpTable &table) {
-  table[OpCode::SparseSkew] = {runSparseSkew};
-  table[OpCode::SparseSkewGrad] = {runSparseSkewGrad};
   table[OpCode::Cayley] = {runCayley};
   table[OpCode::CayleyGrad] = {runCayleyGrad};
   table[OpCode::GeneratorExp] = {runGeneratorExp};
