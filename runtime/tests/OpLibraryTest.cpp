@@ -45,7 +45,8 @@ TEST(OpLibrary, TheExecutorsTablesTakeTheLibrarysAdapters) {
       {OpCode::Linear, false},      {OpCode::LinearGradInput, false},
       {OpCode::LinearGradWeight, false}, {OpCode::LinearGradInputAcc, false},
       {OpCode::LinearResidual, false}, {OpCode::LinearGelu, false},
-      {OpCode::Rope, false}};
+      {OpCode::Rope, false},        {OpCode::SpdGate, false},
+      {OpCode::SpdGateGrad, false}};
   for (const auto &[code, generated] : library) {
     SCOPED_TRACE(opName(code));
     const ops::OpKernels *op = ops::opLibrary().find(code);

@@ -1,7 +1,7 @@
 //===- RotationKernels.cpp - the SPD gate ---------------------------------===//
 //
-// Kernels and op lowerings of the per-token transforms (the reference's
-// PositionRotation.cpp): spd_gate and its gradient (the input gradient is the
+// Kernels and op lowerings of the per-token transforms (the CPU's
+// ops/position/SpdGate.cpp): spd_gate and its gradient (the input gradient is the
 // forward kernel on dy; the gate's gradient a column sum, no atomics).
 // apply_rotation has no CUDA kernel (no example uses it): its package runs
 // on the CPU, and `--device cuda` refuses it naming the op

@@ -1,10 +1,7 @@
-// Reference kernels of the per-token transforms: apply_rotation,
-// apply_rotation_grad, spd_gate, spd_gate_grad.
+// Reference kernels of the per-token rotation: apply_rotation,
+// apply_rotation_grad.
 #include "stringrt/reference/PositionKernels.h"
 
-#include "PositionUtil.h"
-
-#include <cmath>
 #include <string>
 #include <vector>
 
@@ -31,19 +28,6 @@ RotationShape checkRotation(const std::string &op, TensorRef<const T> x,
   s.dh = s.width / heads;
   checkShape((op + ": 'rotations'").c_str(), rotations, {s.tokens, s.dh, s.dh});
   return s;
-}
-
-// exp(gamma) in double, after checking that gamma's shape is a trailing
-// suffix of x's.
-template <typename T>
-std::vector<double> gate(const char *what, TensorRef<const T> x, TensorRef<const T> gamma) {
-  check(gamma.rank() >= 1 && position::isTrailingSuffix(gamma.shape, x.shape), what,
-        "the shape of 'gamma' " + shapeToString(gamma.shape) +
-            " must be a trailing suffix of the shape of 'x' " + shapeToString(x.shape));
-  std::vector<double> e(static_cast<size_t>(gamma.numel()));
-  for (int64_t i = 0; i < gamma.numel(); ++i)
-    e[i] = std::exp(static_cast<double>(gamma[i]));
-  return e;
 }
 
 } // namespace
@@ -100,42 +84,10 @@ void applyRotationGrad(TensorRef<const T> x, TensorRef<const T> rotations,
     drotations[i] = static_cast<T>(dr[i]);
 }
 
-// y = x exp(gamma), gamma repeated over the leading dims of x.
-template <typename T>
-void spdGate(TensorRef<const T> x, TensorRef<const T> gamma, TensorRef<T> y) {
-  const std::vector<double> e = gate<T>("spd_gate", x, gamma);
-  checkShape("spd_gate: result", y, x.shape);
-  const int64_t g = gamma.numel();
-  for (int64_t i = 0; i < x.numel(); ++i)
-    y[i] = static_cast<T>(static_cast<double>(x[i]) * e[i % g]);
-}
-
-// dx = dy exp(gamma); dgamma = sum_lead dy x exp(gamma).
-template <typename T>
-void spdGateGrad(TensorRef<const T> x, TensorRef<const T> gamma, TensorRef<const T> dy,
-                 TensorRef<T> dx, TensorRef<T> dgamma) {
-  const std::vector<double> e = gate<T>("spd_gate_grad", x, gamma);
-  checkShape("spd_gate_grad: 'dy'", dy, x.shape);
-  checkShape("spd_gate_grad: result 'dx'", dx, x.shape);
-  checkShape("spd_gate_grad: result 'dgamma'", dgamma, gamma.shape);
-  const int64_t g = gamma.numel();
-  std::vector<double> dg(static_cast<size_t>(g), 0.0);
-  for (int64_t i = 0; i < x.numel(); ++i) {
-    const double grad = dy[i];
-    dx[i] = static_cast<T>(grad * e[i % g]);
-    dg[i % g] += grad * static_cast<double>(x[i]) * e[i % g];
-  }
-  for (int64_t i = 0; i < g; ++i)
-    dgamma[i] = static_cast<T>(dg[i]);
-}
-
 #define STRINGRT_INSTANTIATE(T)                                                                    \
   template void applyRotation<T>(TensorRef<const T>, TensorRef<const T>, int64_t, TensorRef<T>);   \
   template void applyRotationGrad<T>(TensorRef<const T>, TensorRef<const T>, TensorRef<const T>,   \
-                                     int64_t, TensorRef<T>, TensorRef<T>);                         \
-  template void spdGate<T>(TensorRef<const T>, TensorRef<const T>, TensorRef<T>);                  \
-  template void spdGateGrad<T>(TensorRef<const T>, TensorRef<const T>, TensorRef<const T>,         \
-                               TensorRef<T>, TensorRef<T>);
+                                     int64_t, TensorRef<T>, TensorRef<T>);
 STRINGRT_INSTANTIATE(float)
 STRINGRT_INSTANTIATE(double)
 #undef STRINGRT_INSTANTIATE

@@ -32,18 +32,6 @@ using ref::OptionalOutput;
 using ref::TensorRef;
 
 //===----------------------------------------------------------------------===//
-// SPD gate (ElementwiseKernels.cpp)
-//===----------------------------------------------------------------------===//
-
-// y = x exp(gamma) (gamma's shape a trailing suffix of x's), in double.
-void spdGate(TensorRef<const float> x, TensorRef<const float> gamma, TensorRef<float> y);
-
-// dx = dy exp(gamma); dgamma = sum over the leading dims of dy x exp(gamma),
-// each column in row order in double.
-void spdGateGrad(TensorRef<const float> x, TensorRef<const float> gamma,
-                 TensorRef<const float> dy, TensorRef<float> dx, TensorRef<float> dgamma);
-
-//===----------------------------------------------------------------------===//
 // Attention (AttentionKernels.cpp)
 //===----------------------------------------------------------------------===//
 

@@ -141,6 +141,20 @@ template <typename T>
 void sparseSkewGrad(TensorRef<const T> dy, int64_t dim, const std::vector<int64_t> &support,
                     TensorRef<T> dparams);
 
+//===----------------------------------------------------------------------===//
+// spd_gate, spd_gate_grad (ops/position/SpdGate.cpp)
+//===----------------------------------------------------------------------===//
+
+// y = x exp(gamma), gamma's shape a trailing suffix of x's ([D] or [T, D] for
+// x [B, T, D]), repeated over the leading dims.
+template <typename T>
+void spdGate(TensorRef<const T> x, TensorRef<const T> gamma, TensorRef<T> y);
+
+// dx = dy exp(gamma);  dgamma = sum over the leading dims of dy x exp(gamma)
+template <typename T>
+void spdGateGrad(TensorRef<const T> x, TensorRef<const T> gamma, TensorRef<const T> dy,
+                 TensorRef<T> dx, TensorRef<T> dgamma);
+
 } // namespace stringrt::ref
 
 namespace stringrt::cpu {
@@ -160,5 +174,18 @@ void rope(TensorRef<const float> x, TensorRef<const float> pos, TensorRef<const 
 // back by its angle (R(theta)^T = R(-theta)).
 void ropeGradInput(TensorRef<const float> dy, TensorRef<const float> pos,
                    TensorRef<const float> freqs, TensorRef<float> dx);
+
+//===----------------------------------------------------------------------===//
+// spd_gate, spd_gate_grad (ops/position/SpdGate.cpp): bit for bit the
+// reference kernels, for any thread count
+//===----------------------------------------------------------------------===//
+
+// y = x exp(gamma) (gamma's shape a trailing suffix of x's), in double.
+void spdGate(TensorRef<const float> x, TensorRef<const float> gamma, TensorRef<float> y);
+
+// dx = dy exp(gamma); dgamma = sum over the leading dims of dy x exp(gamma),
+// each column in row order in double.
+void spdGateGrad(TensorRef<const float> x, TensorRef<const float> gamma,
+                 TensorRef<const float> dy, TensorRef<float> dx, TensorRef<float> dgamma);
 
 } // namespace stringrt::cpu

@@ -48,7 +48,8 @@ void cayleyGrad(TensorRef<const T> x, TensorRef<const T> s, TensorRef<const T> d
                 TensorRef<T> dx, TensorRef<T> ds);
 
 //===----------------------------------------------------------------------===//
-// Generators, rotations, gates (PositionGenerators.cpp, PositionRotation.cpp)
+// Generators and rotations (PositionGenerators.cpp, PositionRotation.cpp; the
+// gates in the op library, stringrt/ops/PositionOps.h)
 //===----------------------------------------------------------------------===//
 
 // R[p] = exp(A), A = sum_k r[p, k] L_k (L_k = generators[k]), for every
@@ -88,15 +89,5 @@ template <typename T>
 void applyRotationGrad(TensorRef<const T> x, TensorRef<const T> rotations,
                        TensorRef<const T> dy, int64_t heads, TensorRef<T> dx,
                        TensorRef<T> drotations);
-
-// y = x exp(gamma), gamma's shape a trailing suffix of x's ([D] or [T, D] for
-// x [B, T, D]), repeated over the leading dims.
-template <typename T>
-void spdGate(TensorRef<const T> x, TensorRef<const T> gamma, TensorRef<T> y);
-
-// dx = dy exp(gamma);  dgamma = sum over the leading dims of dy x exp(gamma)
-template <typename T>
-void spdGateGrad(TensorRef<const T> x, TensorRef<const T> gamma, TensorRef<const T> dy,
-                 TensorRef<T> dx, TensorRef<T> dgamma);
 
 } // namespace stringrt::ref

@@ -26,8 +26,6 @@ void runAttention(const OpContext &c) {
 
 void runCayley(const OpContext &c) { cpu::cayley(c.in(0), c.in(1), c.out(0)); }
 
-void runSpdGate(const OpContext &c) { cpu::spdGate(c.in(0), c.in(1), c.out(0)); }
-
 //===----------------------------------------------------------------------===//
 // Backward
 //===----------------------------------------------------------------------===//
@@ -68,20 +66,14 @@ void runApplyRotationGrad(const OpContext &c) {
                          c.out(1));
 }
 
-void runSpdGateGrad(const OpContext &c) {
-  cpu::spdGateGrad(c.in(0), c.in(1), c.in(2), c.out(0), c.out(1));
-}
-
 } // namespace
 
 void addFastOps(OpTable &table) {
   const std::pair<OpCode, OpAdapter> fast[] = {
       {OpCode::Attention, runAttention},
       {OpCode::Cayley, runCayley},
-      {OpCode::SpdGate, runSpdGate},
       {OpCode::AttentionGrad, runAttentionGrad},
       {OpCode::CayleyGrad, runCayleyGrad},
-      {OpCode::SpdGateGrad, runSpdGateGrad},
       {OpCode::GeneratorExp, runGeneratorExp},
       {OpCode::GeneratorExpGrad, runGeneratorExpGrad},
       {OpCode::ApplyRotation, runApplyRotation},

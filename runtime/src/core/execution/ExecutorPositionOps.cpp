@@ -1,8 +1,8 @@
 // Executor adapters of the pe positional-encoding ops (Cayley, generators,
-// rotations, gates; the tables, the rotary ops and the skew builders are in
-// the op library, runtime/src/ops/position/), each forward op beside its
-// backward op (docs/autodiff.md): each reads the op's attributes and calls
-// its reference kernel (PositionKernels.h).
+// rotations; the tables, the rotary ops, the skew builders and the SPD gate
+// are in the op library, runtime/src/ops/position/), each forward op beside
+// its backward op (docs/autodiff.md): each reads the op's attributes and
+// calls its reference kernel (PositionKernels.h).
 #include "execution/Executor.h"
 
 #include "stringrt/reference/PositionKernels.h"
@@ -39,12 +39,6 @@ void runCommutatorNormGrad(const OpContext &c) {
   commutatorNormGrad<float>(c.in(0), c.in(1), c.out(0));
 }
 
-void runSpdGate(const OpContext &c) { spdGate<float>(c.in(0), c.in(1), c.out(0)); }
-
-void runSpdGateGrad(const OpContext &c) {
-  spdGateGrad<float>(c.in(0), c.in(1), c.in(2), c.out(0), c.out(1));
-}
-
 } // namespace
 
 void addPositionOps(OpTable &table) {
@@ -56,8 +50,6 @@ void addPositionOps(OpTable &table) {
   table[OpCode::ApplyRotationGrad] = {runApplyRotationGrad};
   table[OpCode::CommutatorNorm] = {runCommutatorNorm};
   table[OpCode::CommutatorNormGrad] = {runCommutatorNormGrad};
-  table[OpCode::SpdGate] = {runSpdGate};
-  table[OpCode::SpdGateGrad] = {runSpdGateGrad};
 }
 
 } // namespace stringrt::detail
