@@ -66,92 +66,143 @@ using Pred = arith::CmpIPredicate;
 constexpr int64_t kFactorThreads = 1024;
 constexpr int64_t kSharedDim = 64; // the largest dim whose matrix lives in shared memory
 constexpr int64_t kLineDim = 128;  // the largest dim whose line buffers live in shared memory
+constexpr int64_t kElementBlock = 256; // the skew kernels' block (makeSpec's default)
+
+/// A group's member (KernelGroups.h) in a grouped elementwise kernel:
+/// blockIdx.y; its pointers table[m g + a] for a = 0 .. g - 1 (g the
+/// group arguments a member).
+Value memberPointer(KernelBuilder &k, Value table, int64_t perMember, int64_t a);
+
+/// S[l, i, j] = p[l, k(i, j)] (i < j), -p[l, k(j, i)] (i > j), 0 (i = j),
+/// k(i, j) = i d - i (i + 1) / 2 + j - i - 1; n elements of S.
+void buildSkew(KernelBuilder &k, Value s, Value params, Value n, Value d) {
+  Value count = divU(k, k.mul(d, k.sub(d, k.i64(1))), k.i64(2));
+  k.forGridStride(n, [&](Value e) {
+    Value dd = k.mul(d, d);
+    Value l = divU(k, e, dd), rem = remU(k, e, dd);
+    Value i = divU(k, rem, d), j = remU(k, rem, d);
+    Value upper = cmpI(k, Pred::slt, i, j);
+    Value lo = select(k, upper, i, j), hi = select(k, upper, j, i);
+    Value pair = k.sub(
+        k.add(k.sub(k.mul(lo, d), divU(k, k.mul(lo, k.add(lo, k.i64(1))), k.i64(2))), hi),
+        k.add(lo, k.i64(1)));
+    Value diagonal = cmpI(k, Pred::eq, i, j);
+    // On the diagonal `pair` may be -1: read element 0 of the slice instead.
+    Value at = k.add(k.mul(l, count), select(k, diagonal, k.i64(0), pair));
+    Value p = k.load(params, at);
+    Value signed_ = select(k, upper, p, k.sub(k.f32(0.0), p));
+    k.store(select(k, diagonal, k.f32(0.0), signed_), s, e);
+  });
+}
+
+/// dparams[l, k] = dy[l, i, j] - dy[l, j, i] for pair k = (i, j); n
+/// elements of dparams.
+void buildSkewGrad(KernelBuilder &k, Value dparams, Value dy, Value n, Value d) {
+  Value count = divU(k, k.mul(d, k.sub(d, k.i64(1))), k.i64(2));
+  k.forGridStride(n, [&](Value e) {
+    Value l = divU(k, e, count), pair = remU(k, e, count);
+    // Row i has d - 1 - i pairs: skip whole rows while the remaining index
+    // covers them.
+    ValueRange found =
+        k.forLoop(k.i64(0), k.sub(d, k.i64(1)), k.i64(1), {k.i64(0), pair},
+                  [&](Value row, ValueRange acc) {
+                    Value len = k.sub(k.sub(d, k.i64(1)), row);
+                    Value skip = andI(k, cmpI(k, Pred::eq, acc[0], row),
+                                      cmpI(k, Pred::sge, acc[1], len));
+                    return SmallVector<Value>{select(k, skip, k.add(acc[0], k.i64(1)), acc[0]),
+                                              select(k, skip, k.sub(acc[1], len), acc[1])};
+                  });
+    Value i = found[0], j = k.add(k.add(i, k.i64(1)), found[1]);
+    Value base = k.mul(l, k.mul(d, d));
+    Value upper = k.load(dy, k.add(base, k.add(k.mul(i, d), j)));
+    Value lower = k.load(dy, k.add(base, k.add(k.mul(j, d), i)));
+    k.store(k.sub(upper, lower), dparams, e);
+  });
+}
 
 void appendSkewKernels(std::vector<KernelDef> &defs) {
-  // S[l, i, j] = p[l, k(i, j)] (i < j), -p[l, k(j, i)] (i > j), 0 (i = j),
-  // k(i, j) = i d - i (i + 1) / 2 + j - i - 1.
   defs.push_back({makeSpec("pe_skew", pe::SkewOp::getOperationName(),
                            {{"s", P}, {"params", P}, {"n", I}, {"dim", I}}),
-                  [](KernelBuilder &k) {
-                    Value d = k.arg(3);
-                    Value count = divU(k, k.mul(d, k.sub(d, k.i64(1))), k.i64(2));
-                    k.forGridStride(k.arg(2), [&](Value e) {
-                      Value dd = k.mul(d, d);
-                      Value l = divU(k, e, dd), rem = remU(k, e, dd);
-                      Value i = divU(k, rem, d), j = remU(k, rem, d);
-                      Value upper = cmpI(k, Pred::slt, i, j);
-                      Value lo = select(k, upper, i, j), hi = select(k, upper, j, i);
-                      Value pair = k.sub(
-                          k.add(k.sub(k.mul(lo, d), divU(k, k.mul(lo, k.add(lo, k.i64(1))), k.i64(2))),
-                                hi),
-                          k.add(lo, k.i64(1)));
-                      Value diagonal = cmpI(k, Pred::eq, i, j);
-                      // On the diagonal `pair` may be -1: read element 0 of the slice instead.
-                      Value at = k.add(k.mul(l, count), select(k, diagonal, k.i64(0), pair));
-                      Value p = k.load(k.arg(1), at);
-                      Value signed_ = select(k, upper, p, k.sub(k.f32(0.0), p));
-                      k.store(select(k, diagonal, k.f32(0.0), signed_), k.arg(0), e);
-                    });
-                  }});
-  // dparams[l, k] = dy[l, i, j] - dy[l, j, i] for pair k = (i, j).
+                  [](KernelBuilder &k) { buildSkew(k, k.arg(0), k.arg(1), k.arg(2), k.arg(3)); }});
   defs.push_back({makeSpec("pe_skew_grad", pe::SkewGradOp::getOperationName(),
                            {{"dparams", P}, {"dy", P}, {"n", I}, {"dim", I}}),
                   [](KernelBuilder &k) {
-                    Value d = k.arg(3);
-                    Value count = divU(k, k.mul(d, k.sub(d, k.i64(1))), k.i64(2));
-                    k.forGridStride(k.arg(2), [&](Value e) {
-                      Value l = divU(k, e, count), pair = remU(k, e, count);
-                      // Row i has d - 1 - i pairs: skip whole rows while the
-                      // remaining index covers them.
-                      ValueRange found = k.forLoop(
-                          k.i64(0), k.sub(d, k.i64(1)), k.i64(1), {k.i64(0), pair},
-                          [&](Value row, ValueRange acc) {
-                            Value len = k.sub(k.sub(d, k.i64(1)), row);
-                            Value skip = andI(k, cmpI(k, Pred::eq, acc[0], row),
-                                              cmpI(k, Pred::sge, acc[1], len));
-                            return SmallVector<Value>{
-                                select(k, skip, k.add(acc[0], k.i64(1)), acc[0]),
-                                select(k, skip, k.sub(acc[1], len), acc[1])};
-                          });
-                      Value i = found[0], j = k.add(k.add(i, k.i64(1)), found[1]);
-                      Value base = k.mul(l, k.mul(d, d));
-                      Value upper = k.load(k.arg(1), k.add(base, k.add(k.mul(i, d), j)));
-                      Value lower = k.load(k.arg(1), k.add(base, k.add(k.mul(j, d), i)));
-                      k.store(k.sub(upper, lower), k.arg(0), e);
-                    });
+                    buildSkewGrad(k, k.arg(0), k.arg(1), k.arg(2), k.arg(3));
+                  }});
+  // Kernel groups (skewGroupLaunch): member blockIdx.y, its (result,
+  // operand) pointers table[2 m], table[2 m + 1]; the grid-stride loop
+  // along x as pe_skew's and pe_skew_grad's.
+  defs.push_back({makeSpec("pe_skews", pe::SkewOp::getOperationName(),
+                           {{"table", P}, {"n", I}, {"dim", I}}, GridRule::Explicit),
+                  [](KernelBuilder &k) {
+                    buildSkew(k, memberPointer(k, k.arg(0), 2, 0), memberPointer(k, k.arg(0), 2, 1),
+                              k.arg(1), k.arg(2));
+                  }});
+  defs.push_back({makeSpec("pe_skew_grads", pe::SkewGradOp::getOperationName(),
+                           {{"table", P}, {"n", I}, {"dim", I}}, GridRule::Explicit),
+                  [](KernelBuilder &k) {
+                    buildSkewGrad(k, memberPointer(k, k.arg(0), 2, 0),
+                                  memberPointer(k, k.arg(0), 2, 1), k.arg(1), k.arg(2));
                   }});
 }
 
+/// s[e] = sign(entry[e]) params[|entry[e]| - 1], 0 where entry[e] = 0.
+void buildSparseSkew(KernelBuilder &k, Value s, Value params, Value entryTable, Value n,
+                     Value paramsCount) {
+  k.forGridStride(n, [&](Value e) {
+    Value entry = loadI32AsI64(k, entryTable, e);
+    Value negative = cmpI(k, Pred::slt, entry, k.i64(0));
+    Value m = k.sub(select(k, negative, k.sub(k.i64(0), entry), entry), k.i64(1));
+    Value valid = inRange(k, m, paramsCount);
+    Value p = k.load(params, select(k, valid, m, k.i64(0)));
+    Value value = select(k, negative, k.sub(k.f32(0.0), p), p);
+    Value zero = cmpI(k, Pred::eq, entry, k.i64(0));
+    k.store(select(k, zero, k.f32(0.0), select(k, valid, value, nanF32(k))), s, e);
+  });
+}
+
+/// dparams[m] = dy[pairs[2m]] - dy[pairs[2m + 1]].
+void buildSparseSkewGrad(KernelBuilder &k, Value dparams, Value dy, Value pairs, Value n,
+                         Value dyCount) {
+  k.forGridStride(n, [&](Value m) {
+    Value upper = loadI32AsI64(k, pairs, k.mul(m, k.i64(2)));
+    Value lower = loadI32AsI64(k, pairs, k.add(k.mul(m, k.i64(2)), k.i64(1)));
+    Value valid = andI(k, inRange(k, upper, dyCount), inRange(k, lower, dyCount));
+    Value a = k.load(dy, select(k, valid, upper, k.i64(0)));
+    Value b = k.load(dy, select(k, valid, lower, k.i64(0)));
+    k.store(select(k, valid, k.sub(a, b), nanF32(k)), dparams, m);
+  });
+}
+
 void appendSparseSkewKernels(std::vector<KernelDef> &defs) {
-  // s[e] = sign(entry[e]) params[|entry[e]| - 1], 0 where entry[e] = 0.
   defs.push_back(
       {makeSpec("pe_sparse_skew", pe::SparseSkewOp::getOperationName(),
                 {{"s", P}, {"params", P}, {"entry", P}, {"n", I}, {"params_count", I}}),
        [](KernelBuilder &k) {
-         k.forGridStride(k.arg(3), [&](Value e) {
-           Value entry = loadI32AsI64(k, k.arg(2), e);
-           Value negative = cmpI(k, Pred::slt, entry, k.i64(0));
-           Value m = k.sub(select(k, negative, k.sub(k.i64(0), entry), entry), k.i64(1));
-           Value valid = inRange(k, m, k.arg(4));
-           Value p = k.load(k.arg(1), select(k, valid, m, k.i64(0)));
-           Value value = select(k, negative, k.sub(k.f32(0.0), p), p);
-           Value zero = cmpI(k, Pred::eq, entry, k.i64(0));
-           k.store(select(k, zero, k.f32(0.0), select(k, valid, value, nanF32(k))), k.arg(0), e);
-         });
+         buildSparseSkew(k, k.arg(0), k.arg(1), k.arg(2), k.arg(3), k.arg(4));
        }});
-  // dparams[m] = dy[pairs[2m]] - dy[pairs[2m + 1]].
   defs.push_back(
       {makeSpec("pe_sparse_skew_grad", pe::SparseSkewGradOp::getOperationName(),
                 {{"dparams", P}, {"dy", P}, {"pairs", P}, {"n", I}, {"dy_count", I}}),
        [](KernelBuilder &k) {
-         k.forGridStride(k.arg(3), [&](Value m) {
-           Value upper = loadI32AsI64(k, k.arg(2), k.mul(m, k.i64(2)));
-           Value lower = loadI32AsI64(k, k.arg(2), k.add(k.mul(m, k.i64(2)), k.i64(1)));
-           Value valid = andI(k, inRange(k, upper, k.arg(4)), inRange(k, lower, k.arg(4)));
-           Value a = k.load(k.arg(1), select(k, valid, upper, k.i64(0)));
-           Value b = k.load(k.arg(1), select(k, valid, lower, k.i64(0)));
-           k.store(select(k, valid, k.sub(a, b), nanF32(k)), k.arg(0), m);
-         });
+         buildSparseSkewGrad(k, k.arg(0), k.arg(1), k.arg(2), k.arg(3), k.arg(4));
+       }});
+  // Kernel groups of ops of one support (skewGroupLaunch): member
+  // blockIdx.y, its (result, operand) pointers from the table, the support
+  // constant shared.
+  defs.push_back(
+      {makeSpec("pe_sparse_skews", pe::SparseSkewOp::getOperationName(),
+                {{"table", P}, {"entry", P}, {"n", I}, {"params_count", I}}, GridRule::Explicit),
+       [](KernelBuilder &k) {
+         buildSparseSkew(k, memberPointer(k, k.arg(0), 2, 0), memberPointer(k, k.arg(0), 2, 1),
+                         k.arg(1), k.arg(2), k.arg(3));
+       }});
+  defs.push_back(
+      {makeSpec("pe_sparse_skew_grads", pe::SparseSkewGradOp::getOperationName(),
+                {{"table", P}, {"pairs", P}, {"n", I}, {"dy_count", I}}, GridRule::Explicit),
+       [](KernelBuilder &k) {
+         buildSparseSkewGrad(k, memberPointer(k, k.arg(0), 2, 0),
+                             memberPointer(k, k.arg(0), 2, 1), k.arg(1), k.arg(2), k.arg(3));
        }});
 }
 
@@ -237,6 +288,11 @@ Value loadPointer(KernelBuilder &k, Value table, Value index) {
                                           elementAddress(k, ptrType, table, index));
 }
 
+Value memberPointer(KernelBuilder &k, Value table, int64_t perMember, int64_t a) {
+  Value member = k.blockId(gpu::Dimension::y);
+  return loadPointer(k, table, k.add(k.mul(member, k.i64(perMember)), k.i64(a)));
+}
+
 /// gpu.known_block_size becomes `.maxntid 1024, 1, 1`: ptxas (or the
 /// driver's JIT for another chip) must fit a block of 1024 threads in the
 /// register file (at most 64 registers a thread).
@@ -253,7 +309,7 @@ void appendCayleyTransformKernels(std::vector<KernelDef> &defs) {
     setFactorBlockSize(k);
     buildFactors(k, k.arg(0), k.arg(1), k.arg(2), k.arg(3), k.arg(4));
   }});
-  // A group of cayley_weight ops (cayleyWeightsGroupLaunch): block b
+  // A group of cayley_weight ops (cayleyGroupLaunch): block b
   // computes member b, whose s and W are table[2 b] and table[2 b + 1];
   // its matrix in shared memory (d <= kSharedDim: no scratch, M not kept).
   // A larger d (never grouped by the compiler) gives NaN weights.
@@ -432,9 +488,49 @@ std::optional<OpSteps> lowerCayleyWeight(Operation &op) {
 
 } // namespace
 
-std::optional<Launch> cayleyWeightsGroupLaunch(Operation &leader, int64_t members) {
+namespace {
+
+/// The group launch of `kernel` over `members` elementwise ops whose own
+/// launch is `own` (result 0, operand 0, then `shared` arguments, then n
+/// and a second integer; n fixed): `kernel`(table, shared..., n, second) on
+/// pe_skew's grid along x, a member along y.
+std::optional<Launch> elementwiseGroupLaunch(const Launch &own, const char *kernel,
+                                             size_t shared, int64_t members) {
+  if (own.args.size() != 4 + shared || own.args[0].kind != LaunchArgKind::Result ||
+      own.args[0].index != 0 || own.args[1].kind != LaunchArgKind::Operand ||
+      own.args[1].index != 0 || own.args[2 + shared].kind != LaunchArgKind::I64 ||
+      own.args[2 + shared].integer.perBatch != 0)
+    return std::nullopt;
+  std::vector<LaunchArg> args = {A::groupTable()};
+  args.insert(args.end(), own.args.begin() + 2, own.args.end());
+  Launch launch = Launch::kernelCall(kernel, std::move(args));
+  ExplicitGrid grid;
+  grid.x = BatchAffine::fixed(stringrt::cudaRuleGridX(
+      GridRule::Elements, kElementBlock, 1, own.args[2 + shared].integer.constant, 0));
+  grid.y = BatchAffine::fixed(members);
+  launch.grid = grid;
+  launch.groupSize = members;
+  launch.groupArgs = {A::result(0), A::operand(0)};
+  return launch;
+}
+
+} // namespace
+
+std::optional<Launch> cayleyGroupLaunch(Operation &leader, const Launch &own, int64_t members) {
+  if (members < 2 || own.gemm || own.groupSize != 1)
+    return std::nullopt;
+  if (isa<pe::SkewOp>(leader) && own.kernel == "pe_skew")
+    return elementwiseGroupLaunch(own, "pe_skews", 0, members);
+  if (isa<pe::SkewGradOp>(leader) && own.kernel == "pe_skew_grad")
+    return elementwiseGroupLaunch(own, "pe_skew_grads", 0, members);
+  if (isa<pe::SparseSkewOp>(leader) && own.kernel == "pe_sparse_skew")
+    return elementwiseGroupLaunch(own, "pe_sparse_skews", 1, members);
+  if (isa<pe::SparseSkewGradOp>(leader) && own.kernel == "pe_sparse_skew_grad")
+    return elementwiseGroupLaunch(own, "pe_sparse_skew_grads", 1, members);
+  if (!isa<pe::CayleyWeightOp>(leader) || own.kernel != "pe_cayley_factors")
+    return std::nullopt;
   auto d = squareDim(leader.getOperand(0));
-  if (!d || *d > kSharedDim || members < 2)
+  if (!d || *d > kSharedDim)
     return std::nullopt;
   Launch launch = Launch::kernelCall("pe_cayley_weights", {A::groupTable(), A::i64(*d)});
   ExplicitGrid grid;

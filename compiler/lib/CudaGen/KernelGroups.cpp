@@ -19,11 +19,25 @@ using namespace mlir;
 namespace stringc::cudagen {
 namespace {
 
-/// Whether `op`'s steps are the lowering's own factor launch, which a group
-/// can take over.
-bool groupable(Operation &op, const OpSteps &steps) {
-  return isa<pe::CayleyWeightOp>(op) && steps.launches.size() == 1 &&
-         steps.launches[0].kernel == "pe_cayley_factors" && steps.launches[0].groupSize == 1;
+/// Whether `op`, with steps `steps`, may join a group led by `leader`,
+/// whose own steps are `own`: the same op name, types and attributes, one
+/// launch of the same kernel with the same constants (a sparse support),
+/// reading no result of the members before it (`written`).
+bool joins(Operation &op, const OpSteps &steps, Operation &leader, const OpSteps &own,
+           const llvm::DenseSet<Value> &written) {
+  if (op.getName() != leader.getName() || op.getOperandTypes() != leader.getOperandTypes() ||
+      op.getResultTypes() != leader.getResultTypes() ||
+      op.getAttrDictionary() != leader.getAttrDictionary() || steps.launches.size() != 1 ||
+      steps.launches[0].groupSize != 1 || steps.launches[0].kernel != own.launches[0].kernel)
+    return false;
+  const std::vector<LaunchArg> &args = steps.launches[0].args, &ownArgs = own.launches[0].args;
+  if (args.size() != ownArgs.size())
+    return false;
+  for (size_t a = 0; a < args.size(); ++a)
+    if (args[a].kind == LaunchArgKind::Constant &&
+        (ownArgs[a].kind != LaunchArgKind::Constant || ownArgs[a].index != args[a].index))
+      return false;
+  return llvm::none_of(op.getOperands(), [&](Value v) { return written.count(v); });
 }
 
 } // namespace
@@ -42,23 +56,23 @@ int64_t groupKernels(func::FuncOp func, const std::vector<Operation *> &ops,
   int64_t groups = 0;
   for (size_t first = 0; first < ops.size();) {
     Operation &leader = *ops[first];
-    if (!groupable(leader, steps[first])) {
+    const OpSteps &own = steps[first];
+    if (own.launches.size() != 1 || !cayleyGroupLaunch(leader, own.launches[0], 2)) {
       ++first;
       continue;
     }
-    llvm::DenseSet<Value> written{leader.getResult(0)};
+    llvm::DenseSet<Value> written(leader.getResults().begin(), leader.getResults().end());
     size_t end = first + 1;
     for (; end < ops.size(); ++end) {
       Operation &op = *ops[end];
-      if (nonFreeBefore[&op] != nonFreeBefore[ops[end - 1]] + 1 || !groupable(op, steps[end]) ||
-          op.getOperandTypes() != leader.getOperandTypes() ||
-          op.getResultTypes() != leader.getResultTypes() || written.count(op.getOperand(0)))
+      if (nonFreeBefore[&op] != nonFreeBefore[ops[end - 1]] + 1 ||
+          !joins(op, steps[end], leader, own, written))
         break;
-      written.insert(op.getResult(0));
+      written.insert(op.getResults().begin(), op.getResults().end());
     }
     std::optional<Launch> launch;
     if (end - first >= 2)
-      launch = cayleyWeightsGroupLaunch(leader, int64_t(end - first));
+      launch = cayleyGroupLaunch(leader, own.launches[0], int64_t(end - first));
     if (launch) {
       steps[first].launches = {std::move(*launch)};
       steps[first].scratchBytes.clear();

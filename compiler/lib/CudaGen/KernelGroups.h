@@ -1,13 +1,15 @@
 //===- KernelGroups.h - runs of ops one kernel launch computes --*- C++ -*-===//
 //
 // Private to compiler/lib/CudaGen. After a program's ops are lowered,
-// planKernels marks the runs of independent pe.cayley_weight ops of one
-// shape that one launch of `pe_cayley_weights` computes, a block a member
-// reading its operand and result from a pointer table the runtime writes
-// when a batch's buffers are placed (stringrt::CudaLaunch::groupSize;
-// docs/cuda.md, "Kernel groups"). The serial Gauss-Jordan chains of the
-// layers then run side by side on different SMs instead of one after
-// another.
+// planKernels marks the runs of independent ops of one kind and shape that
+// one launch computes, a block (or a row of blocks) a member reading its
+// operand and result from a pointer table the runtime writes when a batch's
+// buffers are placed (stringrt::CudaLaunch::groupSize; docs/cuda.md,
+// "Kernel groups"): the layers' pe.cayley_weight ops (`pe_cayley_weights`:
+// the serial Gauss-Jordan chains run side by side on different SMs instead
+// of one after another) and their skew builders and skew gradients
+// (pe.skew, pe.skew_grad, pe.sparse_skew, pe.sparse_skew_grad: one launch
+// instead of one a layer).
 //
 //===----------------------------------------------------------------------===//
 #ifndef STRINGC_CUDAGEN_KERNELGROUPS_H
@@ -23,18 +25,26 @@
 
 namespace stringc::cudagen {
 
-/// The launch of a group of `members` pe.cayley_weight ops led by `leader`
-/// (CayleyKernels.cpp): `pe_cayley_weights` over a grid of `members`
-/// blocks, its table of (s, W) pointers per member; nullopt where the
-/// kernel cannot hold the matrix in shared memory (d > 64).
-std::optional<Launch> cayleyWeightsGroupLaunch(mlir::Operation &leader, int64_t members);
+/// The launch of a group of `members` ops like `leader`, whose own launch
+/// (its lowering's only one) is `own` (CayleyKernels.cpp): for
+/// pe.cayley_weight, `pe_cayley_weights` over a grid of `members` blocks,
+/// its table of (s, W) pointers per member, nullopt where the kernel cannot
+/// hold the matrix in shared memory (d > 64); for pe.skew, pe.skew_grad,
+/// pe.sparse_skew and pe.sparse_skew_grad, `pe_skews`, `pe_skew_grads`,
+/// `pe_sparse_skews`, `pe_sparse_skew_grads`: the own kernel's grid along x,
+/// a member along y, its table of (result, operand) pointers per member,
+/// the sparse support (a constant) the leader's. nullopt for any other op
+/// or launch.
+std::optional<Launch> cayleyGroupLaunch(mlir::Operation &leader, const Launch &own,
+                                        int64_t members);
 
 /// Marks in `steps` (the steps of `ops`, the covered ops of `func`'s block
-/// in order) each maximal run of consecutive pe.cayley_weight ops (only
-/// free ops between them) of one operand type whose steps are their own
-/// lowering's and none of which reads an earlier member's result: the
-/// run's first op's steps become the group's launch (no scratch), the
-/// others keep theirs (the runtime skips them). The package's arena plan
+/// in order) each maximal run of consecutive ops (only free ops between
+/// them) of one name, operand and result types and attributes, whose steps
+/// are one launch of one kernel with the same constants, which
+/// cayleyGroupLaunch can group, none of which reads an earlier member's
+/// result: the run's first op's steps become the group's launch (no
+/// scratch), the others keep theirs (the runtime skips them). The package's arena plan
 /// must then keep each group's values apart (kernelGroupRanges). Returns
 /// the number of groups marked.
 int64_t groupKernels(mlir::func::FuncOp func, const std::vector<mlir::Operation *> &ops,

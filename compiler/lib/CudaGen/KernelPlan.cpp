@@ -412,7 +412,8 @@ FailureOr<KernelPlan> planKernels(ModuleOp module, bool allKernels, GpuPrecision
     }
     // Runs of same-shaped independent GEMMs: one cuBLAS call each.
     groupGemms(func, programOps, programSteps, ids, bf16);
-    // Runs of independent cayley_weight ops: one launch each.
+    // Runs of independent Cayley weights, skew builders and skew gradients:
+    // one launch each (KernelGroups.h).
     groupKernels(func, programOps, programSteps);
     for (size_t o = 0; o < programSteps.size(); ++o) {
       std::vector<std::string> used; // each kernel's use once per op

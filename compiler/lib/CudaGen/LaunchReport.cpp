@@ -183,6 +183,13 @@ std::vector<LaunchEstimate> opLaunches(Operation &op, const OpSteps &steps,
       if (arg.kind == LaunchArgKind::Operand || arg.kind == LaunchArgKind::Constant)
         ++e.readStreams;
     }
+    // A kernel group's launch reaches its op's own operands and results
+    // through the table (the other members' bytes: estimateTrainingStep).
+    for (const LaunchArg &arg : launch.groupArgs) {
+      e.bytes += bufferBytes(arg);
+      if (arg.kind == LaunchArgKind::Operand)
+        ++e.readStreams;
+    }
     kernelBytes += e.bytes;
     launches.push_back(std::move(e));
   }

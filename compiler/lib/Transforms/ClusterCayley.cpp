@@ -7,8 +7,14 @@
 // (pe.skew, pe.sparse_skew), parameters and constants: those move to just
 // before the first. A layer's S = skew(s) reads only its parameter, so the
 // model's Cayley weights become one run, which the CUDA step program
-// computes in one launch (compiler/lib/CudaGen/KernelGroups.h). Pure
-// reordering of side-effect-free ops: the numbers are unchanged.
+// computes in one launch (compiler/lib/CudaGen/KernelGroups.h); and so do
+// its skew builders, which now lie next to each other too. In the backward,
+// each skew gradient (pe.skew_grad, pe.sparse_skew_grad) before the last of
+// its kind (name, types and attributes) moves to just before that last one
+// when no op before it reads its result: a layer's ds is done when its
+// backward is, its dparams read only at the end, so the layers' skew
+// gradients become one run, one launch too. Pure reordering of
+// side-effect-free ops: the numbers are unchanged.
 //
 //===----------------------------------------------------------------------===//
 
@@ -57,6 +63,42 @@ std::optional<SmallVector<Operation *>> producers(Operation *op, Operation *firs
   return ordered;
 }
 
+/// Whether `a` and `b` are skew gradients of one kind (one launch can
+/// compute both).
+bool sameKind(Operation *a, Operation *b) {
+  return a->getName() == b->getName() && a->getOperandTypes() == b->getOperandTypes() &&
+         a->getResultTypes() == b->getResultTypes() &&
+         a->getAttrDictionary() == b->getAttrDictionary();
+}
+
+/// Moves each skew gradient to just before the last of its kind in `block`
+/// when every user of its results comes after that last one; returns the
+/// ops moved.
+SmallVector<Operation *> sinkSkewGradients(Block &block) {
+  SmallVector<Operation *> grads;
+  for (Operation &op : block)
+    if (isa<pe::SkewGradOp, pe::SparseSkewGradOp>(op))
+      grads.push_back(&op);
+  SmallVector<Operation *> moved;
+  for (size_t g = 0; g < grads.size(); ++g) {
+    Operation *op = grads[g], *last = nullptr;
+    for (size_t h = g + 1; h < grads.size(); ++h)
+      if (sameKind(op, grads[h]))
+        last = grads[h];
+    if (!last || op->getNextNode() == last)
+      continue;
+    bool usersAfter = llvm::all_of(op->getUsers(), [&](Operation *user) {
+      Operation *inBlock = block.findAncestorOpInBlock(*user);
+      return inBlock && last->isBeforeInBlock(inBlock);
+    });
+    if (!usersAfter)
+      continue;
+    op->moveBefore(last);
+    moved.push_back(op);
+  }
+  return moved;
+}
+
 struct ClusterCayleyPass : stringc::impl::ClusterCayleyBase<ClusterCayleyPass> {
   using ClusterCayleyBase::ClusterCayleyBase;
 
@@ -91,6 +133,13 @@ struct ClusterCayleyPass : stringc::impl::ClusterCayleyBase<ClusterCayleyPass> {
                                    stringc::estimateCost(op, 1), stringc::estimateCost(op, 1));
         }
         run->second = op;
+      }
+      for (Operation *op : sinkSkewGradients(func.getBody().front())) {
+        ++numMovedGrads;
+        if (explain)
+          stringc::reportRewrite(op, getArgument(),
+                                 "moved next to the skew gradient of another layer",
+                                 stringc::estimateCost(op, 1), stringc::estimateCost(op, 1));
       }
     });
   }

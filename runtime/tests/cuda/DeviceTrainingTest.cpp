@@ -276,31 +276,63 @@ TEST_F(DeviceTraining, ResumedTrainingIsBitwiseTheUnbrokenRun) {
         << a.stateBuffers()[i].prefix;
 }
 
-// The kernel groups of a package's steps (CudaLaunch::groupSize).
-int64_t kernelGroups(const CudaSection &section) {
-  int64_t groups = 0;
+// The kernels of the kernel groups of a package's steps
+// (CudaLaunch::groupSize), program by program in step order.
+std::vector<std::string> kernelGroups(const CudaSection &section) {
+  std::vector<std::string> groups;
   for (const CudaProgramSteps &program : section.steps)
     for (const CudaOpSteps &op : program.ops)
       for (const CudaLaunch &l : op.launches)
-        groups += l.groupSize > 1 ? 1 : 0;
+        if (l.groupSize > 1)
+          groups.push_back(program.program + " " + section.kernels[size_t(l.kernel)].name +
+                           " x" + std::to_string(l.groupSize));
   return groups;
 }
 
-// vit_cayley's Cayley weights, one launch of pe_cayley_weights for the four
-// layers (pe-cluster-cayley, a kernel group in the forward and in the
-// gradients program), train as the package without the pass (a
-// pe_cayley_factors launch a layer): the same losses and parameters, bit
+// vit_cayley's skew builders, Cayley weights and skew gradients, one launch
+// a kind for the four layers (pe-cluster-cayley; kernel groups of
+// pe_skews, pe_cayley_weights and pe_skew_grads), train as the package
+// without the pass (a launch a layer): the same losses and parameters, bit
 // for bit.
 TEST_F(DeviceTraining, CayleyWeightGroupsGiveTheBitsOfOneLaunchALayer) {
   OPEN_OR_SKIP("STRINGRT_CUDA_CAYLEY_PACKAGE");
-  EXPECT_EQ(kernelGroups(section), 2); // @forward's and @gradients'
+  EXPECT_EQ(kernelGroups(section),
+            (std::vector<std::string>{"forward pe_skews x4", "forward pe_cayley_weights x4",
+                                      "gradients pe_skews x4", "gradients pe_cayley_weights x4",
+                                      "gradients pe_skew_grads x4"}));
   Model grouped = model();
   Recorder withGroups;
   TrainOptions o = steps(3);
   o.evaluate = false;
   run(grouped, o, withGroups);
   OPEN_OR_SKIP("STRINGRT_CUDA_CAYLEY_UNGROUPED_PACKAGE");
-  EXPECT_EQ(kernelGroups(section), 0);
+  EXPECT_TRUE(kernelGroups(section).empty());
+  Model ungrouped = model();
+  Recorder without;
+  run(ungrouped, o, without);
+  ASSERT_EQ(withGroups.losses.size(), 3u);
+  EXPECT_EQ(withGroups.losses, without.losses);
+  EXPECT_TRUE(std::isfinite(withGroups.losses.back()));
+  EXPECT_EQ(grouped.parameters(), ungrouped.parameters());
+}
+
+// vit_sparse_cayley's sparse skew builders and their gradients (one
+// support for the four layers, the group's constant), one launch a kind:
+// the bits of a launch a layer.
+TEST_F(DeviceTraining, SparseSkewGroupsGiveTheBitsOfOneLaunchALayer) {
+  OPEN_OR_SKIP("STRINGRT_CUDA_SPARSE_CAYLEY_PACKAGE");
+  EXPECT_EQ(kernelGroups(section),
+            (std::vector<std::string>{
+                "forward pe_sparse_skews x4", "forward pe_cayley_weights x4",
+                "gradients pe_sparse_skews x4", "gradients pe_cayley_weights x4",
+                "gradients pe_sparse_skew_grads x4"}));
+  Model grouped = model();
+  Recorder withGroups;
+  TrainOptions o = steps(3);
+  o.evaluate = false;
+  run(grouped, o, withGroups);
+  OPEN_OR_SKIP("STRINGRT_CUDA_SPARSE_CAYLEY_UNGROUPED_PACKAGE");
+  EXPECT_TRUE(kernelGroups(section).empty());
   Model ungrouped = model();
   Recorder without;
   run(ungrouped, o, without);

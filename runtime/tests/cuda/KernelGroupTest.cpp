@@ -1,8 +1,10 @@
 // Kernel groups (docs/cuda.md, "Kernel groups"; CudaLaunch::groupSize): the
-// group the compiler makes of vit_cayley's four Cayley weights in each
-// program, its binding, and the loader's refusal of a malformed group. No
-// GPU: DeviceTraining.CayleyWeightGroupsGiveTheBitsOfOneLaunchALayer runs
-// the group on the emulated device.
+// groups the compiler makes of vit_cayley's four skew builders, Cayley
+// weights and skew gradients (and vit_sparse_cayley's sparse ones), their
+// binding, and the loader's refusal of a malformed group. No GPU:
+// DeviceTraining.CayleyWeightGroupsGiveTheBitsOfOneLaunchALayer and
+// SparseSkewGroupsGiveTheBitsOfOneLaunchALayer run the groups on the
+// emulated device.
 #include "TestFiles.h"
 
 #include "stringrt/Error.h"
@@ -18,10 +20,12 @@
 namespace stringrt::test {
 namespace {
 
-const char *cayleyPackage() {
-  const char *path = std::getenv("STRINGRT_CUDA_CAYLEY_PACKAGE");
+const char *packageIn(const char *variable) {
+  const char *path = std::getenv(variable);
   return path && *path && std::filesystem::exists(path) ? path : nullptr;
 }
+
+const char *cayleyPackage() { return packageIn("STRINGRT_CUDA_CAYLEY_PACKAGE"); }
 
 // The kernel groups of a program's steps: (index of the first member, size).
 std::vector<std::pair<size_t, int64_t>> kernelGroupsOf(const CudaProgramSteps &steps) {
@@ -33,34 +37,86 @@ std::vector<std::pair<size_t, int64_t>> kernelGroupsOf(const CudaProgramSteps &s
   return groups;
 }
 
-// vit_cayley (4 blocks): the Cayley weights of the four layers are one
-// group in each program, pe_cayley_weights on 4 blocks with a table of
-// (S, W) per layer; the steps bind at several batch sizes.
-TEST(KernelGroup, VitCayleyGroupsItsFourCayleyWeights) {
-  const char *path = cayleyPackage();
-  if (!path)
-    GTEST_SKIP() << "STRINGRT_CUDA_CAYLEY_PACKAGE is not set";
+// The first member of the program's kernel group of `kernel`.
+size_t groupOf(const CudaSection &section, const CudaProgramSteps &steps, const char *kernel) {
+  for (auto [first, size] : kernelGroupsOf(steps))
+    if (section.kernels[size_t(steps.ops[first].launches[0].kernel)].name == kernel)
+      return first;
+  ADD_FAILURE() << "no group of " << kernel << " in " << steps.program;
+  return 0;
+}
+
+// One group the compiler makes: its kernel, its members' op, and the kinds
+// of its group arguments.
+struct ExpectedGroup {
+  const char *kernel, *op;
+  std::vector<CudaArgKind> args;
+};
+
+// The groups of `program` in `path`'s package are `expected` (in step
+// order), each of four members of its op, no scratch; the steps bind at
+// several batch sizes.
+void expectGroups(const char *path, const char *program,
+                  const std::vector<ExpectedGroup> &expected) {
   Package package = Package::load(path);
   const CudaSection &section = *package.cuda();
   const Manifest &manifest = package.manifest();
-  for (const char *program : {"forward", "gradients"}) {
-    const CudaProgramSteps &steps = *section.stepsOf(program);
-    auto groups = kernelGroupsOf(steps);
-    ASSERT_EQ(groups.size(), 1u) << program;
-    auto [first, size] = groups.front();
-    EXPECT_EQ(size, 4);
-    for (size_t m = first; m < first + 4; ++m)
-      EXPECT_EQ(manifest.program(program).ops[size_t(steps.ops[m].op)].op, "pe.cayley_weight");
+  const CudaProgramSteps &steps = *section.stepsOf(program);
+  auto groups = kernelGroupsOf(steps);
+  ASSERT_EQ(groups.size(), expected.size()) << program;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    auto [first, size] = groups[g];
+    const ExpectedGroup &want = expected[g];
+    EXPECT_EQ(size, 4) << want.kernel;
+    for (size_t m = first; m < first + size_t(size); ++m)
+      EXPECT_EQ(manifest.program(program).ops[size_t(steps.ops[m].op)].op, want.op);
     const CudaLaunch &launch = steps.ops[first].launches.at(0);
-    EXPECT_EQ(section.kernels[size_t(launch.kernel)].name, "pe_cayley_weights");
-    ASSERT_EQ(launch.groupArgs.size(), 2u);
-    EXPECT_EQ(launch.groupArgs[0].kind, CudaArgKind::Operand);
-    EXPECT_EQ(launch.groupArgs[1].kind, CudaArgKind::Result);
-    EXPECT_TRUE(steps.ops[first].scratchBytes.empty());
-    for (int64_t batch : {1, 3, 128})
-      EXPECT_NO_THROW(cuda::checkProgramSteps(manifest, section, program, batch))
-          << program << " at batch " << batch;
+    EXPECT_EQ(section.kernels[size_t(launch.kernel)].name, want.kernel);
+    std::vector<CudaArgKind> kinds;
+    for (const CudaArg &a : launch.groupArgs)
+      kinds.push_back(a.kind);
+    EXPECT_EQ(kinds, want.args) << want.kernel;
+    EXPECT_TRUE(steps.ops[first].scratchBytes.empty()) << want.kernel;
   }
+  for (int64_t batch : {1, 3, 128})
+    EXPECT_NO_THROW(cuda::checkProgramSteps(manifest, section, program, batch))
+        << program << " at batch " << batch;
+}
+
+// vit_cayley (4 blocks): the skew builders, the Cayley weights and (in the
+// backward) the skew gradients of the four layers are a group each:
+// pe_skews and pe_skew_grads with a table of (result, operand) per layer,
+// pe_cayley_weights on 4 blocks with a table of (S, W) per layer.
+TEST(KernelGroup, VitCayleyGroupsItsFourLayersSkewsAndCayleyWeights) {
+  const char *path = cayleyPackage();
+  if (!path)
+    GTEST_SKIP() << "STRINGRT_CUDA_CAYLEY_PACKAGE is not set";
+  using K = CudaArgKind;
+  ExpectedGroup skews{"pe_skews", "pe.skew", {K::Result, K::Operand}};
+  ExpectedGroup weights{"pe_cayley_weights", "pe.cayley_weight", {K::Operand, K::Result}};
+  ExpectedGroup grads{"pe_skew_grads", "pe.skew_grad", {K::Result, K::Operand}};
+  expectGroups(path, "forward", {skews, weights});
+  expectGroups(path, "gradients", {skews, weights, grads});
+}
+
+// vit_sparse_cayley: the same with the sparse skew builders and their
+// gradients, the support a constant of the group's launch.
+TEST(KernelGroup, VitSparseCayleyGroupsItsSparseSkews) {
+  const char *path = packageIn("STRINGRT_CUDA_SPARSE_CAYLEY_PACKAGE");
+  if (!path)
+    GTEST_SKIP() << "STRINGRT_CUDA_SPARSE_CAYLEY_PACKAGE is not set";
+  using K = CudaArgKind;
+  ExpectedGroup skews{"pe_sparse_skews", "pe.sparse_skew", {K::Result, K::Operand}};
+  ExpectedGroup weights{"pe_cayley_weights", "pe.cayley_weight", {K::Operand, K::Result}};
+  ExpectedGroup grads{"pe_sparse_skew_grads", "pe.sparse_skew_grad", {K::Result, K::Operand}};
+  expectGroups(path, "forward", {skews, weights});
+  expectGroups(path, "gradients", {skews, weights, grads});
+  Package package = Package::load(path);
+  const CudaSection &section = *package.cuda();
+  const CudaProgramSteps &steps = *section.stepsOf("forward");
+  const CudaLaunch &launch = steps.ops[groupOf(section, steps, "pe_sparse_skews")].launches[0];
+  ASSERT_GE(launch.args.size(), 2u);
+  EXPECT_EQ(launch.args[1].kind, CudaArgKind::Constant);
 }
 
 // A member's table row: its group arguments' addresses, in order; an
@@ -93,11 +149,8 @@ TEST(KernelGroup, TheLoaderRefusesMalformedGroups) {
     contents.manifest = package.manifest();
     contents.cuda = *package.cuda();
     for (CudaProgramSteps &steps : contents.cuda->steps)
-      if (steps.program == "forward") {
-        auto groups = kernelGroupsOf(steps);
-        EXPECT_EQ(groups.size(), 1u);
-        edit(steps, groups.front().first);
-      }
+      if (steps.program == "forward")
+        edit(steps, groupOf(*contents.cuda, steps, "pe_cayley_weights"));
     return contents;
   };
   TempDir dir;
@@ -136,6 +189,40 @@ TEST(KernelGroup, TheLoaderRefusesMalformedGroups) {
                         steps.ops[first + 1].launches[0].args[0] = CudaArg::groupTable();
                       }),
                       {"a group_table argument outside a kernel group"}));
+  // A member of the skew builders' group is an op of another kind: the
+  // run of four taken one further, into the first Cayley weight.
+  EXPECT_TRUE(refused(rewritten([](CudaProgramSteps &steps, size_t first) {
+                        steps.ops[first - 4].launches[0].groupSize = 5;
+                      }),
+                      {"(pe.skew): a kernel group of 5: member op", "(pe.cayley_weight)"}));
+}
+
+// A member of a sparse skew group whose own steps read another support
+// than the group's launch is refused: one launch would build it with the
+// first's.
+TEST(KernelGroup, TheLoaderRefusesASparseMemberOfAnotherSupport) {
+  const char *path = packageIn("STRINGRT_CUDA_SPARSE_CAYLEY_PACKAGE");
+  if (!path)
+    GTEST_SKIP() << "STRINGRT_CUDA_SPARSE_CAYLEY_PACKAGE is not set";
+  Package package = Package::load(path);
+  PackageContents contents;
+  contents.target = kCudaTarget;
+  contents.manifest = package.manifest();
+  contents.cuda = *package.cuda();
+  ASSERT_GE(contents.cuda->constants.size(), 2u);
+  for (CudaProgramSteps &steps : contents.cuda->steps)
+    if (steps.program == "forward") {
+      size_t first = groupOf(*contents.cuda, steps, "pe_sparse_skews");
+      CudaArg &support = steps.ops[first + 2].launches.at(0).args.at(2);
+      ASSERT_EQ(support.kind, CudaArgKind::Constant);
+      support.index = (support.index + 1) % int64_t(contents.cuda->constants.size());
+    }
+  TempDir dir;
+  std::string file = dir.file("bad.pkg");
+  writePackage(file, contents);
+  EXPECT_TRUE(failsWith([&] { Package::load(file); }, file,
+                        {"cuda.steps.forward op", "(pe.sparse_skew): a kernel group of 4: member op",
+                         "does not read constant"}));
 }
 
 } // namespace

@@ -49,3 +49,45 @@ func.func @dependent(%s: tensor<4x4xf32>, %t: tensor<4x4xf32>) -> (tensor<4x4xf3
   %w2 = pe.cayley_weight %r : tensor<4x4xf32> -> tensor<4x4xf32>
   return %w1, %w2 : tensor<4x4xf32>, tensor<4x4xf32>
 }
+
+// -----
+
+// The backward: each layer's skew gradient moves to just before the last
+// one of its kind (its dparams read only after it), so the layers' skew
+// gradients are one run; the Cayley weight gradients stay where they are.
+// A sparse skew gradient of another support is another kind: it stays.
+// CHECK-LABEL: func.func @backward(
+// CHECK:         %[[D0:.*]] = pe.cayley_weight_grad %arg0, %arg2
+// CHECK-NEXT:    pe.sparse_skew_grad %[[D0]] dim(4) support([0, 2, 5])
+// CHECK-NEXT:    pe.relu %arg3
+// CHECK-NEXT:    %[[D1:.*]] = pe.cayley_weight_grad %arg1, %arg3
+// CHECK-NEXT:    pe.sparse_skew_grad %[[D1]] dim(4) support([0, 1, 5])
+// CHECK-NEXT:    %[[G0:.*]] = pe.skew_grad %[[D0]] dim(4)
+// CHECK-NEXT:    %[[G1:.*]] = pe.skew_grad %[[D1]] dim(4)
+// CHECK-NEXT:    pe.add %[[G0]], %[[G1]]
+// EXPLAIN: remark: [pe-cluster-cayley] moved next to the skew gradient of another layer
+func.func @backward(%s0: tensor<4x4xf32>, %s1: tensor<4x4xf32>, %dw0: tensor<4x4xf32>, %dw1: tensor<4x4xf32>) -> (tensor<6xf32>, tensor<3xf32>, tensor<3xf32>, tensor<4x4xf32>) {
+  %d0 = pe.cayley_weight_grad %s0, %dw0 : tensor<4x4xf32>, tensor<4x4xf32> -> tensor<4x4xf32>
+  %g0 = pe.skew_grad %d0 dim(4) : tensor<4x4xf32> -> tensor<6xf32>
+  %q0 = pe.sparse_skew_grad %d0 dim(4) support([0, 2, 5]) : tensor<4x4xf32> -> tensor<3xf32>
+  %r = pe.relu %dw1 : tensor<4x4xf32> -> tensor<4x4xf32>
+  %d1 = pe.cayley_weight_grad %s1, %dw1 : tensor<4x4xf32>, tensor<4x4xf32> -> tensor<4x4xf32>
+  %q1 = pe.sparse_skew_grad %d1 dim(4) support([0, 1, 5]) : tensor<4x4xf32> -> tensor<3xf32>
+  %g1 = pe.skew_grad %d1 dim(4) : tensor<4x4xf32> -> tensor<6xf32>
+  %sum = pe.add %g0, %g1 : tensor<6xf32>, tensor<6xf32> -> tensor<6xf32>
+  return %sum, %q0, %q1, %r : tensor<6xf32>, tensor<3xf32>, tensor<3xf32>, tensor<4x4xf32>
+}
+
+// -----
+
+// A skew gradient read before the last of its kind stays where it is.
+// CHECK-LABEL: func.func @readEarly(
+// CHECK:         %[[G0:.*]] = pe.skew_grad %arg0 dim(4)
+// CHECK-NEXT:    %[[N:.*]] = pe.relu %[[G0]]
+// CHECK-NEXT:    pe.skew_grad %arg1 dim(4)
+func.func @readEarly(%d0: tensor<4x4xf32>, %d1: tensor<4x4xf32>) -> (tensor<6xf32>, tensor<6xf32>) {
+  %g0 = pe.skew_grad %d0 dim(4) : tensor<4x4xf32> -> tensor<6xf32>
+  %n = pe.relu %g0 : tensor<6xf32> -> tensor<6xf32>
+  %g1 = pe.skew_grad %d1 dim(4) : tensor<4x4xf32> -> tensor<6xf32>
+  return %n, %g1 : tensor<6xf32>, tensor<6xf32>
+}

@@ -145,7 +145,7 @@ def ClusterGemms : Pass<"pe-cluster-gemms", "::mlir::ModuleOp"> {
 }
 
 def ClusterCayley : Pass<"pe-cluster-cayley", "::mlir::ModuleOp"> {
-  let summary = "orders the layers' independent pe.cayley_weight ops next to each other";
+  let summary = "orders the layers' independent Cayley weights, skew builders and skew gradients next to each other";
   let description = [{
     A default pass of `--target=cuda` packages only, before
     pe-cluster-gemms. Pure reordering of side-effect-free ops, numerics
@@ -155,8 +155,12 @@ def ClusterCayley : Pass<"pe-cluster-cayley", "::mlir::ModuleOp"> {
     before that first op is only `pe.skew`, `pe.sparse_skew`,
     `pe.get_param` and `arith.constant` ops (its layer's skew builder and
     parameter), which move to just before that first op. The layers'
-    Cayley weights become consecutive, which the CUDA step program runs as
-    one launch (docs/cuda.md, "Kernel groups").
+    Cayley weights become consecutive, and so do their skew builders, which
+    the CUDA step program runs as one launch each (docs/cuda.md, "Kernel
+    groups"). And each `pe.skew_grad` or `pe.sparse_skew_grad` before the
+    last of its kind (name, types, attributes) moves to just before that
+    last one when every user of its result comes after it: the layers'
+    skew gradients become consecutive, one launch too.
   }];
   let options = [
     Option<"explain", "explain", "bool", "false",
@@ -164,6 +168,8 @@ def ClusterCayley : Pass<"pe-cluster-cayley", "::mlir::ModuleOp"> {
   ];
   let statistics = [
     Statistic<"numMoved", "moved", "cayley_weight ops moved next to another">,
+    Statistic<"numMovedGrads", "moved-grads",
+              "skew gradients moved next to the last of their kind">,
   ];
   let dependentDialects = ["::mlir::pe::PEDialect"];
 }

@@ -5,6 +5,7 @@
 // Part of CudaSectionParser (CudaSectionParser.h).
 #include "format/CudaSectionParser.h"
 
+#include <algorithm>
 #include <array>
 #include <optional>
 
@@ -420,8 +421,9 @@ void CudaSectionParser::checkGemmGroups(const CudaSection &section) const {
 // Each kernel group (CudaLaunch::groupSize) and the members it names: the
 // leader's only launch, the next entries of the steps, only free ops
 // between them in the program, each an op of the leader's name, operand and
-// result types (storage types included), none reading or writing a value
-// an earlier member writes: what one launch computes as the ops would.
+// result types (storage types included) whose own steps read every
+// constant the group's launch reads, none reading or writing a value an
+// earlier member writes: what one launch computes as the ops would.
 void CudaSectionParser::checkKernelGroups(const CudaSection &section) const {
   for (const CudaProgramSteps &steps : section.steps) {
     const Program &program = manifest.program(steps.program);
@@ -463,6 +465,19 @@ void CudaSectionParser::checkKernelGroups(const CudaSection &section) const {
         if (op.op != leaderOp.op || types(op.operands) != types(leaderOp.operands) ||
             types(op.results) != types(leaderOp.results))
           fail(fmt::format("{} differs from the first in its op, operand or result types", at));
+        // A constant the group's launch reads (a sparse support) is every
+        // member's: each reads it in its own steps too.
+        if (i > first)
+          for (const CudaArg &a : leader.launches[0].args)
+            if (a.kind == CudaArgKind::Constant &&
+                std::none_of(member.launches.begin(), member.launches.end(),
+                             [&](const CudaLaunch &l) {
+                               return std::any_of(l.args.begin(), l.args.end(), [&](const CudaArg &b) {
+                                 return b.kind == CudaArgKind::Constant && b.index == a.index;
+                               });
+                             }))
+              fail(fmt::format("{} does not read constant {} that the group's launch reads", at,
+                               a.index));
         for (ValueId v : op.operands)
           if (written.count(v))
             fail(fmt::format("{} reads value {} that an earlier member writes", at, v));
