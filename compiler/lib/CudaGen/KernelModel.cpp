@@ -98,6 +98,16 @@ void applyKernelModel(Operation *op, LaunchEstimate &e, int64_t batch,
   consider(e.memorySeconds, "memory");
   consider(e.computeSeconds, "compute");
   consider(e.chainSeconds, e.chain.rfind("measured", 0) == 0 ? "measured" : "chain");
+  // A column sum's finish runs after every other block of its column group
+  // (OpKernelUtil.h, columnPartialsKernel): the fence and the ticket (two
+  // memory latencies), then rounds of 4 x 32 chunks whose loads are in
+  // flight together (one latency each); the barriers and butterflies are
+  // short beside them.
+  if (e.finishChunks > 0) {
+    double rounds = std::ceil(std::ceil(double(e.finishChunks) / 32) / 4);
+    e.finishSeconds = (2 + rounds) * machine.memoryLatencySeconds;
+    e.predictedSeconds += e.finishSeconds;
+  }
 }
 
 FailureOr<GpuMachineModel> gpuMachineByName(const std::string &spec, std::string &message) {

@@ -81,8 +81,8 @@ std::optional<OpSteps> lowerOp(Operation &op, GpuPrecision precision) {
 /// so a wrong lowering fails at compile time rather than on a GPU.
 LogicalResult checkSteps(Operation &op, const OpSteps &steps) {
   auto checkPointer = [&](const LaunchArg &arg, const std::string &where) -> LogicalResult {
-    if (arg.kind == LaunchArgKind::StepKey)
-      return success(); // the one step key buffer (no index)
+    if (arg.kind == LaunchArgKind::StepKey || arg.kind == LaunchArgKind::Tickets)
+      return success(); // the one step key buffer, the ticket counters (no index)
     int64_t limit = arg.kind == LaunchArgKind::Operand    ? op.getNumOperands()
                     : arg.kind == LaunchArgKind::Result   ? op.getNumResults()
                     : arg.kind == LaunchArgKind::Scratch  ? int64_t(steps.scratchBytes.size())

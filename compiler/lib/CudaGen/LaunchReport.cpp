@@ -119,6 +119,8 @@ std::vector<LaunchEstimate> opLaunches(Operation &op, const OpSteps &steps,
       return 4 * double(plan.constants[size_t(arg.index)].size());
     case LaunchArgKind::StepKey:
       return 4 * double(stringrt::kStepKeyWords);
+    case LaunchArgKind::Tickets: // one word a column group: negligible
+      break;
     case LaunchArgKind::I64:
     case LaunchArgKind::F32:
       break;
@@ -161,6 +163,10 @@ std::vector<LaunchEstimate> opLaunches(Operation &op, const OpSteps &steps,
     e.arithmetic = def->tensorCores ? LaunchArithmetic::BF16 : LaunchArithmetic::F32;
     if (launch.grid) {
       e.blocks = launch.grid->x.at(batch) * launch.grid->y.at(batch) * launch.grid->z.at(batch);
+      // A column sum (columnPartialsKernel): its chunks are grid y.
+      if (llvm::any_of(launch.args,
+                       [](const LaunchArg &a) { return a.kind == LaunchArgKind::Tickets; }))
+        e.finishChunks = launch.grid->y.at(batch);
     } else {
       int64_t ints[2] = {0, 0};
       for (size_t a = 0, seen = 0; a < launch.args.size() && seen < 2; ++a)

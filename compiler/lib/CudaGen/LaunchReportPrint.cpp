@@ -147,6 +147,7 @@ void printLaunchReportJson(const StepEstimate &step, const GpuMachineModel &mach
                          {"memory_us", e.memorySeconds * 1e6},
                          {"compute_us", e.computeSeconds * 1e6},
                          {"chain_us", e.chainSeconds * 1e6},
+                         {"finish_us", e.finishSeconds * 1e6},
                          {"chain", e.chain},
                          {"predicted_us", e.predictedSeconds * 1e6},
                          {"limit", e.limit},

@@ -14,12 +14,15 @@
 // (each warp adds its rows into its own shared columns, then the block adds
 // its four warps' columns in warp order), then pe_colsum_finish_pair adds
 // the chunks' partials in chunk order: one pass over x and dy, without
-// atomics, so results do not depend on timing. For a wider D (the warps'
-// shared columns would pass 32 KiB) it is three: the row kernel writes dx
-// and each row's (mean, rstd) to a scratch buffer of 2 * rows floats, then
-// the two sums as one deterministic column sum over 2 D columns
-// (OpKernelUtil.h: partials over chunks of rows on at least
-// kReductionBlocks blocks, then pe_colsum_finish_pair).
+// atomics, so results do not depend on timing (the fused kernel's blocks
+// each cover every column, so none of them could finish a column alone:
+// OpKernelUtil.h's one-launch column sum does not apply). For a wider D (the
+// warps' shared columns would pass 32 KiB) it is also two: the row kernel
+// writes dx and each row's (mean, rstd) to a scratch buffer of 2 * rows
+// floats, then the two sums as one deterministic column sum over 2 D
+// columns in one launch (OpKernelUtil.h: partials over chunks of rows on at
+// least kReductionBlocks blocks, each column group finished by its last
+// block).
 //
 //===----------------------------------------------------------------------===//
 #include "OpKernelUtil.h"

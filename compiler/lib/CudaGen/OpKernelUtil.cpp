@@ -171,7 +171,77 @@ constexpr int64_t kRowUnroll = 4;
 constexpr int64_t kFillThreads = 132 * 1024;
 constexpr int64_t kWarpSize = 32;
 constexpr int64_t kFinishColumnsPerBlock = 4; // one warp per column
+// Rounds of chunks whose loads a finishing block has in flight together.
+constexpr int64_t kFinishUnroll = 4;
 } // namespace
+
+namespace {
+
+/// The finish of a column sum in the block that takes the last ticket of its
+/// column group (blockDim (kColumnBlock, kRowLanes), columns c0 .. c0 + 31):
+/// the same additions as pe_colsum_finish, so the same bits. Lane l of
+/// column c adds partials[g * cols + c] for g = l, l + 32, ... in order from
+/// 0 (thread (j, y) makes lanes y, y + 8, y + 16, y + 24 of column c0 + j:
+/// coalesced loads, kFinishUnroll rounds of the four lanes' loads in flight
+/// together, each lane's additions in turn), the lanes' sums meet in shared
+/// memory, and warp y adds columns c0 + y, c0 + y + 8, ... with the xor
+/// butterfly of k.warpSum. `store(c, total)` runs on lane 0 of a column
+/// c < cols.
+void finishColumnGroup(KernelBuilder &k, Value partials, Value cols, Value chunks,
+                       const std::function<void(Value, Value)> &store) {
+  Value x = k.threadId(gpu::Dimension::x), y = k.threadId(gpu::Dimension::y);
+  Value c0 = k.mul(k.blockId(gpu::Dimension::x), k.i64(kColumnBlock));
+  Value c = k.add(c0, x);
+  Value inside = cmpI(k, arith::CmpIPredicate::slt, c, cols);
+  // Padded rows (33 floats): warp y's reads of one column hit 32 banks.
+  constexpr int64_t kPitch = kColumnBlock + 1;
+  Value sums = sharedArray(k, "colsum_lane_sums", kWarpSize * kPitch);
+  constexpr int64_t kLanesPerThread = kWarpSize / kRowLanes;
+  // Round i adds chunk lane + 32 i of each of the thread's lanes; a chunk
+  // past `chunks` (or a column past `cols`) reads partials[0] and adds
+  // nothing.
+  Value rounds = divU(k, k.add(chunks, k.i64(kWarpSize - 1)), k.i64(kWarpSize));
+  SmallVector<Value> zeros(kLanesPerThread, k.f32(0.0));
+  ValueRange laneSums = k.forLoop(
+      k.i64(0), rounds, k.i64(kFinishUnroll), zeros, [&](Value i0, ValueRange acc) {
+        SmallVector<Value> next(acc.begin(), acc.end());
+        for (int64_t u = 0; u < kFinishUnroll; ++u)
+          for (int64_t q = 0; q < kLanesPerThread; ++q) {
+            Value g = k.add(k.add(y, k.i64(q * kRowLanes)),
+                            k.mul(k.add(i0, k.i64(u)), k.i64(kWarpSize)));
+            Value in = andI(k, inside, cmpI(k, arith::CmpIPredicate::slt, g, chunks));
+            Value v = k.load(partials, select(k, in, k.add(k.mul(g, cols), c), k.i64(0)));
+            next[q] = select(k, in, k.add(next[q], v), next[q]);
+          }
+        return next;
+      });
+  for (int64_t q = 0; q < kLanesPerThread; ++q)
+    k.store(laneSums[q], sums, k.add(k.mul(k.add(y, k.i64(q * kRowLanes)), k.i64(kPitch)), x));
+  barrier(k);
+  for (int64_t q = 0; q < kColumnBlock / kRowLanes; ++q) {
+    Value j = k.add(y, k.i64(q * kRowLanes));
+    // Every lane of the warp takes part in the butterfly, in or past `cols`.
+    Value total = k.warpSum(k.load(sums, k.add(k.mul(x, k.i64(kPitch)), j)));
+    Value column = k.add(c0, j);
+    Value writer = andI(k, cmpI(k, arith::CmpIPredicate::eq, x, k.i64(0)),
+                        cmpI(k, arith::CmpIPredicate::slt, column, cols));
+    k.ifThen(writer, [&] { store(column, total); });
+  }
+}
+
+} // namespace
+
+void threadFence(KernelBuilder &k) {
+  // LLVM 19's NVPTX backend selects no `fence` instruction: the intrinsic.
+  k.builder().create<LLVM::CallIntrinsicOp>(k.location(), TypeRange{}, "llvm.nvvm.membar.gl",
+                                            ValueRange{});
+}
+
+Value atomicAddI32(KernelBuilder &k, Value ptr, Value index, Value value) {
+  Value address = elementAddress(k, k.builder().getI32Type(), ptr, index);
+  return k.builder().create<LLVM::AtomicRMWOp>(k.location(), LLVM::AtomicBinOp::add, address,
+                                                value, LLVM::AtomicOrdering::monotonic);
+}
 
 KernelDef columnPartialsKernel(std::string name, llvm::StringRef peOp,
                                std::vector<std::string> ptrInputs,
@@ -186,9 +256,15 @@ KernelDef columnPartialsKernel(std::string name, llvm::StringRef peOp,
   params.push_back({"chunks", ParamKind::I64});
   for (auto &e : extra)
     params.push_back(e);
+  // The finish's parameters (ColumnSumFinish), after the family's own.
+  unsigned finish = unsigned(params.size());
+  params.push_back({"tickets", ParamKind::Ptr});
+  params.push_back({"first", ParamKind::Ptr});
+  params.push_back({"second", ParamKind::Ptr});
+  params.push_back({"half", ParamKind::I64});
   GpuKernelSpec spec = makeSpec(std::move(name), std::move(peOp), std::move(params),
                              GridRule::Explicit, kColumnBlock, kRowLanes);
-  return {spec, [inputs, value](KernelBuilder &k) {
+  return {spec, [inputs, finish, value](KernelBuilder &k) {
             Value rows = k.arg(inputs + 1), cols = k.arg(inputs + 2), chunks = k.arg(inputs + 3);
             Value lane = k.threadId(gpu::Dimension::x), rowLane = k.threadId(gpu::Dimension::y);
             Value c = globalThreadX(k);
@@ -226,6 +302,47 @@ KernelDef columnPartialsKernel(std::string name, llvm::StringRef peOp,
               for (int64_t y = 1; y < kRowLanes; ++y)
                 total = k.add(total, k.load(lanes, k.add(k.i64(y * kColumnBlock), lane)));
               k.store(total, k.arg(0), k.add(k.mul(g, cols), c));
+            });
+            // The last block: every thread fences its partial sums (visible
+            // to the whole GPU before the ticket), thread (0, 0) takes this
+            // column group's ticket; the block that takes ticket chunks - 1
+            // sees every chunk's partials, resets the ticket to 0 for the
+            // next launch (or graph replay) and finishes the group.
+            threadFence(k);
+            barrier(k);
+            Value tickets = k.arg(finish), group = k.blockId(gpu::Dimension::x);
+            Value isLast = sharedArray(k, "colsum_is_last", 1);
+            Value leader = andI(k, cmpI(k, arith::CmpIPredicate::eq, lane, k.i64(0)),
+                                cmpI(k, arith::CmpIPredicate::eq, rowLane, k.i64(0)));
+            k.ifThen(leader, [&] {
+              OpBuilder &b = k.builder();
+              Value taken = atomicAddI32(k, tickets, group, b.create<arith::ConstantOp>(
+                                                                 k.location(), b.getI32IntegerAttr(1)));
+              Value lastTicket = cmpI(k, arith::CmpIPredicate::eq,
+                                      b.create<arith::ExtSIOp>(k.location(), b.getI64Type(), taken),
+                                      k.sub(chunks, k.i64(1)));
+              k.store(select(k, lastTicket, k.f32(1.0), k.f32(0.0)), isLast, k.i64(0));
+              k.ifThen(lastTicket, [&] {
+                b.create<LLVM::StoreOp>(
+                    k.location(),
+                    b.create<arith::ConstantOp>(k.location(), b.getI32IntegerAttr(0)).getResult(),
+                    elementAddress(k, b.getI32Type(), tickets, group));
+              });
+            });
+            barrier(k);
+            // Uniform over the block: every thread reads the same flag.
+            Value finishing = cmpF(k, arith::CmpFPredicate::OEQ, k.load(isLast, k.i64(0)),
+                                   k.f32(1.0));
+            k.ifThen(finishing, [&] {
+              threadFence(k);
+              Value out1 = k.arg(finish + 1), out2 = k.arg(finish + 2);
+              Value half = k.arg(finish + 3);
+              finishColumnGroup(k, k.arg(0), cols, chunks, [&](Value col, Value total) {
+                k.ifThen(cmpI(k, arith::CmpIPredicate::slt, col, half),
+                         [&] { k.store(total, out1, col); });
+                k.ifThen(cmpI(k, arith::CmpIPredicate::sge, col, half),
+                         [&] { k.store(total, out2, k.sub(col, half)); });
+              });
             });
           }};
 }
@@ -272,23 +389,12 @@ void appendColumnSumKernels(std::vector<KernelDef> &defs) {
       }));
   defs.back().storageParams = {1}; // x
 
-  // out[c] = (sum_g partials[g * cols + c]) / divisor: one warp per
-  // column, lane l adding chunks l, l + 32, ... in order, then the fixed
-  // xor butterfly: the same sum every run.
-  defs.push_back({finishSpec("pe_colsum_finish", {{"out", ParamKind::Ptr},
-                                                  {"partials", ParamKind::Ptr},
-                                                  {"cols", ParamKind::I64},
-                                                  {"chunks", ParamKind::I64},
-                                                  {"divisor", ParamKind::I64}}),
-                  [](KernelBuilder &k) {
-                    Value cols = k.arg(2);
-                    forFinishColumn(k, k.arg(1), cols, k.arg(3), [&](Value c, Value total) {
-                      k.store(k.div(total, k.toF32(k.arg(4))), k.arg(0), c);
-                    });
-                  }});
-  // The same over 2 x half columns into two outputs: column c < half to
-  // first[c], column half + c to second[c] (two sums per column of the
-  // data, such as layer norm's dgamma and dbeta).
+  // out[c] = sum_g partials[g * cols + c], one warp per column, lane l
+  // adding chunks l, l + 32, ... in order, then the fixed xor butterfly;
+  // column c < half to first[c], column half + c to second[c] (layer norm's
+  // dgamma and dbeta from pe_layer_norm_grad_fused's partials, whose every
+  // block covers every column, so no block of that launch could finish a
+  // column group: see finishColumnGroup, which adds the same way).
   defs.push_back({finishSpec("pe_colsum_finish_pair", {{"first", ParamKind::Ptr},
                                                        {"second", ParamKind::Ptr},
                                                        {"partials", ParamKind::Ptr},
@@ -321,11 +427,14 @@ int64_t columnSumChunks(BatchAffine rows, int64_t cols) {
 
 namespace {
 
-/// The partials launch of a column sum into a new scratch buffer; returns
-/// the scratch index.
-int64_t appendColumnPartials(OpSteps &steps, const std::string &partialsKernel,
-                             std::vector<LaunchArg> inputs, BatchAffine rows, int64_t cols,
-                             int64_t chunks, std::vector<LaunchArg> extra) {
+/// The one launch of a column sum: `partialsKernel` over (column group,
+/// chunk) into a new scratch buffer of chunks x cols partial sums, the last
+/// block of each column group finishing it into first / second (columns
+/// [0, half) and [half, cols)).
+void appendColumnSumLaunch(OpSteps &steps, const std::string &partialsKernel,
+                           std::vector<LaunchArg> inputs, BatchAffine rows, int64_t cols,
+                           int64_t chunks, std::vector<LaunchArg> extra, LaunchArg first,
+                           LaunchArg second, int64_t half) {
   int64_t scratch = int64_t(steps.scratchBytes.size());
   steps.scratchBytes.push_back(BatchAffine::fixed(chunks * cols * 4));
   std::vector<LaunchArg> args = {LaunchArg::scratch(scratch)};
@@ -334,42 +443,36 @@ int64_t appendColumnPartials(OpSteps &steps, const std::string &partialsKernel,
   args.push_back(LaunchArg::i64(cols));
   args.push_back(LaunchArg::i64(chunks));
   args.insert(args.end(), extra.begin(), extra.end());
-  Launch partials = Launch::kernelCall(partialsKernel, std::move(args));
-  partials.grid = ExplicitGrid{BatchAffine::fixed(ceilDiv(cols, kColumnBlock)),
-                               BatchAffine::fixed(chunks), BatchAffine::fixed(1)};
-  steps.launches.push_back(std::move(partials));
-  return scratch;
+  args.push_back(LaunchArg::tickets());
+  args.push_back(first);
+  args.push_back(second);
+  args.push_back(LaunchArg::i64(half));
+  Launch launch = Launch::kernelCall(partialsKernel, std::move(args));
+  launch.grid = ExplicitGrid{BatchAffine::fixed(ceilDiv(cols, kColumnBlock)),
+                             BatchAffine::fixed(chunks), BatchAffine::fixed(1)};
+  steps.launches.push_back(std::move(launch));
 }
 
 } // namespace
 
 void appendColumnSum(OpSteps &steps, const std::string &partialsKernel,
                      std::vector<LaunchArg> inputs, BatchAffine rows, int64_t cols,
-                     std::vector<LaunchArg> extra, LaunchArg out, BatchAffine divisor) {
-  int64_t chunks = columnSumChunks(rows, cols);
-  int64_t scratch =
-      appendColumnPartials(steps, partialsKernel, std::move(inputs), rows, cols, chunks, extra);
-  steps.launches.push_back(Launch::kernelCall(
-      "pe_colsum_finish", {out, LaunchArg::scratch(scratch), LaunchArg::i64(cols),
-                           LaunchArg::i64(chunks), LaunchArg::i64(divisor)}));
+                     std::vector<LaunchArg> extra, LaunchArg out) {
+  appendColumnSumLaunch(steps, partialsKernel, std::move(inputs), rows, cols,
+                        columnSumChunks(rows, cols), std::move(extra), out, out, cols);
 }
 
 void appendColumnSumPair(OpSteps &steps, const std::string &partialsKernel,
                          std::vector<LaunchArg> inputs, BatchAffine rows, int64_t half,
                          std::vector<LaunchArg> extra, LaunchArg first, LaunchArg second) {
   int64_t cols = 2 * half;
-  int64_t chunks = columnSumChunks(rows, cols);
-  int64_t scratch =
-      appendColumnPartials(steps, partialsKernel, std::move(inputs), rows, cols, chunks, extra);
-  steps.launches.push_back(Launch::kernelCall(
-      "pe_colsum_finish_pair", {first, second, LaunchArg::scratch(scratch), LaunchArg::i64(cols),
-                                LaunchArg::i64(chunks), LaunchArg::i64(half)}));
+  appendColumnSumLaunch(steps, partialsKernel, std::move(inputs), rows, cols,
+                        columnSumChunks(rows, cols), std::move(extra), first, second, half);
 }
 
 void appendPlainColumnSum(OpSteps &steps, LaunchArg x, BatchAffine rows, int64_t cols,
-                          int64_t stride, LaunchArg out, BatchAffine divisor) {
-  appendColumnSum(steps, "pe_colsum_partials", {x}, rows, cols, {LaunchArg::i64(stride)}, out,
-                  divisor);
+                          int64_t stride, LaunchArg out) {
+  appendColumnSum(steps, "pe_colsum_partials", {x}, rows, cols, {LaunchArg::i64(stride)}, out);
 }
 
 void appendColumnSumTo(OpSteps &steps, LaunchArg x, BatchAffine rows, int64_t cols,
@@ -378,12 +481,10 @@ void appendColumnSumTo(OpSteps &steps, LaunchArg x, BatchAffine rows, int64_t co
     appendPlainColumnSum(steps, x, rows, cols, cols, out);
     return;
   }
-  Launch sums = Launch::kernelCall("pe_colsum_partials",
-                                   {out, x, LaunchArg::i64(rows), LaunchArg::i64(cols),
-                                    LaunchArg::i64(int64_t(1)), LaunchArg::i64(cols)});
-  sums.grid = ExplicitGrid{BatchAffine::fixed(ceilDiv(cols, kColumnBlock)), BatchAffine::fixed(1),
-                           BatchAffine::fixed(1)};
-  steps.launches.push_back(std::move(sums));
+  // One chunk: each column group's one block finishes its own sums (0 + s
+  // and s + 0 are s: a chunk's sum starts from +0, so it is never -0).
+  appendColumnSumLaunch(steps, "pe_colsum_partials", {x}, rows, cols, 1, {LaunchArg::i64(cols)},
+                        out, out, cols);
 }
 
 //===----------------------------------------------------------------------===//

@@ -7,13 +7,15 @@
 //   constant tables are evaluated in f64 and rounded once, as the reference
 //   kernels do), integer and f32 comparisons, selects, bit operations, exp
 //   and log, warp maxima, barriers and static shared-memory arrays;
-// - the deterministic column sum (out[c] = sum_r f(r, c) / divisor): a
-//   partials kernel over (column, chunk of rows) writing chunks x cols
-//   partial sums to a scratch buffer, then `pe_colsum_finish` adding each
-//   column's partials in chunk order, one warp per column (a fixed butterfly).
-//   No atomics: the result does not depend on scheduling. The chunk count
-//   depends on the shape only and gives the partials launch at least
-//   kReductionBlocks blocks, so a sum over batch x tokens fills the GPU;
+// - the deterministic column sum (out[c] = sum_r f(r, c)), one launch: a
+//   partials kernel over (column group of 32, chunk of rows) writes chunks x
+//   cols partial sums to a scratch buffer; the block that takes the last
+//   ticket of its column group (an atomic counter, LaunchArg::tickets) adds
+//   the group's partials in chunk order, one warp per column with a fixed
+//   butterfly, and resets the ticket to 0. Which block finishes depends on
+//   scheduling, the additions and their order do not: the same bits every
+//   run. The chunk count depends on the shape only and gives the launch at
+//   least kReductionBlocks blocks, so a sum over batch x tokens fills the GPU;
 // - lowering-side helpers: static shapes, BatchAffine arithmetic, one-launch
 //   steps.
 //
@@ -127,21 +129,33 @@ mlir::Value globalThreadX(KernelBuilder &k);
 // Column sums
 //===----------------------------------------------------------------------===//
 
-/// A partials kernel: params (partials, <ptrInputs>, rows, cols, chunks,
-/// <extra>): the thread of column c (grid x) and chunk g (grid y) writes
-/// partials[g * cols + c] = sum of value(r, c) over its rows r (chunk g of
-/// ceil(rows / chunks) consecutive rows). `value` gets the kernel builder,
-/// the row and the column (i64); arguments are k.arg(1 + i) for input i and
+/// __threadfence(): llvm.nvvm.membar.gl (membar.gl, fence.sc.gpu on sm_70+;
+/// the emulator's host build: a seq_cst fence).
+void threadFence(KernelBuilder &k);
+/// atomicAdd on the i32 `ptr[index]` (relaxed, as CUDA's atomicAdd: order it
+/// with threadFence); returns the old value.
+mlir::Value atomicAddI32(KernelBuilder &k, mlir::Value ptr, mlir::Value index, mlir::Value value);
+
+/// A column-sum kernel: params (partials, <ptrInputs>, rows, cols, chunks,
+/// <extra>, tickets, first, second, half), grid (ceil(cols / 32), chunks),
+/// block (32, 8): the threads of column c (grid x) and chunk g (grid y)
+/// write partials[g * cols + c] = sum of value(r, c) over the chunk's rows
+/// (chunk g of ceil(rows / chunks) consecutive rows); then the last block of
+/// each column group (tickets[blockIdx.x], zero before the launch and reset
+/// to zero by it) writes the sum of column c < half to first[c] and of
+/// column c >= half to second[c - half], adding the chunks as
+/// pe_colsum_finish_pair does. `value` gets the kernel builder, the row and
+/// the column (i64); arguments are k.arg(1 + i) for input i and
 /// k.arg(4 + inputs + e) for extra parameter e.
 KernelDef columnPartialsKernel(
     std::string name, llvm::StringRef peOp, std::vector<std::string> ptrInputs,
     std::vector<std::pair<std::string, ParamKind>> extra,
     std::function<mlir::Value(KernelBuilder &, mlir::Value row, mlir::Value col)> value);
 
-/// `pe_colsum_partials` (value(r, c) = x[r * stride + c]),
-/// `pe_colsum_finish` (out[c] = sum_g partials[g * cols + c] / divisor) and
-/// `pe_colsum_finish_pair` (the same into two outputs: columns [0, half) and
-/// [half, 2 half)).
+/// `pe_colsum_partials` (a columnPartialsKernel, value(r, c) = x[r * stride
+/// + c]) and `pe_colsum_finish_pair` (first[c] / second[c - half] = sum_g
+/// partials[g * cols + c]: the finish of pe_layer_norm_grad_fused, whose
+/// blocks each cover every column).
 void appendColumnSumKernels(std::vector<KernelDef> &defs);
 
 /// The fewest blocks a partials launch of a sum over batch-sized rows gets:
@@ -152,29 +166,28 @@ inline constexpr int64_t kReductionBlocks = 264;
 /// only: the same partition, and the same bits, every run).
 int64_t columnSumChunks(BatchAffine rows, int64_t cols);
 
-/// Appends to `steps` a deterministic column sum: a scratch buffer of chunks
-/// x cols floats, the launch of `partialsKernel` with `inputs` then
-/// rows, cols, chunks and `extra`, then pe_colsum_finish into `out`.
+/// Appends to `steps` a deterministic column sum, one launch: a scratch
+/// buffer of chunks x cols floats and the launch of `partialsKernel` (a
+/// columnPartialsKernel) with `inputs` then rows, cols, chunks, `extra`,
+/// the tickets, `out` twice and half = cols.
 void appendColumnSum(OpSteps &steps, const std::string &partialsKernel,
                      std::vector<LaunchArg> inputs, BatchAffine rows, int64_t cols,
-                     std::vector<LaunchArg> extra, LaunchArg out,
-                     BatchAffine divisor = BatchAffine::fixed(1));
+                     std::vector<LaunchArg> extra, LaunchArg out);
 
 /// Two column sums of one pass over the data: `partialsKernel` computes
-/// 2 x half columns (its `cols` argument is 2 half); pe_colsum_finish_pair
-/// writes columns [0, half) to `first` and [half, 2 half) to `second`.
+/// 2 x half columns (its `cols` argument is 2 half); its last blocks write
+/// columns [0, half) to `first` and [half, 2 half) to `second`.
 void appendColumnSumPair(OpSteps &steps, const std::string &partialsKernel,
                          std::vector<LaunchArg> inputs, BatchAffine rows, int64_t half,
                          std::vector<LaunchArg> extra, LaunchArg first, LaunchArg second);
 
 /// The plain column sum of x [rows, cols] (row stride `stride` elements).
 void appendPlainColumnSum(OpSteps &steps, LaunchArg x, BatchAffine rows, int64_t cols,
-                          int64_t stride, LaunchArg out,
-                          BatchAffine divisor = BatchAffine::fixed(1));
+                          int64_t stride, LaunchArg out);
 
-/// The column sum of x [rows, cols] into `out` (pe.sum_to): one launch of
-/// `pe_colsum_partials` with a single chunk (its partial sums are the sums)
-/// over at most kSingleLaunchRows static rows, else appendPlainColumnSum.
+/// The column sum of x [rows, cols] into `out` (pe.sum_to): a single chunk
+/// (each column group's one block adds all the rows) over at most
+/// kSingleLaunchRows static rows, else appendPlainColumnSum's chunks.
 inline constexpr int64_t kSingleLaunchRows = 256;
 void appendColumnSumTo(OpSteps &steps, LaunchArg x, BatchAffine rows, int64_t cols,
                        LaunchArg out);

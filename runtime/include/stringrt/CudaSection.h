@@ -96,7 +96,13 @@ struct CudaAffine {
 // any CUDA graph), so a replayed step draws its own masks.
 // GroupTable: a device pointer to the pointer table of the launch's kernel
 // group (CudaLaunch::groupSize), only in such a launch.
-enum class CudaArgKind { Operand, Result, Scratch, I64, F32, Constant, StepKey, GroupTable };
+// Tickets: a device pointer to the device model's ticket counters
+// (CudaSection::ticketWords() u32 words, zeroed once when the model is
+// made): a column sum's blocks count themselves in word blockIdx.x, and the
+// last block of each column group resets its word to 0, so every launch
+// finds them at 0 (the model's launches run one at a time, on one stream).
+// Only in a launch of an explicit grid whose x is fixed.
+enum class CudaArgKind { Operand, Result, Scratch, I64, F32, Constant, StepKey, GroupTable, Tickets };
 
 // The u32 words of the step key buffer (CudaArgKind::StepKey).
 enum StepKeyWord : int {
@@ -106,6 +112,9 @@ enum StepKeyWord : int {
   kStepKeyFirstSample = 3,
   kStepKeyWords = 4,
 };
+
+// The most ticket counters a launch may count in (its grid x).
+inline constexpr int64_t kMaxTicketWords = int64_t(1) << 20;
 
 struct CudaArg {
   CudaArgKind kind = CudaArgKind::I64;
@@ -122,10 +131,12 @@ struct CudaArg {
   static CudaArg constant(int64_t k) { return {CudaArgKind::Constant, k, {}, 0.0f}; }
   static CudaArg stepKey() { return {CudaArgKind::StepKey, 0, {}, 0.0f}; }
   static CudaArg groupTable() { return {CudaArgKind::GroupTable, 0, {}, 0.0f}; }
+  static CudaArg tickets() { return {CudaArgKind::Tickets, 0, {}, 0.0f}; }
   bool isPointer() const {
     return kind == CudaArgKind::Operand || kind == CudaArgKind::Result ||
            kind == CudaArgKind::Scratch || kind == CudaArgKind::Constant ||
-           kind == CudaArgKind::StepKey || kind == CudaArgKind::GroupTable;
+           kind == CudaArgKind::StepKey || kind == CudaArgKind::GroupTable ||
+           kind == CudaArgKind::Tickets;
   }
 };
 
@@ -251,6 +262,9 @@ struct CudaSection {
   const CudaKernel *find(std::string_view name) const;
   // Whether some launch reads the step key (CudaArgKind::StepKey).
   bool usesStepKey() const;
+  // The u32 ticket counters the launches need (CudaArgKind::Tickets): the
+  // largest grid x of a launch taking them; 0 when none does.
+  int64_t ticketWords() const;
   // The steps of `program`; nullptr when the section has none for it.
   const CudaProgramSteps *stepsOf(std::string_view program) const;
   // Whether some value of the steps is stored in bf16 (valueDTypes).

@@ -166,6 +166,15 @@ DeviceModel::DeviceModel(const Manifest &manifest, const CudaSection &section,
     m.stepKeyBuffer = std::make_unique<Arena>(m.device, size_t(kDeviceAlignment));
     m.stepKeyAddress = m.stepKeyBuffer->at(0, kStepKeyWords * 4);
   }
+  if (int64_t words = m.section.ticketWords(); words > 0) {
+    uint64_t bytes = uint64_t(words) * 4;
+    m.ticketBuffer = std::make_unique<Arena>(
+        m.device, size_t(std::max<uint64_t>(bytes, kDeviceAlignment)));
+    m.ticketsAddress = m.ticketBuffer->at(0, bytes);
+    driver::check(driver::require().memsetD32Async(CUdeviceptr(m.ticketsAddress), 0,
+                                                   size_t(words), m.stream),
+                  "zeroing the ticket counters", "cuMemsetD32Async");
+  }
   m.staging = std::make_unique<BatchStaging>(m.device, m.stream, options.overlapUpload);
   m.evalStaging = std::make_unique<BatchStaging>(m.device, m.stream, options.overlapUpload);
   std::vector<Arena *> zeroed = m.stateArenas();

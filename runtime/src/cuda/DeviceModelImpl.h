@@ -114,6 +114,11 @@ struct DeviceModel::Impl {
   std::unique_ptr<Arena> stepKeyBuffer;
   uint64_t stepKeyAddress = 0;
   StepKey stepKey; // the key of the next step (setStepKey)
+  // The column sums' ticket counters (CudaArgKind::Tickets), when the package
+  // has such a launch: ticketWords() u32, zeroed once here; each launch
+  // leaves them at 0.
+  std::unique_ptr<Arena> ticketBuffer;
+  uint64_t ticketsAddress = 0;
   bool graphsFailed = false;
   std::unique_ptr<PinnedArray<float>> hostReturn; // the loss of gradients()
   // The step counter, the schedule's constants and each step's scalars on

@@ -17,6 +17,7 @@ OpPointers DeviceModel::Impl::opPointers(const std::string &name, size_t i,
   OpPointers pointers;
   pointers.constants = constantAddresses;
   pointers.stepKey = stepKeyAddress;
+  pointers.tickets = ticketsAddress;
   for (ValueId v : op.operands) {
     pointers.operands.push_back(address(b, v));
     pointers.operandTypes.push_back(steps.dtypeOf(v));

@@ -130,6 +130,11 @@ uint64_t pointerOf(const CudaArg &arg, const OpPointers &p, const std::string &w
       throw Error(fmt::format("{}: the step key has no device address", where));
     return p.stepKey;
   }
+  if (arg.kind == CudaArgKind::Tickets) {
+    if (p.tickets == 0)
+      throw Error(fmt::format("{}: the ticket counters have no device address", where));
+    return p.tickets;
+  }
   if (arg.kind == CudaArgKind::GroupTable) {
     if (p.groupTable == 0)
       throw Error(fmt::format("{}: the kernel group's pointer table is not placed", where));
@@ -207,6 +212,7 @@ BoundLaunch bindLaunch(const CudaSection &section, const CudaLaunch &launch,
     case CudaArgKind::Constant:
     case CudaArgKind::StepKey:
     case CudaArgKind::GroupTable:
+    case CudaArgKind::Tickets:
       bound.args.push_back(KernelArg::pointer(pointerOf(arg, pointers, argWhere)));
       break;
     case CudaArgKind::I64:
@@ -299,7 +305,8 @@ int64_t checkProgramSteps(const Manifest &manifest, const CudaSection &section,
   const uint64_t base[5] = {0, uint64_t(1) << 40, uint64_t(7) << 40, uint64_t(2) << 40,
                             uint64_t(3) << 40};
   const uint64_t scratchBase = uint64_t(4) << 40, constantBase = uint64_t(5) << 40,
-                 stepKeyBase = uint64_t(6) << 40, groupTableBase = uint64_t(7) << 40;
+                 stepKeyBase = uint64_t(6) << 40, groupTableBase = uint64_t(7) << 40,
+                 ticketsBase = uint64_t(8) << 40;
   ConstantLayout constants = constantLayout(section);
   std::vector<uint64_t> constantAddresses, constantBytes;
   for (size_t c = 0; c < section.constants.size(); ++c) {
@@ -330,6 +337,7 @@ int64_t checkProgramSteps(const Manifest &manifest, const CudaSection &section,
     pointers.constants = constantAddresses;
     pointers.stepKey = stepKeyBase;
     pointers.groupTable = groupTableBase;
+    pointers.tickets = ticketsBase;
     std::vector<uint64_t> operandBytes, resultBytes, scratchBytes;
     for (ValueId v : op.operands) {
       pointers.operands.push_back(addressOf(v));

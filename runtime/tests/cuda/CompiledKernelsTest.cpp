@@ -172,18 +172,16 @@ TEST_F(GpuKernels, LayerNormForwardAndBackward) {
                      KA::pointer(gdy), KA::integer(rows), KA::integer(D), KA::real(eps)},
                     "layer_norm_grad rows");
     // dgamma and dbeta as lowered: partial sums over chunks of rows (here
-    // 5, the last one short), then one warp per column adds them.
-    const int64_t chunks = 5;
-    uint64_t partials = zeros(chunks * 2 * D);
-    const std::array<int64_t, 3> grid = {(2 * D + 31) / 32, chunks, 1}; // kColumnBlock 32
+    // 5, the last one short), the last block of each group of 32 columns
+    // (kColumnBlock) adding them, in one launch.
+    const int64_t chunks = 5, groups = (2 * D + 31) / 32;
+    uint64_t partials = zeros(chunks * 2 * D), tickets = zeros(size_t(groups));
+    const std::array<int64_t, 3> grid = {groups, chunks, 1};
     kernels->launch("pe_layer_norm_grad_partials",
                     {KA::pointer(partials), KA::pointer(gx), KA::pointer(gdy), KA::pointer(stats),
-                     KA::integer(rows), KA::integer(2 * D), KA::integer(chunks), KA::integer(D)},
+                     KA::integer(rows), KA::integer(2 * D), KA::integer(chunks), KA::integer(D),
+                     KA::pointer(tickets), KA::pointer(dg), KA::pointer(db), KA::integer(D)},
                     "layer_norm_grad partials", &grid);
-    kernels->launch("pe_colsum_finish_pair",
-                    {KA::pointer(dg), KA::pointer(db), KA::pointer(partials),
-                     KA::integer(2 * D), KA::integer(chunks), KA::integer(D)},
-                    "layer_norm_grad finish");
     std::vector<float> wy(n), wdx(n), wdg(D), wdb(D);
     ref::layerNorm<float>({x.data(), {rows, D}}, {gamma.data(), {D}}, {beta.data(), {D}}, eps,
                           {wy.data(), {rows, D}});

@@ -322,6 +322,36 @@ TEST_F(CudaSectionTest, ReadsTheStepKeyArgument) {
                  "gemm.a must be an operand, result, scratch buffer or constant");
 }
 
+// {"tickets": true}: a pointer argument of a kernel launched on an explicit
+// grid whose x is fixed (the counters are indexed by blockIdx.x; the device
+// model holds as many as the largest such x); the writer gives it back.
+TEST_F(CudaSectionTest, ReadsTheTicketsArgument) {
+  const std::string kernel = kernelWith(R"(["ptr", "ptr", "ptr", "i64"])", "explicit");
+  auto steps = [](const std::string &ticketsArg, const std::string &gridX) {
+    return R"({"forward": [], "gradients": [{"op": 7, "scratch": [], "launches": [
+      {"kernel": "k", "args": [{"result": 0}, {"operand": 0}, )" +
+           ticketsArg + R"(, {"i64": [3, 0]}], "grid": [)" + gridX + R"(, [2, 0], [0, 1]]}]}]})";
+  };
+  Package package =
+      Package::load(write(section(kernel, steps(R"({"tickets": true})", "[0, 5]"))));
+  const CudaSection &cuda = *package.cuda();
+  const CudaLaunch &launch = cuda.stepsOf("gradients")->ops[0].launches[0];
+  EXPECT_EQ(launch.args[2].kind, CudaArgKind::Tickets);
+  EXPECT_TRUE(launch.args[2].isPointer());
+  EXPECT_EQ(cuda.ticketWords(), 5);
+  EXPECT_NE(writeCudaSectionJson(cuda).find(R"({"tickets":true})"), std::string::npos)
+      << writeCudaSectionJson(cuda);
+  EXPECT_EQ(Package::load(write(section())).cuda()->ticketWords(), 0);
+
+  expectRejected(write(section(kernel, steps(R"({"tickets": false})", "[0, 5]"))),
+                 "args[2].tickets must be true");
+  expectRejected(write(section(kernel, steps(R"({"tickets": true})", "[1, 5]"))),
+                 "a launch taking tickets needs an explicit grid whose x is fixed");
+  expectRejected(write(section(kernel, steps(R"({"tickets": true})", "[0, 1048577]"))),
+                 "a launch taking tickets needs an explicit grid whose x is fixed and at most "
+                 "1048576");
+}
+
 // A kernel k (ptr, ptr, ptr, i64) for gradients op 7 reading two constant
 // arrays through `args` 1 and 2.
 std::string constantsKernel() { return kernelWith(R"(["ptr", "ptr", "ptr", "i64"])", "elements"); }

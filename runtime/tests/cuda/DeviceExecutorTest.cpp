@@ -4,7 +4,7 @@
 // - refusals that need no GPU: a package whose programs have ops without
 //   steps (the error names them), a package without its optimizer's kernel;
 // - on a GPU (skipped without one): pe_add_bias and the column sums of
-//   pe.sum_to (pe_colsum_partials / pe_colsum_finish) against host sums, the strided-batched GEMM against a host
+//   pe.sum_to (pe_colsum_partials, one launch) against host sums, the strided-batched GEMM against a host
 //   GEMM, and, with STRINGRT_CUDA_VIT_PACKAGE naming a package of
 //   examples/vit_rope.pe compiled with --target=cuda, the loss and every
 //   gradient of one step against the CPU executor, then three training
@@ -152,7 +152,8 @@ TEST(GpuLinearKernels, BiasAndColumnSums) {
   const int64_t rows = 1000, d = 70, chunks = 64;
   std::vector<float> x = random(rng, size_t(rows * d)), b = random(rng, size_t(d));
   cuda::Arena arena(device, size_t(4) << 20);
-  const size_t xAt = 0, bAt = 1 << 20, partialAt = 2 << 20, outAt = 3 << 20;
+  const size_t xAt = 0, bAt = 1 << 20, partialAt = 2 << 20, outAt = 3 << 20,
+               ticketAt = outAt + (1 << 19);
   arena.uploadVector(xAt, x);
   arena.uploadVector(bAt, b);
   // pe_add_bias: y[i] += b[i % d], in place.
@@ -164,25 +165,22 @@ TEST(GpuLinearKernels, BiasAndColumnSums) {
   for (size_t i = 0; i < x.size(); ++i)
     ASSERT_EQ(y[i], x[i] + b[i % size_t(d)]) << i;
   // pe.sum_to's column sums (TokenKernels.cpp): pe_colsum_partials over 64
-  // row chunks then pe_colsum_finish, and one chunk straight into the output
-  // (the single launch for few rows).
-  // 32 columns per block (kColumnBlock, compiler/lib/CudaGen/OpKernelUtil.cpp).
-  std::array<int64_t, 3> first = {(d + 31) / 32, chunks, 1}, single = {(d + 31) / 32, 1, 1};
-  kernels.launch("pe_colsum_partials",
-                 {KA::pointer(arena.at(partialAt, chunks * d * 4)),
-                  KA::pointer(arena.at(xAt, x.size() * 4)), KA::integer(rows), KA::integer(d),
-                  KA::integer(chunks), KA::integer(d)},
-                 "test pe_colsum_partials", &first);
-  kernels.launch("pe_colsum_finish",
-                 {KA::pointer(arena.at(outAt, d * 4)),
-                  KA::pointer(arena.at(partialAt, chunks * d * 4)), KA::integer(d),
-                  KA::integer(chunks), KA::integer(1)},
-                 "test pe_colsum_finish");
-  kernels.launch("pe_colsum_partials",
-                 {KA::pointer(arena.at(outAt + d * 4, d * 4)),
-                  KA::pointer(arena.at(xAt, x.size() * 4)), KA::integer(rows), KA::integer(d),
-                  KA::integer(1), KA::integer(d)},
-                 "test pe_colsum_partials (one chunk)", &single);
+  // row chunks, the last block of each group of 32 columns (kColumnBlock,
+  // compiler/lib/CudaGen/OpKernelUtil.cpp) finishing it, and one chunk (the
+  // launch for few rows); the ticket counters zeroed once, left at 0.
+  const int64_t groups = (d + 31) / 32;
+  arena.uploadVector(ticketAt, std::vector<int32_t>(size_t(groups), 0));
+  std::array<int64_t, 3> first = {groups, chunks, 1}, single = {groups, 1, 1};
+  for (auto [grid, n, at] : {std::tuple{&first, chunks, outAt},
+                             std::tuple{&single, int64_t(1), outAt + d * 4}}) {
+    uint64_t out = arena.at(at, d * 4);
+    kernels.launch("pe_colsum_partials",
+                   {KA::pointer(arena.at(partialAt, n * d * 4)),
+                    KA::pointer(arena.at(xAt, x.size() * 4)), KA::integer(rows), KA::integer(d),
+                    KA::integer(n), KA::integer(d), KA::pointer(arena.at(ticketAt, groups * 4)),
+                    KA::pointer(out), KA::pointer(out), KA::integer(d)},
+                   "test pe_colsum_partials", grid);
+  }
   device->synchronize("test column sums");
   std::vector<float> sums = arena.downloadVector<float>(outAt, size_t(2 * d));
   for (int64_t c = 0; c < d; ++c) {

@@ -273,12 +273,12 @@ TEST_F(GpuGeneratorKernels, GeneratorExpGradientMatchesTheReference) {
     const int64_t chunks = std::max<int64_t>(
         1, std::min(std::clamp<int64_t>(16384 / cols, 1, 256), c.matrices));
     uint64_t partials = output(size_t(chunks * cols)), dgens = output(size_t(cols));
+    uint64_t tickets = zeros(size_t((cols + 31) / 32));
     launchGrid("pe_generator_exp_grad_partials",
                {KA::pointer(partials), KA::pointer(r), KA::pointer(da), KA::integer(c.matrices),
-                KA::integer(cols), KA::integer(chunks), KA::integer(c.count), KA::integer(dd)},
+                KA::integer(cols), KA::integer(chunks), KA::integer(c.count), KA::integer(dd),
+                KA::pointer(tickets), KA::pointer(dgens), KA::pointer(dgens), KA::integer(cols)},
                {(cols + 31) / 32, chunks, 1});
-    launch("pe_colsum_finish", {KA::pointer(dgens), KA::pointer(partials), KA::integer(cols),
-                                KA::integer(chunks), KA::integer(1)});
     std::vector<float> want(static_cast<size_t>(cols));
     ref::generatorExpGrad<float>(in(x.r, {c.matrices, c.count}),
                                  in(x.gens, {c.count, c.dim, c.dim}),

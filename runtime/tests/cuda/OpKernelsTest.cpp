@@ -28,6 +28,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdlib>
@@ -53,20 +54,25 @@ protected:
     gemm = std::make_unique<Gemm>(device);
   }
 
-  // The two launches of a column sum (OpKernelUtil.h, appendColumnSum):
-  // partials into a scratch buffer of chunks x cols, then pe_colsum_finish.
+  // The one launch of a column sum (OpKernelUtil.h, appendColumnSum):
+  // partials into a scratch buffer of chunks x cols, each column group's
+  // last block finishing into `out`; its ticket counters start at 0 and
+  // must be back at 0 after it.
   void columnSum(const char *partialsKernel, std::vector<KA> inputs, int64_t rows, int64_t cols,
-                 std::vector<KA> extra, uint64_t out, int64_t chunks, int64_t divisor = 1) {
-    uint64_t partials = output(size_t(chunks * cols));
+                 std::vector<KA> extra, uint64_t out, int64_t chunks) {
+    const int64_t groups = (cols + 31) / 32;
+    uint64_t partials = output(size_t(chunks * cols)), tickets = zeros(size_t(groups));
     std::vector<KA> args = {KA::pointer(partials)};
     args.insert(args.end(), inputs.begin(), inputs.end());
     args.push_back(KA::integer(rows));
     args.push_back(KA::integer(cols));
     args.push_back(KA::integer(chunks));
     args.insert(args.end(), extra.begin(), extra.end());
-    launchGrid(partialsKernel, args, {(cols + 31) / 32, chunks, 1});
-    launch("pe_colsum_finish", {KA::pointer(out), KA::pointer(partials), KA::integer(cols),
-                                KA::integer(chunks), KA::integer(divisor)});
+    args.insert(args.end(), {KA::pointer(tickets), KA::pointer(out), KA::pointer(out),
+                             KA::integer(cols)});
+    launchGrid(partialsKernel, args, {groups, chunks, 1});
+    for (float word : get(tickets, size_t(groups)))
+      ASSERT_EQ(word, 0.0f) << partialsKernel << " left a ticket counter off 0";
   }
   void sumAll(uint64_t out, uint64_t x, int64_t n, int64_t divisor) {
     launchGrid("pe_sum_all",
@@ -368,6 +374,95 @@ TEST_F(GpuOpKernels, AugmentImagesIsTheHostsApplyBitwise) {
 //===----------------------------------------------------------------------===//
 // Reductions and copies
 //===----------------------------------------------------------------------===//
+
+// The bits pe_colsum_partials must give (OpKernelUtil.cpp): per chunk g,
+// row lane y (of 8) adds rows first + y, first + y + 8, ... from 0, the 8
+// lanes' sums are added in lane order; then, as pe_colsum_finish_pair adds,
+// lane l (of 32) adds chunks l, l + 32, ... from 0 and the xor butterfly
+// (16, 8, 4, 2, 1) gives lane 0's total.
+std::vector<float> columnSumBits(const std::vector<float> &x, int64_t rows, int64_t cols,
+                                 int64_t chunks) {
+  const int64_t len = (rows + chunks - 1) / chunks;
+  std::vector<float> partials(static_cast<size_t>(chunks * cols)), sums(static_cast<size_t>(cols));
+  for (int64_t g = 0; g < chunks; ++g)
+    for (int64_t c = 0; c < cols; ++c) {
+      int64_t first = std::min(g * len, rows), last = std::min(first + len, rows);
+      float lanes[8];
+      for (int64_t y = 0; y < 8; ++y) {
+        lanes[y] = 0.0f;
+        for (int64_t r = first + y; r < last; r += 8)
+          lanes[y] += x[size_t(r * cols + c)];
+      }
+      float total = lanes[0];
+      for (int64_t y = 1; y < 8; ++y)
+        total += lanes[y];
+      partials[size_t(g * cols + c)] = total;
+    }
+  for (int64_t c = 0; c < cols; ++c) {
+    float lane[32];
+    for (int64_t l = 0; l < 32; ++l) {
+      lane[l] = 0.0f;
+      for (int64_t g = l; g < chunks; g += 32)
+        lane[l] += partials[size_t(g * cols + c)];
+    }
+    for (int offset = 16; offset >= 1; offset /= 2) {
+      float next[32];
+      for (int l = 0; l < 32; ++l)
+        next[l] = lane[l] + lane[l ^ offset];
+      std::copy(next, next + 32, lane);
+    }
+    sums[size_t(c)] = lane[0];
+  }
+  return sums;
+}
+
+// One launch a column sum (the last block of each column group finishes
+// it): the bits of the two-launch order it replaced, for one block a group
+// (one chunk), chunks of rows not a multiple of 8, more chunks than 32 and
+// than rows, a partial column group; the same launch again (as a replayed
+// graph runs it) gives the same bits and leaves the tickets at 0.
+TEST_F(GpuOpKernels, ColumnSumInOneLaunchHasTheBitsOfPartialsThenFinish) {
+  const std::vector<std::array<int64_t, 3>> cases = {
+      {1000, 70, 1}, {1001, 33, 7}, {999, 32, 64}, {13, 5, 40}, {4133, 100, 528}, {3, 1, 1}};
+  for (auto [rows, cols, chunks] : cases) {
+    std::string what = std::to_string(rows) + "x" + std::to_string(cols) + " in " +
+                       std::to_string(chunks) + " chunks";
+    std::vector<float> x = random(static_cast<size_t>(rows * cols));
+    uint64_t gx = put(x), y = output(size_t(cols));
+    const int64_t groups = (cols + 31) / 32;
+    uint64_t partials = output(size_t(chunks * cols)), tickets = zeros(size_t(groups));
+    std::vector<KA> args = {KA::pointer(partials), KA::pointer(gx),  KA::integer(rows),
+                            KA::integer(cols),     KA::integer(chunks), KA::integer(cols),
+                            KA::pointer(tickets),  KA::pointer(y),   KA::pointer(y),
+                            KA::integer(cols)};
+    std::vector<float> want = columnSumBits(x, rows, cols, chunks);
+    for (int run = 0; run < 2; ++run) {
+      // A fresh (NaN) output each run: the second must be finished again.
+      y = output(size_t(cols));
+      args[7] = args[8] = KA::pointer(y);
+      launchGrid("pe_colsum_partials", args, {groups, chunks, 1});
+      std::vector<float> got = get(y, size_t(cols));
+      ASSERT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0)
+          << what << ", run " << run;
+      for (float word : get(tickets, size_t(groups)))
+        ASSERT_EQ(word, 0.0f) << what << ": a ticket counter left off 0, run " << run;
+    }
+    // A pair: columns [0, half) into one output, the rest into the other.
+    if (cols >= 2) {
+      const int64_t half = cols / 2;
+      uint64_t lo = output(size_t(half)), hi = output(size_t(cols - half));
+      std::vector<KA> pair = args;
+      pair[7] = KA::pointer(lo);
+      pair[8] = KA::pointer(hi);
+      pair[9] = KA::integer(half);
+      launchGrid("pe_colsum_partials", pair, {groups, chunks, 1});
+      std::vector<float> got = get(lo, size_t(half)), rest = get(hi, size_t(cols - half));
+      got.insert(got.end(), rest.begin(), rest.end());
+      ASSERT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0)
+          << what << ", as a pair at " << half;
+    }
+  }
+}
 
 TEST_F(GpuOpKernels, ColumnSumsAreSumTo) {
   // (rows, cols, chunks): one row, more chunks than rows, one column, wide.

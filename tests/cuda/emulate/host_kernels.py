@@ -31,7 +31,9 @@ host:
   index stringrt_emulated_kernel_names lists its kernels (comma-separated).
 - every load and store of alignment >= 2 checks its pointer (a GPU faults
   on a misaligned access, x86 does not): a misaligned one goes to an
-  unmapped address, which the emulator's fault handler reports.
+  unmapped address, which the emulator's fault handler reports;
+- llvm.nvvm.membar.gl (__threadfence, the column sums' tickets) becomes a
+  host `fence seq_cst`; atomicrmw is plain LLVM and stays.
 Any other NVVM intrinsic is refused, naming it. Shared memory (addrspace(3)
 globals) stays as module globals (the emulator runs one block at a time).
 The objects (llc) and the bf16 conversions LLVM may call (support.ll) are
@@ -251,6 +253,9 @@ def rewrite(name, ll):
             wrappers += cp_async_sync_wrapper(wrapped, "wait")
         elif intrinsic == "llvm.nvvm.cp.async.wait.all":
             wrappers += cp_async_sync_wrapper(wrapped, "all")
+        elif intrinsic == "llvm.nvvm.membar.gl":  # __threadfence: the host's fence
+            wrappers += ["define internal void @%s() #90 {" % wrapped, "  fence seq_cst",
+                         "  ret void", "}"]
         else:
             fail("kernel %s uses the NVVM intrinsic @%s, which the emulator does not implement"
                  % (name, intrinsic))

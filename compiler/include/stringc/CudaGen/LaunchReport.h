@@ -108,6 +108,11 @@ struct LaunchEstimate {
   int64_t sharedBytes = 0;     // static shared memory, from ptxas -v
   int64_t blocksPerSM = 0, warpsPerSM = 0; // resident (occupancy); 0: not known
   double memorySeconds = 0, computeSeconds = 0, chainSeconds = 0;
+  // A column sum's finish (a launch taking tickets): the chunks its last
+  // blocks add, and the time that finish adds after the rest of the launch
+  // (included in predictedSeconds).
+  int64_t finishChunks = 0;
+  double finishSeconds = 0;
   const char *limit = "min";
   std::string chain;           // what the chain term counts, when it has one
   /// Whether it grows with the batch yet runs on fewer blocks than SMs, and

@@ -90,6 +90,8 @@ struct OpPointers {
   uint64_t stepKey = 0;
   // The op's kernel group table (CudaArgKind::GroupTable); 0: none placed.
   uint64_t groupTable = 0;
+  // The device model's ticket counters (CudaArgKind::Tickets); 0: none.
+  uint64_t tickets = 0;
   // The storage types of the operands and results (CudaProgramSteps::
   // valueDTypes); empty: all F32.
   std::vector<DType> operandTypes, resultTypes;

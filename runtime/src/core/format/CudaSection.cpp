@@ -95,6 +95,17 @@ bool CudaSection::usesStepKey() const {
   return false;
 }
 
+int64_t CudaSection::ticketWords() const {
+  int64_t words = 0;
+  for (const CudaProgramSteps &p : steps)
+    for (const CudaOpSteps &op : p.ops)
+      for (const CudaLaunch &l : op.launches)
+        for (const CudaArg &a : l.args)
+          if (a.kind == CudaArgKind::Tickets && l.grid) // the parser requires the grid
+            words = std::max(words, (*l.grid)[0].constant);
+  return words;
+}
+
 const char *cudaBiasFallbackKernel(DType c) {
   return c == DType::BF16 ? "pe_add_bias__bb" : "pe_add_bias";
 }

@@ -18,14 +18,15 @@ bool CudaSectionParser::isFreeOp(const ProgramOp &op) {
 
 // One argument: {"operand": k} | {"result": k} | {"scratch": k} |
 // {"i64": [per_batch, constant]} | {"f32": x} | {"constant": k} |
-// {"step_key": true} | {"group_table": true}, checked against the op and
+// {"step_key": true} | {"group_table": true} | {"tickets": true}, checked
+// against the op and
 // the section's constants.
 CudaArg CudaSectionParser::arg(const JsonValue &value, const std::string &what, const ProgramOp &op,
                                size_t scratches) const {
   if (value.kind != JsonValue::Kind::Object || value.members.size() != 1)
     fail(fmt::format(
         "{} must be an object with one key (operand, result, scratch, i64, f32, constant, "
-        "step_key, group_table)",
+        "step_key, group_table, tickets)",
         what));
   const detail::JsonMember &m = value.members[0];
   CudaArg a;
@@ -65,6 +66,10 @@ CudaArg CudaSectionParser::arg(const JsonValue &value, const std::string &what, 
     if (m.value.kind != JsonValue::Kind::Bool || !m.value.boolean)
       fail(fmt::format("{}.group_table must be true", what));
     a.kind = CudaArgKind::GroupTable; // only in a kernel group's launch (checkKernelGroups)
+  } else if (m.key == "tickets") {
+    if (m.value.kind != JsonValue::Kind::Bool || !m.value.boolean)
+      fail(fmt::format("{}.tickets must be true", what));
+    a.kind = CudaArgKind::Tickets; // only with an explicit grid of fixed x (kernelLaunch)
   } else {
     fail(fmt::format("{}: unknown argument kind {}", what, quoteForMessage(m.key)));
   }
@@ -74,7 +79,8 @@ CudaArg CudaSectionParser::arg(const JsonValue &value, const std::string &what, 
 CudaArg CudaSectionParser::pointerArg(const JsonValue &value, const std::string &what,
                                       const ProgramOp &op, size_t scratches) const {
   CudaArg a = arg(value, what, op, scratches);
-  if (!a.isPointer() || a.kind == CudaArgKind::StepKey || a.kind == CudaArgKind::GroupTable)
+  if (!a.isPointer() || a.kind == CudaArgKind::StepKey || a.kind == CudaArgKind::GroupTable ||
+      a.kind == CudaArgKind::Tickets)
     fail(fmt::format("{} must be an operand, result, scratch buffer or constant", what));
   return a;
 }
@@ -201,6 +207,14 @@ CudaLaunch CudaSectionParser::launch(const JsonValue &value, const std::string &
       dims[d] = affine(grid.elements[d], fmt::format("{}.grid[{}]", what, d), true);
     l.grid = dims;
   }
+  // The ticket counters are indexed by blockIdx.x: the device model sizes
+  // them from the largest such grid x (CudaSection::ticketWords).
+  for (const CudaArg &a : l.args)
+    if (a.kind == CudaArgKind::Tickets &&
+        (!l.grid || (*l.grid)[0].perBatch != 0 || (*l.grid)[0].constant > kMaxTicketWords))
+      fail(fmt::format("{}: a launch taking tickets needs an explicit grid whose x is fixed and "
+                       "at most {}",
+                       what, kMaxTicketWords));
   if (grouped) { // the members are checked by checkKernelGroups
     const JsonValue &g = object(member(k, "group"), what + ".group", {"size", "args"});
     l.groupSize = integer(member(g, "size"), what + ".group.size", 2, int64_t(1) << 20);

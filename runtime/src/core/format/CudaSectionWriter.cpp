@@ -156,6 +156,10 @@ private:
       json.key("group_table");
       json.value(true);
       break;
+    case CudaArgKind::Tickets:
+      json.key("tickets");
+      json.value(true);
+      break;
     }
     json.endObject();
   }

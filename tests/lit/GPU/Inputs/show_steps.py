@@ -34,7 +34,7 @@ def arg(a):
         return "%s%d" % (kind, value)
     if kind == "i64":
         return affine(value)
-    if kind in ("step_key", "group_table"):
+    if kind in ("step_key", "group_table", "tickets"):
         return kind
     return "%g" % value
 
