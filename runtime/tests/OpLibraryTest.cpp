@@ -46,7 +46,8 @@ TEST(OpLibrary, TheExecutorsTablesTakeTheLibrarysAdapters) {
       {OpCode::LinearGradWeight, false}, {OpCode::LinearGradInputAcc, false},
       {OpCode::LinearResidual, false}, {OpCode::LinearGelu, false},
       {OpCode::Rope, false},        {OpCode::SpdGate, false},
-      {OpCode::SpdGateGrad, false}};
+      {OpCode::SpdGateGrad, false}, {OpCode::Attention, true},
+      {OpCode::AttentionGrad, true}};
   for (const auto &[code, generated] : library) {
     SCOPED_TRACE(opName(code));
     const ops::OpKernels *op = ops::opLibrary().find(code);

@@ -1,6 +1,8 @@
 // The shape of one multi-head attention call, and the q/k/v/heads checks
-// every fast attention kernel starts with (private to src/cpu; shared by
-// AttentionKernels.cpp and the fused RoPE attention, FusedAttention.cpp).
+// the fused RoPE attention's fast kernels start with (private to the
+// runtime; FusedAttention.cpp). The attention op (ops/layer/Attention.cpp)
+// takes the geometry from its contract, KernelChecks.h's, the same checks
+// with the same messages.
 #pragma once
 
 #include "KernelUtil.h"

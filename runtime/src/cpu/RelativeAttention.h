@@ -1,5 +1,5 @@
 // Fast attention with relative rotations, masks none and causal (private to
-// src/cpu; called by AttentionKernels.cpp): passes over the pairs (i, j),
+// src/cpu; called by ops/layer/Attention.cpp): passes over the pairs (i, j),
 // each R_ij the shared operand of a register-tiled product over every batch
 // and head (RelativeAttention.cpp, RelativeAttentionTiles.h).
 #pragma once

@@ -1,5 +1,6 @@
-// Softmax rows of the fast attention kernels (private to src/cpu), shared
-// by AttentionKernels.cpp and the fused RoPE attention (FusedAttention.cpp).
+// Softmax rows of the fast attention kernels (private to the runtime),
+// shared by the attention op (ops/layer/Attention.cpp) and the fused RoPE
+// attention (FusedAttention.cpp).
 #pragma once
 
 #include <cstdint>

@@ -32,36 +32,6 @@ using ref::OptionalOutput;
 using ref::TensorRef;
 
 //===----------------------------------------------------------------------===//
-// Attention (AttentionKernels.cpp)
-//===----------------------------------------------------------------------===//
-
-// Threaded over (batch, head). None / causal without rel: S = scale Q K^T
-// and Y = P V as per-head GEMMs, a max-subtracted softmax in between. Skip:
-// each query sees at most one key, whose softmax weight is exactly 1, so
-// y_i = v_{i - (skipBase + h)} (0 when that is negative) - a gather, rel or
-// not. None / causal with rel: q_i^T R_ij k_j as small GEMMs over the
-// batches and heads, R_ij shared, on the GEMMs' register tile
-// (RelativeAttention.cpp).
-// `lse` [B, heads, T], when given, gets each row's log-sum-exp (the score of
-// the one key under Skip, -inf for a query without one).
-void attention(TensorRef<const float> q, TensorRef<const float> k, TensorRef<const float> v,
-               OptionalInput<float> rel, int64_t heads, double scale, AttentionMask mask,
-               int64_t skipBase, TensorRef<float> y, OptionalOutput<float> lse = std::nullopt);
-
-// Recomputes P per (batch, head) (cheaper here than reading the forward's
-// lse: the scores are one GEMM), then dV = P^T dY, dP = dY V^T,
-// dS = P (dP - rowsum(P dP)), dQ = scale dS K, dK = scale dS^T Q as GEMMs.
-// Skip: dv_j = dy_{j + skipBase + h}, dq = dk = 0 (and drel = 0): a one-key
-// softmax has zero gradient. None / causal with rel: three register-tiled
-// passes (the rotated keys with the scores and dq, drel, dk;
-// RelativeAttention.cpp).
-void attentionGrad(TensorRef<const float> q, TensorRef<const float> k,
-                   TensorRef<const float> v, TensorRef<const float> dy,
-                   OptionalInput<float> rel, int64_t heads, double scale, AttentionMask mask,
-                   int64_t skipBase, TensorRef<float> dq, TensorRef<float> dk,
-                   TensorRef<float> dv, OptionalOutput<float> drel);
-
-//===----------------------------------------------------------------------===//
 // Cayley transform (CayleyKernels.cpp)
 //===----------------------------------------------------------------------===//
 

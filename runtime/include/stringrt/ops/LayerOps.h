@@ -19,6 +19,40 @@
 namespace stringrt::ref {
 
 //===----------------------------------------------------------------------===//
+// attention, attention_grad (ops/layer/Attention.cpp)
+//===----------------------------------------------------------------------===//
+
+// Which keys j query i of head h sees: None: all; Causal: j <= i;
+// Skip: only j = i - (skipBase + h) (none when that is negative).
+enum class AttentionMask { None, Causal, Skip };
+
+// Per batch b and head h, with q_i, k_j, v_j the head slices (Dh columns) and
+// R_ij = rel[i, j] (the identity without rel):
+//   s_ij = scale q_i^T R_ij k_j,  P_i = softmax over the visible j,
+//   y_i = sum_j P_ij v_j;  a query with no visible key gets exact zeros.
+// q, k, v [B, T, D], rel? [T, T, Dh, Dh] -> y [B, T, D] and, when `lse` is
+// given, lse [B, heads, T]: lse[b, h, i] = log sum_j exp(s_ij) over the
+// visible keys (-inf for a query with none). skipBase >= 0 is required with
+// Skip and ignored otherwise.
+template <typename T>
+void attention(TensorRef<const T> q, TensorRef<const T> k, TensorRef<const T> v,
+               OptionalInput<T> rel, int64_t heads, double scale, AttentionMask mask,
+               int64_t skipBase, TensorRef<T> y, OptionalOutput<T> lse = std::nullopt);
+
+// Recomputes P (no stored scores: the forward's y and lse, which
+// pe.attention_grad also takes, are not needed here), then
+//   dv_j = sum_i P_ij dy_i,  dP_ij = dy_i . v_j,  dS_ij = P_ij (dP_ij - sum_l P_il dP_il),
+//   dq_i = scale sum_j dS_ij R_ij k_j,  dk_j = scale sum_i dS_ij R_ij^T q_i,
+//   drel[i, j] = scale sum_{b,h} dS_ij q_i k_j^T.
+// Rows without a visible key contribute exact zeros. drel must be given
+// exactly when rel is.
+template <typename T>
+void attentionGrad(TensorRef<const T> q, TensorRef<const T> k, TensorRef<const T> v,
+                   TensorRef<const T> dy, OptionalInput<T> rel, int64_t heads, double scale,
+                   AttentionMask mask, int64_t skipBase, TensorRef<T> dq, TensorRef<T> dk,
+                   TensorRef<T> dv, OptionalOutput<T> drel);
+
+//===----------------------------------------------------------------------===//
 // linear, linear_grad_input, linear_grad_weight, linear_grad_input_acc
 // (ops/layer/Linear.cpp)
 //===----------------------------------------------------------------------===//
@@ -228,8 +262,40 @@ void tokenEmbedGrad(TensorRef<const int32_t> ids, TensorRef<const T> dy, TensorR
 
 namespace stringrt::cpu {
 
+using ref::AttentionMask;
 using ref::OptionalInput;
+using ref::OptionalOutput;
 using ref::TensorRef;
+
+//===----------------------------------------------------------------------===//
+// attention, attention_grad (ops/layer/Attention.cpp)
+//===----------------------------------------------------------------------===//
+
+// Threaded over (batch, head). None / causal without rel: S = scale Q K^T
+// and Y = P V as per-head GEMMs, a max-subtracted softmax in between. Skip:
+// each query sees at most one key, whose softmax weight is exactly 1, so
+// y_i = v_{i - (skipBase + h)} (0 when that is negative) - a gather, rel or
+// not. None / causal with rel: q_i^T R_ij k_j as small GEMMs over the
+// batches and heads, R_ij shared, on the GEMMs' register tile
+// (cpu/RelativeAttention.cpp).
+// `lse` [B, heads, T], when given, gets each row's log-sum-exp (the score of
+// the one key under Skip, -inf for a query without one).
+void attention(TensorRef<const float> q, TensorRef<const float> k, TensorRef<const float> v,
+               OptionalInput<float> rel, int64_t heads, double scale, AttentionMask mask,
+               int64_t skipBase, TensorRef<float> y, OptionalOutput<float> lse = std::nullopt);
+
+// Recomputes P per (batch, head) (cheaper here than reading the forward's
+// lse: the scores are one GEMM), then dV = P^T dY, dP = dY V^T,
+// dS = P (dP - rowsum(P dP)), dQ = scale dS K, dK = scale dS^T Q as GEMMs.
+// Skip: dv_j = dy_{j + skipBase + h}, dq = dk = 0 (and drel = 0): a one-key
+// softmax has zero gradient. None / causal with rel: three register-tiled
+// passes (the rotated keys with the scores and dq, drel, dk;
+// cpu/RelativeAttention.cpp).
+void attentionGrad(TensorRef<const float> q, TensorRef<const float> k,
+                   TensorRef<const float> v, TensorRef<const float> dy,
+                   OptionalInput<float> rel, int64_t heads, double scale, AttentionMask mask,
+                   int64_t skipBase, TensorRef<float> dq, TensorRef<float> dk,
+                   TensorRef<float> dv, OptionalOutput<float> drel);
 
 // One GEMM over the flattened leading dims: [N, I] x [I, O] (+ b) -> [N, O].
 void linear(TensorRef<const float> x, TensorRef<const float> w, OptionalInput<float> b,

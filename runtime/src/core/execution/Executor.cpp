@@ -249,7 +249,6 @@ void runConstant(const OpContext &c) {
 OpTable buildOpTable(KernelSet kernels) {
   OpTable table;
   table[OpCode::ArithConstant] = {runConstant};
-  addLayerOps(table);
   addPositionOps(table);
   addFusedOps(table);
   if (kernels != KernelSet::Reference) { // Fast, and Compiled's fallback

@@ -192,9 +192,8 @@ private:
   std::array<OpSpec, kOpCodeCount> specs_{};
 };
 
-// The reference adapters, by family, each forward op beside its backward
-// ops (ExecutorLayerOps.cpp, ExecutorPositionOps.cpp).
-void addLayerOps(OpTable &table);
+// The reference adapters of the position ops still outside the op library,
+// each forward op beside its backward ops (ExecutorPositionOps.cpp).
 void addPositionOps(OpTable &table);
 // Replaces, in a table holding the reference adapters, the adapter of every
 // op that has a fast CPU kernel (ExecutorFastOps.cpp); operand and result
@@ -210,7 +209,9 @@ void addFastFusedOps(OpTable &table);
 void addLibraryOps(OpTable &table, KernelSet kernels);
 
 // pe.attention's and pe.attention_grad's `mask` and `skip_base` (required
-// with mask skip, absent otherwise); throw Error for anything else.
+// with mask skip, absent otherwise); throw Error for anything else. These
+// four are the attention op's (ops/layer/Attention.cpp); the fused attention
+// ops' adapters (ExecutorFusedOps.cpp) read their attributes with them.
 ref::AttentionMask attentionMask(const OpContext &c);
 int64_t attentionSkipBase(const OpContext &c, ref::AttentionMask mask);
 // The forward attention ops' optional second result, the log-sum-exp

@@ -1,8 +1,8 @@
 // Executor adapters of the ops that have a fast CPU kernel
 // (stringrt/cpu/FastKernels.h), for KernelSet::Fast: each reads the op's
-// attributes exactly as its reference adapter does (ExecutorLayerOps.cpp,
-// ExecutorPositionOps.cpp) and calls the fast kernel of
-// the same name, which has the reference kernel's shapes and semantics.
+// attributes exactly as its reference adapter does (ExecutorPositionOps.cpp)
+// and calls the fast kernel of the same name, which has the reference
+// kernel's shapes and semantics.
 // Every other op keeps its reference adapter; the ops of the op library
 // (runtime/src/ops) register their fast adapters themselves.
 #include "execution/Executor.h"
@@ -17,35 +17,11 @@ namespace {
 // Forward
 //===----------------------------------------------------------------------===//
 
-void runAttention(const OpContext &c) {
-  ref::AttentionMask mask = attentionMask(c);
-  cpu::attention(c.in(0), c.in(1), c.in(2), c.optIn(3), c.op().getInt("heads"),
-                 c.op().getFloat("scale"), mask, attentionSkipBase(c, mask), c.out(0),
-                 attentionLse(c));
-}
-
 void runCayley(const OpContext &c) { cpu::cayley(c.in(0), c.in(1), c.out(0)); }
 
 //===----------------------------------------------------------------------===//
 // Backward
 //===----------------------------------------------------------------------===//
-
-// Operands q, k, v, y, lse, dy, rel?: y and lse are not read (the fast
-// kernel recomputes P, one GEMM per head).
-void runAttentionGrad(const OpContext &c) {
-  bool hasRel = c.numOperands() == 7;
-  if (c.numResults() != (hasRel ? 4u : 3u))
-    c.fail(std::to_string(c.numResults()) + " results for " + std::to_string(c.numOperands()) +
-           " operands (drel exactly when rel is given)");
-  ref::AttentionMask mask = attentionMask(c);
-  ref::OptionalOutput<float> drel;
-  if (hasRel)
-    drel = c.out(3);
-  checkAttentionSaved(c, 3);
-  cpu::attentionGrad(c.in(0), c.in(1), c.in(2), c.in(5), c.optIn(6), c.op().getInt("heads"),
-                     c.op().getFloat("scale"), mask, attentionSkipBase(c, mask), c.out(0),
-                     c.out(1), c.out(2), drel);
-}
 
 void runCayleyGrad(const OpContext &c) {
   cpu::cayleyGrad(c.in(0), c.in(1), c.in(2), c.out(0), c.out(1));
@@ -70,9 +46,7 @@ void runApplyRotationGrad(const OpContext &c) {
 
 void addFastOps(OpTable &table) {
   const std::pair<OpCode, OpAdapter> fast[] = {
-      {OpCode::Attention, runAttention},
       {OpCode::Cayley, runCayley},
-      {OpCode::AttentionGrad, runAttentionGrad},
       {OpCode::CayleyGrad, runCayleyGrad},
       {OpCode::GeneratorExp, runGeneratorExp},
       {OpCode::GeneratorExpGrad, runGeneratorExpGrad},
