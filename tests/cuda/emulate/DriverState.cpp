@@ -63,7 +63,15 @@ CUresult flush(Stream *stream, uint64_t seq) {
   return first;
 }
 
-CUresult flushStream(Stream *stream) { return flush(stream, stream->issued); }
+CUresult flushStream(Stream *stream) {
+  CUresult first = flush(stream, stream->issued);
+  // Waits for events not yet followed by work are the stream's too: work
+  // after them, and a synchronisation with the stream, wait for the events.
+  for (const StreamPoint &point : stream->waits)
+    if (CUresult result = flush(point.stream, point.seq); first == CUDA_SUCCESS)
+      first = result;
+  return first;
+}
 
 CUresult flushAll() {
   CUresult first = flushStream(&legacyStream);
@@ -91,6 +99,7 @@ CUresult enqueueOn(Stream *stream, Operation op) {
   if (Capture *capture = stream->capture) {
     if (capture->invalidated)
       return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    traceOperation(stream, op, true);
     capture->graph->operations.push_back(std::move(op));
     ++stream->captured;
     if (stream != capture->origin)
@@ -102,6 +111,7 @@ CUresult enqueueOn(Stream *stream, Operation op) {
   if (stream == &legacyStream)
     if (CUresult refused = refuseDuringCapture(op.what.c_str()); refused != CUDA_SUCCESS)
       return refused;
+  traceOperation(stream, op, false);
   Queued item{++stream->issued, std::move(op), std::move(stream->waits)};
   stream->waits.clear();
   // The legacy stream waits for the blocking streams' earlier work, and

@@ -10,7 +10,8 @@
 // the queueing and flushing of operations (DriverState.cpp). The entries:
 // DriverDevice.cpp (initialisation, device, context, errors, counters),
 // DriverMemory.cpp (allocations, copies, memsets), DriverLaunch.cpp
-// (modules, launches), DriverStreams.cpp (streams, capture, graphs, events).
+// (modules, launches), DriverStreams.cpp (streams, capture, graphs, events),
+// DriverTrace.cpp (the order of the operations, for tests).
 //
 // The definitions use cuda.h's plain names; its macros give them the
 // versioned symbols the runtime looks up (cuMemAlloc -> cuMemAlloc_v2).
@@ -141,10 +142,16 @@ CUresult refuseDuringCapture(const char *call);
 // happened); later operations still run, as on a GPU they would have been
 // launched already.
 CUresult flush(Stream *stream, uint64_t seq);
-CUresult flushStream(Stream *stream); // everything issued on it
+CUresult flushStream(Stream *stream); // everything issued on it, and the events it waits for
 CUresult flushAll();                  // every stream's
 
 // enqueue (Emulator.h) on a stream already looked up.
 CUresult enqueueOn(Stream *stream, Operation op);
+
+// ---- The trace (DriverTrace.cpp) ----
+
+// Writes `op`, issued to `stream` (recorded into a graph when `captured`),
+// to the trace STRINGRT_CUDA_EMULATOR_TRACE names; nothing without one.
+void traceOperation(const Stream *stream, const Operation &op, bool captured);
 
 } // namespace stringrt::emulator

@@ -329,3 +329,17 @@ STRINGRT_EMU_EXPORT CUresult cuLaunchHostFunc(CUstream handle, CUhostFn fn, void
                             return CUDA_SUCCESS;
                           }});
 }
+
+// cuLaunchHostFunc with the name its messages and the trace give it (not
+// CUDA's: the NCCL stand-in's "ncclAllReduce (N floats)").
+STRINGRT_EMU_EXPORT CUresult stringrt_emulator_launch_host_func(CUstream handle, CUhostFn fn,
+                                                                void *userData,
+                                                                const char *what) {
+  REQUIRE_INIT();
+  if (!fn || !what)
+    return CUDA_ERROR_INVALID_VALUE;
+  return enqueue(handle, {what, [=]() {
+                            fn(userData);
+                            return CUDA_SUCCESS;
+                          }});
+}

@@ -507,6 +507,68 @@ TEST_F(Emulator, ForkedStreamsMustJoinTheCapture) {
   CU_OK(cuStreamDestroy(side));
 }
 
+// What the GPU ranks' overlapped all-reduce does (runtime/src/cuda/
+// DeviceRankStep.cpp): one event recorded on the main stream again and
+// again, each time waited for by a side stream that then runs a host
+// function, and the main stream joining the side stream at the end, with
+// nothing after the join. Host function k sees what the main stream wrote
+// before fork k (cell k), they run in order, and a synchronisation of the
+// main stream waits for them all (the join), eagerly and in a captured
+// graph's replay.
+struct SeenValues {
+  const float *x;
+  std::vector<float> seen;
+};
+void seeValue(void *data) {
+  auto *values = static_cast<SeenValues *>(data);
+  values->seen.push_back(values->x[values->seen.size() % 3]);
+}
+
+TEST_F(Emulator, ForksOfOneEventAgainAndAgainOrderTheSideStreamsHostFunctions) {
+  CUstream main = nullptr, side = nullptr;
+  CU_OK(cuStreamCreate(&main, CU_STREAM_NON_BLOCKING));
+  CU_OK(cuStreamCreate(&side, CU_STREAM_NON_BLOCKING));
+  CUevent fork = nullptr, join = nullptr;
+  CU_OK(cuEventCreate(&fork, CU_EVENT_DISABLE_TIMING));
+  CU_OK(cuEventCreate(&join, CU_EVENT_DISABLE_TIMING));
+  CUdeviceptr x = upload(std::vector<float>(3, 0.0f));
+  SeenValues values{reinterpret_cast<const float *>(x), {}};
+  auto enqueue = [&](uint32_t plus) {
+    uint32_t bits[3] = {0x3F800000u, 0x40000000u, 0x40400000u}; // 1, 2, 3
+    for (int k = 0; k < 3; ++k) {
+      ASSERT_EQ(cuMemsetD32Async(x + 4 * k, bits[k] + plus, 1, main), CUDA_SUCCESS);
+      ASSERT_EQ(cuEventRecord(fork, main), CUDA_SUCCESS);
+      ASSERT_EQ(cuStreamWaitEvent(side, fork, 0), CUDA_SUCCESS);
+      ASSERT_EQ(cuLaunchHostFunc(side, seeValue, &values), CUDA_SUCCESS);
+    }
+    ASSERT_EQ(cuEventRecord(join, side), CUDA_SUCCESS);
+    ASSERT_EQ(cuStreamWaitEvent(main, join, 0), CUDA_SUCCESS);
+  };
+  enqueue(0);
+  CU_OK(cuStreamSynchronize(main)); // the join: the side stream's functions ran
+  EXPECT_EQ(values.seen, (std::vector<float>{1, 2, 3}));
+  values.seen.clear();
+  CU_OK(cuStreamBeginCapture(main, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+  enqueue(0x00400000u); // 1.5, 3, 4 (the top bit of the mantissa added)
+  CUgraph graph = nullptr;
+  CU_OK(cuStreamEndCapture(main, &graph));
+  EXPECT_TRUE(values.seen.empty()) << "captured work must not run";
+  CUgraphExec exec = nullptr;
+  CU_OK(cuGraphInstantiate(&exec, graph, 0));
+  for (int replay = 1; replay <= 2; ++replay) {
+    CU_OK(cuGraphLaunch(exec, main));
+    CU_OK(cuStreamSynchronize(main));
+    EXPECT_EQ(values.seen.size(), size_t(3 * replay));
+  }
+  EXPECT_EQ(values.seen, (std::vector<float>{1.5f, 3, 4, 1.5f, 3, 4}));
+  CU_OK(cuGraphExecDestroy(exec));
+  CU_OK(cuGraphDestroy(graph));
+  CU_OK(cuEventDestroy(fork));
+  CU_OK(cuEventDestroy(join));
+  CU_OK(cuStreamDestroy(main));
+  CU_OK(cuStreamDestroy(side));
+}
+
 // C = alpha op(A) op(B) + beta C, column-major, on the host in double.
 std::vector<float> hostGemm(bool ta, bool tb, int m, int n, int k, float alpha,
                             const std::vector<float> &A, int lda, const std::vector<float> &B,

@@ -8,7 +8,8 @@
 // meet the runtime's own); ncclCommInitRank checks that every rank was given
 // rank 0's unique id (the runtime sends it by MPI_Bcast-like messages) and
 // that the ranks are MPI's. ncclAllReduce (f32 sum) queues a host function
-// on the stream (cuLaunchHostFunc: in stream order, and captured into a
+// on the stream (the emulator's cuLaunchHostFunc, named "ncclAllReduce (N
+// floats)" in its trace: in stream order, and captured into a
 // CUDA graph like NCCL's kernels): when the stream gets there, every rank
 // sends its buffer to rank 0, which sums them in rank order (x0 + x1 + ...,
 // left to right: deterministic) and sends the sum to every rank. A peer
@@ -34,6 +35,11 @@
 #include <vector>
 
 #define NCCL_EMU_EXPORT extern "C" __attribute__((visibility("default")))
+
+// The emulator's cuLaunchHostFunc naming the operation (DriverStreams.cpp):
+// "ncclAllReduce (N floats)" in its messages and trace.
+extern "C" CUresult stringrt_emulator_launch_host_func(CUstream stream, CUhostFn fn,
+                                                       void *userData, const char *what);
 
 namespace {
 
@@ -271,7 +277,8 @@ NCCL_EMU_EXPORT Result ncclAllReduce(const void *send, void *receive, size_t cou
   });
   Job *job = same != comm->jobs.end() ? &*same
                                       : &comm->jobs.emplace_back(Job{comm, from, to, count});
-  if (cuLaunchHostFunc(stream, runAllReduce, job) != CUDA_SUCCESS)
+  const std::string what = "ncclAllReduce (" + std::to_string(count) + " floats)";
+  if (stringrt_emulator_launch_host_func(stream, runAllReduce, job, what.c_str()) != CUDA_SUCCESS)
     return fail(comm, UnhandledCudaError, "cuLaunchHostFunc failed");
   return Success;
 }
