@@ -22,6 +22,7 @@ const std::pair<const char *, bool Args::*> kDeviceFlags[] = {
     {"--tf32", &Args::tf32},
     {"--no-graphs", &Args::noGraphs},
     {"--no-overlap", &Args::noOverlap},
+    {"--no-overlap-allreduce", &Args::noOverlapAllReduce},
     {"--host-augment", &Args::hostAugment},
     {"--sync-launches", &Args::syncLaunches},
 };
@@ -48,7 +49,7 @@ const std::vector<std::string> kValueOptions = {
     "--data", "--epochs", "--steps",  "--batch",  "--seed",   "--checkpoint",
     "--resume", "--params", "--log", "--threads", "--stop-after", "--out",
     "--kernels", "--device", "--accumulate", "--augment", "--init-seed", "--resize",
-    "--rank-timeout", "--zero"};
+    "--rank-timeout", "--zero", "--bucket-kib"};
 
 // The options naming files: none may be empty.
 const std::vector<std::string> kPathOptions = {"--data", "--checkpoint", "--resume",
@@ -118,7 +119,7 @@ Args parseArgs(int argc, char **argv) {
       {"train",
        {"--data", "--epochs", "--steps", "--batch", "--seed", "--checkpoint",
         "--resume", "--log", "--stop-after", "--accumulate", "--augment", "--init-seed",
-        "--rank-timeout", "--zero"}},
+        "--rank-timeout", "--zero", "--bucket-kib"}},
       {"eval", {"--data", "--batch", "--params", "--resume", "--resize"}},
       {"bench", {"--data", "--batch", "--steps"}},
       {"gradients", {"--data", "--batch", "--seed", "--init-seed", "--params", "--out"}},
@@ -165,6 +166,9 @@ Args parseArgs(int argc, char **argv) {
   for (const auto &[flag, field] : kDeviceFlags)
     if (args.*field && !cuda)
       throw UsageError{fmt::format("option '{}' needs --device cuda", flag)};
+  if (args.values.count("--bucket-kib") && !cuda)
+    throw UsageError{"option '--bucket-kib' needs --device cuda (the GPU ranks' all-reduce "
+                     "buckets)"};
   if (zeroStage(args) > 0 && cuda)
     throw UsageError{"option '--zero 1' shards the optimizer state across CPU ranks "
                      "(mpirun -np N stringrun train; docs/distributed.md); not built for "

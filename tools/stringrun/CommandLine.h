@@ -35,6 +35,7 @@ struct Args {
   bool tf32 = false;    // --tf32 (--device cuda)
   bool noGraphs = false; // --no-graphs (--device cuda)
   bool noOverlap = false; // --no-overlap (--device cuda)
+  bool noOverlapAllReduce = false; // --no-overlap-allreduce (--device cuda)
   bool hostAugment = false; // --host-augment (--device cuda)
   bool syncLaunches = false; // --sync-launches (--device cuda)
   bool resizePositions = false; // --resize-positions (eval)

@@ -79,6 +79,8 @@ stringrt::cuda::DeviceOptions deviceOptions(const stringrt::CudaSection *cuda,
   options.tf32 = run.tf32;
   options.graphs = run.graphs;
   options.overlapUpload = run.overlapUpload;
+  options.overlapAllReduce = run.overlapAllReduce;
+  options.bucketBytes = run.bucketBytes;
   options.augmentOnDevice = run.deviceAugment;
   options.syncEachLaunch = run.syncEachLaunch;
   return options;

@@ -26,6 +26,11 @@ struct DeviceRunOptions {
   bool tf32 = false;
   bool graphs = true; // CUDA graphs for the training step (--no-graphs: off)
   bool overlapUpload = true; // batch upload on a second stream (--no-overlap: off)
+  // GPU ranks: each all-reduce bucket as its gradients are final, beside the
+  // backward (--no-overlap-allreduce: off); the buckets' cap (--bucket-kib;
+  // 0: DDP's 1 MiB first, 25 MiB after).
+  bool overlapAllReduce = true;
+  int64_t bucketBytes = 0;
   bool deviceAugment = true; // augmentation in a kernel (--host-augment: off)
   bool syncEachLaunch = false; // wait after every launch (--sync-launches)
   bool profile = false; // bench: GPU time by op kind (--profile; graphs off)

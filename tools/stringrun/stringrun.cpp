@@ -7,6 +7,7 @@
 //                       [--seed S] [--init-seed S] [--checkpoint FILE] [--resume FILE]
 //                       [--log FILE.csv] [--accumulate N] [--augment SPEC]
 //                       [--no-eval] [--rank-timeout S]
+//                       [--no-overlap-allreduce] [--bucket-kib K] (GPU ranks)
 //   mpirun -np N stringrun train PKG ...   data-parallel on N CPU ranks (RankRun.h),
 //                                          or N GPUs with --device cuda (NCCL)
 //   stringrun eval PKG [--data PATH] [--batch B] [--params FILE | --resume FILE [--ema]]
@@ -170,6 +171,14 @@ options:
   --no-overlap       with --device cuda: upload each batch when its step
                      begins instead of on a second stream while the previous
                      step computes
+  --no-overlap-allreduce
+                     with --device cuda on GPU ranks (mpirun): sum the
+                     gradients across the ranks after the whole backward
+                     instead of bucket by bucket beside it on a second
+                     stream (the same sums; for comparison)
+  --bucket-kib K     with --device cuda on GPU ranks: all-reduce the
+                     gradients in buckets of K KiB (default 1024 for the
+                     first, the last parameters', then 25600, as PyTorch DDP)
   --host-augment     with --device cuda: augment the training images on the
                      host rather than in a kernel on the device as each batch
                      enters its step (the same bits; for comparison)
@@ -212,6 +221,8 @@ int run(int argc, char **argv) {
     number<int64_t>(args, "--accumulate", 1);
     number<int64_t>(args, "--resize", 1);
     number<int64_t>(args, "--rank-timeout", 1);
+    if (number<int64_t>(args, "--bucket-kib", 1).value_or(0) > (int64_t(1) << 30))
+      throw UsageError{"option '--bucket-kib' takes at most 2^30 (1 TiB buckets)"};
     augmentOption(args);
     kernelSet(args);
     if (args.values.count("--epochs") && args.values.count("--steps"))
@@ -263,6 +274,8 @@ int run(int argc, char **argv) {
       options.tf32 = args.tf32;
       options.graphs = !args.noGraphs;
       options.overlapUpload = !args.noOverlap;
+      options.overlapAllReduce = !args.noOverlapAllReduce;
+      options.bucketBytes = 1024 * number<int64_t>(args, "--bucket-kib", 1).value_or(0);
       options.deviceAugment = !args.hostAugment;
       options.syncEachLaunch = args.syncLaunches;
       options.outPath = value(args, "--out").value_or("");

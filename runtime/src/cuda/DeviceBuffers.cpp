@@ -17,6 +17,13 @@ DeviceModel::Impl::~Impl() {
   evalStaging.reset();
   accumulated.clear();
   buffers.clear();
+  if (const driver::Api *api = driver::api()) {
+    for (CUevent event : {forkEvent, joinEvent})
+      if (event)
+        api->eventDestroy(event);
+    if (commStream)
+      api->streamDestroy(commStream);
+  }
   if (stream)
     if (const driver::Api *api = driver::api())
       api->streamDestroy(stream);

@@ -19,6 +19,7 @@
 #include "stringrt/Error.h"
 #include "stringrt/Optimizer.h"
 #include "stringrt/cuda/CudaBackend.h"
+#include "stringrt/cuda/GradientBuckets.h"
 #include "stringrt/cuda/StepBinding.h"
 
 #include <fmt/format.h>
@@ -255,8 +256,11 @@ struct DeviceModel::Impl {
   /// every kernel group's table (groupTableRow of each member).
   void placeGroupPointers(const std::string &name, BatchBuffers &b, int64_t batch);
 
-  /// Runs program `name` on the device (asynchronously, on the stream).
-  void walk(const std::string &name, BatchBuffers &b, int64_t batch);
+  /// Runs program `name` on the device (asynchronously, on the stream),
+  /// calling `afterOp(i)`, when given, once the walk has queued op i's work
+  /// (for every op, in order; a group's work at its first member's op).
+  void walk(const std::string &name, BatchBuffers &b, int64_t batch,
+            const std::function<void(int64_t)> &afterOp = {});
 
   /// One GEMM of the step program in the package's precision; a bias
   /// epilogue as one cuBLASLt matmul where it can run, else the GEMM then
@@ -336,9 +340,10 @@ struct DeviceModel::Impl {
   /// loss and gradients added, weighted by size / `weightRows`, into the
   /// step's loss and the flat gradient buffer (cuBLAS axpy); on a
   /// data-parallel rank (`weightRows` the global batch, of which the staged
-  /// batch is this rank's share) the sums across the ranks
-  /// (enqueueRankSum, once a step); then the optimizer, as in
-  /// enqueueTrainStep.
+  /// batch is this rank's share) the sums across the ranks, once a step:
+  /// overlapped with the last micro-batch's backward (enqueueOverlappedSum:
+  /// the earlier micro-batches' partial sums are not final), or after it
+  /// (enqueueRankSum); then the optimizer, as in enqueueTrainStep.
   void enqueueAccumulatedStep(const AccumulatedStep &s, int64_t weightRows);
 
   /// The gradient norm's partials, the step's scalars (from the step's loss
@@ -392,16 +397,51 @@ struct DeviceModel::Impl {
   /// rank's share of `batch` rows, its gradients and loss scaled by `weight`
   /// (rows / the global batch, by cuBLAS axpy into zeroed buffers, as the
   /// accumulated step adds its first micro-batch), summed across the ranks
-  /// (enqueueRankSum), then the optimizer.
+  /// (enqueueOverlappedSum; enqueueRankSum when not overlapped), then the
+  /// optimizer.
   void enqueueRankStep(BatchBuffers &b, int64_t batch, float weight);
   /// Queues the sums across the ranks, in place, of the flat gradient buffer
-  /// (NCCL, in buckets) and of the loss at device address `loss`.
+  /// (NCCL, in 4 MiB pieces) and of the loss at device address `loss`, on
+  /// the step's stream: after the backward (DeviceOptions::overlapAllReduce
+  /// off).
   void enqueueRankSum(uint64_t loss);
+  /// The walk of @gradients in `b` at `batch`, each gradient output added,
+  /// weighted by `weight`, into its slot of `grads` (cuBLAS axpy; `kind`
+  /// profiles it, `what` names it) as soon as the walk has written it, the
+  /// loss likewise into device address `loss`; each of them summed across
+  /// the ranks on `commStream` (ncclAllReduce: the loss, then the buckets of
+  /// rankSumPlan()) as soon as its last gradient is added: the step's stream
+  /// records forkEvent there, the comm stream waits for it; at the end the
+  /// step's stream waits for the comm stream (joinEvent). A fork and join
+  /// that a CUDA graph captures.
+  void enqueueOverlappedSum(BatchBuffers &b, int64_t batch, float weight, uint64_t loss,
+                            const std::string &kind, const std::string &what);
+  /// When the walk of @gradients lets each all-reduce start (made once).
+  struct RankSumPlan {
+    struct Gradient {
+      size_t slot;    // in `slots`
+      ValueId value;  // the @gradients output
+    };
+    struct AfterOp {
+      std::vector<Gradient> gradients; // final now: add them into `grads`
+      bool loss = false;               // the loss is final now
+      std::vector<size_t> buckets;     // all their gradients added: sum them
+    };
+    std::vector<GradientBucket> buckets; // in launch order
+    std::map<int64_t, AfterOp> afterOp;  // by op of @gradients (-1: before the walk)
+  };
+  const RankSumPlan &rankSumPlan();
   /// Waits for the oldest step's readback polling, with NCCL's asynchronous
   /// errors checked and `rankTimeout` as the bound.
   void awaitRankStep(const std::string &step);
 
-  std::unique_ptr<NcclRanks> ranks;
+  // The overlapped all-reduce (enqueueOverlappedSum): its stream, the
+  // events of its forks and its join, the plan (made at the first step).
+  CUstream commStream = nullptr;
+  CUevent forkEvent = nullptr, joinEvent = nullptr;
+  std::optional<RankSumPlan> rankPlan;
+
+  std::unique_ptr<NcclRanks> ranks; // last: destroyed first
 };
 
 } // namespace stringrt::cuda

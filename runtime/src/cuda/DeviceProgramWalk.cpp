@@ -47,7 +47,10 @@ void DeviceModel::Impl::placeGroupPointers(const std::string &name, BatchBuffers
   std::vector<std::pair<size_t, size_t>> starts; // (steps index, first word)
   for (size_t s = 0; s < steps->ops.size(); ++s) {
     const CudaOpSteps &leader = steps->ops[s];
-    if (leader.launches.size() == 1 && leader.launches[0].groupSize > 1) {
+    const int64_t size = stepsComputedBy(leader); // the group's members from here
+    if (size < 2)
+      continue;
+    if (!leader.launches[0].gemm) { // a kernel group
       const CudaLaunch &launch = leader.launches[0];
       starts.push_back({s, words.size()});
       for (size_t m = s; m < s + size_t(launch.groupSize); ++m) { // the loader checked them
@@ -62,12 +65,7 @@ void DeviceModel::Impl::placeGroupPointers(const std::string &name, BatchBuffers
       s += size_t(launch.groupSize) - 1;
       continue;
     }
-    int64_t size = leader.launches.size() == 1 && leader.launches[0].gemm
-                       ? leader.launches[0].gemm->groupSize
-                       : 1;
-    if (size < 2)
-      continue;
-    std::vector<BoundGemm> members;
+    std::vector<BoundGemm> members; // a GEMM group
     std::vector<std::string> names;
     for (size_t m = s; m < s + size_t(size); ++m) { // the loader checked the members
       const CudaOpSteps &member = steps->ops[m];
@@ -100,15 +98,17 @@ void DeviceModel::Impl::placeGroupPointers(const std::string &name, BatchBuffers
 /// Runs program `name` on the device (asynchronously, on the stream). A
 /// GEMM group runs as one call at its first member, timed as that op; a
 /// kernel group as its first member's launch, reading its table.
-void DeviceModel::Impl::walk(const std::string &name, BatchBuffers &b, int64_t batch) {
+void DeviceModel::Impl::walk(const std::string &name, BatchBuffers &b, int64_t batch,
+                             const std::function<void(int64_t)> &afterOp) {
   const Program &p = program(name);
   const CudaProgramSteps &steps = *section.stepsOf(name);
   size_t next = 0; // the next entry of steps.ops
   size_t groupedUntil = 0; // steps entries before this one ran with their group
-  for (size_t i = 0; i < p.ops.size(); ++i) {
+  // Queues op i's work (nothing for a parameter view or a group's later member).
+  auto runOp = [&](size_t i) {
     const ProgramOp &op = p.ops[i];
     if (op.is(OpCode::GetParam))
-      continue;
+      return;
     if (op.is(OpCode::ArithConstant)) {
       // Constants share arena slots with other values: fill at their place.
       ValueId r = op.results[0];
@@ -126,7 +126,7 @@ void DeviceModel::Impl::walk(const std::string &name, BatchBuffers &b, int64_t b
         driver::check(driver::require().memsetD32Async(CUdeviceptr(address(b, r)), bits,
                                                        place.bytes / 4, stream),
                       fmt::format("{} op {} (arith.constant)", name, i), "cuMemsetD32Async");
-      continue;
+      return;
     }
     if (next >= steps.ops.size() || steps.ops[next].op != int64_t(i))
       throw Error(fmt::format("{} op {} ({}) has no GPU steps", name, i, op.op));
@@ -134,7 +134,7 @@ void DeviceModel::Impl::walk(const std::string &name, BatchBuffers &b, int64_t b
     const CudaOpSteps &opSteps = steps.ops[entry];
     if (entry < groupedUntil) { // computed by its group's call
       untimed(op.op);
-      continue;
+      return;
     }
     OpPointers pointers = opPointers(name, i, opSteps, b, batch);
     auto group = b.groupArrays.find(entry);
@@ -154,7 +154,7 @@ void DeviceModel::Impl::walk(const std::string &name, BatchBuffers &b, int64_t b
         checkLaunch(where + " (GEMM)");
       });
       groupedUntil = entry + size_t(g.groupSize);
-      continue;
+      return;
     }
     timed(op.op, [&] {
       for (size_t l = 0; l < opSteps.launches.size(); ++l) {
@@ -170,6 +170,11 @@ void DeviceModel::Impl::walk(const std::string &name, BatchBuffers &b, int64_t b
         }
       }
     });
+  };
+  for (size_t i = 0; i < p.ops.size(); ++i) {
+    runOp(i);
+    if (afterOp)
+      afterOp(int64_t(i));
   }
 }
 

@@ -45,9 +45,11 @@ public:
       return "CUDA";
     auto onOff = [](bool on) { return on ? "on" : "off"; };
     const DeviceOptions &options = device_->options();
-    return fmt::format("{} (CUDA: {} GEMMs, graphs {}, overlapped upload {}; {} ranks, NCCL)",
+    return fmt::format("{} (CUDA: {} GEMMs, graphs {}, overlapped upload {}; {} ranks, NCCL, "
+                       "overlapped all-reduce {})",
                        device_->deviceName(), device_->gemmPrecision(), onOff(options.graphs),
-                       onOff(options.overlapUpload), comm_.size());
+                       onOff(options.overlapUpload), comm_.size(),
+                       onOff(options.overlapAllReduce));
   }
 
   void start(const std::vector<float> &params, const Optimizer &optimizer) override {

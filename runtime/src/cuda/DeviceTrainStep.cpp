@@ -71,8 +71,9 @@ AccumulatedStep &DeviceModel::Impl::accumulatedFor(int64_t rows, int64_t parts) 
 /// the whole batch into @gradients' inputs at its size, the walk, and its
 /// loss and gradients added, weighted by size / `weightRows`, into the
 /// step's loss and the flat gradient buffer (cuBLAS axpy); on a
-/// data-parallel rank their sums across the ranks; then the optimizer, as
-/// in enqueueTrainStep.
+/// data-parallel rank their sums across the ranks, overlapped with the last
+/// micro-batch's backward (enqueueOverlappedSum; the earlier micro-batches'
+/// sums are not final); then the optimizer, as in enqueueTrainStep.
 void DeviceModel::Impl::enqueueAccumulatedStep(const AccumulatedStep &s, int64_t weightRows) {
   inTrainingStep = true;
   const Program &p = program("gradients");
@@ -101,8 +102,15 @@ void DeviceModel::Impl::enqueueAccumulatedStep(const AccumulatedStep &s, int64_t
         copyOnDevice(to, s.inputs->at(from, bytes), bytes, "the micro-batch's inputs");
       }
     });
-    walk("gradients", b, size);
     const float weight = static_cast<float>(size) / static_cast<float>(weightRows);
+    if (ranks && options.overlapAllReduce && part + 1 == s.sizes.size()) {
+      // The last micro-batch: its gradients complete the sums, which the
+      // ranks' all-reduce takes bucket by bucket as its backward goes.
+      enqueueOverlappedSum(b, size, weight, s.loss->at(0, 4), "gradient accumulation",
+                           "accumulating the gradients");
+      continue;
+    }
+    walk("gradients", b, size);
     timed("gradient accumulation", [&] {
       forEachGradientOutput(b, [&](const OptimizerSlot &slot, uint64_t from) {
         gemm->axpy(int64_t(slot.size), weight, from,
@@ -112,7 +120,7 @@ void DeviceModel::Impl::enqueueAccumulatedStep(const AccumulatedStep &s, int64_t
       gemm->axpy(1, weight, lossAddress(b), s.loss->at(0, 4), "accumulating the loss");
     });
   }
-  if (ranks) // one all-reduce a step, after the last micro-batch
+  if (ranks && !options.overlapAllReduce) // one all-reduce a step, after the last micro-batch
     enqueueRankSum(s.loss->at(0, 4));
   timed("optimizer", [&] { enqueueOptimizer(s.loss->at(0, 4)); });
   inTrainingStep = false;

@@ -43,15 +43,17 @@ void NcclRanks::allReduce(uint64_t buffer, int64_t floats, CUstream stream,
                           const std::string &what) {
   if (!comm_)
     throw Error(fmt::format("{}: the NCCL communicator was aborted", what));
-  const nccl::Api &api = nccl::require();
-  for (int64_t begin = 0; begin < floats; begin += kBucketFloats) {
-    const int64_t n = std::min(kBucketFloats, floats - begin);
-    void *at = reinterpret_cast<void *>(buffer + uint64_t(begin) * 4);
-    const nccl::Result queued =
-        api.allReduce(at, at, size_t(n), nccl::Float32, nccl::Sum, comm_, stream);
-    if (queued != nccl::Success)
-      fail(what + " (ncclAllReduce)", queued);
-  }
+  void *at = reinterpret_cast<void *>(buffer);
+  const nccl::Result queued =
+      nccl::require().allReduce(at, at, size_t(floats), nccl::Float32, nccl::Sum, comm_, stream);
+  if (queued != nccl::Success)
+    fail(what + " (ncclAllReduce)", queued);
+}
+
+void NcclRanks::allReduceInPieces(uint64_t buffer, int64_t floats, CUstream stream,
+                                  const std::string &what) {
+  for (int64_t begin = 0; begin < floats; begin += kPieceFloats)
+    allReduce(buffer + uint64_t(begin) * 4, std::min(kPieceFloats, floats - begin), stream, what);
 }
 
 void NcclRanks::checkAsync(const std::string &what) {

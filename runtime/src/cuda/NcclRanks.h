@@ -1,6 +1,6 @@
 // One GPU's NCCL communicator in a data-parallel run (DeviceRanks.h): the
-// gradient all-reduce of each step, queued on the step's stream (inside its
-// CUDA graph: NCCL's collectives can be captured), and the checks of a run
+// gradient all-reduce of each step, queued on the streams of the step
+// (inside its CUDA graph: NCCL's collectives can be captured), and the checks of a run
 // whose peers may have died or hung. Private to runtime/src/cuda.
 #pragma once
 
@@ -28,11 +28,16 @@ public:
   int size() const { return size_; }
 
   // Queues the sum across the ranks of the `floats` f32 at device address
-  // `buffer`, in place, on `stream`, in buckets of at most kBucketFloats
-  // (NCCL pipelines within each; a bucket is the unit an overlap with the
-  // backward would launch). `what` names it in errors.
-  static constexpr int64_t kBucketFloats = int64_t(1) << 20; // 4 MiB
+  // `buffer`, in place, on `stream`: one ncclAllReduce (a bucket of the
+  // overlapped gradients' sum, GradientBuckets.h; the loss). `what` names it
+  // in errors.
   void allReduce(uint64_t buffer, int64_t floats, CUstream stream, const std::string &what);
+  // The same in pieces of at most kPieceFloats, one call each, in order:
+  // the whole gradient buffer after the backward when the all-reduce is not
+  // overlapped (DeviceOptions::overlapAllReduce off).
+  static constexpr int64_t kPieceFloats = int64_t(1) << 20; // 4 MiB
+  void allReduceInPieces(uint64_t buffer, int64_t floats, CUstream stream,
+                         const std::string &what);
 
   // Throws Error naming `what` when NCCL reports an asynchronous error (a
   // peer died, a network failure): after abort(), as a rank stops.

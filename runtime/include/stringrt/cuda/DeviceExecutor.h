@@ -68,6 +68,17 @@ struct DeviceOptions {
   // while the previous step computes (BatchStaging.h); off: on the compute
   // stream when the step begins (for comparison: the results are the same).
   bool overlapUpload = true;
+  // On data-parallel ranks (DeviceRanks.h): each bucket of the gradients'
+  // all-reduce (GradientBuckets.h) launched on a second stream as soon as
+  // the backward has written its last gradient, beside the rest of the
+  // backward; the step's stream waits for the last one before the
+  // optimizer. Off: the whole all-reduce on the step's stream after the
+  // backward, in 4 MiB pieces (for comparison: the same sums, the same bits
+  // on the emulator). `stringrun --no-overlap-allreduce`.
+  bool overlapAllReduce = true;
+  // The cap of every bucket in bytes (`stringrun --bucket-kib`); 0: PyTorch
+  // DDP's, 1 MiB for the first bucket and 25 MiB for the others.
+  int64_t bucketBytes = 0;
   // Augment the training images (TrainOptions::augment) in a kernel as each
   // batch enters its step (pe_augment_images, when the package has it);
   // off: on the host. The same bits either way.
