@@ -27,6 +27,17 @@ MODE
             bounded time, non-zero, naming rank 1.
   hung      rank 1 of 2 stopped with SIGSTOP: rank 0 names it after the NCCL
             stand-in's timeout and the run stops, non-zero.
+  overlap N [A]  N ranks (each with --accumulate A, default 1) with the
+            all-reduce overlapping the backward (the default; --bucket-kib 4,
+            so that the small model has several buckets) log and write what
+            they do with --no-overlap-allreduce, bit for bit; the emulator's
+            trace (STRINGRT_CUDA_EMULATOR_TRACE) of every rank shows, in
+            each training step queued or captured, the gradients' first
+            bucket issued on a stream of its own before the backward's last
+            kernel or GEMM, after the loss of every micro-batch (the overlap
+            is the last micro-batch's), and the same floats summed; without
+            the overlap, everything summed on the step's stream after the
+            backward.
 
 Exits 77 (CTest's skip) where mpirun is missing, stringrun has no MPI or no
 CUDA backend, or STRINGRT_NCCL is not set.
@@ -80,7 +91,8 @@ def main():
                  f"{probe.stderr}")
     if mode == "resume":  # (always 2 ranks: its number is A)
         return resume(t, int(sys.argv[5]) if len(sys.argv) > 5 else 1)
-    return {"equal": equal, "killed": killed, "hung": hung}[mode](t, ranks, parts)
+    return {"equal": equal, "killed": killed, "hung": hung,
+            "overlap": overlap}[mode](t, ranks, parts)
 
 
 class Tools:
@@ -237,6 +249,110 @@ def resume(t, parts):
     print(f"ok: 2 GPU ranks{each} stopped and resumed = 2 ranks unbroken, bit for bit; their "
           f"checkpoint resumed as one process with --accumulate {2 * parts} = them "
           f"({'bit for bit' if exact else f'within {worst:.2g}'})")
+    return 0
+
+
+def trace_steps(path):
+    """The training steps of an emulator trace (DriverTrace.cpp): for each
+    step queued or captured (its lines up to the gradient norm's kernel,
+    pe_sumsq_partials, which begins the optimizer), the step's stream and
+    its lines as (stream, what)."""
+    with open(path) as f:
+        lines = [line.rstrip("\n").split(" ", 2) for line in f]
+    steps, begin = [], 0
+    for i, (stream, _, what) in enumerate(lines):
+        if what.startswith("kernel pe_sumsq_partials "):
+            steps.append((stream, [(s, w) for s, _, w in lines[begin:i]]))
+            begin = i + 1
+    return steps
+
+
+def is_backward(what):
+    """A kernel or GEMM of the walk (not the gradients' and loss's axpys)."""
+    return what.startswith("kernel ") or (what.startswith("cublas")
+                                          and not what.startswith("cublasSaxpy"))
+
+
+def summed(what):
+    """The floats of an ncclAllReduce line, else None."""
+    if not what.startswith("ncclAllReduce ("):
+        return None
+    return int(what[len("ncclAllReduce ("):].split(" ")[0])
+
+
+def check_trace(prefix, ranks, parts, overlapped):
+    """Every rank's trace (PREFIX.<pid>) as `overlap` describes; returns the
+    floats each step sums and the largest number of backward launches left
+    after the first gradient bucket's all-reduce."""
+    directory, base = os.path.split(prefix)
+    files = sorted(os.path.join(directory, f) for f in os.listdir(directory)
+                   if f.startswith(base + "."))
+    if len(files) != ranks:
+        sys.exit(f"{len(files)} traces of {ranks} ranks under {prefix}")
+    totals, most_left = set(), 0
+    for path in files:
+        seen = 0
+        for stream, lines in trace_steps(path):
+            sums = [(i, s, summed(w)) for i, (s, w) in enumerate(lines) if summed(w) is not None]
+            if not sums:  # no all-reduce: not a step of this run's training
+                continue
+            seen += 1
+            totals.add(sum(n for _, _, n in sums))
+            first = next(i for i, _, n in sums if n > 1)  # the first gradient bucket
+            left = sum(1 for s, w in lines[first:] if s == stream and is_backward(w))
+            losses = sum(1 for s, w in lines[:first] if s == stream and w == "cublasSaxpy (n 1)")
+            streams = {s for _, s, _ in sums}
+            where = f"{path}, step {seen}"
+            if overlapped:
+                if streams == {stream} or len(streams) != 1:
+                    sys.exit(f"{where}: the all-reduce ran on streams {streams}, the step on "
+                             f"{stream}: not one stream of its own")
+                if left == 0:
+                    sys.exit(f"{where}: the first gradient bucket was issued after the "
+                             f"backward's last launch: no overlap")
+                if losses != parts:
+                    sys.exit(f"{where}: the first gradient bucket was issued after {losses} "
+                             f"micro-batches' losses, not all {parts}: before the last "
+                             f"micro-batch")
+                if len([n for _, _, n in sums if n > 1]) < 2:
+                    sys.exit(f"{where}: fewer than 2 gradient buckets (--bucket-kib 4)")
+            else:
+                if streams != {stream} or left != 0:
+                    sys.exit(f"{where}: without the overlap the all-reduce ran on {streams} "
+                             f"with {left} backward launches after it (step stream {stream})")
+            most_left = max(most_left, left)
+        if seen < 2:
+            sys.exit(f"{path}: {seen} training steps with an all-reduce, expected the queued "
+                     f"and the captured one")
+    if len(totals) != 1:
+        sys.exit(f"the steps sum different numbers of floats: {sorted(totals)}")
+    return totals.pop(), most_left
+
+
+def overlap(t, n, parts):
+    extra = ["--steps", "3", "--bucket-kib", "4"] + accumulate(parts)
+    each = f" with --accumulate {parts}" if parts > 1 else ""
+    results = {}
+    for name, flags, overlapped in (("overlapped", [], True),
+                                    ("sequential", ["--no-overlap-allreduce"], False)):
+        traces = t.path(name + "-trace")
+        os.makedirs(traces)
+        env = mpi_env()
+        env["STRINGRT_CUDA_EMULATOR_TRACE"] = os.path.join(traces, "rank")
+        t.ranks(n, name, extra + flags, env=env)
+        results[name] = check_trace(os.path.join(traces, "rank"), n, parts, overlapped)
+    if train_rows(t.path("overlapped.csv")) != train_rows(t.path("sequential.csv")):
+        sys.exit(f"{n} ranks{each} log other values with the all-reduce overlapped than without")
+    with open(t.path("overlapped.ckpt"), "rb") as f, open(t.path("sequential.ckpt"), "rb") as g:
+        if f.read() != g.read():
+            sys.exit(f"{n} ranks{each} write another checkpoint with the all-reduce overlapped "
+                     f"than without")
+    (floats, left), (floats_seq, _) = results["overlapped"], results["sequential"]
+    if floats != floats_seq:
+        sys.exit(f"the overlapped steps sum {floats} floats, the sequential {floats_seq}")
+    print(f"ok: {n} GPU ranks{each}: the all-reduce overlapped (its first gradient bucket issued "
+          f"on its own stream with up to {left} backward launches still to come) = after the "
+          f"backward, bit for bit ({floats} floats summed a step)")
     return 0
 
 
