@@ -109,6 +109,12 @@ FailureOr<ScalingEstimate> estimateScaling(ModuleOp train, const StepEstimate &s
       close();
   }
   close();
+  // Launched in the order they become ready (the runtime's order:
+  // runtime/include/stringrt/cuda/GradientBuckets.h), ties in cutting order.
+  std::stable_sort(s.buckets.begin(), s.buckets.end(),
+                   [](const GradientBucket &a, const GradientBucket &b) {
+                     return a.readySeconds < b.readySeconds;
+                   });
   double channel = 0;
   for (GradientBucket &b : s.buckets) {
     b.startSeconds = std::max(b.readySeconds, channel);

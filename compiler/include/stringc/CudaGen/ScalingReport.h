@@ -15,8 +15,12 @@
 //                       1 MiB (the first) and 25 MiB (the rest), as PyTorch
 //                       DDP does; a bucket is ready when the launch report's
 //                       timeline has run the op that produces its last
-//                       gradient; one all-reduce at a time, in order, on a
-//                       stream of its own beside the backward
+//                       gradient; one all-reduce at a time, in the order
+//                       they become ready, on a stream of its own beside the
+//                       backward: what the runtime's GPU ranks do
+//                       (runtime/include/stringrt/cuda/GradientBuckets.h;
+//                       its buckets also hold the padding between
+//                       parameters, and the 4-byte loss is summed first)
 //   exposed           = the last all-reduce's end - the end of @gradients
 //   efficiency        = step / (step + exposed)   (the same per-GPU batch)
 // Links (one direction, per GPU): NVLink 4, 900 GB/s per GPU both ways =
