@@ -13,8 +13,12 @@
 // its kind (name, types and attributes) moves to just before that last one
 // when no op before it reads its result: a layer's ds is done when its
 // backward is, its dparams read only at the end, so the layers' skew
-// gradients become one run, one launch too. Pure reordering of
-// side-effect-free ops: the numbers are unchanged.
+// gradients become one run, one launch too. Then each Cayley weight
+// gradient (pe.cayley_weight_grad) likewise: its ds is read only by its
+// layer's skew gradient, now at the end, so the layers' Cayley weight
+// gradients become one run too, whose first launches (M from each W) are
+// one launch. Pure reordering of side-effect-free ops: the numbers are
+// unchanged.
 //
 //===----------------------------------------------------------------------===//
 
@@ -63,21 +67,22 @@ std::optional<SmallVector<Operation *>> producers(Operation *op, Operation *firs
   return ordered;
 }
 
-/// Whether `a` and `b` are skew gradients of one kind (one launch can
-/// compute both).
+/// Whether `a` and `b` are gradients of one kind (one launch can compute
+/// both, or both first launches).
 bool sameKind(Operation *a, Operation *b) {
   return a->getName() == b->getName() && a->getOperandTypes() == b->getOperandTypes() &&
          a->getResultTypes() == b->getResultTypes() &&
          a->getAttrDictionary() == b->getAttrDictionary();
 }
 
-/// Moves each skew gradient to just before the last of its kind in `block`
-/// when every user of its results comes after that last one; returns the
-/// ops moved.
-SmallVector<Operation *> sinkSkewGradients(Block &block) {
+/// Moves each op of `block` of kinds `Ops` to just before the last of its
+/// kind when every user of its results comes after that last one; returns
+/// the ops moved.
+template <typename... Ops>
+SmallVector<Operation *> sinkToLastOfKind(Block &block) {
   SmallVector<Operation *> grads;
   for (Operation &op : block)
-    if (isa<pe::SkewGradOp, pe::SparseSkewGradOp>(op))
+    if (isa<Ops...>(op))
       grads.push_back(&op);
   SmallVector<Operation *> moved;
   for (size_t g = 0; g < grads.size(); ++g) {
@@ -134,11 +139,21 @@ struct ClusterCayleyPass : stringc::impl::ClusterCayleyBase<ClusterCayleyPass> {
         }
         run->second = op;
       }
-      for (Operation *op : sinkSkewGradients(func.getBody().front())) {
+      Block &block = func.getBody().front();
+      // The skew gradients first: a Cayley weight gradient's result is read
+      // by its layer's skew gradient, which then lies past the last one.
+      for (Operation *op : sinkToLastOfKind<pe::SkewGradOp, pe::SparseSkewGradOp>(block)) {
         ++numMovedGrads;
         if (explain)
           stringc::reportRewrite(op, getArgument(),
                                  "moved next to the skew gradient of another layer",
+                                 stringc::estimateCost(op, 1), stringc::estimateCost(op, 1));
+      }
+      for (Operation *op : sinkToLastOfKind<pe::CayleyWeightGradOp>(block)) {
+        ++numMovedWeightGrads;
+        if (explain)
+          stringc::reportRewrite(op, getArgument(),
+                                 "moved next to the Cayley weight gradient of another layer",
                                  stringc::estimateCost(op, 1), stringc::estimateCost(op, 1));
       }
     });

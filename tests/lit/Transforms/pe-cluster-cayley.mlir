@@ -54,7 +54,8 @@ func.func @dependent(%s: tensor<4x4xf32>, %t: tensor<4x4xf32>) -> (tensor<4x4xf3
 
 // The backward: each layer's skew gradient moves to just before the last
 // one of its kind (its dparams read only after it), so the layers' skew
-// gradients are one run; the Cayley weight gradients stay where they are.
+// gradients are one run; the Cayley weight gradients stay where they are
+// (layer 0's ds is read by its sparse skew gradient before layer 1's).
 // A sparse skew gradient of another support is another kind: it stays.
 // CHECK-LABEL: func.func @backward(
 // CHECK:         %[[D0:.*]] = pe.cayley_weight_grad %arg0, %arg2
@@ -90,4 +91,28 @@ func.func @readEarly(%d0: tensor<4x4xf32>, %d1: tensor<4x4xf32>) -> (tensor<6xf3
   %n = pe.relu %g0 : tensor<6xf32> -> tensor<6xf32>
   %g1 = pe.skew_grad %d1 dim(4) : tensor<4x4xf32> -> tensor<6xf32>
   return %n, %g1 : tensor<6xf32>, tensor<6xf32>
+}
+
+// -----
+
+// Then each Cayley weight gradient moves to just before the last of its
+// kind when its ds is read only after it (by its skew gradient, moved to the
+// end): the layers' Cayley weight gradients are one run, whose first
+// launches (M from each W) the CUDA step program runs as one.
+// CHECK-LABEL: func.func @weightGradients(
+// CHECK:         pe.relu %arg3
+// CHECK-NEXT:    %[[D0:.*]] = pe.cayley_weight_grad %arg0, %arg2 weight %arg4
+// CHECK-NEXT:    %[[D1:.*]] = pe.cayley_weight_grad %arg1, %arg3 weight %arg5
+// CHECK-NEXT:    %[[G0:.*]] = pe.skew_grad %[[D0]] dim(4)
+// CHECK-NEXT:    %[[G1:.*]] = pe.skew_grad %[[D1]] dim(4)
+// CHECK-NEXT:    pe.add %[[G0]], %[[G1]]
+// EXPLAIN: remark: [pe-cluster-cayley] moved next to the Cayley weight gradient of another layer
+func.func @weightGradients(%s0: tensor<4x4xf32>, %s1: tensor<4x4xf32>, %dw0: tensor<4x4xf32>, %dw1: tensor<4x4xf32>, %w0: tensor<4x4xf32>, %w1: tensor<4x4xf32>) -> (tensor<6xf32>, tensor<4x4xf32>) {
+  %d0 = pe.cayley_weight_grad %s0, %dw0 weight %w0 : tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32> -> tensor<4x4xf32>
+  %g0 = pe.skew_grad %d0 dim(4) : tensor<4x4xf32> -> tensor<6xf32>
+  %r = pe.relu %dw1 : tensor<4x4xf32> -> tensor<4x4xf32>
+  %d1 = pe.cayley_weight_grad %s1, %dw1 weight %w1 : tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32> -> tensor<4x4xf32>
+  %g1 = pe.skew_grad %d1 dim(4) : tensor<4x4xf32> -> tensor<6xf32>
+  %sum = pe.add %g0, %g1 : tensor<6xf32>, tensor<6xf32> -> tensor<6xf32>
+  return %sum, %r : tensor<6xf32>, tensor<4x4xf32>
 }

@@ -145,7 +145,7 @@ def ClusterGemms : Pass<"pe-cluster-gemms", "::mlir::ModuleOp"> {
 }
 
 def ClusterCayley : Pass<"pe-cluster-cayley", "::mlir::ModuleOp"> {
-  let summary = "orders the layers' independent Cayley weights, skew builders and skew gradients next to each other";
+  let summary = "orders the layers' independent Cayley weights, skew builders, skew gradients and Cayley weight gradients next to each other";
   let description = [{
     A default pass of `--target=cuda` packages only, before
     pe-cluster-gemms. Pure reordering of side-effect-free ops, numerics
@@ -160,7 +160,10 @@ def ClusterCayley : Pass<"pe-cluster-cayley", "::mlir::ModuleOp"> {
     groups"). And each `pe.skew_grad` or `pe.sparse_skew_grad` before the
     last of its kind (name, types, attributes) moves to just before that
     last one when every user of its result comes after it: the layers'
-    skew gradients become consecutive, one launch too.
+    skew gradients become consecutive, one launch too. Then each
+    `pe.cayley_weight_grad` likewise (its result is read by its layer's
+    skew gradient, now at the end): the layers' Cayley weight gradients
+    become consecutive, their first launches one launch.
   }];
   let options = [
     Option<"explain", "explain", "bool", "false",
@@ -170,6 +173,8 @@ def ClusterCayley : Pass<"pe-cluster-cayley", "::mlir::ModuleOp"> {
     Statistic<"numMoved", "moved", "cayley_weight ops moved next to another">,
     Statistic<"numMovedGrads", "moved-grads",
               "skew gradients moved next to the last of their kind">,
+    Statistic<"numMovedWeightGrads", "moved-weight-grads",
+              "cayley_weight_grad ops moved next to the last of their kind">,
   ];
   let dependentDialects = ["::mlir::pe::PEDialect"];
 }
