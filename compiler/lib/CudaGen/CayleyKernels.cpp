@@ -38,8 +38,10 @@
 //   M and W, never a silent finite answer;
 // - cayley_weight_grad: ds = -(M dw (I + U))^T = -2 M^T dw^T M^T, two cuBLAS
 //   GEMMs after M is known: read off the forward's W (M = (W^T + I) / 2, since
-//   W = 2 M^T - I; `pe_cayley_inverse_of_weight`, one thread an element) when
-//   pe-autodiff passed it, else from the factor kernel again; cayley /
+//   W = 2 M^T - I; `pe_cayley_inverse_of_weight`, one thread an element;
+//   the layers' in one launch of `pe_cayley_inverses_of_weight`, a group of
+//   first launches, KernelGroups.h) when pe-autodiff passed it, else from
+//   the factor kernel again; cayley /
 //   cayley_grad likewise (y = x W, dx = dy W^T, ds = -(dy + dx)^T (x M^T)).
 // A singular I + S (never for a skew S: I + S has singular values >= 1)
 // gives non-finite results where the reference kernel throws.
@@ -293,6 +295,18 @@ Value memberPointer(KernelBuilder &k, Value table, int64_t perMember, int64_t a)
   return loadPointer(k, table, k.add(k.mul(member, k.i64(perMember)), k.i64(a)));
 }
 
+/// inverse[i, j] = (weight[j, i] + (i == j)) / 2 for the n = dim^2
+/// elements: M from W = 2 M^T - I, exact but for the last bit of W's
+/// diagonal (2 m - 1 rounds once).
+void buildInverseOfWeight(KernelBuilder &k, Value inverse, Value weight, Value n, Value d) {
+  k.forGridStride(n, [&](Value e) {
+    Value i = divU(k, e, d), j = remU(k, e, d);
+    Value identity = select(k, cmpI(k, Pred::eq, i, j), k.f32(1.0), k.f32(0.0));
+    Value wji = k.load(weight, k.add(k.mul(j, d), i));
+    k.store(k.mul(k.add(wji, identity), k.f32(0.5)), inverse, e);
+  });
+}
+
 /// gpu.known_block_size becomes `.maxntid 1024, 1, 1`: ptxas (or the
 /// driver's JIT for another chip) must fit a block of 1024 threads in the
 /// register file (at most 64 registers a thread).
@@ -331,19 +345,21 @@ void appendCayleyTransformKernels(std::vector<KernelDef> &defs) {
     });
   }});
 
-  // inverse[i, j] = (weight[j, i] + (i == j)) / 2: M from W = 2 M^T - I,
-  // exact but for the last bit of W's diagonal (2 m - 1 rounds once).
   defs.push_back({makeSpec("pe_cayley_inverse_of_weight",
                            pe::CayleyWeightGradOp::getOperationName(),
                            {{"inverse", P}, {"weight", P}, {"n", I}, {"dim", I}}),
                   [](KernelBuilder &k) {
-                    Value d = k.arg(3);
-                    k.forGridStride(k.arg(2), [&](Value e) {
-                      Value i = divU(k, e, d), j = remU(k, e, d);
-                      Value identity = select(k, cmpI(k, Pred::eq, i, j), k.f32(1.0), k.f32(0.0));
-                      Value wji = k.load(k.arg(1), k.add(k.mul(j, d), i));
-                      k.store(k.mul(k.add(wji, identity), k.f32(0.5)), k.arg(0), e);
-                    });
+                    buildInverseOfWeight(k, k.arg(0), k.arg(1), k.arg(2), k.arg(3));
+                  }});
+  // A group of the layers' gradients' first launches (cayleyGroupLaunch):
+  // member blockIdx.y, its (inverse, weight) pointers from the table, the
+  // grid-stride loop along x as pe_cayley_inverse_of_weight's.
+  defs.push_back({makeSpec("pe_cayley_inverses_of_weight",
+                           pe::CayleyWeightGradOp::getOperationName(),
+                           {{"table", P}, {"n", I}, {"dim", I}}, GridRule::Explicit),
+                  [](KernelBuilder &k) {
+                    buildInverseOfWeight(k, memberPointer(k, k.arg(0), 2, 0),
+                                         memberPointer(k, k.arg(0), 2, 1), k.arg(1), k.arg(2));
                   }});
 }
 
@@ -490,15 +506,18 @@ std::optional<OpSteps> lowerCayleyWeight(Operation &op) {
 
 namespace {
 
-/// The group launch of `kernel` over `members` elementwise ops whose own
-/// launch is `own` (result 0, operand 0, then `shared` arguments, then n
-/// and a second integer; n fixed): `kernel`(table, shared..., n, second) on
-/// pe_skew's grid along x, a member along y.
-std::optional<Launch> elementwiseGroupLaunch(const Launch &own, const char *kernel,
-                                             size_t shared, int64_t members) {
-  if (own.args.size() != 4 + shared || own.args[0].kind != LaunchArgKind::Result ||
-      own.args[0].index != 0 || own.args[1].kind != LaunchArgKind::Operand ||
-      own.args[1].index != 0 || own.args[2 + shared].kind != LaunchArgKind::I64 ||
+/// The group launch of `kernel` over `members` elementwise launches like
+/// `own` (its output `output`, then `input`, then `shared` arguments, then
+/// n and a second integer; n fixed): `kernel`(table, shared..., n, second)
+/// on pe_skew's grid along x, a member along y, the table's rows (output,
+/// input).
+std::optional<Launch> elementwiseGroupLaunch(const Launch &own, LaunchArg output, LaunchArg input,
+                                             const char *kernel, size_t shared, int64_t members) {
+  auto is = [](const LaunchArg &a, const LaunchArg &b) {
+    return a.kind == b.kind && a.index == b.index;
+  };
+  if (own.args.size() != 4 + shared || !is(own.args[0], output) || !is(own.args[1], input) ||
+      own.args[2 + shared].kind != LaunchArgKind::I64 ||
       own.args[2 + shared].integer.perBatch != 0)
     return std::nullopt;
   std::vector<LaunchArg> args = {A::groupTable()};
@@ -510,7 +529,7 @@ std::optional<Launch> elementwiseGroupLaunch(const Launch &own, const char *kern
   grid.y = BatchAffine::fixed(members);
   launch.grid = grid;
   launch.groupSize = members;
-  launch.groupArgs = {A::result(0), A::operand(0)};
+  launch.groupArgs = {output, input};
   return launch;
 }
 
@@ -519,14 +538,21 @@ std::optional<Launch> elementwiseGroupLaunch(const Launch &own, const char *kern
 std::optional<Launch> cayleyGroupLaunch(Operation &leader, const Launch &own, int64_t members) {
   if (members < 2 || own.gemm || own.groupSize != 1)
     return std::nullopt;
+  const LaunchArg result = A::result(0), operand = A::operand(0);
   if (isa<pe::SkewOp>(leader) && own.kernel == "pe_skew")
-    return elementwiseGroupLaunch(own, "pe_skews", 0, members);
+    return elementwiseGroupLaunch(own, result, operand, "pe_skews", 0, members);
   if (isa<pe::SkewGradOp>(leader) && own.kernel == "pe_skew_grad")
-    return elementwiseGroupLaunch(own, "pe_skew_grads", 0, members);
+    return elementwiseGroupLaunch(own, result, operand, "pe_skew_grads", 0, members);
   if (isa<pe::SparseSkewOp>(leader) && own.kernel == "pe_sparse_skew")
-    return elementwiseGroupLaunch(own, "pe_sparse_skews", 1, members);
+    return elementwiseGroupLaunch(own, result, operand, "pe_sparse_skews", 1, members);
   if (isa<pe::SparseSkewGradOp>(leader) && own.kernel == "pe_sparse_skew_grad")
-    return elementwiseGroupLaunch(own, "pe_sparse_skew_grads", 1, members);
+    return elementwiseGroupLaunch(own, result, operand, "pe_sparse_skew_grads", 1, members);
+  // The first of a Cayley weight gradient's three launches: M into scratch
+  // 0, which the op's GEMMs then read (KernelGroups.h: a group of first
+  // launches).
+  if (isa<pe::CayleyWeightGradOp>(leader) && own.kernel == "pe_cayley_inverse_of_weight")
+    return elementwiseGroupLaunch(own, A::scratch(0), A::operand(2),
+                                  "pe_cayley_inverses_of_weight", 0, members);
   if (!isa<pe::CayleyWeightOp>(leader) || own.kernel != "pe_cayley_factors")
     return std::nullopt;
   auto d = squareDim(leader.getOperand(0));

@@ -9,7 +9,11 @@
 // the serial Gauss-Jordan chains run side by side on different SMs instead
 // of one after another) and their skew builders and skew gradients
 // (pe.skew, pe.skew_grad, pe.sparse_skew, pe.sparse_skew_grad: one launch
-// instead of one a layer).
+// instead of one a layer); and the first launches of runs of ops with more
+// launches (a group of first launches: pe.cayley_weight_grad's
+// `pe_cayley_inverse_of_weight`, M from W into scratch, as
+// `pe_cayley_inverses_of_weight`), each member's other launches then run
+// at its own place, reading what the group's launch wrote in its scratch.
 //
 //===----------------------------------------------------------------------===//
 #ifndef STRINGC_CUDAGEN_KERNELGROUPS_H
@@ -33,20 +37,29 @@ namespace stringc::cudagen {
 /// pe.sparse_skew and pe.sparse_skew_grad, `pe_skews`, `pe_skew_grads`,
 /// `pe_sparse_skews`, `pe_sparse_skew_grads`: the own kernel's grid along x,
 /// a member along y, its table of (result, operand) pointers per member,
-/// the sparse support (a constant) the leader's. nullopt for any other op
-/// or launch.
+/// the sparse support (a constant) the leader's; for pe.cayley_weight_grad's
+/// first launch `pe_cayley_inverse_of_weight`,
+/// `pe_cayley_inverses_of_weight` likewise, its table of (scratch 0: M,
+/// operand 2: W) pointers per member. nullopt for any other op or launch.
 std::optional<Launch> cayleyGroupLaunch(mlir::Operation &leader, const Launch &own,
                                         int64_t members);
 
 /// Marks in `steps` (the steps of `ops`, the covered ops of `func`'s block
 /// in order) each maximal run of consecutive ops (only free ops between
 /// them) of one name, operand and result types and attributes, whose steps
-/// are one launch of one kernel with the same constants, which
-/// cayleyGroupLaunch can group, none of which reads an earlier member's
-/// result: the run's first op's steps become the group's launch (no
-/// scratch), the others keep theirs (the runtime skips them). The package's arena plan
-/// must then keep each group's values apart (kernelGroupRanges). Returns
-/// the number of groups marked.
+/// are as many launches, the first of one kernel with the same constants,
+/// which cayleyGroupLaunch can group, none of which reads an earlier
+/// member's result. When that launch is the op's only one, the run's first
+/// op's steps become the group's launch (no scratch), the others keep
+/// theirs (the runtime skips them). Otherwise (a group of first launches;
+/// every member's scratch of a size independent of the batch) the first
+/// op's first launch becomes the group's, the others keep theirs (the
+/// runtime skips their first), and each member's scratch gets a buffer 0 in
+/// front, as large as the members' before it take in the runtime's layout,
+/// so that the members' buffers lie apart (the group's launch writes them
+/// all first; the runtime checks: stringrt::cuda::checkGroupScratch). The
+/// package's arena plan must then keep each group's values apart
+/// (kernelGroupRanges). Returns the number of groups marked.
 int64_t groupKernels(mlir::func::FuncOp func, const std::vector<mlir::Operation *> &ops,
                      std::vector<OpSteps> &steps);
 

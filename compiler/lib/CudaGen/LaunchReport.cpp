@@ -324,18 +324,29 @@ FailureOr<StepEstimate> estimateTrainingStep(ModuleOp train, const KernelPlan &p
 
   StepEstimate step;
   step.batch = batch;
+  // The entries before this one are members of a group of first launches:
+  // their first launch ran in the group's (KernelGroups.h).
+  size_t firstLaunchesUntil = 0;
   for (size_t entry = 0; entry < steps->size(); ++entry) {
     const OpSteps &s = (*steps)[entry];
     Operation &op = *ops[size_t(s.op)];
     std::vector<LaunchEstimate> now = opLaunches(op, s, plan, precision, batch, elementBytes);
     std::vector<LaunchEstimate> more =
         opLaunches(op, s, plan, precision, batch + 1, elementBytes);
+    if (entry < firstLaunchesUntil) {
+      now.erase(now.begin());
+      more.erase(more.begin());
+    }
     // A GEMM group is one launch: the members' bytes and FLOPs through the
     // GEMM fit, its per-call cost once. A kernel group (KernelGroups.h)
-    // likewise: one launch, a block a member (its chain once).
-    int64_t group = s.launches.size() != 1 ? 1
-                    : s.launches[0].gemm   ? s.launches[0].gemm->groupSize
-                                           : s.launches[0].groupSize;
+    // likewise: one launch, a block a member (its chain once); a group of
+    // first launches charges the members' first launches there, their
+    // other launches at their own entries.
+    bool firstLaunches = s.launches.size() > 1 && s.launches[0].groupSize > 1;
+    int64_t group = firstLaunches           ? s.launches[0].groupSize
+                    : s.launches.size() != 1 ? 1
+                    : s.launches[0].gemm     ? s.launches[0].gemm->groupSize
+                                             : s.launches[0].groupSize;
     if (group > 1) {
       now[0].groupOps.push_back(s.op);
       for (size_t m = entry + 1; m < entry + size_t(group); ++m) {
@@ -350,7 +361,10 @@ FailureOr<StepEstimate> estimateTrainingStep(ModuleOp train, const KernelPlan &p
         more[0].bytes += oneMore.bytes;
         now[0].groupOps.push_back(member.op);
       }
-      entry += size_t(group) - 1;
+      if (firstLaunches)
+        firstLaunchesUntil = entry + size_t(group);
+      else
+        entry += size_t(group) - 1;
     }
     for (size_t l = 0; l < now.size(); ++l) {
       // By bytes: the FLOPs of a small kernel (a sum's finish) are a share

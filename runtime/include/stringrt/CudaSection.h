@@ -207,15 +207,15 @@ struct CudaLaunch {
   std::vector<CudaArg> args;
   std::optional<CudaGemm> gemm;
   std::optional<std::array<CudaAffine, 3>> grid; // kernels of grid rule explicit
-  // A kernel group ("group": {"size": N, "args": [...]} in the package): the
-  // launch, the only one of its op's steps, computes that op and the next
-  // N - 1 ops of the steps (its members: only free ops between them, the
-  // same op name, operand and result types, none reading or writing a value
-  // an earlier one writes), whose own steps the runtime then skips. Its
-  // GroupTable argument points to a table of N x groupArgs.size() device
-  // addresses, member-major: groupArgs (operands or results) bound against
-  // each member in turn, written when a batch's buffers are placed.
-  // 1: no group.
+  // A kernel group ("group": {"size": N, "args": [...]}): the launch, its op's
+  // first, does that (its only one: all) of the op and of the next N - 1 ops
+  // (its members: only free ops between them, the same op, operand and result
+  // types and launch count, none reading or writing a value an earlier one
+  // writes), which the runtime then skips in their steps. Its GroupTable
+  // argument points to a table of N x groupArgs.size() device addresses,
+  // member-major: groupArgs (operands, results; scratch after a first launch,
+  // kept apart: checkGroupScratch) bound against each member, written when a
+  // batch's buffers are placed. 1: no group.
   int64_t groupSize = 1;
   std::vector<CudaArg> groupArgs;
 };

@@ -47,25 +47,34 @@ void DeviceModel::Impl::placeGroupPointers(const std::string &name, BatchBuffers
   std::vector<std::pair<size_t, size_t>> starts; // (steps index, first word)
   for (size_t s = 0; s < steps->ops.size(); ++s) {
     const CudaOpSteps &leader = steps->ops[s];
-    const int64_t size = stepsComputedBy(leader); // the group's members from here
-    if (size < 2)
-      continue;
-    if (!leader.launches[0].gemm) { // a kernel group
+    if (!leader.launches.empty() && leader.launches[0].groupSize > 1) { // a kernel group
       const CudaLaunch &launch = leader.launches[0];
       starts.push_back({s, words.size()});
+      std::vector<const CudaOpSteps *> members;
+      std::vector<std::string> names;
       for (size_t m = s; m < s + size_t(launch.groupSize); ++m) { // the loader checked them
         const CudaOpSteps &member = steps->ops[m];
         size_t i = size_t(member.op);
-        std::vector<uint64_t> row = groupTableRow(
-            launch, opPointers(name, i, member, b, batch),
-            fmt::format("{} op {} ({}), a member of a kernel group", name, i,
-                        program(name).ops[i].op));
+        names.push_back(fmt::format("{} op {} ({})", name, i, program(name).ops[i].op));
+        std::vector<uint64_t> row = groupTableRow(launch, opPointers(name, i, member, b, batch),
+                                                  names.back() + ", a member of a kernel group");
         words.insert(words.end(), row.begin(), row.end());
+        members.push_back(&member);
       }
+      // A group of first launches writes each member's scratch ahead of
+      // the member's own launches.
+      if (leader.launches.size() > 1)
+        checkGroupScratch(members, batch, names);
       s += size_t(launch.groupSize) - 1;
       continue;
     }
-    std::vector<BoundGemm> members; // a GEMM group
+    // A GEMM group's members from here (a group of first launches is a
+    // kernel group: stepsComputedBy counts only the steps a group computes
+    // whole).
+    const int64_t size = stepsComputedBy(leader);
+    if (size < 2)
+      continue;
+    std::vector<BoundGemm> members;
     std::vector<std::string> names;
     for (size_t m = s; m < s + size_t(size); ++m) { // the loader checked the members
       const CudaOpSteps &member = steps->ops[m];
@@ -97,13 +106,15 @@ void DeviceModel::Impl::placeGroupPointers(const std::string &name, BatchBuffers
 
 /// Runs program `name` on the device (asynchronously, on the stream). A
 /// GEMM group runs as one call at its first member, timed as that op; a
-/// kernel group as its first member's launch, reading its table.
+/// kernel group as its first member's launch, reading its table (a group
+/// of first launches: each member's other launches at its own place).
 void DeviceModel::Impl::walk(const std::string &name, BatchBuffers &b, int64_t batch,
                              const std::function<void(int64_t)> &afterOp) {
   const Program &p = program(name);
   const CudaProgramSteps &steps = *section.stepsOf(name);
   size_t next = 0; // the next entry of steps.ops
   size_t groupedUntil = 0; // steps entries before this one ran with their group
+  size_t firstLaunchesUntil = 0; // ... whose first launch ran in their group's
   // Queues op i's work (nothing for a parameter view or a group's later member).
   auto runOp = [&](size_t i) {
     const ProgramOp &op = p.ops[i];
@@ -136,11 +147,13 @@ void DeviceModel::Impl::walk(const std::string &name, BatchBuffers &b, int64_t b
       untimed(op.op);
       return;
     }
+    size_t firstLaunch = entry < firstLaunchesUntil ? 1 : 0;
     OpPointers pointers = opPointers(name, i, opSteps, b, batch);
     auto group = b.groupArrays.find(entry);
     if (group != b.groupArrays.end() && !opSteps.launches[0].gemm) {
       pointers.groupTable = group->second;
-      groupedUntil = entry + size_t(opSteps.launches[0].groupSize);
+      (opSteps.launches.size() == 1 ? groupedUntil : firstLaunchesUntil) =
+          entry + size_t(opSteps.launches[0].groupSize);
     } else if (group != b.groupArrays.end()) {
       const CudaGemm &g = *opSteps.launches[0].gemm;
       std::string where = fmt::format("{} op {} ({}): a GEMM group of {}", name, i, op.op,
@@ -157,7 +170,7 @@ void DeviceModel::Impl::walk(const std::string &name, BatchBuffers &b, int64_t b
       return;
     }
     timed(op.op, [&] {
-      for (size_t l = 0; l < opSteps.launches.size(); ++l) {
+      for (size_t l = firstLaunch; l < opSteps.launches.size(); ++l) {
         std::string where = fmt::format("{} op {} ({}) launch {}", name, i, op.op, l);
         BoundLaunch bound = bindLaunch(section, opSteps.launches[l], pointers, batch, where);
         if (bound.gemm) {

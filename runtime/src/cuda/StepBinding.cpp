@@ -294,6 +294,56 @@ void checkGemmGroup(const std::vector<BoundGemm> &members, const std::vector<std
   }
 }
 
+void checkGroupScratch(const std::vector<const CudaOpSteps *> &members, int64_t batch,
+                       const std::vector<std::string> &names) {
+  struct Span {
+    uint64_t begin, end;
+  };
+  // The byte ranges of the scratch buffers the member's launches name.
+  auto spans = [&](const CudaOpSteps &steps) {
+    std::vector<bool> named(steps.scratchBytes.size(), false);
+    auto name = [&](const CudaArg &a) {
+      if (a.kind == CudaArgKind::Scratch && size_t(a.index) < named.size())
+        named[size_t(a.index)] = true;
+    };
+    for (const CudaLaunch &l : steps.launches) {
+      for (const CudaArg &a : l.args)
+        name(a);
+      for (const CudaArg &a : l.groupArgs)
+        name(a);
+      if (l.gemm) {
+        for (const CudaArg *a : {&l.gemm->a, &l.gemm->b, &l.gemm->c})
+          name(*a);
+        if (l.gemm->addend)
+          name(*l.gemm->addend);
+        if (l.gemm->epilogue == CudaGemmEpilogue::Bias)
+          name(l.gemm->bias);
+      }
+    }
+    ScratchLayout layout = scratchLayout(steps, batch);
+    std::vector<Span> out;
+    for (size_t k = 0; k < layout.offsets.size(); ++k) {
+      uint64_t bytes = uint64_t(steps.scratchBytes[k].at(batch));
+      if (named[k] && bytes > 0)
+        out.push_back({layout.offsets[k], layout.offsets[k] + bytes});
+    }
+    return out;
+  };
+  std::vector<std::vector<Span>> used;
+  for (const CudaOpSteps *member : members)
+    used.push_back(spans(*member));
+  for (size_t i = 0; i < members.size(); ++i)
+    for (size_t j = i + 1; j < members.size(); ++j)
+      for (const Span &a : used[i])
+        for (const Span &b : used[j])
+          if (a.begin < b.end && b.begin < a.end)
+            throw Error(fmt::format(
+                "{}: its scratch bytes [{}, {}) meet [{}, {}) of {}, a member of the same kernel "
+                "group (the group's launch writes every member's scratch before their own "
+                "launches read it)",
+                names[j], b.begin, b.end, a.begin, a.end, names[i]));
+}
+
 int64_t checkProgramSteps(const Manifest &manifest, const CudaSection &section,
                           const std::string &name, int64_t batch) {
   const Program &program = manifest.program(name);
@@ -323,6 +373,10 @@ int64_t checkProgramSteps(const Manifest &manifest, const CudaSection &section,
   int64_t groupSize = 0;
   std::vector<BoundGemm> group;
   std::vector<std::string> groupNames;
+  // The kernel group of first launches being bound: its size, members.
+  int64_t firstLaunchesSize = 0;
+  std::vector<const CudaOpSteps *> firstLaunches;
+  std::vector<std::string> firstLaunchesNames;
   for (size_t i = 0; i < program.ops.size(); ++i) {
     const ProgramOp &op = program.ops[i];
     if (op.is(OpCode::GetParam) || op.is(OpCode::ArithConstant))
@@ -354,6 +408,18 @@ int64_t checkProgramSteps(const Manifest &manifest, const CudaSection &section,
       uint64_t bytes = uint64_t(opSteps.scratchBytes[k].at(batch));
       pointers.scratch.push_back(bytes ? scratchBase + scratch.offsets[k] : 0);
       scratchBytes.push_back(bytes);
+    }
+    if (opSteps.launches.size() > 1 && opSteps.launches[0].groupSize > 1)
+      firstLaunchesSize = opSteps.launches[0].groupSize;
+    if (firstLaunchesSize > 0) {
+      firstLaunches.push_back(&opSteps);
+      firstLaunchesNames.push_back(fmt::format("{} op {} ({})", name, i, op.op));
+      if (int64_t(firstLaunches.size()) == firstLaunchesSize) {
+        checkGroupScratch(firstLaunches, batch, firstLaunchesNames);
+        firstLaunches.clear();
+        firstLaunchesNames.clear();
+        firstLaunchesSize = 0;
+      }
     }
     auto extent = [&](const CudaArg &arg) -> uint64_t {
       const std::vector<uint64_t> &bytes = arg.kind == CudaArgKind::Operand   ? operandBytes

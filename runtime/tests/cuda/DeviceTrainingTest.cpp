@@ -289,16 +289,18 @@ std::vector<std::string> kernelGroups(const CudaSection &section) {
   return groups;
 }
 
-// vit_cayley's skew builders, Cayley weights and skew gradients, one launch
-// a kind for the four layers (pe-cluster-cayley; kernel groups of
-// pe_skews, pe_cayley_weights and pe_skew_grads), train as the package
-// without the pass (a launch a layer): the same losses and parameters, bit
-// for bit.
+// vit_cayley's skew builders, Cayley weights, Cayley weight gradients' first
+// launches (M from W, then each layer's GEMMs) and skew gradients, one
+// launch a kind for the four layers (pe-cluster-cayley; kernel groups of
+// pe_skews, pe_cayley_weights, pe_cayley_inverses_of_weight and
+// pe_skew_grads), train as the package without the pass (a launch a
+// layer): the same losses and parameters, bit for bit.
 TEST_F(DeviceTraining, CayleyWeightGroupsGiveTheBitsOfOneLaunchALayer) {
   OPEN_OR_SKIP("STRINGRT_CUDA_CAYLEY_PACKAGE");
   EXPECT_EQ(kernelGroups(section),
             (std::vector<std::string>{"forward pe_skews x4", "forward pe_cayley_weights x4",
                                       "gradients pe_skews x4", "gradients pe_cayley_weights x4",
+                                      "gradients pe_cayley_inverses_of_weight x4",
                                       "gradients pe_skew_grads x4"}));
   Model grouped = model();
   Recorder withGroups;
@@ -317,15 +319,16 @@ TEST_F(DeviceTraining, CayleyWeightGroupsGiveTheBitsOfOneLaunchALayer) {
 }
 
 // vit_sparse_cayley's sparse skew builders and their gradients (one
-// support for the four layers, the group's constant), one launch a kind:
-// the bits of a launch a layer.
+// support for the four layers, the group's constant), and its Cayley weight
+// gradients' first launches, one launch a kind: the bits of a launch a
+// layer.
 TEST_F(DeviceTraining, SparseSkewGroupsGiveTheBitsOfOneLaunchALayer) {
   OPEN_OR_SKIP("STRINGRT_CUDA_SPARSE_CAYLEY_PACKAGE");
   EXPECT_EQ(kernelGroups(section),
             (std::vector<std::string>{
                 "forward pe_sparse_skews x4", "forward pe_cayley_weights x4",
                 "gradients pe_sparse_skews x4", "gradients pe_cayley_weights x4",
-                "gradients pe_sparse_skew_grads x4"}));
+                "gradients pe_cayley_inverses_of_weight x4", "gradients pe_sparse_skew_grads x4"}));
   Model grouped = model();
   Recorder withGroups;
   TrainOptions o = steps(3);

@@ -47,14 +47,19 @@ size_t groupOf(const CudaSection &section, const CudaProgramSteps &steps, const 
 }
 
 // One group the compiler makes: its kernel, its members' op, and the kinds
-// of its group arguments.
+// of its group arguments; `launches` each member's (more than 1: a group
+// of first launches).
 struct ExpectedGroup {
   const char *kernel, *op;
   std::vector<CudaArgKind> args;
+  size_t launches = 1;
 };
 
 // The groups of `program` in `path`'s package are `expected` (in step
-// order), each of four members of its op, no scratch; the steps bind at
+// order), each of four members of its op: a group of whole ops without
+// scratch; a group of first launches with each member's scratch 0 the
+// padding that puts its buffers past the member's before it (0 bytes for
+// the first, then the layout's bytes of the one before). The steps bind at
 // several batch sizes.
 void expectGroups(const char *path, const char *program,
                   const std::vector<ExpectedGroup> &expected) {
@@ -76,17 +81,37 @@ void expectGroups(const char *path, const char *program,
     for (const CudaArg &a : launch.groupArgs)
       kinds.push_back(a.kind);
     EXPECT_EQ(kinds, want.args) << want.kernel;
-    EXPECT_TRUE(steps.ops[first].scratchBytes.empty()) << want.kernel;
+    if (want.launches == 1) {
+      EXPECT_TRUE(steps.ops[first].scratchBytes.empty()) << want.kernel;
+      continue;
+    }
+    uint64_t before = 0;
+    for (size_t m = first; m < first + size_t(size); ++m) {
+      const CudaOpSteps &member = steps.ops[m];
+      EXPECT_EQ(member.launches.size(), want.launches) << want.kernel;
+      ASSERT_FALSE(member.scratchBytes.empty());
+      EXPECT_EQ(member.scratchBytes[0], CudaAffine::fixed(int64_t(before))) << want.kernel;
+      before = cuda::scratchLayout(member, 1).bytes;
+    }
   }
   for (int64_t batch : {1, 3, 128})
     EXPECT_NO_THROW(cuda::checkProgramSteps(manifest, section, program, batch))
         << program << " at batch " << batch;
 }
 
+// The first launches of the four Cayley weight gradients: M (scratch) from
+// W (operand 2), each member's two GEMMs then at its own place.
+const ExpectedGroup inverses{"pe_cayley_inverses_of_weight",
+                             "pe.cayley_weight_grad",
+                             {CudaArgKind::Scratch, CudaArgKind::Operand},
+                             3};
+
 // vit_cayley (4 blocks): the skew builders, the Cayley weights and (in the
-// backward) the skew gradients of the four layers are a group each:
-// pe_skews and pe_skew_grads with a table of (result, operand) per layer,
-// pe_cayley_weights on 4 blocks with a table of (S, W) per layer.
+// backward) the Cayley weight gradients' first launches and the skew
+// gradients of the four layers are a group each: pe_skews and
+// pe_skew_grads with a table of (result, operand) per layer,
+// pe_cayley_weights on 4 blocks with a table of (S, W) per layer,
+// pe_cayley_inverses_of_weight with a table of (M, W).
 TEST(KernelGroup, VitCayleyGroupsItsFourLayersSkewsAndCayleyWeights) {
   const char *path = cayleyPackage();
   if (!path)
@@ -96,7 +121,7 @@ TEST(KernelGroup, VitCayleyGroupsItsFourLayersSkewsAndCayleyWeights) {
   ExpectedGroup weights{"pe_cayley_weights", "pe.cayley_weight", {K::Operand, K::Result}};
   ExpectedGroup grads{"pe_skew_grads", "pe.skew_grad", {K::Result, K::Operand}};
   expectGroups(path, "forward", {skews, weights});
-  expectGroups(path, "gradients", {skews, weights, grads});
+  expectGroups(path, "gradients", {skews, weights, inverses, grads});
 }
 
 // vit_sparse_cayley: the same with the sparse skew builders and their
@@ -110,7 +135,7 @@ TEST(KernelGroup, VitSparseCayleyGroupsItsSparseSkews) {
   ExpectedGroup weights{"pe_cayley_weights", "pe.cayley_weight", {K::Operand, K::Result}};
   ExpectedGroup grads{"pe_sparse_skew_grads", "pe.sparse_skew_grad", {K::Result, K::Operand}};
   expectGroups(path, "forward", {skews, weights});
-  expectGroups(path, "gradients", {skews, weights, grads});
+  expectGroups(path, "gradients", {skews, weights, inverses, grads});
   Package package = Package::load(path);
   const CudaSection &section = *package.cuda();
   const CudaProgramSteps &steps = *section.stepsOf("forward");
@@ -174,12 +199,17 @@ TEST(KernelGroup, TheLoaderRefusesMalformedGroups) {
                         l.args[0] = CudaArg::groupTable();
                       }),
                       {"starts a group of its own"}));
-  // A group argument that is a scratch buffer (shared by every op).
+  // A group argument that is a scratch buffer of an op's only launch
+  // (written, never read), or an integer.
   EXPECT_TRUE(refused(rewritten([](CudaProgramSteps &steps, size_t first) {
                         steps.ops[first].scratchBytes = {CudaAffine::fixed(4)};
                         steps.ops[first].launches[0].groupArgs[0] = CudaArg::scratch(0);
                       }),
-                      {"group.args[0] must be an operand or a result"}));
+                      {"a scratch buffer as a group argument of an op's only launch"}));
+  EXPECT_TRUE(refused(rewritten([](CudaProgramSteps &steps, size_t first) {
+                        steps.ops[first].launches[0].groupArgs[0] = CudaArg::i64(3);
+                      }),
+                      {"group.args[0] must be an operand, a result or a scratch buffer"}));
   // The group's launch without its table, and a table outside a group.
   EXPECT_TRUE(refused(rewritten([](CudaProgramSteps &steps, size_t first) {
                         steps.ops[first].launches[0].args[0] = CudaArg::operand(0);
@@ -223,6 +253,79 @@ TEST(KernelGroup, TheLoaderRefusesASparseMemberOfAnotherSupport) {
   EXPECT_TRUE(failsWith([&] { Package::load(file); }, file,
                         {"cuda.steps.forward op", "(pe.sparse_skew): a kernel group of 4: member op",
                          "does not read constant"}));
+}
+
+// A group of first launches (vit_cayley's Cayley weight gradients): the
+// loader refuses a member with another number of launches than the first
+// (its first would be skipped for a launch it does not have the like of),
+// and a group flag on a later launch.
+TEST(KernelGroup, TheLoaderRefusesMalformedGroupsOfFirstLaunches) {
+  const char *path = cayleyPackage();
+  if (!path)
+    GTEST_SKIP() << "STRINGRT_CUDA_CAYLEY_PACKAGE is not set";
+  Package package = Package::load(path);
+  auto refused = [&](const std::function<void(CudaProgramSteps &, size_t)> &edit,
+                     std::vector<std::string> fragments) {
+    PackageContents contents;
+    contents.target = kCudaTarget;
+    contents.manifest = package.manifest();
+    contents.cuda = *package.cuda();
+    for (CudaProgramSteps &steps : contents.cuda->steps)
+      if (steps.program == "gradients")
+        edit(steps, groupOf(*contents.cuda, steps, "pe_cayley_inverses_of_weight"));
+    TempDir dir;
+    std::string file = dir.file("bad.pkg");
+    writePackage(file, contents);
+    return failsWith([&] { Package::load(file); }, file, fragments);
+  };
+  EXPECT_TRUE(refused([](CudaProgramSteps &steps,
+                         size_t first) { steps.ops[first + 2].launches.pop_back(); },
+                      {"cuda.steps.gradients op",
+                       "(pe.cayley_weight_grad): a kernel group of 4: member op",
+                       "has 2 launches, the first 3 (a group of first launches)"}));
+  EXPECT_TRUE(refused(
+      [](CudaProgramSteps &steps, size_t first) {
+        std::swap(steps.ops[first].launches[0], steps.ops[first].launches[1]);
+      },
+      {"(pe.cayley_weight_grad): a kernel group of 4: the group's launch is not its op's first "
+       "launch"}));
+}
+
+// The members of a group of first launches keep their scratch apart (the
+// group's launch writes every member's M before their GEMMs read it): the
+// compiler's padding passes; without it (every member's layout from 0 of
+// the scratch memory) the binding is refused, naming the members. A buffer
+// no launch names (the padding) may meet others.
+TEST(KernelGroup, MembersOfAGroupOfFirstLaunchesKeepTheirScratchApart) {
+  CudaOpSteps a, b;
+  for (CudaOpSteps *steps : {&a, &b}) {
+    steps->scratchBytes = {CudaAffine::fixed(0), CudaAffine::fixed(1000)};
+    CudaLaunch l;
+    l.args = {CudaArg::scratch(1)};
+    steps->launches = {l, l};
+  }
+  b.scratchBytes[0] = CudaAffine::fixed(1024); // a's layout: [0, 1024)
+  EXPECT_NO_THROW(cuda::checkGroupScratch({&a, &b}, 1, {"gradients op 5", "gradients op 9"}));
+  b.scratchBytes[0] = CudaAffine::fixed(768);
+  EXPECT_TRUE(failsWith(
+      [&] { cuda::checkGroupScratch({&a, &b}, 1, {"gradients op 5", "gradients op 9"}); }, "",
+      {"gradients op 9: its scratch bytes [768, 1768) meet [0, 1000) of gradients op 5",
+       "a member of the same kernel group"}));
+
+  const char *path = cayleyPackage();
+  if (!path)
+    GTEST_SKIP() << "STRINGRT_CUDA_CAYLEY_PACKAGE is not set";
+  Package package = Package::load(path);
+  CudaSection section = *package.cuda();
+  for (CudaProgramSteps &steps : section.steps)
+    if (steps.program == "gradients") {
+      size_t first = groupOf(section, steps, "pe_cayley_inverses_of_weight");
+      steps.ops[first + 1].scratchBytes[0] = CudaAffine::fixed(0);
+    }
+  EXPECT_TRUE(failsWith(
+      [&] { cuda::checkProgramSteps(package.manifest(), section, "gradients", 2); }, "",
+      {"(pe.cayley_weight_grad): its scratch bytes", "(pe.cayley_weight_grad), a member of the "
+                                                     "same kernel group"}));
 }
 
 } // namespace

@@ -82,9 +82,9 @@ struct Launch {
   std::optional<GemmCall> gemm;
   std::optional<ExplicitGrid> grid; // only for kernels of GridRule::Explicit
   /// A kernel group (stringrt::CudaLaunch::groupSize; KernelGroups.h): the
-  /// launch computes its op and the next groupSize - 1 ops of the steps,
-  /// reading each member's groupArgs from the table its GroupTable argument
-  /// points to. 1: no group.
+  /// launch (its op's first) does that of its op and the next groupSize - 1
+  /// ops, reading each member's groupArgs from the table its GroupTable
+  /// argument points to. 1: no group.
   int64_t groupSize = 1;
   std::vector<LaunchArg> groupArgs;
 

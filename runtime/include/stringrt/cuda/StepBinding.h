@@ -143,12 +143,23 @@ void checkGemmGroup(const std::vector<BoundGemm> &members, const std::vector<std
 std::vector<uint64_t> groupTableRow(const CudaLaunch &leader, const OpPointers &member,
                                     const std::string &where);
 
+// The steps of the members of a kernel group of first launches
+// (CudaLaunch::groupSize on the first of several launches), whose group
+// launch writes every member's scratch before the members' own launches
+// read it, in the one scratch memory where every op's layout starts: throws
+// Error naming two members (`names[i]`) whose scratch buffers that a launch
+// names meet at `batch` (a buffer no launch names, padding, may).
+void checkGroupScratch(const std::vector<const CudaOpSteps *> &members, int64_t batch,
+                       const std::vector<std::string> &names);
+
 // Binds every launch of program `name`'s steps at `batch` against the
 // placement of its values, without a device: throws Error (naming the op and
 // launch) for an op without steps, a binding error (StepBinding above), a
 // GEMM whose matrices reach past the value or scratch buffer they are bound
 // to, a GEMM matrix that is not 16-byte aligned, or a GEMM group whose
-// members overlap (checkGemmGroup). Returns the number of launches checked. The device executor's
+// members overlap (checkGemmGroup), or a kernel group of first launches
+// whose members' scratch buffers meet (checkGroupScratch). Returns the
+// number of launches checked. The device executor's
 // walk does the same bindings; tests run this on compiled packages.
 int64_t checkProgramSteps(const Manifest &manifest, const CudaSection &section,
                           const std::string &name, int64_t batch);

@@ -224,8 +224,11 @@ CudaLaunch CudaSectionParser::launch(const JsonValue &value, const std::string &
     for (size_t i = 0; i < groupArgs.elements.size(); ++i) {
       std::string argWhere = fmt::format("{}.group.args[{}]", what, i);
       CudaArg a = arg(groupArgs.elements[i], argWhere, op, scratches);
-      if (a.kind != CudaArgKind::Operand && a.kind != CudaArgKind::Result)
-        fail(fmt::format("{} must be an operand or a result (a member's own value)", argWhere));
+      // A scratch buffer only in a group of first launches (checkKernelGroups).
+      if (a.kind != CudaArgKind::Operand && a.kind != CudaArgKind::Result &&
+          a.kind != CudaArgKind::Scratch)
+        fail(fmt::format("{} must be an operand, a result or a scratch buffer (a member's own)",
+                         argWhere));
       l.groupArgs.push_back(a);
     }
   }
@@ -433,11 +436,15 @@ void CudaSectionParser::checkGemmGroups(const CudaSection &section) const {
 }
 
 // Each kernel group (CudaLaunch::groupSize) and the members it names: the
-// leader's only launch, the next entries of the steps, only free ops
-// between them in the program, each an op of the leader's name, operand and
-// result types (storage types included) whose own steps read every
-// constant the group's launch reads, none reading or writing a value an
-// earlier member writes: what one launch computes as the ops would.
+// leader's first launch (its only one, or a group of first launches whose
+// members have as many launches as the leader, the runtime skipping each
+// member's first: only there may a group argument be a scratch buffer,
+// which the runtime checks the members keep apart, checkGroupScratch), the
+// next entries of the steps, only free ops between them in the program,
+// each an op of the leader's name, operand and result types (storage types
+// included) whose own steps read every constant the group's launch reads,
+// none reading or writing a value an earlier member writes: what one
+// launch computes as the ops' launches would.
 void CudaSectionParser::checkKernelGroups(const CudaSection &section) const {
   for (const CudaProgramSteps &steps : section.steps) {
     const Program &program = manifest.program(steps.program);
@@ -452,8 +459,16 @@ void CudaSectionParser::checkKernelGroups(const CudaSection &section) const {
         continue;
       std::string where = fmt::format("cuda.steps.{} op {} ({}): a kernel group of {}",
                                       steps.program, leader.op, leaderOp.op, size);
-      if (leader.launches.size() != 1)
-        fail(fmt::format("{}: the group's launch is not its op's only launch", where));
+      for (size_t l = 0; l < leader.launches.size(); ++l)
+        if ((l == 0) != (leader.launches[l].groupSize != 1))
+          fail(fmt::format("{}: the group's launch is not its op's first launch", where));
+      bool firstLaunches = leader.launches.size() > 1;
+      if (!firstLaunches)
+        for (const CudaArg &a : leader.launches[0].groupArgs)
+          if (a.kind == CudaArgKind::Scratch)
+            fail(fmt::format("{}: a scratch buffer as a group argument of an op's only launch "
+                             "(what it writes, no launch reads)",
+                             where));
       if (first + size_t(size) > steps.ops.size())
         fail(fmt::format("{} runs past the program's steps", where));
       auto types = [&](const std::vector<ValueId> &values) {
@@ -479,6 +494,9 @@ void CudaSectionParser::checkKernelGroups(const CudaSection &section) const {
         if (op.op != leaderOp.op || types(op.operands) != types(leaderOp.operands) ||
             types(op.results) != types(leaderOp.results))
           fail(fmt::format("{} differs from the first in its op, operand or result types", at));
+        if (firstLaunches && member.launches.size() != leader.launches.size())
+          fail(fmt::format("{} has {} launches, the first {} (a group of first launches)", at,
+                           member.launches.size(), leader.launches.size()));
         // A constant the group's launch reads (a sparse support) is every
         // member's: each reads it in its own steps too.
         if (i > first)
