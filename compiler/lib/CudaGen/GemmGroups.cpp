@@ -8,10 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "GemmGroups.h"
-
-#include "stringc/Dialect/PE/PEOps.h"
-
-#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "GroupRuns.h"
 
 #include <array>
 #include <set>
@@ -44,16 +41,6 @@ bool sameShape(const GemmCall &a, const GemmCall &b) {
 int64_t groupGemms(func::FuncOp func, const std::vector<Operation *> &ops,
                    std::vector<OpSteps> &steps, const llvm::DenseMap<Value, int64_t> &ids,
                    const std::vector<bool> &bf16) {
-  Block &block = func.getBody().front();
-  // Each op's position in the block and how many non-free ops precede it:
-  // two covered ops are adjacent when no non-free op lies between them.
-  llvm::DenseMap<Operation *, int64_t> nonFreeBefore;
-  int64_t nonFree = 0;
-  for (Operation &op : block.without_terminator()) {
-    nonFreeBefore[&op] = nonFree;
-    if (!isa<pe::GetParamOp, arith::ConstantOp>(op))
-      ++nonFree;
-  }
   struct Matrices {
     int64_t a, b, c;
   };
@@ -67,47 +54,41 @@ int64_t groupGemms(func::FuncOp func, const std::vector<Operation *> &ops,
     return std::array<bool, 3>{bf16[size_t(m.a)], bf16[size_t(m.b)], bf16[size_t(m.c)]};
   };
 
-  int64_t groups = 0;
-  for (size_t first = 0; first < ops.size();) {
-    const GemmCall *leader = groupable(steps[first]);
-    if (!leader) {
-      ++first;
-      continue;
-    }
-    Matrices m0 = matrices(first, *leader);
-    std::set<int64_t> written{m0.c};
-    size_t end = first + 1;
-    for (; end < ops.size(); ++end) {
-      if (nonFreeBefore[ops[end]] != nonFreeBefore[ops[end - 1]] + 1)
-        break; // a non-free op (uncovered) lies between
-      const GemmCall *g = groupable(steps[end]);
-      if (!g || !sameShape(*g, *leader))
-        break;
-      Matrices m = matrices(end, *g);
-      if (typeKey(m) != typeKey(m0) || written.count(m.a) || written.count(m.b) ||
-          written.count(m.c))
-        break;
-      written.insert(m.c);
-    }
-    if (end - first >= 2) {
-      steps[first].launches[0].gemm->groupSize = int64_t(end - first);
-      ++groups;
-    }
-    first = end;
-  }
-  return groups;
+  // The run being formed: its first GEMM, that GEMM's matrices and the
+  // values its members write.
+  const GemmCall *leader = nullptr;
+  Matrices m0{};
+  std::set<int64_t> written;
+  auto leads = [&](size_t first) {
+    leader = groupable(steps[first]);
+    if (!leader)
+      return false;
+    m0 = matrices(first, *leader);
+    written = {m0.c};
+    return true;
+  };
+  auto joins = [&](size_t o) {
+    const GemmCall *g = groupable(steps[o]);
+    if (!g || !sameShape(*g, *leader))
+      return false;
+    Matrices m = matrices(o, *g);
+    if (typeKey(m) != typeKey(m0) || written.count(m.a) || written.count(m.b) ||
+        written.count(m.c))
+      return false;
+    written.insert(m.c);
+    return true;
+  };
+  auto mark = [&](size_t first, size_t end) {
+    steps[first].launches[0].gemm->groupSize = int64_t(end - first);
+    return true;
+  };
+  return markRuns(func, ops, {leads, joins, mark});
 }
 
 ConcurrentOps gemmGroupRanges(const std::vector<OpSteps> &steps) {
-  ConcurrentOps ranges;
-  for (size_t s = 0; s < steps.size(); ++s)
-    if (steps[s].launches.size() == 1 && steps[s].launches[0].gemm &&
-        steps[s].launches[0].gemm->groupSize > 1) {
-      size_t last = s + size_t(steps[s].launches[0].gemm->groupSize) - 1;
-      ranges.push_back({steps[s].op, steps[last].op});
-      s = last;
-    }
-  return ranges;
+  return groupRanges(steps, [](const OpSteps &s) -> int64_t {
+    return s.launches.size() == 1 && s.launches[0].gemm ? s.launches[0].gemm->groupSize : 1;
+  });
 }
 
 } // namespace stringc::cudagen

@@ -7,12 +7,10 @@
 //
 //===----------------------------------------------------------------------===//
 #include "KernelGroups.h"
+#include "GroupRuns.h"
 
-#include "stringc/Dialect/PE/PEOps.h"
 #include "stringrt/cuda/StepBinding.h"
 
-#include "mlir/Dialect/Arith/IR/Arith.h"
-#include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 
 using namespace mlir;
@@ -98,63 +96,52 @@ void placeScratchApart(std::vector<OpSteps> &steps, size_t first, size_t end) {
 
 int64_t groupKernels(func::FuncOp func, const std::vector<Operation *> &ops,
                      std::vector<OpSteps> &steps) {
-  Block &block = func.getBody().front();
-  // Two covered ops are adjacent when no non-free op lies between them.
-  llvm::DenseMap<Operation *, int64_t> nonFreeBefore;
-  int64_t nonFree = 0;
-  for (Operation &op : block.without_terminator()) {
-    nonFreeBefore[&op] = nonFree;
-    if (!isa<pe::GetParamOp, arith::ConstantOp>(op))
-      ++nonFree;
-  }
-  int64_t groups = 0;
-  for (size_t first = 0; first < ops.size();) {
-    Operation &leader = *ops[first];
+  // The run being formed: its first op, whether it is a group of first
+  // launches (the op has more: its members' scratch laid out apart, sizes
+  // fixed), the results its members write.
+  size_t leaderIndex = 0;
+  bool firstLaunches = false;
+  llvm::DenseSet<Value> written;
+  auto leads = [&](size_t first) {
     const OpSteps &own = steps[first];
-    // A group of first launches (the op has more) needs its members'
-    // scratch laid out apart: sizes fixed.
-    bool firstLaunches = own.launches.size() > 1;
+    firstLaunches = own.launches.size() > 1;
     if (own.launches.empty() || (firstLaunches && !fixedScratch(own)) ||
-        !cayleyGroupLaunch(leader, own.launches[0], 2)) {
-      ++first;
-      continue;
-    }
-    llvm::DenseSet<Value> written(leader.getResults().begin(), leader.getResults().end());
-    size_t end = first + 1;
-    for (; end < ops.size(); ++end) {
-      Operation &op = *ops[end];
-      if (nonFreeBefore[&op] != nonFreeBefore[ops[end - 1]] + 1 ||
-          !joins(op, steps[end], leader, own, written) ||
-          (firstLaunches && !fixedScratch(steps[end])))
-        break;
-      written.insert(op.getResults().begin(), op.getResults().end());
-    }
-    std::optional<Launch> launch;
-    if (end - first >= 2)
-      launch = cayleyGroupLaunch(leader, own.launches[0], int64_t(end - first));
-    if (launch && !firstLaunches) {
+        !cayleyGroupLaunch(*ops[first], own.launches[0], 2))
+      return false;
+    leaderIndex = first;
+    written.clear();
+    written.insert(ops[first]->getResults().begin(), ops[first]->getResults().end());
+    return true;
+  };
+  auto joinsRun = [&](size_t o) {
+    Operation &op = *ops[o];
+    if (!joins(op, steps[o], *ops[leaderIndex], steps[leaderIndex], written) ||
+        (firstLaunches && !fixedScratch(steps[o])))
+      return false;
+    written.insert(op.getResults().begin(), op.getResults().end());
+    return true;
+  };
+  auto mark = [&](size_t first, size_t end) {
+    std::optional<Launch> launch =
+        cayleyGroupLaunch(*ops[first], steps[first].launches[0], int64_t(end - first));
+    if (!launch)
+      return false;
+    if (!firstLaunches) {
       steps[first].launches = {std::move(*launch)};
       steps[first].scratchBytes.clear();
-      ++groups;
-    } else if (launch) {
+    } else {
       steps[first].launches[0] = std::move(*launch);
       placeScratchApart(steps, first, end);
-      ++groups;
     }
-    first = end;
-  }
-  return groups;
+    return true;
+  };
+  return markRuns(func, ops, {leads, joinsRun, mark});
 }
 
 ConcurrentOps kernelGroupRanges(const std::vector<OpSteps> &steps) {
-  ConcurrentOps ranges;
-  for (size_t s = 0; s < steps.size(); ++s)
-    if (!steps[s].launches.empty() && steps[s].launches[0].groupSize > 1) {
-      size_t last = s + size_t(steps[s].launches[0].groupSize) - 1;
-      ranges.push_back({steps[s].op, steps[last].op});
-      s = last;
-    }
-  return ranges;
+  return groupRanges(steps, [](const OpSteps &s) -> int64_t {
+    return s.launches.empty() ? 1 : s.launches[0].groupSize;
+  });
 }
 
 } // namespace stringc::cudagen
