@@ -47,7 +47,8 @@ TEST(OpLibrary, TheExecutorsTablesTakeTheLibrarysAdapters) {
       {OpCode::LinearResidual, false}, {OpCode::LinearGelu, false},
       {OpCode::Rope, false},        {OpCode::SpdGate, false},
       {OpCode::SpdGateGrad, false}, {OpCode::Attention, true},
-      {OpCode::AttentionGrad, true}};
+      {OpCode::AttentionGrad, true}, {OpCode::Cayley, false},
+      {OpCode::CayleyGrad, false}};
   for (const auto &[code, generated] : library) {
     SCOPED_TRACE(opName(code));
     const ops::OpKernels *op = ops::opLibrary().find(code);

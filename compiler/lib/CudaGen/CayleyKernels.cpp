@@ -1,9 +1,8 @@
 //===- CayleyKernels.cpp - skew builders and the Cayley transform ---------===//
 //
 // Kernels and op lowerings of the Cayley family (docs/cuda.md, "Position,
-// token and Cayley kernels"; runtime/src/cpu/CayleyKernels.cpp,
-// reference/PositionCayley.cpp, ops/position/Skew.cpp and SparseSkew.cpp on
-// the CPU):
+// token and Cayley kernels"; the op library's ops/position/Skew.cpp,
+// SparseSkew.cpp and Cayley.cpp on the CPU):
 // - skew / skew_grad: one thread per output element; skew_grad finds the
 //   pair (i, j) of upper-triangle index k by walking the rows (dim steps);
 // - sparse_skew / sparse_skew_grad: one thread per output element, the

@@ -32,24 +32,6 @@ using ref::OptionalOutput;
 using ref::TensorRef;
 
 //===----------------------------------------------------------------------===//
-// Cayley transform (CayleyKernels.cpp)
-//===----------------------------------------------------------------------===//
-
-// y = (I - S)(I + S)^-1 x per token (x [..., D], S [D, D], any S with I + S
-// invertible). Once per call, in double: the LU of I + S (the reference's,
-// same singularity error), M = (I + S)^-1, U = (I - S) M rounded to float;
-// then one GEMM over the flattened leading dims, Y = X U^T.
-void cayley(TensorRef<const float> x, TensorRef<const float> s, TensorRef<float> y);
-
-// dx = U^T dy (the solution of (I + S)^T dx = (I - S)^T dy): DX = DY U, one
-// GEMM. ds = -sum_tokens (dy + dx) z^T with z = M x, i.e.
-// -(DY^T X + DX^T X) M^T: the token sum as float GEMMs per fixed block of
-// tokens, the blocks added in order in double, then the d x d product with
-// M^T in double.
-void cayleyGrad(TensorRef<const float> x, TensorRef<const float> s, TensorRef<const float> dy,
-                TensorRef<float> dx, TensorRef<float> ds);
-
-//===----------------------------------------------------------------------===//
 // Matrix functions of the encodings (MatrixFunctions.cpp): the reference's
 // algorithms in double, vectorised d x d products, generator_exp's matrices
 // spread over the pool (the same bits on any thread count)

@@ -142,6 +142,22 @@ void sparseSkewGrad(TensorRef<const T> dy, int64_t dim, const std::vector<int64_
                     TensorRef<T> dparams);
 
 //===----------------------------------------------------------------------===//
+// cayley, cayley_grad (ops/position/Cayley.cpp)
+//===----------------------------------------------------------------------===//
+
+// y = U x for every token vector x = x[.., :], U = (I - S)(I + S)^-1, as a
+// solve: one LU factorisation (partial pivoting) of I + S, then per token
+// (I + S) z = x, y = (I - S) z. x [..., D], s [D, D] -> y (shape of x).
+template <typename T> void cayley(TensorRef<const T> x, TensorRef<const T> s, TensorRef<T> y);
+
+// Per token, z = (I + S)^-1 x and dx = U^T dy, i.e. the solve
+// (I + S)^T dx = (I - S)^T dy; ds = -sum_tokens (dy + dx) z^T. Valid for any
+// S (not only skew). x, dy [..., D], s [D, D] -> dx (shape of x), ds [D, D]
+template <typename T>
+void cayleyGrad(TensorRef<const T> x, TensorRef<const T> s, TensorRef<const T> dy,
+                TensorRef<T> dx, TensorRef<T> ds);
+
+//===----------------------------------------------------------------------===//
 // spd_gate, spd_gate_grad (ops/position/SpdGate.cpp)
 //===----------------------------------------------------------------------===//
 
@@ -174,6 +190,25 @@ void rope(TensorRef<const float> x, TensorRef<const float> pos, TensorRef<const 
 // back by its angle (R(theta)^T = R(-theta)).
 void ropeGradInput(TensorRef<const float> dy, TensorRef<const float> pos,
                    TensorRef<const float> freqs, TensorRef<float> dx);
+
+//===----------------------------------------------------------------------===//
+// cayley, cayley_grad (ops/position/Cayley.cpp): float GEMMs, within float
+// rounding of the reference kernels
+//===----------------------------------------------------------------------===//
+
+// y = (I - S)(I + S)^-1 x per token (x [..., D], S [D, D], any S with I + S
+// invertible). Once per call, in double: the LU of I + S (the reference's,
+// same singularity error), M = (I + S)^-1, U = (I - S) M rounded to float;
+// then one GEMM over the flattened leading dims, Y = X U^T.
+void cayley(TensorRef<const float> x, TensorRef<const float> s, TensorRef<float> y);
+
+// dx = U^T dy (the solution of (I + S)^T dx = (I - S)^T dy): DX = DY U, one
+// GEMM. ds = -sum_tokens (dy + dx) z^T with z = M x, i.e.
+// -(DY^T X + DX^T X) M^T: the token sum as float GEMMs per fixed block of
+// tokens, the blocks added in order in double, then the d x d product with
+// M^T in double.
+void cayleyGrad(TensorRef<const float> x, TensorRef<const float> s, TensorRef<const float> dy,
+                TensorRef<float> dx, TensorRef<float> ds);
 
 //===----------------------------------------------------------------------===//
 // spd_gate, spd_gate_grad (ops/position/SpdGate.cpp): bit for bit the

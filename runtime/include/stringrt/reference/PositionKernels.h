@@ -31,25 +31,9 @@
 namespace stringrt::ref {
 
 //===----------------------------------------------------------------------===//
-// The Cayley transform (PositionCayley.cpp; the skew builders in the op
-// library, stringrt/ops/PositionOps.h)
-//===----------------------------------------------------------------------===//
-
-// y = U x for every token vector x = x[.., :], U = (I - S)(I + S)^-1, as a
-// solve: one LU factorisation (partial pivoting) of I + S, then per token
-// (I + S) z = x, y = (I - S) z. x [..., D], s [D, D] -> y (shape of x).
-template <typename T> void cayley(TensorRef<const T> x, TensorRef<const T> s, TensorRef<T> y);
-
-// Per token, z = (I + S)^-1 x and dx = U^T dy, i.e. the solve
-// (I + S)^T dx = (I - S)^T dy; ds = -sum_tokens (dy + dx) z^T. Valid for any
-// S (not only skew). x, dy [..., D], s [D, D] -> dx (shape of x), ds [D, D]
-template <typename T>
-void cayleyGrad(TensorRef<const T> x, TensorRef<const T> s, TensorRef<const T> dy,
-                TensorRef<T> dx, TensorRef<T> ds);
-
-//===----------------------------------------------------------------------===//
 // Generators and rotations (PositionGenerators.cpp, PositionRotation.cpp; the
-// gates in the op library, stringrt/ops/PositionOps.h)
+// skew builders, the Cayley transform and the gates in the op library,
+// stringrt/ops/PositionOps.h)
 //===----------------------------------------------------------------------===//
 
 // R[p] = exp(A), A = sum_k r[p, k] L_k (L_k = generators[k]), for every

@@ -17,15 +17,9 @@ namespace {
 // Forward
 //===----------------------------------------------------------------------===//
 
-void runCayley(const OpContext &c) { cpu::cayley(c.in(0), c.in(1), c.out(0)); }
-
 //===----------------------------------------------------------------------===//
 // Backward
 //===----------------------------------------------------------------------===//
-
-void runCayleyGrad(const OpContext &c) {
-  cpu::cayleyGrad(c.in(0), c.in(1), c.in(2), c.out(0), c.out(1));
-}
 
 void runGeneratorExp(const OpContext &c) { cpu::generatorExp(c.in(0), c.in(1), c.out(0)); }
 
@@ -46,8 +40,6 @@ void runApplyRotationGrad(const OpContext &c) {
 
 void addFastOps(OpTable &table) {
   const std::pair<OpCode, OpAdapter> fast[] = {
-      {OpCode::Cayley, runCayley},
-      {OpCode::CayleyGrad, runCayleyGrad},
       {OpCode::GeneratorExp, runGeneratorExp},
       {OpCode::GeneratorExpGrad, runGeneratorExpGrad},
       {OpCode::ApplyRotation, runApplyRotation},

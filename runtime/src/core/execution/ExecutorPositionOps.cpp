@@ -1,6 +1,7 @@
-// Executor adapters of the pe positional-encoding ops (Cayley, generators,
-// rotations; the tables, the rotary ops, the skew builders and the SPD gate
-// are in the op library, runtime/src/ops/position/), each forward op beside
+// Executor adapters of the pe positional-encoding ops (generators,
+// rotations; the tables, the rotary ops, the skew builders, the Cayley
+// transform and the SPD gate are in the op library,
+// runtime/src/ops/position/), each forward op beside
 // its backward op (docs/autodiff.md): each reads the op's attributes and
 // calls its reference kernel (PositionKernels.h).
 #include "execution/Executor.h"
@@ -11,12 +12,6 @@ namespace stringrt::detail {
 namespace {
 
 using namespace stringrt::ref;
-
-void runCayley(const OpContext &c) { cayley<float>(c.in(0), c.in(1), c.out(0)); }
-
-void runCayleyGrad(const OpContext &c) {
-  cayleyGrad<float>(c.in(0), c.in(1), c.in(2), c.out(0), c.out(1));
-}
 
 void runGeneratorExp(const OpContext &c) { generatorExp<float>(c.in(0), c.in(1), c.out(0)); }
 
@@ -42,8 +37,6 @@ void runCommutatorNormGrad(const OpContext &c) {
 } // namespace
 
 void addPositionOps(OpTable &table) {
-  table[OpCode::Cayley] = {runCayley};
-  table[OpCode::CayleyGrad] = {runCayleyGrad};
   table[OpCode::GeneratorExp] = {runGeneratorExp};
   table[OpCode::GeneratorExpGrad] = {runGeneratorExpGrad};
   table[OpCode::ApplyRotation] = {runApplyRotation};
