@@ -48,7 +48,8 @@ TEST(OpLibrary, TheExecutorsTablesTakeTheLibrarysAdapters) {
       {OpCode::Rope, false},        {OpCode::SpdGate, false},
       {OpCode::SpdGateGrad, false}, {OpCode::Attention, true},
       {OpCode::AttentionGrad, true}, {OpCode::Cayley, false},
-      {OpCode::CayleyGrad, false}};
+      {OpCode::CayleyGrad, false}, {OpCode::CayleyWeight, false},
+      {OpCode::CayleyWeightGrad, false}};
   for (const auto &[code, generated] : library) {
     SCOPED_TRACE(opName(code));
     const ops::OpKernels *op = ops::opLibrary().find(code);

@@ -2,7 +2,7 @@
 //
 // Kernels and op lowerings of the Cayley family (docs/cuda.md, "Position,
 // token and Cayley kernels"; the op library's ops/position/Skew.cpp,
-// SparseSkew.cpp and Cayley.cpp on the CPU):
+// SparseSkew.cpp, Cayley.cpp and ops/fused/CayleyWeight.cpp on the CPU):
 // - skew / skew_grad: one thread per output element; skew_grad finds the
 //   pair (i, j) of upper-triangle index k by walking the rows (dim steps);
 // - sparse_skew / sparse_skew_grad: one thread per output element, the

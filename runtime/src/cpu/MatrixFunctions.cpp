@@ -1,14 +1,13 @@
-// Fast matrix functions of the positional encodings: the Cayley weight and
-// its gradient, generator_exp and its Frechet gradient.
+// Fast matrix functions of the positional encodings: generator_exp and its
+// Frechet gradient (the Cayley weight's are in the op library,
+// ops/fused/CayleyWeight.cpp).
 //
-// The reference kernels (reference/FusedKernels.cpp, PositionGenerators.cpp)
-// work in double with naive loops, one matrix after another; these keep
-// double (see below) and the reference's algorithms, but
+// The reference kernels (PositionGenerators.cpp) work in double with naive
+// loops, one matrix after another; these keep double (see below) and the
+// reference's algorithms, but
 // - the d x d products run with unit-stride rows (i k j order), which the
-//   compiler vectorises (4 doubles a vector with AVX2);
-// - the inverse is Gauss-Jordan with partial pivoting on [A | I] (the same
-//   pivots as the reference's LU: both take the first largest |entry| of the
-//   column), vectorised row operations;
+//   compiler vectorises (4 doubles a vector with AVX2), and the Pade solve
+//   is Gauss-Jordan with partial pivoting (DenseMatrices.h);
 // - generator_exp's matrices (one per distinct offset after
 //   pe-distinct-offsets: 169 for vit_generators) are spread over the
 //   runtime's pool; each result depends only on its own matrix, so every
@@ -34,6 +33,7 @@
 #include "stringrt/cpu/FastKernels.h"
 #include "stringrt/cpu/ThreadPool.h"
 
+#include "DenseMatrices.h"
 #include "KernelUtil.h"
 
 #include "stringrt/Error.h"
@@ -50,95 +50,10 @@ namespace {
 
 using Mat = std::vector<double>;
 
-// c = a b (n x n, row-major), rows of b at unit stride.
-void matmul(const double *a, const double *b, int64_t n, double *c) {
-  for (int64_t i = 0; i < n; ++i) {
-    double *ci = c + i * n;
-    for (int64_t j = 0; j < n; ++j)
-      ci[j] = 0.0;
-    for (int64_t k = 0; k < n; ++k) {
-      const double aik = a[i * n + k];
-      const double *bk = b + k * n;
-      for (int64_t j = 0; j < n; ++j)
-        ci[j] += aik * bk[j];
-    }
-  }
-}
-
-// c += a b.
-void matmulAdd(const double *a, const double *b, int64_t n, double *c) {
-  for (int64_t i = 0; i < n; ++i) {
-    double *ci = c + i * n;
-    for (int64_t k = 0; k < n; ++k) {
-      const double aik = a[i * n + k];
-      const double *bk = b + k * n;
-      for (int64_t j = 0; j < n; ++j)
-        ci[j] += aik * bk[j];
-    }
-  }
-}
-
-// Solves A X = B in place (A n x n destroyed, B n x m overwritten by X) by
-// Gauss-Jordan with partial pivoting (first largest |entry| of the column).
-// Returns false when a pivot is exactly 0.
-bool solveInPlace(double *a, double *b, int64_t n, int64_t m) {
-  for (int64_t c = 0; c < n; ++c) {
-    int64_t pivot = c;
-    for (int64_t r = c + 1; r < n; ++r)
-      if (std::fabs(a[r * n + c]) > std::fabs(a[pivot * n + c]))
-        pivot = r;
-    if (a[pivot * n + c] == 0.0)
-      return false;
-    if (pivot != c) {
-      for (int64_t j = 0; j < n; ++j)
-        std::swap(a[c * n + j], a[pivot * n + j]);
-      for (int64_t j = 0; j < m; ++j)
-        std::swap(b[c * m + j], b[pivot * m + j]);
-    }
-    const double inv = 1.0 / a[c * n + c];
-    for (int64_t j = c; j < n; ++j)
-      a[c * n + j] *= inv;
-    for (int64_t j = 0; j < m; ++j)
-      b[c * m + j] *= inv;
-    for (int64_t r = 0; r < n; ++r) {
-      if (r == c)
-        continue;
-      const double f = a[r * n + c];
-      if (f == 0.0)
-        continue;
-      for (int64_t j = c; j < n; ++j)
-        a[r * n + j] -= f * a[c * n + j];
-      for (int64_t j = 0; j < m; ++j)
-        b[r * m + j] -= f * b[c * m + j];
-    }
-  }
-  return true;
-}
-
-[[noreturn]] void singular(const std::string &what, int64_t n) {
-  throw Error(what + " (" + std::to_string(n) + "x" + std::to_string(n) + ") is singular");
-}
-
-// M = (I + S)^-1 in double.
-Mat cayleyInverse(const char *what, const TensorRef<const float> &s, int64_t d) {
-  Mat a(static_cast<size_t>(d * d)), m(static_cast<size_t>(d * d), 0.0);
-  for (int64_t i = 0; i < d * d; ++i)
-    a[i] = static_cast<double>(s.data[i]);
-  for (int64_t i = 0; i < d; ++i) {
-    a[i * d + i] += 1.0;
-    m[i * d + i] = 1.0;
-  }
-  if (!solveInPlace(a.data(), m.data(), d, d))
-    singular(std::string(what) + ": I + S", d);
-  return m;
-}
-
-int64_t checkCayleyS(const char *what, const TensorRef<const float> &s) {
-  checkRank((std::string(what) + ": 's'").c_str(), s, 2);
-  const int64_t d = s.dim(0);
-  checkShape((std::string(what) + ": 's'").c_str(), s, {d, d});
-  return d;
-}
+using dense::matmul;
+using dense::matmulAdd;
+using dense::singular;
+using dense::solveInPlace;
 
 // --- generator_exp ----------------------------------------------------------
 
@@ -296,32 +211,6 @@ std::vector<int64_t> matrixShape(std::vector<int64_t> shape, int64_t d) {
 constexpr int64_t kMatrixGrain = 4;
 
 } // namespace
-
-void cayleyWeight(TensorRef<const float> s, TensorRef<float> w) {
-  const int64_t d = checkCayleyS("cayley_weight", s);
-  const Mat m = cayleyInverse("cayley_weight", s, d);
-  checkShape("cayley_weight: result", w, {d, d});
-  // W = U^T with U = (I - S) M = 2 M - I: W[r, c] = 2 M[c, r] - [r = c].
-  for (int64_t r = 0; r < d; ++r)
-    for (int64_t c = 0; c < d; ++c)
-      w.data[r * d + c] = static_cast<float>(2.0 * m[c * d + r] - (r == c ? 1.0 : 0.0));
-}
-
-void cayleyWeightGrad(TensorRef<const float> s, TensorRef<const float> dw, TensorRef<float> ds) {
-  const int64_t d = checkCayleyS("cayley_weight_grad", s);
-  const Mat m = cayleyInverse("cayley_weight_grad", s, d);
-  checkShape("cayley_weight_grad: 'dw'", dw, {d, d});
-  checkShape("cayley_weight_grad: result", ds, {d, d});
-  // ds = -(M dw (I + U))^T = -2 (M dw M)^T  (I + U = 2 M).
-  Mat g(static_cast<size_t>(d * d)), t(g.size()), prod(g.size());
-  for (int64_t i = 0; i < d * d; ++i)
-    g[i] = static_cast<double>(dw.data[i]);
-  matmul(m.data(), g.data(), d, t.data());
-  matmul(t.data(), m.data(), d, prod.data());
-  for (int64_t r = 0; r < d; ++r)
-    for (int64_t c = 0; c < d; ++c)
-      ds.data[r * d + c] = static_cast<float>(-2.0 * prod[c * d + r]);
-}
 
 void generatorExp(TensorRef<const float> r, TensorRef<const float> generators,
                   TensorRef<float> rotations) {

@@ -1,10 +1,9 @@
 // Reference kernels of the hoisted and fused ops (FusedKernels.h): rope
-// tables and their application, the Cayley weight and RoPE-prologue
-// attention (the dense-layer epilogues are in the op library).
+// tables and their application and RoPE-prologue attention (the Cayley
+// weight and the dense-layer epilogues are in the op library).
 #include "stringrt/reference/FusedKernels.h"
 
 #include "KernelChecks.h"
-#include "PositionLinalg.h"
 #include "PositionUtil.h"
 
 #include <cmath>
@@ -35,35 +34,6 @@ double angle(const TensorRef<const T> &pos, const TensorRef<const T> &freqs, int
   for (int64_t a = 0; a < axes; ++a)
     theta += static_cast<double>(pos[t * axes + a]) * static_cast<double>(freqs[j * axes + a]);
   return theta;
-}
-
-template <typename T>
-linalg::Matrix identityPlus(double sign, const TensorRef<const T> &s, int64_t d) {
-  linalg::Matrix m = linalg::identity(d);
-  for (int64_t i = 0; i < d * d; ++i)
-    m[i] += sign * static_cast<double>(s[i]);
-  return m;
-}
-
-// M = (I + S)^-1 and U = (I - S) M, in double.
-template <typename T>
-void cayleyFactors(const char *what, const TensorRef<const T> &s, linalg::Matrix &m,
-                   linalg::Matrix &u) {
-  checkRank((std::string(what) + ": 's'").c_str(), s, 2);
-  const int64_t d = s.dim(0);
-  checkShape((std::string(what) + ": 's'").c_str(), s, {d, d});
-  const linalg::LU lu =
-      linalg::luFactor(identityPlus(1.0, s, d), d, (std::string(what) + ": I + S").c_str());
-  m = linalg::identity(d);
-  std::vector<double> column(static_cast<size_t>(d));
-  for (int64_t c = 0; c < d; ++c) {
-    for (int64_t r = 0; r < d; ++r)
-      column[r] = r == c ? 1.0 : 0.0;
-    linalg::luSolve(lu, column.data());
-    for (int64_t r = 0; r < d; ++r)
-      m[r * d + c] = column[r];
-  }
-  u = linalg::matmul(identityPlus(-1.0, s, d), m, d);
 }
 
 } // namespace
@@ -139,34 +109,6 @@ void ropeApplyGradTable(TensorRef<const T> x, TensorRef<const T> dy, bool invers
     dtable[i] = static_cast<T>(acc[i]);
 }
 
-template <typename T> void cayleyWeight(TensorRef<const T> s, TensorRef<T> w) {
-  linalg::Matrix m, u;
-  cayleyFactors("cayley_weight", s, m, u);
-  const int64_t d = s.dim(0);
-  checkShape("cayley_weight: result", w, {d, d});
-  for (int64_t r = 0; r < d; ++r)
-    for (int64_t c = 0; c < d; ++c)
-      w[r * d + c] = static_cast<T>(u[c * d + r]);
-}
-
-template <typename T>
-void cayleyWeightGrad(TensorRef<const T> s, TensorRef<const T> dw, TensorRef<T> ds) {
-  linalg::Matrix m, u;
-  cayleyFactors("cayley_weight_grad", s, m, u);
-  const int64_t d = s.dim(0);
-  checkShape("cayley_weight_grad: 'dw'", dw, {d, d});
-  checkShape("cayley_weight_grad: result", ds, {d, d});
-  linalg::Matrix g(static_cast<size_t>(d * d));
-  for (int64_t i = 0; i < d * d; ++i)
-    g[i] = static_cast<double>(dw[i]);
-  // ds = -(M dw (I + U))^T
-  const linalg::Matrix prod =
-      linalg::matmul(linalg::matmul(m, g, d), linalg::combine(1.0, linalg::identity(d), 1.0, u), d);
-  for (int64_t r = 0; r < d; ++r)
-    for (int64_t c = 0; c < d; ++c)
-      ds[r * d + c] = static_cast<T>(-prod[c * d + r]);
-}
-
 template <typename T>
 void ropeAttention(TensorRef<const T> q, TensorRef<const T> k, TensorRef<const T> v,
                    TensorRef<const T> table, int64_t heads, double scale, AttentionMask mask,
@@ -200,8 +142,6 @@ void ropeAttentionGrad(TensorRef<const T> q, TensorRef<const T> k, TensorRef<con
                                  TensorRef<T>);                                                    \
   template void ropeApply<T>(TensorRef<const T>, TensorRef<const T>, bool, TensorRef<T>);          \
   template void ropeApplyGradTable<T>(TensorRef<const T>, TensorRef<const T>, bool, TensorRef<T>); \
-  template void cayleyWeight<T>(TensorRef<const T>, TensorRef<T>);                                 \
-  template void cayleyWeightGrad<T>(TensorRef<const T>, TensorRef<const T>, TensorRef<T>);         \
   template void ropeAttention<T>(TensorRef<const T>, TensorRef<const T>, TensorRef<const T>,       \
                                  TensorRef<const T>, int64_t, double, AttentionMask,               \
                                  TensorRef<T>, OptionalOutput<T>);                                 \

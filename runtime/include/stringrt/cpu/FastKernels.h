@@ -37,14 +37,6 @@ using ref::TensorRef;
 // spread over the pool (the same bits on any thread count)
 //===----------------------------------------------------------------------===//
 
-// W = U^T, U = (I - S)(I + S)^-1 = 2 (I + S)^-1 - I; the inverse by
-// Gauss-Jordan with partial pivoting (a singular I + S throws as the
-// reference does).
-void cayleyWeight(TensorRef<const float> s, TensorRef<float> w);
-
-// ds = -(M dw (I + U))^T = -2 (M dw M)^T, M = (I + S)^-1.
-void cayleyWeightGrad(TensorRef<const float> s, TensorRef<const float> dw, TensorRef<float> ds);
-
 // R[p] = exp(sum_k r[p, k] L_k): scaling and squaring, degree-13 Pade.
 void generatorExp(TensorRef<const float> r, TensorRef<const float> generators,
                   TensorRef<float> rotations);

@@ -4,9 +4,9 @@
 // stringrt/reference/FusedKernels.h (read the math there); the conventions
 // are those of FastKernels.h (multi-threaded on the pool, deterministic for
 // any thread count but for OpenBLAS's last bits, outputs fully overwritten).
-// The table-sized kernels (rope_table, rope_table_grad, cayley_weight,
-// cayley_weight_grad) run once per step on [T, D/2] or [D, D] data and keep
-// their reference kernels.
+// The table-sized kernels (rope_table, rope_table_grad) run once per step
+// on [T, D/2] data and keep their reference kernels (cayley_weight's fast
+// kernels are in the op library, stringrt/ops/FusedOps.h).
 #pragma once
 
 #include "stringrt/cpu/FastKernels.h"

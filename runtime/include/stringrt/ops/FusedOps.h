@@ -15,6 +15,18 @@
 namespace stringrt::ref {
 
 //===----------------------------------------------------------------------===//
+// cayley_weight, cayley_weight_grad (ops/fused/CayleyWeight.cpp)
+//===----------------------------------------------------------------------===//
+
+// w = U^T, U = (I - S)(I + S)^-1 (LU with partial pivoting; a singular
+// I + S throws). s [D, D] -> w [D, D]
+template <typename T> void cayleyWeight(TensorRef<const T> s, TensorRef<T> w);
+
+// ds = -(M dw (I + U))^T, M = (I + S)^-1.   s, dw [D, D] -> ds [D, D]
+template <typename T>
+void cayleyWeightGrad(TensorRef<const T> s, TensorRef<const T> dw, TensorRef<T> ds);
+
+//===----------------------------------------------------------------------===//
 // linear_gelu (ops/fused/LinearGelu.cpp)
 //===----------------------------------------------------------------------===//
 
@@ -41,6 +53,15 @@ namespace stringrt::cpu {
 
 using ref::OptionalInput;
 using ref::TensorRef;
+
+// cayley_weight: W = U^T, U = (I - S)(I + S)^-1 = 2 (I + S)^-1 - I, in
+// double; the inverse by Gauss-Jordan with partial pivoting (a singular
+// I + S throws as the reference does). Single-threaded.
+void cayleyWeight(TensorRef<const float> s, TensorRef<float> w);
+
+// cayley_weight_grad: ds = -(M dw (I + U))^T = -2 (M dw M)^T, M = (I + S)^-1,
+// in double.
+void cayleyWeightGrad(TensorRef<const float> s, TensorRef<const float> dw, TensorRef<float> ds);
 
 // pre = X W + b as cpu::linear (one GEMM, the bias as its accumulator),
 // then y = cpu::gelu(pre): one op and one result buffer less in the

@@ -39,14 +39,6 @@ template <typename T>
 void ropeApplyGradTable(TensorRef<const T> x, TensorRef<const T> dy, bool inverse,
                         TensorRef<T> dtable);
 
-// w = U^T, U = (I - S)(I + S)^-1 (LU with partial pivoting; a singular
-// I + S throws). s [D, D] -> w [D, D]
-template <typename T> void cayleyWeight(TensorRef<const T> s, TensorRef<T> w);
-
-// ds = -(M dw (I + U))^T, M = (I + S)^-1.   s, dw [D, D] -> ds [D, D]
-template <typename T>
-void cayleyWeightGrad(TensorRef<const T> s, TensorRef<const T> dw, TensorRef<T> ds);
-
 // attention(rope_apply(q, table), rope_apply(k, table), v); mask None or
 // Causal; `lse` as attention's.
 template <typename T>

@@ -1,6 +1,6 @@
 // Executor adapters of the hoisted and fused ops (PEFusedOps.td: rope_table,
-// rope_apply, cayley_weight, rope_attention and their backward ops; the
-// fused ops of the op library, runtime/src/ops, register themselves): the
+// rope_apply, rope_attention and their backward ops; the fused ops of the
+// op library, runtime/src/ops, register themselves): the
 // reference adapters (addFusedOps) and the fast ones that replace them in
 // KernelSet::Fast (addFastFusedOps). The defaulted attribute `inverse` is
 // optional in the manifest and read with its default.
@@ -57,8 +57,6 @@ void runRopeApply(const OpContext &c) {
   ref::ropeApply<float>(c.in(0), c.in(1), attrs::RopeApply{c.op()}.inverse(), c.out(0));
 }
 
-void runCayleyWeight(const OpContext &c) { ref::cayleyWeight<float>(c.in(0), c.out(0)); }
-
 void runRopeAttention(const OpContext &c) {
   ref::ropeAttention<float>(c.in(0), c.in(1), c.in(2), c.in(3), c.op().getInt("heads"),
                             c.op().getFloat("scale"), fusedMask(c), c.out(0), attentionLse(c));
@@ -71,10 +69,6 @@ void runRopeTableGrad(const OpContext &c) {
 void runRopeApplyGradTable(const OpContext &c) {
   ref::ropeApplyGradTable<float>(c.in(0), c.in(1), attrs::RopeApplyGradTable{c.op()}.inverse(),
                                  c.out(0));
-}
-
-void runCayleyWeightGrad(const OpContext &c) {
-  ref::cayleyWeightGrad<float>(c.in(0), c.in(1), c.out(0));
 }
 
 void runRopeAttentionGrad(const OpContext &c) {
@@ -108,28 +102,18 @@ void runFastRopeAttentionGrad(const OpContext &c) {
                          c.op().getFloat("scale"), fusedMask(c), c.out(0), c.out(1), c.out(2));
 }
 
-void runFastCayleyWeight(const OpContext &c) { cpu::cayleyWeight(c.in(0), c.out(0)); }
-
-void runFastCayleyWeightGrad(const OpContext &c) {
-  cpu::cayleyWeightGrad(c.in(0), c.in(1), c.out(0));
-}
-
 } // namespace
 
 void addFusedOps(OpTable &table) {
   table[OpCode::RopeTable] = {runRopeTable};
   table[OpCode::RopeApply] = {runRopeApply, checkRopeApply};
-  table[OpCode::CayleyWeight] = {runCayleyWeight};
   table[OpCode::RopeAttention] = {runRopeAttention, checkRopeAttention};
   table[OpCode::RopeTableGrad] = {runRopeTableGrad};
   table[OpCode::RopeApplyGradTable] = {runRopeApplyGradTable, checkRopeApplyGradTable};
-  table[OpCode::CayleyWeightGrad] = {runCayleyWeightGrad};
   table[OpCode::RopeAttentionGrad] = {runRopeAttentionGrad, checkRopeAttentionGrad};
 }
 
 void addFastFusedOps(OpTable &table) {
-  table[OpCode::CayleyWeight].run = runFastCayleyWeight;
-  table[OpCode::CayleyWeightGrad].run = runFastCayleyWeightGrad;
   table[OpCode::RopeApply].run = runFastRopeApply;
   table[OpCode::RopeApplyGradTable].run = runFastRopeApplyGradTable;
   table[OpCode::RopeAttention].run = runFastRopeAttention;
