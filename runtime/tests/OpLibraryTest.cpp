@@ -49,7 +49,8 @@ TEST(OpLibrary, TheExecutorsTablesTakeTheLibrarysAdapters) {
       {OpCode::SpdGateGrad, false}, {OpCode::Attention, true},
       {OpCode::AttentionGrad, true}, {OpCode::Cayley, false},
       {OpCode::CayleyGrad, false}, {OpCode::CayleyWeight, false},
-      {OpCode::CayleyWeightGrad, false}};
+      {OpCode::CayleyWeightGrad, false}, {OpCode::GeneratorExp, false},
+      {OpCode::GeneratorExpGrad, false}};
   for (const auto &[code, generated] : library) {
     SCOPED_TRACE(opName(code));
     const ops::OpKernels *op = ops::opLibrary().find(code);

@@ -1,8 +1,8 @@
 // Private to the runtime: the d x d double-precision building blocks of the
 // fast matrix functions (the fast kernels of the op library's
-// fused/CayleyWeight.cpp and MatrixFunctions.cpp's generator_exp). The
-// reference kernels (reference/PositionLinalg.h) work in double with naive
-// loops; these keep double and the reference's algorithms, but
+// fused/CayleyWeight.cpp and position/GeneratorExp.cpp). The reference
+// kernels (reference/PositionLinalg.h) work in double with naive loops;
+// these keep double and the reference's algorithms, but
 // - the products run with unit-stride rows (i k j order), which the compiler
 //   vectorises;
 // - the inverse is Gauss-Jordan with partial pivoting on [A | B] (the same

@@ -1,5 +1,6 @@
-// The fast matrix functions (runtime/src/cpu/MatrixFunctions.cpp) against the
-// f64 reference kernels and central finite differences: cayley_weight and
+// The fast matrix functions (the op library's ops/fused/CayleyWeight.cpp
+// and ops/position/GeneratorExp.cpp) against the f64 reference kernels and
+// central finite differences: cayley_weight and
 // its gradient at the examples' width and beyond (16-128, skew and general
 // S), generator_exp and its Frechet gradient on vit_generators' 169 offsets
 // (K = 2, d = 16) and other shapes, with norms that need 0 to 5 squarings;

@@ -32,21 +32,6 @@ using ref::OptionalOutput;
 using ref::TensorRef;
 
 //===----------------------------------------------------------------------===//
-// Matrix functions of the encodings (MatrixFunctions.cpp): the reference's
-// algorithms in double, vectorised d x d products, generator_exp's matrices
-// spread over the pool (the same bits on any thread count)
-//===----------------------------------------------------------------------===//
-
-// R[p] = exp(sum_k r[p, k] L_k): scaling and squaring, degree-13 Pade.
-void generatorExp(TensorRef<const float> r, TensorRef<const float> generators,
-                  TensorRef<float> rotations);
-
-// dL_k = sum_p r[p, k] dA(p), dA(p) the top-right block of
-// exp([[A^T, dR], [0, A^T]]) computed on the block-triangular pairs.
-void generatorExpGrad(TensorRef<const float> r, TensorRef<const float> generators,
-                      TensorRef<const float> dy, TensorRef<float> dgenerators);
-
-//===----------------------------------------------------------------------===//
 // Per-token rotations (TokenRotation.cpp)
 //===----------------------------------------------------------------------===//
 

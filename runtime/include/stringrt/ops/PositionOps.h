@@ -158,6 +158,25 @@ void cayleyGrad(TensorRef<const T> x, TensorRef<const T> s, TensorRef<const T> d
                 TensorRef<T> dx, TensorRef<T> ds);
 
 //===----------------------------------------------------------------------===//
+// generator_exp, generator_exp_grad (ops/position/GeneratorExp.cpp)
+//===----------------------------------------------------------------------===//
+
+// R[p] = exp(A), A = sum_k r[p, k] L_k (L_k = generators[k]), for every
+// leading index p of r; the matrix exponential by scaling and squaring with
+// a degree-13 Pade approximant. r [..., K], generators [K, d, d] -> R [..., d, d]
+template <typename T>
+void generatorExp(TensorRef<const T> r, TensorRef<const T> generators, TensorRef<T> rotations);
+
+// Per leading index p, with A = sum_k r[p, k] L_k and dR = dy[p]: the adjoint
+// Frechet derivative of exp at A, exactly by the block-triangular method,
+//   dA(p) = top-right d x d block of exp([[A^T, dR], [0, A^T]]),
+//   dgenerators[k] = sum_p r[p, k] dA(p).
+// r [..., K], generators [K, d, d], dy [..., d, d] -> dgenerators [K, d, d]
+template <typename T>
+void generatorExpGrad(TensorRef<const T> r, TensorRef<const T> generators,
+                      TensorRef<const T> dy, TensorRef<T> dgenerators);
+
+//===----------------------------------------------------------------------===//
 // spd_gate, spd_gate_grad (ops/position/SpdGate.cpp)
 //===----------------------------------------------------------------------===//
 
@@ -209,6 +228,21 @@ void cayley(TensorRef<const float> x, TensorRef<const float> s, TensorRef<float>
 // M^T in double.
 void cayleyGrad(TensorRef<const float> x, TensorRef<const float> s, TensorRef<const float> dy,
                 TensorRef<float> dx, TensorRef<float> ds);
+
+//===----------------------------------------------------------------------===//
+// generator_exp, generator_exp_grad (ops/position/GeneratorExp.cpp): the
+// reference's algorithms in double, vectorised d x d products, the matrices
+// spread over the pool (the same bits on any thread count)
+//===----------------------------------------------------------------------===//
+
+// R[p] = exp(sum_k r[p, k] L_k): scaling and squaring, degree-13 Pade.
+void generatorExp(TensorRef<const float> r, TensorRef<const float> generators,
+                  TensorRef<float> rotations);
+
+// dL_k = sum_p r[p, k] dA(p), dA(p) the top-right block of
+// exp([[A^T, dR], [0, A^T]]) computed on the block-triangular pairs.
+void generatorExpGrad(TensorRef<const float> r, TensorRef<const float> generators,
+                      TensorRef<const float> dy, TensorRef<float> dgenerators);
 
 //===----------------------------------------------------------------------===//
 // spd_gate, spd_gate_grad (ops/position/SpdGate.cpp): bit for bit the

@@ -31,25 +31,10 @@
 namespace stringrt::ref {
 
 //===----------------------------------------------------------------------===//
-// Generators and rotations (PositionGenerators.cpp, PositionRotation.cpp; the
-// skew builders, the Cayley transform and the gates in the op library,
-// stringrt/ops/PositionOps.h)
+// The commutator and the rotation (PositionGenerators.cpp,
+// PositionRotation.cpp; the skew builders, the Cayley transform,
+// generator_exp and the gates in the op library, stringrt/ops/PositionOps.h)
 //===----------------------------------------------------------------------===//
-
-// R[p] = exp(A), A = sum_k r[p, k] L_k (L_k = generators[k]), for every
-// leading index p of r; the matrix exponential by scaling and squaring with
-// a degree-13 Pade approximant. r [..., K], generators [K, d, d] -> R [..., d, d]
-template <typename T>
-void generatorExp(TensorRef<const T> r, TensorRef<const T> generators, TensorRef<T> rotations);
-
-// Per leading index p, with A = sum_k r[p, k] L_k and dR = dy[p]: the adjoint
-// Frechet derivative of exp at A, exactly by the block-triangular method,
-//   dA(p) = top-right d x d block of exp([[A^T, dR], [0, A^T]]),
-//   dgenerators[k] = sum_p r[p, k] dA(p).
-// r [..., K], generators [K, d, d], dy [..., d, d] -> dgenerators [K, d, d]
-template <typename T>
-void generatorExpGrad(TensorRef<const T> r, TensorRef<const T> generators,
-                      TensorRef<const T> dy, TensorRef<T> dgenerators);
 
 // y = max_{a<b} ||L_a L_b - L_b L_a||_F   generators [K, d, d], K >= 2 -> y []
 template <typename T> void commutatorNorm(TensorRef<const T> generators, TensorRef<T> y);

@@ -21,12 +21,6 @@ namespace {
 // Backward
 //===----------------------------------------------------------------------===//
 
-void runGeneratorExp(const OpContext &c) { cpu::generatorExp(c.in(0), c.in(1), c.out(0)); }
-
-void runGeneratorExpGrad(const OpContext &c) {
-  cpu::generatorExpGrad(c.in(0), c.in(1), c.in(2), c.out(0));
-}
-
 void runApplyRotation(const OpContext &c) {
   cpu::applyRotation(c.in(0), c.in(1), c.op().getInt("heads"), c.out(0));
 }
@@ -40,8 +34,6 @@ void runApplyRotationGrad(const OpContext &c) {
 
 void addFastOps(OpTable &table) {
   const std::pair<OpCode, OpAdapter> fast[] = {
-      {OpCode::GeneratorExp, runGeneratorExp},
-      {OpCode::GeneratorExpGrad, runGeneratorExpGrad},
       {OpCode::ApplyRotation, runApplyRotation},
       {OpCode::ApplyRotationGrad, runApplyRotationGrad},
   };

@@ -1,6 +1,6 @@
-// Executor adapters of the pe positional-encoding ops (generators,
-// rotations; the tables, the rotary ops, the skew builders, the Cayley
-// transform and the SPD gate are in the op library,
+// Executor adapters of the pe positional-encoding ops (the commutator norm,
+// the rotation; the tables, the rotary ops, the skew builders, the Cayley
+// transform, generator_exp and the SPD gate are in the op library,
 // runtime/src/ops/position/), each forward op beside
 // its backward op (docs/autodiff.md): each reads the op's attributes and
 // calls its reference kernel (PositionKernels.h).
@@ -12,12 +12,6 @@ namespace stringrt::detail {
 namespace {
 
 using namespace stringrt::ref;
-
-void runGeneratorExp(const OpContext &c) { generatorExp<float>(c.in(0), c.in(1), c.out(0)); }
-
-void runGeneratorExpGrad(const OpContext &c) {
-  generatorExpGrad<float>(c.in(0), c.in(1), c.in(2), c.out(0));
-}
 
 void runApplyRotation(const OpContext &c) {
   applyRotation<float>(c.in(0), c.in(1), c.op().getInt("heads"), c.out(0));
@@ -37,8 +31,6 @@ void runCommutatorNormGrad(const OpContext &c) {
 } // namespace
 
 void addPositionOps(OpTable &table) {
-  table[OpCode::GeneratorExp] = {runGeneratorExp};
-  table[OpCode::GeneratorExpGrad] = {runGeneratorExpGrad};
   table[OpCode::ApplyRotation] = {runApplyRotation};
   table[OpCode::ApplyRotationGrad] = {runApplyRotationGrad};
   table[OpCode::CommutatorNorm] = {runCommutatorNorm};

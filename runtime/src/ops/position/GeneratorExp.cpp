@@ -1,10 +1,15 @@
-// Fast matrix functions of the positional encodings: generator_exp and its
-// Frechet gradient (the Cayley weight's are in the op library,
-// ops/fused/CayleyWeight.cpp).
+// pe.generator_exp and its gradient pe.generator_exp_grad (PEPositionOps.td:
+// R[p] = exp(sum_k r[p, k] L_k), the matrix exponential of a combination
+// of K learned generators L_k for every leading index p of r; the gradient
+// the adjoint Frechet derivative): the shape contracts, the reference
+// kernels, the fast kernels and the registration (ops/OpLibrary.h). The
+// kernels' declarations are in stringrt/ops/PositionOps.h; the generators'
+// part of the contract, shared with pe.commutator_norm, in Generators.h.
+// stringc generates no CPU kernel for these ops.
 //
-// The reference kernels (PositionGenerators.cpp) work in double with naive
-// loops, one matrix after another; these keep double (see below) and the
-// reference's algorithms, but
+// The fast kernels: the reference kernels (below) work in double with naive
+// loops, one matrix after another; the fast ones keep double (see below)
+// and the reference's algorithms, but
 // - the d x d products run with unit-stride rows (i k j order), which the
 //   compiler vectorises (4 doubles a vector with AVX2), and the Pade solve
 //   is Gauss-Jordan with partial pivoting (DenseMatrices.h);
@@ -30,17 +35,166 @@
 // runtime/tests/cpu/MatrixFunctionsTest.cpp), where an f32 Pade with two or
 // three squarings loses ~1e-6 relative and the Frechet sum over 169 offsets
 // more.
-#include "stringrt/cpu/FastKernels.h"
+#include "../OpLibrary.h"
+
+#include "../../cpu/DenseMatrices.h"
+#include "../../cpu/KernelUtil.h"
+#include "../../reference/PositionLinalg.h"
+#include "../../reference/PositionUtil.h"
+#include "Generators.h"
+
 #include "stringrt/cpu/ThreadPool.h"
+#include "stringrt/ops/PositionOps.h"
 
-#include "DenseMatrices.h"
-#include "KernelUtil.h"
-
-#include "stringrt/Error.h"
-
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
+
+//===----------------------------------------------------------------------===//
+// Shape contracts
+//===----------------------------------------------------------------------===//
+
+namespace stringrt::ops {
+namespace {
+
+using ref::check;
+using ref::checkShape;
+using ref::shapeToString;
+using ref::TensorRef;
+using ref::position::concat;
+using ref::position::leadingCount;
+using ref::position::leadingShape;
+
+// The sizes of both ops: K generators of d x d, and the leading indices p
+// of r.
+struct GeneratorExpShape {
+  int64_t count = 0, d = 0, positions = 0;
+};
+
+// Both ops: generators [K, d, d] with K, d >= 1, r [..., K].
+template <typename T>
+GeneratorExpShape generatorExpOperands(const char *op, const TensorRef<const T> &r,
+                                       const TensorRef<const T> &generators) {
+  GeneratorExpShape s;
+  s.d = generators::contract<T>(op, generators);
+  s.count = generators.dim(0);
+  check(r.rank() >= 1 && r.dim(-1) == s.count, op,
+        "'r' must be [..., " + std::to_string(s.count) +
+            "] (one coefficient per generator), got " + shapeToString(r.shape));
+  s.positions = leadingCount(r.shape, 1);
+  return s;
+}
+
+// generator_exp: r and generators as above, the result [..., d, d] (r's
+// leading dims).
+template <typename T>
+GeneratorExpShape generatorExpContract(const TensorRef<const T> &r,
+                                       const TensorRef<const T> &generators,
+                                       const TensorRef<T> &rotations) {
+  const GeneratorExpShape s = generatorExpOperands<T>("generator_exp", r, generators);
+  checkShape("generator_exp: result", rotations, concat(leadingShape(r.shape, 1), {s.d, s.d}));
+  return s;
+}
+
+// generator_exp_grad: r and generators as above, dy [..., d, d] (r's
+// leading dims), the result the shape of generators.
+template <typename T>
+GeneratorExpShape generatorExpGradContract(const TensorRef<const T> &r,
+                                           const TensorRef<const T> &generators,
+                                           const TensorRef<const T> &dy,
+                                           const TensorRef<T> &dgenerators) {
+  const GeneratorExpShape s = generatorExpOperands<T>("generator_exp_grad", r, generators);
+  checkShape("generator_exp_grad: 'dy'", dy, concat(leadingShape(r.shape, 1), {s.d, s.d}));
+  checkShape("generator_exp_grad: result 'dgenerators'", dgenerators, generators.shape);
+  return s;
+}
+
+} // namespace
+} // namespace stringrt::ops
+
+//===----------------------------------------------------------------------===//
+// Reference kernels: linalg::expm in double, one matrix after another
+//===----------------------------------------------------------------------===//
+
+namespace stringrt::ref {
+namespace {
+
+using linalg::Matrix;
+
+// A = sum_k r[p, k] L_k
+template <typename T>
+Matrix combination(TensorRef<const T> r, int64_t p, const std::vector<Matrix> &gens) {
+  const int64_t count = static_cast<int64_t>(gens.size());
+  Matrix a(gens[0].size(), 0.0);
+  for (int64_t k = 0; k < count; ++k) {
+    const double c = r[p * count + k];
+    for (size_t i = 0; i < a.size(); ++i)
+      a[i] += c * gens[k][i];
+  }
+  return a;
+}
+
+} // namespace
+
+// R[p] = exp(sum_k r[p, k] L_k).
+template <typename T>
+void generatorExp(TensorRef<const T> r, TensorRef<const T> generators, TensorRef<T> rotations) {
+  const int64_t positions = ops::generatorExpContract<T>(r, generators, rotations).positions;
+  const std::vector<Matrix> gens = ops::generators::read<T>(generators);
+  const int64_t d = generators.dim(1);
+  for (int64_t p = 0; p < positions; ++p) {
+    const Matrix e = linalg::expm(combination<T>(r, p, gens), d);
+    for (int64_t i = 0; i < d * d; ++i)
+      rotations[p * d * d + i] = static_cast<T>(e[i]);
+  }
+}
+
+// dA(p) = top-right block of exp([[A^T, dR], [0, A^T]]); dL_k = sum_p r[p, k] dA(p).
+template <typename T>
+void generatorExpGrad(TensorRef<const T> r, TensorRef<const T> generators,
+                      TensorRef<const T> dy, TensorRef<T> dgenerators) {
+  const ops::GeneratorExpShape s = ops::generatorExpGradContract<T>(r, generators, dy, dgenerators);
+  const int64_t count = s.count, d = s.d, positions = s.positions;
+  const std::vector<Matrix> gens = ops::generators::read<T>(generators);
+  std::vector<Matrix> sum(static_cast<size_t>(count), Matrix(static_cast<size_t>(d * d), 0.0));
+  const int64_t n = 2 * d;
+  for (int64_t p = 0; p < positions; ++p) {
+    const Matrix at = linalg::transpose(combination<T>(r, p, gens), d);
+    Matrix block(static_cast<size_t>(n * n), 0.0);
+    for (int64_t i = 0; i < d; ++i)
+      for (int64_t j = 0; j < d; ++j) {
+        block[i * n + j] = at[i * d + j];                                      // top-left A^T
+        block[(d + i) * n + (d + j)] = at[i * d + j];                          // bottom-right A^T
+        block[i * n + (d + j)] = static_cast<double>(dy[(p * d + i) * d + j]); // top-right dR
+      }
+    const Matrix e = linalg::expm(block, n);
+    for (int64_t k = 0; k < count; ++k) {
+      const double c = r[p * count + k];
+      for (int64_t i = 0; i < d; ++i)
+        for (int64_t j = 0; j < d; ++j)
+          sum[k][i * d + j] += c * e[i * n + (d + j)];
+    }
+  }
+  for (int64_t k = 0; k < count; ++k)
+    for (int64_t i = 0; i < d * d; ++i)
+      dgenerators[k * d * d + i] = static_cast<T>(sum[k][i]);
+}
+
+#define STRINGRT_INSTANTIATE(T)                                                                    \
+  template void generatorExp<T>(TensorRef<const T>, TensorRef<const T>, TensorRef<T>);             \
+  template void generatorExpGrad<T>(TensorRef<const T>, TensorRef<const T>, TensorRef<const T>,    \
+                                    TensorRef<T>);
+STRINGRT_INSTANTIATE(float)
+STRINGRT_INSTANTIATE(double)
+#undef STRINGRT_INSTANTIATE
+
+} // namespace stringrt::ref
+
+//===----------------------------------------------------------------------===//
+// Fast kernels: the exponentials in double over the pool, the Frechet
+// derivative on block-triangular pairs
+//===----------------------------------------------------------------------===//
 
 namespace stringrt::cpu {
 
@@ -54,8 +208,6 @@ using dense::matmul;
 using dense::matmulAdd;
 using dense::singular;
 using dense::solveInPlace;
-
-// --- generator_exp ----------------------------------------------------------
 
 // The degree-13 Pade coefficients and theta13 (Higham 2005), as the
 // reference's linalg::expm.
@@ -161,21 +313,6 @@ Pair expmPair(const PairOps &ops, Pair s, int squarings) {
   return r;
 }
 
-int64_t checkGenerators(const char *what, const TensorRef<const float> &g) {
-  checkRank((std::string(what) + ": 'generators'").c_str(), g, 3);
-  const int64_t count = g.dim(0), d = g.dim(1);
-  check(count >= 1 && d >= 1 && g.dim(2) == d, what,
-        "'generators' must be [K, d, d] with K, d >= 1, got " + ref::shapeToString(g.shape));
-  return d;
-}
-
-int64_t checkCoefficients(const char *what, const TensorRef<const float> &r, int64_t count) {
-  check(r.rank() >= 1 && r.dim(-1) == count, what,
-        "'r' must be [..., " + std::to_string(count) +
-            "] (one coefficient per generator), got " + ref::shapeToString(r.shape));
-  return rowCount(r.shape);
-}
-
 // A = sum_k r[p, k] L_k in double (k ascending, as the reference).
 void combination(const TensorRef<const float> &r, const TensorRef<const float> &g, int64_t p,
                  int64_t count, int64_t d, double *a) {
@@ -200,13 +337,6 @@ double norm1(const double *a, int64_t n) {
   return best;
 }
 
-// r's leading dims, then [d, d].
-std::vector<int64_t> matrixShape(std::vector<int64_t> shape, int64_t d) {
-  shape.back() = d;
-  shape.push_back(d);
-  return shape;
-}
-
 // Matrices per parallelFor chunk (a 16 x 16 exponential is ~20 us).
 constexpr int64_t kMatrixGrain = 4;
 
@@ -214,10 +344,8 @@ constexpr int64_t kMatrixGrain = 4;
 
 void generatorExp(TensorRef<const float> r, TensorRef<const float> generators,
                   TensorRef<float> rotations) {
-  const int64_t d = checkGenerators("generator_exp", generators);
-  const int64_t count = generators.dim(0);
-  const int64_t positions = checkCoefficients("generator_exp", r, count);
-  checkShape("generator_exp: result", rotations, matrixShape(r.shape, d));
+  const ops::GeneratorExpShape s = ops::generatorExpContract<float>(r, generators, rotations);
+  const int64_t count = s.count, d = s.d, positions = s.positions;
   const PairOps ops{d, false};
   parallelFor(0, positions, kMatrixGrain, [&](int64_t p0, int64_t p1) {
     Pair a = ops.zeros();
@@ -233,11 +361,9 @@ void generatorExp(TensorRef<const float> r, TensorRef<const float> generators,
 
 void generatorExpGrad(TensorRef<const float> r, TensorRef<const float> generators,
                       TensorRef<const float> dy, TensorRef<float> dgenerators) {
-  const int64_t d = checkGenerators("generator_exp_grad", generators);
-  const int64_t count = generators.dim(0);
-  const int64_t positions = checkCoefficients("generator_exp_grad", r, count);
-  checkShape("generator_exp_grad: 'dy'", dy, matrixShape(r.shape, d));
-  checkShape("generator_exp_grad: result 'dgenerators'", dgenerators, generators.shape);
+  const ops::GeneratorExpShape s =
+      ops::generatorExpGradContract<float>(r, generators, dy, dgenerators);
+  const int64_t count = s.count, d = s.d, positions = s.positions;
   const int64_t dd = d * d;
   Mat da(static_cast<size_t>(positions * dd));
   const PairOps ops{d, true};
@@ -281,3 +407,33 @@ void generatorExpGrad(TensorRef<const float> r, TensorRef<const float> generator
 }
 
 } // namespace stringrt::cpu
+
+//===----------------------------------------------------------------------===//
+// Executor adapters and registration
+//===----------------------------------------------------------------------===//
+
+namespace stringrt::ops {
+namespace {
+
+void runGeneratorExp(const OpContext &c) {
+  ref::generatorExp<float>(c.in(0), c.in(1), c.out(0));
+}
+
+void runFastGeneratorExp(const OpContext &c) { cpu::generatorExp(c.in(0), c.in(1), c.out(0)); }
+
+void runGeneratorExpGrad(const OpContext &c) {
+  ref::generatorExpGrad<float>(c.in(0), c.in(1), c.in(2), c.out(0));
+}
+
+void runFastGeneratorExpGrad(const OpContext &c) {
+  cpu::generatorExpGrad(c.in(0), c.in(1), c.in(2), c.out(0));
+}
+
+} // namespace
+
+template <> void registerOps<OpCode::GeneratorExp>(OpRegistry &registry) {
+  registry.add(OpCode::GeneratorExp, {runGeneratorExp, nullptr, runFastGeneratorExp});
+  registry.add(OpCode::GeneratorExpGrad, {runGeneratorExpGrad, nullptr, runFastGeneratorExpGrad});
+}
+
+} // namespace stringrt::ops
