@@ -99,7 +99,9 @@ TEST(OpLibrary, AnOpWithoutAFastKernelRunsItsReferenceOneInEverySet) {
                                              {OpCode::Skew, false},
                                              {OpCode::SkewGrad, false},
                                              {OpCode::SparseSkew, false},
-                                             {OpCode::SparseSkewGrad, false}};
+                                             {OpCode::SparseSkewGrad, false},
+                                             {OpCode::CommutatorNorm, false},
+                                             {OpCode::CommutatorNormGrad, false}};
   for (const auto &[code, generated] : library) {
     SCOPED_TRACE(opName(code));
     const ops::OpKernels *op = ops::opLibrary().find(code);

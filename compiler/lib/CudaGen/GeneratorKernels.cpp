@@ -2,8 +2,8 @@
 //
 // Kernels and op lowerings of vit_generators' generator ops (docs/cuda.md,
 // "Index-table and generator kernels"), computed in f64 as the reference
-// kernels (the op library's ops/position/GeneratorExp.cpp,
-// reference/PositionGenerators.cpp's commutator_norm) are, and rounded to
+// kernels (the op library's ops/position/GeneratorExp.cpp and
+// CommutatorNorm.cpp) are, and rounded to
 // f32 once:
 //
 // - generator_exp: R[p] = exp(A_p), A_p = sum_k r[p, k] L_k, by the

@@ -177,6 +177,22 @@ void generatorExpGrad(TensorRef<const T> r, TensorRef<const T> generators,
                       TensorRef<const T> dy, TensorRef<T> dgenerators);
 
 //===----------------------------------------------------------------------===//
+// commutator_norm, commutator_norm_grad (ops/position/CommutatorNorm.cpp; no
+// fast kernel)
+//===----------------------------------------------------------------------===//
+
+// y = max_{a<b} ||L_a L_b - L_b L_a||_F   generators [K, d, d], K >= 2 -> y []
+template <typename T> void commutatorNorm(TensorRef<const T> generators, TensorRef<T> y);
+
+// Through the first maximising pair (a, b), a < b, in row-major pair order
+// (ties go to the earlier pair): C = L_a L_b - L_b L_a, G = dy C / ||C||_F,
+//   dL_a = G L_b^T - L_b^T G,  dL_b = L_a^T G - G L_a^T,  every other dL_k = 0;
+// all zero when C = 0. generators [K, d, d], dy [] -> dgenerators [K, d, d]
+template <typename T>
+void commutatorNormGrad(TensorRef<const T> generators, TensorRef<const T> dy,
+                        TensorRef<T> dgenerators);
+
+//===----------------------------------------------------------------------===//
 // spd_gate, spd_gate_grad (ops/position/SpdGate.cpp)
 //===----------------------------------------------------------------------===//
 

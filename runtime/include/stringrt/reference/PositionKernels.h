@@ -31,21 +31,10 @@
 namespace stringrt::ref {
 
 //===----------------------------------------------------------------------===//
-// The commutator and the rotation (PositionGenerators.cpp,
-// PositionRotation.cpp; the skew builders, the Cayley transform,
-// generator_exp and the gates in the op library, stringrt/ops/PositionOps.h)
+// The rotation (PositionRotation.cpp; the skew builders, the Cayley
+// transform, the generator ops and the gates in the op library,
+// stringrt/ops/PositionOps.h)
 //===----------------------------------------------------------------------===//
-
-// y = max_{a<b} ||L_a L_b - L_b L_a||_F   generators [K, d, d], K >= 2 -> y []
-template <typename T> void commutatorNorm(TensorRef<const T> generators, TensorRef<T> y);
-
-// Through the first maximising pair (a, b), a < b, in row-major pair order
-// (ties go to the earlier pair): C = L_a L_b - L_b L_a, G = dy C / ||C||_F,
-//   dL_a = G L_b^T - L_b^T G,  dL_b = L_a^T G - G L_a^T,  every other dL_k = 0;
-// all zero when C = 0. generators [K, d, d], dy [] -> dgenerators [K, d, d]
-template <typename T>
-void commutatorNormGrad(TensorRef<const T> generators, TensorRef<const T> dy,
-                        TensorRef<T> dgenerators);
 
 // y[b, t, h*Dh + m] = sum_n R[t, m, n] x[b, t, h*Dh + n], Dh = D / heads.
 // x [B, T, D], rotations [T, Dh, Dh] -> y [B, T, D]

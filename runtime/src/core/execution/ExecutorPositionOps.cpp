@@ -1,6 +1,6 @@
-// Executor adapters of the pe positional-encoding ops (the commutator norm,
-// the rotation; the tables, the rotary ops, the skew builders, the Cayley
-// transform, generator_exp and the SPD gate are in the op library,
+// Executor adapters of the pe positional-encoding ops (the rotation; the
+// tables, the rotary ops, the skew builders, the Cayley transform, the
+// generator ops and the SPD gate are in the op library,
 // runtime/src/ops/position/), each forward op beside
 // its backward op (docs/autodiff.md): each reads the op's attributes and
 // calls its reference kernel (PositionKernels.h).
@@ -22,19 +22,11 @@ void runApplyRotationGrad(const OpContext &c) {
                            c.out(1));
 }
 
-void runCommutatorNorm(const OpContext &c) { commutatorNorm<float>(c.in(0), c.out(0)); }
-
-void runCommutatorNormGrad(const OpContext &c) {
-  commutatorNormGrad<float>(c.in(0), c.in(1), c.out(0));
-}
-
 } // namespace
 
 void addPositionOps(OpTable &table) {
   table[OpCode::ApplyRotation] = {runApplyRotation};
   table[OpCode::ApplyRotationGrad] = {runApplyRotationGrad};
-  table[OpCode::CommutatorNorm] = {runCommutatorNorm};
-  table[OpCode::CommutatorNormGrad] = {runCommutatorNormGrad};
 }
 
 } // namespace stringrt::detail

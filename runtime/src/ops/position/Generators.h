@@ -2,7 +2,7 @@
 // both take the K learned generators L_k as generators [K, d, d]. The first
 // part of their shape contracts and the reference kernels' reading of the
 // generators into double matrices, for each op file (GeneratorExp.cpp,
-// and reference/PositionGenerators.cpp's commutator_norm until it moves).
+// CommutatorNorm.cpp).
 // Private to the runtime.
 #pragma once
 
