@@ -16,7 +16,7 @@
 #include "stringrt/Package.h"
 #include "stringrt/Safetensors.h"
 #include "stringrt/reference/LayerKernels.h"
-#include "stringrt/reference/PositionKernels.h"
+#include "stringrt/ops/PositionOps.h"
 
 #include <gtest/gtest.h>
 

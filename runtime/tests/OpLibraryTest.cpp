@@ -50,7 +50,8 @@ TEST(OpLibrary, TheExecutorsTablesTakeTheLibrarysAdapters) {
       {OpCode::AttentionGrad, true}, {OpCode::Cayley, false},
       {OpCode::CayleyGrad, false}, {OpCode::CayleyWeight, false},
       {OpCode::CayleyWeightGrad, false}, {OpCode::GeneratorExp, false},
-      {OpCode::GeneratorExpGrad, false}};
+      {OpCode::GeneratorExpGrad, false}, {OpCode::ApplyRotation, false},
+      {OpCode::ApplyRotationGrad, false}};
   for (const auto &[code, generated] : library) {
     SCOPED_TRACE(opName(code));
     const ops::OpKernels *op = ops::opLibrary().find(code);

@@ -1,8 +1,9 @@
 //===- RotationKernels.cpp - the SPD gate ---------------------------------===//
 //
 // Kernels and op lowerings of the per-token transforms (the CPU's
-// ops/position/SpdGate.cpp): spd_gate and its gradient (the input gradient is the
-// forward kernel on dy; the gate's gradient a column sum, no atomics).
+// ops/position/SpdGate.cpp, ApplyRotation.cpp): spd_gate and its gradient
+// (the input gradient is the forward kernel on dy; the gate's gradient a
+// column sum, no atomics).
 // apply_rotation has no CUDA kernel (no example uses it): its package runs
 // on the CPU, and `--device cuda` refuses it naming the op
 // (DeviceModel::checkPackage).

@@ -1,5 +1,5 @@
-// Private helpers shared by the positional-encoding reference kernels
-// (reference/Position*.cpp and the op library's ops/position/).
+// Private helpers shared by the positional-encoding kernels (the op
+// library's ops/position/, and reference/FusedKernels.cpp's rope tables).
 #pragma once
 
 #include "stringrt/reference/Tensor.h"

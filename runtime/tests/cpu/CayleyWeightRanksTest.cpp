@@ -6,7 +6,7 @@
 
 #include "CpuTestUtil.h"
 
-#include "stringrt/reference/PositionKernels.h"
+#include "stringrt/ops/PositionOps.h"
 
 #include <gtest/gtest.h>
 

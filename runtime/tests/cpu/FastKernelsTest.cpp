@@ -8,6 +8,7 @@
 #include "CpuTestUtil.h"
 
 #include "stringrt/Error.h"
+#include "stringrt/ops/PositionOps.h"
 
 #include <gtest/gtest.h>
 

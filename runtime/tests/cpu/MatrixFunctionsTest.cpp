@@ -11,7 +11,7 @@
 
 #include "stringrt/Error.h"
 #include "stringrt/reference/FusedKernels.h"
-#include "stringrt/reference/PositionKernels.h"
+#include "stringrt/ops/PositionOps.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-// The fast apply_rotation and its gradient (runtime/src/cpu/TokenRotation.cpp)
+// The fast apply_rotation and its gradient (ops/position/ApplyRotation.cpp)
 // against the reference kernels, at vit_generators' factorised shape
 // (B 8, T 50, D 64, 4 heads of 16) and odd ones, 1 and 4 threads (the same
 // bits), and against central differences of the reference in double.
@@ -7,7 +7,7 @@
 #include "CpuTestUtil.h"
 
 #include "stringrt/Error.h"
-#include "stringrt/reference/PositionKernels.h"
+#include "stringrt/ops/PositionOps.h"
 
 #include <gtest/gtest.h>
 

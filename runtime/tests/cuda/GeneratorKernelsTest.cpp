@@ -20,7 +20,7 @@
 #include "GpuKernelSession.h"
 
 #include "stringrt/ops/GatherOps.h"
-#include "stringrt/reference/PositionKernels.h"
+#include "stringrt/ops/PositionOps.h"
 
 #include <gtest/gtest.h>
 

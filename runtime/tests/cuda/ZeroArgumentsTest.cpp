@@ -15,7 +15,7 @@
 #include "stringrt/ops/GatherOps.h"
 #include "stringrt/reference/FusedKernels.h"
 #include "stringrt/reference/LayerKernels.h"
-#include "stringrt/reference/PositionKernels.h"
+#include "stringrt/ops/PositionOps.h"
 
 #include <gtest/gtest.h>
 

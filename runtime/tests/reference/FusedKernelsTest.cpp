@@ -3,7 +3,7 @@
 // finite differences of its forward, in double.
 #include "stringrt/reference/FusedKernels.h"
 #include "stringrt/reference/LayerKernels.h"
-#include "stringrt/reference/PositionKernels.h"
+#include "stringrt/ops/PositionOps.h"
 
 #include "FiniteDifference.h"
 

@@ -3,7 +3,7 @@
 // PositionGradTest.cpp).
 #pragma once
 
-#include "stringrt/reference/PositionKernels.h"
+#include "stringrt/ops/PositionOps.h"
 #include "stringrt/reference/Tensor.h"
 
 #include <algorithm>

@@ -1,17 +1,30 @@
 // The kernels of the op library's position family (runtime/src/ops/position/,
 // PEPositionOps.td: the positional encodings' tables, rotations and their
 // gradients; docs/dialect.md, docs/autodiff.md; the same math as
-// tests/oracle/pe_torch.py and pe_torch_grad.py), for the tests and the
-// kernels that call them: each op's reference kernel (namespace ref: T is
-// float or double, everything computed in double and each result rounded
-// once to T), with the conventions of stringrt/reference/PositionKernels.h
-// (which includes this header while the family's other ops are still
-// there): inputs TensorRef<const T>, outputs TensorRef<T> whose shape the
-// caller sets and the kernel checks (the op's shape contract), every output
-// fully overwritten, outputs never aliasing inputs; violations throw
-// stringrt::Error naming the op. The fast kernels (namespace cpu: float,
-// multi-threaded on ThreadPool.h) have the reference kernel's contract, one
-// set of messages for both.
+// tests/oracle/pe_torch.py and pe_torch_grad.py), the whole family, for the
+// tests and the kernels that call them: each op's reference kernel
+// (namespace ref) and its fast kernel where it has one (namespace cpu:
+// float, multi-threaded on ThreadPool.h), with the reference kernel's
+// contract, one set of messages for both.
+//
+// Conventions (those of LayerOps.h):
+// - The reference kernels are plain loops, no BLAS: they are the oracle
+//   that compiled CPU code and CUDA kernels are checked against, so clarity
+//   comes first. T is float or double (explicitly instantiated for both).
+//   Everything is computed in double (angles, sums, solves, matrix
+//   exponentials) and each result is rounded once to T.
+// - Inputs are TensorRef<const T>, outputs TensorRef<T> out-parameters whose
+//   shape the caller sets and the kernel checks (the op's shape contract);
+//   every output is fully overwritten. Outputs must not alias inputs.
+//   Attributes are plain arguments.
+// - Rotary pairs are interleaved: pair j is columns (2j, 2j+1), rotated by
+//   R(theta) = [[cos, -sin], [sin, cos]]. Vectors are columns (y = M x).
+// - Positions are [T, A]; the rotary kernels take x as [..., T, D] (the
+//   dialect's [B, T, D]), every leading index sharing the positions.
+// - Skew parameter k is the upper-triangle pair (i, j), i < j, in row-major
+//   order (the order of torch.triu_indices(d, d, 1)).
+// - Any shape or attribute violation throws stringrt::Error naming the
+//   kernel and the operand; so does a singular I + S in the Cayley kernels.
 #pragma once
 
 #include "stringrt/reference/Tensor.h"
@@ -193,6 +206,22 @@ void commutatorNormGrad(TensorRef<const T> generators, TensorRef<const T> dy,
                         TensorRef<T> dgenerators);
 
 //===----------------------------------------------------------------------===//
+// apply_rotation, apply_rotation_grad (ops/position/ApplyRotation.cpp)
+//===----------------------------------------------------------------------===//
+
+// y[b, t, h*Dh + m] = sum_n R[t, m, n] x[b, t, h*Dh + n], Dh = D / heads.
+// x [B, T, D], rotations [T, Dh, Dh] -> y [B, T, D]
+template <typename T>
+void applyRotation(TensorRef<const T> x, TensorRef<const T> rotations, int64_t heads,
+                   TensorRef<T> y);
+
+// dx_h(b, t) = R[t]^T dy_h(b, t);  drotations[t, m, n] = sum_{b,h} dy[b, t, h*Dh + m] x[b, t, h*Dh + n]
+template <typename T>
+void applyRotationGrad(TensorRef<const T> x, TensorRef<const T> rotations,
+                       TensorRef<const T> dy, int64_t heads, TensorRef<T> dx,
+                       TensorRef<T> drotations);
+
+//===----------------------------------------------------------------------===//
 // spd_gate, spd_gate_grad (ops/position/SpdGate.cpp)
 //===----------------------------------------------------------------------===//
 
@@ -259,6 +288,21 @@ void generatorExp(TensorRef<const float> r, TensorRef<const float> generators,
 // exp([[A^T, dR], [0, A^T]]) computed on the block-triangular pairs.
 void generatorExpGrad(TensorRef<const float> r, TensorRef<const float> generators,
                       TensorRef<const float> dy, TensorRef<float> dgenerators);
+
+//===----------------------------------------------------------------------===//
+// apply_rotation, apply_rotation_grad (ops/position/ApplyRotation.cpp): in
+// float, the same bits on any thread count
+//===----------------------------------------------------------------------===//
+
+// y[b, t, head h] = R[t] x[b, t, head h] (rotations [T, Dh, Dh]), in float.
+void applyRotation(TensorRef<const float> x, TensorRef<const float> rotations, int64_t heads,
+                   TensorRef<float> y);
+
+// dx = R[t]^T dy per head slice; dR[t] = sum over batch and heads of dy x^T
+// (batch, then heads ascending; threaded over tokens).
+void applyRotationGrad(TensorRef<const float> x, TensorRef<const float> rotations,
+                       TensorRef<const float> dy, int64_t heads, TensorRef<float> dx,
+                       TensorRef<float> drotations);
 
 //===----------------------------------------------------------------------===//
 // spd_gate, spd_gate_grad (ops/position/SpdGate.cpp): bit for bit the

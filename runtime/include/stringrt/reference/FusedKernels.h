@@ -1,8 +1,8 @@
 // Reference CPU kernels of the ops that pe-hoist, pe-fuse-attention and
 // pe-fuse-epilogue introduce (PEFusedOps.td, docs/dialect.md,
-// docs/autodiff.md). Conventions of PositionKernels.h / LayerKernels.h: T
-// is float or double, everything computed in double and each result
-// rounded once to T (the fused attention kernels compose the reference
+// docs/autodiff.md). Conventions of stringrt/ops/PositionOps.h /
+// LayerKernels.h: T is float or double, everything computed in double and
+// each result rounded once to T (the fused attention kernels compose the reference
 // rope_apply and attention kernels, rounding between them as the unfused
 // ops do); outputs fully overwritten, never aliasing inputs; any shape
 // violation throws stringrt::Error naming the kernel and operand.

@@ -249,12 +249,9 @@ void runConstant(const OpContext &c) {
 OpTable buildOpTable(KernelSet kernels) {
   OpTable table;
   table[OpCode::ArithConstant] = {runConstant};
-  addPositionOps(table);
   addFusedOps(table);
-  if (kernels != KernelSet::Reference) { // Fast, and Compiled's fallback
-    addFastOps(table);
+  if (kernels != KernelSet::Reference) // Fast, and Compiled's fallback
     addFastFusedOps(table);
-  }
   addLibraryOps(table, kernels);
   return table;
 }

@@ -192,13 +192,6 @@ private:
   std::array<OpSpec, kOpCodeCount> specs_{};
 };
 
-// The reference adapters of the position ops still outside the op library,
-// each forward op beside its backward ops (ExecutorPositionOps.cpp).
-void addPositionOps(OpTable &table);
-// Replaces, in a table holding the reference adapters, the adapter of every
-// op that has a fast CPU kernel (ExecutorFastOps.cpp); operand and result
-// counts stay those of the reference entry.
-void addFastOps(OpTable &table);
 // The ops of pe-hoist and the fusion passes (ExecutorFusedOps.cpp): their
 // reference adapters, and the fast ones that replace some of them.
 void addFusedOps(OpTable &table);
