@@ -267,6 +267,16 @@ struct DeviceModel::Impl {
   /// pe_add_bias (the loader checked the package has it).
   void runGemm(const BoundGemm &g, const std::string &where);
 
+  /// The optimizer slot of gradient output `out`'s parameter; throws Error
+  /// for a parameter the model does not have.
+  const OptimizerSlot &gradientSlot(const ProgramOutput &out) const {
+    auto slot = std::find_if(slots.begin(), slots.end(),
+                             [&](const OptimizerSlot &s) { return s.name == out.grad; });
+    if (slot == slots.end())
+      throw Error(fmt::format("gradients output for unknown parameter '{}'", out.grad));
+    return *slot;
+  }
+
   /// Calls f(slot, address) for each gradient output of @gradients in `b`:
   /// its parameter's slot and the output's device address.
   template <typename F> void forEachGradientOutput(const BatchBuffers &b, F &&f) const {
@@ -274,13 +284,10 @@ struct DeviceModel::Impl {
     for (const ProgramOutput &out : p.outputs) {
       if (!out.isGrad())
         continue;
-      auto slot = std::find_if(slots.begin(), slots.end(),
-                               [&](const OptimizerSlot &s) { return s.name == out.grad; });
-      if (slot == slots.end())
-        throw Error(fmt::format("gradients output for unknown parameter '{}'", out.grad));
-      if (b.placement.values[out.value].bytes != uint64_t(slot->size) * 4)
+      const OptimizerSlot &slot = gradientSlot(out);
+      if (b.placement.values[out.value].bytes != uint64_t(slot.size) * 4)
         throw Error(fmt::format("the gradient of '{}' has the wrong size", out.grad));
-      f(*slot, address(b, out.value));
+      f(slot, address(b, out.value));
     }
   }
 

@@ -108,11 +108,7 @@ const DeviceModel::Impl::RankSumPlan &DeviceModel::Impl::rankSumPlan() {
   for (const ProgramOutput &out : p.outputs) {
     if (!out.isGrad())
       continue;
-    auto slot = std::find_if(slots.begin(), slots.end(),
-                             [&](const OptimizerSlot &s) { return s.name == out.grad; });
-    if (slot == slots.end())
-      throw Error(fmt::format("gradients output for unknown parameter '{}'", out.grad));
-    const size_t s = size_t(slot - slots.begin());
+    const size_t s = size_t(&gradientSlot(out) - slots.data());
     // (planGradientBuckets reads -1 as "no gradient": one that no op writes,
     // were there such, is added after op 0.)
     ready[s] = std::max<int64_t>(final.at(out.value), 0);

@@ -114,6 +114,10 @@ protected:
 
   Model model() { return Model(*package); }
 
+  // Kernel groups against a launch a layer (defined below the tests' helpers).
+  void expectTheBitsOfOneLaunchALayer(const char *groupedVariable, const char *ungroupedVariable,
+                                      const std::vector<std::string> &groups);
+
   // train() on the GPU (or the CPU with cpu = true).
   TrainResult run(Model &m, TrainOptions options, Recorder &recorder, bool cpu = false,
                   cuda::DeviceOptions device = {}) {
@@ -289,25 +293,22 @@ std::vector<std::string> kernelGroups(const CudaSection &section) {
   return groups;
 }
 
-// vit_cayley's skew builders, Cayley weights, Cayley weight gradients' first
-// launches (M from W, then each layer's GEMMs) and skew gradients, one
-// launch a kind for the four layers (pe-cluster-cayley; kernel groups of
-// pe_skews, pe_cayley_weights, pe_cayley_inverses_of_weight and
-// pe_skew_grads), train as the package without the pass (a launch a
-// layer): the same losses and parameters, bit for bit.
-TEST_F(DeviceTraining, CayleyWeightGroupsGiveTheBitsOfOneLaunchALayer) {
-  OPEN_OR_SKIP("STRINGRT_CUDA_CAYLEY_PACKAGE");
-  EXPECT_EQ(kernelGroups(section),
-            (std::vector<std::string>{"forward pe_skews x4", "forward pe_cayley_weights x4",
-                                      "gradients pe_skews x4", "gradients pe_cayley_weights x4",
-                                      "gradients pe_cayley_inverses_of_weight x4",
-                                      "gradients pe_skew_grads x4"}));
+// Trains the package of `groupedVariable`, whose kernel groups are
+// `groups`, and that of `ungroupedVariable` (the same model without
+// pe-cluster-cayley: no group) 3 steps each: the same losses and
+// parameters, bit for bit. Skips where either package (or the device) is
+// missing.
+void DeviceTraining::expectTheBitsOfOneLaunchALayer(const char *groupedVariable,
+                                                    const char *ungroupedVariable,
+                                                    const std::vector<std::string> &groups) {
+  OPEN_OR_SKIP(groupedVariable);
+  EXPECT_EQ(kernelGroups(section), groups);
   Model grouped = model();
   Recorder withGroups;
   TrainOptions o = steps(3);
   o.evaluate = false;
   run(grouped, o, withGroups);
-  OPEN_OR_SKIP("STRINGRT_CUDA_CAYLEY_UNGROUPED_PACKAGE");
+  OPEN_OR_SKIP(ungroupedVariable);
   EXPECT_TRUE(kernelGroups(section).empty());
   Model ungrouped = model();
   Recorder without;
@@ -318,31 +319,30 @@ TEST_F(DeviceTraining, CayleyWeightGroupsGiveTheBitsOfOneLaunchALayer) {
   EXPECT_EQ(grouped.parameters(), ungrouped.parameters());
 }
 
+// vit_cayley's skew builders, Cayley weights, Cayley weight gradients' first
+// launches (M from W, then each layer's GEMMs) and skew gradients, one
+// launch a kind for the four layers (pe-cluster-cayley; kernel groups of
+// pe_skews, pe_cayley_weights, pe_cayley_inverses_of_weight and
+// pe_skew_grads), train as the package without the pass (a launch a
+// layer): the same losses and parameters, bit for bit.
+TEST_F(DeviceTraining, CayleyWeightGroupsGiveTheBitsOfOneLaunchALayer) {
+  expectTheBitsOfOneLaunchALayer(
+      "STRINGRT_CUDA_CAYLEY_PACKAGE", "STRINGRT_CUDA_CAYLEY_UNGROUPED_PACKAGE",
+      {"forward pe_skews x4", "forward pe_cayley_weights x4", "gradients pe_skews x4",
+       "gradients pe_cayley_weights x4", "gradients pe_cayley_inverses_of_weight x4",
+       "gradients pe_skew_grads x4"});
+}
+
 // vit_sparse_cayley's sparse skew builders and their gradients (one
 // support for the four layers, the group's constant), and its Cayley weight
 // gradients' first launches, one launch a kind: the bits of a launch a
 // layer.
 TEST_F(DeviceTraining, SparseSkewGroupsGiveTheBitsOfOneLaunchALayer) {
-  OPEN_OR_SKIP("STRINGRT_CUDA_SPARSE_CAYLEY_PACKAGE");
-  EXPECT_EQ(kernelGroups(section),
-            (std::vector<std::string>{
-                "forward pe_sparse_skews x4", "forward pe_cayley_weights x4",
-                "gradients pe_sparse_skews x4", "gradients pe_cayley_weights x4",
-                "gradients pe_cayley_inverses_of_weight x4", "gradients pe_sparse_skew_grads x4"}));
-  Model grouped = model();
-  Recorder withGroups;
-  TrainOptions o = steps(3);
-  o.evaluate = false;
-  run(grouped, o, withGroups);
-  OPEN_OR_SKIP("STRINGRT_CUDA_SPARSE_CAYLEY_UNGROUPED_PACKAGE");
-  EXPECT_TRUE(kernelGroups(section).empty());
-  Model ungrouped = model();
-  Recorder without;
-  run(ungrouped, o, without);
-  ASSERT_EQ(withGroups.losses.size(), 3u);
-  EXPECT_EQ(withGroups.losses, without.losses);
-  EXPECT_TRUE(std::isfinite(withGroups.losses.back()));
-  EXPECT_EQ(grouped.parameters(), ungrouped.parameters());
+  expectTheBitsOfOneLaunchALayer(
+      "STRINGRT_CUDA_SPARSE_CAYLEY_PACKAGE", "STRINGRT_CUDA_SPARSE_CAYLEY_UNGROUPED_PACKAGE",
+      {"forward pe_sparse_skews x4", "forward pe_cayley_weights x4",
+       "gradients pe_sparse_skews x4", "gradients pe_cayley_weights x4",
+       "gradients pe_cayley_inverses_of_weight x4", "gradients pe_sparse_skew_grads x4"});
 }
 
 TEST_F(DeviceTraining, CheckpointsMoveBetweenTheCpuAndTheGpu) {
