@@ -77,6 +77,7 @@ stringrt::CudaSection cudaSection(const cudagen::KernelPlan &plan, const std::st
     kernel.grid = spec.grid;
     kernel.blockX = spec.blockX;
     kernel.blockY = spec.blockY;
+    kernel.dynamicShared = spec.dynamicSharedBytes;
     kernel.ptx = ptx.at(spec.name);
     const std::string &cubin = cubins.at(spec.name);
     kernel.cubin.assign(cubin.begin(), cubin.end());
@@ -186,6 +187,10 @@ private:
     }
     if (occupancy.rfind("not known", 0) == 0)
       resources.clear();
+    else // ptxas -v counts static shared memory only
+      for (const cudagen::GpuKernelSpec &spec : plan.kernels)
+        if (auto found = resources.find(spec.name); found != resources.end())
+          found->second.sharedBytes += spec.dynamicSharedBytes;
     FailureOr<cudagen::StepEstimate> step = cudagen::estimateTrainingStep(
         train, plan, precision, options.reportBatch, *machine, resources.empty() ? nullptr : &resources);
     if (failed(step))

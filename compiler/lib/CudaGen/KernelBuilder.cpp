@@ -30,6 +30,17 @@ bool KernelBuilder::isBf16(Value ptr) const {
          arg.getArgNumber() < bf16Args.size() && bf16Args[arg.getArgNumber()];
 }
 
+int64_t KernelBuilder::dynamicSharedOffset(llvm::StringRef name, int64_t bytes) {
+  auto [it, inserted] = dynamicOffsets.try_emplace(name, dynamicEnd);
+  if (inserted)
+    dynamicEnd = (dynamicEnd + bytes + 15) / 16 * 16;
+  if (dynamicEnd > dynamicShared)
+    llvm::report_fatal_error(llvm::Twine("kernel ") + func.getName() + ": its shared arrays take " +
+                             llvm::Twine(dynamicEnd) + " bytes, more than its " +
+                             llvm::Twine(dynamicShared) + " of dynamic shared memory");
+  return it->second;
+}
+
 Value KernelBuilder::bf16Bits(Value x) {
   Type i32Type = b.getI32Type();
   Value bits = b.create<arith::BitcastOp>(loc, i32Type, x);

@@ -15,6 +15,7 @@
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/StringMap.h"
 
 #include <array>
 #include <functional>
@@ -46,6 +47,16 @@ public:
   void setBf16Args(std::vector<bool> bf16) { bf16Args = std::move(bf16); }
   /// Whether `ptr` is a kernel argument stored in bf16.
   bool isBf16(mlir::Value ptr) const;
+  /// A kernel with dynamic shared memory (GpuKernelSpec::dynamicSharedBytes
+  /// > 0) keeps every shared array (sharedArrayOf) in one extern array of
+  /// that many bytes.
+  void setDynamicSharedBytes(int64_t bytes) { dynamicShared = bytes; }
+  int64_t dynamicSharedBytes() const { return dynamicShared; }
+  /// The byte offset of shared array `name` (of `bytes`) in the extern
+  /// array: given on its first request, 16-byte aligned, after the arrays
+  /// before it. More than dynamicSharedBytes() in all is a generator bug
+  /// (fatal).
+  int64_t dynamicSharedOffset(llvm::StringRef name, int64_t bytes);
   /// The bf16 nearest to f32 `x` (ties to even; NaN -> quiet NaN 0x7fc0), as
   /// its 16 bits in an i32: integer arithmetic, the same bits on every GPU
   /// and in the emulator (no cvt.rn.bf16, which needs sm_80).
@@ -96,6 +107,9 @@ private:
   mlir::Location loc;
   mlir::gpu::GPUFuncOp func;
   std::vector<bool> bf16Args;
+  int64_t dynamicShared = 0;
+  llvm::StringMap<int64_t> dynamicOffsets;
+  int64_t dynamicEnd = 0;
 };
 
 /// A kernel: its spec (name, params, launch shape, the pe op) and the body.

@@ -528,6 +528,7 @@ OwningOpRef<ModuleOp> buildKernelModule(MLIRContext &context, const KernelPlan &
     b.setInsertionPointToStart(&func.getBody().front());
     KernelBuilder kernel(b, loc, func);
     kernel.setBf16Args(def->bf16Args);
+    kernel.setDynamicSharedBytes(spec.dynamicSharedBytes);
     def->body(kernel);
     b.create<mlir::gpu::ReturnOp>(loc);
   }

@@ -135,6 +135,27 @@ Value sharedArrayOf(KernelBuilder &k, llvm::StringRef name, Type elementType, in
   constexpr unsigned kSharedAddressSpace = 3;
   Operation *kernel = b.getInsertionBlock()->getParentOp();
   auto module = kernel->getParentOfType<gpu::GPUModuleOp>();
+  auto generic = LLVM::LLVMPointerType::get(b.getContext());
+  if (k.dynamicSharedBytes() > 0) {
+    // A slice of the kernel's one extern array (PTX: .extern .shared .b8
+    // pe_dynamic_shared[]), sized by the launch.
+    int64_t offset =
+        k.dynamicSharedOffset(name, count * int64_t(elementType.getIntOrFloatBitWidth() / 8));
+    constexpr llvm::StringLiteral kDynamic = "pe_dynamic_shared";
+    auto dynamic = module.lookupSymbol<LLVM::GlobalOp>(kDynamic);
+    if (!dynamic) {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(module.getBody());
+      dynamic = b.create<LLVM::GlobalOp>(loc, LLVM::LLVMArrayType::get(b.getI8Type(), 0),
+                                         /*isConstant=*/false, LLVM::Linkage::External, kDynamic,
+                                         /*value=*/Attribute(), /*alignment=*/16,
+                                         kSharedAddressSpace);
+    }
+    Value base = b.create<LLVM::AddrSpaceCastOp>(
+        loc, generic, b.create<LLVM::AddressOfOp>(loc, dynamic).getResult());
+    return b.create<LLVM::GEPOp>(loc, generic, b.getI8Type(), base,
+                                 ArrayRef<LLVM::GEPArg>{int32_t(offset)});
+  }
   auto global = module.lookupSymbol<LLVM::GlobalOp>(name);
   if (!global) {
     OpBuilder::InsertionGuard guard(b);

@@ -55,6 +55,10 @@ inline constexpr char kBf16ParamsKernel[] = "pe_broadcast_to__bf";
 // copy and AdamW.
 inline constexpr char kAdamWBf16Kernel[] = "pe_adamw_bf16";
 
+// The most dynamic shared memory a package's kernel may ask for: 99 KiB,
+// what every GPU from sm_86 on gives a block (sm_80 and sm_90 give more).
+inline constexpr int64_t kMaxDynamicSharedBytes = 99 * 1024;
+
 struct CudaKernelUse {
   std::string program; // "forward", "gradients", "optimizer" or "data"
   int64_t op = -1;     // op index in the program; -1 for "optimizer" and "data"
@@ -66,6 +70,12 @@ struct CudaKernel {
   std::vector<CudaParamKind> params;
   CudaGridRule grid = CudaGridRule::Elements;
   int64_t blockX = 1, blockY = 1;
+  // Bytes of dynamic shared memory a block is launched with (0: static shared
+  // memory only, at most 48 KiB). A kernel that needs more keeps all of its
+  // shared memory in one `extern .shared` array: the runtime raises the
+  // function's CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES to this and
+  // launches with it. At most kMaxDynamicSharedBytes.
+  int64_t dynamicShared = 0;
   std::string ptx;               // PTX text (JIT-compiled when no cubin fits)
   std::vector<uint8_t> cubin;    // for CudaSection::arch
   std::vector<CudaKernelUse> uses;

@@ -57,6 +57,16 @@ Device::~Device() {
 
 std::string Device::arch() const { return fmt::format("sm_{}", capability_); }
 
+int64_t Device::sharedMemoryPerBlockOptin() const {
+  int bytes = 0;
+  driver::check(driver::require().deviceGetAttribute(
+                    &bytes, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+                    CUdevice(device_)),
+                fmt::format("reading CUDA device {}'s shared memory limit", ordinal_),
+                "cuDeviceGetAttribute");
+  return bytes;
+}
+
 namespace {
 std::pair<size_t, size_t> memoryInfo() {
   size_t free = 0, total = 0;

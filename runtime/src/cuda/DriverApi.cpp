@@ -43,6 +43,7 @@ LoadedApi<Api> load() {
   get(a.moduleUnload, "cuModuleUnload");
   get(a.moduleGetFunction, "cuModuleGetFunction");
   get(a.launchKernel, "cuLaunchKernel");
+  get(a.funcSetAttribute, "cuFuncSetAttribute");
   // The versioned symbols cuda.h maps these names to (no per-thread
   // default stream: __CUDA_API_PTSZ is the plain name).
   get(a.streamCreate, "cuStreamCreate");

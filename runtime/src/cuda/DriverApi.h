@@ -31,6 +31,8 @@ struct Api {
   decltype(&::cuModuleUnload) moduleUnload;
   decltype(&::cuModuleGetFunction) moduleGetFunction;
   decltype(&::cuLaunchKernel) launchKernel;
+  // A kernel's dynamic shared memory over 48 KiB (CudaKernel::dynamicShared).
+  decltype(&::cuFuncSetAttribute) funcSetAttribute;
   decltype(&::cuStreamCreate) streamCreate;
   decltype(&::cuStreamDestroy) streamDestroy;
   decltype(&::cuStreamSynchronize) streamSynchronize;

@@ -94,6 +94,19 @@ KernelSet::KernelSet(std::shared_ptr<Device> device, const CudaSection &section)
     CUfunction function = nullptr;
     driver::check(api.moduleGetFunction(&function, module, kernel.name.c_str()), step,
                   "cuModuleGetFunction(" + kernel.name + ")");
+    if (kernel.dynamicShared > 0) {
+      // Past 48 KiB a block's dynamic shared memory must be allowed per
+      // function (the device's opt-in limit: 99 KiB on sm_86, 227 on sm_90).
+      const int64_t limit = device_->sharedMemoryPerBlockOptin();
+      if (kernel.dynamicShared > limit)
+        throw Error(fmt::format("{}: the kernel needs {} bytes of shared memory a block; the "
+                                "device gives at most {}",
+                                step, kernel.dynamicShared, limit));
+      driver::check(api.funcSetAttribute(function,
+                                         CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                         int(kernel.dynamicShared)),
+                    step, "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)");
+    }
     functions_[kernel.name] = {&kernel, reinterpret_cast<void *>(function)};
   }
 }
@@ -140,7 +153,8 @@ void KernelSet::launch(const std::string &name, const std::vector<KernelArg> &ar
   }
   CUresult result = driver::require().launchKernel(
       CUfunction(it->second.second), shape.grid[0], shape.grid[1], shape.grid[2], shape.block[0],
-      shape.block[1], shape.block[2], 0, CUstream(stream), params.data(), nullptr);
+      shape.block[1], shape.block[2], unsigned(kernel.dynamicShared), CUstream(stream),
+      params.data(), nullptr);
   driver::check(result, step,
                 fmt::format("cuLaunchKernel({}, grid {}x{}x{}, block {}x{})", name, shape.grid[0],
                             shape.grid[1], shape.grid[2], shape.block[0], shape.block[1]));

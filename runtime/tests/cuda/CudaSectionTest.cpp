@@ -182,6 +182,25 @@ TEST_F(CudaSectionTest, RejectsMalformedSections) {
                  "needs 1 i64 and a pointer parameter");
 }
 
+// "dynamic_shared" (optional): the bytes of dynamic shared memory a block of
+// the kernel is launched with, past static shared memory's 48 KiB and at
+// most kMaxDynamicSharedBytes; absent, 0.
+TEST_F(CudaSectionTest, ReadsDynamicSharedMemory) {
+  auto withShared = [](const std::string &bytes) {
+    return section(R"("name": "k", "op": "pe.sum_to", "params": ["ptr", "ptr", "i64"],
+         "grid": "elements", "block": [256, 1], "dynamic_shared": )" + bytes + R"(,
+         "ptx": "ptx.k", "cubin": "cubin.k", "uses": [{"program": "gradients", "op": 7}])");
+  };
+  EXPECT_EQ(Package::load(write(section())).cuda()->kernels[0].dynamicShared, 0);
+  EXPECT_EQ(Package::load(write(withShared("70000"))).cuda()->kernels[0].dynamicShared, 70000);
+  EXPECT_EQ(Package::load(write(withShared(std::to_string(kMaxDynamicSharedBytes))))
+                .cuda()->kernels[0].dynamicShared,
+            kMaxDynamicSharedBytes);
+  expectRejected(write(withShared("49152")), "dynamic_shared");
+  expectRejected(write(withShared(std::to_string(kMaxDynamicSharedBytes + 1))), "dynamic_shared");
+  expectRejected(write(withShared("\"lots\"")), "dynamic_shared");
+}
+
 // "precision" (stringc --gpu-precision) is fp32 or bf16; anything else is refused.
 TEST_F(CudaSectionTest, ReadsThePrecision) {
   std::string bf16 = section();

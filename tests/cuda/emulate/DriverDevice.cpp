@@ -116,6 +116,8 @@ STRINGRT_EMU_EXPORT CUresult cuDeviceGetAttribute(int *value, CUdevice_attribute
   case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y:
   case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z: *value = 65535; break;
   case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK: *value = 48 << 10; break;
+  // An H100's: a function may opt in to 227 KiB (cuFuncSetAttribute).
+  case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: *value = kSharedOptinBytes; break;
   case CU_DEVICE_ATTRIBUTE_WARP_SIZE: *value = 32; break;
   case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *value = 1; break;
   case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING: *value = 1; break;

@@ -17,6 +17,9 @@ struct Function {
   const HostKernel *kernel;
   std::string name;
   unsigned maxThreads = 1024;
+  // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES: the dynamic shared
+  // memory a launch may ask for (48 KiB less the static until raised).
+  unsigned maxDynamicShared = 0;
 };
 
 struct Module {
@@ -182,11 +185,34 @@ STRINGRT_EMU_EXPORT CUresult cuModuleGetFunction(CUfunction *function, CUmodule 
       return CUDA_ERROR_INVALID_IMAGE;
     }
   }
-  module->functions.push_back(std::make_unique<Function>(Function{&kernel, name, 1024}));
+  module->functions.push_back(std::make_unique<Function>(
+      Function{&kernel, name, 1024, unsigned((48u << 10) - std::min<size_t>(kernel.sharedBytes, 48u << 10))}));
   Function *made = module->functions.back().get();
   if (auto limit = module->maxThreads.find(name); limit != module->maxThreads.end())
     made->maxThreads = limit->second;
   *function = reinterpret_cast<CUfunction>(made);
+  return CUDA_SUCCESS;
+}
+
+STRINGRT_EMU_EXPORT CUresult cuFuncSetAttribute(CUfunction handle, CUfunction_attribute attribute,
+                                                int value) {
+  REQUIRE_INIT();
+  if (!handle)
+    return CUDA_ERROR_INVALID_HANDLE;
+  Function &function = *reinterpret_cast<Function *>(handle);
+  if (attribute != CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES) {
+    report(fmt::format("cuFuncSetAttribute({}): attribute {} is not emulated", function.name,
+                       int(attribute)));
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  // The static and the dynamic shared memory together within the opt-in limit.
+  if (value < 0 || size_t(value) + function.kernel->sharedBytes > size_t(kSharedOptinBytes)) {
+    report(fmt::format("cuFuncSetAttribute({}): {} bytes of dynamic shared memory with {} static "
+                       "exceed the device's {}",
+                       function.name, value, function.kernel->sharedBytes, kSharedOptinBytes));
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  function.maxDynamicShared = unsigned(value);
   return CUDA_SUCCESS;
 }
 
@@ -214,10 +240,21 @@ STRINGRT_EMU_EXPORT CUresult cuLaunchKernel(CUfunction handle, unsigned int grid
                        function.maxThreads));
     return CUDA_ERROR_INVALID_VALUE;
   }
-  if (sharedBytes != 0 || kernel.sharedBytes > (48u << 10)) {
-    report(fmt::format("{}: {} bytes of static and {} of dynamic shared memory (the emulator "
-                       "runs static shared memory up to 48 KiB only)",
-                       what, kernel.sharedBytes, sharedBytes));
+  // As a GPU: static shared memory up to 48 KiB, dynamic up to what the
+  // function allows (cuFuncSetAttribute); and as the emulator needs: no more
+  // dynamic than the kernel's extern array holds on the host.
+  if (kernel.sharedBytes > (48u << 10) || sharedBytes > function.maxDynamicShared) {
+    report(fmt::format("{}: {} bytes of static and {} of dynamic shared memory (static at most "
+                       "48 KiB, dynamic at most the function's "
+                       "CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, {})",
+                       what, kernel.sharedBytes, sharedBytes, function.maxDynamicShared));
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  // (A kernel without one cannot address what it is given: nothing to check.)
+  if (kernel.dynamicSharedBytes > 0 && sharedBytes > kernel.dynamicSharedBytes) {
+    report(fmt::format("{}: {} bytes of dynamic shared memory, but the kernel's extern shared "
+                       "array holds {} in the emulator",
+                       what, sharedBytes, kernel.dynamicSharedBytes));
     return CUDA_ERROR_INVALID_VALUE;
   }
   if (extra || (!params && !kernel.params.empty()))

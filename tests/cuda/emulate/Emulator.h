@@ -22,6 +22,9 @@ void report(const std::string &message);
 
 enum class ParamType { Ptr, I64, I32, F32 };
 
+// The shared memory a function may opt in to (an H100's 227 KiB).
+inline constexpr int kSharedOptinBytes = 227 << 10;
+
 // A kernel of a host kernel library (host_kernels.py): NAME_packed reads its
 // arguments from 8-byte slots.
 struct HostKernel {
@@ -29,6 +32,10 @@ struct HostKernel {
   void (*packed)(const uint64_t *slots) = nullptr;
   std::vector<ParamType> params;
   size_t sharedBytes = 0;
+  // The bytes of its `extern .shared` array (pe_dynamic_shared), 0 for a
+  // kernel without one: the most dynamic shared memory it may be launched
+  // with (host_kernels.py's "dynamic" field).
+  size_t dynamicSharedBytes = 0;
   // The kernel's shared-memory globals (NAME_shared_regions), poisoned
   // before each block.
   struct Region {

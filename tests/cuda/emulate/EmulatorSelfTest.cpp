@@ -350,6 +350,32 @@ TEST_F(Emulator, WarpCollectivesTheLanesCannotAllReachAreErrors) {
     EXPECT_EQ(got[t], float(t ^ 1)) << "thread " << t;
 }
 
+// Dynamic shared memory past 48 KiB: refused until the function opts in
+// (cuFuncSetAttribute, within the device's 227 KiB), then launched with
+// what the launch asks for, at most what the function allows.
+TEST_F(Emulator, DynamicSharedMemoryNeedsTheFunctionsOptIn) {
+  CUfunction f = function("emu_test_dynamic_shared", 2);
+  const unsigned threads = 128;
+  CUdeviceptr out = upload(std::vector<float>(threads, -1.0f));
+  int64_t n = threads;
+  void *args[] = {&out, &n};
+  const unsigned bytes = (64 << 10) + threads * 4;
+  int optin = 0;
+  CU_OK(cuDeviceGetAttribute(&optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, 0));
+  EXPECT_EQ(optin, 227 << 10);
+  EXPECT_EQ(cuLaunchKernel(f, 1, 1, 1, threads, 1, 1, bytes, nullptr, args, nullptr),
+            CUDA_ERROR_INVALID_VALUE);
+  EXPECT_EQ(cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, optin + 1),
+            CUDA_ERROR_INVALID_VALUE);
+  CU_OK(cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(bytes)));
+  EXPECT_EQ(cuLaunchKernel(f, 1, 1, 1, threads, 1, 1, bytes + 16, nullptr, args, nullptr),
+            CUDA_ERROR_INVALID_VALUE);
+  CU_OK(cuLaunchKernel(f, 2, 1, 1, threads, 1, 1, bytes, nullptr, args, nullptr));
+  std::vector<float> got = download<float>(out, threads);
+  for (unsigned t = 0; t < threads; ++t)
+    EXPECT_EQ(got[t], float((t + 1) % threads) + float(t)) << "thread " << t;
+}
+
 TEST_F(Emulator, LaunchLimitsAndMissingKernels) {
   CUfunction f = function("emu_test_barrier", 2);
   CUdeviceptr out = upload(std::vector<float>(2048, 0.0f));

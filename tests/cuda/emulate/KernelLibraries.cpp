@@ -14,7 +14,7 @@ namespace stringrt::emulator {
 namespace {
 
 // One kernel's signature record:
-// "params=ptr,i64,...;shared=N;regions=N;waits=0|1;hash=H".
+// "params=ptr,i64,...;shared=N[;dynamic=N];regions=N;waits=0|1;hash=H".
 bool parseSignature(const char *record, HostKernel &kernel) {
   std::string text(record);
   std::stringstream fields(text);
@@ -43,6 +43,8 @@ bool parseSignature(const char *record, HostKernel &kernel) {
       }
     } else if (key == "shared") {
       kernel.sharedBytes = std::strtoull(value.c_str(), nullptr, 10);
+    } else if (key == "dynamic") {
+      kernel.dynamicSharedBytes = std::strtoull(value.c_str(), nullptr, 10);
     } else if (key == "regions") {
       kernel.sharedRegions.resize(std::strtoull(value.c_str(), nullptr, 10));
     } else if (key == "waits") {

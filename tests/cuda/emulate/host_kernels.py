@@ -35,7 +35,10 @@ host:
 - llvm.nvvm.membar.gl (__threadfence, the column sums' tickets) becomes a
   host `fence seq_cst`; atomicrmw is plain LLVM and stays.
 Any other NVVM intrinsic is refused, naming it. Shared memory (addrspace(3)
-globals) stays as module globals (the emulator runs one block at a time).
+globals) stays as module globals (the emulator runs one block at a time);
+a kernel's dynamic shared memory, the external array pe_dynamic_shared
+([0 x i8]), becomes a module global of DYNAMIC_SHARED_BYTES (the most a
+package's kernel may ask for), recorded as "dynamic=N" in the signature.
 The objects (llc) and the bf16 conversions LLVM may call (support.ll) are
 linked into one shared library.
 
@@ -323,6 +326,27 @@ def shared_bytes(ll):
     return total
 
 
+# The most dynamic shared memory a package's kernel may be launched with
+# (stringrt::kMaxDynamicSharedBytes, 99 KiB).
+DYNAMIC_SHARED_BYTES = 99 * 1024
+DYNAMIC_SHARED = re.compile(r"^@pe_dynamic_shared = external addrspace\(3\) global \[0 x i8\]"
+                            r"(, align \d+)?$", re.M)
+
+
+def define_dynamic_shared(ll):
+    """The module with its extern shared array (if any) defined, and that
+    array's bytes (0 without one)."""
+    m = DYNAMIC_SHARED.search(ll)
+    if not m:
+        if re.search(r"addrspace\(3\) global \[0 x", ll):
+            fail("an extern shared array other than @pe_dynamic_shared: %s" %
+                 re.search(r".*addrspace\(3\) global \[0 x.*", ll).group(0))
+        return ll, 0
+    line = "@pe_dynamic_shared = internal addrspace(3) global [%d x i8] undef%s" % (
+        DYNAMIC_SHARED_BYTES, m.group(1) or "")
+    return ll[:m.start()] + line + ll[m.end():], DYNAMIC_SHARED_BYTES
+
+
 SHARED_GLOBAL = (r"^@([\w.$]+) = (?:internal |private )?addrspace\(3\) global "
                  r"(\[\d+ x \w+\]|float|i32|i64|double) ")
 
@@ -343,7 +367,7 @@ def shared_regions(name, ll):
             (name, len(entries), ", ".join(entries)), len(entries))
 
 
-def packed_entry(name, ll, digest):
+def packed_entry(name, ll, digest, dynamic):
     m = re.search(r"^define void @" + re.escape(name) + r"\((.*?)\)", ll, re.M)
     if not m:
         fail("no function @%s in its gpu.module" % name)
@@ -364,9 +388,9 @@ def packed_entry(name, ll, digest):
     # no warp collective), so the emulator runs them one after another.
     waits = re.search(r"\bcall [^@\n]*@emu_(barrier|shfl|mma_m16n8k16_bf16|ldmatrix)\(",
                       ll) is not None
-    record = "params=%s;shared=%d;regions=%d;waits=%d;hash=%s" % (
-        ",".join("f32" if t == "float" else t for t in types), shared_bytes(ll), count,
-        1 if waits else 0, digest)
+    record = "params=%s;shared=%d;%sregions=%d;waits=%d;hash=%s" % (
+        ",".join("f32" if t == "float" else t for t in types), shared_bytes(ll) - dynamic,
+        "dynamic=%d;" % dynamic if dynamic else "", count, 1 if waits else 0, digest)
     lines.append('@%s_signature = constant [%d x i8] c"%s\\00"' % (name, len(record) + 1, record))
     return "\n".join(lines) + "\n" + regions
 
@@ -396,8 +420,9 @@ def main():
                                     text=True)
             if result.returncode != 0:
                 fail("mlir-translate failed on kernel %s:\n%s" % (name, result.stderr))
-            ll = check_alignment(rewrite(name, result.stdout))
-            ll += packed_entry(name, ll, digest)
+            ll, dynamic = define_dynamic_shared(result.stdout)
+            ll = check_alignment(rewrite(name, ll))
+            ll += packed_entry(name, ll, digest, dynamic)
             path_ll = os.path.join(work, name + ".ll")
             with open(path_ll, "w") as f:
                 f.write(ll)

@@ -348,4 +348,35 @@ module attributes {gpu.container_module} {
       llvm.return
     }
   }
+  // Dynamic shared memory (an extern array, as stringc's head-dim-128
+  // attention kernels have): thread t stores t at float t and at float
+  // 16384 + t (64 KiB in, past static shared memory's 48 KiB); after the
+  // barrier out[t] = cell[(t + 1) % ntid] + cell[16384 + t].
+  gpu.module @emu_test_dynamic_shared [#nvvm.target<chip = "sm_90">] {
+    llvm.mlir.global external @pe_dynamic_shared() {addr_space = 3 : i32, alignment = 16 : i64} : !llvm.array<0 x i8>
+    llvm.func @emu_test_dynamic_shared(%out: !llvm.ptr {llvm.noalias}, %n: i64) attributes {gpu.kernel, nvvm.kernel} {
+      %one = llvm.mlir.constant(1 : i32) : i32
+      %far = llvm.mlir.constant(16384 : i32) : i32
+      %tid = nvvm.read.ptx.sreg.tid.x : i32
+      %ntid = nvvm.read.ptx.sreg.ntid.x : i32
+      %shared = llvm.mlir.addressof @pe_dynamic_shared : !llvm.ptr<3>
+      %cells = llvm.addrspacecast %shared : !llvm.ptr<3> to !llvm.ptr
+      %value = llvm.uitofp %tid : i32 to f32
+      %mine = llvm.getelementptr %cells[%tid] : (!llvm.ptr, i32) -> !llvm.ptr, f32
+      llvm.store %value, %mine : f32, !llvm.ptr
+      %farIndex = llvm.add %tid, %far : i32
+      %mineFar = llvm.getelementptr %cells[%farIndex] : (!llvm.ptr, i32) -> !llvm.ptr, f32
+      llvm.store %value, %mineFar : f32, !llvm.ptr
+      nvvm.barrier0
+      %next = llvm.add %tid, %one : i32
+      %wrapped = llvm.urem %next, %ntid : i32
+      %theirs = llvm.getelementptr %cells[%wrapped] : (!llvm.ptr, i32) -> !llvm.ptr, f32
+      %read = llvm.load %theirs : !llvm.ptr -> f32
+      %readFar = llvm.load %mineFar : !llvm.ptr -> f32
+      %sum = llvm.fadd %read, %readFar : f32
+      %slot = llvm.getelementptr %out[%tid] : (!llvm.ptr, i32) -> !llvm.ptr, f32
+      llvm.store %sum, %slot : f32, !llvm.ptr
+      llvm.return
+    }
+  }
 }

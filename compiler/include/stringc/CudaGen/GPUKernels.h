@@ -59,6 +59,11 @@ struct GpuKernelSpec {
   std::vector<std::pair<std::string, ParamKind>> params; // (name, kind)
   GridRule grid = GridRule::Elements;
   int64_t blockX = 256, blockY = 1;
+  /// Bytes of dynamic shared memory a block is launched with (0: static
+  /// shared memory only). A kernel whose shared arrays exceed the 48 KiB of
+  /// static shared memory keeps them all in one extern array of this size
+  /// (KernelBuilder::dynamicSharedOffset); stringrt::CudaKernel::dynamicShared.
+  int64_t dynamicSharedBytes = 0;
   std::vector<KernelUse> uses;
 };
 

@@ -21,7 +21,7 @@ namespace stringc::cudagen {
 
 struct KernelResources {
   int registers = 0;
-  int64_t sharedBytes = 0; // static shared memory of a block
+  int64_t sharedBytes = 0; // shared memory of a block (ptxas: static; the report adds dynamic)
   int64_t spillBytes = 0;  // spill stores (local memory)
 };
 

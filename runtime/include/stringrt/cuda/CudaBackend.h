@@ -45,6 +45,9 @@ public:
   int computeCapability() const { return capability_; }
   // "sm_90".
   std::string arch() const;
+  // The most shared memory a block may have, in bytes, once a function opts
+  // in with cuFuncSetAttribute (CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN).
+  int64_t sharedMemoryPerBlockOptin() const;
   // Bytes free / total on the device now.
   size_t freeBytes() const;
   size_t totalBytes() const;

@@ -198,8 +198,19 @@ std::vector<uint8_t> CudaSectionParser::bytes(const std::string &tensor,
 }
 
 CudaKernel CudaSectionParser::parseKernel(const JsonValue &entry) {
-  const JsonValue &k = object(entry, "a cuda kernel",
-                              {"name", "op", "params", "grid", "block", "ptx", "cubin", "uses"});
+  // "dynamic_shared" is optional: a kernel without it uses static shared
+  // memory only.
+  const bool hasDynamicShared =
+      entry.kind == JsonValue::Kind::Object &&
+      std::any_of(entry.members.begin(), entry.members.end(),
+                  [](const detail::JsonMember &m) { return m.key == "dynamic_shared"; });
+  const JsonValue &k =
+      hasDynamicShared
+          ? object(entry, "a cuda kernel",
+                   {"name", "op", "params", "grid", "block", "dynamic_shared", "ptx", "cubin",
+                    "uses"})
+          : object(entry, "a cuda kernel",
+                   {"name", "op", "params", "grid", "block", "ptx", "cubin", "uses"});
   CudaKernel kernel;
   kernel.name = string(member(k, "name"), "a kernel's name");
   static const std::regex namePattern("[A-Za-z_][A-Za-z0-9_]*");
@@ -240,6 +251,9 @@ CudaKernel CudaSectionParser::parseKernel(const JsonValue &entry) {
   kernel.blockY = integer(block.elements[1], where + ": block[1]", 1, 1024);
   if (kernel.blockX * kernel.blockY > 1024)
     fail(where + ": a block holds at most 1024 threads");
+  if (hasDynamicShared)
+    kernel.dynamicShared = integer(member(k, "dynamic_shared"), where + ": dynamic_shared",
+                                   48 * 1024 + 1, kMaxDynamicSharedBytes);
   size_t i64s = 0, ptrs = 0;
   for (CudaParamKind kind : kernel.params) {
     i64s += kind == CudaParamKind::I64;

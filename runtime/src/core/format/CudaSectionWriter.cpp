@@ -93,6 +93,8 @@ private:
     json.value(kernel.blockX);
     json.value(kernel.blockY);
     json.endArray();
+    if (kernel.dynamicShared > 0)
+      json.member("dynamic_shared", kernel.dynamicShared);
     json.member("ptx", "ptx." + kernel.name);
     json.member("cubin", "cubin." + kernel.name);
     json.key("uses");

@@ -1,5 +1,5 @@
 """Prints a stringc package of target cuda as lines FileCheck can match:
-the target, the arch, the precision, each kernel (op, params, grid rule, block, uses), each
+the target, the arch, the precision, each kernel (op, params, grid rule, block, dynamic shared memory, uses), each
 tensor (dtype and what its bytes start with) and the coverage."""
 import json
 import struct
@@ -16,8 +16,10 @@ print("arch", cuda["arch"])
 print("precision", cuda["precision"])
 for k in cuda["kernels"]:
     uses = ",".join("%s:%d" % (u["program"], u["op"]) for u in k["uses"])
-    print("kernel %s op %s params %s grid %s block %dx%d uses %s" % (
-        k["name"], k["op"], ",".join(k["params"]), k["grid"], k["block"][0], k["block"][1], uses))
+    shared = " dynamic_shared %d" % k["dynamic_shared"] if "dynamic_shared" in k else ""
+    print("kernel %s op %s params %s grid %s block %dx%d%s uses %s" % (
+        k["name"], k["op"], ",".join(k["params"]), k["grid"], k["block"][0], k["block"][1], shared,
+        uses))
 for name in sorted(header, key=lambda n: (n.split(".", 1)[1], n)):
     info = header[name]
     begin, end = info["data_offsets"]
