@@ -1,6 +1,8 @@
 //===- AttentionCommon.cpp - what the f32 and MMA attention kernels share -===//
 #include "AttentionCommon.h"
 
+#include "stringrt/CudaSection.h"
+
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/ErrorHandling.h"
@@ -104,12 +106,15 @@ HeadBlock makeHeadBlock(KernelBuilder &k, const NamedArgs &args, int64_t dh) {
 
 KernelDef kindKernel(std::string name, Kind kind, Enc enc, int64_t dh, int64_t threads,
                      int64_t sharedBytes, const KindBodies &bodies) {
-  if (sharedBytes > kSharedLimitBytes)
-    llvm::report_fatal_error(llvm::Twine("attention kernel ") + name +
-                             " exceeds 48 KiB of static shared memory");
+  if (sharedBytes > stringrt::kMaxDynamicSharedBytes)
+    llvm::report_fatal_error(llvm::Twine("attention kernel ") + name + " needs " +
+                             llvm::Twine(sharedBytes) + " bytes of shared memory, more than " +
+                             llvm::Twine(stringrt::kMaxDynamicSharedBytes));
   ParamList params = kernelParams(kind, enc);
   GpuKernelSpec spec = makeSpec(std::move(name), servedOp(kind, enc == Enc::Rope), params,
                              GridRule::Explicit, threads);
+  if (sharedBytes > kSharedLimitBytes)
+    spec.dynamicSharedBytes = sharedBytes;
   return {std::move(spec), [kind, dh, params, bodies](KernelBuilder &k) {
             NamedArgs args{k, params};
             switch (kind) {

@@ -43,8 +43,10 @@ enum class Kind { Forward, DkDv, Dq };
 enum class Enc { Plain, Rope, Rel };
 
 /// The head dimensions with kernels.
-inline constexpr int64_t kHeadDims[] = {16, 32, 64};
-/// Static shared memory a kernel may use.
+inline constexpr int64_t kHeadDims[] = {16, 32, 64, 128};
+/// Static shared memory a kernel may use; past it (head dim 128) a kernel's
+/// shared arrays live in dynamic shared memory (GpuKernelSpec::
+/// dynamicSharedBytes), up to stringrt::kMaxDynamicSharedBytes.
 inline constexpr int64_t kSharedLimitBytes = 48 * 1024;
 
 using ParamList = std::vector<std::pair<std::string, ParamKind>>;

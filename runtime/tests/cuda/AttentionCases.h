@@ -529,6 +529,25 @@ inline std::vector<Case> bf16Cases() {
   return cases;
 }
 
+// Head dim 128, whose kernels keep their tiles in dynamic shared memory
+// (more than static shared memory's 48 KiB): one head of width 128, T in
+// {7, 130} (one row tile, and three with a ragged end), masks none and
+// causal, with and without RoPE; f32 kernels, or with `bf16` the
+// tensor-core ones (and with `storage` their bf16-storage variants).
+inline std::vector<Case> headDim128Cases(bool bf16, bool storage = false) {
+  std::vector<Case> cases;
+  for (int64_t T : {7, 130})
+    for (Mask mask : {Mask::None, Mask::Causal})
+      for (bool rope : {false, true}) {
+        Case c{1, T, 1, 128, mask, 1, rope};
+        c.bf16 = bf16;
+        if (storage)
+          c.storage = kAllStorage;
+        cases.push_back(c);
+      }
+  return cases;
+}
+
 // The tensor-core kernels' bf16-storage variants on every case of bf16Cases.
 inline std::vector<Case> bf16StorageCases() {
   std::vector<Case> cases;

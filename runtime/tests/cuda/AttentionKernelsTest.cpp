@@ -111,6 +111,22 @@ TEST_F(GpuAttention, Bf16StorageBackwardMatchesReference) {
          "with --gpu-all-kernels --gpu-precision=bf16";
   run(true, any, bf16StorageCases());
 }
+// Head dim 128: tiles in dynamic shared memory (the f32 kernels' 53-66 KiB,
+// the tensor-core kernels' 68-87 KiB), the functions opted in at load.
+TEST_F(GpuAttention, HeadDim128MatchesReference) {
+  run(false, any, headDim128Cases(false));
+  run(true, any, headDim128Cases(false));
+}
+TEST_F(GpuAttention, Bf16HeadDim128MatchesReference) {
+  ASSERT_NE(package->cuda()->find("pe_attention_mma_d128"), nullptr)
+      << "the test package has no tensor-core kernels: compile tests/cuda/kernels.pe with "
+         "--gpu-all-kernels --gpu-precision=bf16";
+  run(false, any, headDim128Cases(true));
+  run(true, any, headDim128Cases(true));
+  run(false, any, headDim128Cases(true, true));
+  run(true, any, headDim128Cases(true, true));
+}
+
 // Variants with some activations in f32 and some in bf16 (vit_cayley's).
 TEST_F(GpuAttention, Bf16MixedStorageMatchesReference) {
   ASSERT_NE(package->cuda()->find("pe_attention_mma_grad_dq_d16__ffffb"), nullptr)
