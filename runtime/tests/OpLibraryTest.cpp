@@ -102,7 +102,9 @@ TEST(OpLibrary, AnOpWithoutAFastKernelRunsItsReferenceOneInEverySet) {
                                              {OpCode::SparseSkew, false},
                                              {OpCode::SparseSkewGrad, false},
                                              {OpCode::CommutatorNorm, false},
-                                             {OpCode::CommutatorNormGrad, false}};
+                                             {OpCode::CommutatorNormGrad, false},
+                                             {OpCode::RopeTable, false},
+                                             {OpCode::RopeTableGrad, false}};
   for (const auto &[code, generated] : library) {
     SCOPED_TRACE(opName(code));
     const ops::OpKernels *op = ops::opLibrary().find(code);

@@ -1,75 +1,16 @@
 // Reference kernels of the hoisted and fused ops (FusedKernels.h): rope
-// tables and their application and RoPE-prologue attention (the Cayley
-// weight and the dense-layer epilogues are in the op library).
+// tables' application and RoPE-prologue attention (the rope tables, the
+// Cayley weight and the dense-layer epilogues are in the op library).
 #include "stringrt/reference/FusedKernels.h"
 
 #include "KernelChecks.h"
 #include "PositionUtil.h"
 
-#include <cmath>
-#include <string>
 #include <vector>
 
 namespace stringrt::ref {
-namespace {
 
 using position::leadingCount;
-
-// pos [T, A] and freqs [P, A]: returns {T, P, A}.
-template <typename T>
-std::vector<int64_t> checkTableInputs(const char *what, const TensorRef<const T> &pos,
-                                      const TensorRef<const T> &freqs) {
-  checkRank((std::string(what) + ": 'pos'").c_str(), pos, 2);
-  checkRank((std::string(what) + ": 'freqs'").c_str(), freqs, 2);
-  check(freqs.dim(1) == pos.dim(1), what,
-        "'freqs' must be [P, " + std::to_string(pos.dim(1)) + "], got " +
-            shapeToString(freqs.shape));
-  return {pos.dim(0), freqs.dim(0), pos.dim(1)};
-}
-
-template <typename T>
-double angle(const TensorRef<const T> &pos, const TensorRef<const T> &freqs, int64_t t, int64_t j,
-             int64_t axes) {
-  double theta = 0.0;
-  for (int64_t a = 0; a < axes; ++a)
-    theta += static_cast<double>(pos[t * axes + a]) * static_cast<double>(freqs[j * axes + a]);
-  return theta;
-}
-
-} // namespace
-
-template <typename T>
-void ropeTable(TensorRef<const T> pos, TensorRef<const T> freqs, TensorRef<T> table) {
-  const auto dims = checkTableInputs("rope_table", pos, freqs);
-  const int64_t tokens = dims[0], pairs = dims[1], axes = dims[2];
-  checkShape("rope_table: result", table, {tokens, pairs, 2});
-  for (int64_t t = 0; t < tokens; ++t)
-    for (int64_t j = 0; j < pairs; ++j) {
-      const double theta = angle(pos, freqs, t, j, axes);
-      table[(t * pairs + j) * 2] = static_cast<T>(std::cos(theta));
-      table[(t * pairs + j) * 2 + 1] = static_cast<T>(std::sin(theta));
-    }
-}
-
-template <typename T>
-void ropeTableGrad(TensorRef<const T> pos, TensorRef<const T> freqs, TensorRef<const T> dy,
-                   TensorRef<T> dfreqs) {
-  const auto dims = checkTableInputs("rope_table_grad", pos, freqs);
-  const int64_t tokens = dims[0], pairs = dims[1], axes = dims[2];
-  checkShape("rope_table_grad: 'dy'", dy, {tokens, pairs, 2});
-  checkShape("rope_table_grad: result", dfreqs, freqs.shape);
-  std::vector<double> acc(static_cast<size_t>(pairs * axes), 0.0);
-  for (int64_t t = 0; t < tokens; ++t)
-    for (int64_t j = 0; j < pairs; ++j) {
-      const double theta = angle(pos, freqs, t, j, axes);
-      const double dtheta = -std::sin(theta) * static_cast<double>(dy[(t * pairs + j) * 2]) +
-                            std::cos(theta) * static_cast<double>(dy[(t * pairs + j) * 2 + 1]);
-      for (int64_t a = 0; a < axes; ++a)
-        acc[j * axes + a] += static_cast<double>(pos[t * axes + a]) * dtheta;
-    }
-  for (int64_t i = 0; i < pairs * axes; ++i)
-    dfreqs[i] = static_cast<T>(acc[i]);
-}
 
 template <typename T>
 void ropeApply(TensorRef<const T> x, TensorRef<const T> table, bool inverse, TensorRef<T> y) {
@@ -137,9 +78,6 @@ void ropeAttentionGrad(TensorRef<const T> q, TensorRef<const T> k, TensorRef<con
 }
 
 #define STRINGRT_INSTANTIATE(T)                                                                    \
-  template void ropeTable<T>(TensorRef<const T>, TensorRef<const T>, TensorRef<T>);                \
-  template void ropeTableGrad<T>(TensorRef<const T>, TensorRef<const T>, TensorRef<const T>,       \
-                                 TensorRef<T>);                                                    \
   template void ropeApply<T>(TensorRef<const T>, TensorRef<const T>, bool, TensorRef<T>);          \
   template void ropeApplyGradTable<T>(TensorRef<const T>, TensorRef<const T>, bool, TensorRef<T>); \
   template void ropeAttention<T>(TensorRef<const T>, TensorRef<const T>, TensorRef<const T>,       \

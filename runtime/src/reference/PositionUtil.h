@@ -1,5 +1,5 @@
 // Private helpers shared by the positional-encoding kernels (the op
-// library's ops/position/, and reference/FusedKernels.cpp's rope tables).
+// library's ops/position/, and reference/FusedKernels.cpp's rope_apply).
 #pragma once
 
 #include "stringrt/reference/Tensor.h"

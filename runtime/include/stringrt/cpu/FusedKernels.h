@@ -4,9 +4,10 @@
 // stringrt/reference/FusedKernels.h (read the math there); the conventions
 // are those of FastKernels.h (multi-threaded on the pool, deterministic for
 // any thread count but for OpenBLAS's last bits, outputs fully overwritten).
-// The table-sized kernels (rope_table, rope_table_grad) run once per step
-// on [T, D/2] data and keep their reference kernels (cayley_weight's fast
-// kernels are in the op library, stringrt/ops/FusedOps.h).
+// The table-sized kernels (rope_table, rope_table_grad, in the op library)
+// run once per step on [T, D/2] data and have no fast kernel
+// (cayley_weight's fast kernels are in the op library too,
+// stringrt/ops/FusedOps.h).
 #pragma once
 
 #include "stringrt/cpu/FastKernels.h"

@@ -15,6 +15,21 @@
 namespace stringrt::ref {
 
 //===----------------------------------------------------------------------===//
+// rope_table, rope_table_grad (ops/fused/RopeTable.cpp)
+//===----------------------------------------------------------------------===//
+
+// table[t, j] = (cos theta_j(t), sin theta_j(t)), theta_j(t) = sum_a pos[t, a] freqs[j, a].
+// pos [T, A], freqs [P, A] -> table [T, P, 2]
+template <typename T>
+void ropeTable(TensorRef<const T> pos, TensorRef<const T> freqs, TensorRef<T> table);
+
+// dtheta_j(t) = -sin theta dy[t, j, 0] + cos theta dy[t, j, 1];
+// dfreqs[j, a] = sum_t pos[t, a] dtheta_j(t).   -> dfreqs [P, A]
+template <typename T>
+void ropeTableGrad(TensorRef<const T> pos, TensorRef<const T> freqs, TensorRef<const T> dy,
+                   TensorRef<T> dfreqs);
+
+//===----------------------------------------------------------------------===//
 // cayley_weight, cayley_weight_grad (ops/fused/CayleyWeight.cpp)
 //===----------------------------------------------------------------------===//
 

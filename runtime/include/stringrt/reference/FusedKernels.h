@@ -16,17 +16,6 @@
 
 namespace stringrt::ref {
 
-// table[t, j] = (cos theta_j(t), sin theta_j(t)), theta_j(t) = sum_a pos[t, a] freqs[j, a].
-// pos [T, A], freqs [P, A] -> table [T, P, 2]
-template <typename T>
-void ropeTable(TensorRef<const T> pos, TensorRef<const T> freqs, TensorRef<T> table);
-
-// dtheta_j(t) = -sin theta dy[t, j, 0] + cos theta dy[t, j, 1];
-// dfreqs[j, a] = sum_t pos[t, a] dtheta_j(t).   -> dfreqs [P, A]
-template <typename T>
-void ropeTableGrad(TensorRef<const T> pos, TensorRef<const T> freqs, TensorRef<const T> dy,
-                   TensorRef<T> dfreqs);
-
 // Pair j of token t times [[c, -s], [s, c]] (its transpose when inverse),
 // (c, s) = table[t, j]. x [..., T, D], table [T, D/2, 2] -> y (shape of x).
 template <typename T>

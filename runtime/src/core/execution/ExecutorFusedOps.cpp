@@ -1,6 +1,6 @@
-// Executor adapters of the hoisted and fused ops (PEFusedOps.td: rope_table,
-// rope_apply, rope_attention and their backward ops; the fused ops of the
-// op library, runtime/src/ops, register themselves): the
+// Executor adapters of the hoisted and fused ops (PEFusedOps.td: rope_apply,
+// rope_attention and their backward ops; the fused ops of the op library,
+// runtime/src/ops, rope_table among them, register themselves): the
 // reference adapters (addFusedOps) and the fast ones that replace them in
 // KernelSet::Fast (addFastFusedOps). The defaulted attribute `inverse` is
 // optional in the manifest and read with its default.
@@ -51,8 +51,6 @@ void checkRopeAttentionGrad(const OpContext &c) {
                                         c.out(2));
 }
 
-void runRopeTable(const OpContext &c) { ref::ropeTable<float>(c.in(0), c.in(1), c.out(0)); }
-
 void runRopeApply(const OpContext &c) {
   ref::ropeApply<float>(c.in(0), c.in(1), attrs::RopeApply{c.op()}.inverse(), c.out(0));
 }
@@ -60,10 +58,6 @@ void runRopeApply(const OpContext &c) {
 void runRopeAttention(const OpContext &c) {
   ref::ropeAttention<float>(c.in(0), c.in(1), c.in(2), c.in(3), c.op().getInt("heads"),
                             c.op().getFloat("scale"), fusedMask(c), c.out(0), attentionLse(c));
-}
-
-void runRopeTableGrad(const OpContext &c) {
-  ref::ropeTableGrad<float>(c.in(0), c.in(1), c.in(2), c.out(0));
 }
 
 void runRopeApplyGradTable(const OpContext &c) {
@@ -105,10 +99,8 @@ void runFastRopeAttentionGrad(const OpContext &c) {
 } // namespace
 
 void addFusedOps(OpTable &table) {
-  table[OpCode::RopeTable] = {runRopeTable};
   table[OpCode::RopeApply] = {runRopeApply, checkRopeApply};
   table[OpCode::RopeAttention] = {runRopeAttention, checkRopeAttention};
-  table[OpCode::RopeTableGrad] = {runRopeTableGrad};
   table[OpCode::RopeApplyGradTable] = {runRopeApplyGradTable, checkRopeApplyGradTable};
   table[OpCode::RopeAttentionGrad] = {runRopeAttentionGrad, checkRopeAttentionGrad};
 }
