@@ -51,7 +51,8 @@ TEST(OpLibrary, TheExecutorsTablesTakeTheLibrarysAdapters) {
       {OpCode::CayleyGrad, false}, {OpCode::CayleyWeight, false},
       {OpCode::CayleyWeightGrad, false}, {OpCode::GeneratorExp, false},
       {OpCode::GeneratorExpGrad, false}, {OpCode::ApplyRotation, false},
-      {OpCode::ApplyRotationGrad, false}};
+      {OpCode::ApplyRotationGrad, false}, {OpCode::RopeApply, true},
+      {OpCode::RopeApplyGradTable, true}};
   for (const auto &[code, generated] : library) {
     SCOPED_TRACE(opName(code));
     const ops::OpKernels *op = ops::opLibrary().find(code);

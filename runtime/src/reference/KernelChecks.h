@@ -65,7 +65,9 @@ AttentionShape attentionGrad(const TensorRef<const T> &q, const TensorRef<const 
   return g;
 }
 
-// x [..., T, D] (D even) against table [T, D/2, 2]; returns the leading count.
+// x [..., T, D] (D even) against table [T, D/2, 2]; returns the leading
+// count. The first part of rope_apply's contract (ops/fused/RopeApply.cpp),
+// which rope_attention's checks call for q and k.
 template <typename T>
 int64_t ropeTableFits(const char *what, const TensorRef<const T> &x,
                       const TensorRef<const T> &table) {
@@ -76,27 +78,6 @@ int64_t ropeTableFits(const char *what, const TensorRef<const T> &x,
             std::to_string(width));
   checkShape((std::string(what) + ": 'table'").c_str(), table, {tokens, width / 2, 2});
   return position::leadingCount(x.shape, 2);
-}
-
-template <typename T>
-int64_t ropeApply(const TensorRef<const T> &x, const TensorRef<const T> &table,
-                  const TensorRef<T> &y) {
-  const int64_t lead = ropeTableFits("rope_apply", x, table);
-  checkShape("rope_apply: result", y, x.shape);
-  return lead;
-}
-
-template <typename T>
-void ropeApplyGradTable(const TensorRef<const T> &x, const TensorRef<const T> &dy,
-                        const TensorRef<T> &dtable) {
-  check(x.rank() >= 2, "rope_apply_grad_table",
-        "'x' must be [..., T, D], got " + shapeToString(x.shape));
-  checkShape("rope_apply_grad_table: 'dy'", dy, x.shape);
-  const int64_t tokens = x.dim(-2), width = x.dim(-1);
-  check(width % 2 == 0, "rope_apply_grad_table",
-        "the last dimension of 'x' must be even (interleaved pairs), got " +
-            std::to_string(width));
-  checkShape("rope_apply_grad_table: result", dtable, {tokens, width / 2, 2});
 }
 
 inline void fusedMask(const char *what, AttentionMask mask) {

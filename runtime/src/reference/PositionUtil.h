@@ -1,5 +1,5 @@
 // Private helpers shared by the positional-encoding kernels (the op
-// library's ops/position/, and reference/FusedKernels.cpp's rope_apply).
+// library's ops/position/, and ops/fused/RopeApply.cpp).
 #pragma once
 
 #include "stringrt/reference/Tensor.h"

@@ -26,22 +26,6 @@ TD ropeApplyOf(const TD &x, const TD &table, bool inverse) {
   return y;
 }
 
-TEST(FusedRope, ApplyGradientsMatchFiniteDifferencesBothDirections) {
-  for (bool inverse : {false, true}) {
-    TD x = fd::random({3, 4, 6}, 7), table = fd::random({4, 3, 2}, 8);
-    const TD v = fd::random(x.shape, 9);
-    // x-gradient: the opposite rotation with the same table.
-    const TD dx = ropeApplyOf(v, table, !inverse);
-    EXPECT_TRUE(fd::checkVJP(
-        "rope_apply dx", [&] { return ropeApplyOf(x, table, inverse); }, x, v, dx));
-    TD dtable = TD::zeros(table.shape);
-    ropeApplyGradTable<double>(x.cref(), v.cref(), inverse, dtable.ref());
-    EXPECT_TRUE(fd::checkVJP(
-        "rope_apply_grad_table", [&] { return ropeApplyOf(x, table, inverse); }, table, v,
-        dtable));
-  }
-}
-
 TD cayleyWeightOf(const TD &s) {
   TD w = TD::zeros(s.shape);
   cayleyWeight<double>(s.cref(), w.ref());
@@ -188,14 +172,6 @@ TEST(FusedEpilogue, LayerNormGradAccIsAddOfLayerNormGrad) {
 }
 
 TEST(FusedKernels, FloatMatchesDouble) {
-  const TD x = fd::random({2, 4, 8}, 40), table = fd::random({4, 4, 2}, 41);
-  EXPECT_TRUE(fd::floatMatchesDouble("rope_apply", [&](auto zero) {
-    using T = decltype(zero);
-    auto xt = fd::cast<T>(x), tt = fd::cast<T>(table);
-    Tensor<T> y = Tensor<T>::zeros(x.shape);
-    ropeApply<T>(xt.cref(), tt.cref(), false, y.ref());
-    return y;
-  }));
   const TD s = fd::random({6, 6}, 42, -0.3, 0.3);
   EXPECT_TRUE(fd::floatMatchesDouble("cayley_weight", [&](auto zero) {
     using T = decltype(zero);

@@ -4,7 +4,6 @@
 // table, in double.
 #include "stringrt/ops/FusedOps.h"
 #include "stringrt/ops/PositionOps.h"
-#include "stringrt/reference/FusedKernels.h"
 
 #include "FiniteDifference.h"
 

@@ -4,25 +4,15 @@
 // stringrt/reference/FusedKernels.h (read the math there); the conventions
 // are those of FastKernels.h (multi-threaded on the pool, deterministic for
 // any thread count but for OpenBLAS's last bits, outputs fully overwritten).
-// The table-sized kernels (rope_table, rope_table_grad, in the op library)
-// run once per step on [T, D/2] data and have no fast kernel
-// (cayley_weight's fast kernels are in the op library too,
-// stringrt/ops/FusedOps.h).
+// The rope tables (no fast kernel: [T, D/2] data once a step), rope_apply's
+// and cayley_weight's fast kernels are in the op library
+// (stringrt/ops/FusedOps.h).
 #pragma once
 
 #include "stringrt/cpu/FastKernels.h"
 #include "stringrt/reference/FusedKernels.h"
 
 namespace stringrt::cpu {
-
-// Rows (batch, token) in parallel, each rotated by its token's table row.
-void ropeApply(TensorRef<const float> x, TensorRef<const float> table, bool inverse,
-               TensorRef<float> y);
-
-// Parallel over tokens: each task owns dtable[t] and sums the leading
-// (batch) index in order, in double.
-void ropeApplyGradTable(TensorRef<const float> x, TensorRef<const float> dy, bool inverse,
-                        TensorRef<float> dtable);
 
 // Threaded over (batch, head) as cpu::attention: each task rotates its
 // head's q and k tiles into thread-local [T, Dh] scratch as it loads them,

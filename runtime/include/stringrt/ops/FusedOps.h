@@ -30,6 +30,22 @@ void ropeTableGrad(TensorRef<const T> pos, TensorRef<const T> freqs, TensorRef<c
                    TensorRef<T> dfreqs);
 
 //===----------------------------------------------------------------------===//
+// rope_apply, rope_apply_grad_table (ops/fused/RopeApply.cpp)
+//===----------------------------------------------------------------------===//
+
+// Pair j of token t times [[c, -s], [s, c]] (its transpose when inverse),
+// (c, s) = table[t, j]. x [..., T, D], table [T, D/2, 2] -> y (shape of x).
+template <typename T>
+void ropeApply(TensorRef<const T> x, TensorRef<const T> table, bool inverse, TensorRef<T> y);
+
+// dtable[t, j, 0] = sum_lead (dy0 x0 + dy1 x1),
+// dtable[t, j, 1] = sum_lead (dy1 x0 - dy0 x1)   (negated when inverse).
+// x, dy [..., T, D] -> dtable [T, D/2, 2]
+template <typename T>
+void ropeApplyGradTable(TensorRef<const T> x, TensorRef<const T> dy, bool inverse,
+                        TensorRef<T> dtable);
+
+//===----------------------------------------------------------------------===//
 // cayley_weight, cayley_weight_grad (ops/fused/CayleyWeight.cpp)
 //===----------------------------------------------------------------------===//
 
@@ -68,6 +84,16 @@ namespace stringrt::cpu {
 
 using ref::OptionalInput;
 using ref::TensorRef;
+
+// rope_apply: rows (batch, token) in parallel, each turned by its token's
+// table row.
+void ropeApply(TensorRef<const float> x, TensorRef<const float> table, bool inverse,
+               TensorRef<float> y);
+
+// rope_apply_grad_table: parallel over tokens; each task owns dtable[t] and
+// sums the leading (batch) index in order, in double.
+void ropeApplyGradTable(TensorRef<const float> x, TensorRef<const float> dy, bool inverse,
+                        TensorRef<float> dtable);
 
 // cayley_weight: W = U^T, U = (I - S)(I + S)^-1 = 2 (I + S)^-1 - I, in
 // double; the inverse by Gauss-Jordan with partial pivoting (a singular

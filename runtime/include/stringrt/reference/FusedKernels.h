@@ -16,18 +16,6 @@
 
 namespace stringrt::ref {
 
-// Pair j of token t times [[c, -s], [s, c]] (its transpose when inverse),
-// (c, s) = table[t, j]. x [..., T, D], table [T, D/2, 2] -> y (shape of x).
-template <typename T>
-void ropeApply(TensorRef<const T> x, TensorRef<const T> table, bool inverse, TensorRef<T> y);
-
-// dtable[t, j, 0] = sum_lead (dy0 x0 + dy1 x1),
-// dtable[t, j, 1] = sum_lead (dy1 x0 - dy0 x1)   (negated when inverse).
-// x, dy [..., T, D] -> dtable [T, D/2, 2]
-template <typename T>
-void ropeApplyGradTable(TensorRef<const T> x, TensorRef<const T> dy, bool inverse,
-                        TensorRef<T> dtable);
-
 // attention(rope_apply(q, table), rope_apply(k, table), v); mask None or
 // Causal; `lse` as attention's.
 template <typename T>

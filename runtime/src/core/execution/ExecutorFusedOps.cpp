@@ -1,9 +1,8 @@
-// Executor adapters of the hoisted and fused ops (PEFusedOps.td: rope_apply,
-// rope_attention and their backward ops; the fused ops of the op library,
-// runtime/src/ops, rope_table among them, register themselves): the
-// reference adapters (addFusedOps) and the fast ones that replace them in
-// KernelSet::Fast (addFastFusedOps). The defaulted attribute `inverse` is
-// optional in the manifest and read with its default.
+// Executor adapters of the hoisted and fused ops (PEFusedOps.td:
+// rope_attention and its backward op; the fused ops of the op library,
+// runtime/src/ops, rope_table and rope_apply among them, register
+// themselves): the reference adapters (addFusedOps) and the fast ones that
+// replace them in KernelSet::Fast (addFastFusedOps).
 #include "execution/Executor.h"
 
 #include "../reference/KernelChecks.h"
@@ -28,12 +27,6 @@ ref::AttentionMask fusedMask(const OpContext &c) {
 
 // The argument checks of the reference kernels of the ops stringc generates
 // kernels for (KernelChecks.h).
-void checkRopeApply(const OpContext &c) {
-  ref::checks::ropeApply<float>(c.in(0), c.in(1), c.out(0));
-}
-void checkRopeApplyGradTable(const OpContext &c) {
-  ref::checks::ropeApplyGradTable<float>(c.in(0), c.in(1), c.out(0));
-}
 void checkRopeAttention(const OpContext &c) {
   ref::checks::ropeAttention<float>(c.in(0), c.in(1), c.in(2), c.in(3), c.op().getInt("heads"),
                                     fusedMask(c), c.out(0));
@@ -51,18 +44,9 @@ void checkRopeAttentionGrad(const OpContext &c) {
                                         c.out(2));
 }
 
-void runRopeApply(const OpContext &c) {
-  ref::ropeApply<float>(c.in(0), c.in(1), attrs::RopeApply{c.op()}.inverse(), c.out(0));
-}
-
 void runRopeAttention(const OpContext &c) {
   ref::ropeAttention<float>(c.in(0), c.in(1), c.in(2), c.in(3), c.op().getInt("heads"),
                             c.op().getFloat("scale"), fusedMask(c), c.out(0), attentionLse(c));
-}
-
-void runRopeApplyGradTable(const OpContext &c) {
-  ref::ropeApplyGradTable<float>(c.in(0), c.in(1), attrs::RopeApplyGradTable{c.op()}.inverse(),
-                                 c.out(0));
 }
 
 void runRopeAttentionGrad(const OpContext &c) {
@@ -75,14 +59,6 @@ void runRopeAttentionGrad(const OpContext &c) {
 //===----------------------------------------------------------------------===//
 // Fast
 //===----------------------------------------------------------------------===//
-
-void runFastRopeApply(const OpContext &c) {
-  cpu::ropeApply(c.in(0), c.in(1), attrs::RopeApply{c.op()}.inverse(), c.out(0));
-}
-
-void runFastRopeApplyGradTable(const OpContext &c) {
-  cpu::ropeApplyGradTable(c.in(0), c.in(1), attrs::RopeApplyGradTable{c.op()}.inverse(), c.out(0));
-}
 
 void runFastRopeAttention(const OpContext &c) {
   cpu::ropeAttention(c.in(0), c.in(1), c.in(2), c.in(3), c.op().getInt("heads"),
@@ -99,15 +75,11 @@ void runFastRopeAttentionGrad(const OpContext &c) {
 } // namespace
 
 void addFusedOps(OpTable &table) {
-  table[OpCode::RopeApply] = {runRopeApply, checkRopeApply};
   table[OpCode::RopeAttention] = {runRopeAttention, checkRopeAttention};
-  table[OpCode::RopeApplyGradTable] = {runRopeApplyGradTable, checkRopeApplyGradTable};
   table[OpCode::RopeAttentionGrad] = {runRopeAttentionGrad, checkRopeAttentionGrad};
 }
 
 void addFastFusedOps(OpTable &table) {
-  table[OpCode::RopeApply].run = runFastRopeApply;
-  table[OpCode::RopeApplyGradTable].run = runFastRopeApplyGradTable;
   table[OpCode::RopeAttention].run = runFastRopeAttention;
   table[OpCode::RopeAttentionGrad].run = runFastRopeAttentionGrad;
 }
