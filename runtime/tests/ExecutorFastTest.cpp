@@ -43,7 +43,7 @@ const std::set<std::string> kFastOps = {
     "pe.cayley",           "pe.cayley_grad",        "pe.spd_gate",
     "pe.spd_gate_grad",    "pe.generator_exp",      "pe.generator_exp_grad",
     "pe.apply_rotation",   "pe.apply_rotation_grad",
-    // The fused ops with a fast kernel (ExecutorFusedOps.cpp).
+    // The fused ops with a fast kernel (PEFusedOps.td; ops/fused/).
     "pe.rope_apply",       "pe.rope_apply_grad_table", "pe.rope_attention",
     "pe.rope_attention_grad", "pe.linear_gelu",     "pe.linear_residual",
     "pe.linear_grad_input_acc", "pe.layer_norm_grad_acc", "pe.cayley_weight",
@@ -298,7 +298,7 @@ std::vector<OpCase> cases() {
     cs.push_back({"attention_grad_rel_" + mask, "pe.attention_grad",
                   {act, act, act, act, lse, act, rel}, {act, act, act, rel}, attention(mask)});
   }
-  // The fused ops (ExecutorFusedOps.cpp); rope_attention takes no skip mask.
+  // The fused ops (PEFusedOps.td; ops/fused/); rope_attention takes no skip mask.
   const ProgramValue table = f32({T, D / 2, 2});
   for (bool inverse : {false, true}) {
     const std::string suffix = inverse ? "_inverse" : "";

@@ -52,7 +52,8 @@ TEST(OpLibrary, TheExecutorsTablesTakeTheLibrarysAdapters) {
       {OpCode::CayleyWeightGrad, false}, {OpCode::GeneratorExp, false},
       {OpCode::GeneratorExpGrad, false}, {OpCode::ApplyRotation, false},
       {OpCode::ApplyRotationGrad, false}, {OpCode::RopeApply, true},
-      {OpCode::RopeApplyGradTable, true}};
+      {OpCode::RopeApplyGradTable, true}, {OpCode::RopeAttention, true},
+      {OpCode::RopeAttentionGrad, true}};
   for (const auto &[code, generated] : library) {
     SCOPED_TRACE(opName(code));
     const ops::OpKernels *op = ops::opLibrary().find(code);

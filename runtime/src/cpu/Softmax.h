@@ -1,6 +1,6 @@
 // Softmax rows of the fast attention kernels (private to the runtime),
 // shared by the attention op (ops/layer/Attention.cpp) and the fused RoPE
-// attention (FusedAttention.cpp).
+// attention (in the op library's fused family, ops/fused/).
 #pragma once
 
 #include <cstdint>

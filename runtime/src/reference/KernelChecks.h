@@ -1,13 +1,13 @@
-// The argument checks of the reference kernels of the ops that also run on
-// compiled kernels (docs/codegen.md, "What is generated"): shapes,
-// attributes and index operands, with the reference kernels' messages.
-// Each reference kernel runs its check before computing; the executor runs
+// The argument checks of pe.attention and pe.attention_grad, their
+// contract's (ops/layer/Attention.cpp), whose first part, attentionInputs,
+// the fused pe.rope_attention's contract (ops/fused/RopeAttention.cpp)
+// calls with its own name. Every other op's contract is in its op file.
+// Each kernel runs its op's contract before computing; the executor runs
 // the same check before it calls a compiled kernel, which cannot check
 // anything itself (ExecutorCompiledOps.cpp). Private to the runtime.
 #pragma once
 
 #include "LayerKernelUtil.h"
-#include "PositionUtil.h"
 
 #include "stringrt/reference/LayerKernels.h"
 #include "stringrt/reference/Tensor.h"
@@ -63,49 +63,6 @@ AttentionShape attentionGrad(const TensorRef<const T> &q, const TensorRef<const 
       attentionInputs("attention_grad", q, k, v, rel, heads, mask, skipBase);
   layer::checkAttentionGradShapes(q, dy, rel, dq, dk, dv, drel);
   return g;
-}
-
-// x [..., T, D] (D even) against table [T, D/2, 2]; returns the leading
-// count. The first part of rope_apply's contract (ops/fused/RopeApply.cpp),
-// which rope_attention's checks call for q and k.
-template <typename T>
-int64_t ropeTableFits(const char *what, const TensorRef<const T> &x,
-                      const TensorRef<const T> &table) {
-  check(x.rank() >= 2, what, "'x' must be [..., T, D], got " + shapeToString(x.shape));
-  const int64_t tokens = x.dim(-2), width = x.dim(-1);
-  check(width % 2 == 0, what,
-        "the last dimension of 'x' must be even (interleaved pairs), got " +
-            std::to_string(width));
-  checkShape((std::string(what) + ": 'table'").c_str(), table, {tokens, width / 2, 2});
-  return position::leadingCount(x.shape, 2);
-}
-
-inline void fusedMask(const char *what, AttentionMask mask) {
-  check(mask != AttentionMask::Skip, what, "mask 'skip' is not supported (use attention)");
-}
-
-// rope_attention: rope_apply's checks of q and k, then attention's.
-template <typename T>
-void ropeAttention(const TensorRef<const T> &q, const TensorRef<const T> &k,
-                   const TensorRef<const T> &v, const TensorRef<const T> &table, int64_t heads,
-                   AttentionMask mask, const TensorRef<T> &y) {
-  fusedMask("rope_attention", mask);
-  ropeTableFits("rope_apply", q, table);
-  ropeTableFits("rope_apply", k, table);
-  attention<T>(q, k, v, std::nullopt, heads, mask, 0, y);
-}
-
-template <typename T>
-void ropeAttentionGrad(const TensorRef<const T> &q, const TensorRef<const T> &k,
-                       const TensorRef<const T> &v, const TensorRef<const T> &table,
-                       const TensorRef<const T> &dy, int64_t heads, AttentionMask mask,
-                       const TensorRef<T> &dq, const TensorRef<T> &dk, const TensorRef<T> &dv) {
-  fusedMask("rope_attention_grad", mask);
-  checkShape("rope_attention_grad: dq", dq, q.shape);
-  checkShape("rope_attention_grad: dk", dk, q.shape);
-  ropeTableFits("rope_apply", q, table);
-  ropeTableFits("rope_apply", k, table);
-  attentionGrad<T>(q, k, v, dy, std::nullopt, heads, mask, 0, dq, dk, dv, std::nullopt);
 }
 
 } // namespace stringrt::ref::checks

@@ -21,8 +21,9 @@
 // Output: two lines, "warm MS" and "cold MS".
 #include "Gemm.h"
 
-#include "stringrt/cpu/FusedKernels.h"
 #include "stringrt/cpu/ThreadPool.h"
+#include "stringrt/ops/FusedOps.h"
+#include "stringrt/ops/LayerOps.h"
 
 #include <algorithm>
 #include <chrono>

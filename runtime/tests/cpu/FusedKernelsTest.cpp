@@ -1,7 +1,7 @@
-// The fast fused kernels (stringrt/cpu/FusedKernels.h) against their
-// reference kernels, with 1 and 4 threads, every mask they take.
-#include "stringrt/cpu/FusedKernels.h"
+// The fast fused kernels (stringrt/ops/FusedOps.h) against their
+// reference kernels, with 1 and 4 threads.
 #include "stringrt/cpu/FastKernels.h"
+#include "stringrt/ops/FusedOps.h"
 
 #include "CpuTestUtil.h"
 #include "stringrt/Error.h"
@@ -14,60 +14,6 @@ namespace stringrt::cpu::testing {
 namespace {
 
 using Outputs = std::vector<TF>;
-
-TEST(FastFusedAttention, ForwardAndGradMatchReference) {
-  struct Case {
-    int64_t B, T, D, heads;
-  };
-  uint32_t seed = 10;
-  for (Case c : {Case{2, 5, 8, 2}, Case{3, 50, 64, 4}, Case{1, 9, 12, 1}})
-    for (AttentionMask mask : {AttentionMask::None, AttentionMask::Causal}) {
-      const std::vector<int64_t> shape{c.B, c.T, c.D};
-      const TF q = randomTensor(shape, seed++), k = randomTensor(shape, seed++),
-               v = randomTensor(shape, seed++), dy = randomTensor(shape, seed++);
-      // A genuine cos/sin table.
-      TF table = TF::zeros({c.T, c.D / 2, 2});
-      const TF angles = randomTensor({c.T, c.D / 2}, seed++, -6.0f, 6.0f);
-      for (int64_t i = 0; i < c.T * c.D / 2; ++i) {
-        table.values[2 * i] = std::cos(angles.values[i]);
-        table.values[2 * i + 1] = std::sin(angles.values[i]);
-      }
-      const double scale = 1.0 / std::sqrt(double(c.D / c.heads));
-      const std::string name = "T" + std::to_string(c.T) + " heads" + std::to_string(c.heads) +
-                               (mask == AttentionMask::Causal ? " causal" : " none");
-      expectFastMatchesReference("rope_attention " + name, [&](bool fast) {
-        TF y = TF::zeros(shape);
-        if (fast)
-          cpu::ropeAttention(q.cref(), k.cref(), v.cref(), table.cref(), c.heads, scale, mask,
-                             y.ref());
-        else
-          ref::ropeAttention<float>(q.cref(), k.cref(), v.cref(), table.cref(), c.heads, scale,
-                                    mask, y.ref());
-        return Outputs{y};
-      });
-      expectFastMatchesReference("rope_attention_grad " + name, [&](bool fast) {
-        TF dq = TF::zeros(shape), dk = TF::zeros(shape), dv = TF::zeros(shape);
-        if (fast)
-          cpu::ropeAttentionGrad(q.cref(), k.cref(), v.cref(), table.cref(), dy.cref(), c.heads,
-                                 scale, mask, dq.ref(), dk.ref(), dv.ref());
-        else
-          ref::ropeAttentionGrad<float>(q.cref(), k.cref(), v.cref(), table.cref(), dy.cref(),
-                                        c.heads, scale, mask, dq.ref(), dk.ref(), dv.ref());
-        return Outputs{dq, dk, dv};
-      });
-    }
-}
-
-TEST(FastFusedAttention, OddHeadWidthAndSkipAreRejected) {
-  const TF q = randomTensor({1, 3, 6}, 30), table = randomTensor({3, 3, 2}, 31);
-  TF y = TF::zeros(q.shape);
-  EXPECT_THROW(cpu::ropeAttention(q.cref(), q.cref(), q.cref(), table.cref(), 2, 1.0,
-                                  AttentionMask::None, y.ref()),
-               Error);
-  EXPECT_THROW(cpu::ropeAttention(q.cref(), q.cref(), q.cref(), table.cref(), 1, 1.0,
-                                  AttentionMask::Skip, y.ref()),
-               Error);
-}
 
 TEST(FastFusedEpilogue, LinearGeluAndResidualMatchReference) {
   const TF x = randomTensor({4, 50, 64}, 40), w1 = randomTensor({64, 128}, 41),

@@ -10,7 +10,7 @@
 #include "CpuTestUtil.h"
 
 #include "stringrt/Error.h"
-#include "stringrt/reference/FusedKernels.h"
+#include "stringrt/ops/FusedOps.h"
 #include "stringrt/ops/PositionOps.h"
 
 #include <gtest/gtest.h>

@@ -34,7 +34,7 @@
 #pragma once
 
 #include "stringrt/cuda/CudaBackend.h"
-#include "stringrt/reference/FusedKernels.h"
+#include "stringrt/ops/FusedOps.h"
 #include "stringrt/reference/LayerKernels.h"
 
 #include <gtest/gtest.h>

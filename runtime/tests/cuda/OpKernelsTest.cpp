@@ -22,7 +22,7 @@
 #include "stringrt/Package.h"
 #include "stringrt/cuda/CudaBackend.h"
 #include "stringrt/ops/GatherOps.h"
-#include "stringrt/reference/FusedKernels.h"
+#include "stringrt/ops/FusedOps.h"
 #include "stringrt/reference/LayerKernels.h"
 #include "stringrt/ops/PositionOps.h"
 

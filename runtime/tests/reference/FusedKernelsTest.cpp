@@ -1,7 +1,7 @@
-// Reference kernels of the hoisted and fused ops (FusedKernels.h): each
+// Reference kernels of the hoisted and fused ops (stringrt/ops/FusedOps.h): each
 // forward against the unfused ops it replaces, each backward against central
 // finite differences of its forward, in double.
-#include "stringrt/reference/FusedKernels.h"
+#include "stringrt/ops/FusedOps.h"
 #include "stringrt/reference/LayerKernels.h"
 #include "stringrt/ops/PositionOps.h"
 
@@ -13,18 +13,6 @@ namespace stringrt::ref {
 namespace {
 
 using TD = Tensor<double>;
-
-TD ropeTableOf(const TD &pos, const TD &freqs) {
-  TD table = TD::zeros({pos.shape[0], freqs.shape[0], 2});
-  ropeTable<double>(pos.cref(), freqs.cref(), table.ref());
-  return table;
-}
-
-TD ropeApplyOf(const TD &x, const TD &table, bool inverse) {
-  TD y = TD::zeros(x.shape);
-  ropeApply<double>(x.cref(), table.cref(), inverse, y.ref());
-  return y;
-}
 
 TD cayleyWeightOf(const TD &s) {
   TD w = TD::zeros(s.shape);
@@ -63,42 +51,6 @@ TEST(FusedCayley, SingularMatrixThrows) {
   s.values = {-1.0, 0.0, 0.0, 0.0}; // I + S has a zero row
   TD w = TD::zeros({2, 2});
   EXPECT_THROW(cayleyWeight<double>(s.cref(), w.ref()), Error);
-}
-
-TEST(FusedAttention, ForwardIsRopeThenAttentionAndGradMatchesFiniteDifferences) {
-  for (AttentionMask mask : {AttentionMask::None, AttentionMask::Causal}) {
-    const int64_t heads = 2;
-    const double scale = 0.7;
-    TD q = fd::random({2, 4, 8}, 20), k = fd::random({2, 4, 8}, 21), v = fd::random({2, 4, 8}, 22);
-    const TD table = ropeTableOf(fd::random({4, 2}, 23, -2, 2), fd::random({4, 2}, 24));
-    auto forward = [&] {
-      TD y = TD::zeros(q.shape);
-      ropeAttention<double>(q.cref(), k.cref(), v.cref(), table.cref(), heads, scale, mask,
-                            y.ref());
-      return y;
-    };
-    TD unfused = TD::zeros(q.shape);
-    const TD qr = ropeApplyOf(q, table, false), kr = ropeApplyOf(k, table, false);
-    attention<double>(qr.cref(), kr.cref(), v.cref(), std::nullopt, heads, scale, mask, 0,
-                      unfused.ref());
-    EXPECT_TRUE(fd::allClose("rope_attention", forward(), unfused, 1e-14));
-
-    const TD dy = fd::random(q.shape, 25);
-    TD dq = TD::zeros(q.shape), dk = TD::zeros(q.shape), dv = TD::zeros(q.shape);
-    ropeAttentionGrad<double>(q.cref(), k.cref(), v.cref(), table.cref(), dy.cref(), heads, scale,
-                              mask, dq.ref(), dk.ref(), dv.ref());
-    EXPECT_TRUE(fd::checkVJP("rope_attention_grad dq", forward, q, dy, dq));
-    EXPECT_TRUE(fd::checkVJP("rope_attention_grad dk", forward, k, dy, dk));
-    EXPECT_TRUE(fd::checkVJP("rope_attention_grad dv", forward, v, dy, dv));
-  }
-}
-
-TEST(FusedAttention, SkipMaskIsRejected) {
-  TD q = fd::random({1, 3, 4}, 26), y = TD::zeros({1, 3, 4});
-  const TD table = fd::random({3, 2, 2}, 27);
-  EXPECT_THROW(ropeAttention<double>(q.cref(), q.cref(), q.cref(), table.cref(), 1, 1.0,
-                                     AttentionMask::Skip, y.ref()),
-               Error);
 }
 
 TEST(FusedEpilogue, LinearGeluIsLinearThenGelu) {

@@ -8,6 +8,7 @@
 // a prior added is in that op's file, declared in LayerOps.h.
 #pragma once
 
+#include "stringrt/ops/LayerOps.h" // AttentionMask
 #include "stringrt/reference/Tensor.h"
 
 #include <cstdint>
@@ -46,6 +47,27 @@ void ropeApplyGradTable(TensorRef<const T> x, TensorRef<const T> dy, bool invers
                         TensorRef<T> dtable);
 
 //===----------------------------------------------------------------------===//
+// rope_attention, rope_attention_grad (ops/fused/RopeAttention.cpp)
+//===----------------------------------------------------------------------===//
+
+// attention(rope_apply(q, table), rope_apply(k, table), v), composed of the
+// reference rope_apply and attention kernels (rounding between them as the
+// unfused ops do); mask None or Causal; `lse` as attention's.
+// q, k, v [B, T, D] (D / heads even), table [T, D/2, 2] -> y [B, T, D]
+template <typename T>
+void ropeAttention(TensorRef<const T> q, TensorRef<const T> k, TensorRef<const T> v,
+                   TensorRef<const T> table, int64_t heads, double scale, AttentionMask mask,
+                   TensorRef<T> y, OptionalOutput<T> lse = std::nullopt);
+
+// dqr, dkr, dv = attention_grad(rope_apply(q), rope_apply(k), v, dy);
+// dq = rope_apply(dqr, inverse), dk = rope_apply(dkr, inverse).
+template <typename T>
+void ropeAttentionGrad(TensorRef<const T> q, TensorRef<const T> k, TensorRef<const T> v,
+                       TensorRef<const T> table, TensorRef<const T> dy, int64_t heads,
+                       double scale, AttentionMask mask, TensorRef<T> dq, TensorRef<T> dk,
+                       TensorRef<T> dv);
+
+//===----------------------------------------------------------------------===//
 // cayley_weight, cayley_weight_grad (ops/fused/CayleyWeight.cpp)
 //===----------------------------------------------------------------------===//
 
@@ -82,7 +104,9 @@ void linearResidual(TensorRef<const T> residual, TensorRef<const T> x, TensorRef
 
 namespace stringrt::cpu {
 
+using ref::AttentionMask;
 using ref::OptionalInput;
+using ref::OptionalOutput;
 using ref::TensorRef;
 
 // rope_apply: rows (batch, token) in parallel, each turned by its token's
@@ -94,6 +118,26 @@ void ropeApply(TensorRef<const float> x, TensorRef<const float> table, bool inve
 // sums the leading (batch) index in order, in double.
 void ropeApplyGradTable(TensorRef<const float> x, TensorRef<const float> dy, bool inverse,
                         TensorRef<float> dtable);
+
+// rope_attention: threaded over (batch, head) as cpu::attention; each task
+// rotates its head's q and k tiles into thread-local [T, Dh] scratch as it
+// loads them, then S = scale Qr Kr^T, the softmax and Y = P V as per-head
+// GEMMs. The rotated tiles and P live only in that scratch (L1/L2-sized
+// for the models here), never in a model-sized buffer. `lse` as
+// cpu::attention's.
+void ropeAttention(TensorRef<const float> q, TensorRef<const float> k, TensorRef<const float> v,
+                   TensorRef<const float> table, int64_t heads, double scale, AttentionMask mask,
+                   TensorRef<float> y, OptionalOutput<float> lse = std::nullopt);
+
+// rope_attention_grad: recomputes the rotated tiles and P per (batch, head)
+// (nothing is kept from the forward), then dV = P^T dY, dS, dQr = scale dS
+// Kr and dKr = scale dS^T Qr into scratch, and writes dq, dk rotated back
+// (R^T) straight into the outputs.
+void ropeAttentionGrad(TensorRef<const float> q, TensorRef<const float> k,
+                       TensorRef<const float> v, TensorRef<const float> table,
+                       TensorRef<const float> dy, int64_t heads, double scale,
+                       AttentionMask mask, TensorRef<float> dq, TensorRef<float> dk,
+                       TensorRef<float> dv);
 
 // cayley_weight: W = U^T, U = (I - S)(I + S)^-1 = 2 (I + S)^-1 - I, in
 // double; the inverse by Gauss-Jordan with partial pivoting (a singular

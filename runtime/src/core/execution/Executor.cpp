@@ -249,9 +249,6 @@ void runConstant(const OpContext &c) {
 OpTable buildOpTable(KernelSet kernels) {
   OpTable table;
   table[OpCode::ArithConstant] = {runConstant};
-  addFusedOps(table);
-  if (kernels != KernelSet::Reference) // Fast, and Compiled's fallback
-    addFastFusedOps(table);
   addLibraryOps(table, kernels);
   return table;
 }

@@ -192,10 +192,6 @@ private:
   std::array<OpSpec, kOpCodeCount> specs_{};
 };
 
-// The ops of pe-hoist and the fusion passes (ExecutorFusedOps.cpp): their
-// reference adapters, and the fast ones that replace some of them.
-void addFusedOps(OpTable &table);
-void addFastFusedOps(OpTable &table);
 // The ops of the op library (runtime/src/ops, OpLibrary.h), each with its
 // fast adapter where it has one and the set is not Reference; throws Error
 // for an op the table already has.
@@ -204,7 +200,8 @@ void addLibraryOps(OpTable &table, KernelSet kernels);
 // pe.attention's and pe.attention_grad's `mask` and `skip_base` (required
 // with mask skip, absent otherwise); throw Error for anything else. These
 // four are the attention op's (ops/layer/Attention.cpp); the fused attention
-// ops' adapters (ExecutorFusedOps.cpp) read their attributes with them.
+// ops' adapters (the op library's ops/fused/) read their attributes with
+// them.
 ref::AttentionMask attentionMask(const OpContext &c);
 int64_t attentionSkipBase(const OpContext &c, ref::AttentionMask mask);
 // The forward attention ops' optional second result, the log-sum-exp

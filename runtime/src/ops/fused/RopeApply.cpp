@@ -13,7 +13,6 @@
 
 #include "../../cpu/KernelUtil.h"
 #include "../../cpu/RopeRow.h"
-#include "../../reference/KernelChecks.h"
 #include "../../reference/PositionUtil.h"
 
 #include "stringrt/cpu/ThreadPool.h"
@@ -34,12 +33,26 @@ using ref::checkShape;
 using ref::shapeToString;
 using ref::TensorRef;
 
+// x [..., T, D] (D even) against table [T, D/2, 2]; returns the leading
+// count (the product of x's dims before T).
+template <typename T>
+int64_t ropeTableFits(const char *what, const TensorRef<const T> &x,
+                      const TensorRef<const T> &table) {
+  check(x.rank() >= 2, what, "'x' must be [..., T, D], got " + shapeToString(x.shape));
+  const int64_t tokens = x.dim(-2), width = x.dim(-1);
+  check(width % 2 == 0, what,
+        "the last dimension of 'x' must be even (interleaved pairs), got " +
+            std::to_string(width));
+  checkShape((std::string(what) + ": 'table'").c_str(), table, {tokens, width / 2, 2});
+  return ref::position::leadingCount(x.shape, 2);
+}
+
 // rope_apply: x [..., T, D] with D even, table [T, D/2, 2], the result the
 // shape of x. Returns the leading count (the product of x's dims before T).
 template <typename T>
 int64_t ropeApplyContract(const TensorRef<const T> &x, const TensorRef<const T> &table,
                           const TensorRef<T> &y) {
-  const int64_t lead = ref::checks::ropeTableFits("rope_apply", x, table);
+  const int64_t lead = ropeTableFits("rope_apply", x, table);
   checkShape("rope_apply: result", y, x.shape);
   return lead;
 }

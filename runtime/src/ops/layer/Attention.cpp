@@ -8,8 +8,8 @@
 // CpuGen's (docs/codegen.md), checked here before they run.
 //
 // The contract's checks are KernelChecks.h's checks::attention and
-// checks::attentionGrad, which pe.rope_attention's checks (a fused op, not
-// yet in the library) call too.
+// checks::attentionGrad, whose first part, checks::attentionInputs,
+// pe.rope_attention's contract (ops/fused/RopeAttention.cpp) calls too.
 //
 // Head h of token t owns columns h*Dh .. (h+1)*Dh - 1; rel[i, j] is a
 // [Dh, Dh] matrix acting on k_j as a column vector:
