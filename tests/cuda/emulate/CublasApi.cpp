@@ -72,6 +72,12 @@ bool matricesInside(const GemmShape &g) {
     return false;
   if (g.bias && !matrixInside(g.bias, g.m, 1, g.m, 0, 1, "bias", g.bf16Output))
     return false;
+  if (g.biasGradA && !matrixInside(g.biasGradA, g.m, 1, g.m, 0, 1, "bias gradient (of A)",
+                                   g.bf16Output))
+    return false;
+  if (g.biasGradB && !matrixInside(g.biasGradB, g.n, 1, g.n, 0, 1, "bias gradient (of B)",
+                                   g.bf16Output))
+    return false;
   if (g.source && g.beta != 0.0f &&
       !matrixInside(g.source, g.m, g.n, g.ldc, g.strideC, g.batches, "C (the source)",
                     g.bf16Output))
@@ -129,6 +135,28 @@ CUresult runGemm(const GemmShape &g) {
     } else {
       std::fill(product.begin(), product.end(), 0.0f);
     }
+    // The bias-gradient epilogues (one batch: cuBLASLt's batch stride of
+    // the bias is not emulated): the stored elements summed over k.
+    auto store = [&](void *out, size_t index, float value) {
+      if (g.bf16Output)
+        static_cast<uint16_t *>(out)[index] = narrow(value);
+      else
+        static_cast<float *>(out)[index] = value;
+    };
+    if (g.biasGradA)
+      for (size_t i = 0; i < m; ++i) {
+        float sum = 0.0f;
+        for (size_t p = 0; p < k; ++p)
+          sum += element(A, g.transA ? p + i * g.lda : i + p * g.lda, g.bf16Inputs);
+        store(g.biasGradA, i, sum);
+      }
+    if (g.biasGradB)
+      for (size_t j = 0; j < n; ++j) {
+        float sum = 0.0f;
+        for (size_t p = 0; p < k; ++p)
+          sum += element(B, g.transB ? j + p * g.ldb : p + j * g.ldb, g.bf16Inputs);
+        store(g.biasGradB, j, sum);
+      }
     for (size_t j = 0; j < n; ++j) {
       const float *column = product.data() + j * m;
       for (size_t i = 0; i < m; ++i) {

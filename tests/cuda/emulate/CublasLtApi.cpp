@@ -1,24 +1,32 @@
 // The cuBLASLt entries the runtime uses (runtime/src/cuda/BlasLt.h), on the
-// host: f32 matmuls with the default epilogue or CUBLASLT_EPILOGUE_BIAS
+// host: f32 matmuls with the default epilogue, CUBLASLT_EPILOGUE_BIAS
 // (bias[i] added to row i of D, after alpha op(A) op(B) + beta C; C may be
-// apart from D, with D's layout, as the runtime's addend), through
+// apart from D, with D's layout, as the runtime's addend) or the bias
+// gradients CUBLASLT_EPILOGUE_BGRADA / BGRADB (the sums of op(A) over k,
+// D's rows of them, or of op(B) over k, D's columns, written to the bias
+// pointer in D's type, as cublasLt.h documents them), through
 // the emulator's GEMM (EmulatedGemm.h: inputs rounded as the compute type
 // says), queued on the call's stream. What the emulator checks beyond the
 // arithmetic:
 // - the heuristic offers an algorithm only for what is emulated (f32
-//   layouts, 32F compute and scale types, the two epilogues, shapes that
-//   agree, alignment preferences of at least 4 bytes) and records the
-//   alignment preferences in it;
+//   layouts, 32F compute and scale types, the four epilogues with a bias
+//   (or bias gradient) of D's type, as cuBLASLt's type table has it,
+//   shapes that agree, alignment preferences of at least 4 bytes, a bias
+//   pointer 4-byte aligned) and records the alignment preferences in it;
+//   with STRINGRT_EMULATOR_LT_NO_BIAS_GRADIENT set (non-empty), none for
+//   the bias-gradient epilogues, as a cuBLASLt without such an algorithm
+//   for a shape (what the runtime's fallback is tested with);
 // - cublasLtMatmul refuses (CUBLAS_STATUS_INVALID_VALUE, reported) matrices
 //   less aligned than the algorithm was chosen for, as a GPU kernel that
-//   assumes them would fault, a bias not 4-byte aligned, and anything
-//   outside its allocation.
+//   assumes them would fault, a bias or bias gradient not aligned to its
+//   element, and anything outside its allocation.
 #include "EmulatedGemm.h"
 #include "Emulator.h"
 
 #include <cublasLt.h>
 #include <fmt/format.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <set>
@@ -121,14 +129,33 @@ std::optional<InputRounding> roundingOf(cublasComputeType_t type) {
   }
 }
 
-// The bias is of D's type (the emulator accepts no other combination).
+// Whether the epilogue reads or writes the bias pointer.
+bool hasBias(cublasLtEpilogue_t e) {
+  return e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_BGRADA ||
+         e == CUBLASLT_EPILOGUE_BGRADB;
+}
+
+// The bias (or bias gradient) is of D's type (the emulator accepts no other
+// combination).
 bool supported(const MatmulDesc &d, const Layout &dl) {
   return roundingOf(d.compute) && d.scale == CUDA_R_32F &&
          (d.transa == CUBLAS_OP_N || d.transa == CUBLAS_OP_T) &&
          (d.transb == CUBLAS_OP_N || d.transb == CUBLAS_OP_T) &&
          d.pointerMode == CUBLASLT_POINTER_MODE_HOST &&
          (d.epilogue == CUBLASLT_EPILOGUE_DEFAULT ||
-          (d.epilogue == CUBLASLT_EPILOGUE_BIAS && d.biasType == dl.type));
+          (hasBias(d.epilogue) && d.biasType == dl.type));
+}
+
+// Whether the heuristic is to offer no algorithm for BGRADA / BGRADB
+// (STRINGRT_EMULATOR_LT_NO_BIAS_GRADIENT).
+bool biasGradientDeclined(cublasLtEpilogue_t e) {
+  const char *knob = std::getenv("STRINGRT_EMULATOR_LT_NO_BIAS_GRADIENT");
+  return knob && *knob && (e == CUBLASLT_EPILOGUE_BGRADA || e == CUBLASLT_EPILOGUE_BGRADB);
+}
+
+// The bias pointer aligned to its element (D's type).
+bool biasAligned(const MatmulDesc &d, const Layout &dl) {
+  return d.bias && uint64_t(d.bias) % (dl.type == CUDA_R_16BF ? 2 : 4) == 0;
 }
 
 } // namespace
@@ -240,7 +267,8 @@ STRINGRT_EMU_EXPORT cublasStatus_t cublasLtMatmulAlgoGetHeuristic(
   for (uint32_t alignment : preference->alignment)
     aligned = aligned && alignment >= 4;
   if (!supported(*desc, *ld) || !shapeOf(*desc, *la, *lb, *lc, *ld) || !aligned ||
-      (desc->epilogue == CUBLASLT_EPILOGUE_BIAS && uint64_t(desc->bias) % 4 != 0))
+      (hasBias(desc->epilogue) && uint64_t(desc->bias) % 4 != 0) ||
+      biasGradientDeclined(desc->epilogue))
     return CUBLAS_STATUS_NOT_SUPPORTED; // as cuBLASLt does when no algorithm fits
   cublasLtMatmulHeuristicResult_t result{};
   result.algo.data[0] = kAlgoMagic;
@@ -290,13 +318,15 @@ STRINGRT_EMU_EXPORT cublasStatus_t cublasLtMatmul(
     return CUBLAS_STATUS_INVALID_VALUE;
   const float *bias = nullptr;
   const bool bf16 = la->type == CUDA_R_16BF, bf16Out = ld->type == CUDA_R_16BF;
-  if (desc->epilogue == CUBLASLT_EPILOGUE_BIAS) {
-    bias = static_cast<const float *>(desc->bias);
-    if (!bias || uint64_t(bias) % (bf16Out ? 2 : 4) != 0) {
-      report("cublasLtMatmul: CUBLASLT_EPILOGUE_BIAS without an aligned bias pointer");
-      return CUBLAS_STATUS_INVALID_VALUE;
-    }
+  if (hasBias(desc->epilogue) && !biasAligned(*desc, *ld)) {
+    report(fmt::format("cublasLtMatmul: {} without an aligned bias pointer",
+                       desc->epilogue == CUBLASLT_EPILOGUE_BIAS     ? "CUBLASLT_EPILOGUE_BIAS"
+                       : desc->epilogue == CUBLASLT_EPILOGUE_BGRADA ? "CUBLASLT_EPILOGUE_BGRADA"
+                                                                    : "CUBLASLT_EPILOGUE_BGRADB"));
+    return CUBLAS_STATUS_INVALID_VALUE;
   }
+  if (desc->epilogue == CUBLASLT_EPILOGUE_BIAS)
+    bias = static_cast<const float *>(desc->bias);
   GemmShape g{desc->transa == CUBLAS_OP_T,
               desc->transb == CUBLAS_OP_T,
               shape->m,
@@ -318,6 +348,11 @@ STRINGRT_EMU_EXPORT cublasStatus_t cublasLtMatmul(
               bias};
   g.bf16Inputs = bf16;
   g.bf16Output = bf16Out;
+  // Written by the epilogue: the BIAS_POINTER of a bias gradient is void *.
+  if (desc->epilogue == CUBLASLT_EPILOGUE_BGRADA)
+    g.biasGradA = static_cast<float *>(const_cast<void *>(desc->bias));
+  if (desc->epilogue == CUBLASLT_EPILOGUE_BGRADB)
+    g.biasGradB = static_cast<float *>(const_cast<void *>(desc->bias));
   if (C != D)
     g.source = static_cast<const float *>(C);
   return enqueueGemm(reinterpret_cast<CUstream>(stream), g, "cublasLtMatmul");

@@ -33,6 +33,12 @@ struct GemmShape {
   int batches;
   InputRounding rounding;
   const float *bias = nullptr; // m floats (cuBLASLt's CUBLASLT_EPILOGUE_BIAS)
+  // cuBLASLt's bias-gradient epilogues, written (C's type, one batch): the
+  // sums over k of op(A) (m elements, CUBLASLT_EPILOGUE_BGRADA) or of op(B)
+  // (n elements, CUBLASLT_EPILOGUE_BGRADB), each an f32 sum in k order from
+  // +0 of the stored elements (not rounded as the compute type rounds the
+  // product's inputs).
+  float *biasGradA = nullptr, *biasGradB = nullptr;
   // What beta scales when it is not C (cuBLASLt's C apart from its D, then
   // written to C): the layout of C, one batch.
   const float *source = nullptr;

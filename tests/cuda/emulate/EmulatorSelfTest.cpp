@@ -831,4 +831,90 @@ TEST_F(Emulator, CublasLtTakesBf16LayoutsAndRefusesMixedOnes) {
   ASSERT_EQ(cublasLtDestroy(lt), CUBLAS_STATUS_SUCCESS);
 }
 
+// cuBLASLt's bias-gradient epilogues beside the product: BGRADA writes the
+// sums of op(A) over k (D's m rows of them), BGRADB those of op(B) (D's n
+// columns), in D's type, each against a host sum (quarters: exact in f32);
+// a bias gradient of another type than D, or not 4-byte aligned, has no
+// algorithm.
+TEST_F(Emulator, CublasLtBiasGradientEpiloguesSumAnOperandOverK) {
+  cublasLtHandle_t lt = nullptr;
+  ASSERT_EQ(cublasLtCreate(&lt), CUBLAS_STATUS_SUCCESS);
+  cublasLtMatmulPreference_t preference = nullptr;
+  ASSERT_EQ(cublasLtMatmulPreferenceCreate(&preference), CUBLAS_STATUS_SUCCESS);
+  const int m = 3, n = 5, k = 7;
+  // A stored m x k (op N), B stored n x k (op T): op(B) is k x n.
+  std::vector<float> A(m * k), B(n * k);
+  for (size_t i = 0; i < A.size(); ++i)
+    A[i] = float(int(i * 7 % 11) - 5) * 0.25f;
+  for (size_t i = 0; i < B.size(); ++i)
+    B[i] = float(int(i * 5 % 13) - 6) * 0.25f;
+  CUdeviceptr dA = upload(A), dB = upload(B), dD = upload(std::vector<float>(m * n, 0.0f));
+  CUdeviceptr dBias = upload(std::vector<float>(8, -1.0f));
+  auto matmul = [&](cublasLtEpilogue_t epilogue, cudaDataType biasType, CUdeviceptr bias) {
+    cublasLtMatmulDesc_t desc = nullptr;
+    cublasLtMatrixLayout_t la = nullptr, lb = nullptr, ld = nullptr;
+    EXPECT_EQ(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F),
+              CUBLAS_STATUS_SUCCESS);
+    cublasOperation_t opA = CUBLAS_OP_N, opB = CUBLAS_OP_T;
+    void *pointer = reinterpret_cast<void *>(bias);
+    cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &opA, sizeof opA);
+    cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof opB);
+    cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
+                                   sizeof epilogue);
+    cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &pointer,
+                                   sizeof pointer);
+    cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &biasType,
+                                   sizeof biasType);
+    cublasLtMatrixLayoutCreate(&la, CUDA_R_32F, m, k, m);
+    cublasLtMatrixLayoutCreate(&lb, CUDA_R_32F, n, k, n);
+    cublasLtMatrixLayoutCreate(&ld, CUDA_R_32F, m, n, m);
+    cublasLtMatmulHeuristicResult_t result{};
+    int found = 0;
+    cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(lt, desc, la, lb, ld, ld, preference,
+                                                           1, &result, &found);
+    if (status == CUBLAS_STATUS_SUCCESS) {
+      float alpha = 1.0f, beta = 0.0f;
+      EXPECT_EQ(cublasLtMatmul(lt, desc, &alpha, reinterpret_cast<const void *>(dA), la,
+                               reinterpret_cast<const void *>(dB), lb, &beta,
+                               reinterpret_cast<const void *>(dD), ld,
+                               reinterpret_cast<void *>(dD), ld, &result.algo, nullptr, 0,
+                               nullptr),
+                CUBLAS_STATUS_SUCCESS);
+      EXPECT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
+    }
+    cublasLtMatrixLayoutDestroy(la);
+    cublasLtMatrixLayoutDestroy(lb);
+    cublasLtMatrixLayoutDestroy(ld);
+    cublasLtMatmulDescDestroy(desc);
+    return status;
+  };
+  std::vector<float> product =
+      hostGemm(false, true, m, n, k, 1.0f, A, m, B, n, 0.0f, std::vector<float>(m * n, 0.0f), m);
+  ASSERT_EQ(matmul(CUBLASLT_EPILOGUE_BGRADA, CUDA_R_32F, dBias), CUBLAS_STATUS_SUCCESS);
+  EXPECT_EQ(download<float>(dD, size_t(m * n)), product);
+  std::vector<float> got = download<float>(dBias, 8);
+  for (int i = 0; i < m; ++i) {
+    float want = 0.0f;
+    for (int p = 0; p < k; ++p)
+      want += A[size_t(i + p * m)];
+    EXPECT_EQ(got[size_t(i)], want) << "row " << i;
+  }
+  EXPECT_EQ(got[size_t(m)], -1.0f); // m elements written, no more
+  ASSERT_EQ(matmul(CUBLASLT_EPILOGUE_BGRADB, CUDA_R_32F, dBias), CUBLAS_STATUS_SUCCESS);
+  EXPECT_EQ(download<float>(dD, size_t(m * n)), product);
+  got = download<float>(dBias, 8);
+  for (int j = 0; j < n; ++j) {
+    float want = 0.0f;
+    for (int p = 0; p < k; ++p)
+      want += B[size_t(j + p * n)]; // op(B)[p][j]
+    EXPECT_EQ(got[size_t(j)], want) << "column " << j;
+  }
+  EXPECT_EQ(got[size_t(n)], -1.0f);
+  // No algorithm: a bias gradient of bf16 beside an f32 D, or at 2 bytes.
+  EXPECT_EQ(matmul(CUBLASLT_EPILOGUE_BGRADA, CUDA_R_16BF, dBias), CUBLAS_STATUS_NOT_SUPPORTED);
+  EXPECT_EQ(matmul(CUBLASLT_EPILOGUE_BGRADB, CUDA_R_32F, dBias + 2), CUBLAS_STATUS_NOT_SUPPORTED);
+  ASSERT_EQ(cublasLtMatmulPreferenceDestroy(preference), CUBLAS_STATUS_SUCCESS);
+  ASSERT_EQ(cublasLtDestroy(lt), CUBLAS_STATUS_SUCCESS);
+}
+
 } // namespace
