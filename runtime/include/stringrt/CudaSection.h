@@ -188,7 +188,17 @@ struct CudaConstant {
 // The matrices' element types are their values' (CudaProgramSteps::
 // valueDTypes): A and B both f32 or both bf16; C bf16 only with bf16 A and
 // B; the bias and the addend of C's type.
-enum class CudaGemmEpilogue { None, Bias };
+// With epilogue BiasGrad ("epilogue": "bias_grad"; count 1, beta 0, no
+// addend, not grouped), the GEMM also writes the sum of op(B) over k (n
+// elements of C's type: a dense layer's bias gradient, the column sums of
+// dY when B is dY) into `bias`, which names a result of the op of the next
+// entry of the program's steps (only free ops between), not of its own:
+// that entry's steps compute the same sums (pe.sum_to's column sum) and
+// are its fallback. The runtime runs the GEMM as one cuBLASLt matmul with
+// CUBLASLT_EPILOGUE_BGRADA (our B is cuBLASLt's A) and then skips the next
+// entry, or, where cuBLASLt cannot, the plain GEMM and the next entry's own
+// launches.
+enum class CudaGemmEpilogue { None, Bias, BiasGrad };
 // The kernel a bias epilogue falls back to, by C's storage type:
 // "pe_add_bias" (f32) or "pe_add_bias__bb" (bf16 C and bias).
 const char *cudaBiasFallbackKernel(DType c);
@@ -198,7 +208,7 @@ struct CudaGemm {
   bool transA = false, transB = false;
   float alpha = 1.0f, beta = 0.0f;
   CudaGemmEpilogue epilogue = CudaGemmEpilogue::None;
-  CudaArg bias; // epilogue Bias only
+  CudaArg bias; // epilogue Bias; BiasGrad: a result of the next entry's op
   std::optional<CudaArg> addend; // read in C's place by beta (count 1)
   // A grouped GEMM ("group": N in the package): on the first GEMM of a
   // run of N >= 2 ops of the program's steps (consecutive entries, only

@@ -203,6 +203,17 @@ bool Gemm::runWithBias(bool transA, bool transB, int64_t M, int64_t N, int64_t K
                output);
 }
 
+bool Gemm::runWithBiasGradient(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
+                               float alpha, uint64_t A, uint64_t B, uint64_t biasGrad, uint64_t C,
+                               const std::string &step, GemmPrecision precision, DType inputs,
+                               DType output) const {
+  // 16 bytes, as the bias epilogue's (runWithBias).
+  if (biasGrad == 0 || biasGrad % 16 != 0)
+    return false;
+  return runLt(transA, transB, M, N, K, alpha, A, B, 0.0f, C, biasGrad, step, precision, inputs,
+               output, /*addend=*/0, /*biasGradient=*/true);
+}
+
 bool Gemm::runWithAddend(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha,
                          uint64_t A, uint64_t B, float beta, uint64_t addend, uint64_t bias,
                          uint64_t C, const std::string &step, GemmPrecision precision,
@@ -216,7 +227,7 @@ bool Gemm::runWithAddend(bool transA, bool transB, int64_t M, int64_t N, int64_t
 bool Gemm::runLt(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha,
                  uint64_t A, uint64_t B, float beta, uint64_t C, uint64_t bias,
                  const std::string &step, GemmPrecision precision, DType inputs, DType output,
-                 uint64_t addend) const {
+                 uint64_t addend, bool biasGradient) const {
   // cuBLASLt's C (what beta scales) is the addend; its D, our C, is written.
   const uint64_t source = addend ? addend : C;
   checkTypes(inputs, output, step);
@@ -231,7 +242,13 @@ bool Gemm::runLt(bool transA, bool transB, int64_t M, int64_t N, int64_t K, floa
   LtCall call{*lt};
   cublasOperation_t opB = transB ? CUBLAS_OP_T : CUBLAS_OP_N;
   cublasOperation_t opA = transA ? CUBLAS_OP_T : CUBLAS_OP_N;
-  cublasLtEpilogue_t epilogue = bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+  // Our B, whose sums over K a bias gradient is, is cuBLASLt's A: BGRADA
+  // (its bias vector is of D's type, written; D's rows are our N).
+  cublasLtEpilogue_t epilogue = !bias          ? CUBLASLT_EPILOGUE_DEFAULT
+                                : biasGradient ? CUBLASLT_EPILOGUE_BGRADA
+                                               : CUBLASLT_EPILOGUE_BIAS;
+  if (biasGradient && (addend || beta != 0.0f))
+    throw Error(fmt::format("{}: a bias-gradient GEMM takes beta 0 and no addend", step));
   cudaDataType biasType = dataType(output), in = dataType(inputs), out = dataType(output);
   const void *biasPointer = reinterpret_cast<const void *>(bias);
   checkLt(lt->matmulDescCreate(&call.desc, computeFor(precision, inputs), CUDA_R_32F), step,
@@ -276,7 +293,8 @@ bool Gemm::runLt(bool transA, bool transB, int64_t M, int64_t N, int64_t K, floa
   if (status == CUBLAS_STATUS_NOT_SUPPORTED || (status == CUBLAS_STATUS_SUCCESS && found == 0))
     return false; // no algorithm for this shape and these alignments
   checkLt(status, step, "cublasLtMatmulAlgoGetHeuristic");
-  recordAlgorithm(lt, &heuristic.algo, inputs, output, transA, transB, m, n, k, bias != 0,
+  recordAlgorithm(lt, &heuristic.algo, inputs, output, transA, transB, m, n, k,
+                  !bias ? "" : biasGradient ? " +bias-gradient (BGRADA)" : " +bias",
                   addend != 0);
   checkLt(lt->matmul(cublasLtHandle_t(ltHandle_), call.desc, &alpha,
                      reinterpret_cast<const void *>(B), call.a, reinterpret_cast<const void *>(A),
@@ -290,12 +308,12 @@ bool Gemm::runLt(bool transA, bool transB, int64_t M, int64_t N, int64_t K, floa
 
 void Gemm::recordAlgorithm(const void *ltApi, const void *algoPointer, DType inputs,
                            DType output, bool transA, bool transB, int m, int n, int k,
-                           bool bias, bool addend) const {
+                           const char *epilogue, bool addend) const {
   const blaslt::Api &lt = *static_cast<const blaslt::Api *>(ltApi);
   const cublasLtMatmulAlgo_t &algo = *static_cast<const cublasLtMatmulAlgo_t *>(algoPointer);
   std::string shape = fmt::format("{} x {} -> {}{}{} m {} n {} k {}{}{}", dtypeName(inputs),
                                   dtypeName(inputs), dtypeName(output), transA ? " A^T" : "",
-                                  transB ? " B^T" : "", m, n, k, bias ? " +bias" : "",
+                                  transB ? " B^T" : "", m, n, k, epilogue,
                                   addend ? " +addend" : "");
   for (const std::string &line : algorithms_)
     if (line.compare(0, shape.size() + 1, shape + ":") == 0)

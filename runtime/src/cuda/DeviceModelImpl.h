@@ -264,8 +264,11 @@ struct DeviceModel::Impl {
 
   /// One GEMM of the step program in the package's precision; a bias
   /// epilogue as one cuBLASLt matmul where it can run, else the GEMM then
-  /// pe_add_bias (the loader checked the package has it).
-  void runGemm(const BoundGemm &g, const std::string &where);
+  /// pe_add_bias (the loader checked the package has it); a bias-gradient
+  /// epilogue as one cuBLASLt matmul where it can run, else the plain GEMM.
+  /// Returns whether the bias gradient was written (the walk then skips
+  /// the next entry, its fallback).
+  bool runGemm(const BoundGemm &g, const std::string &where);
 
   /// The optimizer slot of gradient output `out`'s parameter; throws Error
   /// for a parameter the model does not have.

@@ -4,7 +4,9 @@
 #include "DeviceModelImpl.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
+#include <optional>
 
 namespace stringrt::cuda {
 
@@ -115,6 +117,9 @@ void DeviceModel::Impl::walk(const std::string &name, BatchBuffers &b, int64_t b
   size_t next = 0; // the next entry of steps.ops
   size_t groupedUntil = 0; // steps entries before this one ran with their group
   size_t firstLaunchesUntil = 0; // ... whose first launch ran in their group's
+  // The entry a bias-gradient epilogue computed (CudaGemmEpilogue::BiasGrad):
+  // its own launches, the fallback, are skipped.
+  size_t computedByEpilogue = SIZE_MAX;
   // Queues op i's work (nothing for a parameter view or a group's later member).
   auto runOp = [&](size_t i) {
     const ProgramOp &op = p.ops[i];
@@ -143,8 +148,8 @@ void DeviceModel::Impl::walk(const std::string &name, BatchBuffers &b, int64_t b
       throw Error(fmt::format("{} op {} ({}) has no GPU steps", name, i, op.op));
     const size_t entry = next++;
     const CudaOpSteps &opSteps = steps.ops[entry];
-    if (entry < groupedUntil) { // computed by its group's call
-      untimed(op.op);
+    if (entry < groupedUntil || entry == computedByEpilogue) { // computed by its group's
+      untimed(op.op);                                             // call or an epilogue
       return;
     }
     size_t firstLaunch = entry < firstLaunchesUntil ? 1 : 0;
@@ -172,9 +177,19 @@ void DeviceModel::Impl::walk(const std::string &name, BatchBuffers &b, int64_t b
     timed(op.op, [&] {
       for (size_t l = firstLaunch; l < opSteps.launches.size(); ++l) {
         std::string where = fmt::format("{} op {} ({}) launch {}", name, i, op.op, l);
-        BoundLaunch bound = bindLaunch(section, opSteps.launches[l], pointers, batch, where);
+        const CudaLaunch &launch = opSteps.launches[l];
+        std::optional<OpPointers> nextPointers;
+        if (launch.gemm && launch.gemm->epilogue == CudaGemmEpilogue::BiasGrad) {
+          if (entry + 1 >= steps.ops.size()) // the loader checked it
+            throw Error(where + ": a bias_grad GEMM in the program's last entry");
+          const CudaOpSteps &nextSteps = steps.ops[entry + 1];
+          nextPointers = opPointers(name, size_t(nextSteps.op), nextSteps, b, batch);
+        }
+        BoundLaunch bound = bindLaunch(section, launch, pointers, batch, where,
+                                       nextPointers ? &*nextPointers : nullptr);
         if (bound.gemm) {
-          runGemm(*bound.gemm, where);
+          if (runGemm(*bound.gemm, where))
+            computedByEpilogue = entry + 1;
           checkLaunch(where + " (GEMM)");
         } else if (!bound.empty()) { // no block at this batch: nothing to do
           kernels->launch(bound.kernel->name, bound.args, where,
@@ -195,17 +210,21 @@ void DeviceModel::Impl::walk(const std::string &name, BatchBuffers &b, int64_t b
 /// epilogue or an addend as one cuBLASLt matmul where it can run, else the
 /// addend copied into C, the GEMM with beta, then pe_add_bias (the loader
 /// checked the package has it).
-void DeviceModel::Impl::runGemm(const BoundGemm &g, const std::string &where) {
+bool DeviceModel::Impl::runGemm(const BoundGemm &g, const std::string &where) {
+  if (g.biasGrad &&
+      gemm->runWithBiasGradient(g.transA, g.transB, g.m, g.n, g.k, g.alpha, g.a, g.b, g.biasGrad,
+                                g.c, where, gemmPrecision, g.typeA, g.typeC))
+    return true;
   if (g.addend) {
     if (gemm->runWithAddend(g.transA, g.transB, g.m, g.n, g.k, g.alpha, g.a, g.b, g.beta,
                             g.addend, g.bias, g.c, where, gemmPrecision, g.typeA, g.typeC))
-      return;
+      return false;
     if (g.addend != g.c && g.m > 0 && g.n > 0)
       copyOnDevice(g.c, g.addend, uint64_t(g.m) * uint64_t(g.n) * dtypeSize(g.typeC),
                    where + " (addend)");
   } else if (g.bias && gemm->runWithBias(g.transA, g.transB, g.m, g.n, g.k, g.alpha, g.a, g.b,
                                          g.bias, g.c, where, gemmPrecision, g.typeA, g.typeC)) {
-    return;
+    return false;
   }
   if (g.count == 1) // bf16 matrices only here (CudaGemm)
     gemm->run(g.transA, g.transB, g.m, g.n, g.k, g.alpha, g.a, g.b, g.beta, g.c, where,
@@ -218,6 +237,7 @@ void DeviceModel::Impl::runGemm(const BoundGemm &g, const std::string &where) {
                     {KernelArg::pointer(g.c), KernelArg::pointer(g.bias),
                      KernelArg::integer(g.m * g.n), KernelArg::integer(g.n)},
                     where + " (bias)", nullptr, stream);
+  return false;
 }
 
 /// After @gradients: each gradient output into its slot of `grads`.

@@ -160,7 +160,8 @@ uint64_t pointerOf(const CudaArg &arg, const OpPointers &p, const std::string &w
 } // namespace
 
 BoundLaunch bindLaunch(const CudaSection &section, const CudaLaunch &launch,
-                       const OpPointers &pointers, int64_t batch, const std::string &where) {
+                       const OpPointers &pointers, int64_t batch, const std::string &where,
+                       const OpPointers *next) {
   BoundLaunch bound;
   if (launch.gemm) {
     const CudaGemm &g = *launch.gemm;
@@ -181,6 +182,11 @@ BoundLaunch bindLaunch(const CudaSection &section, const CudaLaunch &launch,
     b.beta = g.beta;
     if (g.epilogue == CudaGemmEpilogue::Bias)
       b.bias = pointerOf(g.bias, pointers, where + " (gemm bias)");
+    if (g.epilogue == CudaGemmEpilogue::BiasGrad) {
+      if (!next)
+        throw Error(fmt::format("{}: a bias_grad GEMM bound without its next entry", where));
+      b.biasGrad = pointerOf(g.bias, *next, where + " (gemm bias gradient, the next entry's)");
+    }
     if (g.addend)
       b.addend = pointerOf(*g.addend, pointers, where + " (gemm addend)");
     auto typeOf = [&](const CudaArg &arg) {
@@ -367,6 +373,21 @@ int64_t checkProgramSteps(const Manifest &manifest, const CudaSection &section,
     const ValuePlace &place = placement.values[v];
     return place.bytes ? base[int(place.region)] + place.offset : 0;
   };
+  // The pointers and result sizes of steps entry `e`'s op (a bias_grad
+  // GEMM binds against the next entry's).
+  auto entryPointers = [&](size_t e, std::vector<uint64_t> *resultBytes) {
+    const CudaOpSteps &entry = steps->ops.at(e);
+    const ProgramOp &op = program.ops.at(size_t(entry.op));
+    OpPointers p;
+    p.constants = constantAddresses;
+    for (ValueId v : op.results) {
+      p.results.push_back(addressOf(v));
+      p.resultTypes.push_back(steps->dtypeOf(v));
+      if (resultBytes)
+        resultBytes->push_back(placement.values[v].bytes);
+    }
+    return p;
+  };
   int64_t launches = 0;
   size_t next = 0;
   // The GEMM group being bound (CudaGemm::groupSize): its size, members.
@@ -431,11 +452,24 @@ int64_t checkProgramSteps(const Manifest &manifest, const CudaSection &section,
     for (size_t l = 0; l < opSteps.launches.size(); ++l) {
       const CudaLaunch &launch = opSteps.launches[l];
       std::string where = fmt::format("{} op {} ({}) launch {}", name, i, op.op, l);
-      BoundLaunch bound = bindLaunch(section, launch, pointers, batch, where);
+      const bool biasGrad = launch.gemm && launch.gemm->epilogue == CudaGemmEpilogue::BiasGrad;
+      if (biasGrad && next >= steps->ops.size())
+        throw Error(fmt::format("{}: a bias_grad GEMM in the program's last entry", where));
+      std::vector<uint64_t> nextResultBytes;
+      OpPointers nextPointers;
+      if (biasGrad)
+        nextPointers = entryPointers(next, &nextResultBytes);
+      BoundLaunch bound = bindLaunch(section, launch, pointers, batch, where,
+                                     biasGrad ? &nextPointers : nullptr);
       ++launches;
       if (!bound.gemm)
         continue;
       const BoundGemm &g = *bound.gemm;
+      if (biasGrad &&
+          uint64_t(g.n) * dtypeSize(g.typeC) > nextResultBytes.at(size_t(launch.gemm->bias.index)))
+        throw Error(fmt::format("{}: the GEMM's bias gradient needs {} bytes, its buffer has {}",
+                                where, uint64_t(g.n) * dtypeSize(g.typeC),
+                                nextResultBytes.at(size_t(launch.gemm->bias.index))));
       if (groupSize > 0) {
         group.push_back(g);
         groupNames.push_back(fmt::format("{} op {} ({})", name, i, op.op));
@@ -466,7 +500,8 @@ int64_t checkProgramSteps(const Manifest &manifest, const CudaSection &section,
       // cuBLAS runs its 16-byte ("align4") kernels only on aligned matrices:
       // parameters, arena slots and buffers are laid out for it.
       const std::pair<const char *, uint64_t> pointersOf[] = {
-          {"A", g.a}, {"B", g.b}, {"C", g.c}, {"bias", g.bias}, {"addend", g.addend}};
+          {"A", g.a}, {"B", g.b}, {"C", g.c}, {"bias", g.bias}, {"addend", g.addend},
+          {"bias gradient", g.biasGrad}};
       for (const auto &[matrix, pointer] : pointersOf)
         if (pointer % 16 != 0)
           throw Error(fmt::format("{}: GEMM {} is not 16-byte aligned (offset {} in its buffer)",

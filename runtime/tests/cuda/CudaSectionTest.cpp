@@ -538,7 +538,7 @@ TEST_F(CudaSectionEpilogueTest, ReadsABiasEpilogue) {
 TEST_F(CudaSectionEpilogueTest, RejectsCorruptEpilogues) {
   const std::string where = "cuda.steps.gradients op 7 (pe.sum_to) launch 1.gemm";
   expectRejected(writeEpilogue(gemm(R"(, "epilogue": "gelu", "bias": {"operand": 0})")),
-                 where + ".epilogue must be \"bias\", got \"gelu\"");
+                 where + ".epilogue must be \"bias\" or \"bias_grad\", got \"gelu\"");
   expectRejected(writeEpilogue(gemm(R"(, "epilogue": 1, "bias": {"operand": 0})")),
                  where + ".epilogue must be a string");
   expectRejected(writeEpilogue(gemm(R"(, "epilogue": "bias")")), where + ": missing key \"bias\"");
@@ -608,6 +608,51 @@ TEST_F(CudaSectionEpilogueTest, ChecksTheTypesOfBf16Gemms) {
       writeEpilogue(gemm(R"(, "epilogue": "bias", "bias": {"operand": 0})"), true,
                     R"(["ptr", "ptr", "i64", "i64"])", bf16),
       "launch 1: GEMM types A BF16, B BF16, C F32, bias BF16 are not a supported combination");
+}
+
+// A bias-gradient epilogue (CudaGemmEpilogue::BiasGrad) on gradients op 6
+// (pe.linear_grad_weight: dW = x^T dy), its bias a result of the next
+// entry's op (7, pe.sum_to of dy, the fallback): read, written back and read
+// again the same; refused where the next entry cannot be its fallback or
+// the arguments are not the epilogue's.
+TEST_F(CudaSectionTest, ReadsABiasGradientEpilogue) {
+  auto steps = [](const std::string &gemmExtra, const std::string &beta = "0",
+                  bool withNext = true) {
+    std::string gemm = R"({"op": 6, "scratch": [], "launches": [{"gemm": {"a": {"operand": 0},
+      "b": {"operand": 1}, "c": {"result": 0}, "m": [0, 4], "n": [0, 3], "k": [1, 0],
+      "count": [0, 1], "stride_a": [0, 0], "stride_b": [0, 0], "stride_c": [0, 0],
+      "trans_a": true, "trans_b": false, "alpha": 1, "beta": )" +
+                       beta + gemmExtra + "}}]}";
+    std::string next = R"({"op": 7, "scratch": [], "launches": [{"kernel": "k",
+      "args": [{"result": 0}, {"operand": 0}, {"i64": [3, 0]}]}]})";
+    return R"({"forward": [], "gradients": [)" + gemm + (withNext ? ", " + next : "") + "]}";
+  };
+  const std::string epilogue = R"(, "epilogue": "bias_grad", "bias": {"result": 0})";
+  Package package = Package::load(write(section("", steps(epilogue))));
+  const CudaGemm &g = *package.cuda()->stepsOf("gradients")->ops[0].launches[0].gemm;
+  EXPECT_EQ(g.epilogue, CudaGemmEpilogue::BiasGrad);
+  EXPECT_EQ(g.bias.kind, CudaArgKind::Result);
+  EXPECT_EQ(g.bias.index, 0);
+  std::string json = writeCudaSectionJson(*package.cuda());
+  EXPECT_NE(json.find(R"("epilogue":"bias_grad","bias":{"result":0})"), std::string::npos)
+      << json;
+  EXPECT_EQ(Package::load(write(json)).cuda()->stepsOf("gradients")->ops[0].launches[0]
+                .gemm->epilogue,
+            CudaGemmEpilogue::BiasGrad);
+
+  const std::string where = "cuda.steps.gradients op 6 (pe.linear_grad_weight) launch 0";
+  expectRejected(write(section("", steps(R"(, "epilogue": "bias_grad", "bias": {"result": 1})"))),
+                 where + ": a bias_grad GEMM: bias result 1 out of range (op 7 (pe.sum_to) "
+                         "has 1)");
+  expectRejected(write(section("", steps(R"(, "epilogue": "bias_grad", "bias": {"operand": 0})"))),
+                 where + ".gemm.bias of a bias_grad epilogue must be {\"result\": k}");
+  expectRejected(write(section("", steps(epilogue, "1"))),
+                 where + ".gemm: a bias_grad epilogue needs count 1, beta 0 and no addend");
+  expectRejected(write(section("", steps(epilogue + R"(, "group": 2)"))),
+                 where + ".gemm: a GEMM with a bias_grad epilogue is not grouped");
+  // No next entry to fall back to.
+  expectRejected(write(section("", steps(epilogue, "0", false))),
+                 "is the program's last entry (no next entry to compute the bias gradient of)");
 }
 
 // "value_dtypes": which values a bf16 package stores in bf16. Read, written

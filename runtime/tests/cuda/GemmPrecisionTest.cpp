@@ -188,6 +188,73 @@ TEST_F(GpuGemmPrecision, BiasEpilogueAddsTheBiasToEveryRow) {
   EXPECT_EQ(arena.downloadVector<float>(c, size_t(M) * N), sentinel);
 }
 
+// The bias-gradient epilogue (runWithBiasGradient, a dense layer's weight
+// and bias gradients in one matmul): C = op(A) op(B) and biasGrad[j] = the
+// sums of op(B) over K, within the f32 bound of a K-term sum (the
+// emulator's sums read B as stored). The emulator runs every transposition; a GPU's cuBLASLt may
+// decline one (its heuristic offers no algorithm), which the caller's
+// fallback then serves. A bias gradient only 4-byte aligned: declined,
+// nothing written.
+TEST_F(GpuGemmPrecision, BiasGradientEpilogueSumsBOverK) {
+  std::string unavailable = gemm->biasEpilogueUnavailable();
+  if (!unavailable.empty())
+    GTEST_SKIP() << unavailable;
+  const int M = 21, N = 40, K = 19;
+  std::vector<float> A = randomVector(size_t(M) * K, 31), B = randomVector(size_t(K) * N, 32);
+  size_t b = A.size() * 4, biasAt = (b + B.size() * 4 + 255) / 256 * 256,
+         c = biasAt + 512 + size_t(N) * 4 + 256;
+  Arena arena(device, c + size_t(M) * N * 4);
+  arena.uploadVector(0, A);
+  arena.uploadVector(b, B);
+  for (GemmPrecision precision : {GemmPrecision::Fp32, GemmPrecision::Bf16})
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) {
+        std::string what = std::string("bias-gradient epilogue ") +
+                           gemmPrecisionName(precision) + " transA " + std::to_string(ta) +
+                           " transB " + std::to_string(tb);
+        arena.uploadVector(biasAt, std::vector<float>(size_t(N) + 1, -7.0f));
+        bool ran = gemm->runWithBiasGradient(ta, tb, M, N, K, 1.0f, arena.at(0, A.size() * 4),
+                                             arena.at(b, B.size() * 4),
+                                             arena.at(biasAt, size_t(N) * 4),
+                                             arena.at(c, size_t(M) * N * 4), what, precision);
+        if (!ran) {
+          EXPECT_FALSE(emulated) << what << ": the emulator declined an aligned GEMM";
+          continue;
+        }
+        device->synchronize(what);
+        std::vector<float> got = arena.downloadVector<float>(c, size_t(M) * N);
+        expectWithinBound(got, hostGemm(ta, tb, M, N, K, A, B), K, precision, what);
+        std::vector<float> sums = arena.downloadVector<float>(biasAt, size_t(N) + 1);
+        for (int j = 0; j < N; ++j) {
+          double want = 0, magnitude = 0;
+          for (int k = 0; k < K; ++k) {
+            double v = tb ? B[size_t(j) * K + k] : B[size_t(k) * N + j];
+            want += v;
+            magnitude += std::fabs(v);
+          }
+          // The emulator sums B as stored (the f32 bound); a GPU may sum it
+          // as the compute type rounds it (one rounding each: u more).
+          EXPECT_NEAR(sums[size_t(j)], want,
+                      ((emulated ? 0.0 : unitRoundoff(precision)) + K * std::ldexp(1.0, -24)) *
+                              magnitude +
+                          1e-6)
+              << what << " column " << j;
+        }
+        EXPECT_EQ(sums[size_t(N)], -7.0f) << what << ": past the N sums";
+      }
+  // A bias gradient only 4-byte aligned: declined, and nothing is written.
+  std::vector<float> sentinel(size_t(M) * N, 12345.0f), sums(size_t(N), -7.0f);
+  arena.uploadVector(c, sentinel);
+  arena.uploadVector(biasAt + 512 + 4, sums);
+  EXPECT_FALSE(gemm->runWithBiasGradient(true, false, M, N, K, 1.0f, arena.at(0, A.size() * 4),
+                                         arena.at(b, B.size() * 4),
+                                         arena.at(biasAt + 512 + 4, size_t(N) * 4),
+                                         arena.at(c, size_t(M) * N * 4), "misaligned sums"));
+  device->synchronize("misaligned sums");
+  EXPECT_EQ(arena.downloadVector<float>(c, size_t(M) * N), sentinel);
+  EXPECT_EQ(arena.downloadVector<float>(biasAt + 512 + 4, size_t(N)), sums);
+}
+
 // The addend (runWithAddend, a dense layer's residual add or gradient sum
 // as the GEMM's epilogue): C = op(A) op(B) + beta addend (+ bias), the
 // addend read in C's place and left as it was, or C itself (in place).

@@ -168,6 +168,34 @@ TEST(StepBinding, BindsTheStepKey) {
   EXPECT_EQ(b.args[2].ptr, 0x5000u);
 }
 
+// A bias-gradient epilogue's output is a result of the next entry's op:
+// bound against that op's pointers, and refused without them.
+TEST(StepBinding, BindsABiasGradientAgainstTheNextOp) {
+  CudaSection section;
+  CudaLaunch l;
+  CudaGemm g;
+  g.a = CudaArg::operand(0);
+  g.b = CudaArg::operand(1);
+  g.c = CudaArg::result(0);
+  g.m = CudaAffine::fixed(4);
+  g.n = CudaAffine::fixed(3);
+  g.k = CudaAffine{5, 0};
+  g.transA = true;
+  g.epilogue = CudaGemmEpilogue::BiasGrad;
+  g.bias = CudaArg::result(0);
+  l.gemm = g;
+  OpPointers pointers{{0x1000, 0x2000}, {0x3000}, {}};
+  OpPointers next{{0x2000}, {0x7000}, {}};
+  BoundLaunch b = cuda::bindLaunch(section, l, pointers, 2, "gradients op 6", &next);
+  ASSERT_TRUE(b.gemm);
+  EXPECT_EQ(b.gemm->biasGrad, 0x7000u);
+  EXPECT_EQ(b.gemm->bias, 0u); // nothing to add
+  EXPECT_EQ(b.gemm->c, 0x3000u);
+  EXPECT_EQ(b.gemm->k, 10);
+  EXPECT_TRUE(failsWith([&] { cuda::bindLaunch(section, l, pointers, 2, "gradients op 6"); }, "",
+                        {"gradients op 6: a bias_grad GEMM bound without its next entry"}));
+}
+
 TEST(StepBinding, BindsConstantArrays) {
   CudaSection section = sectionWithKernel(CudaGridRule::Elements);
   CudaLaunch l = kernelLaunch();

@@ -212,6 +212,17 @@ public:
                    uint64_t A, uint64_t B, uint64_t bias, uint64_t C, const std::string &step,
                    GemmPrecision precision = GemmPrecision::Fp32, DType inputs = DType::F32,
                    DType output = DType::F32) const;
+  // C[M,N] = alpha op(A) op(B) and biasGrad[N] = the sums of op(B) [K,N]
+  // over K (a dense layer's weight and bias gradients, B = dY) in one
+  // cuBLASLt matmul (CUBLASLT_EPILOGUE_BGRADA: our B is cuBLASLt's A; the
+  // sums in f32, written in C's type). Returns false, having queued
+  // nothing, when it cannot (as runWithBias: cuBLASLt missing, `biasGrad`
+  // not 16-byte aligned, no algorithm); the caller then runs the GEMM and
+  // sums B itself.
+  bool runWithBiasGradient(bool transA, bool transB, int64_t M, int64_t N, int64_t K,
+                           float alpha, uint64_t A, uint64_t B, uint64_t biasGrad, uint64_t C,
+                           const std::string &step, GemmPrecision precision = GemmPrecision::Fp32,
+                           DType inputs = DType::F32, DType output = DType::F32) const;
   // C = alpha op(A) op(B) + beta addend (+ bias when `bias` is not 0) in
   // one cuBLASLt matmul whose C (the addend, of C's type and shape) is not
   // its D (our C): a dense layer's residual add or a gradient sum as the
@@ -226,17 +237,21 @@ public:
                      DType output = DType::F32) const;
   // C = alpha op(A) op(B) + beta addend (+ bias when `bias` is not 0) as
   // one cuBLASLt matmul, the addend C itself when 0; false, having queued
-  // nothing, when it cannot (as runWithBias). The algorithm the heuristic
-  // picks for each new shape is recorded (chosenAlgorithms).
+  // nothing, when it cannot (as runWithBias). With `biasGradient`, `bias`
+  // is written, not read: the sums of op(B) over K (CUBLASLT_EPILOGUE_BGRADA,
+  // beta 0, no addend). The algorithm the heuristic picks for each new
+  // shape is recorded (chosenAlgorithms).
   bool runLt(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, uint64_t A,
              uint64_t B, float beta, uint64_t C, uint64_t bias, const std::string &step,
-             GemmPrecision precision, DType inputs, DType output, uint64_t addend = 0) const;
+             GemmPrecision precision, DType inputs, DType output, uint64_t addend = 0,
+             bool biasGradient = false) const;
   // One line per distinct cuBLASLt call shape run so far: the types,
   // transposes, m n k, epilogue, and the algorithm cuBLASLt's heuristic
   // picked (its id, tile, stages, split-K, from
   // cublasLtMatmulAlgoConfigGetAttribute), in first-use order.
   std::vector<std::string> chosenAlgorithms() const;
-  // Why runWithBias always declines (cuBLASLt not loaded), or "".
+  // Why runWithBias (and runWithBiasGradient) always declines (cuBLASLt
+  // not loaded), or "".
   std::string biasEpilogueUnavailable() const;
   // y[i] += alpha x[i] for i < n, f32 (cublasSaxpy, on the stream; n = 0
   // queues nothing): the device executor's gradient accumulation.
@@ -256,7 +271,8 @@ private:
   size_t workspaceBytes_ = 0;
   mutable std::vector<std::string> algorithms_; // chosenAlgorithms(), by shape
   void recordAlgorithm(const void *lt, const void *algo, DType inputs, DType output, bool transA,
-                       bool transB, int m, int n, int k, bool bias, bool addend) const;
+                       bool transB, int m, int n, int k, const char *epilogue,
+                       bool addend) const;
 };
 
 } // namespace stringrt::cuda

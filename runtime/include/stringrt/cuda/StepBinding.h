@@ -104,6 +104,10 @@ struct BoundGemm {
   bool transA = false, transB = false;
   float alpha = 1.0f, beta = 0.0f;
   uint64_t bias = 0; // the bias epilogue's vector (n elements of C's type); 0: none
+  // The bias-gradient epilogue's output (n elements of C's type, the sums of
+  // op(B) over k; CudaGemmEpilogue::BiasGrad): a result of the next entry's
+  // op. 0: none.
+  uint64_t biasGrad = 0;
   // What beta scales, read in C's place (m x n of C's type); 0: C itself.
   uint64_t addend = 0;
   // The matrices' element types: F32 or BF16 (A and B alike; the bias C's).
@@ -125,9 +129,11 @@ struct BoundLaunch {
 // Error, prefixed with `where`, for a negative size, an explicit grid beyond
 // the device limits (x < 2^31, y and z <= 65535), a grid given to a kernel
 // of another rule (or missing for an explicit one) or a GEMM whose pointers
-// are null.
+// are null. A GEMM with a bias-gradient epilogue binds its bias against
+// `next`, the pointers of the next entry's op (required then).
 BoundLaunch bindLaunch(const CudaSection &section, const CudaLaunch &launch,
-                       const OpPointers &pointers, int64_t batch, const std::string &where);
+                       const OpPointers &pointers, int64_t batch, const std::string &where,
+                       const OpPointers *next = nullptr);
 
 // The members of a grouped GEMM (CudaGemm::groupSize) bound at a batch,
 // which one cublasGemmBatchedEx computes at once: throws Error naming the
@@ -156,7 +162,8 @@ void checkGroupScratch(const std::vector<const CudaOpSteps *> &members, int64_t 
 // placement of its values, without a device: throws Error (naming the op and
 // launch) for an op without steps, a binding error (StepBinding above), a
 // GEMM whose matrices reach past the value or scratch buffer they are bound
-// to, a GEMM matrix that is not 16-byte aligned, or a GEMM group whose
+// to (a bias gradient: past the next entry's result), a GEMM matrix that
+// is not 16-byte aligned, or a GEMM group whose
 // members overlap (checkGemmGroup), or a kernel group of first launches
 // whose members' scratch buffers meet (checkGroupScratch). Returns the
 // number of launches checked. The device executor's

@@ -180,6 +180,7 @@ CudaSection CudaSectionParser::parse(const std::string &json) {
     parseValueDTypes(member(top, "value_dtypes"), section);
   checkGemmGroups(section);
   checkKernelGroups(section);
+  checkBiasGradients(section);
   checkUses(section);
   checkConstantsRead(section);
   checkBiasFallback(section);

@@ -128,6 +128,7 @@ private:
                       size_t l) const;
   void checkGemmGroups(const CudaSection &section) const;
   void checkKernelGroups(const CudaSection &section) const;
+  void checkBiasGradients(const CudaSection &section) const;
   void checkUses(const CudaSection &section) const;
   void checkConstantsRead(const CudaSection &section) const;
   void checkBiasFallback(const CudaSection &section) const;

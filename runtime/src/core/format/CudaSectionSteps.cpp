@@ -129,8 +129,25 @@ CudaGemm CudaSectionParser::gemm(const JsonValue &value, const std::string &what
   call.beta = real(member(g, "beta"), what + ".beta");
   if (hasEpilogue) {
     std::string epilogue = string(member(g, "epilogue"), what + ".epilogue");
+    if (epilogue == "bias_grad") {
+      // The bias names a result of the next entry's op (checkBiasGradients).
+      const JsonValue &bias = member(g, "bias");
+      if (bias.kind != JsonValue::Kind::Object || bias.members.size() != 1 ||
+          bias.members[0].key != "result")
+        fail(fmt::format("{}.bias of a bias_grad epilogue must be {{\"result\": k}} (a result "
+                         "of the next entry's op)",
+                         what));
+      call.epilogue = CudaGemmEpilogue::BiasGrad;
+      call.bias = CudaArg::result(
+          integer(bias.members[0].value, what + ".bias.result", 0, (int64_t(1) << 20)));
+      if (call.beta != 0.0f || hasAddend || call.count.perBatch != 0 || call.count.constant != 1)
+        fail(fmt::format("{}: a bias_grad epilogue needs count 1, beta 0 and no addend", what));
+      if (hasGroup)
+        fail(fmt::format("{}: a GEMM with a bias_grad epilogue is not grouped", what));
+      return call;
+    }
     if (epilogue != "bias")
-      fail(fmt::format("{}.epilogue must be \"bias\", got {}", what,
+      fail(fmt::format("{}.epilogue must be \"bias\" or \"bias_grad\", got {}", what,
                        quoteForMessage(epilogue)));
     call.epilogue = CudaGemmEpilogue::Bias;
     call.bias = pointerArg(member(g, "bias"), what + ".bias", op, scratches);
@@ -432,6 +449,55 @@ void CudaSectionParser::checkGemmGroups(const CudaSection &section) const {
       }
       first += size_t(size) - 1;
     }
+  }
+}
+
+// Each GEMM with a bias_grad epilogue (CudaGemmEpilogue::BiasGrad): the
+// next entry of the steps (only free ops between) is its fallback, whose op
+// has the result the bias names, of C's type; neither is part of a group
+// (the runtime skips that entry when the epilogue ran).
+void CudaSectionParser::checkBiasGradients(const CudaSection &section) const {
+  for (const CudaProgramSteps &steps : section.steps) {
+    const Program &program = manifest.program(steps.program);
+    for (size_t e = 0; e < steps.ops.size(); ++e)
+      for (size_t l = 0; l < steps.ops[e].launches.size(); ++l) {
+        const std::optional<CudaGemm> &g = steps.ops[e].launches[l].gemm;
+        if (!g || g->epilogue != CudaGemmEpilogue::BiasGrad)
+          continue;
+        const ProgramOp &op = program.ops[size_t(steps.ops[e].op)];
+        std::string where = fmt::format("cuda.steps.{} op {} ({}) launch {}: a bias_grad GEMM",
+                                        steps.program, steps.ops[e].op, op.op, l);
+        if (e + 1 >= steps.ops.size())
+          fail(fmt::format("{} is the program's last entry (no next entry to compute the bias "
+                           "gradient of)",
+                           where));
+        const CudaOpSteps &next = steps.ops[e + 1];
+        const ProgramOp &nextOp = program.ops[size_t(next.op)];
+        for (int64_t between = steps.ops[e].op + 1; between < next.op; ++between)
+          if (!isFreeOp(program.ops[size_t(between)]))
+            fail(fmt::format("{}: op {} ({}) between it and the next entry is not free", where,
+                             between, program.ops[size_t(between)].op));
+        if (size_t(g->bias.index) >= nextOp.results.size())
+          fail(fmt::format("{}: bias result {} out of range (op {} ({}) has {})", where,
+                           g->bias.index, next.op, nextOp.op, nextOp.results.size()));
+        if (next.launches.empty())
+          fail(fmt::format("{}: the next entry (op {}) has no launches to fall back to", where,
+                           next.op));
+        for (const CudaLaunch &nl : next.launches)
+          if (nl.groupSize != 1 || (nl.gemm && (nl.gemm->groupSize != 1 ||
+                                                nl.gemm->epilogue == CudaGemmEpilogue::BiasGrad)))
+            fail(fmt::format("{}: the next entry (op {}) is a group's or has a bias_grad GEMM",
+                             where, next.op));
+        DType c = g->c.kind == CudaArgKind::Result ? steps.dtypeOf(op.results[size_t(g->c.index)])
+                  : g->c.kind == CudaArgKind::Operand
+                      ? steps.dtypeOf(op.operands[size_t(g->c.index)])
+                      : DType::F32;
+        DType bias = steps.dtypeOf(nextOp.results[size_t(g->bias.index)]);
+        if (bias != c)
+          fail(fmt::format("{}: the bias gradient is {} and C {} (cuBLASLt writes it in C's "
+                           "type)",
+                           where, dtypeName(bias), dtypeName(c)));
+      }
   }
 }
 

@@ -189,8 +189,8 @@ private:
     writeF32(json, g.alpha);
     json.key("beta");
     writeF32(json, g.beta);
-    if (g.epilogue == CudaGemmEpilogue::Bias) {
-      json.member("epilogue", "bias");
+    if (g.epilogue != CudaGemmEpilogue::None) {
+      json.member("epilogue", g.epilogue == CudaGemmEpilogue::Bias ? "bias" : "bias_grad");
       json.key("bias");
       writeArg(g.bias);
     }
