@@ -16,6 +16,7 @@
 #include "stringc/CudaGen/ScalingReport.h"
 
 #include "stringc/Package/PackageBuilder.h"
+#include "BiasGradients.h"
 #include "GemmGroups.h"
 #include "KernelGroups.h"
 
@@ -239,10 +240,14 @@ private:
     if (failed(manifest))
       return 1;
     // The arena plans keep each GEMM or kernel group's values apart (one
-    // call runs its members at once; GemmGroups.h, KernelGroups.h).
+    // call runs its members at once; GemmGroups.h, KernelGroups.h), and
+    // those of a weight GEMM and the sum_to whose result its bias-gradient
+    // epilogue writes (BiasGradients.h).
     for (const auto &[name, steps] : plan.steps) {
       ConcurrentOps groups = cudagen::gemmGroupRanges(steps);
       for (const auto &range : cudagen::kernelGroupRanges(steps))
+        groups.push_back(range);
+      for (const auto &range : cudagen::biasGradientRanges(steps))
         groups.push_back(range);
       if (groups.empty())
         continue;

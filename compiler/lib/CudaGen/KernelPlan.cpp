@@ -8,6 +8,7 @@
 // buildKernelModule, one gpu.module each.
 //
 //===----------------------------------------------------------------------===//
+#include "BiasGradients.h"
 #include "GemmGroups.h"
 #include "KernelGroups.h"
 #include "KernelBuilder.h"
@@ -415,6 +416,9 @@ FailureOr<KernelPlan> planKernels(ModuleOp module, bool allKernels, GpuPrecision
     // Runs of independent Cayley weights, skew builders and skew gradients:
     // one launch each (KernelGroups.h).
     groupKernels(func, programOps, programSteps);
+    // Each bias gradient (a sum_to of a weight gradient's dY) as the
+    // weight GEMM's epilogue (BiasGradients.h).
+    fuseBiasGradients(programOps, programSteps, ids, bf16);
     for (size_t o = 0; o < programSteps.size(); ++o) {
       std::vector<std::string> used; // each kernel's use once per op
       for (const Launch &launch : programSteps[o].launches) {

@@ -147,6 +147,13 @@ std::vector<LaunchEstimate> opLaunches(Operation &op, const OpSteps &steps,
                 bytesOf(g.c) * m * n * copies(g.strideC) * (g.beta != 0.0f ? 2 : 1);
       if (g.epilogue == GemmEpilogue::Bias)
         e.bytes += bytesOf(g.c) * n;
+      // The bias gradient: the sums of B (read once, by the product) over
+      // k, written as n elements of C's type (the next op's launches are
+      // not run: estimateTrainingStep).
+      if (g.epilogue == GemmEpilogue::BiasGrad) {
+        e.bytes += bytesOf(g.c) * n;
+        e.flops += k * n;
+      }
       // bf16 matrices run on the bf16 tensor cores; f32 ones of a bf16
       // package as TF32 (what cuBLAS picked on the H100 and H200).
       e.arithmetic = bytesOf(g.a) == 2              ? LaunchArithmetic::BF16
@@ -365,6 +372,14 @@ FailureOr<StepEstimate> estimateTrainingStep(ModuleOp train, const KernelPlan &p
         firstLaunchesUntil = entry + size_t(group);
       else
         entry += size_t(group) - 1;
+    }
+    // A GEMM with the bias-gradient epilogue computes the next entry (its
+    // sum_to) too: "#26+27", that entry's launches not run (the runtime's
+    // fallback where cuBLASLt declines, which the report does not predict).
+    if (s.launches.size() == 1 && s.launches[0].gemm &&
+        s.launches[0].gemm->epilogue == GemmEpilogue::BiasGrad && entry + 1 < steps->size()) {
+      now[0].groupOps = {s.op, (*steps)[entry + 1].op};
+      ++entry;
     }
     for (size_t l = 0; l < now.size(); ++l) {
       // By bytes: the FLOPs of a small kernel (a sum's finish) are a share

@@ -30,6 +30,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -329,6 +330,58 @@ TEST(GpuDeviceExecutor, VitRopeMatchesTheCpu) {
   for (size_t i = 0; i < after.size(); ++i)
     moved = std::max(moved, std::fabs(double(after[i]) - startParams[i]));
   EXPECT_GT(moved, 0.0) << "AdamW did not move the parameters";
+}
+
+// The bias gradients of vit_rope (the head's and each layer's bo, b1, b2:
+// 13) are their weight GEMMs' epilogue in the compiled package, and where
+// cuBLASLt runs (the emulator's) the walk runs them as BGRADA matmuls
+// (Gemm::chosenAlgorithms) and skips the sum_to; the gradients are the
+// CPU's within VitRopeMatchesTheCpu's tolerance.
+TEST(GpuDeviceExecutor, BiasGradientsAreTheWeightGemmsEpilogue) {
+  std::string why;
+  std::string path = existingPathFromEnv("STRINGRT_CUDA_VIT_PACKAGE", why);
+  if (path.empty())
+    GTEST_SKIP() << why << " (a package of examples/vit_rope.pe, stringc --target=cuda)";
+  REQUIRE_DEVICE();
+  Package package = Package::load(path);
+  ASSERT_NE(package.cuda(), nullptr) << path << " is not a cuda package";
+  CudaSection section = *package.cuda();
+  int64_t fused = 0;
+  const CudaProgramSteps &steps = *section.stepsOf("gradients");
+  for (size_t e = 0; e < steps.ops.size(); ++e)
+    for (const CudaLaunch &l : steps.ops[e].launches)
+      if (l.gemm && l.gemm->epilogue == CudaGemmEpilogue::BiasGrad) {
+        ++fused;
+        ASSERT_LT(e + 1, steps.ops.size());
+        EXPECT_EQ(package.manifest().gradients.ops[size_t(steps.ops[e].op)].op,
+                  "pe.linear_grad_weight");
+        EXPECT_EQ(package.manifest().gradients.ops[size_t(steps.ops[e + 1].op)].op,
+                  "pe.sum_to");
+      }
+  EXPECT_EQ(fused, 13);
+  Model model(std::move(package));
+  model.initParameters();
+  cuda::DeviceModel device(model.manifest(), section, model.parameters());
+  std::mt19937 rng(12);
+  RandomBatch batch(model.manifest(), 8, rng);
+  float gpuLoss = 0, cpuLoss = 0;
+  std::vector<float> gpu, cpu;
+  device.gradients(batch.inputs, gpuLoss, gpu);
+  model.gradients(batch.inputs, cpuLoss, cpu);
+  for (const ParamSlot &slot : model.slots()) {
+    double largest = 0, diff = 0;
+    for (int64_t i = slot.offset; i < slot.offset + slot.size; ++i) {
+      largest = std::max(largest, std::fabs(double(cpu[size_t(i)])));
+      diff = std::max(diff, std::fabs(double(gpu[size_t(i)]) - cpu[size_t(i)]));
+    }
+    EXPECT_LE(diff, 2e-3 * largest + 1e-7) << "gradient of " << slot.name;
+  }
+  std::vector<std::string> algorithms = device.gemmAlgorithms();
+  if (algorithms.empty())
+    GTEST_SKIP() << "cuBLASLt ran no GEMM (not loaded): the fallback ran";
+  EXPECT_TRUE(std::any_of(algorithms.begin(), algorithms.end(), [](const std::string &line) {
+    return line.find("+bias-gradient (BGRADA)") != std::string::npos;
+  }));
 }
 
 // A kernel that faults (here: a launch of the step program told to cover far

@@ -63,6 +63,13 @@ using LaunchArgKind = stringrt::CudaArgKind;
 /// and beta 0 only. The runtime runs it as one cuBLASLt matmul
 /// (CUBLASLT_EPILOGUE_BIAS) where it can, else as the GEMM followed by the
 /// `pe_add_bias` kernel, which planKernels therefore puts in the package.
+///
+/// GemmEpilogue::BiasGrad is not a lowering's: planKernels gives it to a
+/// pe.linear_grad_weight GEMM whose dY (B) the next op, a pe.sum_to, sums
+/// to the bias shape (BiasGradients.h). Its `bias` is that sum_to's result
+/// 0 (an argument of the next entry's op); the runtime runs the pair as one
+/// cuBLASLt matmul (CUBLASLT_EPILOGUE_BGRADA), else the GEMM and then the
+/// sum_to's own steps.
 using GemmCall = stringrt::CudaGemm;
 using GemmEpilogue = stringrt::CudaGemmEpilogue;
 /// The kernel a bias epilogue falls back to: y[i] += b[i % d] (y, b, n, d).
