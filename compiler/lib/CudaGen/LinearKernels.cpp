@@ -22,7 +22,9 @@
 // activation of their own.
 //
 // pe.sum_to (the bias gradient among others) is lowered with the other
-// reductions in TokenKernels.cpp.
+// reductions in TokenKernels.cpp; where it sums the dY of the
+// linear_grad_weight just before it, planKernels makes it that GEMM's
+// bias-gradient epilogue (BiasGradients.h), its own steps the fallback.
 //
 //===----------------------------------------------------------------------===//
 #include "KernelBuilder.h"
