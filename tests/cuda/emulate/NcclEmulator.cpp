@@ -12,7 +12,16 @@
 // floats)" in its trace: in stream order, and captured into a
 // CUDA graph like NCCL's kernels): when the stream gets there, every rank
 // sends its buffer to rank 0, which sums them in rank order (x0 + x1 + ...,
-// left to right: deterministic) and sends the sum to every rank. A peer
+// left to right: deterministic) and sends the sum to every rank.
+// ncclReduceScatter (f32 sum; "ncclReduceScatter (N floats)", N the
+// receive count) is the same sum of every rank's N x ranks floats, rank r
+// receiving elements [r N, (r + 1) N) of it: the all-reduce's bits on its
+// slice. ncclAllGather (f32; "ncclAllGather (N floats)", N the send count)
+// gives every rank the ranks' N floats in rank order (rank 0 assembles them
+// and sends the whole to every rank). As NCCL allows, a call may be in place
+// (all-reduce: receive == send; reduce-scatter: receive == send + rank N;
+// all-gather: send == receive + rank N): what a rank sends has left before
+// anything arrives in its receive buffer. A peer
 // that sends nothing, or takes nothing, for STRINGRT_NCCL_EMULATOR_TIMEOUT
 // seconds (default 300) puts the communicator in error (ncclRemoteError,
 // ncclCommGetAsyncError), naming it in ncclGetLastError; its collectives
@@ -61,10 +70,28 @@ constexpr char kIdTag[] = "stringrt-nccl-emulator";
 
 struct Comm;
 
-// One all-reduce as queued (reused by every call with the same buffers: a
-// graph replays the same one).
+// The collectives (their names in the trace and in errors).
+enum class Kind { AllReduce, ReduceScatter, AllGather };
+
+const char *nameOf(Kind kind) {
+  switch (kind) {
+  case Kind::AllReduce:
+    return "ncclAllReduce";
+  case Kind::ReduceScatter:
+    return "ncclReduceScatter";
+  case Kind::AllGather:
+    return "ncclAllGather";
+  }
+  return "?";
+}
+
+// One collective as queued (reused by every call of the same kind with the
+// same buffers: a graph replays the same one). `count`: the call's (the
+// all-reduce's elements, the reduce-scatter's receive count, the
+// all-gather's send count).
 struct Job {
   Comm *comm;
+  Kind kind;
   const float *send;
   float *receive;
   size_t count;
@@ -114,7 +141,7 @@ bool waitAll(Comm &c, std::vector<MPI_Request> &requests, const std::vector<int>
       int flag = 0;
       if (MPI_Test(&requests[i], &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
         c.error = RemoteError;
-        c.lastError = "MPI failed in the all-reduce with rank " + std::to_string(peer[i]);
+        c.lastError = "MPI failed in a collective with rank " + std::to_string(peer[i]);
         return false;
       }
       if (flag)
@@ -146,7 +173,7 @@ bool waitAll(Comm &c, std::vector<MPI_Request> &requests, const std::vector<int>
       c.error = RemoteError;
       c.lastError = std::string(receiving ? "nothing from rank " : "rank ") + silent +
                     (receiving ? "" : " took nothing from this rank") + " for " + seconds +
-                    " s in an all-reduce: stopped, hung or dead (the NCCL stand-in's "
+                    " s in a collective: stopped, hung or dead (the NCCL stand-in's "
                     "STRINGRT_NCCL_EMULATOR_TIMEOUT)";
       return false;
     }
@@ -155,54 +182,107 @@ bool waitAll(Comm &c, std::vector<MPI_Request> &requests, const std::vector<int>
   }
 }
 
-// The all-reduce of `job`, when its stream gets there.
-void runAllReduce(void *data) {
+// The collective of `job`, when its stream gets there: every rank sends
+// rank 0 what it contributes (`up` floats), rank 0 forms the result (the sum
+// in rank order, or the contributions side by side) and sends each rank its
+// part (`down` floats).
+void runCollective(void *data) {
   Job &job = *static_cast<Job *>(data);
   Comm &c = *job.comm;
   if (c.error != Success)
     return;
-  const int count = int(job.count);
+  const size_t n = size_t(c.size);
+  const size_t up = job.kind == Kind::ReduceScatter ? job.count * n : job.count;
+  const size_t down = job.kind == Kind::AllGather ? job.count * n : job.count;
   constexpr int kTag = 4545;
   std::vector<MPI_Request> requests;
   std::vector<int> peer;
   if (c.rank == 0) {
-    c.inbox.resize(job.count * size_t(c.size));
+    c.inbox.resize(up * n);
+    std::memcpy(c.inbox.data(), job.send, up * sizeof(float));
     for (int r = 1; r < c.size; ++r) {
       requests.emplace_back();
       peer.push_back(r);
-      MPI_Irecv(c.inbox.data() + size_t(r) * job.count, count, MPI_FLOAT, r, kTag, c.mpi,
+      MPI_Irecv(c.inbox.data() + size_t(r) * up, int(up), MPI_FLOAT, r, kTag, c.mpi,
                 &requests.back());
     }
     if (!waitAll(c, requests, peer, requests.size()))
       return;
-    // x0 + x1 + ... + x(n-1), left to right, for every element.
-    c.sum.assign(job.send, job.send + job.count);
-    for (int r = 1; r < c.size; ++r) {
-      const float *x = c.inbox.data() + size_t(r) * job.count;
-      for (size_t i = 0; i < job.count; ++i)
-        c.sum[i] += x[i];
+    const float *result = c.inbox.data(); // the all-gather's: side by side
+    if (job.kind != Kind::AllGather) {
+      // x0 + x1 + ... + x(n-1), left to right, for every element.
+      c.sum.assign(c.inbox.begin(), c.inbox.begin() + std::ptrdiff_t(up));
+      for (size_t r = 1; r < n; ++r) {
+        const float *x = c.inbox.data() + r * up;
+        for (size_t i = 0; i < up; ++i)
+          c.sum[i] += x[i];
+      }
+      result = c.sum.data();
     }
+    // Rank r's part: the reduce-scatter's r-th slice, else the whole.
+    auto part = [&](size_t r) {
+      return result + (job.kind == Kind::ReduceScatter ? r * job.count : 0);
+    };
     requests.clear();
     peer.clear();
     for (int r = 1; r < c.size; ++r) {
       requests.emplace_back();
       peer.push_back(r);
-      MPI_Isend(c.sum.data(), count, MPI_FLOAT, r, kTag, c.mpi, &requests.back());
+      MPI_Isend(part(size_t(r)), int(down), MPI_FLOAT, r, kTag, c.mpi, &requests.back());
     }
     if (!waitAll(c, requests, peer, 0))
       return;
-    std::memcpy(job.receive, c.sum.data(), job.count * sizeof(float));
+    std::memcpy(job.receive, part(0), down * sizeof(float));
     return;
   }
-  // The send buffer may be the receive buffer: the sum arrives elsewhere.
-  c.sum.resize(job.count);
+  // The send buffer may overlap the receive buffer: the result arrives elsewhere.
+  c.sum.resize(down);
   requests.resize(2);
   peer = {0, 0};
-  MPI_Irecv(c.sum.data(), count, MPI_FLOAT, 0, kTag, c.mpi, &requests[0]);
-  MPI_Isend(job.send, count, MPI_FLOAT, 0, kTag, c.mpi, &requests[1]);
+  MPI_Irecv(c.sum.data(), int(down), MPI_FLOAT, 0, kTag, c.mpi, &requests[0]);
+  MPI_Isend(job.send, int(up), MPI_FLOAT, 0, kTag, c.mpi, &requests[1]);
   if (!waitAll(c, requests, peer, 1))
     return;
-  std::memcpy(job.receive, c.sum.data(), job.count * sizeof(float));
+  std::memcpy(job.receive, c.sum.data(), down * sizeof(float));
+}
+
+// Queues `kind` on `stream` (the checks every collective makes first).
+Result queue(Kind kind, const void *send, void *receive, size_t count, int type, Comm *comm,
+             CUstream stream) {
+  const std::string name = nameOf(kind);
+  if (!comm)
+    return fail(nullptr, InvalidArgument, name + ": a null communicator");
+  if (type != kFloat32)
+    return fail(comm, InvalidArgument, "the NCCL stand-in moves f32 only (ncclFloat32)");
+  if (count > (size_t(1) << 30) / size_t(comm->size))
+    return fail(comm, InvalidArgument, name + ": over 2^30 elements");
+  if (comm->error != Success)
+    return comm->error;
+  const auto *from = static_cast<const float *>(send);
+  auto *to = static_cast<float *>(receive);
+  // NCCL's rule for buffers that overlap: exactly its in-place layout.
+  const size_t n = size_t(comm->size), me = size_t(comm->rank);
+  const size_t sent = kind == Kind::ReduceScatter ? count * n : count;
+  const size_t got = kind == Kind::AllGather ? count * n : count;
+  const bool overlap = from < to + got && to < from + sent;
+  const float *inPlace = kind == Kind::ReduceScatter ? to - me * count
+                         : kind == Kind::AllGather   ? to + me * count
+                                                     : to;
+  if (overlap && from != inPlace)
+    return fail(comm, InvalidArgument,
+                name + ": the send and receive buffers overlap, but not in NCCL's in-place "
+                       "layout");
+  auto same = std::find_if(comm->jobs.begin(), comm->jobs.end(), [&](const Job &j) {
+    return j.kind == kind && j.send == from && j.receive == to && j.count == count;
+  });
+  Job *job = same != comm->jobs.end()
+                 ? &*same
+                 : &comm->jobs.emplace_back(Job{comm, kind, from, to, count});
+  const std::string what = name + " (" + std::to_string(count) + " floats)";
+  if (stringrt_emulator_launch_host_func(stream, runCollective, job, what.c_str()) !=
+      CUDA_SUCCESS)
+    return fail(comm, UnhandledCudaError, "cuLaunchHostFunc failed");
+  return Success;
 }
 
 } // namespace
@@ -261,26 +341,23 @@ NCCL_EMU_EXPORT Result ncclCommInitRank(Comm **comm, int nranks, UniqueId id, in
 
 NCCL_EMU_EXPORT Result ncclAllReduce(const void *send, void *receive, size_t count, int type,
                                      int op, Comm *comm, CUstream stream) {
-  if (!comm)
-    return fail(nullptr, InvalidArgument, "ncclAllReduce: a null communicator");
-  if (type != kFloat32 || op != kSum)
-    return fail(comm, InvalidArgument,
-                "the NCCL stand-in sums f32 only (ncclFloat32, ncclSum)");
-  if (count > size_t(1) << 30)
-    return fail(comm, InvalidArgument, "ncclAllReduce: over 2^30 elements");
-  if (comm->error != Success)
-    return comm->error;
-  const auto *from = static_cast<const float *>(send);
-  auto *to = static_cast<float *>(receive);
-  auto same = std::find_if(comm->jobs.begin(), comm->jobs.end(), [&](const Job &j) {
-    return j.send == from && j.receive == to && j.count == count;
-  });
-  Job *job = same != comm->jobs.end() ? &*same
-                                      : &comm->jobs.emplace_back(Job{comm, from, to, count});
-  const std::string what = "ncclAllReduce (" + std::to_string(count) + " floats)";
-  if (stringrt_emulator_launch_host_func(stream, runAllReduce, job, what.c_str()) != CUDA_SUCCESS)
-    return fail(comm, UnhandledCudaError, "cuLaunchHostFunc failed");
-  return Success;
+  if (comm && op != kSum)
+    return fail(comm, InvalidArgument, "the NCCL stand-in sums only (ncclSum)");
+  return queue(Kind::AllReduce, send, receive, count, type, comm, stream);
+}
+
+// recvcount floats to each rank: the sum of every rank's recvcount x ranks.
+NCCL_EMU_EXPORT Result ncclReduceScatter(const void *send, void *receive, size_t recvcount,
+                                         int type, int op, Comm *comm, CUstream stream) {
+  if (comm && op != kSum)
+    return fail(comm, InvalidArgument, "the NCCL stand-in sums only (ncclSum)");
+  return queue(Kind::ReduceScatter, send, receive, recvcount, type, comm, stream);
+}
+
+// sendcount floats from each rank: every rank receives sendcount x ranks.
+NCCL_EMU_EXPORT Result ncclAllGather(const void *send, void *receive, size_t sendcount, int type,
+                                     Comm *comm, CUstream stream) {
+  return queue(Kind::AllGather, send, receive, sendcount, type, comm, stream);
 }
 
 NCCL_EMU_EXPORT Result ncclCommDestroy(Comm *comm) {
