@@ -400,8 +400,12 @@ void DeviceModel::setState(const std::vector<float> &params, const Optimizer &op
     m.refreshBf16Params("uploading the parameters");
     std::vector<Arena *> arenas = m.stateArenas();
     auto buffers = optimizer.stateBuffers();
+    const size_t sharded = m.zero ? m.shardedArenas().size() : 0; // (the first ones)
     for (size_t i = 0; i < arenas.size(); ++i)
-      m.uploadFlat(*arenas[i], buffers[i].values->data(), "uploading the optimizer state");
+      if (i < sharded) // ZeRO-1: this rank's slice
+        m.uploadShard(*arenas[i], buffers[i].values->data(), "uploading the optimizer state");
+      else
+        m.uploadFlat(*arenas[i], buffers[i].values->data(), "uploading the optimizer state");
   }
   m.steps = m.stepsQueued = optimizer.stepCount();
   m.control->reset(m.steps, m.control->totalSteps()); // and no longer halted
@@ -416,8 +420,13 @@ void DeviceModel::getState(std::vector<float> &params, Optimizer &optimizer) con
   auto buffers = optimizer.stateBuffers();
   if (m.total > 0) {
     m.downloadFlat(*m.params, params.data(), "reading the parameters");
+    const size_t sharded = m.zero ? m.shardedArenas().size() : 0; // (the first ones)
     for (size_t i = 0; i < arenas.size(); ++i)
-      m.downloadFlat(*arenas[i], buffers[i].values->data(), "reading the optimizer state");
+      if (i < sharded) // ZeRO-1: every rank's slice (collective)
+        m.gatherShards(*arenas[i], buffers[i].values->data(),
+                       "gathering the optimizer state (ZeRO-1 all-gather)");
+      else
+        m.downloadFlat(*arenas[i], buffers[i].values->data(), "reading the optimizer state");
   }
   optimizer.setStepCount(m.control->downloadStepsTaken()); // steps not yet collected too
 }
@@ -561,6 +570,13 @@ EvalResult DeviceModel::evaluateEma(const DataSet &data, int64_t batch) {
   m.refreshBf16Params("putting the weights back");
   result.ema = true;
   return result;
+}
+
+size_t DeviceModel::optimizerStateBytes() const {
+  size_t bytes = 0;
+  for (const Arena *arena : impl_->stateArenas())
+    bytes += arena->size();
+  return bytes;
 }
 
 std::vector<float> DeviceModel::parameters() const {

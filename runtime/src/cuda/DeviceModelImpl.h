@@ -4,6 +4,8 @@
 //   DeviceBuffers.cpp      layouts, batch buffers, staging, copies, the profile
 //   DeviceProgramWalk.cpp  the walk of a step program: launches, GEMMs, gradients
 //   DeviceTrainStep.cpp    training steps (accumulated too), the optimizer, CUDA graphs
+//   DeviceRankStep.cpp     a data-parallel rank's step: the gradients' all-reduce
+//   DeviceZeroShards.cpp   ZeRO-1 on the ranks: the sharded state and its step
 // Private to runtime/src/cuda.
 #ifndef STRINGRT_CUDA_DEVICEMODELIMPL_H
 #define STRINGRT_CUDA_DEVICEMODELIMPL_H
@@ -155,6 +157,13 @@ struct DeviceModel::Impl {
   // first, before the device.
   int64_t globalRows = 0;
   std::unique_ptr<Arena> rankLoss;
+  // ZeRO-1 (DeviceOptions::zeroStage 1, shardState): this rank's slice of
+  // the flat buffers, [shardBegin, shardBegin + shard.floats) of
+  // shard.padded (params and grads padded to it with zeros; moment1 and
+  // moment2 hold the slice only).
+  bool zero = false;
+  DeviceZeroSlices shard;
+  int64_t shardBegin = 0;
   std::map<std::pair<int64_t, int64_t>, ReplayedWork> rankSteps;
   double rankTimeout = 300;
 
@@ -326,8 +335,12 @@ struct DeviceModel::Impl {
   /// loss into hostReturn[0].
   void runGradients();
 
-  /// The number of gradient-norm partials pe_sumsq_partials writes.
-  int64_t partialBlocks() const;
+  /// The number of gradient-norm partials pe_sumsq_partials writes over
+  /// `floats` gradients (default: the whole buffer, `total`).
+  int64_t partialBlocks(int64_t floats = -1) const;
+  /// The floats of the gradient buffer a step zeroes: `total`, or with
+  /// ZeRO-1 the padded buffer the reduce-scatter reads.
+  int64_t gradFloats() const { return zero ? shard.padded : total; }
 
   /// Queues a whole training step, nothing of it passing through the host:
   /// @gradients, the gradient copies, the norm's partials, the step's scalars
@@ -390,10 +403,38 @@ struct DeviceModel::Impl {
     }
   }
 
-  /// Queues the optimizer's kernel (and pe_ema after it, with an EMA) once
-  /// per maximal run of trainable slots; the step's scalars come from the
+  /// Queues the optimizer's kernel once per maximal run of trainable slots,
+  /// then pe_ema on each (with an EMA); the step's scalars come from the
   /// control block.
   void launchOptimizer();
+
+  /// Queues AdamW's or SGD's kernel on one run of floats [begin, begin + n)
+  /// of the flat buffers, its moments at `stateBegin` floats of their
+  /// arenas (begin, or the offset in this rank's ZeRO-1 slice).
+  void launchUpdate(size_t begin, size_t n, size_t stateBegin, bool writesBf16);
+  /// Queues pe_ema on every run of trainable slots (the EMA is whole).
+  void launchEma();
+
+  /// ZeRO-1 (joinRanks with DeviceOptions::zeroStage 1): the buffers cut to
+  /// this rank's slice of `ranks` (deviceZeroSlices): the moments' arenas
+  /// made anew for the slice, params and grads padded, the partials' room
+  /// for every rank's; before any program ran (no buffer holds an address).
+  void shardState(int rank, int ranks);
+  /// The optimizer state arenas that hold this rank's slice only (ZeRO-1:
+  /// moment1, and moment2 with AdamW; none replicated).
+  std::vector<Arena *> shardedArenas() const;
+  /// ZeRO-1's optimizer: the norm's partials over this rank's slice of the
+  /// summed gradients, all-gathered so that pe_optimizer_scalars adds every
+  /// rank's (the global norm, on every rank alike), the update of the slice,
+  /// the all-gather of the parameters, the EMA and the bf16 copy (whole).
+  void enqueueShardOptimizer(uint64_t loss);
+  /// ZeRO-1: this rank's slice of a host flat vector (packed) into `arena`,
+  /// zeros past `total`.
+  void uploadShard(Arena &arena, const float *packed, const char *what);
+  /// ZeRO-1: every rank's slice of `arena` into a packed host vector, on
+  /// every rank (collective: the slices all-gathered into the gradient
+  /// buffer, free between steps, and read back from there).
+  void gatherShards(const Arena &arena, float *packed, const char *what);
 
   // Queues the bf16 copy of the parameters rewritten from `params` (one
   // pe_broadcast_to__bf over the whole buffer); nothing without a copy.

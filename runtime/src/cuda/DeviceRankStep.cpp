@@ -37,9 +37,15 @@ void DeviceModel::joinRanks(const RanksId &id, int rank, int ranks, double timeo
     throw Error(fmt::format("device executor: all-reduce buckets of {} bytes (a multiple of 4, "
                             "or 0 for the defaults)",
                             m.options.bucketBytes));
+  if (m.options.zeroStage != 0 && m.options.zeroStage != 1)
+    throw Error(fmt::format("device executor: ZeRO stage {}: only stage 1 (the optimizer state "
+                            "sharded) is built",
+                            m.options.zeroStage));
   nccl::UniqueId ncclId;
   std::memcpy(ncclId.internal, id.data(), id.size());
   m.sync("joining the ranks");
+  if (m.options.zeroStage == 1) // (the all-reduce's overlap off: no stream of its own)
+    m.shardState(rank, ranks);
   if (m.options.overlapAllReduce) {
     const driver::Api &api = driver::require();
     driver::check(api.streamCreate(&m.commStream, CU_STREAM_NON_BLOCKING),
@@ -62,10 +68,10 @@ void DeviceModel::setGlobalBatch(int64_t rows) {
 
 void DeviceModel::Impl::enqueueRankStep(BatchBuffers &b, int64_t batch, float weight) {
   inTrainingStep = true;
-  const uint64_t gradBytes = uint64_t(total) * 4;
   auto zero = [&] {
     if (total > 0)
-      zeroOnDevice(grads->at(0, gradBytes), uint64_t(total), "zeroing the gradients");
+      zeroOnDevice(grads->at(0, uint64_t(gradFloats()) * 4), uint64_t(gradFloats()),
+                   "zeroing the gradients");
     zeroOnDevice(rankLoss->at(0, 4), 1, "zeroing the loss");
   };
   if (options.overlapAllReduce) {
@@ -91,7 +97,11 @@ void DeviceModel::Impl::enqueueRankStep(BatchBuffers &b, int64_t batch, float we
 
 void DeviceModel::Impl::enqueueRankSum(uint64_t loss) {
   timed("all-reduce", [&] {
-    if (total > 0)
+    if (zero) // ZeRO-1: each rank the sums of its slice (DeviceZeroShards.cpp)
+      ranks->reduceScatter(grads->at(0, uint64_t(shard.padded) * 4),
+                           grads->at(uint64_t(shardBegin) * 4, uint64_t(shard.floats) * 4),
+                           shard.floats, stream, "the gradients' reduce-scatter (ZeRO-1)");
+    else if (total > 0)
       ranks->allReduceInPieces(grads->at(0, uint64_t(total) * 4), total, stream,
                                "the gradients' all-reduce");
     ranks->allReduce(loss, 1, stream, "the loss's all-reduce");

@@ -3,9 +3,11 @@
 
 #include "DriverApi.h"
 #include "stringrt/Error.h"
+#include "stringrt/cuda/StepBinding.h"
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 namespace stringrt::cuda {
@@ -24,7 +26,7 @@ int localRank(int rank) {
 
 namespace {
 
-class DeviceRankBackend : public TrainBackend {
+class DeviceRankBackend : public DataParallelBackend {
 public:
   DeviceRankBackend(const Manifest &manifest, const CudaSection &section, DeviceOptions options,
                     Communicator &comm, double timeout)
@@ -45,17 +47,43 @@ public:
       return "CUDA";
     auto onOff = [](bool on) { return on ? "on" : "off"; };
     const DeviceOptions &options = device_->options();
+    const std::string sum =
+        options.zeroStage == 1
+            ? std::string("ZeRO-1: reduce-scatter, all-gather")
+            : fmt::format("overlapped all-reduce {}", onOff(options.overlapAllReduce));
     return fmt::format("{} (CUDA: {} GEMMs, graphs {}, overlapped upload {}; {} ranks, NCCL, "
-                       "overlapped all-reduce {})",
+                       "{})",
                        device_->deviceName(), device_->gemmPrecision(), onOff(options.graphs),
-                       onOff(options.overlapUpload), comm_.size(),
-                       onOff(options.overlapAllReduce));
+                       onOff(options.overlapUpload), comm_.size(), sum);
+  }
+
+  // The device's optimizer state (device layout: 4 bytes per float of each
+  // buffer, the padding between parameters included): AdamW's m and v or
+  // SGD's u, whole or (ZeRO-1) this rank's slice of the padded buffers, and
+  // the EMA of the weights, whole on every rank.
+  OptimizerStateMemory optimizerStateMemory() const override {
+    const int64_t total = deviceParameterLayout(manifest_).total;
+    const bool adamw = manifest_.optimizer.kind == OptimizerKind::AdamW;
+    const size_t moments = adamw ? 2 : 1, ema = manifest_.optimizer.emaDecay > 0 ? 1 : 0;
+    const size_t whole = size_t(std::max<int64_t>(total, 1)) * 4; // (an arena's least)
+    size_t slice = whole;
+    if (options_.zeroStage == 1)
+      slice = size_t(deviceZeroSlices(total, comm_.size()).floats) * 4;
+    OptimizerStateMemory memory;
+    memory.wholeBytes = (moments + ema) * whole;
+    memory.rankBytes.assign(size_t(comm_.size()), moments * slice + ema * whole);
+    return memory;
   }
 
   void start(const std::vector<float> &params, const Optimizer &optimizer) override {
     if (!device_) {
       device_ = std::make_unique<DeviceModel>(manifest_, section_, params, options_);
       device_->joinRanks(sharedId(), comm_.rank(), comm_.size(), timeout_);
+      const size_t reported = optimizerStateMemory().rankBytes[size_t(comm_.rank())];
+      if (device_->optimizerStateBytes() != reported)
+        throw Error(fmt::format("rank {} holds {} bytes of optimizer state on its GPU, not the "
+                                "{} it reports",
+                                comm_.rank(), device_->optimizerStateBytes(), reported));
     }
     device_->setState(params, optimizer);
   }
@@ -153,11 +181,10 @@ private:
 
 } // namespace
 
-std::unique_ptr<TrainBackend> makeDeviceDataParallelBackend(const Manifest &manifest,
-                                                           const CudaSection &section,
-                                                           DeviceOptions options,
-                                                           Communicator &comm,
-                                                           double rankTimeoutSeconds) {
+std::unique_ptr<DataParallelBackend>
+makeDeviceDataParallelBackend(const Manifest &manifest, const CudaSection &section,
+                              DeviceOptions options, Communicator &comm,
+                              double rankTimeoutSeconds) {
   if (comm.size() < 1 || comm.rank() < 0 || comm.rank() >= comm.size())
     throw Error(fmt::format("rank {} of {} ranks", comm.rank(), comm.size()));
   return std::make_unique<DeviceRankBackend>(manifest, section, options, comm,

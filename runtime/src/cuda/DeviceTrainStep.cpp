@@ -9,12 +9,14 @@
 
 namespace stringrt::cuda {
 
-/// The number of gradient-norm partials pe_sumsq_partials writes.
-int64_t DeviceModel::Impl::partialBlocks() const {
-  if (total == 0)
+/// The number of gradient-norm partials pe_sumsq_partials writes over
+/// `floats` gradients (default: the whole buffer, `total`).
+int64_t DeviceModel::Impl::partialBlocks(int64_t floats) const {
+  const int64_t n = floats < 0 ? total : floats;
+  if (n == 0)
     return 0;
   std::vector<KernelArg> args = {KernelArg::pointer(1), KernelArg::pointer(1),
-                                 KernelArg::integer(total)};
+                                 KernelArg::integer(n)};
   return int64_t(launchShapeFor(*section.find("pe_sumsq_partials"), args).grid[0]);
 }
 
@@ -79,7 +81,8 @@ void DeviceModel::Impl::enqueueAccumulatedStep(const AccumulatedStep &s, int64_t
   const Program &p = program("gradients");
   timed("gradient accumulation", [&] {
     if (total > 0)
-      zeroOnDevice(grads->at(0, size_t(total) * 4), uint64_t(total), "zeroing the gradients");
+      zeroOnDevice(grads->at(0, size_t(gradFloats()) * 4), uint64_t(gradFloats()),
+                   "zeroing the gradients");
     zeroOnDevice(s.loss->at(0, 4), 1, "zeroing the loss");
   });
   for (size_t part = 0; part < s.sizes.size(); ++part) {
@@ -129,6 +132,10 @@ void DeviceModel::Impl::enqueueAccumulatedStep(const AccumulatedStep &s, int64_t
 /// The gradient norm's partials, the step's scalars (from the step's loss
 /// at device address `loss`) and the update.
 void DeviceModel::Impl::enqueueOptimizer(uint64_t loss) {
+  if (zero) {
+    enqueueShardOptimizer(loss);
+    return;
+  }
   const int64_t blocks = partialBlocks();
   if (blocks > 0)
     kernels->launch("pe_sumsq_partials",
@@ -213,40 +220,56 @@ std::vector<Arena *> DeviceModel::Impl::stateArenas() const {
   return arenas;
 }
 
-/// Queues the optimizer's kernel (and pe_ema after it, with an EMA) once
-/// per maximal run of trainable slots; the step's scalars come from the
-/// control block.
+/// Queues the optimizer's kernel once per maximal run of trainable slots,
+/// then pe_ema on each (with an EMA); the step's scalars come from the
+/// control block. (Every element's update is its own: the order of the
+/// runs' launches does not change a bit.)
 void DeviceModel::Impl::launchOptimizer() {
-  const ManifestOptimizer &config = manifest.optimizer;
-  const KernelArg controlArg = KernelArg::pointer(control->address());
-  forTrainableRuns([&](size_t begin, size_t n) {
-    auto slice = [&](const Arena &a) { return KernelArg::pointer(a.at(begin * 4, n * 4)); };
-    if (adamw()) {
-      std::vector<KernelArg> args = {
-          slice(*params),      slice(*moment1), slice(*moment2),
-          slice(*grads),       KernelArg::integer(int64_t(n)), controlArg,
-          KernelArg::real(float(config.beta1)), KernelArg::real(float(config.beta2)),
-          KernelArg::real(float(config.eps)),   KernelArg::real(float(config.weightDecay))};
-      // With a bf16 copy of the parameters, AdamW writes it as it updates.
-      if (adamWritesBf16())
-        args.push_back(KernelArg::pointer(paramsBf16->at(begin * 2, n * 2)));
-      kernels->launch(adamWritesBf16() ? kAdamWBf16Kernel : "pe_adamw", args, "AdamW", nullptr,
-                      stream);
-    }
-    else
-      kernels->launch("pe_sgd",
-                      {slice(*params), slice(*moment1), slice(*grads),
-                       KernelArg::integer(int64_t(n)), controlArg,
-                       KernelArg::real(float(config.momentum)),
-                       KernelArg::real(float(config.weightDecay))},
-                      "SGD", nullptr, stream);
-    if (keepsEma())
-      kernels->launch("pe_ema",
-                      {slice(*ema), slice(*params), KernelArg::integer(int64_t(n)), controlArg},
-                      "the EMA of the weights", nullptr, stream);
-  });
+  forTrainableRuns(
+      [&](size_t begin, size_t n) { launchUpdate(begin, n, begin, adamWritesBf16()); });
+  launchEma();
   if (!adamWritesBf16()) // SGD: the copy rewritten after the update
     refreshBf16Params("the bf16 copy of the parameters");
+}
+
+/// Queues AdamW's or SGD's kernel on one run of floats [begin, begin + n)
+/// of the flat buffers, its moments at `stateBegin` floats of their arenas.
+void DeviceModel::Impl::launchUpdate(size_t begin, size_t n, size_t stateBegin,
+                                     bool writesBf16) {
+  const ManifestOptimizer &config = manifest.optimizer;
+  const KernelArg controlArg = KernelArg::pointer(control->address());
+  auto at = [&](const Arena &a, size_t from) { return KernelArg::pointer(a.at(from * 4, n * 4)); };
+  if (adamw()) {
+    std::vector<KernelArg> args = {
+        at(*params, begin),  at(*moment1, stateBegin), at(*moment2, stateBegin),
+        at(*grads, begin),   KernelArg::integer(int64_t(n)), controlArg,
+        KernelArg::real(float(config.beta1)), KernelArg::real(float(config.beta2)),
+        KernelArg::real(float(config.eps)),   KernelArg::real(float(config.weightDecay))};
+    // With a bf16 copy of the parameters, AdamW writes it as it updates.
+    if (writesBf16)
+      args.push_back(KernelArg::pointer(paramsBf16->at(begin * 2, n * 2)));
+    kernels->launch(writesBf16 ? kAdamWBf16Kernel : "pe_adamw", args, "AdamW", nullptr, stream);
+  } else {
+    kernels->launch("pe_sgd",
+                    {at(*params, begin), at(*moment1, stateBegin), at(*grads, begin),
+                     KernelArg::integer(int64_t(n)), controlArg,
+                     KernelArg::real(float(config.momentum)),
+                     KernelArg::real(float(config.weightDecay))},
+                    "SGD", nullptr, stream);
+  }
+}
+
+/// Queues pe_ema on every run of trainable slots (the EMA is whole).
+void DeviceModel::Impl::launchEma() {
+  if (!keepsEma())
+    return;
+  forTrainableRuns([&](size_t begin, size_t n) {
+    kernels->launch("pe_ema",
+                    {KernelArg::pointer(ema->at(begin * 4, n * 4)),
+                     KernelArg::pointer(params->at(begin * 4, n * 4)),
+                     KernelArg::integer(int64_t(n)), KernelArg::pointer(control->address())},
+                    "the EMA of the weights", nullptr, stream);
+  });
 }
 
 void DeviceModel::Impl::refreshBf16Params(const char *what) {

@@ -32,6 +32,8 @@ LoadedApi<Api> load() {
   get(a.getUniqueId, "ncclGetUniqueId");
   get(a.commInitRank, "ncclCommInitRank");
   get(a.allReduce, "ncclAllReduce");
+  get(a.reduceScatter, "ncclReduceScatter");
+  get(a.allGather, "ncclAllGather");
   get(a.commDestroy, "ncclCommDestroy");
   get(a.commAbort, "ncclCommAbort");
   get(a.commGetAsyncError, "ncclCommGetAsyncError");

@@ -41,6 +41,12 @@ struct Api {
   Result (*commInitRank)(comm_t *comm, int nranks, UniqueId id, int rank);
   Result (*allReduce)(const void *send, void *receive, size_t count, DataType type, RedOp op,
                       comm_t comm, CUstream stream);
+  // ZeRO-1 (DeviceOptions::zeroStage): `recvcount` per rank of the sum of
+  // every rank's recvcount x ranks; every rank's `sendcount`, side by side.
+  Result (*reduceScatter)(const void *send, void *receive, size_t recvcount, DataType type,
+                          RedOp op, comm_t comm, CUstream stream);
+  Result (*allGather)(const void *send, void *receive, size_t sendcount, DataType type,
+                      comm_t comm, CUstream stream);
   Result (*commDestroy)(comm_t comm);
   Result (*commAbort)(comm_t comm);
   Result (*commGetAsyncError)(comm_t comm, Result *error);

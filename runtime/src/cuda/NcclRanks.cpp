@@ -56,6 +56,29 @@ void NcclRanks::allReduceInPieces(uint64_t buffer, int64_t floats, CUstream stre
     allReduce(buffer + uint64_t(begin) * 4, std::min(kPieceFloats, floats - begin), stream, what);
 }
 
+void NcclRanks::reduceScatter(uint64_t send, uint64_t receive, int64_t floats, CUstream stream,
+                              const std::string &what) {
+  if (!comm_)
+    throw Error(fmt::format("{}: the NCCL communicator was aborted", what));
+  const nccl::Result queued = nccl::require().reduceScatter(
+      reinterpret_cast<const void *>(send), reinterpret_cast<void *>(receive), size_t(floats),
+      nccl::Float32, nccl::Sum, comm_, stream);
+  if (queued != nccl::Success)
+    fail(what + " (ncclReduceScatter)", queued);
+}
+
+void NcclRanks::allGather(uint64_t send, uint64_t receive, int64_t floats, CUstream stream,
+                          const std::string &what) {
+  if (!comm_)
+    throw Error(fmt::format("{}: the NCCL communicator was aborted", what));
+  const nccl::Result queued =
+      nccl::require().allGather(reinterpret_cast<const void *>(send),
+                                reinterpret_cast<void *>(receive), size_t(floats), nccl::Float32,
+                                comm_, stream);
+  if (queued != nccl::Success)
+    fail(what + " (ncclAllGather)", queued);
+}
+
 void NcclRanks::checkAsync(const std::string &what) {
   if (!comm_)
     throw Error(fmt::format("{}: the NCCL communicator was aborted", what));

@@ -39,6 +39,17 @@ public:
   void allReduceInPieces(uint64_t buffer, int64_t floats, CUstream stream,
                          const std::string &what);
 
+  // ZeRO-1 (DeviceOptions::zeroStage): queues, on `stream`, the sum across
+  // the ranks of the `floats` x ranks f32 at `send`, of which this rank
+  // receives elements [rank floats, (rank + 1) floats) at `receive`
+  // (ncclReduceScatter; in place when receive = send + rank x floats).
+  void reduceScatter(uint64_t send, uint64_t receive, int64_t floats, CUstream stream,
+                     const std::string &what);
+  // Queues every rank's `floats` f32 at `send` into `receive`, rank r's at
+  // r x floats (ncclAllGather; in place when send = receive + rank x floats).
+  void allGather(uint64_t send, uint64_t receive, int64_t floats, CUstream stream,
+                 const std::string &what);
+
   // Throws Error naming `what` when NCCL reports an asynchronous error (a
   // peer died, a network failure): after abort(), as a rank stops.
   void checkAsync(const std::string &what);

@@ -46,6 +46,17 @@ DeviceParamLayout deviceParameterLayout(const Manifest &manifest) {
   return layout;
 }
 
+DeviceZeroSlices deviceZeroSlices(int64_t total, int ranks) {
+  if (ranks < 1 || total < 0)
+    throw Error(fmt::format("ZeRO-1 slices of {} floats on {} ranks", total, ranks));
+  const int64_t unit = int64_t(kDeviceAlignment / 4);
+  const int64_t each = (total + ranks - 1) / ranks;
+  DeviceZeroSlices slices;
+  slices.floats = std::max<int64_t>(1, (each + unit - 1) / unit) * unit;
+  slices.padded = slices.floats * ranks;
+  return slices;
+}
+
 ProgramPlacement placeValues(const Manifest &manifest, const Program &program,
                              const std::string &name, int64_t batch,
                              const CudaProgramSteps *steps) {

@@ -120,6 +120,25 @@ CudaLaunch kernelLaunch() {
   return l;
 }
 
+// ZeRO-1's slices on GPU ranks: equal, 64-float (256-byte) multiples,
+// covering the buffer, padded past it.
+TEST(StepBinding, CutsZeroSlicesEqualAndAligned) {
+  for (int ranks : {1, 2, 3, 7})
+    for (int64_t total : {int64_t(0), int64_t(1), int64_t(64), int64_t(128), int64_t(129),
+                          int64_t(1000), int64_t(130000)}) {
+      cuda::DeviceZeroSlices s = cuda::deviceZeroSlices(total, ranks);
+      EXPECT_EQ(s.floats % 64, 0) << total << " on " << ranks;
+      EXPECT_GE(s.floats, 64);
+      EXPECT_EQ(s.padded, s.floats * ranks);
+      EXPECT_GE(s.padded, total);
+      EXPECT_TRUE(s.floats == 64 || s.floats - 64 < (total + ranks - 1) / ranks)
+          << "not the least: " << total << " on " << ranks;
+    }
+  EXPECT_EQ(cuda::deviceZeroSlices(129, 2).floats, 128); // 65 each, rounded up
+  EXPECT_EQ(cuda::deviceZeroSlices(130000, 3).floats, 43392);
+  EXPECT_THROW(cuda::deviceZeroSlices(10, 0), Error);
+}
+
 TEST(StepBinding, BindsPointersIntegersAndReals) {
   CudaSection section = sectionWithKernel(CudaGridRule::Elements);
   OpPointers pointers{{0x1000, 0x2000}, {0x3000}, {0x4000}};

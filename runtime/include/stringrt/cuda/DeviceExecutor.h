@@ -79,6 +79,15 @@ struct DeviceOptions {
   // The cap of every bucket in bytes (`stringrun --bucket-kib`); 0: PyTorch
   // DDP's, 1 MiB for the first bucket and 25 MiB for the others.
   int64_t bucketBytes = 0;
+  // On data-parallel ranks: 1 for ZeRO stage 1 (`stringrun --zero 1`,
+  // docs/distributed.md): rank r holds the optimizer's moments (AdamW's m
+  // and v, SGD's u) of its slice of the flat buffers only
+  // (deviceZeroSlices); a step reduce-scatters the gradients after the
+  // backward (no buckets: overlapAllReduce and bucketBytes do not apply),
+  // forms the global norm from every rank's partial sums (all-gathered),
+  // updates its slice and all-gathers the parameters. The EMA of the
+  // weights and the parameters stay whole on every rank. 0: replicated.
+  int zeroStage = 0;
   // Augment the training images (TrainOptions::augment) in a kernel as each
   // batch enters its step (pe_augment_images, when the package has it);
   // off: on the host. The same bits either way.
@@ -182,10 +191,17 @@ public:
   // and the sums across the ranks follow the last (one all-reduce a step):
   // with rank r's share micro-batches [r A, (r + 1) A) of the global batch
   // in R A (rankShare), R ranks take one process's --accumulate R A step.
+  // With DeviceOptions::zeroStage 1, joinRanks shards the moments (ZeRO-1),
+  // getState gathers them (collective: every rank calls it) and setState
+  // keeps this rank's slice.
   using RanksId = std::array<char, 128>;
   static RanksId newRanksId();
   void joinRanks(const RanksId &id, int rank, int ranks, double timeoutSeconds);
   void setGlobalBatch(int64_t rows);
+  // The bytes of optimizer state this device holds (the moments and the
+  // EMA; with ZeRO-1, DeviceOptions::zeroStage, the moments of this rank's
+  // slice).
+  size_t optimizerStateBytes() const;
   // Steps queued and not yet collected.
   size_t stepsInFlight() const;
   // Waits for the oldest queued step (only for it); what it did: its loss

@@ -11,7 +11,11 @@
 // from the accumulation's; docs/distributed.md says how much). With
 // --accumulate A each rank runs its share (micro-batches [r A, (r + 1) A) of
 // the global batch in N A) as A micro-batches, accumulating on its GPU, and
-// the all-reduce follows the last: one process's --accumulate N A.
+// the all-reduce follows the last: one process's --accumulate N A. With
+// DeviceOptions::zeroStage 1 (ZeRO-1, DeviceZeroShards.cpp) each GPU holds
+// the optimizer's moments of its slice of the parameters only: the
+// gradients are reduce-scattered after the backward, each rank updates its
+// slice, and the parameters are all-gathered.
 //
 // The NCCL unique id goes from rank 0 to the others through `comm` (MPI's
 // messages); NCCL itself is opened with dlopen (libnccl.so.2, or
@@ -38,13 +42,13 @@ namespace stringrt::cuda {
 int localRank(int rank);
 
 // The backend of `comm`'s rank; `options.device` is replaced by the local
-// rank's device. `rankTimeoutSeconds` bounds a step's wait for the other
+// rank's device; `options.zeroStage` 1: ZeRO-1 (DeviceOptions), the state
+// each rank holds reported by optimizerStateMemory(). `rankTimeoutSeconds` bounds a step's wait for the other
 // ranks (stringrun --rank-timeout). Refuses a batch smaller than the ranks
 // times --accumulate (rankShare).
-std::unique_ptr<TrainBackend> makeDeviceDataParallelBackend(const Manifest &manifest,
-                                                           const CudaSection &section,
-                                                           DeviceOptions options,
-                                                           Communicator &comm,
-                                                           double rankTimeoutSeconds);
+std::unique_ptr<DataParallelBackend>
+makeDeviceDataParallelBackend(const Manifest &manifest, const CudaSection &section,
+                              DeviceOptions options, Communicator &comm,
+                              double rankTimeoutSeconds);
 
 } // namespace stringrt::cuda

@@ -54,6 +54,18 @@ struct DeviceParamLayout {
 };
 DeviceParamLayout deviceParameterLayout(const Manifest &manifest);
 
+// ZeRO-1 on GPU ranks (DeviceOptions::zeroStage): those flat buffers of
+// `total` floats cut into `ranks` slices of `floats` each, padded with zeros
+// to `padded` = ranks x floats (NCCL's reduce-scatter and all-gather take
+// one count for every rank); each slice a multiple of kDeviceAlignment
+// bytes, so that every rank's begins aligned. Rank r's is [r floats,
+// (r + 1) floats); the last ones may lie past `total` in part or whole.
+struct DeviceZeroSlices {
+  int64_t floats = 0;
+  int64_t padded = 0;
+};
+DeviceZeroSlices deviceZeroSlices(int64_t total, int ranks);
+
 // Places every value of `program` at `batch`: get_param results at their
 // parameter's offset (deviceParameterLayout), arena members at their slot
 // (arenaLayout of the plan with 256-byte aligned slots; without a plan every
