@@ -23,6 +23,20 @@ MODE
             (--stop-after 2) and resumed on 2 ranks log and write what 2
             ranks unbroken do, bit for bit; their checkpoint resumed as one
             process with --accumulate 2*A does too, within TOLERANCE.
+  zero N [A] N ranks (each with --accumulate A, default 1) with `--zero 1`
+            (ZeRO-1: each GPU holds the moments of its slice of the flat
+            buffers; the gradients reduce-scattered, the parameters
+            all-gathered) log and write what the replicated ranks do (the
+            optimizer state in the checkpoint too), within TOLERANCE, and
+            what one process with --accumulate N*A does; a second run is the
+            first bit for bit; rank 0's `zero-1:` line gives the bytes the
+            device layout's slices make (from the checkpoint's state
+            buffers); `--zero 1` as one process is refused.
+  zero_resume  2 ZeRO-1 ranks stopped (--stop-after 2) and resumed with
+            --zero 1 = 2 ZeRO-1 ranks unbroken, bit for bit; their
+            checkpoint resumed on 2 replicated ranks and as one process with
+            --accumulate 2, and the replicated ranks' resumed with --zero 1,
+            end as the unbroken runs do, within TOLERANCE.
   killed    rank 1 of 2 killed with SIGKILL mid-run: the run stops within a
             bounded time, non-zero, naming rank 1.
   hung      rank 1 of 2 stopped with SIGSTOP: rank 0 names it after the NCCL
@@ -91,8 +105,8 @@ def main():
                  f"{probe.stderr}")
     if mode == "resume":  # (always 2 ranks: its number is A)
         return resume(t, int(sys.argv[5]) if len(sys.argv) > 5 else 1)
-    return {"equal": equal, "killed": killed, "hung": hung,
-            "overlap": overlap}[mode](t, ranks, parts)
+    return {"equal": equal, "killed": killed, "hung": hung, "overlap": overlap,
+            "zero": zero, "zero_resume": zero_resume}[mode](t, ranks, parts)
 
 
 class Tools:
@@ -249,6 +263,117 @@ def resume(t, parts):
     print(f"ok: 2 GPU ranks{each} stopped and resumed = 2 ranks unbroken, bit for bit; their "
           f"checkpoint resumed as one process with --accumulate {2 * parts} = them "
           f"({'bit for bit' if exact else f'within {worst:.2g}'})")
+    return 0
+
+
+ZERO = ["--zero", "1"]
+
+
+def describe(exact, worst):
+    return "bit for bit" if exact else f"within {worst:.2g}"
+
+
+def state_buffers(t, name):
+    """The optimizer's state buffers in the checkpoint NAME: how many are
+    moments (adam.m., adam.v., sgd.u.: sharded by ZeRO-1) and whether an
+    EMA of the weights (ema.: whole on every GPU) is one."""
+    names = tensors(t.path(name + ".ckpt")).keys()
+    moments = len({k.split(".")[0] + "." + k.split(".")[1] for k in names
+                   if k.startswith(("adam.m.", "adam.v.", "sgd.u."))})
+    ema = 1 if any(k.startswith("ema.") for k in names) else 0
+    return moments, ema
+
+
+def zero(t, n, parts):
+    extra = ["--steps", "3"] + accumulate(parts)
+    each = f" with --accumulate {parts}" if parts > 1 else ""
+    t.one("one", ["--steps", "3", "--accumulate", str(n * parts)])
+    t.ranks(n, "replicated", extra)
+    out = t.ranks(n, "zero", extra + ZERO).stdout
+    if "trained 3 steps" not in out or out.count("training '") != 1:
+        sys.exit(f"unexpected output of the ZeRO-1 ranks:\n{out}")
+    if "ZeRO-1: reduce-scatter, all-gather" not in out:
+        sys.exit(f"the ZeRO-1 ranks do not say so on their start line:\n{out}")
+    # zero-1: optimizer state per rank X MiB of Y MiB (A of B bytes, the largest of N slices)
+    line = next((l for l in out.splitlines() if l.startswith("zero-1: ")), None)
+    if line is None:
+        sys.exit(f"rank 0 printed no zero-1: line:\n{out}")
+    numbers = line.split("(")[1].split()
+    held, whole = int(numbers[0]), int(numbers[2])
+    # Each buffer in the device layout (its bytes: the line's whole over the
+    # buffers); the moments of one slice of it padded to N slices of
+    # 256-byte multiples, the EMA whole.
+    moments, ema = state_buffers(t, "zero")
+    per_buffer = whole // (moments + ema)
+    floats = -(-per_buffer // 4 // n)  # a slice, then 64-float (256-byte) multiples
+    floats = -(-floats // 64) * 64
+    want = moments * floats * 4 + ema * per_buffer
+    if whole % (moments + ema) or held != want or not line.endswith(f"the largest of {n} slices)"):
+        sys.exit(f"the zero-1 line says {held} of {whole} bytes; {moments} moment buffer(s) of "
+                 f"{floats} floats and {ema} EMA of {per_buffer} bytes make {want}:\n{line}")
+    exact, worst = compare(t, "replicated", "zero", 3,
+                           (f"on {n} replicated ranks{each}", f"on {n} ZeRO-1 ranks{each}"))
+    exact_one, worst_one = compare(t, "one", "zero", 3,
+                                   (f"with --accumulate {n * parts}",
+                                    f"on {n} ZeRO-1 ranks{each}"))
+    t.ranks(n, "again", extra + ZERO)
+    if train_rows(t.path("zero.csv")) != train_rows(t.path("again.csv")):
+        sys.exit("two runs of the ZeRO-1 ranks log different values")
+    with open(t.path("zero.ckpt"), "rb") as f, open(t.path("again.ckpt"), "rb") as g:
+        if f.read() != g.read():
+            sys.exit("two runs of the ZeRO-1 ranks write different checkpoints")
+    p = run(t.train_args("alone", ["--steps", "1"] + ZERO), check=False, timeout=900)
+    want_error = ("--zero 1 shards the optimizer state across the ranks of a data-parallel "
+                  "run (mpirun -np N stringrun train ...; docs/distributed.md); this is one "
+                  "process")
+    if p.returncode == 0 or want_error not in p.stderr:
+        sys.exit(f"--zero 1 --device cuda as one process was not refused:\n{p.stdout}\n"
+                 f"{p.stderr}")
+    print(f"ok: {n} ZeRO-1 GPU ranks{each} = {n} replicated ranks ({describe(exact, worst)}) "
+          f"= one process with --accumulate {n * parts} ({describe(exact_one, worst_one)}); "
+          f"tolerance {TOLERANCE}; a second run is identical; {held} of {whole} bytes of "
+          f"optimizer state per rank; one process refused")
+    return 0
+
+
+def zero_resume(t, *_):
+    extra = ["--steps", "4"]
+    t.ranks(2, "unbroken", extra + ZERO)
+    t.ranks(2, "replicated", extra)
+    # ZeRO-1 stopped, resumed with ZeRO-1: the same bits.
+    t.ranks(2, "broken", extra + ZERO + ["--stop-after", "2"])
+    for name in ("to-replicated", "to-one"):
+        shutil.copy(t.path("broken.ckpt"), t.path(name + ".ckpt"))
+        shutil.copy(t.path("broken.csv"), t.path(name + ".csv"))
+    out = t.ranks(2, "broken", extra + ZERO + ["--resume", t.path("broken.ckpt")]).stdout
+    if "trained 4 steps" not in out:
+        sys.exit(f"the resumed ZeRO-1 ranks did not finish:\n{out}")
+    if train_rows(t.path("unbroken.csv")) != train_rows(t.path("broken.csv")):
+        sys.exit("2 ZeRO-1 ranks stopped and resumed log other values than unbroken")
+    with open(t.path("unbroken.ckpt"), "rb") as f, open(t.path("broken.ckpt"), "rb") as g:
+        if f.read() != g.read():
+            sys.exit("2 ZeRO-1 ranks stopped and resumed end with another checkpoint than "
+                     "unbroken")
+    # The ZeRO-1 checkpoint resumed without --zero.
+    t.ranks(2, "to-replicated", extra + ["--resume", t.path("to-replicated.ckpt")])
+    exact_a, worst_a = compare(t, "unbroken", "to-replicated", 4,
+                               ("on 2 ZeRO-1 ranks", "resumed from ZeRO-1 on 2 replicated ranks"))
+    # And as one process with --accumulate 2.
+    t.one("to-one", extra + ["--accumulate", "2", "--resume", t.path("to-one.ckpt")])
+    exact_c, worst_c = compare(t, "unbroken", "to-one", 4,
+                               ("on 2 ZeRO-1 ranks",
+                                "resumed from ZeRO-1 as one process with --accumulate 2"))
+    # A replicated checkpoint resumed with --zero 1.
+    t.ranks(2, "from-replicated", extra + ["--stop-after", "2"])
+    t.ranks(2, "from-replicated", extra + ZERO + ["--resume", t.path("from-replicated.ckpt")])
+    exact_b, worst_b = compare(t, "replicated", "from-replicated", 4,
+                               ("on 2 replicated ranks",
+                                "resumed from replicated ranks with ZeRO-1"))
+    print(f"ok: 2 ZeRO-1 GPU ranks stopped and resumed = unbroken, bit for bit; their "
+          f"checkpoint resumed without --zero = them ({describe(exact_a, worst_a)}), as one "
+          f"process with --accumulate 2 too ({describe(exact_c, worst_c)}); a "
+          f"replicated checkpoint resumed with --zero 1 = the replicated run "
+          f"({describe(exact_b, worst_b)})")
     return 0
 
 

@@ -81,6 +81,7 @@ stringrt::cuda::DeviceOptions deviceOptions(const stringrt::CudaSection *cuda,
   options.overlapUpload = run.overlapUpload;
   options.overlapAllReduce = run.overlapAllReduce;
   options.bucketBytes = run.bucketBytes;
+  options.zeroStage = run.zeroStage;
   options.augmentOnDevice = run.deviceAugment;
   options.syncEachLaunch = run.syncEachLaunch;
   return options;

@@ -31,6 +31,7 @@ struct DeviceRunOptions {
   // 0: DDP's 1 MiB first, 25 MiB after).
   bool overlapAllReduce = true;
   int64_t bucketBytes = 0;
+  int zeroStage = 0; // GPU ranks: 1 for ZeRO-1 (--zero 1)
   bool deviceAugment = true; // augmentation in a kernel (--host-augment: off)
   bool syncEachLaunch = false; // wait after every launch (--sync-launches)
   bool profile = false; // bench: GPU time by op kind (--profile; graphs off)

@@ -59,8 +59,11 @@ int runTrain(const Args &args, stringrt::Model &model, Printer &printer,
       std::printf("data-parallel on %d ranks: each takes its share of every batch, as "
                   "--accumulate %d splits it\n",
                   ranks->size(), ranks->size());
-    if (lead && onRanks && parallel.zeroStage > 0) {
-      const stringrt::OptimizerStateMemory memory = onRanks->optimizerStateMemory();
+    // (a GPU rank's backend reports what its device holds)
+    const stringrt::DataParallelBackend *sharded =
+        onRanks ? onRanks.get() : dynamic_cast<const stringrt::DataParallelBackend *>(backend);
+    if (lead && sharded && parallel.zeroStage > 0) {
+      const stringrt::OptimizerStateMemory memory = sharded->optimizerStateMemory();
       constexpr double kMiB = 1024.0 * 1024.0;
       std::printf("zero-1: optimizer state per rank %.2f MiB of %.2f MiB (%zu of %zu bytes, "
                   "the largest of %d slices)\n",

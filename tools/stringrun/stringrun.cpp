@@ -95,7 +95,11 @@ options:
                      holds the optimizer state (AdamW's moments, SGD's
                      momentum, the EMA) of its 1/N of the parameters only and
                      updates that slice; the same bits as without (default
-                     0: every rank holds all of it; docs/distributed.md)
+                     0: every rank holds all of it; docs/distributed.md).
+                     With --device cuda: AdamW's moments or SGD's momentum
+                     on each GPU for its slice (the EMA stays whole), the
+                     gradients reduce-scattered after the backward and the
+                     parameters all-gathered; not with --bucket-kib
   --stop-after N     train: stop after global step N (the run and its
                      schedule are unchanged; --resume continues it)
   --seed S           train, gradients: the seed of the data order and of the
@@ -276,6 +280,7 @@ int run(int argc, char **argv) {
       options.overlapUpload = !args.noOverlap;
       options.overlapAllReduce = !args.noOverlapAllReduce;
       options.bucketBytes = 1024 * number<int64_t>(args, "--bucket-kib", 1).value_or(0);
+      options.zeroStage = zeroStage(args);
       options.deviceAugment = !args.hostAugment;
       options.syncEachLaunch = args.syncLaunches;
       options.outPath = value(args, "--out").value_or("");
