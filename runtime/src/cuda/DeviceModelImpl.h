@@ -420,8 +420,8 @@ struct DeviceModel::Impl {
   /// made anew for the slice, params and grads padded, the partials' room
   /// for every rank's; before any program ran (no buffer holds an address).
   void shardState(int rank, int ranks);
-  /// The optimizer state arenas that hold this rank's slice only (ZeRO-1:
-  /// moment1, and moment2 with AdamW; none replicated).
+  /// The optimizer state arenas ZeRO-1 cuts to this rank's slice, the first
+  /// of stateArenas(): moment1, and moment2 with AdamW (the EMA stays whole).
   std::vector<Arena *> shardedArenas() const;
   /// ZeRO-1's optimizer: the norm's partials over this rank's slice of the
   /// summed gradients, all-gathered so that pe_optimizer_scalars adds every
