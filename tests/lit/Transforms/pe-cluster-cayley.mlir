@@ -116,3 +116,96 @@ func.func @weightGradients(%s0: tensor<4x4xf32>, %s1: tensor<4x4xf32>, %dw0: ten
   %sum = pe.add %g0, %g1 : tensor<6xf32>, tensor<6xf32> -> tensor<6xf32>
   return %sum, %r : tensor<6xf32>, tensor<4x4xf32>
 }
+
+// -----
+
+// vit_string's folded weights (pe-fold-transform's W_Q U, W_K U): after the
+// Cayley weights, layer 1's products (and their parameters) move next to
+// layer 0's, one run of four. A product of other weights stays.
+// CHECK-LABEL: func.func @foldedWeights(
+// CHECK:         %[[U0:.*]] = pe.cayley_weight %[[S0:.*]] :
+// CHECK-NEXT:    %[[U1:.*]] = pe.cayley_weight
+// CHECK:         %[[Q0:.*]] = pe.linear %{{.*}}, %[[U0]] :
+// CHECK-NEXT:    %[[K0:.*]] = pe.linear %{{.*}}, %[[U0]] :
+// CHECK-NEXT:    %[[Q1:.*]] = pe.linear %{{.*}}, %[[U1]] :
+// CHECK-NEXT:    %[[K1:.*]] = pe.linear %{{.*}}, %[[U1]] :
+// CHECK-NEXT:    pe.linear %arg0, %[[Q0]]
+// CHECK-NEXT:    pe.linear %arg0, %[[K0]]
+// CHECK-NEXT:    pe.relu %{{.*}} : tensor<?x3x4xf32>
+// CHECK-NEXT:    %[[R:.*]] = pe.relu %[[S0]]
+// CHECK-NEXT:    %[[F:.*]] = pe.linear %{{.*}}, %[[R]] : tensor<4x4xf32>
+// CHECK-NEXT:    pe.linear %{{.*}}, %[[F]]
+// CHECK:         pe.linear %{{.*}}, %[[Q1]]
+// CHECK-NEXT:    pe.linear %{{.*}}, %[[K1]]
+// EXPLAIN: remark: [pe-cluster-cayley] moved next to the folded weight of another layer
+module {
+pe.parameter @q0 : tensor<4x4xf32> {init = "zeros"}
+pe.parameter @k0 : tensor<4x4xf32> {init = "zeros"}
+pe.parameter @q1 : tensor<4x4xf32> {init = "zeros"}
+pe.parameter @k1 : tensor<4x4xf32> {init = "zeros"}
+func.func @foldedWeights(%x: tensor<?x3x4xf32>, %s0: tensor<4x4xf32>, %s1: tensor<4x4xf32>) -> (tensor<?x3x4xf32>, tensor<?x3x4xf32>, tensor<?x3x4xf32>, tensor<?x3x4xf32>, tensor<?x3x4xf32>) {
+  %u0 = pe.cayley_weight %s0 : tensor<4x4xf32> -> tensor<4x4xf32>
+  %u1 = pe.cayley_weight %s1 : tensor<4x4xf32> -> tensor<4x4xf32>
+  %wq0 = pe.get_param @q0 : tensor<4x4xf32>
+  %wk0 = pe.get_param @k0 : tensor<4x4xf32>
+  %fq0 = pe.linear %wq0, %u0 : tensor<4x4xf32>, tensor<4x4xf32> -> tensor<4x4xf32>
+  %fk0 = pe.linear %wk0, %u0 : tensor<4x4xf32>, tensor<4x4xf32> -> tensor<4x4xf32>
+  %q0 = pe.linear %x, %fq0 : tensor<?x3x4xf32>, tensor<4x4xf32> -> tensor<?x3x4xf32>
+  %k0 = pe.linear %x, %fk0 : tensor<?x3x4xf32>, tensor<4x4xf32> -> tensor<?x3x4xf32>
+  %h = pe.relu %q0 : tensor<?x3x4xf32> -> tensor<?x3x4xf32>
+  %r = pe.relu %s0 : tensor<4x4xf32> -> tensor<4x4xf32>
+  %fr = pe.linear %wq0, %r : tensor<4x4xf32>, tensor<4x4xf32> -> tensor<4x4xf32>
+  %v = pe.linear %h, %fr : tensor<?x3x4xf32>, tensor<4x4xf32> -> tensor<?x3x4xf32>
+  %wq1 = pe.get_param @q1 : tensor<4x4xf32>
+  %wk1 = pe.get_param @k1 : tensor<4x4xf32>
+  %fq1 = pe.linear %wq1, %u1 : tensor<4x4xf32>, tensor<4x4xf32> -> tensor<4x4xf32>
+  %fk1 = pe.linear %wk1, %u1 : tensor<4x4xf32>, tensor<4x4xf32> -> tensor<4x4xf32>
+  %q1 = pe.linear %h, %fq1 : tensor<?x3x4xf32>, tensor<4x4xf32> -> tensor<?x3x4xf32>
+  %k1 = pe.linear %h, %fk1 : tensor<?x3x4xf32>, tensor<4x4xf32> -> tensor<?x3x4xf32>
+  return %k0, %v, %q1, %k1, %h : tensor<?x3x4xf32>, tensor<?x3x4xf32>, tensor<?x3x4xf32>, tensor<?x3x4xf32>, tensor<?x3x4xf32>
+}
+}
+
+// -----
+
+// Their gradients, consumers first: each layer's sum W_Q^T dW_Q' + W_K^T
+// dW_K' (read by its Cayley weight gradient, at the end), the products it
+// sums, and the parameters' gradients dW' U^T sink to just before the last
+// of their kind: one run each. A sum of batch-sized products stays.
+// CHECK-LABEL: func.func @foldedGradients(
+// CHECK:         %[[U0:.*]] = pe.cayley_weight %arg8
+// CHECK-NEXT:    %[[U1:.*]] = pe.cayley_weight %arg9
+// CHECK-NEXT:    pe.relu %arg0
+// CHECK-NEXT:    pe.linear_grad_weight %{{.*}}, %arg1
+// CHECK-NEXT:    pe.linear_grad_weight %{{.*}}, %arg2
+// CHECK-NEXT:    pe.add
+// CHECK-NEXT:    %[[I0:.*]] = pe.linear_grad_input %arg3, %[[U0]] :
+// CHECK-NEXT:    %[[I1:.*]] = pe.linear_grad_input %arg4, %[[U1]] :
+// CHECK-NEXT:    %[[P0:.*]] = pe.linear_grad_weight %arg6, %arg3 :
+// CHECK-NEXT:    %[[E0:.*]] = pe.linear_grad_weight %arg6, %arg5 :
+// CHECK-NEXT:    %[[P1:.*]] = pe.linear_grad_weight %arg7, %arg4 :
+// CHECK-NEXT:    %[[E1:.*]] = pe.linear_grad_weight %arg7, %arg5 :
+// CHECK-NEXT:    %[[A0:.*]] = pe.add %[[P0]], %[[E0]] :
+// CHECK-NEXT:    %[[A1:.*]] = pe.add %[[P1]], %[[E1]] :
+// CHECK-NEXT:    pe.cayley_weight_grad %arg8, %[[A0]] weight %[[U0]]
+// CHECK-NEXT:    pe.cayley_weight_grad %arg9, %[[A1]] weight %[[U1]]
+// EXPLAIN: remark: [pe-cluster-cayley] moved next to the folded weight gradient of another layer
+func.func @foldedGradients(%x: tensor<?x3x4xf32>, %dy0: tensor<?x3x4xf32>, %dy1: tensor<?x3x4xf32>, %dw0: tensor<4x4xf32>, %dw1: tensor<4x4xf32>, %dv0: tensor<4x4xf32>, %w0: tensor<4x4xf32>, %w1: tensor<4x4xf32>, %s0: tensor<4x4xf32>, %s1: tensor<4x4xf32>) -> (tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<?x3x4xf32>) {
+  %u0 = pe.cayley_weight %s0 : tensor<4x4xf32> -> tensor<4x4xf32>
+  %u1 = pe.cayley_weight %s1 : tensor<4x4xf32> -> tensor<4x4xf32>
+  %i0 = pe.linear_grad_input %dw0, %u0 : tensor<4x4xf32>, tensor<4x4xf32> -> tensor<4x4xf32>
+  %p0 = pe.linear_grad_weight %w0, %dw0 : tensor<4x4xf32>, tensor<4x4xf32> -> tensor<4x4xf32>
+  %e0 = pe.linear_grad_weight %w0, %dv0 : tensor<4x4xf32>, tensor<4x4xf32> -> tensor<4x4xf32>
+  %a0 = pe.add %p0, %e0 : tensor<4x4xf32>, tensor<4x4xf32> -> tensor<4x4xf32>
+  %r = pe.relu %x : tensor<?x3x4xf32> -> tensor<?x3x4xf32>
+  %b0 = pe.linear_grad_weight %r, %dy0 : tensor<?x3x4xf32>, tensor<?x3x4xf32> -> tensor<4x4xf32>
+  %b1 = pe.linear_grad_weight %r, %dy1 : tensor<?x3x4xf32>, tensor<?x3x4xf32> -> tensor<4x4xf32>
+  %c = pe.add %b0, %b1 : tensor<4x4xf32>, tensor<4x4xf32> -> tensor<4x4xf32>
+  %i1 = pe.linear_grad_input %dw1, %u1 : tensor<4x4xf32>, tensor<4x4xf32> -> tensor<4x4xf32>
+  %p1 = pe.linear_grad_weight %w1, %dw1 : tensor<4x4xf32>, tensor<4x4xf32> -> tensor<4x4xf32>
+  %e1 = pe.linear_grad_weight %w1, %dv0 : tensor<4x4xf32>, tensor<4x4xf32> -> tensor<4x4xf32>
+  %a1 = pe.add %p1, %e1 : tensor<4x4xf32>, tensor<4x4xf32> -> tensor<4x4xf32>
+  %g0 = pe.cayley_weight_grad %s0, %a0 weight %u0 : tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32> -> tensor<4x4xf32>
+  %g1 = pe.cayley_weight_grad %s1, %a1 weight %u1 : tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32> -> tensor<4x4xf32>
+  return %g0, %g1, %i0, %i1, %c, %r : tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<4x4xf32>, tensor<?x3x4xf32>
+}

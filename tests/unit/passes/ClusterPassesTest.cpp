@@ -47,9 +47,11 @@ TEST(ClusterPassesTest, OnlyTheCudaTargetRunsThem) {
       EXPECT_FALSE(llvm::is_contained(defaultPassNames(target), pass)) << target << " " << pass;
 }
 
-// The layers' Cayley weights, skew builders and skew gradients move together.
+// The layers' Cayley weights, skew builders and skew gradients move
+// together; in vit_string also the folded weights W U and their gradients.
 TEST(ClusterPassesTest, ClusteringTheCayleyOpsChangesNoBit) {
-  expectReorderingChangesNoBit("pe-cluster-cayley", {"vit_cayley.pe", "vit_sparse_cayley.pe"});
+  expectReorderingChangesNoBit("pe-cluster-cayley",
+                               {"vit_cayley.pe", "vit_sparse_cayley.pe", "vit_string.pe"});
 }
 
 // The weight gradients of Q, K, V move together.

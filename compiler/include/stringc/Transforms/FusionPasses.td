@@ -145,7 +145,7 @@ def ClusterGemms : Pass<"pe-cluster-gemms", "::mlir::ModuleOp"> {
 }
 
 def ClusterCayley : Pass<"pe-cluster-cayley", "::mlir::ModuleOp"> {
-  let summary = "orders the layers' independent Cayley weights, skew builders, skew gradients and Cayley weight gradients next to each other";
+  let summary = "orders the layers' independent Cayley weights, skew builders, folded weights and their gradients next to each other";
   let description = [{
     A default pass of `--target=cuda` packages only, before
     pe-cluster-gemms. Pure reordering of side-effect-free ops, numerics
@@ -175,6 +175,10 @@ def ClusterCayley : Pass<"pe-cluster-cayley", "::mlir::ModuleOp"> {
               "skew gradients moved next to the last of their kind">,
     Statistic<"numMovedWeightGrads", "moved-weight-grads",
               "cayley_weight_grad ops moved next to the last of their kind">,
+    Statistic<"numMovedProducts", "moved-products",
+              "folded weights (W U) moved next to another">,
+    Statistic<"numMovedFoldGrads", "moved-fold-grads",
+              "folded weights' gradients moved next to the last of their kind">,
   ];
   let dependentDialects = ["::mlir::pe::PEDialect"];
 }
