@@ -92,6 +92,47 @@ void placeScratchApart(std::vector<OpSteps> &steps, size_t first, size_t end) {
   }
 }
 
+/// Whether `g` and `h` are one GEMM but for the group: shape, transposes,
+/// alpha, beta, count, arguments (kind and index), epilogue and addend.
+bool sameGemm(const GemmCall &g, const GemmCall &h) {
+  auto same = [](const LaunchArg &a, const LaunchArg &b) {
+    return a.kind == b.kind && a.index == b.index;
+  };
+  return g.m == h.m && g.n == h.n && g.k == h.k && g.transA == h.transA &&
+         g.transB == h.transB && g.alpha == h.alpha && g.beta == h.beta && g.count == h.count &&
+         same(g.a, h.a) && same(g.b, h.b) && same(g.c, h.c) && g.epilogue == h.epilogue &&
+         g.addend.has_value() == h.addend.has_value() &&
+         (!g.addend || same(*g.addend, *h.addend));
+}
+
+/// In a group of first launches `steps[first, end)` (scratch placed apart),
+/// marks each later launch l that is, in every member, one plain GEMM (count
+/// 1, no epilogue, no addend, not grouped) like the first member's, as a
+/// grouped GEMM of the group's size on the first member (GemmCall::
+/// groupSize): one cublasGemmBatchedEx over the members' launch l, which the
+/// runtime then skips in each member. The members read no earlier member's
+/// result (groupKernels) and their scratch lies apart, so each member's
+/// launch l reads what its own earlier launches wrote, as it would at its
+/// own place.
+void groupLaterGemms(std::vector<OpSteps> &steps, size_t first, size_t end) {
+  std::vector<Launch> &leader = steps[first].launches;
+  for (size_t l = 1; l < leader.size(); ++l) {
+    if (!leader[l].gemm)
+      continue;
+    const GemmCall &g0 = *leader[l].gemm;
+    if (!(g0.count == BatchAffine::fixed(1)) || g0.epilogue != GemmEpilogue::None ||
+        g0.addend || g0.groupSize != 1)
+      continue;
+    bool all = true;
+    for (size_t m = first + 1; m < end && all; ++m) {
+      const Launch &own = steps[m].launches[l];
+      all = own.gemm && own.gemm->groupSize == 1 && sameGemm(*own.gemm, g0);
+    }
+    if (all)
+      leader[l].gemm->groupSize = int64_t(end - first);
+  }
+}
+
 } // namespace
 
 int64_t groupKernels(func::FuncOp func, const std::vector<Operation *> &ops,
@@ -132,6 +173,7 @@ int64_t groupKernels(func::FuncOp func, const std::vector<Operation *> &ops,
     } else {
       steps[first].launches[0] = std::move(*launch);
       placeScratchApart(steps, first, end);
+      groupLaterGemms(steps, first, end);
     }
     return true;
   };

@@ -13,7 +13,11 @@
 // launches (a group of first launches: pe.cayley_weight_grad's
 // `pe_cayley_inverse_of_weight`, M from W into scratch, as
 // `pe_cayley_inverses_of_weight`), each member's other launches then run
-// at its own place, reading what the group's launch wrote in its scratch.
+// at its own place, reading what the group's launch wrote in its scratch,
+// but for the later launches that are, in every member, one GEMM of the same
+// form: those the first member runs as grouped GEMMs (GemmCall::groupSize:
+// one cublasGemmBatchedEx over the members' launch; the Cayley weight
+// gradients' T = dw^T M^T and ds = -2 M^T T).
 //
 //===----------------------------------------------------------------------===//
 #ifndef STRINGC_CUDAGEN_KERNELGROUPS_H
@@ -57,7 +61,11 @@ std::optional<Launch> cayleyGroupLaunch(mlir::Operation &leader, const Launch &o
 /// runtime skips their first), and each member's scratch gets a buffer 0 in
 /// front, as large as the members' before it take in the runtime's layout,
 /// so that the members' buffers lie apart (the group's launch writes them
-/// all first; the runtime checks: stringrt::cuda::checkGroupScratch). The
+/// all first; the runtime checks: stringrt::cuda::checkGroupScratch), and
+/// each later launch that is, in every member, one plain GEMM (count 1, no
+/// epilogue or addend) of the first member's form gets groupSize = the
+/// run's length on the first member (the runtime runs the members' launch
+/// as one grouped call there and skips it in the others). The
 /// package's arena plan must then keep each group's values apart
 /// (kernelGroupRanges). Returns the number of groups marked.
 int64_t groupKernels(mlir::func::FuncOp func, const std::vector<mlir::Operation *> &ops,

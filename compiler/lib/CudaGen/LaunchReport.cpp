@@ -331,47 +331,67 @@ FailureOr<StepEstimate> estimateTrainingStep(ModuleOp train, const KernelPlan &p
 
   StepEstimate step;
   step.batch = batch;
-  // The entries before this one are members of a group of first launches:
-  // their first launch ran in the group's (KernelGroups.h).
+  // The entries before this one are members of a group of first launches
+  // led by `firstLaunchesLeader`: their first launch ran in the group's, and
+  // so did each later launch that the leader's grouped GEMM runs
+  // (KernelGroups.h).
   size_t firstLaunchesUntil = 0;
+  const OpSteps *firstLaunchesLeader = nullptr;
+  auto groupedLater = [](const OpSteps &leader, size_t l) {
+    return l > 0 && leader.launches[l].gemm && leader.launches[l].gemm->groupSize > 1;
+  };
   for (size_t entry = 0; entry < steps->size(); ++entry) {
     const OpSteps &s = (*steps)[entry];
     Operation &op = *ops[size_t(s.op)];
     std::vector<LaunchEstimate> now = opLaunches(op, s, plan, precision, batch, elementBytes);
     std::vector<LaunchEstimate> more =
         opLaunches(op, s, plan, precision, batch + 1, elementBytes);
-    if (entry < firstLaunchesUntil) {
-      now.erase(now.begin());
-      more.erase(more.begin());
-    }
+    if (entry < firstLaunchesUntil)
+      for (size_t l = now.size(); l-- > 0;)
+        if (l == 0 || groupedLater(*firstLaunchesLeader, l)) {
+          now.erase(now.begin() + l);
+          more.erase(more.begin() + l);
+        }
     // A GEMM group is one launch: the members' bytes and FLOPs through the
     // GEMM fit, its per-call cost once. A kernel group (KernelGroups.h)
     // likewise: one launch, a block a member (its chain once); a group of
-    // first launches charges the members' first launches there, their
-    // other launches at their own entries.
+    // first launches charges the members' first launches there, and their
+    // later launches that the leader runs as grouped GEMMs at the leader's,
+    // their other launches at their own entries.
     bool firstLaunches = s.launches.size() > 1 && s.launches[0].groupSize > 1;
     int64_t group = firstLaunches           ? s.launches[0].groupSize
                     : s.launches.size() != 1 ? 1
                     : s.launches[0].gemm     ? s.launches[0].gemm->groupSize
                                              : s.launches[0].groupSize;
     if (group > 1) {
-      now[0].groupOps.push_back(s.op);
+      // The launches the group computes: the first, and in a group of first
+      // launches each later one the leader runs as a grouped GEMM.
+      std::vector<size_t> grouped = {0};
+      for (size_t l = 1; firstLaunches && l < s.launches.size(); ++l)
+        if (groupedLater(s, l))
+          grouped.push_back(l);
+      for (size_t l : grouped)
+        now[l].groupOps.push_back(s.op);
       for (size_t m = entry + 1; m < entry + size_t(group); ++m) {
         const OpSteps &member = (*steps)[m];
         Operation &memberOp = *ops[size_t(member.op)];
-        LaunchEstimate one =
-            opLaunches(memberOp, member, plan, precision, batch, elementBytes).front();
-        LaunchEstimate oneMore =
-            opLaunches(memberOp, member, plan, precision, batch + 1, elementBytes).front();
-        now[0].bytes += one.bytes;
-        now[0].flops += one.flops;
-        more[0].bytes += oneMore.bytes;
-        now[0].groupOps.push_back(member.op);
+        std::vector<LaunchEstimate> own =
+            opLaunches(memberOp, member, plan, precision, batch, elementBytes);
+        std::vector<LaunchEstimate> ownMore =
+            opLaunches(memberOp, member, plan, precision, batch + 1, elementBytes);
+        for (size_t l : grouped) {
+          now[l].bytes += own[l].bytes;
+          now[l].flops += own[l].flops;
+          more[l].bytes += ownMore[l].bytes;
+          now[l].groupOps.push_back(member.op);
+        }
       }
-      if (firstLaunches)
+      if (firstLaunches) {
         firstLaunchesUntil = entry + size_t(group);
-      else
+        firstLaunchesLeader = &s;
+      } else {
         entry += size_t(group) - 1;
+      }
     }
     // A GEMM with the bias-gradient epilogue computes the next entry (its
     // sum_to) too: "#26+27", that entry's launches not run (the runtime's

@@ -67,9 +67,10 @@ struct BatchBuffers {
   // placed (before any capture; fixed for the batch size): one buffer, and
   // the device address of each group's pointers (a GEMM group's 3 x size,
   // a kernel group's size x its group arguments) by the index of its first
-  // member in the program's steps.
+  // member in the program's steps and the launch of that member (0 but for
+  // the grouped later GEMMs of a kernel group of first launches).
   std::unique_ptr<Arena> groupPointers;
-  std::map<size_t, uint64_t> groupArrays;
+  std::map<std::pair<size_t, size_t>, uint64_t> groupArrays;
   ReplayedWork work; // training steps (@gradients) / evaluation batches (@forward)
 };
 

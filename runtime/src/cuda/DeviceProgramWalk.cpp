@@ -46,12 +46,36 @@ void DeviceModel::Impl::placeGroupPointers(const std::string &name, BatchBuffers
   if (!steps)
     return;
   std::vector<uint64_t> words;
-  std::vector<std::pair<size_t, size_t>> starts; // (steps index, first word)
+  // ((steps index, launch), first word)
+  std::vector<std::pair<std::pair<size_t, size_t>, size_t>> starts;
+  // The arrays of a grouped GEMM, launch `l` of steps [s, s + size): B's,
+  // A's, then C's, after checkGemmGroup.
+  auto gemmArrays = [&](size_t s, size_t l, size_t size) {
+    std::vector<BoundGemm> members;
+    std::vector<std::string> names;
+    for (size_t m = s; m < s + size; ++m) { // the loader checked the members
+      const CudaOpSteps &member = steps->ops[m];
+      size_t i = size_t(member.op);
+      names.push_back(fmt::format("{} op {} ({})", name, i, program(name).ops[i].op));
+      BoundLaunch bound = bindLaunch(section, member.launches[l],
+                                     opPointers(name, i, member, b, batch), batch,
+                                     fmt::format("{} launch {}", names.back(), l));
+      members.push_back(*bound.gemm);
+    }
+    checkGemmGroup(members, names);
+    starts.push_back({{s, l}, words.size()});
+    for (const BoundGemm &g : members)
+      words.push_back(g.b);
+    for (const BoundGemm &g : members)
+      words.push_back(g.a);
+    for (const BoundGemm &g : members)
+      words.push_back(g.c);
+  };
   for (size_t s = 0; s < steps->ops.size(); ++s) {
     const CudaOpSteps &leader = steps->ops[s];
     if (!leader.launches.empty() && leader.launches[0].groupSize > 1) { // a kernel group
       const CudaLaunch &launch = leader.launches[0];
-      starts.push_back({s, words.size()});
+      starts.push_back({{s, 0}, words.size()});
       std::vector<const CudaOpSteps *> members;
       std::vector<std::string> names;
       for (size_t m = s; m < s + size_t(launch.groupSize); ++m) { // the loader checked them
@@ -67,6 +91,11 @@ void DeviceModel::Impl::placeGroupPointers(const std::string &name, BatchBuffers
       // the member's own launches.
       if (leader.launches.size() > 1)
         checkGroupScratch(members, batch, names);
+      // ... and its later launches that the first member runs as grouped
+      // GEMMs.
+      for (size_t l = 1; l < leader.launches.size(); ++l)
+        if (leader.launches[l].gemm && leader.launches[l].gemm->groupSize > 1)
+          gemmArrays(s, l, size_t(launch.groupSize));
       s += size_t(launch.groupSize) - 1;
       continue;
     }
@@ -76,25 +105,7 @@ void DeviceModel::Impl::placeGroupPointers(const std::string &name, BatchBuffers
     const int64_t size = stepsComputedBy(leader);
     if (size < 2)
       continue;
-    std::vector<BoundGemm> members;
-    std::vector<std::string> names;
-    for (size_t m = s; m < s + size_t(size); ++m) { // the loader checked the members
-      const CudaOpSteps &member = steps->ops[m];
-      size_t i = size_t(member.op);
-      names.push_back(fmt::format("{} op {} ({})", name, i, program(name).ops[i].op));
-      BoundLaunch bound = bindLaunch(section, member.launches[0],
-                                     opPointers(name, i, member, b, batch), batch,
-                                     names.back() + " launch 0");
-      members.push_back(*bound.gemm);
-    }
-    checkGemmGroup(members, names);
-    starts.push_back({s, words.size()});
-    for (const BoundGemm &g : members)
-      words.push_back(g.b);
-    for (const BoundGemm &g : members)
-      words.push_back(g.a);
-    for (const BoundGemm &g : members)
-      words.push_back(g.c);
+    gemmArrays(s, 0, size_t(size));
     s += size_t(size) - 1;
   }
   if (words.empty())
@@ -102,8 +113,8 @@ void DeviceModel::Impl::placeGroupPointers(const std::string &name, BatchBuffers
   b.groupPointers = newArena(words.size() * 8);
   b.groupPointers->upload(0, words.data(), words.size() * 8,
                           fmt::format("the {} program's group pointers", name));
-  for (const auto &[s, word] : starts)
-    b.groupArrays[s] = b.groupPointers->at(word * 8, 8);
+  for (const auto &[at, word] : starts)
+    b.groupArrays[at] = b.groupPointers->at(word * 8, 8);
 }
 
 /// Runs program `name` on the device (asynchronously, on the stream). A
@@ -117,6 +128,12 @@ void DeviceModel::Impl::walk(const std::string &name, BatchBuffers &b, int64_t b
   size_t next = 0; // the next entry of steps.ops
   size_t groupedUntil = 0; // steps entries before this one ran with their group
   size_t firstLaunchesUntil = 0; // ... whose first launch ran in their group's
+  // The first member of that group of first launches, whose grouped later
+  // GEMMs ran the members' launches too.
+  const CudaOpSteps *firstLaunchesLeader = nullptr;
+  auto groupedLater = [](const CudaOpSteps &leader, size_t l) {
+    return l > 0 && leader.launches[l].gemm && leader.launches[l].gemm->groupSize > 1;
+  };
   // The entry a bias-gradient epilogue computed (CudaGemmEpilogue::BiasGrad):
   // its own launches, the fallback, are skipped.
   size_t computedByEpilogue = SIZE_MAX;
@@ -152,13 +169,30 @@ void DeviceModel::Impl::walk(const std::string &name, BatchBuffers &b, int64_t b
       untimed(op.op);                                             // call or an epilogue
       return;
     }
-    size_t firstLaunch = entry < firstLaunchesUntil ? 1 : 0;
+    // A member of a group of first launches: the launches its group ran.
+    const bool member = entry < firstLaunchesUntil;
+    auto ranInGroup = [&](size_t l) {
+      return member && (l == 0 || groupedLater(*firstLaunchesLeader, l));
+    };
+    if (member) {
+      size_t own = 0;
+      for (size_t l = 0; l < opSteps.launches.size(); ++l)
+        own += ranInGroup(l) ? 0 : 1;
+      if (own == 0) { // every launch ran in its group's
+        untimed(op.op);
+        return;
+      }
+    }
     OpPointers pointers = opPointers(name, i, opSteps, b, batch);
-    auto group = b.groupArrays.find(entry);
+    auto group = b.groupArrays.find({entry, 0});
     if (group != b.groupArrays.end() && !opSteps.launches[0].gemm) {
       pointers.groupTable = group->second;
-      (opSteps.launches.size() == 1 ? groupedUntil : firstLaunchesUntil) =
-          entry + size_t(opSteps.launches[0].groupSize);
+      if (opSteps.launches.size() == 1) {
+        groupedUntil = entry + size_t(opSteps.launches[0].groupSize);
+      } else {
+        firstLaunchesUntil = entry + size_t(opSteps.launches[0].groupSize);
+        firstLaunchesLeader = &opSteps;
+      }
     } else if (group != b.groupArrays.end()) {
       const CudaGemm &g = *opSteps.launches[0].gemm;
       std::string where = fmt::format("{} op {} ({}): a GEMM group of {}", name, i, op.op,
@@ -175,7 +209,9 @@ void DeviceModel::Impl::walk(const std::string &name, BatchBuffers &b, int64_t b
       return;
     }
     timed(op.op, [&] {
-      for (size_t l = firstLaunch; l < opSteps.launches.size(); ++l) {
+      for (size_t l = 0; l < opSteps.launches.size(); ++l) {
+        if (ranInGroup(l))
+          continue;
         std::string where = fmt::format("{} op {} ({}) launch {}", name, i, op.op, l);
         const CudaLaunch &launch = opSteps.launches[l];
         std::optional<OpPointers> nextPointers;
@@ -187,7 +223,16 @@ void DeviceModel::Impl::walk(const std::string &name, BatchBuffers &b, int64_t b
         }
         BoundLaunch bound = bindLaunch(section, launch, pointers, batch, where,
                                        nextPointers ? &*nextPointers : nullptr);
-        if (bound.gemm) {
+        const int64_t gemmGroup = bound.gemm ? launch.gemm->groupSize : 1;
+        if (gemmGroup > 1) { // over the members' launch l
+          auto arrays = b.groupArrays.find({entry, l});
+          if (arrays == b.groupArrays.end())
+            throw Error(where + ": a GEMM group without its pointer arrays");
+          const BoundGemm &g = *bound.gemm;
+          gemm->runGrouped(g.transA, g.transB, g.m, g.n, g.k, g.alpha, g.beta, arrays->second,
+                           gemmGroup, where, gemmPrecision, g.typeA, g.typeC);
+          checkLaunch(where + " (GEMM group)");
+        } else if (bound.gemm) {
           if (runGemm(*bound.gemm, where))
             computedByEpilogue = entry + 1;
           checkLaunch(where + " (GEMM)");

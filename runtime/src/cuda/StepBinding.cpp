@@ -401,10 +401,15 @@ int64_t checkProgramSteps(const Manifest &manifest, const CudaSection &section,
   };
   int64_t launches = 0;
   size_t next = 0;
-  // The GEMM group being bound (CudaGemm::groupSize): its size, members.
-  int64_t groupSize = 0;
-  std::vector<BoundGemm> group;
-  std::vector<std::string> groupNames;
+  // The GEMM groups being bound (CudaGemm::groupSize), by the launch of
+  // each member they compute (0: ops of one GEMM alone; later: the grouped
+  // GEMMs of a kernel group of first launches): their size, members.
+  struct GemmGroupBinding {
+    int64_t size = 0;
+    std::vector<BoundGemm> members;
+    std::vector<std::string> names;
+  };
+  std::map<size_t, GemmGroupBinding> gemmGroups;
   // The kernel group of first launches being bound: its size, members.
   int64_t firstLaunchesSize = 0;
   std::vector<const CudaOpSteps *> firstLaunches;
@@ -416,9 +421,6 @@ int64_t checkProgramSteps(const Manifest &manifest, const CudaSection &section,
     if (next >= steps->ops.size() || steps->ops[next].op != int64_t(i))
       throw Error(fmt::format("{} op {} ({}) has no GPU steps", name, i, op.op));
     const CudaOpSteps &opSteps = steps->ops[next++];
-    if (!opSteps.launches.empty() && opSteps.launches[0].gemm &&
-        opSteps.launches[0].gemm->groupSize > 1)
-      groupSize = opSteps.launches[0].gemm->groupSize;
     OpPointers pointers;
     pointers.constants = constantAddresses;
     pointers.stepKey = stepKeyBase;
@@ -481,14 +483,14 @@ int64_t checkProgramSteps(const Manifest &manifest, const CudaSection &section,
         throw Error(fmt::format("{}: the GEMM's bias gradient needs {} bytes, its buffer has {}",
                                 where, uint64_t(g.n) * dtypeSize(g.typeC),
                                 nextResultBytes.at(size_t(launch.gemm->bias.index))));
-      if (groupSize > 0) {
-        group.push_back(g);
-        groupNames.push_back(fmt::format("{} op {} ({})", name, i, op.op));
-        if (int64_t(group.size()) == groupSize) {
-          checkGemmGroup(group, groupNames);
-          group.clear();
-          groupNames.clear();
-          groupSize = 0;
+      if (launch.gemm->groupSize > 1)
+        gemmGroups[l] = {launch.gemm->groupSize, {}, {}};
+      if (auto group = gemmGroups.find(l); group != gemmGroups.end()) {
+        group->second.members.push_back(g);
+        group->second.names.push_back(fmt::format("{} op {} ({})", name, i, op.op));
+        if (int64_t(group->second.members.size()) == group->second.size) {
+          checkGemmGroup(group->second.members, group->second.names);
+          gemmGroups.erase(group);
         }
       }
       auto reach = [&](int64_t rows, int64_t cols, int64_t stride, DType type) {

@@ -34,6 +34,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstring>
@@ -281,16 +282,34 @@ TEST_F(DeviceTraining, ResumedTrainingIsBitwiseTheUnbrokenRun) {
 }
 
 // The kernels of the kernel groups of a package's steps
-// (CudaLaunch::groupSize), program by program in step order.
+// (CudaLaunch::groupSize), program by program in step order, each followed
+// by the later launches its first member runs as grouped GEMMs (a group of
+// first launches: "gemm launch L xN").
 std::vector<std::string> kernelGroups(const CudaSection &section) {
   std::vector<std::string> groups;
   for (const CudaProgramSteps &program : section.steps)
     for (const CudaOpSteps &op : program.ops)
-      for (const CudaLaunch &l : op.launches)
-        if (l.groupSize > 1)
-          groups.push_back(program.program + " " + section.kernels[size_t(l.kernel)].name +
-                           " x" + std::to_string(l.groupSize));
+      for (size_t l = 0; l < op.launches.size(); ++l) {
+        const CudaLaunch &launch = op.launches[l];
+        if (launch.groupSize > 1)
+          groups.push_back(program.program + " " + section.kernels[size_t(launch.kernel)].name +
+                           " x" + std::to_string(launch.groupSize));
+        if (l > 0 && launch.gemm && launch.gemm->groupSize > 1)
+          groups.push_back(program.program + " gemm launch " + std::to_string(l) + " x" +
+                           std::to_string(launch.gemm->groupSize));
+      }
   return groups;
+}
+
+// The number of grouped GEMMs of a package's steps of one op alone
+// (CudaGemm::groupSize on an op's only launch), program by program.
+std::vector<int64_t> wholeGemmGroups(const CudaSection &section) {
+  std::vector<int64_t> sizes;
+  for (const CudaProgramSteps &program : section.steps)
+    for (const CudaOpSteps &op : program.ops)
+      if (op.launches.size() == 1 && op.launches[0].gemm && op.launches[0].gemm->groupSize > 1)
+        sizes.push_back(op.launches[0].gemm->groupSize);
+  return sizes;
 }
 
 // Trains the package of `groupedVariable`, whose kernel groups are
@@ -330,7 +349,7 @@ TEST_F(DeviceTraining, CayleyWeightGroupsGiveTheBitsOfOneLaunchALayer) {
       "STRINGRT_CUDA_CAYLEY_PACKAGE", "STRINGRT_CUDA_CAYLEY_UNGROUPED_PACKAGE",
       {"forward pe_skews x4", "forward pe_cayley_weights x4", "gradients pe_skews x4",
        "gradients pe_cayley_weights x4", "gradients pe_cayley_inverses_of_weight x4",
-       "gradients pe_skew_grads x4"});
+       "gradients gemm launch 1 x4", "gradients gemm launch 2 x4", "gradients pe_skew_grads x4"});
 }
 
 // vit_sparse_cayley's sparse skew builders and their gradients (one
@@ -342,7 +361,25 @@ TEST_F(DeviceTraining, SparseSkewGroupsGiveTheBitsOfOneLaunchALayer) {
       "STRINGRT_CUDA_SPARSE_CAYLEY_PACKAGE", "STRINGRT_CUDA_SPARSE_CAYLEY_UNGROUPED_PACKAGE",
       {"forward pe_sparse_skews x4", "forward pe_cayley_weights x4",
        "gradients pe_sparse_skews x4", "gradients pe_cayley_weights x4",
-       "gradients pe_cayley_inverses_of_weight x4", "gradients pe_sparse_skew_grads x4"});
+       "gradients pe_cayley_inverses_of_weight x4", "gradients gemm launch 1 x4",
+       "gradients gemm launch 2 x4", "gradients pe_sparse_skew_grads x4"});
+}
+
+// vit_string's kernel groups as vit_cayley's, and its folded weights
+// (W_Q U and W_K U of the four layers, one grouped GEMM of 8) and their
+// gradients (the layers' W^T dW' products, one of 8, and the parameters'
+// dW' U^T, one of 8), each of them a layer's GEMMs (of 2 or 1) without
+// pe-cluster-cayley: the same losses and parameters, bit for bit.
+TEST_F(DeviceTraining, StringFoldGroupsGiveTheBitsOfOneLaunchALayer) {
+  OPEN_OR_SKIP("STRINGRT_CUDA_STRING_PACKAGE");
+  std::vector<int64_t> sizes = wholeGemmGroups(section);
+  EXPECT_EQ(std::count(sizes.begin(), sizes.end(), int64_t(8)), 4) // 1 forward, 3 gradients
+      << ::testing::PrintToString(sizes);
+  expectTheBitsOfOneLaunchALayer(
+      "STRINGRT_CUDA_STRING_PACKAGE", "STRINGRT_CUDA_STRING_UNGROUPED_PACKAGE",
+      {"forward pe_skews x4", "forward pe_cayley_weights x4", "gradients pe_skews x4",
+       "gradients pe_cayley_weights x4", "gradients pe_cayley_inverses_of_weight x4",
+       "gradients gemm launch 1 x4", "gradients gemm launch 2 x4", "gradients pe_skew_grads x4"});
 }
 
 TEST_F(DeviceTraining, CheckpointsMoveBetweenTheCpuAndTheGpu) {

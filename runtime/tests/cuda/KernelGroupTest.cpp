@@ -258,7 +258,8 @@ TEST(KernelGroup, TheLoaderRefusesASparseMemberOfAnotherSupport) {
 // A group of first launches (vit_cayley's Cayley weight gradients): the
 // loader refuses a member with another number of launches than the first
 // (its first would be skipped for a launch it does not have the like of),
-// and a group flag on a later launch.
+// a group flag on a later launch, and malformed GEMM groups of later
+// launches.
 TEST(KernelGroup, TheLoaderRefusesMalformedGroupsOfFirstLaunches) {
   const char *path = cayleyPackage();
   if (!path)
@@ -289,6 +290,35 @@ TEST(KernelGroup, TheLoaderRefusesMalformedGroupsOfFirstLaunches) {
       },
       {"(pe.cayley_weight_grad): a kernel group of 4: the group's launch is not its op's first "
        "launch"}));
+  // The first member's later GEMMs are grouped over the members' (one
+  // cublasGemmBatchedEx each): refused when a member's GEMM there is not
+  // the first's (it would be computed as the first's), when the GEMM group
+  // is not of the kernel group's size, and when it has an epilogue.
+  EXPECT_TRUE(refused(
+      [](CudaProgramSteps &steps, size_t first) {
+        ASSERT_TRUE(steps.ops[first].launches[1].gemm);
+        EXPECT_EQ(steps.ops[first].launches[1].gemm->groupSize, 4);
+        EXPECT_EQ(steps.ops[first].launches[2].gemm->groupSize, 4);
+        steps.ops[first + 3].launches[2].gemm->alpha = 1.0f;
+      },
+      {"(pe.cayley_weight_grad): a kernel group of 4: member op",
+       "launch 2 is not the GEMM of the first's launch 2, a GEMM group"}));
+  EXPECT_TRUE(refused([](CudaProgramSteps &steps,
+                         size_t first) { steps.ops[first].launches[1].gemm->groupSize = 3; },
+                      {"a kernel group of 4: launch 1 is a GEMM group of 3, not of the group's "
+                       "size"}));
+  EXPECT_TRUE(refused(
+      [](CudaProgramSteps &steps, size_t first) {
+        steps.ops[first].launches[2].gemm->epilogue = CudaGemmEpilogue::Bias;
+        steps.ops[first].launches[2].gemm->bias = CudaArg::operand(0);
+      },
+      {"launch 2, a GEMM group, has count != 1, an epilogue or an addend"}));
+  // A grouped GEMM on a later launch outside a group of first launches.
+  EXPECT_TRUE(refused(
+      [](CudaProgramSteps &steps, size_t first) {
+        steps.ops[first].launches[0] = steps.ops[first + 1].launches[0];
+      },
+      {"(pe.cayley_weight_grad): a GEMM group of 4: the first op is not one GEMM launch alone"}));
 }
 
 // The members of a group of first launches keep their scratch apart (the

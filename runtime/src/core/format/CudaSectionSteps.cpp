@@ -382,6 +382,22 @@ void CudaSectionParser::checkGemmTypes(const CudaGemm &g, const CudaProgramSteps
                                    : std::string())));
 }
 
+namespace {
+
+// Whether `g` and `h` are one GEMM but for the group (CudaGemm::groupSize):
+// shape, transposes, alpha, beta, count, arguments, epilogue and addend.
+bool sameGemmButGroup(const CudaGemm &g, const CudaGemm &h) {
+  auto same = [](const CudaArg &a, const CudaArg &b) {
+    return a.kind == b.kind && a.index == b.index;
+  };
+  return g.m == h.m && g.n == h.n && g.k == h.k && g.count == h.count && g.transA == h.transA &&
+         g.transB == h.transB && g.alpha == h.alpha && g.beta == h.beta && same(g.a, h.a) &&
+         same(g.b, h.b) && same(g.c, h.c) && g.epilogue == h.epilogue &&
+         g.addend.has_value() == h.addend.has_value() && (!g.addend || same(*g.addend, *h.addend));
+}
+
+} // namespace
+
 // Each grouped GEMM (CudaGemm::groupSize) and the members it names: the
 // next entries of the steps, only free ops between them in the program,
 // each one GEMM launch alone, of the first's shape, arguments and types,
@@ -393,6 +409,11 @@ void CudaSectionParser::checkGemmGroups(const CudaSection &section) const {
     for (size_t first = 0; first < steps.ops.size(); ++first) {
       const CudaOpSteps &leader = steps.ops[first];
       const ProgramOp &leaderOp = program.ops[size_t(leader.op)];
+      // The grouped later GEMMs of a kernel group of first launches are the
+      // kernel group's (checkKernelGroups).
+      if (std::any_of(leader.launches.begin(), leader.launches.end(),
+                      [](const CudaLaunch &l) { return l.groupSize != 1; }))
+        continue;
       int64_t size = 1;
       for (const CudaLaunch &l : leader.launches)
         if (l.gemm && l.gemm->groupSize != 1)
@@ -510,7 +531,10 @@ void CudaSectionParser::checkBiasGradients(const CudaSection &section) const {
 // each an op of the leader's name, operand and result types (storage types
 // included) whose own steps read every constant the group's launch reads,
 // none reading or writing a value an earlier member writes: what one
-// launch computes as the ops' launches would.
+// launch computes as the ops' launches would. In a group of first launches,
+// a later launch of the first op may be a GEMM group of the group's size
+// (count 1, no epilogue, no addend) when that launch of every member is the
+// same GEMM: one cublasGemmBatchedEx computes the members' launch.
 void CudaSectionParser::checkKernelGroups(const CudaSection &section) const {
   for (const CudaProgramSteps &steps : section.steps) {
     const Program &program = manifest.program(steps.program);
@@ -529,6 +553,22 @@ void CudaSectionParser::checkKernelGroups(const CudaSection &section) const {
         if ((l == 0) != (leader.launches[l].groupSize != 1))
           fail(fmt::format("{}: the group's launch is not its op's first launch", where));
       bool firstLaunches = leader.launches.size() > 1;
+      // A group of first launches' later launches that the first op runs as
+      // grouped GEMMs, one over every member's (CudaGemm::groupSize).
+      std::vector<size_t> groupedLater;
+      for (size_t l = 1; l < leader.launches.size(); ++l) {
+        const std::optional<CudaGemm> &g = leader.launches[l].gemm;
+        if (!g || g->groupSize == 1)
+          continue;
+        if (g->groupSize != size)
+          fail(fmt::format("{}: launch {} is a GEMM group of {}, not of the group's size", where,
+                           l, g->groupSize));
+        if (!(g->count == CudaAffine::fixed(1)) || g->epilogue != CudaGemmEpilogue::None ||
+            g->addend)
+          fail(fmt::format("{}: launch {}, a GEMM group, has count != 1, an epilogue or an addend",
+                           where, l));
+        groupedLater.push_back(l);
+      }
       if (!firstLaunches)
         for (const CudaArg &a : leader.launches[0].groupArgs)
           if (a.kind == CudaArgKind::Scratch)
@@ -563,6 +603,12 @@ void CudaSectionParser::checkKernelGroups(const CudaSection &section) const {
         if (firstLaunches && member.launches.size() != leader.launches.size())
           fail(fmt::format("{} has {} launches, the first {} (a group of first launches)", at,
                            member.launches.size(), leader.launches.size()));
+        for (size_t l : groupedLater)
+          if (i > first &&
+              (!member.launches[l].gemm ||
+               !sameGemmButGroup(*member.launches[l].gemm, *leader.launches[l].gemm)))
+            fail(fmt::format("{}: launch {} is not the GEMM of the first's launch {}, a GEMM group",
+                             at, l, l));
         // A constant the group's launch reads (a sparse support) is every
         // member's: each reads it in its own steps too.
         if (i > first)
