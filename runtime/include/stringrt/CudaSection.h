@@ -217,8 +217,14 @@ struct CudaGemm {
   // transposes, alpha, beta and storage types of A, B and C, A and B
   // operands and C a result of its op, no member reading or writing a
   // value an earlier member writes. The runtime runs the N GEMMs as one
-  // cublasGemmBatchedEx over arrays of their pointers. 1: not grouped
-  // (also on the group's other members).
+  // cublasGemmBatchedEx over arrays of their pointers. Or, on a later
+  // launch l of the first op of a kernel group of first launches
+  // (CudaLaunch::groupSize on its first launch), N that group's size: launch
+  // l of each member is this GEMM (count 1, no epilogue, no addend, the same
+  // arguments: A, B and C operands, results or scratch, the members' scratch
+  // kept apart), which the runtime runs as one cublasGemmBatchedEx at the
+  // first op's launch l, skipping it in the others. 1: not grouped (also on
+  // the group's other members).
   int64_t groupSize = 1;
 };
 
