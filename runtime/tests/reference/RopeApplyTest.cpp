@@ -5,6 +5,7 @@
 #include "stringrt/ops/FusedOps.h"
 
 #include "FiniteDifference.h"
+#include "FusedRopeTestUtil.h"
 
 #include <gtest/gtest.h>
 
@@ -12,12 +13,7 @@ namespace stringrt::ref {
 namespace {
 
 using TD = Tensor<double>;
-
-TD ropeApplyOf(const TD &x, const TD &table, bool inverse) {
-  TD y = TD::zeros(x.shape);
-  ropeApply<double>(x.cref(), table.cref(), inverse, y.ref());
-  return y;
-}
+using fusedtest::ropeApplyOf;
 
 TEST(FusedRope, ApplyGradientsMatchFiniteDifferencesBothDirections) {
   for (bool inverse : {false, true}) {

@@ -6,6 +6,7 @@
 #include "stringrt/ops/PositionOps.h"
 
 #include "FiniteDifference.h"
+#include "FusedRopeTestUtil.h"
 
 #include <gtest/gtest.h>
 
@@ -13,18 +14,8 @@ namespace stringrt::ref {
 namespace {
 
 using TD = Tensor<double>;
-
-TD ropeTableOf(const TD &pos, const TD &freqs) {
-  TD table = TD::zeros({pos.shape[0], freqs.shape[0], 2});
-  ropeTable<double>(pos.cref(), freqs.cref(), table.ref());
-  return table;
-}
-
-TD ropeApplyOf(const TD &x, const TD &table, bool inverse) {
-  TD y = TD::zeros(x.shape);
-  ropeApply<double>(x.cref(), table.cref(), inverse, y.ref());
-  return y;
-}
+using fusedtest::ropeApplyOf;
+using fusedtest::ropeTableOf;
 
 TEST(FusedRope, TableThenApplyIsRopeEveryAxisCount) {
   for (int64_t axes : {1, 2}) {
