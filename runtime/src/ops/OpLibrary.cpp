@@ -2,6 +2,8 @@
 // (OpLibrary.h).
 #include "OpLibrary.h"
 
+#include "Compositions.h"
+
 #include "stringrt/Error.h"
 
 #include <string>
@@ -33,6 +35,8 @@ const OpRegistry &opLibrary() {
 #define STRINGRT_OP_FILE(Op) registerOps<OpCode::Op>(r);
 #include "OpLibraryFiles.inc"
 #undef STRINGRT_OP_FILE
+    for (const Composition &composition : compositions())
+      checkComposition(composition);
     return r;
   }();
   return registry;
