@@ -1,6 +1,7 @@
 // The op library's registry (runtime/src/ops/OpLibrary.h) and its place in
 // the executor's tables: each op file's ops with their adapters, in every
 // kernel set, and the registrations it refuses.
+#include "../src/ops/Compositions.h"
 #include "../src/ops/OpLibrary.h"
 
 #include "stringrt/Error.h"
@@ -30,8 +31,9 @@ template <typename F> std::string errorOf(F f) {
 } // namespace
 
 TEST(OpLibrary, TheExecutorsTablesTakeTheLibrarysAdapters) {
-  // Each op of the library, and whether stringc generates kernels for it
-  // (then it registers its shape contract as `check`).
+  // Each op of the library, and whether it registers its shape contract as
+  // `check` (stringc generates kernels for it, or its reference kernel is
+  // its composition, which runs the check first).
   const std::pair<OpCode, bool> library[] = {
       {OpCode::LayerNorm, true},     {OpCode::LayerNormGrad, true},
       {OpCode::LayerNormGradAcc, true}, {OpCode::Gelu, true},
@@ -43,8 +45,8 @@ TEST(OpLibrary, TheExecutorsTablesTakeTheLibrarysAdapters) {
       {OpCode::PatchEmbed, false},  {OpCode::PatchEmbedGrad, false},
       {OpCode::TokenEmbed, true},   {OpCode::TokenEmbedGrad, true},
       {OpCode::Linear, false},      {OpCode::LinearGradInput, false},
-      {OpCode::LinearGradWeight, false}, {OpCode::LinearGradInputAcc, false},
-      {OpCode::LinearResidual, false}, {OpCode::LinearGelu, false},
+      {OpCode::LinearGradWeight, false}, {OpCode::LinearGradInputAcc, true},
+      {OpCode::LinearResidual, false}, {OpCode::LinearGelu, true},
       {OpCode::Rope, false},        {OpCode::SpdGate, false},
       {OpCode::SpdGateGrad, false}, {OpCode::Attention, true},
       {OpCode::AttentionGrad, true}, {OpCode::Cayley, false},
@@ -130,8 +132,28 @@ TEST(OpLibrary, AnOpRegisteredTwiceOrWithoutAReferenceKernelIsRefused) {
             "op library: 'pe.gelu' is registered twice");
   EXPECT_EQ(registry.find(OpCode::Gelu)->reference, first);
   EXPECT_EQ(errorOf([&] { registry.add(OpCode::Relu, {nullptr, first, second}); }),
-            "op library: 'pe.relu' has no reference kernel");
+            "op library: 'pe.relu' has neither a reference kernel nor a composition");
   EXPECT_EQ(registry.find(OpCode::Relu), nullptr);
+}
+
+// A fused op with a composition (ops/Compositions.cpp) registers no
+// reference kernel and gets the generic one; one with both is refused, but
+// an op whose composition says it keeps its own kernel (linear_residual)
+// must register it.
+TEST(OpLibrary, AComposedOpGetsTheGenericReferenceKernel) {
+  ops::OpRegistry registry;
+  registry.add(OpCode::LinearGelu, {nullptr, first, second});
+  EXPECT_EQ(registry.find(OpCode::LinearGelu)->reference, ops::runComposition);
+  EXPECT_EQ(registry.find(OpCode::LinearGelu)->check, first);
+  EXPECT_EQ(registry.find(OpCode::LinearGelu)->fast, second);
+  EXPECT_EQ(errorOf([&] { registry.add(OpCode::RopeAttention, {first}); }),
+            "op library: 'pe.rope_attention' has both a reference kernel and a composition "
+            "(ops/Compositions.cpp)");
+  EXPECT_EQ(errorOf([&] { registry.add(OpCode::LinearResidual, {nullptr, nullptr, second}); }),
+            "op library: 'pe.linear_residual' has no reference kernel, which its composition "
+            "says it keeps");
+  registry.add(OpCode::LinearResidual, {first});
+  EXPECT_EQ(registry.find(OpCode::LinearResidual)->reference, first);
 }
 
 TEST(OpLibrary, AnOpInTheLibraryAndInAFamilysTableIsRefused) {

@@ -17,11 +17,19 @@ namespace stringrt::ops {
 
 void OpRegistry::add(OpCode code, const OpKernels &kernels) {
   OpKernels &entry = ops_[static_cast<size_t>(code)];
+  const std::string op = std::string("op library: '") + opName(code) + "'";
   if (entry.reference)
-    throw Error(std::string("op library: '") + opName(code) + "' is registered twice");
-  if (!kernels.reference)
-    throw Error(std::string("op library: '") + opName(code) + "' has no reference kernel");
+    throw Error(op + " is registered twice");
+  const Composition *composition = findComposition(code);
+  const bool composed = composition && !composition->ownReferenceKernel;
+  if (!kernels.reference && !composed)
+    throw Error(op + (composition ? " has no reference kernel, which its composition says it keeps"
+                                  : " has neither a reference kernel nor a composition"));
+  if (kernels.reference && composed)
+    throw Error(op + " has both a reference kernel and a composition (ops/Compositions.cpp)");
   entry = kernels;
+  if (!entry.reference)
+    entry.reference = runComposition;
 }
 
 const OpKernels *OpRegistry::find(OpCode code) const {
@@ -35,8 +43,11 @@ const OpRegistry &opLibrary() {
 #define STRINGRT_OP_FILE(Op) registerOps<OpCode::Op>(r);
 #include "OpLibraryFiles.inc"
 #undef STRINGRT_OP_FILE
-    for (const Composition &composition : compositions())
+    for (const Composition &composition : compositions()) {
       checkComposition(composition);
+      if (!r.find(composition.op)) // no op file: the composition alone
+        r.add(composition.op, {});
+    }
     return r;
   }();
   return registry;

@@ -10,7 +10,11 @@
 //   - its fast kernel below it, where it has one (multi-threaded, float);
 //   - its executor adapters and one registration, registerOps<OpCode::Op>.
 // The kernels' declarations, for the tests and the other kernels that call
-// them, are the family's public header (stringrt/ops/<Family>Ops.h).
+// them, are the family's public header (stringrt/ops/<Family>Ops.h). A fused
+// op that is a composition of library ops has no reference kernel of its
+// own: its composition is a row of Compositions.cpp, run by the generic
+// runComposition (Compositions.h), and its op file, if it has one, holds its
+// contract and its fast kernel.
 //
 // No op file is listed by hand: runtime/CMakeLists.txt lists the files of
 // ops/*/ into OpLibraryFiles.inc (STRINGRT_OP_FILE(Op), one a file), and
@@ -32,10 +36,13 @@ using detail::OpAdapter;
 using detail::OpContext;
 
 // One op's adapters. `reference` runs its reference kernel (KernelSet::
-// Reference, and the other sets' fallback); `check` runs its shape contract
-// alone (required for an op stringc generates kernels for; null otherwise);
-// `fast` runs its fast kernel in KernelSet::Fast and Compiled's fallback
-// (null: the reference one runs there too).
+// Reference, and the other sets' fallback); null for a fused op that is a
+// composition of library ops (Compositions.h), whose reference kernel is
+// then the generic runComposition; `check` runs its shape contract alone
+// (required for an op stringc generates kernels for, and run first by
+// runComposition; null otherwise); `fast` runs its fast kernel in
+// KernelSet::Fast and Compiled's fallback (null: the reference one runs
+// there too).
 struct OpKernels {
   OpAdapter reference = nullptr;
   OpAdapter check = nullptr;
@@ -45,7 +52,10 @@ struct OpKernels {
 // What the op files register into, indexed by op.
 class OpRegistry {
 public:
-  // Throws Error for an op registered twice or without a reference adapter.
+  // An op without a reference adapter gets runComposition (its
+  // composition's). Throws Error for an op registered twice, for one with
+  // neither a reference adapter nor a composition, and for one with both
+  // (unless its composition says it keeps its own kernel).
   void add(OpCode code, const OpKernels &kernels);
   // Null when no op file registered `code`.
   const OpKernels *find(OpCode code) const;
@@ -58,7 +68,9 @@ private:
 // file defines the one of its own OpCode.
 template <OpCode Op> void registerOps(OpRegistry &registry);
 
-// Every op file's registrations (built once).
+// Every op file's registrations, and each composition no op file
+// registers (its reference kernel runComposition alone); built once, after
+// checking every composition (checkComposition).
 const OpRegistry &opLibrary();
 
 } // namespace stringrt::ops

@@ -1,5 +1,6 @@
 // The fast kernels of ops/fused/RopeAttention.cpp (pe.rope_attention,
-// pe.rope_attention_grad) against their reference kernels, with 1 and 4
+// pe.rope_attention_grad) against their reference kernels (their
+// compositions of rope_apply's and attention's, ops/Compositions.cpp), with 1 and 4
 // threads, both masks they take; an odd head width and the skip mask are
 // refused.
 #include "stringrt/ops/FusedOps.h"
@@ -15,6 +16,13 @@ namespace stringrt::cpu::testing {
 namespace {
 
 using Outputs = std::vector<TF>;
+
+// The reference rope_apply of x by the table (its inverse with `inverse`).
+TF rotated(const TF &x, const TF &table, bool inverse) {
+  TF y = TF::zeros(x.shape);
+  ref::ropeApply<float>(x.cref(), table.cref(), inverse, y.ref());
+  return y;
+}
 
 TEST(FastFusedAttention, ForwardAndGradMatchReference) {
   struct Case {
@@ -41,9 +49,9 @@ TEST(FastFusedAttention, ForwardAndGradMatchReference) {
         if (fast)
           cpu::ropeAttention(q.cref(), k.cref(), v.cref(), table.cref(), c.heads, scale, mask,
                              y.ref());
-        else
-          ref::ropeAttention<float>(q.cref(), k.cref(), v.cref(), table.cref(), c.heads, scale,
-                                    mask, y.ref());
+        else // the reference: its composition
+          ref::attention<float>(rotated(q, table, false).cref(), rotated(k, table, false).cref(),
+                                v.cref(), std::nullopt, c.heads, scale, mask, 0, y.ref());
         return Outputs{y};
       });
       expectFastMatchesReference("rope_attention_grad " + name, [&](bool fast) {
@@ -51,9 +59,15 @@ TEST(FastFusedAttention, ForwardAndGradMatchReference) {
         if (fast)
           cpu::ropeAttentionGrad(q.cref(), k.cref(), v.cref(), table.cref(), dy.cref(), c.heads,
                                  scale, mask, dq.ref(), dk.ref(), dv.ref());
-        else
-          ref::ropeAttentionGrad<float>(q.cref(), k.cref(), v.cref(), table.cref(), dy.cref(),
-                                        c.heads, scale, mask, dq.ref(), dk.ref(), dv.ref());
+        else { // the reference: its composition
+          TF dqr = TF::zeros(shape), dkr = TF::zeros(shape);
+          ref::attentionGrad<float>(rotated(q, table, false).cref(),
+                                    rotated(k, table, false).cref(), v.cref(), dy.cref(),
+                                    std::nullopt, c.heads, scale, mask, 0, dqr.ref(), dkr.ref(),
+                                    dv.ref(), std::nullopt);
+          dq = rotated(dqr, table, true);
+          dk = rotated(dkr, table, true);
+        }
         return Outputs{dq, dk, dv};
       });
     }

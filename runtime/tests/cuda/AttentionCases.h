@@ -212,6 +212,15 @@ struct Data {
   std::vector<float> q, k, v, dy, table, rel;
 };
 
+// The reference rope_apply of x by the table (its inverse with `inverse`),
+// a step of rope_attention's composition.
+inline ref::Tensor<float> rotated(ref::TensorRef<const float> x, ref::TensorRef<const float> table,
+                                  bool inverse) {
+  ref::Tensor<float> y = ref::Tensor<float>::zeros(x.shape);
+  ref::ropeApply<float>(x, table, inverse, y.ref());
+  return y;
+}
+
 inline Data randomData(const Case &c, std::mt19937 &rng) {
   const size_t n = size_t(c.batch * c.tokens * c.width());
   std::uniform_real_distribution<float> dist(-1.5f, 1.5f);
@@ -385,10 +394,11 @@ inline void runCase(Backend &backend, const Case &c, bool backward, std::mt19937
   if (!backward) {
     std::vector<float> want(static_cast<size_t>(n)), wantLse(static_cast<size_t>(rows));
     const TensorRef<float> refLse{wantLse.data(), {B, H, T}};
-    if (c.rope)
-      ref::ropeAttention<float>(in(d.q, shape), in(d.k, shape), in(d.v, shape),
-                                in(d.table, tableShape), H, scale, mask, {want.data(), shape},
-                                refLse);
+    if (c.rope) // rope_attention's reference: its composition (ops/Compositions.cpp)
+      ref::attention<float>(rotated(in(d.q, shape), in(d.table, tableShape), false).cref(),
+                            rotated(in(d.k, shape), in(d.table, tableShape), false).cref(),
+                            in(d.v, shape), std::nullopt, H, scale, mask, 0,
+                            {want.data(), shape}, refLse);
     else
       ref::attention<float>(in(d.q, shape), in(d.k, shape), in(d.v, shape), refRel, H, scale,
                             mask, 0, {want.data(), shape}, refLse);
@@ -430,10 +440,16 @@ inline void runCase(Backend &backend, const Case &c, bool backward, std::mt19937
                     KA::real(float(scale))},
                    nullptr);
   std::vector<float> wq(static_cast<size_t>(n)), wk(wq.size()), wv(wq.size());
-  if (c.rope)
-    ref::ropeAttentionGrad<float>(in(d.q, shape), in(d.k, shape), in(d.v, shape),
-                                  in(d.table, tableShape), in(d.dy, shape), H, scale, mask,
-                                  {wq.data(), shape}, {wk.data(), shape}, {wv.data(), shape});
+  if (c.rope) { // rope_attention_grad's reference: its composition
+    const ref::TensorRef<const float> table = in(d.table, tableShape);
+    ref::Tensor<float> dqr = ref::Tensor<float>::zeros(shape), dkr = dqr;
+    ref::attentionGrad<float>(rotated(in(d.q, shape), table, false).cref(),
+                              rotated(in(d.k, shape), table, false).cref(), in(d.v, shape),
+                              in(d.dy, shape), std::nullopt, H, scale, mask, 0, dqr.ref(),
+                              dkr.ref(), {wv.data(), shape}, std::nullopt);
+    ref::ropeApply<float>(dqr.cref(), table, true, {wq.data(), shape});
+    ref::ropeApply<float>(dkr.cref(), table, true, {wk.data(), shape});
+  }
   std::vector<float> wrel(static_cast<size_t>(c.rel ? relCount : 0));
   using Drel = ref::OptionalOutput<float>;
   if (!c.rope)

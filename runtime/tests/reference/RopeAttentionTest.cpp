@@ -1,7 +1,10 @@
-// The reference kernels of ops/fused/RopeAttention.cpp (pe.rope_attention,
-// pe.rope_attention_grad): the forward is rope_apply on q and k then
-// attention, the gradient matches central finite differences of the
-// forward, in double, masks none and causal; the skip mask is refused.
+// pe.rope_attention and pe.rope_attention_grad have no reference kernels of
+// their own: their reference kernels are their compositions
+// (runtime/src/ops/Compositions.cpp; ComposedOpsTest.cpp checks, in float,
+// that the rows give these steps' bits). Here, in double, the gradient's
+// composition (attention_grad of the rotated q and k, dq and dk turned back
+// by rope_apply's inverse) matches central finite differences of the
+// forward's (attention of the rotated q and k), masks none and causal.
 #include "stringrt/ops/FusedOps.h"
 #include "stringrt/ops/LayerOps.h"
 
@@ -17,57 +20,30 @@ using TD = Tensor<double>;
 using fusedtest::ropeApplyOf;
 using fusedtest::ropeTableOf;
 
-TEST(FusedAttention, ForwardIsRopeThenAttentionAndGradMatchesFiniteDifferences) {
+TEST(FusedAttention, TheGradientsCompositionMatchesFiniteDifferencesOfTheForwards) {
   for (AttentionMask mask : {AttentionMask::None, AttentionMask::Causal}) {
     const int64_t heads = 2;
     const double scale = 0.7;
     TD q = fd::random({2, 4, 8}, 20), k = fd::random({2, 4, 8}, 21), v = fd::random({2, 4, 8}, 22);
     const TD table = ropeTableOf(fd::random({4, 2}, 23, -2, 2), fd::random({4, 2}, 24));
+    // rope_attention's row: attention(rope_apply(q), rope_apply(k), v).
     auto forward = [&] {
       TD y = TD::zeros(q.shape);
-      ropeAttention<double>(q.cref(), k.cref(), v.cref(), table.cref(), heads, scale, mask,
-                            y.ref());
+      attention<double>(ropeApplyOf(q, table, false).cref(), ropeApplyOf(k, table, false).cref(),
+                        v.cref(), std::nullopt, heads, scale, mask, 0, y.ref());
       return y;
     };
-    TD unfused = TD::zeros(q.shape);
-    const TD qr = ropeApplyOf(q, table, false), kr = ropeApplyOf(k, table, false);
-    attention<double>(qr.cref(), kr.cref(), v.cref(), std::nullopt, heads, scale, mask, 0,
-                      unfused.ref());
-    EXPECT_TRUE(fd::allClose("rope_attention", forward(), unfused, 1e-14));
-
+    // rope_attention_grad's row.
     const TD dy = fd::random(q.shape, 25);
-    TD dq = TD::zeros(q.shape), dk = TD::zeros(q.shape), dv = TD::zeros(q.shape);
-    ropeAttentionGrad<double>(q.cref(), k.cref(), v.cref(), table.cref(), dy.cref(), heads, scale,
-                              mask, dq.ref(), dk.ref(), dv.ref());
+    const TD qr = ropeApplyOf(q, table, false), kr = ropeApplyOf(k, table, false);
+    TD dqr = TD::zeros(q.shape), dkr = TD::zeros(q.shape), dv = TD::zeros(q.shape);
+    attentionGrad<double>(qr.cref(), kr.cref(), v.cref(), dy.cref(), std::nullopt, heads, scale,
+                          mask, 0, dqr.ref(), dkr.ref(), dv.ref(), std::nullopt);
+    const TD dq = ropeApplyOf(dqr, table, true), dk = ropeApplyOf(dkr, table, true);
     EXPECT_TRUE(fd::checkVJP("rope_attention_grad dq", forward, q, dy, dq));
     EXPECT_TRUE(fd::checkVJP("rope_attention_grad dk", forward, k, dy, dk));
     EXPECT_TRUE(fd::checkVJP("rope_attention_grad dv", forward, v, dy, dv));
   }
-}
-
-TEST(FusedAttention, SkipMaskIsRejected) {
-  TD q = fd::random({1, 3, 4}, 26), y = TD::zeros({1, 3, 4});
-  const TD table = fd::random({3, 2, 2}, 27);
-  EXPECT_THROW(ropeAttention<double>(q.cref(), q.cref(), q.cref(), table.cref(), 1, 1.0,
-                                     AttentionMask::Skip, y.ref()),
-               Error);
-}
-
-// The contract's head width rule (the dialect's too): each head rotates
-// whole pairs, so D / heads must be even, not D alone.
-TEST(FusedAttention, OddHeadWidthIsRejected) {
-  const TD q = fd::random({1, 3, 6}, 28), table = fd::random({3, 3, 2}, 29);
-  TD y = TD::zeros(q.shape), dq = TD::zeros(q.shape), dk = TD::zeros(q.shape),
-     dv = TD::zeros(q.shape);
-  EXPECT_THROW(ropeAttention<double>(q.cref(), q.cref(), q.cref(), table.cref(), 2, 1.0,
-                                     AttentionMask::None, y.ref()),
-               Error);
-  EXPECT_THROW(ropeAttentionGrad<double>(q.cref(), q.cref(), q.cref(), table.cref(), q.cref(), 2,
-                                         1.0, AttentionMask::Causal, dq.ref(), dk.ref(), dv.ref()),
-               Error);
-  // heads 1: Dh = 6, accepted.
-  EXPECT_NO_THROW(ropeAttention<double>(q.cref(), q.cref(), q.cref(), table.cref(), 1, 1.0,
-                                        AttentionMask::None, y.ref()));
 }
 
 } // namespace

@@ -4,8 +4,12 @@
 // (namespace ref: T is float or double, sums in double, each result rounded
 // once to T, the bits of the ops it fuses) and its fast kernel (namespace
 // cpu: float, multi-threaded on ThreadPool.h), with the conventions of
-// stringrt/ops/LayerOps.h. A fused op that is a layer op's gradient with
-// a prior added is in that op's file, declared in LayerOps.h.
+// stringrt/ops/LayerOps.h. The ops that are compositions of library ops
+// (linear_gelu, rope_attention, rope_attention_grad) have no reference
+// kernel of their own: their composition is a row of
+// runtime/src/ops/Compositions.cpp, which one generic kernel runs. A fused
+// op that is a layer op's gradient with a prior added is in that op's
+// file, declared in LayerOps.h.
 #pragma once
 
 #include "stringrt/ops/LayerOps.h" // AttentionMask
@@ -47,27 +51,6 @@ void ropeApplyGradTable(TensorRef<const T> x, TensorRef<const T> dy, bool invers
                         TensorRef<T> dtable);
 
 //===----------------------------------------------------------------------===//
-// rope_attention, rope_attention_grad (ops/fused/RopeAttention.cpp)
-//===----------------------------------------------------------------------===//
-
-// attention(rope_apply(q, table), rope_apply(k, table), v), composed of the
-// reference rope_apply and attention kernels (rounding between them as the
-// unfused ops do); mask None or Causal; `lse` as attention's.
-// q, k, v [B, T, D] (D / heads even), table [T, D/2, 2] -> y [B, T, D]
-template <typename T>
-void ropeAttention(TensorRef<const T> q, TensorRef<const T> k, TensorRef<const T> v,
-                   TensorRef<const T> table, int64_t heads, double scale, AttentionMask mask,
-                   TensorRef<T> y, OptionalOutput<T> lse = std::nullopt);
-
-// dqr, dkr, dv = attention_grad(rope_apply(q), rope_apply(k), v, dy);
-// dq = rope_apply(dqr, inverse), dk = rope_apply(dkr, inverse).
-template <typename T>
-void ropeAttentionGrad(TensorRef<const T> q, TensorRef<const T> k, TensorRef<const T> v,
-                       TensorRef<const T> table, TensorRef<const T> dy, int64_t heads,
-                       double scale, AttentionMask mask, TensorRef<T> dq, TensorRef<T> dk,
-                       TensorRef<T> dv);
-
-//===----------------------------------------------------------------------===//
 // cayley_weight, cayley_weight_grad (ops/fused/CayleyWeight.cpp)
 //===----------------------------------------------------------------------===//
 
@@ -80,21 +63,12 @@ template <typename T>
 void cayleyWeightGrad(TensorRef<const T> s, TensorRef<const T> dw, TensorRef<T> ds);
 
 //===----------------------------------------------------------------------===//
-// linear_gelu (ops/fused/LinearGelu.cpp)
-//===----------------------------------------------------------------------===//
-
-// pre = x w (+ b), y = gelu(pre) (erf form, tanh form when approximate);
-// pre rounded to T first, as pe.linear then pe.gelu give it.
-// x [..., I], w [I, O], b? [O] -> y, pre [..., O]
-template <typename T>
-void linearGelu(TensorRef<const T> x, TensorRef<const T> w, OptionalInput<T> b, bool approximate,
-                TensorRef<T> y, TensorRef<T> pre);
-
-//===----------------------------------------------------------------------===//
 // linear_residual (ops/fused/LinearResidual.cpp)
 //===----------------------------------------------------------------------===//
 
-// y = residual + x w (+ b), summed in double and rounded once.
+// y = residual + x w (+ b), summed in double and rounded once: not the bits
+// of its composition (ops/Compositions.cpp: linear, then add, rounding
+// twice), which the tests compare it with.
 // residual [..., O], x [..., I], w [I, O], b? [O] -> y [..., O]
 template <typename T>
 void linearResidual(TensorRef<const T> residual, TensorRef<const T> x, TensorRef<const T> w,

@@ -7,7 +7,9 @@
 // and stringrt/cpu/FastKernels.h: inputs TensorRef<const T>, outputs
 // TensorRef<T> whose shape the caller sets and the kernel checks (the op's
 // shape contract, one set of messages for both), every output fully
-// overwritten, outputs never aliasing inputs.
+// overwritten, outputs never aliasing inputs. The fused linear_grad_input_acc
+// and layer_norm_grad_acc have fast kernels only: their reference kernel is
+// their composition of library ops (runtime/src/ops/Compositions.cpp).
 #pragma once
 
 #include "stringrt/DropoutMask.h"
@@ -69,12 +71,6 @@ void linearGradInput(TensorRef<const T> dy, TensorRef<const T> w, TensorRef<T> d
 template <typename T>
 void linearGradWeight(TensorRef<const T> x, TensorRef<const T> dy, TensorRef<T> dw);
 
-// dx = prior + dy w^T, as pe.linear_grad_input then pe.add give it (each
-// rounded to T). prior [..., I], dy [..., O], w [I, O] -> dx [..., I]
-template <typename T>
-void linearGradInputAcc(TensorRef<const T> prior, TensorRef<const T> dy, TensorRef<const T> w,
-                        TensorRef<T> dx);
-
 //===----------------------------------------------------------------------===//
 // layer_norm, layer_norm_grad, layer_norm_grad_acc (ops/layer/LayerNorm.cpp)
 //===----------------------------------------------------------------------===//
@@ -92,13 +88,6 @@ template <typename T>
 void layerNormGrad(TensorRef<const T> x, TensorRef<const T> gamma, TensorRef<const T> dy,
                    double epsilon, TensorRef<T> dx, TensorRef<T> dgamma, TensorRef<T> dbeta);
 
-// pe.layer_norm_grad_acc: layerNormGrad, then dx = prior + dx (each rounded
-// to T), as pe.layer_norm_grad then pe.add give it. prior and dx the shape
-// of x.
-template <typename T>
-void layerNormGradAcc(TensorRef<const T> prior, TensorRef<const T> x, TensorRef<const T> gamma,
-                      TensorRef<const T> dy, double epsilon, TensorRef<T> dx,
-                      TensorRef<T> dgamma, TensorRef<T> dbeta);
 
 //===----------------------------------------------------------------------===//
 // gelu, gelu_grad (ops/layer/Gelu.cpp)

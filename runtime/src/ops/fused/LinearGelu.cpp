@@ -1,11 +1,13 @@
 // pe.linear_gelu (PEFusedOps.td: gelu(linear(x, w, b)) with the
 // pre-activation kept as a second result for the backward, as
 // pe-fuse-epilogue writes pe.linear then pe.gelu; no gradient op of its
-// own): the shape contract, the reference kernel, the fast kernel and the
-// registration (ops/OpLibrary.h). Both kernels are pe.linear's then
-// pe.gelu's (ops/layer/Linear.cpp, Gelu.cpp), so the fused op has their
-// bits. The kernels' declarations are in stringrt/ops/FusedOps.h. stringc
-// generates no CPU kernel for it.
+// own): the shape contract, the fast kernel and the registration
+// (ops/OpLibrary.h). Its reference kernel is its composition
+// (ops/Compositions.cpp: pe.linear's then pe.gelu's reference kernels); the
+// fast kernel is cpu::linear's then cpu::gelu's (ops/layer/Linear.cpp,
+// Gelu.cpp), so the fused op has their bits in both sets. The fast kernel's
+// declaration is in stringrt/ops/FusedOps.h. stringc generates no CPU
+// kernel for it.
 #include "../OpLibrary.h"
 
 #include "../../reference/LayerKernelUtil.h"
@@ -39,29 +41,6 @@ void linearGeluContract(const TensorRef<const T> &x, const TensorRef<const T> &w
 } // namespace stringrt::ops
 
 //===----------------------------------------------------------------------===//
-// Reference kernel: pre rounded to T first, as pe.linear then pe.gelu give it
-//===----------------------------------------------------------------------===//
-
-namespace stringrt::ref {
-
-template <typename T>
-void linearGelu(TensorRef<const T> x, TensorRef<const T> w, OptionalInput<T> b, bool approximate,
-                TensorRef<T> y, TensorRef<T> pre) {
-  ops::linearGeluContract(x, w, b, y, pre);
-  linear<T>(x, w, b, pre);
-  gelu<T>(pre, approximate, y);
-}
-
-#define STRINGRT_INSTANTIATE(T)                                                              \
-  template void linearGelu<T>(TensorRef<const T>, TensorRef<const T>, OptionalInput<T>, bool, \
-                              TensorRef<T>, TensorRef<T>);
-STRINGRT_INSTANTIATE(float)
-STRINGRT_INSTANTIATE(double)
-#undef STRINGRT_INSTANTIATE
-
-} // namespace stringrt::ref
-
-//===----------------------------------------------------------------------===//
 // Fast kernel
 //===----------------------------------------------------------------------===//
 
@@ -86,9 +65,9 @@ void linearGelu(TensorRef<const float> x, TensorRef<const float> w, OptionalInpu
 namespace stringrt::ops {
 namespace {
 
-void runLinearGelu(const OpContext &c) {
-  ref::linearGelu<float>(c.in(0), c.in(1), c.optIn(2), attrs::LinearGelu{c.op()}.approximate(),
-                         c.out(0), c.out(1));
+// The contract alone, run before the composition (runComposition).
+void checkLinearGelu(const OpContext &c) {
+  linearGeluContract<float>(c.in(0), c.in(1), c.optIn(2), c.out(0), c.out(1));
 }
 void runFastLinearGelu(const OpContext &c) {
   cpu::linearGelu(c.in(0), c.in(1), c.optIn(2), attrs::LinearGelu{c.op()}.approximate(), c.out(0),
@@ -98,7 +77,7 @@ void runFastLinearGelu(const OpContext &c) {
 } // namespace
 
 template <> void registerOps<OpCode::LinearGelu>(OpRegistry &registry) {
-  registry.add(OpCode::LinearGelu, {runLinearGelu, nullptr, runFastLinearGelu});
+  registry.add(OpCode::LinearGelu, {nullptr, checkLinearGelu, runFastLinearGelu});
 }
 
 } // namespace stringrt::ops

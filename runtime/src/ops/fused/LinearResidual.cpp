@@ -5,6 +5,12 @@
 // stored) and the registration (ops/OpLibrary.h). The kernels'
 // declarations are in stringrt/ops/FusedOps.h. stringc generates no CPU
 // kernel for it.
+//
+// Its composition (ops/Compositions.cpp: linear, then add) is not its
+// reference kernel: this kernel sums the residual into the linear's double
+// accumulator and rounds once, the composition rounds the linear first, and
+// --kernels reference keeps the bits it had (the composition is the tests'
+// oracle, within an ulp; docs/architecture.md, "Fused ops by composition").
 #include "../OpLibrary.h"
 
 #include "../../cpu/GemmRowTiles.h"

@@ -2,15 +2,16 @@
 // attention(rope_apply(q, table), rope_apply(k, table), v), which
 // pe-fuse-attention writes for pe.attention of two pe.rope_apply, with the
 // masks none and causal; the gradient's dq and dk turned back by the
-// table): the shape contracts, the reference kernels, the fast kernels and
-// the registration (ops/OpLibrary.h). The kernels' declarations are in
+// table): the shape contracts, the fast kernels and the registration
+// (ops/OpLibrary.h). The fast kernels' declarations are in
 // stringrt/ops/FusedOps.h; stringc's generated kernels of both ops are
 // CpuGen's (AttentionGen.cpp), checked here before they run.
 //
-// The reference kernels are compositions of the library's reference kernels
-// (ops/fused/RopeApply.cpp, ops/layer/Attention.cpp), rounding between them
-// as the unfused ops do; the fast kernels fuse the rotation into the
-// attention's loads (docs/passes.md, pe-fuse-attention).
+// The reference kernels are the ops' compositions (ops/Compositions.cpp:
+// rope_apply's and attention's reference kernels, ops/fused/RopeApply.cpp,
+// ops/layer/Attention.cpp), rounding between them as the unfused ops do;
+// the fast kernels fuse the rotation into the attention's loads
+// (docs/passes.md, pe-fuse-attention).
 #include "../OpLibrary.h"
 
 #include "../../cpu/AttentionGeometry.h"
@@ -93,55 +94,6 @@ AttentionShape ropeAttentionGradContract(const TensorRef<const T> &q, const Tens
 
 } // namespace
 } // namespace stringrt::ops
-
-//===----------------------------------------------------------------------===//
-// Reference kernels: compositions of rope_apply's and attention's
-//===----------------------------------------------------------------------===//
-
-namespace stringrt::ref {
-
-// attention(rope_apply(q, table), rope_apply(k, table), v).
-template <typename T>
-void ropeAttention(TensorRef<const T> q, TensorRef<const T> k, TensorRef<const T> v,
-                   TensorRef<const T> table, int64_t heads, double scale, AttentionMask mask,
-                   TensorRef<T> y, OptionalOutput<T> lse) {
-  ops::ropeAttentionContract(q, k, v, table, heads, mask, y, lse);
-  Tensor<T> qr = Tensor<T>::zeros(q.shape), kr = Tensor<T>::zeros(k.shape);
-  ropeApply(q, table, false, qr.ref());
-  ropeApply(k, table, false, kr.ref());
-  attention<T>(qr.cref(), kr.cref(), v, std::nullopt, heads, scale, mask, 0, y, lse);
-}
-
-// dqr, dkr, dv = attention_grad(rope_apply(q), rope_apply(k), v, dy);
-// dq = rope_apply(dqr, inverse), dk = rope_apply(dkr, inverse).
-template <typename T>
-void ropeAttentionGrad(TensorRef<const T> q, TensorRef<const T> k, TensorRef<const T> v,
-                       TensorRef<const T> table, TensorRef<const T> dy, int64_t heads,
-                       double scale, AttentionMask mask, TensorRef<T> dq, TensorRef<T> dk,
-                       TensorRef<T> dv) {
-  ops::ropeAttentionGradContract(q, k, v, table, dy, heads, mask, dq, dk, dv);
-  Tensor<T> qr = Tensor<T>::zeros(q.shape), kr = Tensor<T>::zeros(k.shape);
-  ropeApply(q, table, false, qr.ref());
-  ropeApply(k, table, false, kr.ref());
-  Tensor<T> dqr = Tensor<T>::zeros(q.shape), dkr = Tensor<T>::zeros(k.shape);
-  attentionGrad<T>(qr.cref(), kr.cref(), v, dy, std::nullopt, heads, scale, mask, 0, dqr.ref(),
-                   dkr.ref(), dv, std::nullopt);
-  ropeApply(dqr.cref(), table, true, dq);
-  ropeApply(dkr.cref(), table, true, dk);
-}
-
-#define STRINGRT_INSTANTIATE(T)                                                                    \
-  template void ropeAttention<T>(TensorRef<const T>, TensorRef<const T>, TensorRef<const T>,       \
-                                 TensorRef<const T>, int64_t, double, AttentionMask,               \
-                                 TensorRef<T>, OptionalOutput<T>);                                 \
-  template void ropeAttentionGrad<T>(TensorRef<const T>, TensorRef<const T>, TensorRef<const T>,   \
-                                     TensorRef<const T>, TensorRef<const T>, int64_t, double,      \
-                                     AttentionMask, TensorRef<T>, TensorRef<T>, TensorRef<T>);
-STRINGRT_INSTANTIATE(float)
-STRINGRT_INSTANTIATE(double)
-#undef STRINGRT_INSTANTIATE
-
-} // namespace stringrt::ref
 
 //===----------------------------------------------------------------------===//
 // Fast kernels: threaded over (batch, head), the rotation in the tiles' loads
@@ -282,17 +234,13 @@ AttentionMask fusedMask(const OpContext &c) {
   return mask;
 }
 
-void runRopeAttention(const OpContext &c) {
-  ref::ropeAttention<float>(c.in(0), c.in(1), c.in(2), c.in(3), c.op().getInt("heads"),
-                            c.op().getFloat("scale"), fusedMask(c), c.out(0), attentionLse(c));
-}
-
 void runFastRopeAttention(const OpContext &c) {
   cpu::ropeAttention(c.in(0), c.in(1), c.in(2), c.in(3), c.op().getInt("heads"),
                      c.op().getFloat("scale"), fusedMask(c), c.out(0), attentionLse(c));
 }
 
-// The contract alone, run before a compiled kernel.
+// The contract alone, run before a compiled kernel and before the
+// composition (runComposition).
 void checkRopeAttention(const OpContext &c) {
   ropeAttentionContract<float>(c.in(0), c.in(1), c.in(2), c.in(3), c.op().getInt("heads"),
                                fusedMask(c), c.out(0), attentionLse(c));
@@ -302,13 +250,6 @@ void checkRopeAttention(const OpContext &c) {
 // kernels recompute P from the rotated tiles: y and lse are checked, not
 // read.
 constexpr size_t kGradY = 4, kGradDy = 6;
-
-void runRopeAttentionGrad(const OpContext &c) {
-  checkAttentionSaved(c, kGradY);
-  ref::ropeAttentionGrad<float>(c.in(0), c.in(1), c.in(2), c.in(3), c.in(kGradDy),
-                                c.op().getInt("heads"), c.op().getFloat("scale"), fusedMask(c),
-                                c.out(0), c.out(1), c.out(2));
-}
 
 void runFastRopeAttentionGrad(const OpContext &c) {
   checkAttentionSaved(c, kGradY);
@@ -327,9 +268,9 @@ void checkRopeAttentionGrad(const OpContext &c) {
 } // namespace
 
 template <> void registerOps<OpCode::RopeAttention>(OpRegistry &registry) {
-  registry.add(OpCode::RopeAttention, {runRopeAttention, checkRopeAttention, runFastRopeAttention});
+  registry.add(OpCode::RopeAttention, {nullptr, checkRopeAttention, runFastRopeAttention});
   registry.add(OpCode::RopeAttentionGrad,
-               {runRopeAttentionGrad, checkRopeAttentionGrad, runFastRopeAttentionGrad});
+               {nullptr, checkRopeAttentionGrad, runFastRopeAttentionGrad});
 }
 
 } // namespace stringrt::ops

@@ -1,8 +1,10 @@
 // pe.layer_norm and its gradients, pe.layer_norm_grad and the fused
 // pe.layer_norm_grad_acc (dx added to a prior gradient; PELayerOps.td,
 // PEFusedOps.td): the shape contract, the reference kernels, the fast
-// kernels and the registration (ops/OpLibrary.h). The kernels' declarations
-// are in stringrt/ops/LayerOps.h; stringc's generated kernels of these ops
+// kernels and the registration (ops/OpLibrary.h); layer_norm_grad_acc's
+// reference kernel is its composition (ops/Compositions.cpp:
+// layer_norm_grad's, then add's on dx). The kernels' declarations are in
+// stringrt/ops/LayerOps.h; stringc's generated kernels of these ops
 // are CpuGen/NormGen.cpp's, checked here before they run.
 #include "../OpLibrary.h"
 
@@ -149,25 +151,11 @@ void layerNormGrad(TensorRef<const T> x, TensorRef<const T> gamma, TensorRef<con
   }
 }
 
-// layerNormGrad, then the add, each rounded to T (pe.layer_norm_grad, pe.add).
-template <typename T>
-void layerNormGradAcc(TensorRef<const T> prior, TensorRef<const T> x, TensorRef<const T> gamma,
-                      TensorRef<const T> dy, double epsilon, TensorRef<T> dx,
-                      TensorRef<T> dgamma, TensorRef<T> dbeta) {
-  ops::layerNormGradAccContract(prior, x, gamma, dy, epsilon, dx, dgamma, dbeta);
-  layerNormGrad<T>(x, gamma, dy, epsilon, dx, dgamma, dbeta);
-  for (int64_t i = 0; i < dx.numel(); ++i)
-    dx[i] = prior[i] + dx[i];
-}
-
 #define STRINGRT_INSTANTIATE(T)                                                                    \
   template void layerNorm<T>(TensorRef<const T>, TensorRef<const T>, TensorRef<const T>, double,   \
                              TensorRef<T>);                                                        \
   template void layerNormGrad<T>(TensorRef<const T>, TensorRef<const T>, TensorRef<const T>,       \
-                                 double, TensorRef<T>, TensorRef<T>, TensorRef<T>);                \
-  template void layerNormGradAcc<T>(TensorRef<const T>, TensorRef<const T>, TensorRef<const T>,    \
-                                    TensorRef<const T>, double, TensorRef<T>, TensorRef<T>,        \
-                                    TensorRef<T>);
+                                 double, TensorRef<T>, TensorRef<T>, TensorRef<T>);
 STRINGRT_INSTANTIATE(float)
 STRINGRT_INSTANTIATE(double)
 #undef STRINGRT_INSTANTIATE
@@ -327,12 +315,8 @@ void runFastLayerNormGrad(const OpContext &c) {
                      c.out(1), c.out(2));
 }
 
-// Operands prior, x, gamma, dy.
-void runLayerNormGradAcc(const OpContext &c) {
-  ref::layerNormGradAcc<float>(c.in(0), c.in(1), c.in(2), c.in(3),
-                               attrs::LayerNormGradAcc{c.op()}.epsilon(), c.out(0), c.out(1),
-                               c.out(2));
-}
+// Operands prior, x, gamma, dy. The contract alone runs before a compiled
+// kernel and before the composition (runComposition).
 void checkLayerNormGradAcc(const OpContext &c) {
   layerNormGradAccContract<float>(c.in(0), c.in(1), c.in(2), c.in(3),
                                attrs::LayerNormGradAcc{c.op()}.epsilon(), c.out(0), c.out(1),
@@ -349,7 +333,7 @@ template <> void registerOps<OpCode::LayerNorm>(OpRegistry &registry) {
   registry.add(OpCode::LayerNorm, {runLayerNorm, checkLayerNorm, runFastLayerNorm});
   registry.add(OpCode::LayerNormGrad, {runLayerNormGrad, checkLayerNormGrad, runFastLayerNormGrad});
   registry.add(OpCode::LayerNormGradAcc,
-               {runLayerNormGradAcc, checkLayerNormGradAcc, runFastLayerNormGradAcc});
+               {nullptr, checkLayerNormGradAcc, runFastLayerNormGradAcc});
 }
 
 } // namespace stringrt::ops

@@ -3,10 +3,12 @@
 // and pe.linear_grad_input_acc (the input gradient with a prior added, as
 // pe-fuse-residual writes linear_grad_input then add; its ODS is in
 // PEFusedOps.td): the shape contract, the reference kernels, the fast
-// kernels (one GEMM each) and the registration (ops/OpLibrary.h). The
-// kernels' declarations are in stringrt/ops/LayerOps.h. stringc generates
-// no CPU kernels for them; pe.linear_gelu's and pe.linear_residual's
-// kernels call these.
+// kernels (one GEMM each) and the registration (ops/OpLibrary.h);
+// linear_grad_input_acc's reference kernel is its composition
+// (ops/Compositions.cpp: linear_grad_input's, then add's). The kernels'
+// declarations are in stringrt/ops/LayerOps.h. stringc generates no CPU
+// kernels for them; pe.linear_gelu's and pe.linear_residual's kernels call
+// these.
 #include "../OpLibrary.h"
 
 #include "../../cpu/Gemm.h"
@@ -139,24 +141,11 @@ void linearGradWeight(TensorRef<const T> x, TensorRef<const T> dy, TensorRef<T> 
     dw.data[j] = static_cast<T>(acc[j]);
 }
 
-// dx = prior + dy w^T: linearGradInput, then each dx rounded to T plus prior
-// (rounded again), as pe.linear_grad_input then pe.add give it.
-template <typename T>
-void linearGradInputAcc(TensorRef<const T> prior, TensorRef<const T> dy, TensorRef<const T> w,
-                        TensorRef<T> dx) {
-  ops::linearGradInputAccContract(prior, dy, w, dx);
-  linearGradInput<T>(dy, w, dx);
-  for (int64_t i = 0; i < dx.numel(); ++i)
-    dx[i] = prior[i] + dx[i];
-}
-
 #define STRINGRT_INSTANTIATE(T)                                                              \
   template void linear<T>(TensorRef<const T>, TensorRef<const T>, OptionalInput<T>,          \
                           TensorRef<T>);                                                     \
   template void linearGradInput<T>(TensorRef<const T>, TensorRef<const T>, TensorRef<T>);    \
-  template void linearGradWeight<T>(TensorRef<const T>, TensorRef<const T>, TensorRef<T>);   \
-  template void linearGradInputAcc<T>(TensorRef<const T>, TensorRef<const T>,                \
-                                      TensorRef<const T>, TensorRef<T>);
+  template void linearGradWeight<T>(TensorRef<const T>, TensorRef<const T>, TensorRef<T>);
 STRINGRT_INSTANTIATE(float)
 STRINGRT_INSTANTIATE(double)
 #undef STRINGRT_INSTANTIATE
@@ -255,8 +244,9 @@ void runFastLinearGradWeight(const OpContext &c) {
   cpu::linearGradWeight(c.in(0), c.in(1), c.out(0));
 }
 
-void runLinearGradInputAcc(const OpContext &c) {
-  ref::linearGradInputAcc<float>(c.in(0), c.in(1), c.in(2), c.out(0));
+// The contract alone, run before the composition (runComposition).
+void checkLinearGradInputAcc(const OpContext &c) {
+  linearGradInputAccContract<float>(c.in(0), c.in(1), c.in(2), c.out(0));
 }
 void runFastLinearGradInputAcc(const OpContext &c) {
   cpu::linearGradInputAcc(c.in(0), c.in(1), c.in(2), c.out(0));
@@ -269,7 +259,7 @@ template <> void registerOps<OpCode::Linear>(OpRegistry &registry) {
   registry.add(OpCode::LinearGradInput, {runLinearGradInput, nullptr, runFastLinearGradInput});
   registry.add(OpCode::LinearGradWeight, {runLinearGradWeight, nullptr, runFastLinearGradWeight});
   registry.add(OpCode::LinearGradInputAcc,
-               {runLinearGradInputAcc, nullptr, runFastLinearGradInputAcc});
+               {nullptr, checkLinearGradInputAcc, runFastLinearGradInputAcc});
 }
 
 } // namespace stringrt::ops
