@@ -31,12 +31,21 @@ MODE
             what one process with --accumulate N*A does; a second run is the
             first bit for bit; rank 0's `zero-1:` line gives the bytes the
             device layout's slices make (from the checkpoint's state
-            buffers); `--zero 1` as one process is refused.
+            buffers); `--zero 1` as one process is refused. A bf16 package
+            (a bf16 copy of the parameters) shards the f32 master weights
+            and the EMA too: the start line says so, the EMA counts as a
+            slice, and a second zero-1: line gives the bytes of master
+            weights per rank (the slice, the parameters the kernels read in
+            f32 packed whole and their all-gather's room, from the package's
+            value_dtypes); with an EMA, the runs evaluate (the weights and
+            the EMA) on a small data set written here, and the evaluations
+            match too.
   zero_resume  2 ZeRO-1 ranks stopped (--stop-after 2) and resumed with
             --zero 1 = 2 ZeRO-1 ranks unbroken, bit for bit; their
             checkpoint resumed on 2 replicated ranks and as one process with
             --accumulate 2, and the replicated ranks' resumed with --zero 1,
-            end as the unbroken runs do, within TOLERANCE.
+            end as the unbroken runs do, within TOLERANCE; resumed on 3
+            ZeRO-1 ranks, as on 3 replicated ranks.
   killed    rank 1 of 2 killed with SIGKILL mid-run: the run stops within a
             bounded time, non-zero, naming rank 1.
   hung      rank 1 of 2 stopped with SIGSTOP: rank 0 names it after the NCCL
@@ -59,6 +68,7 @@ CUDA backend, or STRINGRT_NCCL is not set.
 import csv
 import json
 import os
+import random
 import shutil
 import signal
 import struct
@@ -112,13 +122,14 @@ def main():
 class Tools:
     def __init__(self, mpirun, stringrun, pkg, work):
         self.mpirun, self.stringrun, self.pkg, self.work = mpirun, stringrun, pkg, work
+        self.train = TRAIN
 
     def path(self, name):
         return os.path.join(self.work, name)
 
     def train_args(self, name, extra, train=None):
         return ([self.stringrun, "train", self.pkg, "--log", self.path(name + ".csv"),
-                 "--checkpoint", self.path(name + ".ckpt")] + (train or TRAIN) + extra)
+                 "--checkpoint", self.path(name + ".ckpt")] + (train or self.train) + extra)
 
     def mpi_cmd(self, n, name, extra, train=None):
         return ([self.mpirun, "--oversubscribe", "--bind-to", "none", "-np", str(n)]
@@ -132,12 +143,13 @@ class Tools:
                    timeout=900)
 
 
-def train_rows(path):
-    """The log's training rows: {column: value}, without the speed (wall time)."""
+def train_rows(path, kinds=("train",)):
+    """The log's training rows (or those of `kinds`): {column: value},
+    without the speed (wall time)."""
     with open(path) as f:
         rows = [r for r in csv.DictReader(f)]
     return [{k: v for k, v in r.items() if not k.endswith("_per_s")}
-            for r in rows if r["kind"] == "train"]
+            for r in rows if r["kind"] in kinds]
 
 
 def tensors(path):
@@ -159,12 +171,18 @@ def close(a, b):
     return abs(a - b) <= TOLERANCE * max(1.0, abs(a), abs(b))
 
 
-def compare(t, a_name, b_name, steps, what):
+def compare(t, a_name, b_name, steps, what, evals=0):
     """Whether b's log and checkpoint are a's bit for bit, and the worst
-    relative difference of a parameter; exits beyond TOLERANCE."""
-    a, b = train_rows(t.path(a_name + ".csv")), train_rows(t.path(b_name + ".csv"))
-    if len(a) != steps or len(b) != steps:
-        sys.exit(f"expected {steps} training rows, got {len(a)} and {len(b)}")
+    relative difference of a parameter; exits beyond TOLERANCE. `evals`:
+    the evaluations of the weights and of their EMA each log must have too
+    (compared alike)."""
+    kinds = [("train", steps)] + ([("eval", evals), ("eval_ema", evals)] if evals else [])
+    a, b = [], []
+    for kind, count in kinds:
+        x, y = (train_rows(t.path(n + ".csv"), (kind,)) for n in (a_name, b_name))
+        if len(x) != count or len(y) != count:
+            sys.exit(f"expected {count} {kind} rows, got {len(x)} and {len(y)}")
+        a, b = a + x, b + y
     exact = True
     for i, (x, y) in enumerate(zip(a, b)):
         for key in x:
@@ -284,16 +302,107 @@ def state_buffers(t, name):
     return moments, ema
 
 
+def package(pkg):
+    """A package's manifest and cuda section (its safetensors header)."""
+    with open(pkg, "rb") as f:
+        size = struct.unpack("<Q", f.read(8))[0]
+        meta = json.loads(f.read(size))["__metadata__"]
+    return json.loads(meta["manifest"]), json.loads(meta["cuda"])
+
+
+def master_bytes(pkg, n):
+    """ZeRO-1 on n GPU ranks: the bytes of f32 master weights each rank
+    holds and the whole weights' where the package reads a bf16 copy of its
+    parameters (the masters sharded: the slice, the parameters some kernel
+    reads in f32 packed whole, each at 64 floats, and the room of their
+    all-gather, n parts of the most floats of them in one slice), else None.
+    Each buffer at least 256 bytes (an arena's least)."""
+    manifest, cuda = package(pkg)
+    dtypes = {name: dict((v, d) for v, d in pairs)
+              for name, pairs in cuda.get("value_dtypes", {}).items()}
+    bf16, f32 = False, set()
+    for name in cuda["steps"]:
+        for op in manifest["programs"][name]["ops"]:
+            if op["op"] == "pe.get_param":
+                if dtypes.get(name, {}).get(op["results"][0]) == "BF16":
+                    bf16 = True
+                else:
+                    f32.add(op["attrs"]["param"])
+    if not bf16:
+        return None
+    up = lambda k: -(-k // 64) * 64  # noqa: E731
+    layout, total = [], 0
+    for p in manifest["params"]:
+        size = 1
+        for d in p["shape"]:
+            size *= d
+        layout.append((p["name"], total, size))
+        total += up(size)
+    floats = max(1, -(-(-(-total // n)) // 64)) * 64
+    packed = sum(up(size) for name, _, size in layout if name in f32)
+    most = max(sum(max(0, min((r + 1) * floats, at + size) - max(r * floats, at))
+                   for name, at, size in layout if name in f32) for r in range(n))
+    arena = lambda b: max(b, 256)  # noqa: E731
+    return (floats * 4 + arena(packed * 4) + arena(n * up(max(1, most)) * 4),
+            max(total, 1) * 4)
+
+
+def small_data(t):
+    """A small image set (24 training and 16 test images of 28 x 28 uint8,
+    labels 0-9) as safetensors: one epoch of 3 steps at batch 8, then its
+    evaluations."""
+    rng = random.Random(45)
+    arrays = {"train_images": ("U8", [24, 28, 28]), "train_labels": ("U8", [24]),
+              "test_images": ("U8", [16, 28, 28]), "test_labels": ("U8", [16])}
+    header, data = {}, b""
+    for name, (dtype, shape) in arrays.items():
+        count = 1
+        for d in shape:
+            count *= d
+        values = bytes(rng.randrange(10 if name.endswith("labels") else 256)
+                       for _ in range(count))
+        header[name] = {"dtype": dtype, "shape": shape,
+                        "data_offsets": [len(data), len(data) + len(values)]}
+        data += values
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    path = t.path("small.safetensors")
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + data)
+    return path
+
+
 def zero(t, n, parts):
     extra = ["--steps", "3"] + accumulate(parts)
     each = f" with --accumulate {parts}" if parts > 1 else ""
+    masters = master_bytes(t.pkg, n)
+    manifest, _ = package(t.pkg)
+    evals = 0
+    if masters and manifest["optimizer"].get("ema_decay", 0) > 0:
+        # The EMA's evaluation puts the EMA of each slice in place (and
+        # back): on a small data set, after the one epoch of 3 steps.
+        t.train = [a for a in TRAIN if a != "--no-eval"] + ["--data", small_data(t)]
+        evals = 1
     t.one("one", ["--steps", "3", "--accumulate", str(n * parts)])
     t.ranks(n, "replicated", extra)
     out = t.ranks(n, "zero", extra + ZERO).stdout
     if "trained 3 steps" not in out or out.count("training '") != 1:
         sys.exit(f"unexpected output of the ZeRO-1 ranks:\n{out}")
-    if "ZeRO-1: reduce-scatter, all-gather" not in out:
-        sys.exit(f"the ZeRO-1 ranks do not say so on their start line:\n{out}")
+    start = "ZeRO-1: reduce-scatter, all-gather" + (
+        " of the bf16 copy, f32 master weights sharded" if masters else ")")
+    if start not in out:
+        sys.exit(f"the ZeRO-1 ranks do not say '{start}' on their start line:\n{out}")
+    lines = [l for l in out.splitlines() if l.startswith("zero-1: f32 master weights per rank ")]
+    if masters:
+        if len(lines) != 1:
+            sys.exit(f"rank 0 printed no zero-1: line of the master weights:\n{out}")
+        numbers = lines[0].split("(")[1].split()
+        if (int(numbers[0]), int(numbers[2])) != masters:
+            sys.exit(f"the master weights' zero-1: line says {numbers[0]} of {numbers[2]} "
+                     f"bytes, the package's layout makes {masters[0]} of {masters[1]}:\n"
+                     f"{lines[0]}")
+    elif lines:
+        sys.exit(f"the master weights stay whole, but rank 0 says otherwise:\n{lines[0]}")
     # zero-1: optimizer state per rank X MiB of Y MiB (A of B bytes, the largest of N slices)
     line = next((l for l in out.splitlines() if l.startswith("zero-1: ")), None)
     if line is None:
@@ -307,17 +416,20 @@ def zero(t, n, parts):
     per_buffer = whole // (moments + ema)
     floats = -(-per_buffer // 4 // n)  # a slice, then 64-float (256-byte) multiples
     floats = -(-floats // 64) * 64
-    want = moments * floats * 4 + ema * per_buffer
+    # (with sharded masters the EMA is a slice too)
+    want = moments * floats * 4 + ema * (floats * 4 if masters else per_buffer)
     if whole % (moments + ema) or held != want or not line.endswith(f"the largest of {n} slices)"):
         sys.exit(f"the zero-1 line says {held} of {whole} bytes; {moments} moment buffer(s) of "
                  f"{floats} floats and {ema} EMA of {per_buffer} bytes make {want}:\n{line}")
     exact, worst = compare(t, "replicated", "zero", 3,
-                           (f"on {n} replicated ranks{each}", f"on {n} ZeRO-1 ranks{each}"))
+                           (f"on {n} replicated ranks{each}", f"on {n} ZeRO-1 ranks{each}"),
+                           evals)
     exact_one, worst_one = compare(t, "one", "zero", 3,
                                    (f"with --accumulate {n * parts}",
-                                    f"on {n} ZeRO-1 ranks{each}"))
+                                    f"on {n} ZeRO-1 ranks{each}"), evals)
     t.ranks(n, "again", extra + ZERO)
-    if train_rows(t.path("zero.csv")) != train_rows(t.path("again.csv")):
+    kinds = ("train", "eval", "eval_ema")
+    if train_rows(t.path("zero.csv"), kinds) != train_rows(t.path("again.csv"), kinds):
         sys.exit("two runs of the ZeRO-1 ranks log different values")
     with open(t.path("zero.ckpt"), "rb") as f, open(t.path("again.ckpt"), "rb") as g:
         if f.read() != g.read():
@@ -331,8 +443,11 @@ def zero(t, n, parts):
                  f"{p.stderr}")
     print(f"ok: {n} ZeRO-1 GPU ranks{each} = {n} replicated ranks ({describe(exact, worst)}) "
           f"= one process with --accumulate {n * parts} ({describe(exact_one, worst_one)}); "
-          f"tolerance {TOLERANCE}; a second run is identical; {held} of {whole} bytes of "
-          f"optimizer state per rank; one process refused")
+          f"tolerance {TOLERANCE}"
+          + (f"; the weights and their EMA evaluated alike" if evals else "")
+          + f"; a second run is identical; {held} of {whole} bytes of optimizer state per rank"
+          + (f", {masters[0]} of {masters[1]} bytes of master weights" if masters else "")
+          + "; one process refused")
     return 0
 
 
@@ -342,7 +457,7 @@ def zero_resume(t, *_):
     t.ranks(2, "replicated", extra)
     # ZeRO-1 stopped, resumed with ZeRO-1: the same bits.
     t.ranks(2, "broken", extra + ZERO + ["--stop-after", "2"])
-    for name in ("to-replicated", "to-one"):
+    for name in ("to-replicated", "to-one", "to-three", "to-three-replicated"):
         shutil.copy(t.path("broken.ckpt"), t.path(name + ".ckpt"))
         shutil.copy(t.path("broken.csv"), t.path(name + ".csv"))
     out = t.ranks(2, "broken", extra + ZERO + ["--resume", t.path("broken.ckpt")]).stdout
@@ -363,6 +478,15 @@ def zero_resume(t, *_):
     exact_c, worst_c = compare(t, "unbroken", "to-one", 4,
                                ("on 2 ZeRO-1 ranks",
                                 "resumed from ZeRO-1 as one process with --accumulate 2"))
+    # And on 3 ZeRO-1 ranks (other slices of the same file) as on 3
+    # replicated ranks. (Not against the 2 ranks unbroken: 3 shares of the
+    # batch round otherwise, in a bf16 package by up to bf16's 2^-9, e.g.
+    # its loss gradient 1 / rows.)
+    t.ranks(3, "to-three", extra + ZERO + ["--resume", t.path("to-three.ckpt")])
+    t.ranks(3, "to-three-replicated", extra + ["--resume", t.path("to-three-replicated.ckpt")])
+    exact_d, worst_d = compare(t, "to-three-replicated", "to-three", 4,
+                               ("resumed from 2 ZeRO-1 ranks on 3 replicated ranks",
+                                "resumed from 2 on 3 ZeRO-1 ranks"))
     # A replicated checkpoint resumed with --zero 1.
     t.ranks(2, "from-replicated", extra + ["--stop-after", "2"])
     t.ranks(2, "from-replicated", extra + ZERO + ["--resume", t.path("from-replicated.ckpt")])
@@ -371,7 +495,8 @@ def zero_resume(t, *_):
                                 "resumed from replicated ranks with ZeRO-1"))
     print(f"ok: 2 ZeRO-1 GPU ranks stopped and resumed = unbroken, bit for bit; their "
           f"checkpoint resumed without --zero = them ({describe(exact_a, worst_a)}), as one "
-          f"process with --accumulate 2 too ({describe(exact_c, worst_c)}); a "
+          f"process with --accumulate 2 too ({describe(exact_c, worst_c)}); on 3 ZeRO-1 "
+          f"ranks = on 3 replicated ranks ({describe(exact_d, worst_d)}); a "
           f"replicated checkpoint resumed with --zero 1 = the replicated run "
           f"({describe(exact_b, worst_b)})")
     return 0

@@ -70,6 +70,13 @@ int runTrain(const Args &args, stringrt::Model &model, Printer &printer,
                   static_cast<double>(memory.largestRankBytes()) / kMiB,
                   static_cast<double>(memory.wholeBytes) / kMiB, memory.largestRankBytes(),
                   memory.wholeBytes, ranks->size());
+      if (memory.masterWholeBytes > 0)
+        std::printf("zero-1: f32 master weights per rank %.2f MiB of %.2f MiB (%zu of %zu "
+                    "bytes, the largest of %d slices, with the parameters kernels read in f32 "
+                    "whole and their all-gather's room; the bf16 copy whole)\n",
+                    static_cast<double>(memory.largestMasterRankBytes()) / kMiB,
+                    static_cast<double>(memory.masterWholeBytes) / kMiB,
+                    memory.largestMasterRankBytes(), memory.masterWholeBytes, ranks->size());
     }
   }
   stringrt::TrainResult result =

@@ -99,7 +99,9 @@ options:
                      With --device cuda: AdamW's moments or SGD's momentum
                      on each GPU for its slice (the EMA stays whole), the
                      gradients reduce-scattered after the backward and the
-                     parameters all-gathered; not with --bucket-kib
+                     parameters all-gathered; in a bf16 package the f32
+                     master weights and the EMA of the slice too, and the
+                     bf16 copy all-gathered; not with --bucket-kib
   --stop-after N     train: stop after global step N (the run and its
                      schedule are unchanged; --resume continues it)
   --seed S           train, gradients: the seed of the data order and of the

@@ -88,11 +88,16 @@ struct DataParallelOptions {
 };
 
 // The bytes of optimizer state each rank holds (4 per element of each
-// state buffer), and the whole state's.
+// state buffer), and the whole state's; and where a backend shards the f32
+// master weights too (GPU ranks, a bf16 package), the bytes of them each
+// rank holds and the whole weights' (empty and 0: whole on every rank).
 struct OptimizerStateMemory {
   std::vector<size_t> rankBytes; // per rank
   size_t wholeBytes = 0;
+  std::vector<size_t> masterRankBytes; // per rank
+  size_t masterWholeBytes = 0;
   size_t largestRankBytes() const;
+  size_t largestMasterRankBytes() const;
 };
 
 // The CPU trainer on the ranks of `comm`: give it to train() on every rank.

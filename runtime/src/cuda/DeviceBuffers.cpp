@@ -135,6 +135,14 @@ uint64_t DeviceModel::Impl::address(const BatchBuffers &b, ValueId v) const {
     return 0;
   switch (place.region) {
   case Region::Params:
+    if (shardMasters) { // the packed f32 copy (ZeRO-1 with sharded masters)
+      auto at = f32ParamAt.find(place.offset);
+      if (at == f32ParamAt.end())
+        throw Error(fmt::format("device executor: an f32 parameter value at float {} is not "
+                                "one the sharded master weights keep whole",
+                                place.offset / 4));
+      return params->at(at->second, place.bytes);
+    }
     return params->at(place.offset, place.bytes);
   case Region::ParamsBf16:
     return paramsBf16->at(place.offset, place.bytes);

@@ -18,17 +18,6 @@
 namespace stringrt::cuda {
 
 namespace {
-// Whether some pe.get_param result is stored in bf16: the executor then
-// keeps a bf16 copy of the parameters (DeviceModel::Impl::paramsBf16).
-bool usesBf16ParamsOf(const Manifest &manifest, const CudaSection &section) {
-  for (const CudaProgramSteps &steps : section.steps)
-    for (const ProgramOp &op : manifest.program(steps.program).ops)
-      if (op.is(OpCode::GetParam) && steps.dtypeOf(op.results[0]) == DType::BF16)
-        return true;
-  return false;
-}
-} // namespace
-namespace {
 
 constexpr size_t kGemmWorkspace = size_t(32) << 20; // cuBLAS workspace (graph capture)
 
@@ -142,7 +131,7 @@ DeviceModel::DeviceModel(const Manifest &manifest, const CudaSection &section,
   m.gemm->setWorkspace(m.workspace->at(0, kGemmWorkspace), kGemmWorkspace);
   m.hostReturn = std::make_unique<PinnedArray<float>>(1);
   m.control = std::make_unique<StepControl>(m.device, manifest.optimizer);
-  if (usesBf16ParamsOf(m.manifest, m.section)) {
+  if (usesBf16Params(m.manifest, m.section)) {
     if (!m.kernels->has(kBf16ParamsKernel))
       throw Error(fmt::format("the package reads a bf16 copy of the parameters but has no {} "
                               "kernel: compile it again with this stringc",
@@ -396,8 +385,13 @@ void DeviceModel::setState(const std::vector<float> &params, const Optimizer &op
   m.sync("setting the parameters and optimizer state"); // nothing in flight reads them
   m.control->discardPending(); // results of steps of an abandoned run (the trainer stopped)
   if (m.total > 0) {
-    m.uploadFlat(*m.params, params.data(), "uploading the parameters");
-    m.refreshBf16Params("uploading the parameters");
+    if (m.shardMasters) { // this rank's slice, then the copies the kernels read (collective)
+      m.uploadShard(*m.masters, params.data(), "uploading the master weights");
+      m.publishMasters(false, "uploading the parameters");
+    } else {
+      m.uploadFlat(*m.params, params.data(), "uploading the parameters");
+      m.refreshBf16Params("uploading the parameters");
+    }
     std::vector<Arena *> arenas = m.stateArenas();
     auto buffers = optimizer.stateBuffers();
     const size_t sharded = m.zero ? m.shardedArenas().size() : 0; // (the first ones)
@@ -419,7 +413,11 @@ void DeviceModel::getState(std::vector<float> &params, Optimizer &optimizer) con
   std::vector<Arena *> arenas = m.stateArenas();
   auto buffers = optimizer.stateBuffers();
   if (m.total > 0) {
-    m.downloadFlat(*m.params, params.data(), "reading the parameters");
+    if (m.shardMasters) // every rank's slice (collective)
+      m.gatherShards(*m.masters, params.data(),
+                     "gathering the master weights (ZeRO-1 all-gather)");
+    else
+      m.downloadFlat(*m.params, params.data(), "reading the parameters");
     const size_t sharded = m.zero ? m.shardedArenas().size() : 0; // (the first ones)
     for (size_t i = 0; i < arenas.size(); ++i)
       if (i < sharded) // ZeRO-1: every rank's slice (collective)
@@ -552,6 +550,8 @@ EvalResult DeviceModel::evaluateEma(const DataSet &data, int64_t batch) {
     result.ema = true;
     return result;
   }
+  if (m.shardMasters)
+    return m.evaluateShardedEma([&] { return evaluate(data, batch); });
   // The EMA in place of the trainable weights, which wait in the gradient
   // buffer's slots (the next step's gradients overwrite them there) and
   // come back after: stream-ordered copies, the evaluation's graphs unchanged.
@@ -562,8 +562,8 @@ EvalResult DeviceModel::evaluateEma(const DataSet &data, int64_t batch) {
   try {
     result = evaluate(data, batch);
   } catch (...) {
-    m.copyTrainableSlots(*m.params, *m.grads, "putting the weights back");
-  m.refreshBf16Params("putting the weights back");
+      m.copyTrainableSlots(*m.params, *m.grads, "putting the weights back");
+    m.refreshBf16Params("putting the weights back");
     throw;
   }
   m.copyTrainableSlots(*m.params, *m.grads, "putting the weights back");
@@ -579,11 +579,20 @@ size_t DeviceModel::optimizerStateBytes() const {
   return bytes;
 }
 
+size_t DeviceModel::masterWeightBytes() const {
+  const Impl &m = *impl_;
+  if (!m.shardMasters)
+    return m.params->size();
+  return m.masters->size() + m.params->size() + m.f32Staging->size();
+}
+
 std::vector<float> DeviceModel::parameters() const {
   Impl &m = *impl_;
   std::vector<float> values(size_t(m.hostTotal));
   m.sync("reading the parameters");
-  if (m.total > 0)
+  if (m.total > 0 && m.shardMasters)
+    m.gatherShards(*m.masters, values.data(), "gathering the master weights (ZeRO-1 all-gather)");
+  else if (m.total > 0)
     m.downloadFlat(*m.params, values.data(), "reading the parameters");
   return values;
 }

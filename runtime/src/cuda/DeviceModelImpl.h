@@ -23,6 +23,7 @@
 #include "stringrt/cuda/CudaBackend.h"
 #include "stringrt/cuda/GradientBuckets.h"
 #include "stringrt/cuda/StepBinding.h"
+#include "stringrt/cuda/ZeroMasterShards.h"
 
 #include <fmt/format.h>
 
@@ -165,6 +166,17 @@ struct DeviceModel::Impl {
   bool zero = false;
   DeviceZeroSlices shard;
   int64_t shardBegin = 0;
+  // ZeRO-1 with the master weights sharded (a bf16 package: shardState):
+  // `masters` holds the f32 master weights of this rank's slice alone (and
+  // `ema` the EMA's), paramsBf16 the whole bf16 copy (padded to
+  // shard.padded), `params` only the parameters some kernel reads in f32,
+  // packed (f32Params; address() maps a Region::Params value there by its
+  // parameter's layout offset, f32ParamAt), `f32Staging` their all-gather's
+  // room (ranks x f32Params.rankFloats).
+  bool shardMasters = false;
+  std::unique_ptr<Arena> masters, f32Staging;
+  DeviceF32Params f32Params;
+  std::map<uint64_t, uint64_t> f32ParamAt; // layout bytes -> packed bytes
   std::map<std::pair<int64_t, int64_t>, ReplayedWork> rankSteps;
   double rankTimeout = 300;
 
@@ -422,8 +434,38 @@ struct DeviceModel::Impl {
   /// for every rank's; before any program ran (no buffer holds an address).
   void shardState(int rank, int ranks);
   /// The optimizer state arenas ZeRO-1 cuts to this rank's slice, the first
-  /// of stateArenas(): moment1, and moment2 with AdamW (the EMA stays whole).
+  /// of stateArenas(): moment1, and moment2 with AdamW; the EMA too with
+  /// sharded masters (else it stays whole).
   std::vector<Arena *> shardedArenas() const;
+  /// ZeRO-1 with sharded masters: the f32 master weights of this rank's
+  /// slice, written into the copies the kernels read on every rank: the
+  /// slice's bf16 copy (from `source`, unless `bf16Written`: AdamW wrote
+  /// it), the bf16 copy all-gathered in place, and the parameters read in
+  /// f32 packed, all-gathered and unpacked (f32Params). Collective.
+  void publishMasters(bool bf16Written, const char *what);
+  /// evaluateEma with sharded masters: the EMA of this rank's slice in place
+  /// of its trainable master weights (which wait in the gradient buffer's
+  /// slice, free between steps) and published (collective), `evaluate`,
+  /// then the weights back and published again.
+  EvalResult evaluateShardedEma(const std::function<EvalResult()> &evaluate);
+  /// Calls `f(begin, n)` for each run of trainable floats inside this
+  /// rank's slice (device layout offsets: begin - shardBegin in the slice).
+  template <typename F> void forTrainableSliceRuns(F &&f) const {
+    const size_t begin = size_t(shardBegin), end = begin + size_t(shard.floats);
+    forTrainableRuns([&](size_t from, size_t n) {
+      const size_t lo = std::max(from, begin), hi = std::min(from + n, end);
+      if (lo < hi)
+        f(lo, hi - lo);
+    });
+  }
+  /// The f32 master weights' arena and the offset in it (floats) of layout
+  /// float `begin`: `params` at begin, or with sharded masters `masters` at
+  /// begin - shardBegin.
+  std::pair<const Arena *, size_t> masterAt(size_t begin) const {
+    if (shardMasters)
+      return {masters.get(), begin - size_t(shardBegin)};
+    return {params.get(), begin};
+  }
   /// ZeRO-1's optimizer: the norm's partials over this rank's slice of the
   /// summed gradients, all-gathered so that pe_optimizer_scalars adds every
   /// rank's (the global norm, on every rank alike), the update of the slice,

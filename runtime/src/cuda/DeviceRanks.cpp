@@ -4,6 +4,7 @@
 #include "DriverApi.h"
 #include "stringrt/Error.h"
 #include "stringrt/cuda/StepBinding.h"
+#include "stringrt/cuda/ZeroMasterShards.h"
 
 #include <fmt/format.h>
 
@@ -49,7 +50,8 @@ public:
     const DeviceOptions &options = device_->options();
     const std::string sum =
         options.zeroStage == 1
-            ? std::string("ZeRO-1: reduce-scatter, all-gather")
+            ? std::string("ZeRO-1: reduce-scatter, all-gather") +
+                  (shardsMasters() ? " of the bf16 copy, f32 master weights sharded" : "")
             : fmt::format("overlapped all-reduce {}", onOff(options.overlapAllReduce));
     return fmt::format("{} (CUDA: {} GEMMs, graphs {}, overlapped upload {}; {} ranks, NCCL, "
                        "{})",
@@ -57,10 +59,18 @@ public:
                        onOff(options.overlapUpload), comm_.size(), sum);
   }
 
+  // ZeRO-1 in a bf16 package: the f32 master weights and the EMA sharded
+  // too (DeviceZeroShards.cpp).
+  bool shardsMasters() const {
+    return options_.zeroStage == 1 && usesBf16Params(manifest_, section_);
+  }
+
   // The device's optimizer state (device layout: 4 bytes per float of each
   // buffer, the padding between parameters included): AdamW's m and v or
   // SGD's u, whole or (ZeRO-1) this rank's slice of the padded buffers, and
-  // the EMA of the weights, whole on every rank.
+  // the EMA of the weights, whole on every rank but with sharded masters;
+  // and then the masters: the slice, the parameters read in f32 packed
+  // whole, their all-gather's room (ZeroMasterShards.h).
   OptimizerStateMemory optimizerStateMemory() const override {
     const int64_t total = deviceParameterLayout(manifest_).total;
     const bool adamw = manifest_.optimizer.kind == OptimizerKind::AdamW;
@@ -69,9 +79,17 @@ public:
     size_t slice = whole;
     if (options_.zeroStage == 1)
       slice = size_t(deviceZeroSlices(total, comm_.size()).floats) * 4;
+    const size_t n = size_t(comm_.size());
     OptimizerStateMemory memory;
     memory.wholeBytes = (moments + ema) * whole;
-    memory.rankBytes.assign(size_t(comm_.size()), moments * slice + ema * whole);
+    memory.rankBytes.assign(n, moments * slice + ema * (shardsMasters() ? slice : whole));
+    if (shardsMasters()) {
+      const DeviceF32Params f32 = deviceF32Params(manifest_, section_, comm_.size());
+      auto arena = [](size_t bytes) { return std::max<size_t>(bytes, kDeviceAlignment); };
+      memory.masterWholeBytes = whole;
+      memory.masterRankBytes.assign(n, slice + arena(size_t(f32.floats) * 4) +
+                                           arena(n * size_t(f32.rankFloats) * 4));
+    }
     return memory;
   }
 
@@ -79,11 +97,18 @@ public:
     if (!device_) {
       device_ = std::make_unique<DeviceModel>(manifest_, section_, params, options_);
       device_->joinRanks(sharedId(), comm_.rank(), comm_.size(), timeout_);
-      const size_t reported = optimizerStateMemory().rankBytes[size_t(comm_.rank())];
+      const OptimizerStateMemory memory = optimizerStateMemory();
+      const size_t reported = memory.rankBytes[size_t(comm_.rank())];
       if (device_->optimizerStateBytes() != reported)
         throw Error(fmt::format("rank {} holds {} bytes of optimizer state on its GPU, not the "
                                 "{} it reports",
                                 comm_.rank(), device_->optimizerStateBytes(), reported));
+      if (!memory.masterRankBytes.empty() &&
+          device_->masterWeightBytes() != memory.masterRankBytes[size_t(comm_.rank())])
+        throw Error(fmt::format("rank {} holds {} bytes of master weights on its GPU, not the "
+                                "{} it reports",
+                                comm_.rank(), device_->masterWeightBytes(),
+                                memory.masterRankBytes[size_t(comm_.rank())]));
     }
     device_->setState(params, optimizer);
   }

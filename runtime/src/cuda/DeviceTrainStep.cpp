@@ -239,9 +239,10 @@ void DeviceModel::Impl::launchUpdate(size_t begin, size_t n, size_t stateBegin,
   const ManifestOptimizer &config = manifest.optimizer;
   const KernelArg controlArg = KernelArg::pointer(control->address());
   auto at = [&](const Arena &a, size_t from) { return KernelArg::pointer(a.at(from * 4, n * 4)); };
+  const auto [master, masterBegin] = masterAt(begin);
   if (adamw()) {
     std::vector<KernelArg> args = {
-        at(*params, begin),  at(*moment1, stateBegin), at(*moment2, stateBegin),
+        at(*master, masterBegin),  at(*moment1, stateBegin), at(*moment2, stateBegin),
         at(*grads, begin),   KernelArg::integer(int64_t(n)), controlArg,
         KernelArg::real(float(config.beta1)), KernelArg::real(float(config.beta2)),
         KernelArg::real(float(config.eps)),   KernelArg::real(float(config.weightDecay))};
@@ -251,7 +252,7 @@ void DeviceModel::Impl::launchUpdate(size_t begin, size_t n, size_t stateBegin,
     kernels->launch(writesBf16 ? kAdamWBf16Kernel : "pe_adamw", args, "AdamW", nullptr, stream);
   } else {
     kernels->launch("pe_sgd",
-                    {at(*params, begin), at(*moment1, stateBegin), at(*grads, begin),
+                    {at(*master, masterBegin), at(*moment1, stateBegin), at(*grads, begin),
                      KernelArg::integer(int64_t(n)), controlArg,
                      KernelArg::real(float(config.momentum)),
                      KernelArg::real(float(config.weightDecay))},
@@ -259,22 +260,32 @@ void DeviceModel::Impl::launchUpdate(size_t begin, size_t n, size_t stateBegin,
   }
 }
 
-/// Queues pe_ema on every run of trainable slots (the EMA is whole).
+/// Queues pe_ema on every run of trainable slots (the EMA whole), or with
+/// sharded masters on those of this rank's slice (the EMA of the slice).
 void DeviceModel::Impl::launchEma() {
   if (!keepsEma())
     return;
-  forTrainableRuns([&](size_t begin, size_t n) {
+  auto launch = [&](size_t begin, size_t n) {
+    const auto [master, at] = masterAt(begin); // (the EMA at the masters' offset)
     kernels->launch("pe_ema",
-                    {KernelArg::pointer(ema->at(begin * 4, n * 4)),
-                     KernelArg::pointer(params->at(begin * 4, n * 4)),
+                    {KernelArg::pointer(ema->at(at * 4, n * 4)),
+                     KernelArg::pointer(master->at(at * 4, n * 4)),
                      KernelArg::integer(int64_t(n)), KernelArg::pointer(control->address())},
                     "the EMA of the weights", nullptr, stream);
-  });
+  };
+  if (shardMasters)
+    forTrainableSliceRuns(launch);
+  else
+    forTrainableRuns(launch);
 }
 
 void DeviceModel::Impl::refreshBf16Params(const char *what) {
   if (!paramsBf16 || total == 0)
     return;
+  if (shardMasters)
+    throw Error(fmt::format("device executor: {}: with sharded master weights the bf16 copy "
+                            "is the ranks' (publishMasters)",
+                            what));
   kernels->launch(kBf16ParamsKernel,
                   {KernelArg::pointer(paramsBf16->at(0, size_t(total) * 2)),
                    KernelArg::pointer(params->at(0, size_t(total) * 4)),

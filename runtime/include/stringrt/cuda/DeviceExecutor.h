@@ -86,7 +86,10 @@ struct DeviceOptions {
   // backward (no buckets: overlapAllReduce and bucketBytes do not apply),
   // forms the global norm from every rank's partial sums (all-gathered),
   // updates its slice and all-gathers the parameters. The EMA of the
-  // weights and the parameters stay whole on every rank. 0: replicated.
+  // weights and the parameters stay whole on every rank, but in a bf16
+  // package (a bf16 copy of the parameters), where each rank keeps the f32
+  // master weights and the EMA of its slice and the bf16 copy is
+  // all-gathered (DeviceZeroShards.cpp). 0: replicated.
   int zeroStage = 0;
   // Augment the training images (TrainOptions::augment) in a kernel as each
   // batch enters its step (pe_augment_images, when the package has it);
@@ -202,6 +205,11 @@ public:
   // EMA; with ZeRO-1, DeviceOptions::zeroStage, the moments of this rank's
   // slice).
   size_t optimizerStateBytes() const;
+  // The bytes of the f32 master weights this device holds: the parameter
+  // buffer, or with ZeRO-1 in a bf16 package (the masters sharded) this
+  // rank's slice, the parameters some kernel reads in f32 (whole) and their
+  // all-gather's room (ZeroMasterShards.h).
+  size_t masterWeightBytes() const;
   // Steps queued and not yet collected.
   size_t stepsInFlight() const;
   // Waits for the oldest queued step (only for it); what it did: its loss
@@ -249,7 +257,8 @@ public:
   // Runs @forward; its f32 outputs by name, copied back.
   std::map<std::string, std::vector<float>> forward(const std::map<std::string, HostTensor> &inputs);
 
-  // The parameters now (copied back).
+  // The parameters now (copied back; with sharded master weights every
+  // rank's slice gathered: collective).
   std::vector<float> parameters() const;
 
 private:

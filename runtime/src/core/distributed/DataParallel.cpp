@@ -67,6 +67,11 @@ RankShare rankShare(int64_t rows, int rank, int ranks, int64_t parts) {
 size_t OptimizerStateMemory::largestRankBytes() const {
   return rankBytes.empty() ? 0 : *std::max_element(rankBytes.begin(), rankBytes.end());
 }
+size_t OptimizerStateMemory::largestMasterRankBytes() const {
+  return masterRankBytes.empty()
+             ? 0
+             : *std::max_element(masterRankBytes.begin(), masterRankBytes.end());
+}
 
 namespace {
 
