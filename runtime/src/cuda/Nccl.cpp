@@ -34,6 +34,7 @@ LoadedApi<Api> load() {
   get(a.allReduce, "ncclAllReduce");
   get(a.reduceScatter, "ncclReduceScatter");
   get(a.allGather, "ncclAllGather");
+  get(a.reduce, "ncclReduce");
   get(a.commDestroy, "ncclCommDestroy");
   get(a.commAbort, "ncclCommAbort");
   get(a.commGetAsyncError, "ncclCommGetAsyncError");

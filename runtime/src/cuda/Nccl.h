@@ -47,6 +47,10 @@ struct Api {
                           RedOp op, comm_t comm, CUstream stream);
   Result (*allGather)(const void *send, void *receive, size_t sendcount, DataType type,
                       comm_t comm, CUstream stream);
+  // ZeRO-1's overlapped buckets: the sum of every rank's `count` on rank
+  // `root` alone.
+  Result (*reduce)(const void *send, void *receive, size_t count, DataType type, RedOp op,
+                   int root, comm_t comm, CUstream stream);
   Result (*commDestroy)(comm_t comm);
   Result (*commAbort)(comm_t comm);
   Result (*commGetAsyncError)(comm_t comm, Result *error);

@@ -56,6 +56,17 @@ void NcclRanks::allReduceInPieces(uint64_t buffer, int64_t floats, CUstream stre
     allReduce(buffer + uint64_t(begin) * 4, std::min(kPieceFloats, floats - begin), stream, what);
 }
 
+void NcclRanks::reduce(uint64_t buffer, int64_t floats, int root, CUstream stream,
+                       const std::string &what) {
+  if (!comm_)
+    throw Error(fmt::format("{}: the NCCL communicator was aborted", what));
+  const nccl::Result queued = nccl::require().reduce(
+      reinterpret_cast<const void *>(buffer), reinterpret_cast<void *>(buffer), size_t(floats),
+      nccl::Float32, nccl::Sum, root, comm_, stream);
+  if (queued != nccl::Success)
+    fail(what + " (ncclReduce)", queued);
+}
+
 void NcclRanks::reduceScatter(uint64_t send, uint64_t receive, int64_t floats, CUstream stream,
                               const std::string &what) {
   if (!comm_)

@@ -45,6 +45,12 @@ public:
   // (ncclReduceScatter; in place when receive = send + rank x floats).
   void reduceScatter(uint64_t send, uint64_t receive, int64_t floats, CUstream stream,
                      const std::string &what);
+  // ZeRO-1 with the reduce-scatter overlapped: queues the sum across the
+  // ranks of the `floats` f32 at `buffer` into `buffer` on rank `root`
+  // alone (ncclReduce, in place; the others' buffers unchanged): a bucket
+  // of the gradients inside root's slice, on `stream`.
+  void reduce(uint64_t buffer, int64_t floats, int root, CUstream stream,
+              const std::string &what);
   // Queues every rank's `floats` f32 at `send` into `receive`, rank r's at
   // r x floats (ncclAllGather; in place when send = receive + rank x floats).
   void allGather(uint64_t send, uint64_t receive, int64_t floats, CUstream stream,

@@ -18,7 +18,9 @@
 // receiving elements [r N, (r + 1) N) of it: the all-reduce's bits on its
 // slice. ncclAllGather (f32; "ncclAllGather (N floats)", N the send count)
 // gives every rank the ranks' N floats in rank order (rank 0 assembles them
-// and sends the whole to every rank). As NCCL allows, a call may be in place
+// and sends the whole to every rank). ncclReduce (f32 sum; "ncclReduce (N
+// floats to rank R)") is the all-reduce's sum on the root alone: the
+// others' receive buffers are left alone. As NCCL allows, a call may be in place
 // (all-reduce: receive == send; reduce-scatter: receive == send + rank N;
 // all-gather: send == receive + rank N): what a rank sends has left before
 // anything arrives in its receive buffer. A peer
@@ -71,7 +73,7 @@ constexpr char kIdTag[] = "stringrt-nccl-emulator";
 struct Comm;
 
 // The collectives (their names in the trace and in errors).
-enum class Kind { AllReduce, ReduceScatter, AllGather };
+enum class Kind { AllReduce, ReduceScatter, AllGather, Reduce };
 
 const char *nameOf(Kind kind) {
   switch (kind) {
@@ -81,6 +83,8 @@ const char *nameOf(Kind kind) {
     return "ncclReduceScatter";
   case Kind::AllGather:
     return "ncclAllGather";
+  case Kind::Reduce:
+    return "ncclReduce";
   }
   return "?";
 }
@@ -95,6 +99,7 @@ struct Job {
   const float *send;
   float *receive;
   size_t count;
+  int root; // the reduce's (0 for the others)
 };
 
 struct Comm {
@@ -226,13 +231,23 @@ void runCollective(void *data) {
     requests.clear();
     peer.clear();
     for (int r = 1; r < c.size; ++r) {
+      if (job.kind == Kind::Reduce && r != job.root)
+        continue;
       requests.emplace_back();
       peer.push_back(r);
       MPI_Isend(part(size_t(r)), int(down), MPI_FLOAT, r, kTag, c.mpi, &requests.back());
     }
     if (!waitAll(c, requests, peer, 0))
       return;
-    std::memcpy(job.receive, part(0), down * sizeof(float));
+    if (job.kind != Kind::Reduce || job.root == 0)
+      std::memcpy(job.receive, part(0), down * sizeof(float));
+    return;
+  }
+  if (job.kind == Kind::Reduce && c.rank != job.root) { // sends only
+    requests.resize(1);
+    peer = {0};
+    MPI_Isend(job.send, int(up), MPI_FLOAT, 0, kTag, c.mpi, &requests[0]);
+    waitAll(c, requests, peer, 0);
     return;
   }
   // The send buffer may overlap the receive buffer: the result arrives elsewhere.
@@ -248,7 +263,7 @@ void runCollective(void *data) {
 
 // Queues `kind` on `stream` (the checks every collective makes first).
 Result queue(Kind kind, const void *send, void *receive, size_t count, int type, Comm *comm,
-             CUstream stream) {
+             CUstream stream, int root = 0) {
   const std::string name = nameOf(kind);
   if (!comm)
     return fail(nullptr, InvalidArgument, name + ": a null communicator");
@@ -258,6 +273,9 @@ Result queue(Kind kind, const void *send, void *receive, size_t count, int type,
     return fail(comm, InvalidArgument, name + ": over 2^30 elements");
   if (comm->error != Success)
     return comm->error;
+  if (root < 0 || root >= comm->size)
+    return fail(comm, InvalidArgument, name + ": root " + std::to_string(root) + " of " +
+                                           std::to_string(comm->size) + " ranks");
   const auto *from = static_cast<const float *>(send);
   auto *to = static_cast<float *>(receive);
   // NCCL's rule for buffers that overlap: exactly its in-place layout.
@@ -273,12 +291,15 @@ Result queue(Kind kind, const void *send, void *receive, size_t count, int type,
                 name + ": the send and receive buffers overlap, but not in NCCL's in-place "
                        "layout");
   auto same = std::find_if(comm->jobs.begin(), comm->jobs.end(), [&](const Job &j) {
-    return j.kind == kind && j.send == from && j.receive == to && j.count == count;
+    return j.kind == kind && j.send == from && j.receive == to && j.count == count &&
+           j.root == root;
   });
   Job *job = same != comm->jobs.end()
                  ? &*same
-                 : &comm->jobs.emplace_back(Job{comm, kind, from, to, count});
-  const std::string what = name + " (" + std::to_string(count) + " floats)";
+                 : &comm->jobs.emplace_back(Job{comm, kind, from, to, count, root});
+  const std::string what =
+      name + " (" + std::to_string(count) + " floats" +
+      (kind == Kind::Reduce ? " to rank " + std::to_string(root) : std::string()) + ")";
   if (stringrt_emulator_launch_host_func(stream, runCollective, job, what.c_str()) !=
       CUDA_SUCCESS)
     return fail(comm, UnhandledCudaError, "cuLaunchHostFunc failed");
@@ -358,6 +379,14 @@ NCCL_EMU_EXPORT Result ncclReduceScatter(const void *send, void *receive, size_t
 NCCL_EMU_EXPORT Result ncclAllGather(const void *send, void *receive, size_t sendcount, int type,
                                      Comm *comm, CUstream stream) {
   return queue(Kind::AllGather, send, receive, sendcount, type, comm, stream);
+}
+
+// count floats from each rank: their sum on rank root.
+NCCL_EMU_EXPORT Result ncclReduce(const void *send, void *receive, size_t count, int type, int op,
+                                  int root, Comm *comm, CUstream stream) {
+  if (comm && op != kSum)
+    return fail(comm, InvalidArgument, "the NCCL stand-in sums only (ncclSum)");
+  return queue(Kind::Reduce, send, receive, count, type, comm, stream, root);
 }
 
 NCCL_EMU_EXPORT Result ncclCommDestroy(Comm *comm) {

@@ -1,8 +1,9 @@
 // The NCCL stand-in's own checks (NcclEmulator.cpp), under mpirun -np N:
 // ncclReduceScatter and ncclAllGather with NCCL's semantics (counts per
 // rank, the buffers' layout, out of place and in place), the reduce-scatter
-// the all-reduce's bits on each slice, overlapping buffers other than NCCL's
-// in-place layout refused. Each rank prints what failed and exits 1; rank 0
+// the all-reduce's bits on each slice, ncclReduce (in place) the
+// all-reduce's bits on the root alone, overlapping buffers other than
+// NCCL's in-place layout refused. Each rank prints what failed and exits 1; rank 0
 // prints "ok: ..." when every rank passed.
 #include <cuda.h>
 #include <mpi.h>
@@ -32,6 +33,8 @@ int ncclReduceScatter(const void *send, void *receive, size_t recvcount, int typ
                       Comm *comm, CUstream stream);
 int ncclAllGather(const void *send, void *receive, size_t sendcount, int type, Comm *comm,
                   CUstream stream);
+int ncclReduce(const void *send, void *receive, size_t count, int type, int op, int root,
+               Comm *comm, CUstream stream);
 int ncclCommDestroy(Comm *comm);
 }
 
@@ -141,6 +144,29 @@ int main(int argc, char **argv) {
             rank, "reduce-scatter (in place): element " + std::to_string(j) +
                       " differs from the all-reduce's");
   }
+  // Reduce in place to each root in turn: the all-reduce's bits there, every
+  // other rank's buffer left alone; a root out of range refused.
+  for (int root = 0; root < ranks; ++root) {
+    float *buffer = buffers.make(count, 0), *reduced = buffers.make(count, 0);
+    for (size_t j = 0; j < count; ++j)
+      buffer[j] = reduced[j] = value(rank, j);
+    check(ncclReduce(buffer, buffer, count, kFloat32, kSum, root, comm, stream) == 0, rank,
+          "ncclReduce refused");
+    check(ncclAllReduce(reduced, reduced, count, kFloat32, kSum, comm, stream) == 0, rank,
+          "ncclAllReduce refused");
+    sync("ncclReduce");
+    for (size_t j = 0; j < count; ++j)
+      check(rank == root ? std::memcmp(&buffer[j], &reduced[j], sizeof(float)) == 0
+                         : buffer[j] == value(rank, j),
+            rank, "reduce to rank " + std::to_string(root) + ": element " + std::to_string(j) +
+                      (rank == root ? " differs from the all-reduce's" : " was changed"));
+  }
+  {
+    float *buffer = buffers.make(count, 0);
+    check(ncclReduce(buffer, buffer, count, kFloat32, kSum, ranks, comm, stream) ==
+              kInvalidArgument,
+          rank, "a reduce to a root past the ranks was not refused");
+  }
   // All-gather, out of place: every rank gets rank q's count at q count.
   {
     float *send = buffers.make(count, 0), *receive = buffers.make(count * n, -1);
@@ -188,7 +214,8 @@ int main(int argc, char **argv) {
   MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_LOR, MPI_COMM_WORLD);
   if (rank == 0 && !any)
     std::printf("ok: %d ranks: ncclReduceScatter and ncclAllGather, out of place and in place, "
-                "the reduce-scatter the all-reduce's bits on each slice, bad overlaps refused\n",
+                "the reduce-scatter the all-reduce's bits on each slice, ncclReduce's on each "
+                "root alone, bad overlaps and roots refused\n",
                 ranks);
   MPI_Finalize();
   return any ? 1 : 0;
