@@ -50,6 +50,10 @@ MODE
             bounded time, non-zero, naming rank 1.
   hung      rank 1 of 2 stopped with SIGSTOP: rank 0 names it after the NCCL
             stand-in's timeout and the run stops, non-zero.
+  overlap_zero N [A]  overlap with --zero 1: the overlapped buckets cut at
+            the slices' boundaries and each summed on its owner (ncclReduce,
+            every rank a root) against one ncclReduceScatter after the
+            backward, bit for bit.
   overlap N [A]  N ranks (each with --accumulate A, default 1) with the
             all-reduce overlapping the backward (the default; --bucket-kib 4,
             so that the small model has several buckets) log and write what
@@ -116,7 +120,8 @@ def main():
     if mode == "resume":  # (always 2 ranks: its number is A)
         return resume(t, int(sys.argv[5]) if len(sys.argv) > 5 else 1)
     return {"equal": equal, "killed": killed, "hung": hung, "overlap": overlap,
-            "zero": zero, "zero_resume": zero_resume}[mode](t, ranks, parts)
+            "zero": zero, "zero_resume": zero_resume,
+            "overlap_zero": lambda t, n, p: overlap(t, n, p, zero=True)}[mode](t, ranks, parts)
 
 
 class Tools:
@@ -388,7 +393,7 @@ def zero(t, n, parts):
     out = t.ranks(n, "zero", extra + ZERO).stdout
     if "trained 3 steps" not in out or out.count("training '") != 1:
         sys.exit(f"unexpected output of the ZeRO-1 ranks:\n{out}")
-    start = "ZeRO-1: reduce-scatter, all-gather" + (
+    start = "ZeRO-1: overlapped reduce to the slices' owners, all-gather" + (
         " of the bf16 copy, f32 master weights sharded" if masters else ")")
     if start not in out:
         sys.exit(f"the ZeRO-1 ranks do not say '{start}' on their start line:\n{out}")
@@ -523,17 +528,32 @@ def is_backward(what):
                                           and not what.startswith("cublasSaxpy"))
 
 
+SUMS = ("ncclAllReduce (", "ncclReduce (", "ncclReduceScatter (")
+
+
 def summed(what):
-    """The floats of an ncclAllReduce line, else None."""
-    if not what.startswith("ncclAllReduce ("):
+    """The floats of an ncclAllReduce, ncclReduce (ZeRO-1's overlapped
+    buckets) or ncclReduceScatter (ZeRO-1 after the backward) line, else
+    None."""
+    for name in SUMS:
+        if what.startswith(name):
+            return int(what[len(name):].split(" ")[0])
+    return None
+
+
+def reduce_root(what):
+    """The root of an ncclReduce line ("ncclReduce (N floats to rank R)"), else None."""
+    if not what.startswith("ncclReduce ("):
         return None
-    return int(what[len("ncclAllReduce ("):].split(" ")[0])
+    return int(what.rstrip(")").split(" ")[-1])
 
 
-def check_trace(prefix, ranks, parts, overlapped):
+def check_trace(prefix, ranks, parts, overlapped, zero=False):
     """Every rank's trace (PREFIX.<pid>) as `overlap` describes; returns the
     floats each step sums and the largest number of backward launches left
-    after the first gradient bucket's all-reduce."""
+    after the first gradient bucket's all-reduce. With ZeRO-1 the
+    overlapped buckets are ncclReduce calls whose roots are every rank, and
+    after the backward one ncclReduceScatter."""
     directory, base = os.path.split(prefix)
     files = sorted(os.path.join(directory, f) for f in os.listdir(directory)
                    if f.startswith(base + "."))
@@ -566,7 +586,16 @@ def check_trace(prefix, ranks, parts, overlapped):
                              f"micro-batch")
                 if len([n for _, _, n in sums if n > 1]) < 2:
                     sys.exit(f"{where}: fewer than 2 gradient buckets (--bucket-kib 4)")
+                roots = {reduce_root(w) for _, w in lines} - {None}
+                kinds = {w.split(" (")[0] for s, w in lines if summed(w) is not None}
+                want = {"ncclAllReduce", "ncclReduce"} if zero else {"ncclAllReduce"}
+                if kinds != want or (zero and roots != set(range(ranks))):
+                    sys.exit(f"{where}: the overlapped sums are {sorted(kinds)} to the roots "
+                             f"{sorted(roots)}, not {sorted(want)}"
+                             + (f" to every rank's slice" if zero else ""))
             else:
+                if zero and not any(w.startswith("ncclReduceScatter (") for _, w in lines):
+                    sys.exit(f"{where}: no ncclReduceScatter after the backward")
                 if streams != {stream} or left != 0:
                     sys.exit(f"{where}: without the overlap the all-reduce ran on {streams} "
                              f"with {left} backward launches after it (step stream {stream})")
@@ -579,9 +608,9 @@ def check_trace(prefix, ranks, parts, overlapped):
     return totals.pop(), most_left
 
 
-def overlap(t, n, parts):
-    extra = ["--steps", "3", "--bucket-kib", "4"] + accumulate(parts)
-    each = f" with --accumulate {parts}" if parts > 1 else ""
+def overlap(t, n, parts, zero=False):
+    extra = ["--steps", "3", "--bucket-kib", "4"] + accumulate(parts) + (ZERO if zero else [])
+    each = (f" with --accumulate {parts}" if parts > 1 else "") + (" and --zero 1" if zero else "")
     results = {}
     for name, flags, overlapped in (("overlapped", [], True),
                                     ("sequential", ["--no-overlap-allreduce"], False)):
@@ -590,7 +619,7 @@ def overlap(t, n, parts):
         env = mpi_env()
         env["STRINGRT_CUDA_EMULATOR_TRACE"] = os.path.join(traces, "rank")
         t.ranks(n, name, extra + flags, env=env)
-        results[name] = check_trace(os.path.join(traces, "rank"), n, parts, overlapped)
+        results[name] = check_trace(os.path.join(traces, "rank"), n, parts, overlapped, zero)
     if train_rows(t.path("overlapped.csv")) != train_rows(t.path("sequential.csv")):
         sys.exit(f"{n} ranks{each} log other values with the all-reduce overlapped than without")
     with open(t.path("overlapped.ckpt"), "rb") as f, open(t.path("sequential.ckpt"), "rb") as g:
@@ -598,11 +627,14 @@ def overlap(t, n, parts):
             sys.exit(f"{n} ranks{each} write another checkpoint with the all-reduce overlapped "
                      f"than without")
     (floats, left), (floats_seq, _) = results["overlapped"], results["sequential"]
-    if floats != floats_seq:
+    # (ZeRO-1: the buckets cover the buffer, the reduce-scatter's count is a slice)
+    if floats != floats_seq and not zero:
         sys.exit(f"the overlapped steps sum {floats} floats, the sequential {floats_seq}")
-    print(f"ok: {n} GPU ranks{each}: the all-reduce overlapped (its first gradient bucket issued "
-          f"on its own stream with up to {left} backward launches still to come) = after the "
-          f"backward, bit for bit ({floats} floats summed a step)")
+    print(f"ok: {n} GPU ranks{each}: the "
+          + ("sums to the slices' owners" if zero else "all-reduce")
+          + f" overlapped (its first gradient bucket issued on its own stream with up to {left} "
+          f"backward launches still to come) = after the backward, bit for bit ({floats} "
+          f"floats summed a step)")
     return 0
 
 

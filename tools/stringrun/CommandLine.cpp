@@ -169,10 +169,6 @@ Args parseArgs(int argc, char **argv) {
   if (args.values.count("--bucket-kib") && !cuda)
     throw UsageError{"option '--bucket-kib' needs --device cuda (the GPU ranks' all-reduce "
                      "buckets)"};
-  if (zeroStage(args) > 0 && args.values.count("--bucket-kib"))
-    throw UsageError{"option '--bucket-kib' does not apply with '--zero 1': ZeRO-1 on GPU ranks "
-                     "reduce-scatters the gradients in one call after the backward, not in "
-                     "all-reduce buckets (docs/distributed.md)"};
   return args;
 }
 

@@ -98,10 +98,12 @@ options:
                      0: every rank holds all of it; docs/distributed.md).
                      With --device cuda: AdamW's moments or SGD's momentum
                      on each GPU for its slice (the EMA stays whole), the
-                     gradients reduce-scattered after the backward and the
+                     gradients summed on their slice's owner bucket by
+                     bucket as the backward finishes them (reduce-scattered
+                     after it with --no-overlap-allreduce) and the
                      parameters all-gathered; in a bf16 package the f32
                      master weights and the EMA of the slice too, and the
-                     bf16 copy all-gathered; not with --bucket-kib
+                     bf16 copy all-gathered
   --stop-after N     train: stop after global step N (the run and its
                      schedule are unchanged; --resume continues it)
   --seed S           train, gradients: the seed of the data order and of the
@@ -184,7 +186,8 @@ options:
                      stream (the same sums; for comparison)
   --bucket-kib K     with --device cuda on GPU ranks: all-reduce the
                      gradients in buckets of K KiB (default 1024 for the
-                     first, the last parameters', then 25600, as PyTorch DDP)
+                     first, the last parameters', then 25600, as PyTorch DDP;
+                     with --zero 1, each cut at the slices' boundaries)
   --host-augment     with --device cuda: augment the training images on the
                      host rather than in a kernel on the device as each batch
                      enters its step (the same bits; for comparison)

@@ -504,7 +504,8 @@ struct DeviceModel::Impl {
   /// profiles it, `what` names it) as soon as the walk has written it, the
   /// loss likewise into device address `loss`; each of them summed across
   /// the ranks on `commStream` (ncclAllReduce: the loss, then the buckets of
-  /// rankSumPlan()) as soon as its last gradient is added: the step's stream
+  /// rankSumPlan(); with ZeRO-1 each bucket, cut at the slices, by ncclReduce
+  /// to its slice's owner) as soon as its last gradient is added: the step's stream
   /// records forkEvent there, the comm stream waits for it; at the end the
   /// step's stream waits for the comm stream (joinEvent). A fork and join
   /// that a CUDA graph captures.

@@ -5,7 +5,8 @@
 // gradient buffer (GradientBuckets.h) is all-reduced on a second stream as
 // soon as the walk has written its last gradient, and the step's stream
 // waits for the last all-reduce before the optimizer (a fork and a join of
-// streams). Captured into the step's CUDA graph like the rest (NCCL's
+// streams). With ZeRO-1 the buckets are cut at the slices' boundaries and
+// each is summed on its slice's owner alone (ncclReduce) instead. Captured into the step's CUDA graph like the rest (NCCL's
 // collectives can be; the emulator's stand-in queues them as host
 // functions, which can too).
 #include "DeviceModelImpl.h"
@@ -44,7 +45,7 @@ void DeviceModel::joinRanks(const RanksId &id, int rank, int ranks, double timeo
   nccl::UniqueId ncclId;
   std::memcpy(ncclId.internal, id.data(), id.size());
   m.sync("joining the ranks");
-  if (m.options.zeroStage == 1) // (the all-reduce's overlap off: no stream of its own)
+  if (m.options.zeroStage == 1)
     m.shardState(rank, ranks);
   if (m.options.overlapAllReduce) {
     const driver::Api &api = driver::require();
@@ -128,6 +129,8 @@ const DeviceModel::Impl::RankSumPlan &DeviceModel::Impl::rankSumPlan() {
   const int64_t cap = options.bucketBytes / 4;
   plan.buckets = planGradientBuckets(slots, ready, total, cap > 0 ? cap : kFirstBucketFloats,
                                      cap > 0 ? cap : kBucketFloats);
+  if (zero) // each piece reduced to its slice's owner
+    plan.buckets = splitGradientBuckets(plan.buckets, shard.floats);
   for (size_t k = 0; k < plan.buckets.size(); ++k)
     plan.afterOp[plan.buckets[k].readyOp].buckets.push_back(k);
   rankPlan = std::move(plan);
@@ -169,10 +172,16 @@ void DeviceModel::Impl::enqueueOverlappedSum(BatchBuffers &b, int64_t batch, flo
       ranks->allReduce(loss, 1, commStream, "the loss's all-reduce");
     for (size_t k : now.buckets) {
       const GradientBucket &bucket = plan.buckets[k];
-      ranks->allReduce(grads->at(uint64_t(bucket.begin) * 4, uint64_t(bucket.floats) * 4),
-                       bucket.floats, commStream,
-                       fmt::format("the gradients' all-reduce (bucket {} of {})", k + 1,
-                                   plan.buckets.size()));
+      const uint64_t at = grads->at(uint64_t(bucket.begin) * 4, uint64_t(bucket.floats) * 4);
+      if (zero) // ZeRO-1: the sums on the slice's owner alone
+        ranks->reduce(at, bucket.floats, int(bucket.begin / shard.floats), commStream,
+                      fmt::format("the gradients' reduce to their slice's owner (bucket {} of "
+                                  "{}, ZeRO-1)",
+                                  k + 1, plan.buckets.size()));
+      else
+        ranks->allReduce(at, bucket.floats, commStream,
+                         fmt::format("the gradients' all-reduce (bucket {} of {})", k + 1,
+                                     plan.buckets.size()));
     }
   };
   after(-1);

@@ -50,7 +50,10 @@ public:
     const DeviceOptions &options = device_->options();
     const std::string sum =
         options.zeroStage == 1
-            ? std::string("ZeRO-1: reduce-scatter, all-gather") +
+            ? std::string("ZeRO-1: ") +
+                  (options.overlapAllReduce ? "overlapped reduce to the slices' owners"
+                                            : "reduce-scatter") +
+                  ", all-gather" +
                   (shardsMasters() ? " of the bf16 copy, f32 master weights sharded" : "")
             : fmt::format("overlapped all-reduce {}", onOff(options.overlapAllReduce));
     return fmt::format("{} (CUDA: {} GEMMs, graphs {}, overlapped upload {}; {} ranks, NCCL, "

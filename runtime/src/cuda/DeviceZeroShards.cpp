@@ -3,10 +3,15 @@
 // the flat buffers only (deviceZeroSlices: equal slices, the buffers padded
 // with zeros, as NCCL's reduce-scatter and all-gather need one count for
 // every rank). A step: the backward and the weighting of its gradients as
-// without (DeviceRankStep.cpp, not overlapped), then
+// without (DeviceRankStep.cpp), then
 //
-// 1. ncclReduceScatter of the whole padded gradient buffer, in place: rank r
-//    has the summed gradients of its slice (the all-reduce's sums there);
+// 1. the sums: overlapped with the backward (DeviceOptions::overlapAllReduce),
+//    the all-reduce's buckets cut at the slices' boundaries
+//    (splitGradientBuckets), each summed on its slice's owner alone
+//    (ncclReduce) on the all-reduce's stream as soon as the backward has
+//    finished it; else, after the backward, ncclReduceScatter of the whole
+//    padded gradient buffer, in place. Either way rank r has the summed
+//    gradients of its slice (the all-reduce's sums there);
 // 2. pe_sumsq_partials over the slice into the rank's own run of partials,
 //    and ncclAllGather of every rank's partials, so that
 //    pe_optimizer_scalars adds them all (in f64, in rank order): the same
@@ -43,10 +48,6 @@ std::vector<Arena *> DeviceModel::Impl::shardedArenas() const {
 void DeviceModel::Impl::shardState(int rank, int ranks) {
   if (!buffers.empty() || !accumulated.empty() || !rankSteps.empty())
     throw Error("device executor: ZeRO-1 must be set up before any program runs");
-  if (options.bucketBytes != 0)
-    throw Error("device executor: ZeRO-1 reduce-scatters the gradients in one call after the "
-                "backward, not in all-reduce buckets (bucketBytes)");
-  options.overlapAllReduce = false; // (the reduce-scatter follows the backward)
   shard = deviceZeroSlices(total, ranks);
   shardBegin = int64_t(rank) * shard.floats;
   zero = true;

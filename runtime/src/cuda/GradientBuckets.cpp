@@ -102,4 +102,21 @@ std::vector<GradientBucket> planGradientBuckets(const std::vector<OptimizerSlot>
   return cut;
 }
 
+std::vector<GradientBucket> splitGradientBuckets(const std::vector<GradientBucket> &buckets,
+                                                 int64_t sliceFloats) {
+  if (sliceFloats < 1)
+    throw Error(fmt::format("gradient buckets: slices of {} floats", sliceFloats));
+  std::vector<GradientBucket> pieces;
+  for (const GradientBucket &bucket : buckets)
+    for (int64_t at = bucket.begin, end = bucket.begin + bucket.floats; at < end;) {
+      const int64_t cut = std::min(end, (at / sliceFloats + 1) * sliceFloats);
+      GradientBucket piece = bucket;
+      piece.begin = at;
+      piece.floats = cut - at;
+      pieces.push_back(piece);
+      at = cut;
+    }
+  return pieces;
+}
+
 } // namespace stringrt::cuda

@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdlib>
 #include <filesystem>
 #include <set>
@@ -154,6 +155,27 @@ void expectFinalOps(const char *path, bool expectGroupMembers) {
     EXPECT_GT(earlier, 0) << "no gradient of a group's later member";
   for (ValueId v : p.inputs)
     EXPECT_EQ(final[size_t(v)], -1);
+}
+
+// ZeRO-1's overlapped sums: every bucket cut at the slices' boundaries, the
+// pieces in the buckets' launch order with their readiness; no piece spans
+// two slices and together they are the buckets.
+TEST(GradientBuckets, ZeroSplitsTheBucketsAtTheSlices) {
+  const std::vector<cuda::GradientBucket> buckets = {{128, 200, 2, 3}, {0, 128, 1, 7}};
+  const std::vector<cuda::GradientBucket> pieces = cuda::splitGradientBuckets(buckets, 64);
+  const std::vector<std::array<int64_t, 4>> want = {
+      {128, 64, 2, 3}, {192, 64, 2, 3}, {256, 64, 2, 3}, {320, 8, 2, 3},
+      {0, 64, 1, 7},   {64, 64, 1, 7}};
+  ASSERT_EQ(pieces.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(pieces[i].begin, want[i][0]) << i;
+    EXPECT_EQ(pieces[i].floats, want[i][1]) << i;
+    EXPECT_EQ(pieces[i].gradients, want[i][2]) << i;
+    EXPECT_EQ(pieces[i].readyOp, want[i][3]) << i;
+  }
+  // A slice larger than every bucket leaves them whole, but at its boundary.
+  EXPECT_EQ(cuda::splitGradientBuckets(buckets, 256).size(), 3u);
+  EXPECT_THROW(cuda::splitGradientBuckets(buckets, 0), Error);
 }
 
 TEST(GradientBuckets, FinalOpsAreTheProducersOrTheirGroupsLaunch) {

@@ -82,9 +82,10 @@ struct DeviceOptions {
   // On data-parallel ranks: 1 for ZeRO stage 1 (`stringrun --zero 1`,
   // docs/distributed.md): rank r holds the optimizer's moments (AdamW's m
   // and v, SGD's u) of its slice of the flat buffers only
-  // (deviceZeroSlices); a step reduce-scatters the gradients after the
-  // backward (no buckets: overlapAllReduce and bucketBytes do not apply),
-  // forms the global norm from every rank's partial sums (all-gathered),
+  // (deviceZeroSlices); a step sums the gradients on their slice's owner,
+  // overlapped with the backward in the all-reduce's buckets cut at the
+  // slices' boundaries (one ncclReduce each; overlapAllReduce off: one
+  // reduce-scatter after the backward), forms the global norm from every rank's partial sums (all-gathered),
   // updates its slice and all-gathers the parameters. The EMA of the
   // weights and the parameters stay whole on every rank, but in a bf16
   // package (a bf16 copy of the parameters), where each rank keeps the f32

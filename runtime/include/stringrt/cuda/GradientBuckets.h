@@ -61,4 +61,14 @@ std::vector<GradientBucket> planGradientBuckets(const std::vector<OptimizerSlot>
                                                 int64_t firstFloats = kFirstBucketFloats,
                                                 int64_t floats = kBucketFloats);
 
+/// ZeRO-1 with the reduce-scatter overlapped (DeviceRankStep.cpp): each
+/// bucket cut at the boundaries of the ranks' slices of `sliceFloats`
+/// (deviceZeroSlices), so that every piece is summed on the one rank that
+/// owns it (ncclReduce; DeepSpeed's ZeRO-1 and 2 reduce their buckets to
+/// the partitions' owners alike). The pieces keep their bucket's readyOp
+/// and launch order (a piece's `gradients`: its bucket's); throws Error for
+/// a slice below 1 float.
+std::vector<GradientBucket> splitGradientBuckets(const std::vector<GradientBucket> &buckets,
+                                                 int64_t sliceFloats);
+
 } // namespace stringrt::cuda
