@@ -3,7 +3,8 @@
 // level, its kernel table, constants and coverage in CudaSection.cpp; its
 // steps (launches, arguments, GEMMs), the values' storage types and the
 // checks that tie steps, kernels and constants together in
-// CudaSectionSteps.cpp. Every error is a stringrt::Error naming the package.
+// CudaSectionSteps.cpp; the checks of grouped GEMMs, bias-gradient epilogues
+// and kernel groups in CudaSectionGroups.cpp. Every error is a stringrt::Error naming the package.
 #ifndef STRINGRT_FORMAT_CUDASECTIONPARSER_H
 #define STRINGRT_FORMAT_CUDASECTIONPARSER_H
 
@@ -126,6 +127,7 @@ private:
   void parseValueDTypes(const JsonValue &value, CudaSection &section);
   void checkGemmTypes(const CudaGemm &g, const CudaProgramSteps &steps, const CudaOpSteps &op,
                       size_t l) const;
+  // CudaSectionGroups.cpp: the checks of entries that act together.
   void checkGemmGroups(const CudaSection &section) const;
   void checkKernelGroups(const CudaSection &section) const;
   void checkBiasGradients(const CudaSection &section) const;
