@@ -622,7 +622,7 @@ std::optional<OpSteps> lowerCayleyGrad(Operation &op) {
   steps.launches.push_back(Launch::gemmCall(
       gemm(A::operand(0), false, A::scratch(0), true, A::scratch(3), rows, n, n, 1.0f)));
   steps.launches.push_back(Launch::kernelCall(
-      "pe_add", {A::scratch(4), A::operand(2), A::result(0), A::i64(elements), A::i64(elements),
+      "pe_add", {A::scratch(4), A::operand(2), A::result(0), A::i64(elementwiseThreads(elements)),
                  A::i64(elements)}));
   // ds = -G^T Z
   steps.launches.push_back(Launch::gemmCall(

@@ -1,13 +1,26 @@
 //===- ElementwiseKernels.cpp - add/sub/mul, scale, gelu, relu kernels ----===//
 //
-// One thread per element in a grid-stride loop. Binary ops broadcast a
-// trailing suffix (docs/dialect.md): in row-major order that is a modulo, so
-// the broadcast operand is read at `i % n_operand`. Three variants per op
-// avoid the modulo where no operand is broadcast: `pe_add` (same shapes),
-// `pe_add_bl` (lhs broadcast) and `pe_add_br` (rhs broadcast), all with the
-// parameters (out, lhs, rhs, n, n_lhs, n_rhs). Math matches the reference
-// kernels (runtime/src/ops/layer/: Add.cpp, Sub.cpp, Mul.cpp, Scale.cpp, Gelu.cpp
-// and Relu.cpp) evaluated in f32.
+// Grid-stride loops over the elements. Binary ops broadcast a trailing
+// suffix (docs/dialect.md): in row-major order that is a modulo, so the
+// broadcast operand is read at `i % n_operand`. Three variants per op avoid
+// the modulo where no operand is broadcast: `pe_add` (same shapes), and
+// `pe_add_bl` (lhs broadcast) and `pe_add_br` (rhs broadcast), with the
+// parameters (out, lhs, rhs, n, n_lhs, n_rhs), one thread per element.
+//
+// The same-shape binaries and the maps (scale, gelu, gelu_grad, relu,
+// relu_grad) are vectorised: parameters (out, inputs..., threads, n[,
+// scalars]), each thread handling kElementwiseVector = 8 elements per
+// iteration with 16-byte loads and stores (one vector of 8 bf16 or two of 4
+// f32 per pointer, KernelBuilder::loadVector), the n % 8 last elements one
+// per thread. `threads` (elementwiseThreads: about n / 8) is the first i64,
+// so the Elements grid rule launches that many threads. Whether every
+// pointer is 16-byte aligned is checked in the kernel: when one is not (a
+// slice at an odd offset), the whole launch takes the scalar loop, one
+// element per iteration. Both loops compute each element with the same f32
+// code, so their results are the same bits.
+//
+// Math matches the reference kernels (runtime/src/ops/layer/: Add.cpp,
+// Sub.cpp, Mul.cpp, Scale.cpp, Gelu.cpp and Relu.cpp) evaluated in f32.
 //
 //===----------------------------------------------------------------------===//
 #include "KernelBuilder.h"
@@ -27,23 +40,83 @@ constexpr double kInvSqrt2Pi = 0.39894228040143267794;
 constexpr double kSqrt2OverPi = 0.79788456080286535588;
 constexpr double kGeluC = 0.044715;
 
-GpuKernelSpec unarySpec(std::string name, llvm::StringRef peOp, std::vector<std::string> ins) {
+/// A vectorised kernel's spec: (out, inputs..., threads, n).
+GpuKernelSpec vectorSpec(std::string name, llvm::StringRef peOp, std::vector<std::string> ins) {
   GpuKernelSpec spec;
   spec.name = std::move(name);
   spec.peOp = peOp.str();
   spec.params.push_back({"out", ParamKind::Ptr});
   for (std::string &in : ins)
     spec.params.push_back({in, ParamKind::Ptr});
+  spec.params.push_back({"threads", ParamKind::I64});
   spec.params.push_back({"n", ParamKind::I64});
   return spec;
 }
 
-enum class Broadcast { None, Lhs, Rhs };
+using ElementFn = std::function<Value(KernelBuilder &, ArrayRef<Value>)>;
+
+/// out[i] = f(ins[0][i], ...) for i < n: kElementwiseVector elements per
+/// iteration with 16-byte accesses when every pointer is 16-byte aligned,
+/// then the tail; else one element per iteration.
+void vectorisedLoop(KernelBuilder &k, Value out, ArrayRef<Value> ins, Value n, const ElementFn &f) {
+  OpBuilder &b = k.builder();
+  Location loc = k.location();
+  auto scalar = [&](Value i) {
+    SmallVector<Value> xs;
+    for (Value in : ins)
+      xs.push_back(k.load(in, i));
+    k.store(f(k, xs), out, i);
+  };
+  SmallVector<Value> pointers{out};
+  llvm::append_range(pointers, ins);
+  k.ifThenElse(
+      k.aligned16(pointers),
+      [&] {
+        Value width = k.i64(kElementwiseVector);
+        Value vectors = b.create<arith::DivUIOp>(loc, n, width);
+        k.forGridStride(vectors, [&](Value v) {
+          Value first = k.mul(v, width);
+          SmallVector<SmallVector<Value>> lanes;
+          for (Value in : ins)
+            lanes.push_back(k.loadVector(in, first, kElementwiseVector));
+          SmallVector<Value> ys;
+          for (int64_t j = 0; j < kElementwiseVector; ++j) {
+            SmallVector<Value> xs;
+            for (const SmallVector<Value> &in : lanes)
+              xs.push_back(in[size_t(j)]);
+            ys.push_back(f(k, xs));
+          }
+          k.storeVector(ys, out, first);
+        });
+        k.forGridStride(n, scalar, k.mul(vectors, width)); // the tail
+      },
+      [&] { k.forGridStride(n, scalar); });
+}
+
+/// A vectorised kernel out[i] = f(in_0[i], ..., in_k[i]) over the params of
+/// vectorSpec and `scalars` more (f reads them as kernel arguments).
+void appendVectorised(std::vector<KernelDef> &defs, GpuKernelSpec spec, ElementFn f,
+                      unsigned scalars = 0) {
+  unsigned inputs = unsigned(spec.params.size()) - 3 - scalars;
+  defs.push_back({spec, [inputs, f](KernelBuilder &k) {
+                    SmallVector<Value> ins;
+                    for (unsigned j = 0; j < inputs; ++j)
+                      ins.push_back(k.arg(1 + j));
+                    vectorisedLoop(k, k.arg(0), ins, k.arg(inputs + 2), f);
+                  }});
+  for (unsigned p = 0; p <= inputs; ++p)
+    defs.back().storageParams.push_back(p);
+  defs.back().elementsPerLoad = kElementwiseVector;
+}
+
+enum class Broadcast { Lhs, Rhs };
 
 void appendBinary(std::vector<KernelDef> &defs, const char *op, llvm::StringRef peOp,
                   const std::function<Value(KernelBuilder &, Value, Value)> &apply) {
-  const std::pair<Broadcast, const char *> variants[] = {
-      {Broadcast::None, ""}, {Broadcast::Lhs, "_bl"}, {Broadcast::Rhs, "_br"}};
+  appendVectorised(defs, vectorSpec(std::string("pe_") + op, peOp, {"lhs", "rhs"}),
+                   [apply](KernelBuilder &k, ArrayRef<Value> xs) { return apply(k, xs[0], xs[1]); });
+  const std::pair<Broadcast, const char *> variants[] = {{Broadcast::Lhs, "_bl"},
+                                                         {Broadcast::Rhs, "_br"}};
   for (auto [broadcast, suffix] : variants) {
     GpuKernelSpec spec;
     spec.name = std::string("pe_") + op + suffix;
@@ -68,22 +141,6 @@ void appendBinary(std::vector<KernelDef> &defs, const char *op, llvm::StringRef 
                     }});
     defs.back().storageParams = {0, 1, 2};
   }
-}
-
-/// A kernel out[i] = f(in_0[i], ..., in_k[i]) over the params of unarySpec.
-void appendMap(std::vector<KernelDef> &defs, GpuKernelSpec spec,
-               std::function<Value(KernelBuilder &, ArrayRef<Value>)> f) {
-  unsigned inputs = unsigned(spec.params.size()) - 2;
-  defs.push_back({spec, [inputs, f](KernelBuilder &k) {
-                    k.forGridStride(k.arg(inputs + 1), [&](Value i) {
-                      SmallVector<Value> xs;
-                      for (unsigned j = 0; j < inputs; ++j)
-                        xs.push_back(k.load(k.arg(1 + j), i));
-                      k.store(f(k, xs), k.arg(0), i);
-                    });
-                  }});
-  for (unsigned p = 0; p <= inputs; ++p)
-    defs.back().storageParams.push_back(p);
 }
 
 Value geluValue(KernelBuilder &k, Value x, bool approximate) {
@@ -132,39 +189,36 @@ void appendElementwiseKernels(std::vector<KernelDef> &defs) {
                [](KernelBuilder &k, Value a, Value c) { return k.mul(a, c); });
 
   // out = factor * x + bias
-  GpuKernelSpec scale = unarySpec("pe_scale", pe::ScaleOp::getOperationName(), {"x"});
+  GpuKernelSpec scale = vectorSpec("pe_scale", pe::ScaleOp::getOperationName(), {"x"});
   scale.params.push_back({"factor", ParamKind::F32});
   scale.params.push_back({"bias", ParamKind::F32});
-  defs.push_back({scale, [](KernelBuilder &k) {
-                    k.forGridStride(k.arg(2), [&](Value i) {
-                      Value y = k.add(k.mul(k.arg(3), k.load(k.arg(1), i)), k.arg(4));
-                      k.store(y, k.arg(0), i);
-                    });
-                  }});
-  defs.back().storageParams = {0, 1};
+  appendVectorised(
+      defs, scale,
+      [](KernelBuilder &k, ArrayRef<Value> xs) { return k.add(k.mul(k.arg(4), xs[0]), k.arg(5)); },
+      /*scalars=*/2);
 
   for (bool approximate : {false, true}) {
     std::string suffix = approximate ? "_tanh" : "";
-    appendMap(defs, unarySpec("pe_gelu" + suffix, pe::GeluOp::getOperationName(), {"x"}),
+    appendVectorised(defs, vectorSpec("pe_gelu" + suffix, pe::GeluOp::getOperationName(), {"x"}),
               [approximate](KernelBuilder &k, ArrayRef<Value> xs) {
                 return geluValue(k, xs[0], approximate);
               });
-    appendMap(defs,
-              unarySpec("pe_gelu_grad" + suffix, pe::GeluGradOp::getOperationName(), {"x", "dy"}),
+    appendVectorised(defs,
+                     vectorSpec("pe_gelu_grad" + suffix, pe::GeluGradOp::getOperationName(), {"x", "dy"}),
               [approximate](KernelBuilder &k, ArrayRef<Value> xs) {
                 return k.mul(xs[1], geluDerivative(k, xs[0], approximate));
               });
   }
 
   // relu keeps NaN (as the reference: v > 0 || isnan(v) ? v : 0): `ugt`.
-  appendMap(defs, unarySpec("pe_relu", pe::ReluOp::getOperationName(), {"x"}),
+  appendVectorised(defs, vectorSpec("pe_relu", pe::ReluOp::getOperationName(), {"x"}),
             [](KernelBuilder &k, ArrayRef<Value> xs) -> Value {
               OpBuilder &b = k.builder();
               Value keep = b.create<arith::CmpFOp>(k.location(), arith::CmpFPredicate::UGT,
                                                    xs[0], k.f32(0.0));
               return b.create<arith::SelectOp>(k.location(), keep, xs[0], k.f32(0.0));
             });
-  appendMap(defs, unarySpec("pe_relu_grad", pe::ReluGradOp::getOperationName(), {"x", "dy"}),
+  appendVectorised(defs, vectorSpec("pe_relu_grad", pe::ReluGradOp::getOperationName(), {"x", "dy"}),
             [](KernelBuilder &k, ArrayRef<Value> xs) -> Value {
               OpBuilder &b = k.builder();
               Value pass = b.create<arith::CmpFOp>(k.location(), arith::CmpFPredicate::OGT,
@@ -186,25 +240,55 @@ OpSteps single(Operation &, std::string kernel, std::vector<LaunchArg> args) {
   return steps;
 }
 
-/// pe.add/sub/mul: (out, lhs, rhs, n, n_lhs, n_rhs); the variant by which
-/// operand is broadcast (a trailing suffix of the result).
+/// A vectorised kernel's sizes over `n` elements: threads, n.
+std::vector<LaunchArg> vectorSizes(BatchAffine n) {
+  return {A::i64(elementwiseThreads(n)), A::i64(n)};
+}
+
+/// pe.add/sub/mul: the vectorised kernel (out, lhs, rhs, threads, n) on
+/// operands of the result's shape, else the variant by which operand is
+/// broadcast (a trailing suffix of the result): (out, lhs, rhs, n, n_lhs,
+/// n_rhs).
 template <typename OpT> OpLowering binaryLowering(const char *op) {
   std::string base = std::string("pe_") + op;
   return loweringOf<OpT>([base](Operation &o) -> std::optional<OpSteps> {
             Type result = o.getResult(0).getType();
+            BatchAffine n = elementCount(result);
+            std::vector<LaunchArg> args = {A::result(0), A::operand(0), A::operand(1)};
             std::string kernel = base;
             if (o.getOperand(0).getType() != result)
               kernel += "_bl";
             else if (o.getOperand(1).getType() != result)
               kernel += "_br";
-            return single(o, kernel,
-                          {A::result(0), A::operand(0), A::operand(1), A::i64(elementCount(result)),
-                           A::i64(elementCount(o.getOperand(0).getType())),
-                           A::i64(elementCount(o.getOperand(1).getType()))});
+            if (kernel == base) {
+              llvm::append_range(args, vectorSizes(n));
+            } else {
+              args.push_back(A::i64(n));
+              args.push_back(A::i64(elementCount(o.getOperand(0).getType())));
+              args.push_back(A::i64(elementCount(o.getOperand(1).getType())));
+            }
+            return single(o, kernel, std::move(args));
           });
 }
 
+/// A map's launch: out = result 0, its operands, threads, n, then `scalars`.
+std::vector<LaunchArg> mapArgs(Operation &o, std::vector<LaunchArg> scalars = {}) {
+  std::vector<LaunchArg> args = {A::result(0)};
+  for (unsigned i = 0; i < o.getNumOperands(); ++i)
+    args.push_back(A::operand(i));
+  llvm::append_range(args, vectorSizes(elementCount(o.getResult(0).getType())));
+  llvm::append_range(args, scalars);
+  return args;
+}
+
 } // namespace
+
+BatchAffine elementwiseThreads(BatchAffine n) {
+  auto up = [](int64_t v) { // ceil(v / kElementwiseVector), v of either sign
+    return v >= 0 ? (v + kElementwiseVector - 1) / kElementwiseVector : -(-v / kElementwiseVector);
+  };
+  return {up(n.perBatch), up(n.constant)};
+}
 
 void appendElementwiseLowerings(std::vector<OpLowering> &lowerings) {
   lowerings.push_back(binaryLowering<pe::AddOp>("add"));
@@ -213,32 +297,22 @@ void appendElementwiseLowerings(std::vector<OpLowering> &lowerings) {
   lowerings.push_back(loweringOf<pe::ScaleOp>([](Operation &o) -> std::optional<OpSteps> {
                          auto scale = cast<pe::ScaleOp>(o);
                          return single(o, "pe_scale",
-                                       {A::result(0), A::operand(0),
-                                        A::i64(elementCount(o.getResult(0).getType())),
-                                        A::f32(float(scale.getFactor().convertToDouble())),
-                                        A::f32(float(scale.getBias().convertToDouble()))});
+                                       mapArgs(o, {A::f32(float(scale.getFactor().convertToDouble())),
+                                                   A::f32(float(scale.getBias().convertToDouble()))}));
                        }));
   lowerings.push_back(loweringOf<pe::GeluOp>([](Operation &o) -> std::optional<OpSteps> {
                          bool tanh = cast<pe::GeluOp>(o).getApproximate();
-                         return single(o, tanh ? "pe_gelu_tanh" : "pe_gelu",
-                                       {A::result(0), A::operand(0),
-                                        A::i64(elementCount(o.getResult(0).getType()))});
+                         return single(o, tanh ? "pe_gelu_tanh" : "pe_gelu", mapArgs(o));
                        }));
   lowerings.push_back(loweringOf<pe::GeluGradOp>([](Operation &o) -> std::optional<OpSteps> {
                          bool tanh = cast<pe::GeluGradOp>(o).getApproximate();
-                         return single(o, tanh ? "pe_gelu_grad_tanh" : "pe_gelu_grad",
-                                       {A::result(0), A::operand(0), A::operand(1),
-                                        A::i64(elementCount(o.getResult(0).getType()))});
+                         return single(o, tanh ? "pe_gelu_grad_tanh" : "pe_gelu_grad", mapArgs(o));
                        }));
   lowerings.push_back(loweringOf<pe::ReluOp>([](Operation &o) -> std::optional<OpSteps> {
-                         return single(o, "pe_relu",
-                                       {A::result(0), A::operand(0),
-                                        A::i64(elementCount(o.getResult(0).getType()))});
+                         return single(o, "pe_relu", mapArgs(o));
                        }));
   lowerings.push_back(loweringOf<pe::ReluGradOp>([](Operation &o) -> std::optional<OpSteps> {
-                         return single(o, "pe_relu_grad",
-                                       {A::result(0), A::operand(0), A::operand(1),
-                                        A::i64(elementCount(o.getResult(0).getType()))});
+                         return single(o, "pe_relu_grad", mapArgs(o));
                        }));
 }
 

@@ -78,6 +78,59 @@ std::array<Value, 4> KernelBuilder::load4(Value ptr, Value index) {
   return lanes;
 }
 
+SmallVector<Value> KernelBuilder::loadVector(Value ptr, Value index, int64_t width) {
+  assert(width % 8 == 0 && "whole 16-byte vectors of f32 and of bf16");
+  SmallVector<Value> lanes;
+  if (!isBf16(ptr)) {
+    for (int64_t j = 0; j < width; j += 4)
+      llvm::append_range(lanes, load4(ptr, add(index, i64(j))));
+    return lanes;
+  }
+  auto ptrType = LLVM::LLVMPointerType::get(b.getContext());
+  auto vectorType = VectorType::get({8}, b.getI16Type());
+  for (int64_t j = 0; j < width; j += 8) {
+    Value address = b.create<LLVM::GEPOp>(loc, ptrType, b.getI16Type(), ptr,
+                                          ValueRange{add(index, i64(j))});
+    Value vector = b.create<LLVM::LoadOp>(loc, vectorType, address, /*alignment=*/16);
+    for (int32_t l = 0; l < 8; ++l) {
+      Value half = b.create<LLVM::ExtractElementOp>(loc, vector, i32(l));
+      Value wide = b.create<arith::ShLIOp>(
+          loc, b.create<arith::ExtUIOp>(loc, b.getI32Type(), half), i32(16));
+      lanes.push_back(b.create<arith::BitcastOp>(loc, b.getF32Type(), wide));
+    }
+  }
+  return lanes;
+}
+
+void KernelBuilder::storeVector(ArrayRef<Value> values, Value ptr, Value index) {
+  assert(values.size() % 8 == 0 && "whole 16-byte vectors of f32 and of bf16");
+  auto ptrType = LLVM::LLVMPointerType::get(b.getContext());
+  bool bf16 = isBf16(ptr);
+  int64_t lanes = bf16 ? 8 : 4;
+  Type element = bf16 ? Type(b.getI16Type()) : Type(b.getF32Type());
+  auto vectorType = VectorType::get({lanes}, element);
+  for (int64_t j = 0; j < int64_t(values.size()); j += lanes) {
+    Value vector = b.create<LLVM::UndefOp>(loc, vectorType);
+    for (int64_t l = 0; l < lanes; ++l) {
+      Value value = values[size_t(j + l)];
+      if (bf16)
+        value = b.create<arith::TruncIOp>(loc, b.getI16Type(), bf16Bits(value));
+      vector = b.create<LLVM::InsertElementOp>(loc, vector, value, i32(int32_t(l)));
+    }
+    Value address =
+        b.create<LLVM::GEPOp>(loc, ptrType, element, ptr, ValueRange{add(index, i64(j))});
+    b.create<LLVM::StoreOp>(loc, vector, address, /*alignment=*/16);
+  }
+}
+
+Value KernelBuilder::aligned16(ArrayRef<Value> ptrs) {
+  Value bits = i64(0);
+  for (Value ptr : ptrs)
+    bits = b.create<arith::OrIOp>(loc, bits, b.create<LLVM::PtrToIntOp>(loc, b.getI64Type(), ptr));
+  return b.create<arith::CmpIOp>(loc, arith::CmpIPredicate::eq,
+                                 b.create<arith::AndIOp>(loc, bits, i64(15)), i64(0));
+}
+
 void KernelBuilder::store(Value value, Value ptr, Value index) {
   auto ptrType = LLVM::LLVMPointerType::get(b.getContext());
   if (isBf16(ptr)) {
@@ -109,9 +162,11 @@ Value KernelBuilder::gridDim(gpu::Dimension dim) {
   return asI64(b, loc, b.create<gpu::GridDimOp>(loc, dim));
 }
 
-void KernelBuilder::forGridStride(Value n, const std::function<void(Value)> &body) {
+void KernelBuilder::forGridStride(Value n, const std::function<void(Value)> &body, Value from) {
   Value bdim = blockDim(gpu::Dimension::x);
   Value first = add(mul(blockId(gpu::Dimension::x), bdim), threadId(gpu::Dimension::x));
+  if (from)
+    first = add(from, first);
   Value step = mul(gridDim(gpu::Dimension::x), bdim);
   forLoop(first, n, step, {}, [&](Value i, ValueRange) {
     body(i);
@@ -138,6 +193,16 @@ void KernelBuilder::ifThen(Value cond, const std::function<void()> &body) {
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPoint(branch.thenBlock()->getTerminator());
   body();
+}
+
+void KernelBuilder::ifThenElse(Value cond, const std::function<void()> &then,
+                               const std::function<void()> &otherwise) {
+  auto branch = b.create<scf::IfOp>(loc, cond, /*withElseRegion=*/true);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPoint(branch.thenBlock()->getTerminator());
+  then();
+  b.setInsertionPoint(branch.elseBlock()->getTerminator());
+  otherwise();
 }
 
 ValueRange KernelBuilder::ifThenOr(Value cond, ValueRange otherwise,

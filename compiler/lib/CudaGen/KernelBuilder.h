@@ -65,6 +65,17 @@ public:
   /// ld.v4 instead of four: shared-memory tiles read in the inner loops).
   /// The caller guarantees `ptr` 16-byte aligned and `index` a multiple of 4.
   std::array<mlir::Value, 4> load4(mlir::Value ptr, mlir::Value index);
+  /// `ptr[index]` .. `ptr[index + width - 1]` as f32 (the conversion of
+  /// load) with 16-byte loads (ld.global.v4): width / 8 of 8 bf16 when `ptr`
+  /// is a bf16 argument, else width / 4 of 4 f32 (load4). `width` a multiple
+  /// of 8; the caller guarantees `ptr` 16-byte aligned (aligned16) and
+  /// `index` a multiple of `width`.
+  llvm::SmallVector<mlir::Value> loadVector(mlir::Value ptr, mlir::Value index, int64_t width);
+  /// `ptr[index + j] = values[j]` with 16-byte stores (st.global.v4), each
+  /// value converted as store converts it; the conditions of loadVector.
+  void storeVector(llvm::ArrayRef<mlir::Value> values, mlir::Value ptr, mlir::Value index);
+  /// Whether every pointer of `ptrs` is 16-byte aligned (an i1).
+  mlir::Value aligned16(llvm::ArrayRef<mlir::Value> ptrs);
 
   /// threadIdx / blockIdx / blockDim / gridDim along `dim` as i64.
   mlir::Value threadId(mlir::gpu::Dimension dim);
@@ -72,8 +83,10 @@ public:
   mlir::Value blockDim(mlir::gpu::Dimension dim);
   mlir::Value gridDim(mlir::gpu::Dimension dim);
 
-  /// for (i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
-  void forGridStride(mlir::Value n, const std::function<void(mlir::Value)> &body);
+  /// for (i = from + blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+  /// (`from` 0 when not given)
+  void forGridStride(mlir::Value n, const std::function<void(mlir::Value)> &body,
+                     mlir::Value from = {});
   /// for (i = begin; i < end; i += step) with i64 bounds; `init` are loop-carried
   /// values, `body` returns their next values; returns the final ones.
   mlir::ValueRange forLoop(mlir::Value begin, mlir::Value end, mlir::Value step,
@@ -82,6 +95,9 @@ public:
                                mlir::Value, mlir::ValueRange)> &body);
   /// if (cond) { body }
   void ifThen(mlir::Value cond, const std::function<void()> &body);
+  /// if (cond) { then } else { otherwise }
+  void ifThenElse(mlir::Value cond, const std::function<void()> &then,
+                  const std::function<void()> &otherwise);
   /// `then()`'s values when `cond`, else `otherwise` (values computed
   /// before the branch, of the types `then` returns): an scf.if with results,
   /// so work that would not change the values can be skipped.
@@ -128,7 +144,22 @@ struct KernelDef {
   std::vector<unsigned> storageParams;
   /// Of a variant: which arguments are bf16 (empty: none).
   std::vector<bool> bf16Args;
+  /// The elements a thread loads from each operand it reads before it uses
+  /// them (Little's law in the launch report, LaunchReport.cpp): 1, or
+  /// kElementwiseVector for the vectorised elementwise kernels.
+  int64_t elementsPerLoad = 1;
 };
+
+/// The elements a thread of a vectorised elementwise kernel
+/// (ElementwiseKernels.cpp) handles per iteration: 16 bytes of bf16, two
+/// 16-byte vectors of f32, so that the f32, bf16 and mixed variants of a
+/// kernel (chosen after the op is lowered) take the same launch arguments.
+inline constexpr int64_t kElementwiseVector = 8;
+/// The `threads` argument of a vectorised elementwise kernel over `n`
+/// elements (its first i64, by which the Elements grid rule sizes the grid):
+/// ceil(n / kElementwiseVector) at every batch, or up to one thread a batch
+/// sample more (each part rounded up on its own: an affine bound).
+BatchAffine elementwiseThreads(BatchAffine n);
 
 /// `base`'s variant for the storage types of its storage parameters
 /// (true: bf16), or `base` itself when none is bf16.

@@ -161,7 +161,8 @@ void appendLinearLowerings(std::vector<OpLowering> &lowerings) {
                              bool(fused.getB()), A::result(1), rows, in, out)));
                          steps.launches.push_back(Launch::kernelCall(
                              fused.getApproximate() ? "pe_gelu_tanh" : "pe_gelu",
-                             {A::result(0), A::result(1), A::i64(n)}));
+                             {A::result(0), A::result(1), A::i64(elementwiseThreads(n)),
+                              A::i64(n)}));
                          return steps;
                        }));
 

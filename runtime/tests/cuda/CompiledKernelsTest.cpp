@@ -96,10 +96,14 @@ TEST_F(GpuKernels, BinaryOpsWithBroadcasting) {
                         {"pe_mul_br", &full, &suffix, ref::mul<float>}};
   for (const Case &c : cases) {
     uint64_t out = zeros(n), lhs = put(*c.lhs), rhs = put(*c.rhs);
-    kernels->launch(c.kernel,
-                    {KA::pointer(out), KA::pointer(lhs), KA::pointer(rhs), KA::integer(n),
-                     KA::integer(int64_t(c.lhs->size())), KA::integer(int64_t(c.rhs->size()))},
-                    c.kernel);
+    // Same shapes: the vectorised kernel (out, lhs, rhs, threads, n).
+    std::vector<KA> args = {KA::pointer(out), KA::pointer(lhs), KA::pointer(rhs)};
+    if (c.lhs->size() == c.rhs->size())
+      args.insert(args.end(), {KA::integer((n + 7) / 8), KA::integer(n)});
+    else
+      args.insert(args.end(), {KA::integer(n), KA::integer(int64_t(c.lhs->size())),
+                               KA::integer(int64_t(c.rhs->size()))});
+    kernels->launch(c.kernel, args, c.kernel);
     std::vector<float> want(n);
     c.reference({c.lhs->data(), shape(c.lhs)}, {c.rhs->data(), shape(c.rhs)},
                 {want.data(), {B, T, D}});
@@ -119,6 +123,7 @@ TEST_F(GpuKernels, UnaryOpsAndGradients) {
     std::vector<KA> args = {KA::pointer(out), KA::pointer(dx)};
     if (withDy)
       args.push_back(KA::pointer(ddy));
+    args.push_back(KA::integer((n + 7) / 8)); // threads: 8 elements each
     args.push_back(KA::integer(n));
     for (const KA &a : extra)
       args.push_back(a);

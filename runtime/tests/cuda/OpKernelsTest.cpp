@@ -833,8 +833,8 @@ TEST_F(GpuOpKernels, CayleyFactorsWeightAndGradients) {
              g = output(size_t(rows * d)), dsx = output(size_t(d * d));
     gemm->run(false, true, rows, d, d, 1.0f, gdy, weight, 0.0f, dx, "cayley_grad dx");
     gemm->run(false, true, rows, d, d, 1.0f, gx, inverse, 0.0f, z, "cayley_grad z");
-    launch("pe_add", {KA::pointer(g), KA::pointer(gdy), KA::pointer(dx), KA::integer(rows * d),
-                      KA::integer(rows * d), KA::integer(rows * d)});
+    launch("pe_add", {KA::pointer(g), KA::pointer(gdy), KA::pointer(dx),
+                      KA::integer((rows * d + 7) / 8), KA::integer(rows * d)});
     gemm->run(true, false, d, d, rows, -1.0f, g, z, 0.0f, dsx, "cayley_grad ds");
     std::vector<float> wdx(static_cast<size_t>(rows * d)), wdsx(static_cast<size_t>(d * d));
     ref::cayleyGrad<float>(in(x, {2, 3, d}), in(s, {d, d}), in(dy, {2, 3, d}),
