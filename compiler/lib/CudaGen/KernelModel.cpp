@@ -8,7 +8,9 @@
 //     SMs)) blocks each;
 //   memory  = bytes / min(bandwidth, filled SMs x their warps x read streams
 //             x 128 B / latency)   (Little's law: what the warps keep in
-//             flight over how long a load takes);
+//             flight over how long a load takes; x 8 elements of each
+//             stream's type instead of 128 B a stream for the vectorised
+//             elementwise kernels);
 //   compute = FLOPs / (peak x filled SMs / SMs);
 //   then the attention kernels' measured rate or a serial chain, where one
 //   applies; the prediction is the largest term, at least the minimum.
@@ -68,9 +70,11 @@ void applyKernelModel(Operation *op, LaunchEstimate &e, int64_t batch,
   const double blocksPerFilledSM =
       std::min(double(std::max<int64_t>(1, o.blocksPerSM)), std::ceil(blocks / double(machine.sms)));
   const double warpsPerBlock = double(std::max<int64_t>(1, (e.threadsPerBlock + 31) / 32));
-  const double inFlight = filledSMs * blocksPerFilledSM * warpsPerBlock *
-                          double(std::max<int64_t>(1, e.readStreams)) *
-                          machine.bytesInFlightPerWarpStream;
+  const double perWarp = e.bytesInFlightPerWarp > 0
+                            ? e.bytesInFlightPerWarp
+                            : double(std::max<int64_t>(1, e.readStreams)) *
+                                  machine.bytesInFlightPerWarpStream;
+  const double inFlight = filledSMs * blocksPerFilledSM * warpsPerBlock * perWarp;
   const double bandwidth = std::min(machine.bytesPerSecond, inFlight / machine.memoryLatencySeconds);
   e.memorySeconds = e.bytes / bandwidth;
   double peak = e.arithmetic == LaunchArithmetic::BF16 ? machine.bf16FlopsPerSecond

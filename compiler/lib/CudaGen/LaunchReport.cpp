@@ -193,8 +193,11 @@ std::vector<LaunchEstimate> opLaunches(Operation &op, const OpSteps &steps,
         continue;
       seenBuffers.push_back(key);
       e.bytes += bufferBytes(arg);
-      if (arg.kind == LaunchArgKind::Operand || arg.kind == LaunchArgKind::Constant)
+      if (arg.kind == LaunchArgKind::Operand || arg.kind == LaunchArgKind::Constant) {
         ++e.readStreams;
+        if (def->elementsPerLoad > 1)
+          e.bytesInFlightPerWarp += 32.0 * double(def->elementsPerLoad) * bytesOf(arg);
+      }
     }
     // A kernel group's launch reaches its op's own operands and results
     // through the table (the other members' bytes: estimateTrainingStep).

@@ -78,6 +78,12 @@ TEST(LaunchModel, LittlesLaw) {
   EXPECT_TRUE(narrow.latencyBound(h100));
   // 4 warps x 2 streams x 128 B in flight over 600 cycles at 1.98 GHz
   EXPECT_NEAR(narrow.predictedSeconds, 39.3e6 / (4 * 2 * 128 / (600 / 1.98e9)), 1e-6);
+  // A vectorised elementwise kernel's warp keeps 32 lanes x 8 elements of
+  // each stream in flight (bf16: 512 B a stream): four times the bytes.
+  LaunchEstimate vector = elementwise(1, 128, 39.3e6);
+  vector.bytesInFlightPerWarp = 2 * 32 * 8 * 2;
+  applyKernelModel(nullptr, vector, 1024, &few, h100);
+  EXPECT_NEAR(vector.predictedSeconds, narrow.predictedSeconds / 4, 1e-6);
 
   // A wrong constant moves it: with a 10x latency the wide launch is no
   // longer at the bandwidth.

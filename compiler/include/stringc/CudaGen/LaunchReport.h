@@ -103,6 +103,11 @@ struct LaunchEstimate {
   // The model's terms (LaunchReport.h's header), in seconds, and the one
   // that sets predictedSeconds: "min", "memory", "compute", "chain", "gemm".
   int64_t readStreams = 0;     // operand buffers it reads (Little's law)
+  // The bytes one warp keeps in flight over all its read streams when its
+  // kernel loads more than one element per stream before using them (the
+  // vectorised elementwise kernels: 32 lanes x 8 elements of each stream's
+  // type); 0: readStreams x GpuMachineModel::bytesInFlightPerWarpStream.
+  double bytesInFlightPerWarp = 0;
   std::vector<int64_t> integers; // its i64 arguments at the batch, in order
   int registers = 0;           // from ptxas -v; 0: not known
   int64_t sharedBytes = 0;     // static shared memory, from ptxas -v
