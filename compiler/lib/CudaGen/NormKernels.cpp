@@ -183,6 +183,90 @@ BatchAffine fusedGradChunks(BatchAffine rows) {
   return BatchAffine::fixed(chunks);
 }
 
+/// The widest D whose rows pe_layer_norm stages in shared memory: four
+/// warps' rows of f32, 16 KiB.
+constexpr int64_t kStagedMaxDim = 1024;
+
+/// y = (x - mean) rstd gamma + beta of the row `r`, the statistics from
+/// `xs` (x itself, or the row staged at xs[r.base + c]); the columns from
+/// `columns` (lane, lane + 32, ...: one element at a time, or the vectors of
+/// 8 from 8 lane on).
+void layerNormRow(KernelBuilder &k, const RowContext &r, Value xs, Value y, Value gamma,
+                  Value beta, Value eps, bool vectors) {
+  Value mean, rstd;
+  std::tie(mean, rstd) = rowStatistics(k, r, xs, eps);
+  auto out = [&](Value xc, Value g, Value bias) {
+    return k.add(k.mul(k.mul(k.sub(xc, mean), rstd), g), bias);
+  };
+  if (!vectors) {
+    forRowColumns(k, r, [&](Value c) {
+      Value at = k.add(r.base, c);
+      k.store(out(k.load(xs, at), k.load(gamma, c), k.load(beta, c)), y, at);
+    });
+    return;
+  }
+  const int64_t width = kElementwiseVector;
+  Value rowAt = k.mul(r.row, r.d); // y's row (r.base is the staged row's)
+  k.forLoop(k.mul(r.lane, k.i64(width)), r.d, k.i64(kWarp * width), {}, [&](Value c, ValueRange) {
+    SmallVector<Value> xv = k.loadVector(xs, k.add(r.base, c), width);
+    SmallVector<Value> gv = k.loadVector(gamma, c, width);
+    SmallVector<Value> bv = k.loadVector(beta, c, width);
+    SmallVector<Value> yv;
+    for (int64_t j = 0; j < width; ++j)
+      yv.push_back(out(xv[size_t(j)], gv[size_t(j)], bv[size_t(j)]));
+    k.storeVector(yv, y, k.add(rowAt, c));
+    return SmallVector<Value>{};
+  });
+}
+
+/// pe_layer_norm. When D % 8 == 0, D <= kStagedMaxDim and y, x, gamma and
+/// beta are 16-byte aligned, each warp copies its row of x into shared
+/// memory with 16-byte loads (8 elements a lane, lanes on consecutive
+/// vectors), then, after a block barrier, sums the staged row exactly as
+/// the scalar path sums x (lane l: columns l, l + 32, ... in order, then
+/// the butterfly: the same bits) and writes y with 16-byte loads of the
+/// staged row, gamma and beta and 16-byte stores. Else every access is one
+/// element, the kernel as it was.
+void layerNormForward(KernelBuilder &k) {
+  OpBuilder &b = k.builder();
+  Location loc = k.location();
+  Value y = k.arg(0), x = k.arg(1), gamma = k.arg(2), beta = k.arg(3), rows = k.arg(4),
+        d = k.arg(5), eps = k.arg(6);
+  const int64_t width = kElementwiseVector;
+  Value whole = cmpI(k, arith::CmpIPredicate::eq,
+                     b.create<arith::RemUIOp>(loc, d, k.i64(width)), k.i64(0));
+  Value fits = cmpI(k, arith::CmpIPredicate::sle, d, k.i64(kStagedMaxDim));
+  Value vectors = andI(k, k.aligned16({y, x, gamma, beta}), andI(k, whole, fits));
+  k.ifThenElse(
+      vectors,
+      [&] {
+        Value staged = sharedArray(k, "pe_layer_norm_rows", kRowsPerBlock * kStagedMaxDim);
+        Value warp = k.threadId(gpu::Dimension::y), lane = k.threadId(gpu::Dimension::x);
+        Value mine = k.mul(warp, k.i64(kStagedMaxDim));
+        Value row = k.add(k.mul(k.blockId(gpu::Dimension::x), k.blockDim(gpu::Dimension::y)), warp);
+        k.ifThen(cmpI(k, arith::CmpIPredicate::slt, row, rows), [&] {
+          Value base = k.mul(row, d);
+          k.forLoop(k.mul(lane, k.i64(width)), d, k.i64(kWarp * width), {},
+                    [&](Value c, ValueRange) {
+                      k.storeVector(k.loadVector(x, k.add(base, c), width), staged,
+                                    k.add(mine, c));
+                      return SmallVector<Value>{};
+                    });
+        });
+        barrier(k); // a lane sums columns other lanes staged
+        forWarpRow(k, rows, d, [&](const RowContext &r) {
+          RowContext s = r;
+          s.base = mine;
+          layerNormRow(k, s, staged, y, gamma, beta, eps, /*vectors=*/true);
+        });
+      },
+      [&] {
+        forWarpRow(k, rows, d, [&](const RowContext &r) {
+          layerNormRow(k, r, x, y, gamma, beta, eps, /*vectors=*/false);
+        });
+      });
+}
+
 GpuKernelSpec rowSpec(std::string name, llvm::StringRef peOp,
                    std::vector<std::pair<std::string, ParamKind>> params) {
   GpuKernelSpec spec;
@@ -204,19 +288,9 @@ void appendNormKernels(std::vector<KernelDef> &defs) {
   defs.push_back(
       {rowSpec("pe_layer_norm", pe::LayerNormOp::getOperationName(),
                {{"y", P}, {"x", P}, {"gamma", P}, {"beta", P}, {"rows", I}, {"d", I}, {"epsilon", F}}),
-       [](KernelBuilder &k) {
-         Value y = k.arg(0), x = k.arg(1), gamma = k.arg(2), beta = k.arg(3);
-         forWarpRow(k, k.arg(4), k.arg(5), [&](const RowContext &r) {
-           Value mean, rstd;
-           std::tie(mean, rstd) = rowStatistics(k, r, x, k.arg(6));
-           forRowColumns(k, r, [&](Value c) {
-             Value at = k.add(r.base, c);
-             Value xhat = k.mul(k.sub(k.load(x, at), mean), rstd);
-             k.store(k.add(k.mul(xhat, k.load(gamma, c)), k.load(beta, c)), y, at);
-           });
-         });
-       }});
+       layerNormForward});
   defs.back().storageParams = {0, 1}; // y, x
+  defs.back().elementsPerLoad = kElementwiseVector;
 
   // dx = rstd (g - mean(g) - xhat mean(g xhat)), g = dy gamma; stats = (mean, rstd)
   defs.push_back(
