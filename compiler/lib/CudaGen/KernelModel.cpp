@@ -6,11 +6,12 @@
 //     register file / the block's registers, shared memory / the block's);
 //   the grid fills min(blocks, SMs) SMs with min(resident, ceil(blocks /
 //     SMs)) blocks each;
-//   memory  = bytes / min(bandwidth, filled SMs x their warps x read streams
-//             x 128 B / latency)   (Little's law: what the warps keep in
-//             flight over how long a load takes; x 8 elements of each
-//             stream's type instead of 128 B a stream for the vectorised
-//             elementwise kernels);
+//   memory  = bytes / min(bandwidth, filled SMs x their warps x the bytes
+//             a warp keeps in flight / latency)   (Little's law: what the
+//             warps keep in flight over how long a load takes; a warp: 32
+//             lanes x 1 element of each read stream's type, 8 for the
+//             vectorised kernels: 128 B an f32 stream, 64 B a scalar bf16
+//             one);
 //   compute = FLOPs / (peak x filled SMs / SMs);
 //   then the attention kernels' measured rate or a serial chain, where one
 //   applies; the prediction is the largest term, at least the minimum.

@@ -195,16 +195,19 @@ std::vector<LaunchEstimate> opLaunches(Operation &op, const OpSteps &steps,
       e.bytes += bufferBytes(arg);
       if (arg.kind == LaunchArgKind::Operand || arg.kind == LaunchArgKind::Constant) {
         ++e.readStreams;
-        if (def->elementsPerLoad > 1)
-          e.bytesInFlightPerWarp += 32.0 * double(def->elementsPerLoad) * bytesOf(arg);
+        // 32 lanes x the elements each loads of the stream's type: a scalar
+        // bf16 stream 64 B, an f32 one 128 B, a vectorised bf16 one 512 B.
+        e.bytesInFlightPerWarp += 32.0 * double(def->elementsPerLoad) * bytesOf(arg);
       }
     }
     // A kernel group's launch reaches its op's own operands and results
     // through the table (the other members' bytes: estimateTrainingStep).
     for (const LaunchArg &arg : launch.groupArgs) {
       e.bytes += bufferBytes(arg);
-      if (arg.kind == LaunchArgKind::Operand)
+      if (arg.kind == LaunchArgKind::Operand) {
         ++e.readStreams;
+        e.bytesInFlightPerWarp += 32.0 * bytesOf(arg);
+      }
     }
     kernelBytes += e.bytes;
     launches.push_back(std::move(e));

@@ -84,6 +84,12 @@ TEST(LaunchModel, LittlesLaw) {
   vector.bytesInFlightPerWarp = 2 * 32 * 8 * 2;
   applyKernelModel(nullptr, vector, 1024, &few, h100);
   EXPECT_NEAR(vector.predictedSeconds, narrow.predictedSeconds / 4, 1e-6);
+  // A scalar kernel's warp keeps 32 lanes x 1 element of each stream's
+  // type: two bf16 streams 64 B each, half an f32 stream's 128 B.
+  LaunchEstimate scalarBf16 = elementwise(1, 128, 39.3e6);
+  scalarBf16.bytesInFlightPerWarp = 2 * 32 * 2;
+  applyKernelModel(nullptr, scalarBf16, 1024, &few, h100);
+  EXPECT_NEAR(scalarBf16.predictedSeconds, narrow.predictedSeconds * 2, 1e-6);
 
   // A wrong constant moves it: with a 10x latency the wide launch is no
   // longer at the bandwidth.

@@ -103,10 +103,12 @@ struct LaunchEstimate {
   // The model's terms (LaunchReport.h's header), in seconds, and the one
   // that sets predictedSeconds: "min", "memory", "compute", "chain", "gemm".
   int64_t readStreams = 0;     // operand buffers it reads (Little's law)
-  // The bytes one warp keeps in flight over all its read streams when its
-  // kernel loads more than one element per stream before using them (the
-  // vectorised elementwise kernels: 32 lanes x 8 elements of each stream's
-  // type); 0: readStreams x GpuMachineModel::bytesInFlightPerWarpStream.
+  // The bytes one warp keeps in flight over all its read streams: 32 lanes
+  // x the elements a lane loads per stream before using them (1; 8 for the
+  // vectorised kernels, KernelDef::elementsPerLoad) x the stream's element
+  // size (a scalar bf16 stream 64 B, an f32 one 128 B); 0 (the optimizer's
+  // and augmentation's launches): readStreams x
+  // GpuMachineModel::bytesInFlightPerWarpStream.
   double bytesInFlightPerWarp = 0;
   std::vector<int64_t> integers; // its i64 arguments at the batch, in order
   int registers = 0;           // from ptxas -v; 0: not known
