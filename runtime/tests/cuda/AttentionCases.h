@@ -33,6 +33,7 @@
 // of the largest |want|), within the same bounds.
 #pragma once
 
+#include "Bf16Bits.h"
 #include "stringrt/cuda/CudaBackend.h"
 #include "stringrt/ops/FusedOps.h"
 #include "stringrt/reference/LayerKernels.h"
@@ -68,21 +69,6 @@ public:
   uint64_t output(size_t n) { return put(std::vector<float>(n, NAN)); }
   uint64_t outputBf16(size_t n) { return putBf16(std::vector<float>(n, NAN)); }
 };
-
-// The bf16 nearest to `x` (ties to even; NaN -> 0x7fc0), as the kernels round.
-inline uint16_t toBf16(float x) {
-  if (std::isnan(x))
-    return 0x7fc0;
-  uint32_t bits;
-  std::memcpy(&bits, &x, 4);
-  return uint16_t((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
-}
-inline float fromBf16(uint16_t h) {
-  uint32_t bits = uint32_t(h) << 16;
-  float x;
-  std::memcpy(&x, &bits, 4);
-  return x;
-}
 
 enum class Mask { None, Causal, Skip };
 

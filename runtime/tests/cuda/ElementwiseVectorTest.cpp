@@ -12,6 +12,7 @@
 // relu_grad (one rounding of one f32 operation), within 2e-6 (f32) or one
 // bf16 rounding for scale and the GELUs (libdevice against the host's libm).
 #include "GpuKernelSession.h"
+#include "Bf16Bits.h"
 
 #include "stringrt/reference/LayerKernels.h"
 
@@ -29,19 +30,6 @@ namespace {
 using KA = KernelArg;
 using ref::TensorRef;
 
-uint16_t toBf16(float x) { // as KernelBuilder::bf16Bits: ties to even, NaN -> 0x7fc0
-  if (std::isnan(x))
-    return 0x7fc0;
-  uint32_t bits;
-  std::memcpy(&bits, &x, 4);
-  return uint16_t((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
-}
-float fromBf16(uint16_t h) {
-  uint32_t bits = uint32_t(h) << 16;
-  float x;
-  std::memcpy(&x, &bits, 4);
-  return x;
-}
 float fromBits(uint32_t bits) {
   float x;
   std::memcpy(&x, &bits, 4);

@@ -13,6 +13,7 @@
 // as precise as the compute type allows, so a GPU checks the bound only.
 #include "stringrt/Error.h"
 #include "stringrt/cuda/CudaBackend.h"
+#include "Bf16Bits.h"
 
 #include <gtest/gtest.h>
 
@@ -316,17 +317,6 @@ TEST_F(GpuGemmPrecision, AddendIsReadInThePlaceOfC) {
 // or bf16, with and without the bias epilogue (of C's type). bf16 values
 // are exact in f32, so against a host GEMM of the same bf16 values the
 // error is the f32 sum's, plus one rounding of a bf16 C (2^-9 relative).
-uint16_t toBf16(float x) {
-  uint32_t bits;
-  std::memcpy(&bits, &x, 4);
-  return uint16_t((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
-}
-float fromBf16(uint16_t h) {
-  uint32_t bits = uint32_t(h) << 16;
-  float x;
-  std::memcpy(&x, &bits, 4);
-  return x;
-}
 
 TEST_F(GpuGemmPrecision, Bf16StorageGemmsMatchTheHost) {
   const int M = 24, N = 40, K = 33;

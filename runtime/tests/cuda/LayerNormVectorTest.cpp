@@ -12,6 +12,7 @@
 // outside the rows is written; and y is the reference's within 1e-4 (f32)
 // or one bf16 rounding more (bf16).
 #include "GpuKernelSession.h"
+#include "Bf16Bits.h"
 
 #include "stringrt/reference/LayerKernels.h"
 
@@ -28,19 +29,6 @@ namespace {
 
 using KA = KernelArg;
 
-uint16_t toBf16(float x) { // as KernelBuilder::bf16Bits: ties to even, NaN -> 0x7fc0
-  if (std::isnan(x))
-    return 0x7fc0;
-  uint32_t bits;
-  std::memcpy(&bits, &x, 4);
-  return uint16_t((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
-}
-float fromBf16(uint16_t h) {
-  uint32_t bits = uint32_t(h) << 16;
-  float x;
-  std::memcpy(&x, &bits, 4);
-  return x;
-}
 
 constexpr uint32_t kSentinel = 0x7fa5a5a5u; // a NaN no kernel writes (bf16: 0x7fa5)
 constexpr int64_t kPad = 8;                 // sentinel elements on either side
