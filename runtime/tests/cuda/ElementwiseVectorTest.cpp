@@ -13,6 +13,7 @@
 // bf16 rounding for scale and the GELUs (libdevice against the host's libm).
 #include "GpuKernelSession.h"
 #include "Bf16Bits.h"
+#include "SentinelBuffers.h"
 
 #include "stringrt/reference/LayerKernels.h"
 
@@ -46,7 +47,6 @@ struct Case {
 };
 
 constexpr float kFactor = 0.3f, kBias = -1.25f;
-constexpr uint32_t kSentinel = 0x7fa5a5a5u; // a NaN no kernel writes (bf16: 0x7fa5)
 
 std::vector<Case> cases() {
   auto binary = [](void (*op)(TensorRef<const float>, TensorRef<const float>, TensorRef<float>)) {
@@ -118,18 +118,8 @@ protected:
     size_t outOffset = 0;
     for (size_t p = 0; p < bf16.size(); ++p) {
       const int64_t bytes = bf16[p] ? 2 : 4;
-      std::vector<uint8_t> raw(size_t((n + 2 * pad) * bytes));
-      for (int64_t i = 0; i < n + 2 * pad; ++i) {
-        uint32_t bits = kSentinel;
-        if (p > 0 && i >= pad + shift[p] && i < pad + shift[p] + n)
-          std::memcpy(&bits, &inputs[p - 1][size_t(i - pad - shift[p])], 4);
-        if (bf16[p]) {
-          uint16_t h = uint16_t(bits >> 16);
-          std::memcpy(&raw[size_t(2 * i)], &h, 2);
-        } else {
-          std::memcpy(&raw[size_t(4 * i)], &bits, 4);
-        }
-      }
+      std::vector<uint8_t> raw = sentinelPadded(p > 0 ? inputs[p - 1] : std::vector<float>(), n,
+                                                bf16[p], pad + shift[p], n + 2 * pad);
       // The buffer starts on a 256-byte boundary, its element 0 pad + shift
       // elements in (shift 0: 16 or 32 bytes, 16-byte aligned).
       uint64_t base = putBytes(raw);
@@ -148,17 +138,8 @@ protected:
     const int64_t bytes = bf16[0] ? 2 : 4, first = pad + shift[0];
     std::vector<uint32_t> out;
     std::vector<uint8_t> raw = arena->downloadVector<uint8_t>(outOffset, size_t((n + 2 * pad) * bytes));
-    auto word = [&](int64_t i) {
-      if (bytes == 2) {
-        uint16_t h;
-        std::memcpy(&h, &raw[size_t(2 * i)], 2);
-        return uint32_t(h) << 16;
-      }
-      uint32_t w;
-      std::memcpy(&w, &raw[size_t(4 * i)], 4);
-      return w;
-    };
-    const uint32_t sentinel = bytes == 2 ? (kSentinel & 0xffff0000u) : kSentinel;
+    auto word = [&](int64_t i) { return storedBits(raw, bf16[0], i); };
+    const uint32_t sentinel = sentinelBits(bf16[0]);
     for (int64_t i = first - pad; i < first; ++i)
       EXPECT_EQ(word(i), sentinel) << kernel << " n=" << n << ": written before element 0";
     for (int64_t i = first + n; i < first + n + pad - shift[0]; ++i)

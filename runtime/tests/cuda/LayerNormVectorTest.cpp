@@ -13,6 +13,7 @@
 // or one bf16 rounding more (bf16).
 #include "GpuKernelSession.h"
 #include "Bf16Bits.h"
+#include "SentinelBuffers.h"
 
 #include "stringrt/reference/LayerKernels.h"
 
@@ -30,7 +31,6 @@ namespace {
 using KA = KernelArg;
 
 
-constexpr uint32_t kSentinel = 0x7fa5a5a5u; // a NaN no kernel writes (bf16: 0x7fa5)
 constexpr int64_t kPad = 8;                 // sentinel elements on either side
 
 class GpuLayerNormVector : public ::testing::Test, protected GpuKernelSession {
@@ -47,19 +47,7 @@ protected:
   uint64_t place(const std::vector<float> &values, int64_t n, bool bf16, int64_t shift,
                  size_t &offset) {
     const int64_t bytes = bf16 ? 2 : 4;
-    std::vector<uint8_t> raw(size_t((n + 2 * kPad + shift) * bytes));
-    for (int64_t i = 0; i < n + 2 * kPad + shift; ++i) {
-      uint32_t bits = kSentinel;
-      int64_t at = i - kPad - shift;
-      if (!values.empty() && at >= 0 && at < n)
-        std::memcpy(&bits, &values[size_t(at)], 4);
-      if (bf16) {
-        uint16_t h = uint16_t(bits >> 16);
-        std::memcpy(&raw[size_t(2 * i)], &h, 2);
-      } else {
-        std::memcpy(&raw[size_t(4 * i)], &bits, 4);
-      }
-    }
+    std::vector<uint8_t> raw = sentinelPadded(values, n, bf16, kPad + shift, n + 2 * kPad + shift);
     uint64_t base = putBytes(raw);
     offset = offsets.at(base);
     return base + uint64_t((kPad + shift) * bytes);
@@ -82,17 +70,8 @@ protected:
     device->synchronize("test");
     std::vector<uint8_t> raw =
         arena->downloadVector<uint8_t>(yOffset, size_t((n + 2 * kPad + shift[0]) * bytes));
-    auto word = [&](int64_t i) {
-      if (bytes == 2) {
-        uint16_t h;
-        std::memcpy(&h, &raw[size_t(2 * i)], 2);
-        return uint32_t(h) << 16;
-      }
-      uint32_t w;
-      std::memcpy(&w, &raw[size_t(4 * i)], 4);
-      return w;
-    };
-    const uint32_t sentinel = bytes == 2 ? (kSentinel & 0xffff0000u) : kSentinel;
+    auto word = [&](int64_t i) { return storedBits(raw, bf16, i); };
+    const uint32_t sentinel = sentinelBits(bf16);
     const int64_t first = kPad + shift[0];
     std::string what = kernel + " D=" + std::to_string(d);
     for (int64_t i = 0; i < first; ++i)
