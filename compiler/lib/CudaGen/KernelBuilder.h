@@ -148,6 +148,11 @@ struct KernelDef {
   /// them (Little's law in the launch report, LaunchReport.cpp): 1, or
   /// kElementwiseVector for the vectorised elementwise kernels.
   int64_t elementsPerLoad = 1;
+  /// A gather that reads one operand element per result element it writes
+  /// (pe_select_token: one token's row of [B, T, D]): the launch report
+  /// charges each operand stream at most the result's element count, not
+  /// the operand's whole buffer.
+  bool readsResultSized = false;
 };
 
 /// The elements a thread of a vectorised elementwise kernel

@@ -192,7 +192,11 @@ std::vector<LaunchEstimate> opLaunches(Operation &op, const OpSteps &steps,
       if (llvm::is_contained(seenBuffers, key))
         continue;
       seenBuffers.push_back(key);
-      e.bytes += bufferBytes(arg);
+      double bytes = bufferBytes(arg);
+      if (def->readsResultSized && arg.kind == LaunchArgKind::Operand)
+        bytes = std::min(bytes, bytesOf(arg) * double(pe::elementsAtBatch(
+                                                    op.getResult(0).getType(), batch)));
+      e.bytes += bytes;
       if (arg.kind == LaunchArgKind::Operand || arg.kind == LaunchArgKind::Constant) {
         ++e.readStreams;
         // 32 lanes x the elements each loads of the stream's type: a scalar

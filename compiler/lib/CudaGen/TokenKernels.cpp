@@ -206,6 +206,7 @@ void appendTokenOpKernels(std::vector<KernelDef> &defs) {
                       k.store(k.load(k.arg(1), at), k.arg(0), i);
                     });
                   }});
+  defs.back().readsResultSized = true; // x: one row of T per sample
   // dx[b, t, :] = t == index ? dy[b, :] : 0
   defs.push_back({makeSpec("pe_select_token_grad", pe::SelectTokenGradOp::getOperationName(),
                            {{"dx", P},
