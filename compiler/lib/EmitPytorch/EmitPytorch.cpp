@@ -25,6 +25,7 @@ namespace stringc {
 namespace {
 
 using pytorch::pythonLiteral;
+using stringrt::OpCode;
 
 struct Instance;
 
@@ -313,12 +314,12 @@ std::string Emitter::valueNoun(int value) const {
   if (v.inputIndex >= 0)
     return variableName(graph_.inputs[v.inputIndex].name, "_input");
   const GraphOp &op = graph_.ops[v.opIndex];
-  if (op.name == "pe.get_param") {
+  if (op.code == OpCode::GetParam) {
     const std::string *full = std::get_if<std::string>(op.attr("param"));
     std::string name = full ? *full : "param";
     return variableName(name.substr(name.rfind('.') + 1), "_param");
   }
-  if (op.result.hasBatch() && op.name != "pe.cross_entropy")
+  if (op.result.hasBatch() && op.code != OpCode::CrossEntropy)
     return "hidden";
   return pytorch::resultNoun(op);
 }
@@ -347,7 +348,7 @@ bool Emitter::emitItems(const Instance &instance, const BlockClass *cls,
       continue;
     }
     const GraphOp &op = graph_.ops[item.op];
-    if (op.name == "pe.get_param") {
+    if (op.code == OpCode::GetParam) {
       exprs[op.resultId] = "self." + localParam(instance, op);
       continue;
     }
@@ -417,7 +418,7 @@ std::string Emitter::moduleListOf(const Instance &instance, const BlockClass *cl
 std::string Emitter::parameterLines(const Instance &instance) const {
   std::string lines;
   for (const Item &item : instance.items) {
-    if (item.child || graph_.ops[item.op].name != "pe.get_param")
+    if (item.child || graph_.ops[item.op].code != OpCode::GetParam)
       continue;
     const GraphOp &op = graph_.ops[item.op];
     const std::string *full = std::get_if<std::string>(op.attr("param"));

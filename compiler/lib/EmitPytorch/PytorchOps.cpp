@@ -15,6 +15,8 @@
 
 namespace stringc::pytorch {
 
+using stringrt::OpCode;
+
 namespace {
 
 // pe_ops.py, embedded at build time (CMakeLists.txt).
@@ -74,25 +76,40 @@ std::string call(const std::string &name, const std::vector<std::string> &operan
   return text + ")";
 }
 
-const std::map<std::string, std::string> &nouns() {
-  static const std::map<std::string, std::string> table = {
-      {"pe.linear", "projected"},        {"pe.layer_norm", "normed"},
-      {"pe.gelu", "activated"},          {"pe.relu", "activated"},
-      {"pe.add", "summed"},              {"pe.sub", "difference"},
-      {"pe.mul", "product"},             {"pe.scale", "scaled"},
-      {"pe.mean", "mean"},               {"pe.patch_embed", "patches"},
-      {"pe.token_embed", "embedded"},    {"pe.class_token", "tokens"},
-      {"pe.select_token", "selected"},   {"pe.cross_entropy", "cross_entropy_loss"},
-      {"pe.seq_positions", "positions"}, {"pe.grid_positions", "positions"},
-      {"pe.rope_freqs", "freqs"},        {"pe.rope", "rotated"},
-      {"pe.householder", "reflected"},   {"pe.skew", "skew_matrix"},
-      {"pe.sparse_skew", "skew_matrix"}, {"pe.cayley", "rotated"},
-      {"pe.relative_positions", "offsets"}, {"pe.generator_exp", "rotations"},
-      {"pe.apply_rotation", "rotated"},  {"pe.commutator_norm", "commutator"},
-      {"pe.spd_gate", "gated"},          {"pe.sinusoidal", "sinusoids"},
-      {"pe.attention", "attended"},      {"pe.dropout", "dropped"},
-  };
-  return table;
+const char *noun(OpCode code) {
+  switch (code) {
+  case OpCode::Linear: return "projected";
+  case OpCode::LayerNorm: return "normed";
+  case OpCode::Gelu:
+  case OpCode::Relu: return "activated";
+  case OpCode::Add: return "summed";
+  case OpCode::Sub: return "difference";
+  case OpCode::Mul: return "product";
+  case OpCode::Scale: return "scaled";
+  case OpCode::Mean: return "mean";
+  case OpCode::PatchEmbed: return "patches";
+  case OpCode::TokenEmbed: return "embedded";
+  case OpCode::ClassToken: return "tokens";
+  case OpCode::SelectToken: return "selected";
+  case OpCode::CrossEntropy: return "cross_entropy_loss";
+  case OpCode::SeqPositions:
+  case OpCode::GridPositions: return "positions";
+  case OpCode::RopeFreqs: return "freqs";
+  case OpCode::Rope:
+  case OpCode::Cayley:
+  case OpCode::ApplyRotation: return "rotated";
+  case OpCode::Householder: return "reflected";
+  case OpCode::Skew:
+  case OpCode::SparseSkew: return "skew_matrix";
+  case OpCode::RelativePositions: return "offsets";
+  case OpCode::GeneratorExp: return "rotations";
+  case OpCode::CommutatorNorm: return "commutator";
+  case OpCode::SpdGate: return "gated";
+  case OpCode::Sinusoidal: return "sinusoids";
+  case OpCode::Attention: return "attended";
+  case OpCode::Dropout: return "dropped";
+  default: return nullptr;
+  }
 }
 
 } // namespace
@@ -115,14 +132,13 @@ std::string pythonLiteral(const AttrValue &value) {
 }
 
 bool needsDtype(const GraphOp &op) {
-  return op.name == "pe.seq_positions" || op.name == "pe.grid_positions" ||
-         op.name == "pe.rope_freqs" || op.name == "pe.sinusoidal";
+  return op.code == OpCode::SeqPositions || op.code == OpCode::GridPositions ||
+         op.code == OpCode::RopeFreqs || op.code == OpCode::Sinusoidal;
 }
 
 std::string resultNoun(const GraphOp &op) {
-  auto it = nouns().find(op.name);
-  if (it != nouns().end())
-    return it->second;
+  if (const char *word = noun(op.code))
+    return word;
   return op.name.substr(op.name.find('.') + 1) + "_out";
 }
 
@@ -130,48 +146,49 @@ std::optional<std::string> renderOp(const GraphOp &op, const std::vector<std::st
                                     const AttrText &attr, const std::string &dtype,
                                     std::set<std::string> &helpers, std::string &error) {
   const std::string &name = op.name;
+  const OpCode code = op.code;
   const size_t n = x.size();
-  if (name == "pe.linear" && (n == 2 || n == 3))
+  if (code == OpCode::Linear && (n == 2 || n == 3))
     return x[0] + " @ " + x[1] + (n == 3 ? " + " + x[2] : "");
-  if (name == "pe.add" && n == 2)
+  if (code == OpCode::Add && n == 2)
     return x[0] + " + " + x[1];
-  if (name == "pe.sub" && n == 2)
+  if (code == OpCode::Sub && n == 2)
     return x[0] + " - " + x[1];
-  if (name == "pe.mul" && n == 2)
+  if (code == OpCode::Mul && n == 2)
     return x[0] + " * " + x[1];
-  if (name == "pe.scale" && n == 1) {
+  if (code == OpCode::Scale && n == 1) {
     std::string text = attr("factor").value_or("1.0") + " * " + x[0];
     std::optional<std::string> bias = attr("bias");
     if (bias && *bias != "0.0")
       text += " + " + *bias;
     return text;
   }
-  if (name == "pe.layer_norm" && n == 3) {
+  if (code == OpCode::LayerNorm && n == 3) {
     const std::vector<int64_t> &dims = op.result.dims;
     return "F.layer_norm(" + x[0] + ", (" + std::to_string(dims.back()) + ",), " + x[1] + ", " +
            x[2] + ", eps=" + attr("epsilon").value_or("1e-05") + ")";
   }
-  if (name == "pe.gelu" && n == 1)
+  if (code == OpCode::Gelu && n == 1)
     return "F.gelu(" + x[0] + (attr("approximate").value_or("False") == "True"
                                    ? ", approximate=\"tanh\")"
                                    : ")");
-  if (name == "pe.relu" && n == 1)
+  if (code == OpCode::Relu && n == 1)
     return "torch.relu(" + x[0] + ")";
-  if (name == "pe.mean" && n == 1) {
+  if (code == OpCode::Mean && n == 1) {
     std::optional<std::string> axis = attr("axis");
     return x[0] + (axis ? ".mean(dim=" + *axis + ")" : ".mean()");
   }
-  if (name == "pe.token_embed" && n == 2)
+  if (code == OpCode::TokenEmbed && n == 2)
     return x[1] + "[" + x[0] + ".long()]";
-  if (name == "pe.select_token" && n == 1)
+  if (code == OpCode::SelectToken && n == 1)
     return x[0] + "[:, " + attr("index").value_or("0") + "]";
-  if (name == "pe.patch_embed" && (n == 2 || n == 3)) {
+  if (code == OpCode::PatchEmbed && (n == 2 || n == 3)) {
     std::vector<std::string> operands = x;
     if (n == 2)
       operands.push_back("None");
     return call("patch_embed", operands, {"patch"}, attr, helpers);
   }
-  if (name == "pe.dropout" && n == 1) {
+  if (code == OpCode::Dropout && n == 1) {
     // Only while training, as the runtime (its forward program has none),
     // with its masks for the key the model's set_step_key gives.
     helpers.insert("dropout");
@@ -181,7 +198,7 @@ std::optional<std::string> renderOp(const GraphOp &op, const std::vector<std::st
       text += ", per_sample=True";
     return text + ", key=self.step_key) if self.training else " + x[0];
   }
-  if (name == "pe.attention" && (n == 3 || n == 4)) {
+  if (code == OpCode::Attention && (n == 3 || n == 4)) {
     std::string text = call("attention", {x[0], x[1], x[2]}, {"heads", "scale", "mask", "skip_base"},
                             attr, helpers);
     if (n == 4)
@@ -190,25 +207,25 @@ std::optional<std::string> renderOp(const GraphOp &op, const std::vector<std::st
   }
   // Ops that are a pe_ops.py function of the same name: its operands, then
   // these attributes.
-  static const std::map<std::string, std::pair<size_t, std::vector<std::string>>> functions = {
-      {"pe.class_token", {2, {}}},
-      {"pe.cross_entropy", {2, {"smoothing"}}},
-      {"pe.seq_positions", {0, {"length", "special"}}},
-      {"pe.grid_positions", {0, {"rows", "cols", "special"}}},
-      {"pe.rope_freqs", {0, {"kind", "dim", "heads", "base"}}},
-      {"pe.sinusoidal", {0, {"length", "dim", "base"}}},
-      {"pe.relative_positions", {1, {}}},
-      {"pe.rope", {3, {}}},
-      {"pe.householder", {4, {}}},
-      {"pe.skew", {1, {"dim"}}},
-      {"pe.sparse_skew", {1, {"dim", "support"}}},
-      {"pe.cayley", {2, {}}},
-      {"pe.generator_exp", {2, {}}},
-      {"pe.apply_rotation", {2, {"heads"}}},
-      {"pe.commutator_norm", {1, {}}},
-      {"pe.spd_gate", {2, {}}},
+  static const std::map<OpCode, std::pair<size_t, std::vector<std::string>>> functions = {
+      {OpCode::ClassToken, {2, {}}},
+      {OpCode::CrossEntropy, {2, {"smoothing"}}},
+      {OpCode::SeqPositions, {0, {"length", "special"}}},
+      {OpCode::GridPositions, {0, {"rows", "cols", "special"}}},
+      {OpCode::RopeFreqs, {0, {"kind", "dim", "heads", "base"}}},
+      {OpCode::Sinusoidal, {0, {"length", "dim", "base"}}},
+      {OpCode::RelativePositions, {1, {}}},
+      {OpCode::Rope, {3, {}}},
+      {OpCode::Householder, {4, {}}},
+      {OpCode::Skew, {1, {"dim"}}},
+      {OpCode::SparseSkew, {1, {"dim", "support"}}},
+      {OpCode::Cayley, {2, {}}},
+      {OpCode::GeneratorExp, {2, {}}},
+      {OpCode::ApplyRotation, {2, {"heads"}}},
+      {OpCode::CommutatorNorm, {1, {}}},
+      {OpCode::SpdGate, {2, {}}},
   };
-  auto it = functions.find(name);
+  auto it = functions.find(code);
   if (it != functions.end() && it->second.first == n)
     return call(name.substr(3), x, it->second.second, attr, helpers,
                 needsDtype(op) ? dtype : "");
