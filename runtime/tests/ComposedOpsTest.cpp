@@ -7,6 +7,7 @@
 // keeps its own kernel, within an ulp); the fused op's contract runs
 // first; malformed rows are refused.
 #include "../src/ops/Compositions.h"
+#include "ErrorOf.h"
 
 #include "stringrt/Error.h"
 #include "stringrt/KernelSet.h"
@@ -29,6 +30,7 @@ namespace stringrt {
 namespace {
 
 using ref::AttentionMask;
+using test::errorOf;
 using TF = ref::Tensor<float>;
 using Shape = std::vector<int64_t>;
 
@@ -243,16 +245,6 @@ std::vector<TF> oracle(const OneOp &c) {
     ADD_FAILURE() << "no oracle for " << opName(c.code);
   }
   return out;
-}
-
-// The message of the Error `f` throws ("" when it throws none).
-template <typename F> std::string errorOf(F f) {
-  try {
-    f();
-  } catch (const Error &e) {
-    return e.what();
-  }
-  return "";
 }
 
 bool sameBits(const TF &a, const TF &b) {

@@ -3,6 +3,7 @@
 // kernel set, and the registrations it refuses.
 #include "../src/ops/Compositions.h"
 #include "../src/ops/OpLibrary.h"
+#include "ErrorOf.h"
 
 #include "stringrt/Error.h"
 
@@ -12,21 +13,12 @@
 #include <utility>
 
 using namespace stringrt;
+using stringrt::test::errorOf;
 
 namespace {
 
 void first(const detail::OpContext &) {}
 void second(const detail::OpContext &) {}
-
-// The message of the Error `f` throws ("" when it throws none).
-template <typename F> std::string errorOf(F f) {
-  try {
-    f();
-  } catch (const Error &e) {
-    return e.what();
-  }
-  return "";
-}
 
 } // namespace
 
