@@ -34,6 +34,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <random>
 
 namespace stringrt::test {
@@ -263,16 +264,30 @@ struct RandomBatch {
   }
 };
 
-TEST(GpuDeviceExecutor, VitRopeMatchesTheCpu) {
-  std::string why;
-  std::string path = existingPathFromEnv("STRINGRT_CUDA_VIT_PACKAGE", why);
-  if (path.empty())
-    GTEST_SKIP() << why << " (a package of examples/vit_rope.pe, stringc --target=cuda)";
-  REQUIRE_DEVICE();
-  Package package = Package::load(path);
-  ASSERT_NE(package.cuda(), nullptr) << path << " is not a cuda package";
-  CudaSection section = *package.cuda();
-  Model model(std::move(package));
+// The tests of vit_rope on the device: STRINGRT_CUDA_VIT_PACKAGE names a
+// package of examples/vit_rope.pe compiled with --target=cuda. Each test
+// starts with it loaded (`package`, its CUDA section in `section`), or is
+// skipped without it or without a device.
+class GpuDeviceExecutor : public ::testing::Test {
+protected:
+  void SetUp() override {
+    std::string why;
+    path = existingPathFromEnv("STRINGRT_CUDA_VIT_PACKAGE", why);
+    if (path.empty())
+      GTEST_SKIP() << why << " (a package of examples/vit_rope.pe, stringc --target=cuda)";
+    REQUIRE_DEVICE();
+    package.emplace(Package::load(path));
+    ASSERT_NE(package->cuda(), nullptr) << path << " is not a cuda package";
+    section = *package->cuda();
+  }
+
+  std::string path;
+  std::optional<Package> package;
+  CudaSection section;
+};
+
+TEST_F(GpuDeviceExecutor, VitRopeMatchesTheCpu) {
+  Model model(std::move(*package));
   model.initParameters();
   std::unique_ptr<cuda::DeviceModel> device;
   try {
@@ -337,15 +352,7 @@ TEST(GpuDeviceExecutor, VitRopeMatchesTheCpu) {
 // cuBLASLt runs (the emulator's) the walk runs them as BGRADA matmuls
 // (Gemm::chosenAlgorithms) and skips the sum_to; the gradients are the
 // CPU's within VitRopeMatchesTheCpu's tolerance.
-TEST(GpuDeviceExecutor, BiasGradientsAreTheWeightGemmsEpilogue) {
-  std::string why;
-  std::string path = existingPathFromEnv("STRINGRT_CUDA_VIT_PACKAGE", why);
-  if (path.empty())
-    GTEST_SKIP() << why << " (a package of examples/vit_rope.pe, stringc --target=cuda)";
-  REQUIRE_DEVICE();
-  Package package = Package::load(path);
-  ASSERT_NE(package.cuda(), nullptr) << path << " is not a cuda package";
-  CudaSection section = *package.cuda();
+TEST_F(GpuDeviceExecutor, BiasGradientsAreTheWeightGemmsEpilogue) {
   int64_t fused = 0;
   const CudaProgramSteps &steps = *section.stepsOf("gradients");
   for (size_t e = 0; e < steps.ops.size(); ++e)
@@ -353,13 +360,13 @@ TEST(GpuDeviceExecutor, BiasGradientsAreTheWeightGemmsEpilogue) {
       if (l.gemm && l.gemm->epilogue == CudaGemmEpilogue::BiasGrad) {
         ++fused;
         ASSERT_LT(e + 1, steps.ops.size());
-        EXPECT_EQ(package.manifest().gradients.ops[size_t(steps.ops[e].op)].op,
+        EXPECT_EQ(package->manifest().gradients.ops[size_t(steps.ops[e].op)].op,
                   "pe.linear_grad_weight");
-        EXPECT_EQ(package.manifest().gradients.ops[size_t(steps.ops[e + 1].op)].op,
+        EXPECT_EQ(package->manifest().gradients.ops[size_t(steps.ops[e + 1].op)].op,
                   "pe.sum_to");
       }
   EXPECT_EQ(fused, 13);
-  Model model(std::move(package));
+  Model model(std::move(*package));
   model.initParameters();
   cuda::DeviceModel device(model.manifest(), section, model.parameters());
   std::mt19937 rng(12);
@@ -391,17 +398,9 @@ TEST(GpuDeviceExecutor, BiasGradientsAreTheWeightGemmsEpilogue) {
 // op, the launch and the kernel.
 // Only under the emulator: on a GPU the fault poisons the context for the
 // rest of the process.
-TEST(GpuDeviceExecutor, AFaultingKernelIsNamedWhenEachLaunchIsWaitedFor) {
-  std::string why;
-  std::string path = existingPathFromEnv("STRINGRT_CUDA_VIT_PACKAGE", why);
-  if (path.empty())
-    GTEST_SKIP() << why << " (a package of examples/vit_rope.pe, stringc --target=cuda)";
-  REQUIRE_DEVICE();
+TEST_F(GpuDeviceExecutor, AFaultingKernelIsNamedWhenEachLaunchIsWaitedFor) {
   if (!emulatorCounters())
     GTEST_SKIP() << "faults a kernel: only under the host emulator (STRINGRT_CUDA_DRIVER)";
-  Package package = Package::load(path);
-  ASSERT_NE(package.cuda(), nullptr);
-  CudaSection section = *package.cuda();
   // The first elementwise launch of @gradients: its size, far too large.
   std::string kernel, op;
   size_t opIndex = 0, launchIndex = 0;
@@ -428,7 +427,7 @@ TEST(GpuDeviceExecutor, AFaultingKernelIsNamedWhenEachLaunchIsWaitedFor) {
     }
   }
   ASSERT_FALSE(kernel.empty()) << "no elementwise launch in @gradients";
-  Model model(std::move(package));
+  Model model(std::move(*package));
   model.initParameters();
   op = model.manifest().program("gradients").ops[opIndex].op;
   std::mt19937 rng(5);
