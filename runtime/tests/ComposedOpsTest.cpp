@@ -8,6 +8,7 @@
 // first; malformed rows are refused.
 #include "../src/ops/Compositions.h"
 #include "ErrorOf.h"
+#include "OpCall.h"
 
 #include "stringrt/Error.h"
 #include "stringrt/KernelSet.h"
@@ -54,46 +55,9 @@ TF ropeTable(int64_t T, int64_t P, uint32_t seed) {
   return table;
 }
 
-// One op on the given operands, its results of `shapes` (first filled with
-// NaN), run by `adapter`.
-struct OneOp {
-  OpCode code;
-  std::vector<TF> operands;
-  std::vector<Shape> results;
-  std::map<std::string, AttrValue> attrs;
-  std::string name;
-
-  std::vector<TF> run(detail::OpAdapter adapter) const {
-    ProgramOp op;
-    op.op = opName(code);
-    op.attrs = attrs;
-    std::vector<detail::ExecValue> values;
-    for (const TF &t : operands) {
-      op.operands.push_back(values.size());
-      detail::ExecValue v;
-      v.shape = t.shape;
-      v.f32 = t.values;
-      v.live = true;
-      values.push_back(std::move(v));
-    }
-    for (const Shape &shape : results) {
-      op.results.push_back(values.size());
-      detail::ExecValue v;
-      v.shape = shape;
-      v.f32.assign(static_cast<size_t>(ref::shapeNumel(shape)),
-                   std::numeric_limits<float>::quiet_NaN());
-      v.live = true;
-      values.push_back(std::move(v));
-    }
-    adapter(detail::OpContext(op, values));
-    std::vector<TF> out;
-    for (size_t k = 0; k < results.size(); ++k) {
-      const detail::ExecValue &v = values[operands.size() + k];
-      out.push_back(TF(v.shape, v.f32));
-    }
-    return out;
-  }
-};
+// One op on the given operands, its results (first filled with NaN), run by
+// an adapter.
+using OneOp = test::OpCall;
 
 // Every form of every composed op, with random inputs.
 std::vector<OneOp> cases() {

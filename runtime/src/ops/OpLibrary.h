@@ -9,8 +9,8 @@
 //   - its reference kernel (the oracle; double accumulation);
 //   - its fast kernel below it, where it has one (multi-threaded, float);
 //   - its executor adapters and one registration, registerOps<OpCode::Op>.
-// The kernels' declarations, for the tests and the other kernels that call
-// them, are the family's public header (stringrt/ops/<Family>Ops.h). A fused
+// Tests run an op through its registration (runtime/tests/OpCall.h); the
+// family's header (stringrt/ops/<Family>Ops.h) declares what others call. A fused
 // op that is a composition of library ops has no reference kernel of its
 // own: its composition is a row of Compositions.cpp, run by the generic
 // runComposition (Compositions.h), and its op file, if it has one, holds its

@@ -13,6 +13,7 @@
 // bf16 rounding for scale and the GELUs (libdevice against the host's libm).
 #include "GpuKernelSession.h"
 #include "Bf16Bits.h"
+#include "OpCall.h"
 #include "SentinelBuffers.h"
 
 #include "stringrt/reference/LayerKernels.h"
@@ -59,16 +60,23 @@ std::vector<Case> cases() {
       {"pe_add", 2, false, binary(ref::add<float>), 0},
       {"pe_sub", 2, false, binary(ref::sub<float>), 0},
       {"pe_mul", 2, false, binary(ref::mul<float>), 0},
+      // relu's kernels are its op file's own: run through its registration.
       {"pe_relu", 1, false,
        [](const auto &x, auto &y) {
          int64_t n = int64_t(y.size());
-         ref::relu<float>({x[0].data(), {n}}, {y.data(), {n}});
+         y = stringrt::test::OpCall{OpCode::Relu, {ref::Tensor<float>({n}, x[0])}, {{n}}}
+                 .reference()[0]
+                 .values;
        },
        0},
       {"pe_relu_grad", 2, false,
        [](const auto &x, auto &y) {
          int64_t n = int64_t(y.size());
-         ref::reluGrad<float>({x[0].data(), {n}}, {x[1].data(), {n}}, {y.data(), {n}});
+         y = stringrt::test::OpCall{OpCode::ReluGrad,
+                          {ref::Tensor<float>({n}, x[0]), ref::Tensor<float>({n}, x[1])},
+                          {{n}}}
+                 .reference()[0]
+                 .values;
        },
        0},
       {"pe_scale", 1, true,

@@ -1,6 +1,7 @@
-// Reference kernels linear, layer_norm, gelu, relu, dropout: forward on hand-computed
+// Reference kernels linear, layer_norm, gelu, dropout: forward on hand-computed
 // cases and identities, backward against central finite differences (double),
-// float vs double agreement of the forward kernels.
+// float vs double agreement of the forward kernels. (relu's tests run it
+// through its registration: runtime/tests/ops/layer/ReluTest.cpp.)
 #include "stringrt/reference/LayerKernels.h"
 
 #include "FiniteDifference.h"
@@ -124,7 +125,7 @@ TEST(LayerNormKernel, RejectsBadEpsilonAndShapes) {
   EXPECT_THROW(layerNorm(x.cref(), g3.cref(), b.cref(), 1e-5, y.ref()), stringrt::Error);
 }
 
-//===--- gelu / relu -------------------------------------------------------===//
+//===--- gelu -------------------------------------------------------------===//
 
 TEST(GeluKernel, KnownValuesOfBothForms) {
   TD x({4}, {0, 1, -0.5, 2});
@@ -153,33 +154,6 @@ TEST(GeluKernel, GradientMatchesFiniteDifferencesBothForms) {
     geluGrad(x.cref(), v.cref(), approximate, dx.ref());
     EXPECT_TRUE(fd::checkVJP(approximate ? "gelu tanh dx" : "gelu erf dx", forward, x, v, dx));
   }
-}
-
-TEST(ReluKernel, ValuesAndZeroGradientAtZero) {
-  TD x({4}, {-1, 0, 2, -0.0}), dy({4}, {5, 6, 7, 8});
-  TD y = TD::zeros({4}), dx = TD::zeros({4});
-  relu(x.cref(), y.ref());
-  EXPECT_EQ(y.values, (std::vector<double>{0, 0, 2, 0}));
-  reluGrad(x.cref(), dy.cref(), dx.ref());
-  EXPECT_EQ(dx.values, (std::vector<double>{0, 0, 7, 0}));
-  TD nan({1}, {std::nan("")}), ynan = TD::zeros({1});
-  relu(nan.cref(), ynan.ref());
-  EXPECT_TRUE(std::isnan(ynan.values[0]));
-}
-
-TEST(ReluKernel, GradientMatchesFiniteDifferences) {
-  TD x = fd::random({4, 5}, 31);
-  for (double &e : x.values) // keep clear of the kink at 0
-    e += e >= 0 ? 0.1 : -0.1;
-  TD v = fd::random({4, 5}, 32);
-  auto forward = [&] {
-    TD y = TD::zeros(x.shape);
-    relu(x.cref(), y.ref());
-    return y;
-  };
-  TD dx = TD::zeros(x.shape);
-  reluGrad(x.cref(), v.cref(), dx.ref());
-  EXPECT_TRUE(fd::checkVJP("relu dx", forward, x, v, dx));
 }
 
 //===--- dropout -----------------------------------------------------------===//
@@ -329,13 +303,6 @@ TEST(LayerKernelsFloat, ForwardAgreesWithDouble) {
       gelu(xT.cref(), approximate, y.ref());
       return y;
     }));
-  EXPECT_TRUE(fd::floatMatchesDouble("relu", [&](auto zero) {
-    using T = decltype(zero);
-    auto xT = fd::cast<T>(x);
-    auto y = Tensor<T>::zeros(x.shape);
-    relu(xT.cref(), y.ref());
-    return y;
-  }));
 }
 
 } // namespace

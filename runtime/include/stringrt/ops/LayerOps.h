@@ -10,6 +10,10 @@
 // overwritten, outputs never aliasing inputs. The fused linear_grad_input_acc
 // and layer_norm_grad_acc have fast kernels only: their reference kernel is
 // their composition of library ops (runtime/src/ops/Compositions.cpp).
+// An op's kernels are declared here only while a test or another op's
+// kernel calls them by name: an op whose tests run it through its
+// registration (runtime/tests/OpCall.h), as a new op's do, keeps its kernels
+// in its op file alone (docs/architecture.md, "The op library").
 #pragma once
 
 #include "stringrt/DropoutMask.h"
@@ -100,17 +104,6 @@ template <typename T> void gelu(TensorRef<const T> x, bool approximate, TensorRe
 //   (1 + tanh u) / 2 + x / 2 (1 - tanh^2 u) k (1 + 3 c x^2)
 template <typename T>
 void geluGrad(TensorRef<const T> x, TensorRef<const T> dy, bool approximate, TensorRef<T> dx);
-
-//===----------------------------------------------------------------------===//
-// relu, relu_grad (ops/layer/Relu.cpp; no fast kernels)
-//===----------------------------------------------------------------------===//
-
-// y = max(x, 0)   (NaN propagates)
-template <typename T> void relu(TensorRef<const T> x, TensorRef<T> y);
-
-// dx = dy where x > 0, 0 elsewhere (x = 0 included)
-template <typename T>
-void reluGrad(TensorRef<const T> x, TensorRef<const T> dy, TensorRef<T> dx);
 
 //===----------------------------------------------------------------------===//
 // cross_entropy, cross_entropy_grad (ops/layer/CrossEntropy.cpp)

@@ -1,11 +1,12 @@
-// pe.relu and its gradient pe.relu_grad (PELayerOps.td): the shape
-// contract, the reference kernels (every kernel set runs them: there is no
-// fast variant, the generated kernels cover relu in `cpu` packages) and
-// the registration (ops/OpLibrary.h). The kernels' declarations are in
-// stringrt/ops/LayerOps.h.
+// pe.relu and its gradient pe.relu_grad (PELayerElementwiseOps.td): the
+// shape contract, the reference kernels (every kernel set runs them: there
+// is no fast variant, the generated kernels cover relu in `cpu` packages)
+// and the registration (ops/OpLibrary.h). The kernels are this file's own:
+// no header declares them; the tests run them through the registration
+// (runtime/tests/OpCall.h, runtime/tests/ops/layer/ReluTest.cpp).
 #include "../OpLibrary.h"
 
-#include "stringrt/ops/LayerOps.h"
+#include "stringrt/reference/Tensor.h"
 
 #include <cmath>
 
@@ -39,10 +40,11 @@ void reluGradContract(const TensorRef<const T> &x, const TensorRef<const T> &dy,
 // Reference kernels
 //===----------------------------------------------------------------------===//
 
-namespace stringrt::ref {
+namespace stringrt::ops {
+namespace {
 
 template <typename T> void relu(TensorRef<const T> x, TensorRef<T> y) {
-  ops::reluContract(x, y);
+  reluContract(x, y);
   const int64_t n = x.numel();
   for (int64_t i = 0; i < n; ++i) {
     const T v = x.data[i];
@@ -52,20 +54,14 @@ template <typename T> void relu(TensorRef<const T> x, TensorRef<T> y) {
 
 template <typename T>
 void reluGrad(TensorRef<const T> x, TensorRef<const T> dy, TensorRef<T> dx) {
-  ops::reluGradContract(x, dy, dx);
+  reluGradContract(x, dy, dx);
   const int64_t n = x.numel();
   for (int64_t i = 0; i < n; ++i)
     dx.data[i] = x.data[i] > T(0) ? dy.data[i] : T(0);
 }
 
-#define STRINGRT_INSTANTIATE(T)                                                                    \
-  template void relu<T>(TensorRef<const T>, TensorRef<T>);                                         \
-  template void reluGrad<T>(TensorRef<const T>, TensorRef<const T>, TensorRef<T>);
-STRINGRT_INSTANTIATE(float)
-STRINGRT_INSTANTIATE(double)
-#undef STRINGRT_INSTANTIATE
-
-} // namespace stringrt::ref
+} // namespace
+} // namespace stringrt::ops
 
 //===----------------------------------------------------------------------===//
 // Executor adapters and registration
@@ -74,10 +70,10 @@ STRINGRT_INSTANTIATE(double)
 namespace stringrt::ops {
 namespace {
 
-void runRelu(const OpContext &c) { ref::relu<float>(c.in(0), c.out(0)); }
+void runRelu(const OpContext &c) { relu<float>(c.in(0), c.out(0)); }
 void checkRelu(const OpContext &c) { reluContract<float>(c.in(0), c.out(0)); }
 
-void runReluGrad(const OpContext &c) { ref::reluGrad<float>(c.in(0), c.in(1), c.out(0)); }
+void runReluGrad(const OpContext &c) { reluGrad<float>(c.in(0), c.in(1), c.out(0)); }
 void checkReluGrad(const OpContext &c) { reluGradContract<float>(c.in(0), c.in(1), c.out(0)); }
 
 } // namespace
