@@ -1,4 +1,4 @@
-// pe.add (PELayerOps.td, a PE_BinaryOp: y = lhs + rhs with trailing-suffix
+// pe.add (PELayerElementwiseOps.td, a PE_BinaryOp: y = lhs + rhs with trailing-suffix
 // broadcast; no gradient op of its own: dy goes to both operands, through
 // pe.sum_to to a broadcast one): the reference and fast kernels on
 // BinaryOp.h's contract and loops, and the registration (ops/OpLibrary.h).

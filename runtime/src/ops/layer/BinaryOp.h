@@ -1,5 +1,5 @@
 // What pe.add, pe.sub and pe.mul share, as the dialect's PE_BinaryOp class
-// (PELayerOps.td) gives them one definition: the shape contract of
+// (PELayerElementwiseOps.td) gives them one definition: the shape contract of
 // trailing-suffix broadcasting and the loops of their reference and fast
 // kernels, each op file (Add.cpp, Sub.cpp, Mul.cpp) passing its arithmetic.
 // Private to the op library.

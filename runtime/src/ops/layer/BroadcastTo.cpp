@@ -1,4 +1,4 @@
-// pe.broadcast_to (PELayerOps.td: x repeated over new leading dims, the
+// pe.broadcast_to (PELayerElementwiseOps.td: x repeated over new leading dims, the
 // adjoint of pe.sum_to, made by pe-autodiff and not differentiated itself):
 // the shape contract, the reference kernel (every kernel set runs it: there
 // is no fast variant) and the registration (ops/OpLibrary.h). The kernel's

@@ -1,4 +1,4 @@
-// pe.dropout (PELayerOps.td: dropout, or with per_sample drop-path, of x
+// pe.dropout (PELayerElementwiseOps.td: dropout, or with per_sample drop-path, of x
 // [B, ...] with the mask of the step key and the op's stream,
 // stringrt/DropoutMask.h; its own VJP: the same op on dy, whose mask is the
 // forward's): the shape contract, the reference and fast kernels and the

@@ -1,4 +1,4 @@
-// pe.expand_axis (PELayerOps.td: x repeated along a new dim, the adjoint of
+// pe.expand_axis (PELayerElementwiseOps.td: x repeated along a new dim, the adjoint of
 // a sum over it, made by pe-autodiff and not differentiated itself): the
 // shape contract, the reference kernel (every kernel set runs it: there is
 // no fast variant; pe.mean_grad's reference kernel calls it) and the

@@ -1,4 +1,4 @@
-// pe.gelu and its gradient pe.gelu_grad (PELayerOps.td), erf form or, with
+// pe.gelu and its gradient pe.gelu_grad (PELayerElementwiseOps.td), erf form or, with
 // `approximate`, tanh form: the shape contract, the reference kernels, the
 // fast kernels and the registration (ops/OpLibrary.h). The kernels'
 // declarations are in stringrt/ops/LayerOps.h; stringc's generated kernels

@@ -1,4 +1,4 @@
-// pe.mean and its gradient pe.mean_grad (PELayerOps.td: the mean over one
+// pe.mean and its gradient pe.mean_grad (PELayerElementwiseOps.td: the mean over one
 // axis or over every element; mean_grad repeats dy along that axis, or over
 // every element, divided by the count known at run time): the shape
 // contract, the reference kernels (every kernel set runs them: there is no

@@ -1,4 +1,4 @@
-// pe.mul (PELayerOps.td, a PE_BinaryOp: y = lhs * rhs with trailing-suffix
+// pe.mul (PELayerElementwiseOps.td, a PE_BinaryOp: y = lhs * rhs with trailing-suffix
 // broadcast; no gradient op of its own: its VJP is pe.mul's dy rhs and
 // dy lhs, through pe.sum_to to a broadcast operand): the reference and fast
 // kernels on BinaryOp.h's contract and loops, and the registration

@@ -1,4 +1,4 @@
-// pe.scale (PELayerOps.td: y = factor x + bias, elementwise; no gradient op
+// pe.scale (PELayerElementwiseOps.td: y = factor x + bias, elementwise; no gradient op
 // of its own: its VJP is pe.scale of dy by the factor, without bias): the
 // shape contract, the reference and fast kernels and the registration
 // (ops/OpLibrary.h). The kernels' declarations are in

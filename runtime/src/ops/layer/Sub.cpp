@@ -1,4 +1,4 @@
-// pe.sub (PELayerOps.td, a PE_BinaryOp: y = lhs - rhs with trailing-suffix
+// pe.sub (PELayerElementwiseOps.td, a PE_BinaryOp: y = lhs - rhs with trailing-suffix
 // broadcast; no gradient op of its own: its VJP is dy and -dy (pe.scale),
 // through pe.sum_to to a broadcast operand): the reference and fast kernels
 // on BinaryOp.h's contract and loops, and the registration (ops/OpLibrary.h).

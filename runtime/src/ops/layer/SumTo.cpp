@@ -1,4 +1,4 @@
-// pe.sum_to (PELayerOps.td: the sum over the leading dims down to a
+// pe.sum_to (PELayerElementwiseOps.td: the sum over the leading dims down to a
 // trailing suffix of x's shape, the adjoint of a broadcast, made by
 // pe-autodiff and not differentiated itself): the shape contract, the reference and fast kernels
 // and the registration (ops/OpLibrary.h). The kernels' declarations are in stringrt/ops/LayerOps.h;
