@@ -2,8 +2,9 @@
 // threads of this process, talking through an in-process Communicator: N
 // ranks take one process's --accumulate N steps bit for bit (losses, the
 // parameters on every rank, the evaluations), with dropout, uneven shares and
-// SGD or AdamW, the optimizer state replicated or sharded (ZeRO-1: also the
-// checkpoints, resuming on other ranks, the state each rank holds); a silent
+// SGD or AdamW, the optimizer state replicated or sharded (ZeRO-1, and ZeRO-2
+// with the gradients sharded too: also the checkpoints, resuming on other
+// ranks and stages, the state and gradients each rank holds); a silent
 // rank is named after the timeout. The MPI transport
 // itself is tested under mpirun (tests/distributed/test_ranks.py).
 #include "stringrt/Augment.h"
@@ -297,48 +298,54 @@ Manifest clippedFrozenManifest(OptimizerKind kind) {
 }
 
 // ZeRO-1: each rank holds and updates its slice of the optimizer state;
-// still one process's --accumulate N bit for bit, and rank 0 gathers the
-// state into one process's checkpoint (the moments and the EMA: the bytes
-// of the file).
-TEST(DataParallelTest, ZeroOneTakesTheAccumulatedStepsBitForBit) {
+// ZeRO-2: and keeps only its slice of the summed gradients (each step checks
+// what it holds); still one process's --accumulate N bit for bit, and rank 0
+// gathers the state into one process's checkpoint (the moments and the EMA:
+// the bytes of the file).
+TEST(DataParallelTest, ZeroOneAndTwoTakeTheAccumulatedStepsBitForBit) {
   TempDir dir;
   const std::string data = writeImageData(dir);
   const std::string oneCkpt = dir.path().string() + "/one.ckpt";
   const std::string zeroCkpt = dir.path().string() + "/zero.ckpt";
-  DataParallelOptions zero;
-  zero.zeroStage = 1;
-  for (OptimizerKind kind : {OptimizerKind::AdamW, OptimizerKind::Sgd})
-    for (bool features : {false, true}) {
-      const Manifest manifest = features ? clippedFrozenManifest(kind) : imageManifest(kind);
-      for (int ranks : {1, 2, 3, 7}) {
-        SCOPED_TRACE(testing::Message()
-                     << ranks << " ranks, " << (kind == OptimizerKind::AdamW ? "adamw" : "sgd")
-                     << (features ? ", clipped, warmup-cosine, b frozen" : ""));
-        RankRun want = oneProcess(manifest, data, zeroOptions(oneCkpt), ranks);
-        RankRun got = onRanks(manifest, data, zeroOptions(zeroCkpt), ranks, zero);
-        EXPECT_EQ(got.record.losses, want.record.losses);
-        EXPECT_EQ(got.record.lrs, want.record.lrs);
-        EXPECT_EQ(got.record.norms, want.record.norms);
-        EXPECT_EQ(got.record.evals, want.record.evals); // the EMA's too
-        for (int r = 0; r < ranks; ++r)
-          EXPECT_EQ(got.params[size_t(r)], want.params[0]) << "rank " << r;
-        EXPECT_EQ(test::readFile(zeroCkpt), test::readFile(oneCkpt));
-        if (features) // the clipping took effect at every step
-          for (double norm : got.record.norms)
-            EXPECT_GT(norm, 0.01);
+  for (int stage : {1, 2}) {
+    for (OptimizerKind kind : {OptimizerKind::AdamW, OptimizerKind::Sgd})
+      for (bool features : {false, true}) {
+        DataParallelOptions zero;
+        zero.zeroStage = stage;
+        const Manifest manifest = features ? clippedFrozenManifest(kind) : imageManifest(kind);
+        for (int ranks : {1, 2, 3, 7}) {
+          SCOPED_TRACE(testing::Message()
+                       << "ZeRO-" << stage << ", " << ranks << " ranks, "
+                       << (kind == OptimizerKind::AdamW ? "adamw" : "sgd")
+                       << (features ? ", clipped, warmup-cosine, b frozen" : ""));
+          RankRun want = oneProcess(manifest, data, zeroOptions(oneCkpt), ranks);
+          RankRun got = onRanks(manifest, data, zeroOptions(zeroCkpt), ranks, zero);
+          EXPECT_EQ(got.record.losses, want.record.losses);
+          EXPECT_EQ(got.record.lrs, want.record.lrs);
+          EXPECT_EQ(got.record.norms, want.record.norms);
+          EXPECT_EQ(got.record.evals, want.record.evals); // the EMA's too
+          for (int r = 0; r < ranks; ++r)
+            EXPECT_EQ(got.params[size_t(r)], want.params[0]) << "rank " << r;
+          EXPECT_EQ(test::readFile(zeroCkpt), test::readFile(oneCkpt));
+          if (features) // the clipping took effect at every step
+            for (double norm : got.record.norms)
+              EXPECT_GT(norm, 0.01);
+        }
       }
-    }
+  }
 }
 
-// A ZeRO-1 checkpoint is one process's: it resumes on another N, without
-// ZeRO and as one process; a replicated one resumes with ZeRO.
-TEST(DataParallelTest, ZeroOneResumesWithAnyRanks) {
+// A ZeRO-1 or ZeRO-2 checkpoint is one process's: it resumes on another N,
+// without ZeRO, with the other stage and as one process; a replicated one
+// resumes with ZeRO.
+TEST(DataParallelTest, ZeroOneAndTwoResumeWithAnyRanks) {
   TempDir dir;
   const std::string data = writeImageData(dir);
   const std::string base = dir.path().string();
   const Manifest manifest = imageManifest(OptimizerKind::AdamW);
-  DataParallelOptions zero, replicated;
+  DataParallelOptions zero, zero2, replicated;
   zero.zeroStage = 1;
+  zero2.zeroStage = 2;
   TrainOptions first = zeroOptions(base + "/one.ckpt");
   first.stopAfter = 3;
   // One process: 3 steps with --accumulate 2, the rest with 3.
@@ -352,7 +359,12 @@ TEST(DataParallelTest, ZeroOneResumesWithAnyRanks) {
   };
   for (const Case &c : {Case{"zero then zero", zero, zero},
                         Case{"zero then replicated", zero, replicated},
-                        Case{"replicated then zero", replicated, zero}}) {
+                        Case{"replicated then zero", replicated, zero},
+                        Case{"zero2 then zero2", zero2, zero2},
+                        Case{"zero2 then replicated", zero2, replicated},
+                        Case{"replicated then zero2", replicated, zero2},
+                        Case{"zero then zero2", zero, zero2},
+                        Case{"zero2 then zero", zero2, zero}}) {
     SCOPED_TRACE(c.name);
     const std::string ckpt = base + "/" + c.name + ".ckpt";
     TrainOptions o = zeroOptions(ckpt);
@@ -366,22 +378,27 @@ TEST(DataParallelTest, ZeroOneResumesWithAnyRanks) {
     EXPECT_EQ(got.params[0], want.params[0]);
     EXPECT_EQ(test::readFile(ckpt), test::readFile(base + "/one.ckpt"));
   }
-  // And one process resumes a ZeRO-1 checkpoint: 2 ranks' 3 steps, then
-  // --accumulate 3.
-  const std::string ckpt = base + "/zero then one.ckpt";
-  TrainOptions o = zeroOptions(ckpt);
-  o.stopAfter = 3;
-  onRanks(manifest, data, o, 2, zero);
-  o = zeroOptions(ckpt);
-  o.resumePath = ckpt;
-  EXPECT_EQ(oneProcess(manifest, data, o, 3).record.losses, want.record.losses);
-  EXPECT_EQ(test::readFile(ckpt), test::readFile(base + "/one.ckpt"));
+  // And one process resumes a ZeRO-1 or ZeRO-2 checkpoint: 2 ranks' 3
+  // steps, then --accumulate 3.
+  for (const DataParallelOptions &before : {zero, zero2}) {
+    SCOPED_TRACE(testing::Message() << "ZeRO-" << before.zeroStage << " then one process");
+    const std::string ckpt = base + "/zero then one.ckpt";
+    TrainOptions o = zeroOptions(ckpt);
+    o.stopAfter = 3;
+    onRanks(manifest, data, o, 2, before);
+    o = zeroOptions(ckpt);
+    o.resumePath = ckpt;
+    EXPECT_EQ(oneProcess(manifest, data, o, 3).record.losses, want.record.losses);
+    EXPECT_EQ(test::readFile(ckpt), test::readFile(base + "/one.ckpt"));
+  }
 }
 
 // What each rank holds of the optimizer state: its slice of every state
 // buffer (15 parameters; AdamW m, v and the EMA: 3 floats each, 180 bytes;
-// SGD u and the EMA: 120), or the whole with the state replicated.
-TEST(DataParallelTest, ZeroOneReportsTheStateEachRankHolds) {
+// SGD u and the EMA: 120), or the whole with the state replicated; with
+// ZeRO-2 also of the gradients after the sum (its slice: 60 bytes whole),
+// which every step of the run checks it holds.
+TEST(DataParallelTest, ZeroReportsWhatEachRankHolds) {
   TempDir dir;
   const std::string data = writeImageData(dir);
   TrainOptions o;
@@ -399,17 +416,36 @@ TEST(DataParallelTest, ZeroOneReportsTheStateEachRankHolds) {
   RankRun three = onRanks(imageManifest(OptimizerKind::Sgd), data, o, 3, zero);
   EXPECT_EQ(three.memory[1].rankBytes, (std::vector<size_t>{40, 40, 40}));
   EXPECT_EQ(three.memory[1].wholeBytes, 120u);
+  for (const OptimizerStateMemory &m : two.memory) { // ZeRO-1: the gradients whole
+    EXPECT_TRUE(m.gradientRankBytes.empty());
+    EXPECT_EQ(m.gradientWholeBytes, 0u);
+  }
   RankRun replicated = onRanks(imageManifest(OptimizerKind::AdamW), data, o, 2);
   EXPECT_EQ(replicated.memory[0].rankBytes, (std::vector<size_t>{180, 180}));
+  EXPECT_TRUE(replicated.memory[0].gradientRankBytes.empty());
+
+  DataParallelOptions zero2;
+  zero2.zeroStage = 2;
+  RankRun twoStage2 = onRanks(imageManifest(OptimizerKind::AdamW), data, o, 2, zero2);
+  for (const OptimizerStateMemory &m : twoStage2.memory) {
+    EXPECT_EQ(m.rankBytes, (std::vector<size_t>{84, 96}));
+    EXPECT_EQ(m.gradientRankBytes, (std::vector<size_t>{28, 32}));
+    EXPECT_EQ(m.gradientWholeBytes, 60u);
+    EXPECT_EQ(m.largestGradientRankBytes(), 32u);
+  }
+  o.accumulate = 2; // (a micro-batch's gradient freed too)
+  RankRun inParts = onRanks(imageManifest(OptimizerKind::Sgd), data, o, 3, zero2);
+  EXPECT_EQ(inParts.memory[2].gradientRankBytes, (std::vector<size_t>{20, 20, 20}));
 
   Mailboxes boxes(2);
   Model model(imageManifest(OptimizerKind::Sgd));
   ThreadCommunicator comm(boxes, 0, std::chrono::seconds(1));
-  DataParallelOptions two2;
-  two2.zeroStage = 2;
-  EXPECT_TRUE(test::failsWith([&] { makeDataParallelBackend(model, comm, two2); }, "",
-                              {"ZeRO stage 2: only stage 1 (the optimizer state sharded) is "
-                               "built"}));
+  DataParallelOptions zero3;
+  zero3.zeroStage = 3;
+  EXPECT_TRUE(test::failsWith([&] { makeDataParallelBackend(model, comm, zero3); }, "",
+                              {"ZeRO stage 3: stages 1 (the optimizer state sharded) and 2 "
+                               "(and the gradients) are built; stage 3 (the parameters) is "
+                               "not"}));
 }
 
 // Each rank assembles and augments only its rows (TrainBackend::batchRows),
@@ -512,7 +548,7 @@ double relativeDifference(const std::vector<float> &a, const std::vector<float> 
 // the shares' sum as without: one process's --accumulate R A within float
 // rounding (the A pieces are summed on the rank, then weighted by the
 // share's size; one process weights each piece by its size and sums all R A
-// in order), replicated or sharded (ZeRO-1), every rank with the same
+// in order), replicated or sharded (ZeRO-1, ZeRO-2), every rank with the same
 // parameters, and a second run the first bit for bit.
 TEST(DataParallelTest, RanksInMicroBatchesTakeTheAccumulatedStepsWithinRounding) {
   TempDir dir;
@@ -524,7 +560,7 @@ TEST(DataParallelTest, RanksInMicroBatchesTakeTheAccumulatedStepsWithinRounding)
   constexpr double kTolerance = 1e-5;
   const Manifest manifest = imageManifest(OptimizerKind::AdamW);
   for (auto [ranks, parts] : {std::pair{2, 2}, std::pair{2, 3}, std::pair{3, 2}})
-    for (int zero : {0, 1}) {
+    for (int zero : {0, 1, 2}) {
       SCOPED_TRACE(testing::Message() << ranks << " ranks x " << parts << ", zero " << zero);
       TrainOptions mine = o;
       mine.accumulate = parts;

@@ -20,10 +20,16 @@ MODE
              state of its slice only): one process's rows and checkpoint,
              bit for bit, and rank 0's line of the state each rank holds
              equals what the model's parameter count and optimizer give.
-  zero_resume  ZeRO-1 ranks stopped and resumed on another N, with and
-             without --zero, and replicated ranks resumed with --zero, as
-             one process with --accumulate (2 then 3), bit for bit; and on
-             the same N as the ranks unbroken.
+  zero2 N    the same with `--zero 2` (ZeRO-2: the gradients sharded too,
+             each rank keeping its slice of the summed gradient only): one
+             process's rows and checkpoint, bit for bit; rank 0's lines of
+             the state and of the gradients each rank holds equal what the
+             model's parameter count and optimizer give (each rank checks
+             it holds that much after every step's sum).
+  zero_resume  ZeRO-1 and ZeRO-2 ranks stopped and resumed on another N,
+             with and without --zero, with the other stage, and replicated
+             ranks resumed with --zero, as one process with --accumulate (2
+             then 3), bit for bit; and on the same N as the ranks unbroken.
   killed     rank 1 of 3 killed with SIGKILL mid-run: the run stops within a
              bounded time, non-zero, naming rank 1; the last checkpoint loads.
   hung       rank 1 of 3 stopped with SIGSTOP: the other ranks stop after
@@ -68,7 +74,8 @@ def main():
         return SKIP
     if probe.returncode != 0:
         sys.exit(f"mpirun -np 2 stringrun failed:\n{probe.stdout}\n{probe.stderr}")
-    return {"equal": equal, "accumulate": accumulate, "resume": resume, "zero": zero, "zero_resume": zero_resume,
+    return {"equal": equal, "accumulate": accumulate, "resume": resume, "zero": zero,
+            "zero2": zero2, "zero_resume": zero_resume,
             "killed": killed, "hung": hung}[mode](t, ranks)
 
 
@@ -253,12 +260,61 @@ def zero(t, n):
     return 0
 
 
+def param_count(ckpt):
+    """The parameters (elements) of the checkpoint's model: its tensors but
+    the optimizer state's."""
+    with open(ckpt, "rb") as f:
+        header = json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))
+    total = 0
+    for name, tensor in header.items():
+        if name == "__metadata__" or name.startswith(("adam.m.", "adam.v.", "sgd.u.", "ema.")):
+            continue
+        numel = 1
+        for d in tensor["shape"]:
+            numel *= d
+        total += numel
+    return total
+
+
+def zero2(t, n):
+    extra = ["--steps", "6", "--seed", "3"]
+    t.one("one", extra + ["--accumulate", str(n)])
+    out = t.ranks(n, "ranks", extra + ["--zero", "2"]).stdout
+    if f"data-parallel on {n} ranks" not in out or "trained 6 steps" not in out:
+        sys.exit(f"unexpected output of the ranks:\n{out}")
+    rows = same("one", "ranks", t)
+    state = re.search(r"zero-2: optimizer state per rank ([0-9.]+) MiB of ([0-9.]+) MiB "
+                      r"\((\d+) of (\d+) bytes, the largest of (\d+) slices\)", out)
+    grads = re.search(r"zero-2: gradients per rank after the sum ([0-9.]+) MiB of ([0-9.]+) MiB "
+                      r"\((\d+) of (\d+) bytes, the largest of (\d+) slices; replicated ranks "
+                      r"hold the whole\)", out)
+    if not state or not grads or out.count("zero-2:") != 2 or "zero-1:" in out:
+        sys.exit(f"rank 0 did not print the state and the gradients each rank holds once:\n{out}")
+    rank, whole = state_bytes(t.path("one.ckpt"), n)
+    if (int(state[3]), int(state[4]), int(state[5])) != (rank, whole, n):
+        sys.exit(f"the state per rank is reported as {state[0]}; the model's parameters and "
+                 f"optimizer give {rank} of {whole} bytes on {n} ranks")
+    total = param_count(t.path("one.ckpt"))
+    slice_bytes = 4 * max(total * (k + 1) // n - total * k // n for k in range(n))
+    if (int(grads[3]), int(grads[4]), int(grads[5])) != (slice_bytes, 4 * total, n) or \
+            grads[1] != f"{slice_bytes / 2**20:.2f}" or grads[2] != f"{4 * total / 2**20:.2f}":
+        sys.exit(f"the gradients per rank are reported as {grads[0]}; the model's {total} "
+                 f"parameters give {slice_bytes} of {4 * total} bytes on {n} ranks")
+    t.ranks(n, "again", extra + ["--zero", "2"])
+    same("ranks", "again", t)
+    print(f"ok: {n} ranks with --zero 2 log --accumulate {n}'s {rows - 1} rows and write its "
+          f"checkpoint bit for bit; each holds at most {rank} of {whole} bytes of state and "
+          f"{slice_bytes} of {4 * total} bytes of gradients; a second run is identical")
+    return 0
+
+
 def zero_resume(t, _):
     extra = ["--steps", "8", "--seed", "5"]
     t.one("one", extra + ["--accumulate", "2", "--stop-after", "3"])
     t.one("one", extra + ["--accumulate", "3", "--resume", t.path("one.ckpt")])
-    cases = [("zz", ["--zero", "1"], ["--zero", "1"]), ("zr", ["--zero", "1"], []),
-             ("rz", [], ["--zero", "1"])]
+    z1, z2 = ["--zero", "1"], ["--zero", "2"]
+    cases = [("zz", z1, z1), ("zr", z1, []), ("rz", [], z1), ("z2z2", z2, z2), ("z2r", z2, []),
+             ("rz2", [], z2), ("zz2", z1, z2), ("z2z", z2, z1)]
     for name, before, after in cases:
         t.ranks(2, name, extra + before + ["--stop-after", "3"])
         t.ranks(3, name, extra + after + ["--resume", t.path(name + ".ckpt")])
@@ -269,8 +325,13 @@ def zero_resume(t, _):
     t.ranks(2, "broken", extra + zero1 + ["--stop-after", "5"])
     t.ranks(2, "broken", extra + zero1 + ["--resume", t.path("broken.ckpt")])
     same("unbroken", "broken", t, train_only=True)
+    t.ranks(2, "unbroken2", extra + z2)
+    t.ranks(2, "broken2", extra + z2 + ["--stop-after", "5"])
+    t.ranks(2, "broken2", extra + z2 + ["--resume", t.path("broken2.ckpt")])
+    same("unbroken2", "broken2", t, train_only=True)
     print("ok: resumed on 3 ranks after 2 as one process with --accumulate 2 then 3, ZeRO-1 "
-          "before, after or both; 2 ZeRO-1 ranks resumed as 2 unbroken; bit for bit")
+          "or ZeRO-2 before, after or both (and one stage then the other); 2 ZeRO-1 and 2 "
+          "ZeRO-2 ranks resumed as 2 unbroken; bit for bit")
     return 0
 
 

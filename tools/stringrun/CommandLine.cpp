@@ -178,12 +178,12 @@ int zeroStage(const Args &args) {
     return 0;
   if (*stage == "1")
     return 1;
-  if (*stage == "2" || *stage == "3")
-    throw UsageError{fmt::format("option '--zero {}': ZeRO stages 2 and 3 (the gradients, the "
-                                 "parameters sharded) are not built; --zero 1 shards the "
-                                 "optimizer state",
-                                 *stage)};
-  throw UsageError{fmt::format("option '--zero' needs 0 or 1, got '{}'", *stage)};
+  if (*stage == "2")
+    return 2;
+  if (*stage == "3")
+    throw UsageError{"option '--zero 3': ZeRO stage 3 (the parameters sharded) is not built; "
+                     "--zero 1 shards the optimizer state, --zero 2 the gradients too"};
+  throw UsageError{fmt::format("option '--zero' needs 0, 1 or 2, got '{}'", *stage)};
 }
 
 std::optional<stringrt::KernelSet> kernelSet(const Args &args) {

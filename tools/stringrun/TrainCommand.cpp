@@ -33,9 +33,9 @@ int runTrain(const Args &args, stringrt::Model &model, Printer &printer,
   parallel.zeroStage = zeroStage(args);
   if (parallel.zeroStage > 0 && !ranks)
     throw stringrt::Error(fmt::format(
-        "--zero {} shards the optimizer state across the ranks of a data-parallel run "
+        "--zero {} shards the optimizer state{} across the ranks of a data-parallel run "
         "(mpirun -np N stringrun train ...; docs/distributed.md); this is one process",
-        parallel.zeroStage));
+        parallel.zeroStage, parallel.zeroStage == 2 ? " and the gradients" : ""));
   stringrt::DataSet data =
       stringrt::loadModelData(model, value(args, "--data").value_or(""));
   std::unique_ptr<stringrt::DataParallelBackend> onRanks;
@@ -65,18 +65,26 @@ int runTrain(const Args &args, stringrt::Model &model, Printer &printer,
     if (lead && sharded && parallel.zeroStage > 0) {
       const stringrt::OptimizerStateMemory memory = sharded->optimizerStateMemory();
       constexpr double kMiB = 1024.0 * 1024.0;
-      std::printf("zero-1: optimizer state per rank %.2f MiB of %.2f MiB (%zu of %zu bytes, "
+      const int stage = parallel.zeroStage; // (each line names the run's stage)
+      std::printf("zero-%d: optimizer state per rank %.2f MiB of %.2f MiB (%zu of %zu bytes, "
                   "the largest of %d slices)\n",
-                  static_cast<double>(memory.largestRankBytes()) / kMiB,
+                  stage, static_cast<double>(memory.largestRankBytes()) / kMiB,
                   static_cast<double>(memory.wholeBytes) / kMiB, memory.largestRankBytes(),
                   memory.wholeBytes, ranks->size());
       if (memory.masterWholeBytes > 0)
-        std::printf("zero-1: f32 master weights per rank %.2f MiB of %.2f MiB (%zu of %zu "
+        std::printf("zero-%d: f32 master weights per rank %.2f MiB of %.2f MiB (%zu of %zu "
                     "bytes, the largest of %d slices, with the parameters kernels read in f32 "
                     "whole and their all-gather's room; the bf16 copy whole)\n",
-                    static_cast<double>(memory.largestMasterRankBytes()) / kMiB,
+                    stage, static_cast<double>(memory.largestMasterRankBytes()) / kMiB,
                     static_cast<double>(memory.masterWholeBytes) / kMiB,
                     memory.largestMasterRankBytes(), memory.masterWholeBytes, ranks->size());
+      if (memory.gradientWholeBytes > 0)
+        std::printf("zero-%d: gradients per rank after the sum %.2f MiB of %.2f MiB (%zu of %zu "
+                    "bytes, the largest of %d slices; replicated ranks hold the whole)\n",
+                    stage, static_cast<double>(memory.largestGradientRankBytes()) / kMiB,
+                    static_cast<double>(memory.gradientWholeBytes) / kMiB,
+                    memory.largestGradientRankBytes(), memory.gradientWholeBytes,
+                    ranks->size());
     }
   }
   stringrt::TrainResult result =

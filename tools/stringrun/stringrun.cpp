@@ -104,6 +104,11 @@ options:
                      parameters all-gathered; in a bf16 package the f32
                      master weights and the EMA of the slice too, and the
                      bf16 copy all-gathered
+  --zero 2           train under mpirun on CPU ranks: ZeRO stage 2, stage 1
+                     and the gradients sharded: once summed, each rank keeps
+                     the summed gradient of its slice only (1/N of the
+                     gradients between steps); the same bits as without
+                     (not built for --device cuda)
   --stop-after N     train: stop after global step N (the run and its
                      schedule are unchanged; --resume continues it)
   --seed S           train, gradients: the seed of the data order and of the
@@ -236,6 +241,10 @@ int run(int argc, char **argv) {
     kernelSet(args);
     if (args.values.count("--epochs") && args.values.count("--steps"))
       throw UsageError{"give --epochs or --steps, not both"};
+    if (zeroStage(args) == 2 && value(args, "--device") == std::optional<std::string>("cuda"))
+      throw UsageError{"option '--zero 2' with --device cuda: ZeRO-2 (the gradients sharded) is "
+                       "built for CPU ranks only; --zero 1 shards the optimizer state on GPU "
+                       "ranks (docs/distributed.md)"};
   } catch (const UsageError &e) {
     std::fprintf(stderr, "stringrun: error: %s\n%s", e.message.c_str(),
                  "run 'stringrun --help' for usage\n");

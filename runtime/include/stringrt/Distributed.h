@@ -4,8 +4,8 @@
 // that share's mean gradient, and the ranks combine the shares' gradients and
 // losses in the accumulation's fixed order (rank order), so the result is
 // bit for bit the one-process --accumulate N step; then every rank takes the
-// same optimizer step (replicated), or each rank its slice of it (ZeRO-1,
-// DataParallelOptions). The transport is a Communicator: MPI's
+// same optimizer step (replicated), or each rank its slice of it (ZeRO-1 and
+// ZeRO-2, DataParallelOptions). The transport is a Communicator: MPI's
 // (stringrt/MpiCommunicator.h, where the runtime is built with MPI) or any
 // other that moves bytes between ranks.
 #pragma once
@@ -84,20 +84,32 @@ struct DataParallelOptions {
   // its updated slice of the parameters to every rank. The same bits as 0.
   // The parameters themselves (f32, which the CPU step computes in) stay
   // whole on every rank: its forward and backward need them.
+  // 2 (ZeRO stage 2): stage 1, and the gradients sharded: once the shares'
+  // gradients are summed (each owner its slice, in rank order), each rank
+  // keeps only the summed gradient of its slice and frees every
+  // gradient-sized buffer (its share's gradient, the messages), so the
+  // gradient memory that outlives the sum is 1/N (the backward of the next
+  // step writes the whole share's gradient again). The same bits as 0.
   int zeroStage = 0;
 };
 
 // The bytes of optimizer state each rank holds (4 per element of each
 // state buffer), and the whole state's; and where a backend shards the f32
 // master weights too (GPU ranks, a bf16 package), the bytes of them each
-// rank holds and the whole weights' (empty and 0: whole on every rank).
+// rank holds and the whole weights' (empty and 0: whole on every rank);
+// and with ZeRO-2 the bytes of gradients each rank holds between steps
+// (its slice of the summed gradient) and the whole gradient's (what a
+// replicated rank's summed gradient takes; empty and 0 without ZeRO-2).
 struct OptimizerStateMemory {
   std::vector<size_t> rankBytes; // per rank
   size_t wholeBytes = 0;
   std::vector<size_t> masterRankBytes; // per rank
   size_t masterWholeBytes = 0;
+  std::vector<size_t> gradientRankBytes; // per rank
+  size_t gradientWholeBytes = 0;
   size_t largestRankBytes() const;
   size_t largestMasterRankBytes() const;
+  size_t largestGradientRankBytes() const;
 };
 
 // The CPU trainer on the ranks of `comm`: give it to train() on every rank.
@@ -106,15 +118,16 @@ struct OptimizerStateMemory {
 // The evaluation is shared out: each rank evaluates a run of consecutive
 // test batches and every rank sums all batches' parts in batch order, so
 // every rank gets evaluate()'s result bit for bit. Only rank 0 writes the
-// checkpoints (the one-process format; with ZeRO-1 it gathers the state
-// first). Refuses --accumulate (the ranks already split each batch), a
-// batch smaller than the ranks and a ZeRO stage other than 0 and 1.
+// checkpoints (the one-process format; with ZeRO-1 and 2 it gathers the
+// state first). Refuses a batch smaller than the ranks (times
+// --accumulate) and a ZeRO stage other than 0, 1 and 2.
 class DataParallelBackend : public TrainBackend {
 public:
   // What each rank's backend holds of the optimizer state of `model`: from
   // its manifest's optimizer and parameter count, so known before start(),
   // which checks that this rank holds that. (Replicated, train() holds a
-  // second copy; with ZeRO-1 it holds none.)
+  // second copy; with ZeRO-1 it holds none.) With ZeRO-2 also the gradients
+  // each rank holds between steps, which every step checks.
   virtual OptimizerStateMemory optimizerStateMemory() const = 0;
 };
 std::unique_ptr<DataParallelBackend> makeDataParallelBackend(Model &model, Communicator &comm,

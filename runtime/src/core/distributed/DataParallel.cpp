@@ -24,6 +24,13 @@
 // along the ranks (ZeroShards.h); then every owner sends its updated slice
 // to every rank: the same bytes as round 2, and one process's step.
 //
+// With ZeRO-2 (zeroStage 2) the step is ZeRO-1's, and once the owner has
+// summed its slice every gradient-sized buffer is freed (the share's
+// gradient, round 1's messages): between steps a rank holds the summed
+// gradient of its slice alone, 1/N of the gradient (the next backward
+// writes its share's whole gradient again; the CPU's gradients program
+// gives it in one piece). The bits are ZeRO-1's.
+//
 // The evaluation is shared out the same way: rank r evaluates the r-th run of
 // consecutive test batches, and every rank sums every batch's part in batch
 // order (combineEvalParts), as evaluate() does.
@@ -72,6 +79,11 @@ size_t OptimizerStateMemory::largestMasterRankBytes() const {
              ? 0
              : *std::max_element(masterRankBytes.begin(), masterRankBytes.end());
 }
+size_t OptimizerStateMemory::largestGradientRankBytes() const {
+  return gradientRankBytes.empty()
+             ? 0
+             : *std::max_element(gradientRankBytes.begin(), gradientRankBytes.end());
+}
 
 namespace {
 
@@ -79,11 +91,11 @@ class RankBackend : public DataParallelBackend {
 public:
   RankBackend(Model &model, Communicator &comm, const DataParallelOptions &options)
       : model_(model), comm_(comm), ranks_(comm.size()), me_(comm.rank()),
-        zero_(options.zeroStage == 1),
+        zero_(options.zeroStage >= 1), shardGradients_(options.zeroStage == 2),
         sliceBegin_(detail::rankSlices(model.parameters().size(), ranks_)) {
-    if (options.zeroStage != 0 && options.zeroStage != 1)
-      throw Error(fmt::format("ZeRO stage {}: only stage 1 (the optimizer state sharded) is "
-                              "built; stages 2 and 3 (gradients, parameters) are not",
+    if (options.zeroStage < 0 || options.zeroStage > 2)
+      throw Error(fmt::format("ZeRO stage {}: stages 1 (the optimizer state sharded) and 2 "
+                              "(and the gradients) are built; stage 3 (the parameters) is not",
                               options.zeroStage));
   }
 
@@ -99,6 +111,11 @@ public:
     for (int k = 0; k < ranks_; ++k)
       memory.rankBytes.push_back(zero_ ? buffers * sliceSize(k) * sizeof(float)
                                        : memory.wholeBytes);
+    if (shardGradients_) { // ZeRO-2: the summed gradient of the slice
+      memory.gradientWholeBytes = model_.parameters().size() * sizeof(float);
+      for (int k = 0; k < ranks_; ++k)
+        memory.gradientRankBytes.push_back(sliceSize(k) * sizeof(float));
+    }
     return memory;
   }
 
@@ -164,6 +181,8 @@ public:
     next(); // the trainer assembles the next batch after the step on the CPU
     const std::string step = fmt::format("step {}", key.step + 1);
     reduceScatter(rows, loss, step);
+    if (shardGradients_)
+      keepOnlyTheSlice(step);
     info_ = {};
     if (!zero_) {
       allGatherGradients(step);
@@ -275,6 +294,32 @@ private:
     loss_ = static_cast<float>(loss);
   }
 
+  // ZeRO-2: frees every gradient-sized buffer but the summed slice (sum_),
+  // and checks that what this rank holds of gradients is what it reports.
+  void keepOnlyTheSlice(const std::string &step) {
+    std::vector<float>().swap(shareGrads_);
+    std::vector<float>().swap(microGrads_);
+    std::vector<float>().swap(inbox_);
+    std::vector<std::vector<float>>().swap(outbox_);
+    if (sum_.capacity() != sum_.size()) // (the slice is the same size every step)
+      std::vector<float>(sum_).swap(sum_);
+    const size_t held = heldGradientBytes();
+    const size_t reported = optimizerStateMemory().gradientRankBytes[static_cast<size_t>(me_)];
+    if (held != reported)
+      throw Error(fmt::format("{}: rank {} holds {} bytes of gradients after the sum, not the "
+                              "{} it reports (ZeRO-2)",
+                              step, me_, held, reported));
+  }
+
+  // The bytes of every gradient-sized buffer this rank holds.
+  size_t heldGradientBytes() const {
+    size_t floats = shareGrads_.capacity() + microGrads_.capacity() + inbox_.capacity() +
+                    sum_.capacity();
+    for (const std::vector<float> &message : outbox_)
+      floats += message.capacity();
+    return floats * sizeof(float);
+  }
+
   // The whole batch's gradient on every rank, in shareGrads_ (which round 1
   // has consumed, so one gradient-sized buffer serves both): round 2, every
   // rank every owner's sum.
@@ -326,7 +371,8 @@ private:
   Model &model_;
   Communicator &comm_;
   int ranks_, me_;
-  bool zero_; // ZeRO-1: optimizer_ is this rank's shard
+  bool zero_;           // ZeRO-1 or 2: optimizer_ is this rank's shard
+  bool shardGradients_; // ZeRO-2: only sum_ outlives the sum (keepOnlyTheSlice)
   std::vector<size_t> sliceBegin_; // detail::rankSlices
   std::optional<Optimizer> optimizer_;
   // shareGrads_: this rank's share's gradient, then (replicated, after
