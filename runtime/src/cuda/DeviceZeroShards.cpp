@@ -56,6 +56,19 @@ void DeviceModel::Impl::shardState(int rank, int ranks) {
   const uint64_t padded = uint64_t(shard.padded) * 4, slice = uint64_t(shard.floats) * 4;
   // This rank's floats of the whole buffers: [shardBegin, inTotal).
   const int64_t inTotal = std::min<int64_t>(total, shardBegin + shard.floats);
+  // A new arena of shard.padded elements of `elementBytes` (2: bf16, 4:
+  // f32): zeros, then the first `total` elements of `from` (an all-gather
+  // writes every rank's slice, the padding included).
+  auto paddedCopy = [&](const Arena &from, uint64_t elementBytes, const char *what) {
+    const uint64_t bytes = uint64_t(shard.padded) * elementBytes;
+    std::unique_ptr<Arena> to = newArena(bytes);
+    zeroOnDevice(to->at(0, bytes), bytes / 4, what);
+    if (total > 0)
+      copyOnDevice(to->at(0, uint64_t(total) * elementBytes),
+                   from.at(0, uint64_t(total) * elementBytes), uint64_t(total) * elementBytes,
+                   what);
+    return to;
+  };
   auto copySlice = [&](const Arena &to, const Arena &from, const char *what) {
     zeroOnDevice(to.at(0, slice), uint64_t(shard.floats), what);
     if (shardBegin < inTotal)
@@ -82,11 +95,7 @@ void DeviceModel::Impl::shardState(int rank, int ranks) {
                      "packing the parameters read in f32");
     }
     f32Staging = newArena(uint64_t(ranks) * uint64_t(f32Params.rankFloats) * 4);
-    std::unique_ptr<Arena> bf16 = newArena(padded / 2);
-    zeroOnDevice(bf16->at(0, padded / 2), uint64_t(shard.padded) / 2, "padding the bf16 copy");
-    if (total > 0)
-      copyOnDevice(bf16->at(0, uint64_t(total) * 2), paramsBf16->at(0, uint64_t(total) * 2),
-                   uint64_t(total) * 2, "padding the bf16 copy");
+    std::unique_ptr<Arena> bf16 = paddedCopy(*paramsBf16, 2, "padding the bf16 copy");
     if (keepsEma()) { // (setState uploads it)
       std::unique_ptr<Arena> emaSlice = newArena(slice);
       copySlice(*emaSlice, *ema, "sharding the EMA of the weights");
@@ -99,11 +108,7 @@ void DeviceModel::Impl::shardState(int rank, int ranks) {
   } else {
     // The parameters, padded with zeros (the all-gather writes the padding
     // too: every rank's slice, whole).
-    std::unique_ptr<Arena> whole = newArena(padded);
-    zeroOnDevice(whole->at(0, padded), uint64_t(shard.padded), "padding the parameters");
-    if (total > 0)
-      copyOnDevice(whole->at(0, uint64_t(total) * 4), params->at(0, uint64_t(total) * 4),
-                   uint64_t(total) * 4, "padding the parameters");
+    std::unique_ptr<Arena> whole = paddedCopy(*params, 4, "padding the parameters");
     sync("padding the parameters");
     params = std::move(whole);
   }
