@@ -76,6 +76,19 @@ void DeviceModel::checkPackage(const Manifest &manifest, const CudaSection &sect
   }
 }
 
+namespace {
+
+// ZeRO-1 (zeroStage 1): the gradients and the optimizer state are allocated
+// when the ranks join (shardState); nothing may read them before.
+void requireJoined(const DeviceOptions &options, bool sharded, const char *what) {
+  if (options.zeroStage == 1 && !sharded)
+    throw Error(fmt::format("device executor: {} with ZeRO-1 (zeroStage 1) before joinRanks, "
+                            "which allocates this rank's slices",
+                            what));
+}
+
+} // namespace
+
 DeviceModel::DeviceModel(const Manifest &manifest, const CudaSection &section,
                          const std::vector<float> &parameters, DeviceOptions options)
     : impl_(std::make_unique<Impl>()) {
@@ -120,11 +133,17 @@ DeviceModel::DeviceModel(const Manifest &manifest, const CudaSection &section,
                                                   : GemmPrecision::Fp32;
   size_t bytes = size_t(std::max<int64_t>(m.total, 1)) * 4;
   m.params = std::make_unique<Arena>(m.device, bytes);
-  m.grads = std::make_unique<Arena>(m.device, bytes);
-  m.moment1 = std::make_unique<Arena>(m.device, bytes);
-  if (m.adamw())
-    m.moment2 = std::make_unique<Arena>(m.device, bytes);
-  if (m.keepsEma())
+  // ZeRO-1 (zeroStage 1): joinRanks (shardState) allocates the gradients,
+  // the moments of this rank's slice and, with sharded masters, the EMA's:
+  // whole ones here would make the start-up's peak the replicated one.
+  const bool sharded = options.zeroStage == 1;
+  if (!sharded) {
+    m.grads = std::make_unique<Arena>(m.device, bytes);
+    m.moment1 = std::make_unique<Arena>(m.device, bytes);
+    if (m.adamw())
+      m.moment2 = std::make_unique<Arena>(m.device, bytes);
+  }
+  if (m.keepsEma() && !(sharded && usesBf16Params(m.manifest, m.section)))
     m.ema = std::make_unique<Arena>(m.device, bytes);
   m.partials = std::make_unique<Arena>(m.device, size_t(kMaxPartials) * 4);
   m.workspace = std::make_unique<Arena>(m.device, kGemmWorkspace);
@@ -169,9 +188,10 @@ DeviceModel::DeviceModel(const Manifest &manifest, const CudaSection &section,
   std::vector<Arena *> zeroed = m.stateArenas();
   zeroed.push_back(m.grads.get());
   for (Arena *arena : zeroed)
-    driver::check(driver::require().memsetD32Async(CUdeviceptr(arena->at(0, arena->size())), 0,
-                                                   arena->size() / 4, m.stream),
-                  "zeroing the optimizer state", "cuMemsetD32Async");
+    if (arena) // (ZeRO-1's come with joinRanks)
+      driver::check(driver::require().memsetD32Async(CUdeviceptr(arena->at(0, arena->size())),
+                                                     0, arena->size() / 4, m.stream),
+                    "zeroing the optimizer state", "cuMemsetD32Async");
   m.sync("initialising the device model");
 }
 
@@ -229,6 +249,7 @@ const StepKey &DeviceModel::stepKey() const { return impl_->stepKey; }
 
 void DeviceModel::queueStep(int64_t totalSteps, int64_t accumulate) {
   Impl &m = *impl_;
+  requireJoined(m.options, m.zero, "a training step");
   m.control->requireRoom(); // before the staged batch is consumed
   const int64_t batch = m.stagedBatch();
   if (accumulate < 1 || accumulate > batch)
@@ -321,6 +342,7 @@ float DeviceModel::trainStep(const std::map<std::string, HostTensor> &inputs,
 void DeviceModel::gradients(const std::map<std::string, HostTensor> &inputs, float &loss,
                             std::vector<float> &flatGrads) {
   Impl &m = *impl_;
+  requireJoined(m.options, m.zero, "the gradients");
   m.stage(inputs);
   m.runGradients();
   std::vector<float> padded(static_cast<size_t>(m.total));
@@ -378,6 +400,7 @@ void checkOptimizer(const Optimizer &optimizer, bool adamw, bool ema, int64_t to
 
 void DeviceModel::setState(const std::vector<float> &params, const Optimizer &optimizer) {
   Impl &m = *impl_;
+  requireJoined(m.options, m.zero, "setting the optimizer state");
   checkOptimizer(optimizer, m.adamw(), m.keepsEma(), m.hostTotal);
   if (int64_t(params.size()) != m.hostTotal)
     throw Error(fmt::format("device executor: {} parameters given, the manifest has {}",
@@ -407,6 +430,7 @@ void DeviceModel::setState(const std::vector<float> &params, const Optimizer &op
 
 void DeviceModel::getState(std::vector<float> &params, Optimizer &optimizer) const {
   Impl &m = *impl_;
+  requireJoined(m.options, m.zero, "reading the optimizer state");
   checkOptimizer(optimizer, m.adamw(), m.keepsEma(), m.hostTotal);
   m.sync("reading the parameters and optimizer state");
   params.resize(size_t(m.hostTotal));
@@ -540,6 +564,7 @@ EvalResult DeviceModel::evaluate(const DataSet &data, int64_t batch) {
 
 EvalResult DeviceModel::evaluateEma(const DataSet &data, int64_t batch) {
   Impl &m = *impl_;
+  requireJoined(m.options, m.zero, "evaluating the EMA");
   if (!m.keepsEma())
     throw Error("device executor: the package keeps no EMA of the weights (optimizer ema = ...)");
   if (stepsInFlight() > 0)
@@ -573,6 +598,7 @@ EvalResult DeviceModel::evaluateEma(const DataSet &data, int64_t batch) {
 }
 
 size_t DeviceModel::optimizerStateBytes() const {
+  requireJoined(impl_->options, impl_->zero, "the optimizer state's bytes");
   size_t bytes = 0;
   for (const Arena *arena : impl_->stateArenas())
     bytes += arena->size();

@@ -96,11 +96,9 @@ void DeviceModel::Impl::shardState(int rank, int ranks) {
     }
     f32Staging = newArena(uint64_t(ranks) * uint64_t(f32Params.rankFloats) * 4);
     std::unique_ptr<Arena> bf16 = paddedCopy(*paramsBf16, 2, "padding the bf16 copy");
-    if (keepsEma()) { // (setState uploads it)
-      std::unique_ptr<Arena> emaSlice = newArena(slice);
-      copySlice(*emaSlice, *ema, "sharding the EMA of the weights");
-      sync("sharding the EMA of the weights");
-      ema = std::move(emaSlice);
+    if (keepsEma()) { // the slice alone, never the whole (setState uploads it)
+      ema = newArena(slice);
+      zeroOnDevice(ema->at(0, slice), uint64_t(shard.floats), "sharding the EMA of the weights");
     }
     sync("sharding the master weights");
     params = std::move(readF32);

@@ -26,6 +26,7 @@
 #include "stringrt/Trainer.h"
 #include "stringrt/cuda/CudaBackend.h"
 #include "stringrt/cuda/DeviceExecutor.h"
+#include "stringrt/cuda/StepBinding.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -33,6 +34,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <dlfcn.h>
 #include <filesystem>
 #include <optional>
 #include <random>
@@ -264,6 +266,25 @@ struct RandomBatch {
   }
 };
 
+// The device bytes in use (cuMemGetInfo's total - free) when the driver the
+// runtime opened (STRINGRT_CUDA_DRIVER) is the emulator, which counts each
+// allocation's bytes; nullopt on a real driver (other processes' memory).
+std::optional<size_t> emulatorBytesInUse() {
+  const char *driver = std::getenv("STRINGRT_CUDA_DRIVER");
+  if (!driver)
+    return std::nullopt;
+  void *library = dlopen(driver, RTLD_NOW | RTLD_NOLOAD);
+  if (!library)
+    return std::nullopt;
+  auto info = reinterpret_cast<int (*)(size_t *, size_t *)>(dlsym(library, "cuMemGetInfo_v2"));
+  const bool emulator = dlsym(library, "stringrt_emulator_counters") != nullptr;
+  dlclose(library);
+  size_t free = 0, total = 0;
+  if (!info || !emulator || info(&free, &total) != 0)
+    return std::nullopt;
+  return total - free;
+}
+
 // The tests of vit_rope on the device: STRINGRT_CUDA_VIT_PACKAGE names a
 // package of examples/vit_rope.pe compiled with --target=cuda. Each test
 // starts with it loaded (`package`, its CUDA section in `section`), or is
@@ -285,6 +306,40 @@ protected:
   std::optional<Package> package;
   CudaSection section;
 };
+
+// ZeRO-1 (zeroStage 1): the model made before the ranks join allocates no
+// whole gradients or moments (joinRanks allocates this rank's slices), so
+// the start-up's peak is not the replicated one; and nothing reads the
+// state before the ranks join.
+TEST_F(GpuDeviceExecutor, ZeroOneAllocatesNoWholeStateBeforeTheRanksJoin) {
+  Model model(std::move(*package));
+  model.initParameters();
+  if (!emulatorBytesInUse())
+    GTEST_SKIP() << "needs the emulator's count of device bytes";
+  auto made = [&](int stage) {
+    cuda::DeviceOptions options;
+    options.zeroStage = stage;
+    const size_t before = *emulatorBytesInUse();
+    auto device = std::make_unique<cuda::DeviceModel>(model.manifest(), section,
+                                                      model.parameters(), options);
+    return std::pair{std::move(device), *emulatorBytesInUse() - before};
+  };
+  auto [replicated, replicatedBytes] = made(0);
+  replicated.reset();
+  auto [sharded, shardedBytes] = made(1);
+  // vit_rope: AdamW, no EMA: the gradients, m and v, whole.
+  ASSERT_EQ(model.manifest().optimizer.kind, OptimizerKind::AdamW);
+  const size_t whole = size_t(cuda::deviceParameterLayout(model.manifest()).total) * 4;
+  EXPECT_EQ(replicatedBytes - shardedBytes, 3 * whole)
+      << replicatedBytes << " bytes replicated, " << shardedBytes << " with ZeRO-1";
+  EXPECT_TRUE(failsWith([&] { sharded->optimizerStateBytes(); }, "",
+                        {"the optimizer state's bytes with ZeRO-1 (zeroStage 1) before "
+                         "joinRanks"}));
+  std::mt19937 rng(3);
+  RandomBatch batch(model.manifest(), 2, rng);
+  EXPECT_TRUE(failsWith([&] { sharded->trainStep(batch.inputs, 1); }, "",
+                        {"a training step with ZeRO-1 (zeroStage 1) before joinRanks"}));
+}
 
 TEST_F(GpuDeviceExecutor, VitRopeMatchesTheCpu) {
   Model model(std::move(*package));

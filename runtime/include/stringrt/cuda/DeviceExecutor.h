@@ -90,7 +90,10 @@ struct DeviceOptions {
   // weights and the parameters stay whole on every rank, but in a bf16
   // package (a bf16 copy of the parameters), where each rank keeps the f32
   // master weights and the EMA of its slice and the bf16 copy is
-  // all-gathered (DeviceZeroShards.cpp). 0: replicated.
+  // all-gathered (DeviceZeroShards.cpp). The model is made without
+  // gradients or moments (nor, in a bf16 package, the EMA): joinRanks
+  // allocates this rank's slices, and a step or the state before it is
+  // refused. 0: replicated.
   int zeroStage = 0;
   // Augment the training images (TrainOptions::augment) in a kernel as each
   // batch enters its step (pe_augment_images, when the package has it);
