@@ -24,6 +24,11 @@
 // least kReductionBlocks blocks, each column group finished by its last
 // block).
 //
+// pe_layer_norm and the fused layer_norm_grad kernels read their rows with
+// 16-byte loads when D % 8 == 0 and their pointers are 16-byte aligned
+// (checked in the kernel): rows staged in shared memory, summed in the
+// scalar kernel's order (the same bits); else the scalar rows.
+//
 //===----------------------------------------------------------------------===//
 #include "OpKernelUtil.h"
 
@@ -81,33 +86,45 @@ void forRowColumns(KernelBuilder &k, const RowContext &r, const std::function<vo
   });
 }
 
-/// layer_norm_grad's row kernel: dx = rstd (g - mean(g) - xhat mean(g
-/// xhat)) with g = dy gamma, plus `prior` when it is set (the add of
-/// layer_norm_grad_acc, after the same arithmetic: the bits of the unfused
-/// add); each row's (mean, rstd) into `stats`.
-/// dx of the row `r` (the arithmetic of layerNormGradRows); returns (mean,
-/// rstd). `column`, when set, also gets each column c with its dy and xhat.
+/// The statistics of a row of layer_norm_grad: mean and rstd of x, the
+/// means of g = dy gamma and of g xhat (xhat = (x - mean) rstd), each a
+/// rowSum (lane l: columns l, l + 32, ... in order, then the butterfly).
+/// x and dy at r.base + c, gamma at c: the tensors themselves, or the rows
+/// staged in shared memory (layerNormGradFused).
+struct GradRowStatistics {
+  Value mean, rstd, meanG, meanGX;
+};
+GradRowStatistics gradRowStatistics(KernelBuilder &k, const RowContext &r, Value x, Value gamma,
+                                    Value dy, Value eps) {
+  GradRowStatistics s;
+  std::tie(s.mean, s.rstd) = rowStatistics(k, r, x, eps);
+  auto g = [&](Value c) { return k.mul(k.load(dy, k.add(r.base, c)), k.load(gamma, c)); };
+  auto xhat = [&](Value c) { return k.mul(k.sub(k.load(x, k.add(r.base, c)), s.mean), s.rstd); };
+  s.meanG = k.div(rowSum(k, r, g), r.dF);
+  s.meanGX = k.div(rowSum(k, r, [&](Value c) { return k.mul(g(c), xhat(c)); }), r.dF);
+  return s;
+}
+
+/// layer_norm_grad's row: dx = rstd (g - mean(g) - xhat mean(g xhat)) with
+/// g = dy gamma, plus `prior` when it is set; returns (mean, rstd).
+/// `column`, when set, also gets each column c with its dy and xhat.
 std::pair<Value, Value>
 layerNormGradRow(KernelBuilder &k, const RowContext &r, Value dx, Value prior, Value x, Value gamma,
                  Value dy, Value eps,
                  const std::function<void(Value c, Value dy, Value xhat)> &column = nullptr) {
-  Value mean, rstd;
-  std::tie(mean, rstd) = rowStatistics(k, r, x, eps);
+  GradRowStatistics s = gradRowStatistics(k, r, x, gamma, dy, eps);
   auto g = [&](Value c) { return k.mul(k.load(dy, k.add(r.base, c)), k.load(gamma, c)); };
-  auto xhat = [&](Value c) { return k.mul(k.sub(k.load(x, k.add(r.base, c)), mean), rstd); };
-  Value meanG = k.div(rowSum(k, r, g), r.dF);
-  Value meanGX = k.div(rowSum(k, r, [&](Value c) { return k.mul(g(c), xhat(c)); }), r.dF);
   forRowColumns(k, r, [&](Value c) {
     Value at = k.add(r.base, c);
-    Value xh = xhat(c);
-    Value v = k.mul(rstd, k.sub(k.sub(g(c), meanG), k.mul(xh, meanGX)));
+    Value xh = k.mul(k.sub(k.load(x, at), s.mean), s.rstd);
+    Value v = k.mul(s.rstd, k.sub(k.sub(g(c), s.meanG), k.mul(xh, s.meanGX)));
     if (prior)
       v = k.add(k.load(prior, at), v);
     k.store(v, dx, at);
     if (column)
       column(c, k.load(dy, at), xh);
   });
-  return {mean, rstd};
+  return {s.mean, s.rstd};
 }
 
 void layerNormGradRows(KernelBuilder &k, Value dx, Value stats, Value prior, Value x, Value gamma,
@@ -129,6 +146,53 @@ void layerNormGradRows(KernelBuilder &k, Value dx, Value stats, Value prior, Val
 /// columns (2 D floats each) take at most 32 KiB.
 constexpr int64_t kFusedGradMaxDim = 1024;
 
+/// The fused kernel's shared memory (dynamic: more than the 48 KiB of
+/// static shared memory): the warps' columns of dgamma and dbeta (32 KiB),
+/// the rows of x and dy the warps stage (32 KiB) and gamma (4 KiB).
+constexpr int64_t kFusedGradSharedBytes =
+    (kRowsPerBlock * 2 * kFusedGradMaxDim + kRowsPerBlock * 2 * kFusedGradMaxDim +
+     kFusedGradMaxDim) *
+    4;
+
+/// The vector columns of a staged row of layerNormGradFused: lane l takes
+/// the 8 columns from 8 l, then from 8 l + 256, ...: x, dy (staged at
+/// s.base + c), gamma (staged at c) and prior with 16-byte loads, dx with
+/// 16-byte stores, and dy xhat and dy added into the warp's columns
+/// sums[mine + c] and sums[mine + d + c] (8 at a time: each column has one
+/// owner lane in every row, so a column's additions keep the row order).
+void gradVectorColumns(KernelBuilder &k, const RowContext &s, const GradRowStatistics &st,
+                       Value xs, Value dys, Value gs, Value dx, Value prior, Value sums,
+                       Value mine) {
+  const int64_t width = kElementwiseVector;
+  Value rowAt = k.mul(s.row, s.d); // dx's and prior's row (s.base is the staged row's)
+  k.forLoop(k.mul(s.lane, k.i64(width)), s.d, k.i64(kWarp * width), {}, [&](Value c, ValueRange) {
+    Value at = k.add(rowAt, c);
+    SmallVector<Value> xv = k.loadVector(xs, k.add(s.base, c), width);
+    SmallVector<Value> dyv = k.loadVector(dys, k.add(s.base, c), width);
+    SmallVector<Value> gv = k.loadVector(gs, c, width);
+    SmallVector<Value> pv;
+    if (prior)
+      pv = k.loadVector(prior, at, width);
+    Value gammaAt = k.add(mine, c), betaAt = k.add(gammaAt, s.d);
+    SmallVector<Value> sg = k.loadVector(sums, gammaAt, width);
+    SmallVector<Value> sb = k.loadVector(sums, betaAt, width);
+    SmallVector<Value> dxv;
+    for (size_t j = 0; j < size_t(width); ++j) {
+      // layerNormGradRow's arithmetic, element by element
+      Value xh = k.mul(k.sub(xv[j], st.mean), st.rstd);
+      Value g = k.mul(dyv[j], gv[j]);
+      Value v = k.mul(st.rstd, k.sub(k.sub(g, st.meanG), k.mul(xh, st.meanGX)));
+      dxv.push_back(prior ? k.add(pv[j], v) : v);
+      sg[j] = k.add(sg[j], k.mul(dyv[j], xh));
+      sb[j] = k.add(sb[j], dyv[j]);
+    }
+    k.storeVector(dxv, dx, at);
+    k.storeVector(sg, sums, gammaAt);
+    k.storeVector(sb, sums, betaAt);
+    return SmallVector<Value>{};
+  });
+}
+
 /// layer_norm_grad in one pass over the rows of chunk g = blockIdx.x (of
 /// `chunks` chunks of ceil(rows / chunks) consecutive rows): warp w takes the
 /// chunk's rows w, w + 4, ... in turn, writes their dx (layerNormGradRow)
@@ -136,32 +200,95 @@ constexpr int64_t kFusedGradMaxDim = 1024;
 /// the columns l, l + 32, ...: no two threads touch one); then the block
 /// writes partials[g * 2 d + c] = the four warps' columns added in warp
 /// order. The same partition and order every run: deterministic bits.
+///
+/// When D % 8 == 0 and dx, x, gamma, dy (and prior) are 16-byte aligned
+/// (checked in the kernel), every load is 16 bytes: the block stages gamma
+/// in shared memory, and the four warps take their rows w, w + 4, ... in
+/// step, each round staging its row of x and dy (16-byte loads, lane l the
+/// 8 elements from 8 l, then from 8 l + 256, ...), a block barrier, the
+/// statistics summed from the staged row exactly as the scalar path sums x
+/// and dy (lane l: columns l, l + 32, ... in order, then the butterfly: the
+/// same f32 bits), the columns 8 a lane (gradVectorColumns), a barrier
+/// before the next round overwrites the staged rows. dgamma's and dbeta's
+/// columns get the same additions in the same row order, so the partials
+/// have the scalar path's bits too. Else the scalar rows, as before.
 void layerNormGradFused(KernelBuilder &k, Value dx, Value partials, Value prior, Value x,
                         Value gamma, Value dy, Value rows, Value d, Value chunks, Value eps) {
+  OpBuilder &b = k.builder();
+  Location loc = k.location();
   Value warp = k.threadId(gpu::Dimension::y), lane = k.threadId(gpu::Dimension::x);
   Value sums = sharedArray(k, "pe_layer_norm_grad_sums", kRowsPerBlock * 2 * kFusedGradMaxDim);
+  Value xs = sharedArray(k, "pe_layer_norm_grad_x", kRowsPerBlock * kFusedGradMaxDim);
+  Value dys = sharedArray(k, "pe_layer_norm_grad_dy", kRowsPerBlock * kFusedGradMaxDim);
+  Value gs = sharedArray(k, "pe_layer_norm_grad_gamma", kFusedGradMaxDim);
   Value mine = k.mul(warp, k.i64(2 * kFusedGradMaxDim)); // this warp's 2 d columns
   Value cols = k.mul(d, k.i64(2));
+  const int64_t width = kElementwiseVector;
+  SmallVector<Value> pointers = {dx, x, gamma, dy};
+  if (prior)
+    pointers.push_back(prior);
+  Value whole = cmpI(k, arith::CmpIPredicate::eq,
+                     b.create<arith::RemUIOp>(loc, d, k.i64(width)), k.i64(0));
+  Value fits = cmpI(k, arith::CmpIPredicate::sle, d, k.i64(kFusedGradMaxDim));
+  Value vectors = andI(k, k.aligned16(pointers), andI(k, whole, fits));
+  Value thread = k.add(k.mul(warp, k.i64(kWarp)), lane);
   k.forLoop(lane, cols, k.i64(kWarp), {}, [&](Value c, ValueRange) {
     k.store(k.f32(0.0), sums, k.add(mine, c));
     return SmallVector<Value>{};
   });
-  barrier(k); // column d + c is zeroed by another lane than the one adding to it
+  k.ifThen(vectors, [&] {
+    k.forLoop(k.mul(thread, k.i64(width)), d, k.i64(kWarp * kRowsPerBlock * width), {},
+              [&](Value c, ValueRange) {
+                k.storeVector(k.loadVector(gamma, c, width), gs, c);
+                return SmallVector<Value>{};
+              });
+  });
+  barrier(k); // column d + c is zeroed, and gamma staged, by other lanes than the readers
   Value g = k.blockId(gpu::Dimension::x);
   Value len = divU(k, k.sub(k.add(rows, chunks), k.i64(1)), chunks);
   Value first = minI(k, k.mul(g, len), rows);
   Value last = minI(k, k.add(first, len), rows);
-  k.forLoop(k.add(first, warp), last, k.i64(kRowsPerBlock), {}, [&](Value row, ValueRange) {
-    RowContext r{lane, row, k.mul(row, d), d, k.toF32(d)};
-    layerNormGradRow(k, r, dx, prior, x, gamma, dy, eps, [&](Value c, Value dyc, Value xhat) {
-      Value gammaAt = k.add(mine, c), betaAt = k.add(gammaAt, d);
-      k.store(k.add(k.load(sums, gammaAt), k.mul(dyc, xhat)), sums, gammaAt);
-      k.store(k.add(k.load(sums, betaAt), dyc), sums, betaAt);
-    });
-    return SmallVector<Value>{};
-  });
+  k.ifThenElse(
+      vectors,
+      [&] {
+        Value staged = k.mul(warp, k.i64(kFusedGradMaxDim)); // this warp's row in xs, dys
+        // Rounds of four rows, uniform in the block: the barriers are.
+        k.forLoop(first, last, k.i64(kRowsPerBlock), {}, [&](Value round, ValueRange) {
+          Value row = k.add(round, warp);
+          Value mineRow = cmpI(k, arith::CmpIPredicate::slt, row, last);
+          k.ifThen(mineRow, [&] {
+            Value base = k.mul(row, d);
+            k.forLoop(k.mul(lane, k.i64(width)), d, k.i64(kWarp * width), {},
+                      [&](Value c, ValueRange) {
+                        k.storeVector(k.loadVector(x, k.add(base, c), width), xs,
+                                      k.add(staged, c));
+                        k.storeVector(k.loadVector(dy, k.add(base, c), width), dys,
+                                      k.add(staged, c));
+                        return SmallVector<Value>{};
+                      });
+          });
+          barrier(k); // a lane sums columns other lanes staged
+          k.ifThen(mineRow, [&] {
+            RowContext s{lane, row, staged, d, k.toF32(d)};
+            GradRowStatistics st = gradRowStatistics(k, s, xs, gs, dys, eps);
+            gradVectorColumns(k, s, st, xs, dys, gs, dx, prior, sums, mine);
+          });
+          barrier(k); // the next round overwrites the staged rows
+          return SmallVector<Value>{};
+        });
+      },
+      [&] {
+        k.forLoop(k.add(first, warp), last, k.i64(kRowsPerBlock), {}, [&](Value row, ValueRange) {
+          RowContext r{lane, row, k.mul(row, d), d, k.toF32(d)};
+          layerNormGradRow(k, r, dx, prior, x, gamma, dy, eps, [&](Value c, Value dyc, Value xhat) {
+            Value gammaAt = k.add(mine, c), betaAt = k.add(gammaAt, d);
+            k.store(k.add(k.load(sums, gammaAt), k.mul(dyc, xhat)), sums, gammaAt);
+            k.store(k.add(k.load(sums, betaAt), dyc), sums, betaAt);
+          });
+          return SmallVector<Value>{};
+        });
+      });
   barrier(k);
-  Value thread = k.add(k.mul(warp, k.i64(kWarp)), lane);
   k.forLoop(thread, cols, k.i64(kWarp * kRowsPerBlock), {}, [&](Value c, ValueRange) {
     Value total = k.load(sums, c);
     for (int64_t w = 1; w < kRowsPerBlock; ++w)
@@ -336,6 +463,8 @@ void appendNormKernels(std::vector<KernelDef> &defs) {
       defs.back().storageParams = {0, 2, 3, 5}; // dx, prior, x, dy
     else
       defs.back().storageParams = {0, 2, 4}; // dx, x, dy
+    defs.back().spec.dynamicSharedBytes = kFusedGradSharedBytes;
+    defs.back().elementsPerLoad = kElementwiseVector;
   }
 
   // The partial sums of dgamma (columns c < d: dy xhat) and dbeta (columns
