@@ -4,7 +4,8 @@
 // them (docs/cuda.md, "Token and reduction kernels"):
 // - copies with index arithmetic, one thread per output element in a
 //   grid-stride loop: broadcast_to, expand_axis, mean_grad, class_token,
-//   select_token(_grad), token_embed, class_token_grad's dx;
+//   select_token(_grad), token_embed, class_token_grad's dx (8 elements an
+//   iteration with 16-byte accesses when d % 8 == 0 and it is aligned);
 // - reductions without atomics, in an order fixed by the shape: sum_to,
 //   mean, the bias/class-token/embedding gradients (the column sums of
 //   OpKernelUtil.h), and scalars: `pe_sum_all` (one warp), after
@@ -177,19 +178,41 @@ void appendTokenOpKernels(std::vector<KernelDef> &defs) {
   // y, x: the residual stream starts here, in bf16 in a bf16 package (the
   // residual adds are GEMM epilogues whose addend is of the output's type).
   defs.back().storageParams = {0, 1};
-  // dx[b, t, :] = dy[b, t + 1, :]   (tokens_in = N)
+  // dx[b, t, :] = dy[b, t + 1, :]   (tokens_in = N). When d % 8 == 0 and
+  // dx and dy are 16-byte aligned (checked in the kernel), 8 elements an
+  // iteration (one row's: d % 8 == 0) with 16-byte loads and stores, then
+  // the n % 8 last ones; else one an iteration. The grid is sized by
+  // `threads` (elementwiseThreads(n), as the vectorised elementwise
+  // kernels'); a copy: the same bits either way.
   defs.push_back({makeSpec("pe_class_token_grad_x", pe::ClassTokenGradOp::getOperationName(),
-                           {{"dx", P}, {"dy", P}, {"n", I}, {"tokens_in", I}, {"d", I}}),
+                           {{"dx", P}, {"dy", P}, {"threads", I}, {"n", I}, {"tokens_in", I},
+                            {"d", I}}),
                   [](KernelBuilder &k) {
-                    Value tokens = k.arg(3), d = k.arg(4);
-                    k.forGridStride(k.arg(2), [&](Value i) {
+                    Value dx = k.arg(0), dy = k.arg(1), n = k.arg(3), tokens = k.arg(4),
+                          d = k.arg(5);
+                    auto source = [&](Value i) { // dy's index of dx's element i
                       Value col = remU(k, i, d), bt = divU(k, i, d);
                       Value t = remU(k, bt, tokens), b = divU(k, bt, tokens);
                       Value row = k.add(k.mul(b, k.add(tokens, k.i64(1))), k.add(t, k.i64(1)));
-                      k.store(k.load(k.arg(1), k.add(k.mul(row, d), col)), k.arg(0), i);
-                    });
+                      return k.add(k.mul(row, d), col);
+                    };
+                    auto scalar = [&](Value i) { k.store(k.load(dy, source(i)), dx, i); };
+                    const int64_t width = kElementwiseVector;
+                    Value whole = cmpI(k, Pred::eq, remU(k, d, k.i64(width)), k.i64(0));
+                    k.ifThenElse(
+                        andI(k, k.aligned16({dx, dy}), whole),
+                        [&] {
+                          Value vectors = divU(k, n, k.i64(width));
+                          k.forGridStride(vectors, [&](Value v) {
+                            Value i = k.mul(v, k.i64(width));
+                            k.storeVector(k.loadVector(dy, source(i), width), dx, i);
+                          });
+                          k.forGridStride(n, scalar, k.mul(vectors, k.i64(width))); // the tail
+                        },
+                        [&] { k.forGridStride(n, scalar); });
                   }});
   defs.back().storageParams = {0, 1}; // dx, dy
+  defs.back().elementsPerLoad = kElementwiseVector;
   // y[b, :] = x[b, index, :]
   defs.push_back({makeSpec("pe_select_token", pe::SelectTokenOp::getOperationName(),
                            {{"y", P},
@@ -419,8 +442,9 @@ std::optional<OpSteps> lowerClassTokenGrad(Operation &op) {
   auto [tokensOut, d] = *td;
   OpSteps steps;
   steps.launches.push_back(Launch::kernelCall(
-      "pe_class_token_grad_x", {A::result(0), A::operand(0), A::i64(numel(op.getResult(0))),
-                                A::i64(tokensOut - 1), A::i64(d)}));
+      "pe_class_token_grad_x",
+      {A::result(0), A::operand(0), A::i64(elementwiseThreads(numel(op.getResult(0)))),
+       A::i64(numel(op.getResult(0))), A::i64(tokensOut - 1), A::i64(d)}));
   BatchAffine batch = rowsOf(numel(op.getOperand(0)), tokensOut * d);
   appendPlainColumnSum(steps, A::operand(0), batch, d, tokensOut * d, A::result(1));
   return steps;

@@ -561,7 +561,8 @@ TEST_F(GpuOpKernels, ClassAndSelectToken) {
 
     std::vector<float> dy = random(static_cast<size_t>(B * (N + 1) * D));
     uint64_t gdy = put(dy), dx = output(size_t(B * N * D)), dcls = output(size_t(D));
-    launch("pe_class_token_grad_x", {KA::pointer(dx), KA::pointer(gdy), KA::integer(B * N * D),
+    launch("pe_class_token_grad_x", {KA::pointer(dx), KA::pointer(gdy),
+                                     KA::integer((B * N * D + 7) / 8), KA::integer(B * N * D),
                                      KA::integer(N), KA::integer(D)});
     columnSum("pe_colsum_partials", {KA::pointer(gdy)}, B, D, {KA::integer((N + 1) * D)}, dcls,
               3);
