@@ -207,11 +207,13 @@ TEST_F(PackageTest, DatasetIsOptional) {
 }
 
 TEST_F(PackageTest, RejectsWrongVersion) {
-  // Versions 1 and 2 are read (2 only adds ops' kernels and target cpu).
+  // Versions 1 to 3 are read (2 adds ops' kernels and target cpu, 3 arena
+  // plans in bytes: ArenaPlanTest).
   EXPECT_NO_THROW(Package::load(write(validManifest(), {{"version", "2"}})));
-  std::string path = write(validManifest(), {{"version", "3"}});
+  EXPECT_NO_THROW(Package::load(write(validManifest(), {{"version", "3"}})));
+  std::string path = write(validManifest(), {{"version", "4"}});
   EXPECT_TRUE(failsWith([&] { Package::load(path); }, path,
-                        {"unsupported package version \"3\" (this runtime reads versions 1 to 2"}));
+                        {"unsupported package version \"4\" (this runtime reads versions 1 to 3"}));
   // Target cpu needs version 2 (tests/unit/codegen has the rest of cpu).
   std::string cpu = write(validManifest(), {{"target", "cpu"}});
   EXPECT_TRUE(failsWith([&] { Package::load(cpu); }, cpu,

@@ -242,19 +242,24 @@ private:
     // The arena plans keep each GEMM or kernel group's values apart (one
     // call runs its members at once; GemmGroups.h, KernelGroups.h), and
     // those of a weight GEMM and the sum_to whose result its bias-gradient
-    // epilogue writes (BiasGradients.h).
+    // epilogue writes (BiasGradients.h); they size each value at its stored
+    // type (a bf16 value at 2 bytes an element; KernelPlan::valueDTypes).
     for (const auto &[name, steps] : plan.steps) {
       ConcurrentOps groups = cudagen::gemmGroupRanges(steps);
       for (const auto &range : cudagen::kernelGroupRanges(steps))
         groups.push_back(range);
       for (const auto &range : cudagen::biasGradientRanges(steps))
         groups.push_back(range);
-      if (groups.empty())
+      StoredTypes stored;
+      for (const auto &[program, dtypes] : plan.valueDTypes)
+        if (program == name)
+          stored = dtypes;
+      if (groups.empty() && stored.empty())
         continue;
       auto func = train.lookupSymbol<func::FuncOp>(name);
       stringrt::Program &program = name == "forward" ? manifest->forward : manifest->gradients;
       if (std::optional<std::string> problem =
-              packageArena(func, groups, program.arena.emplace())) {
+              packageArena(func, groups, program.arena.emplace(), stored)) {
         errStream << "stringc: internal error: invalid arena plan of @" << name << ": "
                   << *problem << "\n";
         return 1;

@@ -17,18 +17,19 @@ using namespace mlir;
 namespace stringc {
 
 int64_t ArenaPlan::arenaBytes(int64_t batch) const {
-  int64_t elements = 0;
+  constexpr int64_t align = stringrt::kArenaSlotAlignment;
+  int64_t bytes = 0;
   for (const ArenaSlot &slot : slots)
-    elements += slot.elements(batch);
-  return elements * 4;
+    bytes += (slot.bytes(batch) + align - 1) / align * align;
+  return bytes;
 }
 
 int64_t noReuseBytes(llvm::ArrayRef<ArenaValue> values, int64_t batch) {
-  int64_t elements = 0;
+  int64_t bytes = 0;
   for (const ArenaValue &v : values)
     if (v.planned)
-      elements += v.elements(batch);
-  return elements * 4;
+      bytes += v.bytes(batch);
+  return bytes;
 }
 
 ArenaPlan planArena(llvm::ArrayRef<ArenaValue> values) {
@@ -52,8 +53,8 @@ ArenaPlan planArena(llvm::ArrayRef<ArenaValue> values) {
       const ArenaSlot &slot = plan.slots[s];
       ArenaSlot grown{std::max(slot.perBatch, value.perBatch),
                       std::max(slot.fixed, value.fixed)};
-      int64_t growth = grown.elements(b) - slot.elements(b);
-      int64_t size = slot.elements(b);
+      int64_t growth = grown.bytes(b) - slot.bytes(b);
+      int64_t size = slot.bytes(b);
       if (best < 0 || growth < bestGrowth ||
           (growth == bestGrowth && size < bestSize)) {
         best = int64_t(s);
@@ -113,17 +114,23 @@ std::optional<std::string> verifyArenaPlan(llvm::ArrayRef<ArenaValue> values,
   return std::nullopt;
 }
 
-std::vector<ArenaValue> arenaValues(func::FuncOp func, const ConcurrentOps &concurrent) {
+std::vector<ArenaValue> arenaValues(func::FuncOp func, const ConcurrentOps &concurrent,
+                                    const StoredTypes &stored) {
   Block &block = func.getBody().front();
   llvm::DenseMap<Value, int64_t> ids;
+  llvm::DenseMap<int64_t, int64_t> storedBytes; // by value id; absent: 4 (f32)
+  for (const auto &[id, dtype] : stored)
+    storedBytes[id] = int64_t(stringrt::dtypeSize(dtype));
   std::vector<ArenaValue> values;
   auto add = [&](Value v, bool planned, int64_t at) {
-    ids[v] = int64_t(values.size());
+    const int64_t id = int64_t(values.size());
+    ids[v] = id;
     ArenaValue value;
     value.planned = planned;
     value.start = value.end = at;
     if (auto type = dyn_cast<RankedTensorType>(v.getType())) {
-      int64_t product = 1;
+      auto it = storedBytes.find(id);
+      int64_t product = it == storedBytes.end() ? 4 : it->second;
       bool batched = false;
       for (int64_t d : type.getShape()) {
         if (ShapedType::isDynamic(d))
@@ -176,8 +183,8 @@ std::vector<ArenaValue> arenaValues(func::FuncOp func, const ConcurrentOps &conc
 }
 
 std::optional<std::string> packageArena(func::FuncOp func, const ConcurrentOps &concurrent,
-                                        stringrt::ProgramArena &arena) {
-  std::vector<ArenaValue> values = arenaValues(func, concurrent);
+                                        stringrt::ProgramArena &arena, const StoredTypes &stored) {
+  std::vector<ArenaValue> values = arenaValues(func, concurrent, stored);
   ArenaPlan plan = planArena(values);
   if (std::optional<std::string> problem = verifyArenaPlan(values, plan))
     return problem;
@@ -188,6 +195,12 @@ std::optional<std::string> packageArena(func::FuncOp func, const ConcurrentOps &
   arena.reportBatch = kArenaReportBatch;
   arena.arenaBytes = plan.arenaBytes(kArenaReportBatch);
   arena.noReuseBytes = noReuseBytes(values, kArenaReportBatch);
+  if (!stored.empty()) { // what Package::load derives from the cuda section
+    arena.elementBytes.assign(values.size(), 4);
+    for (const auto &[id, dtype] : stored)
+      if (id >= 0 && size_t(id) < values.size())
+        arena.elementBytes[size_t(id)] = int64_t(stringrt::dtypeSize(dtype));
+  }
   return std::nullopt;
 }
 

@@ -161,16 +161,38 @@ struct ProgramOutput {
   std::string key() const { return isGrad() ? "grad:" + grad : name; }
 };
 
+// Every arena slot starts at a multiple of this many bytes at every batch:
+// the runtime lays the slots out back to back, each rounded up to it (the
+// device rounds to its own, larger, kDeviceAlignment), so that the
+// vectorised kernels' 16-byte loads and cp.async reach every value.
+constexpr int64_t kArenaSlotAlignment = 16;
+
 // A program's arena plan (docs/package.md, "The arena plan"): slot k holds
-// slots[k].first * batch + slots[k].second elements (4 bytes each);
-// valueSlot[v] is value v's slot, -1 for values outside the arena (inputs,
-// parameter views). The loader checks its structure; the executor checks the
-// liveness rule and the figures (runtime/src/core/execution/ArenaPlan.h).
+// slots[k].first * batch + slots[k].second BYTES (package version 3; the
+// loader converts the 4-byte elements of versions 1 and 2); valueSlot[v] is
+// value v's slot, -1 for values outside the arena (inputs, parameter views).
+// The loader checks its structure; the executor checks the liveness rule,
+// the sizes and the figures (runtime/src/core/execution/ArenaPlan.h).
 struct ProgramArena {
   std::vector<std::pair<int64_t, int64_t>> slots;
   std::vector<int64_t> valueSlot;
   int64_t reportBatch = 0, arenaBytes = 0, noReuseBytes = 0;
+  // The bytes of one element of each value as the plan stores it: 2 for the
+  // values a `cuda` package stores in bf16 (its cuda.value_dtypes), 4 for
+  // the others; empty: 4 for every value. Not written in the package:
+  // Package::load derives it from the cuda section (and stringc from its
+  // kernel plan).
+  std::vector<int64_t> elementBytes;
+
+  int64_t elementBytesOf(size_t value) const {
+    return value < elementBytes.size() ? elementBytes[value] : 4;
+  }
 };
+
+// The bytes at `batch` of `slots` ([per batch, fixed] bytes each) laid out
+// back to back, each rounded up to `alignment`; nullopt past 2^63.
+std::optional<int64_t> arenaSlotsBytes(const std::vector<std::pair<int64_t, int64_t>> &slots,
+                                       int64_t batch, int64_t alignment = kArenaSlotAlignment);
 
 struct Program {
   std::optional<ProgramArena> arena; // absent in packages without a plan

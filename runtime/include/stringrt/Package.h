@@ -17,10 +17,12 @@ namespace detail {
 class CpuKernels;
 }
 
-// Package format version this runtime writes and reads: 2 (ops may name
-// compiled kernels; target "cpu"). Version 1 packages (no compiled kernels)
-// are read too; target "cpu" needs version 2.
-constexpr int kPackageVersion = 2;
+// Package format version this runtime writes and reads: 3 (arena plans in
+// bytes, a cuda package's bf16 values at 2 bytes an element). Versions 1 (no
+// compiled kernels) and 2 (ops may name compiled kernels; target "cpu") are
+// read too, their arena plans (4-byte elements) converted; target "cpu"
+// needs version 2 or later.
+constexpr int kPackageVersion = 3;
 constexpr int kOldestPackageVersion = 1;
 // The metadata's "format".
 constexpr const char *kPackageFormat = "stringc-package";

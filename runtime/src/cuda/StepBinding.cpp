@@ -17,11 +17,12 @@ uint64_t alignUp(uint64_t bytes) {
   return (bytes + kDeviceAlignment - 1) / kDeviceAlignment * kDeviceAlignment;
 }
 
-uint64_t valueBytes(const ProgramValue &value, int64_t batch) {
+// A value's bytes at its stored type (4: f32 and i32; a bf16 value's 2).
+uint64_t valueBytes(const ProgramValue &value, int64_t batch, DType stored = DType::F32) {
   int64_t elements = 1;
   for (int64_t d : value.shape)
     elements *= d < 0 ? batch : d;
-  return uint64_t(elements) * 4; // f32 and i32
+  return uint64_t(elements) * (stored == DType::BF16 ? 2 : 4);
 }
 
 int64_t evaluate(const CudaAffine &a, int64_t batch, const std::string &what) {
@@ -70,14 +71,15 @@ ProgramPlacement placeValues(const Manifest &manifest, const Program &program,
   std::vector<int64_t> slotOffsets;
   if (program.arena) {
     detail::ArenaLayout layout =
-        detail::arenaLayout(*program.arena, batch, int64_t(kDeviceAlignment / 4));
+        detail::arenaLayout(program.arena->slots, batch, int64_t(kDeviceAlignment));
     slotOffsets = layout.offsets;
-    placement.arenaBytes = uint64_t(layout.elements) * 4;
+    placement.arenaBytes = uint64_t(layout.bytes);
   }
+  auto stored = [&](ValueId v) { return steps ? steps->dtypeOf(v) : DType::F32; };
   auto extra = [&](ValueId v) {
     ValuePlace &place = placement.values[v];
     place.region = Region::Extra;
-    place.bytes = valueBytes(program.values[v], batch);
+    place.bytes = valueBytes(program.values[v], batch, stored(v));
     place.offset = placement.extraBytes;
     placement.extraBytes += alignUp(place.bytes);
   };
@@ -104,8 +106,16 @@ ProgramPlacement placeValues(const Manifest &manifest, const Program &program,
       if (program.arena && members[r] && program.arena->valueSlot[r] >= 0) {
         ValuePlace &place = placement.values[r];
         place.region = Region::Arena;
-        place.offset = uint64_t(slotOffsets[size_t(program.arena->valueSlot[r])]) * 4;
-        place.bytes = valueBytes(program.values[r], batch);
+        const size_t slot = size_t(program.arena->valueSlot[r]);
+        place.offset = uint64_t(slotOffsets[slot]);
+        place.bytes = valueBytes(program.values[r], batch, stored(r));
+        // The plan sized the slot for the stored types (the loader checked
+        // it against the same types); a section that stores wider is refused.
+        const auto &[perBatch, fixed] = program.arena->slots[slot];
+        if (place.bytes > uint64_t(perBatch * batch + fixed))
+          throw Error(fmt::format("program '{}': value {} ({} bytes at batch {}) does not fit "
+                                  "its arena slot {} ({} bytes)",
+                                  name, r, place.bytes, batch, slot, perBatch * batch + fixed));
       } else {
         extra(r);
       }

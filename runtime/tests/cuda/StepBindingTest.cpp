@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 
@@ -80,6 +81,26 @@ TEST_F(StepBindingTest, PlacesInputsParametersAndArenaValues) {
   EXPECT_EQ(q.values[4].bytes, 24u);
   EXPECT_EQ(q.values[5].offset, 256u);
   EXPECT_EQ(q.arenaBytes, 512u);
+}
+
+// With the steps of a package that stores logits (value 4) in bf16, the
+// value takes its stored bytes in its slot; a slot sized for bf16 is refused
+// for a value the steps store in f32.
+TEST_F(StepBindingTest, Bf16ValuesTakeTheirStoredBytes) {
+  Manifest manifest = load(/*forwardArena=*/true);
+  CudaProgramSteps steps;
+  steps.program = "forward";
+  steps.valueDTypes = {{4, DType::BF16}};
+  cuda::ProgramPlacement p = cuda::placeValues(manifest, manifest.forward, "forward", 5, &steps);
+  EXPECT_EQ(p.values[4].region, Region::Arena);
+  EXPECT_EQ(p.values[4].bytes, 30u); // 15 elements at 2 bytes
+  EXPECT_EQ(p.values[5].bytes, 4u);
+  manifest.forward.arena->slots[0] = {6, 0}; // bf16-sized: 6 bytes an example
+  EXPECT_EQ(cuda::placeValues(manifest, manifest.forward, "forward", 5, &steps).values[4].bytes,
+            30u);
+  EXPECT_TRUE(failsWith([&] { cuda::placeValues(manifest, manifest.forward, "forward", 5); }, "",
+                        {"program 'forward': value 4 (60 bytes at batch 5) does not fit its "
+                         "arena slot 0 (30 bytes)"}));
 }
 
 TEST_F(StepBindingTest, WithoutAPlanEveryResultHasItsOwnBuffer) {
@@ -464,6 +485,103 @@ TEST(CompiledSteps, EveryExamplePackageIsCoveredAndBinds) {
                                                           program, batch))
             << program << " at batch " << batch;
         EXPECT_GT(launches, 0);
+      }
+    }
+  }
+}
+
+// A bf16 package's arena (STRINGRT_CUDA_VIT_BF16_PACKAGE: examples/vit_rope.pe
+// --gpu-precision=bf16) holds each value at its stored bytes: every slot is
+// exactly its largest member at 2 bytes an element for a value the package
+// stores in bf16 and 4 for the others, the report's figures are those
+// slots (each rounded up to 16 bytes) and those members, the arena at every
+// batch is smaller than the fp32 package's (STRINGRT_CUDA_VIT_PACKAGE, every
+// value at 4 bytes), and the device places every value at the start of its
+// 256-byte aligned slot with its stored bytes.
+TEST(CompiledSteps, Bf16ValuesTakeHalfSizedArenaSlots) {
+  const char *bf16Path = std::getenv("STRINGRT_CUDA_VIT_BF16_PACKAGE");
+  const char *fp32Path = std::getenv("STRINGRT_CUDA_VIT_PACKAGE");
+  for (const char *path : {bf16Path, fp32Path})
+    if (!path || !*path || !std::filesystem::exists(path))
+      GTEST_SKIP() << "STRINGRT_CUDA_VIT_BF16_PACKAGE and STRINGRT_CUDA_VIT_PACKAGE must name "
+                      "packages";
+  Package bf16 = Package::load(bf16Path), fp32 = Package::load(fp32Path);
+  ASSERT_EQ(bf16.cuda()->precision, "bf16");
+  ASSERT_EQ(fp32.cuda()->precision, "fp32");
+  using Slots = std::vector<std::pair<int64_t, int64_t>>;
+  struct Needed {
+    Slots slots;                  // [max a, max c] bytes over each slot's members
+    int64_t bf16Members = 0;      // members stored in bf16
+    int64_t noReuseBytes = 0;     // the members' bytes at batch 128
+  };
+  auto bytesAn = [](const Package &package, const std::string &name, size_t v) -> int64_t {
+    return package.cuda()->stepsOf(name)->dtypeOf(int64_t(v)) == DType::BF16 ? 2 : 4;
+  };
+  auto needed = [&](const Package &package, const std::string &name) {
+    const Program &program = package.manifest().program(name);
+    Needed n;
+    n.slots.assign(program.arena->slots.size(), {0, 0});
+    for (size_t v = 0; v < program.values.size(); ++v) {
+      const int64_t s = program.arena->valueSlot[v];
+      if (s < 0)
+        continue;
+      const int64_t element = bytesAn(package, name, v);
+      n.bf16Members += element == 2;
+      int64_t elements = 1;
+      bool batched = false;
+      for (int64_t d : program.values[v].shape)
+        d < 0 ? void(batched = true) : void(elements *= d);
+      int64_t &bound = batched ? n.slots[size_t(s)].first : n.slots[size_t(s)].second;
+      bound = std::max(bound, elements * element);
+      n.noReuseBytes += elements * element * (batched ? 128 : 1);
+    }
+    return n;
+  };
+  for (const std::string name : {"forward", "gradients"}) {
+    SCOPED_TRACE(name);
+    for (const Package *package : {&bf16, &fp32}) {
+      const ProgramArena &arena = *package->manifest().program(name).arena;
+      Needed n = needed(*package, name);
+      EXPECT_EQ(arena.slots, n.slots);
+      EXPECT_EQ(arena.reportBatch, 128);
+      EXPECT_EQ(arena.arenaBytes, arenaSlotsBytes(n.slots, 128));
+      EXPECT_EQ(arena.noReuseBytes, n.noReuseBytes);
+      if (package == &bf16)
+        EXPECT_GT(n.bf16Members, 0);
+      else
+        EXPECT_EQ(n.bf16Members, 0);
+    }
+    const Program &program = bf16.manifest().program(name);
+    const Slots &slots = program.arena->slots;
+    for (int64_t batch : {1, 3, 128, 256}) {
+      const int64_t bf16Bytes = arenaSlotsBytes(slots, batch).value();
+      const int64_t fp32Bytes = arenaSlotsBytes(fp32.manifest().program(name).arena->slots, batch).value();
+      EXPECT_LT(bf16Bytes, fp32Bytes) << "batch " << batch;
+      if (batch == 128)
+        std::printf("vit_rope %s arena at batch 128: bf16 %lld bytes, fp32 %lld\n", name.c_str(),
+                    static_cast<long long>(bf16Bytes), static_cast<long long>(fp32Bytes));
+      cuda::ProgramPlacement placement =
+          cuda::placeValues(bf16.manifest(), program, name, batch, bf16.cuda()->stepsOf(name));
+      std::vector<uint64_t> starts;
+      uint64_t end = 0;
+      for (const auto &[perBatch, fixed] : slots) {
+        starts.push_back(end);
+        end += (uint64_t(perBatch * batch + fixed) + 255) / 256 * 256;
+      }
+      EXPECT_EQ(placement.arenaBytes, end) << "batch " << batch;
+      for (size_t v = 0; v < program.values.size(); ++v) {
+        const int64_t s = program.arena->valueSlot[v];
+        if (s < 0)
+          continue;
+        const cuda::ValuePlace &place = placement.values[v];
+        int64_t elements = 1;
+        for (int64_t d : program.values[v].shape)
+          elements *= d < 0 ? batch : d;
+        EXPECT_EQ(place.region, Region::Arena) << "value " << v;
+        EXPECT_EQ(place.offset, starts[size_t(s)]) << "value " << v;
+        EXPECT_EQ(place.bytes, uint64_t(elements * bytesAn(bf16, name, v))) << "value " << v;
+        EXPECT_LE(place.bytes, uint64_t(slots[size_t(s)].first * batch + slots[size_t(s)].second))
+            << "value " << v;
       }
     }
   }

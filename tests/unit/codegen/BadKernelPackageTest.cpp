@@ -78,7 +78,7 @@ protected:
 
 TEST_F(BadKernelPackage, TheGoodOneLoads) {
   EXPECT_EQ(loadError(metadata, library), "");
-  EXPECT_EQ(metadata.at("version"), "2");
+  EXPECT_EQ(metadata.at("version"), "3");
   EXPECT_EQ(metadata.at("target"), "cpu");
   EXPECT_FALSE(metadata.at("kernels_triple").empty());
   EXPECT_FALSE(metadata.at("kernels_cpu").empty());
@@ -167,8 +167,13 @@ TEST_F(BadKernelPackage, Versions) {
   auto meta = metadata;
   meta["version"] = "1";
   EXPECT_CONTAINS(loadError(meta, library), "target \"cpu\" needs package version 2");
-  meta["version"] = "3";
-  EXPECT_CONTAINS(loadError(meta, library), "unsupported package version \"3\"");
+  meta["version"] = "4";
+  EXPECT_CONTAINS(loadError(meta, library), "unsupported package version \"4\"");
+  // Version 2 sized the arena plans in 4-byte elements: read as such, this
+  // package's byte-sized plan no longer adds up to its report.
+  meta["version"] = "2";
+  EXPECT_CONTAINS(loadError(meta, library), "arena.report: arena_bytes");
+  EXPECT_CONTAINS(loadError(meta, library), "(package version 2: 4-byte elements, slots packed)");
 }
 
 TEST_F(BadKernelPackage, KernelsInAReferencePackage) {

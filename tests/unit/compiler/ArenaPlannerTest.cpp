@@ -57,7 +57,7 @@ void expectValid(const std::vector<ArenaValue> &values, const ArenaPlan &plan,
     ASSERT_GE(plan.valueSlot[x], 0) << what << ": value " << x;
     ASSERT_LT(plan.valueSlot[x], int64_t(plan.slots.size())) << what;
     for (int64_t batch : {1, 7, 128})
-      EXPECT_GE(plan.slots[plan.valueSlot[x]].elements(batch), values[x].elements(batch))
+      EXPECT_GE(plan.slots[plan.valueSlot[x]].bytes(batch), values[x].bytes(batch))
           << what << ": value " << x << " at batch " << batch;
     for (size_t y = x + 1; y < values.size(); ++y)
       if (values[y].planned && plan.valueSlot[x] == plan.valueSlot[y])
@@ -82,12 +82,23 @@ TEST(ArenaPlanner, DisjointIntervalsReuseASlot) {
   // (an op's result never shares with its operand: both live at that op).
   std::vector<ArenaValue> values;
   for (int64_t i = 0; i < 6; ++i)
-    values.push_back(interval(i, i + 1, 64, 0));
+    values.push_back(interval(i, i + 1, 64 * 4, 0)); // 64 f32s an example
   ArenaPlan plan = stringc::planArena(values);
   expectValid(values, plan, "chain");
   EXPECT_EQ(plan.slots.size(), 2u);
   EXPECT_EQ(plan.arenaBytes(128), 2 * 64 * 128 * 4);
   EXPECT_EQ(stringc::noReuseBytes(values, 128), 6 * 64 * 128 * 4);
+}
+
+TEST(ArenaPlanner, SlotsAreSixteenByteRoundedInTheArena) {
+  // Live at once: 3 bf16 elements an example (6 bytes) and one f32 (4 bytes).
+  std::vector<ArenaValue> values = {interval(0, 1, 6, 0), interval(0, 1, 0, 4)};
+  ArenaPlan plan = stringc::planArena(values);
+  ASSERT_EQ(plan.slots.size(), 2u);
+  EXPECT_EQ(plan.arenaBytes(1), 16 + 16);
+  EXPECT_EQ(plan.arenaBytes(3), 32 + 16);
+  EXPECT_EQ(plan.arenaBytes(128), 768 + 16);
+  EXPECT_EQ(stringc::noReuseBytes(values, 128), 768 + 4); // the values' own bytes
 }
 
 TEST(ArenaPlanner, MixedSizeClassesBoundEveryBatch) {
@@ -164,6 +175,48 @@ INSTANTIATE_TEST_SUITE_P(Examples, ArenaExample,
                                c = '_';
                            return name;
                          });
+
+// A value stored in bf16 (a cuda package's: StoredTypes) is planned at 2
+// bytes an element, the others at 4; the plan records the element sizes.
+TEST(ArenaPlanner, ValuesAreSizedAtTheirStoredType) {
+  MLIRContext context;
+  context.loadDialect<pe::PEDialect, func::FuncDialect, arith::ArithDialect>();
+  std::optional<stringc::ModelGraph> graph = stringc::test::compileExample("vit_rope.pe");
+  ASSERT_TRUE(graph);
+  std::ostringstream text, err;
+  ASSERT_EQ(stringc::printModelAsMLIR(*graph, text, err, stringc::EmitStage::Train), 0)
+      << err.str();
+  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(text.str(), &context);
+  ASSERT_TRUE(module);
+  auto func = module->lookupSymbol<func::FuncOp>("gradients");
+  std::vector<ArenaValue> f32 = stringc::arenaValues(func);
+  stringc::StoredTypes stored; // every batch-sized intermediate, as --gpu-precision=bf16 may
+  for (size_t v = 0; v < f32.size(); ++v)
+    if (f32[v].planned && f32[v].perBatch > 0)
+      stored.push_back({int64_t(v), stringrt::DType::BF16});
+  ASSERT_FALSE(stored.empty());
+  std::vector<ArenaValue> mixed = stringc::arenaValues(func, {}, stored);
+  ASSERT_EQ(mixed.size(), f32.size());
+  std::vector<bool> isBf16(f32.size(), false);
+  for (const auto &[v, dtype] : stored)
+    isBf16[size_t(v)] = true;
+  for (size_t v = 0; v < f32.size(); ++v) {
+    EXPECT_EQ(mixed[v].perBatch, isBf16[v] ? f32[v].perBatch / 2 : f32[v].perBatch) << v;
+    EXPECT_EQ(mixed[v].fixed, f32[v].fixed) << v;
+    EXPECT_EQ(mixed[v].start, f32[v].start) << v;
+    EXPECT_EQ(mixed[v].end, f32[v].end) << v;
+  }
+  stringrt::ProgramArena allF32, bf16;
+  ASSERT_FALSE(stringc::packageArena(func, {}, allF32));
+  ASSERT_FALSE(stringc::packageArena(func, {}, bf16, stored));
+  EXPECT_TRUE(allF32.elementBytes.empty());
+  ASSERT_EQ(bf16.elementBytes.size(), f32.size());
+  for (size_t v = 0; v < f32.size(); ++v)
+    EXPECT_EQ(bf16.elementBytes[v], isBf16[v] ? 2 : 4) << v;
+  EXPECT_LT(bf16.arenaBytes, allF32.arenaBytes);
+  EXPECT_EQ(bf16.noReuseBytes, stringc::noReuseBytes(mixed, stringc::kArenaReportBatch));
+  EXPECT_LT(bf16.noReuseBytes, allF32.noReuseBytes);
+}
 
 // Runs with the package's plan give the same bits as runs on the buffer pool:
 // the loss and every gradient, on two examples, at two batch sizes.

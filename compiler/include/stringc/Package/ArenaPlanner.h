@@ -4,12 +4,15 @@
 // value of a program (an f32 op result other than pe.get_param's, which is a
 // view of the flat parameter buffer) gets a SLOT of one arena; two values
 // whose liveness intervals overlap never share a slot. The batch size is
-// symbolic, so a value's size is affine in it, a*B + c elements (a: the
-// product of the other dimensions of a shape with -1, c = 0; a static shape:
-// a = 0, c its element count). A slot's size is (max a, max c) over its
-// members, which bounds every member for every B >= 1, so one plan is valid
-// for every batch. The runtime lays the slots out back to back (offsets =
-// prefix sums of the slot sizes at the run's batch) in one allocation.
+// symbolic, so a value's size is affine in it, a*B + c bytes at its stored
+// type (a: the product of the other dimensions of a shape with -1 times the
+// element's bytes, c = 0; a static shape: a = 0, c its bytes); 4 bytes an
+// element, 2 for the values a cuda package stores in bf16. A slot's size is
+// (max a, max c) over its members, which bounds every member for every
+// B >= 1, so one plan is valid for every batch. The runtime lays the slots
+// out back to back in one allocation, each rounded up to
+// stringrt::kArenaSlotAlignment (16) bytes at the run's batch, so that every
+// slot starts 16-byte aligned at every batch.
 //
 //===----------------------------------------------------------------------===//
 #ifndef STRINGC_TARGET_ARENAPLANNER_H
@@ -38,21 +41,22 @@ constexpr int64_t kArenaReportBatch = 128;
 struct ArenaValue {
   bool planned = false; // false: a program input or a parameter view
   int64_t start = 0, end = 0;
-  int64_t perBatch = 0, fixed = 0; // size in elements: perBatch*B + fixed
+  int64_t perBatch = 0, fixed = 0; // size in bytes: perBatch*B + fixed
 
-  int64_t elements(int64_t batch) const { return perBatch * batch + fixed; }
+  int64_t bytes(int64_t batch) const { return perBatch * batch + fixed; }
 };
 
 struct ArenaSlot {
-  int64_t perBatch = 0, fixed = 0;
-  int64_t elements(int64_t batch) const { return perBatch * batch + fixed; }
+  int64_t perBatch = 0, fixed = 0; // bytes
+  int64_t bytes(int64_t batch) const { return perBatch * batch + fixed; }
 };
 
 struct ArenaPlan {
   std::vector<ArenaSlot> slots;
   std::vector<int64_t> valueSlot; // per value id; -1 for unplanned values
 
-  /// The arena's bytes at `batch` (4-byte elements, slots back to back).
+  /// The arena's bytes at `batch`: the slots back to back, each rounded up
+  /// to stringrt::kArenaSlotAlignment bytes.
   int64_t arenaBytes(int64_t batch) const;
 };
 
@@ -62,7 +66,8 @@ struct ArenaPlan {
 /// slot), or a new slot when none is free.
 ArenaPlan planArena(llvm::ArrayRef<ArenaValue> values);
 
-/// The bytes at `batch` of every planned value together (no reuse).
+/// The bytes at `batch` of every planned value together (no reuse, no
+/// rounding).
 int64_t noReuseBytes(llvm::ArrayRef<ArenaValue> values, int64_t batch);
 
 /// Checks that `plan` is valid for `values`: every planned value has a slot
@@ -78,17 +83,25 @@ std::optional<std::string> verifyArenaPlan(llvm::ArrayRef<ArenaValue> values,
 /// reads or writes.
 using ConcurrentOps = std::vector<std::pair<int64_t, int64_t>>;
 
+/// The values a program stores in another type than f32 (a cuda package's
+/// bf16 values: stringrt::CudaProgramSteps::valueDTypes), by value id.
+using StoredTypes = std::vector<std::pair<int64_t, stringrt::DType>>;
+
 /// The planner's view of `func`'s single block, numbered as the package
-/// writer numbers values (arguments, then op results in order), with the
-/// intervals of `concurrent` ranges' values extended to their last op.
+/// writer numbers values (arguments, then op results in order), each sized
+/// at its stored type (`stored`; f32 otherwise), with the intervals of
+/// `concurrent` ranges' values extended to their last op.
 std::vector<ArenaValue> arenaValues(mlir::func::FuncOp func,
-                                    const ConcurrentOps &concurrent = {});
+                                    const ConcurrentOps &concurrent = {},
+                                    const StoredTypes &stored = {});
 
 /// The package's arena plan of `func` (docs/package.md, "The arena plan"),
-/// with `concurrent` ranges of ops kept apart (arenaValues), into `arena`;
-/// the problem when verifyArenaPlan finds one (an internal error).
+/// with `concurrent` ranges of ops kept apart and values sized at their
+/// `stored` types (arenaValues), into `arena`; the problem when
+/// verifyArenaPlan finds one (an internal error).
 std::optional<std::string> packageArena(mlir::func::FuncOp func, const ConcurrentOps &concurrent,
-                                        stringrt::ProgramArena &arena);
+                                        stringrt::ProgramArena &arena,
+                                        const StoredTypes &stored = {});
 
 } // namespace stringc
 

@@ -68,11 +68,12 @@ DeviceZeroSlices deviceZeroSlices(int64_t total, int ranks);
 
 // Places every value of `program` at `batch`: get_param results at their
 // parameter's offset (deviceParameterLayout), arena members at their slot
-// (arenaLayout of the plan with 256-byte aligned slots; without a plan every
-// f32 op result goes to Extra), the rest in Extra, each 256-byte aligned.
-// Throws Error naming the program for an unknown parameter.
-// With `steps`, a pe.get_param result the steps store in bf16 is placed in
-// ParamsBf16 at the same element offset (2 bytes an element).
+// (arenaLayout of the plan's byte-sized slots, each rounded up to 256 bytes;
+// without a plan every f32 op result goes to Extra), the rest in Extra, each
+// 256-byte aligned. Throws Error naming the program for an unknown parameter.
+// With `steps`, each value's `bytes` are those of its stored type (a bf16
+// value's 2 an element), and a pe.get_param result the steps store in bf16
+// is placed in ParamsBf16 at the same element offset.
 ProgramPlacement placeValues(const Manifest &manifest, const Program &program,
                              const std::string &name, int64_t batch,
                              const CudaProgramSteps *steps = nullptr);

@@ -27,6 +27,9 @@ void checkArenaPlan(const Program &program, const std::string &name,
   if (arena.valueSlot.size() != numValues)
     throw Error(where + std::to_string(arena.valueSlot.size()) + " value slots, the program has " +
                 std::to_string(numValues) + " values");
+  if (!arena.elementBytes.empty() && arena.elementBytes.size() != numValues)
+    throw Error(where + "element sizes of " + std::to_string(arena.elementBytes.size()) +
+                " values, the program has " + std::to_string(numValues));
   std::vector<std::vector<size_t>> slotMembers(arena.slots.size());
   int64_t noReuse = 0;
   for (size_t v = 0; v < numValues; ++v) {
@@ -40,13 +43,19 @@ void checkArenaPlan(const Program &program, const std::string &name,
     }
     if (s < 0 || s >= static_cast<int64_t>(arena.slots.size()))
       throw Error(where + "value " + std::to_string(v) + " has no slot");
+    const int64_t element = arena.elementBytesOf(v);
+    if (element != 2 && element != 4)
+      throw Error(where + "value " + std::to_string(v) + " is stored at " +
+                  std::to_string(element) + " bytes an element (2 or 4)");
     auto [perBatch, fixed] = affineSize(program.values[v].shape);
+    perBatch *= element;
+    fixed *= element;
     if (arena.slots[s].first < perBatch || arena.slots[s].second < fixed)
       throw Error(where + "slot " + std::to_string(s) + " ([" +
                   std::to_string(arena.slots[s].first) + ", " +
-                  std::to_string(arena.slots[s].second) + "]) is too small for value " +
+                  std::to_string(arena.slots[s].second) + "] bytes) is too small for value " +
                   std::to_string(v) + " ([" + std::to_string(perBatch) + ", " +
-                  std::to_string(fixed) + "])");
+                  std::to_string(fixed) + "] bytes)");
     noReuse += perBatch * arena.reportBatch + fixed;
     slotMembers[s].push_back(v);
   }
@@ -65,29 +74,44 @@ void checkArenaPlan(const Program &program, const std::string &name,
         longest = k;
     }
   }
-  int64_t arenaElements = 0;
-  for (const auto &[perBatch, fixed] : arena.slots)
-    arenaElements += perBatch * arena.reportBatch + fixed;
-  if (arena.arenaBytes != arenaElements * 4 || arena.noReuseBytes != noReuse * 4)
+  const int64_t arenaBytes = arenaSlotsBytes(arena.slots, arena.reportBatch).value_or(-1);
+  if (arena.arenaBytes != arenaBytes || arena.noReuseBytes != noReuse)
     throw Error(where + "the report says " + std::to_string(arena.arenaBytes) + " arena and " +
                 std::to_string(arena.noReuseBytes) + " no-reuse bytes at batch " +
                 std::to_string(arena.reportBatch) + ", the plan gives " +
-                std::to_string(arenaElements * 4) + " and " + std::to_string(noReuse * 4));
+                std::to_string(arenaBytes) + " and " + std::to_string(noReuse));
 }
 
-ArenaLayout arenaLayout(const ProgramArena &arena, int64_t batch, int64_t alignElements) {
+std::vector<std::pair<int64_t, int64_t>> f32ArenaSlots(const Program &program) {
+  const ProgramArena &arena = *program.arena;
+  std::vector<std::pair<int64_t, int64_t>> slots = arena.slots;
+  if (arena.elementBytes.empty())
+    return slots;
+  const std::vector<bool> member = arenaMembers(program);
+  for (size_t v = 0; v < program.values.size(); ++v) {
+    const int64_t s = v < arena.valueSlot.size() ? arena.valueSlot[v] : -1;
+    if (!member[v] || s < 0 || size_t(s) >= slots.size() || arena.elementBytesOf(v) >= 4)
+      continue;
+    auto [perBatch, fixed] = affineSize(program.values[v].shape);
+    slots[size_t(s)].first = std::max(slots[size_t(s)].first, perBatch * 4);
+    slots[size_t(s)].second = std::max(slots[size_t(s)].second, fixed * 4);
+  }
+  return slots;
+}
+
+ArenaLayout arenaLayout(const std::vector<std::pair<int64_t, int64_t>> &slots, int64_t batch,
+                        int64_t alignment) {
   ArenaLayout layout;
-  layout.offsets.reserve(arena.slots.size());
-  for (const auto &[perBatch, fixed] : arena.slots) {
-    layout.offsets.push_back(layout.elements);
+  layout.offsets.reserve(slots.size());
+  for (const auto &[perBatch, fixed] : slots) {
+    layout.offsets.push_back(layout.bytes);
     // Checked: an absurd batch is an error, not a wrapped size.
-    int64_t elements = 0;
-    if (__builtin_mul_overflow(perBatch, batch, &elements) ||
-        __builtin_add_overflow(elements, fixed + alignElements - 1, &elements) ||
-        __builtin_add_overflow(layout.elements, elements / alignElements * alignElements,
-                               &layout.elements))
+    int64_t bytes = 0;
+    if (__builtin_mul_overflow(perBatch, batch, &bytes) ||
+        __builtin_add_overflow(bytes, fixed + alignment - 1, &bytes) ||
+        __builtin_add_overflow(layout.bytes, bytes / alignment * alignment, &layout.bytes))
       throw Error("the arena at batch " + std::to_string(batch) +
-                  " would hold more than 2^63 elements");
+                  " would hold more than 2^63 bytes");
   }
   return layout;
 }

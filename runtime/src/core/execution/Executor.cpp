@@ -425,6 +425,7 @@ Executor::Executor(const Program &program, std::string name,
     }
     checkArenaPlan(program, name_, start, end);
     inArena_ = arenaMembers(program);
+    arenaSlots_ = f32ArenaSlots(program);
     useArena_ = true;
   }
 }
@@ -438,10 +439,10 @@ int64_t Executor::runBytes(int64_t batch) const {
     return n * 4.0; // f32 and i32 alike
   };
   double live = 0, peak = 0;
-  if (useArena_)
-    for (const auto &[perBatch, fixed] : program_.arena->slots)
-      live += 4.0 * (static_cast<double>(perBatch) * static_cast<double>(batch) +
-                     static_cast<double>(fixed));
+  if (useArena_) {
+    std::optional<int64_t> bytes = arenaSlotsBytes(arenaSlots_, batch);
+    live = bytes ? static_cast<double>(*bytes) : 1e19;
+  }
   peak = live;
   for (size_t i = 0; i < program_.ops.size(); ++i) {
     if (!steps_[i].spec)
@@ -483,11 +484,11 @@ std::vector<ref::Tensor<float>> Executor::run(const std::vector<HostTensor> &inp
   int64_t arenaAllocated = 0;
   const int64_t arenaBatch = batch.value_or(0);
   if (useArena_) {
-    layout = arenaLayout(*program.arena, arenaBatch);
+    layout = arenaLayout(arenaSlots_, arenaBatch); // 16-byte slots: whole floats
     bool allocated = false;
-    arena = arenas_.take(arenaBatch, layout.elements, allocated);
+    arena = arenas_.take(arenaBatch, layout.bytes / 4, allocated);
     if (allocated)
-      arenaAllocated = layout.elements * static_cast<int64_t>(sizeof(float));
+      arenaAllocated = layout.bytes;
     if (sharedPool && sharedPool->poison())
       std::fill(arena.begin(), arena.end(), std::numeric_limits<float>::quiet_NaN());
   }
@@ -536,7 +537,7 @@ std::vector<ref::Tensor<float>> Executor::run(const std::vector<HostTensor> &inp
         // Not zeroed: the adapter writes every element (see Executor.h).
         size_t n = static_cast<size_t>(v.numel());
         if (useArena_ && inArena_[r])
-          v.arena = arena.data() + layout.offsets[program.arena->valueSlot[r]];
+          v.arena = arena.data() + layout.offsets[program.arena->valueSlot[r]] / 4;
         else if (type.dtype == DType::I32)
           v.i32 = pool.takeI32(n);
         else

@@ -301,6 +301,8 @@ private:
   std::vector<Step> steps_;
   std::vector<std::vector<ValueId>> freeAfter_;
   std::vector<bool> inArena_; // per value: placed by the arena plan
+  // The plan's slots at 4 bytes an element (f32ArenaSlots), as runs lay them out.
+  std::vector<std::pair<int64_t, int64_t>> arenaSlots_;
   std::vector<bool> outputUsedLater_; // per output: a later output is the same value
   std::vector<bool> ownedResult_;     // per value: an op result with storage (not a view)
   bool useArena_ = false;

@@ -395,6 +395,19 @@ private:
 
 bool isKnownOp(std::string_view op) { return findOpCode(op).has_value(); }
 
+std::optional<int64_t> arenaSlotsBytes(const std::vector<std::pair<int64_t, int64_t>> &slots,
+                                       int64_t batch, int64_t alignment) {
+  int64_t total = 0;
+  for (const auto &[perBatch, fixed] : slots) {
+    int64_t bytes = 0;
+    if (__builtin_mul_overflow(perBatch, batch, &bytes) ||
+        __builtin_add_overflow(bytes, fixed + alignment - 1, &bytes) ||
+        __builtin_add_overflow(total, bytes / alignment * alignment, &total))
+      return std::nullopt;
+  }
+  return total;
+}
+
 Manifest parseManifest(std::string_view json, const std::string &path) {
   return ManifestParser(path).parse(json);
 }

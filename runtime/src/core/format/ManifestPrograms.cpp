@@ -123,7 +123,8 @@ public:
     return program;
   }
 
-  // A program's "arena" (structure only; the executor checks liveness).
+  // A program's "arena" (structure only; the executor checks liveness), its
+  // slots in bytes (Package::load converts a version 1 or 2 package's).
   ProgramArena parseArena(const JsonValue &value, const std::string &where,
                           size_t valueCount) const {
     checkKeys(value, where, {"slots", "value_slot", "report"},
@@ -139,8 +140,10 @@ public:
         fail(at, "a slot is [per_batch, fixed]");
       int64_t perBatch = getInt(slot.elements[0], at + "[0]");
       int64_t fixed = getInt(slot.elements[1], at + "[1]");
-      // A slot holds values of at most kMaxExampleElements (besides the batch).
-      if (perBatch < 0 || fixed < 0 || perBatch > kMaxExampleElements || fixed > kMaxExampleElements)
+      // Bytes: a slot holds values of at most kMaxExampleElements 4-byte
+      // elements (besides the batch).
+      if (perBatch < 0 || fixed < 0 || perBatch > 4 * kMaxExampleElements ||
+          fixed > 4 * kMaxExampleElements)
         fail(at, fmt::format("slot size [{}, {}] out of range", perBatch,
                              fixed));
       arena.slots.push_back({perBatch, fixed});

@@ -5,6 +5,7 @@
 #include "format/Json.h"
 #include "format/PackageKernels.h"
 #include "stringrt/Error.h"
+#include "stringrt/ManifestLimits.h"
 #include "stringrt/Safetensors.h"
 
 #include <fmt/format.h>
@@ -12,6 +13,36 @@
 namespace stringrt {
 
 using detail::quoteForMessage;
+
+namespace {
+
+// Versions 1 and 2 sized a program's arena plan in 4-byte elements (every
+// value at 4 bytes) and reported its slots packed: the plan in bytes, its
+// arena_bytes figure checked against that rule and replaced by this
+// runtime's (each slot rounded up to kArenaSlotAlignment).
+void arenaInBytes(Program &program, const std::string &name, int version,
+                  const std::string &path) {
+  if (!program.arena)
+    return;
+  ProgramArena &arena = *program.arena;
+  const std::string where = "manifest.programs." + name + ".arena";
+  for (size_t k = 0; k < arena.slots.size(); ++k) {
+    auto &[perBatch, fixed] = arena.slots[k];
+    if (perBatch > kMaxExampleElements || fixed > kMaxExampleElements)
+      throw Error(path, fmt::format("{}.slots[{}]: slot size [{}, {}] out of range", where, k,
+                                    perBatch, fixed));
+    perBatch *= 4;
+    fixed *= 4;
+  }
+  std::optional<int64_t> packed = arenaSlotsBytes(arena.slots, arena.reportBatch, 4);
+  if (!packed || *packed != arena.arenaBytes)
+    throw Error(path, fmt::format("{}.report: arena_bytes {} is not the plan's {} (package "
+                                  "version {}: 4-byte elements, slots packed)",
+                                  where, arena.arenaBytes, packed.value_or(-1), version));
+  arena.arenaBytes = arenaSlotsBytes(arena.slots, arena.reportBatch).value_or(*packed);
+}
+
+} // namespace
 
 Package Package::load(const std::string &path) {
   SafetensorsFile file = SafetensorsFile::open(path);
@@ -69,13 +100,31 @@ Package Package::load(const std::string &path) {
   package.path_ = path;
   package.target_ = target;
   package.manifest_ = parseManifest(manifest, path);
+  auto program = [&](const std::string &name) -> Program & {
+    return name == "forward" ? package.manifest_.forward : package.manifest_.gradients;
+  };
+  if (versionNumber < 3)
+    for (const char *name : {"forward", "gradients"})
+      arenaInBytes(program(name), name, versionNumber, path);
   if (cpu)
     package.cpuKernels_ = detail::loadCpuKernels(file, metadata, package.manifest_, path);
   else
     detail::checkNoKernels(package.manifest_, target, path);
-  if (cuda)
+  if (cuda) {
     package.cuda_ = std::make_shared<const CudaSection>(
         parseCudaSection(require("cuda"), file, package.manifest_, path));
+    // The plan of a version 3 cuda package stores its bf16 values at 2
+    // bytes an element; versions 1 and 2 planned every value at 4.
+    if (versionNumber >= 3)
+      for (const CudaProgramSteps &steps : package.cuda_->steps) {
+        Program &stored = program(steps.program);
+        if (!stored.arena || steps.valueDTypes.empty())
+          continue;
+        stored.arena->elementBytes.assign(stored.values.size(), 4);
+        for (const auto &[value, dtype] : steps.valueDTypes)
+          stored.arena->elementBytes.at(size_t(value)) = int64_t(dtypeSize(dtype));
+      }
+  }
   return package;
 }
 
