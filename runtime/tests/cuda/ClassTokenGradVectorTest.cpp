@@ -13,8 +13,7 @@
 // is written, and dx is dy's tokens 1.. exactly (a copy, widened from bf16
 // where dy is bf16).
 #include "Bf16Bits.h"
-#include "GpuKernelSession.h"
-#include "SentinelBuffers.h"
+#include "SentinelSession.h"
 
 #include <gtest/gtest.h>
 
@@ -27,25 +26,12 @@ namespace {
 
 using KA = KernelArg;
 
-constexpr int64_t kPad = 8; // sentinel elements on either side
-
-class GpuClassTokenGradVector : public ::testing::Test, protected GpuKernelSession {
+class GpuClassTokenGradVector : public ::testing::Test, protected SentinelSession {
 protected:
   void SetUp() override {
     if (std::string why = open(size_t(16) << 20); !why.empty())
       GTEST_SKIP() << why;
     rng.seed(23);
-  }
-
-  // `values` (sentinels when empty, n of them) in bf16 or f32 storage, kPad
-  // sentinels before and after, element 0 `shift` elements past that
-  // (16-byte aligned when shift is 0).
-  uint64_t place(const std::vector<float> &values, int64_t n, bool bf16, int64_t shift,
-                 size_t &offset) {
-    std::vector<uint8_t> raw = sentinelPadded(values, n, bf16, kPad + shift, n + 2 * kPad + shift);
-    uint64_t base = putBytes(raw);
-    offset = offsets.at(base);
-    return base + uint64_t((kPad + shift) * (bf16 ? 2 : 4));
   }
 
   // dx's bits (f32 words; bf16 in the high half) of one launch with dx and
@@ -60,19 +46,7 @@ protected:
     uint64_t pdy = place(dy, batch * (tokens + 1) * d, dyBf16, dyShift, unused);
     launch(kernel.c_str(), {KA::pointer(dx), KA::pointer(pdy), KA::integer((n + 7) / 8),
                             KA::integer(n), KA::integer(tokens), KA::integer(d)});
-    device->synchronize("test");
-    std::vector<uint8_t> raw = arena->downloadVector<uint8_t>(
-        dxOffset, size_t((n + 2 * kPad + dxShift) * (dxBf16 ? 2 : 4)));
-    const int64_t first = kPad + dxShift;
-    std::string what = kernel + " d=" + std::to_string(d);
-    for (int64_t i = 0; i < first; ++i)
-      EXPECT_EQ(storedBits(raw, dxBf16, i), sentinelBits(dxBf16)) << what << ": written before";
-    for (int64_t i = first + n; i < first + n + kPad; ++i)
-      EXPECT_EQ(storedBits(raw, dxBf16, i), sentinelBits(dxBf16)) << what << ": written after";
-    std::vector<uint32_t> out;
-    for (int64_t i = first; i < first + n; ++i)
-      out.push_back(storedBits(raw, dxBf16, i));
-    return out;
+    return readBack(dxOffset, n, dxBf16, dxShift, kernel + " d=" + std::to_string(d));
   }
 };
 

@@ -16,8 +16,7 @@
 // are the reference's within the fused kernel's tolerances (bf16: one
 // rounding of dx more).
 #include "Bf16Bits.h"
-#include "GpuKernelSession.h"
-#include "SentinelBuffers.h"
+#include "SentinelSession.h"
 
 #include "stringrt/reference/LayerKernels.h"
 
@@ -33,8 +32,6 @@ namespace {
 
 using KA = KernelArg;
 
-constexpr int64_t kPad = 8; // sentinel elements on either side
-
 // Element shifts of the buffers of one launch (0: 16-byte aligned).
 struct Shifts {
   int64_t dx = 0, prior = 0, x = 0, gamma = 0, dy = 0;
@@ -46,42 +43,12 @@ struct GradBits {
   std::vector<uint32_t> dx, partials;
 };
 
-class GpuLayerNormGradVector : public ::testing::Test, protected GpuKernelSession {
+class GpuLayerNormGradVector : public ::testing::Test, protected SentinelSession {
 protected:
   void SetUp() override {
     if (std::string why = open(size_t(16) << 20); !why.empty())
       GTEST_SKIP() << why;
     rng.seed(17);
-  }
-
-  // `values` (sentinels when empty, n of them) in bf16 or f32 storage, kPad
-  // sentinels before and after, element 0 `shift` elements past that (a
-  // 256-byte boundary + kPad elements: 16-byte aligned when shift is 0).
-  uint64_t place(const std::vector<float> &values, int64_t n, bool bf16, int64_t shift,
-                 size_t &offset) {
-    const int64_t bytes = bf16 ? 2 : 4;
-    std::vector<uint8_t> raw = sentinelPadded(values, n, bf16, kPad + shift, n + 2 * kPad + shift);
-    uint64_t base = putBytes(raw);
-    offset = offsets.at(base);
-    return base + uint64_t((kPad + shift) * bytes);
-  }
-
-  // The `n` elements of the buffer at arena `offset` placed with `shift`,
-  // after checking the sentinels around them.
-  std::vector<uint32_t> readBack(size_t offset, int64_t n, bool bf16, int64_t shift,
-                                 const std::string &what) {
-    device->synchronize("test");
-    const int64_t bytes = bf16 ? 2 : 4, first = kPad + shift;
-    std::vector<uint8_t> raw =
-        arena->downloadVector<uint8_t>(offset, size_t((n + 2 * kPad + shift) * bytes));
-    for (int64_t i = 0; i < first; ++i)
-      EXPECT_EQ(storedBits(raw, bf16, i), sentinelBits(bf16)) << what << ": written before";
-    for (int64_t i = first + n; i < first + n + kPad; ++i)
-      EXPECT_EQ(storedBits(raw, bf16, i), sentinelBits(bf16)) << what << ": written after";
-    std::vector<uint32_t> out;
-    for (int64_t i = first; i < first + n; ++i)
-      out.push_back(storedBits(raw, bf16, i));
-    return out;
   }
 
   GradBits run(const std::string &kernel, bool bf16, bool accumulate,
