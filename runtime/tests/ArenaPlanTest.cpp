@@ -131,6 +131,18 @@ bool sameBits(const std::vector<float> &a, const std::vector<float> &b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
+// The gradients program of `planned` and `pooled` on `inputs`: the same loss
+// and gradients, bit for bit.
+void expectSameGradients(Model &planned, Model &pooled,
+                         const std::map<std::string, HostTensor> &inputs, int64_t batch) {
+  float lossA = 0, lossB = 0;
+  std::vector<float> gradsA, gradsB;
+  planned.gradients(inputs, lossA, gradsA);
+  pooled.gradients(inputs, lossB, gradsB);
+  EXPECT_EQ(std::memcmp(&lossA, &lossB, sizeof(float)), 0) << "batch " << batch;
+  EXPECT_TRUE(sameBits(gradsA, gradsB)) << "batch " << batch;
+}
+
 TEST(ArenaPlan, RunsGiveTheBitsOfThePool) {
   for (KernelSet kernels : {KernelSet::Reference, KernelSet::Fast}) {
     Model planned(plannedManifest(), kPath, kernels);
@@ -144,12 +156,7 @@ TEST(ArenaPlan, RunsGiveTheBitsOfThePool) {
       Tensor<float> x;
       Tensor<int32_t> label;
       auto inputs = batchInputs(batch, x, label);
-      float lossA = 0, lossB = 0;
-      std::vector<float> gradsA, gradsB;
-      planned.gradients(inputs, lossA, gradsA);
-      pooled.gradients(inputs, lossB, gradsB);
-      EXPECT_EQ(std::memcmp(&lossA, &lossB, sizeof(float)), 0) << "batch " << batch;
-      EXPECT_TRUE(sameBits(gradsA, gradsB)) << "batch " << batch;
+      expectSameGradients(planned, pooled, inputs, batch);
       auto outA = planned.run("forward", inputs);
       auto outB = pooled.run("forward", inputs);
       EXPECT_TRUE(sameBits(outA.at("logits").values, outB.at("logits").values));
@@ -173,13 +180,7 @@ TEST(ArenaPlan, APlanOfBf16ValuesRunsInWidenedSlots) {
   for (int64_t batch : {5, 9}) {
     Tensor<float> x;
     Tensor<int32_t> label;
-    auto inputs = batchInputs(batch, x, label);
-    float lossA = 0, lossB = 0;
-    std::vector<float> gradsA, gradsB;
-    planned.gradients(inputs, lossA, gradsA);
-    pooled.gradients(inputs, lossB, gradsB);
-    EXPECT_EQ(std::memcmp(&lossA, &lossB, sizeof(float)), 0) << "batch " << batch;
-    EXPECT_TRUE(sameBits(gradsA, gradsB)) << "batch " << batch;
+    expectSameGradients(planned, pooled, batchInputs(batch, x, label), batch);
   }
   EXPECT_EQ(planned.programBytes("gradients", 128), 1584 + 16 + 16 + 1536); // f32, 16-byte slots
   Manifest unsized = bf16PlannedManifest();
