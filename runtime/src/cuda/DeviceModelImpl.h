@@ -428,10 +428,12 @@ struct DeviceModel::Impl {
   /// Queues pe_ema on every run of trainable slots (the EMA is whole).
   void launchEma();
 
-  /// ZeRO-1 (joinRanks with DeviceOptions::zeroStage 1): the buffers cut to
-  /// this rank's slice of `ranks` (deviceZeroSlices): the moments' arenas
-  /// made anew for the slice, params and grads padded, the partials' room
-  /// for every rank's; before any program ran (no buffer holds an address).
+  /// ZeRO-1 (joinRanks with DeviceOptions::zeroStage 1): the buffers of
+  /// this rank's slice of `ranks` (deviceZeroSlices), first allocated here
+  /// (a model made with zeroStage 1 allocates no whole gradients or moments,
+  /// nor a bf16 package's EMA): the params padded, the grads allocated
+  /// padded, the moments' arenas for the slice, the partials' room for every
+  /// rank's; before any program ran (no buffer holds an address).
   void shardState(int rank, int ranks);
   /// The optimizer state arenas ZeRO-1 cuts to this rank's slice, the first
   /// of stateArenas(): moment1, and moment2 with AdamW; the EMA too with
