@@ -34,7 +34,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
-#include <dlfcn.h>
 #include <filesystem>
 #include <optional>
 #include <random>
@@ -265,25 +264,6 @@ struct RandomBatch {
     }
   }
 };
-
-// The device bytes in use (cuMemGetInfo's total - free) when the driver the
-// runtime opened (STRINGRT_CUDA_DRIVER) is the emulator, which counts each
-// allocation's bytes; nullopt on a real driver (other processes' memory).
-std::optional<size_t> emulatorBytesInUse() {
-  const char *driver = std::getenv("STRINGRT_CUDA_DRIVER");
-  if (!driver)
-    return std::nullopt;
-  void *library = dlopen(driver, RTLD_NOW | RTLD_NOLOAD);
-  if (!library)
-    return std::nullopt;
-  auto info = reinterpret_cast<int (*)(size_t *, size_t *)>(dlsym(library, "cuMemGetInfo_v2"));
-  const bool emulator = dlsym(library, "stringrt_emulator_counters") != nullptr;
-  dlclose(library);
-  size_t free = 0, total = 0;
-  if (!info || !emulator || info(&free, &total) != 0)
-    return std::nullopt;
-  return total - free;
-}
 
 // The tests of vit_rope on the device: STRINGRT_CUDA_VIT_PACKAGE names a
 // package of examples/vit_rope.pe compiled with --target=cuda. Each test
